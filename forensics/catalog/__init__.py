@@ -1,0 +1,61 @@
+"""Knowledge as data: the NVIDIA XID/SXid catalog (`xid.csv`, `sxid.csv`) and its loader."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """One XID or SXid code as the catalog describes it."""
+
+    kind: str
+    """'xid' or 'sxid'."""
+    code: int
+    name: str
+    meaning: str
+    category: str
+    """DESIGN.md finding category: gpu_hardware, gpu_memory, nvlink, pcie, software, ..."""
+    severity: str
+    """critical | high | medium | low | info, for a single occurrence."""
+    blame: str
+    """hardware | firmware | driver | application | consequence | mixed"""
+    action: str
+    """What a vendor expects to be done."""
+    source: str
+    """Where the facts come from (NVIDIA XID documentation section / URL)."""
+
+
+@cache
+def _load(kind: str) -> dict[int, CatalogEntry]:
+    text = resources.files(__name__).joinpath(f"{kind}.csv").read_text(encoding="utf-8")
+    rows = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
+    return {
+        int(r["code"]): CatalogEntry(
+            kind=kind,
+            code=int(r["code"]),
+            name=r["name"],
+            meaning=r["meaning"],
+            category=r["category"],
+            severity=r["severity"],
+            blame=r["blame"],
+            action=r["action"],
+            source=r["source"],
+        )
+        for r in rows
+    }
+
+
+def find_entry(kind: str, code: int) -> CatalogEntry | None:
+    """Return the catalog entry of an XID ('xid') or SXid ('sxid') code, or None when not catalogued."""
+    if kind not in ("xid", "sxid"):
+        return None
+    return _load(kind).get(code)
+
+
+def entries(kind: str) -> list[CatalogEntry]:
+    """All entries of one catalog, by code."""
+    return sorted(_load(kind).values(), key=lambda e: e.code)

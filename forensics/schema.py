@@ -1,0 +1,269 @@
+"""The tables of DESIGN.md as polars schemas: the one contract between parsers, analysis and report.
+
+Every table keeps `file` and `line` so evidence can be quoted verbatim. Times are UTC microseconds;
+`ts_quality` says how a time was obtained (see `TsQuality`).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+import polars as pl
+
+from forensics.errors import SchemaError
+
+SCHEMA_VERSION = 1
+
+UTC_US = pl.Datetime("us", "UTC")
+
+
+class TsQuality(str, Enum):
+    """How a row's `ts` was obtained."""
+
+    EXACT = "exact"  # the line carries a zone or offset, or is epoch based
+    LOCAL_ASSUMED_UTC = "local_assumed_utc"  # local wall time, zone unknown, taken as UTC
+    YEAR_INFERRED = "year_inferred"  # syslog-style time without a year; year inferred from the bundle
+    BOOT_ANCHORED = "boot_anchored"  # monotonic seconds since boot + a boot time found in the bundle
+    UNANCHORED = "unanchored"  # monotonic seconds only; `uptime_s` kept, `ts` null
+    INHERITED = "inherited"  # taken from a neighbouring timestamped line of the same file
+    NONE = "none"  # no time at all
+
+
+_PROVENANCE = {"file": pl.String, "line": pl.Int64}
+
+TABLES: dict[str, pl.Schema] = {
+    "files": pl.Schema(
+        {
+            "path": pl.String,
+            "node": pl.String,
+            "node_source": pl.String,  # path | content | unknown
+            "format": pl.String,
+            "parser": pl.String,
+            "score": pl.Float64,
+            "runner_up": pl.String,
+            "bytes": pl.Int64,
+            "lines": pl.Int64,
+            "parsed": pl.Int64,
+            "unrecognized": pl.Int64,
+            "status": pl.String,  # ok | partial | skipped: reason | error: reason
+            "sha256": pl.String,
+        }
+    ),
+    "events": pl.Schema(
+        {
+            "ts": UTC_US,
+            "ts_quality": pl.String,
+            "uptime_s": pl.Float64,  # monotonic seconds since boot, where the line gave them
+            "node": pl.String,
+            "gpu_index": pl.Int32,
+            "gpu_bus_id": pl.String,  # normalised 0000:3b:00.0
+            "rank": pl.Int32,
+            "source": pl.String,  # kernel, nccl, torch, nvidia-smi, ib, dcgm, ...
+            "kind": pl.String,  # xid, sxid, pcie_aer, nic_link, ecc, thermal, nccl_warn, ...
+            "code": pl.String,  # e.g. the XID number
+            "severity": pl.String,  # critical | high | medium | low | info
+            "message": pl.String,  # verbatim
+            "detail": pl.String,  # JSON object of extra fields (pid, peer, link mask, ...)
+            **_PROVENANCE,
+        }
+    ),
+    "steps": pl.Schema(
+        {
+            "ts": UTC_US,
+            "ts_quality": pl.String,
+            "node": pl.String,
+            "rank": pl.Int32,
+            "step": pl.Int64,
+            "step_time_s": pl.Float64,
+            "forward_s": pl.Float64,
+            "backward_s": pl.Float64,
+            "optimizer_s": pl.Float64,
+            "comm_wait_s": pl.Float64,
+            "data_s": pl.Float64,
+            "throughput": pl.Float64,
+            "throughput_unit": pl.String,  # samples/s, tokens/s, it/s, TFLOP/s/GPU
+            "tflops": pl.Float64,
+            "loss": pl.Float64,
+            "framework": pl.String,
+            **_PROVENANCE,
+        }
+    ),
+    "gpu_samples": pl.Schema(
+        {
+            "ts": UTC_US,
+            "ts_quality": pl.String,
+            "node": pl.String,
+            "gpu_index": pl.Int32,
+            "gpu_bus_id": pl.String,
+            "gpu_uuid": pl.String,
+            "utilization_pct": pl.Float64,
+            "mem_utilization_pct": pl.Float64,
+            "memory_used_mib": pl.Float64,
+            "memory_total_mib": pl.Float64,
+            "temperature_c": pl.Float64,
+            "mem_temperature_c": pl.Float64,
+            "power_w": pl.Float64,
+            "power_limit_w": pl.Float64,
+            "sm_clock_mhz": pl.Float64,
+            "mem_clock_mhz": pl.Float64,
+            "throttle_gpu_idle": pl.Boolean,
+            "throttle_applications_clocks_setting": pl.Boolean,
+            "throttle_sw_power_cap": pl.Boolean,
+            "throttle_hw_slowdown": pl.Boolean,
+            "throttle_hw_thermal_slowdown": pl.Boolean,
+            "throttle_hw_power_brake_slowdown": pl.Boolean,
+            "throttle_sync_boost": pl.Boolean,
+            "throttle_sw_thermal_slowdown": pl.Boolean,
+            "throttle_display_clock_setting": pl.Boolean,
+            "ecc_corrected_volatile": pl.Int64,
+            "ecc_uncorrected_volatile": pl.Int64,
+            "ecc_corrected_aggregate": pl.Int64,
+            "ecc_uncorrected_aggregate": pl.Int64,
+            "retired_pages_sbe": pl.Int64,
+            "retired_pages_dbe": pl.Int64,
+            "retired_pages_pending": pl.Boolean,
+            "remapped_rows_correctable": pl.Int64,
+            "remapped_rows_uncorrectable": pl.Int64,
+            "remap_pending": pl.Boolean,
+            "remap_failure": pl.Boolean,
+            "pcie_gen": pl.Int32,
+            "pcie_width": pl.Int32,
+            "pcie_gen_max": pl.Int32,
+            "pcie_width_max": pl.Int32,
+            "source": pl.String,  # nvidia-smi-q, nvidia-smi-xml, nvidia-smi-csv, dmon, ...
+            "extra": pl.String,  # JSON object of fields we have no column for (kept, not dropped)
+            **_PROVENANCE,
+        }
+    ),
+    "inventory": pl.Schema(
+        {
+            "node": pl.String,
+            "component": pl.String,  # node | gpu | nic | nvswitch | software
+            "gpu_index": pl.Int32,
+            "gpu_bus_id": pl.String,
+            "device": pl.String,  # e.g. mlx5_0 for NICs
+            "attribute": pl.String,  # name, serial, uuid, vbios, driver_version, cuda_version, ...
+            "value": pl.String,
+            "source": pl.String,
+            **_PROVENANCE,
+        }
+    ),
+    "comms": pl.Schema(
+        {
+            "record": pl.String,  # rank | nccl_test | nccl_test_summary | ib_counter | network
+            "ts": UTC_US,
+            "node": pl.String,
+            "comm_id": pl.String,
+            "rank": pl.Int32,
+            "nranks": pl.Int32,
+            "cuda_dev": pl.Int32,
+            "gpu_bus_id": pl.String,
+            "pid": pl.Int64,
+            "nccl_version": pl.String,
+            "test": pl.String,  # all_reduce_perf, ...
+            "size_bytes": pl.Int64,
+            "count": pl.Int64,
+            "dtype": pl.String,
+            "redop": pl.String,
+            "placement": pl.String,  # out-of-place | in-place
+            "time_us": pl.Float64,
+            "algbw_gbps": pl.Float64,
+            "busbw_gbps": pl.Float64,
+            "wrong": pl.Int64,
+            "nodes": pl.String,  # comma-separated node set of an nccl-tests run
+            "device": pl.String,  # IB device, e.g. mlx5_0
+            "port": pl.Int32,
+            "counter": pl.String,
+            "value": pl.Float64,
+            "detail": pl.String,
+            **_PROVENANCE,
+        }
+    ),
+    "anomalies": pl.Schema(
+        {
+            "kind": pl.String,  # straggler, step_regression, step_spike, hang, telemetry_outlier, ...
+            "node": pl.String,
+            "rank": pl.Int32,
+            "gpu_index": pl.Int32,
+            "metric": pl.String,
+            "start": UTC_US,
+            "end": UTC_US,
+            "step_start": pl.Int64,
+            "step_end": pl.Int64,
+            "value": pl.Float64,
+            "baseline": pl.Float64,
+            "deviation": pl.Float64,  # robust z or ratio, as `detail` says
+            "score": pl.Float64,
+            "detail": pl.String,
+        }
+    ),
+}
+
+# Columns that must be non-null in every row of a table.
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "files": ("path", "status"),
+    "events": ("node", "source", "kind", "severity", "message", "file", "line"),
+    "steps": ("node", "framework", "file", "line"),
+    "gpu_samples": ("node", "source", "file"),
+    "inventory": ("node", "component", "attribute", "value", "source", "file"),
+    "comms": ("record", "file"),
+    "anomalies": ("kind", "metric"),
+}
+
+
+def empty(table: str) -> pl.DataFrame:
+    """Return an empty DataFrame of `table`."""
+    return pl.DataFrame(schema=TABLES[table])
+
+
+def conform(df: pl.DataFrame, table: str) -> pl.DataFrame:
+    """Add the table's missing columns as nulls, cast and order them; then `validate`.
+
+    Parsers build only the columns they know and call this once per table.
+    """
+    schema = get_schema(table)
+    unknown = [c for c in df.columns if c not in schema]
+    if unknown:
+        raise SchemaError(f"table '{table}' has no column(s) {', '.join(repr(c) for c in unknown)}")
+    exprs = []
+    for name, dtype in schema.items():
+        if name in df.columns:
+            col = pl.col(name)
+            exprs.append(col if df.schema[name] == dtype else col.cast(dtype, strict=False))
+        else:
+            exprs.append(pl.lit(None, dtype=dtype).alias(name))
+    return validate(df.select(exprs), table)
+
+
+def validate(df: pl.DataFrame, table: str) -> pl.DataFrame:
+    """Check `df` against `table`; return it with the table's column order.
+
+    Raises:
+        SchemaError: listing every missing column, wrong dtype and null in a required column at once.
+    """
+    schema = get_schema(table)
+    problems: list[str] = []
+    missing = [c for c in schema if c not in df.columns]
+    if missing:
+        problems.append(
+            f"{len(missing)} missing column(s) for table '{table}': " + ", ".join(repr(c) for c in missing)
+        )
+    for name, dtype in schema.items():
+        if name in df.columns and df.schema[name] != dtype:
+            problems.append(f" - '{name}', got: {df.schema[name]}, expected: {dtype}")
+    if not missing:
+        for name in REQUIRED[table]:
+            nulls = df.get_column(name).null_count()
+            if nulls:
+                problems.append(f" - '{name}' is required but has {nulls} null(s)")
+    if problems:
+        raise SchemaError(f"DataFrame does not match table '{table}':\n" + "\n".join(problems))
+    return df.select(list(schema))
+
+
+def get_schema(table: str) -> pl.Schema:
+    """Return the schema of `table`; raise SchemaError for an unknown table."""
+    try:
+        return TABLES[table]
+    except KeyError:
+        raise SchemaError(f"unknown table '{table}'; known: {', '.join(TABLES)}") from None

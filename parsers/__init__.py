@@ -1,0 +1,1 @@
+"""Parsers: one module per format family, listed in `parsers.registry`."""

@@ -1,0 +1,108 @@
+"""The parser contract: what a parser gets (`FileContext`, a column of lines) and returns (`ParseResult`).
+
+A parser module defines `NAME`, `DESCRIPTION`, `TABLES`, `FILENAME_HINTS`, `DETECTS`, `PRIORITY`,
+`sniff(head: bytes, name: str) -> float` (0..1, content decides, the name only adds a bonus) and
+`parse(lines: pl.Series, ctx: FileContext) -> ParseResult`. Parsers are pure: no I/O, no printing.
+
+Line accounting: `lines` is the number of lines of the file; blank lines are neither parsed nor
+unrecognized. A line is *parsed* when it matches the format's grammar (whether or not it produced a
+row: an ordinary dmesg line is understood, it just is no event); it is *unrecognized* when it does
+not. So `parsed + unrecognized + blank == lines` (see `check_accounting`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+import polars as pl
+
+MAX_EXAMPLES = 20
+
+
+@dataclass(frozen=True)
+class FileContext:
+    """What a parser knows about the file besides its lines."""
+
+    path: str
+    """Path inside the bundle (posix), quoted in evidence."""
+    node: str
+    """Node the file belongs to by its path; 'unknown' when the path does not say."""
+    first_line: int = 1
+    """Line number of the first line handed over (files may be parsed in chunks)."""
+    year_hint: int | None = None
+    """Year to give year-less timestamps (syslog) when the file itself does not tell."""
+    collected_at: datetime | None = None
+    """When the bundle was collected, if known (UTC); bounds year inference."""
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """Tables produced from one file plus the accounting of its lines."""
+
+    tables: dict[str, pl.DataFrame]
+    parsed: int
+    unrecognized: int
+    unrecognized_examples: list[tuple[int, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    partial: bool = False
+    """The file ended early (truncated dump, cut record): parsed as far as it is valid."""
+    node: str | None = None
+    """Node the content names for the whole file (syslog host, NCCL prefix), if the path did not."""
+
+
+class Parser(Protocol):
+    """What `parsers.registry` expects of a parser module."""
+
+    NAME: str
+    DESCRIPTION: str
+    TABLES: tuple[str, ...]
+    FILENAME_HINTS: tuple[str, ...]
+    DETECTS: str
+    PRIORITY: int
+
+    def sniff(self, head: bytes, name: str) -> float: ...
+
+    def parse(self, lines: pl.Series, ctx: FileContext) -> ParseResult: ...
+
+
+def numbered(lines: pl.Series, ctx: FileContext) -> pl.DataFrame:
+    """Return a frame of `line` (number in the file) and `text` for a column of lines."""
+    return pl.DataFrame(
+        {
+            "line": pl.int_range(ctx.first_line, ctx.first_line + len(lines), dtype=pl.Int64, eager=True),
+            "text": lines.cast(pl.String),
+        }
+    )
+
+
+def account(frame: pl.DataFrame, understood: pl.Expr) -> tuple[int, int, list[tuple[int, str]]]:
+    """Count parsed and unrecognized non-blank lines of `frame` (columns line, text) and sample the latter.
+
+    Args:
+        frame: from `numbered`.
+        understood: boolean expression over `frame`, true for lines the grammar matches.
+
+    Returns:
+        (parsed, unrecognized, examples of unrecognized lines as (line number, text)).
+    """
+    flagged = frame.select(
+        pl.col("line"),
+        pl.col("text"),
+        blank=pl.col("text").str.strip_chars().str.len_bytes() == 0,
+        ok=understood.fill_null(False),
+    )
+    counts = flagged.select(
+        parsed=(pl.col("ok") & ~pl.col("blank")).sum(),
+        unrecognized=(~pl.col("ok") & ~pl.col("blank")).sum(),
+    ).row(0)
+    bad = flagged.filter(~pl.col("ok") & ~pl.col("blank")).head(MAX_EXAMPLES)
+    examples = [(int(n), str(t)[:500]) for n, t in bad.select("line", "text").iter_rows()]
+    return int(counts[0]), int(counts[1]), examples
+
+
+def check_accounting(result: ParseResult, lines: pl.Series) -> bool:
+    """True when parsed + unrecognized + blank lines == lines (the invariant tests assert)."""
+    blank = int((lines.cast(pl.String).str.strip_chars().str.len_bytes() == 0).sum())
+    return result.parsed + result.unrecognized + blank == len(lines)
