@@ -106,3 +106,24 @@ def check_accounting(result: ParseResult, lines: pl.Series) -> bool:
     """True when parsed + unrecognized + blank lines == lines (the invariant tests assert)."""
     blank = int((lines.cast(pl.String).str.strip_chars().str.len_bytes() == 0).sum())
     return result.parsed + result.unrecognized + blank == len(lines)
+
+
+HARNESS_LINE = r"^(?:#SOURCE:|#CMD:|#GAP|#FROM-COMMENT:|<!-- #SOURCE:)"
+"""Fixture annotations (FORMATS.md §0) that test harnesses blank out, keeping line numbers."""
+
+
+def lines_from_bytes(data: bytes) -> pl.Series:
+    """Decode a file's bytes (invalid UTF-8 replaced) into a column of lines, line ends stripped.
+
+    `\\n` and `\\r\\n` end lines; a file with `\\r` but no `\\n` at all (old Mac, captured terminals)
+    is split on `\\r`. A final line ending does not make an extra empty line.
+    """
+    text = data.decode("utf-8", errors="replace")
+    if "\n" not in text and "\r" in text:
+        text = text.replace("\r", "\n")
+    if text.endswith("\n"):
+        text = text[:-1]
+    if not text:
+        return pl.Series("line", [], dtype=pl.String)
+    s = pl.Series("line", [text]).str.split("\n").explode()
+    return s.str.strip_suffix("\r").alias("line")
