@@ -59,3 +59,17 @@ def find_entry(kind: str, code: int) -> CatalogEntry | None:
 def entries(kind: str) -> list[CatalogEntry]:
     """All entries of one catalog, by code."""
     return sorted(_load(kind).values(), key=lambda e: e.code)
+
+
+def describe(kind: str, code: int) -> str | None:
+    """Human-readable text of one catalog entry, for `forensics explain`; None when not catalogued."""
+    e = find_entry(kind, code)
+    if e is None:
+        return None
+    return (
+        f"{e.kind.upper()} {e.code}: {e.name}\n"
+        f"  meaning:  {e.meaning}\n"
+        f"  category: {e.category}   severity: {e.severity}   usually: {e.blame}\n"
+        f"  action:   {e.action}\n"
+        f"  source:   {e.source}"
+    )
