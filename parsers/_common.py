@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import polars as pl
@@ -57,30 +58,81 @@ def _hex(v: pl.Expr, width: int) -> pl.Expr:
 
 # ----------------------------------------------------------------------------- launcher envelopes
 
-# Outermost first; each pattern's named groups are kept as metadata (FORMATS.md §1.1).
+# Outermost first; each pattern's named groups are kept as metadata (FORMATS.md §1.1). Groups:
+# `rank` (the rank the prefix names: global for `[rankN]:`/Open MPI/Lightning, local for torchrun
+# `[default0]:`/`[host:0]`, task id for srun), `host` (pdsh / torchrun `--role $(hostname)` host or IP),
+# `pid`, `ip`, `actor` (Ray). A pattern without a `rank` group strips its prefix and yields no rank.
 ENVELOPES: tuple[tuple[str, str], ...] = (
     ("openmpi", r"^\[\d+,(?<rank>\d+)\]<(?:stdout|stderr)>:\s?"),
+    ("stdio", r"^(?:stdout|stderr): "),
+    ("ray", r"^\((?<actor>\w+) pid=(?<pid>\d+)(?:, ip=(?<ip>[\d.]+))?\) "),
     ("srun", r"^\s*(?<rank>\d+): "),
     ("torchrun", r"^\[(?:default|rank)(?<rank>\d+)\]:\s?"),
+    ("torchrun_host", r"^\[(?<host>[A-Za-z][\w.-]*):(?<rank>\d+)\]\s?"),
     ("lightning", r"^\[rank: (?<rank>\d+)\] "),
+    # pdsh / DeepSpeed runner / k8s collectors: `host: `. The host must be an IPv4 address or a name with
+    # a digit, so Python exception lines (`RuntimeError: ...`) are not taken for a host.
+    ("pdsh", r"^(?<host>(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w-]*\d[\w.-]*): "),
 )
+
+
+_ENVELOPE_FIELDS = {"rest": pl.String, "rank": pl.Int32, "rank_source": pl.String, "host": pl.String, "pid": pl.Int64}
+
+
+def _split_series(text: pl.Series) -> pl.Series:
+    """Eager worker of `split_envelopes`: one regex pass per envelope over the whole column."""
+    df = pl.DataFrame({"rest": text.cast(pl.String)}).with_columns(
+        rank=pl.lit(None, dtype=pl.Int32),
+        rank_source=pl.lit(None, dtype=pl.String),
+        host=pl.lit(None, dtype=pl.String),
+        pid=pl.lit(None, dtype=pl.Int64),
+    )
+    for _ in range(2):
+        for name, pattern in ENVELOPES:
+            py = pattern.replace("(?<", "(?P<")
+            groups = re.findall(r"\(\?P<(\w+)>", py)
+            df = df.with_columns(_hit=pl.col("rest").str.contains(py))
+            if not df.get_column("_hit").any():
+                continue
+            hit = pl.col("_hit")
+            upd: dict[str, pl.Expr] = {}
+            if "rank" in groups:
+                got = pl.col("rest").str.extract(py, groups.index("rank") + 1).cast(pl.Int32, strict=False)
+                upd["rank"] = pl.when(hit).then(got).otherwise(pl.col("rank"))
+                upd["rank_source"] = pl.when(hit).then(pl.lit(name)).otherwise(pl.col("rank_source"))
+            if "host" in groups:
+                got_host = pl.col("rest").str.extract(py, groups.index("host") + 1)
+                upd["host"] = pl.when(hit).then(got_host).otherwise(pl.col("host"))
+            if "pid" in groups:
+                got_pid = pl.col("rest").str.extract(py, groups.index("pid") + 1).cast(pl.Int64, strict=False)
+                upd["pid"] = pl.when(hit).then(got_pid).otherwise(pl.col("pid"))
+            upd["rest"] = pl.when(hit).then(pl.col("rest").str.replace(py, "")).otherwise(pl.col("rest"))
+            df = df.with_columns(**upd)
+    return df.drop("_hit", strict=False).to_struct("envelope")
+
+
+def split_envelopes(text: pl.Expr) -> dict[str, pl.Expr]:
+    """Strip launcher prefixes from a column of lines; return expressions for what they said.
+
+    Returns a dict of expressions: `rest` (the line without prefixes), `rank` (Int32, innermost prefix
+    naming a rank), `rank_source` (name of that envelope, e.g. 'torchrun' or 'openmpi'), `host` (innermost
+    prefix naming a host or IP, e.g. pdsh), `pid` (Ray). Prefixes stack (e.g. `3: [default1]:`), so the
+    envelopes are applied up to two times; the innermost rank wins since it is the one the writing
+    process knows itself by. Evaluated eagerly per column (one regex pass per envelope), so the
+    expression tree stays small.
+    """
+    packed = text.map_batches(_split_series, return_dtype=pl.Struct(_ENVELOPE_FIELDS))
+    return {name: packed.struct.field(name) for name in _ENVELOPE_FIELDS}
 
 
 def strip_envelopes(text: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
     """Strip launcher prefixes from a column of lines; return (rest, rank from the prefix or null).
 
     Applied up to two times (prefixes stack, e.g. `3: [default1]:`); the innermost rank wins since it is
-    the one the writing process knows itself by.
+    the one the writing process knows itself by. See `split_envelopes` for the host/pid metadata.
     """
-    rank = pl.lit(None, dtype=pl.Int32)
-    rest = text
-    for _ in range(2):
-        for _name, pattern in ENVELOPES:
-            py = pattern.replace("(?<", "(?P<")
-            got = rest.str.extract(py, 1).cast(pl.Int32, strict=False)
-            rank = pl.when(got.is_not_null()).then(got).otherwise(rank)
-            rest = pl.when(got.is_not_null()).then(rest.str.replace(py, "")).otherwise(rest)
-    return rest, rank
+    parts = split_envelopes(text)
+    return parts["rest"], parts["rank"]
 
 
 # ----------------------------------------------------------------------------- misc
