@@ -1,24 +1,345 @@
-"""Placeholder for the nvidia_smi parser (its issue builds it); claims no file until then."""
+"""`nvidia-smi -q` text dumps (full or `-d ECC,PERFORMANCE,...`), one or many concatenated, any driver.
+
+The dump is an indentation tree (4 spaces a level; leaves `Key<pad> : value`, headers without a colon).
+Each `GPU 00000000:53:00.0` block becomes inventory rows (component 'gpu'), one gpu_samples row at the
+dump's `Timestamp` (local time: ts_quality 'local_assumed_utc') and events for faults visible in the
+snapshot (see `parsers._nvsmi_fields`). Key drift (`Clocks Throttle Reasons` -> `Clocks Event Reasons`,
+`Retired Pages` -> `Remapped Rows`, `Power Readings` -> `GPU Power Readings`, ECC per structure vs
+SRAM/DRAM) is absorbed by matching on the lower-cased key path.
+
+NOTE: `-q` prints no GPU index; gpu_index is the block's position in its dump (nvidia-smi lists GPUs in
+index order). A dump taken with `-i N` would thus number its only GPU 0.
+"""
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
+from typing import Any
+
 import polars as pl
 
+from parsers import _nvsmi_fields as F
 from parsers.base import FileContext, ParseResult
 
-NAME = "nvidia_smi".replace("_", "-")
-DESCRIPTION = "not yet implemented"
-TABLES: tuple[str, ...] = ()
-FILENAME_HINTS: tuple[str, ...] = ()
-DETECTS = "nothing yet"
-PRIORITY = 0
+NAME = "nvidia-smi"
+DESCRIPTION = "nvidia-smi -q text dumps (full, -d partial, concatenated; all driver generations)"
+TABLES = ("inventory", "gpu_samples", "events")
+FILENAME_HINTS = ("nvidia-smi*", "nvidia_smi*", "*smi*q*.txt", "*nvsmi*")
+DETECTS = "the '==============NVSMI LOG==============' banner, or 'Driver Version :' plus 'GPU 0000xxxx:bb:dd.f' blocks"
+PRIORITY = 20
+
+BANNER = "NVSMI LOG"
+_KV = re.compile(r"^(?P<ind>[ \t]*)(?P<key>[^ \t:][^:]*?)[ \t]*:(?:[ \t](?P<val>.*))?$")
+_HDR = re.compile(r"^(?P<ind>[ \t]*)(?P<key>[A-Za-z0-9][^:]*?)[ \t]*$")
+_GPU = re.compile(r"^GPU (?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
+
+# ----------------------------------------------------------------------------- key paths -> canonical
+
+_INV = {
+    "product name": "name",
+    "product brand": "brand",
+    "product architecture": "architecture",
+    "serial number": "serial",
+    "gpu uuid": "uuid",
+    "pci/bus id": "bus_id",
+    "vbios version": "vbios",
+    "board part number": "board_part_number",
+    "gpu part number": "gpu_part_number",
+    "fru part number": "fru_part_number",
+    "board id": "board_id",
+    "module id": "module_id",
+    "minor number": "minor_number",
+    "multigpu board": "multigpu_board",
+    "inforom version/image version": "inforom_image",
+    "inforom version/oem object": "inforom_oem",
+    "inforom version/ecc object": "inforom_ecc",
+    "inforom version/power management object": "inforom_pwr",
+    "gsp firmware version": "gsp_firmware",
+    "pci/device id": "pci_device_id",
+    "pci/sub system id": "pci_sub_system_id",
+    "pci/gpu link info/pcie generation/max": "pcie_gen_max",
+    "pci/gpu link info/pcie generation/device max": "pcie_gen_device_max",
+    "pci/gpu link info/pcie generation/host max": "pcie_gen_host_max",
+    "pci/gpu link info/link width/max": "pcie_width_max",
+    "ecc mode/current": "ecc_mode",
+    "ecc mode/pending": "ecc_mode_pending",
+    "persistence mode": "persistence_mode",
+    "mig mode/current": "mig_mode",
+    "mig mode/pending": "mig_mode_pending",
+    "compute mode": "compute_mode",
+    "addressing mode": "addressing_mode",
+    "gpu virtualization mode/virtualization mode": "virtualization_mode",
+    "gpu reset status/reset required": "reset_required",
+    "gpu reset status/drain and reset recommended": "drain_and_reset_recommended",
+    "gpu recovery action": "gpu_recovery_action",
+    "fabric/state": "fabric_state",
+    "fabric/status": "fabric_status",
+    "fabric/cliqueid": "fabric_clique_id",
+    "fabric/clusteruuid": "fabric_cluster_uuid",
+    "fabric/health/bandwidth": "fabric_health_bandwidth",
+    "fb memory usage/total": "memory_total",
+    "power readings/current power limit": "power_limit",
+    "power readings/enforced power limit": "power_limit",
+    "power readings/power limit": "power_limit",
+    "power readings/default power limit": "default_power_limit",
+    "power readings/max power limit": "max_power_limit",
+    "max clocks/sm": "max_sm_clock",
+    "max clocks/memory": "max_mem_clock",
+    "applications clocks/graphics": "applications_clock_graphics",
+    "applications clocks/memory": "applications_clock_memory",
+}
+
+# column -> [(path, priority)]; lower priority wins when several are present
+_SAMPLE = {
+    "utilization/gpu": ("utilization_pct", 0),
+    "utilization/memory": ("mem_utilization_pct", 0),
+    "fb memory usage/used": ("memory_used_mib", 0),
+    "fb memory usage/total": ("memory_total_mib", 0),
+    "temperature/gpu current temp": ("temperature_c", 0),
+    "temperature/memory current temp": ("mem_temperature_c", 0),
+    "power readings/instantaneous power draw": ("power_w", 0),
+    "power readings/power draw": ("power_w", 1),
+    "power readings/average power draw": ("power_w", 2),
+    "power readings/enforced power limit": ("power_limit_w", 0),
+    "power readings/current power limit": ("power_limit_w", 1),
+    "power readings/power limit": ("power_limit_w", 2),
+    "clocks/sm": ("sm_clock_mhz", 0),
+    "clocks/memory": ("mem_clock_mhz", 0),
+    "retired pages/single bit ecc": ("retired_pages_sbe", 0),
+    "retired pages/double bit ecc": ("retired_pages_dbe", 0),
+    "retired pages/single bit ecc/count": ("retired_pages_sbe", 0),
+    "retired pages/double bit ecc/count": ("retired_pages_dbe", 0),
+    "retired pages/pending page blacklist": ("retired_pages_pending", 0),
+    "retired pages/pending page retirement": ("retired_pages_pending", 1),
+    "retired pages/pending": ("retired_pages_pending", 2),
+    "remapped rows/correctable error": ("remapped_rows_correctable", 0),
+    "remapped rows/uncorrectable error": ("remapped_rows_uncorrectable", 0),
+    "remapped rows/pending": ("remap_pending", 0),
+    "remapped rows/remapping failure occurred": ("remap_failure", 0),
+    "pci/gpu link info/pcie generation/current": ("pcie_gen", 0),
+    "pci/gpu link info/pcie generation/max": ("pcie_gen_max", 0),
+    "pci/gpu link info/link width/current": ("pcie_width", 0),
+    "pci/gpu link info/link width/max": ("pcie_width_max", 0),
+}
+
+_EXTRA = {
+    "fan speed": "fan_speed",
+    "performance state": "pstate",
+    "pci/replays since reset": "pcie_replays",
+    "pci/replay number rollovers": "pcie_replay_rollovers",
+    "pci/tx throughput": "pcie_tx",
+    "pci/rx throughput": "pcie_rx",
+    "fb memory usage/reserved": "memory_reserved",
+    "bar1 memory usage/used": "bar1_used",
+    "clocks/graphics": "graphics_clock",
+    "clocks/video": "video_clock",
+    "utilization/encoder": "encoder_util",
+    "utilization/decoder": "decoder_util",
+    "voltage/graphics": "voltage_graphics",
+    "temperature/gpu t.limit temp": "gpu_tlimit_temp",
+    "temperature/gpu shutdown t.limit temp": "gpu_shutdown_tlimit_temp",
+    "temperature/gpu slowdown t.limit temp": "gpu_slowdown_tlimit_temp",
+    "temperature/gpu shutdown temp": "gpu_shutdown_temp",
+    "temperature/gpu slowdown temp": "gpu_slowdown_temp",
+    "ecc errors/aggregate/sram threshold exceeded": "sram_threshold_exceeded",
+    "ecc errors/channel repair pending": "channel_repair_pending",
+    "ecc errors/tpc repair pending": "tpc_repair_pending",
+    "ecc errors/unrepairable memory": "unrepairable_memory",
+}
+
+_THROTTLE_PARENTS = ("clocks throttle reasons", "clocks event reasons", "clocks_throttle_reasons", "clocks_event_reasons")
+
+
+def _canon_path(tokens: list[str]) -> str:
+    p = "/".join(t.lower() for t in tokens)
+    p = p.replace("gpu power readings/", "power readings/")
+    return p
+
+
+def map_leaf(snap: F.GpuSnapshot, tokens: list[str], value: str, line: int) -> None:
+    """Route one `-q` leaf (key path relative to the GPU block) into the snapshot."""
+    path = _canon_path(tokens)
+    snap.note(value, line)
+    if path in _INV:
+        snap.put_inv(_INV[path], value, line)
+    if path in _SAMPLE:
+        col, pri = _SAMPLE[path]
+        snap.put_sample(col, value, line, pri)
+    if path in _EXTRA:
+        snap.extra.setdefault(_EXTRA[path], value.strip())
+    low = [t.lower() for t in tokens]
+    if low[0] in _THROTTLE_PARENTS and len(low) >= 2:
+        key = low[-1].replace(" ", "_")
+        if key in F.THROTTLE_COLUMNS:
+            snap.put_sample(F.THROTTLE_COLUMNS[key], value, line)
+    elif low[0] == "clocks event reasons counters" and len(low) >= 2:
+        snap.extra.setdefault("event_counter_" + low[-1].replace(" ", "_"), value.strip())
+    elif low[0] == "ecc errors" and len(low) >= 3 and low[1] in ("volatile", "aggregate"):
+        scope, rest = low[1], low[2:]
+        if len(rest) == 1:
+            k = rest[0]
+            if "uncorrectable" in k:
+                snap.parts.setdefault(f"ecc_uncorrected_{scope}", []).append((value, line))
+            elif "correctable" in k:
+                snap.parts.setdefault(f"ecc_corrected_{scope}", []).append((value, line))
+        elif len(rest) == 2 and rest[1] == "total":
+            if rest[0] == "single bit":
+                snap.totals[f"ecc_corrected_{scope}"] = (value, line)
+            elif rest[0] == "double bit":
+                snap.totals[f"ecc_uncorrected_{scope}"] = (value, line)
+    elif low[0] == "platform info" and len(low) == 2:
+        snap.put_inv("platform_" + low[1].replace(" ", "_"), value, line)
+
+
+# ----------------------------------------------------------------------------- sniff / parse
 
 
 def sniff(head: bytes, name: str) -> float:
-    """Claim nothing until the parser exists."""
+    """1.0 on the NVSMI LOG banner near the top; 0.9 when it (or driver + GPU block lines) is in the head."""
+    text = head.decode("utf-8", "replace")
+    first = "\n".join(ln for ln in text.splitlines()[:12] if not ln.startswith("#"))
+    if "==NVSMI LOG==" in first:
+        return 1.0
+    if "==NVSMI LOG==" in text:
+        return 0.9
+    if re.search(r"^Driver Version\s+: ", text, re.M) and re.search(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:", text, re.M):
+        return 0.8
     return 0.0
 
 
+class _Dump:
+    """One `-q` dump: top-level keys and GPU blocks."""
+
+    def __init__(self, line: int) -> None:
+        self.line = line
+        self.top: dict[str, tuple[str, int]] = {}
+        self.gpus: list[tuple[F.GpuSnapshot, set[str], int]] = []  # (snapshot, level-1 keys, last line)
+
+
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
-    """Return no tables."""
-    return ParseResult(tables={}, parsed=0, unrecognized=0)
+    """Parse every dump in the file; see the module docstring."""
+    texts: list[str] = [t if t is not None else "" for t in lines.cast(pl.String).to_list()]
+    first = ctx.first_line
+    dumps: list[_Dump] = []
+    dump: _Dump | None = None
+    snap: F.GpuSnapshot | None = None
+    keys1: set[str] = set()
+    stack: list[tuple[int, str]] = []
+    parsed = unrecognized = 0
+    examples: list[tuple[int, str]] = []
+    last_header_empty = False
+
+    def close_gpu(last: int) -> None:
+        nonlocal snap
+        if snap is not None and dump is not None:
+            dump.gpus.append((snap, set(keys1), last))
+        snap = None
+
+    for i, raw in enumerate(texts):
+        ln = first + i
+        text = raw.replace("\t", "    ").rstrip()
+        if not text.strip():
+            continue
+        ok = True
+        if BANNER in text and text.strip().startswith("="):
+            close_gpu(ln - 1)
+            dump = _Dump(ln)
+            dumps.append(dump)
+            stack = []
+            last_header_empty = False
+        elif (m := _GPU.match(text)) is not None:
+            if dump is None:
+                dump = _Dump(ln)
+                dumps.append(dump)
+            close_gpu(ln - 1)
+            snap = F.GpuSnapshot(index=len(dump.gpus), bus_raw=m.group("bus"), line=ln)
+            keys1 = set()
+            stack = []
+            last_header_empty = False
+        else:
+            m = _KV.match(text)
+            h = _HDR.match(text) if m is None else None
+            indent = len(text) - len(text.lstrip(" "))
+            if m is not None and indent == 0:
+                key, val = m.group("key").strip(), (m.group("val") or "").strip()
+                close_gpu(ln - 1)
+                if key == "Timestamp" and dump is not None and ("Timestamp" in dump.top or dump.gpus):
+                    dump = None
+                if dump is None:
+                    dump = _Dump(ln)
+                    dumps.append(dump)
+                dump.top.setdefault(key, (val, ln))
+                stack = []
+                last_header_empty = False
+            elif snap is not None and indent > 0 and (m is not None or h is not None):
+                g = m if m is not None else h
+                assert g is not None
+                key = g.group("key").strip()
+                while stack and stack[-1][0] >= indent:
+                    stack.pop()
+                tokens = [k for _, k in stack] + [key]
+                if len(tokens) == 1:
+                    keys1.add(key.lower())
+                if m is not None:
+                    map_leaf(snap, tokens, (m.group("val") or "").strip(), ln)
+                    last_header_empty = False
+                else:
+                    stack.append((indent, key))
+                    last_header_empty = True
+            else:
+                ok = False
+        if ok:
+            parsed += 1
+        else:
+            unrecognized += 1
+            if len(examples) < 20:
+                examples.append((ln, raw[:500]))
+    close_gpu(first + len(texts) - 1)
+
+    def text_of(line: int) -> str:
+        return texts[line - first]
+
+    inv: list[dict[str, Any]] = []
+    samples: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    partial = False
+    notes: list[str] = []
+    for d in dumps:
+        ts_raw = d.top.get("Timestamp")
+        ts: datetime | None = F.parse_local_ts(ts_raw[0]) if ts_raw else None
+        node_attrs = [
+            (attr, d.top[k][0], d.top[k][1])
+            for k, attr in (("Driver Version", "driver_version"), ("CUDA Version", "cuda_version"), ("Hostname", "hostname"))
+            if k in d.top
+        ]
+        inv += F.node_rows(node_attrs, node=ctx.node, path=ctx.path, source="nvidia-smi-q")
+        for s, _k, _last in d.gpus:
+            if "bus_id" not in s.inv and s.bus_raw:
+                s.put_inv("bus_id", s.bus_raw, s.line)
+            gi, row, ev = F.snapshot_rows(s, node=ctx.node, path=ctx.path, source="nvidia-smi-q", ts=ts, text_of=text_of)
+            inv += gi
+            samples.append(row)
+            events += ev
+    # Truncation: the last GPU block of the last dump has fewer sections than its siblings, or a lone block
+    # of a multi-GPU dump never reached its final 'Processes' section, or the file ends on a bare header.
+    if dumps and dumps[-1].gpus:
+        d = dumps[-1]
+        _s, k_last, _l = d.gpus[-1]
+        attached = F.num(d.top.get("Attached GPUs", ("", 0))[0])
+        if len(d.gpus) >= 2 and len(k_last) < len(d.gpus[-2][1]):
+            partial = True
+        elif len(d.gpus) == 1 and attached and attached > 1 and "processes" not in k_last and len(k_last) > 20:
+            partial = True
+    if last_header_empty and dumps:
+        partial = True
+    if partial:
+        notes.append("dump ends inside a GPU block: truncated")
+    return ParseResult(
+        tables=F.frames(inv, samples, events),
+        parsed=parsed,
+        unrecognized=unrecognized,
+        unrecognized_examples=examples,
+        notes=notes,
+        partial=partial,
+    )

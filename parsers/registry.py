@@ -12,12 +12,18 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from parsers import (
+    bug_report,
     dcgm,
     infiniband,
     kernel_log,
     nccl,
     nccl_tests,
     nvidia_smi,
+    nvidia_smi_csv,
+    nvidia_smi_dmon,
+    nvidia_smi_table,
+    nvidia_smi_topo,
+    nvidia_smi_xml,
     step_log,
     torch_distributed,
 )
@@ -25,7 +31,13 @@ from parsers import (
 PARSERS: tuple[ModuleType, ...] = (
     kernel_log,
     nvidia_smi,
+    nvidia_smi_xml,
+    nvidia_smi_csv,
+    nvidia_smi_dmon,
+    nvidia_smi_table,
+    nvidia_smi_topo,
     dcgm,
+    bug_report,
     nccl,
     torch_distributed,
     nccl_tests,

@@ -1,0 +1,303 @@
+"""Shared vocabulary of the nvidia-smi parsers: one GPU snapshot -> inventory rows, a sample, events.
+
+`nvidia-smi -q` (text), `-q -x` (XML), the default table and `--query-gpu` CSV name the same facts
+differently. Each parser maps its own keys onto the canonical names below (schema column names for
+telemetry, snake_case attribute names for inventory) and hands `GpuSnapshot`s to `snapshot_rows`,
+which applies the one set of value rules and fault rules.
+
+Fault rules (events, source 'nvidia-smi'):
+- ecc_uncorrectable: volatile uncorrected ECC > 0 (high) or only aggregate > 0 (medium: lifetime count).
+- row_remap_pending (medium: needs a GPU reset), row_remap_failure (high: RMA candidate),
+  retired_pages_pending (medium, pre-Ampere page blacklist pending).
+- pcie_link_degraded (medium): current link width below max at any time; current generation below
+  max only when the GPU is busy (utilization > 0), since idle GPUs drop to Gen1 to save power.
+- thermal (code hw_slowdown / hw_thermal_slowdown / hw_power_brake_slowdown): an active HW clock
+  event reason (high for HW thermal, medium otherwise). SW power cap / SW thermal are normal control.
+- gpu_error (high): a value reading `Unknown Error`, `GPU requires reset`, `ERR!`; gpu_reset_required
+  (high) when `Reset Required : Yes`; fabric (medium) when the NVLink fabric status is not Success.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import polars as pl
+
+from parsers._common import normalize_bus_id, to_json
+
+SOURCE = "nvidia-smi"
+
+THROTTLE_COLUMNS = {
+    # canonical suffix (CSV/XML spelling) -> gpu_samples column
+    "gpu_idle": "throttle_gpu_idle",
+    "idle": "throttle_gpu_idle",
+    "applications_clocks_setting": "throttle_applications_clocks_setting",
+    "sw_power_cap": "throttle_sw_power_cap",
+    "hw_slowdown": "throttle_hw_slowdown",
+    "hw_thermal_slowdown": "throttle_hw_thermal_slowdown",
+    "hw_power_brake_slowdown": "throttle_hw_power_brake_slowdown",
+    "sync_boost": "throttle_sync_boost",
+    "sw_thermal_slowdown": "throttle_sw_thermal_slowdown",
+    "display_clock_setting": "throttle_display_clock_setting",
+    "display_clocks_setting": "throttle_display_clock_setting",
+}
+
+# clocks_event_reasons.active bit mask (FORMATS.md §3, nvml.h nvmlClocksEventReason*)
+THROTTLE_BITS = {
+    0x1: "throttle_gpu_idle",
+    0x2: "throttle_applications_clocks_setting",
+    0x4: "throttle_sw_power_cap",
+    0x8: "throttle_hw_slowdown",
+    0x10: "throttle_sync_boost",
+    0x20: "throttle_sw_thermal_slowdown",
+    0x40: "throttle_hw_thermal_slowdown",
+    0x80: "throttle_hw_power_brake_slowdown",
+    0x100: "throttle_display_clock_setting",
+}
+
+FLOAT_COLUMNS = (
+    "utilization_pct",
+    "mem_utilization_pct",
+    "memory_used_mib",
+    "memory_total_mib",
+    "temperature_c",
+    "mem_temperature_c",
+    "power_w",
+    "power_limit_w",
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+)
+INT_COLUMNS = (
+    "ecc_corrected_volatile",
+    "ecc_uncorrected_volatile",
+    "ecc_corrected_aggregate",
+    "ecc_uncorrected_aggregate",
+    "retired_pages_sbe",
+    "retired_pages_dbe",
+    "remapped_rows_correctable",
+    "remapped_rows_uncorrectable",
+    "pcie_gen",
+    "pcie_width",
+    "pcie_gen_max",
+    "pcie_width_max",
+)
+BOOL_COLUMNS = (*dict.fromkeys(THROTTLE_COLUMNS.values()), "retired_pages_pending", "remap_pending", "remap_failure")
+
+ERROR_MARKERS = ("Unknown Error", "GPU requires reset", "ERR!", "GPU is lost")
+
+_NUM = re.compile(r"^\s*\[?\s*([-+]?\d+(?:\.\d+)?)")
+_MISSING = re.compile(r"^\s*\[?\s*(N/A|Not Supported|Not Available|Unknown|Requested functionality|Insufficient)", re.I)
+
+
+def num(value: str | None) -> float | None:
+    """Leading number of a printed value (`81559 MiB`, `16x`, `36 C`, `[N/A]` -> None)."""
+    if value is None or _MISSING.match(value):
+        return None
+    m = _NUM.match(value)
+    return float(m.group(1)) if m else None
+
+
+def flag(value: str | None) -> bool | None:
+    """`Active`/`Yes`/`Enabled`/`True`/`1` -> True; `Not Active`/`No`/... -> False; else None."""
+    if value is None:
+        return None
+    v = value.strip().strip("[]").strip().lower()
+    if v in ("active", "yes", "enabled", "true", "1", "pending"):
+        return True
+    if v in ("not active", "no", "disabled", "false", "0", "none"):
+        return False
+    return None
+
+
+def parse_local_ts(text: str | None) -> datetime | None:
+    """`Fri Jun 21 02:03:08 2024` (nvidia-smi Timestamp, local) or `2023/11/14 13:34:16.123` (CSV)."""
+    if not text:
+        return None
+    t = " ".join(text.split())
+    for fmt in ("%a %b %d %H:%M:%S %Y", "%Y/%m/%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S", "%Y%m%d %H:%M:%S"):
+        try:
+            return datetime.strptime(t, fmt)
+        except ValueError:
+            continue
+    return None
+
+
+@dataclass
+class GpuSnapshot:
+    """What one dump says about one GPU: canonical name -> (raw value, line number)."""
+
+    index: int | None
+    bus_raw: str | None
+    line: int
+    inv: dict[str, tuple[str, int]] = field(default_factory=dict)
+    sample: dict[str, tuple[str, int, int]] = field(default_factory=dict)  # col -> (value, line, priority)
+    parts: dict[str, list[tuple[str, int]]] = field(default_factory=dict)  # summed counters (ECC parts)
+    totals: dict[str, tuple[str, int]] = field(default_factory=dict)  # printed totals win over parts
+    extra: dict[str, str] = field(default_factory=dict)
+    errors: list[tuple[str, int]] = field(default_factory=list)  # (value, line) carrying an error marker
+
+    def put_inv(self, attr: str, value: str, line: int) -> None:
+        if attr not in self.inv and value != "":
+            self.inv[attr] = (value, line)
+
+    def put_sample(self, col: str, value: str, line: int, priority: int = 0) -> None:
+        """Keep the value of the best (lowest) priority that is present (not N/A)."""
+        old = self.sample.get(col)
+        usable = num(value) is not None or flag(value) is not None
+        if old is None or (usable and (priority < old[2] or (num(old[0]) is None and flag(old[0]) is None))):
+            self.sample[col] = (value, line, priority)
+
+    def note(self, value: str, line: int) -> None:
+        if any(m in value for m in ERROR_MARKERS):
+            self.errors.append((value, line))
+
+
+def _counter(snap: GpuSnapshot, col: str) -> tuple[int | None, int | None]:
+    """Value and evidence line of a (possibly summed) counter column."""
+    if col in snap.totals:
+        v, ln = snap.totals[col]
+        n = num(v)
+        if n is not None:
+            return int(n), ln
+    if col in snap.sample:
+        v, ln, _ = snap.sample[col]
+        n = num(v)
+        return (int(n) if n is not None else None), ln
+    parts = snap.parts.get(col, [])
+    vals = [(num(v), ln) for v, ln in parts]
+    got = [(int(n), ln) for n, ln in vals if n is not None]
+    if not got:
+        return None, (parts[0][1] if parts else None)
+    nonzero = [ln for n, ln in got if n]
+    return sum(n for n, _ in got), (nonzero[0] if nonzero else got[0][1])
+
+
+def snapshot_rows(
+    snap: GpuSnapshot,
+    *,
+    node: str,
+    path: str,
+    source: str,
+    ts: datetime | None,
+    text_of: Callable[[int], str],
+) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
+    """Return (inventory rows, the gpu_samples row, events) of one GPU snapshot (bus ids still raw)."""
+    base = {"node": node, "gpu_index": snap.index, "gpu_bus_id": snap.bus_raw}
+    inv = [
+        {**base, "component": "gpu", "attribute": a, "value": v.strip(), "source": source, "file": path, "line": ln}
+        for a, (v, ln) in snap.inv.items()
+    ]
+    q = "local_assumed_utc" if ts is not None else "none"
+    row: dict[str, Any] = {**base, "ts": ts, "ts_quality": q, "source": source, "file": path, "line": snap.line}
+    lines: dict[str, int] = {}
+    for col in FLOAT_COLUMNS:
+        if col in snap.sample:
+            v, ln, _ = snap.sample[col]
+            row[col] = num(v)
+            lines[col] = ln
+    for col in INT_COLUMNS:
+        n, ln = _counter(snap, col)
+        row[col] = n
+        if ln is not None:
+            lines[col] = ln
+    for col in BOOL_COLUMNS:
+        if col in snap.sample:
+            v, ln, _ = snap.sample[col]
+            row[col] = flag(v)
+            lines[col] = ln
+    uuid = snap.inv.get("uuid")
+    row["gpu_uuid"] = uuid[0].strip() if uuid else None
+    row["extra"] = to_json(snap.extra) if snap.extra else None
+
+    events: list[dict[str, Any]] = []
+
+    def event(kind: str, code: str | None, severity: str, ln: int, detail: dict[str, Any]) -> None:
+        events.append(
+            {
+                **base,
+                "ts": ts,
+                "ts_quality": q,
+                "source": SOURCE,
+                "kind": kind,
+                "code": code,
+                "severity": severity,
+                "message": text_of(ln).strip(),
+                "detail": to_json(detail),
+                "file": path,
+                "line": ln,
+            }
+        )
+
+    uv, ua = row.get("ecc_uncorrected_volatile"), row.get("ecc_uncorrected_aggregate")
+    if uv:
+        event("ecc_uncorrectable", "volatile", "high", lines["ecc_uncorrected_volatile"], {"volatile": uv, "aggregate": ua})
+    elif ua:
+        event("ecc_uncorrectable", "aggregate", "medium", lines["ecc_uncorrected_aggregate"], {"aggregate": ua})
+    if row.get("remap_failure"):
+        event("row_remap_failure", None, "high", lines["remap_failure"], {"uncorrectable_rows": row.get("remapped_rows_uncorrectable")})
+    if row.get("remap_pending"):
+        event("row_remap_pending", None, "medium", lines["remap_pending"], {"uncorrectable_rows": row.get("remapped_rows_uncorrectable")})
+    if row.get("retired_pages_pending"):
+        event("retired_pages_pending", None, "medium", lines["retired_pages_pending"], {"dbe": row.get("retired_pages_dbe")})
+    w, wm, g, gm = row.get("pcie_width"), row.get("pcie_width_max"), row.get("pcie_gen"), row.get("pcie_gen_max")
+    util = row.get("utilization_pct")
+    if w is not None and wm is not None and w < wm:
+        event("pcie_link_degraded", "width", "medium", lines["pcie_width"], {"width": w, "width_max": wm, "gen": g, "gen_max": gm})
+    elif g is not None and gm is not None and g < gm and util is not None and util > 0:
+        event("pcie_link_degraded", "gen", "medium", lines["pcie_gen"], {"gen": g, "gen_max": gm, "utilization_pct": util})
+    for col, sev in (
+        ("throttle_hw_thermal_slowdown", "high"),
+        ("throttle_hw_power_brake_slowdown", "medium"),
+        ("throttle_hw_slowdown", "medium"),
+    ):
+        if row.get(col) and not (
+            col == "throttle_hw_slowdown"
+            and (row.get("throttle_hw_thermal_slowdown") or row.get("throttle_hw_power_brake_slowdown"))
+        ):
+            event("thermal", col.removeprefix("throttle_"), sev, lines[col], {"temperature_c": row.get("temperature_c"), "power_w": row.get("power_w")})
+    for v, ln in snap.errors[:5]:
+        event("gpu_error", v.strip().strip("[]"), "high", ln, {})
+    rr = snap.inv.get("reset_required")
+    if rr and flag(rr[0]):
+        event("gpu_reset_required", None, "high", rr[1], {})
+    fs = snap.inv.get("fabric_status")
+    if fs and fs[0].strip() not in ("Success", "N/A", ""):
+        event("fabric", fs[0].strip(), "medium", fs[1], {"state": snap.inv.get("fabric_state", ("",))[0]})
+    return inv, row, events
+
+
+def node_rows(attrs: list[tuple[str, str, int]], *, node: str, path: str, source: str) -> list[dict[str, Any]]:
+    """Inventory rows of component 'node' (driver_version, cuda_version, hostname, ...)."""
+    return [
+        {"node": node, "component": "node", "attribute": a, "value": v.strip(), "source": source, "file": path, "line": ln}
+        for a, v, ln in attrs
+        if v.strip()
+    ]
+
+
+def frames(
+    inv: list[dict[str, Any]], samples: list[dict[str, Any]], events: list[dict[str, Any]]
+) -> dict[str, pl.DataFrame]:
+    """Build the three tables, normalising bus ids and dropping repeated identical inventory facts."""
+    from forensics.schema import TABLES, conform
+
+    out: dict[str, pl.DataFrame] = {}
+    for table, rows in (("inventory", inv), ("gpu_samples", samples), ("events", events)):
+        schema = TABLES[table]
+        if not rows:
+            out[table] = conform(pl.DataFrame(schema=schema), table)
+            continue
+        cols = {c: [r.get(c) for r in rows] for c in schema if any(c in r for r in rows)}
+        df = pl.DataFrame({c: pl.Series(c, v, dtype=schema[c], strict=False) for c, v in cols.items()})
+        if "gpu_bus_id" in df.columns:
+            df = df.with_columns(gpu_bus_id=normalize_bus_id(pl.col("gpu_bus_id")))
+        if table == "inventory":
+            df = df.unique(["node", "component", "gpu_bus_id", "gpu_index", "device", "attribute", "value"]
+                           if "device" in df.columns else ["node", "component", "gpu_bus_id", "gpu_index", "attribute", "value"],
+                           keep="first", maintain_order=True)
+        out[table] = conform(df, table)
+    return out
