@@ -1,0 +1,262 @@
+"""Hardware and software evidence: catalogued events grouped into candidate root causes per node and GPU.
+
+Method: every event whose kind is known here (or an XID/SXid in the catalog) is given a category and a
+severity; events are grouped by (node, GPU, category); a group's severity is its worst event's.
+Consequences are not causes: XID 45 ("preemptive cleanup") and NCCL/watchdog errors are attached to
+the cause they follow, not reported alone. Application XIDs (13, 31, 43) that hit most nodes at about
+the same time are one fleet-wide software finding, not one finding per GPU.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import polars as pl
+
+from forensics.catalog import find_entry
+from forensics.findings import Category, Evidence, Severity
+
+# kind → (category, default severity) for events that are not XID/SXid.
+KIND_RULES: dict[str, tuple[Category, Severity]] = {
+    "gpu_fallen_off_bus": (Category.GPU_HARDWARE, Severity.CRITICAL),
+    "gpu_crash_dump": (Category.GPU_HARDWARE, Severity.HIGH),
+    "gpu_init_failure": (Category.GPU_HARDWARE, Severity.CRITICAL),
+    "gpu_error": (Category.GPU_HARDWARE, Severity.CRITICAL),
+    "ecc_uncorrectable": (Category.GPU_MEMORY, Severity.HIGH),
+    "row_remap_pending": (Category.GPU_MEMORY, Severity.HIGH),
+    "row_remap_failure": (Category.GPU_MEMORY, Severity.CRITICAL),
+    "retired_pages_pending": (Category.GPU_MEMORY, Severity.HIGH),
+    "pcie_aer": (Category.PCIE, Severity.MEDIUM),
+    "pcie_link_degraded": (Category.PCIE, Severity.MEDIUM),
+    "nic_link": (Category.NETWORK, Severity.MEDIUM),
+    "nic_module": (Category.NETWORK, Severity.MEDIUM),
+    "ib_carrier": (Category.NETWORK, Severity.MEDIUM),
+    "ib_port_down": (Category.NETWORK, Severity.MEDIUM),
+    "thermal": (Category.THERMAL_POWER, Severity.MEDIUM),
+    "power": (Category.THERMAL_POWER, Severity.MEDIUM),
+    "mce": (Category.GPU_HARDWARE, Severity.MEDIUM),
+    "edac": (Category.GPU_HARDWARE, Severity.MEDIUM),
+    "dcgm_diag": (Category.GPU_HARDWARE, Severity.HIGH),
+    "dcgm_health": (Category.GPU_HARDWARE, Severity.HIGH),
+    "oom": (Category.SOFTWARE, Severity.MEDIUM),
+    "segfault": (Category.SOFTWARE, Severity.MEDIUM),
+    "kernel_panic": (Category.GPU_HARDWARE, Severity.HIGH),
+}
+
+APP_XIDS = {13, 31, 43}
+CONSEQUENCE_XIDS = {45}
+FLEET_SHARE = 0.5
+"""Share of nodes an application XID must hit to be called fleet-wide (software), not one GPU's fault."""
+
+MAX_EVIDENCE = 8
+
+
+@dataclass
+class Candidate:
+    """A root-cause candidate before ranking."""
+
+    category: Category
+    severity: Severity
+    node: str | None
+    gpu_index: int | None
+    gpu_bus_id: str | None
+    title: str
+    summary: str
+    first_seen: datetime | None
+    last_seen: datetime | None
+    evidence: list[Evidence]
+    action: str
+    confidence: float
+    consequences: list[str] = field(default_factory=list)
+    alternatives: list[str] = field(default_factory=list)
+    kinds: set[str] = field(default_factory=set)
+    """Event kinds/codes behind it, e.g. {'xid:79'}: analysis uses them to link consequences."""
+
+
+def _rules_frame() -> pl.DataFrame:
+    """The catalog and KIND_RULES as one lookup table keyed by (kind, code); code null = any code."""
+    from forensics.catalog import entries
+
+    rows = [
+        {"kind": e.kind, "code": str(e.code), "category": e.category, "sev": e.severity, "action": e.action,
+         "code_name": e.name}
+        for kind in ("xid", "sxid")
+        for e in entries(kind)
+    ]
+    rows += [
+        {"kind": k, "code": None, "category": c.value, "sev": s.value, "action": None, "code_name": None}
+        for k, (c, s) in KIND_RULES.items()
+    ]
+    return pl.DataFrame(rows, schema={k: pl.String for k in ("kind", "code", "category", "sev", "action", "code_name")})
+
+
+def classify(events: pl.DataFrame) -> pl.DataFrame:
+    """Add `category`, `sev`, `action` and `code_name` from the catalog and KIND_RULES (vectorised join).
+
+    An XID/SXid missing from the catalog is still hardware evidence of medium severity; a parser's own
+    severity, when it set one, wins over the kind's default (not over the catalog's).
+    """
+    rules = _rules_frame()
+    by_code = rules.filter(pl.col("code").is_not_null())
+    by_kind = rules.filter(pl.col("code").is_null()).drop("code")
+    valid = list(Severity._value2member_map_)
+    out = (
+        events.join(by_code, on=["kind", "code"], how="left")
+        .join(by_kind, on="kind", how="left", suffix="_k")
+        .with_columns(
+            category=pl.coalesce(
+                "category",
+                "category_k",
+                pl.when(pl.col("kind").is_in(["xid", "sxid"])).then(pl.lit("gpu_hardware")),
+            ),
+            sev=pl.coalesce(
+                "sev",
+                pl.when(pl.col("category_k").is_not_null() & pl.col("severity").is_in(valid)).then("severity"),
+                "sev_k",
+                pl.when(pl.col("kind").is_in(["xid", "sxid"])).then(pl.lit("medium")),
+            ),
+            action=pl.coalesce(
+                "action",
+                pl.when(pl.col("kind").is_in(["xid", "sxid"])).then(
+                    pl.lit("Look the code up in NVIDIA's XID documentation; run DCGM diagnostics")
+                ),
+            ),
+            code_name=pl.coalesce("code_name", pl.when(pl.col("kind").is_in(["xid", "sxid"])).then(pl.lit("uncatalogued"))),
+        )
+        .drop("category_k", "sev_k", "action_k", "code_name_k")
+    )
+    return out
+
+
+def _evidence(rows: pl.DataFrame) -> list[Evidence]:
+    """Pick up to MAX_EVIDENCE lines: the first of each distinct code, then the last line."""
+    rows = rows.sort("ts", "file", "line", nulls_last=True)
+    firsts = rows.unique(subset=["kind", "code"], keep="first", maintain_order=True)
+    picked = pl.concat([firsts, rows.tail(1)]).unique(subset=["file", "line"], maintain_order=True)
+    return [
+        Evidence(
+            source=r["source"],
+            file=r["file"],
+            line=r["line"],
+            ts=r["ts"].isoformat().replace("+00:00", "Z") if r["ts"] else None,
+            text=r["message"],
+        )
+        for r in picked.head(MAX_EVIDENCE).iter_rows(named=True)
+    ]
+
+
+def candidates_from_events(events: pl.DataFrame, nodes: list[str]) -> list[Candidate]:
+    """Group classified hardware/software events into candidates (see module docstring)."""
+    if events.height == 0:
+        return []
+    ev = classify(events).filter(pl.col("category").is_not_null())
+    if ev.height == 0:
+        return []
+    is_xid = pl.col("kind") == "xid"
+    code_int = pl.col("code").cast(pl.Int64, strict=False)
+    app = ev.filter(is_xid & code_int.is_in(list(APP_XIDS)))
+    out: list[Candidate] = []
+    n_nodes = max(len(nodes), ev.get_column("node").n_unique())
+    app_nodes = app.get_column("node").n_unique()
+    fleet_app = app_nodes >= 2 and app_nodes >= FLEET_SHARE * n_nodes
+    if fleet_app:
+        codes = sorted(app.get_column("code").unique().to_list(), key=int)
+        out.append(
+            Candidate(
+                category=Category.SOFTWARE,
+                severity=Severity.HIGH,
+                node=None,
+                gpu_index=None,
+                gpu_bus_id=None,
+                title=f"Application fault on every node: XID {', '.join(codes)} on {app_nodes} of {n_nodes} nodes",
+                summary=(
+                    f"XID {', '.join(codes)} (application-side GPU exceptions) appeared on {app_nodes} of "
+                    f"{n_nodes} nodes at about the same time: a software bug or bad input, not one faulty GPU."
+                ),
+                first_seen=app.get_column("ts").min(),  # type: ignore[arg-type]
+                last_seen=app.get_column("ts").max(),  # type: ignore[arg-type]
+                evidence=_evidence(app),
+                action="Check the application (kernel bug, bad data, out-of-range access); no hardware action.",
+                confidence=0.85,
+                kinds={f"xid:{c}" for c in codes},
+            )
+        )
+        ev = ev.join(app.select("file", "line"), on=["file", "line"], how="anti")
+
+    keyed = ev.with_columns(
+        gkey=pl.coalesce(pl.col("gpu_bus_id"), pl.col("gpu_index").cast(pl.String), pl.lit("-")),
+    )
+    for (node, gkey, category), rows in keyed.group_by(["node", "gkey", "category"], maintain_order=True):
+        codes = rows.filter(is_xid).get_column("code").unique().to_list()
+        only_consequence = rows.height > 0 and all(
+            k == "xid" and str(c).isdigit() and int(c) in CONSEQUENCE_XIDS
+            for k, c in rows.select("kind", "code").iter_rows()
+        )
+        worst = min((Severity(s) for s in rows.get_column("sev").drop_nulls()), key=lambda s: s.rank)
+        if only_consequence:
+            worst = Severity.INFO
+        gpu_index = rows.get_column("gpu_index").drop_nulls()
+        bus = rows.get_column("gpu_bus_id").drop_nulls()
+        main = rows.sort(
+            pl.col("sev").replace_strict({s.value: s.rank for s in Severity}, default=9), "ts", nulls_last=True
+        ).row(0, named=True)
+        label = _label(main)
+        where = f"{node}" + (f" GPU {gpu_index[0]}" if len(gpu_index) else "") + (f" ({bus[0]})" if len(bus) else "")
+        kinds = {f"{k}:{c}" if c is not None else k for k, c in rows.select("kind", "code").unique().iter_rows()}
+        others = sorted({_label(r) for r in rows.iter_rows(named=True)} - {label})
+        summary = f"{label} on {where}: {rows.height} event(s)" + (
+            f", together with {', '.join(others[:5])}" if others else ""
+        )
+        out.append(
+            Candidate(
+                category=Category(category),
+                severity=worst,
+                node=None if node == "unknown" else node,
+                gpu_index=int(gpu_index[0]) if len(gpu_index) else None,
+                gpu_bus_id=bus[0] if len(bus) else None,
+                title=f"{label} on {where}",
+                summary=summary + ".",
+                first_seen=rows.get_column("ts").min(),  # type: ignore[arg-type]
+                last_seen=rows.get_column("ts").max(),  # type: ignore[arg-type]
+                evidence=_evidence(rows),
+                action=main["action"] or _default_action(Category(category)),
+                confidence=0.9 if not codes or any(int(c) not in APP_XIDS for c in codes) else 0.6,
+                kinds=kinds,
+            )
+        )
+    return out
+
+
+def _label(row: dict) -> str:
+    if row["kind"] in ("xid", "sxid"):
+        name = row.get("code_name") or ""
+        return f"{row['kind'].upper()} {row['code']}" + (f" ({name})" if name else "")
+    return row["kind"].replace("_", " ")
+
+
+def _default_action(category: Category) -> str:
+    return {
+        Category.GPU_HARDWARE: "Drain the node, run DCGM diagnostics (dcgmi diag -r 3), RMA the GPU if it fails.",
+        Category.GPU_MEMORY: "Drain the node, reset the GPU to apply row remapping; RMA if remapping fails or recurs.",
+        Category.NVLINK: "Reset the GPU, check NVLink/NVSwitch and Fabric Manager logs; RMA if it recurs.",
+        Category.PCIE: "Reseat the GPU/riser or NIC, check the PCIe slot and link training; RMA if it recurs.",
+        Category.NETWORK: "Check the NIC, transceiver and cable of the named port (ibstat, mlxlink); replace the cable.",
+        Category.THERMAL_POWER: "Check cooling (fans, airflow, inlet temperature) and power delivery of the node.",
+        Category.CONFIG_DRIFT: "Align the node's driver/firmware/library versions with the fleet.",
+        Category.SOFTWARE: "Check the application and its configuration.",
+        Category.STRAGGLER: "Drain the node and run DCGM diagnostics and nccl-tests against a healthy peer.",
+        Category.HANG: "Inspect the rank that never joined the collective (py-spy dump, flight recorder).",
+    }[category]
+
+
+def detail(row: dict, key: str) -> object:
+    """Value of `key` in a row's JSON `detail`, or None."""
+    raw = row.get("detail")
+    if not raw:
+        return None
+    try:
+        return json.loads(raw).get(key)
+    except ValueError:
+        return None

@@ -1,0 +1,122 @@
+"""Atomic outputs: every file is written to a temporary name beside its target, fsynced, then renamed.
+
+Parquet files carry the table name and schema version in their footer, and readers check them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from forensics.errors import OutputError, SchemaError
+from forensics.schema import SCHEMA_VERSION, TABLES, empty, validate
+
+META_TABLE = b"gpu_forensics.table"
+META_VERSION = b"gpu_forensics.schema_version"
+ROW_GROUP_ROWS = 256 * 1024
+
+
+@contextmanager
+def atomic_path(target: Path) -> Iterator[Path]:
+    """Yield a temporary path beside `target`; on success fsync and rename it over `target`."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        with open(tmp_path, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp_path, target)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def write_text(target: Path, text: str) -> None:
+    """Write a text file atomically."""
+    with atomic_path(target) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_json(target: Path, obj: Any) -> None:
+    """Write JSON atomically (indented, UTF-8, stable key order as given)."""
+    write_text(target, json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def write_table(df: pl.DataFrame, table: str, folder: Path) -> Path:
+    """Validate `df` as `table` and write it as `folder/<table>/part-0.parquet` (zstd), atomically."""
+    df = validate(df, table)
+    arrow = df.to_arrow()
+    meta = dict(arrow.schema.metadata or {})
+    meta[META_TABLE] = table.encode()
+    meta[META_VERSION] = str(SCHEMA_VERSION).encode()
+    arrow = arrow.replace_schema_metadata(meta)
+    target = folder / table / "part-0.parquet"
+    with atomic_path(target) as tmp:
+        pq.write_table(arrow, tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS)
+    return target
+
+
+def read_table(out: Path, table: str) -> pl.DataFrame:
+    """Read one table from `out/tables/<table>/`; an absent table reads as empty.
+
+    Raises:
+        SchemaError: a Parquet file there is not this table of this schema version.
+    """
+    folder = out / "tables" / table
+    parts = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+    if not parts:
+        return empty(table)
+    frames = []
+    for part in parts:
+        meta = pq.read_schema(part).metadata or {}
+        if meta.get(META_TABLE) != table.encode() or meta.get(META_VERSION) != str(SCHEMA_VERSION).encode():
+            raise SchemaError(
+                f"'{part}' is not table '{table}' of schema version {SCHEMA_VERSION} "
+                "(written by another version? re-run 'forensics ingest')"
+            )
+        frames.append(pl.from_arrow(pq.read_table(part)))
+    df = pl.concat(frames, how="vertical_relaxed") if len(frames) > 1 else frames[0]
+    assert isinstance(df, pl.DataFrame)
+    return validate(df, table)
+
+
+def read_tables(out: Path) -> dict[str, pl.DataFrame]:
+    """Read every table of an ingested OUT folder."""
+    return {t: read_table(out, t) for t in TABLES}
+
+
+def require_ingested(out: Path) -> dict[str, Any]:
+    """Return OUT's manifest; raise OutputError when OUT was never (completely) ingested."""
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"output '{out}' is a file, not a folder")
+    manifest = out / "manifest.json"
+    if not manifest.is_file():
+        raise OutputError(
+            f"'{out}' holds no ingested bundle (no manifest.json); run 'forensics ingest BUNDLE -o {out}' first"
+        )
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise OutputError(f"cannot read '{manifest}': {exc}") from None
+    if not isinstance(data, dict):
+        raise OutputError(f"'{manifest}' is not a gpu-forensics manifest")
+    return data
+
+
+def arrow_schema(table: str) -> pa.Schema:
+    """The Arrow schema of a table (for other tools)."""
+    return empty(table).to_arrow().schema
+
+
+__all__ = ["TABLES", "atomic_path", "read_table", "read_tables", "require_ingested", "write_json", "write_table"]
