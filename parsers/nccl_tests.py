@@ -1,24 +1,510 @@
-"""Placeholder for the nccl_tests parser (its issue builds it); claims no file until then."""
+"""nccl-tests output (`all_reduce_perf`, `all_gather_perf`, `alltoall_perf`, ...): FORMATS.md §7.
+
+What comes out (table `comms`, plus `inventory` and `events`):
+- record `rank`: one per device line `#  Rank  0 Group  0 Pid 895544 on h100-2 device  0 [0002:00:01] NAME`
+  (node = the host the line names, rank, cuda_dev, gpu_bus_id, pid; `[0x00]` = unknown bus id -> null).
+- record `nccl_test`: two per size row, `placement` out-of-place then in-place (size_bytes, count, dtype, redop,
+  time_us, algbw_gbps, busbw_gbps, wrong). `#wrong` `N/A` -> null; the old `error` column (a max relative
+  error such as `1e-06`, not a count) goes to `detail.max_error` and leaves `wrong` null.
+- record `nccl_test_summary`: one per `# Avg bus bandwidth` line: value = avg busbw (GB/s), wrong = the
+  preceding `Out of bounds values` count.
+Every record carries the run's `test` (from `# Collective test starting:`, the JSON or the command line),
+`nodes` (comma-separated sorted hosts of the run's device lines) and `nranks` (device lines in the run), so a
+file holding several runs over different node sets keeps them apart. A run starts at each `nThread` header.
+
+Columns are mapped by the run's column header (`size count type redop root time algbw busbw #wrong ...`), so
+the no-root, `error`, `#bitdiff`, per-iteration and timestamp variants all parse; rows before any header fall
+back to a layout chosen by their number of fields. Headers whose `#` was eaten (pasted markdown) parse too.
+The one-line `--json` output of nccl-tests PR 318 is read with regexes (a cut line yields its complete sizes).
+
+NOTE: NCCL debug lines (`host:pid:tid [d] NCCL INFO ...`) interleaved in the output are counted as
+*unrecognized* here: this parser extracts nothing from them (a note says how many there were), and the sniffer
+scores low when they dominate the head so the NCCL parser takes such files. A bare `NCCL version X` line is
+understood (it gives the NCCL version).
+"""
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
-from parsers.base import FileContext, ParseResult
+from parsers._common import json_detail as _json_detail
+from parsers._common import normalize_bus_id, strip_envelopes
+from parsers.base import FileContext, ParseResult, account, numbered
 
-NAME = "nccl_tests".replace("_", "-")
-DESCRIPTION = "not yet implemented"
-TABLES: tuple[str, ...] = ()
-FILENAME_HINTS: tuple[str, ...] = ()
-DETECTS = "nothing yet"
-PRIORITY = 0
+NAME = "nccl-tests"
+DESCRIPTION = "nccl-tests results (all_reduce_perf, all_gather_perf, alltoall_perf, ...): devices, size rows, summary"
+TABLES = ("comms", "inventory", "events")
+FILENAME_HINTS = ("*nccl*test*", "*_perf*", "*all_reduce*", "*allreduce*", "*alltoall*", "*all_gather*", "*busbw*")
+DETECTS = "the '# nThread N nGpus N minBytes' header, the 'size count type' column header, 'Avg bus bandwidth', or nccl-tests JSON"
+PRIORITY = 20
+
+# ----------------------------------------------------------------------------- grammar (on the line with the
+# launcher envelope, leading blanks and one leading '#' removed)
+
+COLLECTIVES = r"(?:all_reduce|all_gather|alltoallv?|reduce_scatter|sendrecv|broadcast|reduce|gather|scatter|hypercube)"
+NTHREAD_RE = r"^nThread\s+(?P<nthread>\d+)\s+nGpus\s+(?P<ngpus>\d+)\s+minBytes\s+(?P<min>\d+)\s+maxBytes\s+(?P<max>\d+)"
+VERSION_RE = r"^nccl-tests version\s+(?P<ver>\S+)(?:\s+\([^)]*\))?(?:\s+nccl-headers=(?P<hdr>\d+))?(?:\s+nccl-library=(?P<lib>\d+))?"
+COLL_RE = r"^Collective test (?:starting|concluded):\s*(?:\S*/)?(?:nccl_)?(?P<test>\S+?)(?:_mpi)?\s*$"
+DEVICE_RE = (
+    r"^Rank\s+(?P<rank>\d+)(?:\s+Group\s+(?P<group>\d+))?\s+Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)\s+"
+    r"device\s+(?P<dev>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<name>.*?)\s*$"
+)
+COLHDR_RE = r"^size\s+count\s+"
+PLACEHDR_RE = r"^out-of-place\b"
+UNITS_RE = r"^\(B\)\s+\(elements\)"
+ROW_RE = r"^\d+\s+\d+\s+[A-Za-z]\w*\s+\S"
+OOB_RE = r"^Out of bounds values\s*:\s*(?P<n>\d+)\s*(?P<status>OK|FAILED)?"
+AVG_RE = r"^Avg bus bandwidth\s*:\s*(?P<bw>\S+)\s*(?P<status>OK|FAILED)?"
+OTHER_RE = (
+    r"^(?:Bitwise mismatches?|GPU memory usage|error:|Writing JSON output to|skipping json output|Blocking Enabled"
+    r"|Per-Iteration Report|Parallel Init Enabled|Bitwise Repeatability|Using devices\s*$)"
+)
+CMD_RE = r"(?:^|[\s/=])(?:nccl_)?(?P<test>" + COLLECTIVES + r"_perf)(?:_mpi)?(?:\s|$)"
+FAIL_RE = (
+    r"^\s*(?:\.\.\s*)?(?P<host>[\w.-]+)(?:\s+pid\s+(?P<pid>\d+))?:\s*Test (?:(?P<what>NCCL|CUDA|\w+) )?failure"
+    r"\s+(?P<where>\S+)\s*(?P<reason>.*)$"
+)
+NCCL_VERSION_RE = r"^NCCL version\s+(?P<ver>\S+)"
+JSON_ID = '"nccl-tests structured output"'
+NCCL_DEBUG_RE = r"^\s*\S+:\d+:\d+ \[\d+\] NCCL (?:INFO|WARN|TRACE|ABORT)"
+
+# Default column layouts (by number of fields) for rows seen before any column header.
+DEFAULT_HEADERS = {
+    13: "size count type redop root time algbw busbw #wrong time algbw busbw #wrong",
+    12: "size count type redop time algbw busbw #wrong time algbw busbw #wrong",
+    11: "size count type time algbw busbw #wrong time algbw busbw #wrong",
+}
+
+_SNIFF_STRONG = re.compile(
+    r"nThread\s+\d+\s+nGpus\s+\d+|\bsize\s+count\s+type\s|Avg bus bandwidth\s*:|nccl-tests version|"
+    r"Collective test starting:|\"nccl-tests structured output\""
+)
+_SNIFF_DEVICE = re.compile(r"Rank\s+\d+(?:\s+Group\s+\d+)?\s+Pid\s+\d+\s+on\s+\S+\s+device\s+\d+\s+\[")
+_SNIFF_ROW = re.compile(r"(?m)(?:^|: ?)\s*\d+\s+\d+\s+(?:float|half|double|bfloat16|u?int(?:8|32|64)|fp8\w*)\s+\w+\s")
+_SNIFF_NCCL = re.compile(r"(?m)^\S*?\S+:\d+:\d+ \[\d+\] NCCL ")
 
 
 def sniff(head: bytes, name: str) -> float:
-    """Claim nothing until the parser exists."""
+    """Score nccl-tests markers in the head; low when NCCL debug lines dominate (the NCCL parser's file)."""
+    text = head.decode("utf-8", "replace")
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#SOURCE")]
+    if not lines:
+        return 0.0
+    nccl_share = len(_SNIFF_NCCL.findall(text)) / len(lines)
+    strong = bool(_SNIFF_STRONG.search(text))
+    devices = len(_SNIFF_DEVICE.findall(text))
+    rows = len(_SNIFF_ROW.findall(text))
+    if strong or devices >= 2 or rows >= 2:
+        return 0.95 if nccl_share < 0.5 else 0.45
+    if devices == 1 or rows == 1:
+        return 0.6 if nccl_share < 0.5 else 0.2
     return 0.0
 
 
+# ----------------------------------------------------------------------------- column layouts
+
+
+def json_detail(**fields: pl.Expr) -> pl.Expr:
+    """JSON object of the non-null fields (null when all are null)."""
+    js = _json_detail(**fields).str.replace_all(r'"[^"]+":null,?', "").str.replace(r",\}$", "}")
+    return pl.when(js != "{}").then(js)
+
+
+def _layout(header: str) -> dict[str, int | str | None]:
+    """Map a column header (space-joined tokens) to token indices of a size row."""
+    toks = header.split()
+    out: dict[str, int | str | None] = {"key": header}
+    for name in ("size", "count", "type", "redop", "root"):
+        out[f"i_{name}"] = toks.index(name) if name in toks else None
+    times = [i for i, t in enumerate(toks) if t in ("time", "cputime")]
+    for place, pre in zip(times[:2], ("o", "p"), strict=False):
+        out[f"i_{pre}time"] = place
+        # the three columns after time are algbw, busbw and #wrong/error
+        for off, col in ((1, "algbw"), (2, "busbw"), (3, "wrong")):
+            j = place + off
+            out[f"i_{pre}{col}"] = j if j < len(toks) else None
+        w = toks[place + 3] if place + 3 < len(toks) else None
+        out[f"{pre}_errkind"] = "error" if w == "error" else "wrong"
+    for pre in ("o", "p"):
+        for col in ("time", "algbw", "busbw", "wrong"):
+            out.setdefault(f"i_{pre}{col}", None)
+        out.setdefault(f"{pre}_errkind", "wrong")
+    idx = [v for k, v in out.items() if k.startswith("i_") and isinstance(v, int)]
+    out["need"] = max(idx) + 1 if idx else 99
+    return out
+
+
+_LAYOUT_SCHEMA = {
+    "key": pl.String,
+    **{f"i_{n}": pl.Int64 for n in ("size", "count", "type", "redop", "root")},
+    **{f"i_{p}{c}": pl.Int64 for p in ("o", "p") for c in ("time", "algbw", "busbw", "wrong")},
+    "o_errkind": pl.String,
+    "p_errkind": pl.String,
+    "need": pl.Int64,
+}
+
+
+def _layouts(keys: list[str]) -> pl.DataFrame:
+    return pl.DataFrame([_layout(k) for k in keys], schema=_LAYOUT_SCHEMA)
+
+
+def _nccl_code_version(code: pl.Expr) -> pl.Expr:
+    """NCCL_VERSION_CODE (22203 -> 2.22.3; pre-2.9 codes 2708 -> 2.7.8) as a dotted string."""
+    c = code.cast(pl.Int64, strict=False)
+    new = pl.format("{}.{}.{}", c // 10000, (c // 100) % 100, c % 100)
+    old = pl.format("{}.{}.{}", c // 1000, (c // 100) % 10, c % 100)
+    return pl.when(c >= 10000).then(new).when(c.is_not_null()).then(old)
+
+
+# ----------------------------------------------------------------------------- parse
+
+
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
-    """Return no tables."""
-    return ParseResult(tables={}, parsed=0, unrecognized=0)
+    """Parse nccl-tests text (and one-line JSON) output into comms rank/result/summary rows."""
+    frame = numbered(lines, ctx)
+    body, _env_rank = strip_envelopes(pl.col("text"))
+    f = frame.with_columns(body=body.str.strip_chars_end()).with_columns(
+        h=pl.col("body").str.strip_chars_start().str.replace(r"^#\s*", "")
+    )
+    h = pl.col("h")
+    f = f.with_columns(
+        k_nthread=h.str.contains(NTHREAD_RE),
+        k_version=h.str.contains(VERSION_RE),
+        k_coll=h.str.contains(COLL_RE),
+        k_device=h.str.contains(DEVICE_RE),
+        k_colhdr=h.str.contains(COLHDR_RE),
+        k_row=h.str.contains(ROW_RE),
+        k_oob=h.str.contains(OOB_RE),
+        k_avg=h.str.contains(AVG_RE),
+        k_json=pl.col("body").str.contains(JSON_ID, literal=True),
+        k_fail=pl.col("body").str.contains("failure", literal=True) & pl.col("body").str.contains(FAIL_RE),
+        k_ncclver=h.str.contains(NCCL_VERSION_RE),
+        k_minor=h.str.contains(PLACEHDR_RE) | h.str.contains(UNITS_RE) | h.str.contains(OTHER_RE)
+        | pl.col("body").str.contains(r"^\s*#?\s*$"),
+        k_nccldebug=pl.col("body").str.contains(NCCL_DEBUG_RE),
+    )
+    f = f.with_columns(
+        k_cmd=~pl.col("k_nccldebug")
+        & ~pl.col("k_coll")
+        & ~pl.col("k_json")
+        & pl.col("body").str.contains("_perf", literal=True)
+        & pl.col("body").str.contains(CMD_RE),
+        run=(pl.col("k_nthread") | pl.col("k_json")).cum_sum(),
+    )
+    # test name, NCCL version and column header carried forward
+    test_here = (
+        pl.when(pl.col("k_coll"))
+        .then(h.str.extract(COLL_RE, 1))
+        .when(pl.col("k_cmd"))
+        .then(pl.col("body").str.extract(CMD_RE, 1))
+    )
+    ver_here = (
+        pl.when(pl.col("k_version"))
+        .then(_nccl_code_version(h.str.extract(VERSION_RE, 3)))
+        .when(pl.col("k_ncclver"))
+        .then(h.str.extract(NCCL_VERSION_RE, 1))
+        .when(pl.col("k_json"))
+        .then(pl.col("body").str.extract(r'"version"\s*:\s*"([^"]+)"', 1))
+    )
+    hdr_here = pl.when(pl.col("k_colhdr")).then(h.str.extract_all(r"\S+").list.join(" "))
+    f = f.with_columns(
+        test=test_here.forward_fill(),
+        nccl_version=ver_here.forward_fill(),
+        header=hdr_here.forward_fill().over("run"),
+    )
+
+    # ---- device lines -> rank records
+    dev = (
+        f.filter(pl.col("k_device"))
+        .with_columns(d=h.str.extract_groups(DEVICE_RE))
+        .unnest("d")
+        .with_columns(host=pl.col("host").str.split(".").list.first())
+    )
+    runs = dev.group_by("run").agg(
+        nodes=pl.col("host").unique().sort().str.join(","),
+        nranks=pl.len().cast(pl.Int32),
+        printer=pl.col("host").sort_by(pl.col("rank").cast(pl.Int64)).first(),
+        dup_ranks=pl.col("rank").is_duplicated().sum(),
+    )
+    bus_raw = pl.col("bus").str.strip_chars()
+    bus_norm = (
+        pl.when(bus_raw.str.contains(r"(?i)^0x0*$"))
+        .then(pl.lit(None, dtype=pl.String))
+        .when(bus_raw.str.contains(r"(?i)^0x[0-9a-f]{1,2}$"))
+        .then(normalize_bus_id(pl.format("{}:00", bus_raw.str.slice(2))))
+        .otherwise(normalize_bus_id(bus_raw))
+    )
+    dev = dev.join(runs, on="run", how="left").with_columns(bus_id=bus_norm)
+    rank_rows = dev.select(
+        record=pl.lit("rank"),
+        node=pl.col("host"),
+        rank=pl.col("rank").cast(pl.Int32),
+        nranks="nranks",
+        cuda_dev=pl.col("dev").cast(pl.Int32),
+        gpu_bus_id="bus_id",
+        pid=pl.col("pid").cast(pl.Int64),
+        nccl_version="nccl_version",
+        test="test",
+        nodes="nodes",
+        detail=json_detail(
+            group=pl.col("group").cast(pl.Int64), gpu_name=pl.col("name"), bus_raw=pl.col("bus"), run=pl.col("run")
+        ),
+        file=pl.lit(ctx.path),
+        line="line",
+    )
+    inventory = (
+        dev.filter(pl.col("name").str.len_chars() > 0)
+        .select(
+            node=pl.col("host"),
+            component=pl.lit("gpu"),
+            gpu_bus_id="bus_id",
+            attribute=pl.lit("name"),
+            value="name",
+            source=pl.lit(NAME),
+            file=pl.lit(ctx.path),
+            line="line",
+        )
+        .unique(subset=["node", "gpu_bus_id", "value"], keep="first", maintain_order=True)
+    )
+
+    # ---- size rows, mapped by the run's column header (or a default layout by field count)
+    rows = f.filter(pl.col("k_row")).with_columns(tok=h.str.extract_all(r"\S+"))
+    rows = rows.with_columns(ntok=pl.col("tok").list.len())
+    keys = [k for k in rows.get_column("header").drop_nulls().unique().to_list()]
+    layouts = _layouts(sorted(set(keys) | set(DEFAULT_HEADERS.values())))
+    default_key = pl.col("ntok").replace_strict(DEFAULT_HEADERS, default=None, return_dtype=pl.String)
+    rows = rows.join(layouts, left_on="header", right_on="key", how="left")
+    usable = pl.col("need").is_not_null() & (pl.col("ntok") >= pl.col("need"))
+    rows_hdr = rows.filter(usable)
+    rows_def = (
+        rows.filter(~usable)
+        .select(pl.exclude(list(_LAYOUT_SCHEMA)))
+        .with_columns(dkey=default_key)
+        .join(layouts, left_on="dkey", right_on="key", how="inner")
+        .drop("dkey")
+        .filter(pl.col("ntok") >= pl.col("need"))
+    )
+    cols = rows_hdr.select(pl.exclude(list(_LAYOUT_SCHEMA))).columns + [c for c in _LAYOUT_SCHEMA if c != "key"]
+    rows = pl.concat([rows_hdr.select(cols), rows_def.select(cols)]).sort("line")
+
+    def tok(i: str) -> pl.Expr:
+        return pl.col("tok").list.get(pl.col(i), null_on_oob=True)
+
+    rows = rows.with_columns(
+        size_bytes=tok("i_size").cast(pl.Int64, strict=False),
+        count=tok("i_count").cast(pl.Int64, strict=False),
+        dtype=tok("i_type"),
+        redop=tok("i_redop"),
+        root=tok("i_root"),
+    ).filter(pl.col("size_bytes").is_not_null() & pl.col("count").is_not_null())
+    parsed_row_lines = rows.select("line")
+    rows = rows.join(runs, on="run", how="left")
+    placed = []
+    for pre, placement in (("o", "out-of-place"), ("p", "in-place")):
+        wtok = tok(f"i_{pre}wrong")
+        wnum = wtok.cast(pl.Float64, strict=False)
+        is_err = pl.col(f"{pre}_errkind") == "error"
+        wrong = pl.when(~is_err & (wnum == wnum.floor())).then(wnum.cast(pl.Int64, strict=False))
+        placed.append(
+            rows.filter(pl.col(f"i_{pre}time").is_not_null()).select(
+                record=pl.lit("nccl_test"),
+                node=pl.coalesce("printer", pl.lit(ctx.node)),
+                nranks="nranks",
+                nccl_version="nccl_version",
+                test="test",
+                size_bytes="size_bytes",
+                count="count",
+                dtype="dtype",
+                redop="redop",
+                placement=pl.lit(placement),
+                time_us=tok(f"i_{pre}time").cast(pl.Float64, strict=False),
+                algbw_gbps=tok(f"i_{pre}algbw").cast(pl.Float64, strict=False),
+                busbw_gbps=tok(f"i_{pre}busbw").cast(pl.Float64, strict=False),
+                wrong=wrong,
+                nodes="nodes",
+                detail=json_detail(
+                    root=pl.col("root").cast(pl.Int64, strict=False),
+                    max_error=pl.when(is_err).then(wtok),
+                    run=pl.col("run"),
+                ),
+                file=pl.lit(ctx.path),
+                line="line",
+            )
+        )
+    result_rows = pl.concat(placed)
+
+    # ---- summaries: 'Avg bus bandwidth' with the run's preceding 'Out of bounds values'
+    summ = f.filter(pl.col("k_oob") | pl.col("k_avg")).with_columns(
+        oob=pl.when(pl.col("k_oob")).then(h.str.extract(OOB_RE, 1).cast(pl.Int64)),
+        oob_status=pl.when(pl.col("k_oob")).then(h.str.extract(OOB_RE, 2)),
+    )
+    summ = summ.with_columns(
+        oob=pl.col("oob").forward_fill().over("run"), oob_status=pl.col("oob_status").forward_fill().over("run")
+    )
+    summ = summ.join(runs, on="run", how="left")
+    summary_rows = summ.filter(pl.col("k_avg")).select(
+        record=pl.lit("nccl_test_summary"),
+        node=pl.coalesce("printer", pl.lit(ctx.node)),
+        nranks="nranks",
+        nccl_version="nccl_version",
+        test="test",
+        wrong="oob",
+        nodes="nodes",
+        counter=pl.lit("avg_busbw_gbps"),
+        value=h.str.extract(AVG_RE, 1).cast(pl.Float64, strict=False),
+        detail=json_detail(
+            out_of_bounds=pl.col("oob_status"), check=h.str.extract(AVG_RE, 2), run=pl.col("run")
+        ),
+        file=pl.lit(ctx.path),
+        line="line",
+    )
+
+    # ---- one-line JSON output (nccl-tests PR 318)
+    json_rows, json_cut = _json_rows(f.filter(pl.col("k_json")), runs, ctx)
+
+    comms = pl.concat([rank_rows, result_rows, summary_rows, json_rows], how="diagonal_relaxed").sort(
+        "line", maintain_order=True
+    )
+
+    # ---- events: test failures, wrong values, duplicate ranks (mis-launched test)
+    fails = f.filter(pl.col("k_fail")).with_columns(g=pl.col("body").str.extract_groups(FAIL_RE)).unnest("g")
+    ev_fail = fails.select(
+        node=pl.col("host").str.split(".").list.first(),
+        source=pl.lit(NAME),
+        kind=pl.lit("nccl_test_failure"),
+        code=pl.col("what"),
+        severity=pl.lit("high"),
+        message=pl.col("text"),
+        detail=json_detail(pid=pl.col("pid").cast(pl.Int64), where=pl.col("where"), reason=pl.col("reason").str.strip_chars("' ")),
+        file=pl.lit(ctx.path),
+        line="line",
+    )
+    bad = summ.filter(pl.col("k_oob") & (pl.col("oob") > 0)).select(
+        node=pl.coalesce("printer", pl.lit(ctx.node)),
+        source=pl.lit(NAME),
+        kind=pl.lit("nccl_test_wrong_values"),
+        code=pl.col("oob").cast(pl.String),
+        severity=pl.lit("high"),
+        message=pl.col("text"),
+        detail=json_detail(test=pl.col("test"), nodes=pl.col("nodes")),
+        file=pl.lit(ctx.path),
+        line="line",
+    )
+    dup = (
+        dev.filter(pl.col("rank").is_duplicated().over("run"))
+        .group_by("run")
+        .agg(pl.col("line").min(), pl.col("text").first(), pl.col("host").first(), pl.len().alias("n"))
+        .select(
+            node=pl.col("host"),
+            source=pl.lit(NAME),
+            kind=pl.lit("nccl_test_duplicate_rank"),
+            severity=pl.lit("medium"),
+            message=pl.col("text"),
+            detail=json_detail(lines_with_duplicate_rank=pl.col("n")),
+            file=pl.lit(ctx.path),
+            line="line",
+        )
+    )
+    events = pl.concat([ev_fail, bad, dup], how="diagonal_relaxed").sort("line")
+
+    # ---- accounting
+    row_ok = f.select("line").join(parsed_row_lines.with_columns(ok_row=pl.lit(True)), on="line", how="left")
+    f = f.with_columns(ok_row=row_ok.get_column("ok_row").fill_null(False))
+    understood = (
+        pl.col("k_nthread")
+        | pl.col("k_version")
+        | pl.col("k_coll")
+        | pl.col("k_device")
+        | pl.col("k_colhdr")
+        | pl.col("ok_row")
+        | pl.col("k_oob")
+        | pl.col("k_avg")
+        | pl.col("k_json")
+        | pl.col("k_fail")
+        | pl.col("k_ncclver")
+        | pl.col("k_minor")
+        | pl.col("k_cmd")
+    ) & ~pl.col("k_nccldebug")
+    parsed, unrecognized, examples = account(f.select("line", "text", understood.alias("ok")), pl.col("ok"))
+
+    notes = []
+    n_debug = int(f.get_column("k_nccldebug").sum())
+    if n_debug:
+        notes.append(f"{n_debug} NCCL debug line(s) left to the NCCL parser (counted unrecognized here)")
+    partial = json_cut or _ended_early(f)
+    hosts = dev.get_column("host").unique()
+    return ParseResult(
+        tables={"comms": comms, "inventory": inventory, "events": events},
+        parsed=parsed,
+        unrecognized=unrecognized,
+        unrecognized_examples=examples,
+        notes=notes,
+        partial=partial,
+        node=hosts[0] if len(hosts) == 1 else None,
+    )
+
+
+def _ended_early(f: pl.DataFrame) -> bool:
+    """True when the last run printed a column header or rows but no 'Avg bus bandwidth' line, or the last
+    non-blank line is a cut size row (the file ended before the test concluded)."""
+    last = f.filter(pl.col("text").str.strip_chars().str.len_bytes() > 0).tail(1)
+    if last.height and bool(last.get_column("h").str.contains(r"^\d+\s+\d+").item()) and not bool(
+        last.get_column("ok_row").item()
+    ):
+        return True
+    if not f.height:
+        return False
+    last_run = f.get_column("run").max()
+    tail = f.filter(pl.col("run") == last_run)
+    started = bool(
+        (tail.get_column("k_nthread") | tail.get_column("k_device") | tail.get_column("k_colhdr") | tail.get_column("ok_row")).any()
+    )
+    return started and not bool(tail.get_column("k_avg").any())
+
+
+_JSON_FIELDS = ("count", "type", "redop", "root", "oop_time", "oop_algbw", "oop_busbw", "oop_error",
+                "ip_time", "ip_algbw", "ip_busbw", "ip_error")  # fmt: skip
+
+
+def _json_rows(js: pl.DataFrame, runs: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, bool]:
+    """Rows of the one-line `{"identifier": "nccl-tests structured output", ..., "benchmark": [...]}` output."""
+    if js.height == 0:
+        return pl.DataFrame(), False
+    cut = bool((~js.get_column("body").str.strip_chars().str.ends_with("}")).any())
+    ent = (
+        js.select("line", "run", "test", "nccl_version", e=pl.col("body").str.extract_all(r'"\d+"\s*:\s*\{[^{}]*\}'))
+        .explode("e")
+        .drop_nulls("e")
+        .with_columns(size_bytes=pl.col("e").str.extract(r'^"(\d+)"', 1).cast(pl.Int64))
+    )
+    ent = ent.with_columns(
+        **{k: pl.col("e").str.extract(rf'"{k}"\s*:\s*"?([^",}}]*)"?', 1) for k in _JSON_FIELDS}
+    ).join(runs, on="run", how="left")
+    out = []
+    for pre, placement in (("oop", "out-of-place"), ("ip", "in-place")):
+        err = pl.col(f"{pre}_error").cast(pl.Float64, strict=False)
+        out.append(
+            ent.select(
+                record=pl.lit("nccl_test"),
+                node=pl.coalesce("printer", pl.lit(ctx.node)),
+                nranks="nranks",
+                nccl_version="nccl_version",
+                test="test",
+                size_bytes="size_bytes",
+                count=pl.col("count").cast(pl.Int64, strict=False),
+                dtype="type",
+                redop="redop",
+                placement=pl.lit(placement),
+                time_us=pl.col(f"{pre}_time").cast(pl.Float64, strict=False),
+                algbw_gbps=pl.col(f"{pre}_algbw").cast(pl.Float64, strict=False),
+                busbw_gbps=pl.col(f"{pre}_busbw").cast(pl.Float64, strict=False),
+                wrong=pl.when(err == err.floor()).then(err.cast(pl.Int64, strict=False)),
+                nodes="nodes",
+                detail=json_detail(root=pl.col("root").cast(pl.Int64, strict=False), format=pl.lit("json")),
+                file=pl.lit(ctx.path),
+                line="line",
+            )
+        )
+    return pl.concat(out), cut
