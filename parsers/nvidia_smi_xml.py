@@ -1,24 +1,280 @@
-"""Placeholder (being built): claims no file yet."""
+"""`nvidia-smi -q -x` XML dumps (DTD v11/v12/v13 or none; one or several documents in a file).
+
+Parsed with the standard library's incremental `xml.etree.ElementTree.XMLPullParser`, fed line by line
+so every element keeps the line it starts on and a truncated document yields what came before the
+cut (partial=True). The DOCTYPE is blanked before parsing (same line count), so no DTD or external
+entity is ever fetched or expanded; a document declaring entities of its own fails as malformed.
+Tags are mapped onto the same canonical fields as `-q` text (`parsers._nvsmi_fields`):
+`clocks_throttle_reason_*` (v11) and `clocks_event_reason_*` (v12+) alike. MIG device and process
+subtrees are skipped (their ECC counts are per instance, the GPU's own counters are kept).
+"""
 
 from __future__ import annotations
 
+import re
+import xml.etree.ElementTree as ET
+from typing import Any
+
 import polars as pl
 
+from parsers import _nvsmi_fields as F
 from parsers.base import FileContext, ParseResult
 
 NAME = "nvidia-smi-xml"
-DESCRIPTION = "not yet implemented"
-TABLES: tuple[str, ...] = ()
-FILENAME_HINTS: tuple[str, ...] = ()
-DETECTS = "nothing yet"
-PRIORITY = 0
+DESCRIPTION = "nvidia-smi -q -x XML dumps (any DTD version; truncated documents parsed as far as they go)"
+TABLES = ("inventory", "gpu_samples", "events")
+FILENAME_HINTS = ("*.xml", "nvidia-smi*", "nvidia_smi*")
+DETECTS = "an <nvidia_smi_log> root element (optionally after <?xml ...?> and a DOCTYPE)"
+PRIORITY = 20
+
+_INV = {
+    "product_name": "name",
+    "product_brand": "brand",
+    "product_architecture": "architecture",
+    "serial": "serial",
+    "uuid": "uuid",
+    "pci/pci_bus_id": "bus_id",
+    "vbios_version": "vbios",
+    "board_part_number": "board_part_number",
+    "gpu_part_number": "gpu_part_number",
+    "gpu_fru_part_number": "fru_part_number",
+    "board_id": "board_id",
+    "gpu_module_id": "module_id",
+    "minor_number": "minor_number",
+    "multigpu_board": "multigpu_board",
+    "inforom_version/img_version": "inforom_image",
+    "inforom_version/oem_object": "inforom_oem",
+    "inforom_version/ecc_object": "inforom_ecc",
+    "inforom_version/pwr_object": "inforom_pwr",
+    "gsp_firmware_version": "gsp_firmware",
+    "pci/pci_device_id": "pci_device_id",
+    "pci/pci_sub_system_id": "pci_sub_system_id",
+    "pci/pci_gpu_link_info/pcie_gen/max_link_gen": "pcie_gen_max",
+    "pci/pci_gpu_link_info/pcie_gen/max_device_link_gen": "pcie_gen_device_max",
+    "pci/pci_gpu_link_info/pcie_gen/max_host_link_gen": "pcie_gen_host_max",
+    "pci/pci_gpu_link_info/link_widths/max_link_width": "pcie_width_max",
+    "ecc_mode/current_ecc": "ecc_mode",
+    "ecc_mode/pending_ecc": "ecc_mode_pending",
+    "persistence_mode": "persistence_mode",
+    "mig_mode/current_mig": "mig_mode",
+    "mig_mode/pending_mig": "mig_mode_pending",
+    "compute_mode": "compute_mode",
+    "addressing_mode": "addressing_mode",
+    "gpu_virtualization_mode/virtualization_mode": "virtualization_mode",
+    "gpu_reset_status/reset_required": "reset_required",
+    "gpu_reset_status/drain_and_reset_recommended": "drain_and_reset_recommended",
+    "gpu_recovery_action": "gpu_recovery_action",
+    "fabric/state": "fabric_state",
+    "fabric/status": "fabric_status",
+    "fabric/cliqueid": "fabric_clique_id",
+    "fabric/clusteruuid": "fabric_cluster_uuid",
+    "fabric/health/bandwidth": "fabric_health_bandwidth",
+    "fb_memory_usage/total": "memory_total",
+    "power_readings/enforced_power_limit": "power_limit",
+    "power_readings/current_power_limit": "power_limit",
+    "power_readings/power_limit": "power_limit",
+    "power_readings/default_power_limit": "default_power_limit",
+    "power_readings/max_power_limit": "max_power_limit",
+    "max_clocks/sm_clock": "max_sm_clock",
+    "max_clocks/mem_clock": "max_mem_clock",
+    "applications_clocks/graphics_clock": "applications_clock_graphics",
+    "applications_clocks/mem_clock": "applications_clock_memory",
+}
+
+_SAMPLE = {
+    "utilization/gpu_util": ("utilization_pct", 0),
+    "utilization/memory_util": ("mem_utilization_pct", 0),
+    "fb_memory_usage/used": ("memory_used_mib", 0),
+    "fb_memory_usage/total": ("memory_total_mib", 0),
+    "temperature/gpu_temp": ("temperature_c", 0),
+    "temperature/memory_temp": ("mem_temperature_c", 0),
+    "power_readings/instant_power_draw": ("power_w", 0),
+    "power_readings/power_draw": ("power_w", 1),
+    "power_readings/average_power_draw": ("power_w", 2),
+    "power_readings/enforced_power_limit": ("power_limit_w", 0),
+    "power_readings/current_power_limit": ("power_limit_w", 1),
+    "power_readings/power_limit": ("power_limit_w", 2),
+    "clocks/sm_clock": ("sm_clock_mhz", 0),
+    "clocks/mem_clock": ("mem_clock_mhz", 0),
+    "retired_pages/multiple_single_bit_retirement/retired_count": ("retired_pages_sbe", 0),
+    "retired_pages/double_bit_retirement/retired_count": ("retired_pages_dbe", 0),
+    "retired_pages/pending_blacklist": ("retired_pages_pending", 0),
+    "retired_pages/pending_retirement": ("retired_pages_pending", 1),
+    "remapped_rows/remapped_row_corr": ("remapped_rows_correctable", 0),
+    "remapped_rows/remapped_row_unc": ("remapped_rows_uncorrectable", 0),
+    "remapped_rows/remapped_row_pending": ("remap_pending", 0),
+    "remapped_rows/remapped_row_failure": ("remap_failure", 0),
+    "pci/pci_gpu_link_info/pcie_gen/current_link_gen": ("pcie_gen", 0),
+    "pci/pci_gpu_link_info/pcie_gen/max_link_gen": ("pcie_gen_max", 0),
+    "pci/pci_gpu_link_info/link_widths/current_link_width": ("pcie_width", 0),
+    "pci/pci_gpu_link_info/link_widths/max_link_width": ("pcie_width_max", 0),
+}
+
+_EXTRA = {
+    "fan_speed": "fan_speed",
+    "performance_state": "pstate",
+    "pci/replay_counter": "pcie_replays",
+    "pci/replay_rollover_counter": "pcie_replay_rollovers",
+    "pci/tx_util": "pcie_tx",
+    "pci/rx_util": "pcie_rx",
+    "fb_memory_usage/reserved": "memory_reserved",
+    "bar1_memory_usage/used": "bar1_used",
+    "clocks/graphics_clock": "graphics_clock",
+    "clocks/video_clock": "video_clock",
+    "utilization/encoder_util": "encoder_util",
+    "utilization/decoder_util": "decoder_util",
+    "voltage/graphics_volt": "voltage_graphics",
+    "ecc_errors/aggregate/sram_threshold_exceeded": "sram_threshold_exceeded",
+}
+
+_SKIP = {"mig_devices", "processes", "accounted_processes", "supported_clocks", "vgpu_software_licensed_product"}
+_THROTTLE = re.compile(r"^clocks_(?:throttle|event)_reasons?_(.+)$")
+_DOCTYPE = re.compile(r"<!DOCTYPE[^>\[]*(\[.*?\])?\s*>", re.S)
 
 
 def sniff(head: bytes, name: str) -> float:
-    """Claim nothing yet."""
+    """1.0 when the head holds an <nvidia_smi_log> element."""
+    text = head.decode("utf-8", "replace")
+    if "<nvidia_smi_log" in text:
+        return 1.0 if text.lstrip().startswith("<") or "<?xml" in text[:400] else 0.9
     return 0.0
 
 
+def _map(snap: F.GpuSnapshot, path: str, value: str, line: int) -> None:
+    snap.note(value, line)
+    key = path.replace("gpu_power_readings/", "power_readings/")
+    if key in _INV:
+        snap.put_inv(_INV[key], value, line)
+    if key in _SAMPLE:
+        col, pri = _SAMPLE[key]
+        snap.put_sample(col, value, line, pri)
+    if key in _EXTRA:
+        snap.extra.setdefault(_EXTRA[key], value)
+    parts = key.split("/")
+    if len(parts) == 2 and parts[0] in ("clocks_throttle_reasons", "clocks_event_reasons"):
+        m = _THROTTLE.match(parts[1])
+        if m and m.group(1) in F.THROTTLE_COLUMNS:
+            snap.put_sample(F.THROTTLE_COLUMNS[m.group(1)], value, line)
+    elif parts[0] == "ecc_errors" and len(parts) >= 3 and parts[1] in ("volatile", "aggregate"):
+        scope, rest = parts[1], parts[2:]
+        if len(rest) == 1:
+            k = rest[0]
+            if "uncorrectable" in k:
+                snap.parts.setdefault(f"ecc_uncorrected_{scope}", []).append((value, line))
+            elif "correctable" in k:
+                snap.parts.setdefault(f"ecc_corrected_{scope}", []).append((value, line))
+        elif len(rest) == 2 and rest[1] == "total":
+            if rest[0] == "single_bit":
+                snap.totals[f"ecc_corrected_{scope}"] = (value, line)
+            elif rest[0] == "double_bit":
+                snap.totals[f"ecc_uncorrected_{scope}"] = (value, line)
+    elif parts[0] == "platform_info" and len(parts) == 2:
+        snap.put_inv("platform_" + parts[1], value, line)
+
+
+def _walk(el: ET.Element, prefix: str, lines: dict[int, int], snap: F.GpuSnapshot) -> None:
+    for child in el:
+        tag = child.tag.lower() if isinstance(child.tag, str) else ""
+        if not tag or tag in _SKIP:
+            continue
+        path = f"{prefix}/{tag}" if prefix else tag
+        if len(child):
+            _walk(child, path, lines, snap)
+        else:
+            _map(snap, path, " ".join((child.text or "").split()), lines.get(id(child), snap.line))
+
+
+def _documents(texts: list[str]) -> list[tuple[int, int]]:
+    """Split the file into documents at each `<?xml` or `<nvidia_smi_log` that starts a new one."""
+    starts = [i for i, t in enumerate(texts) if t.lstrip().startswith("<?xml")]
+    if not starts:
+        starts = [i for i, t in enumerate(texts) if "<nvidia_smi_log" in t][:1] or [0]
+    starts = sorted(set(starts))
+    ends = [*starts[1:], len(texts)]
+    return list(zip(starts, ends, strict=True))
+
+
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
-    """Return no tables."""
-    return ParseResult(tables={}, parsed=0, unrecognized=0)
+    """Parse each XML document of the file; see the module docstring."""
+    texts: list[str] = [t if t is not None else "" for t in lines.cast(pl.String).to_list()]
+    first = ctx.first_line
+    inv: list[dict[str, Any]] = []
+    samples: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    ok = [False] * len(texts)
+    partial = False
+    notes: list[str] = []
+
+    def text_of(line: int) -> str:
+        return texts[line - first]
+
+    # Lines before the first document (e.g. a shell prompt) stay unrecognized.
+    for start, end in _documents(texts):
+        chunk = "\n".join(texts[start:end])
+        # Blank the DOCTYPE (and any internal subset) keeping its newlines: nothing is fetched or expanded.
+        chunk = _DOCTYPE.sub(lambda m: "\n" * m.group(0).count("\n"), chunk)
+        doc_lines = chunk.split("\n")
+        parser = ET.XMLPullParser(events=("start",))
+        el_line: dict[int, int] = {}
+        root: ET.Element | None = None
+        keep: list[ET.Element] = []
+        failed_at: int | None = None
+        for j, t in enumerate(doc_lines):
+            try:
+                parser.feed(t + "\n")
+                for _ev, el in parser.read_events():
+                    if root is None:
+                        root = el
+                    el_line[id(el)] = first + start + j
+                    keep.append(el)
+            except ET.ParseError as exc:
+                failed_at = j
+                notes.append(f"XML document at line {first + start}: {exc}")
+                break
+        if failed_at is None:
+            try:
+                parser.close()
+            except ET.ParseError as exc:
+                partial = True
+                notes.append(f"XML document at line {first + start} ends early: {exc}")
+        else:
+            partial = True
+        upto = end if failed_at is None else start + failed_at
+        for k in range(start, upto):
+            ok[k] = True
+        if root is None or root.tag != "nvidia_smi_log":
+            for k in range(start, upto):
+                ok[k] = False
+            continue
+        ts_el = root.find("timestamp")
+        ts = F.parse_local_ts(ts_el.text if ts_el is not None else None)
+        node_attrs = []
+        for tag, attr in (("driver_version", "driver_version"), ("cuda_version", "cuda_version")):
+            e = root.find(tag)
+            if e is not None and (e.text or "").strip():
+                node_attrs.append((attr, (e.text or "").strip(), el_line.get(id(e), first + start)))
+        inv += F.node_rows(node_attrs, node=ctx.node, path=ctx.path, source="nvidia-smi-xml")
+        for idx, gpu in enumerate(root.findall("gpu")):
+            snap = F.GpuSnapshot(index=idx, bus_raw=gpu.get("id"), line=el_line.get(id(gpu), first + start))
+            _walk(gpu, "", el_line, snap)
+            if "bus_id" not in snap.inv and snap.bus_raw:
+                snap.put_inv("bus_id", snap.bus_raw, snap.line)
+            if snap.bus_raw is None and "bus_id" in snap.inv:
+                snap.bus_raw = snap.inv["bus_id"][0]
+            gi, row, ev = F.snapshot_rows(snap, node=ctx.node, path=ctx.path, source="nvidia-smi-xml", ts=ts, text_of=text_of)
+            row["source"] = "nvidia-smi-xml"
+            inv += gi
+            samples.append(row)
+            events += ev
+        del keep
+    blank = [not t.strip() for t in texts]
+    parsed = sum(1 for o, b in zip(ok, blank, strict=True) if o and not b)
+    unrec_idx = [i for i, (o, b) in enumerate(zip(ok, blank, strict=True)) if not o and not b]
+    return ParseResult(
+        tables=F.frames(inv, samples, events),
+        parsed=parsed,
+        unrecognized=len(unrec_idx),
+        unrecognized_examples=[(first + i, texts[i][:500]) for i in unrec_idx[:20]],
+        notes=notes,
+        partial=partial,
+    )
