@@ -142,6 +142,7 @@ TABLES: dict[str, pl.Schema] = {
             "gpu_index": pl.Int32,
             "gpu_bus_id": pl.String,
             "device": pl.String,  # e.g. mlx5_0 for NICs
+            "port": pl.Int32,  # NIC port number for per-port attributes (IB state, rate, ...); null otherwise
             "attribute": pl.String,  # name, serial, uuid, vbios, driver_version, cuda_version, ...
             "value": pl.String,
             "source": pl.String,
