@@ -176,6 +176,8 @@ TABLES: dict[str, pl.Schema] = {
             "port": pl.Int32,
             "counter": pl.String,
             "value": pl.Float64,
+            "op": pl.String,  # collective of an NCCL COLL aggregate or Flight Recorder entry (AllReduce, nccl:all_reduce)
+            "seq": pl.Int64,  # last NCCL opCount (COLL aggregate) or Flight Recorder collective_seq_id
             "detail": pl.String,
             **_PROVENANCE,
         }
