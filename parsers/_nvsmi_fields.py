@@ -301,3 +301,91 @@ def frames(
                            keep="first", maintain_order=True)
         out[table] = conform(df, table)
     return out
+
+
+# ----------------------------------------------------------------------------- vectorised (CSV, dmon, table)
+
+UTC = pl.Datetime("us", "UTC")
+
+
+def _schema(table: str) -> pl.Schema:
+    from forensics.schema import TABLES
+
+    return TABLES[table]
+
+
+SAMPLE_SCHEMA = set(_schema("gpu_samples"))
+
+
+def conform_table(df: pl.DataFrame, table: str) -> pl.DataFrame:
+    """`forensics.schema.conform`, imported lazily (parsers stay importable on their own)."""
+    from forensics.schema import conform, empty
+
+    return empty(table) if df.width == 0 else conform(df, table)
+
+
+def transition_events(samples: pl.DataFrame, ctx: Any) -> pl.DataFrame:
+    """Fault events from a series of samples, one per onset (a fault that stays on is reported once).
+
+    `samples` needs `line`, `text` (the verbatim row), `node`, `gpu_index`, `gpu_bus_id`, `ts`,
+    `ts_quality` and whichever gpu_samples columns the source has; `ident` (bus id/UUID) keys GPUs.
+    """
+    cols = set(samples.columns)
+
+    def c(name: str, dtype: pl.DataType = pl.Float64) -> pl.Expr:
+        return pl.col(name) if name in cols else pl.lit(None, dtype=dtype)
+
+    key = pl.coalesce(
+        c("ident", pl.String), c("gpu_bus_id", pl.String), c("gpu_index", pl.Int32).cast(pl.String), pl.lit("?")
+    )
+    df = samples.sort("line").with_columns(_key=key)
+
+    def onset(cond: pl.Expr) -> pl.Expr:
+        cond = cond.fill_null(False)
+        return cond & ~cond.shift(1).over("_key").fill_null(False)
+
+    def rising(v: pl.Expr) -> pl.Expr:
+        prev = v.shift(1).over("_key")
+        return (v > 0).fill_null(False) & (prev.is_null() | (v != prev)).fill_null(True)
+
+    uv, ua = c("ecc_uncorrected_volatile", pl.Int64), c("ecc_uncorrected_aggregate", pl.Int64)
+    w, wm, g, gm, util = c("pcie_width", pl.Int32), c("pcie_width_max", pl.Int32), c("pcie_gen", pl.Int32), c("pcie_gen_max", pl.Int32), c("utilization_pct")
+    thermal, brake, hw = c("throttle_hw_thermal_slowdown", pl.Boolean), c("throttle_hw_power_brake_slowdown", pl.Boolean), c("throttle_hw_slowdown", pl.Boolean)
+    marker = pl.col("text").str.extract("(" + "|".join(re.escape(m) for m in ERROR_MARKERS) + ")", 1)
+    rules: list[tuple[str, pl.Expr, pl.Expr, str, pl.Expr]] = [
+        ("ecc_uncorrectable", rising(uv), pl.lit("volatile"), "high", pl.struct(volatile=uv, aggregate=ua)),
+        ("ecc_uncorrectable", rising(ua) & (uv.fill_null(0) == 0), pl.lit("aggregate"), "medium", pl.struct(aggregate=ua)),
+        ("row_remap_failure", onset(c("remap_failure", pl.Boolean)), pl.lit(None, dtype=pl.String), "high", pl.struct(uncorrectable_rows=c("remapped_rows_uncorrectable", pl.Int64))),
+        ("row_remap_pending", onset(c("remap_pending", pl.Boolean)), pl.lit(None, dtype=pl.String), "medium", pl.struct(uncorrectable_rows=c("remapped_rows_uncorrectable", pl.Int64))),
+        ("retired_pages_pending", onset(c("retired_pages_pending", pl.Boolean)), pl.lit(None, dtype=pl.String), "medium", pl.struct(dbe=c("retired_pages_dbe", pl.Int64))),
+        ("pcie_link_degraded", onset(w < wm), pl.lit("width"), "medium", pl.struct(width=w, width_max=wm, gen=g, gen_max=gm)),
+        ("pcie_link_degraded", onset((g < gm) & (util > 0) & ~(w < wm).fill_null(False)), pl.lit("gen"), "medium", pl.struct(gen=g, gen_max=gm, utilization_pct=util)),
+        ("thermal", onset(thermal), pl.lit("hw_thermal_slowdown"), "high", pl.struct(temperature_c=c("temperature_c"), power_w=c("power_w"))),
+        ("thermal", onset(brake), pl.lit("hw_power_brake_slowdown"), "medium", pl.struct(temperature_c=c("temperature_c"), power_w=c("power_w"))),
+        ("thermal", onset(hw & ~thermal.fill_null(False) & ~brake.fill_null(False)), pl.lit("hw_slowdown"), "medium", pl.struct(temperature_c=c("temperature_c"), power_w=c("power_w"))),
+        ("gpu_error", onset(marker.is_not_null()), marker, "high", pl.struct(text=pl.lit(None, dtype=pl.String))),
+    ]
+    out = []
+    for kind, cond, code, sev, detail in rules:
+        hit = df.with_columns(_hit=cond, _code=code.cast(pl.String), _detail=detail.struct.json_encode()).filter(pl.col("_hit"))
+        if hit.height:
+            out.append(
+                hit.select(
+                    "ts",
+                    "ts_quality",
+                    "node",
+                    c("gpu_index", pl.Int32).cast(pl.Int32).alias("gpu_index"),
+                    c("gpu_bus_id", pl.String).alias("gpu_bus_id"),
+                    source=pl.lit(SOURCE),
+                    kind=pl.lit(kind),
+                    code=pl.col("_code"),
+                    severity=pl.lit(sev),
+                    message=pl.col("text").str.strip_chars(),
+                    detail=pl.col("_detail"),
+                    file=pl.lit(ctx.path),
+                    line=pl.col("line"),
+                )
+            )
+    if not out:
+        return conform_table(pl.DataFrame(), "events")
+    return conform_table(pl.concat(out, how="diagonal_relaxed").sort("line"), "events")

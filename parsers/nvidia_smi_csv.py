@@ -1,24 +1,335 @@
-"""Placeholder (being built): claims no file yet."""
+"""`nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]` output, with or without `-l`/`-lms` loops.
+
+Any field list in any order: each header line (`name, pci.bus_id, temperature.gpu, power.draw [W], ...`)
+governs the data lines below it until the next header (loops and concatenated runs repeat it). Header
+names are mapped (units in brackets dropped, aliases such as `gpu_bus_id`, `clocks.sm`,
+`clocks_event_reasons.*`/`clocks_throttle_reasons.*` accepted) onto gpu_samples columns and inventory
+attributes; fields we have no column for go, verbatim, into the `extra` JSON column. `[N/A]`,
+`[Not Supported]` and other bracketed states become nulls (a `[GPU requires reset]`/`[Unknown Error]`
+becomes a gpu_error event). Values with units (`81559 MiB`) and without (`nounits`) both parse.
+
+Rows before any header (`noheader`): the field list is unknown and no default order can be assumed
+(the query list is whatever the collector asked for), so they are counted unrecognized with a note.
+
+gpu_index is the `index` field when queried; else GPUs are numbered by first appearance of their bus
+id / UUID / serial (nvidia-smi prints them in index order). gpu_bus_id is set when `pci.bus_id` is queried.
+Events are emitted on transitions only (the first sample of a run of a fault), see `_nvsmi_fields`.
+"""
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
-from parsers.base import FileContext, ParseResult
+from parsers import _nvsmi_fields as F
+from parsers._common import normalize_bus_id
+from parsers.base import FileContext, ParseResult, account, numbered
 
 NAME = "nvidia-smi-csv"
-DESCRIPTION = "not yet implemented"
-TABLES: tuple[str, ...] = ()
-FILENAME_HINTS: tuple[str, ...] = ()
-DETECTS = "nothing yet"
-PRIORITY = 0
+DESCRIPTION = "nvidia-smi --query-gpu CSV (any fields, units or not, looping, repeated headers)"
+TABLES = ("inventory", "gpu_samples", "events")
+FILENAME_HINTS = ("*.csv", "nvidia-smi*", "nvidia_smi*", "*query*gpu*")
+DETECTS = "a header line of --query-gpu field names (e.g. 'timestamp, index, name, pci.bus_id, utilization.gpu [%]')"
+PRIORITY = 15
+
+_TOKEN = r"[A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*(?: \[[^\]]*\])?"
+HEADER_RE = rf"^\s*{_TOKEN}(?:\s*,\s*{_TOKEN})*\s*,?\s*$"
+
+_ALIASES = {
+    "gpu_name": "name",
+    "gpu_serial": "serial",
+    "gpu_uuid": "uuid",
+    "gpu_bus_id": "pci.bus_id",
+    "clocks.gr": "clocks.current.graphics",
+    "clocks.sm": "clocks.current.sm",
+    "clocks.mem": "clocks.current.memory",
+    "clocks.video": "clocks.current.video",
+    "inforom.image": "inforom.img",
+    "inforom.power": "inforom.pwr",
+    "retired_pages.sbe": "retired_pages.single_bit_ecc.count",
+    "retired_pages.dbe": "retired_pages.double_bit.count",
+    "pcie.link.gen.gpucurrent": "pcie.link.gen.current",
+    "pcie.link.gen.gpumax": "pcie.link.gen.max",
+}
+
+# query field -> (gpu_samples column, priority)
+_SAMPLE = {
+    "utilization.gpu": ("utilization_pct", 0),
+    "utilization.memory": ("mem_utilization_pct", 0),
+    "memory.used": ("memory_used_mib", 0),
+    "memory.total": ("memory_total_mib", 0),
+    "temperature.gpu": ("temperature_c", 0),
+    "temperature.memory": ("mem_temperature_c", 0),
+    "power.draw.instant": ("power_w", 0),
+    "power.draw": ("power_w", 1),
+    "power.draw.average": ("power_w", 2),
+    "enforced.power.limit": ("power_limit_w", 0),
+    "power.limit": ("power_limit_w", 1),
+    "clocks.current.sm": ("sm_clock_mhz", 0),
+    "clocks.current.memory": ("mem_clock_mhz", 0),
+    "ecc.errors.corrected.volatile.total": ("ecc_corrected_volatile", 0),
+    "ecc.errors.uncorrected.volatile.total": ("ecc_uncorrected_volatile", 0),
+    "ecc.errors.corrected.aggregate.total": ("ecc_corrected_aggregate", 0),
+    "ecc.errors.uncorrected.aggregate.total": ("ecc_uncorrected_aggregate", 0),
+    "retired_pages.single_bit_ecc.count": ("retired_pages_sbe", 0),
+    "retired_pages.double_bit.count": ("retired_pages_dbe", 0),
+    "retired_pages.pending": ("retired_pages_pending", 0),
+    "remapped_rows.correctable": ("remapped_rows_correctable", 0),
+    "remapped_rows.uncorrectable": ("remapped_rows_uncorrectable", 0),
+    "remapped_rows.pending": ("remap_pending", 0),
+    "remapped_rows.failure": ("remap_failure", 0),
+    "pcie.link.gen.current": ("pcie_gen", 0),
+    "pcie.link.gen.max": ("pcie_gen_max", 0),
+    "pcie.link.width.current": ("pcie_width", 0),
+    "pcie.link.width.max": ("pcie_width_max", 0),
+}
+
+_INV = {
+    "name": "name",
+    "serial": "serial",
+    "uuid": "uuid",
+    "pci.bus_id": "bus_id",
+    "vbios_version": "vbios",
+    "pcie.link.gen.max": "pcie_gen_max",
+    "pcie.link.width.max": "pcie_width_max",
+    "ecc.mode.current": "ecc_mode",
+    "ecc.mode.pending": "ecc_mode_pending",
+    "enforced.power.limit": "power_limit",
+    "power.limit": "power_limit",
+    "power.default_limit": "default_power_limit",
+    "power.max_limit": "max_power_limit",
+    "persistence_mode": "persistence_mode",
+    "mig.mode.current": "mig_mode",
+    "mig.mode.pending": "mig_mode_pending",
+    "compute_mode": "compute_mode",
+    "inforom.img": "inforom_image",
+    "inforom.oem": "inforom_oem",
+    "inforom.ecc": "inforom_ecc",
+    "inforom.pwr": "inforom_pwr",
+    "memory.total": "memory_total",
+    "pci.device_id": "pci_device_id",
+    "pci.sub_device_id": "pci_sub_system_id",
+    "module_id": "module_id",
+    "gpu_module_id": "module_id",
+    "fabric.state": "fabric_state",
+    "fabric.status": "fabric_status",
+    "clocks.max.sm": "max_sm_clock",
+    "clocks.max.memory": "max_mem_clock",
+}
+_NODE = {"driver_version": "driver_version", "cuda_version": "cuda_version"}
+_IDENTITY = ("pci.bus_id", "uuid", "serial")
+
+
+def canonical(field: str) -> str:
+    """`power.draw [W]` -> `power.draw`; aliases resolved; throttle families unified."""
+    f = re.sub(r"\s*\[.*\]\s*$", "", field.strip()).strip().lower()
+    f = f.replace("clocks_event_reasons.", "clocks_throttle_reasons.")
+    return _ALIASES.get(f, f)
+
+
+def _known(fields: list[str]) -> set[str]:
+    """The query-field names among `fields` that we know."""
+    canon = {canonical(f) for f in fields}
+    known = canon & (set(_SAMPLE) | set(_INV) | set(_NODE) | {"timestamp", "index"})
+    return known | {f for f in canon if f.startswith("clocks_throttle_reasons.")}
 
 
 def sniff(head: bytes, name: str) -> float:
-    """Claim nothing yet."""
+    """0.95 for a --query-gpu header in the first lines; 0.4 for header-less rows that look like it."""
+    text = head.decode("utf-8", "replace")
+    lines = [ln for ln in text.splitlines()[:30] if ln.strip() and not ln.startswith("#")]
+    for ln in lines[:5]:
+        if "," in ln and re.match(HEADER_RE, ln):
+            fields = ln.split(",")
+            known = _known(fields)
+            if known and len(known) >= min(2, len(fields)):
+                return 0.95
+    if lines and all(ln.count(",") >= 2 for ln in lines[:5]) and any(
+        re.search(r"(^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{3},|, GPU-[0-9a-f]{8}-|, [0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}\.\d)", ln)
+        for ln in lines[:5]
+    ):
+        return 0.4
     return 0.0
 
 
+def _value(col: pl.Expr) -> pl.Expr:
+    """Cell text with nulls for empty / bracketed states (`[N/A]`, `[Not Supported]`, `N/A`)."""
+    v = col.str.strip_chars()
+    return pl.when(v.str.contains(r"^(\[.*\]|N/A|)$")).then(None).otherwise(v)
+
+
+def _number(col: pl.Expr) -> pl.Expr:
+    return _value(col).str.extract(r"^([-+]?\d+(?:\.\d+)?)", 1).cast(pl.Float64, strict=False)
+
+
+def _flag(col: pl.Expr) -> pl.Expr:
+    v = _value(col).str.to_lowercase()
+    return (
+        pl.when(v.is_in(["active", "yes", "enabled", "true", "1"]))
+        .then(True)
+        .when(v.is_in(["not active", "no", "disabled", "false", "0"]))
+        .then(False)
+        .otherwise(None)
+    )
+
+
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
-    """Return no tables."""
-    return ParseResult(tables={}, parsed=0, unrecognized=0)
+    """Parse every header group of the file; see the module docstring."""
+    frame = numbered(lines, ctx).with_columns(text=pl.col("text").fill_null(""))
+    candidate = pl.col("text").str.contains(HEADER_RE) & pl.col("text").str.contains(",", literal=True)
+    # A header names at least one known field (data rows such as `P0, Enabled` also fit the token shape).
+    cands = frame.filter(candidate).get_column("text").unique().to_list()
+    headers_ok = [t for t in cands if _known(t.split(","))]
+    is_header = pl.col("text").is_in(headers_ok)
+    frame = frame.with_columns(header=pl.when(is_header).then(pl.col("line")).otherwise(None).forward_fill(), is_header=is_header)
+    frame = frame.with_columns(
+        cells=pl.when(~pl.col("is_header") & pl.col("header").is_not_null() & (pl.col("text").str.strip_chars() != ""))
+        .then(pl.col("text").str.split(","))
+        .otherwise(None)
+    )
+    headers = frame.filter(pl.col("is_header")).select("line", "text")
+    header_fields = {int(ln): [f.strip() for f in t.rstrip(", ").split(",")] for ln, t in headers.iter_rows()}
+    frame = frame.with_columns(
+        nfields=pl.col("header").replace_strict(
+            {k: len(v) for k, v in header_fields.items()}, default=None, return_dtype=pl.Int64
+        )
+    )
+    ok = pl.col("is_header") | (pl.col("cells").list.len() == pl.col("nfields"))
+    parsed, unrecognized, examples = account(frame.select("line", "text", ok=ok), pl.col("ok"))
+    notes: list[str] = []
+    orphan = frame.filter(pl.col("header").is_null() & (pl.col("text").str.strip_chars() != ""))
+    if orphan.height:
+        notes.append(
+            f"{orphan.height} line(s) before any CSV header (noheader output?): field list unknown, left unrecognized"
+        )
+
+    samples_parts: list[pl.DataFrame] = []
+    inv_parts: list[pl.DataFrame] = []
+    for hline, fields in header_fields.items():
+        data = frame.filter((pl.col("header") == hline) & ~pl.col("is_header") & (pl.col("cells").list.len() == len(fields)))
+        if data.height == 0:
+            continue
+        canon = [canonical(f) for f in fields]
+        cell = {c: pl.col("cells").list.get(i) for i, c in enumerate(canon)}
+        exprs: dict[str, pl.Expr] = {}
+        best: dict[str, int] = {}
+        for c, e in cell.items():
+            if c in _SAMPLE:
+                col, pri = _SAMPLE[c]
+                if col in best and best[col] <= pri:
+                    continue
+                best[col] = pri
+                if col in F.BOOL_COLUMNS:
+                    exprs[col] = _flag(e)
+                elif col in F.INT_COLUMNS:
+                    exprs[col] = _number(e).cast(pl.Int64)
+                else:
+                    exprs[col] = _number(e)
+            elif c.startswith("clocks_throttle_reasons."):
+                k = c.split(".", 1)[1]
+                if k in F.THROTTLE_COLUMNS:
+                    exprs[F.THROTTLE_COLUMNS[k]] = _flag(e)
+        if "clocks_throttle_reasons.active" in cell:
+            mask = _value(cell["clocks_throttle_reasons.active"]).str.strip_prefix("0x").str.strip_prefix("0X")
+            m = mask.str.to_integer(base=16, strict=False)
+            for bit, col in F.THROTTLE_BITS.items():
+                exprs.setdefault(col, (m & bit) > 0)
+        ts = (
+            _value(cell["timestamp"]).str.strptime(pl.Datetime("us"), "%Y/%m/%d %H:%M:%S%.f", strict=False).dt.replace_time_zone("UTC")
+            if "timestamp" in cell
+            else pl.lit(None, dtype=F.UTC)
+        )
+        bus = _value(cell["pci.bus_id"]) if "pci.bus_id" in cell else pl.lit(None, dtype=pl.String)
+        uuid = _value(cell["uuid"]) if "uuid" in cell else pl.lit(None, dtype=pl.String)
+        ident = next((cell[c] for c in _IDENTITY if c in cell), None)
+        used = set(_SAMPLE) | {"timestamp", "index", "pci.bus_id", "uuid", "clocks_throttle_reasons.active"}
+        used |= {c for c in canon if c.startswith("clocks_throttle_reasons.") and c.split(".", 1)[1] in F.THROTTLE_COLUMNS}
+        shown = {canonical(f): re.sub(r"\s*\[.*\]\s*$", "", f.strip()) for f in fields}
+        extra_fields = {
+            shown[c]: e.str.strip_chars() for c, e in cell.items() if c not in used and c not in _INV and c not in _NODE
+        }
+        extra = pl.struct(**extra_fields).struct.json_encode() if extra_fields else pl.lit(None, dtype=pl.String)
+        part = data.select(
+            "line",
+            "text",
+            ts=ts,
+            gpu_index=_number(cell["index"]).cast(pl.Int32) if "index" in cell else pl.lit(None, dtype=pl.Int32),
+            ident=ident.str.strip_chars() if ident is not None else pl.lit(None, dtype=pl.String),
+            gpu_bus_id=bus,
+            gpu_uuid=uuid,
+            extra=extra,
+            **exprs,
+        )
+        samples_parts.append(part)
+        inv_cols = {a: _value(cell[c]) for c, a in _INV.items() if c in cell}
+        node_cols = {a: _value(cell[c]) for c, a in _NODE.items() if c in cell}
+        if inv_cols or node_cols:
+            wide = data.select(
+                "line",
+                ident=ident.str.strip_chars() if ident is not None else pl.lit(None, dtype=pl.String),
+                gpu_index=part.get_column("gpu_index"),
+                gpu_bus_id=bus,
+                **{f"gpu:{a}": e for a, e in inv_cols.items()},
+                **{f"node:{a}": e for a, e in node_cols.items()},
+            )
+            long = wide.unpivot(index=["line", "ident", "gpu_index", "gpu_bus_id"], variable_name="key", value_name="value")
+            inv_parts.append(long.drop_nulls("value"))
+
+    if samples_parts:
+        samples = pl.concat(samples_parts, how="diagonal_relaxed").sort("line")
+        # gpu_index from first appearance of the GPU's identity when `index` was not queried.
+        order = (
+            samples.filter(pl.col("ident").is_not_null())
+            .group_by("ident")
+            .agg(first=pl.col("line").min())
+            .sort("first")
+            .with_row_index("ord")
+            .select("ident", pl.col("ord").cast(pl.Int32))
+        )
+        samples = samples.join(order, on="ident", how="left").with_columns(
+            gpu_index=pl.coalesce("gpu_index", "ord"),
+        )
+        samples = samples.with_columns(
+            gpu_bus_id=normalize_bus_id(pl.col("gpu_bus_id")),
+            node=pl.lit(ctx.node),
+            file=pl.lit(ctx.path),
+            source=pl.lit("nvidia-smi-csv"),
+            ts_quality=pl.when(pl.col("ts").is_not_null()).then(pl.lit("local_assumed_utc")).otherwise(pl.lit("none")),
+        )
+        # Bus ids and UUIDs may be queried only on some rows' headers: fill per identity.
+        events = F.transition_events(samples, ctx)
+        sample_cols = [c for c in samples.columns if c in F.SAMPLE_SCHEMA]
+        gpu_samples = F.conform_table(samples.select(sample_cols), "gpu_samples")
+    else:
+        samples = None
+        events = F.conform_table(pl.DataFrame(), "events")
+        gpu_samples = F.conform_table(pl.DataFrame(), "gpu_samples")
+
+    if inv_parts:
+        long = pl.concat(inv_parts, how="diagonal_relaxed")
+        if samples is not None:
+            idx = samples.select("line", gi=pl.col("gpu_index"))
+            long = long.join(idx, on="line", how="left").with_columns(gpu_index=pl.coalesce("gpu_index", "gi"))
+        comp = pl.col("key").str.split(":").list.first()
+        inventory = long.select(
+            node=pl.lit(ctx.node),
+            component=comp,
+            gpu_index=pl.when(comp == "gpu").then(pl.col("gpu_index")).otherwise(None).cast(pl.Int32),
+            gpu_bus_id=pl.when(comp == "gpu").then(normalize_bus_id(pl.col("gpu_bus_id"))).otherwise(None),
+            attribute=pl.col("key").str.split(":").list.last(),
+            value=pl.col("value"),
+            source=pl.lit("nvidia-smi-csv"),
+            file=pl.lit(ctx.path),
+            line=pl.col("line"),
+        ).unique(["component", "gpu_index", "gpu_bus_id", "attribute", "value"], keep="first", maintain_order=True)
+        inventory = F.conform_table(inventory, "inventory")
+    else:
+        inventory = F.conform_table(pl.DataFrame(), "inventory")
+    return ParseResult(
+        tables={"inventory": inventory, "gpu_samples": gpu_samples, "events": events},
+        parsed=parsed,
+        unrecognized=unrecognized,
+        unrecognized_examples=examples,
+        notes=notes,
+    )
