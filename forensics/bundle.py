@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import hashlib
 import lzma
 import os
 import re
@@ -22,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from forensics.errors import BundleError
 
@@ -391,6 +392,11 @@ def _copy_limited(src: BinaryIO, out: BinaryIO, budget: _Budget, what: str) -> N
 
 # ----------------------------------------------------------------------------- reading
 
+CHUNK_BYTES = 128 * 1024**2
+"""Large files are handed to parsers in pieces of about this many bytes, cut after a line end."""
+_BLOCK = 4 * 1024**2
+_READ_ERRORS: tuple[type[Exception], ...] = (EOFError, OSError, lzma.LZMAError, ValueError)
+
 
 class ReadResult:
     """Bytes of a file plus whether reading stopped early (truncated stream, size limit)."""
@@ -403,29 +409,190 @@ class ReadResult:
         self.reason = reason
 
 
+def size_limit_reason(cap: int) -> str:
+    """The status reason of a file over the per-file size limit."""
+    return f"larger than the size limit of {cap} bytes (--max-file-size)"
+
+
+class ChunkReader:
+    """Stream a bundle file's bytes (decompressed) in chunks that end at a line end.
+
+    Iterating yields `bytes` chunks of about `chunk_bytes` (the last may be shorter); a line longer
+    than `chunk_bytes` is cut (the only case where a chunk does not end at a line end). Reading never
+    raises for bad content: a truncated or corrupt compressed stream, a read error or a file that
+    changes while it is read ends the iteration and sets `truncated` and `reason`. Opening the file
+    raises OSError (missing, unreadable) on the first `next()`.
+
+    After iteration: `bytes_read` (decompressed bytes seen), `sha256` (hex digest of the raw file's
+    bytes, set when the whole file was read), `too_large` (the size limit stopped reading).
+    Memory: at most about `chunk_bytes` + one read block are held, whatever the file size.
+    """
+
+    def __init__(self, f: BundleFile, limits: Limits, chunk_bytes: int = CHUNK_BYTES) -> None:
+        assert f.source is not None
+        self.file = f
+        self.cap = limits.max_file_bytes
+        self.chunk_bytes = max(1, chunk_bytes)
+        self.truncated = False
+        self.reason: str | None = None
+        self.too_large = False
+        self.bytes_read = 0
+        self.sha256: str | None = None
+
+    def _stop(self, reason: str) -> None:
+        self.truncated = True
+        self.reason = self.reason or reason
+
+    def __iter__(self) -> Iterator[bytes]:
+        f = self.file
+        assert f.source is not None
+        with open(f.source, "rb") as raw:
+            before = os.fstat(raw.fileno())
+            hasher = _HashingReader(raw)
+            stream = _decompressor(hasher, f.compression)
+            buf = bytearray()
+            try:
+                while True:
+                    try:
+                        block = stream.read(_BLOCK)
+                    except (*_READ_ERRORS, zlib_error(), _zstd_error()) as exc:
+                        what = "compressed stream ends early or is corrupt" if f.compression else "read error"
+                        self._stop(f"{what} ({exc})")
+                        break
+                    if not block:
+                        if isinstance(stream, _ZstdReader) and not stream.complete:
+                            self._stop("compressed stream ends early (truncated zstd frame)")
+                        break
+                    if self.bytes_read + len(block) > self.cap:
+                        block = block[: self.cap - self.bytes_read]
+                        self.too_large = True
+                        self._stop(size_limit_reason(self.cap))
+                    self.bytes_read += len(block)
+                    buf += block
+                    if len(buf) >= self.chunk_bytes:
+                        cut = _line_cut(buf, self.chunk_bytes)
+                        yield bytes(buf[:cut])
+                        del buf[:cut]
+                    if self.too_large:
+                        break
+                if buf:
+                    yield bytes(buf)
+                    buf.clear()
+            finally:
+                if stream is not hasher:
+                    try:
+                        stream.close()
+                    except Exception:  # noqa: BLE001,S110 - closing a broken stream must not raise
+                        pass
+            if not self.truncated:
+                self.sha256 = hasher.hexdigest()
+                after = _stat_or_none(f.source)
+                if after is None:
+                    self._stop("file vanished while it was read")
+                elif (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns) or (
+                    f.compression is None and self.bytes_read != before.st_size
+                ):
+                    self._stop("file changed while it was read")
+
+
+def _stat_or_none(p: Path) -> os.stat_result | None:
+    try:
+        return os.stat(p)
+    except OSError:
+        return None
+
+
+def _line_cut(buf: bytearray, chunk_bytes: int) -> int:
+    """Where to cut `buf` (≥ chunk_bytes long): after the last line end, else at chunk_bytes."""
+    i = buf.rfind(b"\n")
+    if i < 0:
+        i = buf.rfind(b"\r")
+    return i + 1 if i >= 0 else chunk_bytes
+
+
+class _HashingReader:
+    """A raw file wrapper that feeds every byte read to sha256 (the manifest's checksum of the file)."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+        self.h = hashlib.sha256()
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.raw.read(n)
+        self.h.update(data)
+        return data
+
+    def readinto(self, b: bytearray | memoryview) -> int:
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def close(self) -> None:  # the owner closes the raw file
+        pass
+
+    @property
+    def closed(self) -> bool:
+        return self.raw.closed
+
+    def hexdigest(self) -> str:
+        # hash whatever the decompressor did not consume (trailing garbage still belongs to the file)
+        while data := self.raw.read(_BLOCK):
+            self.h.update(data)
+        return self.h.hexdigest()
+
+
+class _ZstdReader:
+    """zstd stream reader over concatenated frames that can tell a truncated last frame."""
+
+    def __init__(self, raw: Any) -> None:
+        import zstandard
+
+        self.raw = raw
+        self.dctx = zstandard.ZstdDecompressor()
+        self.obj = self.dctx.decompressobj()
+        self.pending = b""
+        self.started = False
+        self.complete = True
+
+    def read(self, n: int) -> bytes:
+        while len(self.pending) < n:
+            data = self.raw.read(1 << 20)
+            if not data:
+                break
+            while data:
+                out = self.obj.decompress(data)
+                self.started = True
+                self.pending += out
+                if self.obj.eof:
+                    data = self.obj.unused_data
+                    self.obj = self.dctx.decompressobj()
+                    self.started = False
+                else:
+                    data = b""
+            self.complete = not self.started
+        out, self.pending = self.pending[:n], self.pending[n:]
+        return out
+
+    def close(self) -> None:
+        pass
+
+
 def read_file(f: BundleFile, limits: Limits) -> ReadResult:
     """Read a bundle file's bytes, decompressing .gz/.zst/.xz/.bz2; stop at the size limit.
 
-    A truncated compressed stream yields what was decompressed with `truncated=True`.
+    A truncated compressed stream yields what was decompressed with `truncated=True`. Holds the
+    whole file in memory: `ChunkReader` is what ingest uses.
     Raises OSError when the file cannot be opened at all.
     """
-    assert f.source is not None
-    cap = limits.max_file_bytes
-    with open(f.source, "rb") as raw:
-        stream = _decompressor(raw, f.compression)
-        chunks: list[bytes] = []
-        total = 0
-        try:
-            for chunk in _chunks(stream):
-                chunks.append(chunk)
-                total += len(chunk)
-                if total > cap:
-                    return ReadResult(
-                        b"".join(chunks)[:cap], True, f"larger than the size limit of {cap} bytes (--max-file-size)"
-                    )
-        except (EOFError, OSError, lzma.LZMAError, ValueError, zlib_error(), _zstd_error()) as exc:
-            return ReadResult(b"".join(chunks), True, f"compressed stream ends early or is corrupt ({exc})")
-    return ReadResult(b"".join(chunks))
+    reader = ChunkReader(f, limits, chunk_bytes=max(1, limits.max_file_bytes) + 1)
+    data = b"".join(reader)
+    return ReadResult(data, reader.truncated, reader.reason)
 
 
 def _zstd_error() -> type[Exception]:
@@ -434,22 +601,15 @@ def _zstd_error() -> type[Exception]:
     return zstandard.ZstdError
 
 
-def _chunks(stream: BinaryIO) -> Iterator[bytes]:
-    while chunk := stream.read(1 << 22):
-        yield chunk
-
-
-def _decompressor(raw: BinaryIO, compression: str | None) -> BinaryIO:
+def _decompressor(raw: Any, compression: str | None) -> Any:
     if compression == "gz":
-        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
+        return gzip.GzipFile(fileobj=raw)
     if compression == "bz2":
-        return bz2.BZ2File(raw)  # type: ignore[return-value]
+        return bz2.BZ2File(raw)
     if compression == "xz":
-        return lzma.LZMAFile(raw)  # type: ignore[return-value]
+        return lzma.LZMAFile(raw)
     if compression == "zst":
-        import zstandard
-
-        return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)  # type: ignore[return-value]
+        return _ZstdReader(raw)
     return raw
 
 

@@ -9,12 +9,14 @@ ingest completed.
 
 from __future__ import annotations
 
-import hashlib
+import itertools
 import os
+import signal
 import shutil
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from multiprocessing import get_context
@@ -24,12 +26,23 @@ from typing import Any
 import polars as pl
 
 from forensics import __version__, identity, timebase
-from forensics.bundle import HEAD_BYTES, Bundle, BundleFile, Limits, cleanup, logical_name, open_bundle, read_file
-from forensics.errors import OutputError
+from forensics.bundle import (
+    CHUNK_BYTES,
+    HEAD_BYTES,
+    Bundle,
+    BundleFile,
+    ChunkReader,
+    Limits,
+    cleanup,
+    logical_name,
+    open_bundle,
+    size_limit_reason,
+)
+from forensics.errors import BundleError, OutputError
 from forensics.outputs import write_json, write_table
 from forensics.schema import SCHEMA_VERSION, TABLES, conform, empty
 from parsers import registry
-from parsers.base import FileContext, ParseResult, lines_from_bytes
+from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, lines_from_bytes
 
 PARALLEL_MIN_BYTES = 32 * 1024**2
 """Below this much input, parse in this process: starting workers costs more than it saves."""
@@ -49,6 +62,8 @@ class FileOutcome:
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
     examples: list[tuple[int, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    parts: dict[str, list[str]] = field(default_factory=dict)
+    """Tables spilled to Parquet by a worker: table → part files (in the work folder)."""
 
 
 def _binary_reason(head: bytes) -> str | None:
@@ -63,9 +78,8 @@ def _binary_reason(head: bytes) -> str | None:
     return None
 
 
-def ingest_file(f: BundleFile, limits: Limits, year_hint: int | None, collected_at: datetime | None) -> FileOutcome:
-    """Read, detect and parse one bundle file; never raises for bad input or a parser bug."""
-    row: dict[str, Any] = {
+def _new_row(f: BundleFile) -> dict[str, Any]:
+    return {
         "path": f.path,
         "node": f.node,
         "node_source": f.node_source,
@@ -80,6 +94,50 @@ def ingest_file(f: BundleFile, limits: Limits, year_hint: int | None, collected_
         "status": "ok",
         "sha256": None,
     }
+
+
+def ingest_file(
+    f: BundleFile,
+    limits: Limits,
+    year_hint: int | None,
+    collected_at: datetime | None,
+    *,
+    chunk_bytes: int = CHUNK_BYTES,
+    spill: Path | None = None,
+) -> FileOutcome:
+    """Read, detect and parse one bundle file; never raises for bad input or a parser bug.
+
+    Files are read in chunks of about `chunk_bytes` cut at a line end, and the parser is called once
+    per chunk with `FileContext.first_line` set, so memory stays bounded whatever the file size; the
+    chunks' tables are concatenated and their counts summed. A record spanning lines that is cut at
+    a chunk edge may be seen as two pieces (or as unrecognized lines) by the parser: with 128 MB
+    chunks this touches at most a few lines per chunk, and is accepted for bounded memory.
+
+    With `spill` (a folder), a file whose tables are large or that needed several chunks writes its
+    tables there as Parquet parts (`FileOutcome.parts`) instead of returning them in memory.
+    """
+    row = _new_row(f)
+    try:
+        return _ingest_file(f, row, limits, year_hint, collected_at, chunk_bytes, spill)
+    except Exception as exc:  # noqa: BLE001 - a bug in the ingest itself still loses one file only
+        row.update(format=row.get("format"), lines=0, parsed=0, unrecognized=0)
+        row["status"] = f"error: ingest failed: {type(exc).__name__}: {str(exc)[:300]}"
+        return FileOutcome(row, notes=[f"{f.path}: {traceback.format_exc(limit=-3)}"])
+
+
+SPILL_BYTES = 16 * 1024**2
+"""A file's tables larger than this (estimated, in memory) are spilled to Parquet parts by workers."""
+
+
+def _ingest_file(
+    f: BundleFile,
+    row: dict[str, Any],
+    limits: Limits,
+    year_hint: int | None,
+    collected_at: datetime | None,
+    chunk_bytes: int,
+    spill: Path | None,
+) -> FileOutcome:
     if f.skip_reason or f.source is None:
         row["status"] = f"skipped: {f.skip_reason or 'not readable'}"
         return FileOutcome(row)
@@ -87,90 +145,214 @@ def ingest_file(f: BundleFile, limits: Limits, year_hint: int | None, collected_
     if base in IGNORED_NAMES and "/" not in f.path:
         row["status"] = f"skipped: {IGNORED_NAMES[base]}"
         return FileOutcome(row)
+    if f.compression is None and f.size > limits.max_file_bytes:
+        row["status"] = f"skipped: {size_limit_reason(limits.max_file_bytes)}"
+        return FileOutcome(row)
+    reader = ChunkReader(f, limits, chunk_bytes)
+    chunks = iter(reader)
     try:
-        got = read_file(f, limits)
+        first = next(chunks, None)
     except OSError as exc:
         row["status"] = f"error: cannot read ({exc.strerror or exc})"
         return FileOutcome(row)
-    data = got.data
-    row["bytes"] = len(data)
-    row["sha256"] = hashlib.sha256(data).hexdigest()
-    if not data:
-        row["status"] = "skipped: empty file" if not got.truncated else f"error: {got.reason}"
+
+    def finish_reading() -> None:
+        for _ in chunks:  # drain, for the checksum and the byte count
+            pass
+        row["bytes"] = reader.bytes_read
+        row["sha256"] = reader.sha256
+
+    if first is None:
+        finish_reading()
+        row["status"] = f"error: {reader.reason}" if reader.truncated else "skipped: empty file"
         return FileOutcome(row)
-    if got.truncated and got.reason and got.reason.startswith("larger than"):
-        row["status"] = f"skipped: {got.reason}"
-        return FileOutcome(row)
-    head = data[:HEAD_BYTES]
+    head = first[:HEAD_BYTES]
     name = logical_name(f.path)
     det = registry.detect(head, name)
     row["runner_up"] = det.runner_up
     if det.parser is None:
-        reason = _binary_reason(head) or "format not recognised"
-        row["status"] = f"skipped: {reason}"
-        if reason == "format not recognised":
-            lines = lines_from_bytes(data)
-            nonblank = int((lines.str.strip_chars().str.len_bytes() > 0).sum())
-            row["lines"] = len(lines)
-            row["unrecognized"] = nonblank
-            first = [(i + 1, t[:500]) for i, t in enumerate(lines.head(5).to_list())]
-            return FileOutcome(row, examples=first)
-        return FileOutcome(row)
+        reason = _binary_reason(head)
+        if reason:
+            finish_reading()
+            row["status"] = f"skipped: {reason}"
+            return FileOutcome(row)
+        # Not recognised: still count its lines, and show the first few.
+        examples: list[tuple[int, str]] = []
+        for chunk in itertools.chain([first], chunks):
+            lines = lines_from_bytes(chunk)
+            if not examples:
+                examples = [(i + 1, t[:500]) for i, t in enumerate(lines.head(5).to_list())]
+            row["lines"] += len(lines)
+            row["unrecognized"] += int((lines.str.strip_chars().str.len_bytes() > 0).sum())
+            del lines
+        finish_reading()
+        row["status"] = "skipped: " + (reader.reason if reader.too_large else "format not recognised")
+        if reader.too_large:
+            row.update(lines=0, unrecognized=0)
+            examples = []
+        return FileOutcome(row, examples=examples)
     parser = det.parser
     row["format"] = parser.NAME
     row["parser"] = parser.__name__
     row["score"] = round(det.score, 3)
-    ctx = FileContext(path=f.path, node=f.node, year_hint=year_hint, collected_at=collected_at)
+    if _binary_reason(head) and not hasattr(parser, "parse_bytes"):
+        finish_reading()
+        row["status"] = "skipped: binary content"
+        return FileOutcome(row)
+    acc = _Accumulator(f, spill)
+    first_line = 1
+    n_chunks = 0
     try:
-        if hasattr(parser, "parse_bytes"):
-            result: ParseResult = parser.parse_bytes(data, ctx)
-            nlines = result.parsed + result.unrecognized
-        else:
-            if _binary_reason(head):
-                row["status"] = "skipped: binary content"
-                return FileOutcome(row)
-            lines = lines_from_bytes(data)
-            nlines = len(lines)
-            result = parser.parse(lines, ctx)
-        tables = {t: conform(df, t) for t, df in result.tables.items() if df.height}
+        for chunk in itertools.chain([first], chunks):
+            n_chunks += 1
+            ctx = FileContext(
+                path=f.path, node=f.node, first_line=first_line, year_hint=year_hint, collected_at=collected_at
+            )
+            if hasattr(parser, "parse_bytes"):
+                result: ParseResult = parser.parse_bytes(chunk, ctx)
+                nlines = result.parsed + result.unrecognized
+            else:
+                lines = lines_from_bytes(chunk)
+                nlines = len(lines)
+                result = parser.parse(lines, ctx)
+                del lines
+            del chunk
+            acc.add(result, nlines, n_chunks)
+            first_line += nlines
+            if reader.too_large:
+                break
     except Exception as exc:  # noqa: BLE001 - a parser bug is contained to its file
         tb = traceback.format_exc(limit=-3)
+        acc.discard()
+        finish_reading()
         row["status"] = f"error: parser {parser.NAME} failed: {type(exc).__name__}: {str(exc)[:300]}"
         return FileOutcome(row, notes=[f"{f.path}: {tb}"])
-    row["lines"] = nlines
-    row["parsed"] = result.parsed
-    row["unrecognized"] = result.unrecognized
-    if result.node and f.node == "unknown":
-        row["node"] = result.node
+    finish_reading()
+    if reader.too_large:
+        acc.discard()
+        row["status"] = f"skipped: {reader.reason}"
+        return FileOutcome(row)
+    row["lines"] = acc.lines
+    row["parsed"] = acc.parsed
+    row["unrecognized"] = acc.unrecognized
+    node = acc.node
+    if node and f.node == "unknown":
+        row["node"] = node
         row["node_source"] = "content"
-        tables = {
-            t: df.with_columns(pl.col("node").replace("unknown", result.node)) if "node" in df.columns else df
-            for t, df in tables.items()
-        }
-    if got.truncated or result.partial:
-        row["status"] = "partial" + (f": {got.reason}" if got.reason else "")
-    notes = [f"{f.path}: {n}" for n in result.notes]
-    return FileOutcome(row, tables, result.unrecognized_examples, notes)
+    tables, parts = acc.finish(node if f.node == "unknown" else None)
+    if reader.truncated or acc.partial:
+        row["status"] = "partial" + (f": {reader.reason}" if reader.reason else "")
+    notes = [f"{f.path}: {n}" for n in acc.notes]
+    return FileOutcome(row, tables, acc.examples, notes, parts)
+
+
+class _Accumulator:
+    """Sums the counts of a file's chunks and gathers (or spills) their tables."""
+
+    def __init__(self, f: BundleFile, spill: Path | None) -> None:
+        self.f = f
+        self.spill = spill
+        self.lines = self.parsed = self.unrecognized = 0
+        self.examples: list[tuple[int, str]] = []
+        self.notes: list[str] = []
+        self.partial = False
+        self.node: str | None = None
+        self.frames: dict[str, list[pl.DataFrame]] = {}
+        self.size = 0
+        self.parts: dict[str, list[str]] = {}
+
+    def add(self, result: ParseResult, nlines: int, n_chunk: int) -> None:
+        self.lines += nlines
+        self.parsed += result.parsed
+        self.unrecognized += result.unrecognized
+        room = MAX_EXAMPLES - len(self.examples)
+        if room > 0:
+            self.examples.extend(result.unrecognized_examples[:room])
+        self.notes.extend(result.notes)
+        self.partial = self.partial or result.partial
+        self.node = self.node or result.node
+        for t, df in result.tables.items():
+            if df.height:
+                cdf = conform(df, t)
+                self.frames.setdefault(t, []).append(cdf)
+                self.size += cdf.estimated_size()
+        if self.spill is not None and (n_chunk > 1 or self.size > SPILL_BYTES):
+            self._flush()
+
+    def _flush(self) -> None:
+        assert self.spill is not None
+        for t, frames in self.frames.items():
+            df = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
+            target = self.spill / f"{t}-{len(self.parts.get(t, []))}.parquet"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            df.write_parquet(target, compression="lz4", statistics=False)
+            self.parts.setdefault(t, []).append(str(target))
+        self.frames.clear()
+        self.size = 0
+
+    def discard(self) -> None:
+        self.frames.clear()
+        for paths in self.parts.values():
+            for p in paths:
+                Path(p).unlink(missing_ok=True)
+        self.parts.clear()
+
+    def finish(self, content_node: str | None) -> tuple[dict[str, pl.DataFrame], dict[str, list[str]]]:
+        """The file's in-memory tables and spilled parts; rows without a node get `content_node`."""
+        if self.parts and self.frames:
+            self._flush()
+        tables = {t: pl.concat(fr, how="vertical") if len(fr) > 1 else fr[0] for t, fr in self.frames.items()}
+        if content_node:
+            tables = {t: _fill_node(df, content_node) for t, df in tables.items()}
+            if self.parts:
+                for t, paths in self.parts.items():
+                    for p in paths:
+                        _fill_node(pl.read_parquet(p), content_node).write_parquet(p, compression="lz4")
+        return tables, self.parts
+
+
+def _fill_node(df: pl.DataFrame, node: str) -> pl.DataFrame:
+    return df.with_columns(pl.col("node").replace("unknown", node)) if "node" in df.columns else df
 
 
 def _worker_init() -> None:
     os.environ["POLARS_MAX_THREADS"] = "1"
+    # Ctrl-C is the parent's to handle: workers stop quietly when it shuts the pool down.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def prepare_out(out: Path, force: bool) -> None:
-    """Make sure OUT can receive an ingest: a folder, and not a previous ingest unless `force`."""
+    """Make sure OUT can receive an ingest: a folder, and not a previous ingest unless `force`.
+
+    A folder holding only the work folder of an interrupted ingest counts as empty.
+    """
     if out.exists() and not out.is_dir():
-        raise OutputError(f"output '{out}' is a file, not a folder")
-    if out.is_dir() and any(out.iterdir()):
-        ours = (out / "manifest.json").exists() or (out / "tables").exists()
-        if not force:
-            what = "a previous ingest" if ours else "other files"
-            raise OutputError(f"output folder '{out}' already holds {what}; use --force to replace it")
-        if not ours and not (out / ".forensics-work").exists():
-            raise OutputError(
-                f"output folder '{out}' holds files that are not gpu-forensics output; refusing to overwrite them"
-            )
+        raise OutputError(f"output '{out}' is a file, not a folder; give -o/--out a folder path")
+    if out.is_dir():
+        entries = [p for p in out.iterdir() if p.name != WORK_DIR]
+        if entries:
+            ours = (out / "manifest.json").exists() or (out / "tables").is_dir()
+            if not force:
+                what = "a previous ingest" if ours else "other files"
+                raise OutputError(f"output folder '{out}' already holds {what}; use --force to replace it")
+            if not ours:
+                raise OutputError(
+                    f"output folder '{out}' holds files that are not gpu-forensics output; "
+                    "refusing to overwrite them (choose another -o/--out folder)"
+                )
     out.mkdir(parents=True, exist_ok=True)
+
+
+WORK_DIR = ".forensics-work"
+
+
+def _invalidate(out: Path) -> None:
+    """Remove a previous ingest's outputs, manifest first: from now on OUT does not look complete."""
+    (out / "manifest.json").unlink(missing_ok=True)
+    for stale in ("findings.json", "report.html"):
+        (out / stale).unlink(missing_ok=True)
+    for p in out.glob("ticket-*.txt"):
+        p.unlink()
 
 
 def ingest(
@@ -185,22 +367,110 @@ def ingest(
 ) -> dict[str, Any]:
     """Ingest the bundle at `bundle_path` into `out`; return the manifest.
 
+    Outputs are replaced safely: the previous manifest is removed before anything else changes,
+    tables are written into a work folder and swapped in by rename, and `manifest.json` is written
+    last, so an interrupted run never leaves a folder that looks completely ingested.
+
     Raises:
         BundleError: the bundle cannot be opened at all.
         OutputError: OUT cannot be used.
     """
     limits = limits or Limits()
+    if not bundle_path.exists() and not bundle_path.is_symlink():
+        raise BundleError(
+            f"cannot open bundle '{bundle_path}': no such file or directory "
+            "(give a folder or a .tar/.tar.gz/.tgz/.tar.zst/.zip archive)"
+        )
     prepare_out(out, force)
-    work = out / ".forensics-work"
+    work = out / WORK_DIR
     shutil.rmtree(work, ignore_errors=True)
     staging = work / "staging"
     staging.mkdir(parents=True)
     try:
         bundle = open_bundle(bundle_path, staging, limits)
+        _invalidate(out)
         manifest = _ingest_bundle(bundle, out, work, limits, jobs, year, progress)
     finally:
         cleanup(work)
     return manifest
+
+
+def _crashed(f: BundleFile, why: str) -> FileOutcome:
+    row = _new_row(f)
+    row["status"] = f"error: {why}"
+    return FileOutcome(row)
+
+
+def _run_parallel(
+    files: list[BundleFile],
+    jobs: int,
+    work: Path,
+    limits: Limits,
+    year_hint: int | None,
+    collected: datetime | None,
+    tick: Callable[[BundleFile], None],
+) -> list[FileOutcome]:
+    """Ingest `files` in a spawn pool of `jobs` workers; a worker that dies loses only its own file.
+
+    When a worker dies (killed, out of memory, a crash in native code), the pool breaks and every
+    file in flight fails with it; those are retried one at a time in a fresh one-worker pool, where
+    the file that breaks it again is the culprit and is recorded as an error.
+    """
+    index = {id(f): i for i, f in enumerate(files)}
+    outcomes: list[FileOutcome] = []
+    broken = _pool_pass(files, jobs, index, work, limits, year_hint, collected, tick, outcomes)
+    for f in broken:  # retry each casualty alone, to find the one that breaks a pool
+        if _pool_pass([f], 1, index, work, limits, year_hint, collected, tick, outcomes):
+            outcomes.append(_crashed(f, "worker process died while reading this file"))
+            tick(f)
+    return outcomes
+
+
+def _pool_pass(
+    files: list[BundleFile],
+    jobs: int,
+    index: dict[int, int],
+    work: Path,
+    limits: Limits,
+    year_hint: int | None,
+    collected: datetime | None,
+    tick: Callable[[BundleFile], None],
+    outcomes: list[FileOutcome],
+) -> list[BundleFile]:
+    """One pool over `files`; append outcomes, return the files lost to a broken pool."""
+    broken: list[BundleFile] = []
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=_worker_init)
+    try:
+        futures = {
+            pool.submit(ingest_file, f, limits, year_hint, collected, spill=work / "parts" / str(index[id(f)])): f
+            for f in files
+        }
+        for fut in as_completed(futures):
+            f = futures[fut]
+            try:
+                outcomes.append(fut.result())
+            except BrokenProcessPool:
+                broken.append(f)
+                continue
+            except Exception as exc:  # noqa: BLE001 - a failed task loses one file, not the run
+                outcomes.append(_crashed(f, f"worker failed: {type(exc).__name__}: {exc}"))
+            tick(f)
+    except BaseException:
+        _kill_pool(pool)
+        raise
+    pool.shutdown(wait=True)
+    return broken
+
+
+def _kill_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool now (Ctrl-C, error): cancel queued work and terminate running workers."""
+    procs = list(getattr(pool, "_processes", {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(timeout=5)
 
 
 def _ingest_bundle(
@@ -217,45 +487,30 @@ def _ingest_bundle(
     files = sorted(bundle.files, key=lambda f: f.size, reverse=True)
     total_bytes = sum(f.size for f in files)
     jobs = jobs or min(os.cpu_count() or 1, 8)
-    outcomes: list[FileOutcome] = []
     done = 0
+
+    def tick(f: BundleFile) -> None:
+        nonlocal done
+        done += 1
+        if progress:
+            progress(f.path, done, len(files))
+
+    outcomes: list[FileOutcome] = []
     if jobs <= 1 or total_bytes < PARALLEL_MIN_BYTES or len(files) < 2:
-        for f in files:
-            outcomes.append(ingest_file(f, limits, year_hint, collected))
-            done += 1
-            if progress:
-                progress(f.path, done, len(files))
+        for i, f in enumerate(files):
+            outcomes.append(ingest_file(f, limits, year_hint, collected, spill=work / "parts" / str(i)))
+            tick(f)
     else:
-        ctx = get_context("spawn")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init) as pool:
-            futures = {pool.submit(ingest_file, f, limits, year_hint, collected): f for f in files}
-            for fut in as_completed(futures):
-                f = futures[fut]
-                try:
-                    outcomes.append(fut.result())
-                except Exception as exc:  # noqa: BLE001 - a crashed worker loses one file, not the run
-                    outcomes.append(
-                        FileOutcome(
-                            {
-                                "path": f.path,
-                                "node": f.node,
-                                "node_source": f.node_source,
-                                "bytes": f.size,
-                                "status": f"error: worker failed: {type(exc).__name__}: {exc}",
-                            }
-                        )
-                    )
-                done += 1
-                if progress:
-                    progress(f.path, done, len(files))
+        outcomes = _run_parallel(files, jobs, work, limits, year_hint, collected, tick)
     outcomes.sort(key=lambda o: o.row["path"])
 
     tables: dict[str, pl.DataFrame] = {}
     for t in TABLES:
         if t in ("files", "anomalies"):
             continue
-        parts = [o.tables[t] for o in outcomes if t in o.tables]
-        tables[t] = pl.concat(parts, how="vertical") if parts else empty(t)
+        tables[t] = _gather(t, outcomes)
+    for o in outcomes:
+        o.tables.clear()
     notes = list(bundle.notes)
     for o in outcomes:
         notes.extend(o.notes)
@@ -263,21 +518,25 @@ def _ingest_bundle(
     notes.extend(tnotes)
     tables, inotes = identity.resolve(tables)
     notes.extend(inotes)
-    files_df = conform(pl.DataFrame([o.row for o in outcomes], infer_schema_length=None), "files") if outcomes else empty("files")
+    files_df = (
+        conform(pl.DataFrame([o.row for o in outcomes], infer_schema_length=None), "files")
+        if outcomes
+        else empty("files")
+    )
     tables["files"] = files_df
 
     tmp_tables = work / "tables"
-    for t, df in tables.items():
+    rows = {}
+    for t in list(tables):
+        df = tables.pop(t)
+        rows[t] = df.height
         write_table(_sorted(df, t), t, tmp_tables)
+        del df
     final = out / "tables"
     old = work / "old-tables"
     if final.exists():
         final.rename(old)
     tmp_tables.rename(final)
-    for stale in ("findings.json", "report.html"):
-        (out / stale).unlink(missing_ok=True)
-    for p in out.glob("ticket-*.txt"):
-        p.unlink()
 
     manifest = {
         "schema_version": SCHEMA_VERSION,
@@ -293,13 +552,26 @@ def _ingest_bundle(
             "lines": int(files_df["lines"].fill_null(0).sum()),
             "parsed_lines": int(files_df["parsed"].fill_null(0).sum()),
             "unrecognized_lines": int(files_df["unrecognized"].fill_null(0).sum()),
-            "rows": {t: df.height for t, df in tables.items()},
+            "rows": rows,
         },
         "notes": notes,
         "files": [{**o.row, "unrecognized_examples": o.examples} for o in outcomes],
     }
     write_json(out / "manifest.json", manifest)
     return manifest
+
+
+def _gather(table: str, outcomes: list[FileOutcome]) -> pl.DataFrame:
+    """One table from every file's in-memory frames and spilled Parquet parts, in file order."""
+    frames: list[pl.DataFrame] = []
+    for o in outcomes:
+        if table in o.tables:
+            frames.append(o.tables[table])
+        for p in o.parts.get(table, ()):
+            frames.append(pl.read_parquet(p))
+    if not frames:
+        return empty(table)
+    return pl.concat(frames, how="vertical", rechunk=False) if len(frames) > 1 else frames[0]
 
 
 _SORT_KEYS = {
