@@ -260,7 +260,8 @@ def snapshot_rows(
         ):
             event("thermal", col.removeprefix("throttle_"), sev, lines[col], {"temperature_c": row.get("temperature_c"), "power_w": row.get("power_w")})
     for v, ln in snap.errors[:5]:
-        event("gpu_error", v.strip().strip("[]"), "high", ln, {})
+        code = next(m for m in ERROR_MARKERS if m in v)
+        event("gpu_error", code, "high", ln, {"value": v.strip()})
     rr = snap.inv.get("reset_required")
     if rr and flag(rr[0]):
         event("gpu_reset_required", None, "high", rr[1], {})

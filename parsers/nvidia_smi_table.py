@@ -1,24 +1,184 @@
-"""Placeholder (being built): claims no file yet."""
+"""The default `nvidia-smi` table: a last-resort snapshot (79-column ≤ 525 and 89-column ≥ 535 layouts).
+
+Cells are found by splitting on `|` (widths change between drivers). Per GPU three rows: `idx name
+Persistence-M | Bus-Id Disp.A | Volatile Uncorr. ECC`, `Fan Temp Perf Pwr:Usage/Cap | Memory-Usage |
+GPU-Util Compute M.`, then `MIG M.`. Yields inventory (name as printed — possibly cut to `NVIDIA
+GeForce ...` —, bus id, persistence/compute/MIG mode, power cap, memory total), one gpu_samples row per
+GPU at the table's optional first-line local time, the processes into that row's `extra`
+(`processes`: [{pid, type, name, memory}]), and events for `ERR!` cells and uncorrectable ECC > 0.
+Several tables in one file (`watch`/`-l` captures) each give their own snapshot.
+"""
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
+from typing import Any
+
 import polars as pl
 
+from parsers import _nvsmi_fields as F
 from parsers.base import FileContext, ParseResult
 
 NAME = "nvidia-smi-table"
-DESCRIPTION = "not yet implemented"
-TABLES: tuple[str, ...] = ()
-FILENAME_HINTS: tuple[str, ...] = ()
-DETECTS = "nothing yet"
-PRIORITY = 0
+DESCRIPTION = "default nvidia-smi table (GPU rows and processes), 525 and 535+ layouts"
+TABLES = ("inventory", "gpu_samples", "events")
+FILENAME_HINTS = ("nvidia-smi*", "nvidia_smi*")
+DETECTS = "a '| NVIDIA-SMI <ver>  Driver Version: <ver>' banner row"
+PRIORITY = 20
+
+_BANNER = re.compile(r"NVIDIA-SMI\s+(?P<smi>\S+)\s+Driver Version:\s*(?P<drv>\S+)(?:\s+CUDA Version:\s*(?P<cuda>\S+))?")
+_TIME = re.compile(r"^\s*[A-Z][a-z]{2} [A-Z][a-z]{2}\s+\d{1,2} \d\d:\d\d:\d\d \d{4}\s*$")
+_SEP = re.compile(r"^\s*[+|][-=+| ]*[+|]\s*$")
+_R1A = re.compile(r"^\s*(?P<idx>\d+)\s+(?P<name>.+?)\s+(?P<pm>On|Off|N/A|ERR!)\s*$")
+_R1B = re.compile(r"^\s*(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s+(?P<disp>\S+)\s*$")
+_R2A = re.compile(r"^\s*(?P<fan>\S+)\s+(?P<temp>\S+)\s+(?P<perf>\S+)\s+(?P<pwr>\S+)\s*/\s*(?P<cap>\S+)\s*$")
+_R2B = re.compile(r"^\s*(?P<used>\S+)\s*/\s*(?P<total>\S+)\s*$")
+_R2C = re.compile(r"^\s*(?P<util>\S+)\s+(?P<mode>.+?)\s*$")
+_PROC = re.compile(
+    r"^\|\s+(?P<gpu>\d+|N/A)\s+(?P<gi>\S+)\s+(?P<ci>\S+)\s+(?P<pid>\d+)\s+(?P<type>\S+)\s+(?P<name>.+?)\s+(?P<mem>\d+MiB|N/A)\s*\|$"
+)
+_HEADINGS = (
+    "Persistence-M",
+    "Pwr:Usage/Cap",
+    "MIG M.",
+    "Processes:",
+    "Process name",
+    "Usage",
+    "No running processes found",
+    "MIG devices:",
+    "GPU  GI  CI",
+    "SM     Unc|",
+)
 
 
 def sniff(head: bytes, name: str) -> float:
-    """Claim nothing yet."""
-    return 0.0
+    """1.0 on the `| NVIDIA-SMI x  Driver Version: y` banner row near the top, 0.9 anywhere in the head."""
+    text = head.decode("utf-8", "replace")
+    m = re.search(r"^\|\s*NVIDIA-SMI \S+\s+Driver Version:", text, re.M)
+    if not m:
+        return 0.0
+    return 1.0 if text[: m.start()].count("\n") < 8 else 0.9
 
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
-    """Return no tables."""
-    return ParseResult(tables={}, parsed=0, unrecognized=0)
+    """Parse every table in the file; see the module docstring."""
+    texts: list[str] = [t if t is not None else "" for t in lines.cast(pl.String).to_list()]
+    first = ctx.first_line
+    parsed = unrecognized = 0
+    examples: list[tuple[int, str]] = []
+    inv: list[dict[str, Any]] = []
+    samples: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    tables: list[dict[str, Any]] = []  # {"ts", "gpus": {idx: snap}, "procs": {idx: [...]}}
+    cur: dict[str, Any] | None = None
+    pending_ts: datetime | None = None
+    snap: F.GpuSnapshot | None = None
+    row = 0  # which of the 3 GPU rows comes next
+    in_mig = False
+
+    def new_table() -> dict[str, Any]:
+        t: dict[str, Any] = {"ts": pending_ts, "gpus": {}, "procs": {}, "node": []}
+        tables.append(t)
+        return t
+
+    for i, raw in enumerate(texts):
+        ln = first + i
+        text = raw.rstrip()
+        if not text.strip():
+            continue
+        ok = True
+        cells = text.split("|")
+        if _TIME.match(text):
+            pending_ts = F.parse_local_ts(text.strip())
+            cur = None
+        elif (m := _BANNER.search(text)) is not None:
+            cur = new_table()
+            pending_ts = None
+            cur["node"] = [("driver_version", m.group("drv"), ln)]
+            if m.group("cuda"):
+                cur["node"].append(("cuda_version", m.group("cuda"), ln))
+            snap, row, in_mig = None, 0, False
+        elif _SEP.match(text):
+            row = 0 if row == 3 else row
+            if snap is not None and row == 0:
+                snap = None
+        elif "MIG devices:" in text:
+            in_mig = True
+        elif "Processes:" in text:
+            in_mig = False
+        elif any(h in text for h in _HEADINGS):
+            pass
+        elif (pm := _PROC.match(text)) is not None and cur is not None:
+            gi = pm.group("gpu")
+            cur["procs"].setdefault(gi, []).append(
+                {"pid": int(pm.group("pid")), "type": pm.group("type"), "name": pm.group("name"), "memory": pm.group("mem")}
+            )
+        elif cur is not None and len(cells) >= 5 and text.lstrip().startswith("|"):
+            a, b, c = cells[1], cells[2], cells[3]
+            m1a, m1b = _R1A.match(a), _R1B.match(b)
+            if m1a and m1b and not in_mig:
+                idx = int(m1a.group("idx"))
+                snap = F.GpuSnapshot(index=idx, bus_raw=m1b.group("bus"), line=ln)
+                cur["gpus"][idx] = snap
+                snap.put_inv("name", m1a.group("name"), ln)
+                snap.put_inv("bus_id", m1b.group("bus"), ln)
+                snap.put_inv("persistence_mode", m1a.group("pm"), ln)
+                snap.totals["ecc_uncorrected_volatile"] = (c.strip(), ln)
+                snap.extra["display_active"] = m1b.group("disp")
+                for v in (a, b, c):
+                    snap.note(v, ln)
+                row = 2
+            elif snap is not None and row == 2 and (m2a := _R2A.match(a)) and (m2b := _R2B.match(b)):
+                m2c = _R2C.match(c)
+                snap.extra["fan_speed"] = m2a.group("fan")
+                snap.extra["pstate"] = m2a.group("perf")
+                snap.put_sample("temperature_c", m2a.group("temp"), ln)
+                snap.put_sample("power_w", m2a.group("pwr"), ln)
+                snap.put_sample("power_limit_w", m2a.group("cap"), ln)
+                snap.put_inv("power_limit", m2a.group("cap"), ln)
+                snap.put_sample("memory_used_mib", m2b.group("used"), ln)
+                snap.put_sample("memory_total_mib", m2b.group("total"), ln)
+                snap.put_inv("memory_total", m2b.group("total"), ln)
+                if m2c:
+                    snap.put_sample("utilization_pct", m2c.group("util"), ln)
+                    snap.put_inv("compute_mode", m2c.group("mode"), ln)
+                for v in (a, b, c):
+                    snap.note(v, ln)
+                row = 3
+            elif snap is not None and row == 3 and not a.strip() and c.strip():
+                snap.put_inv("mig_mode", c.strip(), ln)
+            elif in_mig:
+                pass  # MIG device rows: understood as table rows, not modelled
+            else:
+                ok = False
+        else:
+            ok = False
+        if ok:
+            parsed += 1
+        else:
+            unrecognized += 1
+            if len(examples) < 20:
+                examples.append((ln, raw[:500]))
+
+    def text_of(line: int) -> str:
+        return texts[line - first]
+
+    for t in tables:
+        inv += F.node_rows(t["node"], node=ctx.node, path=ctx.path, source="nvidia-smi-table")
+        for idx, s in sorted(t["gpus"].items()):
+            procs = t["procs"].get(str(idx))
+            if procs:
+                s.extra["processes"] = procs  # type: ignore[assignment]
+            gi, r, ev = F.snapshot_rows(s, node=ctx.node, path=ctx.path, source="nvidia-smi-table", ts=t["ts"], text_of=text_of)
+            inv += gi
+            samples.append(r)
+            events += ev
+    partial = bool(tables) and texts and not texts[-1].strip().startswith("+") and not texts[-1].strip().endswith("|")
+    return ParseResult(
+        tables=F.frames(inv, samples, events),
+        parsed=parsed,
+        unrecognized=unrecognized,
+        unrecognized_examples=examples,
+        partial=bool(partial),
+    )
