@@ -85,6 +85,10 @@ TABLES: dict[str, pl.Schema] = {
             "tflops": pl.Float64,
             "loss": pl.Float64,
             "framework": pl.String,
+            "step_time_source": pl.String,  # reported | tqdm_rate | rate | cumulative_delta | ts_delta | run_mean
+            "phase_spread_s": pl.Float64,  # widest (max - min) across ranks of the step's timers (Megatron)
+            "phase_spread_name": pl.String,  # the timer with that spread, e.g. forward-compute
+            "detail": pl.String,  # JSON: timers [{name, ms|min_ms,max_ms[,min_rank,max_rank]}], lr, grad_norm, ...
             **_PROVENANCE,
         }
     ),
