@@ -20,6 +20,7 @@ import stat
 import tarfile
 import zipfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path, PurePosixPath
@@ -373,15 +374,15 @@ def zlib_error() -> type[Exception]:
     return zlib.error
 
 
-def _open_tar(archive: Path) -> tarfile.TarFile:
+@contextmanager
+def _open_tar(archive: Path) -> Iterator[tarfile.TarFile]:
     low = archive.name.lower()
     if low.endswith(".tar.zst"):
-        import zstandard
-
-        fh = open(archive, "rb")
-        reader = zstandard.ZstdDecompressor().stream_reader(fh)
-        return tarfile.open(fileobj=reader, mode="r|")
-    return tarfile.open(archive, mode="r:*")
+        with open(archive, "rb") as fh, tarfile.open(fileobj=_ZstdReader(fh), mode="r|") as tf:
+            yield tf
+        return
+    with tarfile.open(archive, mode="r:*") as tf:
+        yield tf
 
 
 def _copy_limited(src: BinaryIO, out: BinaryIO, budget: _Budget, what: str) -> None:
@@ -469,7 +470,7 @@ class ChunkReader:
                         self._stop(size_limit_reason(self.cap))
                     self.bytes_read += len(block)
                     buf += block
-                    if len(buf) >= self.chunk_bytes:
+                    while len(buf) >= self.chunk_bytes:
                         cut = _line_cut(buf, self.chunk_bytes)
                         yield bytes(buf[:cut])
                         del buf[:cut]
@@ -503,10 +504,13 @@ def _stat_or_none(p: Path) -> os.stat_result | None:
 
 
 def _line_cut(buf: bytearray, chunk_bytes: int) -> int:
-    """Where to cut `buf` (≥ chunk_bytes long): after the last line end, else at chunk_bytes."""
-    i = buf.rfind(b"\n")
+    """Where to cut `buf` (≥ chunk_bytes long): after its last line end within the first chunk_bytes.
+
+    A line longer than a chunk is cut at chunk_bytes.
+    """
+    i = buf.rfind(b"\n", 0, chunk_bytes)
     if i < 0:
-        i = buf.rfind(b"\r")
+        i = buf.rfind(b"\r", 0, chunk_bytes)
     return i + 1 if i >= 0 else chunk_bytes
 
 
