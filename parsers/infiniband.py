@@ -1,24 +1,579 @@
-"""Placeholder for the infiniband parser (its issue builds it); claims no file until then."""
+"""InfiniBand tools (FORMATS.md §4): ibstat, ibstatus, ibv_devinfo, sysfs dumps, perfquery, mlxlink.
+
+What comes out:
+- `inventory` (component `nic`, `device` e.g. `mlx5_0`, `port` for per-port attributes): fw_ver, hca_type,
+  board_id, node_guid, port_guid, state, phys_state, rate, link_layer, ... Values are normalised across the tools:
+  state `Active|Down|Initializing|Armed` (ibstatus `4: ACTIVE`, ibv_devinfo `PORT_ACTIVE (4)` and sysfs map to
+  these), phys_state `LinkUp|Polling|Disabled|...`, rate in Gb/s as a number (`200 Gb/sec (4X HDR)` -> `200`,
+  the `4X HDR` part as `link_width_speed`), GUIDs as `0x` + 16 hex digits.
+- `events` (source `ib`): `ib_port_down` for a port whose state is Down, `ib_port_not_active` for
+  Initializing/Armed; severity `medium` (an unused or Ethernet port is often down on purpose: analysis compares
+  with the fleet); `ib_tool_error` for `ibpanic:` (the tool aborted: the file is marked partial).
+- `comms` record `ib_counter`: one row per port counter reading (sysfs `counters/*`, `hw_counters/*`,
+  `perfquery` classic and `-x`, mlxlink error counters and BER). Counter names use the sysfs spelling
+  (`SymbolErrorCounter` -> `symbol_error`, `-x` `PortXmitData` -> `port_xmit_data`; the 32-bit classic data and
+  packet counters get a `_32` suffix; the tool's own name stays in
+  `detail.name`); unmapped names are kept as printed. `ts` comes from the last preceding `date`-style line of the
+  same host (RFC 2822, `date` default, ISO 8601, epoch), and `detail.reading` numbers the repeated readings of a
+  counter in the file (0, 1, ...), so two dumps in one file stay apart for deltas.
+- A pdsh-style `host: ` prefix names the node of its line; otherwise the node is the file's.
+perfquery does not print the device name: it is taken from `-C <ca>` on a preceding command line or a
+`mlx5_N` marker line, else it is `lid:<lid>`.
+"""
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
-from parsers.base import FileContext, ParseResult
+from parsers._common import json_detail as _json_detail
+from parsers._common import split_envelopes
+from parsers.base import FileContext, ParseResult, account, numbered
 
-NAME = "infiniband".replace("_", "-")
-DESCRIPTION = "not yet implemented"
-TABLES: tuple[str, ...] = ()
-FILENAME_HINTS: tuple[str, ...] = ()
-DETECTS = "nothing yet"
-PRIORITY = 0
+NAME = "infiniband"
+DESCRIPTION = "InfiniBand tools: ibstat, ibstatus, ibv_devinfo, /sys/class/infiniband dumps, perfquery, mlxlink"
+TABLES = ("inventory", "events", "comms")
+FILENAME_HINTS = ("ibstat*", "ibstatus*", "ibv_devinfo*", "perfquery*", "*infiniband*", "mlxlink*", "*ib_counters*")
+DETECTS = "ibstat 'CA '...'' blocks, ibstatus 'Infiniband device' blocks, 'hca_id:', /sys/class/infiniband paths, perfquery dotted counters"
+PRIORITY = 20
+
+# ----------------------------------------------------------------------------- grammar
+
+PDSH_RE = r"^(?P<host>[A-Za-z0-9][\w.-]*): (?P<rest>(?:\s|CA '|Infiniband device|/sys/|#|hca_id|ibpanic|ibwarn|\w+:\.\.).*)$"
+CA_RE = r"^CA '(?P<dev>[^']+)'\s*$"
+IBSTATUS_RE = r"^Infiniband device '(?P<dev>[^']+)' port (?P<port>\d+) status:\s*$"
+HCA_ID_RE = r"^hca_id:\s*(?P<dev>\S+)\s*$"
+PORT_RE = r"^\s+Port (?P<port>\d+):\s*$"
+DEVINFO_PORT_RE = r"^\s+port:\s*(?P<port>\d+)\s*$"
+KV_RE = r"^\s+(?P<key>[A-Za-z][\w ]*?|GID\[\s*\d+\])\s*:\s*(?P<val>.*?)\s*$"
+SYSFS_RE = (
+    r"^(?:/sys/class/infiniband/)?(?P<dev>[\w.-]+)/(?:ports/(?P<port>\d+)/)?"
+    r"(?:(?P<grp>[\w.-]+(?:/[\w.-]+)*)/)?(?P<key>[\w.-]+)(?::\s?|\s+)(?P<val>.*?)\s*$"
+)
+PQ_HDR_RE = r"^#\s*Port (?P<what>[\w ]*?counters):\s*Lid\s+(?P<lid>\d+)\s+port\s+(?P<port>\d+)"
+PQ_CTR_RE = r"^(?P<name>[A-Za-z]\w*):\.+\s*(?P<val>\S+)\s*$"
+IBPANIC_RE = r"^(?P<tool>ibpanic|ibwarn|iberror):\s*(?:\[(?P<pid>\d+)\]\s*)?(?P<msg>.*)$"
+MLX_KV_RE = r"^(?P<key>[A-Z][\w ./()\[\]%-]*?)\s+:\s+(?P<val>.*?)\s*$"
+MLX_SECTION_RE = r"^(?:Operational Info|Supported Info|Troubleshooting Info|Physical Counters and BER Info|Module Info|Test Mode Info|Eye Opening Info|FEC Capability Info|Link Down Info|Port Info|Info)\s*$"
+RULE_RE = r"^\s*(?:-{3,}|={3,}|\*{3,})\s*$"
+MARKER_RE = r"^[=#\-\s]*(?:device\s*[:=]?\s*)?(?P<dev>mlx\d?_\w+|hfi\d_\d+|irdma\d+|bnxt_re\d+|efa_\d+|qedr\d+)(?:\s+port\s+(?P<port>\d+))?[=#\-\s:]*$"
+CMD_RE = (
+    r"^(?:\S*[#$%>]\s*)?(?:\+\s*)?(?:sudo\s+)?(?:\S*/)?(?:ibstat|ibstatus|ibv_devinfo|perfquery|mlxlink|ibdiagnet|"
+    r"cat|grep|for|echo|date|ls|find|head|tail|while|do|done)\b"
+)
+PQ_CA_RE = r"(?:-C|--Ca)\s*(?P<dev>[\w.-]+)"
+MLX_DEV_RE = r"\bmlxlink\b.*?(?:-d|--dev(?:ice)?)\s*(?P<dev>\S+)"
+TS_PATTERNS: tuple[tuple[str, str, str], ...] = (
+    # (regex, strptime format or special, ts_quality)
+    (r"^(?:[A-Z][a-z]{2}, )?\d{1,2} [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d [+-]\d{4}$", "rfc2822", "exact"),
+    (r"^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]?\d \d\d:\d\d:\d\d (?:UTC|GMT) \d{4}$", "date_utc", "exact"),
+    (r"^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]?\d \d\d:\d\d:\d\d (?:[A-Z]{2,5} )?\d{4}$", "date_local", "local_assumed_utc"),
+    (r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)$", "iso_offset", "exact"),
+    (r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?$", "iso_local", "local_assumed_utc"),
+    (r"^\d{10}(?:\.\d+)?$", "epoch", "exact"),
+)
+TS_STRIP_RE = r"^[#=\-\s\[]*(?:(?:date|time|timestamp|collected(?: at)?|reading(?: at)?)\s*[:=]?\s*)?|[\]=\-\s#]*$"
+
+# key maps: printed key -> canonical attribute (lower-cased keys)
+IBSTAT_KEYS = {
+    "ca type": "hca_type", "number of ports": "num_ports", "firmware version": "fw_ver",
+    "hardware version": "hw_ver", "node guid": "node_guid", "system image guid": "sys_image_guid",
+    "state": "state", "physical state": "phys_state", "rate": "rate", "base lid": "base_lid", "lmc": "lmc",
+    "sm lid": "sm_lid", "capability mask": "cap_mask", "port guid": "port_guid", "link layer": "link_layer",
+}  # fmt: skip
+IBSTATUS_KEYS = {
+    "default gid": "default_gid", "base lid": "base_lid", "sm lid": "sm_lid", "state": "state",
+    "phys state": "phys_state", "rate": "rate", "link_layer": "link_layer",
+}  # fmt: skip
+DEVINFO_KEYS = {
+    "transport": "transport", "fw_ver": "fw_ver", "node_guid": "node_guid", "sys_image_guid": "sys_image_guid",
+    "vendor_id": "vendor_id", "vendor_part_id": "vendor_part_id", "hw_ver": "hw_ver", "board_id": "board_id",
+    "phys_port_cnt": "num_ports", "state": "state", "phys_state": "phys_state", "max_mtu": "max_mtu",
+    "active_mtu": "active_mtu", "sm_lid": "sm_lid", "port_lid": "base_lid", "link_layer": "link_layer",
+    "active_width": "active_width", "active_speed": "active_speed",
+}  # fmt: skip
+SYSFS_KEYS = {
+    "fw_ver": "fw_ver", "board_id": "board_id", "hca_type": "hca_type", "node_guid": "node_guid",
+    "sys_image_guid": "sys_image_guid", "hw_rev": "hw_ver", "node_desc": "node_desc", "node_type": "node_type",
+    "state": "state", "phys_state": "phys_state", "rate": "rate", "link_layer": "link_layer", "lid": "base_lid",
+    "sm_lid": "sm_lid", "cap_mask": "cap_mask",
+}  # fmt: skip
+MLXLINK_KEYS = {
+    "state": "state", "physical state": "phys_state", "speed": "speed", "width": "width", "fec": "fec",
+    "recommendation": "mlxlink_recommendation", "status opcode": "mlxlink_status_opcode",
+    "vendor name": "cable_vendor", "vendor part number": "cable_part_number", "vendor serial number": "cable_serial",
+}  # fmt: skip
+MLXLINK_COUNTERS = {
+    "effective physical errors": "effective_physical_errors", "effective physical ber": "effective_physical_ber",
+    "raw physical ber": "raw_physical_ber", "symbol errors": "symbol_errors", "symbol ber": "symbol_ber",
+    "link down counter": "link_downed", "link error recovery counter": "link_error_recovery",
+    "time since last clear [min]": "time_since_last_clear_min",
+}  # fmt: skip
+# perfquery names -> sysfs names (same units: the data counters are 4-byte words in both)
+PERFQUERY_COUNTERS = {
+    "SymbolErrorCounter": "symbol_error", "LinkErrorRecoveryCounter": "link_error_recovery",
+    "LinkDownedCounter": "link_downed", "PortRcvErrors": "port_rcv_errors",
+    "PortRcvRemotePhysicalErrors": "port_rcv_remote_physical_errors",
+    "PortRcvSwitchRelayErrors": "port_rcv_switch_relay_errors", "PortXmitDiscards": "port_xmit_discards",
+    "PortXmitConstraintErrors": "port_xmit_constraint_errors", "PortRcvConstraintErrors": "port_rcv_constraint_errors",
+    "LocalLinkIntegrityErrors": "local_link_integrity_errors",
+    "ExcessiveBufferOverrunErrors": "excessive_buffer_overrun_errors", "VL15Dropped": "VL15_dropped",
+    "PortXmitData": "port_xmit_data", "PortRcvData": "port_rcv_data", "PortXmitPkts": "port_xmit_packets",
+    "PortRcvPkts": "port_rcv_packets", "PortXmitWait": "port_xmit_wait",
+    "PortUnicastXmitPkts": "unicast_xmit_packets", "PortUnicastRcvPkts": "unicast_rcv_packets",
+    "PortMulticastXmitPkts": "multicast_xmit_packets", "PortMulticastRcvPkts": "multicast_rcv_packets",
+}  # fmt: skip
+PQ_NOT_COUNTERS = ("PortSelect", "CounterSelect", "CounterSelect2")
+# NOTE: the classic (non -x) data/packet counters are 32 bits and saturate; they get a `_32` suffix so they are
+# never mixed with the 64-bit sysfs / `perfquery -x` series of the same name when deltas are taken.
+PQ_32BIT = ("PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts")
+
+STATE_WORDS = {"down": "Down", "init": "Initializing", "initializing": "Initializing", "initialize": "Initializing",
+               "armed": "Armed", "active": "Active", "activedefer": "ActiveDefer"}  # fmt: skip
+STATE_CODES = {"1": "Down", "2": "Initializing", "3": "Armed", "4": "Active", "5": "ActiveDefer"}
+PHYS_WORDS = {"sleep": "Sleep", "polling": "Polling", "disabled": "Disabled",
+              "portconfigurationtraining": "PortConfigurationTraining", "linkup": "LinkUp",
+              "linkerrorrecovery": "LinkErrorRecovery", "phytest": "PhyTest"}  # fmt: skip
+PHYS_CODES = {"1": "Sleep", "2": "Polling", "3": "Disabled", "4": "PortConfigurationTraining", "5": "LinkUp",
+              "6": "LinkErrorRecovery", "7": "PhyTest"}  # fmt: skip
+
+_SNIFF = (
+    (re.compile(r"(?m)^(?:[\w.-]+: )?CA '[^']+'\s*$"), re.compile(r"(?m)^\s+CA type:"), 1.0),
+    (re.compile(r"(?m)^(?:[\w.-]+: )?Infiniband device '[^']+' port \d+ status:"), None, 1.0),
+    (re.compile(r"(?m)^(?:[\w.-]+: )?hca_id:\s*\S+"), re.compile(r"(?m)^\s+(?:transport|fw_ver):"), 0.95),
+    (re.compile(r"(?m)^(?:[\w.-]+: )?/sys/class/infiniband/[\w.-]+/"), None, 0.95),
+    (re.compile(r"(?m)^(?:[\w.-]+: )?[\w.-]+/ports/\d+/(?:hw_)?counters/\w+[: ]"), None, 0.9),
+    (re.compile(r"(?m)^(?:[\w.-]+: )?#\s*Port (?:extended )?counters:\s*Lid"), None, 1.0),
+    (re.compile(r"(?m)^(?:SymbolErrorCounter|PortXmitData|PortRcvErrors|LinkDownedCounter):\.+"), None, 0.9),
+    (re.compile(r"(?m)^ibpanic:"), None, 0.8),
+    (re.compile(r"(?m)^Operational Info\s*$"), re.compile(r"(?m)^Physical state\s+:"), 0.8),
+)
 
 
 def sniff(head: bytes, name: str) -> float:
-    """Claim nothing until the parser exists."""
-    return 0.0
+    """Score the strongest InfiniBand tool signature found in the head."""
+    text = head.decode("utf-8", "replace")
+    best = 0.0
+    for first, second, score in _SNIFF:
+        if first.search(text) and (second is None or second.search(text)):
+            best = max(best, score)
+    return best
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def json_detail(**fields: pl.Expr) -> pl.Expr:
+    """JSON object of the non-null fields (null when all are null)."""
+    js = _json_detail(**fields).str.replace_all(r'"[^"]+":null,?', "").str.replace(r",\}$", "}")
+    return pl.when(js != "{}").then(js)
+
+
+def _map(expr: pl.Expr, mapping: dict[str, str]) -> pl.Expr:
+    return expr.replace_strict(mapping, default=None, return_dtype=pl.String)
+
+
+def _normalise(attr: pl.Expr, val: pl.Expr) -> pl.Expr:
+    """Normalise a value by its canonical attribute (state, phys_state, rate, GUIDs)."""
+    code = val.str.extract(r"^(\d+):", 1).fill_null(val.str.extract(r"\((\d+)\)\s*$", 1))
+    word = (
+        val.str.replace(r"^\d+:\s*", "")
+        .str.replace(r"\s*\(\d+\)\s*$", "")
+        .str.replace(r"(?i)^PORT_", "")
+        .str.replace_all(r"[_\s]", "")
+        .str.to_lowercase()
+    )
+    state = pl.coalesce(_map(code, STATE_CODES), _map(word, STATE_WORDS), val)
+    phys = pl.coalesce(_map(code, PHYS_CODES), _map(word, PHYS_WORDS), val)
+    rate = pl.coalesce(val.str.extract(r"^(\d+(?:\.\d+)?)(?:\s*Gb/sec)?(?:\s|\(|$)", 1), val)
+    guid_hex = val.str.replace_all(":", "").str.replace(r"(?i)^0x", "").str.to_lowercase()
+    guid = pl.when(guid_hex.str.contains(r"^[0-9a-f]{1,16}$")).then(pl.lit("0x") + guid_hex.str.zfill(16)).otherwise(val)
+    return (
+        pl.when(attr == "state")
+        .then(state)
+        .when(attr == "phys_state")
+        .then(phys)
+        .when(attr == "rate")
+        .then(rate)
+        .when(attr.is_in(["node_guid", "sys_image_guid", "port_guid"]))
+        .then(guid)
+        .when(attr.is_in(["base_lid", "sm_lid"]) & val.str.contains(r"(?i)^0x[0-9a-f]+$"))
+        .then(val.str.slice(2).str.to_integer(base=16, strict=False).cast(pl.String))
+        .otherwise(val)
+    )
+
+
+def _timestamps(text: pl.Expr) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
+    """Return (is a timestamp line, ts, ts_quality) for `date`-style lines."""
+    t = text.str.replace_all(TS_STRIP_RE, "")
+    hit = pl.lit(False)
+    ts = pl.lit(None, dtype=pl.Datetime("us", "UTC"))
+    quality = pl.lit(None, dtype=pl.String)
+    for pattern, kind, q in reversed(TS_PATTERNS):
+        m = t.str.contains(pattern)
+        if kind == "rfc2822":
+            v = (
+                t.str.replace(r"^[A-Z][a-z]{2}, ", "")
+                .str.to_datetime("%d %b %Y %H:%M:%S %z", strict=False, time_unit="us")
+                .dt.convert_time_zone("UTC")
+            )
+        elif kind in ("date_utc", "date_local"):
+            v = (
+                t.str.replace(r" [A-Z]{2,5} (\d{4})$", " $1")
+                .str.replace_all(r"\s+", " ")
+                .str.to_datetime("%a %b %d %H:%M:%S %Y", strict=False, time_unit="us")
+                .dt.replace_time_zone("UTC")
+            )
+        elif kind == "iso_offset":
+            v = (
+                t.str.replace(",", ".")
+                .str.replace("T", " ")
+                .str.replace(r"Z$", "+00:00")
+                .str.replace(r"([+-]\d\d)(\d\d)$", "$1:$2")
+                .str.to_datetime("%Y-%m-%d %H:%M:%S%.f%:z", strict=False, time_unit="us")
+                .dt.convert_time_zone("UTC")
+            )
+        elif kind == "iso_local":
+            v = (
+                t.str.replace(",", ".")
+                .str.replace("T", " ")
+                .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
+                .dt.replace_time_zone("UTC")
+            )
+        else:  # epoch seconds
+            v = (t.cast(pl.Float64, strict=False) * 1_000_000).cast(pl.Int64).cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
+        hit = hit | m
+        ts = pl.when(m).then(v).otherwise(ts)
+        quality = pl.when(m).then(pl.lit(q)).otherwise(quality)
+    return hit, ts, quality
+
+
+# ----------------------------------------------------------------------------- parse
 
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
-    """Return no tables."""
-    return ParseResult(tables={}, parsed=0, unrecognized=0)
+    """Parse InfiniBand tool output into NIC inventory, port-state events and counter readings."""
+    frame = numbered(lines, ctx)
+    env = split_envelopes(pl.col("text"))
+    f = frame.with_columns(body=env["rest"].str.strip_chars_end(), env_host=env["host"])
+    pd = pl.col("body").str.extract_groups(PDSH_RE)
+    f = f.with_columns(
+        host=pl.coalesce(pd.struct.field("host"), pl.col("env_host")),
+        b=pl.coalesce(pd.struct.field("rest"), pl.col("body")),
+    )
+    b = pl.col("b")
+    f = f.with_columns(host=pl.coalesce(pl.col("host").str.split(".").list.first(), pl.lit(ctx.node)))
+    is_ts, ts_v, ts_q = _timestamps(b)
+    f = f.with_columns(
+        k_ca=b.str.contains(CA_RE),
+        k_ibstatus=b.str.contains(IBSTATUS_RE),
+        k_hca=b.str.contains(HCA_ID_RE),
+        k_port=b.str.contains(PORT_RE),
+        k_dvport=b.str.contains(DEVINFO_PORT_RE),
+        k_kv=b.str.contains(KV_RE),
+        k_sysfs=b.str.contains(SYSFS_RE)
+        & (b.str.starts_with("/sys/class/infiniband/") | b.str.contains(r"^[\w.-]+/ports/\d+/")),
+        k_pqhdr=b.str.contains(PQ_HDR_RE),
+        k_pqctr=b.str.contains(PQ_CTR_RE),
+        k_panic=b.str.contains(IBPANIC_RE),
+        k_mlxsec=b.str.contains(MLX_SECTION_RE),
+        k_mlxkv=b.str.contains(MLX_KV_RE),
+        k_rule=b.str.contains(RULE_RE),
+        k_marker=b.str.contains(MARKER_RE),
+        k_cmd=b.str.contains(CMD_RE),
+        k_ts=is_ts,
+        ts_line=ts_v,
+        ts_quality_line=ts_q,
+    )
+    # block context: the tool (fmt), device and port in force on each line, per host
+    fmt_here = (
+        pl.when(pl.col("k_ca"))
+        .then(pl.lit("ibstat"))
+        .when(pl.col("k_ibstatus"))
+        .then(pl.lit("ibstatus"))
+        .when(pl.col("k_hca"))
+        .then(pl.lit("ibv_devinfo"))
+        .when(pl.col("k_pqhdr"))
+        .then(pl.lit("perfquery"))
+        .when(pl.col("k_mlxsec") | (pl.col("k_cmd") & b.str.contains(r"\bmlxlink\b")))
+        .then(pl.lit("mlxlink"))
+        .when(pl.col("k_sysfs"))
+        .then(pl.lit("sysfs"))
+        .when(pl.col("k_cmd") & b.str.contains(r"\bperfquery\b"))
+        .then(pl.lit("perfquery"))
+    )
+    dev_here = (
+        pl.when(pl.col("k_ca"))
+        .then(b.str.extract(CA_RE, 1))
+        .when(pl.col("k_ibstatus"))
+        .then(b.str.extract(IBSTATUS_RE, 1))
+        .when(pl.col("k_hca"))
+        .then(b.str.extract(HCA_ID_RE, 1))
+        .when(pl.col("k_marker"))
+        .then(b.str.extract(MARKER_RE, 1))
+        .when(pl.col("k_cmd") & b.str.contains(r"\bperfquery\b"))
+        .then(pl.coalesce(b.str.extract(PQ_CA_RE, 1), pl.lit("")))
+        .when(pl.col("k_cmd") & b.str.contains(r"\bmlxlink\b"))
+        .then(pl.coalesce(b.str.extract(MLX_DEV_RE, 1), pl.lit("")))
+    )
+    port_here = (
+        pl.when(pl.col("k_ibstatus"))
+        .then(b.str.extract(IBSTATUS_RE, 2))
+        .when(pl.col("k_port"))
+        .then(b.str.extract(PORT_RE, 1))
+        .when(pl.col("k_dvport"))
+        .then(b.str.extract(DEVINFO_PORT_RE, 1))
+        .when(pl.col("k_marker"))
+        .then(pl.coalesce(b.str.extract(MARKER_RE, 2), pl.lit("")))
+        .when(pl.col("k_ca") | pl.col("k_hca") | pl.col("k_cmd"))
+        .then(pl.lit(""))
+    )
+    block_start = pl.col("k_ca") | pl.col("k_ibstatus") | pl.col("k_hca") | pl.col("k_pqhdr")
+    f = f.with_columns(
+        fmt=fmt_here.forward_fill().over("host"),
+        dev=dev_here.forward_fill().over("host"),
+        port=port_here.forward_fill().over("host"),
+        block=block_start.cum_sum(),
+        ts=pl.col("ts_line").forward_fill().over("host"),
+        ts_quality=pl.col("ts_quality_line").forward_fill().over("host"),
+    ).with_columns(
+        dev=pl.when(pl.col("dev") != "").then(pl.col("dev")),
+        port=pl.when(pl.col("port") != "").then(pl.col("port")).cast(pl.Int32, strict=False),
+    )
+    fmt = pl.col("fmt")
+    in_block = fmt.is_in(["ibstat", "ibstatus", "ibv_devinfo"]) & pl.col("dev").is_not_null()
+
+    # ---- key/value lines of ibstat / ibstatus / ibv_devinfo blocks
+    kv_line = pl.col("k_kv") & in_block & ~pl.col("k_port") & ~pl.col("k_dvport")
+    kv = f.filter(kv_line).with_columns(g=b.str.extract_groups(KV_RE)).unnest("g")
+    key = pl.col("key").str.strip_chars().str.to_lowercase()
+    kv = kv.with_columns(
+        attribute=pl.when(fmt == "ibstat")
+        .then(_map(key, IBSTAT_KEYS))
+        .when(fmt == "ibstatus")
+        .then(_map(key, IBSTATUS_KEYS))
+        .otherwise(_map(key, DEVINFO_KEYS)),
+        source=fmt,
+    )
+    # ---- sysfs attribute lines (device and port level; counters go to comms)
+    sy = (
+        f.filter(pl.col("k_sysfs"))
+        .with_columns(g=b.str.extract_groups(SYSFS_RE))
+        .drop("port", "dev")
+        .unnest("g")
+        .with_columns(port=pl.col("port").cast(pl.Int32, strict=False))
+    )
+    sy_attr = sy.filter(pl.col("grp").is_null()).with_columns(
+        attribute=_map(pl.col("key"), SYSFS_KEYS), source=pl.lit("sysfs")
+    )
+    # ---- mlxlink key/value lines (attributes and counters)
+    mlx = (
+        f.filter((fmt == "mlxlink") & pl.col("k_mlxkv"))
+        .with_columns(g=b.str.extract_groups(MLX_KV_RE))
+        .unnest("g")
+        .with_columns(lkey=pl.col("key").str.strip_chars().str.to_lowercase())
+    )
+    mlx_attr = mlx.with_columns(attribute=_map(pl.col("lkey"), MLXLINK_KEYS), source=pl.lit("mlxlink"))
+
+    cols = ["line", "text", "host", "dev", "port", "block", "attribute", "val", "source", "ts", "ts_quality"]
+    attrs = pl.concat(
+        [
+            kv.select(cols),
+            sy_attr.select(cols),
+            mlx_attr.with_columns(port=pl.col("port").fill_null(1)).select(cols),
+        ]
+    ).filter(pl.col("attribute").is_not_null() & pl.col("dev").is_not_null())
+    attrs = attrs.with_columns(value=_normalise(pl.col("attribute"), pl.col("val").str.strip_chars()))
+    rate_detail = attrs.filter(
+        (pl.col("attribute") == "rate") & pl.col("val").str.contains(r"\(.+\)")
+    ).with_columns(attribute=pl.lit("link_width_speed"), value=pl.col("val").str.extract(r"\((.+)\)", 1))
+    attrs = pl.concat([attrs, rate_detail]).sort("line", maintain_order=True)
+    inventory = attrs.filter(pl.col("value").str.len_chars() > 0).select(
+        node="host",
+        component=pl.lit("nic"),
+        device="dev",
+        port="port",
+        attribute="attribute",
+        value="value",
+        source="source",
+        file=pl.lit(ctx.path),
+        line="line",
+    )
+
+    # ---- events: ports not Active, tool aborts
+    ports = attrs.filter(pl.col("port").is_not_null())
+    pkey = ["host", "dev", "port", "block", "source"]
+    extra = ports.filter(pl.col("attribute").is_in(["phys_state", "rate", "link_layer"])).pivot(
+        on="attribute", index=pkey, values="value", aggregate_function="first"
+    )
+    for c in ("phys_state", "rate", "link_layer"):
+        if c not in extra.columns:
+            extra = extra.with_columns(pl.lit(None, dtype=pl.String).alias(c))
+    states = ports.filter((pl.col("attribute") == "state") & (pl.col("value") != "Active")).join(
+        extra, on=pkey, how="left", nulls_equal=True
+    )
+    ev_state = states.select(
+        ts="ts",
+        ts_quality=pl.col("ts_quality").fill_null("none"),
+        node="host",
+        source=pl.lit("ib"),
+        kind=pl.when(pl.col("value") == "Down").then(pl.lit("ib_port_down")).otherwise(pl.lit("ib_port_not_active")),
+        code=pl.col("value"),
+        severity=pl.lit("medium"),
+        message=pl.col("text").str.strip_chars(),
+        detail=json_detail(
+            device=pl.col("dev"),
+            port=pl.col("port"),
+            state=pl.col("value"),
+            phys_state=pl.col("phys_state"),
+            rate=pl.col("rate"),
+            link_layer=pl.col("link_layer"),
+            tool=pl.col("source"),
+        ),
+        file=pl.lit(ctx.path),
+        line="line",
+    )
+    pan = f.filter(pl.col("k_panic")).with_columns(g=b.str.extract_groups(IBPANIC_RE)).unnest("g")
+    ev_panic = pan.select(
+        ts="ts",
+        ts_quality=pl.col("ts_quality").fill_null("none"),
+        node="host",
+        source=pl.lit("ib"),
+        kind=pl.when(pl.col("tool") == "ibwarn").then(pl.lit("ib_tool_warning")).otherwise(pl.lit("ib_tool_error")),
+        severity=pl.when(pl.col("tool") == "ibwarn").then(pl.lit("low")).otherwise(pl.lit("medium")),
+        message=pl.col("text").str.strip_chars(),
+        detail=json_detail(
+            tool=pl.col("tool"),
+            pid=pl.col("pid").cast(pl.Int64),
+            device=pl.col("msg").str.extract(r"IB device '([^']+)'", 1),
+            reason=pl.col("msg"),
+        ),
+        file=pl.lit(ctx.path),
+        line="line",
+    )
+    events = pl.concat([ev_state, ev_panic], how="diagonal_relaxed").sort("line")
+
+    # ---- counters: sysfs counters/hw_counters, perfquery, mlxlink
+    sy_ctr = sy.filter(pl.col("grp").is_in(["counters", "hw_counters"])).select(
+        "line",
+        "host",
+        "ts",
+        dev="dev",
+        port="port",
+        counter="key",
+        name=pl.lit(None, dtype=pl.String),
+        group="grp",
+        raw="val",
+        lid=pl.lit(None, dtype=pl.Int64),
+        tool=pl.lit("sysfs"),
+    )
+    pq = (
+        f.filter(pl.col("k_pqhdr"))
+        .with_columns(g=b.str.extract_groups(PQ_HDR_RE))
+        .select(
+            "line",
+            pq_lid=pl.col("g").struct.field("lid").cast(pl.Int64),
+            pq_port=pl.col("g").struct.field("port").cast(pl.Int32),
+            pq_what=pl.col("g").struct.field("what"),
+        )
+    )
+    f = f.join(pq, on="line", how="left").with_columns(
+        pq_lid=pl.col("pq_lid").forward_fill().over("host"),
+        pq_port=pl.col("pq_port").forward_fill().over("host"),
+        pq_what=pl.col("pq_what").forward_fill().over("host"),
+    )
+    pq_line = pl.col("k_pqctr") & (pl.col("fmt") == "perfquery") & pl.col("pq_port").is_not_null()
+    pqc = f.filter(pq_line).with_columns(g=b.str.extract_groups(PQ_CTR_RE)).unnest("g")
+    pq_ctr = pqc.filter(~pl.col("name").is_in(PQ_NOT_COUNTERS)).select(
+        "line",
+        "host",
+        "ts",
+        dev=pl.coalesce(pl.col("dev"), pl.format("lid:{}", pl.col("pq_lid"))),
+        port=pl.col("pq_port"),
+        counter=pl.coalesce(_map(pl.col("name"), PERFQUERY_COUNTERS), pl.col("name"))
+        + pl.when(~pl.col("pq_what").str.contains("extended") & pl.col("name").is_in(PQ_32BIT))
+        .then(pl.lit("_32"))
+        .otherwise(pl.lit("")),
+        name=pl.col("name"),
+        group=pl.col("pq_what"),
+        raw=pl.col("val"),
+        lid=pl.col("pq_lid"),
+        tool=pl.lit("perfquery"),
+    )
+    mlx_ctr = mlx.filter(pl.col("lkey").is_in(list(MLXLINK_COUNTERS))).select(
+        "line",
+        "host",
+        "ts",
+        dev="dev",
+        port=pl.col("port").fill_null(1),
+        counter=_map(pl.col("lkey"), MLXLINK_COUNTERS),
+        name=pl.col("key").str.strip_chars(),
+        group=pl.lit(None, dtype=pl.String),
+        raw="val",
+        lid=pl.lit(None, dtype=pl.Int64),
+        tool=pl.lit("mlxlink"),
+    )
+    ctr = pl.concat([sy_ctr, pq_ctr, mlx_ctr]).with_columns(
+        value=pl.col("raw").str.replace(r"(?i)^0x", "").str.strip_chars().cast(pl.Float64, strict=False)
+    )
+    hexval = pl.col("raw").str.contains(r"(?i)^0x[0-9a-f]+$")
+    ctr = ctr.with_columns(
+        value=pl.when(hexval)
+        .then(pl.col("raw").str.slice(2).str.to_integer(base=16, strict=False).cast(pl.Float64))
+        .otherwise(pl.col("raw").cast(pl.Float64, strict=False))
+    ).filter(pl.col("value").is_not_null() & pl.col("dev").is_not_null())
+    ctr = ctr.sort("line").with_columns(reading=pl.int_range(pl.len()).over("host", "dev", "port", "counter"))
+    comms = ctr.select(
+        record=pl.lit("ib_counter"),
+        ts="ts",
+        node="host",
+        device="dev",
+        port="port",
+        counter="counter",
+        value="value",
+        detail=json_detail(
+            reading=pl.col("reading"),
+            name=pl.col("name"),
+            group=pl.col("group"),
+            lid=pl.col("lid"),
+            tool=pl.col("tool"),
+            raw=pl.when(pl.col("raw").str.contains(r"[Ee]|0x")).then(pl.col("raw")),
+        ),
+        file=pl.lit(ctx.path),
+        line="line",
+    )
+
+    # ---- accounting
+    understood = (
+        pl.col("k_ca")
+        | pl.col("k_ibstatus")
+        | pl.col("k_hca")
+        | ((pl.col("k_port") | pl.col("k_dvport")) & pl.col("dev").is_not_null())
+        | (pl.col("k_kv") & in_block)
+        | pl.col("k_sysfs")
+        | pl.col("k_pqhdr")
+        | pq_line
+        | pl.col("k_panic")
+        | pl.col("k_mlxsec")
+        | ((fmt == "mlxlink") & pl.col("k_mlxkv"))
+        | pl.col("k_rule")
+        | pl.col("k_marker")
+        | pl.col("k_cmd")
+        | pl.col("k_ts")
+        | (pl.col("body").str.strip_chars().str.len_bytes() == 0)
+    )
+    parsed, unrecognized, examples = account(f.select("line", "text", understood.alias("ok")), pl.col("ok"))
+    hosts = f.filter(pl.col("host") != ctx.node).get_column("host").unique()
+    # the tool aborted (ibpanic), or the capture ends on a line the grammar does not understand (cut line)
+    flagged = f.select("text", ok=understood).filter(pl.col("text").str.strip_chars().str.len_bytes() > 0)
+    cut_last = flagged.height > 0 and not bool(flagged.get_column("ok").fill_null(False)[-1])
+    partial = cut_last or bool(pan.get_column("tool").is_in(["ibpanic", "iberror"]).any())
+    return ParseResult(
+        tables={"inventory": inventory, "events": events, "comms": comms},
+        parsed=parsed,
+        unrecognized=unrecognized,
+        unrecognized_examples=examples,
+        partial=partial,
+        node=hosts[0] if len(hosts) == 1 and f.get_column("host").n_unique() == 1 else None,
+    )

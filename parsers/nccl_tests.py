@@ -30,7 +30,7 @@ import re
 import polars as pl
 
 from parsers._common import json_detail as _json_detail
-from parsers._common import normalize_bus_id, strip_envelopes
+from parsers._common import normalize_bus_id, split_envelopes
 from parsers.base import FileContext, ParseResult, account, numbered
 
 NAME = "nccl-tests"
@@ -63,7 +63,7 @@ OTHER_RE = (
 )
 CMD_RE = r"(?:^|[\s/=])(?:nccl_)?(?P<test>" + COLLECTIVES + r"_perf)(?:_mpi)?(?:\s|$)"
 FAIL_RE = (
-    r"^\s*(?:\.\.\s*)?(?P<host>[\w.-]+)(?:\s+pid\s+(?P<pid>\d+))?:\s*Test (?:(?P<what>NCCL|CUDA|\w+) )?failure"
+    r"^\s*(?:\.\.\s*)?(?:(?P<host>[\w.-]+)(?:\s+pid\s+(?P<pid>\d+))?:\s*)?Test (?:(?P<what>NCCL|CUDA|\w+) )?failure"
     r"\s+(?P<where>\S+)\s*(?P<reason>.*)$"
 )
 NCCL_VERSION_RE = r"^NCCL version\s+(?P<ver>\S+)"
@@ -164,8 +164,8 @@ def _nccl_code_version(code: pl.Expr) -> pl.Expr:
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse nccl-tests text (and one-line JSON) output into comms rank/result/summary rows."""
     frame = numbered(lines, ctx)
-    body, _env_rank = strip_envelopes(pl.col("text"))
-    f = frame.with_columns(body=body.str.strip_chars_end()).with_columns(
+    env = split_envelopes(pl.col("text"))
+    f = frame.with_columns(body=env["rest"].str.strip_chars_end(), env_host=env["host"]).with_columns(
         h=pl.col("body").str.strip_chars_start().str.replace(r"^#\s*", "")
     )
     h = pl.col("h")
@@ -371,13 +371,13 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     # ---- events: test failures, wrong values, duplicate ranks (mis-launched test)
     fails = f.filter(pl.col("k_fail")).with_columns(g=pl.col("body").str.extract_groups(FAIL_RE)).unnest("g")
     ev_fail = fails.select(
-        node=pl.col("host").str.split(".").list.first(),
+        node=pl.coalesce(pl.col("host"), pl.col("env_host"), pl.lit(ctx.node)).str.split(".").list.first(),
         source=pl.lit(NAME),
         kind=pl.lit("nccl_test_failure"),
         code=pl.col("what"),
         severity=pl.lit("high"),
         message=pl.col("text"),
-        detail=json_detail(pid=pl.col("pid").cast(pl.Int64), where=pl.col("where"), reason=pl.col("reason").str.strip_chars("' ")),
+        detail=json_detail(pid=pl.col("pid").cast(pl.Int64), where=pl.col("where"), reason=pl.col("reason").str.strip_chars("' ").replace("", None)),
         file=pl.lit(ctx.path),
         line="line",
     )
