@@ -1,0 +1,268 @@
+"""Ingest: manifest contents, chunked parsing equals whole-file parsing, parser bugs contained, outputs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import types
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from forensics import ingest as ingest_mod
+from forensics.bundle import BundleFile, Limits
+from forensics.errors import BundleError, OutputError
+from forensics.ingest import ingest, ingest_file
+from forensics.outputs import read_table, read_tables, require_ingested
+from parsers import registry
+from parsers.base import FileContext, ParseResult, account, numbered
+from tests.conftest import make_bundle
+
+REAL = Path("/work/shared/real-logs/hw")
+
+
+def xid_lines(n: int, start: int = 0) -> str:
+    return "".join(
+        f"[{10 + i:>6}.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid={i}, GPU has fallen off the bus.\n"
+        f"[{10 + i:>6}.500000] usb 1-1: new device {i}\n"
+        for i in range(start, start + n)
+    )
+
+
+MANIFEST_KEYS = ("path", "node", "format", "parser", "bytes", "lines", "parsed", "unrecognized", "status", "sha256")
+
+
+def test_manifest_lists_every_file_with_its_accounting(tmp_path: Path) -> None:
+    text = xid_lines(5)
+    src = make_bundle(
+        tmp_path,
+        {
+            "node-001/dmesg.log": text,
+            "node-002/dmesg.log.gz": text,
+            "node-002/empty.log": "",
+            "node-002/blob.bin": bytes(range(256)) * 10,
+            "node-003/notes.txt": "nothing to see\nhere\n\n",
+        },
+    )
+    m = ingest(src, tmp_path / "out")
+    files = {f["path"]: f for f in m["files"]}
+    assert sorted(files) == [
+        "node-001/dmesg.log",
+        "node-002/blob.bin",
+        "node-002/dmesg.log.gz",
+        "node-002/empty.log",
+        "node-003/notes.txt",
+    ]
+    for f in files.values():
+        for k in MANIFEST_KEYS:
+            assert k in f, (f["path"], k)
+    d = files["node-001/dmesg.log"]
+    assert (d["node"], d["format"], d["parser"], d["status"]) == ("node-001", "kernel-log", "parsers.kernel_log", "ok")
+    assert (d["bytes"], d["lines"], d["parsed"], d["unrecognized"]) == (len(text), 10, 10, 0)
+    assert d["sha256"] == hashlib.sha256(text.encode()).hexdigest()
+    gz = files["node-002/dmesg.log.gz"]
+    assert (gz["bytes"], gz["lines"], gz["status"]) == (len(text), 10, "ok")
+    assert gz["sha256"] == hashlib.sha256((src / "node-002/dmesg.log.gz").read_bytes()).hexdigest()
+    assert files["node-002/empty.log"]["status"] == "skipped: empty file"
+    assert files["node-002/blob.bin"]["status"].startswith("skipped: binary content")
+    notes = files["node-003/notes.txt"]
+    assert (notes["status"], notes["lines"], notes["unrecognized"]) == ("skipped: format not recognised", 3, 2)
+    assert [list(x) for x in notes["unrecognized_examples"][:2]] == [[1, "nothing to see"], [2, "here"]]
+    # the files table says the same as the manifest
+    ft = read_table(tmp_path / "out", "files")
+    assert ft.height == 5
+    assert ft.filter(pl.col("path") == "node-001/dmesg.log")["parsed"].item() == 10
+    ev = read_table(tmp_path / "out", "events")
+    assert ev.filter(pl.col("kind") == "xid").height == 10
+    assert m["totals"]["files"] == 5 and m["totals"]["rows"]["files"] == 5
+
+
+def _bf(p: Path, path: str | None = None, node: str = "node-001", comp: str | None = None) -> BundleFile:
+    return BundleFile(path or p.name, p, p.stat().st_size, node, "path", comp)
+
+
+def test_chunked_parse_equals_whole_file_parse(tmp_path: Path) -> None:
+    p = tmp_path / "dmesg.log"
+    p.write_text(xid_lines(3000))
+    whole = ingest_file(_bf(p), Limits(), 2026, None)
+    chunked = ingest_file(_bf(p), Limits(), 2026, None, chunk_bytes=10_000)
+    assert whole.row == chunked.row
+    a, b = whole.tables["events"], chunked.tables["events"]
+    assert a.height == 3000 and b.equals(a)
+    assert b["line"].to_list()[:3] == [1, 3, 5] and b["line"].max() == 5999
+
+
+def test_spilled_parts_hold_the_same_rows(tmp_path: Path) -> None:
+    p = tmp_path / "dmesg.log"
+    p.write_text(xid_lines(2000))
+    whole = ingest_file(_bf(p), Limits(), 2026, None)
+    spilled = ingest_file(_bf(p), Limits(), 2026, None, chunk_bytes=20_000, spill=tmp_path / "spill")
+    assert "events" not in spilled.tables and len(spilled.parts["events"]) > 1
+    got = pl.concat([pl.read_parquet(x) for x in spilled.parts["events"]])
+    assert got.equals(whole.tables["events"])
+
+
+def test_big_file_through_the_whole_ingest_in_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 50_000)
+    monkeypatch.setattr(ingest_file, "__kwdefaults__", {"chunk_bytes": 50_000, "spill": None})
+    src = make_bundle(tmp_path, {"node-001/dmesg.log": xid_lines(4000), "node-002/dmesg.log": xid_lines(10)})
+    m = ingest(src, tmp_path / "out", jobs=1)
+    ev = read_table(tmp_path / "out", "events")
+    assert ev.filter(pl.col("node") == "node-001").height == 4000
+    assert m["totals"]["lines"] == 8020
+    assert not (tmp_path / "out" / ".forensics-work").exists()
+
+
+def _fake_parser(boom: bool) -> types.ModuleType:
+    mod = types.ModuleType("fake_parser")
+    mod.NAME = "fake"
+    mod.DESCRIPTION = "test"
+    mod.TABLES = ("events",)
+    mod.FILENAME_HINTS = ()
+    mod.DETECTS = "FAKEFORMAT"
+    mod.PRIORITY = 99
+
+    def sniff(head: bytes, name: str) -> float:
+        return 1.0 if head.startswith(b"FAKEFORMAT") else 0.0
+
+    def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
+        if boom and any("BOOM" in x for x in lines.to_list()):
+            raise ZeroDivisionError("parser bug")
+        fr = numbered(lines, ctx)
+        parsed, unrec, ex = account(fr, pl.col("text").str.starts_with("FAKE"))
+        return ParseResult({}, parsed, unrec, ex)
+
+    mod.sniff = sniff
+    mod.parse = parse
+    return mod
+
+
+def test_a_parser_bug_is_contained_to_its_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "PARSERS", (_fake_parser(boom=True), *registry.PARSERS))
+    src = make_bundle(
+        tmp_path,
+        {
+            "node-001/a.log": "FAKEFORMAT\nFAKE BOOM\n",
+            "node-001/b.log": "FAKEFORMAT\nFAKE fine\nnot fake\n",
+            "node-001/dmesg.log": xid_lines(2),
+        },
+    )
+    m = ingest(src, tmp_path / "out", jobs=1)
+    files = {f["path"]: f for f in m["files"]}
+    assert files["node-001/a.log"]["status"] == "error: parser fake failed: ZeroDivisionError: parser bug"
+    assert files["node-001/b.log"]["status"] == "ok"
+    assert (files["node-001/b.log"]["parsed"], files["node-001/b.log"]["unrecognized"]) == (2, 1)
+    assert files["node-001/dmesg.log"]["status"] == "ok"
+    assert any(n.startswith("node-001/a.log: ") and "ZeroDivisionError" in n for n in m["notes"])
+    assert read_table(tmp_path / "out", "events").height == 2
+
+
+def test_a_parser_bug_in_a_later_chunk_drops_the_file_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "PARSERS", (_fake_parser(boom=True), *registry.PARSERS))
+    p = tmp_path / "a.log"
+    p.write_text("FAKEFORMAT\n" + "FAKE ok\n" * 5000 + "FAKE BOOM\n")
+    o = ingest_file(_bf(p), Limits(), None, None, chunk_bytes=1000, spill=tmp_path / "spill")
+    assert o.row["status"].startswith("error: parser fake failed")
+    assert o.tables == {} and o.parts == {}
+
+
+def test_content_node_fills_rows_of_an_unknown_path(tmp_path: Path) -> None:
+    syslog = "".join(
+        f"Nov 29 10:00:{i:02d} gpu-node-42 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n"
+        for i in range(3)
+    )
+    src = make_bundle(tmp_path, {"collected/messages": syslog})
+    ingest(src, tmp_path / "out")
+    ev = read_table(tmp_path / "out", "events")
+    assert set(ev["node"].to_list()) == {"gpu-node-42"}
+
+
+# ----------------------------------------------------------------------------- outputs and re-runs
+
+
+def test_rerun_refuses_without_force_and_replaces_with_force(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    a = make_bundle(tmp_path / "a", {"node-001/dmesg.log": xid_lines(3)})
+    b = make_bundle(tmp_path / "b", {"node-009/dmesg.log": xid_lines(1)})
+    ingest(a, out)
+    (out / "findings.json").write_text("{}")
+    (out / "report.html").write_text("<html>")
+    with pytest.raises(OutputError, match=r"already holds a previous ingest; use --force to replace it"):
+        ingest(b, out)
+    ingest(b, out, force=True)
+    ev = read_table(out, "events")
+    assert set(ev["node"]) == {"node-009"} and ev.height == 1
+    assert not (out / "findings.json").exists() and not (out / "report.html").exists()
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "tables"]
+
+
+def test_out_with_foreign_files_is_never_overwritten(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "thesis.tex").write_text("precious")
+    src = make_bundle(tmp_path, {"node-001/dmesg.log": xid_lines(1)})
+    with pytest.raises(OutputError, match="already holds other files"):
+        ingest(src, out)
+    with pytest.raises(OutputError, match="not gpu-forensics output; refusing"):
+        ingest(src, out, force=True)
+    assert (out / "thesis.tex").read_text() == "precious"
+
+
+def test_out_that_is_a_file(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.write_text("x")
+    src = make_bundle(tmp_path, {"node-001/dmesg.log": xid_lines(1)})
+    with pytest.raises(OutputError, match=r"output '.*out' is a file, not a folder"):
+        ingest(src, out)
+
+
+def test_missing_bundle_leaves_a_previous_ingest_alone(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    ingest(make_bundle(tmp_path, {"node-001/dmesg.log": xid_lines(1)}), out)
+    with pytest.raises(BundleError, match="no such file or directory"):
+        ingest(tmp_path / "missing", out, force=True)
+    require_ingested(out)
+
+
+def test_failure_while_writing_leaves_no_complete_looking_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out"
+    ingest(make_bundle(tmp_path / "a", {"node-001/dmesg.log": xid_lines(3)}), out)
+    calls = {"n": 0}
+    real = ingest_mod.write_table
+
+    def flaky(df: pl.DataFrame, table: str, folder: Path) -> Path:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real(df, table, folder)
+
+    monkeypatch.setattr(ingest_mod, "write_table", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        ingest(make_bundle(tmp_path / "b", {"node-002/dmesg.log": xid_lines(3)}), out, force=True)
+    assert not (out / "manifest.json").exists()
+    with pytest.raises(OutputError, match="holds no ingested bundle"):
+        require_ingested(out)
+    # the interrupted run's leftovers do not block the next run
+    monkeypatch.setattr(ingest_mod, "write_table", real)
+    ingest(make_bundle(tmp_path / "c", {"node-003/dmesg.log": xid_lines(3)}), out, force=True)
+    assert set(read_table(out, "events")["node"]) == {"node-003"}
+
+
+def test_leftover_work_folder_alone_counts_as_empty(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    (out / ".forensics-work" / "staging").mkdir(parents=True)
+    ingest(make_bundle(tmp_path, {"node-001/dmesg.log": xid_lines(1)}), out)
+    assert json.loads((out / "manifest.json").read_text())["totals"]["files"] == 1
+
+
+def test_every_table_is_written_and_readable(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    ingest(make_bundle(tmp_path, {"node-001/dmesg.log": xid_lines(3)}), out)
+    tables = read_tables(out)
+    for t, df in tables.items():
+        if t != "anomalies":
+            assert (out / "tables" / t / "part-0.parquet").is_file(), t
+        assert isinstance(df, pl.DataFrame)
