@@ -1,24 +1,187 @@
-"""Placeholder (being built): claims no file yet."""
+"""`nvidia-smi topo -m` matrices and `nvidia-smi nvlink -s/-e/-c` listings -> inventory (+ NVLink events).
+
+Convention (inventory, component 'gpu', gpu_index from the `GPU<n>` label; topo/nvlink print no bus id,
+so gpu_bus_id is null here — the bug-report parser fills it from a `-q` section of the same report,
+and analysis can join on (node, gpu_index)):
+- `nic_affinity`: every NIC column with its path type, NIC names resolved through the `NIC Legend`
+  (`mlx5_0:NODE,mlx5_1:PIX,...`; old drivers name the HCA column directly, e.g. `mlx4_0:PHB`);
+- `nearest_nics`: the NIC(s) with the closest path (X < PIX < PXB < PHB < NODE < SYS), e.g. `mlx5_3`;
+- `gpu_links`: the GPU↔GPU row (`GPU1:NV18,GPU2:NV18,...`), `nvlink_peer_count`: peers reached by NV<k>;
+- `cpu_affinity`, `numa_affinity`, `gpu_numa_id`: as printed.
+NIC rows give component 'nic' rows (device = NIC name) with `gpu_affinity`.
+`nvlink -s`: `name`, `uuid` (verbatim), `nvlink_active_links`, `nvlink_link_speed` (distinct speeds),
+`nvlink_inactive_links`; an `<inactive>` link next to active ones is an `nvlink_inactive` event (medium).
+`nvlink -e`: non-zero error counters are `nvlink_errors` events (code = counter; Recovery medium, else low).
+"""
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import polars as pl
 
+from parsers import _nvsmi_fields as F
 from parsers.base import FileContext, ParseResult
 
 NAME = "nvidia-smi-topo"
-DESCRIPTION = "not yet implemented"
-TABLES: tuple[str, ...] = ()
-FILENAME_HINTS: tuple[str, ...] = ()
-DETECTS = "nothing yet"
-PRIORITY = 0
+DESCRIPTION = "nvidia-smi topo -m (GPU/NIC affinity matrix) and nvlink -s/-e/-c listings"
+TABLES = ("inventory", "events")
+FILENAME_HINTS = ("*topo*", "*nvlink*")
+DETECTS = "a GPU0 GPU1 ... header over 'GPU0  X  NV18 ...' rows, or 'GPU 0: <name> (UUID: GPU-...)' + 'Link 0: ...' lines"
+PRIORITY = 15
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_DEV = re.compile(r"^(GPU\d+|NIC\d+|mlx\d+_\d+|[a-z]+\d*_\d+|ib\d+|eth\d+|en\w+)$")
+_CELL = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|PIX\d*|NA|N/A)$")
+_ORDER = {"X": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SOC": 4, "SYS": 5}
+_AFFINITY = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
+_LEGEND = re.compile(r"^\s*(?P<k>X|SYS|NODE|PHB|PXB|PIX|NV#|SOC)\s+=")
+_NICLEG = re.compile(r"^\s*(?P<nic>NIC\d+):\s*(?P<dev>\S+)\s*$")
+_NVGPU = re.compile(r"^GPU (?P<idx>\d+): (?P<name>.+?) \(UUID: (?P<uuid>[^)]+)\)\s*$")
+_NVLINK = re.compile(r"^\s+Link (?P<link>\d+):\s*(?P<rest>.*?)\s*$")
+_NVERR = re.compile(r"^(?P<counter>[A-Za-z][A-Za-z0-9 ]*?(?:Errors?|Counter|Count)):\s*(?P<val>\d+)$")
 
 
 def sniff(head: bytes, name: str) -> float:
-    """Claim nothing yet."""
+    """0.95 for a topo matrix header + GPU0 row, or an nvlink GPU line + Link line."""
+    text = _ANSI.sub("", head.decode("utf-8", "replace"))
+    if re.search(r"^[ \t]+GPU0[ \t]+(?:GPU1|NIC0|mlx\w+|CPU Affinity)", text, re.M) and re.search(r"^GPU0[ \t]+X\b", text, re.M):
+        return 0.95
+    if re.search(r"^GPU \d+: .+\(UUID: GPU-", text, re.M) and re.search(r"^\s+Link \d+:", text, re.M):
+        return 0.95
     return 0.0
 
 
+def _split_header(text: str) -> list[str]:
+    if "\t" in text:
+        return [t.strip() for t in text.split("\t") if t.strip()]
+    return [t.strip() for t in re.split(r"\s{2,}", text.strip()) if t.strip()]
+
+
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
-    """Return no tables."""
-    return ParseResult(tables={}, parsed=0, unrecognized=0)
+    """Parse topo matrices and nvlink listings; see the module docstring."""
+    texts: list[str] = [t if t is not None else "" for t in lines.cast(pl.String).to_list()]
+    first = ctx.first_line
+    parsed = unrecognized = 0
+    examples: list[tuple[int, str]] = []
+    devcols: list[str] = []
+    affcols: list[str] = []
+    rows: list[tuple[str, list[str], list[str], int]] = []
+    legend: dict[str, str] = {}
+    nv: dict[int, dict[str, Any]] = {}
+    cur_nv: dict[str, Any] | None = None
+    partial = False
+    for i, raw in enumerate(texts):
+        ln = first + i
+        text = _ANSI.sub("", raw).rstrip()
+        if not text.strip():
+            continue
+        ok = True
+        head = _split_header(text)
+        if text[:1] in (" ", "\t") and head and head[0] == "GPU0" and len(head) > 1 and not _CELL.match(head[1]):
+            devcols = [h for h in head if _DEV.match(h)]
+            affcols = [h for h in head if not _DEV.match(h)]
+            cur_nv = None
+        elif (m := _NVGPU.match(text)) is not None:
+            cur_nv = nv.setdefault(
+                int(m.group("idx")),
+                {"idx": int(m.group("idx")), "name": m.group("name"), "uuid": m.group("uuid"), "line": ln, "links": []},
+            )
+        elif (m := _NVLINK.match(raw.replace("\t", "    "))) is not None and cur_nv is not None:
+            cur_nv["links"].append((int(m.group("link")), m.group("rest"), ln))
+        elif devcols and (tok := text.split()) and _DEV.match(tok[0]) and len(tok) > 1 and _CELL.match(tok[1]):
+            cells = tok[1 : 1 + len(devcols)]
+            rest = tok[1 + len(devcols) :]
+            if len(cells) < len(devcols):
+                partial = True
+            rows.append((tok[0], cells, rest, ln))
+        elif text.strip() in ("Legend:", "NIC Legend:") or _LEGEND.match(text):
+            pass
+        elif (m := _NICLEG.match(text)) is not None:
+            legend[m.group("nic")] = m.group("dev")
+        elif re.match(r"^\s*\$?\s*nvidia-smi\b", text):
+            ok = False
+        else:
+            ok = False
+        if ok:
+            parsed += 1
+        else:
+            unrecognized += 1
+            if len(examples) < 20:
+                examples.append((ln, raw[:500]))
+
+    gpu_rows = [r for r in rows if r[0].startswith("GPU")]
+    if gpu_rows and affcols and gpu_rows[-1] is rows[-1] and len(rows[-1][2]) < len(affcols):
+        partial = True  # the matrix's last row was cut before its affinity columns
+
+    def nic(name: str) -> str:
+        return legend.get(name, name)
+
+    inv: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+
+    def put(component: str, idx: int | None, device: str | None, attr: str, value: str, ln: int) -> None:
+        if value != "":
+            inv.append(
+                {"node": ctx.node, "component": component, "gpu_index": idx, "gpu_bus_id": None, "device": device,
+                 "attribute": attr, "value": value, "source": "nvidia-smi-topo", "file": ctx.path, "line": ln}
+            )
+
+    for label, cells, rest, ln in rows:
+        pairs = list(zip(devcols, cells, strict=False))
+        nics = [(nic(d), c) for d, c in pairs if not d.startswith("GPU")]
+        gpus = [(d, c) for d, c in pairs if d.startswith("GPU") and d != label]
+        if label.startswith("GPU"):
+            idx = int(label[3:])
+            if nics:
+                put("gpu", idx, None, "nic_affinity", ",".join(f"{d}:{c}" for d, c in nics), ln)
+                ranked = [(_ORDER.get(c, 9), d) for d, c in nics]
+                best = min(r for r, _ in ranked)
+                if best < 9:
+                    put("gpu", idx, None, "nearest_nics", ",".join(d for r, d in ranked if r == best), ln)
+            if gpus:
+                put("gpu", idx, None, "gpu_links", ",".join(f"{d}:{c}" for d, c in gpus), ln)
+                put("gpu", idx, None, "nvlink_peer_count", str(sum(1 for _, c in gpus if c.startswith("NV"))), ln)
+            for col, v in zip(affcols, rest, strict=False):
+                put("gpu", idx, None, col.lower().replace(" ", "_"), v, ln)
+        else:
+            put("nic", None, nic(label), "gpu_affinity", ",".join(f"{d}:{c}" for d, c in gpus + [(d, c) for d, c in pairs if d.startswith("GPU") and d == label]), ln)
+
+    for idx, g in sorted(nv.items()):
+        put("gpu", idx, None, "name", g["name"], g["line"])
+        put("gpu", idx, None, "uuid", g["uuid"], g["line"])
+        speeds = [(k, r, ln) for k, r, ln in g["links"] if re.match(r"^[\d.]+ GB/s$", r) or r == "<inactive>"]
+        if speeds:
+            active = [r for _, r, _ in speeds if r != "<inactive>"]
+            inactive = [(k, ln) for k, r, ln in speeds if r == "<inactive>"]
+            put("gpu", idx, None, "nvlink_active_links", str(len(active)), g["line"])
+            if active:
+                put("gpu", idx, None, "nvlink_link_speed", ",".join(sorted(set(active))), g["line"])
+            if inactive:
+                put("gpu", idx, None, "nvlink_inactive_links", ",".join(str(k) for k, _ in inactive), inactive[0][1])
+                if active:
+                    events.append(_event(ctx, idx, "nvlink_inactive", None, "medium", texts[inactive[0][1] - first],
+                                         inactive[0][1], {"inactive_links": [k for k, _ in inactive], "active_links": len(active)}))
+        for k, r, ln in g["links"]:
+            m = _NVERR.match(r)
+            if m and int(m.group("val")) > 0:
+                counter = m.group("counter")
+                sev = "medium" if "recovery" in counter.lower() else "low"
+                events.append(_event(ctx, idx, "nvlink_errors", counter, sev, texts[ln - first], ln, {"link": k, "count": int(m.group("val"))}))
+    tables = F.frames(inv, [], events)
+    return ParseResult(
+        tables={"inventory": tables["inventory"], "events": tables["events"]},
+        parsed=parsed,
+        unrecognized=unrecognized,
+        unrecognized_examples=examples,
+        partial=partial,
+    )
+
+
+def _event(ctx: FileContext, idx: int, kind: str, code: str | None, sev: str, text: str, ln: int, detail: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "ts": None, "ts_quality": "none", "node": ctx.node, "gpu_index": idx, "gpu_bus_id": None, "source": F.SOURCE,
+        "kind": kind, "code": code, "severity": sev, "message": text.strip(), "detail": F.to_json(detail),
+        "file": ctx.path, "line": ln,
+    }
