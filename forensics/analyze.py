@@ -1,66 +1,97 @@
-"""Analysis: read OUT's tables, find root-cause candidates, rank them, write findings.json and anomalies.
+"""Analysis: read OUT's tables, find root-cause candidates, correlate them with the job's timeline, rank.
 
-Each analysis is a function from tables to candidates (forensics/hardware.py, forensics/timing.py, ...);
-this module only gathers, ranks (severity × confidence, cause before consequence) and serialises.
+Each analysis is a function from tables to candidates or anomalies (hardware.py, telemetry.py,
+network.py, drift.py, stragglers.py, timing.py, hangs.py); this module correlates and serialises:
+1. The timeline (timing.py) says *that* and *when* the job slowed or hung, and what it cost.
+2. Localisation (stragglers.py, telemetry outliers) says *which* node is slow.
+3. Evidence candidates say *why*. A slowdown or hang is attributed to the candidate on the slow (or
+   silent) node that started before it; the cost goes onto that candidate, and the NCCL/watchdog errors
+   elsewhere become its consequences. A slowdown nobody explains stays a `straggler` finding (node
+   known) or a fleet-wide slowdown (node unknown), with the measurements that show it.
+4. Evidence that ended before the job began is history, not the cause: demoted to `info`.
+5. Ranking: severity × confidence, then the earliest first (a cause precedes its consequences).
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from forensics import __version__
+from forensics import __version__, drift, network, stragglers, telemetry, timing
 from forensics.findings import (
     FINDINGS_SCHEMA_VERSION,
     SEVERITY_WEIGHT,
+    Category,
+    Evidence,
     Finding,
     Impact,
+    Severity,
     iso,
     write_findings,
 )
 from forensics.hardware import Candidate, candidates_from_events
 from forensics.outputs import read_tables, require_ingested, write_table
-from forensics.schema import empty
+from forensics.schema import conform, empty
 
-CONSEQUENCE_KINDS = ("nccl_warn", "nccl_ib_error", "nccl_timeout", "watchdog_timeout", "nccl_error", "torch_error")
+CONSEQUENCE_KINDS = (
+    "nccl_warn",
+    "nccl_ib_error",
+    "nccl_timeout",
+    "nccl_error",
+    "watchdog_timeout",
+    "torch_error",
+    "torch_exception",
+    "elastic_failure",
+    "nccl_async_error",
+)
+CAUSE_CATEGORIES = {
+    Category.GPU_HARDWARE,
+    Category.GPU_MEMORY,
+    Category.NVLINK,
+    Category.PCIE,
+    Category.NETWORK,
+    Category.THERMAL_POWER,
+    Category.CONFIG_DRIFT,
+}
+HISTORY_MARGIN = timedelta(hours=1)
+"""Evidence that ended more than this before the job's first step is history (info)."""
+HANG_LOOKBACK = timedelta(hours=2)
+"""A hang is attributed to a fatal event at most this long before the job stopped progressing."""
+
+
+# ----------------------------------------------------------------------------- job
 
 
 def job_summary(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:
     """Nodes, GPUs, time span and step-time baseline of the job, from whatever tables have them."""
-    files = tables["files"]
-    nodes = sorted(
-        set(files.get_column("node").drop_nulls().to_list())
-        | set(tables["events"].get_column("node").drop_nulls().to_list())
-        | set(tables["inventory"].get_column("node").drop_nulls().to_list())
-        | set(tables["steps"].get_column("node").drop_nulls().to_list())
-        - {"unknown"}
-    )
-    nodes = [n for n in nodes if n != "unknown"]
+    names: set[str] = set()
+    for t in ("files", "events", "inventory", "steps", "gpu_samples"):
+        names |= set(tables[t].get_column("node").drop_nulls().to_list())
+    nodes = sorted(names - {"unknown"})
     inv = tables["inventory"]
     gpus = inv.filter(pl.col("component") == "gpu").select("node", "gpu_index").unique().drop_nulls().height
-    if gpus == 0:
-        gpus = tables["gpu_samples"].select("node", "gpu_index").unique().drop_nulls().height
-    times = [
-        tables[t].get_column("ts").drop_nulls() for t in ("events", "steps", "gpu_samples") if tables[t].height
-    ]
+    gpus = max(gpus, tables["gpu_samples"].select("node", "gpu_index").unique().drop_nulls().height)
+    ranks = tables["comms"].filter(pl.col("record") == "rank").get_column("nranks").max()
+    if ranks is not None:
+        gpus = max(gpus, int(ranks))  # type: ignore[arg-type]
+    times = [tables[t].get_column("ts").drop_nulls() for t in ("events", "steps", "gpu_samples") if tables[t].height]
     allts = pl.concat(times) if times else pl.Series([], dtype=pl.Datetime("us", "UTC"))
-    steps = tables["steps"].get_column("step_time_s").drop_nulls()
     return {
         "nodes": len(nodes),
         "node_names": nodes,
         "gpus": gpus,
         "start": iso(allts.min()) if len(allts) else None,  # type: ignore[arg-type]
         "end": iso(allts.max()) if len(allts) else None,  # type: ignore[arg-type]
-        "step_time_baseline_s": round(float(steps.median()), 4) if len(steps) else None,  # type: ignore[arg-type]
     }
 
 
 def gpu_identity(inventory: pl.DataFrame, node: str | None, gpu_index: int | None, bus: str | None) -> dict:
     """Serial, UUID, bus id, name, VBIOS of one GPU from the inventory (matched by index or bus id)."""
-    if node is None or inventory.height == 0:
+    if node is None or inventory.height == 0 or (gpu_index is None and bus is None):
         return {}
     inv = inventory.filter((pl.col("node") == node) & (pl.col("component") == "gpu"))
     cond = pl.lit(False)
@@ -81,20 +112,247 @@ def gpu_identity(inventory: pl.DataFrame, node: str | None, gpu_index: int | Non
     return out
 
 
-def _consequences(c: Candidate, events: pl.DataFrame) -> list[str]:
-    """Communication errors after the candidate's first sign, on other ranks/nodes: what it explains."""
-    if c.first_seen is None or events.height == 0:
-        return []
-    after = events.filter(pl.col("kind").is_in(CONSEQUENCE_KINDS) & (pl.col("ts") >= c.first_seen))
-    if after.height == 0:
-        return []
+# ----------------------------------------------------------------------------- candidates
+
+
+def merge(cands: list[Candidate]) -> list[Candidate]:
+    """One candidate per (node, GPU, category): evidence pooled, worst severity, corroboration raises confidence."""
+    groups: dict[tuple, list[Candidate]] = {}
+    for c in cands:
+        gkey = c.gpu_index if c.gpu_index is not None else c.gpu_bus_id
+        groups.setdefault((c.node, gkey, c.category), []).append(c)
     out = []
-    for kind, rows in after.group_by("kind", maintain_order=True):
+    for group in groups.values():
+        group.sort(key=lambda c: (c.severity.rank, -c.confidence))
+        main = group[0]
+        if len(group) == 1:
+            out.append(main)
+            continue
+        ev = []
+        seen = set()
+        for c in group:
+            for e in c.evidence:
+                if (e.file, e.line, e.text) not in seen:
+                    seen.add((e.file, e.line, e.text))
+                    ev.append(e)
+        firsts = [c.first_seen for c in group if c.first_seen]
+        lasts = [c.last_seen for c in group if c.last_seen]
+        others = [c.title for c in group[1:]]
         out.append(
-            f"{rows.height} {kind[0].replace('_', ' ')} event(s) on {rows.get_column('node').n_unique()} node(s) "
-            f"after {iso(c.first_seen)}"
+            replace(
+                main,
+                evidence=ev[:12],
+                first_seen=min(firsts) if firsts else None,
+                last_seen=max(lasts) if lasts else None,
+                confidence=min(0.98, main.confidence + 0.05 * (len(group) - 1)),
+                summary=main.summary + " Corroborated by: " + "; ".join(others) + ".",
+                kinds=set().union(*(c.kinds for c in group)),
+                gpu_index=main.gpu_index if main.gpu_index is not None else next((c.gpu_index for c in group if c.gpu_index is not None), None),
+                gpu_bus_id=main.gpu_bus_id or next((c.gpu_bus_id for c in group if c.gpu_bus_id), None),
+            )
         )
     return out
+
+
+def demote_history(cands: list[Candidate], job_start: datetime | None) -> list[Candidate]:
+    """Evidence that ended well before the job began is history: severity info, reason given."""
+    if job_start is None:
+        return cands
+    out = []
+    for c in cands:
+        if c.last_seen is not None and c.last_seen < job_start - HISTORY_MARGIN and c.severity != Severity.INFO:
+            out.append(
+                replace(
+                    c,
+                    severity=Severity.INFO,
+                    summary=c.summary + f" It ended at {iso(c.last_seen)}, before this job began ({iso(job_start)}): history, not the cause.",
+                    alternatives=[*c.alternatives, "Ranked as history: it predates the job."],
+                )
+            )
+        else:
+            out.append(c)
+    return out
+
+
+def _consequences_after(first: datetime | None, events: pl.DataFrame, exclude_node: str | None) -> list[str]:
+    if first is None or events.height == 0:
+        return []
+    after = events.filter(pl.col("kind").is_in(CONSEQUENCE_KINDS) & (pl.col("ts") >= first))
+    if exclude_node:
+        after = after.filter(pl.col("node") != exclude_node)
+    out = []
+    for (kind,), rows in after.group_by("kind", maintain_order=True):
+        out.append(
+            f"{rows.height} {kind.replace('_', ' ')} event(s) on {rows['node'].n_unique()} other node(s) after {iso(first)}"
+        )
+    xid45 = events.filter((pl.col("kind") == "xid") & (pl.col("code") == "45") & (pl.col("ts") >= first))
+    if xid45.height:
+        out.append(f"{xid45.height} XID 45 clean-up(s) on {xid45['node'].n_unique()} node(s) after it")
+    return out
+
+
+def _raise(c: Candidate, to: Severity) -> Severity:
+    return to if to.rank < c.severity.rank else c.severity
+
+
+def attribute_hang(
+    cands: list[Candidate], tl: timing.Timeline, events: pl.DataFrame, gpus: int, nodes: list[str]
+) -> tuple[list[Candidate], dict | None]:
+    """Attribute a hang to the fatal event before it, else report the silent ranks' node as a hang."""
+    wd = events.filter(pl.col("kind").is_in(["watchdog_timeout", "nccl_timeout"]))
+    if tl.hang is None and wd.height == 0:
+        return cands, None
+    if tl.hang is not None:
+        stop = tl.hang["last_ts"]
+    else:
+        stop = wd["ts"].min()
+    lost = timing.hang_gpu_hours(tl, gpus)
+    reporters = set(wd["node"].drop_nulls().to_list())
+    silent = [n for n in nodes if n not in reporters] if reporters else []
+    info = {"stop": stop, "reporters": sorted(reporters), "silent": silent, "lost": lost}
+    fatal = [
+        c
+        for c in cands
+        if c.category in CAUSE_CATEGORIES
+        and c.severity.rank <= Severity.HIGH.rank
+        and c.first_seen is not None
+        and (stop is None or (stop - HANG_LOOKBACK <= c.first_seen <= stop + timedelta(minutes=45)))
+    ]
+    if fatal:
+        # the first fatal event, preferring the silent node (dead ranks log nothing)
+        fatal.sort(key=lambda c: (c.node not in silent, c.first_seen))
+        cause = fatal[0]
+        idx = cands.index(cause)
+        cons = [
+            f"the job stopped progressing at step {tl.hang['last_step']} ({iso(tl.hang['last_ts'])})" if tl.hang else "the job stopped progressing",
+            *_consequences_after(cause.first_seen, events, cause.node),
+        ]
+        cands[idx] = replace(
+            cause,
+            severity=Severity.CRITICAL,
+            confidence=min(0.98, cause.confidence + 0.05),
+            consequences=[*cause.consequences, *cons],
+            impact={**cause.impact, "lost_gpu_hours": lost},
+        )
+        return cands, info
+    where = silent[0] if len(silent) == 1 else None
+    ev = [
+        Evidence(source=r["source"], file=r["file"], line=r["line"], ts=iso(r["ts"]), text=r["message"])
+        for r in wd.sort("ts", nulls_last=True).unique(subset="node", keep="first", maintain_order=True).head(6).iter_rows(named=True)
+    ]
+    title = (
+        f"Job hung: {where} stopped responding; {len(reporters)} other node(s) timed out waiting for it"
+        if where
+        else "Job hung: every rank timed out in a collective; no node-level cause found"
+    )
+    c = Candidate(
+        category=Category.HANG,
+        severity=Severity.HIGH,
+        node=where,
+        gpu_index=None,
+        gpu_bus_id=None,
+        title=title,
+        summary=(
+            (f"The job made no progress after step {tl.hang['last_step']} ({iso(tl.hang['last_ts'])}). " if tl.hang else "")
+            + (f"Watchdog/NCCL timeouts came from {len(reporters)} node(s); " if reporters else "")
+            + (f"silent (dead or stuck) node(s): {', '.join(silent[:10])}." if silent else "no node was silent.")
+        ),
+        first_seen=stop,
+        last_seen=tl.hang["until"] if tl.hang else wd["ts"].max(),  # type: ignore[arg-type]
+        evidence=ev,
+        action="Inspect the silent rank (py-spy dump, flight recorder, its kernel log); restart the job without that node.",
+        confidence=0.7 if where else 0.5,
+        kinds={"hang"},
+        impact={"lost_gpu_hours": lost},
+    )
+    cands.append(c)
+    return cands, info
+
+
+def attribute_slowdowns(
+    cands: list[Candidate], tl: timing.Timeline, slow_nodes: pl.DataFrame, gpus: int
+) -> list[Candidate]:
+    """Put each lasting slowdown on the candidate that explains it, else report a straggler / fleet slowdown."""
+    slow_set = set(slow_nodes["node"].to_list()) if slow_nodes.height else set()
+    for regime in tl.slow:
+        b = tl.baseline_s or regime.level_s
+        pct = (regime.level_s / b - 1) * 100
+        lost = timing.lost_gpu_hours(tl, gpus, regime)
+        window_end = regime.ts_end
+
+        def explains(c: Candidate) -> bool:
+            if c.category not in CAUSE_CATEGORIES or c.severity == Severity.INFO:
+                return False
+            if c.first_seen is not None and window_end is not None and c.first_seen > window_end:
+                return False
+            return True
+
+        pool = [c for c in cands if explains(c)]
+        on_slow = [c for c in pool if c.node in slow_set]
+        pick = on_slow or (pool if not slow_set else [])
+        cons = f"steps {pct:.1f}% slower than the {b:.3g} s baseline from step {regime.step_start} to {regime.step_end}"
+        if pick:
+            pick.sort(key=lambda c: (c.severity.rank, -c.confidence, c.first_seen or datetime.max.replace(tzinfo=UTC)))
+            c = pick[0]
+            i = cands.index(c)
+            new = replace(
+                c,
+                severity=_raise(c, Severity.HIGH) if pct >= 5 else c.severity,
+                confidence=min(0.98, c.confidence + (0.1 if c.node in slow_set else 0.05)),
+                consequences=[*c.consequences, cons],
+                impact={"step_time_slowdown_pct": round(pct, 1), "lost_gpu_hours": lost},
+            )
+            cands[i] = new
+            continue
+        if slow_set:
+            for node in sorted(slow_set):
+                r = slow_nodes.filter(pl.col("node") == node).row(0, named=True)
+                c = Candidate(
+                    category=Category.STRAGGLER,
+                    severity=Severity.HIGH,
+                    node=node,
+                    gpu_index=None,
+                    gpu_bus_id=None,
+                    title=f"{node} is a straggler: the job runs {pct:.1f}% slower waiting for it",
+                    summary=(
+                        f"From step {regime.step_start} the job's steps take {regime.level_s:.3g} s instead of {b:.3g} s; "
+                        f"{node} is the slowest ({r['method']}"
+                        + (f", median robust z {r['z']:.1f}" if r.get("z") is not None else "")
+                        + f", slowest in {r['slowest_share']:.0%} of the steps). No hardware event explains it."
+                    ),
+                    first_seen=r.get("first_ts") or regime.ts_start,
+                    last_seen=r.get("last_ts") or regime.ts_end,
+                    evidence=[Evidence(source="steps", file=r.get("file"), line=r.get("line"), ts=iso(r.get("first_ts")), text=f"{node}: {r['method']} shows it slowest")],
+                    action="Drain the node and run DCGM diagnostics (dcgmi diag -r 3) and nccl-tests against a healthy peer; check CPU, memory and storage of the host.",
+                    confidence=0.75,
+                    consequences=[cons],
+                    kinds={"straggler"},
+                    impact={"step_time_slowdown_pct": round(pct, 1), "lost_gpu_hours": lost},
+                )
+                cands.append(c)
+            continue
+        c = Candidate(
+            category=Category.STRAGGLER,
+            severity=Severity.MEDIUM,
+            node=None,
+            gpu_index=None,
+            gpu_bus_id=None,
+            title=f"The job slowed down {pct:.1f}% from step {regime.step_start}; no node could be singled out",
+            summary=(
+                f"Steps {regime.step_start}–{regime.step_end} took {regime.level_s:.3g} s against a baseline of {b:.3g} s. "
+                "The bundle has no per-rank timings, telemetry or hardware event that points to one node."
+            ),
+            first_seen=regime.ts_start,
+            last_seen=regime.ts_end,
+            evidence=[],
+            action="Collect per-rank timings (Megatron straggler detector, NVRx) or nvidia-smi telemetry of every node and re-run.",
+            confidence=0.5,
+            consequences=[cons],
+            kinds={"slowdown"},
+            impact={"step_time_slowdown_pct": round(pct, 1), "lost_gpu_hours": lost},
+        )
+        cands.append(c)
+    return cands
 
 
 def rank_candidates(cands: list[Candidate]) -> list[Candidate]:
@@ -106,17 +364,79 @@ def rank_candidates(cands: list[Candidate]) -> list[Candidate]:
     )
 
 
+# ----------------------------------------------------------------------------- entry point
+
+
 def analyze(out: Path) -> dict[str, Any]:
     """Run every analysis over OUT's tables; write findings.json and the anomalies table; return the doc."""
     manifest = require_ingested(out)
     tables = read_tables(out)
     job = job_summary(tables)
-    cands = candidates_from_events(tables["events"], job["node_names"])
-    anomalies = empty("anomalies")
+    events, steps, samples, comms, inv = (tables[t] for t in ("events", "steps", "gpu_samples", "comms", "inventory"))
+    ends = [tables[t]["ts"].max() for t in ("events", "gpu_samples", "steps") if tables[t].height]
+    end_of_evidence = max((e for e in ends if e is not None), default=None)
+    tl = timing.timeline(steps, end_of_evidence=end_of_evidence)  # type: ignore[arg-type]
+    start, end = timing.window(tl)
+
+    cands: list[Candidate] = []
+    cands += candidates_from_events(events, job["node_names"])
+    windowed = telemetry.in_window(samples, start, end)
+    profile = telemetry.gpu_profile(windowed)
+    cands += telemetry.candidates(windowed, profile)
+    cands += network.counter_candidates(network.counter_growth(comms))
+    cands += network.peer_candidates(events, inv)
+    cands += drift.candidates(inv)
+    cands = merge(cands)
+    first_step_ts = tl.series["ts"].drop_nulls().min() if tl.series.height else None
+    cands = demote_history(cands, first_step_ts)  # type: ignore[arg-type]
+
+    lateness = stragglers.rank_lateness(steps)
+    votes = stragglers.detector_votes(events)
+    slow_nodes = stragglers.flag_stragglers(lateness, votes)
+    gpus = job["gpus"] or 0
+    cands, _hang = attribute_hang(cands, tl, events, gpus, job["node_names"])
+    cands = attribute_slowdowns(cands, tl, slow_nodes, gpus)
+
+    anomalies = [timing.to_anomalies(tl)]
+    outl = telemetry.outliers(profile)
+    if outl.height:
+        anomalies.append(
+            conform(
+                outl.select(
+                    pl.lit("telemetry_outlier").alias("kind"),
+                    "node",
+                    pl.col("gpu_index").cast(pl.Int32),
+                    "metric",
+                    "value",
+                    "baseline",
+                    pl.col("z").alias("deviation"),
+                    pl.col("z").abs().alias("score"),
+                    pl.lit('{"deviation": "robust z vs fleet"}').alias("detail"),
+                ),
+                "anomalies",
+            )
+        )
+    if slow_nodes.height:
+        anomalies.append(
+            conform(
+                slow_nodes.select(
+                    pl.lit("straggler").alias("kind"),
+                    "node",
+                    pl.lit("compute_time").alias("metric"),
+                    pl.col("z").cast(pl.Float64).alias("deviation") if "z" in slow_nodes.columns else pl.lit(None, pl.Float64).alias("deviation"),
+                    pl.col("slowest_share").cast(pl.Float64).alias("score"),
+                    pl.col("method").alias("detail"),
+                ),
+                "anomalies",
+            )
+        )
+    anomalies_df = pl.concat([a for a in anomalies if a.height], how="vertical") if any(a.height for a in anomalies) else empty("anomalies")
+
     ranked = rank_candidates(cands)
     findings = []
     for i, c in enumerate(ranked, start=1):
-        ident = gpu_identity(tables["inventory"], c.node, c.gpu_index, c.gpu_bus_id)
+        ident = gpu_identity(inv, c.node, c.gpu_index, c.gpu_bus_id)
+        imp = c.impact
         findings.append(
             Finding(
                 id=f"F{i}",
@@ -126,18 +446,25 @@ def analyze(out: Path) -> dict[str, Any]:
                 category=c.category,
                 node=c.node,
                 gpu_index=c.gpu_index if c.gpu_index is not None else ident.get("_index"),
-                gpu_bus_id=c.gpu_bus_id or ident.get("_bus") or ident.get("bus_id"),
+                gpu_bus_id=c.gpu_bus_id or ident.get("_bus"),
                 gpu_serial=ident.get("serial"),
                 gpu_uuid=ident.get("uuid"),
                 title=c.title,
                 summary=c.summary,
                 first_seen=iso(c.first_seen),
                 last_seen=iso(c.last_seen),
-                impact=Impact(),
+                impact=Impact(
+                    step_time_slowdown_pct=imp.get("step_time_slowdown_pct"),
+                    lost_gpu_hours=round(imp["lost_gpu_hours"], 2) if imp.get("lost_gpu_hours") is not None else None,
+                ),
                 evidence=tuple(c.evidence),
-                consequences=tuple(c.consequences or _consequences(c, tables["events"])),
+                consequences=tuple(c.consequences or _consequences_after(c.first_seen, events, c.node) if c.severity != Severity.INFO else c.consequences),
                 recommended_action=c.action,
-                alternatives=tuple(c.alternatives),
+                alternatives=tuple(c.alternatives) + tuple(
+                    f"{o.title} — ranked lower ({o.severity.value}, confidence {o.confidence:.0%})"
+                    for o in ranked[i:i + 3]
+                    if i == 1 and o.severity != Severity.INFO
+                ),
             ).to_json()
         )
     files = tables["files"]
@@ -147,12 +474,14 @@ def analyze(out: Path) -> dict[str, Any]:
         .agg(files=pl.len(), parsed_lines=pl.col("parsed").sum(), unrecognized_lines=pl.col("unrecognized").sum())
         .sort("format")
     )
+    job_out = {k: v for k, v in job.items() if k != "node_names"}
+    job_out["step_time_baseline_s"] = round(tl.baseline_s, 4) if tl.baseline_s else None
     doc = {
         "schema_version": FINDINGS_SCHEMA_VERSION,
         "bundle": manifest.get("bundle"),
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         "tool_version": __version__,
-        "job": {k: v for k, v in job.items() if k != "node_names"},
+        "job": job_out,
         "findings": findings,
         "coverage": {
             "files": files.height,
@@ -160,9 +489,13 @@ def analyze(out: Path) -> dict[str, Any]:
             "unrecognized_lines": int(files.get_column("unrecognized").fill_null(0).sum()),
             "skipped_files": int(files.get_column("status").str.starts_with("skipped").sum()),
             "error_files": int(files.get_column("status").str.starts_with("error").sum()),
-            "by_format": {r["format"]: {k: v for k, v in r.items() if k != "format"} for r in by_format.iter_rows(named=True)},
+            "by_format": {
+                r["format"]: {k: v for k, v in r.items() if k != "format"} for r in by_format.iter_rows(named=True)
+            },
         },
     }
-    write_table(anomalies, "anomalies", out / "tables")
+    write_table(anomalies_df, "anomalies", out / "tables")
     write_findings(out, doc)
     return doc
+
+

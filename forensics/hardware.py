@@ -71,6 +71,8 @@ class Candidate:
     confidence: float
     consequences: list[str] = field(default_factory=list)
     alternatives: list[str] = field(default_factory=list)
+    impact: dict[str, float | None] = field(default_factory=dict)
+    """step_time_slowdown_pct / lost_gpu_hours, set when a slowdown or hang is attributed to it."""
     kinds: set[str] = field(default_factory=set)
     """Event kinds/codes behind it, e.g. {'xid:79'}: analysis uses them to link consequences."""
 
@@ -197,6 +199,14 @@ def candidates_from_events(events: pl.DataFrame, nodes: list[str]) -> list[Candi
         worst = min((Severity(s) for s in rows.get_column("sev").drop_nulls()), key=lambda s: s.rank)
         if only_consequence:
             worst = Severity.INFO
+        elif codes and all(int(c) in APP_XIDS | CONSEQUENCE_XIDS for c in codes) and set(rows["kind"]) == {"xid"}:
+            # application XIDs on one GPU: usually the job's own bug; analysis raises it when the job died with it
+            worst = Severity.LOW
+        downs = rows.filter(pl.col("kind") == "nic_link").filter(
+            pl.col("message").str.contains(r"(?i)\b(down|DOWN)\b|carrier lost|unplugged")
+        ).height
+        if downs >= 2 and worst.rank > Severity.HIGH.rank:
+            worst = Severity.HIGH  # a link that went down more than once in the window is flapping
         gpu_index = rows.get_column("gpu_index").drop_nulls()
         bus = rows.get_column("gpu_bus_id").drop_nulls()
         main = rows.sort(

@@ -44,7 +44,8 @@ def test_formats_lists_every_parser() -> None:
 def test_missing_bundle_is_exit_2_with_one_line(tmp_path: Path) -> None:
     r = runner.invoke(app, ["ingest", str(tmp_path / "missing.tgz"), "-o", str(tmp_path / "out")])
     assert r.exit_code == 2
-    assert r.stderr == f"Error: cannot open bundle '{tmp_path / 'missing.tgz'}': no such file or directory\n"
+    assert r.stderr.startswith(f"Error: cannot open bundle '{tmp_path / 'missing.tgz'}': no such file or directory")
+    assert r.stderr.count("\n") == 1
 
 
 def test_out_is_a_file(tmp_path: Path) -> None:
@@ -53,7 +54,8 @@ def test_out_is_a_file(tmp_path: Path) -> None:
     out.write_text("x")
     r = runner.invoke(app, ["ingest", str(bundle), "-o", str(out)])
     assert r.exit_code == 2
-    assert r.stderr == f"Error: output '{out}' is a file, not a folder\n"
+    assert r.stderr.startswith(f"Error: output '{out}' is a file, not a folder")
+    assert r.stderr.count("\n") == 1
 
 
 def test_analyze_without_ingest(tmp_path: Path) -> None:
@@ -83,7 +85,8 @@ def test_run_refuses_existing_out_without_force(tmp_path: Path) -> None:
     assert runner.invoke(app, ["run", str(bundle), "-o", str(out)]).exit_code == 0
     r = runner.invoke(app, ["run", str(bundle), "-o", str(out)])
     assert r.exit_code == 2
-    assert r.stderr == f"Error: output folder '{out}' already holds a previous ingest; use --force to replace it\n"
+    assert r.stderr.startswith(f"Error: output folder '{out}' already holds a previous ingest")
+    assert "--force" in r.stderr and r.stderr.count("\n") == 1
     assert runner.invoke(app, ["run", str(bundle), "-o", str(out), "--force"]).exit_code == 0
 
 
