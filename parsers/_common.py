@@ -67,7 +67,8 @@ ENVELOPES: tuple[tuple[str, str], ...] = (
     ("stdio", r"^(?:stdout|stderr): "),
     ("ray", r"^\((?<actor>\w+) pid=(?<pid>\d+)(?:, ip=(?<ip>[\d.]+))?\) "),
     ("srun", r"^\s*(?<rank>\d+): "),
-    ("torchrun", r"^\[(?:default|rank)(?<rank>\d+)\]:\s?"),
+    ("torchrun", r"^\[default(?<rank>\d+)\]:\s?"),
+    ("c10", r"^\[rank(?<rank>\d+)\]:\s?"),  # PyTorch c10 logs (global rank) and torchtitan `--role rank`
     ("torchrun_host", r"^\[(?<host>[A-Za-z][\w.-]*):(?<rank>\d+)\]\s?"),
     ("lightning", r"^\[rank: (?<rank>\d+)\] "),
     # pdsh / DeepSpeed runner / k8s collectors: `host: `. The host must be an IPv4 address or a name with

@@ -1,24 +1,824 @@
-"""Placeholder for the nccl parser (its issue builds it); claims no file until then."""
+"""NCCL debug output (NCCL_DEBUG=WARN/INFO/TRACE, 2.7 to the newest), aws-ofi-nccl plugin lines and the
+`ncclras` client's status report; PyTorch-distributed lines of the same file are read through
+`parsers.torch_distributed`'s grammar (`parse_family`), so a mixed training log loses nothing.
+
+Line preparation (`prepare`, shared by both parsers): GitHub auto-links `[x](http://x/)` → `x`, markdown
+`> ` quotes, a collector ISO timestamp (kept as `pre_ts`, quality 'exact' with an offset/Z, else
+'local_assumed_utc') and launcher envelopes (`parsers._common.split_envelopes`: rank, host, pid kept) are
+stripped; hard-wrapped lines (a line no grammar knows, after a known line of ≥ 80 characters) are joined
+onto the record they continue and counted as parsed.
+
+Rows:
+- inventory: per node `software/nccl_version`, `software/nccl_cuda_version` (from `+cudaA.B`),
+  `software/cuda_driver_version` (`cudaDriverVersion 12020` → 12.2), `software/env.NCCL_*` (settings
+  echoed by NCCL), `node/ip` (device = interface) from `Bootstrap : Using` and `NET/IB … OOB if:ip`, and
+  `nic/nccl_transport` (device mlx5_0, value IB|RoCE). The bare `NCCL version` line (≤ 2.21, rank 0,
+  no host) is given the host of the nearest preceding NCCL line (rank 0 prints it right after its own
+  init lines), else the file's node.
+- comms record 'rank': one row per (node, pid, comm, rank) from `comm 0x… rank R nranks N cudaDev D
+  [nvmlDev V] [busId B] [commId 0x…] - Init START|COMPLETE` (COMPLETE preferred) and from the 2.20+
+  `comm 0x… rank R nRanks N nNodes M localRanks L localRank l` line; comm_id = commId when printed
+  (shared by all ranks), else the process-local comm pointer; detail {comm, phase, nvml_dev, nnodes,
+  local_rank, source}.
+- comms record 'network': one row per `NET/IB : Using …`, `NET/Socket : Using …`, `Using network X`,
+  `NET/OFI Selected Provider is P` line; device = comma-joined devices; detail {transport, devices,
+  oob_if, oob_ip, relaxed_ordering, provider, nics}.
+- comms record 'coll': NCCL_DEBUG_SUBSYS=COLL lines aggregated to one row per (node, pid, comm,
+  collective): op, seq = last opCount (hex → int), count = element count of the last call, dtype, redop,
+  value = number of calls, line = the last call's line, detail {calls, first_opcount, first_line,
+  peers (Send/Recv roots)}; rank/comm_id/cuda_dev/nranks from the init map when (node, pid, comm) is in it.
+- events (source 'nccl'): one per WARN line: kind nccl_ib_error (`Got completion … with error|status`:
+  detail peer, peer_port, status, status_name, opcode, len, vendor_err, direction, local_gid, remote_gid,
+  hca), nccl_ib_async_event, nccl_ibv_error, nccl_cuda_error, nccl_connection_error (peer kept),
+  nccl_proxy_error, nccl_system_error, nccl_shm_error, nccl_timeout, else nccl_warn; code = status /
+  ibv call / CUDA error. `rank` = the rank of that (node, pid, cudaDev) in its largest communicator when
+  the init map says so, else the launcher prefix's rank. RAS: nccl_ras_<status> per subject line
+  (`Process p on node ip managing GPU g`, `Rank r -- GPU g …`, `The missing rank: r`, `N ranks have
+  launched up to operation M`, `… considered dead`, `Encountered N communication timeouts`).
+- Connection lines (rings, trees, channels) are counted (a note), no rows.
+"""
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
-from parsers.base import FileContext, ParseResult
+from parsers import torch_distributed as td
+from parsers._common import nccl_bus_id, split_envelopes
+from parsers.base import FileContext, ParseResult, account, numbered
 
-NAME = "nccl".replace("_", "-")
-DESCRIPTION = "not yet implemented"
-TABLES: tuple[str, ...] = ()
-FILENAME_HINTS: tuple[str, ...] = ()
-DETECTS = "nothing yet"
-PRIORITY = 0
+NAME = "nccl"
+DESCRIPTION = "NCCL debug output (NCCL_DEBUG=INFO/WARN/TRACE 2.7+), aws-ofi-nccl, ncclras status; torch lines too"
+TABLES = ("events", "comms", "inventory")
+FILENAME_HINTS = ("*nccl*.log", "*nccl*.txt", "*nccl_debug*", "*ncclras*", "*.nccl")
+DETECTS = "lines 'host:pid:tid [dev] NCCL INFO|WARN|TRACE', bare 'NCCL version x+cudaY', ncclras reports"
+PRIORITY = 25
+
+# ----------------------------------------------------------------------------- grammar
+
+NCCL_RE = (
+    r"^(?:\[(?P<wts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\] )?(?P<host>[^\s:\[\]]+):(?P<pid>\d+):"
+    r"(?P<tid>\d+) \[(?P<dev>\d+)\] (?:(?P<ms>\d+\.\d+) )?(?:(?P<src>[\w./+-]+):(?P<srcline>\d+)"
+    r"(?: \((?P<func>\w+)\))? )?NCCL (?P<level>INFO|WARN|TRACE|ERROR|ABORT)\s?(?P<msg>.*)$"
+)
+"""[ts] host:pid:tid [cudaDev] [<ms>] [file:line [(func)]] NCCL LEVEL msg (FORMATS.md §6)."""
+BARE_VERSION_RE = r"^NCCL version (?P<ver>\d[\w.]*?)(?:\+cuda(?P<cuda>[\w.]+)| compiled with CUDA (?P<cuda2>[\w.]+))\s*$"
+VERSION_RE = r"^NCCL version (?P<ver>\d[\w.]*?)\+cuda(?P<cuda>[\w.]+)"
+INIT_RE = (
+    r"(?:\w+ )?comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)"
+    r"(?: nvmlDev (?P<nvml>\d+))?(?: busId (?P<bus>[0-9a-fA-F]+))?(?: commId (?P<commid>0x[0-9a-fA-F]+))?"
+    r".*? - Init (?P<phase>START|COMPLETE)"
+)
+TOPO_RE = (
+    r"comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nRanks (?P<nranks>\d+) nNodes (?P<nnodes>\d+) "
+    r"localRanks (?P<lranks>\d+) localRank (?P<lrank>\d+)"
+)
+BOOTSTRAP_RE = r"^Bootstrap ?: Using (?:\[\d+\])?(?P<ifname>[^:\s]+):(?P<ip>[^<\s]+)<\d+>"
+NET_IB_RE = r"^NET/IB ?: Using (?P<devs>.*?)\s*;\s*OOB (?P<ifname>[^:\s]+):(?P<ip>[^<\s]+)<\d+>"
+NET_IB_ITEM_RE = r"\[\d+\]([\w.-]+):(\d+)/(IB|RoCE)"
+NET_SOCKET_RE = r"^NET/Socket ?: Using (?P<devs>.*)$"
+NET_SOCKET_ITEM_RE = r"\[\d+\]([^:\s]+):([^<\s]+)<\d+>"
+USING_NET_RE = r"^Using network (?P<net>\S+)"
+OFI_RE = r"NET/OFI Selected [Pp]rovider is (?P<prov>\w+)(?: \(found (?P<nics>\d+) nics\))?"
+CUDA_DRIVER_RE = r"^cudaDriverVersion (?P<v>\d+)"
+ENV_RE = r"^(?P<var>NCCL_\w+) set (?:by environment )?to (?P<val>.*?)\.?\s*$"
+CONN_RE = r"^(?:Channel \d+|Ring \d+|Tree \d+ :|Trees |Connected all (?:rings|trees)|\s*\d+ : )"
+COLL_RE = (
+    r"^(?P<op>AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|Send|Recv|AllToAll\w*|Gather|Scatter): "
+    r"opCount (?P<opc>[0-9a-fA-F]+) sendbuff (?P<sb>\S+) recvbuff (?P<rb>\S+) count (?P<count>\d+) "
+    r"datatype (?P<dt>\d+) op (?P<redop>\d+) root (?P<root>-?\d+) comm (?P<comm>0x[0-9a-fA-F]+) "
+    r"\[nranks=(?P<nranks>\d+)\]"
+)
+OFI_LEGACY_RE = r"^(?P<level>INFO|WARN|TRACE): Function: (?P<func>\w+) Line: (?P<srcline>\d+): (?P<msg>.*)$"
+
+IB_COMPLETION_RE = (
+    r"Got completion (?:from peer (?P<peer>[^<\s]+)<(?P<peer_port>\d+)> )?with (?:error |status=)"
+    r"(?:(?P<status_name>[A-Z_]+)\()?(?P<status>\d+)\)?"
+)
+IB_FIELDS = {
+    "opcode": r"opcode[ =](?:\w+\()?(\d+)",
+    "len": r"len[ =]?(\d+)",
+    "vendor_err": r"vendor[ _]err[ =](\d+)",
+    "direction": r"\((Send|Recv)\)",
+    "local_gid": r"localGid (\S+)",
+    "remote_gid": r"remoteGids? ?(\S+)",
+    "hca": r"\bhca (\S+)",
+}
+ASYNC_RE = r"NET/IB ?: \[?(?:(?P<hca>[\w.-]+):(?P<port>\d+) ?\]? ?)?Got async event ?: (?P<event>.+?)\s*$"
+IBV_RE = r"Call to (?P<call>ibv_\w+) failed(?: with error (?P<err>.+?))?\s*$"
+CUDA_FAIL_RE = r"Cuda failure (?:(?P<code>\d+) )?'(?P<err>[^']*)'|Failed to CUDA calloc|cudaErr"
+CONN_FAIL_RE = (
+    r"Connection closed by|Broken pipe|Connection reset by peer|Call to (?:recv|send|connect)\b.*failed|"
+    r"remote process exited|Connection refused|Connect to \S+ failed"
+)
+PEER_RE = r"(?:remote peer|from|to) (?P<peer>\d[\d.]+|[\w.-]+)<(?P<peer_port>\d+)>"
+WARN_KINDS: tuple[tuple[str, str, str], ...] = (
+    # (kind, regex on the message, severity); the first match wins
+    ("nccl_ib_error", IB_COMPLETION_RE, "high"),
+    ("nccl_ib_async_event", ASYNC_RE, "high"),
+    ("nccl_ibv_error", IBV_RE, "high"),
+    ("nccl_cuda_error", CUDA_FAIL_RE, "high"),
+    ("nccl_connection_error", CONN_FAIL_RE, "high"),
+    ("nccl_proxy_error", r"\[Proxy Service \d+\]|[Pp]roxy", "high"),
+    ("nccl_system_error", r"unhandled system error|System call .* failed|ncclSystemError", "high"),
+    ("nccl_shm_error", r"/dev/shm", "high"),
+    ("nccl_timeout", r"(?i)time ?out|timed out", "high"),
+)
+
+RAS_LINE_RE = (
+    r"^(?:NCCL version \S+ compiled with CUDA \S+|CUDA runtime version \d+, driver version \d+|Job summary|"
+    r"Communicators\.\.\.(?: \([\d.]+s\))?|Errors|Warnings|=+|\s*Nodes\s+Processes\s+GPUs.*|\(total\)\s+per node.*|"
+    r"Group\s+Comms\s+Nodes.*|\s*#\s+in group.*|\s*\d+(?:-\d+)?(?:\s+\d+(?:-\d+)?)+(?:\s+[A-Z]+\s+[A-Z,]+)?|"
+    r"(?:INCOMPLETE|MISMATCH|TIMEOUT|DEAD|ABORT|NOCOMM|ERROR|INIT|FINALIZE|RUNNING|WARNING)|"
+    r"#\d+-\d+ \([0-9a-f]+\) [A-Z]+|\s+.*(?:Missing communicator data|managed by process|managing GPU|"
+    r"The missing rank|ranks? ha(?:ve|s) launched up to operation|operation counts|considered dead|"
+    r"communication timeouts|The outlier node|not responding|unreachable).*)\s*$"
+)
+RAS_HEAD_RE = r"^(?:#(?P<grp>\d+-\d+) \((?P<hash>[0-9a-f]+)\) )?(?P<status>INCOMPLETE|MISMATCH|TIMEOUT|DEAD|ABORT|NOCOMM|ERROR)\s*$"
+RAS_SUBJECT_RE = (
+    r"(?:Process (?P<pid>\d+) on node (?P<ip>\S+) managing GPU (?P<gpu>\d+)|The missing rank: (?P<mrank>\d+)|"
+    r"Rank (?P<rank>\d+) -- GPU (?P<rgpu>\d+) managed by process (?P<rpid>\d+) on node (?P<rip>\S+)|"
+    r"(?P<nranks>\d+) ranks? ha(?:ve|s) launched up to operation (?P<opn>\d+)|"
+    r"(?P<ndead>\d+) job process(?:es)? (?:is|are) considered dead|Encountered (?P<ntimeouts>\d+) communication timeouts|"
+    r"The outlier node: (?P<outlier>\S+))"
+)
+
+_DTYPES = {0: "int8", 1: "uint8", 2: "int32", 3: "uint32", 4: "int64", 5: "uint64", 6: "float16", 7: "float32",
+           8: "float64", 9: "bfloat16", 10: "fp8_e4m3", 11: "fp8_e5m2"}
+_REDOPS = {0: "sum", 1: "prod", 2: "max", 3: "min", 4: "avg"}
+
+_SNIFF_LINE = re.compile(r"[^\s:\[\]]+:\d+:\d+ \[\d+\] .*?NCCL (?:INFO|WARN|TRACE)")
+_SNIFF_BARE = re.compile(r"^(?:\S+\s)?NCCL version \d[\w.]*\+cuda", re.M)
+_SNIFF_RAS = re.compile(r"^Communicators\.\.\.|^#\d+-\d+ \([0-9a-f]+\) [A-Z]+$|^Job summary$", re.M)
+_SNIFF_NCCLTESTS = re.compile(r"^#\s*nThread \d|^#\s+size\s+count\s+type|^# Avg bus bandwidth", re.M)
+_SNIFF_OFI = re.compile(r"(?:INFO|WARN): Function: \w+ Line: \d+: NET/OFI", re.M)
 
 
 def sniff(head: bytes, name: str) -> float:
-    """Claim nothing until the parser exists."""
-    return 0.0
+    """Score by the share of head lines carrying the NCCL `host:pid:tid [dev] NCCL` prefix (or RAS/OFI forms)."""
+    text = head.decode("utf-8", "replace")
+    lines = [ln for ln in text.splitlines()[:400] if ln.strip() and not ln.startswith("#SOURCE")]
+    if not lines:
+        return 0.0
+    hits = len(_SNIFF_LINE.findall(text))
+    if _SNIFF_NCCLTESTS.search(text):
+        return 0.4 if hits else 0.0  # nccl-tests output carries NCCL lines too; its parser should win
+    if _SNIFF_RAS.search(text) and ("NCCL version" in text or "Communicators..." in text):
+        return 0.9
+    if _SNIFF_OFI.search(text):
+        return 0.8
+    bare = len(_SNIFF_BARE.findall(text))
+    if not hits and not bare:
+        return 0.0
+    share = (hits + bare) / len(lines)
+    if share >= 0.4:
+        return 0.95
+    if share >= 0.15:
+        return 0.85
+    return 0.6
+
+
+def json_detail(**fields: pl.Expr) -> pl.Expr:
+    """JSON object of the named expressions with null members left out (compact, key order as given)."""
+    return drop_json_nulls(pl.struct(**fields).struct.json_encode())
+
+
+def drop_json_nulls(js: pl.Expr) -> pl.Expr:
+    """Remove `"key":null` members from flat-ish JSON object strings made by `struct.json_encode`."""
+    return js.str.replace_all(r'"[^"]+":null,', "").str.replace_all(r',"[^"]+":null\}', "}").str.replace_all(
+        r'\{"[^"]+":null\}', "{}"
+    )
+
+
+# ----------------------------------------------------------------------------- preparation (shared)
+
+_AUTOLINK = r"\[([^\]]+)\]\(https?://[^)]*\)"
+_COLLECTOR_TS = r"^(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?P<zone>Z|[+-]\d\d:?\d\d)?):? "
+
+
+def prepare(lines: pl.Series, ctx: FileContext) -> pl.DataFrame:
+    """Number the lines and strip paste artefacts, collector timestamps and launcher envelopes.
+
+    Returns a frame with line, text (verbatim), body (what the grammars read), env_rank, env_rank_source,
+    env_host, env_pid, pre_ts, pre_ts_quality, known (set later), cont (False until `join_wrapped`).
+    """
+    frame = numbered(lines, ctx)
+    t = pl.col("text").fill_null("")
+    t = pl.when(t.str.contains("](http", literal=True)).then(t.str.replace_all(_AUTOLINK, "$1")).otherwise(t)
+    t = t.str.replace(r"^> ?", "")
+    frame = frame.with_columns(_b=t)
+    ts_raw = pl.col("_b").str.extract_groups(_COLLECTOR_TS)
+    frame = frame.with_columns(_tsg=ts_raw).with_columns(
+        _b=pl.when(pl.col("_tsg").struct.field("ts").is_not_null())
+        .then(pl.col("_b").str.replace(_COLLECTOR_TS, ""))
+        .otherwise(pl.col("_b"))
+    )
+    env = split_envelopes(pl.col("_b"))
+    frame = frame.with_columns(
+        body=env["rest"],
+        env_rank=env["rank"],
+        env_rank_source=env["rank_source"],
+        env_host=env["host"].str.split(".").list.first().fill_null(env["host"]),
+        env_pid=env["pid"],
+    )
+    # IP hosts from pdsh must stay whole
+    frame = frame.with_columns(
+        env_host=pl.when(env["host"].str.contains(r"^(?:\d{1,3}\.){3}\d{1,3}$")).then(env["host"]).otherwise(pl.col("env_host"))
+    )
+    raw = pl.col("_tsg").struct.field("ts").str.replace(",", ".").str.replace("T", " ")
+    zone = pl.col("_tsg").struct.field("zone")
+    with_zone = (
+        (raw + zone.str.replace("Z", "+00:00").str.replace(r"^([+-]\d\d)(\d\d)$", "$1:$2"))
+        .str.to_datetime("%Y-%m-%d %H:%M:%S%.f%:z", strict=False, time_unit="us")
+        .dt.convert_time_zone("UTC")
+    )
+    local = raw.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us").dt.replace_time_zone("UTC")
+    frame = frame.with_columns(
+        pre_ts=pl.when(zone.is_not_null()).then(with_zone).otherwise(local),
+        pre_ts_quality=pl.when(raw.is_null())
+        .then(None)
+        .when(zone.is_not_null())
+        .then(pl.lit("exact"))
+        .otherwise(pl.lit("local_assumed_utc")),
+    ).drop("_b", "_tsg")
+    return frame
+
+
+def nccl_understood(body: pl.Expr) -> pl.Expr:
+    """Boolean: the line belongs to the NCCL grammar (debug lines, bare version, OFI legacy, RAS report)."""
+    return (
+        body.str.contains(NCCL_RE)
+        | body.str.contains(BARE_VERSION_RE)
+        | body.str.contains(OFI_LEGACY_RE)
+        | body.str.contains(RAS_LINE_RE)
+    )
+
+
+def join_wrapped(frame: pl.DataFrame) -> pl.DataFrame:
+    """Mark hard-wrapped continuation lines (`cont`) and append them to the body of the line they continue.
+
+    A line is a continuation when no grammar knows it, it is not blank, and the previous line is known
+    (or itself a continuation) and at least 80 characters long. Pieces are joined without a separator when
+    the previous line has the file's wrap width (the most common length ≥ 80, seen ≥ 3 times), else with
+    one space (soft wrap at a word).
+    """
+    lengths = frame.get_column("text").fill_null("").str.len_chars()
+    long = lengths.filter(lengths >= 80)
+    width = None
+    if len(long):
+        vc = long.value_counts(sort=True)
+        if vc.height and int(vc.item(0, "count")) >= 3:
+            width = int(vc.item(0, long.name))
+    blank = pl.col("body").fill_null("").str.strip_chars().str.len_bytes() == 0
+    plen = pl.col("body").fill_null("").str.len_chars().shift(1)
+    cand = ~pl.col("known") & ~blank & (plen >= 80) & ~pl.col("body").fill_null("").str.starts_with("#")
+    f = frame.with_columns(_cand=cand.fill_null(False))
+    f = f.with_columns(_run=(~pl.col("_cand")).cast(pl.Int32).cum_sum())
+    f = f.with_columns(cont=pl.col("_cand") & pl.col("known").first().over("_run") & (pl.col("_run") > 0))
+    if not f.get_column("cont").any():
+        return f.drop("_cand", "_run")
+    sep = (
+        pl.when(plen == width).then(pl.lit("")).otherwise(pl.lit(" "))
+        if width is not None
+        else pl.lit(" ")
+    )
+    f = f.with_columns(_piece=pl.when(pl.col("cont")).then(sep + pl.col("body")))
+    tails = f.filter(pl.col("cont")).group_by("_run").agg(_tail=pl.col("_piece").str.join(""))
+    f = f.join(tails, on="_run", how="left", maintain_order="left")
+    first = pl.col("line") == pl.col("line").first().over("_run")
+    f = f.with_columns(
+        body=pl.when(first & pl.col("_tail").is_not_null()).then(pl.col("body") + pl.col("_tail")).otherwise(pl.col("body")),
+        text=pl.col("text"),
+    )
+    return f.drop("_cand", "_run", "_piece", "_tail")
+
+
+# ----------------------------------------------------------------------------- NCCL tables
+
+
+def _nccl_rows(frame: pl.DataFrame, ctx: FileContext) -> tuple[dict[str, list[pl.DataFrame]], list[str]]:
+    """Build NCCL events/comms/inventory parts from the prepared frame."""
+    out: dict[str, list[pl.DataFrame]] = {"events": [], "comms": [], "inventory": []}
+    notes: list[str] = []
+    body = pl.col("body")
+    n = (
+        frame.filter(~pl.col("cont") & body.str.contains("NCCL ", literal=True))
+        .with_columns(g=body.str.extract_groups(NCCL_RE))
+        .filter(pl.col("g").struct.field("level").is_not_null())
+        .unnest("g")
+        .with_columns(
+            node=pl.coalesce(pl.col("host").str.split(".").list.first(), pl.col("env_host"), pl.lit(ctx.node)),
+            pid=pl.col("pid").cast(pl.Int64),
+            tid=pl.col("tid").cast(pl.Int64),
+            dev=pl.col("dev").cast(pl.Int32),
+            ts=pl.coalesce(
+                pl.col("wts").str.replace(",", ".").str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
+                .dt.replace_time_zone("UTC"),
+                pl.col("pre_ts"),
+            ),
+        )
+        .with_columns(
+            ts_quality=pl.when(pl.col("wts").is_not_null())
+            .then(pl.lit("local_assumed_utc"))
+            .otherwise(pl.col("pre_ts_quality"))
+            .fill_null("none")
+        )
+    )
+    msg = pl.col("msg")
+
+    # ---- versions (prefixed ≥ 2.23, bare ≤ 2.21, RAS "compiled with")
+    pv = n.filter(msg.str.contains(VERSION_RE)).with_columns(v=msg.str.extract_groups(VERSION_RE)).select(
+        "node", "pid", "line", ver=pl.col("v").struct.field("ver"), cuda=pl.col("v").struct.field("cuda")
+    )
+    last_host = (
+        frame.select("line", h=pl.col("body").str.extract(NCCL_RE, 2).str.split(".").list.first())
+        .with_columns(h=pl.col("h").forward_fill())
+    )
+    bare = (
+        frame.filter(~pl.col("cont") & body.str.contains(BARE_VERSION_RE))
+        .with_columns(v=body.str.extract_groups(BARE_VERSION_RE))
+        .join(last_host, on="line", how="left")
+        .select(
+            node=pl.coalesce(pl.col("env_host"), pl.col("h"), pl.lit(ctx.node)),
+            pid=pl.lit(None, dtype=pl.Int64),
+            line=pl.col("line"),
+            ver=pl.col("v").struct.field("ver"),
+            cuda=pl.coalesce(pl.col("v").struct.field("cuda"), pl.col("v").struct.field("cuda2")),
+        )
+    )
+    versions = pl.concat([pv, bare], how="vertical_relaxed")
+    inv = out["inventory"]
+
+    def inventory(df: pl.DataFrame, component: str, attribute: str | pl.Expr, value: pl.Expr, device: pl.Expr | None = None) -> None:
+        if df.height == 0:
+            return
+        inv.append(
+            df.select(
+                node=pl.col("node"),
+                component=pl.lit(component),
+                device=device if device is not None else pl.lit(None, dtype=pl.String),
+                attribute=attribute if isinstance(attribute, pl.Expr) else pl.lit(attribute),
+                value=value,
+                source=pl.lit("nccl"),
+                file=pl.lit(ctx.path),
+                line=pl.col("line"),
+            )
+        )
+
+    inventory(versions, "software", "nccl_version", pl.col("ver"))
+    inventory(versions.filter(pl.col("cuda").is_not_null()), "software", "nccl_cuda_version", pl.col("cuda"))
+    cd = n.filter(msg.str.contains(CUDA_DRIVER_RE)).with_columns(v=msg.str.extract(CUDA_DRIVER_RE, 1).cast(pl.Int64))
+    inventory(cd, "software", "cuda_driver_version", pl.format("{}.{}", pl.col("v") // 1000, (pl.col("v") % 1000) // 10))
+    env = n.filter(msg.str.contains(ENV_RE)).with_columns(e=msg.str.extract_groups(ENV_RE))
+    inventory(env, "software", pl.lit("env.") + pl.col("e").struct.field("var"), pl.col("e").struct.field("val"))
+
+    # ---- node IPs and networks
+    bs = n.filter(msg.str.contains(BOOTSTRAP_RE)).with_columns(b=msg.str.extract_groups(BOOTSTRAP_RE))
+    ib = n.filter(msg.str.contains(NET_IB_RE)).with_columns(b=msg.str.extract_groups(NET_IB_RE))
+    ips = (
+        pl.concat([bs.select("node", "line", "b"), ib.select("node", "line", "b")], how="diagonal_relaxed")
+        if (bs.height or ib.height)
+        else None
+    )
+    if ips is not None:
+        inventory(
+            ips,
+            "node",
+            "ip",
+            pl.col("b").struct.field("ip"),
+            device=pl.col("b").struct.field("ifname"),
+        )
+    sock = n.filter(msg.str.contains(NET_SOCKET_RE))
+    using = n.filter(msg.str.contains(USING_NET_RE))
+    ofi = n.filter(msg.str.contains(OFI_RE)).with_columns(o=msg.str.extract_groups(OFI_RE))
+    net_parts = []
+    if ib.height:
+        items = pl.col("msg").str.extract_all(NET_IB_ITEM_RE)
+        ibx = ib.with_columns(items=items)
+        net_parts.append(
+            ibx.select(
+                "node", "pid", "line",
+                device=pl.col("items").list.eval(pl.element().str.extract(r"\]([\w.-]+):", 1)).list.join(","),
+                detail=json_detail(
+                    transport=pl.when(pl.col("items").list.eval(pl.element().str.ends_with("/RoCE")).list.all())
+                    .then(pl.lit("RoCE")).otherwise(pl.lit("IB")),
+                    devices=pl.col("items").list.eval(pl.element().str.replace(r"^\[\d+\]", "")),
+                    oob_if=pl.col("b").struct.field("ifname"),
+                    oob_ip=pl.col("b").struct.field("ip"),
+                    relaxed_ordering=pl.col("msg").str.contains("[RO]", literal=True),
+                ),
+            )
+        )
+        nics = ibx.select("node", "line", it=pl.col("items")).explode("it").filter(pl.col("it").is_not_null())
+        nics = nics.with_columns(x=pl.col("it").str.extract_groups(NET_IB_ITEM_RE))
+        inventory(nics, "nic", "nccl_transport", pl.col("x").struct.field("3"), device=pl.col("x").struct.field("1"))
+    if sock.height:
+        sx = sock.with_columns(items=pl.col("msg").str.extract_all(NET_SOCKET_ITEM_RE))
+        net_parts.append(
+            sx.select(
+                "node", "pid", "line",
+                device=pl.col("items").list.eval(pl.element().str.extract(r"\]([^:\s]+):", 1)).list.join(","),
+                detail=json_detail(transport=pl.lit("Socket"), devices=pl.col("items")),
+            )
+        )
+        sip = sx.select("node", "line", it=pl.col("items")).explode("it").filter(pl.col("it").is_not_null())
+        sip = sip.with_columns(x=pl.col("it").str.extract_groups(NET_SOCKET_ITEM_RE))
+        inventory(sip, "node", "ip", pl.col("x").struct.field("2"), device=pl.col("x").struct.field("1"))
+    if using.height:
+        net_parts.append(
+            using.select(
+                "node", "pid", "line",
+                device=pl.lit(None, dtype=pl.String),
+                detail=json_detail(transport=msg.str.extract(USING_NET_RE, 1), selected=pl.lit(True)),
+            )
+        )
+    if ofi.height:
+        net_parts.append(
+            ofi.select(
+                "node", "pid", "line",
+                device=pl.lit(None, dtype=pl.String),
+                detail=json_detail(
+                    transport=pl.lit("OFI"),
+                    provider=pl.col("o").struct.field("prov"),
+                    nics=pl.col("o").struct.field("nics").cast(pl.Int64),
+                ),
+            )
+        )
+    for p in net_parts:
+        out["comms"].append(p.with_columns(record=pl.lit("network"), file=pl.lit(ctx.path)))
+
+    # ---- rank map
+    init = n.filter(msg.str.contains(INIT_RE)).with_columns(i=msg.str.extract_groups(INIT_RE))
+    topo = n.filter(msg.str.contains(TOPO_RE)).with_columns(i=msg.str.extract_groups(TOPO_RE))
+    f = pl.col("i").struct.field
+    rank_parts = []
+    if init.height:
+        rank_parts.append(
+            init.select(
+                "node", "pid", "line",
+                comm=f("comm"),
+                comm_id=pl.coalesce(f("commid"), f("comm")),
+                rank=f("rank").cast(pl.Int32),
+                nranks=f("nranks").cast(pl.Int32),
+                cuda_dev=f("dev").cast(pl.Int32),
+                gpu_bus_id=pl.when(f("bus").is_not_null()).then(nccl_bus_id(f("bus"))),
+                phase=f("phase"),
+                nvml_dev=f("nvml").cast(pl.Int32),
+                prio=pl.when(f("phase") == "COMPLETE").then(0).otherwise(1),
+            )
+        )
+    if topo.height:
+        rank_parts.append(
+            topo.select(
+                "node", "pid", "line",
+                comm=f("comm"),
+                comm_id=f("comm"),
+                rank=f("rank").cast(pl.Int32),
+                nranks=f("nranks").cast(pl.Int32),
+                cuda_dev=pl.col("dev"),
+                nnodes=f("nnodes").cast(pl.Int32),
+                local_rank=f("lrank").cast(pl.Int32),
+                phase=pl.lit("topology"),
+                prio=pl.lit(2),
+            )
+        )
+    rank_map = None
+    if rank_parts:
+        allr = pl.concat(rank_parts, how="diagonal_relaxed")
+        # commId (when some line printed it) wins for every row of the same process-local comm pointer
+        cid = allr.filter(pl.col("comm_id") != pl.col("comm")).group_by("node", "pid", "comm").agg(cid=pl.col("comm_id").first())
+        allr = allr.join(cid, on=["node", "pid", "comm"], how="left").with_columns(comm_id=pl.coalesce("cid", "comm_id"))
+        # COMPLETE > START > topology, merged per (node, pid, comm, rank)
+        merged = (
+            allr.sort("prio", "line")
+            .group_by("node", "pid", "comm", "rank", maintain_order=True)
+            .agg(
+                pl.col("line").first(),
+                pl.col("comm_id").first(),
+                pl.col("nranks").drop_nulls().first(),
+                pl.col("cuda_dev").drop_nulls().first(),
+                pl.col("gpu_bus_id").drop_nulls().first() if "gpu_bus_id" in allr.columns else pl.lit(None, dtype=pl.String).alias("gpu_bus_id"),
+                pl.col("phase").first(),
+                pl.col("nvml_dev").drop_nulls().first() if "nvml_dev" in allr.columns else pl.lit(None, dtype=pl.Int32).alias("nvml_dev"),
+                pl.col("nnodes").drop_nulls().first() if "nnodes" in allr.columns else pl.lit(None, dtype=pl.Int32).alias("nnodes"),
+                pl.col("local_rank").drop_nulls().first() if "local_rank" in allr.columns else pl.lit(None, dtype=pl.Int32).alias("local_rank"),
+                phases=pl.col("phase").unique().sort(),
+            )
+        )
+        # version per process where it printed one, else the file's single version
+        file_ver = versions.get_column("ver").unique()
+        one_ver = file_ver[0] if len(file_ver) == 1 else None
+        pver = pv.group_by("node", "pid").agg(nccl_version=pl.col("ver").first())
+        merged = merged.join(pver, on=["node", "pid"], how="left").with_columns(
+            nccl_version=pl.coalesce(pl.col("nccl_version"), pl.lit(one_ver, dtype=pl.String))
+        )
+        out["comms"].append(
+            merged.select(
+                record=pl.lit("rank"),
+                node="node",
+                comm_id="comm_id",
+                rank="rank",
+                nranks="nranks",
+                cuda_dev="cuda_dev",
+                gpu_bus_id="gpu_bus_id",
+                pid="pid",
+                nccl_version="nccl_version",
+                detail=json_detail(
+                    comm=pl.col("comm"),
+                    phase=pl.col("phase"),
+                    phases=pl.col("phases"),
+                    nvml_dev=pl.col("nvml_dev"),
+                    nnodes=pl.col("nnodes"),
+                    local_rank=pl.col("local_rank"),
+                ),
+                file=pl.lit(ctx.path),
+                line="line",
+            )
+        )
+        rank_map = merged.select("node", "pid", "comm", "comm_id", "rank", "nranks", "cuda_dev")
+
+    # ---- COLL aggregates
+    coll = n.filter(msg.str.contains("opCount", literal=True) & msg.str.contains(COLL_RE)).with_columns(
+        c=msg.str.extract_groups(COLL_RE)
+    )
+    if coll.height:
+        cf = pl.col("c").struct.field
+        c2 = coll.select(
+            "node", "pid", "line", "dev",
+            comm=cf("comm"),
+            op=cf("op"),
+            opc=cf("opc").str.to_integer(base=16, strict=False),
+            cnt=cf("count").cast(pl.Int64),
+            dt=cf("dt").cast(pl.Int64),
+            ro=cf("redop").cast(pl.Int64),
+            root=cf("root").cast(pl.Int64),
+            nranks=cf("nranks").cast(pl.Int32),
+        )
+        agg = c2.group_by("node", "pid", "comm", "op", maintain_order=True).agg(
+            calls=pl.len(),
+            first_opcount=pl.col("opc").first(),
+            seq=pl.col("opc").last(),
+            count=pl.col("cnt").last(),
+            dt=pl.col("dt").last(),
+            ro=pl.col("ro").last(),
+            nranks=pl.col("nranks").last(),
+            cuda_dev=pl.col("dev").last(),
+            first_line=pl.col("line").first(),
+            line=pl.col("line").last(),
+            peers=pl.col("root").unique().sort(),
+        )
+        if rank_map is not None:
+            agg = agg.join(
+                rank_map.select("node", "pid", "comm", "comm_id", "rank"), on=["node", "pid", "comm"], how="left"
+            )
+        else:
+            agg = agg.with_columns(comm_id=pl.lit(None, dtype=pl.String), rank=pl.lit(None, dtype=pl.Int32))
+        is_p2p = pl.col("op").is_in(["Send", "Recv"])
+        out["comms"].append(
+            agg.select(
+                record=pl.lit("coll"),
+                node="node",
+                comm_id=pl.coalesce("comm_id", "comm"),
+                rank="rank",
+                nranks="nranks",
+                cuda_dev="cuda_dev",
+                pid="pid",
+                op="op",
+                seq="seq",
+                count="count",
+                dtype=pl.col("dt").replace_strict(_DTYPES, default=None, return_dtype=pl.String),
+                redop=pl.when(~is_p2p).then(pl.col("ro").replace_strict(_REDOPS, default=None, return_dtype=pl.String)),
+                value=pl.col("calls").cast(pl.Float64),
+                detail=json_detail(
+                    comm=pl.col("comm"),
+                    calls=pl.col("calls"),
+                    first_opcount=pl.col("first_opcount"),
+                    first_line=pl.col("first_line"),
+                    peers=pl.when(is_p2p).then(pl.col("peers")),
+                ),
+                file=pl.lit(ctx.path),
+                line="line",
+            )
+        )
+        notes.append(f"{coll.height} COLL lines aggregated into {agg.height} rows")
+
+    conn = n.filter(msg.str.contains(CONN_RE)).height
+    if conn:
+        notes.append(f"{conn} ring/tree/channel lines")
+
+    # ---- WARN events
+    legacy = (
+        frame.filter(~pl.col("cont") & body.str.contains(OFI_LEGACY_RE))
+        .with_columns(o=body.str.extract_groups(OFI_LEGACY_RE))
+        .filter(pl.col("o").struct.field("level") == "WARN")
+        .select(
+            "line", "text", "env_rank", "pre_ts", "pre_ts_quality",
+            node=pl.coalesce(pl.col("env_host"), pl.lit(ctx.node)),
+            pid=pl.lit(None, dtype=pl.Int64),
+            tid=pl.lit(None, dtype=pl.Int64),
+            dev=pl.lit(None, dtype=pl.Int32),
+            src=pl.lit("aws-ofi-nccl"),
+            srcline=pl.col("o").struct.field("srcline"),
+            func=pl.col("o").struct.field("func"),
+            msg=pl.col("o").struct.field("msg"),
+            ts=pl.col("pre_ts"),
+            ts_quality=pl.col("pre_ts_quality").fill_null("none"),
+        )
+    )
+    warns = pl.concat(
+        [
+            n.filter(pl.col("level").is_in(["WARN", "ERROR", "ABORT"])).select(
+                "line", "text", "env_rank", "pre_ts", "pre_ts_quality", "node", "pid", "tid", "dev", "src", "srcline",
+                "func", "msg", "ts", "ts_quality",
+            ),
+            legacy,
+        ],
+        how="vertical_relaxed",
+    )
+    if warns.height:
+        out["events"].append(warn_events(warns, ctx, rank_map))
+
+    # ---- RAS report
+    ras = _ras_events(frame, ctx)
+    if ras is not None:
+        out["events"].append(ras)
+    return out, notes
+
+
+def warn_events(warns: pl.DataFrame, ctx: FileContext, rank_map: pl.DataFrame | None, source: str = "nccl") -> pl.DataFrame:
+    """Classify WARN messages (`msg` column) into events; keep peer, status, vendor error etc. in detail.
+
+    Also used by torch_distributed for the WARN text PyTorch quotes after `Last error:`.
+    """
+    msg = pl.col("msg")
+    kind = pl.lit("nccl_warn")
+    severity = pl.lit("medium")
+    for k, rx, sev in reversed(WARN_KINDS):
+        hit = msg.str.contains(rx)
+        kind = pl.when(hit).then(pl.lit(k)).otherwise(kind)
+        severity = pl.when(hit).then(pl.lit(sev)).otherwise(severity)
+    w = warns.with_columns(kind=kind, severity=severity, ib=msg.str.extract_groups(IB_COMPLETION_RE),
+                           asy=msg.str.extract_groups(ASYNC_RE), ibv=msg.str.extract_groups(IBV_RE),
+                           cu=msg.str.extract_groups(CUDA_FAIL_RE), peer=msg.str.extract_groups(PEER_RE))
+    ibf = pl.col("ib").struct.field
+    status = ibf("status").cast(pl.Int64)
+    w = w.with_columns(
+        # status 5 (WR_FLUSH_ERR) is a consequence of an earlier error on the QP
+        severity=pl.when((pl.col("kind") == "nccl_ib_error") & (status == 5)).then(pl.lit("medium")).otherwise("severity"),
+        code=pl.when(pl.col("kind") == "nccl_ib_error").then(ibf("status"))
+        .when(pl.col("kind") == "nccl_ibv_error").then(pl.col("ibv").struct.field("call"))
+        .when(pl.col("kind") == "nccl_cuda_error").then(pl.col("cu").struct.field("err"))
+        .when(pl.col("kind") == "nccl_ib_async_event").then(pl.col("asy").struct.field("event")),
+    )
+    if rank_map is not None and rank_map.height:
+        # the rank of (node, pid, cudaDev) in its largest communicator, when unique
+        rm = (
+            rank_map.filter(pl.col("nranks") == pl.col("nranks").max().over("node", "pid", "cuda_dev"))
+            .group_by("node", "pid", "cuda_dev")
+            .agg(nccl_rank=pl.col("rank").first(), n=pl.col("rank").n_unique())
+            .filter(pl.col("n") == 1)
+            .select("node", "pid", pl.col("cuda_dev").alias("dev"), "nccl_rank")
+        )
+        w = w.join(rm, on=["node", "pid", "dev"], how="left", maintain_order="left")
+    else:
+        w = w.with_columns(nccl_rank=pl.lit(None, dtype=pl.Int32))
+    ib_detail = {k: msg.str.extract(rx, 1) for k, rx in IB_FIELDS.items()}
+    is_ib = pl.col("kind") == "nccl_ib_error"
+    return w.select(
+        ts="ts",
+        ts_quality="ts_quality",
+        node="node",
+        rank=pl.coalesce(pl.col("nccl_rank").cast(pl.Int32), pl.col("env_rank")),
+        source=pl.lit(source),
+        kind="kind",
+        code="code",
+        severity="severity",
+        message="text",
+        detail=json_detail(
+            pid=pl.col("pid"),
+            tid=pl.col("tid"),
+            cuda_dev=pl.col("dev"),
+            src=pl.when(pl.col("src").is_not_null()).then(pl.format("{}:{}", pl.col("src"), pl.col("srcline"))),
+            func=pl.col("func"),
+            text=msg,
+            peer=pl.coalesce(ibf("peer"), pl.col("peer").struct.field("peer")),
+            peer_port=pl.coalesce(ibf("peer_port"), pl.col("peer").struct.field("peer_port")).cast(pl.Int64),
+            status=pl.when(is_ib).then(status),
+            status_name=ibf("status_name"),
+            opcode=pl.when(is_ib).then(ib_detail["opcode"].cast(pl.Int64)),
+            len=pl.when(is_ib).then(ib_detail["len"].cast(pl.Int64)),
+            vendor_err=pl.when(is_ib).then(ib_detail["vendor_err"].cast(pl.Int64)),
+            direction=pl.when(is_ib).then(ib_detail["direction"]),
+            local_gid=pl.when(is_ib).then(ib_detail["local_gid"]),
+            remote_gid=pl.when(is_ib).then(ib_detail["remote_gid"]),
+            hca=pl.coalesce(pl.when(is_ib).then(ib_detail["hca"]), pl.col("asy").struct.field("hca")),
+            port=pl.col("asy").struct.field("port").cast(pl.Int64),
+            ibv_call=pl.col("ibv").struct.field("call"),
+            error=pl.coalesce(pl.col("ibv").struct.field("err"), pl.col("cu").struct.field("err")),
+        ),
+        file=pl.lit(ctx.path),
+        line="line",
+    )
+
+
+def _ras_events(frame: pl.DataFrame, ctx: FileContext) -> pl.DataFrame | None:
+    """ncclras status report: one event per subject line, kind from the enclosing block's status."""
+    body = pl.col("body")
+    r = frame.filter(~pl.col("cont") & body.str.contains(RAS_LINE_RE) & ~body.str.contains(NCCL_RE))
+    if r.height == 0 or not r.get_column("body").str.contains(RAS_SUBJECT_RE).any():
+        return None
+    r = r.with_columns(h=body.str.extract_groups(RAS_HEAD_RE), s=body.str.extract_groups(RAS_SUBJECT_RE))
+    hf = pl.col("h").struct.field
+    sf = pl.col("s").struct.field
+    r = r.with_columns(
+        status=hf("status").forward_fill(),
+        comm_hash=pl.when(hf("status").is_not_null()).then(pl.coalesce(hf("hash"), pl.lit(""))).forward_fill(),
+        group=pl.when(hf("status").is_not_null()).then(pl.coalesce(hf("grp"), pl.lit(""))).forward_fill(),
+        launched=pl.when(sf("opn").is_not_null()).then(
+            pl.format("{} ranks at operation {}", sf("nranks"), sf("opn"))
+        ),
+    ).with_columns(
+        # the last "N ranks have launched up to operation M" line before a Rank list = the minority
+        minority_op=pl.when(sf("opn").is_not_null()).then(sf("opn").cast(pl.Int64)).forward_fill().over("comm_hash")
+    )
+    subj = r.filter(sf("pid").is_not_null() | sf("mrank").is_not_null() | sf("rank").is_not_null()
+                    | sf("opn").is_not_null() | sf("ndead").is_not_null() | sf("ntimeouts").is_not_null()
+                    | sf("outlier").is_not_null())
+    status = subj.get_column("status")
+    return subj.select(
+        ts=pl.lit(None, dtype=pl.Datetime("us", "UTC")),
+        ts_quality=pl.lit("none"),
+        node=pl.lit(ctx.node),
+        rank=pl.coalesce(sf("rank"), sf("mrank")).cast(pl.Int32),
+        source=pl.lit("nccl"),
+        kind=pl.lit("nccl_ras_") + pl.coalesce(pl.col("status"), pl.lit("report")).str.to_lowercase(),
+        code=pl.col("status") if status is not None else pl.lit(None, dtype=pl.String),
+        severity=pl.when(pl.col("status").is_in(["DEAD", "INCOMPLETE", "MISMATCH", "ABORT"])).then(pl.lit("high"))
+        .otherwise(pl.lit("medium")),
+        message="text",
+        detail=json_detail(
+            comm_hash=pl.when(pl.col("comm_hash") != "").then(pl.col("comm_hash")),
+            group=pl.when(pl.col("group") != "").then(pl.col("group")),
+            subject_ip=pl.coalesce(sf("ip"), sf("rip"), sf("outlier")),
+            pid=pl.coalesce(sf("pid"), sf("rpid")).cast(pl.Int64),
+            gpu=pl.coalesce(sf("gpu"), sf("rgpu")).cast(pl.Int64),
+            ranks_count=sf("nranks").cast(pl.Int64),
+            operation=sf("opn").cast(pl.Int64),
+            minority_op=pl.when(sf("rank").is_not_null()).then(pl.col("minority_op")),
+            dead=sf("ndead").cast(pl.Int64),
+            timeouts=sf("ntimeouts").cast(pl.Int64),
+        ),
+        file=pl.lit(ctx.path),
+        line="line",
+    )
+
+
+# ----------------------------------------------------------------------------- the family parse
+
+
+def parse_family(lines: pl.Series, ctx: FileContext) -> ParseResult:
+    """Parse NCCL and PyTorch-distributed lines of one file (the shared core of both parsers)."""
+    frame = prepare(lines, ctx)
+    # a line that is nothing but a paste artefact (`> ` quote) is understood as such
+    artefact = (pl.col("body").str.strip_chars() == "") & (pl.col("text").str.strip_chars() != "")
+    frame = frame.with_columns(
+        known=(nccl_understood(pl.col("body")) | td.torch_understood(pl.col("body")) | artefact).fill_null(False)
+    )
+    frame = join_wrapped(frame)
+    frame = td.mark_blocks(frame)
+    frame = frame.with_columns(_last_err=td.after_last_error(frame))
+    parts, notes = _nccl_rows(frame, ctx)
+    torch_ev, torch_ok = td.torch_events(frame, ctx)
+    if torch_ev.height:
+        parts["events"].append(torch_ev)
+    last = td.last_error_events(frame, ctx)
+    if last is not None:
+        parts["events"].append(last)
+    frame = frame.with_columns(_ok=pl.col("known") | pl.col("cont") | torch_ok | pl.col("_last_err"))
+    parsed, unrecognized, examples = account(frame.select("line", "text", ok=pl.col("_ok")), pl.col("ok"))
+    tables: dict[str, pl.DataFrame] = {}
+    for name, dfs in parts.items():
+        dfs = [d for d in dfs if d.height]
+        if not dfs:
+            continue
+        df = pl.concat(dfs, how="diagonal_relaxed")
+        if name == "inventory":
+            df = df.unique(subset=["node", "component", "device", "attribute", "value"], keep="first", maintain_order=True)
+        tables[name] = df
+    hosts = (
+        frame.select(h=pl.col("body").str.extract(NCCL_RE, 2).str.split(".").list.first()).get_column("h").drop_nulls().unique()
+    )
+    return ParseResult(
+        tables=tables,
+        parsed=parsed,
+        unrecognized=unrecognized,
+        unrecognized_examples=examples,
+        notes=notes,
+        node=hosts[0] if len(hosts) == 1 else None,
+    )
 
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
-    """Return no tables."""
-    return ParseResult(tables={}, parsed=0, unrecognized=0)
+    """Parse NCCL debug output (and the PyTorch-distributed lines mixed into it)."""
+    return parse_family(lines, ctx)
