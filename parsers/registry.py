@@ -24,6 +24,7 @@ from parsers import (
     nvidia_smi_table,
     nvidia_smi_topo,
     nvidia_smi_xml,
+    perftest,
     step_log,
     torch_distributed,
 )
@@ -42,6 +43,7 @@ PARSERS: tuple[ModuleType, ...] = (
     torch_distributed,
     nccl_tests,
     infiniband,
+    perftest,
     step_log,
 )
 
