@@ -1,24 +1,1299 @@
-"""Placeholder for the step_log parser (its issue builds it); claims no file until then."""
+"""Training step-time logs of the common frameworks → `steps` (and straggler-detector reports → `events`).
+
+Megatron-LM/Core/Bridge/NeMo and forks (GPT-NeoX, ALCF Megatron-DeepSpeed, savanna), DeepSpeed (pipeline
+`steps:` lines, `step=` log_dist lines, ThroughputTimer, wall_clock_breakdown), Hugging Face Trainer /
+accelerate (logged dicts, `train_runtime` summary, tqdm bars split on `\\r`), torchtitan, torchtune,
+PyTorch Lightning (tqdm and rich bars), MosaicML Composer / llm-foundry (`[batch=N/M]:` blocks), nanoGPT,
+nanochat, modded-nanogpt, litgpt, MaxText, NeMo 2 and NeMo Automodel. The grammars live in
+`parsers._step_grammars`; `docs/step-logs.md` documents the output.
+
+How a file becomes rows (all vectorised over the column of lines):
+1. Physical lines are split on `\\r` (tqdm redraws) into segments that keep their line number; ANSI colours,
+   launcher envelopes (`parsers._common.split_envelopes`), composer rank banners and `INFO:module:` prefixes
+   are removed. The envelope (and banner) rank and the pdsh host form the *stream key*.
+2. Each grammar turns the lines it matches into *fragments*. Fragments with a step number are anchors;
+   phase breakdowns (timer lines and blocks, HF dicts without a step) attach to the latest anchor of the
+   same stream a few lines above them. Anchors of one stream with the same step a few lines apart (DeepSpeed
+   `step=40` + `0/40, SamplesPerSec=`, tqdm redraws, `[Rank 0] step=1` + `steps: 1 …`) merge into one row.
+3. A row takes each value from its most explicit fragment (a printed step time beats a tqdm rate).
+4. Times: a row's own timestamp (`exact` with a zone, else `local_assumed_utc`); else the timestamp of the
+   line right above it in the same stream when no other step row lies between (`inherited`); else null/`none`.
+5. Where no step time is printed, it is derived from cumulative training time or from timestamp deltas
+   between consecutive rows of the stream (`step_time_source` says which).
+"""
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
-from parsers.base import FileContext, ParseResult
+from forensics.schema import UTC_US, conform
+from parsers import _step_grammars as g
+from parsers._common import json_detail, split_envelopes
+from parsers.base import FileContext, ParseResult, account, numbered
 
-NAME = "step_log".replace("_", "-")
-DESCRIPTION = "not yet implemented"
-TABLES: tuple[str, ...] = ()
-FILENAME_HINTS: tuple[str, ...] = ()
-DETECTS = "nothing yet"
-PRIORITY = 0
+NAME = "step-log"
+DESCRIPTION = (
+    "Training step logs: Megatron-LM/Core/NeMo, DeepSpeed, HF Trainer/accelerate (dicts, tqdm), torchtitan, "
+    "torchtune, Lightning, Composer/llm-foundry, nanoGPT, MaxText; straggler-detector reports"
+)
+TABLES = ("steps", "events")
+FILENAME_HINTS = ("*train*.log", "*train*.txt", "*stdout*", "*.out", "*step*.log", "log_rank*", "rank*.log")
+DETECTS = (
+    "step lines (Megatron 'iteration N/M |', DeepSpeed 'steps: N loss:', torchtitan 'step: N loss:', nanoGPT "
+    "'iter N: loss', HF Trainer dicts and tqdm bars, composer '[batch=N/M]:', MaxText 'completed step:') "
+    "dominating the recognisable lines of the head"
+)
+PRIORITY = 5
+
+MERGE_GAP = 12
+"""Anchors of one stream with the same step at most this many lines apart are one row."""
+ATTACH_GAP = 6
+"""A breakdown attaches to the latest anchor of its stream at most this many lines above it."""
+INHERIT_GAP = 2
+"""A row without a time inherits one only from a timestamped line at most this many lines above it."""
+
+_TIMER = pl.Struct(
+    {
+        "name": pl.String,
+        "ms": pl.Float64,
+        "min_ms": pl.Float64,
+        "max_ms": pl.Float64,
+        "min_rank": pl.Int32,
+        "max_rank": pl.Int32,
+    }
+)
+
+_EXTRAS: dict[str, pl.DataType] = {
+    "total_steps": pl.Int64,
+    "epoch": pl.Float64,
+    "lr": pl.Float64,
+    "grad_norm": pl.Float64,
+    "loss_scale": pl.Float64,
+    "consumed_samples": pl.Float64,
+    "global_batch_size": pl.Float64,
+    "skipped_iterations": pl.Int64,
+    "nan_iterations": pl.Int64,
+    "mfu_pct": pl.Float64,
+    "memory_gib": pl.Float64,
+    "tokens_per_s": pl.Float64,
+    "running_avg_samples_per_s": pl.Float64,
+    "global_step": pl.Float64,
+    "train_runtime_s": pl.Float64,
+    "interval_avg_step_s": pl.Float64,
+}
+
+_FRAG: dict[str, pl.DataType] = {
+    "line": pl.Int64,
+    "seg": pl.Int64,
+    "key": pl.String,
+    "host": pl.String,
+    "rank": pl.Int32,
+    "ts": UTC_US,
+    "ts_quality": pl.String,
+    "kind": pl.String,
+    "framework": pl.String,
+    "prio": pl.Int32,
+    "anchor": pl.Boolean,
+    "standalone": pl.Boolean,
+    "attach_line": pl.Int64,
+    "step": pl.Int64,
+    "step_time_s": pl.Float64,
+    "step_time_source": pl.String,
+    "forward_s": pl.Float64,
+    "backward_s": pl.Float64,
+    "optimizer_s": pl.Float64,
+    "comm_wait_s": pl.Float64,
+    "data_s": pl.Float64,
+    "throughput": pl.Float64,
+    "throughput_unit": pl.String,
+    "tflops": pl.Float64,
+    "loss": pl.Float64,
+    "cum_time_s": pl.Float64,
+    **_EXTRAS,
+    "timers": pl.List(_TIMER),
+}
+
+_BASE = ("line", "seg", "key", "host", "rank", "ts", "ts_quality")
+
+# ----------------------------------------------------------------------------- sniff
+
+_SNIFF_STRONG = [
+    re.compile(p)
+    for p in (
+        g.MEGATRON_ITER_RE,
+        g.DS_PIPE_RE,
+        g.DS_TPUT_OLD_RE,
+        g.DS_TPUT_NEW_RE,
+        g.TITAN_RE,
+        g.NANOGPT_RE,
+        g.NANOCHAT_RE,
+        g.MODDED_RE,
+        g.LITGPT_RE,
+        g.MAXTEXT_RE,
+        g.NEMO2_RE,
+        g.AUTOMODEL_RE,
+        g.TORCHTUNE_RE,
+        g.COMPOSER_HDR_RE,
+        g.COMPOSER_STRAGGLER_RE,
+        g.STRAGGLER_LINE_RE,
+        g.STRAGGLER_TOPK_RE,
+        g.NVRX_HDR_RE,
+        g.NVRX_RANK_RE,
+        g.NVRX_WARN_RE,
+        g.TIMER_HDR_RE,
+        g.TIMER_LINE_RE,
+        r"\d%\|[^|]*\|\s*\d+/\d+ \[[\d:]+<[\d:?]*,\s*(?:[\d.]+|\?)\s*(?:s/it|it/s)",
+        r"^\s*\{'(?:loss|train_runtime|eval_loss|train_step_runtime)'\s*:",
+        g.DS_STEP_RE,
+    )
+]
+_SNIFF_WEAK = re.compile(
+    r"-{10,} arguments -{10,}|\[titan\] \d{4}-|\*{5} Running training \*{5}|DeepSpeed info: version=|"
+    r"Total optimization steps = |\[before the start of training step\]|> building \w+ model|"
+    r"Trainer is initialized with|\[NeMo [IW] "
+)
+_SNIFF_SUPPORT = [re.compile(p) for p in (*g.NOISE_RES, g.TIMER_MINMAX_RE, g.COMPOSER_ENTRY_RE, g.NVRX_SUB_RE)]
+_SNIFF_OTHER = re.compile(
+    r" NCCL (?:INFO|WARN|TRACE)\b|NVRM: |\bkernel: |^\[\s*\d+\.\d+\] |^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \w{3} "
+    r"|ProcessGroupNCCL|torch\.distributed\.elastic|^\s*#\s+size\s+count"
+)
+_SNIFF_STRIP = re.compile(
+    r"^(?:\[\d+,\d+\]<std(?:out|err)>:\s?|\s*\d+: |\[(?:default|rank)\d+\]:\s?|\[rank: \d+\] |"
+    r"(?:\d{1,3}\.){3}\d{1,3}: |[A-Za-z][\w-]*\d[\w.-]*: )+"
+)
+_ANSI_PY = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def sniff(head: bytes, name: str) -> float:
-    """Claim nothing until the parser exists."""
-    return 0.0
+    """Score by how much step-line shapes dominate the head's recognisable lines (NCCL/kernel lines compete)."""
+    text = head.decode("utf-8", "replace")
+    strong = support = other = 0
+    weak = False
+    for raw in text.splitlines()[:2000]:
+        for seg in raw.split("\r"):
+            if not seg.strip() or seg.startswith("#SOURCE"):
+                continue
+            s = _SNIFF_STRIP.sub("", _ANSI_PY.sub("", seg), count=1)
+            if any(r.search(s) for r in _SNIFF_STRONG):
+                strong += 1
+            elif any(r.search(s) for r in _SNIFF_SUPPORT):
+                support += 1
+            elif _SNIFF_OTHER.search(s):
+                other += 1
+            elif not weak and _SNIFF_WEAK.search(s):
+                weak = True
+    if strong == 0:
+        return 0.4 if weak and other == 0 else (0.3 if weak else 0.0)
+    evidence = strong + 0.5 * support  # framework lines that are no step (memory, validation, timer entries)
+    share = evidence / (evidence + other)
+    if share < 0.5:  # mostly NCCL/kernel/c10 lines with a few steps: leave the file to their parsers
+        return 0.5 + 0.4 * share
+    return 0.92 + 0.06 * share
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _num(expr: pl.Expr) -> pl.Expr:
+    """String → Float64 (thousands separators dropped; unparsable → null)."""
+    return expr.str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False)
+
+
+def _key(text: pl.Expr, pattern: str) -> pl.Expr:
+    """Float value of the single `(?P<v>…)` group of `pattern` in `text` (null when absent)."""
+    return _num(text.str.extract(pattern, 1))
+
+
+def _frag(df: pl.DataFrame, **cols: pl.Expr) -> pl.DataFrame:
+    """Select the base columns of `df` plus `cols` and complete them to the fragment schema."""
+    out = df.select(*_BASE, **cols)
+    return out.select(
+        [
+            (pl.col(c).cast(t, strict=False) if c in out.columns else pl.lit(None, dtype=t)).alias(c)
+            for c, t in _FRAG.items()
+        ]
+    )
+
+
+def _match(base: pl.DataFrame, pattern: str, prefilter: pl.Expr | None = None, col: str = "text") -> pl.DataFrame:
+    """Rows of `base` whose text matches `pattern`, with its groups in struct column `m`."""
+    sub = base if prefilter is None else base.filter(prefilter)
+    if sub.height == 0:
+        return sub.with_columns(m=pl.lit(None)).head(0)
+    return sub.filter(pl.col(col).str.contains(pattern)).with_columns(m=pl.col(col).str.extract_groups(pattern))
+
+
+def _f(name: str) -> pl.Expr:
+    return pl.col("m").struct.field(name)
+
+
+def _json_obj(**fields: pl.Expr) -> pl.Expr:
+    """A JSON object string of the non-null fields (keys in the given order); null when all are null."""
+    parts = [
+        pl.when(expr.is_not_null()).then(pl.struct(expr.alias(name)).struct.json_encode().str.slice(1).str.strip_suffix("}"))
+        for name, expr in fields.items()
+    ]
+    body = pl.concat_list(parts).list.drop_nulls().list.join(",")
+    return pl.when(body != "").then(pl.concat_str(pl.lit("{"), body, pl.lit("}")))
+
+
+def _timers(**fields: pl.Expr) -> pl.Expr:
+    """A one-element timer list built from the given fields."""
+    full = {k: fields.get(k, pl.lit(None)).cast(t) for k, t in _TIMER.to_schema().items()}
+    return pl.concat_list(pl.struct(**full))
+
+
+# ----------------------------------------------------------------------------- preparation
+
+
+def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Return (physical lines frame, segment frame with cleaned text, stream key, rank, host, own time)."""
+    frame = numbered(lines, ctx)
+    seg = frame
+    if frame.height and bool(frame.get_column("text").str.contains("\r", literal=True).any()):
+        seg = frame.with_columns(pl.col("text").str.split("\r")).explode("text")
+        seg = seg.with_columns(seg=pl.int_range(pl.len()).over("line").cast(pl.Int64))
+    else:
+        seg = seg.with_columns(seg=pl.lit(0, dtype=pl.Int64))
+    text = pl.col("text")
+    clean = text.str.replace_all(g.ANSI_RE, "")
+    clean = pl.when(clean.str.contains(g.ANSI_PASTED_RE)).then(clean.str.replace_all(g.ANSI_PASTED_RE, "")).otherwise(clean)
+    seg = seg.with_columns(raw=text, clean=clean)
+    env = split_envelopes(pl.col("clean"))
+    seg = seg.with_columns(rest=env["rest"], env_rank=env["rank"], host=env["host"])
+    seg = seg.with_columns(rest=pl.col("rest").str.replace(g.PYLOG_PREFIX_RE, ""))
+    banner = pl.col("rest").str.extract_groups(g.COMPOSER_BANNER_RE)
+    seg = seg.with_columns(
+        banner=banner.struct.field("what").is_not_null(),
+        banner_rank=pl.when(banner.struct.field("what") == "Begin")
+        .then(banner.struct.field("rank").cast(pl.Int32, strict=False))
+        .when(banner.struct.field("what") == "End")
+        .then(pl.lit(-1, dtype=pl.Int32))
+        .otherwise(pl.lit(None, dtype=pl.Int32))
+        .forward_fill(),
+    )
+    seg = seg.with_columns(
+        banner_rank=pl.when(pl.col("banner_rank") >= 0).then(pl.col("banner_rank")),
+        msg_rank=pl.col("rest").str.extract(g.MSG_RANK_RE, 1).cast(pl.Int32, strict=False),
+    )
+    stream_rank = pl.coalesce(pl.col("env_rank"), pl.col("banner_rank"))
+    seg = seg.with_columns(
+        key=pl.concat_str([pl.col("host").fill_null(""), stream_rank.cast(pl.String).fill_null("")], separator="|"),
+        rank=pl.coalesce(stream_rank, pl.col("msg_rank")),
+        text=pl.col("rest"),
+    )
+    # own timestamp
+    t = pl.col("text").str.extract_groups(g.TS_RE)
+    frac = t.struct.field("frac").str.replace(",", ".", literal=True).fill_null("")
+    naive = pl.concat_str([t.struct.field("date"), pl.lit("T"), t.struct.field("time"), frac]).str.to_datetime(
+        "%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us"
+    )
+    tz = t.struct.field("tz")
+    tzp = tz.str.extract_groups(r"^(?P<sign>[+-])(?P<h>\d\d):?(?P<m>\d\d)$")
+    offset_min = (tzp.struct.field("h").cast(pl.Int64) * 60 + tzp.struct.field("m").cast(pl.Int64)) * pl.when(
+        tzp.struct.field("sign") == "-"
+    ).then(-1).otherwise(1)
+    utc = pl.when(tz.is_null() | (tz == "Z")).then(naive).otherwise(naive - pl.duration(minutes=offset_min.fill_null(0)))
+    seg = seg.with_columns(
+        ts=utc.dt.replace_time_zone("UTC"),
+        ts_quality=pl.when(naive.is_null())
+        .then(pl.lit(None, dtype=pl.String))
+        .when(tz.is_not_null())
+        .then(pl.lit("exact"))
+        .otherwise(pl.lit("local_assumed_utc")),
+    )
+    return frame, seg
+
+
+# ----------------------------------------------------------------------------- grammars → fragments
+
+
+def _step_fragments(seg: pl.DataFrame) -> list[pl.DataFrame]:
+    """Fragments of the one-line step grammars."""
+    out: list[pl.DataFrame] = []
+    txt = pl.col("text")
+
+    # Megatron family
+    m = _match(seg, g.MEGATRON_ITER_RE, txt.str.contains("iteration", literal=True))
+    if m.height:
+        k = {name: _key(txt, pat) for name, pat in g.MEGATRON_KEYS.items()}
+        sps = k["samples_per_s"]
+        tok = k["tokens_per_gpu_s"]
+        fw = (
+            pl.when(txt.str.contains(r"iteration=\s*\d"))
+            .then(pl.lit("megatron-deepspeed"))
+            .when(txt.str.contains(r"^\s*samples/sec:|approx flops per GPU"))
+            .then(pl.lit("gpt-neox"))
+            .otherwise(pl.lit("megatron"))
+        )
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("megatron_iteration"),
+                framework=fw,
+                prio=pl.lit(0),
+                anchor=pl.lit(True),
+                step=_f("step").cast(pl.Int64),
+                total_steps=_f("total").cast(pl.Int64),
+                step_time_s=k["elapsed_ms"] / 1000.0,
+                step_time_source=pl.when(k["elapsed_ms"].is_not_null()).then(pl.lit("reported")),
+                throughput=pl.coalesce(sps, tok, k["tflops"]),
+                throughput_unit=pl.when(sps.is_not_null())
+                .then(pl.lit("samples/s"))
+                .when(tok.is_not_null())
+                .then(pl.lit("tokens/s/GPU"))
+                .when(k["tflops"].is_not_null())
+                .then(pl.lit("TFLOP/s/GPU")),
+                tflops=k["tflops"],
+                loss=pl.coalesce(k["lm_loss"], k["loss"]),
+                lr=k["lr"],
+                grad_norm=k["grad_norm"],
+                loss_scale=k["loss_scale"],
+                consumed_samples=k["consumed_samples"],
+                global_batch_size=k["global_batch_size"],
+                skipped_iterations=k["skipped_iterations"].cast(pl.Int64),
+                nan_iterations=k["nan_iterations"].cast(pl.Int64),
+                tokens_per_s=tok,
+            )
+        )
+
+    m = _match(seg, g.DS_PIPE_RE, txt.str.contains("iter time (s)", literal=True))
+    if m.height:
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("deepspeed_pipe"),
+                framework=pl.lit("deepspeed"),
+                prio=pl.lit(0),
+                anchor=pl.lit(True),
+                step=_f("step").cast(pl.Int64),
+                loss=_num(_f("loss")),
+                step_time_s=_num(_f("t")),
+                step_time_source=pl.lit("reported"),
+                throughput=_num(_f("sps")),
+                throughput_unit=pl.lit("samples/s"),
+            )
+        )
+
+    m = _match(seg, g.DS_STEP_RE, txt.str.contains("step=", literal=True))
+    if m.height:
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("deepspeed_step"),
+                framework=pl.lit("deepspeed"),
+                prio=pl.lit(2),
+                anchor=pl.lit(True),
+                step=_f("step").cast(pl.Int64),
+                skipped_iterations=_f("skipped").cast(pl.Int64),
+                lr=_num(_f("lr")),
+            )
+        )
+
+    for pattern, new in ((g.DS_TPUT_NEW_RE, True), (g.DS_TPUT_OLD_RE, False)):
+        m = _match(seg, pattern, txt.str.contains("SamplesPerSec=", literal=True))
+        if m.height == 0:
+            continue
+        if not new:
+            m = m.filter(~txt.str.contains("RunningAvgSamplesPerSec", literal=True))
+        cols: dict[str, pl.Expr] = {
+            "kind": pl.lit("deepspeed_throughput"),
+            "framework": pl.lit("deepspeed"),
+            "prio": pl.lit(1),
+            "anchor": pl.lit(True),
+            "step": _f("step").cast(pl.Int64),
+            "epoch": _num(_f("epoch")),
+            "running_avg_samples_per_s": _num(_f("avg")),
+        }
+        if new:
+            cols |= {"throughput": _num(_f("cur")), "throughput_unit": pl.lit("samples/s")}
+        out.append(_frag(m, **cols))
+
+    m = _match(seg, g.TITAN_RE, txt.str.contains("step:", literal=True) & txt.str.contains("loss:", literal=True))
+    if m.height:
+        r = _f("rest")
+        k = {name: _key(r, pat) for name, pat in g.TITAN_KEYS.items()}
+        loss = _num(_f("loss"))
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("torchtitan"),
+                framework=pl.lit("torchtitan"),
+                prio=pl.lit(0),
+                anchor=pl.lit(True),
+                step=_f("step").cast(pl.Int64),
+                loss=pl.when(loss != -1.0).then(loss),  # -1.0: pipeline ranks without the loss
+                grad_norm=k["grad_norm"],
+                memory_gib=k["memory_gib"],
+                throughput=k["tps"],
+                throughput_unit=pl.when(k["tps"].is_not_null()).then(pl.lit("tokens/s/GPU")),
+                tflops=k["tflops"],
+                mfu_pct=k["mfu_pct"],
+            )
+        )
+
+    m = _match(seg, g.NANOGPT_RE, txt.str.contains("iter ", literal=True))
+    if m.height:
+        mfu = _num(_f("mfu"))
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("nanogpt"),
+                framework=pl.lit("nanogpt"),
+                prio=pl.lit(0),
+                anchor=pl.lit(True),
+                step=_f("step").cast(pl.Int64),
+                loss=_num(_f("loss")),
+                step_time_s=_num(_f("ms")) / 1000.0,
+                step_time_source=pl.lit("reported"),
+                mfu_pct=pl.when(mfu > -100.0).then(mfu),  # -100.00%: EMA not initialised yet
+            )
+        )
+
+    m = _match(seg, g.NANOCHAT_RE, txt.str.contains("dt: ", literal=True))
+    if m.height:
+        tps = _num(_f("tps"))
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("nanochat"),
+                framework=pl.lit("nanochat"),
+                prio=pl.lit(0),
+                anchor=pl.lit(True),
+                step=_f("step").cast(pl.Int64),
+                total_steps=_f("total").cast(pl.Int64),
+                loss=_num(_f("loss")),
+                step_time_s=_num(_f("ms")) / 1000.0,
+                step_time_source=pl.lit("reported"),
+                throughput=tps,
+                throughput_unit=pl.when(tps.is_not_null()).then(pl.lit("tokens/s")),
+                mfu_pct=_num(_f("mfu")),
+            )
+        )
+
+    m = _match(seg, g.MODDED_RE, txt.str.contains("train_time:", literal=True))
+    if m.height:
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("modded_nanogpt"),
+                framework=pl.lit("modded-nanogpt"),
+                prio=pl.lit(0),
+                anchor=pl.lit(True),
+                step=_f("step").cast(pl.Int64),
+                total_steps=_f("total").cast(pl.Int64),
+                loss=_num(_f("loss")),
+                cum_time_s=_num(_f("cum_ms")) / 1000.0,
+                interval_avg_step_s=_num(_f("avg")) / 1000.0,
+            )
+        )
+
+    m = _match(seg, g.LITGPT_RE, txt.str.contains("iter time:", literal=True))
+    if m.height:
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("litgpt"),
+                framework=pl.lit("litgpt"),
+                prio=pl.lit(0),
+                anchor=pl.lit(True),
+                step=_f("step").cast(pl.Int64),
+                global_step=_num(_f("ostep")),
+                loss=_num(_f("loss")),
+                step_time_s=_num(_f("ms")) / 1000.0,
+                step_time_source=pl.lit("reported"),
+            )
+        )
+
+    m = _match(seg, g.MAXTEXT_RE, txt.str.contains("completed step:", literal=True))
+    if m.height:
+        tps = _num(_f("tps"))
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("maxtext"),
+                framework=pl.lit("maxtext"),
+                prio=pl.lit(0),
+                anchor=pl.lit(True),
+                step=_f("step").cast(pl.Int64),
+                step_time_s=_num(_f("s")),
+                step_time_source=pl.lit("reported"),
+                tflops=_num(_f("tflops")),
+                throughput=pl.coalesce(tps, _num(_f("tflops"))),
+                throughput_unit=pl.when(tps.is_not_null()).then(pl.lit("tokens/s/GPU")).otherwise(pl.lit("TFLOP/s/GPU")),
+                loss=_num(_f("loss")),
+            )
+        )
+
+    m = _match(seg, g.NEMO2_RE, txt.str.contains("Training epoch", literal=True))
+    if m.height:
+        r = _f("rest")
+        k = {name: _key(r, pat) for name, pat in g.NEMO2_KEYS.items()}
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("nemo2"),
+                framework=pl.lit("nemo"),
+                prio=pl.lit(0),
+                anchor=pl.lit(True),
+                step=pl.coalesce(k["global_step"].cast(pl.Int64), _f("step").cast(pl.Int64)),
+                total_steps=_f("total").cast(pl.Int64),
+                epoch=_num(_f("epoch")),
+                loss=k["loss"],
+                step_time_s=k["step_s"],
+                step_time_source=pl.when(k["step_s"].is_not_null()).then(pl.lit("reported")),
+                consumed_samples=k["consumed_samples"],
+                lr=k["lr"],
+            )
+        )
+
+    m = _match(seg, g.AUTOMODEL_RE, txt.str.contains("| epoch ", literal=True))
+    if m.height:
+        r = _f("rest")
+        k = {name: _key(r, pat) for name, pat in g.AUTOMODEL_KEYS.items()}
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("automodel"),
+                framework=pl.lit("nemo-automodel"),
+                prio=pl.lit(0),
+                anchor=pl.lit(True),
+                step=_f("step").cast(pl.Int64),
+                epoch=_num(_f("epoch")),
+                loss=_num(_f("loss")),
+                grad_norm=k["grad_norm"],
+                lr=k["lr"],
+                memory_gib=k["memory_gib"],
+                throughput=pl.coalesce(k["tps_gpu"], k["tps"]),
+                throughput_unit=pl.when(k["tps_gpu"].is_not_null())
+                .then(pl.lit("tokens/s/GPU"))
+                .when(k["tps"].is_not_null())
+                .then(pl.lit("tokens/s")),
+                tokens_per_s=k["tps"],
+            )
+        )
+
+    m = _match(seg, g.TORCHTUNE_RE, txt.str.starts_with("Step "))
+    if m.height:
+        r = _f("rest")
+        k = {name: _key(r, pat) for name, pat in g.TORCHTUNE_KEYS.items()}
+        m = m.filter(pl.any_horizontal(*(v.is_not_null() for v in k.values())))
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("torchtune"),
+                framework=pl.lit("torchtune"),
+                prio=pl.lit(0),
+                anchor=pl.lit(True),
+                step=_f("step").cast(pl.Int64),
+                loss=k["loss"],
+                lr=k["lr"],
+                grad_norm=k["grad_norm"],
+                throughput=k["tps_gpu"],
+                throughput_unit=pl.when(k["tps_gpu"].is_not_null()).then(pl.lit("tokens/s/GPU")),
+            )
+        )
+
+    # HF Trainer dicts
+    m = seg.filter(txt.str.contains(g.HF_DICT_RE))
+    if m.height:
+        k = {name: _key(txt, pat) for name, pat in g.HF_KEYS.items()}
+        summary = k["train_runtime"].is_not_null()
+        train = k["loss"].is_not_null() | k["step_runtime"].is_not_null() | k["grad_norm"].is_not_null()
+        logged = m.filter(~summary & train & ~txt.str.contains("'eval_", literal=True))
+        if logged.height:
+            out.append(
+                _frag(
+                    logged,
+                    kind=pl.lit("hf_dict"),
+                    framework=pl.lit("hf-trainer"),
+                    prio=pl.lit(0),
+                    anchor=k["step"].is_not_null(),
+                    step=k["step"].cast(pl.Int64),
+                    loss=k["loss"],
+                    grad_norm=k["grad_norm"],
+                    lr=k["lr"],
+                    epoch=k["epoch"],
+                    step_time_s=k["step_runtime"],
+                    step_time_source=pl.when(k["step_runtime"].is_not_null()).then(pl.lit("reported")),
+                    throughput=k["step_sps"],
+                    throughput_unit=pl.when(k["step_sps"].is_not_null()).then(pl.lit("samples/s")),
+                    attach_line=pl.col("line"),
+                )
+            )
+        summ = m.filter(summary)
+        if summ.height:
+            out.append(
+                _frag(
+                    summ,
+                    kind=pl.lit("hf_summary"),
+                    framework=pl.lit("hf-trainer"),
+                    prio=pl.lit(0),
+                    anchor=pl.lit(True),
+                    standalone=pl.lit(True),
+                    step_time_s=1.0 / k["train_steps_ps"],
+                    step_time_source=pl.when(k["train_steps_ps"] > 0).then(pl.lit("run_mean")),
+                    throughput=k["train_sps"],
+                    throughput_unit=pl.when(k["train_sps"].is_not_null()).then(pl.lit("samples/s")),
+                    loss=k["train_loss"],
+                    epoch=k["epoch"],
+                    train_runtime_s=k["train_runtime"],
+                )
+            )
+    return out
+
+
+def _bar_fragments(seg: pl.DataFrame) -> tuple[list[pl.DataFrame], pl.DataFrame]:
+    """tqdm and rich progress bars; returns (fragments, lines understood)."""
+    out: list[pl.DataFrame] = []
+    txt = pl.col("text")
+    m = _match(seg, g.TQDM_RE, txt.str.contains("%|", literal=True))
+    seen = [m.select("line")]
+    if m.height:
+        totals = seg.filter(txt.str.contains("Total optimization steps = ", literal=True)).select(
+            n=txt.str.extract(g.HF_TOTAL_STEPS_RE, 1).str.replace_all(",", "").cast(pl.Int64, strict=False)
+        )
+        hf_total = totals.get_column("n").drop_nulls()
+        desc = _f("desc")
+        post = _f("post")
+        k = {name: _key(post, pat) for name, pat in g.TQDM_POST_KEYS.items()}
+        tt = desc.str.extract_groups(g.TORCHTUNE_DESC_RE)
+        rate = _num(_f("rate"))
+        it_s = pl.when(_f("unit") == "s").then(1.0 / rate).otherwise(rate)
+        keep = (_f("n").cast(pl.Int64) > 0) & ~desc.str.contains(g.EVAL_DESC_RE)
+        if hf_total.len() > 0:
+            keep = keep & _f("total").cast(pl.Int64).is_in(hf_total.implode())
+        bars = m.filter(keep)
+        if bars.height:
+            fw = (
+                pl.when(tt.struct.field("step").is_not_null())
+                .then(pl.lit("torchtune"))
+                .when(k["global_step"].is_not_null() | k["consumed_samples"].is_not_null())
+                .then(pl.lit("nemo"))
+                .when(desc.str.contains(r"Epoch \d+"))
+                .then(pl.lit("lightning"))
+                .otherwise(pl.lit("tqdm"))
+            )
+            out.append(
+                _frag(
+                    bars,
+                    kind=pl.lit("tqdm"),
+                    framework=fw,
+                    prio=pl.lit(3),
+                    anchor=pl.lit(True),
+                    step=pl.coalesce(tt.struct.field("step").cast(pl.Int64, strict=False), _f("n").cast(pl.Int64)),
+                    total_steps=_f("total").cast(pl.Int64),
+                    loss=pl.coalesce(_num(tt.struct.field("loss")), k["loss"], k["reduced_loss"]),
+                    step_time_s=pl.coalesce(k["step_s"], 1.0 / it_s),
+                    step_time_source=pl.when(k["step_s"].is_not_null())
+                    .then(pl.lit("reported"))
+                    .when(it_s > 0)
+                    .then(pl.lit("tqdm_rate")),
+                    throughput=it_s,
+                    throughput_unit=pl.when(it_s.is_not_null()).then(pl.lit("it/s")),
+                    global_step=k["global_step"],
+                    consumed_samples=k["consumed_samples"],
+                )
+            )
+    m = _match(seg, g.RICH_BAR_RE, txt.str.starts_with("Epoch "))
+    seen.append(m.select("line"))
+    if m.height:
+        rate = _num(_f("rate"))
+        it_s = pl.when(_f("unit") == "s/it").then(1.0 / rate).otherwise(rate)
+        out.append(
+            _frag(
+                m.filter(_f("n").cast(pl.Int64) > 0),
+                kind=pl.lit("rich_bar"),
+                framework=pl.lit("lightning"),
+                prio=pl.lit(3),
+                anchor=pl.lit(True),
+                step=_f("n").cast(pl.Int64),
+                total_steps=_f("total").cast(pl.Int64),
+                epoch=_num(_f("epoch")),
+                step_time_s=1.0 / it_s,
+                step_time_source=pl.when(it_s > 0).then(pl.lit("tqdm_rate")),
+                throughput=it_s,
+                throughput_unit=pl.lit("it/s"),
+                loss=_key(_f("post"), rf"(?:^|\s)(?:train_)?loss(?:_step)?: (?P<v>{g.NUM})"),
+            )
+        )
+    return out, pl.concat(seen)
+
+
+def _block_fragments(seg: pl.DataFrame) -> tuple[list[pl.DataFrame], pl.DataFrame, pl.DataFrame]:
+    """Header + indented-entry blocks (Megatron timers, composer batches, NVRx reports) and one-line timers.
+
+    Returns (fragments, lines understood, NVRx rank-score rows for events).
+    """
+    out: list[pl.DataFrame] = []
+    txt = pl.col("text")
+    b = seg.with_columns(
+        t_hdr=txt.str.extract(g.TIMER_HDR_RE, 1),
+        t_ent=txt.str.contains(g.TIMER_MINMAX_RE)
+        | txt.str.contains(g.TIMER_SINGLE_RE)
+        | txt.str.contains(g.TIMER_NAME_RE)
+        | txt.str.contains(g.TIMER_RANK_RE),
+        c_hdr=txt.str.contains(g.COMPOSER_HDR_RE),
+        c_ent=txt.str.contains(g.COMPOSER_ENTRY_RE),
+        n_hdr=txt.str.extract(g.NVRX_HDR_RE, 1),
+        n_ent=txt.str.contains(g.NVRX_SUB_RE) | txt.str.contains(g.NVRX_RANK_RE),
+    )
+
+    def block(hdr: pl.Expr, ent: str) -> pl.Expr:
+        """Line of the header an entry belongs to (the last non-entry line of its stream is that header)."""
+        return (
+            pl.when(pl.col(ent))
+            .then(pl.lit(None, dtype=pl.Int64))
+            .when(hdr)
+            .then(pl.col("line"))
+            .otherwise(pl.lit(-1, dtype=pl.Int64))
+            .forward_fill()
+            .over("key")
+        )
+
+    b = b.with_columns(
+        t_blk=block(pl.col("t_hdr").is_not_null(), "t_ent"),
+        c_blk=block(pl.col("c_hdr"), "c_ent"),
+        n_blk=block(pl.col("n_hdr").is_not_null(), "n_ent"),
+        t_mode=pl.col("t_hdr").forward_fill().over("key"),
+        n_kind=pl.col("n_hdr").forward_fill().over("key"),
+    )
+    understood = [
+        b.filter(
+            pl.col("t_hdr").is_not_null()
+            | pl.col("c_hdr")
+            | pl.col("n_hdr").is_not_null()
+            | (pl.col("t_ent") & (pl.col("t_blk") > 0))
+            | (pl.col("c_ent") & (pl.col("c_blk") > 0))
+            | (pl.col("n_ent") & (pl.col("n_blk") > 0))
+        ).select("line")
+    ]
+
+    # Megatron timer blocks
+    tb = b.filter(pl.col("t_ent") & (pl.col("t_blk") > 0))
+    if tb.height:
+        mm = _match(tb, g.TIMER_MINMAX_RE, pl.col("t_mode").str.starts_with("(min, max)"))
+        if mm.height:
+            out.append(
+                _frag(
+                    mm.filter(~_f("name").is_in(list(g.NON_STEP_TIMERS))),
+                    kind=pl.lit("timer_block"),
+                    framework=pl.lit("megatron"),
+                    prio=pl.lit(1),
+                    anchor=pl.lit(False),
+                    attach_line=pl.col("t_blk"),
+                    timers=_timers(name=_f("name"), min_ms=_num(_f("min")), max_ms=_num(_f("max"))),
+                )
+            )
+        sg = _match(tb, g.TIMER_SINGLE_RE, pl.col("t_mode").is_in(["max time", "min time"]))
+        if sg.height:
+            v = _num(_f("v"))
+            out.append(
+                _frag(
+                    sg.filter(~_f("name").is_in(list(g.NON_STEP_TIMERS))),
+                    kind=pl.lit("timer_block"),
+                    framework=pl.lit("megatron"),
+                    prio=pl.lit(1),
+                    anchor=pl.lit(False),
+                    attach_line=pl.col("t_blk"),
+                    timers=_timers(
+                        name=_f("name"),
+                        max_ms=pl.when(pl.col("t_mode") == "max time").then(v),
+                        min_ms=pl.when(pl.col("t_mode") == "min time").then(v),
+                    ),
+                )
+            )
+        pr = tb.filter(pl.col("t_mode") == "times")
+        if pr.height:
+            pr = pr.with_columns(
+                tname=txt.str.extract(g.TIMER_NAME_RE, 1).forward_fill().over("t_blk"),
+                r=txt.str.extract_groups(g.TIMER_RANK_RE),
+            ).filter(pl.col("r").struct.field("rank").is_not_null() & pl.col("tname").is_not_null())
+            pr = pr.with_columns(
+                rr=pl.col("r").struct.field("rank").cast(pl.Int32), v=_num(pl.col("r").struct.field("v"))
+            )
+            agg = (
+                pr.group_by("key", "t_blk", "tname", maintain_order=True)
+                .agg(
+                    pl.col(*_BASE[:2], *_BASE[3:]).first(),
+                    min_ms=pl.col("v").min(),
+                    max_ms=pl.col("v").max(),
+                    min_rank=pl.col("rr").sort_by("v").first(),
+                    max_rank=pl.col("rr").sort_by("v").last(),
+                )
+                .filter(~pl.col("tname").is_in(list(g.NON_STEP_TIMERS)))
+            )
+            if agg.height:
+                out.append(
+                    _frag(
+                        agg,
+                        kind=pl.lit("timer_block"),
+                        framework=pl.lit("megatron"),
+                        prio=pl.lit(1),
+                        anchor=pl.lit(False),
+                        attach_line=pl.col("t_blk"),
+                        timers=_timers(
+                            name=pl.col("tname"),
+                            min_ms=pl.col("min_ms"),
+                            max_ms=pl.col("max_ms"),
+                            min_rank=pl.col("min_rank"),
+                            max_rank=pl.col("max_rank"),
+                        ),
+                    )
+                )
+
+    # one-line timers
+    tl = _match(seg, g.TIMER_LINE_RE, txt.str.contains("time (ms)", literal=True))
+    if tl.height:
+        understood.append(tl.select("line"))
+        pairs = (
+            tl.select("line", "seg", pairs=_f("pairs").str.extract_all(g.TIMER_PAIR_RE))
+            .explode("pairs")
+            .with_columns(
+                p=pl.col("pairs").str.extract_groups(rf"^\s*(?P<name>.*?)\s*:\s*(?P<v>{g.NUM})$"),
+            )
+            .filter(pl.col("p").struct.field("name").is_not_null())
+            .group_by("line", "seg", maintain_order=True)
+            .agg(
+                timers=pl.struct(
+                    name=pl.col("p").struct.field("name"),
+                    ms=_num(pl.col("p").struct.field("v")),
+                    min_ms=pl.lit(None, dtype=pl.Float64),
+                    max_ms=pl.lit(None, dtype=pl.Float64),
+                    min_rank=pl.lit(None, dtype=pl.Int32),
+                    max_rank=pl.lit(None, dtype=pl.Int32),
+                )
+            )
+        )
+        tl = tl.join(pairs, on=["line", "seg"], how="left")
+        out.append(
+            _frag(
+                tl,
+                kind=pl.lit("timer_line"),
+                framework=pl.when(pl.col("text").str.contains(r"\[Rank \d+\]"))
+                .then(pl.lit("deepspeed"))
+                .otherwise(pl.lit("megatron")),
+                prio=pl.lit(1),
+                anchor=pl.lit(False),
+                attach_line=pl.col("line"),
+                timers=pl.col("timers"),
+            )
+        )
+
+    # composer batch blocks: the header is the anchor, entries attach to it
+    ch = _match(b, g.COMPOSER_HDR_RE, pl.col("c_hdr"))
+    if ch.height:
+        out.append(
+            _frag(
+                ch,
+                kind=pl.lit("composer_batch"),
+                framework=pl.lit("composer"),
+                prio=pl.lit(0),
+                anchor=pl.lit(True),
+                step=_f("step").cast(pl.Int64),
+                total_steps=_f("total").cast(pl.Int64),
+                epoch=_num(_f("epoch")),
+            )
+        )
+        ce = _match(b, g.COMPOSER_ENTRY_RE, pl.col("c_ent") & (pl.col("c_blk") > 0)).filter(_f("split") == "Train")
+        if ce.height:
+            key, val = _f("key"), _num(_f("val"))
+
+            def kv(name: str) -> pl.Expr:
+                return pl.when(key == name).then(val)
+
+            bps = kv("throughput/batches_per_sec")
+            dev_tok = kv("throughput/device/tokens_per_sec")
+            sps = kv("throughput/samples_per_sec")
+            out.append(
+                _frag(
+                    ce,
+                    kind=pl.lit("composer_entry"),
+                    framework=pl.lit("composer"),
+                    prio=pl.lit(0),
+                    anchor=pl.lit(False),
+                    attach_line=pl.col("c_blk"),
+                    loss=kv("loss/train/total"),
+                    step_time_s=1.0 / bps,
+                    step_time_source=pl.when(bps > 0).then(pl.lit("rate")),
+                    throughput=pl.coalesce(dev_tok, sps),
+                    throughput_unit=pl.when(dev_tok.is_not_null())
+                    .then(pl.lit("tokens/s/GPU"))
+                    .when(sps.is_not_null())
+                    .then(pl.lit("samples/s")),
+                    cum_time_s=pl.coalesce(kv("wall_clock/train"), kv("time/train") * 3600.0),
+                    lr=pl.when(key.str.starts_with("lr-")).then(val),
+                    memory_gib=kv("memory/allocated_mem"),
+                    mfu_pct=kv("throughput/device/mfu") * 100.0,
+                )
+            )
+
+    nv = b.filter(pl.col("n_ent") & (pl.col("n_blk") > 0)).with_columns(
+        role=pl.when(pl.col("text").str.contains(g.NVRX_SUB_RE))
+        .then(pl.col("text").str.extract(g.NVRX_SUB_RE, 1))
+        .when(pl.col("text").str.contains(g.NVRX_RANK_RE))
+        .then(pl.lit(None, dtype=pl.String))
+        .forward_fill()
+        .over("n_blk")
+    )
+    nv = nv.with_columns(r=pl.col("text").str.extract_groups(g.NVRX_RANK_RE)).filter(
+        pl.col("r").struct.field("rank").is_not_null()
+    )
+    return out, pl.concat(understood), nv
+
+
+# ----------------------------------------------------------------------------- fragments → rows
+
+
+def _rows(frags: pl.DataFrame) -> pl.DataFrame:
+    """Group fragments into step rows (see the module docstring) and take each value from the best fragment."""
+    f = frags.sort("key", "line", "seg").with_columns(
+        attach_line=pl.coalesce(pl.col("attach_line"), pl.col("line")),
+        standalone=pl.col("standalone").fill_null(False),
+    )
+    f = f.with_columns(
+        a_step=pl.when(pl.col("anchor")).then(pl.col("step")),
+        a_kind=pl.when(pl.col("anchor")).then(pl.col("kind")),
+        a_line=pl.when(pl.col("anchor")).then(pl.col("line")),
+        a_alone=pl.when(pl.col("anchor")).then(pl.col("standalone")),
+    )
+    f = f.with_columns(
+        prev_step=pl.col("a_step").shift(1).forward_fill().over("key"),
+        prev_kind=pl.col("a_kind").shift(1).forward_fill().over("key"),
+        prev_line=pl.col("a_line").shift(1).forward_fill().over("key"),
+        prev_alone=pl.col("a_alone").shift(1).forward_fill().over("key"),
+        prev_key=pl.col("key").shift(1),
+        prev_attach=pl.col("attach_line").shift(1),
+        prev_anchor=pl.col("anchor").shift(1),
+    )
+    # the same step twice: different grammars describing one step, or redraws of a progress bar
+    redraw = pl.col("kind").is_in(["tqdm", "rich_bar"]) & (pl.col("kind") == pl.col("prev_kind"))
+    same_step = (
+        (pl.col("step") == pl.col("prev_step"))
+        & ((pl.col("kind") != pl.col("prev_kind")) | redraw)
+        & ((pl.col("line") - pl.col("prev_line")) <= MERGE_GAP)
+        & ~pl.col("prev_alone").fill_null(True)
+    ).fill_null(False)
+    attached = (
+        pl.col("prev_line").is_not_null()
+        & ((pl.col("attach_line") - pl.col("prev_line")) <= ATTACH_GAP)
+        & ~pl.col("prev_alone").fill_null(True)
+    ).fill_null(False)
+    # an orphan (breakdown without an anchor above it) starts a group unless it continues the same block
+    orphan_start = ~attached & (
+        pl.col("prev_anchor").fill_null(True) | (pl.col("attach_line") != pl.col("prev_attach")).fill_null(True)
+    )
+    start = (
+        (pl.col("key") != pl.col("prev_key")).fill_null(True)
+        | (pl.col("anchor") & (pl.col("standalone") | ~same_step))
+        | (~pl.col("anchor") & orphan_start)
+    )
+    f = f.with_columns(group=start.cum_sum(), orphan=~pl.col("anchor") & ~attached)
+    f = f.with_columns(orphan_group=pl.col("orphan").all().over("group"))
+    value_cols = [c for c in _FRAG if c not in ("line", "seg", "key", "timers", "anchor", "standalone", "attach_line")]
+    rows = (
+        f.sort("group", "prio", "line", "seg")
+        .group_by("group", maintain_order=True)
+        .agg(
+            pl.col("line").first(),
+            pl.col("key").first(),
+            pl.col("orphan_group").first(),
+            pl.col("rank").first(),  # the best fragment's own rank: a DeepSpeed `[Rank 0]` beside it may be another writer
+            *[pl.col(c).drop_nulls().first() for c in value_cols if c != "rank"],
+            timers=pl.col("timers").explode().drop_nulls(),
+        )
+    )
+    # orphans only count when they carry progress of their own (HF dicts without a bar, ...)
+    rows = rows.filter(
+        ~pl.col("orphan_group")
+        | pl.col("step_time_s").is_not_null()
+        | pl.col("loss").is_not_null()
+        | pl.col("throughput").is_not_null()
+    )
+    return rows.sort("key", "line")
+
+
+def _phases(rows: pl.DataFrame) -> pl.DataFrame:
+    """Phase columns and the widest (min, max) spread from the attached timers."""
+    if rows.height == 0:
+        return rows.with_columns(phase_spread_s=pl.lit(None, dtype=pl.Float64), phase_spread_name=pl.lit(None, dtype=pl.String))
+    el = pl.element()
+    upd = {}
+    for col, names in g.PHASES.items():
+        cands = []
+        for name in names:
+            v = pl.col("timers").list.eval(
+                el.filter(el.struct.field("name") == name).struct.field("max_ms").fill_null(
+                    el.filter(el.struct.field("name") == name).struct.field("ms")
+                )
+            )
+            cands.append(v.list.first())
+        upd[col] = pl.coalesce(pl.col(col), pl.coalesce(*cands) / 1000.0)
+    spread = pl.col("timers").list.eval(
+        (el.struct.field("max_ms") - el.struct.field("min_ms")).fill_null(-1.0)
+    )
+    rows = rows.with_columns(**upd, _sp=spread)
+    best = pl.col("_sp").list.arg_max()
+    name = pl.col("timers").list.eval(el.struct.field("name")).list.get(best, null_on_oob=True)
+    val = pl.col("_sp").list.max()
+    return rows.with_columns(
+        phase_spread_s=pl.when(val >= 0).then(val / 1000.0),
+        phase_spread_name=pl.when(val >= 0).then(name),
+    ).drop("_sp")
+
+
+def _times(rows: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
+    """Inherit missing times from the line right above; derive missing step times (cumulative, then ts deltas)."""
+    rows = rows.with_columns(ts_quality=pl.when(pl.col("ts").is_not_null()).then(pl.col("ts_quality")))
+    stamped = seg.filter(pl.col("ts").is_not_null()).select(
+        "key", src_line=pl.col("line"), src_ts=pl.col("ts")
+    ).unique(["key", "src_line"], keep="first", maintain_order=True).sort("key", "src_line")
+    rows = rows.with_columns(prev_row_line=pl.col("line").shift(1).over("key")).sort("line")
+    if stamped.height and rows.height:
+        j = rows.sort("line").join_asof(
+            stamped.sort("src_line"),
+            left_on="line",
+            right_on="src_line",
+            by="key",
+            strategy="backward",
+            allow_exact_matches=False,
+            check_sortedness=False,
+        )
+        ok = (
+            pl.col("ts").is_null()
+            & ~pl.col("kind").is_in(["tqdm", "rich_bar"])  # a bar is redrawn long after the line above it
+            & pl.col("src_ts").is_not_null()
+            & ((pl.col("line") - pl.col("src_line")) <= INHERIT_GAP)
+            & (pl.col("prev_row_line").is_null() | (pl.col("src_line") > pl.col("prev_row_line")))
+        )
+        rows = j.with_columns(
+            ts=pl.when(ok).then(pl.col("src_ts")).otherwise(pl.col("ts")),
+            ts_quality=pl.when(ok).then(pl.lit("inherited")).otherwise(pl.col("ts_quality")),
+        ).drop("src_line", "src_ts")
+    rows = rows.with_columns(ts_quality=pl.col("ts_quality").fill_null("none")).sort("key", "framework", "line")
+
+    grp = ["key", "framework"]
+    has_step = pl.col("step").is_not_null()
+    # cumulative training time (composer wall_clock/train, modded-nanogpt train_time)
+    cum = rows.filter(has_step & pl.col("cum_time_s").is_not_null()).select(
+        "key",
+        "framework",
+        "line",
+        d_cum=(pl.col("cum_time_s") - pl.col("cum_time_s").shift(1)).over(grp),
+        d_step=(pl.col("step") - pl.col("step").shift(1)).over(grp),
+    )
+    # timestamp deltas, own (not inherited) times only
+    own = rows.filter(has_step & pl.col("ts_quality").is_in(["exact", "local_assumed_utc"])).select(
+        "key",
+        "framework",
+        "line",
+        d_ts=((pl.col("ts") - pl.col("ts").shift(1)).dt.total_microseconds() / 1e6).over(grp),
+        d_step_ts=(pl.col("step") - pl.col("step").shift(1)).over(grp),
+    )
+    rows = rows.join(cum, on=["key", "framework", "line"], how="left").join(
+        own, on=["key", "framework", "line"], how="left"
+    )
+    from_cum = pl.when((pl.col("d_step") > 0) & (pl.col("d_cum") > 0)).then(pl.col("d_cum") / pl.col("d_step"))
+    from_ts = pl.when((pl.col("d_step_ts") > 0) & (pl.col("d_ts") > 0)).then(pl.col("d_ts") / pl.col("d_step_ts"))
+    return rows.with_columns(
+        step_time_source=pl.when(pl.col("step_time_s").is_not_null())
+        .then(pl.col("step_time_source"))
+        .when(from_cum.is_not_null())
+        .then(pl.lit("cumulative_delta"))
+        .when(from_ts.is_not_null())
+        .then(pl.lit("ts_delta")),
+        step_time_s=pl.coalesce(pl.col("step_time_s"), from_cum, from_ts),
+    ).drop("d_cum", "d_step", "d_ts", "d_step_ts", "prev_row_line")
+
+
+# ----------------------------------------------------------------------------- events
+
+
+def _events(seg: pl.DataFrame, nv: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Straggler-detector reports → events; returns (events, lines understood)."""
+    txt = pl.col("text")
+    node = pl.coalesce(pl.col("host"), pl.lit(ctx.node))
+    frames: list[pl.DataFrame] = []
+    seen: list[pl.DataFrame] = []
+
+    def ev(df: pl.DataFrame, **cols: pl.Expr) -> pl.DataFrame:
+        base = {
+            "ts": pl.col("ts"),
+            "ts_quality": pl.col("ts_quality").fill_null("none"),
+            "node": node,
+            "source": pl.lit("straggler-detector"),
+            "kind": pl.lit("straggler_report"),
+            "severity": pl.lit("info"),
+            "message": pl.col("raw"),
+            "file": pl.lit(ctx.path),
+            "line": pl.col("line"),
+        }
+        return df.select(**(base | cols))
+
+    m = seg.filter(txt.str.contains(g.STRAGGLER_LINE_RE))
+    if m.height:
+        seen.append(m.select("line"))
+        items = {}
+        for stat in ("Mn", "Mx"):
+            for metric in g.STRAGGLER_METRICS:
+                pat = g.STRAGGLER_ITEM_RE.format(metric=stat + metric, num=g.NUM)
+                x = txt.str.extract_groups(pat)
+                items[stat + metric] = pl.struct(
+                    value=_num(x.struct.field("v")),
+                    unit=x.struct.field("unit"),
+                    rank=x.struct.field("rank").cast(pl.Int32, strict=False),
+                )
+        slow = pl.coalesce(items["MnEtpt"].struct.field("rank"), items["MxRtt"].struct.field("rank"))
+        fast = pl.coalesce(items["MxEtpt"].struct.field("rank"), items["MnRtt"].struct.field("rank"))
+        frames.append(
+            ev(
+                m,
+                rank=slow,
+                code=pl.lit("megatron"),
+                detail=_json_obj(slowest_rank=slow, fastest_rank=fast, **items),
+            )
+        )
+    m = _match(seg, g.STRAGGLER_TOPK_RE, txt.str.contains("^^^^", literal=True))
+    if m.height:
+        seen.append(m.select("line"))
+        pairs = _f("list").str.extract_all(rf"(?:{g.NUM})/\d+")
+        ranks = pairs.list.eval(pl.element().str.extract(r"/(\d+)$", 1).cast(pl.Int32))
+        vals = pairs.list.eval(_num(pl.element().str.extract(r"^(.*)/\d+$", 1)))
+        bottom = _f("which") == "Bottom"
+        frames.append(
+            ev(
+                m,
+                rank=pl.when(bottom).then(ranks.list.first()).otherwise(ranks.list.last()),
+                code=pl.lit("megatron"),
+                detail=_json_obj(
+                    role=pl.when(bottom).then(pl.lit("slowest")).otherwise(pl.lit("fastest")),
+                    ranks=ranks,
+                    etpt_tf=vals,
+                ),
+            )
+        )
+    m = _match(seg, g.COMPOSER_STRAGGLER_RE, txt.str.contains("/Rank: ", literal=True))
+    if m.height:
+        seen.append(m.select("line"))
+        metric, stat = _f("metric"), _f("stat")
+        slow_when_min = metric.is_in(["Throughput", "Clock", "Utilization", "Power"])
+        role = (
+            pl.when((stat == "Min") == slow_when_min)
+            .then(pl.lit("slowest"))
+            .otherwise(pl.lit("fastest"))
+        )
+        frames.append(
+            ev(
+                m,
+                rank=_f("rank").cast(pl.Int32),
+                code=pl.lit("composer"),
+                detail=_json_obj(
+                    metric=metric, stat=stat, value=_num(_f("v")), unit=_f("unit"), rank=_f("rank").cast(pl.Int32), role=role
+                ),
+            )
+        )
+    if nv.height:
+        frames.append(
+            ev(
+                nv,
+                node=pl.col("r").struct.field("node"),
+                rank=pl.col("r").struct.field("rank").cast(pl.Int32),
+                kind=pl.lit("straggler_score"),
+                code=pl.concat_str(pl.lit("nvrx-"), pl.col("n_kind")),
+                detail=_json_obj(
+                    score=_num(pl.col("r").struct.field("score")),
+                    score_kind=pl.col("n_kind"),
+                    role=pl.col("role").str.to_lowercase(),
+                    rank=pl.col("r").struct.field("rank").cast(pl.Int32),
+                    node=pl.col("r").struct.field("node"),
+                ),
+            )
+        )
+    m = _match(seg, g.NVRX_WARN_RE, txt.str.contains("STRAGGLER DETECTION WARNING", literal=True))
+    if m.height:
+        seen.append(m.select("line"))
+        ranks = _f("ranks").str.extract_all(r"\d+").list.eval(pl.element().cast(pl.Int32))
+        frames.append(
+            ev(
+                m,
+                rank=ranks.list.first(),
+                severity=pl.lit("medium"),
+                code=pl.lit("nvrx"),
+                detail=_json_obj(what=_f("what"), ranks=ranks),
+            )
+        )
+    m = seg.filter(txt.str.contains(g.NVRX_OTHER_RE))
+    seen.append(m.select("line"))
+    events = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+    return events, pl.concat(seen) if seen else pl.DataFrame({"line": []}, schema={"line": pl.Int64})
+
+
+# ----------------------------------------------------------------------------- parse
 
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
-    """Return no tables."""
-    return ParseResult(tables={}, parsed=0, unrecognized=0)
+    """Parse a training log into `steps` rows and straggler `events` (see the module docstring)."""
+    frame, seg = _prepare(lines, ctx)
+    frags = _step_fragments(seg)
+    bars, bar_lines = _bar_fragments(seg)
+    blocks, block_lines, nv = _block_fragments(seg)
+    frags += bars + blocks
+    events, event_lines = _events(seg, nv, ctx)
+
+    txt = pl.col("text")
+    noise = seg.filter(
+        pl.col("ts").is_not_null()
+        | pl.col("banner")
+        | txt.str.contains(g.HF_DICT_RE)
+        | pl.any_horizontal(*(txt.str.contains(p) for p in g.NOISE_RES))
+    ).select("line")
+    understood_lines = pl.concat(
+        [f.select("line") for f in frags] + [bar_lines, block_lines, event_lines, noise], how="vertical_relaxed"
+    ).get_column("line")
+    parsed, unrecognized, examples = account(frame, pl.col("line").is_in(understood_lines.unique().implode()))
+
+    if frags:
+        rows = _rows(pl.concat(frags, how="vertical_relaxed"))
+    else:
+        rows = pl.DataFrame(schema=_FRAG).drop("seg").with_columns(orphan_group=pl.lit(None, dtype=pl.Boolean))
+    rows = _phases(rows)
+    rows = _times(rows, seg)
+    extras = {c: pl.col(c) for c in _EXTRAS}
+    steps = rows.sort("line").select(
+        "ts",
+        "ts_quality",
+        node=pl.coalesce(pl.col("host"), pl.lit(ctx.node)),
+        rank=pl.col("rank"),
+        step=pl.col("step"),
+        step_time_s=pl.col("step_time_s"),
+        step_time_source=pl.col("step_time_source"),
+        forward_s=pl.col("forward_s"),
+        backward_s=pl.col("backward_s"),
+        optimizer_s=pl.col("optimizer_s"),
+        comm_wait_s=pl.col("comm_wait_s"),
+        data_s=pl.col("data_s"),
+        throughput=pl.col("throughput"),
+        throughput_unit=pl.col("throughput_unit"),
+        tflops=pl.col("tflops"),
+        loss=pl.col("loss"),
+        phase_spread_s=pl.col("phase_spread_s"),
+        phase_spread_name=pl.col("phase_spread_name"),
+        framework=pl.col("framework").fill_null("unknown"),
+        detail=_json_obj(
+            **extras,
+            timers=pl.when(pl.col("timers").list.len() > 0).then(pl.col("timers")),
+        ).str.replace_all(r',"\w+":null|"\w+":null,', ""),
+        file=pl.lit(ctx.path),
+        line=pl.col("line"),
+    )
+    tables = {"steps": conform(steps, "steps")}
+    if events.height:
+        tables["events"] = conform(events, "events")
+    return ParseResult(
+        tables=tables,
+        parsed=parsed,
+        unrecognized=unrecognized,
+        unrecognized_examples=examples,
+    )
