@@ -1,7 +1,20 @@
-"""Kernel logs: dmesg (raw, -T, --time-format iso), journalctl -k and syslog kern.log/messages.
+"""Kernel logs: dmesg (raw, -T, --time-format iso, --decode), /dev/kmsg, pstore, journalctl -k, syslog.
 
-Foundation version: recognises the timestamp styles and extracts NVIDIA XID events. The kernel-log
-issue extends it to every event family (SXid, AER, NIC links, OOM, hung tasks, ...).
+This module owns the *timestamp layer*: it recognises every line prefix of FORMATS.md §1.3 (K1-K12,
+RFC 3164/5424 syslog, journalctl short/short-iso/short-precise/short-monotonic, talosctl, pdsh
+host prefixes), converts times to UTC and keeps `uptime_s` where the clock is monotonic. The event
+grammar (NVRM Xid, SXid, AER blocks, NIC links, OOM, ...) lives in `parsers._kernel_events`.
+
+Time rules:
+- offset given (ISO with `+hh:mm`, `Z`, RFC 5424) -> `exact`;
+- `dmesg -T` ctime (local, no zone) -> taken as UTC, `local_assumed_utc`;
+- syslog `Mon DD HH:MM:SS` (no year) -> year from `FileContext.collected_at` / `year_hint`, rolled back
+  a year when the month is after the collection month, advanced within the file when the month goes
+  backwards (Dec -> Jan); `year_inferred`; unknown locale month or no year known -> null time, `none`;
+- raw monotonic seconds (K1-K4) -> `uptime_s`, `ts` null, `unanchored` (filled later by
+  `forensics.timebase.anchor` where the bundle gives the boot time);
+- lines with no prefix (continuations, pasted `NVRM:` lines) inherit the preceding line's time
+  (`inherited`).
 """
 
 from __future__ import annotations
@@ -10,137 +23,412 @@ import re
 
 import polars as pl
 
-from parsers._common import json_detail, normalize_bus_id
+from parsers import _kernel_events as kev
 from parsers.base import FileContext, ParseResult, account, numbered
 
 NAME = "kernel-log"
-DESCRIPTION = "Kernel ring buffer and syslog: dmesg (raw, -T, iso), journalctl -k, kern.log/messages"
-TABLES = ("events",)
-FILENAME_HINTS = ("dmesg*", "kern.log*", "messages*", "syslog*", "journal*", "*kmsg*")
-DETECTS = "lines opening with a dmesg '[seconds]' or '[ctime]' stamp, an ISO time, or 'Mon DD HH:MM:SS host kernel:'"
+DESCRIPTION = "Kernel ring buffer and syslog: dmesg (raw, -T, iso, kmsg, pstore), journalctl -k, kern.log/messages"
+TABLES = ("events", "inventory")
+FILENAME_HINTS = ("dmesg*", "kern.log*", "messages*", "syslog*", "journal*", "*kmsg*", "*pstore*", "*erst*")
+DETECTS = (
+    "lines opening with a dmesg '[seconds]', '[ctime]', '<prio>[..]' or kmsg 'prio,seq,usec,-;' stamp, "
+    "a dmesg/journal ISO time, or 'Mon DD HH:MM:SS host tag:' syslog"
+)
 PRIORITY = 10
 
-# One entry per timestamp style: (name, regex with named groups `ts`/`up` and `host`, `msg`).
+UTC_US = pl.Datetime("us", "UTC")
+
+# ----------------------------------------------------------------------------- line grammars
+
+_BDF = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}"
+_DECODE = r"(?:(?P<fac>[a-z]+)\s*:\s*(?P<lvl>[a-z]+)\s*: )?"  # dmesg --decode 'kern  :warn  : '
+_CALLER = r"(?:\s?\[\s*(?P<caller>[TC]\d+)\])?"  # CONFIG_PRINTK_CALLER '[  T123]'
+_ISO_OFF = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)"
+_TAG = r"(?P<tag>[^\s:\[\]]+(?:\[\d+\])?):"  # 'kernel:' / 'systemd[1]:'
+_HOST = r"(?P<host>[^\s:\[\]]+)"
+_MON = r"(?P<mon>[^\s\d:\[\]<>]{2,6}\.?|\d{1,2}\s?月|\d{1,2}\s?월)"
+
+# (style, regex). Every regex has a `msg` group; time groups depend on the style.
 STYLES: tuple[tuple[str, str], ...] = (
-    ("dmesg_raw", r"^(?:<\d+>)?\[\s*(?P<up>\d+\.\d+)\]\s?(?P<msg>.*)$"),
-    ("dmesg_ctime", r"^\[(?P<ts>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\]\s?(?P<msg>.*)$"),
+    ("kmsg", r"^(?P<prio>\d{1,3}),(?P<seq>\d+),(?P<usec>\d+),(?P<flags>[^;,]*)(?:,[^;]*)?;(?P<msg>.*)$"),
+    ("dmesg_raw", rf"^{_DECODE}(?:<(?P<prio>\d{{1,3}})>)?\[\s*(?P<up>\d+\.\d+)\]{_CALLER}\s?(?P<msg>.*)$"),
+    (
+        "dmesg_ctime",
+        rf"^{_DECODE}\[(?P<wd>[A-Z][a-z]{{2}}) (?P<mon>[A-Z][a-z]{{2}}) +(?P<day>\d{{1,2}}) "
+        rf"(?P<hms>\d\d:\d\d:\d\d) (?P<year>\d{{4}})\]{_CALLER}\s?(?P<msg>.*)$",
+    ),
     (
         "dmesg_iso",
-        r"^(?:\w+\s*:\s*\w+\s*: )?(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[,.]\d+[+-]\d\d:?\d\d)\s(?P<msg>.*)$",
+        rf"^{_DECODE}(?P<ts>\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+(?:Z|[+-]\d\d:?\d\d)){_CALLER}\s?(?P<msg>.*)$",
+    ),
+    ("journal_iso", rf"^(?:<\d{{1,3}}>)?(?P<ts>{_ISO_OFF})\s+{_HOST}\s+{_TAG}\s?(?P<msg>.*)$"),
+    (
+        "rfc5424",
+        r"^<(?P<prio>\d{1,3})>1 (?P<ts>\S+) (?P<host>\S+) (?P<tag>\S+) (?P<procid>\S+) (?P<msgid>\S+) "
+        r"(?P<sd>-|(?:\[(?:[^\]\\]|\\.)*\])+)(?: (?P<msg>.*))?$",
     ),
     (
-        "journal_iso",
-        r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:?\d\d|Z))\s+(?P<host>\S+)\s+(?P<msg>.*)$",
+        "syslog",
+        rf"^(?:<\d{{1,3}}>)?{_MON}\s+(?P<day>\d{{1,2}})\s+(?P<hms>\d\d:\d\d:\d\d)(?P<frac>\.\d+)?\s+"
+        rf"(?:{_HOST}\s+)?{_TAG}\s?(?P<msg>.*)$",
     ),
-    ("syslog", r"^(?P<ts>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d)\s+(?P<host>\S+)\s+(?P<msg>.*)$"),
+    (
+        "talos",
+        r"^(?P<host>[\w.-]+): (?P<fac>[a-z]+): +(?P<lvl>[a-z]+): \[(?P<ts>\d{4}-\d\d-\d\dT[^\]]+)\]: (?P<msg>.*)$",
+    ),
+    ("iso_bare", rf"^(?P<ts>{_ISO_OFF}):?\s(?P<msg>.*)$"),
+    ("journal_unix", rf"^(?P<epoch>\d{{9,10}}\.\d+)\s+{_HOST}\s+{_TAG}\s?(?P<msg>.*)$"),
 )
+_STYLE_RE = {name: re.compile(pattern) for name, pattern in STYLES}
 
-XID_RE = (
-    r"NVRM: Xid \(PCI:(?P<bus>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})\): (?P<code>\d+),"
-    r"(?: pid=(?P<pid>'?<unknown>'?|\d+),)?(?: name=(?P<pname>[^,]*),)? ?(?P<text>.*)$"
+# Lines with no time of their own that the grammar still understands.
+HEADER_RE = (
+    r"^(?:-- (?:Logs begin at|Journal begins at|Boot [0-9a-f]+|No entries|Reboot)|"
+    r"dmesg-(?:erst|efi|efi_pstore|ramoops|pstore)[-\w]*:?\s*$|(?:Panic|Oops|Emergency|Shutdown|Unknown)#\d+ Part\d+\s*$)"
 )
+CRASH_RECORD_RE = r"^(?:dmesg-(?:erst|efi|efi_pstore|ramoops|pstore)|(?:Panic|Oops)#\d+ Part\d+)"
+CONTINUATION_RE = r"^\s+\S"  # printk multi-line continuation, kmsg ' KEY=value', journal indentation
+BARE_RE = r"^(?:kernel:\s*)?(?:NVRM|nvidia-nvswitch\d*|nvidia-peermem|mlx5_core|pcieport): "  # K12 pasted
 
-_SNIFF = [re.compile(p, re.M) for _, p in STYLES]
+# pdsh / clush collectors: 'node01: [12345.678] msg' (FORMATS.md §1.1)
+PDSH_RE = r"^(?P<pdsh>[A-Za-z0-9][\w.-]*): (?P<rest>(?:<\d+>)?\[.*|\d{4}-\d\d-\d\dT.*|\d+,\d+,\d+,.*|[A-Z][a-z]{2} [ \d]\d \d\d:.*)$"
+
+PLACEHOLDER_HOSTS = ("localhost", "localhost.localdomain", "(none)", "-", "kernel")
+
+# Month tokens (lower case, trailing dot removed): English, German, French, Spanish, Italian,
+# Portuguese, Dutch, Russian, CJK 'N月' / Korean 'N월' (FORMATS.md K8a).
+MONTHS: dict[str, int] = {}
+for _i, _names in enumerate(
+    (
+        "jan janv ene gen янв január jän led sty",
+        "feb févr fév fev фев úno lut",
+        "mar mär mrz mars мар bře",
+        "apr avr abr апр dub kwi",
+        "may mai mei mag май мая kvě maj",
+        "jun juin giu июн čvn cze",
+        "jul juil lug июл čvc lip",
+        "aug août ago авг srp sie",
+        "sep sept set сен zář wrz",
+        "oct okt ott out окт říj paź",
+        "nov ноя lis",
+        "dec dez déc dic дек pro gru",
+    ),
+    start=1,
+):
+    for _n in _names.split():
+        MONTHS[_n] = _i
+    MONTHS[f"{_i}月"] = _i
+    MONTHS[f"{_i}월"] = _i
+MONTHS.update({"june": 6, "july": 7, "march": 3, "april": 4})
+
+# ----------------------------------------------------------------------------- sniff
+
+_SNIFF_STRONG = [
+    _STYLE_RE[s] for s in ("kmsg", "dmesg_raw", "dmesg_ctime", "dmesg_iso", "journal_iso", "rfc5424", "syslog", "talos")
+]
+_SNIFF_WEAK = [re.compile(HEADER_RE), re.compile(CONTINUATION_RE), re.compile(BARE_RE)]
+_KERNELISH = re.compile(
+    r"kernel:|NVRM|nvidia-nvswitch|mlx5_core|pcieport|\bLinux version\b|\bACPI\b|\bpci \d{4}:|\bEXT4-fs\b|"
+    r"systemd\[1\]|\bIPv6: |\bNET: |\busb \d|\bsd \d|\bata\d|nvidia|Hardware Error|\bAER\b|\bEDAC\b|\bmce: "
+)
 
 
 def sniff(head: bytes, name: str) -> float:
-    """Score by the share of head lines that carry a kernel-log timestamp; NVRM lines add certainty."""
+    """Score by the share of head lines carrying a kernel-log/syslog prefix; kernel-ish content adds certainty.
+
+    Strict on purpose: NCCL logs, nvidia-smi output and step logs have none of these prefixes, and a
+    bare ISO timestamp (common to many loggers) does not count on its own.
+    """
     text = head.decode("utf-8", "replace")
-    lines = [ln for ln in text.splitlines()[:200] if ln.strip() and not ln.startswith("#")]
+    lines = [ln for ln in text.splitlines()[:300] if ln.strip() and not ln.startswith("#")]
     if not lines:
         return 0.0
-    hits = sum(1 for ln in lines if any(r.match(ln) for r in _SNIFF))
-    share = hits / len(lines)
-    if share < 0.5:
+    strong = weak = 0
+    for ln in lines:
+        body = ln
+        m = re.match(PDSH_RE, ln)
+        if m:
+            body = m.group("rest")
+        if any(r.match(body) for r in _SNIFF_STRONG):
+            strong += 1
+        elif any(r.match(ln) for r in _SNIFF_WEAK):
+            weak += 1
+    share = (strong + weak) / len(lines)
+    if strong == 0 or strong / len(lines) < 0.4 or share < 0.6:
         return 0.0
-    kernelish = "kernel:" in text or "NVRM" in text or re.search(r"^\[\s*\d+\.\d+\]", text, re.M)
-    return 0.9 if kernelish else 0.5
+    kernelish = bool(_KERNELISH.search(text))
+    if kernelish:
+        return 0.95 if share > 0.9 else 0.85
+    return 0.6 if share > 0.9 else 0.4
+
+
+# ----------------------------------------------------------------------------- parse
 
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
-    """Parse the timestamp style of each line and extract XID events."""
+    """Parse each line's timestamp style, then extract events and inventory rows from the messages."""
     frame = numbered(lines, ctx)
-    text = pl.col("text")
-    matched = None
-    ts = pl.lit(None, dtype=pl.Datetime("us", "UTC"))
-    quality = pl.lit(None, dtype=pl.String)
-    uptime = pl.lit(None, dtype=pl.Float64)
-    host = pl.lit(None, dtype=pl.String)
-    msg = pl.lit(None, dtype=pl.String)
-    year = ctx.year_hint or (ctx.collected_at.year if ctx.collected_at else None)
-    for style, pattern in reversed(STYLES):
-        g = text.str.extract_groups(pattern)
-        hit = g.struct.field("msg").is_not_null()
-        matched = hit if matched is None else (matched | hit)
-        msg = pl.when(hit).then(g.struct.field("msg")).otherwise(msg)
-        if style == "dmesg_raw":
-            uptime = pl.when(hit).then(g.struct.field("up").cast(pl.Float64)).otherwise(uptime)
-            quality = pl.when(hit).then(pl.lit("unanchored")).otherwise(quality)
-            continue
-        raw = g.struct.field("ts")
-        if style == "dmesg_ctime":
-            t = raw.str.strptime(pl.Datetime("us"), "%a %b %e %H:%M:%S %Y", strict=False).dt.replace_time_zone(
-                "UTC"
-            )
-            q = "local_assumed_utc"
-        elif style in ("dmesg_iso", "journal_iso"):
-            norm = raw.str.replace(",", ".").str.replace(r"([+-]\d\d)(\d\d)$", "$1:$2").str.replace("Z$", "+00:00")
-            t = norm.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%:z", strict=False, time_unit="us").dt.convert_time_zone(
-                "UTC"
-            )
-            q = "exact"
-        else:  # syslog: no year
-            if year is None:
-                t = pl.lit(None, dtype=pl.Datetime("us", "UTC"))
-                q = "none"
-            else:
-                t = (
-                    (pl.lit(f"{year} ") + raw.str.replace(r"\s+", " "))
-                    .str.strptime(pl.Datetime("us"), "%Y %b %d %H:%M:%S", strict=False)
-                    .dt.replace_time_zone("UTC")
-                )
-                q = "year_inferred"
-            host = pl.when(hit).then(g.struct.field("host")).otherwise(host)
-        if style == "journal_iso":
-            host = pl.when(hit).then(g.struct.field("host")).otherwise(host)
-        ts = pl.when(hit).then(t).otherwise(ts)
-        quality = pl.when(hit).then(pl.lit(q)).otherwise(quality)
-
-    parsed_frame = frame.with_columns(
-        ts=ts, ts_quality=quality, uptime_s=uptime, host=host, msg=msg.fill_null(text), ok=matched
-    )
-    parsed, unrecognized, examples = account(parsed_frame.select("line", "text", "ok"), pl.col("ok"))
-
-    xid = (
-        parsed_frame.filter(pl.col("msg").str.contains("NVRM: Xid", literal=True))
-        .with_columns(x=pl.col("msg").str.extract_groups(XID_RE))
-        .filter(pl.col("x").struct.field("code").is_not_null())
-    )
-    host_col = pl.col("host").str.split(".").list.first()
-    events = xid.select(
-        "ts",
-        pl.col("ts_quality").fill_null("none"),
-        "uptime_s",
-        node=pl.coalesce(host_col if ctx.node == "unknown" else pl.lit(ctx.node), pl.lit(ctx.node)),
-        gpu_bus_id=normalize_bus_id(pl.col("x").struct.field("bus")),
-        source=pl.lit("kernel"),
-        kind=pl.lit("xid"),
-        code=pl.col("x").struct.field("code"),
-        severity=pl.lit("unknown"),
-        message=pl.col("text"),
-        detail=json_detail(
-            pid=pl.col("x").struct.field("pid").str.strip_chars("'"),
-            process=pl.col("x").struct.field("pname"),
-            text=pl.col("x").struct.field("text"),
-        ),
-        file=pl.lit(ctx.path),
-        line=pl.col("line"),
-    )
-    hosts = parsed_frame.get_column("host").drop_nulls().str.split(".").list.first().unique()
+    stamped, notes = stamp(frame, ctx)
+    parsed, unrecognized, examples = account(stamped.select("line", "text", "ok"), pl.col("ok"))
+    tables = kev.extract(stamped, ctx)
+    hosts = stamped.get_column("host").drop_nulls().unique()
+    truncated = _truncated(frame)
     return ParseResult(
-        tables={"events": events},
+        tables=tables,
         parsed=parsed,
         unrecognized=unrecognized,
         unrecognized_examples=examples,
+        notes=notes,
+        partial=truncated,
         node=hosts[0] if len(hosts) == 1 else None,
     )
+
+
+def _truncated(frame: pl.DataFrame) -> bool:
+    """A file whose last non-blank line is a cut prefix (no message after the stamp) is partial."""
+    tail = frame.filter(pl.col("text").str.strip_chars() != "").tail(1)
+    if tail.height == 0:
+        return False
+    last = tail.item(0, "text")
+    return bool(re.match(r"^(?:<\d+>)?\[\s*[\d.]*$|^\d+,\d+,\d*$|^\d{4}-\d\d-\d\dT[\d:,.]*$", last))
+
+
+def _empty_stamp() -> pl.DataFrame:
+    return pl.DataFrame(
+        schema={
+            "line": pl.Int64,
+            "style": pl.String,
+            "ts": UTC_US,
+            "ts_quality": pl.String,
+            "uptime_s": pl.Float64,
+            "host": pl.String,
+            "tag": pl.String,
+            "msg": pl.String,
+            "seq": pl.Int64,
+            "mon_raw": pl.String,
+            "day": pl.Int32,
+            "hms": pl.String,
+        }
+    )
+
+
+def _style_rows(sub: pl.DataFrame, style: str, pattern: str) -> pl.DataFrame:
+    """Rows of `sub` (line, body) matching one style, with the style's time columns."""
+    names = set(re.compile(pattern).groupindex)
+    hit = sub.filter(pl.col("body").str.contains(pattern))
+    if hit.height == 0:
+        return _empty_stamp()
+    g = hit.select("line", m=pl.col("body").str.extract_groups(pattern)).unnest("m")
+
+    def col(name: str, dtype: pl.DataType = pl.String) -> pl.Expr:
+        return pl.col(name) if name in names else pl.lit(None, dtype=dtype)
+
+    ts = pl.lit(None, dtype=UTC_US)
+    quality = "none"
+    uptime = pl.lit(None, dtype=pl.Float64)
+    if style == "kmsg":
+        uptime = pl.col("usec").cast(pl.Float64, strict=False) / 1e6
+        quality = "unanchored"
+    elif style == "dmesg_raw":
+        uptime = pl.col("up").cast(pl.Float64, strict=False)
+        quality = "unanchored"
+    elif style == "dmesg_ctime":
+        ts = (
+            pl.format("{}-{}-{} {}", pl.col("year"), _pad(_month_num(pl.col("mon"))), _pad(pl.col("day")), pl.col("hms"))
+            .str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S", strict=False)
+            .dt.replace_time_zone("UTC")
+        )
+        quality = "local_assumed_utc"
+    elif style in ("dmesg_iso", "journal_iso", "rfc5424", "talos", "iso_bare"):
+        ts = iso_to_utc(pl.col("ts"))
+        quality = "exact"
+    elif style == "journal_unix":
+        ts = (pl.col("epoch").cast(pl.Float64, strict=False) * 1e6).cast(pl.Int64).cast(UTC_US)
+        quality = "exact"
+    out = g.select(
+        "line",
+        style=pl.lit(style),
+        ts=ts,
+        ts_quality=pl.when(ts.is_null() & (pl.lit(quality) == "exact")).then(pl.lit("none")).otherwise(pl.lit(quality)),
+        uptime_s=uptime,
+        host=col("host"),
+        tag=col("tag"),
+        msg=col("msg").fill_null(""),
+        seq=col("seq").cast(pl.Int64, strict=False),
+        mon_raw=col("mon"),
+        day=col("day").cast(pl.Int32, strict=False),
+        hms=col("hms"),
+    )
+    return out
+
+
+def iso_to_utc(raw: pl.Expr) -> pl.Expr:
+    """ISO 8601 with offset (`,` or `.` fraction, `+hh:mm`, `+hhmm`, `Z`, up to ns) -> UTC microseconds."""
+    norm = (
+        raw.str.replace(",", ".", literal=True)
+        .str.replace(" ", "T", literal=True)
+        .str.replace(r"(\.\d{6})\d+", "$1")
+        .str.replace(r"Z$", "+00:00")
+        .str.replace(r"([+-]\d\d)(\d\d)$", "$1:$2")
+    )
+    return norm.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%:z", strict=False, time_unit="us").dt.convert_time_zone("UTC")
+
+
+def _pad(v: pl.Expr) -> pl.Expr:
+    return v.cast(pl.String).str.zfill(2)
+
+
+def _month_num(mon: pl.Expr) -> pl.Expr:
+    key = mon.str.to_lowercase().str.strip_chars_end(".").str.replace_all(r"\s", "")
+    return key.replace_strict(MONTHS, default=None, return_dtype=pl.Int32)
+
+
+def stamp(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str]]:
+    """Recognise every line's prefix; return frame + ts, ts_quality, uptime_s, host, tag, msg, ok, style, ...
+
+    Styles are tried most-frequent-in-head first, each only on the lines still unmatched, so a file of one
+    style costs one regex pass.
+    """
+    notes: list[str] = []
+    texts = frame.get_column("text")
+    head = [t for t in texts.head(300).to_list() if t and t.strip()]
+    use_pdsh = sum(1 for t in head if re.match(PDSH_RE, t)) > len(head) // 2 if head else False
+    body = pl.col("text")
+    base = frame.with_columns(
+        body=body.str.replace(PDSH_RE, "${rest}") if use_pdsh else body,
+        pdsh=body.str.extract(PDSH_RE, 1) if use_pdsh else pl.lit(None, dtype=pl.String),
+    )
+    counts = {name: sum(1 for t in head if rx.match(re.sub(PDSH_RE, r"\g<rest>", t) if use_pdsh else t)) for name, rx in _STYLE_RE.items()}
+    order = sorted(STYLES, key=lambda s: -counts[s[0]])
+    parts = []
+    rest = base.select("line", "body")
+    for style, pattern in order:
+        if rest.height == 0:
+            break
+        got = _style_rows(rest, style, pattern)
+        if got.height:
+            parts.append(got)
+            rest = rest.join(got.select("line"), on="line", how="anti")
+    # journalctl -o short-monotonic: '[ 1234.5] host kernel: msg' -> host from the line
+    stamped = pl.concat(parts) if parts else _empty_stamp()
+    out = base.join(stamped, on="line", how="left").sort("line")
+    mono_host = pl.col("msg").str.extract(r"^([^\s:\[\]]+) kernel: ", 1)
+    out = out.with_columns(
+        host=pl.when((pl.col("style") == "dmesg_raw") & mono_host.is_not_null()).then(mono_host).otherwise("host"),
+        msg=pl.when((pl.col("style") == "dmesg_raw") & mono_host.is_not_null())
+        .then(pl.col("msg").str.replace(r"^[^\s:\[\]]+ kernel: ", ""))
+        .otherwise("msg"),
+    )
+    # syslog: month/day without year
+    out, syslog_notes = _syslog_times(out, ctx)
+    notes.extend(syslog_notes)
+    # embedded printk time (K8b, journal with printk stamps): 'kernel: [12345.678901] msg'
+    emb = pl.col("msg").str.extract(r"^\[\s*(\d+\.\d+)\]", 1).cast(pl.Float64, strict=False)
+    out = out.with_columns(
+        uptime_s=pl.when(emb.is_not_null() & pl.col("uptime_s").is_null()).then(emb).otherwise("uptime_s"),
+        msg=pl.when(emb.is_not_null()).then(pl.col("msg").str.replace(r"^\[\s*\d+\.\d+\]\s?", "")).otherwise("msg"),
+    )
+    # lines with no stamp: headers, continuations, pasted NVRM lines
+    no_style = pl.col("style").is_null()
+    header = no_style & pl.col("body").str.contains(HEADER_RE)
+    cont = no_style & ~header & pl.col("body").str.contains(CONTINUATION_RE)
+    bare = no_style & ~header & ~cont & pl.col("body").str.contains(BARE_RE)
+    out = out.with_columns(
+        style=pl.when(header)
+        .then(pl.lit("header"))
+        .when(cont)
+        .then(pl.lit("continuation"))
+        .when(bare)
+        .then(pl.lit("bare"))
+        .otherwise("style"),
+        msg=pl.when(cont).then(pl.col("body").str.strip_chars()).when(bare).then(pl.col("body").str.replace(r"^kernel:\s*", "")).otherwise("msg"),
+        crash_record=pl.col("body").str.contains(CRASH_RECORD_RE).cum_sum() > 0,
+    )
+    out = out.with_columns(ok=pl.col("style").is_not_null())
+    # inherit the previous stamped line's clock for continuation/bare lines
+    inherit = pl.col("style").is_in(["continuation", "bare"])
+    has_clock = pl.col("ts").is_not_null() | pl.col("uptime_s").is_not_null()
+    carried = out.with_columns(
+        _ts=pl.when(pl.col("style").is_in(["header"])).then(None).otherwise("ts").forward_fill(),
+        _up=pl.col("uptime_s").forward_fill(),
+        _host=pl.col("host").forward_fill(),
+        _q=pl.when(has_clock).then("ts_quality").forward_fill(),
+    )
+    out = carried.with_columns(
+        ts=pl.when(inherit).then("_ts").otherwise("ts"),
+        uptime_s=pl.when(inherit).then("_up").otherwise("uptime_s"),
+        host=pl.when(inherit).then("_host").otherwise("host"),
+        ts_quality=pl.when(inherit & pl.col("_ts").is_not_null())
+        .then(pl.lit("inherited"))
+        .when(inherit & pl.col("_up").is_not_null())
+        .then(pl.lit("unanchored"))
+        .when(inherit | (pl.col("style") == "header"))
+        .then(pl.lit("none"))
+        .otherwise("ts_quality"),
+    ).drop("_ts", "_up", "_host", "_q")
+    # node: a host named by the line wins (short name; IPs kept whole), placeholders ignored
+    host = pl.coalesce(pl.col("pdsh"), pl.col("host"))
+    short = pl.when(host.str.contains(r"^\d+\.\d+\.\d+\.\d+$")).then(host).otherwise(host.str.split(".").list.first())
+    out = out.with_columns(
+        host=pl.when(host.is_null() | host.str.to_lowercase().is_in(list(PLACEHOLDER_HOSTS))).then(None).otherwise(short)
+    )
+    out = out.with_columns(boot_seg=_boot_segments().over("host"))
+    return out, notes
+
+
+def _boot_segments() -> pl.Expr:
+    """Boot segment of each line of one host: 0 for the last boot in the file, 1 for the one before, ...
+
+    A new boot starts where the monotonic clock falls back by more than 5 s, or at 'Linux version'.
+    """
+    up = pl.col("uptime_s")
+    prev = up.forward_fill().shift(1)
+    reset = (up.is_not_null() & prev.is_not_null() & (up < prev - 5.0)) | (
+        pl.col("msg").str.starts_with("Linux version ") & (pl.int_range(pl.len()) > 0)
+    )
+    k = reset.fill_null(False).cast(pl.Int32).cum_sum()
+    return (k.max() - k).cast(pl.Int32)
+
+
+def _syslog_times(out: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str]]:
+    """Give syslog rows (month, day, time, no year) a UTC time with the year inferred (FORMATS.md §1.3 rule 3)."""
+    notes: list[str] = []
+    is_sys = pl.col("style") == "syslog"
+    if out.filter(is_sys).height == 0:
+        return out, notes
+    month = pl.when(is_sys).then(_month_num(pl.col("mon_raw")))
+    out = out.with_columns(_month=month)
+    sys_rows = out.filter(is_sys & pl.col("_month").is_not_null()).select("line", "_month")
+    if sys_rows.height == 0:
+        notes.append("syslog month names not understood: times left null")
+        return out.with_columns(ts_quality=pl.when(is_sys).then(pl.lit("none")).otherwise("ts_quality")).drop("_month"), notes
+    sys_rows = sys_rows.with_columns(_wrap=(pl.col("_month") < pl.col("_month").shift(1)).fill_null(False).cast(pl.Int32).cum_sum())
+    total = int(sys_rows.get_column("_wrap").max() or 0)
+    last_month = int(sys_rows.get_column("_month").item(-1))
+    if ctx.collected_at is not None:
+        last_year = ctx.collected_at.year - (1 if last_month > ctx.collected_at.month else 0)
+    elif ctx.year_hint is not None:
+        last_year = ctx.year_hint
+    else:
+        last_year = None
+        notes.append("syslog times have no year and the bundle gives none: times left null")
+    if last_year is None:
+        year = pl.lit(None, dtype=pl.Int32)
+    else:
+        year = pl.lit(last_year - total) + pl.col("_wrap")
+    sys_rows = sys_rows.with_columns(_year=year)
+    out = out.join(sys_rows.select("line", "_year"), on="line", how="left")
+    ts = (
+        pl.format("{}-{}-{} {}", pl.col("_year"), _pad(pl.col("_month")), _pad(pl.col("day")), pl.col("hms"))
+        .str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S", strict=False)
+        .dt.replace_time_zone("UTC")
+    )
+    out = out.with_columns(
+        ts=pl.when(is_sys).then(ts).otherwise("ts"),
+        ts_quality=pl.when(is_sys).then(pl.when(ts.is_not_null()).then(pl.lit("year_inferred")).otherwise(pl.lit("none"))).otherwise(
+            "ts_quality"
+        ),
+    ).drop("_month", "_year")
+    if total:
+        notes.append(f"syslog months wrap {total} time(s) in the file: year advanced at each wrap")
+    return out, notes

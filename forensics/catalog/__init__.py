@@ -27,6 +27,24 @@ class CatalogEntry:
     """What a vendor expects to be done."""
     source: str
     """Where the facts come from (NVIDIA XID documentation section / URL)."""
+    mnemonic: str = ""
+    """NVIDIA's mnemonic for the code (e.g. ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS), when known."""
+
+
+CATEGORIES = (
+    "gpu_hardware",
+    "gpu_memory",
+    "nvlink",
+    "pcie",
+    "network",
+    "thermal_power",
+    "config_drift",
+    "software",
+    "straggler",
+    "hang",
+)
+SEVERITIES = ("critical", "high", "medium", "low", "info")
+BLAMES = ("hardware", "firmware", "driver", "application", "consequence", "mixed")
 
 
 @cache
@@ -44,6 +62,7 @@ def _load(kind: str) -> dict[int, CatalogEntry]:
             blame=r["blame"],
             action=r["action"],
             source=r["source"],
+            mnemonic=r.get("mnemonic") or "",
         )
         for r in rows
     }
@@ -66,8 +85,9 @@ def describe(kind: str, code: int) -> str | None:
     e = find_entry(kind, code)
     if e is None:
         return None
+    mnemonic = f" ({e.mnemonic})" if e.mnemonic else ""
     return (
-        f"{e.kind.upper()} {e.code}: {e.name}\n"
+        f"{e.kind.upper()} {e.code}: {e.name}{mnemonic}\n"
         f"  meaning:  {e.meaning}\n"
         f"  category: {e.category}   severity: {e.severity}   usually: {e.blame}\n"
         f"  action:   {e.action}\n"

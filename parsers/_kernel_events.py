@@ -1,0 +1,925 @@
+"""Event and inventory grammar of kernel logs: what `parsers.kernel_log` finds in the message part of a line.
+
+Everything here works on the frame `kernel_log.stamp` returns (one row per line: line, text, ts,
+ts_quality, uptime_s, host, msg, boot_seg, crash_record, ...). Single-line events are data: one
+`Rule` per line shape (a cheap literal prefilter, then a regex with named groups). Multi-line records
+are grouped with polars window expressions: a PCIe AER report (header, `PCIe Bus Error`, `device [..]
+error status/mask`, one line per status bit, TLP header) becomes ONE `pcie_aer` event; so do APEI
+`{N}[Hardware Error]:` blocks and `mce: [Hardware Error]:` dumps. The ≥570 three-line "fallen off the
+bus" message and the XID 154 recovery action split over lines are joined by line number.
+
+Kinds: xid, sxid, gpu_fallen_off_bus, gpu_crash_dump, gpu_init_failure, pcie_aer, pcie_link_degraded,
+nic_link, nic_module, ib_carrier, thermal, mce, edac, oom, hung_task, segfault, soft_lockup, kernel_panic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from forensics.catalog import entries
+from parsers._common import normalize_bus_id
+from parsers.base import FileContext
+
+UTC_US = pl.Datetime("us", "UTC")
+
+BDF = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
+"""A full PCI address with function (AER, mlx5, SXid, lspci)."""
+XID_BUS = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
+"""The Xid / `NVRM: GPU at PCI:` form: function usually absent."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One single-line event shape.
+
+    The regex runs on the message (the line without its time/host prefix). Named groups `bus` (PCI
+    address) and `code` are special; every other group goes to the event's `detail` JSON.
+    """
+
+    kind: str
+    literals: tuple[str, ...]
+    pattern: str
+    severity: str
+    code: str | None = None
+    """Constant code when the pattern has no `code` group."""
+    severity_by_code: dict[str, str] = field(default_factory=dict)
+    lower_code: bool = True
+    code_map: dict[str, str] = field(default_factory=dict)
+    """Renames of (lower-cased, '_'-joined) codes."""
+
+
+RULES: tuple[Rule, ...] = (
+    # ---------------------------------------------------------------- NVIDIA driver (non-Xid)
+    Rule(
+        "gpu_fallen_off_bus",
+        ("fallen off the bus",),
+        rf"NVRM: GPU (?:at )?(?:PCI:)?(?P<bus>{XID_BUS}):? (?:GPU )?has fallen off the bus",
+        "critical",
+        code="fallen_off_bus",
+    ),
+    Rule(
+        "gpu_init_failure",
+        ("RmInitAdapter failed", "probe routine failed", "rm_init_adapter failed", "failed to allocate"),
+        rf"NVRM: (?:GPU (?P<bus>{XID_BUS}): )?(?P<code>RmInitAdapter|The NVIDIA probe routine) failed"
+        r"(?:! \((?P<status>[^)]*)\)| for (?P<devices>\d+) device\(s\))?",
+        "high",
+        code_map={"rminitadapter": "rm_init_adapter_failed", "the_nvidia_probe_routine": "probe_failed"},
+    ),
+    # ---------------------------------------------------------------- NIC / InfiniBand
+    Rule(
+        "nic_link",
+        ("Port:", "Link"),
+        rf"^(?P<driver>[\w.-]+) (?P<bus>{BDF}) (?P<device>mlx\d_\d+|[\w.-]+): Port: (?P<port>\d+) Link (?P<code>[A-Z_]+)",
+        "info",
+        severity_by_code={"down": "high", "init": "low", "armed": "low", "active": "info", "act_defer": "low"},
+    ),
+    Rule(
+        "nic_link",
+        ("Link up", "Link down", "NIC Link is", "Link Up", "Link Down"),
+        rf"^(?P<driver>[\w.-]+) (?P<bus>{BDF}) (?P<device>[\w.@-]+): (?:NIC )?Link (?:is )?(?P<code>[Uu]p|[Dd]own|UP|DOWN)\b(?P<speed>.*)",
+        "info",
+        severity_by_code={"down": "high", "up": "info"},
+    ),
+    Rule(
+        "nic_module",
+        ("Port module event",),
+        rf"^(?P<driver>[\w.-]+) (?P<bus>{BDF}):? (?:[\w:()]+ )?Port module event(?:\[(?P<event>\w+)\])?: "
+        r"module (?P<module>\d+), Cable (?P<code>\w+)(?:, (?P<reason>.*))?",
+        "high",
+        severity_by_code={"plugged": "info", "unplugged": "high", "error": "high"},
+    ),
+    Rule(
+        "nic_module",
+        ("insufficient power on the PCIe slot",),
+        rf"^(?P<driver>[\w.-]+) (?P<bus>{BDF}): .*?Detected insufficient power on the PCIe slot(?: \((?P<watts>\d+)W\))?",
+        "low",
+        code="insufficient_power",
+    ),
+    Rule(
+        "nic_module",
+        ("High temperature", "high temperature"),
+        rf"^(?P<driver>mlx\w*|[\w.-]+) (?P<bus>{BDF}): .*?[Hh]igh temperature(?P<sensors>.*)",
+        "high",
+        code="high_temperature",
+    ),
+    Rule(
+        "ib_carrier",
+        ("carrier",),
+        rf"^(?:(?P<driver>[\w.-]+) (?P<bus>{BDF}) )?(?:IPoIB: )?(?P<device>ib[\w.]*): .*?carrier (?P<code>lost|on|off|up|down|ok)",
+        "info",
+        severity_by_code={"lost": "high", "off": "high", "down": "high"},
+    ),
+    # ---------------------------------------------------------------- PCIe link
+    Rule(
+        "pcie_link_degraded",
+        ("available PCIe bandwidth, limited by",),
+        rf"^(?P<driver>[\w.-]+) (?P<bus>{BDF}): (?P<available_gbps>[\d.]+) Gb/s available PCIe bandwidth, "
+        rf"limited by (?P<speed>[\d.]+ GT/s) PCIe x(?P<width>\d+) link at (?P<limited_at>{BDF}) "
+        r"\(capable of (?P<capable_gbps>[\d.]+) Gb/s with (?P<capable_speed>[\d.]+ GT/s) PCIe x(?P<capable_width>\d+) link\)",
+        "medium",
+        code="bandwidth_limited",
+    ),
+    Rule(
+        "pcie_link_degraded",
+        ("pciehp",),
+        rf"^(?P<driver>[\w.-]+) (?P<bus>{BDF}): pciehp: Slot\((?P<slot>[^)]*)\): (?P<code>Link Down|Card not present)",
+        "high",
+        severity_by_code={"link_down": "high", "card_not_present": "high"},
+    ),
+    # ---------------------------------------------------------------- thermal / power
+    Rule(
+        "thermal",
+        ("temperature above threshold",),
+        r"CPU(?P<cpu>\d+): (?P<scope>Core|Package) temperature above threshold, cpu clock throttled"
+        r"(?: \(total events = (?P<total_events>\d+)\))?",
+        "medium",
+        code="cpu_throttled",
+    ),
+    Rule(
+        "thermal",
+        ("temperature/speed normal",),
+        r"CPU(?P<cpu>\d+): (?P<scope>Core|Package) temperature/speed normal",
+        "info",
+        code="cpu_normal",
+    ),
+    Rule(
+        "thermal",
+        ("power limit notification",),
+        r"CPU(?P<cpu>\d+): (?P<scope>Core|Package) power limit notification(?: \(total events = (?P<total_events>\d+)\))?",
+        "low",
+        code="power_limit",
+    ),
+    Rule(
+        "thermal",
+        ("critical temperature", "Critical temperature"),
+        r"(?P<zone>thermal_zone\d+|[\w-]+): (?:[Cc]ritical temperature reached)(?P<reason>.*)",
+        "critical",
+        code="critical_temperature",
+    ),
+    # ---------------------------------------------------------------- memory / host
+    Rule(
+        "edac",
+        ("EDAC",),
+        r"EDAC (?P<controller>(?:\w+ )?MC\d+): (?P<count>\d+) (?P<code>CE|UE) (?P<text>.*)",
+        "low",
+        severity_by_code={"ce": "low", "ue": "critical"},
+    ),
+    Rule(
+        "oom",
+        ("out of memory", "Out of memory"),
+        r"(?P<scope>Memory cgroup out of memory|Out of memory(?: \(oom_kill_allocating_task\))?): "
+        r"Kill(?:ed)? process (?P<pid>\d+) \((?P<process>[^)]*)\)(?P<text>.*)",
+        "high",
+        code="killed",
+    ),
+    Rule(
+        "hung_task",
+        ("blocked for more than",),
+        r"INFO: task (?P<process>.+?):(?P<pid>\d+) blocked for more than (?P<seconds>\d+) seconds",
+        "medium",
+        code="blocked",
+    ),
+    Rule(
+        "segfault",
+        ("segfault at",),
+        r"(?P<process>\S+?)\[(?P<pid>\d+)\]: segfault at (?P<address>[0-9a-fA-Fx]+) ip (?P<ip>[0-9a-fA-Fx]+) "
+        r"sp (?P<sp>[0-9a-fA-Fx]+) error (?P<error>[0-9a-fA-F]+)(?:.*? in (?P<object>[^\[\s]+)\[(?P<base>[0-9a-fA-F]+))?",
+        "medium",
+        code="segfault",
+    ),
+    Rule(
+        "segfault",
+        ("traps:",),
+        r"traps: (?P<process>\S+?)\[(?P<pid>\d+)\] (?P<trap>[\w ]+?) ip:(?P<ip>[0-9a-fA-F]+) sp:(?P<sp>[0-9a-fA-F]+) "
+        r"error:(?P<error>[0-9a-fA-F]+)(?:.*? in (?P<object>[^\[\s]+)\[(?P<base>[0-9a-fA-F]+))?",
+        "medium",
+        code="trap",
+    ),
+    Rule(
+        "soft_lockup",
+        ("soft lockup",),
+        r"BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s! \[(?P<process>.+?):(?P<pid>\d+)\]",
+        "high",
+        code="soft_lockup",
+    ),
+    Rule(
+        "soft_lockup",
+        ("hard LOCKUP",),
+        r"Watchdog detected hard LOCKUP on cpu (?P<cpu>\d+)",
+        "critical",
+        code="hard_lockup",
+    ),
+    Rule(
+        "soft_lockup",
+        ("detected stall", "detected stalls"),
+        r"(?P<flavor>rcu_\w+|rcu) (?:self-)?detected stalls? on CPUs?(?P<text>.*)",
+        "high",
+        code="rcu_stall",
+    ),
+    Rule(
+        "kernel_panic",
+        ("Kernel panic",),
+        r"Kernel panic - not syncing: ?(?P<reason>.*)",
+        "critical",
+        code="panic",
+    ),
+    Rule(
+        "kernel_panic",
+        ("BUG: unable to handle", "kernel BUG at", "general protection fault,"),
+        r"^(?:BUG: unable to handle (?:kernel )?(?P<reason>NULL pointer dereference|paging request|page fault)(?: at (?P<address>\S+))?|"
+        r"kernel BUG at (?P<where>\S+?)!?$|general protection fault, (?P<gpf>.*))",
+        "high",
+        code="oops",
+    ),
+)
+
+SEGFAULT_GPU_LIBS = r"libnccl|libcuda|libnvidia|libcudart|libcublas|libcudnn|python|libtorch|pt_main_thread"
+
+XID_RE = (
+    rf"NVRM: Xid \((?:PCI:)?(?P<bus>{XID_BUS})\)(?P<instance>[^:]*): (?P<code>\d+),"
+    r"(?:\s*pid=(?P<pid>'?<unknown>'?|\d+),)?(?:\s*name=(?P<process>[^,]*),)?\s*(?P<text>.*)$"
+)
+XID_EXTRAS: tuple[tuple[str, str], ...] = (
+    ("channel", r"(?:\bCh |[Cc]hannel (?:ID )?(?:0x)?)([0-9a-fA-F]{4,8})\b"),
+    ("caused_by_xid", r"previous Xid\s*\(?(\d+)"),
+    ("gpc", r"\(GPC (\d+), TPC \d+"),
+    ("tpc", r"\(GPC \d+, TPC (\d+)"),
+    ("sm", r"TPC \d+, SM (\d+)\)"),
+    ("link", r"\b[Ll]ink (\d+)"),
+    ("rm_gpu", r"\bGPU(\d+)\b"),
+    ("phys_addr", r"physAddr (0x[0-9a-fA-F]+)"),
+    ("row", r"row \((0x[0-9a-fA-F]+)\)"),
+    ("contained", r"(Contained|Uncontained): (\w+)"),
+    ("unit", r"^([A-Z][A-Z0-9_]+) (?:Fatal|Nonfatal|Non-fatal)"),
+    ("nvlink_severity", r"^[A-Z][A-Z0-9_]+ (Fatal|Nonfatal|Non-fatal)"),
+    ("error_string", r"errorString ([^,]+)"),
+    ("gsp_function", r"Expected function (\d+ \([A-Z_]+\))"),
+)
+RECOVERY_RE = r"recovery action changed from (?P<from>0x[0-9a-fA-F]+) \((?P<from_name>[^)]*)\) to (?P<to>0x[0-9a-fA-F]+) \((?P<to_name>[^)]*)\)"
+
+SXID_RE = (
+    rf"nvidia-nvswitch(?P<switch>\d+): SXid \((?:PCI:)?(?P<bus>{XID_BUS})\): (?P<code>\d+), "
+    r"(?:(?P<fatality>Non-fatal|Nonfatal|Fatal),\s*)?(?:Link (?P<link>\d+)\s*)?(?P<text>.*)$"
+)
+SXID_CONT_RE = r"^(?:Severity \d+ Engine instance|Data \{)"
+
+# PCIe AER (FORMATS.md §2): ≲4.18 'id=XXXX', ≈4.19-5.x 'received: <bdf>', ≈6.x 'message received from <bdf>'
+AER_LITERALS = ("AER", "PCIe Bus Error", "error status/mask", "TLP Header", "  [")
+AER_LINE_RE = rf"^(?P<driver>[\w.-]+) (?P<bdf>{BDF}):\s+(?:AER:\s*)?(?P<rest>.*)$"
+AER_CLASSES: tuple[tuple[str, str], ...] = (
+    (
+        "header",
+        r"^(?:(?P<multi>Multiple) )?(?P<hsev>Corrected|Correctable|Uncorrected|Uncorrectable|Fatal|Non-Fatal)"
+        r"(?: \((?P<hsev2>Non-Fatal|Fatal)\))? error (?:message )?received(?::| from)\s*"
+        rf"(?:id=(?P<hid>[0-9a-fA-F]{{4}})|(?P<hsrc>{BDF}))?",
+    ),
+    (
+        "buserr",
+        r"^PCIe Bus Error: severity=(?P<bsev>[^,]+), type=(?P<btype>[^,]+),\s*(?:id=(?P<bid>[0-9a-fA-F]{4}))?"
+        r"(?:\((?P<agent>[^)]*)\))?",
+    ),
+    (
+        "device",
+        r"^device \[(?P<vid>[0-9a-fA-F]{4}):(?P<did>[0-9a-fA-F]{4})\] error status/mask=(?P<status>[0-9a-fA-F]+)/(?P<mask>[0-9a-fA-F]+)",
+    ),
+    ("bit", r"^\[\s*(?P<bitno>\d+)\]\s+(?P<bit>[A-Za-z_][\w/ -]*?)\s*(?P<first>\(First\))?\s*$"),
+    ("tlp", r"^TLP Header: (?P<tlp>.*)$"),
+    ("status", r"^aer_status: (?P<sstatus>0x[0-9a-fA-F]+), aer_mask: (?P<smask>0x[0-9a-fA-F]+)"),
+    ("layer", r"^aer_layer=(?P<layer>[^,]+), aer_agent=(?P<lagent>.*)$"),
+    ("recovery", r"^(?P<recovery>device recovery (?:successful|failed)|Root Port link has been reset.*|broadcast \w+ message)"),
+)
+APEI_RE = r"^\{(?P<apei>\d+)\}\[Hardware Error\]:\s*(?P<rest>.*)$"
+MCE_RE = r"^(?:mce: )?(?:\[Hardware Error\]: ?)(?P<rest>.*)$|^(?P<rest2>mce: .*Machine [Cc]heck.*)$"
+
+AER_SEVERITY = {"corrected": "low", "nonfatal": "high", "fatal": "critical"}
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _json(fields: dict[str, pl.Expr]) -> pl.Expr:
+    """JSON object of the non-null fields (null members left out to keep `detail` readable)."""
+    enc = pl.struct(**fields).struct.json_encode()
+    return (
+        enc.str.replace_all(r'"[^"]+":null,?', "")
+        .str.replace(r",\}$", "}")
+    )
+
+
+def _catalog_severity(kind: str) -> dict[str, str]:
+    return {str(e.code): e.severity for e in entries(kind)}
+
+
+def _node(ctx: FileContext) -> pl.Expr:
+    return pl.coalesce(pl.col("host"), pl.lit(ctx.node))
+
+
+def _clock_detail() -> dict[str, pl.Expr]:
+    """Boot segment and crash-record flag for monotonic rows, which `forensics.timebase` reads."""
+    mono = pl.col("uptime_s").is_not_null() & pl.col("ts").is_null()
+    return {
+        "boot_seg": pl.when(mono).then(pl.col("boot_seg")),
+        "crash_record": pl.when(mono & pl.col("crash_record")).then(pl.lit(True)),
+    }
+
+
+def _events(
+    df: pl.DataFrame,
+    ctx: FileContext,
+    kind: str | pl.Expr,
+    code: pl.Expr,
+    severity: pl.Expr,
+    bus: pl.Expr,
+    detail: dict[str, pl.Expr],
+) -> pl.DataFrame:
+    """Shape rows of the stamped frame (plus extracted columns) as `events` rows."""
+    return df.select(
+        "ts",
+        ts_quality=pl.col("ts_quality").fill_null("none"),
+        uptime_s="uptime_s",
+        node=_node(ctx),
+        gpu_bus_id=normalize_bus_id(bus),
+        source=pl.lit("kernel"),
+        kind=kind if isinstance(kind, pl.Expr) else pl.lit(kind),
+        code=code.cast(pl.String),
+        severity=severity,
+        message=pl.col("text"),
+        detail=_json({**detail, **_clock_detail()}),
+        file=pl.lit(ctx.path),
+        line=pl.col("line"),
+    )
+
+
+def _hit(df: pl.DataFrame, literals: tuple[str, ...], pattern: str) -> pl.DataFrame:
+    """Rows whose message passes the literal prefilter and matches `pattern`, with its groups in `g`."""
+    pre = df.filter(pl.col("msg").str.contains_any(list(literals))) if literals else df
+    pre = pre.filter(pl.col("msg").str.contains(pattern))
+    return pre.with_columns(g=pl.col("msg").str.extract_groups(pattern))
+
+
+def _groups(pattern: str) -> list[str]:
+    import re
+
+    return list(re.compile(pattern).groupindex)
+
+
+# ----------------------------------------------------------------------------- extraction
+
+
+def extract(stamped: pl.DataFrame, ctx: FileContext) -> dict[str, pl.DataFrame]:
+    """Return the `events` and `inventory` tables of one kernel-log file."""
+    m = stamped.filter(pl.col("msg").is_not_null() & (pl.col("msg") != "")).select(
+        "line", "text", "ts", "ts_quality", "uptime_s", "host", "msg", "style", "seq", "boot_seg", "crash_record"
+    )
+    # /dev/kmsg may repeat a record (same seq, time and text): keep the first
+    if m.get_column("seq").null_count() < m.height:
+        m = m.unique(subset=["seq", "uptime_s", "msg"], keep="first", maintain_order=True)
+    out: list[pl.DataFrame] = []
+    claimed: list[pl.DataFrame] = []
+
+    def free(df: pl.DataFrame) -> pl.DataFrame:
+        if not claimed:
+            return df
+        return df.join(pl.concat(claimed), on="line", how="anti")
+
+    out.append(_xids(m, ctx))
+    claimed.append(out[-1].select("line"))
+    sx, sx_lines = _sxids(m, ctx)
+    out.append(sx)
+    claimed.append(sx_lines)
+    fb = _fallen_off_multiline(m, ctx)
+    out.append(fb)
+    claimed.append(fb.select("line"))
+    out.append(_crash_dumps(m, ctx))
+    claimed.append(out[-1].select("line"))
+    for rule in RULES:
+        got = _rule_events(free(m), rule, ctx)
+        if got.height:
+            out.append(got)
+            claimed.append(got.select("line"))
+    apei_agg, apei_lines = _apei_agg(free(m))
+    aer, aer_lines, merged = _aer_blocks(free(m), ctx, apei_agg)
+    out.append(aer)
+    claimed.append(aer_lines)
+    out.append(_apei_events(apei_agg.filter(~pl.col("line").is_in(merged.to_list())), ctx))
+    claimed.append(apei_lines)
+    out.append(_mce_blocks(free(m), ctx))
+    events = pl.concat([e for e in out if e.height], how="vertical_relaxed") if any(e.height for e in out) else None
+    if events is None:
+        events = _events(m.head(0), ctx, "xid", pl.lit(None), pl.lit("info"), pl.lit(None), {})
+    events = events.sort("line")
+    return {"events": events, "inventory": _inventory(m, ctx)}
+
+
+def _rule_events(m: pl.DataFrame, rule: Rule, ctx: FileContext) -> pl.DataFrame:
+    hit = _hit(m, rule.literals, rule.pattern)
+    names = _groups(rule.pattern)
+    if hit.height == 0:
+        return hit.head(0)
+    g = pl.col("g")
+    if "code" in names:
+        code = g.struct.field("code")
+        code = code.str.to_lowercase().str.replace_all(" ", "_") if rule.lower_code else code
+        if rule.code_map:
+            code = code.replace(rule.code_map)
+    else:
+        code = pl.lit(rule.code, dtype=pl.String)
+    severity = pl.lit(rule.severity)
+    if rule.severity_by_code:
+        severity = code.str.to_lowercase().replace_strict(rule.severity_by_code, default=rule.severity, return_dtype=pl.String)
+    if rule.kind == "segfault":
+        culprit = pl.coalesce(g.struct.field("object"), pl.lit("")) + " " + g.struct.field("process")
+        severity = pl.when(culprit.str.contains(SEGFAULT_GPU_LIBS)).then(pl.lit("high")).otherwise(severity)
+    bus = g.struct.field("bus") if "bus" in names else pl.lit(None, dtype=pl.String)
+    detail = {n: _nonempty(g.struct.field(n)) for n in names if n not in ("bus", "code")}
+    return _events(hit, ctx, rule.kind, code, severity, bus, detail)
+
+
+def _nonempty(v: pl.Expr) -> pl.Expr:
+    v = v.str.strip_chars()
+    return pl.when(v != "").then(v)
+
+
+def _xids(m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
+    hit = _hit(m, ("NVRM: Xid",), XID_RE)
+    if hit.height == 0:
+        return _events(hit, ctx, "xid", pl.lit(None), pl.lit("info"), pl.lit(None), {})
+    # next line's message, for the XID 154 recovery action printed on a continuation line
+    nxt = m.select(line=pl.col("line") - 1, next_msg=pl.col("msg"))
+    hit = hit.join(nxt, on="line", how="left")
+    g = pl.col("g")
+    text = g.struct.field("text")
+    code = g.struct.field("code").cast(pl.Int64, strict=False).cast(pl.String)
+    sev = _catalog_severity("xid")
+    detail: dict[str, pl.Expr] = {
+        "pid": g.struct.field("pid").str.strip_chars("'"),
+        "process": g.struct.field("process"),
+        "text": text,
+    }
+    inst = g.struct.field("instance").str.strip_chars()
+    detail["instance"] = pl.when(inst != "").then(inst)
+    for name, rx in XID_EXTRAS:
+        detail[name] = text.str.extract(rx, 1)
+    recovery_src = pl.when(text.str.contains("recovery action", literal=True) & ~text.str.contains(RECOVERY_RE)).then(
+        text + " " + pl.col("next_msg").fill_null("").str.replace(r"^NVRM:\s*", "")
+    ).otherwise(text)
+    rec = recovery_src.str.extract_groups(RECOVERY_RE)
+    detail["recovery_action"] = rec.struct.field("to_name")
+    detail["recovery_action_code"] = rec.struct.field("to")
+    detail["recovery_action_from"] = rec.struct.field("from_name")
+    severity = code.replace_strict(sev, default="medium", return_dtype=pl.String)
+    # XID 154 announcing a reboot or reset is as serious as what it announces
+    to = rec.struct.field("to_name").str.to_lowercase()
+    severity = (
+        pl.when(to.str.contains("reboot")).then(pl.lit("critical")).when(to.str.contains("reset|drain")).then(pl.lit("high")).otherwise(severity)
+    )
+    return _events(hit, ctx, "xid", code, severity, g.struct.field("bus"), detail)
+
+
+def _sxids(m: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataFrame]:
+    hit = _hit(m, ("SXid",), SXID_RE)
+    lines = hit.select("line")
+    g = pl.col("g")
+    primary = hit.filter(~g.struct.field("text").str.contains(SXID_CONT_RE))
+    # continuation lines (same switch and code) add engine instance and data words
+    cont = hit.filter(g.struct.field("text").str.contains(SXID_CONT_RE)).select(
+        "line",
+        sw=g.struct.field("switch"),
+        cd=g.struct.field("code"),
+        ctext=g.struct.field("text"),
+    )
+    sev = _catalog_severity("sxid")
+    code = g.struct.field("code").cast(pl.Int64, strict=False).cast(pl.String)
+    fatal = g.struct.field("fatality").str.to_lowercase()
+    catalog = code.replace_strict(sev, default=None, return_dtype=pl.String)
+    # the line's own Fatal / Non-fatal word bounds the catalog's severity for this occurrence
+    severity = (
+        pl.when(fatal.is_in(["non-fatal", "nonfatal"]))
+        .then(pl.when(catalog.is_in(["low", "info"])).then(catalog).otherwise(pl.lit("medium")))
+        .when(fatal == "fatal")
+        .then(pl.when(catalog.is_in(["critical", "high"])).then(catalog).otherwise(pl.lit("high")))
+        .otherwise(pl.coalesce(catalog, pl.lit("medium")))
+    )
+    keys = primary.select("line", sw=g.struct.field("switch"), cd=g.struct.field("code"))
+    if cont.height and primary.height:
+        pairs = keys.join(cont.rename({"line": "cline"}), on=["sw", "cd"], how="inner").filter(
+            (pl.col("cline") > pl.col("line")) & (pl.col("cline") - pl.col("line") <= 4)
+        )
+        extra = pairs.sort("cline").group_by("line").agg(pl.col("ctext").str.join(" | ").alias("continuation"))
+        primary = primary.join(extra, on="line", how="left")
+    else:
+        primary = primary.with_columns(continuation=pl.lit(None, dtype=pl.String))
+    detail = {
+        "switch": g.struct.field("switch"),
+        "fatality": g.struct.field("fatality"),
+        "link": g.struct.field("link"),
+        "text": g.struct.field("text"),
+        "continuation": pl.col("continuation"),
+    }
+    return _events(primary, ctx, "sxid", code, severity, g.struct.field("bus"), detail), lines
+
+
+def _fallen_off_multiline(m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
+    """≥570: 'NVRM: The NVIDIA GPU <bdf>' / '(PCI ID: ..) installed in this system has' / 'fallen off the bus ...'."""
+    first = m.filter(pl.col("msg").str.contains("The NVIDIA GPU", literal=True))
+    if first.height == 0:
+        return _events(first, ctx, "gpu_fallen_off_bus", pl.lit(None), pl.lit("critical"), pl.lit(None), {})
+    nxt1 = m.select(line=pl.col("line") - 1, m1=pl.col("msg"))
+    nxt2 = m.select(line=pl.col("line") - 2, m2=pl.col("msg"))
+    first = first.join(nxt1, on="line", how="left").join(nxt2, on="line", how="left")
+    joined = (
+        pl.col("msg")
+        + " "
+        + pl.col("m1").fill_null("").str.replace(r"^NVRM:\s*", "")
+        + " "
+        + pl.col("m2").fill_null("").str.replace(r"^NVRM:\s*", "")
+    )
+    rx = rf"NVRM: The NVIDIA GPU (?P<bus>{XID_BUS})\s*(?:\(PCI ID: (?P<pci_id>[0-9a-fA-F:]+)\))?.*?fallen off the bus"
+    hit = first.with_columns(j=joined).filter(pl.col("j").str.contains(rx)).with_columns(g=pl.col("j").str.extract_groups(rx))
+    g = pl.col("g")
+    return _events(
+        hit,
+        ctx,
+        "gpu_fallen_off_bus",
+        pl.lit("fallen_off_bus"),
+        pl.lit("critical"),
+        g.struct.field("bus"),
+        {"pci_id": g.struct.field("pci_id"), "text": pl.col("j")},
+    )
+
+
+def _crash_dumps(m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
+    """'NVRM: A GPU crash dump has been created': the GPU is the one named by the nearest NVRM line before it."""
+    hit = m.filter(pl.col("msg").str.contains("GPU crash dump has been created", literal=True))
+    if hit.height == 0:
+        return _events(hit, ctx, "gpu_crash_dump", pl.lit(None), pl.lit("high"), pl.lit(None), {})
+    rx = rf"(?:PCI:|GPU (?:at )?|NVIDIA GPU )(?P<b>{XID_BUS})"
+    named = (
+        m.filter(pl.col("msg").str.starts_with("NVRM:") & pl.col("msg").str.contains(rx))
+        .select("line", prev_bus=pl.col("msg").str.extract(rx, 1))
+        .sort("line")
+    )
+    hit = hit.sort("line").join_asof(named, on="line", strategy="backward", tolerance=200)
+    return _events(
+        hit,
+        ctx,
+        "gpu_crash_dump",
+        pl.lit("crash_dump"),
+        pl.lit("high"),
+        pl.col("prev_bus"),
+        {"bus_from": pl.when(pl.col("prev_bus").is_not_null()).then(pl.lit("preceding NVRM line"))},
+    )
+
+
+# ----------------------------------------------------------------------------- multi-line blocks
+
+
+def _dev_hex() -> pl.Expr:
+    return pl.lit(pl.Series([f"{i:02x}" for i in range(32)]))
+
+
+def _aer_blocks(m: pl.DataFrame, ctx: FileContext, apei: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.Series]:
+    """Group each PCIe AER report into one `pcie_aer` event; return (events, lines used, APEI lines merged).
+
+    Firmware-first reports print an APEI `{N}[Hardware Error]:` PCIe block, then the kernel's
+    `aer_status`/bit/`aer_layer` lines for the same error: those follow-ups are merged into the APEI
+    block (one event, at the APEI block's first line).
+    """
+    cand = m.filter(pl.col("msg").str.contains_any(list(AER_LITERALS)) & pl.col("msg").str.contains(AER_LINE_RE))
+    empty = _events(cand.head(0), ctx, "pcie_aer", pl.lit(None), pl.lit("low"), pl.lit(None), {})
+    none = pl.Series("line", [], dtype=pl.Int64)
+    if cand.height == 0:
+        return empty, cand.select("line"), none
+    cand = cand.with_columns(a=pl.col("msg").str.extract_groups(AER_LINE_RE)).unnest("a")
+    cls = pl.lit(None, dtype=pl.String)
+    for name, rx in reversed(AER_CLASSES):
+        cls = pl.when(pl.col("rest").str.contains(rx)).then(pl.lit(name)).otherwise(cls)
+    cand = cand.with_columns(cls=cls).filter(pl.col("cls").is_not_null()).sort("line")
+    if cand.height == 0:
+        return empty, cand.select("line"), none
+    for name, rx in AER_CLASSES:
+        cand = cand.with_columns(
+            pl.when(pl.col("cls") == name).then(pl.col("rest").str.extract_groups(rx)).alias(f"_{name}")
+        ).unnest(f"_{name}")
+    prev_cls = pl.col("cls").shift(1)
+    gap = pl.col("line") - pl.col("line").shift(1)
+    start = (
+        (pl.col("cls") == "header")
+        | ((pl.col("cls") == "buserr") & (prev_cls != "header"))
+        | (gap > 12)
+        | prev_cls.is_null()
+    )
+    cand = cand.with_columns(block=start.fill_null(True).cum_sum())
+
+    def first_of(col: str, cls_name: str | tuple[str, ...]) -> pl.Expr:
+        names = [cls_name] if isinstance(cls_name, str) else list(cls_name)
+        return pl.col(col).filter(pl.col("cls").is_in(names)).first()
+
+    agg = cand.group_by("block").agg(
+        pl.col("line").first(),
+        pl.col("text").first(),
+        pl.col("ts").first(),
+        pl.col("ts_quality").first(),
+        pl.col("uptime_s").first(),
+        pl.col("host").first(),
+        pl.col("boot_seg").first(),
+        pl.col("crash_record").first(),
+        port=pl.coalesce(first_of("bdf", "header"), pl.col("bdf").filter(pl.col("driver") == "pcieport").first()),
+        header_src=first_of("hsrc", "header"),
+        hid=pl.coalesce(first_of("hid", "header"), first_of("bid", "buserr")),
+        err_dev=pl.coalesce(first_of("bdf", "buserr"), first_of("bdf", ("device", "bit", "status", "tlp"))),
+        sev_text=pl.coalesce(
+            first_of("bsev", "buserr"),
+            pl.when(first_of("hsev", "header").is_not_null()).then(
+                pl.concat_str([first_of("hsev", "header"), first_of("hsev2", "header")], separator=" ", ignore_nulls=True)
+            ),
+        ),
+        err_type=first_of("btype", "buserr"),
+        agent=pl.coalesce(first_of("agent", "buserr"), first_of("lagent", "layer")),
+        layer=first_of("layer", "layer"),
+        vendor_device=pl.concat_str([first_of("vid", "device"), first_of("did", "device")], separator=":"),
+        status=pl.coalesce(first_of("status", "device"), first_of("sstatus", "status")),
+        mask=pl.coalesce(first_of("mask", "device"), first_of("smask", "status")),
+        bits=pl.col("bit").filter(pl.col("cls") == "bit").str.strip_chars().str.join(","),
+        first_bit=pl.col("bit").filter((pl.col("cls") == "bit") & pl.col("first").is_not_null()).first(),
+        tlp=first_of("tlp", "tlp"),
+        recovery=first_of("recovery", "recovery"),
+        multiple=(pl.col("multi").filter(pl.col("cls") == "header").is_not_null()).any(),
+        n_lines=pl.len(),
+        primary=pl.col("cls").is_in(["header", "buserr"]).any(),
+    ).sort("line")
+    agg = agg.with_columns(firmware_first=pl.lit(None, dtype=pl.Boolean))
+    merged = none
+    pcie_apei = apei.filter(pl.col("section").str.to_lowercase().str.contains("pcie")) if apei.height else apei
+    if pcie_apei.height and agg.filter(~pl.col("primary")).height:
+        a = pcie_apei.select(
+            pl.col("line").alias("a_line"),
+            pl.col("line"),
+            a_text="text",
+            a_ts="ts",
+            a_q="ts_quality",
+            a_up="uptime_s",
+            a_host="host",
+            a_seg="boot_seg",
+            a_crash="crash_record",
+            a_sev="event_severity",
+            a_dev="device",
+        ).sort("line")
+        follow = agg.filter(~pl.col("primary")).sort("line").join_asof(a, on="line", strategy="backward", tolerance=40)
+        hit = pl.col("a_line").is_not_null()
+        follow = follow.with_columns(
+            line=pl.when(hit).then("a_line").otherwise("line"),
+            text=pl.when(hit).then("a_text").otherwise("text"),
+            ts=pl.when(hit).then("a_ts").otherwise("ts"),
+            ts_quality=pl.when(hit).then("a_q").otherwise("ts_quality"),
+            uptime_s=pl.when(hit).then("a_up").otherwise("uptime_s"),
+            host=pl.when(hit).then("a_host").otherwise("host"),
+            boot_seg=pl.when(hit).then("a_seg").otherwise("boot_seg"),
+            crash_record=pl.when(hit).then("a_crash").otherwise("crash_record"),
+            sev_text=pl.when(hit).then("a_sev").otherwise("sev_text"),
+            err_dev=pl.coalesce("err_dev", "a_dev"),
+            firmware_first=pl.when(hit).then(pl.lit(True)),
+        )
+        merged = follow.get_column("a_line").drop_nulls()
+        agg = pl.concat([agg.filter(pl.col("primary")), follow.select(agg.columns)]).sort("line")
+    # ≲4.18 'id=00e0' = bus << 8 | devfn, in the reporting port's domain
+    devfn = pl.col("hid").str.slice(2, 2).str.to_integer(base=16, strict=False)
+    decoded = pl.format(
+        "{}:{}:{}.{}",
+        pl.coalesce(pl.col("port"), pl.col("err_dev")).str.extract(r"^([0-9a-fA-F]{4,8}):", 1),
+        pl.col("hid").str.slice(0, 2),
+        _dev_hex().get(devfn // 8),
+        (devfn % 8).cast(pl.String),
+    )
+    device = pl.coalesce(pl.col("err_dev"), pl.col("header_src"), pl.when(pl.col("hid").is_not_null()).then(decoded), pl.col("port"))
+    sev = pl.col("sev_text").str.to_lowercase()
+    code = (
+        pl.when(sev.str.contains("non-fatal|nonfatal"))
+        .then(pl.lit("nonfatal"))
+        .when(sev.str.contains("fatal"))
+        .then(pl.lit("fatal"))
+        .when(sev.str.contains("uncorrect|recoverable"))
+        .then(pl.lit("nonfatal"))
+        .when(sev.str.contains("correct"))
+        .then(pl.lit("corrected"))
+        .otherwise(pl.lit("unknown"))
+    )
+    agg = agg.with_columns(_code=code, _dev=device)
+    detail = {
+        "reporting_port": normalize_bus_id(pl.col("port")),
+        "severity_text": pl.col("sev_text"),
+        "type": pl.col("err_type"),
+        "agent": pl.col("agent"),
+        "layer": pl.col("layer"),
+        "vendor_device": pl.col("vendor_device"),
+        "status": pl.col("status"),
+        "mask": pl.col("mask"),
+        "bits": pl.when(pl.col("bits") != "").then(pl.col("bits")),
+        "first_bit": pl.col("first_bit"),
+        "tlp_header": pl.col("tlp"),
+        "recovery": pl.col("recovery"),
+        "multiple": pl.when(pl.col("multiple")).then(pl.lit(True)),
+        "firmware_first": pl.col("firmware_first"),
+        "lines": pl.col("n_lines"),
+    }
+    events = _events(
+        agg,
+        ctx,
+        "pcie_aer",
+        pl.col("_code"),
+        pl.col("_code").replace_strict(AER_SEVERITY, default="medium", return_dtype=pl.String),
+        pl.col("_dev"),
+        detail,
+    )
+    return events, cand.select("line"), merged
+
+
+def _apei_agg(m: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Group firmware-first `{N}[Hardware Error]:` reports into one row per block; return (blocks, lines used)."""
+    cand = m.filter(pl.col("msg").str.contains("[Hardware Error]", literal=True) & pl.col("msg").str.contains(APEI_RE))
+    if cand.height == 0:
+        return cand.select(
+            "line", "text", "ts", "ts_quality", "uptime_s", "host", "boot_seg", "crash_record",
+            section=pl.lit(None, dtype=pl.String), event_severity=pl.lit(None, dtype=pl.String),
+            device=pl.lit(None, dtype=pl.String), source=pl.lit(None, dtype=pl.String), n_lines=pl.lit(0, dtype=pl.UInt32),
+        ), cand.select("line")
+    cand = cand.with_columns(a=pl.col("msg").str.extract_groups(APEI_RE)).unnest("a").sort("line")
+    start = (
+        pl.col("rest").str.contains("Hardware error from APEI", literal=True)
+        | (pl.col("apei") != pl.col("apei").shift(1))
+        | ((pl.col("line") - pl.col("line").shift(1)) > 12)
+    )
+    cand = cand.with_columns(block=start.fill_null(True).cum_sum())
+    agg = cand.group_by("block").agg(
+        pl.col("line").first(),
+        pl.col("text").first(),
+        pl.col("ts").first(),
+        pl.col("ts_quality").first(),
+        pl.col("uptime_s").first(),
+        pl.col("host").first(),
+        pl.col("boot_seg").first(),
+        pl.col("crash_record").first(),
+        section=pl.col("rest").str.extract(r"section_type: (.*)$", 1).drop_nulls().first(),
+        event_severity=pl.col("rest").str.extract(r"event severity: (\w+)", 1).drop_nulls().first(),
+        device=pl.col("rest").str.extract(rf"device_id: ({BDF})", 1).drop_nulls().first(),
+        source=pl.col("rest").str.extract(r"Generic Hardware Error Source: (\d+)", 1).drop_nulls().first(),
+        n_lines=pl.len(),
+    ).sort("line").drop("block")
+    return agg, cand.select("line")
+
+
+def _apei_events(agg: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
+    """APEI blocks as events: PCIe sections -> pcie_aer, memory -> edac, else mce."""
+    section = pl.col("section").str.to_lowercase()
+    kind = pl.when(section.str.contains("pcie")).then(pl.lit("pcie_aer")).when(section.str.contains("memory")).then(pl.lit("edac")).otherwise(pl.lit("mce"))
+    es = pl.col("event_severity").str.to_lowercase()
+    code = (
+        pl.when(section.str.contains("pcie"))
+        .then(pl.when(es == "corrected").then(pl.lit("corrected")).when(es == "fatal").then(pl.lit("fatal")).otherwise(pl.lit("nonfatal")))
+        .otherwise(es)
+    )
+    severity = pl.when(es == "corrected").then(pl.lit("low")).when(es == "fatal").then(pl.lit("critical")).when(es == "info").then(pl.lit("info")).otherwise(pl.lit("high"))
+    detail = {
+        "firmware_first": pl.lit(True),
+        "section_type": pl.col("section"),
+        "event_severity": pl.col("event_severity"),
+        "error_source": pl.col("source"),
+        "lines": pl.col("n_lines"),
+    }
+    return _events(agg, ctx, kind, code, severity, pl.col("device"), detail)
+
+
+def _mce_blocks(m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
+    """`mce: [Hardware Error]: ...` dumps (CPU/bank/status/address lines) -> one `mce` event each."""
+    cand = m.filter(pl.col("msg").str.contains_any(["Hardware Error", "Machine check", "Machine Check"]) & pl.col("msg").str.contains(MCE_RE))
+    if cand.height == 0:
+        return _events(cand, ctx, "mce", pl.lit(None), pl.lit("high"), pl.lit(None), {})
+    rest = pl.coalesce(pl.col("msg").str.extract(MCE_RE, 1), pl.col("msg").str.extract(MCE_RE, 2))
+    cand = cand.with_columns(rest=rest).sort("line")
+    start = pl.col("rest").str.contains(r"Machine check events logged|CPU \d+: Machine Check|Machine Check Exception") | (
+        (pl.col("line") - pl.col("line").shift(1)) > 3
+    )
+    cand = cand.with_columns(block=start.fill_null(True).cum_sum())
+    agg = cand.group_by("block").agg(
+        pl.col("line").first(),
+        pl.col("text").first(),
+        pl.col("ts").first(),
+        pl.col("ts_quality").first(),
+        pl.col("uptime_s").first(),
+        pl.col("host").first(),
+        pl.col("boot_seg").first(),
+        pl.col("crash_record").first(),
+        cpu=pl.col("rest").str.extract(r"CPU:? ?(\d+)", 1).drop_nulls().first(),
+        bank=pl.col("rest").str.extract(r"Bank (\d+)", 1).drop_nulls().first(),
+        status=pl.col("rest").str.extract(r"Bank \d+: ([0-9a-fA-F]+)", 1).drop_nulls().first(),
+        address=pl.col("rest").str.extract(r"ADDR ([0-9a-fA-Fx]+)", 1).drop_nulls().first(),
+        logged=pl.col("rest").str.contains("events logged", literal=True).any(),
+        fatal=pl.col("rest").str.contains(r"(?i)uncorrected|fatal|panic|\bUC\b").any(),
+        text_all=pl.col("rest").str.join(" | "),
+        n_lines=pl.len(),
+    ).sort("line")
+    code = pl.when(pl.col("logged") & ~pl.col("fatal")).then(pl.lit("logged")).otherwise(pl.lit("machine_check"))
+    severity = pl.when(pl.col("fatal")).then(pl.lit("critical")).when(pl.col("logged")).then(pl.lit("medium")).otherwise(pl.lit("high"))
+    detail = {
+        "cpu": pl.col("cpu"),
+        "bank": pl.col("bank"),
+        "status": pl.col("status"),
+        "address": pl.col("address"),
+        "text": pl.col("text_all"),
+        "lines": pl.col("n_lines"),
+    }
+    return _events(agg, ctx, "mce", code, severity, pl.lit(None, dtype=pl.String), detail)
+
+
+# ----------------------------------------------------------------------------- inventory
+
+IDENTITY_RE = rf"NVRM: GPU at (?:PCI:)?(?P<bus>{XID_BUS}): (?P<uuid>GPU-[0-9a-fA-F-]+)"
+SERIAL_RE = r"NVRM: GPU Board Serial Number: (?P<serial>\S+)"
+DRIVER_RE = r"NVRM: loading NVIDIA UNIX .*?(?P<ver>\d{3}\.\d+(?:\.\d+)?)\s"
+KERNEL_RE = r"^Linux version (?P<kver>\S+)"
+NIC_FW_RE = rf"^(?P<driver>mlx\d_core|[\w.-]+) (?P<bus>{BDF}): firmware version: (?P<fw>\S+)"
+PCIE_BW_RE = (
+    rf"^(?P<driver>[\w.-]+) (?P<bus>{BDF}): (?P<gbps>[\d.]+) Gb/s available PCIe bandwidth "
+    r"\((?P<speed>[\d.]+ GT/s) PCIe x(?P<width>\d+) link\)"
+)
+
+
+def _inv(df: pl.DataFrame, ctx: FileContext, component: str, attribute: str, value: pl.Expr, bus: pl.Expr | None, device: pl.Expr | None) -> pl.DataFrame:
+    return df.select(
+        node=_node(ctx),
+        component=pl.lit(component),
+        gpu_bus_id=normalize_bus_id(bus) if bus is not None else pl.lit(None, dtype=pl.String),
+        device=device if device is not None else pl.lit(None, dtype=pl.String),
+        attribute=pl.lit(attribute),
+        value=value.cast(pl.String),
+        source=pl.lit("kernel"),
+        file=pl.lit(ctx.path),
+        line=pl.col("line"),
+    )
+
+
+def _inventory(m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
+    """GPU UUID/serial, driver and kernel version, NIC firmware and PCIe link, boot time (K8b pairs)."""
+    parts: list[pl.DataFrame] = []
+    ident = _hit(m, ("NVRM: GPU at",), IDENTITY_RE)
+    g = pl.col("g")
+    if ident.height:
+        parts.append(_inv(ident, ctx, "gpu", "uuid", g.struct.field("uuid"), g.struct.field("bus"), None))
+    serial = _hit(m, ("Serial Number",), SERIAL_RE)
+    if serial.height:
+        # the serial line follows the GPU's identity line
+        idb = ident.select("line", ibus=g.struct.field("bus")).sort("line") if ident.height else pl.DataFrame(schema={"line": pl.Int64, "ibus": pl.String})
+        serial = serial.sort("line").join_asof(idb, on="line", strategy="backward", tolerance=5)
+        parts.append(_inv(serial, ctx, "gpu", "serial", g.struct.field("serial"), pl.col("ibus"), None))
+    drv = _hit(m, ("loading NVIDIA UNIX",), DRIVER_RE)
+    if drv.height:
+        parts.append(_inv(drv, ctx, "node", "driver_version", g.struct.field("ver"), None, None))
+    kern = _hit(m, ("Linux version",), KERNEL_RE)
+    if kern.height:
+        parts.append(_inv(kern, ctx, "node", "kernel_version", g.struct.field("kver"), None, None))
+    fw = _hit(m, ("firmware version:",), NIC_FW_RE)
+    if fw.height:
+        parts.append(_inv(fw, ctx, "nic", "firmware_version", g.struct.field("fw"), None, normalize_bus_id(g.struct.field("bus"))))
+    bw = _hit(m, ("available PCIe bandwidth (",), PCIE_BW_RE)
+    if bw.height:
+        link = pl.format("{} x{} ({} Gb/s)", g.struct.field("speed"), g.struct.field("width"), g.struct.field("gbps"))
+        comp = pl.when(g.struct.field("driver").str.starts_with("mlx")).then(pl.lit("nic")).otherwise(pl.lit("pci"))
+        rows = _inv(bw, ctx, "nic", "pcie_link", link, None, normalize_bus_id(g.struct.field("bus")))
+        rows = rows.with_columns(component=bw.select(comp).to_series())
+        parts.append(rows)
+    # boot time from lines carrying both a wall clock and the printk monotonic time (K8b)
+    both = m.filter(pl.col("ts").is_not_null() & pl.col("uptime_s").is_not_null() & (pl.col("boot_seg") == 0))
+    if both.height:
+        boot = both.with_columns(
+            node=_node(ctx), boot=pl.col("ts") - pl.duration(microseconds=(pl.col("uptime_s") * 1e6).cast(pl.Int64))
+        ).group_by("node").agg(pl.col("line").first(), pl.col("boot").median(), q=pl.col("ts_quality").first())
+        parts.append(
+            boot.select(
+                "node",
+                component=pl.lit("node"),
+                gpu_bus_id=pl.lit(None, dtype=pl.String),
+                device=pl.lit(None, dtype=pl.String),
+                attribute=pl.lit("boot_time"),
+                value=pl.col("boot").dt.to_string("%Y-%m-%dT%H:%M:%S%.6f+00:00"),
+                source=pl.lit("kernel"),
+                file=pl.lit(ctx.path),
+                line="line",
+            )
+        )
+    if not parts:
+        return pl.DataFrame(
+            schema={
+                "node": pl.String,
+                "component": pl.String,
+                "gpu_bus_id": pl.String,
+                "device": pl.String,
+                "attribute": pl.String,
+                "value": pl.String,
+                "source": pl.String,
+                "file": pl.String,
+                "line": pl.Int64,
+            }
+        )
+    inv = pl.concat(parts, how="vertical_relaxed").filter(pl.col("value").is_not_null())
+    return inv.unique(subset=["node", "component", "gpu_bus_id", "device", "attribute", "value"], keep="first").sort("line")
