@@ -1,0 +1,194 @@
+"""Analysis functions on small tables built in the test: timeline, stragglers, drift, IB counters, ranking."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import polars as pl
+
+from forensics import drift, network, stragglers, telemetry, timing
+from forensics.analyze import attribute_hang, attribute_slowdowns, demote_history, merge, rank_candidates
+from forensics.findings import Category, Severity
+from forensics.hardware import Candidate, candidates_from_events
+from forensics.schema import conform
+
+T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+
+
+def steps_frame(times: list[float], nodes: int = 1, ranks_per_node: int = 1, slow: dict | None = None) -> pl.DataFrame:
+    """Steps of a job: every rank logs every step; `slow` maps node index → extra compute seconds."""
+    rows = []
+    t = T0
+    for i, st in enumerate(times):
+        t += timedelta(seconds=st)
+        for n in range(nodes):
+            for r in range(ranks_per_node):
+                extra = (slow or {}).get(n, 0.0)
+                compute = 0.6 * st + extra if slow else None
+                rows.append(
+                    {
+                        "ts": t,
+                        "node": f"node-{n:02d}",
+                        "rank": n * ranks_per_node + r,
+                        "step": i + 1,
+                        "step_time_s": st,
+                        "forward_s": compute / 2 if compute else None,
+                        "backward_s": compute / 2 if compute else None,
+                        "framework": "megatron",
+                        "file": f"node-{n:02d}/train.log",
+                        "line": i + 1,
+                    }
+                )
+    return conform(pl.DataFrame(rows), "steps")
+
+
+def test_timeline_finds_lasting_slowdown_not_checkpoints() -> None:
+    rng = np.random.default_rng(0)
+    times = list(2.0 + rng.normal(0, 0.03, 300))
+    for i in range(50, 300, 50):
+        times[i] = 9.0  # checkpoint stalls
+    for i in range(200, 300):
+        times[i] *= 1.25
+    tl = timing.timeline(steps_frame(times))
+    assert tl.baseline_s is not None and abs(tl.baseline_s - 2.0) < 0.05
+    assert len(tl.slow) == 1
+    r = tl.slow[0]
+    assert 195 <= r.step_start <= 205 and r.step_end == 300
+    assert abs(r.level_s / tl.baseline_s - 1.25) < 0.05
+    assert tl.periodic_stall_period == 50
+
+
+def test_timeline_healthy_has_no_regime_and_hang_detected() -> None:
+    rng = np.random.default_rng(1)
+    times = list(3.0 + rng.normal(0, 0.05, 200))
+    s = steps_frame(times)
+    last = s["ts"].max()
+    tl = timing.timeline(s, end_of_evidence=last + timedelta(minutes=30))
+    assert tl.slow == []
+    assert tl.hang is not None and tl.hang["last_step"] == 200
+    assert timing.timeline(s, end_of_evidence=last + timedelta(seconds=20)).hang is None
+
+
+def test_rank_lateness_names_the_slow_node() -> None:
+    rng = np.random.default_rng(2)
+    times = list(2.0 + rng.normal(0, 0.02, 60))
+    s = steps_frame(times, nodes=8, ranks_per_node=2, slow={5: 0.4})
+    late = stragglers.rank_lateness(s)
+    flagged = stragglers.flag_stragglers(late, pl.DataFrame())
+    assert flagged["node"].to_list() == ["node-05"]
+
+
+def test_drift_names_the_odd_node() -> None:
+    rows = [
+        {"node": f"node-{i:02d}", "component": "node", "attribute": "driver_version", "value": "550.54.15" if i != 3 else "535.183.01", "source": "nvidia-smi", "file": f"node-{i:02d}/smi.txt", "line": 5}
+        for i in range(6)
+    ]
+    inv = conform(pl.DataFrame(rows), "inventory")
+    c = drift.candidates(inv)
+    assert [(x.node, x.category) for x in c] == [("node-03", Category.CONFIG_DRIFT)]
+    assert "535.183.01" in c[0].summary and "550.54.15" in c[0].summary
+
+
+def test_ib_counter_growth_flags_flapping_port_only() -> None:
+    rows = []
+    for node, downs in (("node-00", (0, 0)), ("node-01", (1, 4)), ("node-02", (3, 3))):
+        for k, (ts, v) in enumerate(((T0, downs[0]), (T0 + timedelta(hours=1), downs[1]))):
+            rows.append({"record": "ib_counter", "ts": ts, "node": node, "device": "mlx5_0", "port": 1, "counter": "LinkDownedCounter", "value": float(v), "file": f"{node}/perfquery.txt", "line": 3 + k})
+    g = network.counter_growth(conform(pl.DataFrame(rows), "comms"))
+    c = network.counter_candidates(g)
+    assert [(x.node, x.severity) for x in c] == [("node-01", Severity.HIGH)]
+
+
+def xid_events(rows: list[tuple[str, str, str, datetime]]) -> pl.DataFrame:
+    return conform(
+        pl.DataFrame(
+            [
+                {"ts": ts, "node": node, "gpu_bus_id": bus, "source": "kernel", "kind": "xid", "code": code, "severity": "unknown",
+                 "message": f"NVRM: Xid (PCI:{bus[:-2]}): {code}, ...", "file": f"{node}/dmesg.log", "line": i + 1}
+                for i, (node, bus, code, ts) in enumerate(rows)
+            ]
+        ),
+        "events",
+    )
+
+
+def test_fleet_wide_app_xids_are_one_software_finding() -> None:
+    ev = xid_events([(f"node-{i:02d}", "0000:3b:00.0", c, T0 + timedelta(seconds=i)) for i in range(6) for c in ("13", "43")])
+    cands = candidates_from_events(ev, [f"node-{i:02d}" for i in range(6)])
+    assert len(cands) == 1
+    assert cands[0].category == Category.SOFTWARE and cands[0].node is None
+
+
+def test_single_gpu_xid79_is_critical_and_history_is_info() -> None:
+    ev = xid_events([("node-01", "0000:3b:00.0", "79", T0), ("node-02", "0000:3b:00.0", "13", T0 - timedelta(days=3))])
+    cands = merge(candidates_from_events(ev, ["node-01", "node-02", "node-03"]))
+    cands = demote_history(cands, T0 - timedelta(minutes=30))
+    by_node = {c.node: c for c in cands}
+    assert by_node["node-01"].severity == Severity.CRITICAL
+    assert by_node["node-02"].severity == Severity.INFO
+
+
+def test_hang_is_attributed_to_the_fatal_event_and_slowdown_to_the_straggler() -> None:
+    rng = np.random.default_rng(3)
+    times = list(2.0 + rng.normal(0, 0.02, 100))
+    s = steps_frame(times)
+    last = s["ts"].max()
+    ev = xid_events([("node-01", "0000:3b:00.0", "79", last + timedelta(seconds=5))])
+    wd = conform(
+        pl.DataFrame([{"ts": last + timedelta(minutes=10), "node": n, "source": "torch", "kind": "watchdog_timeout", "severity": "high", "message": "Watchdog caught collective operation timeout", "file": f"{n}/train.log", "line": 9} for n in ("node-00", "node-02")]),
+        "events",
+    )
+    events = pl.concat([ev, wd])
+    tl = timing.timeline(s, end_of_evidence=last + timedelta(minutes=11))
+    cands = candidates_from_events(events, ["node-00", "node-01", "node-02"])
+    cands, info = attribute_hang(cands, tl, events, 24, ["node-00", "node-01", "node-02"])
+    top = rank_candidates(cands)[0]
+    assert (top.node, top.category, top.severity) == ("node-01", Category.GPU_HARDWARE, Severity.CRITICAL)
+    assert info is not None and info["silent"] == ["node-01"]
+    assert any("watchdog" in c for c in top.consequences)
+    assert top.impact["lost_gpu_hours"] is not None and top.impact["lost_gpu_hours"] > 0
+
+
+def test_unexplained_slowdown_with_localised_node_is_a_straggler() -> None:
+    rng = np.random.default_rng(4)
+    times = list(2.0 + rng.normal(0, 0.02, 120))
+    for i in range(60, 120):
+        times[i] = 2.4 + rng.normal(0, 0.02)
+    s = steps_frame(times, nodes=6, ranks_per_node=2, slow={4: 0.0})
+    # node-04 is only slow from step 61: rebuild its compute times
+    s = s.with_columns(
+        forward_s=pl.when((pl.col("node") == "node-04") & (pl.col("step") > 60)).then(pl.col("forward_s") + 0.3).otherwise(pl.col("forward_s"))
+    )
+    tl = timing.timeline(s)
+    slow = stragglers.flag_stragglers(stragglers.rank_lateness(s.filter(pl.col("step") > 60)), pl.DataFrame())
+    cands = attribute_slowdowns([], tl, slow, 48)
+    assert len(cands) == 1
+    c = cands[0]
+    assert (c.node, c.category, c.severity) == ("node-04", Category.STRAGGLER, Severity.HIGH)
+    assert 15 <= c.impact["step_time_slowdown_pct"] <= 25
+
+
+def test_throttled_gpu_is_thermal_candidate() -> None:
+    rows = []
+    for n in range(4):
+        for g in range(8):
+            for k in range(10):
+                hot = n == 2 and g == 5
+                rows.append({"ts": T0 + timedelta(minutes=k), "node": f"node-{n:02d}", "gpu_index": g, "sm_clock_mhz": 1100.0 if hot else 1980.0,
+                             "temperature_c": 91.0 if hot else 65.0, "throttle_hw_thermal_slowdown": hot, "source": "nvidia-smi-csv",
+                             "file": f"node-{n:02d}/smi.csv", "line": k * 8 + g + 2})
+    samples = conform(pl.DataFrame(rows), "gpu_samples")
+    prof = telemetry.gpu_profile(samples)
+    c = telemetry.candidates(samples, prof)
+    assert [(x.node, x.gpu_index, x.category) for x in c] == [("node-02", 5, Category.THERMAL_POWER)]
+    out = telemetry.outliers(prof)
+    assert set(out["node"].to_list()) == {"node-02"}
+
+
+def test_merge_pools_evidence_of_one_gpu() -> None:
+    a = Candidate(Category.GPU_MEMORY, Severity.CRITICAL, "n1", 3, None, "XID 48", "s", T0, T0, [], "act", 0.9)
+    b = Candidate(Category.GPU_MEMORY, Severity.HIGH, "n1", 3, "0000:3b:00.0", "remap pending", "s", T0 - timedelta(minutes=1), T0, [], "act", 0.8)
+    m = merge([a, b])
+    assert len(m) == 1 and m[0].severity == Severity.CRITICAL and m[0].gpu_bus_id == "0000:3b:00.0"
+    assert m[0].first_seen == T0 - timedelta(minutes=1)
