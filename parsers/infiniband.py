@@ -1,4 +1,4 @@
-"""InfiniBand tools (FORMATS.md §4): ibstat, ibstatus, ibv_devinfo, sysfs dumps, perfquery, mlxlink.
+"""InfiniBand tools (FORMATS.md §4): ibstat, ibstatus, ibv_devinfo, sysfs dumps, perfquery, mlxlink, ibdev2netdev.
 
 What comes out:
 - `inventory` (component `nic`, `device` e.g. `mlx5_0`, `port` for per-port attributes): fw_ver, hca_type,
@@ -16,6 +16,8 @@ What comes out:
   `detail.name`); unmapped names are kept as printed. `ts` comes from the last preceding `date`-style line of the
   same host (RFC 2822, `date` default, ISO 8601, epoch), and `detail.reading` numbers the repeated readings of a
   counter in the file (0, 1, ...), so two dumps in one file stay apart for deltas.
+- sysfs dumps in the `grep -H .`/`grep .` (`path:value`), `echo $f $(cat $f)` (`path value`) and `head`
+  (`==> path <==` then the value) forms; `ibdev2netdev` lines give `netdev`/`netdev_state` (Down -> an event).
 - A pdsh-style `host: ` prefix names the node of its line; otherwise the node is the file's.
 perfquery does not print the device name: it is taken from `-C <ca>` on a preceding command line or a
 `mlx5_N` marker line, else it is `lid:<lid>`.
@@ -34,7 +36,9 @@ from parsers.base import FileContext, ParseResult, account, numbered
 NAME = "infiniband"
 DESCRIPTION = "InfiniBand tools: ibstat, ibstatus, ibv_devinfo, /sys/class/infiniband dumps, perfquery, mlxlink"
 TABLES = ("inventory", "events", "comms")
-FILENAME_HINTS = ("ibstat*", "ibstatus*", "ibv_devinfo*", "perfquery*", "*infiniband*", "mlxlink*", "*ib_counters*")
+FILENAME_HINTS = (
+    "ibstat*", "ibstatus*", "ibv_devinfo*", "perfquery*", "*infiniband*", "mlxlink*", "*ib_counters*", "ibdev2netdev*",
+)  # fmt: skip
 DETECTS = "ibstat 'CA '...'' blocks, ibstatus 'Infiniband device' blocks, 'hca_id:', /sys/class/infiniband paths, perfquery dotted counters"
 PRIORITY = 20
 
@@ -51,6 +55,8 @@ SYSFS_RE = (
     r"^(?:/sys/class/infiniband/)?(?P<dev>[\w.-]+)/(?:ports/(?P<port>\d+)/)?"
     r"(?:(?P<grp>[\w.-]+(?:/[\w.-]+)*)/)?(?P<key>[\w.-]+)(?::\s?|\s+)(?P<val>.*?)\s*$"
 )
+HEAD_RE = r"^==> (/sys/class/infiniband/\S+|[\w.-]+/ports/\d+/\S+) <==\s*$"
+IBDEV2NETDEV_RE = r"^(?P<dev>[\w.-]+) port (?P<port>\d+) ==> (?P<netdev>\S+) \((?P<state>\w+)\)\s*$"
 PQ_HDR_RE = r"^#\s*Port (?P<what>[\w ]*?counters):\s*Lid\s+(?P<lid>\d+)\s+port\s+(?P<port>\d+)"
 PQ_CTR_RE = r"^(?P<name>[A-Za-z]\w*):\.+\s*(?P<val>\S+)\s*$"
 IBPANIC_RE = r"^(?P<tool>ibpanic|ibwarn|iberror):\s*(?:\[(?P<pid>\d+)\]\s*)?(?P<msg>.*)$"
@@ -147,6 +153,8 @@ _SNIFF = (
     (re.compile(r"(?m)^(?:[\w.-]+: )?#\s*Port (?:extended )?counters:\s*Lid"), None, 1.0),
     (re.compile(r"(?m)^(?:SymbolErrorCounter|PortXmitData|PortRcvErrors|LinkDownedCounter):\.+"), None, 0.9),
     (re.compile(r"(?m)^ibpanic:"), None, 0.8),
+    (re.compile(r"(?m)^(?:[\w.-]+: )?[\w.-]+ port \d+ ==> \S+ \((?:Up|Down)\)\s*$"), None, 0.9),
+    (re.compile(r"(?m)^==> /sys/class/infiniband/\S+ <==\s*$"), None, 0.95),
     (re.compile(r"(?m)^Operational Info\s*$"), re.compile(r"(?m)^Physical state\s+:"), 0.8),
 )
 
@@ -262,6 +270,15 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         host=pl.coalesce(pd.struct.field("host"), pl.col("env_host")),
         b=pl.coalesce(pd.struct.field("rest"), pl.col("body")),
     )
+    # `head /sys/class/infiniband/*/ports/*/counters/*` prints `==> path <==` then the value on the next line:
+    # fold the value into the header line (which then reads like `path value`) and mark the value line parsed.
+    hdr = pl.col("b").str.extract(HEAD_RE, 1)
+    nxt = pl.col("b").shift(-1)
+    folded = hdr.is_not_null() & nxt.is_not_null() & ~nxt.str.contains(HEAD_RE)
+    f = f.with_columns(
+        k_headval=folded.shift(1).fill_null(False),
+        b=pl.when(folded).then(pl.format("{} {}", hdr, nxt.str.strip_chars())).otherwise(pl.col("b")),
+    )
     b = pl.col("b")
     f = f.with_columns(host=pl.coalesce(pl.col("host").str.split(".").list.first(), pl.lit(ctx.node)))
     is_ts, ts_v, ts_q = _timestamps(b)
@@ -275,6 +292,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         k_sysfs=b.str.contains(SYSFS_RE)
         & (b.str.starts_with("/sys/class/infiniband/") | b.str.contains(r"^[\w.-]+/ports/\d+/")),
         k_pqhdr=b.str.contains(PQ_HDR_RE),
+        k_i2n=b.str.contains(IBDEV2NETDEV_RE),
         k_pqctr=b.str.contains(PQ_CTR_RE),
         k_panic=b.str.contains(IBPANIC_RE),
         k_mlxsec=b.str.contains(MLX_SECTION_RE),
@@ -376,12 +394,28 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     )
     mlx_attr = mlx.with_columns(attribute=_map(pl.col("lkey"), MLXLINK_KEYS), source=pl.lit("mlxlink"))
 
+    # ---- ibdev2netdev: `mlx5_0 port 1 ==> ib0 (Up)` -> netdev name and its link state
+    i2n = (
+        f.filter(pl.col("k_i2n"))
+        .with_columns(g=b.str.extract_groups(IBDEV2NETDEV_RE))
+        .drop("dev", "port")
+        .unnest("g")
+        .with_columns(port=pl.col("port").cast(pl.Int32))
+    )
+    i2n_attr = pl.concat(
+        [
+            i2n.with_columns(attribute=pl.lit("netdev"), val=pl.col("netdev")),
+            i2n.with_columns(attribute=pl.lit("netdev_state"), val=pl.col("state")),
+        ]
+    ).with_columns(source=pl.lit("ibdev2netdev"))
+
     cols = ["line", "text", "host", "dev", "port", "block", "attribute", "val", "source", "ts", "ts_quality"]
     attrs = pl.concat(
         [
             kv.select(cols),
             sy_attr.select(cols),
             mlx_attr.with_columns(port=pl.col("port").fill_null(1)).select(cols),
+            i2n_attr.select(cols),
         ]
     ).filter(pl.col("attribute").is_not_null() & pl.col("dev").is_not_null())
     attrs = attrs.with_columns(value=_normalise(pl.col("attribute"), pl.col("val").str.strip_chars()))
@@ -410,7 +444,10 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     for c in ("phys_state", "rate", "link_layer"):
         if c not in extra.columns:
             extra = extra.with_columns(pl.lit(None, dtype=pl.String).alias(c))
-    states = ports.filter((pl.col("attribute") == "state") & (pl.col("value") != "Active")).join(
+    i2n_down = ports.filter((pl.col("attribute") == "netdev_state") & (pl.col("value").str.to_lowercase() == "down"))
+    states = pl.concat(
+        [ports.filter((pl.col("attribute") == "state") & (pl.col("value") != "Active")), i2n_down.with_columns(value=pl.lit("Down"))]
+    ).join(
         extra, on=pkey, how="left", nulls_equal=True
     )
     ev_state = states.select(
@@ -553,6 +590,8 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         | (pl.col("k_kv") & in_block)
         | pl.col("k_sysfs")
         | pl.col("k_pqhdr")
+        | pl.col("k_i2n")
+        | pl.col("k_headval")
         | pq_line
         | pl.col("k_panic")
         | pl.col("k_mlxsec")
