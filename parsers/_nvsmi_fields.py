@@ -297,9 +297,8 @@ def frames(
         if "gpu_bus_id" in df.columns:
             df = df.with_columns(gpu_bus_id=normalize_bus_id(pl.col("gpu_bus_id")))
         if table == "inventory":
-            df = df.unique(["node", "component", "gpu_bus_id", "gpu_index", "device", "attribute", "value"]
-                           if "device" in df.columns else ["node", "component", "gpu_bus_id", "gpu_index", "attribute", "value"],
-                           keep="first", maintain_order=True)
+            key = [c for c in ("node", "component", "gpu_bus_id", "gpu_index", "device", "attribute", "value") if c in df.columns]
+            df = df.unique(key, keep="first", maintain_order=True)
         out[table] = conform(df, table)
     return out
 
