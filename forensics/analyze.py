@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from forensics import __version__, drift, network, stragglers, telemetry, timing
+from forensics import __version__, clocks, drift, network, stragglers, telemetry, timing
 from forensics.findings import (
     FINDINGS_SCHEMA_VERSION,
     SEVERITY_WEIGHT,
@@ -373,6 +373,8 @@ def analyze(out: Path) -> dict[str, Any]:
     tables = read_tables(out)
     job = job_summary(tables)
     events, steps, samples, comms, inv = (tables[t] for t in ("events", "steps", "gpu_samples", "comms", "inventory"))
+    offsets = clocks.estimate_offsets(events, comms)
+    events = clocks.correct(events, offsets)
     ends = [tables[t]["ts"].max() for t in ("events", "gpu_samples", "steps") if tables[t].height]
     end_of_evidence = max((e for e in ends if e is not None), default=None)
     tl = timing.timeline(steps, end_of_evidence=end_of_evidence)  # type: ignore[arg-type]
@@ -476,6 +478,10 @@ def analyze(out: Path) -> dict[str, Any]:
     )
     job_out = {k: v for k, v in job.items() if k != "node_names"}
     job_out["step_time_baseline_s"] = round(tl.baseline_s, 4) if tl.baseline_s else None
+    job_out["clock_offsets"] = [
+        {"node": r["node"], "offset_s": round(r["offset_s"], 3), "anchors": r["anchors"], "applied": abs(r["offset_s"]) >= clocks.MIN_SKEW_S}
+        for r in offsets.filter(pl.col("offset_s").abs() >= 1.0).iter_rows(named=True)
+    ]
     doc = {
         "schema_version": FINDINGS_SCHEMA_VERSION,
         "bundle": manifest.get("bundle"),

@@ -192,3 +192,20 @@ def test_merge_pools_evidence_of_one_gpu() -> None:
     m = merge([a, b])
     assert len(m) == 1 and m[0].severity == Severity.CRITICAL and m[0].gpu_bus_id == "0000:3b:00.0"
     assert m[0].first_seen == T0 - timedelta(minutes=1)
+
+
+def test_clock_offsets_from_watchdog_anchors() -> None:
+    from forensics import clocks
+
+    rows = [
+        {"ts": T0 + timedelta(seconds=s + (120 if n == 3 else 0)), "node": f"node-{n:02d}", "source": "torch", "kind": "watchdog_timeout",
+         "severity": "high", "message": f"WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE)", "file": "x", "line": 1}
+        for seq, s in ((41, 0), (97, 600))
+        for n in range(5)
+    ]
+    ev = conform(pl.DataFrame(rows), "events")
+    off = clocks.estimate_offsets(ev, conform(pl.DataFrame({"record": ["rank"], "file": ["x"]}), "comms"))
+    got = dict(off.select("node", "offset_s").iter_rows())
+    assert abs(got["node-03"] - 120) < 1e-6 and abs(got["node-00"]) < 1e-6
+    fixed = clocks.correct(ev, off)
+    assert fixed.filter(pl.col("node") == "node-03")["ts"].min() == T0
