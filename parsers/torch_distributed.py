@@ -219,8 +219,10 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
         (events frame with the events table's columns, boolean Series: line understood by this grammar).
     """
     body = pl.col("body")
+    # the source line Python prints under a `File "…", line N` frame is part of the traceback
+    after_file = body.shift(1).fill_null("").str.contains(r'^\s+File "') & body.str.contains(r"^\s{4,}\S")
     understood = frame.select(
-        (torch_understood(body) | block_lines(frame)).fill_null(False) | pl.col("cont")
+        (torch_understood(body) | block_lines(frame) | after_file).fill_null(False) | pl.col("cont")
     ).to_series()
     year = ctx.year_hint or (ctx.collected_at.year if ctx.collected_at else None)
     cand = frame.filter(~pl.col("cont") & body.str.contains_any(list(TORCH_LITERALS) + ["exitcode", "Sending process"]))
@@ -423,7 +425,16 @@ def mark_blocks(frame: pl.DataFrame) -> pl.DataFrame:
             & (pl.col("_bid") > 0)
             & (pl.col("_run") == pl.col("_run").filter(pl.col("_head")).last().over("_bid"))
         )
-        .with_columns(_block=pl.when(pl.col("_in_block") | pl.col("_head")).then(pl.col("_bid")))
+        .with_columns(
+            _block=pl.when(pl.col("_in_block") | pl.col("_head")).then(pl.col("_bid")),
+            # ChildFailedError: entries after "Root Cause (first observed failure):" vs after "Failures:"
+            _root=pl.when(body.str.starts_with("Root Cause"))
+            .then(True)
+            .when(body.str.starts_with("Failures:") | body.str.contains(r"^=+\s*$"))
+            .then(False)
+            .forward_fill()
+            .fill_null(False),
+        )
         .drop("_head", "_kv", "_run", "_bid")
     )
 
@@ -441,20 +452,27 @@ def _block_events(frame: pl.DataFrame, ctx: FileContext) -> list[pl.DataFrame]:
         )
         .select(
             "_block",
+            "line",
+            "text",
             key=pl.coalesce(pl.col("e").struct.field("key"), pl.col("c").struct.field("key")),
             value=pl.coalesce(pl.col("e").struct.field("value"), pl.col("c").struct.field("value")).str.strip_chars(),
         )
     )
     heads = frame.filter(pl.col("_block").is_not_null() & ~pl.col("_in_block")).select(
-        "_block", "line", "text", "env_host", "env_rank", "pre_ts", head=body
+        "_block", "line", "text", "env_host", "env_rank", "pre_ts", "_root", head=body
     )
+    # evidence of a failure entry is its `exitcode :` line
+    ec_lines = kv.filter(pl.col("key") == "exitcode").group_by("_block").agg(
+        ec_line=pl.col("line").last(), ec_text=pl.col("text").last()
+    )
+    kv = kv.drop("line", "text")
     out: list[pl.DataFrame] = []
     if kv.height == 0 or heads.height == 0:
         return out
     wide = kv.group_by("_block", "key", maintain_order=True).agg(pl.col("value").last()).pivot(
         on="key", index="_block", values="value"
     )
-    joined = heads.join(wide, on="_block", how="inner")
+    joined = heads.join(wide, on="_block", how="inner").join(ec_lines, on="_block", how="left")
 
     def col(name: str) -> pl.Expr:
         return pl.col(name) if name in joined.columns else pl.lit(None, dtype=pl.String)
@@ -489,16 +507,20 @@ def _block_events(frame: pl.DataFrame, ctx: FileContext) -> list[pl.DataFrame]:
     if cause.height and "exitcode" in cause.columns:
         ec = col("exitcode").str.extract(r"^(-?\d+)", 1).cast(pl.Int64, strict=False)
         out.append(
-            cause.filter(ec.is_not_null()).select(
-                ts=pl.lit(None, dtype=pl.Datetime("us", "UTC")),
-                ts_quality=pl.lit("none"),
+            cause.filter(ec.is_not_null())
+            .with_columns(
+                _t=col("time").str.strptime(pl.Datetime("us"), "%Y-%m-%d_%H:%M:%S", strict=False).dt.replace_time_zone("UTC")
+            )
+            .select(
+                ts=pl.col("_t"),
+                ts_quality=pl.when(pl.col("_t").is_not_null()).then(pl.lit("local_assumed_utc")).otherwise(pl.lit("none")),
                 node=pl.coalesce(col("host").str.split(".").list.first(), pl.col("env_host"), pl.lit(ctx.node)),
                 rank=col("rank").str.extract(r"^(\d+)", 1).cast(pl.Int32, strict=False),
                 source=pl.lit("torch"),
                 kind=pl.lit("worker_failed"),
                 code=col("exitcode").str.extract(r"^(-?\d+)", 1),
                 severity=pl.lit("high"),
-                message=pl.col("text"),
+                message=pl.coalesce(pl.col("ec_text"), pl.col("text")),
                 detail=pl.struct(
                     exitcode=ec,
                     signal=(-ec).replace_strict(_SIGNALS, default=None, return_dtype=pl.String),
@@ -506,12 +528,12 @@ def _block_events(frame: pl.DataFrame, ctx: FileContext) -> list[pl.DataFrame]:
                     pid=col("exitcode").str.extract(r"pid: (\d+)", 1).cast(pl.Int64, strict=False),
                     time=col("time"),
                     host=col("host"),
-                    root_cause=pl.col("head").str.starts_with("Root Cause"),
+                    root_cause=pl.col("_root") | pl.col("head").str.starts_with("Root Cause"),
                     error_file=col("error_file"),
                     traceback=col("traceback"),
                 ).struct.json_encode().pipe(_drop_nulls),
                 file=pl.lit(ctx.path),
-                line=pl.col("line"),
+                line=pl.coalesce(pl.col("ec_line"), pl.col("line")),
             )
         )
     return out
