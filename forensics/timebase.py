@@ -1,14 +1,163 @@
-"""Clock work across a bundle: anchoring monotonic kernel times to boot time, year inference.
+"""Clock work across a bundle: anchoring monotonic kernel times (raw dmesg, /dev/kmsg, pstore) to boot time.
 
 Called by `forensics.ingest` once all files are parsed, with every table; returns the tables with
 times filled where the bundle allows it, and notes on what was inferred.
+
+Method (FORMATS.md §1.3 rule 4). A kernel row with `uptime_s` and no `ts` gets
+`ts = boot_time + uptime_s` and `ts_quality = 'boot_anchored'` when its node's boot time is known:
+
+1. **Line pairs.** The same kernel message appears in a raw (monotonic) file and in a wall-clock copy
+   of the same node (journal, syslog, `dmesg -T`/iso): each pair gives `boot = ts - uptime_s`. Pairs are
+   matched on node, kind, code, bus id and message text; repeated identical messages make wrong pairs
+   too, so the estimate is the densest 2-second bin of all pair estimates (the true offset repeats, wrong
+   pairings scatter), refined by the median inside it. Estimated per (node, file, boot segment).
+2. **A recorded boot time**: an `inventory` row `component='node', attribute='boot_time'` (ISO 8601,
+   e.g. written by the kernel-log parser from syslog lines carrying both clocks, or by a collector from
+   `/proc/stat btime` / `uptime -s`). It describes the node's current boot, so it is applied only to
+   the last boot segment of a file and never to crash records (pstore), which hold an earlier boot.
+
+Boot segments: within a file (per node) a new boot starts where the monotonic clock falls back by
+more than 5 s, or where the parser saw `Linux version` (its `detail.boot_seg`); 0 is the last boot.
+Nothing is invented: rows with no estimate keep `ts` null and `unanchored`, and a note says so.
 """
 
 from __future__ import annotations
 
 import polars as pl
 
+ANCHORABLE_FROM = ("exact", "local_assumed_utc", "year_inferred", "inherited")
+"""Qualities of wall-clock rows usable as the other half of a line pair."""
+
+BIN_US = 2_000_000
+"""Width of the bins in which pair estimates vote (printk and journal times differ by milliseconds)."""
+
+_RAW_PREFIX = (
+    r"^(?:[A-Za-z0-9][\w.-]*: )?(?:[a-z]+\s*:\s*[a-z]+\s*: )?(?:<\d+>)?\[\s*\d+\.\d+\](?:\s?\[\s*[TC]\d+\])?\s?"
+    r"|^\d+,\d+,\d+,[^;]*;"
+)
+"""Prefix of a monotonic line (pdsh host, --decode, <prio>, [secs], [T123]; kmsg 'prio,seq,usec,flags;')."""
+
 
 def anchor(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFrame], list[str]]:
     """Fill `ts` from `uptime_s` + each node's boot time where the bundle gives one; return notes."""
-    return tables, []
+    events = tables.get("events")
+    if events is None or events.height == 0 or "uptime_s" not in events.columns:
+        return tables, []
+    mono = pl.col("ts").is_null() & pl.col("uptime_s").is_not_null()
+    if events.filter(mono).height == 0:
+        return tables, []
+    notes: list[str] = []
+    ev = events.with_row_index("_rid")
+    raw = _segments(ev.filter(mono))
+    estimates = _pair_estimates(raw, ev)
+    estimates = _recorded_boot(raw, tables.get("inventory"), estimates)
+    if estimates.height:
+        keyed = raw.join(estimates, on=["node", "file", "_seg"], how="inner")
+        filled = keyed.select(
+            "_rid",
+            _ts=pl.col("_boot") + pl.duration(microseconds=(pl.col("uptime_s") * 1e6).round(0).cast(pl.Int64)),
+        )
+        ev = ev.join(filled, on="_rid", how="left").with_columns(
+            ts=pl.coalesce(pl.col("ts"), pl.col("_ts")),
+            ts_quality=pl.when(pl.col("_ts").is_not_null()).then(pl.lit("boot_anchored")).otherwise(pl.col("ts_quality")),
+        )
+        for node, file, seg, boot, how, n in estimates.sort("node", "file", "_seg").iter_rows():
+            count = keyed.filter((pl.col("node") == node) & (pl.col("file") == file) & (pl.col("_seg") == seg)).height
+            notes.append(
+                f"{file}: {count} kernel row(s) of node {node} anchored to boot time {boot.isoformat()} ({how}, {n} evidence)"
+                + (f", boot segment {seg} counted from the end" if seg else "")
+            )
+        ev = ev.drop("_ts")
+    left = ev.filter(pl.col("ts").is_null() & pl.col("uptime_s").is_not_null())
+    if left.height:
+        for node, file, n in left.group_by("node", "file").len().sort("node", "file").iter_rows():
+            notes.append(f"{file}: {n} kernel row(s) of node {node} left unanchored (monotonic time only; no boot time in the bundle)")
+    tables = dict(tables)
+    tables["events"] = ev.sort("_rid").drop("_rid")
+    return tables, notes
+
+
+def _segments(raw: pl.DataFrame) -> pl.DataFrame:
+    """Number the boots of each (node, file) among its monotonic rows: 0 = the last boot."""
+    seg_hint = pl.col("detail").str.json_path_match("$.boot_seg").cast(pl.Int64, strict=False)
+    crash = pl.col("detail").str.json_path_match("$.crash_record").fill_null("false") == "true"
+    raw = raw.sort("_rid").with_columns(_hint=seg_hint, _crash=crash)
+    prev_up = pl.col("uptime_s").shift(1).over("node", "file")
+    prev_hint = pl.col("_hint").shift(1).over("node", "file")
+    new = ((pl.col("uptime_s") < prev_up - 5.0) | (pl.col("_hint") != prev_hint)).fill_null(False)
+    raw = raw.with_columns(_k=new.cast(pl.Int64).cum_sum().over("node", "file"))
+    return raw.with_columns(_seg=(pl.col("_k").max().over("node", "file") - pl.col("_k")), _body=pl.col("message").str.replace(_RAW_PREFIX, ""))
+
+
+def _empty_estimates() -> pl.DataFrame:
+    return pl.DataFrame(
+        schema={
+            "node": pl.String,
+            "file": pl.String,
+            "_seg": pl.Int64,
+            "_boot": pl.Datetime("us", "UTC"),
+            "_how": pl.String,
+            "_n": pl.UInt32,
+        }
+    )
+
+
+def _pair_estimates(raw: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
+    """Boot time per (node, file, segment) from messages seen both with a monotonic and a wall clock."""
+    walls = ev.filter(pl.col("ts").is_not_null() & pl.col("ts_quality").is_in(ANCHORABLE_FROM)).select(
+        "node", "kind", "code", "gpu_bus_id", w_ts="ts", w_msg="message", w_file="file"
+    )
+    if walls.height == 0:
+        return _empty_estimates()
+    keys = ["node", "kind", "code", "gpu_bus_id"]
+    pairs = (
+        raw.select(*keys, "file", "_seg", "uptime_s", "_body")
+        .join(walls, on=keys, how="inner", nulls_equal=True)
+        .filter((pl.col("w_file") != pl.col("file")) & (pl.col("_body") != "") & pl.col("w_msg").str.ends_with(pl.col("_body")))
+    )
+    if pairs.height == 0:
+        return _empty_estimates()
+    pairs = pairs.with_columns(
+        _b=pl.col("w_ts") - pl.duration(microseconds=(pl.col("uptime_s") * 1e6).round(0).cast(pl.Int64))
+    ).with_columns(_bin=pl.col("_b").dt.epoch("us") // BIN_US)
+    votes = pairs.group_by("node", "file", "_seg", "_bin").agg(_n=pl.len(), _boot=pl.col("_b").sort().get(pl.len() // 2))
+    best = votes.sort("_n", "_bin", descending=[True, False]).group_by("node", "file", "_seg", maintain_order=True).first()
+    return best.select("node", "file", "_seg", "_boot", _how=pl.lit("matching lines in a wall-clock log"), _n="_n")
+
+
+def _recorded_boot(raw: pl.DataFrame, inventory: pl.DataFrame | None, estimates: pl.DataFrame) -> pl.DataFrame:
+    """Add estimates from `inventory` boot_time rows for the last boot of non-crash-record files."""
+    if inventory is None or inventory.height == 0 or "attribute" not in inventory.columns:
+        return estimates
+    boots = (
+        inventory.filter((pl.col("component") == "node") & (pl.col("attribute") == "boot_time"))
+        .with_columns(_boot=_parse_iso(pl.col("value")))
+        .filter(pl.col("_boot").is_not_null())
+        .group_by("node")
+        .agg(pl.col("_boot").max(), _n=pl.len().cast(pl.UInt32))
+    )
+    if boots.height == 0:
+        return estimates
+    last = (
+        raw.filter((pl.col("_seg") == 0) & ~pl.col("_crash"))
+        .select("node", "file", "_seg")
+        .unique()
+        .join(estimates.select("node", "file", "_seg"), on=["node", "file", "_seg"], how="anti")
+        .join(boots, on="node", how="inner")
+        .select("node", "file", "_seg", "_boot", _how=pl.lit("boot_time recorded in the bundle"), _n="_n")
+    )
+    return pl.concat([estimates, last], how="vertical_relaxed") if last.height else estimates
+
+
+def _parse_iso(v: pl.Expr) -> pl.Expr:
+    """ISO 8601 with offset (or none: taken as UTC) -> UTC microseconds; null when unparseable."""
+    norm = (
+        v.str.strip_chars()
+        .str.replace(" ", "T", literal=True)
+        .str.replace(",", ".", literal=True)
+        .str.replace(r"Z$", "+00:00")
+        .str.replace(r"([+-]\d\d)(\d\d)$", "$1:$2")
+    )
+    with_off = norm.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%:z", strict=False, time_unit="us").dt.convert_time_zone("UTC")
+    naive = norm.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us").dt.replace_time_zone("UTC")
+    return pl.coalesce(with_off, naive)
