@@ -1,13 +1,15 @@
 """Build the report context from OUT (findings.json, manifest.json, tables) and render it with jinja2.
 
 `build_context(out) -> ReportContext` gathers; `render(ctx) -> str` renders `templates/report.html`
-through one strict, autoescaping environment. No HTML is built in Python.
+through one strict, autoescaping environment. No HTML is built in Python: this module computes values
+(and `reports.charts` pixel coordinates); the templates write every tag.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,19 +19,44 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from forensics import __version__
 from forensics.findings import read_findings
 from forensics.outputs import read_tables, require_ingested, write_text
+from reports import charts
 
-TICKET_ATTRIBUTES = (
-    "name",
-    "serial",
-    "uuid",
-    "bus_id",
-    "vbios",
-    "board_part_number",
-    "pcie_gen_max",
-    "pcie_width_max",
-    "ecc_mode",
-    "power_limit",
+SERIOUS = ("critical", "high", "medium")
+MAX_FILES_SHOWN = 2000
+MAX_TEMPLATES = 30
+MAX_CONTEXT_EVENTS = 14
+CONTEXT_WINDOW = timedelta(minutes=10)
+NOISE_KINDS = ("nccl_info",)
+
+# Ticket identity: (label, inventory attribute(s) of the GPU, first found wins).
+GPU_FIELDS = (
+    ("UUID", ("uuid",)),
+    ("board serial", ("serial", "board_serial")),
+    ("product name", ("name", "product_name")),
+    ("board part number", ("board_part_number",)),
+    ("VBIOS", ("vbios", "vbios_version")),
+    ("GSP firmware", ("gsp_firmware",)),
+    ("InfoROM image", ("inforom_image",)),
+    ("memory", ("memory_total",)),
 )
+NODE_FIELDS = (
+    ("driver", ("driver_version", "driver")),
+    ("CUDA", ("cuda_version", "cuda")),
+    ("kernel", ("kernel", "kernel_version")),
+    ("NCCL", ("nccl_version",)),
+    ("DCGM", ("dcgm_version",)),
+    ("Fabric Manager", ("fabricmanager_version", "fabric_manager_version")),
+)
+SAMPLE_STATE = (
+    ("ECC corrected (volatile / aggregate)", ("ecc_corrected_volatile", "ecc_corrected_aggregate")),
+    ("ECC uncorrected (volatile / aggregate)", ("ecc_uncorrected_volatile", "ecc_uncorrected_aggregate")),
+    ("retired pages (SBE / DBE)", ("retired_pages_sbe", "retired_pages_dbe")),
+    ("retired pages pending", ("retired_pages_pending",)),
+    ("remapped rows (correctable / uncorrectable)", ("remapped_rows_correctable", "remapped_rows_uncorrectable")),
+    ("row remap pending", ("remap_pending",)),
+    ("row remap FAILURE", ("remap_failure",)),
+)
+THROTTLE_PREFIX = "throttle_"
 
 
 @dataclass(frozen=True)
@@ -40,14 +67,20 @@ class Suspect:
     gpu_index: int | None
     gpu_bus_id: str | None
     identity: dict[str, str]
-    """GPU attributes from the inventory (name, serial, uuid, vbios, ...)."""
-    node_info: dict[str, str]
-    """Node attributes (driver, CUDA, kernel, NIC firmware, NCCL, ...)."""
+    """Labelled identity lines in ticket order: host, GPU index, bus id, UUID, serial, ..., driver, CUDA, NIC fw."""
+    state: dict[str, str]
+    """Labelled health state from the latest telemetry sample: ECC, retired pages, row remap, PCIe, throttle."""
+    xids: list[dict[str, Any]]
+    """Every XID/SXid of this GPU (or node-wide SXid) with UTC time and the verbatim line."""
     events: list[dict[str, Any]]
-    """Hardware events of this GPU (or node) with UTC time and the verbatim line."""
+    """Other hardware events of this GPU/node (PCIe, NVLink, ECC, thermal, NIC)."""
+    dcgm: list[dict[str, Any]]
+    """DCGM diagnostic/health results found in the bundle for the node (events with source 'dcgm')."""
     files: list[dict[str, Any]]
     """The bundle files that belong to the node, with sha256."""
     finding_ids: list[str]
+    telemetry: dict[str, Any] | None = None
+    """Per-GPU telemetry of the suspect against the fleet (charts.telemetry)."""
 
     @property
     def slug(self) -> str:
@@ -63,14 +96,21 @@ class ReportContext:
     tool_version: str
     bundle: str
     job: dict[str, Any]
-    verdict: str
+    verdict: dict[str, Any]
     findings: list[dict[str, Any]]
     suspects: list[Suspect]
     coverage: dict[str, Any]
     files: list[dict[str, Any]]
+    files_total: int
     unrecognized: list[dict[str, Any]]
+    skipped: list[dict[str, Any]]
+    ts_quality: dict[str, list[tuple[str, int]]]
     notes: list[str]
-    css: str = field(default="")
+    step_chart: dict[str, Any] | None = None
+    heatmap: dict[str, Any] | None = None
+    timeline: dict[str, Any] | None = None
+    nodes: tuple[str, ...] = ()
+    """Every node named anywhere in the tables (redaction replaces all of them, shown or not)."""
 
 
 def _env() -> Environment:
@@ -83,76 +123,394 @@ def _env() -> Environment:
     )
 
 
-def _verdict(doc: dict[str, Any]) -> str:
-    top = [f for f in doc["findings"] if f["severity"] in ("critical", "high", "medium")]
+def _iso(ts: datetime | None) -> str:
+    return ts.isoformat().replace("+00:00", "Z") if ts is not None else "(no time)"
+
+
+def _parse_iso(s: str | None) -> datetime | None:
+    if not s:
+        return None
+    try:
+        d = datetime.fromisoformat(s.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return d if d.tzinfo else d.replace(tzinfo=UTC)
+
+
+# ------------------------------------------------------------------------------------------- verdict
+
+
+def estimate_impact(steps: pl.DataFrame, since: datetime | None, gpus: int) -> dict[str, float] | None:
+    """Fleet median step time after `since` vs before, and the GPU-hours the extra time cost.
+
+    Used only where findings.json carries no impact for the top finding; labelled as the report's estimate.
+    """
+    s = steps.filter(pl.col("ts").is_not_null() & pl.col("step_time_s").is_not_null() & pl.col("step").is_not_null())
+    if since is None or s.height == 0:
+        return None
+    per = s.group_by("step").agg(t=pl.col("step_time_s").median(), ts=pl.col("ts").min())
+    before = per.filter(pl.col("ts") < since).get_column("t")
+    after = per.filter(pl.col("ts") >= since).get_column("t")
+    if len(before) < 3 or len(after) < 1:
+        return None
+    base = float(before.median())  # type: ignore[arg-type]
+    if base <= 0:
+        return None
+    slow = (float(after.median()) / base - 1) * 100  # type: ignore[arg-type]
+    extra_s = float((after - base).clip(lower_bound=0).sum())
+    return {"step_time_slowdown_pct": round(slow, 1), "lost_gpu_hours": round(extra_s * max(gpus, 1) / 3600, 1)}
+
+
+def _verdict(doc: dict[str, Any], steps: pl.DataFrame) -> dict[str, Any]:
+    """The paragraph a manager reads: what, where, since when, what it cost, what to do now."""
     job = doc["job"]
-    size = f"{job.get('nodes', 0)} nodes / {job.get('gpus', 0)} GPUs"
+    size = f"{job.get('nodes') or 0} nodes / {job.get('gpus') or 0} GPUs"
+    top = [f for f in doc["findings"] if f["severity"] in SERIOUS]
     if not top:
-        return f"No fault found in this bundle ({size}). Nothing above 'info' was detected; see Coverage for what was read."
+        return {
+            "ok": True,
+            "headline": "No fault found.",
+            "text": f"Nothing above 'low' severity was detected in this bundle ({size}). "
+            "See Coverage below for what was read and what was not understood.",
+            "cost": "",
+            "action": "",
+            "estimated": False,
+        }
     f = top[0]
     where = f["node"] or "the whole fleet"
     if f.get("gpu_index") is not None:
-        where += f" GPU {f['gpu_index']}"
-    if f.get("gpu_serial"):
-        where += f" (serial {f['gpu_serial']})"
-    since = f" since {f['first_seen']}" if f.get("first_seen") else ""
+        where += f", GPU {f['gpu_index']}"
+    ids = [x for x in (f.get("gpu_bus_id"), f.get("gpu_serial") and f"serial {f['gpu_serial']}") if x]
+    if ids:
+        where += f" ({', '.join(ids)})"
+    imp = {k: v for k, v in (f.get("impact") or {}).items() if v is not None}
+    estimated = False
+    if not imp:
+        est = estimate_impact(steps, _parse_iso(f.get("first_seen")), int(job.get("gpus") or 0))
+        if est:
+            imp, estimated = est, True
     cost = []
-    imp = f.get("impact") or {}
     if imp.get("step_time_slowdown_pct") is not None:
-        cost.append(f"steps {imp['step_time_slowdown_pct']:.1f}% slower")
+        cost.append(f"steps {imp['step_time_slowdown_pct']:.1f} % slower")
     if imp.get("lost_gpu_hours") is not None:
         cost.append(f"about {imp['lost_gpu_hours']:.1f} GPU-hours lost")
-    cost_txt = f" It cost {', '.join(cost)}." if cost else ""
-    more = f" {len(top) - 1} other finding(s) follow." if len(top) > 1 else ""
-    return (
-        f"Most likely root cause: {f['title']} — on {where}{since} ({f['severity']}, confidence "
-        f"{f['confidence']:.0%}, {size}).{cost_txt} What to do now: {f['recommended_action']}{more}"
+    since = f" since {f['first_seen']}" if f.get("first_seen") else ""
+    others = len(top) - 1
+    text = (
+        f"{f['title']} — on {where}{since}. Severity {f['severity']}, confidence {f['confidence']:.0%}, "
+        f"category {f['category'].replace('_', ' ')}. {f['summary']}"
     )
+    if f.get("consequences"):
+        text += f" It explains: {'; '.join(f['consequences'][:3])}."
+    if others:
+        text += f" {others} other finding(s) of medium or higher severity follow."
+    return {
+        "ok": False,
+        "headline": f"Most likely root cause: {f['title']}",
+        "text": text,
+        "cost": (", ".join(cost) + (" (estimated from the step times before and after)" if estimated else ""))
+        if cost
+        else "not measured (no step times in the bundle)",
+        "action": f.get("recommended_action") or "",
+        "estimated": estimated,
+        "size": size,
+    }
+
+
+# ------------------------------------------------------------------------------------------ suspects
+
+
+def _gpu_filter(node: str, gpu: int | None, bus: str | None) -> pl.Expr:
+    cond = pl.col("node") == node
+    sel = pl.lit(False)
+    if gpu is not None:
+        sel = sel | (pl.col("gpu_index") == gpu)
+    if bus is not None:
+        sel = sel | (pl.col("gpu_bus_id") == bus)
+    return cond & sel
+
+
+def _first(d: dict[str, str], keys: tuple[str, ...]) -> str | None:
+    for k in keys:
+        v = d.get(k)
+        if v not in (None, "", "N/A", "None"):
+            return v
+    return None
+
+
+def _event_row(r: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "ts": _iso(r["ts"]),
+        "kind": r["kind"],
+        "code": r["code"] or "",
+        "source": r["source"],
+        "file": r["file"],
+        "line": r["line"],
+        "message": r["message"],
+    }
+
+
+def _state(sample: dict[str, Any] | None, inv: dict[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if sample is None:
+        return {"telemetry": "no nvidia-smi sample of this GPU in the bundle"}
+    out["latest sample"] = f"{_iso(sample['ts'])} ({sample['source']}, {sample['file']}:{sample['line']})"
+    for label, cols in SAMPLE_STATE:
+        vals = [sample.get(c) for c in cols]
+        if all(v is None for v in vals):
+            continue
+        out[label] = " / ".join("n/a" if v is None else ("yes" if v is True else "no" if v is False else str(v)) for v in vals)
+    if sample.get("pcie_gen") is not None or sample.get("pcie_width") is not None:
+        gmax = sample.get("pcie_gen_max") or inv.get("pcie_gen_max")
+        wmax = sample.get("pcie_width_max") or (inv.get("pcie_width_max") or "").rstrip("x") or None
+        cur = f"Gen{sample.get('pcie_gen') or '?'} x{sample.get('pcie_width') or '?'}"
+        mx = f"Gen{gmax or '?'} x{wmax or '?'}"
+        degraded = (
+            gmax is not None and sample.get("pcie_gen") is not None and int(sample["pcie_gen"]) < int(gmax)
+        ) or (wmax is not None and sample.get("pcie_width") is not None and int(sample["pcie_width"]) < int(wmax))
+        out["PCIe link (current / max)"] = f"{cur} / {mx}" + (" — DEGRADED" if degraded else "")
+    extra = {}
+    if sample.get("extra"):
+        try:
+            extra = json.loads(sample["extra"])
+        except ValueError:
+            extra = {}
+    for k in ("pcie_replays", "pcie_replay_rollovers"):
+        if k in extra:
+            out[k.replace("_", " ")] = str(extra[k])
+    nvl = {k: v for k, v in extra.items() if "nvlink" in k.lower()}
+    if nvl:
+        out["NVLink counters"] = ", ".join(f"{k}={v}" for k, v in sorted(nvl.items()))
+    active = [c[len(THROTTLE_PREFIX) :].replace("_", " ") for c, v in sample.items() if c.startswith(THROTTLE_PREFIX) and v]
+    known = any(v is not None for c, v in sample.items() if c.startswith(THROTTLE_PREFIX))
+    if known:
+        out["throttle reasons active"] = ", ".join(active) if active else "none"
+    for c, label in (("sm_clock_mhz", "SM clock (MHz)"), ("power_w", "power (W)"), ("temperature_c", "temperature (°C)")):
+        if sample.get(c) is not None:
+            out[label] = f"{sample[c]:g}"
+    return out
 
 
 def _suspects(doc: dict[str, Any], tables: dict[str, pl.DataFrame]) -> list[Suspect]:
-    inv, events, files = tables["inventory"], tables["events"], tables["files"]
-    seen: dict[tuple[str, int | None], list[str]] = {}
+    """One suspect per (node, GPU) of the medium-or-worse findings that name a node."""
+    inv, events, files, samples = tables["inventory"], tables["events"], tables["files"], tables["gpu_samples"]
+    seen: dict[tuple[str, int | None], dict[str, Any]] = {}
     for f in doc["findings"]:
-        if f["node"] and f["severity"] in ("critical", "high", "medium"):
-            seen.setdefault((f["node"], f.get("gpu_index")), []).append(f["id"])
+        if not f.get("node") or f["severity"] not in SERIOUS:
+            continue
+        gpu, bus = f.get("gpu_index"), f.get("gpu_bus_id")
+        if gpu is None and bus is not None:  # resolve the index from the bus id
+            idx = inv.filter(_gpu_filter(f["node"], None, bus)).get_column("gpu_index").drop_nulls()
+            if len(idx) == 0:
+                idx = samples.filter(_gpu_filter(f["node"], None, bus)).get_column("gpu_index").drop_nulls()
+            gpu = int(idx[0]) if len(idx) else None
+        s = seen.setdefault((f["node"], gpu), {"ids": [], "bus": bus, "serial": None, "uuid": None})
+        s["ids"].append(f["id"])
+        s["bus"] = s["bus"] or bus
+        s["serial"] = s["serial"] or f.get("gpu_serial")
+        s["uuid"] = s["uuid"] or f.get("gpu_uuid")
     out = []
-    for (node, gpu), ids in seen.items():
+    for (node, gpu), info in seen.items():
+        bus = info["bus"]
         node_inv = inv.filter(pl.col("node") == node)
-        gpu_rows = node_inv.filter((pl.col("component") == "gpu") & (pl.col("gpu_index") == gpu)) if gpu is not None else node_inv.head(0)
-        ident = {a: v for a, v in gpu_rows.select("attribute", "value").unique(subset="attribute", keep="first").iter_rows()}
-        bus = ident.get("bus_id")
-        nb = gpu_rows.get_column("gpu_bus_id").drop_nulls()
-        gpu_bus = nb[0] if len(nb) else None
-        node_info = {
-            f"{c}:{d}:{a}" if d else (a if c in ("node", "software") else f"{c}:{a}"): v
-            for c, d, a, v in node_inv.filter(pl.col("component") != "gpu")
-            .select("component", "device", "attribute", "value")
-            .unique(subset=["component", "device", "attribute"], keep="first")
-            .sort("component", "device", "attribute", nulls_last=True)
-            .iter_rows()
-        }
-        ev = events.filter(pl.col("node") == node)
+        gpu_inv = (
+            node_inv.filter((pl.col("component") == "gpu") & _gpu_filter(node, gpu, bus))
+            if gpu is not None or bus is not None
+            else node_inv.head(0)
+        )
+        g = {a: v for a, v in gpu_inv.select("attribute", "value").iter_rows() if a}
+        if bus is None:
+            b = gpu_inv.get_column("gpu_bus_id").drop_nulls()
+            bus = b[0] if len(b) else None
+        gs = (
+            samples.filter(_gpu_filter(node, gpu, bus)).sort("ts", "file", "line", nulls_last=False)
+            if gpu is not None or bus is not None
+            else samples.head(0)
+        )
+        latest = gs.row(gs.height - 1, named=True) if gs.height else None
+        if bus is None and latest is not None:
+            bus = latest["gpu_bus_id"]
+        ident: dict[str, str] = {"host": node}
         if gpu is not None:
-            ev = ev.filter((pl.col("gpu_index") == gpu) | pl.col("gpu_index").is_null())
-        ev = ev.filter(~pl.col("kind").is_in(["nccl_warn", "nccl_info"])).sort("ts", "file", "line", nulls_last=True)
-        evs = [
-            {
-                "ts": r["ts"].isoformat().replace("+00:00", "Z") if r["ts"] else "(no time)",
-                "kind": r["kind"],
-                "code": r["code"] or "",
-                "file": r["file"],
-                "line": r["line"],
-                "message": r["message"],
-            }
-            for r in ev.head(200).iter_rows(named=True)
-        ]
+            ident["GPU index"] = str(gpu)
+        ident["PCI bus id"] = bus or "unknown"
+        for label, keys in GPU_FIELDS:
+            v = _first(g, keys)
+            if label == "UUID":
+                v = v or info["uuid"] or (latest or {}).get("gpu_uuid")
+            if label == "board serial":
+                v = v or info["serial"]
+            if v is not None:
+                ident[label] = v
+        nodeattrs = node_inv.filter(pl.col("component").is_in(["node", "software"]))
+        n = {a: v for a, v in nodeattrs.select("attribute", "value").iter_rows()}
+        for label, keys in NODE_FIELDS:
+            v = _first(n, keys)
+            if v is not None:
+                ident[label] = v
+        shown = {k for _, keys in NODE_FIELDS for k in keys}
+        for a, v in sorted(n.items()):
+            if a not in shown and v:
+                ident[a.replace("_", " ")] = v
+        nic = node_inv.filter(
+            (pl.col("component") == "nic")
+            & (pl.col("attribute").str.contains("(?i)fw|firmware|psid|board_id|part"))
+        ).unique(subset=["device", "attribute"], keep="first").sort("device", "attribute", nulls_last=True)
+        for dev, a, v in nic.select("device", "attribute", "value").iter_rows():
+            ident[f"NIC {dev or ''} {a.replace('_', ' ')}".replace("  ", " ")] = v
+        ev = events.filter(pl.col("node") == node)
+        if gpu is not None or bus is not None:
+            ev = ev.filter(_gpu_filter(node, gpu, bus) | (pl.col("gpu_index").is_null() & pl.col("gpu_bus_id").is_null()))
+        ev = ev.sort("ts", "file", "line", nulls_last=True)
+        is_xid = pl.col("kind").is_in(["xid", "sxid"])
+        is_dcgm = pl.col("source") == "dcgm"
+        xids = [_event_row(r) for r in ev.filter(is_xid).head(500).iter_rows(named=True)]
+        dcgm = [_event_row(r) for r in events.filter((pl.col("node") == node) & is_dcgm).sort("ts", "line", nulls_last=True).head(200).iter_rows(named=True)]
+        other = ev.filter(
+            ~is_xid & ~is_dcgm & ~pl.col("kind").is_in(list(charts.CONSEQUENCE_KINDS) + list(NOISE_KINDS))
+        )
+        other_rows = [_event_row(r) for r in other.head(200).iter_rows(named=True)]
         fl = [
             {"path": r["path"], "sha256": r["sha256"] or "", "bytes": r["bytes"], "status": r["status"]}
             for r in files.filter(pl.col("node") == node).sort("path").iter_rows(named=True)
         ]
-        out.append(Suspect(node, gpu, bus or gpu_bus, ident, node_info, evs, fl, ids))
+        out.append(
+            Suspect(
+                node=node,
+                gpu_index=gpu,
+                gpu_bus_id=bus,
+                identity=ident,
+                state=_state(latest, g),
+                xids=xids,
+                events=other_rows,
+                dcgm=dcgm,
+                files=fl,
+                finding_ids=info["ids"],
+                telemetry=charts.telemetry(samples, node, gpu),
+            )
+        )
     return out
+
+
+# ------------------------------------------------------------------------------------------ findings
+
+
+def _with_context(findings: list[dict[str, Any]], events: pl.DataFrame) -> list[dict[str, Any]]:
+    """Add to each finding `context`: the events around its first evidence line (same node, ±10 min)."""
+    out = []
+    ev = events.filter(pl.col("ts").is_not_null() & ~pl.col("kind").is_in(list(NOISE_KINDS)))
+    for f in findings:
+        f = dict(f)
+        f.setdefault("impact", {})
+        f["impact"] = {"step_time_slowdown_pct": None, "lost_gpu_hours": None, **(f.get("impact") or {})}
+        for k in ("evidence", "consequences", "alternatives"):
+            f[k] = list(f.get(k) or [])
+        anchor = next((_parse_iso(e.get("ts")) for e in f["evidence"] if e.get("ts")), None) or _parse_iso(
+            f.get("first_seen")
+        )
+        ctx: list[dict[str, Any]] = []
+        if anchor is not None and ev.height:
+            near = ev.filter((pl.col("ts") >= anchor - CONTEXT_WINDOW) & (pl.col("ts") <= anchor + CONTEXT_WINDOW))
+            if f.get("node"):
+                near = near.filter(pl.col("node") == f["node"])
+            ev_keys = {(e.get("file"), e.get("line")) for e in f["evidence"]}
+            near = near.sort("ts", "file", "line")
+            # keep the evidence lines plus the nearest others, in time order
+            near = near.with_columns(
+                dist=(pl.col("ts") - anchor).dt.total_microseconds().abs(),
+            ).sort("dist").head(MAX_CONTEXT_EVENTS).sort("ts", "file", "line")
+            for r in near.iter_rows(named=True):
+                row = _event_row(r)
+                row["node"] = r["node"]
+                row["is_evidence"] = (r["file"], r["line"]) in ev_keys
+                ctx.append(row)
+        f["context"] = ctx
+        f["context_window"] = f"±{int(CONTEXT_WINDOW.total_seconds() // 60)} min around {_iso(anchor)}" if anchor else ""
+        out.append(f)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ coverage
+
+MASKS = (
+    (r"(?:[A-Za-z]:)?(?:/[\w.@+~-]+){2,}/?", "<*>"),  # paths
+    (r"\b[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\b", "<*>"),  # PCI bus ids
+    (r"\b(?:GPU|MIG)-[0-9A-Fa-f-]{8,}\b", "<*>"),  # GPU UUIDs
+    (r"\b[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}\b", "<*>"),  # UUIDs
+    (r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b", "<*>"),  # IPv4 (+port)
+    (r"\b0x[0-9A-Fa-f]+\b", "<*>"),  # hex literals
+    (r"\b[0-9A-Fa-f]{8,}\b", "<*>"),  # long hex
+    (r"\b\d+(?:[.,]\d+)*\b", "<*>"),  # numbers
+    (r"<\*>(?:[\s:.,/+-]*<\*>)+", "<*>"),  # runs of masks (times, dates)
+)
+
+
+def mask_templates(lines: pl.Series) -> pl.Series:
+    """Mask variable tokens (numbers, hex, IPs, bus ids, UUIDs, paths) so like lines group together."""
+    e = pl.col("l").str.strip_chars()
+    for pat, rep in MASKS:
+        e = e.str.replace_all(pat, rep)
+    return pl.DataFrame({"l": lines}).select(e.str.slice(0, 300)).to_series()
+
+
+def _unrecognized(manifest_files: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Unrecognised lines grouped by template; each file's count is spread over its examples' templates."""
+    rows = []
+    for f in manifest_files:
+        ex = f.get("unrecognized_examples") or []
+        n = f.get("unrecognized") or 0
+        if not n or not ex:
+            continue
+        for line, text in ex:
+            rows.append({"path": f["path"], "line": line, "text": str(text), "w": n / len(ex)})
+    if not rows:
+        return []
+    df = pl.DataFrame(rows).with_columns(template=mask_templates(pl.Series([r["text"] for r in rows])))
+    g = (
+        df.group_by("template")
+        .agg(
+            n=pl.col("w").sum(),
+            files=pl.col("path").n_unique(),
+            path=pl.col("path").first(),
+            line=pl.col("line").first(),
+            example=pl.col("text").first(),
+        )
+        .sort("n", "template", descending=[True, False])
+        .head(MAX_TEMPLATES)
+    )
+    return [
+        {
+            "template": r["template"],
+            "count": max(1, round(r["n"])),
+            "files": r["files"],
+            "path": r["path"],
+            "line": r["line"],
+            "example": r["example"],
+        }
+        for r in g.iter_rows(named=True)
+    ]
+
+
+def _skipped(manifest_files: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by: dict[str, list[str]] = {}
+    for f in manifest_files:
+        st = str(f.get("status") or "")
+        if st.startswith(("skipped", "error")):
+            by.setdefault(st, []).append(f["path"])
+    return [{"reason": k, "count": len(v), "paths": sorted(v)[:20]} for k, v in sorted(by.items(), key=lambda kv: -len(kv[1]))]
+
+
+def _ts_quality(tables: dict[str, pl.DataFrame]) -> dict[str, list[tuple[str, int]]]:
+    out = {}
+    for t in ("events", "steps", "gpu_samples"):
+        df = tables[t]
+        if df.height:
+            c = df.group_by(pl.col("ts_quality").fill_null("(not set)")).agg(n=pl.len()).sort("n", descending=True)
+            out[t] = [(q, int(n)) for q, n in c.iter_rows()]
+    return out
+
+
+# --------------------------------------------------------------------------------------------- build
 
 
 def build_context(out: Path) -> ReportContext:
@@ -160,31 +518,45 @@ def build_context(out: Path) -> ReportContext:
     manifest = require_ingested(out)
     doc = read_findings(out)
     tables = read_tables(out)
+    mfiles = manifest.get("files") or []
     files = [
         {k: f.get(k) for k in ("path", "node", "format", "lines", "parsed", "unrecognized", "status")}
-        for f in manifest["files"]
+        for f in mfiles[:MAX_FILES_SHOWN]
     ]
-    unrec = [
-        {"path": f["path"], "count": f.get("unrecognized") or 0, "examples": f.get("unrecognized_examples") or []}
-        for f in manifest["files"]
-        if (f.get("unrecognized") or 0) > 0
-    ]
-    unrec.sort(key=lambda u: -u["count"])
-    css = (Path(__file__).parent / "templates" / "style.css").read_text(encoding="utf-8")
+    findings = _with_context(doc["findings"], tables["events"])
+    suspects = _suspects(doc, tables)
+    top = next((f for f in findings if f["severity"] in SERIOUS), None)
+    incident = (
+        {"node": top.get("node"), "ts": _parse_iso(top.get("first_seen")), "label": f"{top['id']} first seen"}
+        if top
+        else None
+    )
     return ReportContext(
         title=f"GPU forensics report — {Path(str(doc.get('bundle') or out)).name}",
         generated_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         tool_version=__version__,
         bundle=str(doc.get("bundle") or ""),
         job=doc["job"],
-        verdict=_verdict(doc),
-        findings=doc["findings"],
-        suspects=_suspects(doc, tables),
+        verdict=_verdict(doc, tables["steps"]),
+        findings=findings,
+        suspects=suspects,
         coverage=doc["coverage"],
         files=files,
-        unrecognized=unrec[:50],
-        notes=list(manifest.get("notes", []))[:200],
-        css=css,
+        files_total=len(mfiles),
+        unrecognized=_unrecognized(mfiles),
+        skipped=_skipped(mfiles),
+        ts_quality=_ts_quality(tables),
+        notes=[str(n) for n in list(manifest.get("notes", []))[:200]],
+        step_chart=charts.step_chart(tables["steps"], tables["anomalies"], incident),
+        heatmap=charts.heatmap(tables["steps"], tables["gpu_samples"], [s.node for s in suspects]),
+        nodes=tuple(
+            sorted(
+                set().union(
+                    *(set(tables[t].get_column("node").drop_nulls().unique().to_list()) for t in ("files", "events", "steps", "gpu_samples", "inventory", "comms"))
+                )
+            )
+        ),
+        timeline=charts.timeline(tables["events"], [f for f in findings if f["severity"] in SERIOUS] or findings),
     )
 
 
@@ -194,10 +566,10 @@ def render(ctx: ReportContext) -> str:
 
 
 def render_ticket(ctx: ReportContext, suspect: Suspect) -> str:
-    """Render the plain-text ticket appendix of one suspect."""
+    """Render the plain-text ticket appendix of one suspect (no escaping: plain text, never served as HTML)."""
     env = _env()
-    env.autoescape = False  # plain text, never served as HTML
-    return env.get_template("ticket.txt").render(ctx=ctx, s=suspect, attrs=TICKET_ATTRIBUTES)
+    env.autoescape = False
+    return env.get_template("ticket.txt").render(ctx=ctx, s=suspect)
 
 
 def write_report(out: Path, redact: bool = False) -> Path:
@@ -209,6 +581,8 @@ def write_report(out: Path, redact: bool = False) -> Path:
         ctx = redact_context(ctx)
     target = out / "report.html"
     write_text(target, render(ctx))
+    for old in out.glob("ticket-*.txt"):  # tickets of an earlier run whose suspect is gone
+        old.unlink()
     for s in ctx.suspects:
         write_text(out / f"ticket-{s.slug}.txt", render_ticket(ctx, s))
     return target

@@ -7,7 +7,8 @@
       var asc = th.dataset.dir !== "asc";
       th.dataset.dir = asc ? "asc" : "desc";
       rows.sort(function (a, b) {
-        var x = a.cells[idx].textContent.trim(), y = b.cells[idx].textContent.trim();
+        var ca = a.cells[idx], cb = b.cells[idx];
+        var x = (ca.dataset.sort || ca.textContent).trim(), y = (cb.dataset.sort || cb.textContent).trim();
         var nx = parseFloat(x), ny = parseFloat(y);
         var c = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : x.localeCompare(y);
         return asc ? c : -c;
