@@ -40,8 +40,8 @@ MEGATRON_KEYS: dict[str, str] = {
     "tflops": rf"(?:throughput per GPU \(TFLOP/s/GPU\)\s*:|\[LM\]TFLOPs\s*=|approx flops per GPU:|TFLOPs:)\s*(?P<v>{NUM})",
     "samples_per_s": rf"(?:samples/sec|samples_per_second|samples per second)\s*[:=]\s*(?P<v>{NUM})",
     "tokens_per_gpu_s": rf"tokens_per_gpu_per_second(?:_tgs)?\s*[:=]\s*(?P<v>{NUM})",
-    "lm_loss": rf"\|\s*lm[ _]loss\s*[:=]\s*(?P<v>{NUM})\s*\|",
-    "loss": rf"\|\s*loss\s*[:=]\s*(?P<v>{NUM})\s*\|",
+    "lm_loss": rf"\|\s*lm[ _]loss\s*[:=]\s*(?P<v>{NUM})",
+    "loss": rf"\|\s*loss\s*[:=]\s*(?P<v>{NUM})",
     "lr": rf"learning[ _]rate\s*[:=]\s*(?P<v>{NUM})",
     "grad_norm": rf"grad[ _]norm\s*[:=]\s*(?P<v>{NUM})",
     "loss_scale": rf"loss[ _]scale\s*[:=]\s*(?P<v>{NUM})",
@@ -50,6 +50,9 @@ MEGATRON_KEYS: dict[str, str] = {
     "skipped_iterations": rf"number[ _]of[ _]skipped[ _]iterations\s*[:=]\s*(?P<v>{NUM})",
     "nan_iterations": rf"number[ _]of[ _]nan[ _]iterations\s*[:=]\s*(?P<v>{NUM})",
 }
+# A value counts only when its field is closed by the next `|`: a line cut mid-number (truncated file) keeps
+# the fields before the cut and loses the cut one.
+MEGATRON_KEYS = {k: v + r"\s*(?:TFLOPS)?\s*\|" for k, v in MEGATRON_KEYS.items()}
 
 # DeepSpeed PipelineEngine: `steps: 1 loss: 0.0614 iter time (s): 531.283 samples/sec: 0.008`.
 DS_PIPE_RE = (
@@ -130,7 +133,7 @@ TQDM_RE = (
     r"(?:,\s*(?P<rate>[\d.]+|\?)\s*(?P<unit>s|it)?)?(?P<post>.*)$"
 )
 TQDM_POST_KEYS: dict[str, str] = {
-    "loss": rf"[,\s]loss=(?P<v>{NUM})",
+    "loss": rf"[,\s](?:train_)?loss(?:_step)?=(?P<v>{NUM})",
     "reduced_loss": rf"reduced_train_loss=(?P<v>{NUM})",
     "global_step": rf"global_step=(?P<v>{NUM})",
     "step_s": rf"train_step_timing(?: in s)?=(?P<v>{NUM})",
@@ -170,7 +173,7 @@ COMPOSER_ENTRY_RE = r"^\s+(?P<split>Train|Eval) (?P<key>[^:]+): (?P<val>\S+)\s*$
 
 # Single-line timers: Megatron ≤ 2022 / GPT-NeoX `time (ms) | forward-compute: 58.16 | …` (max over ranks) and
 # DeepSpeed wall_clock_breakdown `[Rank 0] time (ms) | fwd: … | bwd: … | step: …` (rank 0's own values).
-TIMER_LINE_RE = r"(?:^|\]\s*)time \(ms\)\s*\|(?P<pairs>.*)$"
+TIMER_LINE_RE = r"(?:^|\]\s*|rank=\d+\s+)time \(ms\)\s*\|(?P<pairs>.*)$"
 TIMER_PAIR_RE = rf"[A-Za-z_][\w\- ]*?:\s*(?:{NUM})"
 # Megatron timer blocks: `(min, max) time across ranks (ms):` + `    <name> ....: (<min>, <max>)`,
 # `max time across ranks (ms):` + `    <name> ....: <max>`, `times across ranks (ms):` + `  <name>:` + `     rank  N: <ms>`.

@@ -1296,4 +1296,17 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         parsed=parsed,
         unrecognized=unrecognized,
         unrecognized_examples=examples,
+        partial=_cut_last_line(frame),
     )
+
+
+def _cut_last_line(frame: pl.DataFrame) -> bool:
+    """True when the last non-blank line is a step record cut short (Megatron line without its closing `|`,
+    HF dict without its `}`): the file was truncated."""
+    last = frame.filter(pl.col("text").str.strip_chars() != "").tail(1).get_column("text")
+    if last.len() == 0:
+        return False
+    text = last[0].rstrip()
+    if re.search(g.MEGATRON_ITER_RE, text):
+        return not text.endswith("|")
+    return text.lstrip().startswith("{'") and not text.endswith("}")
