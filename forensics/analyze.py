@@ -355,6 +355,32 @@ def attribute_slowdowns(
     return cands
 
 
+def fold_witnessed(cands: list[Candidate]) -> list[Candidate]:
+    """Fold NCCL peer errors that name a node into that node's own earlier fault: its peers saw it die.
+
+    A peer named by many reporters is only a network suspect when nothing on that node explains it;
+    after a GPU or memory fault there (which kills the rank and its connections), the reporters' errors
+    are consequences of that fault.
+    """
+    result = list(cands)
+
+    def is_cause(x: Candidate, witness: Candidate) -> bool:
+        return (
+            x.node == witness.node
+            and x.category in (Category.GPU_HARDWARE, Category.GPU_MEMORY, Category.NVLINK)
+            and x.severity.rank <= Severity.HIGH.rank
+            and (x.first_seen is None or witness.first_seen is None or x.first_seen <= witness.first_seen + timedelta(minutes=5))
+        )
+
+    for w in [c for c in cands if c.kinds == {"nccl_ib_error"} and c.node is not None]:
+        j = next((i for i, x in enumerate(result) if x is not w and is_cause(x, w)), None)
+        if j is None:
+            continue
+        result[j] = replace(result[j], consequences=[*result[j].consequences, f"{w.title} (witnesses of the failure)"])
+        result = [x for x in result if x is not w]
+    return result
+
+
 def rank_candidates(cands: list[Candidate]) -> list[Candidate]:
     """Order by severity × confidence, then earliest first (a cause precedes its consequences)."""
     far = datetime.max.replace(tzinfo=UTC)
@@ -375,7 +401,11 @@ def analyze(out: Path) -> dict[str, Any]:
     events, steps, samples, comms, inv = (tables[t] for t in ("events", "steps", "gpu_samples", "comms", "inventory"))
     offsets = clocks.estimate_offsets(events, comms)
     events = clocks.correct(events, offsets)
-    ends = [tables[t]["ts"].max() for t in ("events", "gpu_samples", "steps") if tables[t].height]
+    # The end of the evidence (how long a hang lasted) comes from what was still logging: telemetry,
+    # steps and communication errors. Kernel lines are left out: a year-less syslog time inferred
+    # wrongly must not stretch a hang over a year.
+    live = events.filter(pl.col("kind").is_in(CONSEQUENCE_KINDS))
+    ends = [df["ts"].max() for df in (live, samples, steps) if df.height]
     end_of_evidence = max((e for e in ends if e is not None), default=None)
     tl = timing.timeline(steps, end_of_evidence=end_of_evidence)  # type: ignore[arg-type]
     start, end = timing.window(tl)
@@ -388,7 +418,7 @@ def analyze(out: Path) -> dict[str, Any]:
     cands += network.counter_candidates(network.counter_growth(comms))
     cands += network.peer_candidates(events, inv)
     cands += drift.candidates(inv)
-    cands = merge(cands)
+    cands = fold_witnessed(merge(cands))
     first_step_ts = tl.series["ts"].drop_nulls().min() if tl.series.height else None
     cands = demote_history(cands, first_step_ts)  # type: ignore[arg-type]
 

@@ -209,3 +209,19 @@ def test_clock_offsets_from_watchdog_anchors() -> None:
     assert abs(got["node-03"] - 120) < 1e-6 and abs(got["node-00"]) < 1e-6
     fixed = clocks.correct(ev, off)
     assert fixed.filter(pl.col("node") == "node-03")["ts"].min() == T0
+
+
+def test_year_less_file_moves_to_the_bundles_year() -> None:
+    from forensics import years
+
+    dated = {"ts": datetime(2025, 3, 27, 3, 0, tzinfo=UTC), "ts_quality": "exact", "node": "a", "source": "kernel", "kind": "xid",
+             "severity": "high", "message": "m", "file": "a/dmesg.log", "line": 1}
+    wrong = [{**dated, "ts": datetime(2026, m, 27, 3, 5, tzinfo=UTC), "ts_quality": "year_inferred", "file": "b/worker.log", "line": i}
+             for i, m in enumerate((3, 3))]
+    ev = conform(pl.DataFrame([dated, *wrong]), "events")
+    fixed, notes = years.reconcile({"events": ev})
+    got = fixed["events"].filter(pl.col("file") == "b/worker.log")["ts"].to_list()
+    assert all(t.year == 2025 and t.month == 3 for t in got)
+    assert notes == ["b/worker.log: year-less times moved -1 year(s) to match the bundle's dated lines (events)"]
+    same, notes2 = years.reconcile({"events": conform(pl.DataFrame([dated]), "events")})
+    assert notes2 == []
