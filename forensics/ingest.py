@@ -25,7 +25,7 @@ from typing import Any
 
 import polars as pl
 
-from forensics import __version__, identity, timebase
+from forensics import __version__, identity, timebase, years
 from forensics.bundle import (
     CHUNK_BYTES,
     HEAD_BYTES,
@@ -514,10 +514,9 @@ def _ingest_bundle(
     notes = list(bundle.notes)
     for o in outcomes:
         notes.extend(o.notes)
-    tables, tnotes = timebase.anchor(tables)
-    notes.extend(tnotes)
-    tables, inotes = identity.resolve(tables)
-    notes.extend(inotes)
+    tables = _bundle_stage("clock anchoring", timebase.anchor, tables, notes)
+    tables = _bundle_stage("year reconciliation", years.reconcile, tables, notes)
+    tables = _bundle_stage("GPU identity resolution", identity.resolve, tables, notes)
     files_df = (
         conform(pl.DataFrame([o.row for o in outcomes], infer_schema_length=None), "files")
         if outcomes
@@ -559,6 +558,23 @@ def _ingest_bundle(
     }
     write_json(out / "manifest.json", manifest)
     return manifest
+
+
+def _bundle_stage(
+    what: str,
+    stage: Callable[[dict[str, pl.DataFrame]], tuple[dict[str, pl.DataFrame], list[str]]],
+    tables: dict[str, pl.DataFrame],
+    notes: list[str],
+) -> dict[str, pl.DataFrame]:
+    """Run a whole-bundle stage; a bug in it keeps the tables as they were and is noted, not fatal."""
+    try:
+        new, stage_notes = stage(tables)
+    except Exception as exc:  # noqa: BLE001 - the parsed tables are still worth writing
+        notes.append(f"{what} failed and was skipped: {type(exc).__name__}: {str(exc)[:300]}")
+        notes.append(traceback.format_exc(limit=-3))
+        return tables
+    notes.extend(stage_notes)
+    return new
 
 
 def _gather(table: str, outcomes: list[FileOutcome]) -> pl.DataFrame:
