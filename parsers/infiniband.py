@@ -34,7 +34,9 @@ from parsers._common import split_envelopes
 from parsers.base import FileContext, ParseResult, account, numbered
 
 NAME = "infiniband"
-DESCRIPTION = "InfiniBand tools: ibstat, ibstatus, ibv_devinfo, /sys/class/infiniband dumps, perfquery, mlxlink"
+DESCRIPTION = (
+    "InfiniBand tools: ibstat, ibstatus, ibv_devinfo, /sys/class/infiniband dumps, perfquery, mlxlink"
+)
 TABLES = ("inventory", "events", "comms")
 FILENAME_HINTS = (
     "ibstat*", "ibstatus*", "ibv_devinfo*", "perfquery*", "*infiniband*", "mlxlink*", "*ib_counters*", "ibdev2netdev*",
@@ -74,12 +76,18 @@ TS_PATTERNS: tuple[tuple[str, str, str], ...] = (
     # (regex, strptime format or special, ts_quality)
     (r"^(?:[A-Z][a-z]{2}, )?\d{1,2} [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d [+-]\d{4}$", "rfc2822", "exact"),
     (r"^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]?\d \d\d:\d\d:\d\d (?:UTC|GMT) \d{4}$", "date_utc", "exact"),
-    (r"^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]?\d \d\d:\d\d:\d\d (?:[A-Z]{2,5} )?\d{4}$", "date_local", "local_assumed_utc"),
+    (
+        r"^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]?\d \d\d:\d\d:\d\d (?:[A-Z]{2,5} )?\d{4}$",
+        "date_local",
+        "local_assumed_utc",
+    ),
     (r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)$", "iso_offset", "exact"),
     (r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?$", "iso_local", "local_assumed_utc"),
     (r"^\d{10}(?:\.\d+)?$", "epoch", "exact"),
 )
-TS_STRIP_RE = r"^[#=\-\s\[]*(?:(?:date|time|timestamp|collected(?: at)?|reading(?: at)?)\s*[:=]?\s*)?|[\]=\-\s#]*$"
+TS_STRIP_RE = (
+    r"^[#=\-\s\[]*(?:(?:date|time|timestamp|collected(?: at)?|reading(?: at)?)\s*[:=]?\s*)?|[\]=\-\s#]*$"
+)
 
 # key maps: printed key -> canonical attribute (lower-cased keys)
 IBSTAT_KEYS = {
@@ -196,7 +204,11 @@ def _normalise(attr: pl.Expr, val: pl.Expr) -> pl.Expr:
     phys = pl.coalesce(_map(code, PHYS_CODES), _map(word, PHYS_WORDS), val)
     rate = pl.coalesce(val.str.extract(r"^(\d+(?:\.\d+)?)(?:\s*Gb/sec)?(?:\s|\(|$)", 1), val)
     guid_hex = val.str.replace_all(":", "").str.replace(r"(?i)^0x", "").str.to_lowercase()
-    guid = pl.when(guid_hex.str.contains(r"^[0-9a-f]{1,16}$")).then(pl.lit("0x") + guid_hex.str.zfill(16)).otherwise(val)
+    guid = (
+        pl.when(guid_hex.str.contains(r"^[0-9a-f]{1,16}$"))
+        .then(pl.lit("0x") + guid_hex.str.zfill(16))
+        .otherwise(val)
+    )
     return (
         pl.when(attr == "state")
         .then(state)
@@ -250,7 +262,12 @@ def _timestamps(text: pl.Expr) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
                 .dt.replace_time_zone("UTC")
             )
         else:  # epoch seconds
-            v = (t.cast(pl.Float64, strict=False) * 1_000_000).cast(pl.Int64).cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
+            v = (
+                (t.cast(pl.Float64, strict=False) * 1_000_000)
+                .cast(pl.Int64)
+                .cast(pl.Datetime("us"))
+                .dt.replace_time_zone("UTC")
+            )
         hit = hit | m
         ts = pl.when(m).then(v).otherwise(ts)
         quality = pl.when(m).then(pl.lit(q)).otherwise(quality)
@@ -444,18 +461,23 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     for c in ("phys_state", "rate", "link_layer"):
         if c not in extra.columns:
             extra = extra.with_columns(pl.lit(None, dtype=pl.String).alias(c))
-    i2n_down = ports.filter((pl.col("attribute") == "netdev_state") & (pl.col("value").str.to_lowercase() == "down"))
-    states = pl.concat(
-        [ports.filter((pl.col("attribute") == "state") & (pl.col("value") != "Active")), i2n_down.with_columns(value=pl.lit("Down"))]
-    ).join(
-        extra, on=pkey, how="left", nulls_equal=True
+    i2n_down = ports.filter(
+        (pl.col("attribute") == "netdev_state") & (pl.col("value").str.to_lowercase() == "down")
     )
+    states = pl.concat(
+        [
+            ports.filter((pl.col("attribute") == "state") & (pl.col("value") != "Active")),
+            i2n_down.with_columns(value=pl.lit("Down")),
+        ]
+    ).join(extra, on=pkey, how="left", nulls_equal=True)
     ev_state = states.select(
         ts="ts",
         ts_quality=pl.col("ts_quality").fill_null("none"),
         node="host",
         source=pl.lit("ib"),
-        kind=pl.when(pl.col("value") == "Down").then(pl.lit("ib_port_down")).otherwise(pl.lit("ib_port_not_active")),
+        kind=pl.when(pl.col("value") == "Down")
+        .then(pl.lit("ib_port_down"))
+        .otherwise(pl.lit("ib_port_not_active")),
         code=pl.col("value"),
         severity=pl.lit("medium"),
         message=pl.col("text").str.strip_chars(),
@@ -477,7 +499,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         ts_quality=pl.col("ts_quality").fill_null("none"),
         node="host",
         source=pl.lit("ib"),
-        kind=pl.when(pl.col("tool") == "ibwarn").then(pl.lit("ib_tool_warning")).otherwise(pl.lit("ib_tool_error")),
+        kind=pl.when(pl.col("tool") == "ibwarn")
+        .then(pl.lit("ib_tool_warning"))
+        .otherwise(pl.lit("ib_tool_error")),
         severity=pl.when(pl.col("tool") == "ibwarn").then(pl.lit("low")).otherwise(pl.lit("medium")),
         message=pl.col("text").str.strip_chars(),
         detail=json_detail(

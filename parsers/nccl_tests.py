@@ -34,16 +34,28 @@ from parsers._common import normalize_bus_id, split_envelopes
 from parsers.base import FileContext, ParseResult, account, numbered
 
 NAME = "nccl-tests"
-DESCRIPTION = "nccl-tests results (all_reduce_perf, all_gather_perf, alltoall_perf, ...): devices, size rows, summary"
+DESCRIPTION = (
+    "nccl-tests results (all_reduce_perf, all_gather_perf, alltoall_perf, ...): devices, size rows, summary"
+)
 TABLES = ("comms", "inventory", "events")
-FILENAME_HINTS = ("*nccl*test*", "*_perf*", "*all_reduce*", "*allreduce*", "*alltoall*", "*all_gather*", "*busbw*")
+FILENAME_HINTS = (
+    "*nccl*test*",
+    "*_perf*",
+    "*all_reduce*",
+    "*allreduce*",
+    "*alltoall*",
+    "*all_gather*",
+    "*busbw*",
+)
 DETECTS = "the '# nThread N nGpus N minBytes' header, the 'size count type' column header, 'Avg bus bandwidth', or nccl-tests JSON"
 PRIORITY = 20
 
 # ----------------------------------------------------------------------------- grammar (on the line with the
 # launcher envelope, leading blanks and one leading '#' removed)
 
-COLLECTIVES = r"(?:all_reduce|all_gather|alltoallv?|reduce_scatter|sendrecv|broadcast|reduce|gather|scatter|hypercube)"
+COLLECTIVES = (
+    r"(?:all_reduce|all_gather|alltoallv?|reduce_scatter|sendrecv|broadcast|reduce|gather|scatter|hypercube)"
+)
 NTHREAD_RE = r"^nThread\s+(?P<nthread>\d+)\s+nGpus\s+(?P<ngpus>\d+)\s+minBytes\s+(?P<min>\d+)\s+maxBytes\s+(?P<max>\d+)"
 VERSION_RE = r"^nccl-tests version\s+(?P<ver>\S+)(?:\s+\([^)]*\))?(?:\s+nccl-headers=(?P<hdr>\d+))?(?:\s+nccl-library=(?P<lib>\d+))?"
 COLL_RE = r"^Collective test (?:starting|concluded):\s*(?:\S*/)?(?:nccl_)?(?P<test>\S+?)(?:_mpi)?\s*$"
@@ -82,7 +94,9 @@ _SNIFF_STRONG = re.compile(
     r"Collective test starting:|\"nccl-tests structured output\""
 )
 _SNIFF_DEVICE = re.compile(r"Rank\s+\d+(?:\s+Group\s+\d+)?\s+Pid\s+\d+\s+on\s+\S+\s+device\s+\d+\s+\[")
-_SNIFF_ROW = re.compile(r"(?m)(?:^|: ?)\s*\d+\s+\d+\s+(?:float|half|double|bfloat16|u?int(?:8|32|64)|fp8\w*)\s+\w+\s")
+_SNIFF_ROW = re.compile(
+    r"(?m)(?:^|: ?)\s*\d+\s+\d+\s+(?:float|half|double|bfloat16|u?int(?:8|32|64)|fp8\w*)\s+\w+\s"
+)
 _SNIFF_NCCL = re.compile(r"(?m)^\S*?\S+:\d+:\d+ \[\d+\] NCCL ")
 
 
@@ -181,7 +195,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         k_json=pl.col("body").str.contains(JSON_ID, literal=True),
         k_fail=pl.col("body").str.contains("failure", literal=True) & pl.col("body").str.contains(FAIL_RE),
         k_ncclver=h.str.contains(NCCL_VERSION_RE),
-        k_minor=h.str.contains(PLACEHDR_RE) | h.str.contains(UNITS_RE) | h.str.contains(OTHER_RE)
+        k_minor=h.str.contains(PLACEHDR_RE)
+        | h.str.contains(UNITS_RE)
+        | h.str.contains(OTHER_RE)
         | pl.col("body").str.contains(r"^\s*#?\s*$"),
         k_nccldebug=pl.col("body").str.contains(NCCL_DEBUG_RE),
     )
@@ -249,7 +265,10 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         test="test",
         nodes="nodes",
         detail=json_detail(
-            group=pl.col("group").cast(pl.Int64), gpu_name=pl.col("name"), bus_raw=pl.col("bus"), run=pl.col("run")
+            group=pl.col("group").cast(pl.Int64),
+            gpu_name=pl.col("name"),
+            bus_raw=pl.col("bus"),
+            run=pl.col("run"),
         ),
         file=pl.lit(ctx.path),
         line="line",
@@ -272,7 +291,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     # ---- size rows, mapped by the run's column header (or a default layout by field count)
     rows = f.filter(pl.col("k_row")).with_columns(tok=h.str.extract_all(r"\S+"))
     rows = rows.with_columns(ntok=pl.col("tok").list.len())
-    keys = [k for k in rows.get_column("header").drop_nulls().unique().to_list()]
+    keys = rows.get_column("header").drop_nulls().unique().to_list()
     layouts = _layouts(sorted(set(keys) | set(DEFAULT_HEADERS.values())))
     default_key = pl.col("ntok").replace_strict(DEFAULT_HEADERS, default=None, return_dtype=pl.String)
     rows = rows.join(layouts, left_on="header", right_on="key", how="left")
@@ -286,7 +305,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         .drop("dkey")
         .filter(pl.col("ntok") >= pl.col("need"))
     )
-    cols = rows_hdr.select(pl.exclude(list(_LAYOUT_SCHEMA))).columns + [c for c in _LAYOUT_SCHEMA if c != "key"]
+    cols = rows_hdr.select(pl.exclude(list(_LAYOUT_SCHEMA))).columns + [
+        c for c in _LAYOUT_SCHEMA if c != "key"
+    ]
     rows = pl.concat([rows_hdr.select(cols), rows_def.select(cols)]).sort("line")
 
     def tok(i: str) -> pl.Expr:
@@ -341,7 +362,8 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         oob_status=pl.when(pl.col("k_oob")).then(h.str.extract(OOB_RE, 2)),
     )
     summ = summ.with_columns(
-        oob=pl.col("oob").forward_fill().over("run"), oob_status=pl.col("oob_status").forward_fill().over("run")
+        oob=pl.col("oob").forward_fill().over("run"),
+        oob_status=pl.col("oob_status").forward_fill().over("run"),
     )
     summ = summ.join(runs, on="run", how="left")
     summary_rows = summ.filter(pl.col("k_avg")).select(
@@ -377,7 +399,11 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         code=pl.col("what"),
         severity=pl.lit("high"),
         message=pl.col("text"),
-        detail=json_detail(pid=pl.col("pid").cast(pl.Int64), where=pl.col("where"), reason=pl.col("reason").str.strip_chars("' ").replace("", None)),
+        detail=json_detail(
+            pid=pl.col("pid").cast(pl.Int64),
+            where=pl.col("where"),
+            reason=pl.col("reason").str.strip_chars("' ").replace("", None),
+        ),
         file=pl.lit(ctx.path),
         line="line",
     )
@@ -450,8 +476,10 @@ def _ended_early(f: pl.DataFrame) -> bool:
     """True when the last run printed a column header or rows but no 'Avg bus bandwidth' line, or the last
     non-blank line is a cut size row (the file ended before the test concluded)."""
     last = f.filter(pl.col("text").str.strip_chars().str.len_bytes() > 0).tail(1)
-    if last.height and bool(last.get_column("h").str.contains(r"^\d+\s+\d+").item()) and not bool(
-        last.get_column("ok_row").item()
+    if (
+        last.height
+        and bool(last.get_column("h").str.contains(r"^\d+\s+\d+").item())
+        and not bool(last.get_column("ok_row").item())
     ):
         return True
     if not f.height:
@@ -459,7 +487,12 @@ def _ended_early(f: pl.DataFrame) -> bool:
     last_run = f.get_column("run").max()
     tail = f.filter(pl.col("run") == last_run)
     started = bool(
-        (tail.get_column("k_nthread") | tail.get_column("k_device") | tail.get_column("k_colhdr") | tail.get_column("ok_row")).any()
+        (
+            tail.get_column("k_nthread")
+            | tail.get_column("k_device")
+            | tail.get_column("k_colhdr")
+            | tail.get_column("ok_row")
+        ).any()
     )
     return started and not bool(tail.get_column("k_avg").any())
 
@@ -474,7 +507,9 @@ def _json_rows(js: pl.DataFrame, runs: pl.DataFrame, ctx: FileContext) -> tuple[
         return pl.DataFrame(), False
     cut = bool((~js.get_column("body").str.strip_chars().str.ends_with("}")).any())
     ent = (
-        js.select("line", "run", "test", "nccl_version", e=pl.col("body").str.extract_all(r'"\d+"\s*:\s*\{[^{}]*\}'))
+        js.select(
+            "line", "run", "test", "nccl_version", e=pl.col("body").str.extract_all(r'"\d+"\s*:\s*\{[^{}]*\}')
+        )
         .explode("e")
         .drop_nulls("e")
         .with_columns(size_bytes=pl.col("e").str.extract(r'^"(\d+)"', 1).cast(pl.Int64))

@@ -21,7 +21,9 @@ from parsers._common import split_envelopes
 from parsers.base import FileContext, ParseResult, account, numbered
 
 NAME = "perftest"
-DESCRIPTION = "perftest RDMA benchmarks (ib_write_bw, ib_send_bw, ib_read_bw, ib_*_lat): banner and result rows"
+DESCRIPTION = (
+    "perftest RDMA benchmarks (ib_write_bw, ib_send_bw, ib_read_bw, ib_*_lat): banner and result rows"
+)
 TABLES = ("comms",)
 FILENAME_HINTS = ("ib_*_bw*", "ib_*_lat*", "perftest*", "*ib_write*", "*ib_send*", "*ib_read*")
 DETECTS = "a perftest banner ('RDMA_Write BW Test', ' Dual-port       : OFF') or its '#bytes #iterations' result header"
@@ -37,7 +39,9 @@ BW_HDR_RE = r"^\s*#bytes\s+#iterations\s+BW peak\[(?P<unit>[^\]]+)\]\s+BW averag
 LAT_HDR_RE = r"^\s*#bytes\s+#iterations\s+t_min\[usec\]"
 ROW_RE = r"^\s*\d+\s+\d+\s+[-\d.]+(?:\s+[-\d.]+)+\s*$"
 BANNER_RE = r"^\*+\s*$|^\* Waiting for client to connect\.\.\. \*\s*$|^\s*Version:\s*\S+\s*$"
-WARN_RE = r"^\s*(?:-W-|WARNING:|Warning:|Conflicting CPU frequency|Max msg size in RC is|Requested mtu is higher)"
+WARN_RE = (
+    r"^\s*(?:-W-|WARNING:|Warning:|Conflicting CPU frequency|Max msg size in RC is|Requested mtu is higher)"
+)
 CMD_RE = r"(?:^|[\s/])(?P<test>ib_(?:write|read|send|atomic)_(?:bw|lat)|raw_ethernet_\w+)\b"
 DATE_RFC_RE = r"^\s*(?:[A-Z][a-z]{2}, )?\d{1,2} [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d [+-]\d{4}\s*$"
 DATE_DEFAULT_RE = r"^\s*[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]?\d \d\d:\d\d:\d\d (?:UTC|GMT) \d{4}\s*$"
@@ -50,7 +54,11 @@ _SNIFF_HDR = re.compile(r"(?m)^\s*#bytes\s+#iterations\s+(?:BW peak|t_min)")
 def sniff(head: bytes, name: str) -> float:
     """Score the perftest banner and result header."""
     text = head.decode("utf-8", "replace")
-    banner, pairs, hdr = bool(_SNIFF_BANNER.search(text)), len(_SNIFF_PAIR.findall(text)), bool(_SNIFF_HDR.search(text))
+    banner, pairs, hdr = (
+        bool(_SNIFF_BANNER.search(text)),
+        len(_SNIFF_PAIR.findall(text)),
+        bool(_SNIFF_HDR.search(text)),
+    )
     if (banner and pairs >= 2) or hdr:
         return 0.95
     if banner or pairs >= 3:
@@ -112,9 +120,18 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         link_type=pl.coalesce(pl.when(pl.col("k_pair")).then(pair_value("Link type")), reset).forward_fill(),
         gid_index=pl.coalesce(pl.when(pl.col("k_pair")).then(pair_value("GID index")), reset).forward_fill(),
         conn=pl.coalesce(pl.when(pl.col("k_pair")).then(pair_value("Connection type")), reset).forward_fill(),
-        unit=pl.when(pl.col("k_bwhdr")).then(b.str.extract(BW_HDR_RE, 1)).when(pl.col("k_lathdr")).then(pl.lit("usec")).forward_fill(),
+        unit=pl.when(pl.col("k_bwhdr"))
+        .then(b.str.extract(BW_HDR_RE, 1))
+        .when(pl.col("k_lathdr"))
+        .then(pl.lit("usec"))
+        .forward_fill(),
         ts=pl.when(pl.col("k_date")).then(pl.coalesce(rfc, dflt)).forward_fill(),
-    ).with_columns([pl.when(pl.col(c) != "").then(pl.col(c)).alias(c) for c in ("device", "link_type", "gid_index", "conn")])
+    ).with_columns(
+        [
+            pl.when(pl.col(c) != "").then(pl.col(c)).alias(c)
+            for c in ("device", "link_type", "gid_index", "conn")
+        ]
+    )
 
     rows = f.filter(pl.col("k_row") & pl.col("unit").is_not_null()).with_columns(
         tok=b.str.extract_all(r"\S+").cast(pl.List(pl.Float64), strict=False)
@@ -122,7 +139,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     is_lat = pl.col("unit") == "usec"
     t = pl.col("tok")
     rows = rows.filter(pl.when(is_lat).then(t.list.len() >= 7).otherwise(t.list.len() >= 5))
-    factor = pl.when(pl.col("unit") == "MB/sec").then(1048576 / 1e9).when(pl.col("unit") == "Gb/sec").then(1 / 8)
+    factor = (
+        pl.when(pl.col("unit") == "MB/sec").then(1048576 / 1e9).when(pl.col("unit") == "Gb/sec").then(1 / 8)
+    )
     comms = rows.select(
         record=pl.lit("perftest"),
         ts="ts",
@@ -173,7 +192,11 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     # cut capture: a result header (or a cut row) with no complete row after it
     last = f.filter(pl.col("text").str.strip_chars().str.len_bytes() > 0).tail(1)
     partial = bool(last.height) and bool(
-        (last.get_column("k_bwhdr") | last.get_column("k_lathdr") | (last.get_column("b").str.contains(r"^\s*\d+\s") & ~last.get_column("ok_row"))).item()
+        (
+            last.get_column("k_bwhdr")
+            | last.get_column("k_lathdr")
+            | (last.get_column("b").str.contains(r"^\s*\d+\s") & ~last.get_column("ok_row"))
+        ).item()
     )
     return ParseResult(
         tables={"comms": comms},

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
@@ -94,23 +94,36 @@ def test_ibv_devinfo_port_down() -> None:
 def test_sysfs_counters_and_attributes() -> None:
     r = ib("sysfs_class_infiniband_h100_counters.txt")
     c = counters(r)
-    one = c.filter((pl.col("device") == "mlx5_0") & (pl.col("counter") == "port_rcv_errors")).row(0, named=True)
+    one = c.filter((pl.col("device") == "mlx5_0") & (pl.col("counter") == "port_rcv_errors")).row(
+        0, named=True
+    )
     assert (one["port"], one["value"], one["ts"]) == (1, 14.0, None)
-    assert c.filter((pl.col("device") == "mlx5_0") & (pl.col("counter") == "port_xmit_wait")).item(0, "value") == 2489603687
+    assert (
+        c.filter((pl.col("device") == "mlx5_0") & (pl.col("counter") == "port_xmit_wait")).item(0, "value")
+        == 2489603687
+    )
     assert c.filter(pl.col("counter") == "roce_adp_retrans").height >= 1
     assert attr(r, "mlx5_bond_0", "fw_ver", None) == ["32.38.3056"]
-    assert attr(r, "mlx5_bond_0", "rate") == ["200"] and attr(r, "mlx5_bond_0", "link_width_speed") == ["2X NDR"]
+    assert attr(r, "mlx5_bond_0", "rate") == ["200"] and attr(r, "mlx5_bond_0", "link_width_speed") == [
+        "2X NDR"
+    ]
 
 
 def test_sysfs_pdsh_readings_kept_apart_with_ts() -> None:
     r = ib("sysfs_echo_space_form_pdsh_two_readings.txt")
-    c = counters(r).filter(
-        (pl.col("node") == "gpu-02") & (pl.col("device") == "mlx5_1") & (pl.col("counter") == "symbol_error")
-    ).sort("line")
+    c = (
+        counters(r)
+        .filter(
+            (pl.col("node") == "gpu-02")
+            & (pl.col("device") == "mlx5_1")
+            & (pl.col("counter") == "symbol_error")
+        )
+        .sort("line")
+    )
     assert c.get_column("value").to_list() == [12.0, 9012.0]
     assert c.get_column("ts").to_list() == [
-        datetime(2025, 6, 14, 10, 0, tzinfo=timezone.utc),
-        datetime(2025, 6, 14, 10, 5, tzinfo=timezone.utc),
+        datetime(2025, 6, 14, 10, 0, tzinfo=UTC),
+        datetime(2025, 6, 14, 10, 5, tzinfo=UTC),
     ]
     assert [json.loads(d)["reading"] for d in c.get_column("detail")] == [0, 1]
     ev = conform(r.tables["events"], "events")

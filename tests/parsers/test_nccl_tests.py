@@ -33,7 +33,12 @@ def test_device_lines_with_pci_domain_give_rank_map() -> None:
     ranks = comms(r, "rank").sort("rank")
     assert ranks.height == 12
     row8 = ranks.filter(pl.col("rank") == 8).row(0, named=True)
-    assert (row8["node"], row8["cuda_dev"], row8["gpu_bus_id"], row8["pid"]) == ("h100-4", 0, "0002:00:01.0", 739786)
+    assert (row8["node"], row8["cuda_dev"], row8["gpu_bus_id"], row8["pid"]) == (
+        "h100-4",
+        0,
+        "0002:00:01.0",
+        739786,
+    )
     assert ranks.filter(pl.col("rank") == 4).item(0, "gpu_bus_id") == "0003:00:01.0"
     assert set(ranks.get_column("nodes")) == {"h100-2,h100-4"}
     assert json.loads(row8["detail"])["gpu_name"] == "NVIDIA H100 80GB HBM3"
@@ -59,11 +64,21 @@ def test_rows_na_wrong_and_summary() -> None:
     rows = comms(r, "nccl_test")
     oop = rows.filter(pl.col("placement") == "out-of-place").row(0, named=True)
     ip = rows.filter(pl.col("placement") == "in-place").row(0, named=True)
-    assert (oop["size_bytes"], oop["count"], oop["dtype"], oop["redop"]) == (33554432, 8388608, "float", "none")
+    assert (oop["size_bytes"], oop["count"], oop["dtype"], oop["redop"]) == (
+        33554432,
+        8388608,
+        "float",
+        "none",
+    )
     assert (oop["time_us"], oop["algbw_gbps"], oop["busbw_gbps"], oop["wrong"]) == (19.56, 1715.44, 0.0, 0)
     assert (ip["time_us"], ip["algbw_gbps"], ip["wrong"]) == (0.78, 43046.10, None)
     summ = comms(r, "nccl_test_summary").row(0, named=True)
-    assert (summ["value"], summ["wrong"], summ["test"], summ["nodes"]) == (0.0, 0, "alltoall_perf", "GENOA-01")
+    assert (summ["value"], summ["wrong"], summ["test"], summ["nodes"]) == (
+        0.0,
+        0,
+        "alltoall_perf",
+        "GENOA-01",
+    )
     assert not r.partial
 
 
@@ -72,14 +87,19 @@ def test_error_column_is_not_a_wrong_count() -> None:
     assert rows.height == 12
     assert rows.get_column("wrong").null_count() == 12
     assert json.loads(rows.item(0, "detail"))["max_error"] == "1e-06"
-    first = rows.filter((pl.col("size_bytes") == 131072) & (pl.col("placement") == "in-place")).row(0, named=True)
+    first = rows.filter((pl.col("size_bytes") == 131072) & (pl.col("placement") == "in-place")).row(
+        0, named=True
+    )
     assert (first["time_us"], first["algbw_gbps"], first["busbw_gbps"]) == (117.4, 1.12, 2.22)
 
 
 def test_zero_count_rows_kept() -> None:
     rows = comms(run("reduce_scatter_zero_count_rows.txt"), "nccl_test")
     assert rows.filter(pl.col("size_bytes") == 0).height == 10
-    assert rows.filter((pl.col("size_bytes") == 128) & (pl.col("placement") == "in-place")).item(0, "algbw_gbps") == 0.01
+    assert (
+        rows.filter((pl.col("size_bytes") == 128) & (pl.col("placement") == "in-place")).item(0, "algbw_gbps")
+        == 0.01
+    )
 
 
 def test_two_runs_keep_their_node_sets() -> None:
@@ -96,11 +116,22 @@ def test_two_runs_keep_their_node_sets() -> None:
 def test_failures_wrong_values_and_interleaved_nccl_lines() -> None:
     r = run("srun_labels_wrong_values_failure.txt")
     rows = comms(r, "nccl_test")
-    assert rows.filter(pl.col("size_bytes") == 2097152).sort("placement", descending=True).get_column("wrong").to_list() == [17, 0]
-    assert rows.filter((pl.col("size_bytes") == 4194304) & (pl.col("placement") == "out-of-place")).item(0, "wrong") == 1234570
+    assert rows.filter(pl.col("size_bytes") == 2097152).sort("placement", descending=True).get_column(
+        "wrong"
+    ).to_list() == [17, 0]
+    assert (
+        rows.filter((pl.col("size_bytes") == 4194304) & (pl.col("placement") == "out-of-place")).item(
+            0, "wrong"
+        )
+        == 1234570
+    )
     assert comms(r, "nccl_test_summary").item(0, "wrong") == 1234584
     ev = conform(r.tables["events"], "events").sort("line")
-    assert ev.get_column("kind").to_list() == ["nccl_test_wrong_values", "nccl_test_failure", "nccl_test_failure"]
+    assert ev.get_column("kind").to_list() == [
+        "nccl_test_wrong_values",
+        "nccl_test_failure",
+        "nccl_test_failure",
+    ]
     assert ev.get_column("node").to_list() == ["gpu-07", "gpu-08", "gpu-07"]
     assert r.unrecognized == 1 and "NCCL debug" in r.notes[0]
 
@@ -116,8 +147,15 @@ def test_json_output_cut_line() -> None:
     rows = comms(r, "nccl_test").sort("size_bytes", "placement")
     assert rows.height == 4 and r.partial
     assert set(rows.get_column("size_bytes")) == {33554432, 67108864}
-    ip = rows.filter((pl.col("size_bytes") == 33554432) & (pl.col("placement") == "in-place")).row(0, named=True)
-    assert (ip["busbw_gbps"], ip["wrong"], ip["test"], ip["nccl_version"]) == (20.115716, None, "alltoall_perf", "2.26.6")
+    ip = rows.filter((pl.col("size_bytes") == 33554432) & (pl.col("placement") == "in-place")).row(
+        0, named=True
+    )
+    assert (ip["busbw_gbps"], ip["wrong"], ip["test"], ip["nccl_version"]) == (
+        20.115716,
+        None,
+        "alltoall_perf",
+        "2.26.6",
+    )
 
 
 def test_header_mapped_bitwise_and_timestamp_columns_truncated() -> None:
@@ -125,13 +163,22 @@ def test_header_mapped_bitwise_and_timestamp_columns_truncated() -> None:
     rows = comms(r, "nccl_test")
     assert rows.height == 4 and r.partial and r.unrecognized == 1
     ip = rows.filter((pl.col("size_bytes") == 2048) & (pl.col("placement") == "in-place")).row(0, named=True)
-    assert (ip["time_us"], ip["algbw_gbps"], ip["busbw_gbps"], ip["wrong"], ip["test"]) == (8.01, 0.26, 0.26, 0, "broadcast_perf")
+    assert (ip["time_us"], ip["algbw_gbps"], ip["busbw_gbps"], ip["wrong"], ip["test"]) == (
+        8.01,
+        0.26,
+        0.26,
+        0,
+        "broadcast_perf",
+    )
     assert json.loads(ip["detail"])["root"] == 0
 
 
 def test_sniff() -> None:
     assert nccl_tests.sniff(b"[ 1.0] kernel: hello\n", "dmesg") == 0.0
-    nccl_heavy = b"#  Rank  1 Group  0 Pid 5 on node4 device  0 [0x4c] NVIDIA H800\n" + b"node2:1:1 [0] NCCL INFO x\n" * 20
+    nccl_heavy = (
+        b"#  Rank  1 Group  0 Pid 5 on node4 device  0 [0x4c] NVIDIA H800\n"
+        + b"node2:1:1 [0] NCCL INFO x\n" * 20
+    )
     assert nccl_tests.sniff(nccl_heavy, "x.log") < 0.3
     assert nccl_tests.sniff((FIX / "reduce_scatter_zero_count_rows.txt").read_bytes(), "x") >= 0.9
 
