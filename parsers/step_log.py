@@ -220,8 +220,6 @@ def _frag(df: pl.DataFrame, **cols: pl.Expr) -> pl.DataFrame:
 def _match(base: pl.DataFrame, pattern: str, prefilter: pl.Expr | None = None, col: str = "text") -> pl.DataFrame:
     """Rows of `base` whose text matches `pattern`, with its groups in struct column `m`."""
     sub = base if prefilter is None else base.filter(prefilter)
-    if sub.height == 0:
-        return sub.with_columns(m=pl.lit(None)).head(0)
     return sub.filter(pl.col(col).str.contains(pattern)).with_columns(m=pl.col(col).str.extract_groups(pattern))
 
 
