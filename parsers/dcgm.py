@@ -82,7 +82,14 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
 
 
 def _cells(texts: list[str]) -> int:
-    """Width of the right column's content area (max over rows), used to rejoin wrapped cells."""
+    """Wrap width of the right column: DCGM cuts cell text every (dashes - 3) characters, mid-word.
+
+    Taken from the first `+----+----+` border; without one, the longest cell text seen.
+    """
+    for t in texts:
+        m = re.match(r"^\s*\+[-=]+\+(?P<r>[-=]+)\+\s*$", t)
+        if m:
+            return len(m.group("r")) - 3
     w = 0
     for t in texts:
         m = _ROW.match(t)
@@ -140,11 +147,9 @@ def _parse_tables(texts: list[str], ctx: FileContext) -> ParseResult:
                 examples.append((ln, raw[:500]))
 
     def joined(rows: list[tuple[str, int]]) -> str:
-        out = ""
-        for r, _ in rows:
-            piece = r[1:] if r.startswith(" ") else r
-            full = len(piece.rstrip()) >= width
-            out += piece.rstrip() if full else piece.rstrip() + " "
+        # Pieces are fixed-width slices of one text: concatenate them as they are (a slice may end on
+        # the space between two words, or mid-word), then squeeze the padding of short pieces.
+        out = "".join((r[1:] if r.startswith(" ") else r)[:width].ljust(width) for r, _ in rows)
         return " ".join(out.split())
 
     inv: list[dict[str, Any]] = []
