@@ -1,0 +1,79 @@
+"""timebase.anchor: monotonic kernel rows get boot-anchored times only where the bundle gives a boot time."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import polars as pl
+
+from forensics import timebase
+from forensics.schema import conform
+from parsers import kernel_log
+from parsers.base import FileContext, lines_from_bytes
+
+XID79 = "NVRM: Xid (PCI:0000:18:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+LINK = "mlx5_core 0000:1a:00.0 mlx5_0: Port: 1 Link DOWN"
+
+
+def tables(*files: tuple[str, str, str], boot_rows: list[tuple[str, str]] = ()) -> dict[str, pl.DataFrame]:
+    ev, inv = [], []
+    for path, node, text in files:
+        r = kernel_log.parse(lines_from_bytes(text.encode()), FileContext(path=path, node=node, year_hint=2025))
+        ev.append(conform(r.tables["events"], "events"))
+        inv.append(conform(r.tables["inventory"], "inventory"))
+    for node, value in boot_rows:
+        row = {"node": [node], "component": ["node"], "attribute": ["boot_time"], "value": [value], "source": ["test"], "file": ["x"], "line": [1]}
+        inv.append(conform(pl.DataFrame(row), "inventory"))
+    return {"events": pl.concat(ev), "inventory": pl.concat(inv)}
+
+
+def rows(t: dict[str, pl.DataFrame], file: str) -> list[tuple]:
+    return t["events"].filter(pl.col("file") == file).select("line", "ts", "ts_quality").rows()
+
+
+def test_line_pair_anchors_raw_dmesg_and_respects_reboot() -> None:
+    raw = f"[ 5000.000000] {XID79}\n[ 5001.500000] {LINK}\n[   10.000000] Linux version 6.8.0\n[   20.000000] {LINK}\n"
+    journal = f"2025-06-02T10:00:00.000000+00:00 n1 kernel: {XID79}\n"
+    t, notes = timebase.anchor(tables(("n1/dmesg", "n1", raw), ("n1/journal", "n1", journal)))
+    assert rows(t, "n1/dmesg") == [
+        (1, datetime(2025, 6, 2, 10, 0, 0, tzinfo=UTC), "boot_anchored"),
+        (2, datetime(2025, 6, 2, 10, 0, 1, 500000, tzinfo=UTC), "boot_anchored"),
+        (4, None, "unanchored"),  # after the reboot: no evidence for that boot
+    ]
+    assert any("anchored to boot time 2025-06-02T08:36:40+00:00" in n for n in notes)
+    assert any("left unanchored" in n for n in notes)
+
+
+def test_repeated_messages_vote_for_the_true_offset() -> None:
+    raw = "".join(f"[ {100 + i}.000000] {XID79}\n" for i in range(5))
+    journal = "".join(f"2025-06-02T10:00:0{i}+00:00 n1 kernel: {XID79}\n" for i in range(5))
+    t, _ = timebase.anchor(tables(("n1/dmesg", "n1", raw), ("n1/journal", "n1", journal)))
+    got = [r[1] for r in rows(t, "n1/dmesg")]
+    assert got == [datetime(2025, 6, 2, 10, 0, i, tzinfo=UTC) for i in range(5)]
+
+
+def test_other_node_lines_are_not_used() -> None:
+    t, _ = timebase.anchor(tables(("n1/dmesg", "n1", f"[ 5.0] {XID79}\n"), ("n2/journal", "n2", f"2025-06-02T10:00:00+00:00 n2 kernel: {XID79}\n")))
+    assert rows(t, "n1/dmesg") == [(1, None, "unanchored")]
+
+
+def test_inventory_boot_time_applies_to_last_boot_not_to_crash_records() -> None:
+    pstore = f"dmesg-erst-1:\nPanic#1 Part1\n<0>[ 30.0] Kernel panic - not syncing: x\n"
+    t, _ = timebase.anchor(
+        tables(("n2/dmesg", "n2", f"[ 100.0] {LINK}\n"), ("n2/pstore", "n2", pstore), boot_rows=[("n2", "2025-06-01T00:00:00Z")])
+    )
+    assert rows(t, "n2/dmesg") == [(1, datetime(2025, 6, 1, 0, 1, 40, tzinfo=UTC), "boot_anchored")]
+    assert rows(t, "n2/pstore") == [(3, None, "unanchored")]
+
+
+def test_k8b_syslog_boot_time_anchors_raw_dmesg_of_same_node() -> None:
+    syslog = f"Mar  3 10:00:00 n3 kernel: [ 1000.000000] usb 1-1: reset\n"
+    t, _ = timebase.anchor(tables(("n3/kern.log", "n3", syslog), ("n3/dmesg", "n3", f"[ 1500.0] {LINK}\n")))
+    assert rows(t, "n3/dmesg") == [(1, datetime(2025, 3, 3, 10, 8, 20, tzinfo=UTC), "boot_anchored")]
+
+
+def test_nothing_to_do() -> None:
+    t = {"events": conform(pl.DataFrame({"node": ["a"], "source": ["k"], "kind": ["x"], "severity": ["low"], "message": ["m"], "file": ["f"], "line": [1]}), "events")}
+    out, notes = timebase.anchor(t)
+    assert out["events"].equals(t["events"]) and notes == []
+    assert timebase.anchor({}) == ({}, [])
