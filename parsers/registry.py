@@ -26,6 +26,7 @@ from parsers import (
     nvidia_smi_xml,
     perftest,
     step_log,
+    step_table,
     torch_distributed,
 )
 
@@ -45,6 +46,7 @@ PARSERS: tuple[ModuleType, ...] = (
     infiniband,
     perftest,
     step_log,
+    step_table,
 )
 
 MIN_SCORE = 0.3

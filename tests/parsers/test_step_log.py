@@ -220,3 +220,40 @@ def test_parse_never_raises_and_accounts_for_every_line(pieces: list[str], joins
     result = step_log.parse(lines, CTX)
     assert check_accounting(result, lines)
     assert result.tables["steps"].get_column("file").null_count() == 0
+
+
+# ----------------------------------------------------------------------------- step-table (generic CSV / JSON Lines)
+
+from parsers import step_table  # noqa: E402
+
+
+def table_rows(text: str) -> list[dict]:
+    lines = pl.Series("line", text.split("\n"))
+    result = step_table.parse(lines, CTX)
+    assert check_accounting(result, lines)
+    return result.tables["steps"].to_dicts()
+
+
+def test_step_table_csv_ms_column_is_seconds() -> None:
+    rows = table_rows("step,step_time_ms,rank,host\n7,1234.5,3,gpu-07")
+    assert [(r["step"], r["step_time_s"], r["rank"], r["node"]) for r in rows] == [(7, 1.2345, 3, "gpu-07")]
+
+
+def test_step_table_jsonl_timestamp_deltas_per_rank() -> None:
+    text = "\n".join(
+        [
+            '{"iteration": 1, "timestamp": 1714557600.0, "rank": 0}',
+            '{"iteration": 1, "timestamp": 1714557600.5, "rank": 1}',
+            '{"iteration": 3, "timestamp": 1714557604.0, "rank": 0}',
+            '{"iteration": 3, "timestamp": 1714557610.5, "rank": 1}',
+        ]
+    )
+    rows = table_rows(text)
+    assert [(r["rank"], r["step_time_s"]) for r in rows] == [(0, None), (1, None), (0, 2.0), (1, 5.0)]
+    assert rows[2]["step_time_source"] == "ts_delta"
+
+
+def test_step_table_sniff_needs_step_and_time() -> None:
+    assert step_table.sniff(b"step,step_time_s\n1,2.0\n", "a.csv") == 0.95
+    assert step_table.sniff(b"timestamp, name, pci.bus_id\n", "a.csv") == 0.0
+    assert step_table.sniff(b'{"step": 1, "loss": 2}\n', "a.jsonl") == 0.0
