@@ -214,7 +214,7 @@ class _Dump:
     def __init__(self, line: int) -> None:
         self.line = line
         self.top: dict[str, tuple[str, int]] = {}
-        self.gpus: list[tuple[F.GpuSnapshot, set[str], int]] = []  # (snapshot, level-1 keys, last line)
+        self.gpus: list[tuple[F.GpuSnapshot, list[str], int]] = []  # (snapshot, level-1 keys in order, last line)
 
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
@@ -224,7 +224,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     dumps: list[_Dump] = []
     dump: _Dump | None = None
     snap: F.GpuSnapshot | None = None
-    keys1: set[str] = set()
+    keys1: list[str] = []
     stack: list[tuple[int, str]] = []
     parsed = unrecognized = 0
     examples: list[tuple[int, str]] = []
@@ -233,7 +233,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     def close_gpu(last: int) -> None:
         nonlocal snap
         if snap is not None and dump is not None:
-            dump.gpus.append((snap, set(keys1), last))
+            dump.gpus.append((snap, list(keys1), last))
         snap = None
 
     for i, raw in enumerate(texts):
@@ -254,7 +254,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
                 dumps.append(dump)
             close_gpu(ln - 1)
             snap = F.GpuSnapshot(index=len(dump.gpus), bus_raw=m.group("bus"), line=ln)
-            keys1 = set()
+            keys1 = []
             stack = []
             last_header_empty = False
         else:
@@ -280,7 +280,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
                     stack.pop()
                 tokens = [k for _, k in stack] + [key]
                 if len(tokens) == 1:
-                    keys1.add(key.lower())
+                    keys1.append(key.lower())
                 if m is not None:
                     map_leaf(snap, tokens, (m.group("val") or "").strip(), ln)
                     last_header_empty = False
@@ -327,7 +327,10 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         d = dumps[-1]
         _s, k_last, _l = d.gpus[-1]
         attached = F.num(d.top.get("Attached GPUs", ("", 0))[0])
-        if len(d.gpus) >= 2 and len(k_last) < len(d.gpus[-2][1]):
+        k_prev = d.gpus[-2][1] if len(d.gpus) >= 2 else []
+        # Cut: the last block's sections are a strict prefix of its sibling's (a GPU with extra
+        # sections, e.g. MIG devices, is no truncation since the order then differs).
+        if k_prev and len(k_last) < len(k_prev) and k_last == k_prev[: len(k_last)]:
             partial = True
         elif len(d.gpus) == 1 and attached and attached > 1 and "processes" not in k_last and len(k_last) > 20:
             partial = True
