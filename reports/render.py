@@ -8,8 +8,10 @@ through one strict, autoescaping environment. No HTML is built in Python: this m
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -113,10 +115,12 @@ class ReportContext:
     """Every node named anywhere in the tables (redaction replaces all of them, shown or not)."""
 
 
-def _env() -> Environment:
+@cache
+def _env(html: bool = True) -> Environment:
+    """The one strict environment: autoescaping for HTML; plain text (tickets) only with html=False."""
     return Environment(
         loader=PackageLoader("reports", "templates"),
-        autoescape=select_autoescape(default=True, default_for_string=True),
+        autoescape=select_autoescape(default=True, default_for_string=True) if html else False,
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -287,7 +291,7 @@ def _state(sample: dict[str, Any] | None, inv: dict[str, str]) -> dict[str, str]
         out["throttle reasons active"] = ", ".join(active) if active else "none"
     for c, label in (("sm_clock_mhz", "SM clock (MHz)"), ("power_w", "power (W)"), ("temperature_c", "temperature (°C)")):
         if sample.get(c) is not None:
-            out[label] = f"{sample[c]:g}"
+            out[label] = f"{round(sample[c], 1):g}"
     return out
 
 
@@ -440,20 +444,23 @@ MASKS = (
     (r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b", "<*>"),  # IPv4 (+port)
     (r"\b0x[0-9A-Fa-f]+\b", "<*>"),  # hex literals
     (r"\b[0-9A-Fa-f]{8,}\b", "<*>"),  # long hex
-    (r"\b\d+(?:[.,]\d+)*\b", "<*>"),  # numbers
+    (r"\d+(?:[.,]\d+)*", "<*>"),  # numbers, also inside names (node17, mlx5_0)
     (r"<\*>(?:[\s:.,/+-]*<\*>)+", "<*>"),  # runs of masks (times, dates)
 )
 
 
-def mask_templates(lines: pl.Series) -> pl.Series:
-    """Mask variable tokens (numbers, hex, IPs, bus ids, UUIDs, paths) so like lines group together."""
+def mask_templates(lines: pl.Series, hosts: list[str] | tuple[str, ...] = ()) -> pl.Series:
+    """Mask variable tokens (host names, numbers, hex, IPs, bus ids, UUIDs, paths) so like lines group together."""
     e = pl.col("l").str.strip_chars()
+    names = sorted({h for h in hosts if h and h != "unknown"}, key=len, reverse=True)
+    if names:
+        e = e.str.replace_all(r"\b(?:" + "|".join(re.escape(h) for h in names) + r")\b", "<*>")
     for pat, rep in MASKS:
         e = e.str.replace_all(pat, rep)
     return pl.DataFrame({"l": lines}).select(e.str.slice(0, 300)).to_series()
 
 
-def _unrecognized(manifest_files: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _unrecognized(manifest_files: list[dict[str, Any]], hosts: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """Unrecognised lines grouped by template; each file's count is spread over its examples' templates."""
     rows = []
     for f in manifest_files:
@@ -465,7 +472,7 @@ def _unrecognized(manifest_files: list[dict[str, Any]]) -> list[dict[str, Any]]:
             rows.append({"path": f["path"], "line": line, "text": str(text), "w": n / len(ex)})
     if not rows:
         return []
-    df = pl.DataFrame(rows).with_columns(template=mask_templates(pl.Series([r["text"] for r in rows])))
+    df = pl.DataFrame(rows).with_columns(template=mask_templates(pl.Series([r["text"] for r in rows]), hosts))
     g = (
         df.group_by("template")
         .agg(
@@ -518,6 +525,17 @@ def build_context(out: Path) -> ReportContext:
     manifest = require_ingested(out)
     doc = read_findings(out)
     tables = read_tables(out)
+    nodes = tuple(
+        sorted(
+            set().union(
+                *(
+                    set(tables[t].get_column("node").drop_nulls().unique().to_list())
+                    for t in ("files", "events", "steps", "gpu_samples", "inventory", "comms")
+                )
+            )
+            - {"unknown"}
+        )
+    )
     mfiles = manifest.get("files") or []
     files = [
         {k: f.get(k) for k in ("path", "node", "format", "lines", "parsed", "unrecognized", "status")}
@@ -543,19 +561,13 @@ def build_context(out: Path) -> ReportContext:
         coverage=doc["coverage"],
         files=files,
         files_total=len(mfiles),
-        unrecognized=_unrecognized(mfiles),
+        unrecognized=_unrecognized(mfiles, nodes),
         skipped=_skipped(mfiles),
         ts_quality=_ts_quality(tables),
         notes=[str(n) for n in list(manifest.get("notes", []))[:200]],
         step_chart=charts.step_chart(tables["steps"], tables["anomalies"], incident),
         heatmap=charts.heatmap(tables["steps"], tables["gpu_samples"], [s.node for s in suspects]),
-        nodes=tuple(
-            sorted(
-                set().union(
-                    *(set(tables[t].get_column("node").drop_nulls().unique().to_list()) for t in ("files", "events", "steps", "gpu_samples", "inventory", "comms"))
-                )
-            )
-        ),
+        nodes=nodes,
         timeline=charts.timeline(tables["events"], [f for f in findings if f["severity"] in SERIOUS] or findings),
     )
 
@@ -567,9 +579,7 @@ def render(ctx: ReportContext) -> str:
 
 def render_ticket(ctx: ReportContext, suspect: Suspect) -> str:
     """Render the plain-text ticket appendix of one suspect (no escaping: plain text, never served as HTML)."""
-    env = _env()
-    env.autoescape = False
-    return env.get_template("ticket.txt").render(ctx=ctx, s=suspect)
+    return _env(html=False).get_template("ticket.txt").render(ctx=ctx, s=suspect)
 
 
 def write_report(out: Path, redact: bool = False) -> Path:

@@ -1,5 +1,6 @@
 (function () {
   "use strict";
+  document.documentElement.setAttribute("data-js", "ready");
   document.querySelectorAll("table.sortable th").forEach(function (th, idx) {
     th.addEventListener("click", function () {
       var tbody = th.closest("table").tBodies[0];

@@ -122,29 +122,27 @@ def build_out(
         "gpu_samples",
     )
 
-    # inventory
-    inv_rows: list[dict[str, Any]] = []
-    for i, nd in enumerate(names):
-        for g in range(gpus):
-            bus = f"0000:{g * 16 + 0x1B:02x}:00.0"
-            serial = f"16549{i:04d}{g:04d}"
-            uuid = f"GPU-{i:08x}-{g:04x}-4e91-8b3a-33386720f7bb"
-            for a, v in (
-                ("name", "NVIDIA H100 80GB HBM3"),
-                ("serial", serial),
-                ("uuid", uuid),
-                ("bus_id", bus),
-                ("vbios", "96.00.74.00.01"),
-            ):
-                inv_rows.append({"node": nd, "component": "gpu", "gpu_index": g, "gpu_bus_id": bus, "attribute": a, "value": v})
-        inv_rows += [
-            {"node": nd, "component": "node", "attribute": "driver_version", "value": "535.183.01"},
-            {"node": nd, "component": "node", "attribute": "cuda_version", "value": "12.2"},
-            {"node": nd, "component": "nic", "device": "mlx5_0", "attribute": "fw_ver", "value": "28.39.1002"},
-        ]
+    # inventory (vectorised: one row per node x GPU x attribute)
+    g_idx = np.arange(gpus)
+    gi = pl.DataFrame({"node": np.repeat(np.array(names), gpus), "i": np.repeat(np.arange(nodes), gpus),
+                       "gpu_index": np.tile(g_idx, nodes).astype(np.int32)}).with_columns(
+        gpu_bus_id=pl.lit("0000:") + (pl.col("gpu_index") * 16 + 0x1B).map_elements(lambda v: f"{v:02x}", return_dtype=pl.String)
+        + pl.lit(":00.0"),
+        serial=pl.lit("16549") + pl.col("i").cast(pl.String).str.zfill(4) + pl.col("gpu_index").cast(pl.String).str.zfill(4),
+        uuid=pl.lit("GPU-") + pl.col("i").map_elements(lambda v: f"{v:08x}", return_dtype=pl.String) + pl.lit("-")
+        + pl.col("gpu_index").map_elements(lambda v: f"{v:04x}", return_dtype=pl.String) + pl.lit("-4e91-8b3a-33386720f7bb"),
+        name=pl.lit("NVIDIA H100 80GB HBM3"),
+        vbios=pl.lit("96.00.74.00.01"),
+    ).with_columns(bus_id=pl.col("gpu_bus_id"))
+    gpu_inv = gi.unpivot(["name", "serial", "uuid", "bus_id", "vbios"], index=["node", "gpu_index", "gpu_bus_id"],
+                         variable_name="attribute", value_name="value").with_columns(component=pl.lit("gpu"))
+    node_inv = pl.DataFrame({"node": np.array(names)}).join(
+        pl.DataFrame({"component": ["node", "node", "nic"], "device": [None, None, "mlx5_0"],
+                      "attribute": ["driver_version", "cuda_version", "fw_ver"],
+                      "value": ["535.183.01", "12.2", "28.39.1002"]}), how="cross")
     inv_df = conform(
-        pl.DataFrame(inv_rows).with_columns(source=pl.lit("nvidia-smi-q"), file=pl.lit("x"), line=pl.lit(1)).with_columns(
-            file=pl.col("node") + "/nvidia-smi-q.txt"
+        pl.concat([gpu_inv, node_inv], how="diagonal").with_columns(
+            source=pl.lit("nvidia-smi-q"), file=pl.col("node") + "/nvidia-smi-q.txt", line=pl.lit(1)
         ),
         "inventory",
     )

@@ -1,0 +1,211 @@
+"""The HTML report and the ticket texts: self-contained, escaped, complete, redacted, bounded in size."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import polars as pl
+import pytest
+from markupsafe import escape
+
+from forensics.outputs import write_json, write_table
+from forensics.schema import empty
+from reports.render import build_context, mask_templates, render, write_report
+
+XSS_RAW = "<script>alert('xss')</script>"
+
+
+class _Collector(HTMLParser):
+    """Collects tags, attributes and text; html.parser raises nothing, so structure is checked by hand."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+        self.stack: list[str] = []
+        self.scripts = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        if tag == "script":
+            self.scripts += 1
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def _parse(html: str) -> _Collector:
+    p = _Collector()
+    p.feed(html)
+    p.close()
+    return p
+
+
+def test_report_parses_is_self_contained_and_shows_everything(synth_out) -> None:
+    s = synth_out(nodes=8)
+    path = write_report(s["out"])
+    html = path.read_text(encoding="utf-8")
+    p = _parse(html)
+    names = [t for t, _ in p.tags]
+    assert names[:1] == ["html"] and "svg" in names and "table" in names
+    # no network at view time: nothing loaded from http(s), no external scripts or styles at all
+    for tag, attrs in p.tags:
+        for k in ("src", "href", "xlink:href", "action", "data"):
+            v = attrs.get(k) or ""
+            assert not re.match(r"\s*(https?:)?//", v), (tag, k, v)
+        assert tag != "link" and not (tag == "script" and "src" in attrs)
+    assert not re.search(r"url\(\s*['\"]?\s*(https?:)?//", html)
+    assert "@import" not in html and "@font-face" not in html
+    assert p.scripts == 1  # only our own table script; every `<script>` from a log is text
+    text = "".join(p.text)
+    # verdict first, with node, GPU, since when, cost and action
+    verdict = html.index('id="verdict"')
+    assert verdict < html.index('id="pictures"') < html.index('id="findings"') < html.index('id="tickets"')
+    for needle in (s["bad"], f"GPU {s['bad_gpu']}", "since 2026-03-01T10:02:00Z", "18.0 % slower", "12.5 GPU-hours",
+                   "Drain the node and RMA the GPU"):
+        assert needle in text, needle
+    # the step chart marks anomalies and the incident; the heatmap and timeline name the suspect
+    assert html.count('class="span"') == 2 and "F1 first seen" in text
+    assert 'class="rowlabel sus"' in html and "F1 cause" in text
+    # alternatives and the clock-quality counts
+    assert "Application bug <in kernel>" in text
+    assert "inherited" in text and "exact" in text
+
+
+def test_every_evidence_line_is_present_and_escaped(synth_out) -> None:
+    s = synth_out(nodes=4)
+    html = write_report(s["out"]).read_text(encoding="utf-8")
+    doc = json.loads((s["out"] / "findings.json").read_text())
+    text = "".join(_parse(html).text)
+    lines = [e["text"] for f in doc["findings"] for e in f["evidence"]]
+    assert lines and any(XSS_RAW in t for t in lines)
+    for t in lines:
+        assert str(escape(t)) in html  # escaped in the markup
+        assert t in text  # and shown verbatim as text
+    assert XSS_RAW not in html
+    assert "</script><img" not in html  # the unrecognised line that tries to close the script
+    assert "weird line </script><img src=x onerror=alert(1)>" in text
+    assert "onerror=alert(1)>" not in html.replace("&gt;", ">").split("<body>")[0]
+
+
+def test_ticket_appendix_and_text_file(synth_out) -> None:
+    s = synth_out(nodes=6)
+    html = write_report(s["out"]).read_text(encoding="utf-8")
+    start = html.index('id="tickets"')
+    section = html[start : html.index('id="coverage"')]
+    for v in (s["serial"], s["uuid"], s["bus"], "NVIDIA H100 80GB HBM3", "96.00.74.00.01", "535.183.01", "12.2",
+              "28.39.1002", "DEGRADED", "hw thermal slowdown", "row remapping failure"):
+        assert v in section, v
+    ticket = s["out"] / f"ticket-{s['bad']}-gpu{s['bad_gpu']}.txt"
+    t = ticket.read_text(encoding="utf-8")
+    for v in (s["serial"], s["uuid"], s["bus"], "96.00.74.00.01", XSS_RAW, "2026-03-01T10:02:00Z  XID 79",
+              f"[{s['bad']}/dmesg.log:812]", "row remap FAILURE:", "Gen4 x16 / Gen5 x16 — DEGRADED",
+              "| Memory                    | Fail - GPU 5: row remapping failure        |"):
+        assert v in t, v
+    import hashlib
+
+    assert hashlib.sha256(f"{s['bad']}/dmesg.log".encode()).hexdigest() in t
+    assert [p.name for p in s["out"].glob("ticket-*.txt")] == [ticket.name]
+    assert "&lt;" not in t  # plain text is not HTML-escaped
+
+
+def test_redaction_is_consistent_and_keeps_serials(synth_out) -> None:
+    s = synth_out(nodes=5)
+    html = write_report(s["out"], redact=True).read_text(encoding="utf-8")
+    tickets = list(s["out"].glob("ticket-*.txt"))
+    assert len(tickets) == 1
+    t = tickets[0].read_text(encoding="utf-8")
+    for doc in (html, t):
+        assert "gpu-node-" not in doc
+        assert "alice" not in doc and "192.168." not in doc and "10.0.0." not in doc
+        assert s["serial"] in doc and s["uuid"] in doc and s["bus"] in doc
+        assert "96.00.74.00.01" in doc  # a VBIOS is not an IP address
+    # the suspect keeps one placeholder everywhere: verdict, heatmap row, ticket file name and text
+    ctx = build_context(s["out"])
+    from reports.redact import redact_context
+
+    r = redact_context(ctx)
+    placeholder = r.suspects[0].node
+    assert re.fullmatch(r"host-\d\d", placeholder)
+    assert tickets[0].name == f"ticket-{placeholder}-gpu{s['bad_gpu']}.txt"
+    assert f"host:                        {placeholder}" in t
+    assert placeholder in r.verdict["text"]
+    assert any(row["label"] == placeholder and row["kind"] == "suspect" for row in r.heatmap["rows"])  # type: ignore[index]
+    # distinct hosts get distinct placeholders
+    labels = [row["label"] for row in r.heatmap["rows"] if row["kind"] != "band"]  # type: ignore[index]
+    assert len(set(labels)) == len(labels)
+    assert "user-01" in html and "ip-01" in html
+
+
+def test_size_budget_on_a_1000_node_out(synth_out) -> None:
+    s = synth_out(nodes=1000, samples=24, steps=150, incident_step=90)
+    t = time.perf_counter()
+    path = write_report(s["out"])
+    took = time.perf_counter() - t
+    size = path.stat().st_size
+    assert size < 5 * 1024 * 1024, size
+    assert took < 10, took
+    html = path.read_text(encoding="utf-8")
+    assert html.count('class="rowlabel') <= 20 + 2 + 14 + 1  # top-N heatmap rows, band, timeline rows
+    assert s["bad"] in html
+
+
+def test_report_without_findings_or_tables(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    for t in ("events", "steps", "gpu_samples", "inventory", "comms", "anomalies", "files"):
+        write_table(empty(t), t, out / "tables")
+    write_json(out / "manifest.json", {"schema_version": 1, "bundle": "b", "files": []})
+    write_json(out / "findings.json", {
+        "schema_version": 1, "bundle": "b", "job": {"nodes": 0, "gpus": 0, "start": None, "end": None,
+                                                    "step_time_baseline_s": None},
+        "findings": [], "coverage": {"files": 0, "parsed_lines": 0, "unrecognized_lines": 0, "skipped_files": 0,
+                                     "error_files": 0, "by_format": {}}})
+    html = write_report(out).read_text(encoding="utf-8")
+    assert "No fault found." in html and 'id="tickets"' not in html
+    _parse(html)
+
+
+def test_estimated_impact_when_findings_carry_none(synth_out) -> None:
+    s = synth_out(nodes=4, with_impact=False)
+    ctx = build_context(s["out"])
+    assert ctx.verdict["estimated"] is True
+    assert "% slower" in ctx.verdict["cost"] and "estimated" in ctx.verdict["cost"]
+    assert "Most likely root cause" in render(ctx)
+
+
+def test_mask_templates_groups_like_lines() -> None:
+    lines = pl.Series([
+        "node17:123:456 [0] NCCL WARN Call to ibv_reg_mr failed: 12",
+        "node18:9:10 [3] NCCL WARN Call to ibv_reg_mr failed: 14",
+        "open /var/log/x/y.log failed at 0x7f3a for 0000:3b:00.0 from 10.1.2.3:5000",
+    ])
+    m = mask_templates(lines).to_list()
+    assert m[0] == m[1] == "node<*> [<*>] NCCL WARN Call to ibv_reg_mr failed: <*>"
+    assert m[2] == "open <*> failed at <*> for <*> from <*>"
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium on this machine")
+def test_opens_in_headless_chromium_without_errors_or_network(synth_out, tmp_path: Path) -> None:
+    s = synth_out(nodes=6)
+    path = write_report(s["out"]).resolve()
+    cmd = [
+        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
+        "--proxy-server=http://127.0.0.1:9",  # any network request fails loudly
+        f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--log-level=0",
+        "--virtual-time-budget=2000", "--dump-dom", path.as_uri(),
+    ]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    console = [ln for ln in r.stderr.splitlines() if ":CONSOLE" in ln]
+    assert console == [], console
+    assert not re.search(r"net::ERR_|Refused to load|violates the following Content Security Policy", r.stderr)
+    assert 'data-js="ready"' in r.stdout  # our script ran
+    assert "alert('xss')" in r.stdout and "<script>alert" not in r.stdout  # still text after parsing
