@@ -216,7 +216,7 @@ def culprit_from_watchdog(events: pl.DataFrame, *, expected_ranks: int | dict[st
         [
             reported.select(
                 "pg", "grank", "global_rank", "node", "role", "reason", seq="stuck", progress="progress", lag="lag",
-                op="op", file="file", line="line",
+                op=pl.coalesce("op", "op_mode"), file="file", line="line",
             ),
             absent,
         ],

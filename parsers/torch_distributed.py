@@ -225,7 +225,11 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
         (torch_understood(body) | block_lines(frame) | after_file).fill_null(False) | pl.col("cont")
     ).to_series()
     year = ctx.year_hint or (ctx.collected_at.year if ctx.collected_at else None)
-    cand = frame.filter(~pl.col("cont") & body.str.contains_any(list(TORCH_LITERALS) + ["exitcode", "Sending process"]))
+    cand = frame.filter(
+        ~pl.col("cont")
+        & ~body.str.starts_with("#")  # comments / annotations quoting log text are no events
+        & body.str.contains_any(list(TORCH_LITERALS) + ["exitcode", "Sending process"])
+    )
     base = cand.with_columns(
         c10=body.str.extract_groups(C10_RE),
         el=body.str.extract_groups(ELASTIC_RE),
@@ -760,7 +764,7 @@ def parse_bytes(data: bytes, ctx: FileContext) -> ParseResult:
         return parse(lines_from_bytes(data), ctx)
     try:
         dump = load_pickle_safely(data)
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError) as exc:
+    except Exception as exc:  # noqa: BLE001 - untrusted bytes: any failure to load is a note, not a crash
         partial = isinstance(exc, EOFError)
         return ParseResult(
             tables={},
