@@ -32,6 +32,7 @@ import polars as pl
 from parsers._common import json_detail as _json_detail
 from parsers._common import split_envelopes
 from parsers.base import FileContext, ParseResult, account, numbered
+from parsers.nccl_tests import collector_time
 
 NAME = "infiniband"
 DESCRIPTION = (
@@ -280,7 +281,9 @@ def _timestamps(text: pl.Expr) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse InfiniBand tool output into NIC inventory, port-state events and counter readings."""
     frame = numbered(lines, ctx)
-    env = split_envelopes(pl.col("text"))
+    no_time, line_ts = collector_time(pl.col("text"))
+    frame = frame.with_columns(_ts_prefix=line_ts, _rest=no_time)
+    env = split_envelopes(pl.col("_rest"))
     f = frame.with_columns(body=env["rest"].str.strip_chars_end(), env_host=env["host"])
     pd = pl.col("body").str.extract_groups(PDSH_RE)
     f = f.with_columns(
@@ -370,8 +373,10 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         dev=dev_here.forward_fill().over("host"),
         port=port_here.forward_fill().over("host"),
         block=block_start.cum_sum(),
-        ts=pl.col("ts_line").forward_fill().over("host"),
-        ts_quality=pl.col("ts_quality_line").forward_fill().over("host"),
+        ts=pl.coalesce(pl.col("_ts_prefix"), pl.col("ts_line").forward_fill().over("host")),
+        ts_quality=pl.when(pl.col("_ts_prefix").is_not_null())
+        .then(pl.lit("exact"))
+        .otherwise(pl.col("ts_quality_line").forward_fill().over("host")),
     ).with_columns(
         dev=pl.when(pl.col("dev") != "").then(pl.col("dev")),
         port=pl.when(pl.col("port") != "").then(pl.col("port")).cast(pl.Int32, strict=False),

@@ -16,6 +16,7 @@ Columns are mapped by the run's column header (`size count type redop root time 
 the no-root, `error`, `#bitdiff`, per-iteration and timestamp variants all parse; rows before any header fall
 back to a layout chosen by their number of fields. Headers whose `#` was eaten (pasted markdown) parse too.
 The one-line `--json` output of nccl-tests PR 318 is read with regexes (a cut line yields its complete sizes).
+A collector's ISO time prefix (`kubectl logs --timestamps`) is stripped and kept as the rows' `ts`.
 
 NOTE: NCCL debug lines (`host:pid:tid [d] NCCL INFO ...`) interleaved in the output are counted as
 *unrecognized* here: this parser extracts nothing from them (a note says how many there were), and the sniffer
@@ -120,6 +121,23 @@ def sniff(head: bytes, name: str) -> float:
 # ----------------------------------------------------------------------------- column layouts
 
 
+COLLECTOR_TIME_RE = r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)):? "
+
+
+def collector_time(text: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """Split a collector's ISO time prefix (`kubectl logs --timestamps`, fluent-bit: `2025-06-14T10:00:00.123Z `).
+
+    Returns (the line without the prefix, the prefix as UTC time or null). Only prefixes with a zone are taken.
+    """
+    raw = text.str.extract(COLLECTOR_TIME_RE, 1)
+    norm = raw.str.replace(",", ".").str.replace(r"Z$", "+00:00").str.replace(r"([+-]\d\d)(\d\d)$", "$1:$2")
+    ts = norm.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%:z", strict=False, time_unit="us").dt.convert_time_zone(
+        "UTC"
+    )
+    rest = pl.when(raw.is_not_null()).then(text.str.replace(COLLECTOR_TIME_RE, "")).otherwise(text)
+    return rest, ts
+
+
 def json_detail(**fields: pl.Expr) -> pl.Expr:
     """JSON object of the non-null fields (null when all are null)."""
     js = _json_detail(**fields).str.replace_all(r'"[^"]+":null,?', "").str.replace(r",\}$", "}")
@@ -178,7 +196,9 @@ def _nccl_code_version(code: pl.Expr) -> pl.Expr:
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse nccl-tests text (and one-line JSON) output into comms rank/result/summary rows."""
     frame = numbered(lines, ctx)
-    env = split_envelopes(pl.col("text"))
+    no_time, line_ts = collector_time(pl.col("text"))
+    frame = frame.with_columns(ts=line_ts, _rest=no_time)
+    env = split_envelopes(pl.col("_rest"))
     f = frame.with_columns(body=env["rest"].str.strip_chars_end(), env_host=env["host"]).with_columns(
         h=pl.col("body").str.strip_chars_start().str.replace(r"^#\s*", "")
     )
@@ -255,6 +275,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     dev = dev.join(runs, on="run", how="left").with_columns(bus_id=bus_norm)
     rank_rows = dev.select(
         record=pl.lit("rank"),
+        ts="ts",
         node=pl.col("host"),
         rank=pl.col("rank").cast(pl.Int32),
         nranks="nranks",
@@ -331,6 +352,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         placed.append(
             rows.filter(pl.col(f"i_{pre}time").is_not_null()).select(
                 record=pl.lit("nccl_test"),
+                ts="ts",
                 node=pl.coalesce("printer", pl.lit(ctx.node)),
                 nranks="nranks",
                 nccl_version="nccl_version",
@@ -368,6 +390,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     summ = summ.join(runs, on="run", how="left")
     summary_rows = summ.filter(pl.col("k_avg")).select(
         record=pl.lit("nccl_test_summary"),
+        ts="ts",
         node=pl.coalesce("printer", pl.lit(ctx.node)),
         nranks="nranks",
         nccl_version="nccl_version",
@@ -393,6 +416,8 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     # ---- events: test failures, wrong values, duplicate ranks (mis-launched test)
     fails = f.filter(pl.col("k_fail")).with_columns(g=pl.col("body").str.extract_groups(FAIL_RE)).unnest("g")
     ev_fail = fails.select(
+        ts="ts",
+        ts_quality=pl.when(pl.col("ts").is_not_null()).then(pl.lit("exact")).otherwise(pl.lit("none")),
         node=pl.coalesce(pl.col("host"), pl.col("env_host"), pl.lit(ctx.node)).str.split(".").list.first(),
         source=pl.lit(NAME),
         kind=pl.lit("nccl_test_failure"),
@@ -408,6 +433,8 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         line="line",
     )
     bad = summ.filter(pl.col("k_oob") & (pl.col("oob") > 0)).select(
+        ts="ts",
+        ts_quality=pl.when(pl.col("ts").is_not_null()).then(pl.lit("exact")).otherwise(pl.lit("none")),
         node=pl.coalesce("printer", pl.lit(ctx.node)),
         source=pl.lit(NAME),
         kind=pl.lit("nccl_test_wrong_values"),
@@ -508,7 +535,12 @@ def _json_rows(js: pl.DataFrame, runs: pl.DataFrame, ctx: FileContext) -> tuple[
     cut = bool((~js.get_column("body").str.strip_chars().str.ends_with("}")).any())
     ent = (
         js.select(
-            "line", "run", "test", "nccl_version", e=pl.col("body").str.extract_all(r'"\d+"\s*:\s*\{[^{}]*\}')
+            "line",
+            "run",
+            "test",
+            "nccl_version",
+            "ts",
+            e=pl.col("body").str.extract_all(r'"\d+"\s*:\s*\{[^{}]*\}'),
         )
         .explode("e")
         .drop_nulls("e")
@@ -523,6 +555,7 @@ def _json_rows(js: pl.DataFrame, runs: pl.DataFrame, ctx: FileContext) -> tuple[
         out.append(
             ent.select(
                 record=pl.lit("nccl_test"),
+                ts="ts",
                 node=pl.coalesce("printer", pl.lit(ctx.node)),
                 nranks="nranks",
                 nccl_version="nccl_version",

@@ -19,6 +19,7 @@ import polars as pl
 from parsers._common import json_detail as _json_detail
 from parsers._common import split_envelopes
 from parsers.base import FileContext, ParseResult, account, numbered
+from parsers.nccl_tests import collector_time
 
 NAME = "perftest"
 DESCRIPTION = (
@@ -75,7 +76,9 @@ def json_detail(**fields: pl.Expr) -> pl.Expr:
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse perftest banners and result rows into comms `perftest` records."""
     frame = numbered(lines, ctx)
-    env = split_envelopes(pl.col("text"))
+    no_time, line_ts = collector_time(pl.col("text"))
+    frame = frame.with_columns(_ts_prefix=line_ts, _rest=no_time)
+    env = split_envelopes(pl.col("_rest"))
     f = frame.with_columns(b=env["rest"].str.strip_chars_end(), host=env["host"])
     b = pl.col("b")
     f = f.with_columns(
@@ -125,7 +128,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         .when(pl.col("k_lathdr"))
         .then(pl.lit("usec"))
         .forward_fill(),
-        ts=pl.when(pl.col("k_date")).then(pl.coalesce(rfc, dflt)).forward_fill(),
+        ts=pl.coalesce(
+            pl.col("_ts_prefix"), pl.when(pl.col("k_date")).then(pl.coalesce(rfc, dflt)).forward_fill()
+        ),
     ).with_columns(
         [
             pl.when(pl.col(c) != "").then(pl.col(c)).alias(c)

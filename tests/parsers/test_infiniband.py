@@ -200,3 +200,25 @@ def test_parse_never_raises_and_accounts_every_line(raw: list[str]) -> None:
         for table, df in result.tables.items():
             conform(df, table)
         assert 0.0 <= module.sniff(data, "p") <= 1.0
+
+
+def test_collector_prefix_and_pdsh_on_ibstat() -> None:
+    text = "\n".join(
+        [
+            "2025-06-14T10:00:00.5Z node-07: CA 'mlx5_3'",
+            "2025-06-14T10:00:00.5Z node-07: \tPort 1:",
+            "2025-06-14T10:00:00.6Z node-07: \t\tState: Initializing",
+            "2025-06-14T10:00:00.6Z node-07: \t\tPhysical state: LinkUp",
+        ]
+    )
+    lines = lines_from_bytes(text.encode())
+    r = infiniband.parse(lines, FileContext(path="x", node="unknown"))
+    assert r.unrecognized == 0 and r.node == "node-07"
+    ev = conform(r.tables["events"], "events").row(0, named=True)
+    assert (ev["node"], ev["kind"], ev["code"], ev["ts_quality"]) == (
+        "node-07",
+        "ib_port_not_active",
+        "Initializing",
+        "exact",
+    )
+    assert ev["ts"] == datetime(2025, 6, 14, 10, 0, 0, 600000, tzinfo=UTC)

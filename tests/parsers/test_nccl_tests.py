@@ -209,3 +209,12 @@ def test_parse_never_raises_and_accounts_every_line(raw: list[str]) -> None:
     for table, df in result.tables.items():
         conform(df, table)
     assert 0.0 <= nccl_tests.sniff("\n".join(raw).encode("utf-8", "replace"), "p") <= 1.0
+
+
+def test_collector_time_prefix_gives_row_times() -> None:
+    r = run("kubectl_timestamps_mpi_operator_sendrecv.txt")
+    rows = comms(r, "nccl_test").sort("line")
+    assert rows.item(0, "ts").isoformat() == "2025-06-14T10:30:02.004000+00:00"
+    assert comms(r, "rank").get_column("node").to_list() == ["nccl-worker-0", "nccl-worker-1"]
+    assert comms(r, "nccl_test_summary").item(0, "value") == 29.6675
+    assert r.unrecognized == 0
