@@ -78,8 +78,14 @@ def job_summary(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:
     ranks = tables["comms"].filter(pl.col("record") == "rank").get_column("nranks").max()
     if ranks is not None:
         gpus = max(gpus, int(ranks))  # type: ignore[arg-type]
-    times = [tables[t].get_column("ts").drop_nulls() for t in ("events", "steps", "gpu_samples") if tables[t].height]
-    allts = pl.concat(times) if times else pl.Series([], dtype=pl.Datetime("us", "UTC"))
+    # The job's span: its steps when they carry times, else telemetry, else events (kernel logs reach
+    # back to the boot, weeks before the job).
+    allts = pl.Series([], dtype=pl.Datetime("us", "UTC"))
+    for t in ("steps", "gpu_samples", "events"):
+        ts = tables[t].get_column("ts").drop_nulls()
+        if len(ts):
+            allts = ts
+            break
     return {
         "nodes": len(nodes),
         "node_names": nodes,
@@ -213,7 +219,7 @@ def attribute_hang(
     fatal = [
         c
         for c in cands
-        if c.category in CAUSE_CATEGORIES
+        if (c.category in CAUSE_CATEGORIES or (c.category == Category.SOFTWARE and c.node is None))
         and c.severity.rank <= Severity.HIGH.rank
         and c.first_seen is not None
         and (stop is None or (stop - HANG_LOOKBACK <= c.first_seen <= stop + timedelta(minutes=45)))
@@ -318,7 +324,8 @@ def attribute_slowdowns(
                         f"From step {regime.step_start} the job's steps take {regime.level_s:.3g} s instead of {b:.3g} s; "
                         f"{node} is the slowest ({r['method']}"
                         + (f", median robust z {r['z']:.1f}" if r.get("z") is not None else "")
-                        + f", slowest in {r['slowest_share']:.0%} of the steps). No hardware event explains it."
+                        + (f", slowest in {r['slowest_share']:.0%} of the steps" if r.get("slowest_share") is not None else "")
+                        + "). No hardware event explains it."
                     ),
                     first_seen=r.get("first_ts") or regime.ts_start,
                     last_seen=r.get("last_ts") or regime.ts_end,
@@ -424,7 +431,10 @@ def analyze(out: Path) -> dict[str, Any]:
 
     lateness = stragglers.rank_lateness(steps)
     votes = stragglers.detector_votes(events)
-    slow_nodes = stragglers.flag_stragglers(lateness, votes)
+    tele_parts = [stragglers.telemetry_lateness(samples, r.ts_start, r.ts_end) for r in tl.slow]
+    tele_parts = [t for t in tele_parts if t.height]
+    tele = pl.concat(tele_parts, how="diagonal_relaxed") if tele_parts else pl.DataFrame()
+    slow_nodes = stragglers.flag_stragglers(lateness, votes, tele if tele.height else None)
     gpus = job["gpus"] or 0
     cands, _hang = attribute_hang(cands, tl, events, gpus, job["node_names"])
     cands = attribute_slowdowns(cands, tl, slow_nodes, gpus)

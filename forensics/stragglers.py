@@ -15,6 +15,8 @@ What it cannot see: a node that is slow in a phase that ends in a collective loo
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import polars as pl
 
 from forensics.robust import robust_z
@@ -92,8 +94,55 @@ def nccl_test_lateness(comms: pl.DataFrame) -> pl.DataFrame:
     return per_node.filter(pl.col("rel") < BUSBW_DROP).sort("rel")
 
 
-def flag_stragglers(lateness: pl.DataFrame, votes: pl.DataFrame) -> pl.DataFrame:
-    """Nodes judged slow: from per-rank timings (z and slowest share) or from a detector's majority vote."""
+TELEMETRY_Z = 4.0
+TELEMETRY_REL = 0.05
+TELEMETRY_METRICS = ("power_w", "utilization_pct", "sm_clock_mhz")
+
+
+def telemetry_lateness(samples: pl.DataFrame, start: datetime | None, end: datetime | None) -> pl.DataFrame:
+    """Per node, within [start, end]: how far its GPUs' power/utilisation/clocks sit from the fleet's.
+
+    In a synchronous job the straggler's GPUs work while everyone else's wait in a collective, so its
+    power and utilisation stand apart from the fleet's — in either direction: a GPU slowed by its clocks
+    draws less, one doing more work draws more. A node is singled out only when *every* GPU of it
+    deviates the same way (one odd GPU is a GPU finding, not a node's), by ≥ TELEMETRY_Z robust z and
+    ≥ TELEMETRY_REL of the fleet median.
+    """
+    if samples.height == 0 or start is None or end is None:
+        return pl.DataFrame()
+    s = samples.filter(pl.col("ts").is_between(start, end) & pl.col("gpu_index").is_not_null())
+    if s.height == 0 or s["node"].n_unique() < MIN_RANKS:
+        return pl.DataFrame()
+    rows = []
+    for m in TELEMETRY_METRICS:
+        if s[m].null_count() == s.height:
+            continue
+        per_gpu = s.group_by("node", "gpu_index").agg(v=pl.col(m).median()).drop_nulls("v")
+        per_gpu = per_gpu.with_columns(fleet=pl.col("v").median(), z=robust_z("v"))
+        per_node = per_gpu.group_by("node").agg(
+            z_min=pl.col("z").min(), z_max=pl.col("z").max(), v=pl.col("v").median(), fleet=pl.col("fleet").first(),
+            gpus=pl.len(),
+        )
+        per_node = per_node.with_columns(
+            z=pl.when(pl.col("z_min") >= TELEMETRY_Z).then("z_min").when(pl.col("z_max") <= -TELEMETRY_Z).then("z_max").otherwise(None),
+            rel=(pl.col("v") - pl.col("fleet")) / pl.col("fleet").abs(),
+        ).filter(pl.col("z").is_not_null() & (pl.col("rel").abs() >= TELEMETRY_REL))
+        for r in per_node.iter_rows(named=True):
+            rows.append({"node": r["node"], "metric": m, "z": r["z"], "value": r["v"], "baseline": r["fleet"], "rel": r["rel"]})
+    if not rows:
+        return pl.DataFrame()
+    df = pl.DataFrame(rows)
+    # a node must stand out in at least two of the metrics (power and utilisation move together)
+    return (
+        df.group_by("node")
+        .agg(metrics=pl.col("metric"), z=pl.col("z").abs().median(), rel=pl.col("rel").median(), value=pl.col("value").first(), baseline=pl.col("baseline").first())
+        .filter(pl.col("metrics").list.len() >= 2)
+        .with_columns(first_ts=pl.lit(start), last_ts=pl.lit(end))
+    )
+
+
+def flag_stragglers(lateness: pl.DataFrame, votes: pl.DataFrame, telemetry: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Nodes judged slow: per-rank timings (z and slowest share), a detector's majority vote, or telemetry."""
     rows = []
     if lateness.height:
         for r in lateness.filter((pl.col("z") >= LATE_Z) & (pl.col("slowest_share") >= LATE_SHARE)).iter_rows(named=True):
@@ -102,4 +151,9 @@ def flag_stragglers(lateness: pl.DataFrame, votes: pl.DataFrame) -> pl.DataFrame
         for r in votes.filter(pl.col("share") >= LATE_SHARE).iter_rows(named=True):
             if not any(x["node"] == r["node"] for x in rows):
                 rows.append({"node": r["node"], "z": None, "slowest_share": r["share"], "first_ts": r["first_ts"], "last_ts": r["last_ts"], "file": r["file"], "line": r["line"], "method": "straggler detector"})
+    if telemetry is not None and telemetry.height:
+        for r in telemetry.iter_rows(named=True):
+            if not any(x["node"] == r["node"] for x in rows):
+                rows.append({"node": r["node"], "z": r["z"], "slowest_share": None, "first_ts": r["first_ts"], "last_ts": r["last_ts"], "file": None, "line": None,
+                             "method": f"GPU telemetry ({', '.join(r['metrics'])} {r['rel']:+.0%} vs the fleet while the job was slow)"})
     return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
