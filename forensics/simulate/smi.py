@@ -446,8 +446,7 @@ def dmon_rows(sim: Sim, node: Node, ns: NodeState, t: float) -> Iterator[str]:
     d = time.strftime("%Y%m%d   %H:%M:%S", time.gmtime(t))
     for g in node.gpus:
         s = ns.state(g.index, t)
-        if s.lost:
-            yield f" {d}  {g.index:>5}" + "      -" * 12 + " "
+        if s.lost:  # the GPU is gone: dmon prints no row for it any more
             continue
         yield (f" {d}  {g.index:>5}  {int(round(s.power)):>5}  {s.temp:>5}  {s.mem_temp:>5}  "
                f"{s.util:>5}  {s.mem_util:>5}      0      0      0      0  {s.mem_clock:>5}  "
