@@ -148,7 +148,9 @@ def step_chart(
         "fleet": _points([sx(v) for v in per_step.get_column("step")], [clip(v) for v in per_step.get_column("t")]),
         "suspect": None,
         "suspect_label": suspect_node or "",
-        "xticks": [{"x": sx(v), "label": _fmt(v)} for v in _nice_ticks(float(smin), float(smax), 8)],  # type: ignore[arg-type]
+        "xticks": [
+            {"x": sx(v), "label": _fmt(v)} for v in _nice_ticks(float(smin), float(smax), 8) if v == int(v)  # type: ignore[arg-type]
+        ],
         "yticks": [{"y": sy(v), "label": _fmt(v)} for v in _nice_ticks(lo, hi, 5)],
         "spans": [],
         "marks": [],
@@ -169,6 +171,8 @@ def step_chart(
         chart["spans"].append(
             {
                 "x": x0,
+                "lx": x0 + 3 if x0 < f["x1"] - 160 else f["x1"] - 3,
+                "anchor": "start" if x0 < f["x1"] - 160 else "end",
                 "w": max(2.0, x1 - x0),
                 "label": f"{r['kind']}" + (f" · {r['node']}" if r["node"] else ""),
                 "title": f"{r['kind']} {r['metric']} steps {r['step_start']}–{r['step_end']}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
@@ -27,6 +27,7 @@ SERIOUS = ("critical", "high", "medium")
 MAX_FILES_SHOWN = 2000
 MAX_TEMPLATES = 30
 MAX_CONTEXT_EVENTS = 14
+MAX_TELEMETRY = 4  # suspects whose telemetry is drawn (the first, i.e. best-ranked, ones)
 CONTEXT_WINDOW = timedelta(minutes=10)
 NOISE_KINDS = ("nccl_info",)
 
@@ -81,6 +82,8 @@ class Suspect:
     files: list[dict[str, Any]]
     """The bundle files that belong to the node, with sha256."""
     finding_ids: list[str]
+    dcgm_files: list[str] = field(default_factory=list)
+    """The node's DCGM outputs (format 'dcgm*'), named even when they report no failure."""
     telemetry: dict[str, Any] | None = None
     """Per-GPU telemetry of the suspect against the fleet (charts.telemetry)."""
 
@@ -254,9 +257,19 @@ def _event_row(r: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _state(sample: dict[str, Any] | None, inv: dict[str, str]) -> dict[str, str]:
+def _below(cur: Any, mx: Any) -> bool:
+    """True when both are integers and cur < mx (inventory values may be 'N/A')."""
+    try:
+        return cur is not None and mx is not None and int(cur) < int(mx)
+    except (TypeError, ValueError):
+        return False
+
+
+def _state(sample: dict[str, Any] | None, inv: dict[str, str], gpu_known: bool = True) -> dict[str, str]:
     out: dict[str, str] = {}
     if sample is None:
+        if not gpu_known:
+            return {"telemetry": "node-level finding: no single GPU identified"}
         return {"telemetry": "no nvidia-smi sample of this GPU in the bundle"}
     out["latest sample"] = f"{_iso(sample['ts'])} ({sample['source']}, {sample['file']}:{sample['line']})"
     for label, cols in SAMPLE_STATE:
@@ -269,9 +282,7 @@ def _state(sample: dict[str, Any] | None, inv: dict[str, str]) -> dict[str, str]
         wmax = sample.get("pcie_width_max") or (inv.get("pcie_width_max") or "").rstrip("x") or None
         cur = f"Gen{sample.get('pcie_gen') or '?'} x{sample.get('pcie_width') or '?'}"
         mx = f"Gen{gmax or '?'} x{wmax or '?'}"
-        degraded = (
-            gmax is not None and sample.get("pcie_gen") is not None and int(sample["pcie_gen"]) < int(gmax)
-        ) or (wmax is not None and sample.get("pcie_width") is not None and int(sample["pcie_width"]) < int(wmax))
+        degraded = _below(sample.get("pcie_gen"), gmax) or _below(sample.get("pcie_width"), wmax)
         out["PCIe link (current / max)"] = f"{cur} / {mx}" + (" — DEGRADED" if degraded else "")
     extra = {}
     if sample.get("extra"):
@@ -384,13 +395,19 @@ def _suspects(doc: dict[str, Any], tables: dict[str, pl.DataFrame]) -> list[Susp
                 gpu_index=gpu,
                 gpu_bus_id=bus,
                 identity=ident,
-                state=_state(latest, g),
+                state=_state(latest, g, gpu is not None or bus is not None),
                 xids=xids,
                 events=other_rows,
                 dcgm=dcgm,
                 files=fl,
+                dcgm_files=[
+                    f"{r['path']} ({r['status']})"
+                    for r in files.filter((pl.col("node") == node) & pl.col("format").str.starts_with("dcgm"))
+                    .sort("path")
+                    .iter_rows(named=True)
+                ],
                 finding_ids=info["ids"],
-                telemetry=charts.telemetry(samples, node, gpu),
+                telemetry=charts.telemetry(samples, node, gpu) if gpu is not None and len(out) < MAX_TELEMETRY else None,
             )
         )
     return out
@@ -399,16 +416,31 @@ def _suspects(doc: dict[str, Any], tables: dict[str, pl.DataFrame]) -> list[Susp
 # ------------------------------------------------------------------------------------------ findings
 
 
+FINDING_DEFAULTS: dict[str, Any] = {
+    "rank": 0, "severity": "info", "confidence": 0.0, "category": "software", "node": None, "gpu_index": None,
+    "gpu_bus_id": None, "gpu_serial": None, "gpu_uuid": None, "title": "(untitled)", "summary": "",
+    "first_seen": None, "last_seen": None, "impact": {}, "evidence": [], "consequences": [],
+    "recommended_action": "", "alternatives": [],
+}
+"""Keys the template reads; a findings.json from an older analysis may lack some."""
+JOB_DEFAULTS: dict[str, Any] = {"nodes": 0, "gpus": 0, "start": None, "end": None, "step_time_baseline_s": None}
+COVERAGE_DEFAULTS: dict[str, Any] = {
+    "files": 0, "parsed_lines": 0, "unrecognized_lines": 0, "skipped_files": 0, "error_files": 0, "by_format": {}
+}
+
+
 def _with_context(findings: list[dict[str, Any]], events: pl.DataFrame) -> list[dict[str, Any]]:
     """Add to each finding `context`: the events around its first evidence line (same node, ±10 min)."""
     out = []
     ev = events.filter(pl.col("ts").is_not_null() & ~pl.col("kind").is_in(list(NOISE_KINDS)))
     for f in findings:
-        f = dict(f)
-        f.setdefault("impact", {})
+        f = {**FINDING_DEFAULTS, **f}
         f["impact"] = {"step_time_slowdown_pct": None, "lost_gpu_hours": None, **(f.get("impact") or {})}
-        for k in ("evidence", "consequences", "alternatives"):
-            f[k] = list(f.get(k) or [])
+        for k in ("consequences", "alternatives"):
+            f[k] = [str(x) for x in f.get(k) or []]
+        f["evidence"] = [
+            {"source": "", "file": None, "line": None, "ts": None, "text": "", **e} for e in f.get("evidence") or []
+        ]
         anchor = next((_parse_iso(e.get("ts")) for e in f["evidence"] if e.get("ts")), None) or _parse_iso(
             f.get("first_seen")
         )
@@ -524,6 +556,9 @@ def build_context(out: Path) -> ReportContext:
     """Gather findings, manifest and tables of OUT into the report's context."""
     manifest = require_ingested(out)
     doc = read_findings(out)
+    doc["job"] = {**JOB_DEFAULTS, **(doc.get("job") or {})}
+    doc["coverage"] = {**COVERAGE_DEFAULTS, **(doc.get("coverage") or {})}
+    doc["findings"] = [{**FINDING_DEFAULTS, **f} for f in doc.get("findings") or []]
     tables = read_tables(out)
     nodes = tuple(
         sorted(

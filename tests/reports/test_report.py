@@ -209,3 +209,25 @@ def test_opens_in_headless_chromium_without_errors_or_network(synth_out, tmp_pat
     assert not re.search(r"net::ERR_|Refused to load|violates the following Content Security Policy", r.stderr)
     assert 'data-js="ready"' in r.stdout  # our script ran
     assert "alert('xss')" in r.stdout and "<script>alert" not in r.stdout  # still text after parsing
+
+
+def test_any_log_text_stays_text(synth_out) -> None:
+    """Property: whatever a log line holds, it renders as text, never as markup (one script tag only)."""
+    import dataclasses
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    ctx = build_context(synth_out(nodes=3)["out"])
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.text(min_size=1, max_size=80) | st.sampled_from(["</script>", "<!--", "]]>", "<svg onload=x>", "{{ 7*7 }}"]))
+    def check(line: str) -> None:
+        f0 = dict(ctx.findings[0])
+        f0["evidence"] = [{**f0["evidence"][0], "text": line}]
+        html = render(dataclasses.replace(ctx, findings=[f0, *ctx.findings[1:]]))
+        p = _parse(html)
+        assert p.scripts == 1
+        assert str(escape(line)) in html
+
+    check()
