@@ -389,3 +389,53 @@ def transition_events(samples: pl.DataFrame, ctx: Any) -> pl.DataFrame:
     if not out:
         return conform_table(pl.DataFrame(), "events")
     return conform_table(pl.concat(out, how="diagonal_relaxed").sort("line"), "events")
+
+
+# ----------------------------------------------------------------------------- tool-level failure lines
+
+# nvidia-smi prints these (any output form, often on stderr merged into the capture) when a GPU or the
+# driver is gone: each is a fault by itself.
+FAILURE_LINES: tuple[tuple[str, str, str], ...] = (
+    (
+        "gpu_error",
+        r"Unable to determine the device handle for (?:GPU\s*)?(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*:\s*(?P<code>.+?)\s*$",
+        "high",
+    ),
+    ("driver_error", r"(?P<code>NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver)", "high"),
+    ("driver_error", r"(?P<code>Failed to initialize NVML: .+?)\s*$", "high"),
+    ("no_devices", r"^\s*(?P<code>No devices were found)\s*$", "high"),
+)
+
+
+def failure_event(text: str, line: int, *, node: str, path: str) -> dict[str, Any] | None:
+    """The event for an nvidia-smi failure line (see FAILURE_LINES), or None."""
+    for kind, pattern, sev in FAILURE_LINES:
+        m = re.search(pattern, text)
+        if m:
+            gd = m.groupdict()
+            return {
+                "ts": None, "ts_quality": "none", "node": node, "gpu_index": None, "gpu_bus_id": gd.get("bus"),
+                "source": SOURCE, "kind": kind, "code": gd.get("code"), "severity": sev, "message": text.strip(),
+                "detail": None, "file": path, "line": line,
+            }
+    return None
+
+
+def failure_events(frame: pl.DataFrame, ctx: Any) -> tuple[pl.Expr, pl.DataFrame]:
+    """Vectorised FAILURE_LINES over a `numbered` frame: (is-failure-line expr, events frame)."""
+    hit = pl.lit(False)
+    for _k, pattern, _s in FAILURE_LINES:
+        hit = hit | pl.col("text").str.contains(pattern)
+    rows = [
+        e
+        for ln, t in frame.filter(hit).select("line", "text").iter_rows()
+        if (e := failure_event(t, ln, node=ctx.node, path=ctx.path)) is not None
+    ]
+    if not rows:
+        return hit, conform_table(pl.DataFrame(), "events")
+    return hit, frames([], [], rows)["events"]
+
+
+def blank_flags(lines: pl.Series) -> list[bool]:
+    """Per line: blank by the accounting's own rule (polars whitespace, not Python's wider `str.strip`)."""
+    return (lines.cast(pl.String).fill_null("").str.strip_chars().str.len_bytes() == 0).to_list()

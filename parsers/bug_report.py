@@ -59,6 +59,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     from parsers import registry  # lazy: the registry imports this module
 
     texts: list[str] = [t if t is not None else "" for t in lines.cast(pl.String).to_list()]
+    blank = (lines.cast(pl.String).fill_null("").str.strip_chars().str.len_bytes() == 0).to_list()
     first = ctx.first_line
     seps = [i for i, t in enumerate(texts) if SEPARATOR.match(t)]
     bounds = list(zip([0, *[s + 1 for s in seps]], [*seps, len(texts)], strict=True))
@@ -78,7 +79,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
                              "source": "nvidia-bug-report", "file": ctx.path, "line": first + i})
 
     for start, end in bounds:
-        idx = [i for i in range(start, end) if texts[i].strip()]
+        idx = [i for i in range(start, end) if not blank[i]]
         if not idx:
             continue
         title_i = idx[0]
@@ -87,7 +88,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         # file sections: '*** /path' then '*** ls: ...' lines
         while body_start < end and texts[body_start].startswith("*** "):
             body_start += 1
-        header_lines = sum(1 for i in range(start, body_start) if texts[i].strip())
+        header_lines = sum(1 for i in range(start, body_start) if not blank[i])
         if title.startswith("Start of NVIDIA bug report log file"):
             for i in range(start, end):
                 t = texts[i].strip()
@@ -101,13 +102,13 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
                         node_attr("kernel_version", parts[2], i)
                 elif t.startswith("Date:") and collected is None:
                     collected = _report_date(t.split(":", 1)[1])
-            parsed += sum(1 for i in range(start, end) if texts[i].strip())
+            parsed += sum(1 for i in range(start, end) if not blank[i])
             continue
         name = title.removeprefix("*** ").strip().rstrip(":")
         if name.endswith("/proc/driver/nvidia/version"):
             for i in range(body_start, end):
                 t = texts[i]
-                if not t.strip():
+                if blank[i]:
                     continue
                 m = re.search(r"NVRM version:.*?Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", t)
                 if m:
@@ -122,12 +123,12 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         det = registry.detect(head, name.split("/")[-1].split()[0] if name else "")
         parsed += header_lines
         if det.parser is None or det.parser.NAME == NAME:
-            n = sum(1 for i in range(body_start, end) if texts[i].strip())
+            n = sum(1 for i in range(body_start, end) if not blank[i])
             unrecognized += n
             if n and len(notes) < MAX_NOTES:
                 notes.append(f"section '{name[:80]}' (lines {first + body_start}-{first + end - 1}): no parser, {n} line(s) unrecognized")
             for i in range(body_start, end):
-                if texts[i].strip() and len(examples) < 20:
+                if not blank[i] and len(examples) < 20:
                     examples.append((first + i, texts[i][:500]))
                     break
             continue
@@ -136,7 +137,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         try:
             res = det.parser.parse(body, sub_ctx)
         except Exception as exc:  # noqa: BLE001 - one bad section must not lose the whole report
-            n = sum(1 for i in range(body_start, end) if texts[i].strip())
+            n = sum(1 for i in range(body_start, end) if not blank[i])
             unrecognized += n
             notes.append(f"section '{name[:80]}': {det.parser.NAME} failed: {type(exc).__name__}: {exc}")
             continue

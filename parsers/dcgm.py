@@ -72,9 +72,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     texts: list[str] = [t if t is not None else "" for t in lines.cast(pl.String).to_list()]
     body = "\n".join(texts)
     if re.search(r'"DCGM (?:GPU )?Diagnostic"\s*:', body):
-        return _parse_json(texts, ctx)
+        return _parse_json(texts, F.blank_flags(lines), ctx)
     if any(_ROW.match(t) for t in texts[:400]):
-        return _parse_tables(texts, ctx)
+        return _parse_tables(texts, F.blank_flags(lines), ctx)
     return _parse_hostengine(lines, ctx)
 
 
@@ -98,14 +98,14 @@ def _cells(texts: list[str]) -> int:
     return w
 
 
-def _parse_tables(texts: list[str], ctx: FileContext) -> ParseResult:
+def _parse_tables(texts: list[str], blank: list[bool], ctx: FileContext) -> ParseResult:
     first = ctx.first_line
     width = _cells(texts)
     parsed = unrecognized = 0
     examples: list[tuple[int, str]] = []
     # records: [left, [(right_raw, line)], section]
     records: list[dict[str, Any]] = []
-    nonblank = [i for i, t in enumerate(texts) if t.strip()]
+    nonblank = [i for i, b in enumerate(blank) if not b]
     last = nonblank[-1] if nonblank else -1
     # A table that does not end on its closing border was cut (the excerpt or the capture ended early).
     cut = last >= 0 and not _BORDER.match(texts[last].rstrip())
@@ -114,7 +114,7 @@ def _parse_tables(texts: list[str], ctx: FileContext) -> ParseResult:
     for i, raw in enumerate(texts):
         ln = first + i
         t = raw.rstrip()
-        if not t.strip():
+        if blank[i]:
             continue
         ok = True
         if (m := _SECTION.match(t)) is not None:
@@ -252,7 +252,7 @@ def _parse_tables(texts: list[str], ctx: FileContext) -> ParseResult:
 # ----------------------------------------------------------------------------- JSON
 
 
-def _parse_json(texts: list[str], ctx: FileContext) -> ParseResult:
+def _parse_json(texts: list[str], blanks: list[bool], ctx: FileContext) -> ParseResult:
     first = ctx.first_line
     start = next((i for i, t in enumerate(texts) if t.lstrip().startswith("{")), 0)
     body = "\n".join(texts[start:])
@@ -301,17 +301,22 @@ def _parse_json(texts: list[str], ctx: FileContext) -> ParseResult:
                     for key in ("warnings", "errors", "info"):
                         for w in res.get(key) or []:
                             texts_w.append(w.get("warning") or w.get("message") or json.dumps(w) if isinstance(w, dict) else str(w))
+                    # Evidence: the JSON line holding the first warning text (else the test's name line).
+                    wline = tline
+                    if texts_w:
+                        needle = json.dumps(texts_w[0])[1:41]
+                        wline = next((first + j for j in range(tline - first, len(texts)) if needle in texts[j]), tline)
                     for g in gpus or [None]:
                         events.append(
                             {"ts": None, "ts_quality": "none", "node": ctx.node, "gpu_index": g, "gpu_bus_id": None,
                              "source": SOURCE, "kind": "dcgm_diag", "code": name, "severity": _SEV[status],
-                             "message": f"{cat.get('category', '')} / {name}: {res.get('status')}" + (f" - {texts_w[0]}" if texts_w else ""),
+                             "message": texts[wline - first].strip(),
                              "detail": F.to_json({"category": cat.get("category"), "status": status, "notes": texts_w}),
-                             "file": ctx.path, "line": tline}
+                             "file": ctx.path, "line": wline}
                         )
-    blank = sum(1 for t in texts if not t.strip())
-    parsed = len(texts) - blank - start if obj is not None else 0
-    unrec = (start - sum(1 for t in texts[:start] if not t.strip())) + (0 if obj is not None else len(texts[start:]) - sum(1 for t in texts[start:] if not t.strip()))
+    blank = sum(blanks)
+    parsed = (len(texts) - start) - sum(blanks[start:]) if obj is not None else 0
+    unrec = start - sum(blanks[:start])
     if obj is None:
         parsed, unrec = 0, len(texts) - blank
     tables = F.frames(inv, [], events)
@@ -319,7 +324,7 @@ def _parse_json(texts: list[str], ctx: FileContext) -> ParseResult:
         tables={"inventory": tables["inventory"], "events": tables["events"]},
         parsed=parsed,
         unrecognized=unrec,
-        unrecognized_examples=[(first + i, texts[i][:500]) for i in range(min(start, 20)) if texts[i].strip()],
+        unrecognized_examples=[(first + i, texts[i][:500]) for i in range(min(start, 20)) if not blanks[i]],
         notes=notes,
         partial=partial,
     )

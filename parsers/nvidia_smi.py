@@ -98,6 +98,9 @@ _SAMPLE = {
     "fb memory usage/total": ("memory_total_mib", 0),
     "temperature/gpu current temp": ("temperature_c", 0),
     "temperature/memory current temp": ("mem_temperature_c", 0),
+    "temperature/gpu": ("temperature_c", 1),  # drivers before ~340
+    "memory usage/used": ("memory_used_mib", 1),
+    "memory usage/total": ("memory_total_mib", 1),
     "power readings/instantaneous power draw": ("power_w", 0),
     "power readings/power draw": ("power_w", 1),
     "power readings/average power draw": ("power_w", 2),
@@ -220,6 +223,7 @@ class _Dump:
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse every dump in the file; see the module docstring."""
     texts: list[str] = [t if t is not None else "" for t in lines.cast(pl.String).to_list()]
+    blank = F.blank_flags(lines)
     first = ctx.first_line
     dumps: list[_Dump] = []
     dump: _Dump | None = None
@@ -229,6 +233,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     parsed = unrecognized = 0
     examples: list[tuple[int, str]] = []
     last_header_empty = False
+    failures: list[dict[str, Any]] = []
 
     def close_gpu(last: int) -> None:
         nonlocal snap
@@ -239,10 +244,12 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     for i, raw in enumerate(texts):
         ln = first + i
         text = raw.replace("\t", "    ").rstrip()
-        if not text.strip():
+        if blank[i]:
             continue
         ok = True
-        if BANNER in text and text.strip().startswith("="):
+        if (fe := F.failure_event(text, ln, node=ctx.node, path=ctx.path)) is not None:
+            failures.append(fe)
+        elif BANNER in text and text.strip().startswith("="):
             close_gpu(ln - 1)
             dump = _Dump(ln)
             dumps.append(dump)
@@ -302,7 +309,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
 
     inv: list[dict[str, Any]] = []
     samples: list[dict[str, Any]] = []
-    events: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = list(failures)
     partial = False
     notes: list[str] = []
     for d in dumps:
@@ -321,6 +328,14 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             inv += gi
             samples.append(row)
             events += ev
+    # A failure line (lost GPU, driver gone) takes the time of the dump it was printed with.
+    stamps = [(d.line, F.parse_local_ts(d.top["Timestamp"][0])) for d in dumps if "Timestamp" in d.top]
+    for e in failures:
+        after = [t for ln0, t in stamps if ln0 > e["line"] and t is not None]
+        before = [t for ln0, t in stamps if ln0 <= e["line"] and t is not None]
+        t = after[0] if after else (before[-1] if before else None)
+        if t is not None:
+            e["ts"], e["ts_quality"] = t, "local_assumed_utc"
     # Truncation: the last GPU block of the last dump has fewer sections than its siblings, or a lone block
     # of a multi-GPU dump never reached its final 'Processes' section, or the file ends on a bare header.
     if dumps and dumps[-1].gpus:

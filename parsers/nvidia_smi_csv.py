@@ -195,10 +195,13 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             {k: len(v) for k, v in header_fields.items()}, default=None, return_dtype=pl.Int64
         )
     )
-    ok = pl.col("is_header") | (pl.col("cells").list.len() == pl.col("nfields"))
+    fail_hit, fail_events = F.failure_events(frame, ctx)
+    frame = frame.with_columns(is_fail=fail_hit)
+    frame = frame.with_columns(cells=pl.when(pl.col("is_fail")).then(None).otherwise(pl.col("cells")))
+    ok = pl.col("is_header") | pl.col("is_fail") | (pl.col("cells").list.len() == pl.col("nfields"))
     parsed, unrecognized, examples = account(frame.select("line", "text", ok=ok), pl.col("ok"))
     notes: list[str] = []
-    orphan = frame.filter(pl.col("header").is_null() & (pl.col("text").str.strip_chars() != ""))
+    orphan = frame.filter(pl.col("header").is_null() & ~pl.col("is_fail") & (pl.col("text").str.strip_chars() != ""))
     if orphan.height:
         notes.append(
             f"{orphan.height} line(s) before any CSV header (noheader output?): field list unknown, left unrecognized"
@@ -326,6 +329,8 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         inventory = F.conform_table(inventory, "inventory")
     else:
         inventory = F.conform_table(pl.DataFrame(), "inventory")
+    if fail_events.height:
+        events = pl.concat([events, fail_events], how="vertical").sort("line")
     return ParseResult(
         tables={"inventory": inventory, "gpu_samples": gpu_samples, "events": events},
         parsed=parsed,

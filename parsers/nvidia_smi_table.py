@@ -64,6 +64,7 @@ def sniff(head: bytes, name: str) -> float:
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse every table in the file; see the module docstring."""
     texts: list[str] = [t if t is not None else "" for t in lines.cast(pl.String).to_list()]
+    blank = F.blank_flags(lines)
     first = ctx.first_line
     parsed = unrecognized = 0
     examples: list[tuple[int, str]] = []
@@ -85,11 +86,13 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     for i, raw in enumerate(texts):
         ln = first + i
         text = raw.rstrip()
-        if not text.strip():
+        if blank[i]:
             continue
         ok = True
         cells = text.split("|")
-        if _TIME.match(text):
+        if (fe := F.failure_event(text, ln, node=ctx.node, path=ctx.path)) is not None:
+            events.append(fe)
+        elif _TIME.match(text):
             pending_ts = F.parse_local_ts(text.strip())
             cur = None
         elif (m := _BANNER.search(text)) is not None:

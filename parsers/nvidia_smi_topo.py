@@ -62,6 +62,7 @@ def _split_header(text: str) -> list[str]:
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse topo matrices and nvlink listings; see the module docstring."""
     texts: list[str] = [t if t is not None else "" for t in lines.cast(pl.String).to_list()]
+    blank = F.blank_flags(lines)
     first = ctx.first_line
     parsed = unrecognized = 0
     examples: list[tuple[int, str]] = []
@@ -75,7 +76,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     for i, raw in enumerate(texts):
         ln = first + i
         text = _ANSI.sub("", raw).rstrip()
-        if not text.strip():
+        if blank[i]:
             continue
         ok = True
         head = _split_header(text)

@@ -267,7 +267,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             samples.append(row)
             events += ev
         del keep
-    blank = [not t.strip() for t in texts]
+    blank = F.blank_flags(lines)
     parsed = sum(1 for o, b in zip(ok, blank, strict=True) if o and not b)
     unrec_idx = [i for i, (o, b) in enumerate(zip(ok, blank, strict=True)) if not o and not b]
     return ParseResult(
