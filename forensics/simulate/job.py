@@ -110,6 +110,10 @@ class Sim:
     def node_factor(self, node: int, t: float) -> float:
         return max(self.gpu_factor(node, g, t) for g in range(self.gpus_per_node))
 
+    def max_factor(self, t: float) -> float:
+        """The slowest GPU's compute slowdown at time t over the whole job (what every step waits for)."""
+        return max([1.0] + [x.factor for x in self.faults if x.factor > 1.0 and t >= x.t])
+
     def running(self, t: float) -> bool:
         return self.train_start - 60 <= t < self.job_end
 

@@ -118,6 +118,8 @@ def ib_warn(sim: Sim, node: Node, lr: int, t: float, peer_ip: str, hca: str, seq
              f"with error 12, opcode 0, len 0, vendor err 129 (Recv) localGid ::ffff:{node.ip} "
              f"remoteGid ::ffff:{peer_ip}")
         unwind = ["transport/net.cc:1169 -> 6", "proxy.cc:679 -> 6", "proxy.cc:858 -> 6 [Proxy Thread]"]
+    if major >= (2, 26):  # WARN lines carry a local timestamp from 2.26 on
+        w = time.strftime("[%Y-%m-%d %H:%M:%S] ", time.gmtime(t)) + w
     out = [(t, seq, lr, ""), (t, seq + 1, lr, w)]
     for k, u in enumerate(unwind):
         out.append((t + 0.0001 * (k + 1), seq + 2 + k, lr, f"{head} NCCL INFO {u}"))

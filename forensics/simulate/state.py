@@ -80,7 +80,10 @@ class NodeState:
         reasons = 0
         if running:
             busy = sim.busy(self.node, gpu, t) if t >= sim.train_start else 0.3
-            util = int(min(100, round(100 * min(1.0, busy + 0.07) + nz.uniform(-1.2, 0.4))))
+            # NCCL kernels spinning while a GPU waits for the slowest rank count as "utilised": the
+            # waiting GPUs read a little lower than the straggler, which reads ~100 %.
+            rel = sim.gpu_factor(self.node, gpu, t) / sim.max_factor(t)
+            util = int(min(100, round(100 - (1.0 - rel) * 40 + nz.uniform(-1.4, 0.6))))
             mem_util = int(round(28 + 30 * busy + nz.uniform(-2, 2)))
             power = idle + (tdp * 0.93 - idle) * busy ** 1.3 * nz.uniform(0.97, 1.02)
             temp = 36 + 30 * busy + self.temp_off[gpu] + nz.uniform(-0.8, 0.8)

@@ -14,6 +14,9 @@ from forensics.simulate.job import Sim
 from forensics.simulate.net import Rec
 
 
+PEAK_TF = {"h100": 989.0, "a100": 312.0}
+
+
 def _dt(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))
 
@@ -69,11 +72,12 @@ def node_step_records(sim: Sim, node: int) -> list[Rec]:
                     f"step: {opt * 1000:.2f}")
             out.append((t_end + 0.002, 2000 + k, 0, text))
         else:  # torchtitan: every rank logs; tps is the same on all ranks (synchronous steps)
-            tps = int(4 * 8192 / T * r.uniform(0.998, 1.002))
-            tfl = tps * 6 * 8e9 / 1e12
+            peak = PEAK_TF[sim.style.platform["short"]]
+            tfl = peak * 0.38 * sim.baseline / T * r.uniform(0.998, 1.002)
+            tps = int(tfl * 1e12 / (6 * 8e9))
             text = (f"[rank{R}]:[titan] {_dt_ms(t_end)} - root - INFO - step: {s1}  loss: "
                     f"{_loss(s1, r):7.4f}  grad_norm: {abs(r.gauss(0.8, 0.15)):.4f}  memory: 61.42GiB(77.64%)  "
-                    f"tps: {tps:,}  tflops: {tfl:.2f}  mfu: {tfl / 9.89:.2f}%")
+                    f"tps: {tps:,}  tflops: {tfl:.2f}  mfu: {tfl / peak * 100:.2f}%")
             out.append((t_end + 0.002, 2000 + k, 0, text))
     return out
 
@@ -111,7 +115,7 @@ def _megatron(sim: Sim) -> Iterator[str]:
         T = float(np.mean(sim.step_dur[s0:s1]))
         base = float(np.mean(sim.comp_base[s0:s1]))
         comm = float(np.mean(sim.comm[s0:s1]))
-        tflops = 6 * 70e9 * gbs * 4096 / T / N / 1e12 / 3.3
+        tflops = PEAK_TF[plat["short"]] * 0.41 * sim.baseline / T
         lr = 3e-4 * min(1.0, s1 / 2000.0)
         line = (f" [{_dt(t_end)}] iteration {s1:8d}/{train_iters:8d} | consumed samples: {s1 * gbs:12d} | "
                 f"elapsed time per iteration (ms): {T * 1000:.1f} | throughput per GPU (TFLOP/s/GPU): "
@@ -244,10 +248,11 @@ def _titan(sim: Sim) -> Iterator[str]:
     for s0, s1 in intervals(sim):
         t_end = float(sim.step_start[s1 - 1] + sim.step_dur[s1 - 1])
         T = float(np.mean(sim.step_dur[s0:s1]))
-        tps = int(4 * 8192 / T * r.uniform(0.998, 1.002))
-        tfl = tps * 6 * 8e9 / 1e12
+        peak = PEAK_TF[sim.style.platform["short"]]
+        tfl = peak * 0.38 * sim.baseline / T * r.uniform(0.998, 1.002)
+        tps = int(tfl * 1e12 / (6 * 8e9))
         yield log(t_end, f"step: {s1}  loss: {_loss(s1, r):7.4f}  grad_norm: {abs(r.gauss(0.8, 0.15)):.4f}  "
-                         f"memory: 61.42GiB(77.64%)  tps: {tps:,}  tflops: {tfl:.2f}  mfu: {tfl / 9.89:.2f}%")
+                         f"memory: 61.42GiB(77.64%)  tps: {tps:,}  tflops: {tfl:.2f}  mfu: {tfl / peak * 100:.2f}%")
         if s1 % 50 == 0:
             yield log(t_end + 0.3, "[GC] Peforming periodical GC collection. 0.06 seconds.")
         for c in sorted(x for x in ckpts if s0 < x <= s1):
