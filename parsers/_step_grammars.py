@@ -260,3 +260,18 @@ NOISE_RES: tuple[str, ...] = (
     r"^Theoretical memory footprints:",
     r"^\s*> number of parameters on \(tensor, pipeline\) model parallel rank",
 )
+
+# ----------------------------------------------------------------------------- triage
+
+# Every line any grammar above understands contains one of these literals, a date, or ends with `:`.
+# Other lines (NCCL INFO, tensors, tracebacks) are blanked before the grammars run: they stay in place
+# (so blocks and neighbours keep their meaning) but cost nothing more.
+TRIAGE_LITERALS = (
+    "iteration", "steps: ", "step=", "step:", "step ", "Step ", "SamplesPerSec", "time (ms)", "across ranks",
+    "iter ", "%|", "{", "[batch=", "Train ", "Eval", "/Rnk", "/Rank", "^^^^", "performance", "performing",
+    "Score=", "STRAGGLER", "Straggler", "Training epoch", "datetime:", "-----", "checkpoint", "memory (MB)",
+    "Num ", "Total ", "Instantaneous", "Gradient Accumulation", "Running ", "Number of parameters",
+    "Theoretical memory", "number of parameters", "..", "training", "done with setup", "Epoch ", "rank ",
+    "train_time:", " | ",
+)
+TRIAGE_DATE_RE = r"\d{4}-\d\d-\d\d"

@@ -30,7 +30,7 @@ import polars as pl
 
 from forensics.schema import UTC_US, conform
 from parsers import _step_grammars as g
-from parsers._common import json_detail, split_envelopes
+from parsers._common import ENVELOPES
 from parsers.base import FileContext, ParseResult, account, numbered
 
 NAME = "step-log"
@@ -246,6 +246,47 @@ def _timers(**fields: pl.Expr) -> pl.Expr:
 # ----------------------------------------------------------------------------- preparation
 
 
+def _combined_envelope() -> str:
+    """All of `_common.ENVELOPES` as one alternation (leftmost alternative wins, so their order is kept);
+    each pattern's `rank`/`host` groups are renamed `rank_<i>`/`host_<i>`."""
+    alts = []
+    for i, (_name, pattern) in enumerate(ENVELOPES):
+        py = pattern.replace("(?<", "(?P<").removeprefix("^")
+        py = re.sub(r"\(\?P<(\w+)>", lambda m, i=i: f"(?P<{m.group(1)}_{i}>", py)
+        alts.append(f"(?:{py})")
+    return "^(?:" + "|".join(alts) + ")"
+
+
+_ENV_RE = _combined_envelope()
+_ENV_GROUPS = re.compile(_ENV_RE).groupindex
+
+
+def _strip_envelopes(seg: pl.DataFrame, passes: int = 3) -> pl.DataFrame:
+    """Strip stacked launcher prefixes (`3: [default1]:`, `host: [rank0]:`) from column `rest`.
+
+    Same envelopes and semantics as `_common.split_envelopes` (innermost rank and host win), but one
+    combined regex per pass instead of one per envelope, which is what makes big logs affordable.
+    """
+    ranks = [n for n in _ENV_GROUPS if n.startswith("rank_")]
+    hosts = [n for n in _ENV_GROUPS if n.startswith("host_")]
+    seg = seg.with_columns(env_rank=pl.lit(None, dtype=pl.Int32), host=pl.lit(None, dtype=pl.String))
+    for _ in range(passes):
+        hit = pl.col("rest").str.contains(_ENV_RE)
+        if not bool(seg.select(hit.any()).item()):
+            break
+        m = pl.col("rest").str.extract_groups(_ENV_RE)
+        rank = pl.coalesce(*(m.struct.field(n) for n in ranks)).cast(pl.Int32, strict=False) if ranks else None
+        host = pl.coalesce(*(m.struct.field(n) for n in hosts)) if hosts else None
+        upd = {"rest": pl.col("rest").str.replace(_ENV_RE, "")}
+        if rank is not None:
+            upd["env_rank"] = pl.coalesce(rank, pl.col("env_rank"))
+        if host is not None:
+            upd["host"] = pl.coalesce(host, pl.col("host"))
+        seg = seg.with_columns(**upd)
+    return seg
+
+
+
 def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Return (physical lines frame, segment frame with cleaned text, stream key, rank, host, own time)."""
     frame = numbered(lines, ctx)
@@ -258,9 +299,26 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
     text = pl.col("text")
     clean = text.str.replace_all(g.ANSI_RE, "")
     clean = pl.when(clean.str.contains(g.ANSI_PASTED_RE)).then(clean.str.replace_all(g.ANSI_PASTED_RE, "")).otherwise(clean)
-    seg = seg.with_columns(raw=text, clean=clean)
-    env = split_envelopes(pl.col("clean"))
-    seg = seg.with_columns(rest=env["rest"], env_rank=env["rank"], host=env["host"])
+    triage = (
+        text.str.contains_any(list(g.TRIAGE_LITERALS))
+        | text.str.contains(g.TRIAGE_DATE_RE)
+        | text.str.strip_chars_end().str.ends_with(":")
+    )
+    seg = seg.with_columns(raw=text, triage=triage)
+    rest = seg.filter(~pl.col("triage")).select(
+        "line",
+        "seg",
+        "raw",
+        text=pl.lit(""),
+        key=pl.lit("|"),
+        host=pl.lit(None, dtype=pl.String),
+        rank=pl.lit(None, dtype=pl.Int32),
+        banner=pl.lit(False),
+        ts=pl.lit(None, dtype=UTC_US),
+        ts_quality=pl.lit(None, dtype=pl.String),
+    )
+    seg = seg.filter(pl.col("triage")).with_columns(clean=clean)
+    seg = _strip_envelopes(seg.with_columns(rest=pl.col("clean")))
     seg = seg.with_columns(rest=pl.col("rest").str.replace(g.PYLOG_PREFIX_RE, ""))
     banner = pl.col("rest").str.extract_groups(g.COMPOSER_BANNER_RE)
     seg = seg.with_columns(
@@ -302,7 +360,8 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
         .then(pl.lit("exact"))
         .otherwise(pl.lit("local_assumed_utc")),
     )
-    return frame, seg
+    seg = seg.select(rest.columns)
+    return frame, pl.concat([seg, rest]).sort("line", "seg")
 
 
 # ----------------------------------------------------------------------------- grammars → fragments
