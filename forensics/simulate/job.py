@@ -317,8 +317,8 @@ def hash_seed(seed: int, key: str) -> int:
 def build_sim(seed: int, nodes: int, gpus_per_node: int, hours: float, faults: Sequence) -> Sim:
     if nodes < 1 or gpus_per_node < 1 or hours <= 0:
         raise UsageError("nodes, gpus-per-node and hours must be positive")
-    if hours * 3600 < 600:
-        raise UsageError("hours must cover at least 10 minutes of job")
+    if hours * 3600 < 180:
+        raise UsageError("hours must cover at least 3 minutes (0.05 h) of job")
     style = fleet_style(seed, nodes)
     r = rng_for(seed, "job")
     # A fixed calendar (no wall clock): somewhere between 2024-03 and 2025-10, on the second.
@@ -386,20 +386,22 @@ def truth_of(sim: Sim) -> dict:
     }
 
 
-def _write_nodes(args: tuple[Sim, str, list[int]]) -> None:
+def _write_nodes(args: tuple[Sim, str, list[int], bool]) -> None:
     from forensics.simulate.writers import write_node
 
-    sim, out, idxs = args
+    sim, out, idxs, gz = args
     for i in idxs:
-        write_node(sim, Path(out), i)
+        write_node(sim, Path(out), i, gz)
 
 
 def simulate(out_dir: Path, *, nodes: int = 4, gpus_per_node: int = 8, hours: float = 1.0,
-             faults: Sequence = (), seed: int = 0, workers: int | None = None) -> dict:
+             faults: Sequence = (), seed: int = 0, workers: int | None = None,
+             gzip_snapshots: bool = False) -> dict:
     """Write a bundle into `out_dir` (created if missing) plus `out_dir/truth.json`; return the truth.
 
     `workers`: processes writing nodes in parallel (default: 1 below 64 nodes, else the CPU count).
-    The output does not depend on it.
+    The output does not depend on it. `gzip_snapshots`: write the `nvidia-smi -q` snapshots as
+    `.gz` (as collectors often do; used to keep the shipped samples small).
     """
     from forensics.simulate.writers import write_job
 
@@ -410,11 +412,11 @@ def simulate(out_dir: Path, *, nodes: int = 4, gpus_per_node: int = 8, hours: fl
     if workers is None:
         workers = 1 if nodes < 64 else max(1, os.cpu_count() or 1)
     if workers <= 1:
-        _write_nodes((sim, str(out_dir), list(range(nodes))))
+        _write_nodes((sim, str(out_dir), list(range(nodes)), gzip_snapshots))
     else:
         chunks = [list(range(i, nodes, workers * 4)) for i in range(workers * 4)]
         with ProcessPoolExecutor(max_workers=workers) as ex:
-            list(ex.map(_write_nodes, [(sim, str(out_dir), c) for c in chunks if c]))
+            list(ex.map(_write_nodes, [(sim, str(out_dir), c, gzip_snapshots) for c in chunks if c]))
     truth = truth_of(sim)
     (out_dir / "truth.json").write_text(json.dumps(truth, indent=2) + "\n")
     return truth

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -26,8 +27,13 @@ def _write_lines(path: Path, lines: Iterable[str]) -> None:
             fh.write("\n".join(buf) + "\n")
 
 
-def _write_text(path: Path, text: str) -> None:
+def _write_text(path: Path, text: str, gz: bool = False) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
+    if gz:  # deterministic gzip: no name, no mtime
+        with (path.with_name(path.name + ".gz")).open("wb") as raw, \
+                gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as fh:
+            fh.write(text.encode("utf-8"))
+        return
     with path.open("w", encoding="utf-8", newline="\n") as fh:
         fh.write(text)
 
@@ -54,7 +60,7 @@ def telemetry(sim: Sim, node, ns: NodeState) -> Iterable[str]:
             t += period + r.uniform(-0.004, 0.012)
 
 
-def write_node(sim: Sim, out: Path, i: int) -> None:
+def write_node(sim: Sim, out: Path, i: int, gzip_snapshots: bool = False) -> None:
     node = sim.node(i)
     p = node.paths
     ns = NodeState(sim, i)
@@ -63,11 +69,11 @@ def write_node(sim: Sim, out: Path, i: int) -> None:
     t_end = sim.window_end - r.uniform(5, 60)
     _write_lines(out / p["kernel"], kernel.format_kernel(node, kernel.node_events(sim, node)))
     if node.smi_xml:
-        _write_text(out / p["smi_start"], smi.q_xml(sim, node, ns, t_start))
-        _write_text(out / p["smi_end"], smi.q_xml(sim, node, ns, t_end))
+        _write_text(out / p["smi_start"], smi.q_xml(sim, node, ns, t_start), gzip_snapshots)
+        _write_text(out / p["smi_end"], smi.q_xml(sim, node, ns, t_end), gzip_snapshots)
     else:
-        _write_text(out / p["smi_start"], smi.q_text(sim, node, ns, t_start))
-        _write_text(out / p["smi_end"], smi.q_text(sim, node, ns, t_end))
+        _write_text(out / p["smi_start"], smi.q_text(sim, node, ns, t_start), gzip_snapshots)
+        _write_text(out / p["smi_end"], smi.q_text(sim, node, ns, t_end), gzip_snapshots)
     _write_lines(out / p["telemetry"], telemetry(sim, node, NodeState(sim, i)))
     _write_lines(out / p["worker"], net.worker_log(sim, node, []))
     recs = steps.node_step_records(sim, i)
