@@ -6,6 +6,8 @@ What comes out (table `comms`, plus `inventory` and `events`):
 - record `nccl_test`: two per size row, `placement` out-of-place then in-place (size_bytes, count, dtype, redop,
   time_us, algbw_gbps, busbw_gbps, wrong). `#wrong` `N/A` -> null; the old `error` column (a max relative
   error such as `1e-06`, not a count) goes to `detail.max_error` and leaves `wrong` null.
+- record `nccl_test_run`: one per `# nThread ...` header: detail = its parameters (ngpus, min/max bytes, iters, ...),
+  the number of size rows and `concluded` (false: the run printed no 'Avg bus bandwidth': crashed, hung, cut).
 - record `nccl_test_summary`: one per `# Avg bus bandwidth` line: value = avg busbw (GB/s), wrong = the
   preceding `Out of bounds values` count.
 Every record carries the run's `test` (from `# Collective test starting:`, the JSON or the command line),
@@ -58,6 +60,11 @@ COLLECTIVES = (
     r"(?:all_reduce|all_gather|alltoallv?|reduce_scatter|sendrecv|broadcast|reduce|gather|scatter|hypercube)"
 )
 NTHREAD_RE = r"^nThread\s+(?P<nthread>\d+)\s+nGpus\s+(?P<ngpus>\d+)\s+minBytes\s+(?P<min>\d+)\s+maxBytes\s+(?P<max>\d+)"
+NTHREAD_FULL_RE = (
+    NTHREAD_RE
+    + r"(?:\s+step:\s*(?P<step>\S+))?(?:\s+warmup iters:\s*(?P<warmup>\d+))?(?:\s+iters:\s*(?P<iters>\d+))?"
+    r"(?:\s+agg iters:\s*(?P<agg>\d+))?(?:\s+validation:\s*(?P<validation>\d+))?(?:\s+graph:\s*(?P<graph>\d+))?"
+)
 VERSION_RE = r"^nccl-tests version\s+(?P<ver>\S+)(?:\s+\([^)]*\))?(?:\s+nccl-headers=(?P<hdr>\d+))?(?:\s+nccl-library=(?P<lib>\d+))?"
 COLL_RE = r"^Collective test (?:starting|concluded):\s*(?:\S*/)?(?:nccl_)?(?P<test>\S+?)(?:_mpi)?\s*$"
 DEVICE_RE = (
@@ -342,6 +349,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         root=tok("i_root"),
     ).filter(pl.col("size_bytes").is_not_null() & pl.col("count").is_not_null())
     parsed_row_lines = rows.select("line")
+    f = f.join(parsed_row_lines.with_columns(ok_row_pre=pl.lit(1)), on="line", how="left").with_columns(
+        pl.col("ok_row_pre").fill_null(0)
+    )
     rows = rows.join(runs, on="run", how="left")
     placed = []
     for pre, placement in (("o", "out-of-place"), ("p", "in-place")):
@@ -409,9 +419,45 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     # ---- one-line JSON output (nccl-tests PR 318)
     json_rows, json_cut = _json_rows(f.filter(pl.col("k_json")), runs, ctx)
 
-    comms = pl.concat([rank_rows, result_rows, summary_rows, json_rows], how="diagonal_relaxed").sort(
-        "line", maintain_order=True
+    # ---- one record per run header: its parameters, and whether the run concluded (an 'Avg bus bandwidth' line)
+    concluded = f.group_by("run").agg(concluded=pl.col("k_avg").any(), sizes=pl.col("ok_row_pre").sum())
+    hdr = (
+        f.filter(pl.col("k_nthread"))
+        .with_columns(g=h.str.extract_groups(NTHREAD_FULL_RE))
+        .unnest("g")
+        .join(runs, on="run", how="left")
+        .join(concluded, on="run", how="left")
     )
+    run_rows = hdr.select(
+        record=pl.lit("nccl_test_run"),
+        ts="ts",
+        node=pl.coalesce("printer", pl.lit(ctx.node)),
+        nranks="nranks",
+        nccl_version="nccl_version",
+        test="test",
+        nodes="nodes",
+        detail=json_detail(
+            run=pl.col("run"),
+            nthread=pl.col("nthread").cast(pl.Int64),
+            ngpus=pl.col("ngpus").cast(pl.Int64),
+            min_bytes=pl.col("min").cast(pl.Int64),
+            max_bytes=pl.col("max").cast(pl.Int64),
+            step=pl.col("step"),
+            warmup_iters=pl.col("warmup").cast(pl.Int64),
+            iters=pl.col("iters").cast(pl.Int64),
+            agg_iters=pl.col("agg").cast(pl.Int64),
+            validation=pl.col("validation").cast(pl.Int64),
+            graph=pl.col("graph").cast(pl.Int64),
+            size_rows=pl.col("sizes").cast(pl.Int64),
+            concluded=pl.col("concluded"),
+        ),
+        file=pl.lit(ctx.path),
+        line="line",
+    )
+
+    comms = pl.concat(
+        [run_rows, rank_rows, result_rows, summary_rows, json_rows], how="diagonal_relaxed"
+    ).sort("line", maintain_order=True)
 
     # ---- events: test failures, wrong values, duplicate ranks (mis-launched test)
     fails = f.filter(pl.col("k_fail")).with_columns(g=pl.col("body").str.extract_groups(FAIL_RE)).unnest("g")
