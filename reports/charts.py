@@ -23,6 +23,7 @@ MAX_POINTS = 400
 TOP_N = 20
 MAX_ROWS = 14
 BUCKETS = 48
+MISSING_FILL = "#4b5563"  # heatmap cell of a node with a silent GPU
 FULL_SCALE = 0.15  # heatmap: a node 15 % off the fleet median gets the full colour
 W = 1100  # chart width in px (the page is 1180 wide)
 M_LEFT, M_RIGHT, M_TOP, M_BOTTOM = 64, 16, 14, 30
@@ -95,6 +96,26 @@ def _points(xs: list[float], ys: list[float]) -> str:
     return " ".join(f"{x},{y}" for x, y in zip(xs, ys, strict=True))
 
 
+def _segments(bs: list[int], vs: list[float], sx: _Scale, sy: _Scale) -> list[str]:
+    """Polyline point lists, broken where buckets are missing (a lost GPU stops reporting: no line drawn)."""
+    out: list[str] = []
+    xs: list[float] = []
+    ys: list[float] = []
+    prev = None
+    for b, v in zip(bs, vs, strict=True):
+        if v is None:
+            continue
+        if prev is not None and b - prev > 2 and xs:
+            out.append(_points(xs, ys))
+            xs, ys = [], []
+        xs.append(sx(b))
+        ys.append(sy(v))
+        prev = b
+    if xs:
+        out.append(_points(xs, ys) if len(xs) > 1 else _points([xs[0] - 1.5, xs[0] + 1.5], [ys[0], ys[0]]))
+    return out
+
+
 def _frame(h: int, w: int = W) -> dict[str, float]:
     return {"w": w, "h": h, "x0": M_LEFT, "x1": w - M_RIGHT, "y0": M_TOP, "y1": h - M_BOTTOM}
 
@@ -112,6 +133,7 @@ def step_chart(
     s = steps.filter(pl.col("step").is_not_null() & pl.col("step_time_s").is_not_null())
     if s.height == 0 or s.get_column("step").n_unique() < 2:
         return None
+    known = s.filter(pl.col("node") != "unknown")
     per_step = (
         s.group_by("step")
         .agg(t=pl.col("step_time_s").median(), ts=pl.col("ts").min())
@@ -126,7 +148,7 @@ def step_chart(
         if node_curve.height < 2:
             node_curve = None
     per_step = _downsample(per_step)
-    f = _frame(280)
+    f = _frame(230)
     smin, smax = per_step.get_column("step").min(), per_step.get_column("step").max()
     series = [per_step.get_column("t")]
     if node_curve is not None:
@@ -136,7 +158,7 @@ def step_chart(
     lo, hi = float(allv.quantile(0.005) or 0), float(allv.quantile(0.995) or 1)
     lo = min(lo, float(per_step.get_column("t").min() or lo))
     hi = hi + (hi - lo) * 0.08 or hi + 1
-    lo = max(0.0, lo - (hi - lo) * 0.05)
+    lo = 0.0  # from zero: noise stays small, a real slowdown stays visible
     sx = _Scale(float(smin), float(smax), f["x0"], f["x1"])  # type: ignore[arg-type]
     sy = _Scale(lo, hi, f["y1"], f["y0"])
 
@@ -155,7 +177,7 @@ def step_chart(
         "spans": [],
         "marks": [],
         "n_steps": s.get_column("step").n_unique(),
-        "n_nodes": s.get_column("node").n_unique(),
+        "n_nodes": known.get_column("node").n_unique(),
     }
     if node_curve is not None:
         chart["suspect"] = _points(
@@ -183,9 +205,17 @@ def step_chart(
     if incident and incident.get("ts") is not None and per_step.get_column("ts").null_count() < per_step.height:
         withts = per_step.filter(pl.col("ts").is_not_null())
         after = withts.filter(pl.col("ts") >= incident["ts"])
-        if after.height and withts.get_column("ts").min() < incident["ts"]:  # type: ignore[operator]
-            st = after.get_column("step")[0]
-            chart["marks"].append({"x": sx(st), "label": incident["label"], "title": f"{incident['label']} at step {st}"})
+        if withts.height and withts.get_column("ts").min() < incident["ts"]:  # type: ignore[operator]
+            if after.height:
+                st = after.get_column("step")[0]
+                chart["marks"].append(
+                    {"x": sx(st), "label": incident["label"], "title": f"{incident['label']} at step {st}"}
+                )
+            else:
+                chart["marks"].append(
+                    {"x": sx(smax), "label": incident["label"] + " (no step after it)",  # type: ignore[arg-type]
+                     "title": f"{incident['label']}: no step completed after it"}
+                )
     return chart
 
 
@@ -222,53 +252,98 @@ def _diverging(dev: float, bad_high: bool) -> str:
     return f"#{r:02x}{g:02x}{b:02x}"
 
 
+def _step_buckets(steps: pl.DataFrame) -> tuple[pl.DataFrame, list[str]] | None:
+    s = steps.filter(pl.col("step").is_not_null() & pl.col("step_time_s").is_not_null() & (pl.col("node") != "unknown"))
+    if s.height == 0 or s.get_column("node").n_unique() < 2 or s.get_column("step").n_unique() < 4:
+        return None
+    smin, smax = s.get_column("step").min(), s.get_column("step").max()
+    width = max(1, math.ceil((smax - smin + 1) / BUCKETS))  # type: ignore[operator]
+    per = (
+        s.with_columns(b=((pl.col("step") - smin) // width).cast(pl.Int64))
+        .group_by("node", "b")
+        .agg(v=pl.col("step_time_s").median())
+    )
+    nb = int((smax - smin) // width) + 1  # type: ignore[operator]
+    return per, [f"steps {smin + i * width}–{smin + (i + 1) * width - 1}" for i in range(nb)]  # type: ignore[operator]
+
+
+def _telemetry_buckets(samples: pl.DataFrame, col: str) -> tuple[pl.DataFrame, list[str]] | None:
+    """Per node and time bucket: the node's worst GPU (lowest median of `col`)."""
+    t = samples.filter(pl.col("ts").is_not_null() & pl.col(col).is_not_null() & (pl.col("node") != "unknown"))
+    if t.height == 0 or t.get_column("node").n_unique() < 2 or t.get_column("ts").n_unique() < 4:
+        return None
+    t0, t1 = t.get_column("ts").min(), t.get_column("ts").max()
+    span_us = max(1, int((t1 - t0).total_seconds() * 1e6))  # type: ignore[operator]
+    bw = math.ceil((span_us + 1) / BUCKETS)
+    per = (
+        t.with_columns(b=((pl.col("ts") - t0).dt.total_microseconds() // bw).cast(pl.Int64))
+        .group_by("node", "gpu_index", "b")
+        .agg(v=pl.col(col).median())
+        .group_by("node", "b")
+        .agg(v=pl.col("v").min(), n=pl.len())
+    )
+    # GPUs silent in a bucket where the node reported more before, while most of the fleet reports fully
+    per = per.with_columns(missing=pl.col("n").max().over("node") - pl.col("n"))
+    full = per.group_by("b").agg(ok=(pl.col("missing") == 0).mean())
+    per = per.join(full, on="b").with_columns(
+        missing=pl.when(pl.col("ok") >= 0.5).then(pl.col("missing")).otherwise(0)
+    ).drop("ok", "n")
+    span = t1 - t0  # type: ignore[operator]
+    nb = int(per.get_column("b").max()) + 1  # type: ignore[arg-type]
+    labels = [
+        _tfmt(t0 + timedelta(microseconds=i * bw), span) + "–" + _tfmt(t0 + timedelta(microseconds=(i + 1) * bw), span)  # type: ignore[operator]
+        for i in range(nb)
+    ]
+    return per, labels
+
+
+HEAT_METRICS = (
+    ("step time", True, "steps"),
+    ("SM clock (slowest GPU of the node)", False, "sm_clock_mhz"),
+    ("utilisation (least busy GPU of the node)", False, "utilization_pct"),
+    ("power (lowest GPU of the node)", False, "power_w"),
+)
+
+
+def _deviation(per: pl.DataFrame, bad_high: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Relative deviation per node and bucket; a node's score is its 90th-percentile bad-side deviation,
+    or 1.0 (the top) where some of its GPUs went silent while the fleet kept reporting."""
+    if "missing" not in per.columns:
+        per = per.with_columns(missing=pl.lit(0, dtype=pl.UInt32))
+    fleet = per.group_by("b").agg(med=pl.col("v").median())
+    dev = per.join(fleet, on="b").with_columns(d=pl.col("v") / pl.col("med") - 1.0).filter(pl.col("d").is_finite())
+    signed = pl.col("d") if bad_high else -pl.col("d")
+    score = (
+        dev.group_by("node")
+        .agg(score=pl.max_horizontal(signed.quantile(0.9), pl.when((pl.col("missing") > 0).any()).then(1.0).otherwise(0.0)))
+        .sort("score", "node", descending=[True, False])
+    )
+    return dev, score
+
+
 def heatmap(steps: pl.DataFrame, samples: pl.DataFrame, suspects: list[str]) -> dict[str, Any] | None:
     """Node × time deviation from the fleet median: the TOP_N most deviating nodes and the fleet's p10/p90.
 
-    From steps (per-node median step time per step bucket) when several nodes report steps, else from
-    telemetry (per-node lowest-GPU median SM clock per time bucket).
+    Of step time (per-node median per step bucket) and telemetry (per-node worst GPU per time bucket: SM
+    clock, utilisation, power), the metric where the most deviating node stands out most is drawn: in
+    synchronous training every rank waits for the slowest, so step times alone often cannot tell nodes apart.
     """
-    s = steps.filter(pl.col("step").is_not_null() & pl.col("step_time_s").is_not_null())
-    if s.height and s.get_column("node").n_unique() >= 2 and s.get_column("step").n_unique() >= 4:
-        smin, smax = s.get_column("step").min(), s.get_column("step").max()
-        width = max(1, math.ceil((smax - smin + 1) / BUCKETS))  # type: ignore[operator]
-        per = (
-            s.with_columns(b=((pl.col("step") - smin) // width).cast(pl.Int64))
-            .group_by("node", "b")
-            .agg(v=pl.col("step_time_s").median())
-        )
-        metric, bad_high = "step time", True
-        xlabel = [f"steps {smin + i * width}–{smin + (i + 1) * width - 1}" for i in range(BUCKETS)]  # type: ignore[operator]
-        nb = int((smax - smin) // width) + 1  # type: ignore[operator]
-    else:
-        t = samples.filter(pl.col("ts").is_not_null() & pl.col("sm_clock_mhz").is_not_null())
-        if t.height == 0 or t.get_column("node").n_unique() < 2 or t.get_column("ts").n_unique() < 4:
-            return None
-        t0, t1 = t.get_column("ts").min(), t.get_column("ts").max()
-        span_us = max(1, int((t1 - t0).total_seconds() * 1e6))  # type: ignore[operator]
-        bw = math.ceil((span_us + 1) / BUCKETS)
-        per = (
-            t.with_columns(b=((pl.col("ts") - t0).dt.total_microseconds() // bw).cast(pl.Int64))
-            .group_by("node", "gpu_index", "b")
-            .agg(v=pl.col("sm_clock_mhz").median())
-            .group_by("node", "b")
-            .agg(v=pl.col("v").min())
-        )
-        metric, bad_high = "SM clock (slowest GPU of the node)", False
-        span = t1 - t0  # type: ignore[operator]
-        xlabel = [
-            _tfmt(t0 + timedelta(microseconds=i * bw), span) + "–" + _tfmt(t0 + timedelta(microseconds=(i + 1) * bw), span)  # type: ignore[operator]
-            for i in range(BUCKETS)
-        ]
-        nb = int(per.get_column("b").max()) + 1  # type: ignore[arg-type]
-    fleet = per.group_by("b").agg(med=pl.col("v").median())
-    dev = per.join(fleet, on="b").with_columns(d=pl.col("v") / pl.col("med") - 1.0).filter(pl.col("d").is_finite())
-    if dev.height == 0:
+    best = None
+    for metric, bad_high, col in HEAT_METRICS:
+        got = _step_buckets(steps) if col == "steps" else _telemetry_buckets(samples, col)
+        if got is None:
+            continue
+        dev, score = _deviation(got[0], bad_high)
+        if dev.height == 0:
+            continue
+        top_score = float(score.get_column("score").max() or 0.0)  # type: ignore[arg-type]
+        # telemetry replaces step time only where a node stands out clearly (5 % or a silent GPU)
+        if best is None or (top_score >= 0.05 and top_score > best[0] * 1.5 + 0.01):
+            best = (top_score, metric, bad_high, dev, score, got[1])
+    if best is None:
         return None
-    signed = pl.col("d") if bad_high else -pl.col("d")
-    score = dev.group_by("node").agg(score=signed.quantile(0.9), worst=signed.max()).sort(
-        "score", "node", descending=[True, False]
-    )
+    _, metric, bad_high, dev, score, xlabel = best
+    nb = len(xlabel)
     n_nodes = score.height
     top = score.head(TOP_N).get_column("node").to_list()
     for sus in suspects:
@@ -282,19 +357,19 @@ def heatmap(steps: pl.DataFrame, samples: pl.DataFrame, suspects: list[str]) -> 
     f["x0"] = label_w
     cw = (f["x1"] - f["x0"]) / nb
     rows = []
-    lookup = {(n, b): d for n, b, d in dev.select("node", "b", "d").iter_rows()}
+    lookup = {(n, b): (d, m) for n, b, d, m in dev.select("node", "b", "d", "missing").iter_rows()}
     band_rows = {b: (p10, p90) for b, p10, p90 in band.iter_rows()}
     y = float(M_TOP)
     for label, kind, getter in (
-        ("fleet p90", "band", lambda b: band_rows.get(b, (None, None))[1]),
-        ("fleet p10", "band", lambda b: band_rows.get(b, (None, None))[0]),
+        ("fleet p90", "band", lambda b: (band_rows.get(b, (None, None))[1], 0)),
+        ("fleet p10", "band", lambda b: (band_rows.get(b, (None, None))[0], 0)),
     ):
         rows.append(_hrow(label, kind, y, row_h, nb, cw, f["x0"], getter, metric, xlabel, bad_high))
         y += row_h
     y += 6
     for n in top:
         kind = "suspect" if n in suspects else "node"
-        rows.append(_hrow(n, kind, y, row_h, nb, cw, f["x0"], lambda b, n=n: lookup.get((n, b)), metric, xlabel, bad_high))
+        rows.append(_hrow(n, kind, y, row_h, nb, cw, f["x0"], lambda b, n=n: lookup.get((n, b), (None, 0)), metric, xlabel, bad_high))
         y += row_h
     return {
         "frame": f,
@@ -306,6 +381,8 @@ def heatmap(steps: pl.DataFrame, samples: pl.DataFrame, suspects: list[str]) -> 
             {"label": f"{p if bad_high else -p:+d} %", "fill": _diverging(p / 100, True)} for p in (-15, -5, 0, 5, 15)
         ],
         "bad_high": bad_high,
+        "missing_fill": MISSING_FILL,
+        "has_missing": bool((dev.get_column("missing") > 0).any()),
         "xticks": [{"x": round(f["x0"] + (i + 0.5) * cw, 1), "label": xlabel[i]} for i in range(0, nb, max(1, nb // 6))],
     }
 
@@ -313,15 +390,18 @@ def heatmap(steps: pl.DataFrame, samples: pl.DataFrame, suspects: list[str]) -> 
 def _hrow(label, kind, y, h, nb, cw, x0, getter, metric, xlabel, bad_high) -> dict[str, Any]:  # noqa: ANN001
     cells = []
     for b in range(nb):
-        d = getter(b)
+        d, missing = getter(b)
         if d is None:
             continue
+        where = f"{label} · {xlabel[b] if b < len(xlabel) else b}"
         cells.append(
             {
                 "x": round(x0 + b * cw, 1),
                 "w": round(cw + 0.3, 1),
-                "fill": _diverging(d, True) if bad_high else _diverging(-d, True),
-                "title": f"{label} · {xlabel[b] if b < len(xlabel) else b}: {metric} {d * 100:+.1f} % vs fleet median",
+                "fill": MISSING_FILL if missing else (_diverging(d, True) if bad_high else _diverging(-d, True)),
+                "title": f"{where}: {missing} GPU(s) silent while the fleet reports"
+                if missing
+                else f"{where}: {metric} {d * 100:+.1f} % vs fleet median",
             }
         )
     return {"label": label, "kind": kind, "y": y, "h": h - 1, "cells": cells}
@@ -337,7 +417,7 @@ CONSEQUENCE_KINDS = {"nccl_warn", "nccl_ib_error", "nccl_timeout", "watchdog_tim
 
 def timeline(events: pl.DataFrame, findings: list[dict[str, Any]], window: timedelta = timedelta(hours=1)) -> dict[str, Any] | None:
     """Events per node around the top finding (±window), cause marked, lines to each node's first consequence."""
-    ev = events.filter(pl.col("ts").is_not_null() & ~pl.col("kind").is_in(["nccl_info"]))
+    ev = events.filter(pl.col("ts").is_not_null() & ~pl.col("kind").is_in(["nccl_info"]) & (pl.col("node") != "unknown"))
     if ev.height == 0:
         return None
     top = next((f for f in findings if f.get("first_seen")), None)
@@ -357,6 +437,12 @@ def timeline(events: pl.DataFrame, findings: list[dict[str, Any]], window: timed
     pad = max((hi - lo) * 0.04, timedelta(seconds=5))  # type: ignore[operator]
     t0, t1 = lo - pad, hi + pad  # type: ignore[operator]
     finding_nodes = [f["node"] for f in findings if f.get("node") and f["severity"] in ("critical", "high", "medium")]
+    evidence = {
+        f"{e.get('file')}:{e.get('line')}"
+        for f in findings
+        if f["severity"] in ("critical", "high", "medium")
+        for e in f.get("evidence") or []
+    }
     order = list(dict.fromkeys(finding_nodes))
     busiest = (
         win.group_by("node").agg(n=pl.len(), first=pl.col("ts").min()).sort("first", "n", descending=[False, True])
@@ -377,7 +463,11 @@ def timeline(events: pl.DataFrame, findings: list[dict[str, Any]], window: timed
         win.filter(pl.col("node").is_in(rows))
         .with_columns(
             x=((pl.col("ts").dt.epoch("us") / 1e6 - sx.lo) / (sx.hi - sx.lo) * (sx.p1 - sx.p0) + sx.p0).round(0),
-            role=pl.when(pl.col("kind").is_in(list(CAUSE_KINDS))).then(pl.lit("cause"))
+            role=pl.when(
+                pl.col("kind").is_in(list(CAUSE_KINDS))
+                | pl.col("kind").str.starts_with("gpu_")
+                | pl.concat_str("file", pl.col("line").cast(pl.String), separator=":").is_in(list(evidence))
+            ).then(pl.lit("cause"))
             .when(pl.col("kind").is_in(list(CONSEQUENCE_KINDS))).then(pl.lit("consequence"))
             .otherwise(pl.lit("other")),
         )
@@ -503,8 +593,8 @@ def telemetry(samples: pl.DataFrame, node: str, gpu_index: int | None) -> dict[s
                 "frame": f,
                 "title": f"{name} ({unit})",
                 "band": band,
-                "median": _points(bx, [sy(v) for v in fl.get_column("p50")]) if fl.height else "",
-                "suspect": _points([sx(v) for v in su.get_column("b")], [sy(v) for v in su.get_column("v")]),
+                "median": _segments(fl.get_column("b").to_list(), fl.get_column("p50").to_list(), sx, sy),
+                "suspect": _segments(su.get_column("b").to_list(), su.get_column("v").to_list(), sx, sy),
                 "yticks": [{"y": sy(v), "label": _fmt(v)} for v in _nice_ticks(lo, hi, 4)],
                 "xticks": [
                     {"x": sx(i), "label": _tfmt(t0 + timedelta(microseconds=i * bw), t1 - t0)}  # type: ignore[operator]

@@ -204,8 +204,8 @@ def _verdict(doc: dict[str, Any], steps: pl.DataFrame) -> dict[str, Any]:
     since = f" since {f['first_seen']}" if f.get("first_seen") else ""
     others = len(top) - 1
     text = (
-        f"{f['title']} — on {where}{since}. Severity {f['severity']}, confidence {f['confidence']:.0%}, "
-        f"category {f['category'].replace('_', ' ')}. {f['summary']}"
+        f"On {where}{since}. {f['summary']} ({f['severity']}, confidence {f['confidence']:.0%}, "
+        f"{f['category'].replace('_', ' ')}.)"
     )
     if f.get("consequences"):
         text += f" It explains: {'; '.join(f['consequences'][:3])}."
