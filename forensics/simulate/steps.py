@@ -46,6 +46,33 @@ def _slowest(sim: Sim, t: float) -> tuple[int, float]:
     return (best if best is not None else -1), fac
 
 
+def _interval_means(sim: Sim) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per logged interval: s0, s1, mean step time, mean compute base, mean communication."""
+    li = sim.log_interval
+    n = (sim.n_done // li) * li
+    if n == 0:
+        e = np.zeros(0)
+        return e.astype(int), e.astype(int), e, e, e
+    s0 = np.arange(0, n, li)
+
+    def m(a: np.ndarray) -> np.ndarray:
+        return a[:n].reshape(-1, li).mean(axis=1)
+
+    return s0, s0 + li, m(sim.step_dur), m(sim.comp_base), m(sim.comm)
+
+
+def _hiccup_by_interval(sim: Sim, node: int | None) -> dict[int, float]:
+    """Interval index -> summed (node given) or largest (node None) data-loader stall, in seconds."""
+    out: dict[int, float] = {}
+    for s, (n, e) in sim.hiccups.items():
+        k = s // sim.log_interval
+        if node is None:
+            out[k] = max(out.get(k, 0.0), e)
+        elif n == node:
+            out[k] = out.get(k, 0.0) + e
+    return out
+
+
 def node_step_records(sim: Sim, node: int) -> list[Rec]:
     """Per-node timing lines (local rank 0 of the node) for DeepSpeed and torchtitan jobs."""
     fw = sim.style.framework
@@ -54,31 +81,31 @@ def node_step_records(sim: Sim, node: int) -> list[Rec]:
     r = rng_for(sim.seed, "nodesteps", node)
     R = sim.global_rank(node, 0)
     out: list[Rec] = []
-    for k, (s0, s1) in enumerate(intervals(sim)):
+    s0s, s1s, Ts, bases, _comms = _interval_means(sim)
+    hics = _hiccup_by_interval(sim, node)
+    li = sim.log_interval
+    peak = PEAK_TF[sim.style.platform["short"]]
+    for k in range(len(s0s)):
+        s0, s1, T, base = int(s0s[k]), int(s1s[k]), float(Ts[k]), float(bases[k])
         t_end = float(sim.step_start[s1 - 1] + sim.step_dur[s1 - 1])
-        T = float(np.mean(sim.step_dur[s0:s1]))
-        base = float(np.mean(sim.comp_base[s0:s1]))
-        comm = float(np.mean(sim.comm[s0:s1]))
         comp = base * sim.node_factor(node, float(sim.step_start[s0])) * r.uniform(0.996, 1.004)
-        hic = sum(e for s, (n, e) in sim.hiccups.items() if s0 <= s < s1 and n == node) / (s1 - s0)
+        hic = hics.get(k, 0.0) / li
         if fw == "deepspeed":
             opt = 0.03 * sim.baseline
-            fwd = comp * 0.33
+            fwd = comp * 0.33 + hic
             bwd_inner = comp * 0.67 - opt
-            allreduce = max(0.02 * sim.baseline, T - fwd - bwd_inner - opt - hic)
+            allreduce = max(0.02 * sim.baseline, T - fwd - bwd_inner - opt)
             text = (f"[{_dt_ms(t_end)}] [INFO] [logging.py:96:log_dist] [Rank {R}] time (ms) | "
                     f"fwd: {fwd * 1000:.2f} | bwd: {(bwd_inner + allreduce) * 1000:.2f} | "
                     f"bwd_inner: {bwd_inner * 1000:.2f} | bwd_allreduce: {allreduce * 1000:.2f} | "
                     f"step: {opt * 1000:.2f}")
-            out.append((t_end + 0.002, 2000 + k, 0, text))
         else:  # torchtitan: every rank logs; tps is the same on all ranks (synchronous steps)
-            peak = PEAK_TF[sim.style.platform["short"]]
             tfl = peak * 0.38 * sim.baseline / T * r.uniform(0.998, 1.002)
             tps = int(tfl * 1e12 / (6 * 8e9))
             text = (f"[rank{R}]:[titan] {_dt_ms(t_end)} - root - INFO - step: {s1}  loss: "
                     f"{_loss(s1, r):7.4f}  grad_norm: {abs(r.gauss(0.8, 0.15)):.4f}  memory: 61.42GiB(77.64%)  "
                     f"tps: {tps:,}  tflops: {tfl:.2f}  mfu: {tfl / peak * 100:.2f}%")
-            out.append((t_end + 0.002, 2000 + k, 0, text))
+        out.append((t_end + 0.002, 2000 + k, 0, text))
     return out
 
 
@@ -110,11 +137,11 @@ def _megatron(sim: Sim) -> Iterator[str]:
     yield "training ..."
     yield f"[before the start of training step] datetime: {_dt(sim.train_start)} "
     ckpts = set(int(c) for c in sim.ckpt_steps)
-    for s0, s1 in intervals(sim):
+    s0s, s1s, Ts, bases, comms = _interval_means(sim)
+    hics = _hiccup_by_interval(sim, None)
+    for k in range(len(s0s)):
+        s0, s1, T, base, comm = int(s0s[k]), int(s1s[k]), float(Ts[k]), float(bases[k]), float(comms[k])
         t_end = float(sim.step_start[s1 - 1] + sim.step_dur[s1 - 1])
-        T = float(np.mean(sim.step_dur[s0:s1]))
-        base = float(np.mean(sim.comp_base[s0:s1]))
-        comm = float(np.mean(sim.comm[s0:s1]))
         tflops = PEAK_TF[plat["short"]] * 0.41 * sim.baseline / T
         lr = 3e-4 * min(1.0, s1 / 2000.0)
         line = (f" [{_dt(t_end)}] iteration {s1:8d}/{train_iters:8d} | consumed samples: {s1 * gbs:12d} | "
@@ -128,7 +155,7 @@ def _megatron(sim: Sim) -> Iterator[str]:
                    "63815.71 | reserved: 66112.0 | max reserved: 66112.0")
         t_mid = float(sim.step_start[s0])
         slow_rank, fac = _slowest(sim, t_mid)
-        hic_max = max([e for s, (_n, e) in sim.hiccups.items() if s0 <= s < s1] or [0.0]) / (s1 - s0)
+        hic_max = hics.get(k, 0.0) / (s1 - s0)
         fc_min, fc_max = base * 0.33 * 0.992, base * 0.33 * fac * 1.006
         bc_min, bc_max = base * 0.64 * 0.992, base * 0.64 * fac * 1.006
         bg_min, bg_max = 0.0021 * T, 0.0062 * T + hic_max
