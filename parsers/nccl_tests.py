@@ -17,7 +17,9 @@ file holding several runs over different node sets keeps them apart. A run start
 Columns are mapped by the run's column header (`size count type redop root time algbw busbw #wrong ...`), so
 the no-root, `error`, `#bitdiff`, per-iteration and timestamp variants all parse; rows before any header fall
 back to a layout chosen by their number of fields. Headers whose `#` was eaten (pasted markdown) parse too.
-The one-line `--json` output of nccl-tests PR 318 is read with regexes (a cut line yields its complete sizes).
+The one-line `--json` output of nccl-tests PR 318 is read with regexes (a cut line yields its complete sizes);
+the `-J <file>` JSON report (version 3: devices, results, summary) is read with `json` (a cut one: its complete
+objects, partial).
 A collector's ISO time prefix (`kubectl logs --timestamps`) is stripped and kept as the rows' `ts`.
 
 NOTE: NCCL debug lines (`host:pid:tid [d] NCCL INFO ...`) interleaved in the output are counted as
@@ -28,7 +30,9 @@ understood (it gives the NCCL version).
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 import polars as pl
 
@@ -105,6 +109,7 @@ _SNIFF_DEVICE = re.compile(r"Rank\s+\d+(?:\s+Group\s+\d+)?\s+Pid\s+\d+\s+on\s+\S
 _SNIFF_ROW = re.compile(
     r"(?m)(?:^|: ?)\s*\d+\s+\d+\s+(?:float|half|double|bfloat16|u?int(?:8|32|64)|fp8\w*)\s+\w+\s"
 )
+_SNIFF_JSON_FILE = re.compile(r'(?m)^\s*\{[\s\S]*"nccl_version"\s*:\s*\d+')
 _SNIFF_NCCL = re.compile(r"(?m)^\S*?\S+:\d+:\d+ \[\d+\] NCCL ")
 
 
@@ -118,6 +123,8 @@ def sniff(head: bytes, name: str) -> float:
     strong = bool(_SNIFF_STRONG.search(text))
     devices = len(_SNIFF_DEVICE.findall(text))
     rows = len(_SNIFF_ROW.findall(text))
+    if _SNIFF_JSON_FILE.search(text) and ('"minimum_bytes"' in text or '"results"' in text):
+        return 0.95
     if strong or devices >= 2 or rows >= 2:
         return 0.95 if nccl_share < 0.5 else 0.45
     if devices == 1 or rows == 1:
@@ -203,6 +210,9 @@ def _nccl_code_version(code: pl.Expr) -> pl.Expr:
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse nccl-tests text (and one-line JSON) output into comms rank/result/summary rows."""
     frame = numbered(lines, ctx)
+    as_json = _json_file(frame, ctx)
+    if as_json is not None:
+        return as_json
     no_time, line_ts = collector_time(pl.col("text"))
     frame = frame.with_columns(ts=line_ts, _rest=no_time)
     env = split_envelopes(pl.col("_rest"))
@@ -622,3 +632,153 @@ def _json_rows(js: pl.DataFrame, runs: pl.DataFrame, ctx: FileContext) -> tuple[
             )
         )
     return pl.concat(out), cut
+
+
+# ----------------------------------------------------------------------------- JSON report file (`-J file`)
+
+
+def _json_file(frame: pl.DataFrame, ctx: FileContext) -> ParseResult | None:
+    """Parse the JSON report nccl-tests writes with `-J <file>` (JSON_FILE_VERSION 3), or None if not one.
+
+    The document is one line (or pretty-printed over many): `{"version":3,"start_time":..,"args":[..],
+    "nccl_version":22703,"config":{..,"devices":[{rank,group,pid,hostname,device,device_hex,device_info}]},
+    "results":[{size,count,type,redop,root,"out_of_place":{time,alg_bw,bus_bw,nwrong},"in_place":{..}}],
+    "out_of_bounds":{count,okay},"average_bus_bandwidth":{bandwidth,okay},...}`. Rows point at the first line.
+    A cut document yields its complete result objects and is marked partial.
+    """
+    text = frame.get_column("text")
+    nonblank = frame.filter(text.str.strip_chars().str.len_bytes() > 0)
+    if nonblank.height == 0 or not nonblank.item(0, "text").lstrip().startswith("{"):
+        return None
+    doc_text = "\n".join(nonblank.get_column("text").to_list())
+    if '"results"' not in doc_text or '"nccl_version"' not in doc_text:
+        return None
+    first = int(nonblank.item(0, "line"))
+    partial = False
+    try:
+        doc: dict[str, Any] = json.loads(doc_text)
+    except ValueError:
+        partial = True
+        doc = {
+            "results": _raw_objects(doc_text, "size"),
+            "config": {"devices": _raw_objects(doc_text, "rank")},
+        }
+        code = re.search(r'"nccl_version"\s*:\s*(\d+)', doc_text)
+        doc["nccl_version"] = int(code.group(1)) if code else None
+        args = re.search(r'"args"\s*:\s*\[\s*"([^"]*)"', doc_text)
+        doc["args"] = [args.group(1)] if args else []
+    if not isinstance(doc, dict):
+        return None
+    config = doc.get("config") if isinstance(doc.get("config"), dict) else {}
+    devs = config.get("devices")
+    devices = [d for d in devs if isinstance(d, dict)] if isinstance(devs, list) else []
+    args = doc.get("args") if isinstance(doc.get("args"), list) else []
+    prog = str(args[0]).replace("\\/", "/").rsplit("/", 1)[-1] if args else ""
+    test_m = re.search(r"(?:nccl_)?(" + COLLECTIVES + r"_perf)", prog)
+    test = test_m.group(1) if test_m else None
+    code = doc.get("nccl_version")
+    version = None
+    if isinstance(code, int):
+        version = (
+            f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+            if code >= 10000
+            else f"{code // 1000}.{code // 100 % 10}.{code % 100}"
+        )
+    hosts = sorted({str(d.get("hostname", "")).split(".")[0] for d in devices if d.get("hostname")})
+    nodes = ",".join(hosts) or None
+    printer = next(
+        (
+            str(d["hostname"]).split(".")[0]
+            for d in sorted(devices, key=lambda d: _int(d.get("rank")) or 0)
+            if d.get("hostname")
+        ),
+        ctx.node,
+    )
+    base = {
+        "nccl_version": version,
+        "test": test,
+        "nodes": nodes,
+        "nranks": len(devices) or None,
+        "file": ctx.path,
+        "line": first,
+    }
+    recs: list[dict[str, Any]] = []
+    for d in devices:
+        recs.append({**base, "record": "rank", "node": str(d.get("hostname") or ctx.node).split(".")[0], "rank": _int(d.get("rank")),
+                     "cuda_dev": _int(d.get("device")), "pid": _int(d.get("pid")), "bus_raw": _str(d.get("device_hex")),
+                     "detail": _dumps({"group": _int(d.get("group")), "gpu_name": _str(d.get("device_info")), "format": "json"})})  # fmt: skip
+    results = doc.get("results")
+    for r in results if isinstance(results, list) else []:
+        if not isinstance(r, dict):
+            continue
+        for key, placement in (("out_of_place", "out-of-place"), ("in_place", "in-place")):
+            o = r.get(key)
+            if not isinstance(o, dict):
+                continue
+            wrong = o.get("nwrong")
+            recs.append({**base, "record": "nccl_test", "node": printer, "size_bytes": _int(r.get("size")), "count": _int(r.get("count")),
+                         "dtype": _str(r.get("type")), "redop": _str(r.get("redop")), "placement": placement,
+                         "time_us": _num(o.get("time", o.get("cpu_time"))), "algbw_gbps": _num(o.get("alg_bw")),
+                         "busbw_gbps": _num(o.get("bus_bw")),
+                         "wrong": int(wrong) if isinstance(wrong, (int, float)) and float(wrong).is_integer() else None,
+                         "detail": _dumps({"root": _int(r.get("root")), "format": "json"})})  # fmt: skip
+    avg = doc.get("average_bus_bandwidth")
+    if isinstance(avg, dict):
+        oob = doc.get("out_of_bounds") if isinstance(doc.get("out_of_bounds"), dict) else {}
+        recs.append({**base, "record": "nccl_test_summary", "node": printer, "counter": "avg_busbw_gbps",
+                     "value": _num(avg.get("bandwidth")), "wrong": _int(oob.get("count")),
+                     "detail": _dumps({"check": _str(avg.get("okay")), "format": "json"})})  # fmt: skip
+    schema = {"record": pl.String, "node": pl.String, "rank": pl.Int32, "nranks": pl.Int32, "cuda_dev": pl.Int32,
+              "pid": pl.Int64, "bus_raw": pl.String, "nccl_version": pl.String, "test": pl.String, "size_bytes": pl.Int64,
+              "count": pl.Int64, "dtype": pl.String, "redop": pl.String, "placement": pl.String, "time_us": pl.Float64,
+              "algbw_gbps": pl.Float64, "busbw_gbps": pl.Float64, "wrong": pl.Int64, "nodes": pl.String,
+              "counter": pl.String, "value": pl.Float64, "detail": pl.String, "file": pl.String, "line": pl.Int64}  # fmt: skip
+    df = pl.DataFrame([{k: rec.get(k) for k in schema} for rec in recs], schema=schema)
+    bus = pl.col("bus_raw").str.strip_chars()
+    comms = df.with_columns(
+        gpu_bus_id=pl.when(bus.str.contains(r"(?i)^0x0*$"))
+        .then(pl.lit(None, dtype=pl.String))
+        .when(bus.str.contains(r"(?i)^0x[0-9a-f]{1,2}$"))
+        .then(normalize_bus_id(pl.format("{}:00", bus.str.slice(2))))
+        .otherwise(normalize_bus_id(bus))
+    ).drop("bus_raw")
+    n = nonblank.height
+    return ParseResult(
+        tables={"comms": comms},
+        parsed=n,
+        unrecognized=0,
+        partial=partial,
+        node=hosts[0] if len(hosts) == 1 else None,
+    )
+
+
+def _raw_objects(text: str, key: str) -> list[Any]:
+    """Decode every complete JSON object whose first key is `key` (used on a cut document)."""
+    dec = json.JSONDecoder()
+    out = []
+    for m in re.finditer(r'\{\s*"' + key + '"', text):
+        try:
+            out.append(dec.raw_decode(text, m.start())[0])
+        except ValueError:
+            break
+    return out
+
+
+def _int(v: Any) -> int | None:
+    try:
+        return int(str(v).strip()) if v is not None and not isinstance(v, bool) else None
+    except ValueError:
+        return None
+
+
+def _str(v: Any) -> str | None:
+    return None if v is None or isinstance(v, (dict, list)) else str(v)
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _dumps(d: dict[str, Any]) -> str | None:
+    kept = {k: v for k, v in d.items() if v is not None}
+    return json.dumps(kept, separators=(",", ":")) if kept else None

@@ -218,3 +218,68 @@ def test_collector_time_prefix_gives_row_times() -> None:
     assert comms(r, "rank").get_column("node").to_list() == ["nccl-worker-0", "nccl-worker-1"]
     assert comms(r, "nccl_test_summary").item(0, "value") == 29.6675
     assert r.unrecognized == 0
+
+
+def test_run_records_say_whether_the_run_concluded() -> None:
+    runs = comms(run("multi_run_two_node_sets_mpirun_tagged.txt"), "nccl_test_run")
+    assert [json.loads(d)["concluded"] for d in runs.get_column("detail")] == [True, True]
+    assert json.loads(runs.item(0, "detail"))["max_bytes"] == 536870912
+    cut = comms(run("a10g_single_gpu_efa_blocking_header.txt"), "nccl_test_run")
+    assert json.loads(cut.item(0, "detail"))["concluded"] is False
+
+
+def test_json_report_file_v3() -> None:
+    r = run("json_report_file_v3_two_nodes.json")
+    assert not r.partial and r.unrecognized == 0
+    ranks = comms(r, "rank").sort("rank")
+    assert ranks.select("node", "gpu_bus_id", "pid").rows()[1] == ("gb200-n02", "0008:01:00.0", 812)
+    rows = comms(r, "nccl_test")
+    ip = rows.filter((pl.col("size_bytes") == 2097152) & (pl.col("placement") == "in-place")).row(
+        0, named=True
+    )
+    assert (ip["busbw_gbps"], ip["wrong"], ip["test"], ip["nccl_version"]) == (
+        21.98,
+        None,
+        "all_gather_perf",
+        "2.27.3",
+    )
+    assert comms(r, "nccl_test_summary").item(0, "value") == 19.625
+    cut = run("json_report_file_v3_pretty_cut.json")
+    assert cut.partial and comms(cut, "nccl_test").height == 2 and comms(cut, "rank").height == 2
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+        lambda c: (
+            st.lists(c, max_size=3)
+            | st.dictionaries(
+                st.sampled_from(
+                    [
+                        "rank",
+                        "size",
+                        "devices",
+                        "results",
+                        "config",
+                        "args",
+                        "in_place",
+                        "out_of_place",
+                        "hostname",
+                        "time",
+                    ]
+                ),
+                c,
+                max_size=4,
+            )
+        ),
+        max_leaves=20,
+    )
+)
+def test_json_report_never_raises(obj: object) -> None:
+    doc = {"nccl_version": 22703, "results": obj, "config": {"devices": obj}, "args": obj}
+    lines = lines_from_bytes(json.dumps(doc).encode())
+    result = nccl_tests.parse(lines, FileContext(path="p", node="n"))
+    assert check_accounting(result, lines)
+    for table, df in result.tables.items():
+        conform(df, table)
