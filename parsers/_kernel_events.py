@@ -239,8 +239,9 @@ SEGFAULT_GPU_LIBS = r"libnccl|libcuda|libnvidia|libcudart|libcublas|libcudnn|pyt
 
 XID_RE = (
     rf"NVRM: Xid \((?:PCI:)?(?P<bus>{XID_BUS})\)(?P<instance>[^:]*): (?P<code>\d+),"
-    r"(?:\s*pid=(?P<pid>'?<unknown>'?|\d+),)?(?:\s*name=(?P<process>[^,]*),)?\s*(?P<text>.*)$"
+    r"(?:\s*pid=(?P<pid>'?<unknown>'?|\d+),)?(?:\s*name=(?P<process>[^,]*),)?\s*"
 )
+"""The head of an Xid line; the free text after it is the rest of the message (not captured: speed)."""
 XID_EXTRAS: tuple[tuple[str, str], ...] = (
     ("channel", r"(?:\bCh |[Cc]hannel (?:ID )?(?:0x)?)([0-9a-fA-F]{4,8})\b"),
     ("caused_by_xid", r"previous Xid\s*\(?(\d+)"),
@@ -295,6 +296,16 @@ MCE_RE = r"^(?:mce: )?(?:\[Hardware Error\]: ?)(?P<rest>.*)$|^(?P<rest2>mce: .*M
 
 AER_SEVERITY = {"corrected": "low", "nonfatal": "high", "fatal": "critical"}
 
+INVENTORY_LITERALS = ("NVRM: GPU at", "Serial Number", "loading NVIDIA UNIX", "Linux version", "firmware version:", "available PCIe bandwidth (")
+ALL_LITERALS = tuple(
+    sorted(
+        {lit for rule in RULES for lit in rule.literals}
+        | set(AER_LITERALS)
+        | {"NVRM", "SXid", "[Hardware Error]", "Hardware Error", "Machine check", "Machine Check"}
+    )
+)
+"""Every literal some event grammar needs; lines with none of them cannot be events."""
+
 # ----------------------------------------------------------------------------- helpers
 
 
@@ -334,12 +345,15 @@ def _events(
     detail: dict[str, pl.Expr],
 ) -> pl.DataFrame:
     """Shape rows of the stamped frame (plus extracted columns) as `events` rows."""
+    df = df.with_columns(_bus=bus.cast(pl.String))
+    uniq = df.select("_bus").unique().filter(pl.col("_bus").is_not_null())
+    df = df.join(uniq.with_columns(_nbus=normalize_bus_id(pl.col("_bus"))), on="_bus", how="left")
     return df.select(
         "ts",
         ts_quality=pl.col("ts_quality").fill_null("none"),
         uptime_s="uptime_s",
         node=_node(ctx),
-        gpu_bus_id=normalize_bus_id(bus),
+        gpu_bus_id=pl.col("_nbus"),
         source=pl.lit("kernel"),
         kind=kind if isinstance(kind, pl.Expr) else pl.lit(kind),
         code=code.cast(pl.String),
@@ -369,47 +383,43 @@ def _groups(pattern: str) -> list[str]:
 
 def extract(stamped: pl.DataFrame, ctx: FileContext) -> dict[str, pl.DataFrame]:
     """Return the `events` and `inventory` tables of one kernel-log file."""
-    m = stamped.filter(pl.col("msg").is_not_null() & (pl.col("msg") != "")).select(
-        "line", "text", "ts", "ts_quality", "uptime_s", "host", "msg", "style", "seq", "boot_seg", "crash_record"
-    )
+    cols = ["line", "text", "ts", "ts_quality", "uptime_s", "host", "msg", "style", "seq", "boot_seg", "crash_record"]
+    m = stamped.select(cols)
+    # NOTE: one literal pass keeps the candidate lines; every grammar below runs on those only, and lines
+    # claimed by an event family are dropped from the candidates before the next family looks.
+    cand = m.filter(pl.col("msg").str.contains_any(list(ALL_LITERALS + INVENTORY_LITERALS)))
     # /dev/kmsg may repeat a record (same seq, time and text): keep the first
-    if m.get_column("seq").null_count() < m.height:
-        m = m.unique(subset=["seq", "uptime_s", "msg"], keep="first", maintain_order=True)
+    if cand.get_column("seq").null_count() < cand.height:
+        cand = cand.unique(subset=["seq", "uptime_s", "msg"], keep="first", maintain_order=True)
+    inv_cand = cand.filter(pl.col("msg").str.contains_any(list(INVENTORY_LITERALS)))
     out: list[pl.DataFrame] = []
-    claimed: list[pl.DataFrame] = []
 
-    def free(df: pl.DataFrame) -> pl.DataFrame:
-        if not claimed:
-            return df
-        return df.join(pl.concat(claimed), on="line", how="anti")
+    def claim(df: pl.DataFrame, lines: pl.DataFrame | None = None) -> None:
+        nonlocal cand
+        used = df.select("line") if lines is None else lines
+        out.append(df)
+        if used.height:
+            cand = cand.join(used, on="line", how="anti", maintain_order="left")
 
-    out.append(_xids(m, ctx))
-    claimed.append(out[-1].select("line"))
-    sx, sx_lines = _sxids(m, ctx)
-    out.append(sx)
-    claimed.append(sx_lines)
-    fb = _fallen_off_multiline(m, ctx)
-    out.append(fb)
-    claimed.append(fb.select("line"))
-    out.append(_crash_dumps(m, ctx))
-    claimed.append(out[-1].select("line"))
+    claim(_xids(cand, m, ctx))
+    sx, sx_lines = _sxids(cand, ctx)
+    claim(sx, sx_lines)
+    claim(_fallen_off_multiline(cand, m, ctx))
+    claim(_crash_dumps(cand, m, ctx))
     for rule in RULES:
-        got = _rule_events(free(m), rule, ctx)
+        got = _rule_events(cand, rule, ctx)
         if got.height:
-            out.append(got)
-            claimed.append(got.select("line"))
-    apei_agg, apei_lines = _apei_agg(free(m))
-    aer, aer_lines, merged = _aer_blocks(free(m), ctx, apei_agg)
-    out.append(aer)
-    claimed.append(aer_lines)
-    out.append(_apei_events(apei_agg.filter(~pl.col("line").is_in(merged.to_list())), ctx))
-    claimed.append(apei_lines)
-    out.append(_mce_blocks(free(m), ctx))
+            claim(got)
+    apei_agg, apei_lines = _apei_agg(cand)
+    aer, aer_lines, merged = _aer_blocks(cand, ctx, apei_agg)
+    claim(aer, aer_lines)
+    claim(_apei_events(apei_agg.filter(~pl.col("line").is_in(merged.to_list())), ctx), apei_lines)
+    out.append(_mce_blocks(cand, ctx))
     events = pl.concat([e for e in out if e.height], how="vertical_relaxed") if any(e.height for e in out) else None
     if events is None:
         events = _events(m.head(0), ctx, "xid", pl.lit(None), pl.lit("info"), pl.lit(None), {})
     events = events.sort("line")
-    return {"events": events, "inventory": _inventory(m, ctx)}
+    return {"events": events, "inventory": _inventory(inv_cand, m, ctx)}
 
 
 def _rule_events(m: pl.DataFrame, rule: Rule, ctx: FileContext) -> pl.DataFrame:
@@ -441,17 +451,35 @@ def _nonempty(v: pl.Expr) -> pl.Expr:
     return pl.when(v != "").then(v)
 
 
-def _xids(m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
-    hit = _hit(m, ("NVRM: Xid",), XID_RE)
+def _xids(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
+    hit = _hit(cand, ("NVRM: Xid",), XID_RE)
     if hit.height == 0:
         return _events(hit, ctx, "xid", pl.lit(None), pl.lit("info"), pl.lit(None), {})
+    hit = hit.with_columns(xtext=pl.col("msg").str.replace("^.*?" + XID_RE, ""))
     # next line's message, for the XID 154 recovery action printed on a continuation line
-    nxt = m.select(line=pl.col("line") - 1, next_msg=pl.col("msg"))
+    nxt = m.filter(pl.col("line").is_in((hit.get_column("line") + 1).to_list())).select(
+        line=pl.col("line") - 1, next_msg=pl.col("msg")
+    )
     hit = hit.join(nxt, on="line", how="left")
     g = pl.col("g")
-    text = g.struct.field("text")
+    text = pl.col("xtext")
     code = g.struct.field("code").cast(pl.Int64, strict=False).cast(pl.String)
     sev = _catalog_severity("xid")
+    # the recovery action of XID 154 may continue on the next line
+    split_154 = text.str.contains("recovery action", literal=True) & ~text.str.contains(RECOVERY_RE)
+    hit = hit.with_columns(
+        _src=pl.when(split_154).then(text + " " + pl.col("next_msg").fill_null("").str.replace(r"^NVRM:\s*", "")).otherwise(text)
+    )
+    # NOTE: Xid storms repeat the same text thousands of times: decode each distinct text once.
+    uniq = hit.select("_src").unique()
+    rec = pl.col("_src").str.extract_groups(RECOVERY_RE)
+    uniq = uniq.with_columns(
+        *[pl.col("_src").str.extract(rx, 1).alias(f"_x_{name}") for name, rx in XID_EXTRAS],
+        _to=rec.struct.field("to_name"),
+        _to_code=rec.struct.field("to"),
+        _from=rec.struct.field("from_name"),
+    )
+    hit = hit.join(uniq, on="_src", how="left", nulls_equal=True)
     detail: dict[str, pl.Expr] = {
         "pid": g.struct.field("pid").str.strip_chars("'"),
         "process": g.struct.field("process"),
@@ -459,18 +487,14 @@ def _xids(m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
     }
     inst = g.struct.field("instance").str.strip_chars()
     detail["instance"] = pl.when(inst != "").then(inst)
-    for name, rx in XID_EXTRAS:
-        detail[name] = text.str.extract(rx, 1)
-    recovery_src = pl.when(text.str.contains("recovery action", literal=True) & ~text.str.contains(RECOVERY_RE)).then(
-        text + " " + pl.col("next_msg").fill_null("").str.replace(r"^NVRM:\s*", "")
-    ).otherwise(text)
-    rec = recovery_src.str.extract_groups(RECOVERY_RE)
-    detail["recovery_action"] = rec.struct.field("to_name")
-    detail["recovery_action_code"] = rec.struct.field("to")
-    detail["recovery_action_from"] = rec.struct.field("from_name")
+    for name, _rx in XID_EXTRAS:
+        detail[name] = pl.col(f"_x_{name}")
+    detail["recovery_action"] = pl.col("_to")
+    detail["recovery_action_code"] = pl.col("_to_code")
+    detail["recovery_action_from"] = pl.col("_from")
     severity = code.replace_strict(sev, default="medium", return_dtype=pl.String)
     # XID 154 announcing a reboot or reset is as serious as what it announces
-    to = rec.struct.field("to_name").str.to_lowercase()
+    to = pl.col("_to").str.to_lowercase()
     severity = (
         pl.when(to.str.contains("reboot")).then(pl.lit("critical")).when(to.str.contains("reset|drain")).then(pl.lit("high")).otherwise(severity)
     )
@@ -520,9 +544,9 @@ def _sxids(m: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataFram
     return _events(primary, ctx, "sxid", code, severity, g.struct.field("bus"), detail), lines
 
 
-def _fallen_off_multiline(m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
+def _fallen_off_multiline(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
     """≥570: 'NVRM: The NVIDIA GPU <bdf>' / '(PCI ID: ..) installed in this system has' / 'fallen off the bus ...'."""
-    first = m.filter(pl.col("msg").str.contains("The NVIDIA GPU", literal=True))
+    first = cand.filter(pl.col("msg").str.contains("The NVIDIA GPU", literal=True))
     if first.height == 0:
         return _events(first, ctx, "gpu_fallen_off_bus", pl.lit(None), pl.lit("critical"), pl.lit(None), {})
     nxt1 = m.select(line=pl.col("line") - 1, m1=pl.col("msg"))
@@ -549,9 +573,9 @@ def _fallen_off_multiline(m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
     )
 
 
-def _crash_dumps(m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
+def _crash_dumps(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
     """'NVRM: A GPU crash dump has been created': the GPU is the one named by the nearest NVRM line before it."""
-    hit = m.filter(pl.col("msg").str.contains("GPU crash dump has been created", literal=True))
+    hit = cand.filter(pl.col("msg").str.contains("GPU crash dump has been created", literal=True))
     if hit.height == 0:
         return _events(hit, ctx, "gpu_crash_dump", pl.lit(None), pl.lit("high"), pl.lit(None), {})
     rx = rf"(?:PCI:|GPU (?:at )?|NVIDIA GPU )(?P<b>{XID_BUS})"
@@ -859,29 +883,29 @@ def _inv(df: pl.DataFrame, ctx: FileContext, component: str, attribute: str, val
     )
 
 
-def _inventory(m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
+def _inventory(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
     """GPU UUID/serial, driver and kernel version, NIC firmware and PCIe link, boot time (K8b pairs)."""
     parts: list[pl.DataFrame] = []
-    ident = _hit(m, ("NVRM: GPU at",), IDENTITY_RE)
+    ident = _hit(cand, ("NVRM: GPU at",), IDENTITY_RE)
     g = pl.col("g")
     if ident.height:
         parts.append(_inv(ident, ctx, "gpu", "uuid", g.struct.field("uuid"), g.struct.field("bus"), None))
-    serial = _hit(m, ("Serial Number",), SERIAL_RE)
+    serial = _hit(cand, ("Serial Number",), SERIAL_RE)
     if serial.height:
         # the serial line follows the GPU's identity line
         idb = ident.select("line", ibus=g.struct.field("bus")).sort("line") if ident.height else pl.DataFrame(schema={"line": pl.Int64, "ibus": pl.String})
         serial = serial.sort("line").join_asof(idb, on="line", strategy="backward", tolerance=5)
         parts.append(_inv(serial, ctx, "gpu", "serial", g.struct.field("serial"), pl.col("ibus"), None))
-    drv = _hit(m, ("loading NVIDIA UNIX",), DRIVER_RE)
+    drv = _hit(cand, ("loading NVIDIA UNIX",), DRIVER_RE)
     if drv.height:
         parts.append(_inv(drv, ctx, "node", "driver_version", g.struct.field("ver"), None, None))
-    kern = _hit(m, ("Linux version",), KERNEL_RE)
+    kern = _hit(cand, ("Linux version",), KERNEL_RE)
     if kern.height:
         parts.append(_inv(kern, ctx, "node", "kernel_version", g.struct.field("kver"), None, None))
-    fw = _hit(m, ("firmware version:",), NIC_FW_RE)
+    fw = _hit(cand, ("firmware version:",), NIC_FW_RE)
     if fw.height:
         parts.append(_inv(fw, ctx, "nic", "firmware_version", g.struct.field("fw"), None, normalize_bus_id(g.struct.field("bus"))))
-    bw = _hit(m, ("available PCIe bandwidth (",), PCIE_BW_RE)
+    bw = _hit(cand, ("available PCIe bandwidth (",), PCIE_BW_RE)
     if bw.height:
         link = pl.format("{} x{} ({} Gb/s)", g.struct.field("speed"), g.struct.field("width"), g.struct.field("gbps"))
         comp = pl.when(g.struct.field("driver").str.starts_with("mlx")).then(pl.lit("nic")).otherwise(pl.lit("pci"))
