@@ -90,7 +90,7 @@ FAIL_RE = (
     r"^\s*(?:\.\.\s*)?(?:(?P<host>[\w.-]+)(?:\s+pid\s+(?P<pid>\d+))?:\s*)?Test (?:(?P<what>NCCL|CUDA|\w+) )?failure"
     r"\s+(?P<where>\S+)\s*(?P<reason>.*)$"
 )
-NCCL_VERSION_RE = r"^NCCL version\s+(?P<ver>\S+)"
+NCCL_VERSION_RE = r"^NCCL version\s+(?P<ver>\d+(?:\.\d+)*)"  # `2.18.5+cuda12.0` -> 2.18.5
 JSON_ID = '"nccl-tests structured output"'
 NCCL_DEBUG_RE = r"^\s*\S+:\d+:\d+ \[\d+\] NCCL (?:INFO|WARN|TRACE|ABORT)"
 
