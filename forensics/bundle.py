@@ -150,15 +150,16 @@ def open_bundle(path: Path, staging: Path, limits: Limits | None = None) -> Bund
         raise BundleError(f"cannot open bundle '{path}': no such file or directory")
     bundle = Bundle(root=str(path))
     budget = _Budget(limits.max_expand_bytes)
+    damage = None
     if path.is_dir():
         root = path
     elif path.is_file() and is_archive(path.name):
         root = staging / "bundle"
         try:
-            _extract(path, root, budget, bundle, label=path.name)
+            damage = _extract(path, root, budget, bundle, label=path.name)
         except BundleError:
             raise
-        except (OSError, tarfile.TarError, zipfile.BadZipFile, EOFError, ValueError) as exc:
+        except _archive_errors() as exc:
             raise BundleError(f"cannot open bundle '{path}': unreadable archive ({exc})") from None
     elif path.is_file():
         # A single log file is a bundle of one.
@@ -169,6 +170,8 @@ def open_bundle(path: Path, staging: Path, limits: Limits | None = None) -> Bund
         raise BundleError(f"cannot open bundle '{path}': not a directory, tar or zip archive")
     _walk(root, root, bundle, staging, budget, depth=0)
     _strip_common_wrapper(bundle)
+    if damage:
+        bundle.files.append(_skipped(path.name, _damaged(damage)))
     return bundle
 
 
@@ -228,8 +231,8 @@ def _walk(root: Path, top: Path, bundle: Bundle, staging: Path, budget: _Budget,
                     continue
                 dest = staging / f"nested-{len(bundle.files)}" / _archive_stem(name)
                 try:
-                    _extract(p, dest, budget, bundle, label=rel)
-                except (BundleError, OSError, tarfile.TarError, zipfile.BadZipFile, EOFError, ValueError) as exc:
+                    damage = _extract(p, dest, budget, bundle, label=rel)
+                except (BundleError, *_archive_errors()) as exc:
                     bundle.files.append(
                         BundleFile(rel, None, st.st_size, "unknown", "unknown", skip_reason=f"unreadable archive: {exc}")
                     )
@@ -252,8 +255,14 @@ def _walk(root: Path, top: Path, bundle: Bundle, staging: Path, budget: _Budget,
                         )
                     )
                 bundle.notes.extend(sub.notes)
+                if damage:
+                    bundle.files.append(_skipped(rel, _damaged(damage)))
                 continue
             bundle.files.append(_bundle_file(p, rel, rel, st.st_size))
+
+
+def _damaged(damage: str) -> str:
+    return f"archive damaged ({damage}); the members before the damage were read"
 
 
 def _skipped(rel: str, reason: str) -> BundleFile:
@@ -313,8 +322,13 @@ class _Unsafe(Exception):
     pass
 
 
-def _extract(archive: Path, dest: Path, budget: _Budget, bundle: Bundle, label: str) -> None:
-    """Extract regular files of a tar or zip into `dest`, checked member by member."""
+def _extract(archive: Path, dest: Path, budget: _Budget, bundle: Bundle, label: str) -> str | None:
+    """Extract regular files of a tar or zip into `dest`, checked member by member.
+
+    Returns what was wrong when the archive ends early or a member is cut (the members before are
+    kept), else None. Raises for an archive that cannot be read at all or a blown expansion budget.
+    """
+    damage: str | None = None
     dest.mkdir(parents=True, exist_ok=True)
     if archive.name.lower().endswith(".zip"):
         with zipfile.ZipFile(archive) as zf:
@@ -333,13 +347,14 @@ def _extract(archive: Path, dest: Path, budget: _Budget, bundle: Bundle, label: 
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with zf.open(info) as src, open(target, "wb") as out:
                     _copy_limited(src, out, budget, f"{label}:{info.filename}")
-        return
+        return None
     with _open_tar(archive) as tf:
         while True:
             try:
                 member = tf.next()
-            except (tarfile.ReadError, EOFError, OSError) as exc:
+            except _archive_errors() as exc:
                 bundle.notes.append(f"{label}: archive ends early ({exc}); the members before are kept")
+                damage = f"ends early: {exc}"
                 break
             if member is None:
                 break
@@ -361,11 +376,28 @@ def _extract(archive: Path, dest: Path, budget: _Budget, bundle: Bundle, label: 
             try:
                 with open(target, "wb") as out:
                     _copy_limited(src, out, budget, f"{label}:{member.name}")
-            except (tarfile.ReadError, EOFError, OSError, zlib_error()) as exc:
+            except _archive_errors() as exc:
                 bundle.notes.append(f"{label}: member '{member.name}' is truncated ({exc}); kept as far as read")
+                damage = f"member '{member.name}' is truncated: {exc}"
                 break
             if member.mtime:
                 os.utime(target, (member.mtime, member.mtime))
+    return damage
+
+
+def _archive_errors() -> tuple[type[Exception], ...]:
+    """What reading a damaged archive or compressed stream may raise."""
+    return (
+        OSError,
+        EOFError,
+        ValueError,
+        tarfile.TarError,
+        zipfile.BadZipFile,
+        lzma.LZMAError,
+        zlib_error(),
+        _zstd_error(),
+        NotImplementedError,  # zip compression methods we cannot read
+    )
 
 
 def zlib_error() -> type[Exception]:
@@ -452,10 +484,12 @@ class ChunkReader:
             hasher = _HashingReader(raw)
             stream = _decompressor(hasher, f.compression)
             buf = bytearray()
+            # read1: a decompressor's read(n) loses what it decoded when the stream breaks mid-call
+            read = getattr(stream, "read1", stream.read) if stream is not hasher else stream.read
             try:
                 while True:
                     try:
-                        block = stream.read(_BLOCK)
+                        block = read(_BLOCK)
                     except (*_READ_ERRORS, zlib_error(), _zstd_error()) as exc:
                         what = "compressed stream ends early or is corrupt" if f.compression else "read error"
                         self._stop(f"{what} ({exc})")

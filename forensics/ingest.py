@@ -67,14 +67,22 @@ class FileOutcome:
 
 
 def _binary_reason(head: bytes) -> str | None:
+    """Why the head of a file looks binary, or None when it looks like text.
+
+    A few NUL bytes do not make a log binary (syslog files are NUL-padded after a power loss), nor
+    do a few invalid UTF-8 bytes (Latin-1 host names): only a substantial share does.
+    """
     if not head:
         return None
     sample = head[:8192]
-    if b"\x00" in sample:
+    n = len(sample)
+    if sample.count(0) > max(8, n // 50):
         return "binary content (NUL bytes)"
-    text_bytes = sum(1 for b in sample if b >= 32 or b in (9, 10, 13, 27, 12, 8))
-    if text_bytes / len(sample) < 0.85:
+    text_bytes = n - sum(sample.count(c) for c in range(32) if c not in (9, 10, 13, 27, 12, 8))
+    if text_bytes / n < 0.85:
         return "binary content (mostly non-text bytes)"
+    if sample.decode("utf-8", errors="replace").count("\ufffd") > max(8, n // 20):
+        return "binary content (not UTF-8 text)"
     return None
 
 

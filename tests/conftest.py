@@ -8,9 +8,21 @@ import tarfile
 import zipfile
 from pathlib import Path
 
+import os
+
 import pytest
+from hypothesis import HealthCheck, settings
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+# Hypothesis profiles: "ci" (default) keeps property tests to seconds on a shared 2-core machine;
+# "long" is the developers' deeper run: `HYPOTHESIS_PROFILE=long pytest tests/forensics/test_robustness.py`.
+# Tests that pin max_examples themselves keep it; the profile sets the default for the rest.
+settings.register_profile("ci", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(
+    "long", max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
