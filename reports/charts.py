@@ -178,6 +178,7 @@ def step_chart(
         "marks": [],
         "n_steps": s.get_column("step").n_unique(),
         "n_nodes": known.get_column("node").n_unique(),
+        "n_ranks": s.get_column("rank").n_unique() if s.get_column("rank").null_count() < s.height else 0,
     }
     if node_curve is not None:
         chart["suspect"] = _points(
@@ -401,7 +402,7 @@ def _hrow(label, kind, y, h, nb, cw, x0, getter, metric, xlabel, bad_high) -> di
                 "fill": MISSING_FILL if missing else (_diverging(d, True) if bad_high else _diverging(-d, True)),
                 "title": f"{where}: {missing} GPU(s) silent while the fleet reports"
                 if missing
-                else f"{where}: {metric} {d * 100:+.1f} % vs fleet median",
+                else f"{where}: {d * 100:+.1f} %",
             }
         )
     return {"label": label, "kind": kind, "y": y, "h": h - 1, "cells": cells}
@@ -486,7 +487,7 @@ def timeline(events: pl.DataFrame, findings: list[dict[str, Any]], window: timed
                 "title": f"{r['ts'].isoformat().replace('+00:00', 'Z')} {r['node']} {r['kind']}"
                 + (f" {r['code']}" if r["code"] else "")
                 + (f" (+{r['n'] - 1} more here)" if r["n"] > 1 else "")
-                + f" — {r['message'][:300]}",
+                + f" — {r['message'][:200]}",
             }
         )
     links = []

@@ -16,8 +16,10 @@ from reports.render import ReportContext
 # An IPv4 address not embedded in a longer dotted number (a VBIOS like 96.00.74.00.01 is not an IP).
 IPV4 = re.compile(r"(?<![\d.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?!\.?\d)")
 USER = re.compile(r"(/home/|/Users/|\buser[= :]|\bUSER=|\busername[= :])([A-Za-z_][\w.-]*)")
-_EDGE_L = r"(?<![A-Za-z0-9_-])"
-_EDGE_R = r"(?![A-Za-z0-9_-])"
+# A host name is not part of a longer name ("node-1" inside "node-10"), but may touch "_", "/" or "."
+# as in "logs/node-1_dmesg.log" or "node-1.cluster.local".
+_EDGE_L = r"(?<![A-Za-z0-9-])"
+_EDGE_R = r"(?![A-Za-z0-9-])"
 
 
 class Redactor:

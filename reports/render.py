@@ -27,6 +27,7 @@ SERIOUS = ("critical", "high", "medium")
 MAX_FILES_SHOWN = 2000
 MAX_TEMPLATES = 30
 MAX_CONTEXT_EVENTS = 14
+LIMITS = {"minor_rows": 200, "minor_detailed": 30}
 MAX_TELEMETRY = 4  # suspects whose telemetry is drawn (the first, i.e. best-ranked, ones)
 CONTEXT_WINDOW = timedelta(minutes=10)
 NOISE_KINDS = ("nccl_info",)
@@ -114,6 +115,8 @@ class ReportContext:
     step_chart: dict[str, Any] | None = None
     heatmap: dict[str, Any] | None = None
     timeline: dict[str, Any] | None = None
+    limits: dict[str, int] = field(default_factory=lambda: dict(LIMITS))
+    """How much of a long list the page shows (the rest stays in findings.json / manifest.json)."""
     nodes: tuple[str, ...] = ()
     """Every node named anywhere in the tables (redaction replaces all of them, shown or not)."""
 
@@ -282,8 +285,15 @@ def _state(sample: dict[str, Any] | None, inv: dict[str, str], gpu_known: bool =
         wmax = sample.get("pcie_width_max") or (inv.get("pcie_width_max") or "").rstrip("x") or None
         cur = f"Gen{sample.get('pcie_gen') or '?'} x{sample.get('pcie_width') or '?'}"
         mx = f"Gen{gmax or '?'} x{wmax or '?'}"
-        degraded = _below(sample.get("pcie_gen"), gmax) or _below(sample.get("pcie_width"), wmax)
-        out["PCIe link (current / max)"] = f"{cur} / {mx}" + (" — DEGRADED" if degraded else "")
+        idle = bool(sample.get("throttle_gpu_idle")) or (
+            sample.get("utilization_pct") is not None and sample["utilization_pct"] < 5
+        )
+        note = ""
+        if _below(sample.get("pcie_width"), wmax) or (_below(sample.get("pcie_gen"), gmax) and not idle):
+            note = " — DEGRADED"
+        elif _below(sample.get("pcie_gen"), gmax):
+            note = " (GPU idle: the link slows down at idle, normal)"
+        out["PCIe link (current / max)"] = f"{cur} / {mx}{note}"
     extra = {}
     if sample.get("extra"):
         try:
@@ -432,6 +442,7 @@ COVERAGE_DEFAULTS: dict[str, Any] = {
 def _with_context(findings: list[dict[str, Any]], events: pl.DataFrame) -> list[dict[str, Any]]:
     """Add to each finding `context`: the events around its first evidence line (same node, ±10 min)."""
     out = []
+    n_minor = 0
     ev = events.filter(pl.col("ts").is_not_null() & ~pl.col("kind").is_in(list(NOISE_KINDS)))
     for f in findings:
         f = {**FINDING_DEFAULTS, **f}
@@ -445,7 +456,10 @@ def _with_context(findings: list[dict[str, Any]], events: pl.DataFrame) -> list[
             f.get("first_seen")
         )
         ctx: list[dict[str, Any]] = []
-        if anchor is not None and ev.height:
+        minor = f["severity"] not in SERIOUS
+        if minor:
+            n_minor += 1
+        if anchor is not None and ev.height and (not minor or n_minor <= LIMITS["minor_detailed"]):
             near = ev.filter((pl.col("ts") >= anchor - CONTEXT_WINDOW) & (pl.col("ts") <= anchor + CONTEXT_WINDOW))
             if f.get("node"):
                 near = near.filter(pl.col("node") == f["node"])

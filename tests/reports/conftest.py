@@ -221,7 +221,7 @@ def build_out(
             df = empty(name)
         write_table(df, name, tables)
     write_json(out / "manifest.json", {"schema_version": 1, "bundle": str(root / "bundle"), "files": mfiles,
-                                       "notes": ["clock of gpu-node-0001 is 3 s ahead (NTP)"]})
+                                       "notes": ["clock of gpu-node-0001 is 3 s ahead (NTP) in logs/gpu-node-0001_dmesg.log"]})
     impact = {"step_time_slowdown_pct": 18.0, "lost_gpu_hours": 12.5} if with_impact else {}
     findings = [
         {"id": "F1", "rank": 1, "severity": "critical", "confidence": 0.92, "category": "gpu_hardware", "node": bad,
