@@ -22,6 +22,7 @@ class TsQuality(str, Enum):
 
     EXACT = "exact"  # the line carries a zone or offset, or is epoch based
     LOCAL_ASSUMED_UTC = "local_assumed_utc"  # local wall time, zone unknown, taken as UTC
+    ZONE_INFERRED = "zone_inferred"  # local wall time shifted by the offset measured on an offset-bearing copy
     YEAR_INFERRED = "year_inferred"  # syslog-style time without a year; year inferred from the bundle
     BOOT_ANCHORED = "boot_anchored"  # monotonic seconds since boot + a boot time found in the bundle
     UNANCHORED = "unanchored"  # monotonic seconds only; `uptime_s` kept, `ts` null

@@ -16,6 +16,12 @@ Method (FORMATS.md §1.3 rule 4). A kernel row with `uptime_s` and no `ts` gets
    `/proc/stat btime` / `uptime -s`). It describes the node's current boot, so it is applied only to
    the last boot segment of a file and never to crash records (pstore), which hold an earlier boot.
 
+Local wall clocks (`dmesg -T`, syslog) are taken as UTC by the parsers. Where the same node's
+messages also appear with an offset (journal short-iso, `dmesg --time-format iso`, RFC 5424), the
+offset between the two copies (voted in 15-minute bins, so `dmesg -T` drift of a few minutes does not
+matter) is applied to the whole local-clock file: `local_assumed_utc` rows become `zone_inferred`;
+`year_inferred` rows keep their quality (the year is still inferred) but get the zone shift too.
+
 Boot segments: within a file (per node) a new boot starts where the monotonic clock falls back by
 more than 5 s, or where the parser saw `Linux version` (its `detail.boot_seg`); 0 is the last boot.
 Nothing is invented: rows with no estimate keep `ts` null and `unanchored`, and a note says so.
@@ -25,7 +31,7 @@ from __future__ import annotations
 
 import polars as pl
 
-ANCHORABLE_FROM = ("exact", "local_assumed_utc", "year_inferred", "inherited")
+ANCHORABLE_FROM = ("exact", "zone_inferred", "local_assumed_utc", "year_inferred", "inherited")
 """Qualities of wall-clock rows usable as the other half of a line pair."""
 
 BIN_US = 2_000_000
@@ -43,10 +49,14 @@ def anchor(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFrame], li
     events = tables.get("events")
     if events is None or events.height == 0 or "uptime_s" not in events.columns:
         return tables, []
+    notes: list[str] = []
+    events, znotes = _zone_fix(events)
+    notes.extend(znotes)
+    if znotes:
+        tables = {**tables, "events": events}
     mono = pl.col("ts").is_null() & pl.col("uptime_s").is_not_null()
     if events.filter(mono).height == 0:
-        return tables, []
-    notes: list[str] = []
+        return tables, notes
     ev = events.with_row_index("_rid")
     raw = _segments(ev.filter(mono))
     estimates = _pair_estimates(raw, ev)
@@ -105,7 +115,15 @@ def _empty_estimates() -> pl.DataFrame:
 def _pair_estimates(raw: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
     """Boot time per (node, file, segment) from messages seen both with a monotonic and a wall clock."""
     walls = ev.filter(pl.col("ts").is_not_null() & pl.col("ts_quality").is_in(ANCHORABLE_FROM)).select(
-        "node", "kind", "code", "gpu_bus_id", w_ts="ts", w_msg="message", w_file="file"
+        "node",
+        "kind",
+        "code",
+        "gpu_bus_id",
+        w_ts="ts",
+        w_msg="message",
+        w_file="file",
+        # NOTE: a year-inferred wall clock may still be moved by `forensics.years`: use it only when nothing better
+        _prio=(pl.col("ts_quality") == "year_inferred").cast(pl.Int8),
     )
     if walls.height == 0:
         return _empty_estimates()
@@ -120,8 +138,14 @@ def _pair_estimates(raw: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
     pairs = pairs.with_columns(
         _b=pl.col("w_ts") - pl.duration(microseconds=(pl.col("uptime_s") * 1e6).round(0).cast(pl.Int64))
     ).with_columns(_bin=pl.col("_b").dt.epoch("us") // BIN_US)
-    votes = pairs.group_by("node", "file", "_seg", "_bin").agg(_n=pl.len(), _boot=pl.col("_b").sort().get(pl.len() // 2))
-    best = votes.sort("_n", "_bin", descending=[True, False]).group_by("node", "file", "_seg", maintain_order=True).first()
+    votes = pairs.group_by("node", "file", "_seg", "_prio", "_bin").agg(
+        _n=pl.len(), _boot=pl.col("_b").sort().get(pl.len() // 2)
+    )
+    best = (
+        votes.sort("_prio", "_n", "_bin", descending=[False, True, False])
+        .group_by("node", "file", "_seg", maintain_order=True)
+        .first()
+    )
     return best.select("node", "file", "_seg", "_boot", _how=pl.lit("matching lines in a wall-clock log"), _n="_n")
 
 
@@ -147,6 +171,67 @@ def _recorded_boot(raw: pl.DataFrame, inventory: pl.DataFrame | None, estimates:
         .select("node", "file", "_seg", "_boot", _how=pl.lit("boot_time recorded in the bundle"), _n="_n")
     )
     return pl.concat([estimates, last], how="vertical_relaxed") if last.height else estimates
+
+
+ZONE_BIN_US = 900 * 1_000_000
+"""Zone offsets are whole quarter hours; rounding to them absorbs `dmesg -T` drift of a few minutes."""
+LOCAL = ("local_assumed_utc", "year_inferred")
+_LOCAL_PREFIX = (
+    r"^(?:[a-z]+\s*:\s*[a-z]+\s*: )?\[[^\]]+\](?:\s?\[\s*[TC]\d+\])?\s?"  # dmesg -T
+    r"|^.*? kernel: (?:\[\s*\d+\.\d+\]\s?)?"  # syslog / journal short / short-full
+)
+
+
+def _zone_fix(ev: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """Shift local-clock files by the zone offset seen on offset-bearing copies of the same lines."""
+    local = ev.filter(pl.col("ts_quality").is_in(LOCAL) & pl.col("ts").is_not_null())
+    if local.height == 0:
+        return ev, []
+    exact = ev.filter((pl.col("ts_quality") == "exact") & pl.col("ts").is_not_null()).select(
+        "node", "kind", "code", "gpu_bus_id", e_ts="ts", e_msg="message", e_file="file"
+    )
+    if exact.height == 0:
+        return ev, []
+    keys = ["node", "kind", "code", "gpu_bus_id"]
+    pairs = (
+        local.select(*keys, "file", "ts", _body=pl.col("message").str.replace(_LOCAL_PREFIX, ""))
+        .join(exact, on=keys, how="inner", nulls_equal=True)
+        .filter((pl.col("e_file") != pl.col("file")) & (pl.col("_body") != "") & pl.col("e_msg").str.ends_with(pl.col("_body")))
+        .with_columns(_off=(pl.col("e_ts").dt.epoch("us") - pl.col("ts").dt.epoch("us")))
+        .filter(pl.col("_off").abs() <= 14 * 3600 * 1_000_000)
+        .with_columns(_bin=(pl.col("_off") / ZONE_BIN_US).round(0).cast(pl.Int64))
+    )
+    if pairs.height == 0:
+        return ev, []
+    best = (
+        pairs.group_by("node", "file", "_bin")
+        .agg(_n=pl.len())
+        .sort("_n", "_bin", descending=[True, False])
+        .group_by("node", "file", maintain_order=True)
+        .first()
+        .filter(pl.col("_bin") != 0)
+    )
+    if best.height == 0:
+        return ev, []
+    shift = pl.duration(microseconds=pl.col("_bin") * ZONE_BIN_US)
+    is_local = pl.col("ts_quality").is_in(LOCAL) & pl.col("_bin").is_not_null()
+    out = (
+        ev.with_row_index("_zid")
+        .join(best.select("node", "file", "_bin"), on=["node", "file"], how="left")
+        .with_columns(
+            ts=pl.when(is_local).then(pl.col("ts") + shift).otherwise(pl.col("ts")),
+            ts_quality=pl.when(is_local & (pl.col("ts_quality") == "local_assumed_utc"))
+            .then(pl.lit("zone_inferred"))
+            .otherwise(pl.col("ts_quality")),
+        )
+        .sort("_zid")
+        .drop("_zid", "_bin")
+    )
+    notes = [
+        f"{file}: local times of node {node} shifted by {b * 15:+d} min (UTC offset measured on {n} line(s) also logged with an offset)"
+        for node, file, b, n in best.sort("node", "file").iter_rows()
+    ]
+    return out, notes
 
 
 def _parse_iso(v: pl.Expr) -> pl.Expr:

@@ -56,7 +56,7 @@ STYLES: tuple[tuple[str, str], ...] = (
     ("dmesg_raw", rf"^{_DECODE}(?:<(?P<prio>\d{{1,3}})>)?\[\s*(?P<up>\d+\.\d+)\]{_CALLER}\s?"),
     (
         "dmesg_ctime",
-        rf"^{_DECODE}\[(?P<wd>[A-Z][a-z]{{2}}) (?P<mon>[A-Z][a-z]{{2}}) +(?P<day>\d{{1,2}}) "
+        rf"^{_DECODE}\[(?P<wd>[^\s\d\[\]]{{2,5}}\.?,?) (?P<mon>[^\s\d\[\]]{{2,6}}\.?) +(?P<day>\d{{1,2}}) "
         rf"(?P<hms>\d\d:\d\d:\d\d) (?P<year>\d{{4}})\]{_CALLER}\s?",
     ),
     (
@@ -77,6 +77,12 @@ STYLES: tuple[tuple[str, str], ...] = (
     ("talos", r"^(?P<host>[\w.-]+): (?P<fac>[a-z]+): +(?P<lvl>[a-z]+): \[(?P<ts>\d{4}-\d\d-\d\dT[^\]]+)\]: "),
     ("iso_bare", rf"^(?P<ts>{_ISO_OFF}):?\s"),
     ("journal_unix", rf"^(?P<epoch>\d{{9,10}}\.\d+)\s+{_HOST}\s+{_TAG}\s?"),
+    (
+        "journal_full",
+        rf"^(?:[A-Z][a-z]{{2}} )?(?P<date>\d{{4}}-\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?)"
+        rf"(?: (?P<tz>[A-Z]{{2,5}}|[+-]\d\d:?\d\d))?\s+{_HOST}\s+{_TAG}\s?",
+    ),
+    ("journal_json", r'^\{.*"__REALTIME_TIMESTAMP"\s*:'),
 )
 _STYLE_RE = {name: re.compile(pattern) for name, pattern in STYLES}
 NEEDED: dict[str, tuple[str, ...]] = {
@@ -90,6 +96,8 @@ NEEDED: dict[str, tuple[str, ...]] = {
     "talos": ("host", "ts"),
     "iso_bare": ("ts",),
     "journal_unix": ("epoch", "host", "tag"),
+    "journal_full": ("date", "hms", "tz", "host", "tag"),
+    "journal_json": (),
 }
 """The groups of each style's prefix that the time/host conversion uses."""
 
@@ -136,7 +144,8 @@ MONTHS.update({"june": 6, "july": 7, "march": 3, "april": 4})
 # ----------------------------------------------------------------------------- sniff
 
 _SNIFF_STRONG = [
-    _STYLE_RE[s] for s in ("kmsg", "dmesg_raw", "dmesg_ctime", "dmesg_iso", "journal_iso", "rfc5424", "syslog", "talos")
+    _STYLE_RE[s]
+    for s in ("kmsg", "dmesg_raw", "dmesg_ctime", "dmesg_iso", "journal_iso", "rfc5424", "syslog", "talos", "journal_full", "journal_json")
 ]
 _SNIFF_WEAK = [re.compile(HEADER_RE), re.compile(CONTINUATION_RE), re.compile(BARE_RE)]
 _KERNELISH = re.compile(
@@ -151,7 +160,7 @@ def sniff(head: bytes, name: str) -> float:
     Strict on purpose: NCCL logs, nvidia-smi output and step logs have none of these prefixes, and a
     bare ISO timestamp (common to many loggers) does not count on its own.
     """
-    text = head.decode("utf-8", "replace")
+    text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", head.decode("utf-8", "replace"))
     lines = [ln for ln in text.splitlines()[:300] if ln.strip() and not ln.startswith("#")]
     if not lines:
         return 0.0
@@ -233,6 +242,8 @@ def _style_rows(sub: pl.DataFrame, style: str, pattern: str) -> pl.DataFrame:
         return _empty_stamp()
     if style in ("dmesg_raw", "kmsg"):
         g = _fast_monotonic(hit, style)
+    elif style == "journal_json":
+        return _journal_json(hit)
     else:
         # NOTE: one `extract` per needed group is 3-6x faster than `extract_groups` of the whole prefix
         g = hit.select(
@@ -267,11 +278,26 @@ def _style_rows(sub: pl.DataFrame, style: str, pattern: str) -> pl.DataFrame:
     elif style == "journal_unix":
         ts = (pl.col("epoch").cast(pl.Float64, strict=False) * 1e6).cast(pl.Int64).cast(UTC_US)
         quality = "exact"
+    elif style == "journal_full":
+        # 'Sun 2025-02-23 16:24:18 UTC host kernel:' (journalctl -o short-full) or a zone-less ISO date
+        tz = pl.col("tz")
+        zoned = tz.is_in(["UTC", "GMT", "Z"]) | tz.str.contains(r"^[+-]\d")
+        off = pl.when(tz.is_in(["UTC", "GMT", "Z"])).then(pl.lit("+00:00")).otherwise(tz.str.replace(r"^([+-]\d\d):?(\d\d)$", "$1:$2"))
+        g = g.with_columns(
+            _t=pl.when(zoned)
+            .then(iso_to_utc(pl.col("date") + "T" + pl.col("hms") + off))
+            .otherwise(iso_to_utc(pl.col("date") + "T" + pl.col("hms") + "+00:00")),
+            _q=pl.when(zoned).then(pl.lit("exact")).otherwise(pl.lit("local_assumed_utc")),
+        )
+        ts = pl.col("_t")
+        quality = None
+    elif style == "journal_json":
+        return _journal_json(g)
     out = g.select(
         "line",
         style=pl.lit(style),
         ts=ts,
-        ts_quality=pl.when(ts.is_null() & (pl.lit(quality) == "exact")).then(pl.lit("none")).otherwise(pl.lit(quality)),
+        ts_quality=pl.col("_q") if quality is None else pl.when(ts.is_null() & (pl.lit(quality) == "exact")).then(pl.lit("none")).otherwise(pl.lit(quality)),
         uptime_s=uptime,
         host=col("host"),
         tag=col("tag"),
@@ -280,6 +306,32 @@ def _style_rows(sub: pl.DataFrame, style: str, pattern: str) -> pl.DataFrame:
         mon_raw=col("mon"),
         day=col("day").cast(pl.Int32, strict=False),
         hms=col("hms"),
+    )
+    return out
+
+
+def _journal_json(hit: pl.DataFrame) -> pl.DataFrame:
+    """`journalctl -o json` records: wall clock (µs epoch), monotonic clock, host and message from the JSON."""
+    body = pl.col("body")
+
+    def field(name: str) -> pl.Expr:
+        return body.str.json_path_match(f"$.{name}")
+
+    real = field("__REALTIME_TIMESTAMP").cast(pl.Int64, strict=False)
+    mono = field("__MONOTONIC_TIMESTAMP").cast(pl.Float64, strict=False) / 1e6
+    out = hit.select(
+        "line",
+        style=pl.lit("journal_json"),
+        ts=real.cast(UTC_US),
+        ts_quality=pl.when(real.is_not_null()).then(pl.lit("exact")).otherwise(pl.lit("none")),
+        uptime_s=mono,
+        host=field("_HOSTNAME"),
+        tag=pl.coalesce(field("SYSLOG_IDENTIFIER"), field("_TRANSPORT")),
+        msg=field("MESSAGE").fill_null(""),
+        seq=pl.lit(None, dtype=pl.Int64),
+        mon_raw=pl.lit(None, dtype=pl.String),
+        day=pl.lit(None, dtype=pl.Int32),
+        hms=pl.lit(None, dtype=pl.String),
     )
     return out
 
@@ -361,6 +413,9 @@ def stamp(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str
     head = [t for t in texts.head(300).to_list() if t and t.strip()]
     use_pdsh = sum(1 for t in head if re.match(PDSH_RE, t)) > len(head) // 2 if head else False
     body = pl.col("text")
+    if any("\x1b[" in t for t in head):  # `dmesg --color=always`, pasted terminals (FORMATS.md §1.1)
+        body = body.str.replace_all(r"\x1b\[[0-9;]*[A-Za-z]", "")
+        head = [re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", t) for t in head]
     base = frame.with_columns(
         body=body.str.replace(PDSH_RE, "${rest}") if use_pdsh else body,
         pdsh=body.str.extract(PDSH_RE, 1) if use_pdsh else pl.lit(None, dtype=pl.String),

@@ -77,3 +77,20 @@ def test_nothing_to_do() -> None:
     out, notes = timebase.anchor(t)
     assert out["events"].equals(t["events"]) and notes == []
     assert timebase.anchor({}) == ({}, [])
+
+
+def test_dmesg_T_local_clock_shifted_by_offset_seen_in_journal() -> None:
+    ctime = f"[Mon Jun  2 12:00:03 2025] {XID79}\n[Mon Jun  2 12:05:00 2025] {LINK}\n"
+    journal = f"2025-06-02T12:00:00.000000+02:00 n1 kernel: {XID79}\n"
+    t, notes = timebase.anchor(tables(("n1/dmesg-T", "n1", ctime), ("n1/journal", "n1", journal)))
+    assert rows(t, "n1/dmesg-T") == [
+        (1, datetime(2025, 6, 2, 10, 0, 3, tzinfo=UTC), "zone_inferred"),
+        (2, datetime(2025, 6, 2, 10, 5, 0, tzinfo=UTC), "zone_inferred"),
+    ]
+    assert any("shifted by -120 min" in n for n in notes)
+
+
+def test_local_clock_without_offset_copy_is_left_alone() -> None:
+    t, notes = timebase.anchor(tables(("n1/dmesg-T", "n1", f"[Mon Jun  2 12:00:03 2025] {XID79}\n")))
+    assert rows(t, "n1/dmesg-T") == [(1, datetime(2025, 6, 2, 12, 0, 3, tzinfo=UTC), "local_assumed_utc")]
+    assert notes == []

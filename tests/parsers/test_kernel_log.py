@@ -414,3 +414,32 @@ def test_parse_never_raises(lines: list[str]) -> None:
     conform(result.tables["events"], "events")
     conform(result.tables["inventory"], "inventory")
     assert 0.0 <= kernel_log.sniff(text.encode("utf-8", "replace"), "f") <= 1.0
+
+
+# ----------------------------------------------------------------------------- more journal shapes, colour
+
+
+def test_journal_short_full_zone_words() -> None:
+    assert one(f"Sun 2025-02-23 16:24:18 UTC gpu1 kernel: {XID79}\n")["ts_quality"] == "exact"
+    r = one(f"Sun 2025-02-23 16:24:18 CET gpu1 kernel: {XID79}\n")
+    assert r["ts"] == utc(2025, 2, 23, 16, 24, 18) and r["ts_quality"] == "local_assumed_utc"
+    assert one(f"2025-02-23 16:24:18.5 +0100 gpu1 kernel: {XID79}\n")["ts"] == utc(2025, 2, 23, 15, 24, 18, 500000)
+
+
+def test_journal_json_both_clocks() -> None:
+    rec = {
+        "__REALTIME_TIMESTAMP": "1740327858123456",
+        "__MONOTONIC_TIMESTAMP": "5120338220",
+        "_HOSTNAME": "gpu-7.cluster",
+        "SYSLOG_IDENTIFIER": "kernel",
+        "MESSAGE": XID79,
+    }
+    r = one(json.dumps(rec) + "\n")
+    assert r["ts"] == utc(2025, 2, 23, 16, 24, 18, 123456) and r["uptime_s"] == pytest.approx(5120.33822)
+    assert (r["node"], r["code"], r["ts_quality"]) == ("gpu-7", "79", "exact")
+
+
+def test_ansi_colour_and_localized_ctime() -> None:
+    r = one(f"\x1b[32m[  123.456789]\x1b[0m \x1b[33m{XID79}\x1b[0m\n")
+    assert r["uptime_s"] == pytest.approx(123.456789) and r["code"] == "79"
+    assert one(f"[So Mär  2 16:24:18 2025] {XID79}\n")["ts"] == utc(2025, 3, 2, 16, 24, 18)
