@@ -122,8 +122,17 @@ def split_envelopes(text: pl.Expr) -> dict[str, pl.Expr]:
     process knows itself by. Evaluated eagerly per column (one regex pass per envelope), so the
     expression tree stays small.
     """
-    packed = text.map_batches(_split_series, return_dtype=pl.Struct(_ENVELOPE_FIELDS))
+    packed = envelope_struct(text)
     return {name: packed.struct.field(name) for name in _ENVELOPE_FIELDS}
+
+
+def envelope_struct(text: pl.Expr) -> pl.Expr:
+    """`split_envelopes` as one struct expression (fields rest, rank, rank_source, host, pid).
+
+    NOTE: polars evaluates a `map_batches` once per use, so a caller needing several fields should
+    materialise this struct as one column first and read the fields from it.
+    """
+    return text.map_batches(_split_series, return_dtype=pl.Struct(_ENVELOPE_FIELDS))
 
 
 def strip_envelopes(text: pl.Expr) -> tuple[pl.Expr, pl.Expr]:

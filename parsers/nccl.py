@@ -45,7 +45,7 @@ import re
 import polars as pl
 
 from parsers import torch_distributed as td
-from parsers._common import nccl_bus_id, split_envelopes
+from parsers._common import envelope_struct, nccl_bus_id
 from parsers.base import FileContext, ParseResult, account, numbered
 
 NAME = "nccl"
@@ -214,18 +214,17 @@ def prepare(lines: pl.Series, ctx: FileContext) -> pl.DataFrame:
         .then(pl.col("_b").str.replace(_COLLECTOR_TS, ""))
         .otherwise(pl.col("_b"))
     )
-    env = split_envelopes(pl.col("_b"))
+    frame = frame.with_columns(_env=envelope_struct(pl.col("_b")))
+    env = {name: pl.col("_env").struct.field(name) for name in ("rest", "rank", "rank_source", "host", "pid")}
+    is_ip = env["host"].str.contains(r"^(?:\d{1,3}\.){3}\d{1,3}$")
     frame = frame.with_columns(
         body=env["rest"],
         env_rank=env["rank"],
         env_rank_source=env["rank_source"],
-        env_host=env["host"].str.split(".").list.first().fill_null(env["host"]),
+        # short host names as NCCL prints them; IPs (pdsh) stay whole
+        env_host=pl.when(is_ip).then(env["host"]).otherwise(env["host"].str.split(".").list.first()),
         env_pid=env["pid"],
-    )
-    # IP hosts from pdsh must stay whole
-    frame = frame.with_columns(
-        env_host=pl.when(env["host"].str.contains(r"^(?:\d{1,3}\.){3}\d{1,3}$")).then(env["host"]).otherwise(pl.col("env_host"))
-    )
+    ).drop("_env")
     raw = pl.col("_tsg").struct.field("ts").str.replace(",", ".").str.replace("T", " ")
     zone = pl.col("_tsg").struct.field("zone")
     with_zone = (
@@ -245,21 +244,39 @@ def prepare(lines: pl.Series, ctx: FileContext) -> pl.DataFrame:
     return frame
 
 
-def nccl_understood(body: pl.Expr) -> pl.Expr:
-    """Boolean: the line belongs to the NCCL grammar (debug lines, bare version, OFI legacy, RAS report)."""
-    return (
-        body.str.contains(NCCL_RE)
-        | body.str.contains(BARE_VERSION_RE)
-        | body.str.contains(OFI_LEGACY_RE)
-        | body.str.contains(RAS_LINE_RE)
+NCCL_START = NCCL_RE.split(r"\s?(?P<msg>")[0].replace("(?P<", "(?P<_")
+"""`NCCL_RE` without the message: `contains` stops at the level word instead of scanning the whole line."""
+_RAS_MARK = r"^(?:Communicators\.\.\.|Job summary\s*$|#\d+-\d+ \([0-9a-f]+\) [A-Z]+\s*$)"
+
+
+def has_ras(frame: pl.DataFrame) -> bool:
+    """True when the file holds an ncclras report (its section heads), so RAS lines are worth matching."""
+    return bool(frame.select(pl.col("body").str.contains(_RAS_MARK).any()).item())
+
+
+def nccl_understood(body: pl.Expr, ras: bool = True) -> pl.Expr:
+    """Boolean: the line belongs to the NCCL grammar (debug lines, bare version, OFI legacy, RAS report
+    when `ras`)."""
+    known = (
+        body.str.contains(NCCL_START)
+        | (body.str.starts_with("NCCL version") & body.str.contains(BARE_VERSION_RE))
+        | body.str.contains(r"^(?:INFO|WARN|TRACE): Function: \w+ Line: \d+: ")
     )
+    return (known | body.str.contains(RAS_LINE_RE)) if ras else known
+
+
+_OWN_START = r"^(?:#|\s*\[|\s*\(|\s*\d{4}-\d\d-\d\d|\s*(?i:iteration|step|epoch)\b|\s+File \"|Traceback)"
+"""Starts of lines that are records of their own (launcher/log prefixes, step lines), never continuations."""
+_WRAPPABLE = r"NCCL (?:WARN|ERROR)|^\[?[EFW](?:\d{3,4} [\d:.]+(?: +\d+)?)? ?[\w./-]+\.(?:cpp|hpp|cc|h|py):\d+\]"
 
 
 def join_wrapped(frame: pl.DataFrame) -> pl.DataFrame:
     """Mark hard-wrapped continuation lines (`cont`) and append them to the body of the line they continue.
 
-    A line is a continuation when no grammar knows it, it is not blank, and the previous line is known
-    (or itself a continuation) and at least 80 characters long. Pieces are joined without a separator when
+    A line is a continuation when no grammar knows it, it is not blank, it does not open like a record of
+    its own (`[`, `(`, a date, a step line, a traceback), the previous line is at least 80 characters
+    long, and the run it extends starts at a warning/error record (NCCL WARN, c10 E/F/W line): those are
+    the records events come from, and INFO/COLL lines are never re-joined. Pieces are joined without a separator when
     the previous line has the file's wrap width (the most common length ≥ 80, seen ≥ 3 times), else with
     one space (soft wrap at a word).
     """
@@ -272,10 +289,16 @@ def join_wrapped(frame: pl.DataFrame) -> pl.DataFrame:
             width = int(vc.item(0, long.name))
     blank = pl.col("body").fill_null("").str.strip_chars().str.len_bytes() == 0
     plen = pl.col("body").fill_null("").str.len_chars().shift(1)
-    cand = ~pl.col("known") & ~blank & (plen >= 80) & ~pl.col("body").fill_null("").str.starts_with("#")
+    own_start = pl.col("body").fill_null("").str.contains(_OWN_START)
+    cand = ~pl.col("known") & (plen >= 80) & ~blank & ~own_start
+    # only warning/error records are re-joined (NCCL WARN, c10 E/F/W, the 1.x "[E ...]" form)
+    head = pl.col("known") & pl.col("body").fill_null("").str.contains(_WRAPPABLE)
     f = frame.with_columns(_cand=cand.fill_null(False))
+    if not f.get_column("_cand").any():
+        return f.drop("_cand").with_columns(cont=pl.lit(False))
+    f = f.with_columns(_wrap=head.fill_null(False))
     f = f.with_columns(_run=(~pl.col("_cand")).cast(pl.Int32).cum_sum())
-    f = f.with_columns(cont=pl.col("_cand") & pl.col("known").first().over("_run") & (pl.col("_run") > 0))
+    f = f.with_columns(cont=pl.col("_cand") & pl.col("_wrap").first().over("_run") & (pl.col("_run") > 0)).drop("_wrap")
     if not f.get_column("cont").any():
         return f.drop("_cand", "_run")
     sep = (
@@ -297,27 +320,122 @@ def join_wrapped(frame: pl.DataFrame) -> pl.DataFrame:
 # ----------------------------------------------------------------------------- NCCL tables
 
 
-def _nccl_rows(frame: pl.DataFrame, ctx: FileContext) -> tuple[dict[str, list[pl.DataFrame]], list[str]]:
-    """Build NCCL events/comms/inventory parts from the prepared frame."""
+NCCL_HEAD_RE = (
+    r"^(?:\[(?P<wts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\] )?(?P<host>[^\s:\[\]]+):(?P<pid>\d+):"
+    r"(?P<tid>\d+) \[(?P<dev>\d+)\](?: (?P<ms>\d+\.\d+))?(?: (?P<src>[\w./+-]+):(?P<srcline>\d+)"
+    r"(?: \((?P<func>\w+)\))?)?$"
+)
+"""`NCCL_RE` up to ` NCCL `: matched on the short head only (a regex over whole lines is the slow part)."""
+_LEVELS = ("INFO", "WARN", "TRACE", "ERROR", "ABORT")
+
+
+_COLL_TOKENS = {1: "opCount", 3: "sendbuff", 5: "recvbuff", 7: "count", 9: "datatype", 11: "op", 13: "root", 15: "comm"}
+_COLL_FIELDS = {"op": 0, "opc": 2, "sb": 4, "rb": 6, "count": 8, "dt": 10, "redop": 12, "root": 14, "comm": 16, "nranks": 17}
+
+
+def coll_fields(df: pl.DataFrame, msg: str = "msg") -> pl.DataFrame:
+    """Add struct column `c` with COLL_RE's fields, read by token position (the layout is fixed, and a regex
+    over millions of COLL lines is the slow part). Rows whose keywords are not in place get nulls."""
+    tok = df.select(_t=pl.col(msg).str.split_exact(" ", 18)).unnest("_t")
+    f = [pl.col(f"field_{i}") for i in range(19)]
+    ok = f[0].str.ends_with(":") & f[17].str.starts_with("[nranks=")
+    for i, word in _COLL_TOKENS.items():
+        ok = ok & (f[i] == word)
+    ok = ok.fill_null(False)
+    fields = {
+        name: pl.when(ok).then(f[i].str.strip_suffix(":") if name == "op" else f[i]) for name, i in _COLL_FIELDS.items()
+    }
+    fields["nranks"] = fields["nranks"].str.extract(r"(\d+)", 1)
+    return df.with_columns(tok.select(c=pl.struct(**fields)))
+
+
+NCCL_HEAD_RE = (
+    r"^(?:\[(?P<wts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\] )?(?P<host>[^\s:\[\]]+):(?P<pid>\d+):"
+    r"(?P<tid>\d+) \[(?P<dev>\d+)\](?: (?P<ms>\d+\.\d+))?(?: (?P<src>[\w./+-]+):(?P<srcline>\d+)"
+    r"(?: \((?P<func>\w+)\))?)?$"
+)
+"""`NCCL_RE` up to ` NCCL `: matched on the short head only (a regex over whole lines is the slow part)."""
+_LEVELS = ("INFO", "WARN", "TRACE", "ERROR", "ABORT")
+
+
+_COLL_TOKENS = {1: "opCount", 3: "sendbuff", 5: "recvbuff", 7: "count", 9: "datatype", 11: "op", 13: "root", 15: "comm"}
+
+
+def _coll_fields(tok: pl.Expr) -> pl.Expr:
+    """COLL_RE's fields of a COLL line from its space-split tokens (a column: fixed layout, and a regex over
+    millions of lines is slow). A line whose keywords are not at their places yields a struct of nulls.
+    """
+    ok = tok.list.len() >= 18
+    for i, word in _COLL_TOKENS.items():
+        ok = ok & (tok.list.get(i, null_on_oob=True) == word)
+    op = tok.list.get(0, null_on_oob=True)
+    ok = ok & op.str.ends_with(":") & tok.list.get(17, null_on_oob=True).str.starts_with("[nranks=")
+
+    def field(i: int) -> pl.Expr:
+        return pl.when(ok).then(tok.list.get(i, null_on_oob=True))
+
+    return pl.struct(
+        op=pl.when(ok).then(op.str.strip_suffix(":")),
+        opc=field(2),
+        sb=field(4),
+        rb=field(6),
+        count=field(8),
+        dt=field(10),
+        redop=field(12),
+        root=field(14),
+        comm=field(16),
+        nranks=field(17).str.extract(r"(\d+)", 1),
+    )
+
+
+def split_nccl_lines(df: pl.DataFrame) -> pl.DataFrame:
+    """Split `body` of candidate rows into NCCL_RE's fields (wts, host, pid, tid, dev, ms, src, srcline, func,
+    level, msg) and keep the rows that match: cut at the first ` NCCL `, regex on the short head, literal
+    checks for the level. Equivalent to `NCCL_RE`, several times faster on COLL-heavy logs."""
+    body = pl.col("body")
+    df = df.with_columns(_pos=body.str.find(" NCCL ", literal=True)).with_columns(
+        _head=body.str.slice(0, pl.col("_pos")), _tail=body.str.slice(pl.col("_pos") + 6)
+    )
+    tail = pl.col("_tail")
+    level = pl.lit(None, dtype=pl.String)
+    for lv in reversed(_LEVELS):
+        level = pl.when(tail.str.starts_with(lv)).then(pl.lit(lv)).otherwise(level)
+    out = (
+        df.with_columns(level=level)
+        .filter(pl.col("level").is_not_null())
+        .with_columns(
+            msg=pl.col("_tail").str.slice(pl.col("level").str.len_chars()).str.strip_prefix(" "),
+            g=pl.col("_head").str.extract_groups(NCCL_HEAD_RE),
+        )
+        .filter(pl.col("g").struct.field("host").is_not_null())
+        .unnest("g")
+        .drop("_head", "_tail", "_pos")
+    )
+    return out
+
+
+def _nccl_rows(frame: pl.DataFrame, ctx: FileContext) -> tuple[dict[str, list[pl.DataFrame]], list[str], list[str]]:
+    """Build NCCL events/comms/inventory parts from the prepared frame; also return notes and the hosts seen."""
     out: dict[str, list[pl.DataFrame]] = {"events": [], "comms": [], "inventory": []}
     notes: list[str] = []
     body = pl.col("body")
     n = (
-        frame.filter(~pl.col("cont") & body.str.contains("NCCL ", literal=True))
-        .with_columns(g=body.str.extract_groups(NCCL_RE))
-        .filter(pl.col("g").struct.field("level").is_not_null())
-        .unnest("g")
+        split_nccl_lines(frame.filter(~pl.col("cont") & body.str.contains(" NCCL ", literal=True)))
         .with_columns(
-            node=pl.coalesce(pl.col("host").str.split(".").list.first(), pl.col("env_host"), pl.lit(ctx.node)),
+            node=pl.coalesce(pl.col("host").str.split_exact(".", 1).struct.field("field_0"), pl.col("env_host"), pl.lit(ctx.node)),
             pid=pl.col("pid").cast(pl.Int64),
             tid=pl.col("tid").cast(pl.Int64),
             dev=pl.col("dev").cast(pl.Int32),
-            ts=pl.coalesce(
-                pl.col("wts").str.replace(",", ".").str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
-                .dt.replace_time_zone("UTC"),
-                pl.col("pre_ts"),
-            ),
         )
+    )
+    wts = (
+        pl.col("wts").str.replace(",", ".").str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
+        .dt.replace_time_zone("UTC")
+        if n.get_column("wts").null_count() < n.height
+        else pl.lit(None, dtype=pl.Datetime("us", "UTC"))
+    )
+    n = (
+        n.with_columns(ts=pl.coalesce(wts, pl.col("pre_ts")))
         .with_columns(
             ts_quality=pl.when(pl.col("wts").is_not_null())
             .then(pl.lit("local_assumed_utc"))
@@ -328,11 +446,12 @@ def _nccl_rows(frame: pl.DataFrame, ctx: FileContext) -> tuple[dict[str, list[pl
     msg = pl.col("msg")
 
     # ---- versions (prefixed ≥ 2.23, bare ≤ 2.21, RAS "compiled with")
-    pv = n.filter(msg.str.contains(VERSION_RE)).with_columns(v=msg.str.extract_groups(VERSION_RE)).select(
+    pv = n.filter(msg.str.starts_with("NCCL version") & msg.str.contains(VERSION_RE)).with_columns(v=msg.str.extract_groups(VERSION_RE)).select(
         "node", "pid", "line", ver=pl.col("v").struct.field("ver"), cuda=pl.col("v").struct.field("cuda")
     )
     last_host = (
-        frame.select("line", h=pl.col("body").str.extract(NCCL_RE, 2).str.split(".").list.first())
+        frame.select("line")
+        .join(n.select("line", h=pl.col("node")), on="line", how="left")
         .with_columns(h=pl.col("h").forward_fill())
     )
     bare = (
@@ -368,14 +487,14 @@ def _nccl_rows(frame: pl.DataFrame, ctx: FileContext) -> tuple[dict[str, list[pl
 
     inventory(versions, "software", "nccl_version", pl.col("ver"))
     inventory(versions.filter(pl.col("cuda").is_not_null()), "software", "nccl_cuda_version", pl.col("cuda"))
-    cd = n.filter(msg.str.contains(CUDA_DRIVER_RE)).with_columns(v=msg.str.extract(CUDA_DRIVER_RE, 1).cast(pl.Int64))
+    cd = n.filter(msg.str.starts_with("cudaDriverVersion") & msg.str.contains(CUDA_DRIVER_RE)).with_columns(v=msg.str.extract(CUDA_DRIVER_RE, 1).cast(pl.Int64))
     inventory(cd, "software", "cuda_driver_version", pl.format("{}.{}", pl.col("v") // 1000, (pl.col("v") % 1000) // 10))
-    env = n.filter(msg.str.contains(ENV_RE)).with_columns(e=msg.str.extract_groups(ENV_RE))
+    env = n.filter(msg.str.starts_with("NCCL_") & msg.str.contains(ENV_RE)).with_columns(e=msg.str.extract_groups(ENV_RE))
     inventory(env, "software", pl.lit("env.") + pl.col("e").struct.field("var"), pl.col("e").struct.field("val"))
 
     # ---- node IPs and networks
-    bs = n.filter(msg.str.contains(BOOTSTRAP_RE)).with_columns(b=msg.str.extract_groups(BOOTSTRAP_RE))
-    ib = n.filter(msg.str.contains(NET_IB_RE)).with_columns(b=msg.str.extract_groups(NET_IB_RE))
+    bs = n.filter(msg.str.starts_with("Bootstrap") & msg.str.contains(BOOTSTRAP_RE)).with_columns(b=msg.str.extract_groups(BOOTSTRAP_RE))
+    ib = n.filter(msg.str.starts_with("NET/IB") & msg.str.contains(NET_IB_RE)).with_columns(b=msg.str.extract_groups(NET_IB_RE))
     ips = (
         pl.concat([bs.select("node", "line", "b"), ib.select("node", "line", "b")], how="diagonal_relaxed")
         if (bs.height or ib.height)
@@ -389,9 +508,9 @@ def _nccl_rows(frame: pl.DataFrame, ctx: FileContext) -> tuple[dict[str, list[pl
             pl.col("b").struct.field("ip"),
             device=pl.col("b").struct.field("ifname"),
         )
-    sock = n.filter(msg.str.contains(NET_SOCKET_RE))
-    using = n.filter(msg.str.contains(USING_NET_RE))
-    ofi = n.filter(msg.str.contains(OFI_RE)).with_columns(o=msg.str.extract_groups(OFI_RE))
+    sock = n.filter(msg.str.starts_with("NET/Socket") & msg.str.contains(NET_SOCKET_RE))
+    using = n.filter(msg.str.starts_with("Using network") & msg.str.contains(USING_NET_RE))
+    ofi = n.filter(msg.str.contains("NET/OFI Selected", literal=True) & msg.str.contains(OFI_RE)).with_columns(o=msg.str.extract_groups(OFI_RE))
     net_parts = []
     if ib.height:
         items = pl.col("msg").str.extract_all(NET_IB_ITEM_RE)
@@ -449,8 +568,10 @@ def _nccl_rows(frame: pl.DataFrame, ctx: FileContext) -> tuple[dict[str, list[pl
         out["comms"].append(p.with_columns(record=pl.lit("network"), file=pl.lit(ctx.path)))
 
     # ---- rank map
-    init = n.filter(msg.str.contains(INIT_RE)).with_columns(i=msg.str.extract_groups(INIT_RE))
-    topo = n.filter(msg.str.contains(TOPO_RE)).with_columns(i=msg.str.extract_groups(TOPO_RE))
+    init = n.filter(msg.str.contains(" - Init ", literal=True))
+    init = init.filter(msg.str.contains(INIT_RE)).with_columns(i=msg.str.extract_groups(INIT_RE))
+    topo = n.filter(msg.str.contains(" nNodes ", literal=True))
+    topo = topo.filter(msg.str.contains(TOPO_RE)).with_columns(i=msg.str.extract_groups(TOPO_RE))
     f = pl.col("i").struct.field
     rank_parts = []
     if init.height:
@@ -539,9 +660,8 @@ def _nccl_rows(frame: pl.DataFrame, ctx: FileContext) -> tuple[dict[str, list[pl
         rank_map = merged.select("node", "pid", "comm", "comm_id", "rank", "nranks", "cuda_dev")
 
     # ---- COLL aggregates
-    coll = n.filter(msg.str.contains("opCount", literal=True) & msg.str.contains(COLL_RE)).with_columns(
-        c=msg.str.extract_groups(COLL_RE)
-    )
+    coll = n.filter(msg.str.contains(" opCount ", literal=True))
+    coll = coll_fields(coll).filter(pl.col("c").struct.field("op").is_not_null())
     if coll.height:
         cf = pl.col("c").struct.field
         c2 = coll.select(
@@ -603,7 +723,9 @@ def _nccl_rows(frame: pl.DataFrame, ctx: FileContext) -> tuple[dict[str, list[pl
         )
         notes.append(f"{coll.height} COLL lines aggregated into {agg.height} rows")
 
-    conn = n.filter(msg.str.contains(CONN_RE)).height
+    conn = n.filter(
+        msg.str.starts_with("Channel") | msg.str.starts_with("Ring") | msg.str.starts_with("Tree") | msg.str.starts_with("Connected")
+    ).height
     if conn:
         notes.append(f"{conn} ring/tree/channel lines")
 
@@ -643,7 +765,8 @@ def _nccl_rows(frame: pl.DataFrame, ctx: FileContext) -> tuple[dict[str, list[pl
     ras = _ras_events(frame, ctx)
     if ras is not None:
         out["events"].append(ras)
-    return out, notes
+    hosts = n.filter(pl.col("host").is_not_null()).get_column("node").unique().sort().to_list()
+    return out, notes, hosts
 
 
 def warn_events(warns: pl.DataFrame, ctx: FileContext, rank_map: pl.DataFrame | None, source: str = "nccl") -> pl.DataFrame:
@@ -725,7 +848,9 @@ def warn_events(warns: pl.DataFrame, ctx: FileContext, rank_map: pl.DataFrame | 
 def _ras_events(frame: pl.DataFrame, ctx: FileContext) -> pl.DataFrame | None:
     """ncclras status report: one event per subject line, kind from the enclosing block's status."""
     body = pl.col("body")
-    r = frame.filter(~pl.col("cont") & body.str.contains(RAS_LINE_RE) & ~body.str.contains(NCCL_RE))
+    if not has_ras(frame):
+        return None
+    r = frame.filter(~pl.col("cont") & body.str.contains(RAS_LINE_RE) & ~body.str.contains(NCCL_START))
     if r.height == 0 or not r.get_column("body").str.contains(RAS_SUBJECT_RE).any():
         return None
     r = r.with_columns(h=body.str.extract_groups(RAS_HEAD_RE), s=body.str.extract_groups(RAS_SUBJECT_RE))
@@ -782,13 +907,20 @@ def parse_family(lines: pl.Series, ctx: FileContext) -> ParseResult:
     frame = prepare(lines, ctx)
     # a line that is nothing but a paste artefact (`> ` quote) is understood as such
     artefact = (pl.col("body").str.strip_chars() == "") & (pl.col("text").str.strip_chars() != "")
-    frame = frame.with_columns(
-        known=(nccl_understood(pl.col("body")) | td.torch_understood(pl.col("body")) | artefact).fill_null(False)
+    ras = has_ras(frame)
+    # NCCL lines (the bulk of a debug log) are known by their prefix; the other grammars only run on the rest
+    frame = frame.with_columns(_nccl=pl.col("body").str.contains(NCCL_START).fill_null(False))
+    rest = frame.filter(~pl.col("_nccl")).select(
+        "line", _k=(nccl_understood(pl.col("body"), ras) | td.torch_understood(pl.col("body")) | artefact).fill_null(False)
     )
+    frame = frame.join(rest, on="line", how="left", maintain_order="left").with_columns(
+        known=pl.col("_nccl") | pl.col("_k").fill_null(False)
+    ).drop("_k")
     frame = join_wrapped(frame)
     frame = td.mark_blocks(frame)
-    frame = frame.with_columns(_last_err=td.after_last_error(frame))
-    parts, notes = _nccl_rows(frame, ctx)
+    last_err = frame.select(pl.col("body").str.contains(td.LAST_ERROR_TEXT, literal=True).any()).item()
+    frame = frame.with_columns(_last_err=td.after_last_error(frame) if last_err else pl.lit(False))
+    parts, notes, hosts = _nccl_rows(frame, ctx)
     torch_ev, torch_ok = td.torch_events(frame, ctx)
     if torch_ev.height:
         parts["events"].append(torch_ev)
@@ -806,9 +938,6 @@ def parse_family(lines: pl.Series, ctx: FileContext) -> ParseResult:
         if name == "inventory":
             df = df.unique(subset=["node", "component", "device", "attribute", "value"], keep="first", maintain_order=True)
         tables[name] = df
-    hosts = (
-        frame.select(h=pl.col("body").str.extract(NCCL_RE, 2).str.split(".").list.first()).get_column("h").drop_nulls().unique()
-    )
     return ParseResult(
         tables=tables,
         parsed=parsed,

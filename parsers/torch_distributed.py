@@ -188,21 +188,33 @@ def _drop_nulls(js: pl.Expr) -> pl.Expr:
     return drop_json_nulls(js)
 
 
+def _start(rx: str) -> str:
+    """A line-start regex cut before its free-text tail, so `contains` stops early (speed)."""
+    return rx.split("(?P<msg>")[0]
+
+
+C10_START = _start(C10_RE)
+PYLOG_START = _start(PYLOG_RE)
+ELASTIC_START = _start(ELASTIC_RE)
+EXCEPTION_START = r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)(?::|\s*$)"
+NCCL_ERROR_START = r"^(?:[\w.]+: )?(?:NCCL error in: |nccl(?:Remote|System|Internal|UnhandledCuda|InvalidUsage|InvalidArgument)Error\b)"
+
+
 def torch_understood(body: pl.Expr) -> pl.Expr:
-    """Boolean: the line belongs to the PyTorch-distributed grammar (c10/elastic logs, tracebacks, blocks)."""
+    """Boolean: the line belongs to the PyTorch-distributed grammar (c10/glog and elastic log lines,
+    tracebacks, exception lines, ChildFailedError/torchfrtrace blocks). Matched by line starts only:
+    watchdog and work-status messages always come inside a c10 line."""
     return (
-        body.str.contains(C10_RE)
-        | body.str.contains(PYLOG_RE)
-        | body.str.contains(ELASTIC_RE)
-        | body.str.contains(WATCHDOG_RE)
-        | body.str.contains(WORK_STATUS_RE)
+        body.str.contains(C10_START)
+        | body.str.contains(PYLOG_START)
+        | body.str.contains(ELASTIC_START)
         | body.str.contains(TRACEBACK_RE)
-        | body.str.contains(EXCEPTION_RE)
+        | body.str.contains(EXCEPTION_START)
         | body.str.contains(ROOT_CAUSE_RE)
         | body.str.contains(FRTRACE_RE)
         | body.str.contains(FRTRACE_KV_RE)
         | body.str.contains(r"^(?:DistStoreError|DistNetworkError|torch\.distributed)")
-        | body.str.contains(NCCL_ERROR_RE)
+        | body.str.contains(NCCL_ERROR_START)
         | body.str.starts_with(LAST_ERROR_TEXT)
     )
 
@@ -221,14 +233,18 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
     body = pl.col("body")
     # the source line Python prints under a `File "…", line N` frame is part of the traceback
     after_file = body.shift(1).fill_null("").str.contains(r'^\s+File "') & body.str.contains(r"^\s{4,}\S")
-    understood = frame.select(
-        (torch_understood(body) | block_lines(frame) | after_file).fill_null(False) | pl.col("cont")
-    ).to_series()
+    # NCCL-prefixed lines (`_nccl`, set by parsers.nccl) are none of this grammar's: skip them early
+    other = frame.filter(~pl.col("_nccl")) if "_nccl" in frame.columns else frame
+    ok = other.select(
+        "line", _ok=(torch_understood(body) | block_lines(other) | after_file).fill_null(False) | pl.col("cont")
+    )
+    understood = (
+        frame.select("line").join(ok, on="line", how="left", maintain_order="left").get_column("_ok").fill_null(False)
+    )
     year = ctx.year_hint or (ctx.collected_at.year if ctx.collected_at else None)
-    cand = frame.filter(
-        ~pl.col("cont")
-        & ~body.str.starts_with("#")  # comments / annotations quoting log text are no events
-        & body.str.contains_any(list(TORCH_LITERALS) + ["exitcode", "Sending process"])
+    cand = other.filter(~pl.col("cont") & ~body.str.starts_with("#")).filter(
+        # comments / annotations quoting log text are no events
+        body.str.contains_any(list(TORCH_LITERALS) + ["exitcode", "Sending process"])
     )
     base = cand.with_columns(
         c10=body.str.extract_groups(C10_RE),
@@ -803,11 +819,15 @@ def _load_dump_text(text: str) -> tuple[dict[str, Any] | None, bool]:
 
 
 def _dump_span(lines: pl.Series) -> tuple[int, int] | None:
-    """(start, end) row indexes of a top-level `{ … }` block holding Flight Recorder keys, if any."""
-    starts = lines.str.contains(r"^\{\s*$").arg_true()
+    """(start, end) row indexes of the Flight Recorder `{ … }` block: one line (json.dumps without indent,
+    as PyTorch writes the JSON form) or a pretty-printed block ending at a `}` line (or the file's end)."""
+    starts = lines.str.contains(r"^\s*\{").arg_true()
     if len(starts) == 0:
         return None
     start = int(starts[0])
+    first = (lines[start] or "").rstrip()
+    if first.endswith("}") and _SNIFF_FR.search(first):
+        return start, start
     ends = lines.str.contains(r"^\}\s*$").arg_true()
     ends = ends.filter(ends > start)
     end = int(ends[0]) if len(ends) else len(lines) - 1

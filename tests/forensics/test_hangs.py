@@ -129,3 +129,15 @@ def test_empty_inputs() -> None:
     assert hangs.culprit_from_watchdog(empty("events")).height == 0
     assert hangs.culprit_from_flight_recorder(empty("comms")).height == 0
     assert hangs.culprit_from_coll(empty("comms")).height == 0
+
+
+def test_flight_recorder_json_dumps_of_two_ranks() -> None:
+    comms = pl.concat(
+        [
+            parsed("torch-distributed/fr_dump_json_single_line_nccl_trace_rank_0.json")["comms"],
+            parsed("torch-distributed/fr_dump_json_nccl_trace_rank_1_of_2.json")["comms"],
+        ]
+    )
+    out = hangs.culprit_from_flight_recorder(comms)
+    assert culprits(out) == [("pg0", 1, "not_entered", 1)]
+    assert out.filter(pl.col("rank") == 0).select("role", "seq").rows() == [("waiting", 5)]
