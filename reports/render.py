@@ -126,6 +126,7 @@ def _env(html: bool = True) -> Environment:
     """The one strict environment: autoescaping for HTML; plain text (tickets) only with html=False."""
     return Environment(
         loader=PackageLoader("reports", "templates"),
+        extensions=["jinja2.ext.do"],
         autoescape=select_autoescape(default=True, default_for_string=True) if html else False,
         undefined=StrictUndefined,
         trim_blocks=True,
@@ -274,7 +275,10 @@ def _state(sample: dict[str, Any] | None, inv: dict[str, str], gpu_known: bool =
         if not gpu_known:
             return {"telemetry": "node-level finding: no single GPU identified"}
         return {"telemetry": "no nvidia-smi sample of this GPU in the bundle"}
-    out["latest sample"] = f"{_iso(sample['ts'])} ({sample['source']}, {sample['file']}:{sample['line']})"
+    out["latest sample"] = (
+        f"{_iso(sample['ts'])} (latest value of each field over {sample.get('_n', 1)} sample(s) from "
+        f"{sample.get('_sources') or sample['source']})"
+    )
     for label, cols in SAMPLE_STATE:
         vals = [sample.get(c) for c in cols]
         if all(v is None for v in vals):
@@ -352,7 +356,11 @@ def _suspects(doc: dict[str, Any], tables: dict[str, pl.DataFrame]) -> list[Susp
             if gpu is not None or bus is not None
             else samples.head(0)
         )
-        latest = gs.row(gs.height - 1, named=True) if gs.height else None
+        # the latest known value of each field: a CSV query may lack what the last `nvidia-smi -q` had
+        latest = gs.select(pl.all().drop_nulls().last()).row(0, named=True) if gs.height else None
+        if latest is not None:
+            latest["_sources"] = ", ".join(sorted(set(gs.get_column("source").drop_nulls().to_list())))
+            latest["_n"] = gs.height
         if bus is None and latest is not None:
             bus = latest["gpu_bus_id"]
         ident: dict[str, str] = {"host": node}
@@ -399,13 +407,25 @@ def _suspects(doc: dict[str, Any], tables: dict[str, pl.DataFrame]) -> list[Susp
             {"path": r["path"], "sha256": r["sha256"] or "", "bytes": r["bytes"], "status": r["status"]}
             for r in files.filter(pl.col("node") == node).sort("path").iter_rows(named=True)
         ]
+        state = _state(latest, g, gpu is not None or bus is not None)
+        for label, cond in (
+            ("NVLink errors", pl.col("kind").str.contains("(?i)nvlink") | ((pl.col("kind") == "xid") & (pl.col("code") == "74"))
+             | (pl.col("kind") == "sxid")),
+            ("PCIe AER / link events", pl.col("kind").str.starts_with("pcie")),
+        ):
+            hits = ev.filter(cond)
+            if hits.height:
+                kinds = ", ".join(sorted({f"{k} {c}".strip() if k == "xid" else k for k, c in hits.select("kind", pl.col("code").fill_null("")).iter_rows()}))
+                state[label] = f"{hits.height} event(s) ({kinds}), first {_iso(hits.get_column('ts').min())}"  # type: ignore[arg-type]
+            else:
+                state[label] = "none in the bundle"
         out.append(
             Suspect(
                 node=node,
                 gpu_index=gpu,
                 gpu_bus_id=bus,
                 identity=ident,
-                state=_state(latest, g, gpu is not None or bus is not None),
+                state=state,
                 xids=xids,
                 events=other_rows,
                 dcgm=dcgm,
