@@ -85,7 +85,7 @@ CUDA_OF_DRIVER = {"525": ("12.0", 12000), "535": ("12.2", 12020), "550": ("12.4"
 NCCL_VERSIONS = [("2.18.5", "12.2"), ("2.21.5", "12.4"), ("2.23.4", "12.4")]
 # The node that drifted loads another NCCL; only >= 2.23 prints "NCCL version" on every rank (older
 # releases print it once, from rank 0), so the drifted library is one that says so on each rank.
-NCCL_DRIFT = {"2.18.5": "2.23.4", "2.21.5": "2.23.4", "2.23.4": "2.26.2"}
+NCCL_DRIFT = {"2.18.5": "2.23.4", "2.21.5": "2.23.4", "2.23.4": "2.26.2", "2.26.2": "2.23.4"}
 KERNEL_STYLES = ("dmesg_T", "dmesg_raw", "dmesg_iso", "dmesg_decode_iso", "journal_iso", "kern_log")
 KERNEL_VERSIONS = ["5.15.0-119-generic", "6.8.0-45-generic", "5.14.0-427.22.1.el9_4.x86_64"]
 

@@ -170,15 +170,15 @@ def _resolve_faults(specs: Sequence, seed: int, nodes: int, gpus: int, hours: fl
             raise UsageError(f"fault {spec.kind}: gpu {spec.gpu} out of range 0..{limit - 1}")
         gpu = spec.gpu if spec.gpu is not None else r.randrange(limit)
         span = hours * 3600.0
-        if spec.kind in DRIFT:
-            t = job_start
+        if spec.kind in DRIFT or (spec.kind == "slow_node" and spec.start is None):
+            t = job_start  # installed that way / slow from the start (nccl-tests before the job see it)
         elif spec.start is None:
             t = job_start + r.uniform(0.3, 0.7) * span
         elif spec.start_unit == "s":
             t = job_start + min(spec.start, span * 0.98)
         else:
             t = job_start + max(0.02, min(spec.start, 0.98)) * span
-        if spec.kind not in DRIFT:
+        if t > job_start:
             t += r.random()  # events do not fall on whole seconds
         f = Fault(kind=spec.kind, node=node, gpu=gpu, t=t, category=CATEGORY[spec.kind])
         lo, hi = SLOWDOWN_RANGE.get(spec.kind, (1.0, 1.0))
@@ -320,6 +320,10 @@ def build_sim(seed: int, nodes: int, gpus_per_node: int, hours: float, faults: S
     if hours * 3600 < 180:
         raise UsageError("hours must cover at least 3 minutes (0.05 h) of job")
     style = fleet_style(seed, nodes)
+    if any(getattr(f, "kind", None) == "drift_nccl" for f in faults) and style.nccl[0] < "2.23":
+        # NCCL < 2.23 prints its version once, from rank 0: no node could be compared. A fleet where
+        # library drift is visible runs a release that prints it on every rank.
+        style.nccl = rng_for(seed, "ncclfleet").choice([("2.23.4", "12.4"), ("2.26.2", "12.8")])
     r = rng_for(seed, "job")
     # A fixed calendar (no wall clock): somewhere between 2024-03 and 2025-10, on the second.
     job_start = float(1709251200 + r.randrange(0, 580) * 86400 + r.randrange(0, 86400))

@@ -273,6 +273,17 @@ def peer_warns(sim: Sim, node: Node, start_seq: int) -> list[Rec]:
         return out
     neighbours = lambda n: {(n - 1) % sim.nodes, (n + 1) % sim.nodes} - {n}  # noqa: E731
     for f in sim.faults:
+        if f.kind == "ib_flap" and f.node == node.idx:
+            # the flapping HCA's own ranks lose their QPs to the next node on that rail too
+            k = f.extra["hca"] % len(node.hcas)
+            other = sim.node((node.idx + 1) % sim.nodes)
+            r = rng_for(sim.seed, "selfwarn", node.idx)
+            for down, _init, _act in f.extra["flap_times"]:
+                if down >= sim.job_end:
+                    break
+                out += ib_warn(sim, node, k, down + r.uniform(4, 9), other.ip, node.hcas[k].name, seq)
+                seq += 10
+            continue
         if f.node is None or node.idx not in neighbours(f.node):
             continue
         peer = sim.node(f.node)
@@ -407,7 +418,7 @@ def nccl_test(sim: Sim, pair: list[Node], t: float) -> str:
     peak = plat["nccltest_busbw"] if len(pair) > 1 else plat["nccltest_busbw"] * 2.4
     for node in pair:
         for f in sim.faults:
-            if f.node == node.idx and f.t <= t:
+            if f.node == node.idx and f.t <= max(t, sim.job_start):
                 if f.kind in ("slow_node", "drift_nic_fw", "drift_nccl"):
                     peak *= {"slow_node": 0.9, "drift_nic_fw": 0.74, "drift_nccl": 0.8}[f.kind]
                 if f.kind == "pcie_degraded":

@@ -222,15 +222,15 @@ def _deepspeed(sim: Sim) -> Iterator[str]:
     r = rng_for(sim.seed, "deepspeed")
     N = sim.nodes * sim.gpus_per_node
     gbs = 4 * N
-    yield f"[{_dt_ms(sim.job_start + 30)}] [INFO] [comm.py:637:init_distributed] cdb=None"
-    yield (f"[{_dt_ms(sim.job_start + 31)}] [INFO] [comm.py:668:init_distributed] Initializing TorchBackend in "
+    yield f"[{_dt_ms(sim.job_start + 30.412)}] [INFO] [comm.py:637:init_distributed] cdb=None"
+    yield (f"[{_dt_ms(sim.job_start + 31.087)}] [INFO] [comm.py:668:init_distributed] Initializing TorchBackend in "
            "DeepSpeed with backend nccl")
-    yield (f"[{_dt_ms(sim.job_start + 52)}] [INFO] [logging.py:96:log_dist] [Rank 0] DeepSpeed info: "
+    yield (f"[{_dt_ms(sim.job_start + 52.633)}] [INFO] [logging.py:96:log_dist] [Rank 0] DeepSpeed info: "
            "version=0.14.4, git-hash=unknown, git-branch=unknown")
-    yield (f"[{_dt_ms(sim.train_start - 3)}] [INFO] [config.py:1000:print] DeepSpeedEngine configuration:")
-    yield (f"[{_dt_ms(sim.train_start - 3)}] [INFO] [config.py:1004:print]   steps_per_print .............. "
+    yield (f"[{_dt_ms(sim.train_start - 2.871)}] [INFO] [config.py:1000:print] DeepSpeedEngine configuration:")
+    yield (f"[{_dt_ms(sim.train_start - 2.871)}] [INFO] [config.py:1004:print]   steps_per_print .............. "
            f"{sim.log_interval}")
-    yield (f"[{_dt_ms(sim.train_start - 3)}] [INFO] [config.py:1004:print]   wall_clock_breakdown ......... True")
+    yield (f"[{_dt_ms(sim.train_start - 2.871)}] [INFO] [config.py:1004:print]   wall_clock_breakdown ......... True")
     ckpts = set(int(c) for c in sim.ckpt_steps)
     running = 0.0
     for k, (s0, s1) in enumerate(intervals(sim)):
@@ -265,11 +265,11 @@ def _titan(sim: Sim) -> Iterator[str]:
     def log(t: float, msg: str) -> str:
         return f"[rank0]:[titan] {_dt_ms(t)} - root - INFO - {msg}"
 
-    yield log(sim.job_start + 25, "Starting job: Llama 3 8B training")
-    yield log(sim.job_start + 26, f"Building 1-D device mesh with ['dp_shard'], [{N}]")
-    yield log(sim.job_start + 58, "CUDA capacity: NVIDIA H100 80GB HBM3 with 79.11GiB memory"
+    yield log(sim.job_start + 25.318, "Starting job: Llama 3 8B training")
+    yield log(sim.job_start + 26.024, f"Building 1-D device mesh with ['dp_shard'], [{N}]")
+    yield log(sim.job_start + 58.771, "CUDA capacity: NVIDIA H100 80GB HBM3 with 79.11GiB memory"
               if sim.style.platform["short"] == "h100" else "CUDA capacity: NVIDIA A100-SXM4-80GB with 79.15GiB memory")
-    yield log(sim.train_start - 1, f"Training starts at step 1, with local batch size 4, global batch size {4 * N}, "
+    yield log(sim.train_start - 0.806, f"Training starts at step 1, with local batch size 4, global batch size {4 * N}, "
               f"sequence length 8192, total steps {max(sim.n_done * 3, 100000)} (warmup 2000)")
     ckpts = set(int(c) for c in sim.ckpt_steps)
     for s0, s1 in intervals(sim):
