@@ -101,11 +101,13 @@ def _segments(bs: list[int], vs: list[float], sx: _Scale, sy: _Scale) -> list[st
     out: list[str] = []
     xs: list[float] = []
     ys: list[float] = []
+    gaps = sorted(b1 - b0 for b0, b1 in zip(bs, bs[1:], strict=False))
+    limit = max(2, 3 * gaps[len(gaps) // 2]) if gaps else 2  # three usual sampling intervals
     prev = None
     for b, v in zip(bs, vs, strict=True):
         if v is None:
             continue
-        if prev is not None and b - prev > 2 and xs:
+        if prev is not None and b - prev > limit and xs:
             out.append(_points(xs, ys))
             xs, ys = [], []
         xs.append(sx(b))
@@ -268,34 +270,40 @@ def _step_buckets(steps: pl.DataFrame) -> tuple[pl.DataFrame, list[str]] | None:
     return per, [f"steps {smin + i * width}–{smin + (i + 1) * width - 1}" for i in range(nb)]  # type: ignore[operator]
 
 
-def _telemetry_buckets(samples: pl.DataFrame, col: str) -> tuple[pl.DataFrame, list[str]] | None:
-    """Per node and time bucket: the node's worst GPU (lowest median of `col`)."""
-    t = samples.filter(pl.col("ts").is_not_null() & pl.col(col).is_not_null() & (pl.col("node") != "unknown"))
-    if t.height == 0 or t.get_column("node").n_unique() < 2 or t.get_column("ts").n_unique() < 4:
-        return None
+def _telemetry_buckets(samples: pl.DataFrame, cols: list[str]) -> dict[str, tuple[pl.DataFrame, list[str]]]:
+    """Per metric, node and time bucket: the node's worst GPU (lowest median), in one pass over the samples."""
+    t = samples.filter(pl.col("ts").is_not_null() & (pl.col("node") != "unknown"))
+    cols = [c for c in cols if t.get_column(c).null_count() < t.height]
+    if not cols or t.height == 0 or t.get_column("node").n_unique() < 2 or t.get_column("ts").n_unique() < 4:
+        return {}
     t0, t1 = t.get_column("ts").min(), t.get_column("ts").max()
     span_us = max(1, int((t1 - t0).total_seconds() * 1e6))  # type: ignore[operator]
     bw = math.ceil((span_us + 1) / BUCKETS)
-    per = (
-        t.with_columns(b=((pl.col("ts") - t0).dt.total_microseconds() // bw).cast(pl.Int64))
+    per_gpu = (
+        t.select("node", "gpu_index", "ts", *cols)
+        .with_columns(b=((pl.col("ts") - t0).dt.total_microseconds() // bw).cast(pl.Int64))
         .group_by("node", "gpu_index", "b")
-        .agg(v=pl.col(col).median())
-        .group_by("node", "b")
-        .agg(v=pl.col("v").min(), n=pl.len())
+        .agg(pl.col(c).median() for c in cols)
     )
-    # GPUs silent in a bucket where the node reported more before, while most of the fleet reports fully
-    per = per.with_columns(missing=pl.col("n").max().over("node") - pl.col("n"))
-    full = per.group_by("b").agg(ok=(pl.col("missing") == 0).mean())
-    per = per.join(full, on="b").with_columns(
-        missing=pl.when(pl.col("ok") >= 0.5).then(pl.col("missing")).otherwise(0)
-    ).drop("ok", "n")
     span = t1 - t0  # type: ignore[operator]
-    nb = int(per.get_column("b").max()) + 1  # type: ignore[arg-type]
+    nb = int(per_gpu.get_column("b").max()) + 1  # type: ignore[arg-type]
     labels = [
         _tfmt(t0 + timedelta(microseconds=i * bw), span) + "–" + _tfmt(t0 + timedelta(microseconds=(i + 1) * bw), span)  # type: ignore[operator]
         for i in range(nb)
     ]
-    return per, labels
+    out = {}
+    for c in cols:
+        per = per_gpu.filter(pl.col(c).is_not_null()).group_by("node", "b").agg(v=pl.col(c).min(), n=pl.len())
+        # GPUs silent in a bucket where the node reported more before, while most of the fleet reports fully
+        per = per.with_columns(missing=pl.col("n").max().over("node") - pl.col("n"))
+        full = per.group_by("b").agg(ok=(pl.col("missing") == 0).mean())
+        per = (
+            per.join(full, on="b")
+            .with_columns(missing=pl.when(pl.col("ok") >= 0.5).then(pl.col("missing")).otherwise(0))
+            .drop("ok", "n")
+        )
+        out[c] = (per, labels)
+    return out
 
 
 HEAT_METRICS = (
@@ -330,8 +338,9 @@ def heatmap(steps: pl.DataFrame, samples: pl.DataFrame, suspects: list[str]) -> 
     synchronous training every rank waits for the slowest, so step times alone often cannot tell nodes apart.
     """
     best = None
+    tele = _telemetry_buckets(samples, [c for _, _, c in HEAT_METRICS if c != "steps"])
     for metric, bad_high, col in HEAT_METRICS:
-        got = _step_buckets(steps) if col == "steps" else _telemetry_buckets(samples, col)
+        got = _step_buckets(steps) if col == "steps" else tele.get(col)
         if got is None:
             continue
         dev, score = _deviation(got[0], bad_high)

@@ -43,6 +43,7 @@ def build_out(
     incident_step: int = 120,
     samples: int = 40,
     with_impact: bool = True,
+    minor_findings: int = 0,
     seed: int = 7,
 ) -> dict[str, Any]:
     """Write a synthetic OUT under `root`; return the facts a test checks against."""
@@ -240,6 +241,16 @@ def build_out(
          "title": "NCCL timeouts on every node (consequence of F1)", "summary": "Consequence.",
          "first_seen": _iso(incident_ts + timedelta(seconds=30)), "last_seen": None, "impact": {},
          "evidence": [], "consequences": [], "recommended_action": "None beyond F1.", "alternatives": []},
+    ]
+    findings += [
+        {"id": f"F{3 + k}", "rank": 3 + k, "severity": "info", "confidence": 0.9, "category": "network",
+         "node": names[k % nodes], "gpu_index": None, "gpu_bus_id": None, "gpu_serial": None, "gpu_uuid": None,
+         "title": f"nic link on {names[k % nodes]} (0000:1a:00.0)", "summary": "Boot-time link up.",
+         "first_seen": _iso(T0 - timedelta(days=3)), "last_seen": None, "impact": {},
+         "evidence": [{"source": "kernel", "file": f"{names[k % nodes]}/dmesg.log", "line": 100 + k,
+                       "ts": _iso(T0 - timedelta(days=3)), "text": "mlx5_core 0000:1a:00.0 enp26s0np0: Link up"}],
+         "consequences": [], "recommended_action": "None.", "alternatives": []}
+        for k in range(minor_findings)
     ]
     write_json(out / "findings.json", {
         "schema_version": FINDINGS_SCHEMA_VERSION, "bundle": str(root / "bundle"), "generated_at": _iso(T0),

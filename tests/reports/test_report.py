@@ -144,7 +144,7 @@ def test_redaction_is_consistent_and_keeps_serials(synth_out) -> None:
 
 
 def test_size_budget_on_a_1000_node_out(synth_out) -> None:
-    s = synth_out(nodes=1000, samples=24, steps=150, incident_step=90)
+    s = synth_out(nodes=1000, samples=8, steps=60, incident_step=40, minor_findings=5000)
     t = time.perf_counter()
     path = write_report(s["out"])
     took = time.perf_counter() - t
@@ -154,6 +154,7 @@ def test_size_budget_on_a_1000_node_out(synth_out) -> None:
     html = path.read_text(encoding="utf-8")
     assert html.count('class="rowlabel') <= 20 + 2 + 14 + 1  # top-N heatmap rows, band, timeline rows
     assert s["bad"] in html
+    assert "The first 200 of 5001 shown" in html  # thousands of low/info findings stay in findings.json
 
 
 def test_report_without_findings_or_tables(tmp_path: Path) -> None:
@@ -220,7 +221,7 @@ def test_any_log_text_stays_text(synth_out) -> None:
 
     ctx = build_context(synth_out(nodes=3)["out"])
 
-    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(st.text(min_size=1, max_size=80) | st.sampled_from(["</script>", "<!--", "]]>", "<svg onload=x>", "{{ 7*7 }}"]))
     def check(line: str) -> None:
         f0 = dict(ctx.findings[0])
