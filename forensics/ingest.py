@@ -86,6 +86,24 @@ def _binary_reason(head: bytes) -> str | None:
     return None
 
 
+SNIFF_LONG_LINE = 4096
+
+
+def _sniff_head(first: bytes) -> bytes:
+    """The head sniffers see: up to HEAD_BYTES, cut after the last line end so they see whole lines.
+
+    A head with no line end at all (one giant line, a bomb of one byte) is clipped to a few KiB:
+    sniffers are regex-heavy, and some go quadratic on a single 64 KiB line.
+    """
+    head = first[:HEAD_BYTES]
+    if len(head) < HEAD_BYTES:
+        return head
+    cut = max(head.rfind(b"\n"), head.rfind(b"\r"))
+    if cut < 0:
+        return head[:SNIFF_LONG_LINE]
+    return head[: cut + 1]
+
+
 def _new_row(f: BundleFile) -> dict[str, Any]:
     return {
         "path": f.path,
@@ -174,7 +192,7 @@ def _ingest_file(
         finish_reading()
         row["status"] = f"error: {reader.reason}" if reader.truncated else "skipped: empty file"
         return FileOutcome(row)
-    head = first[:HEAD_BYTES]
+    head = _sniff_head(first)
     name = logical_name(f.path)
     det = registry.detect(head, name)
     row["runner_up"] = det.runner_up

@@ -333,10 +333,19 @@ def test_cli_unknown_fault_kind(tmp_path: Path) -> None:
 
 
 def test_cli_bad_input_bundle_gives_summary_not_traceback(tmp_path: Path) -> None:
-    src = _nasty_corpus(tmp_path)
-    r = CliRunner().invoke(app, ["ingest", str(src), "-o", str(tmp_path / "out"), "-q", "--max-file-size", "10M",
-                                 "--max-expand", "10M"])
+    src = make_bundle(
+        tmp_path,
+        {
+            "node-001/dmesg.log": xids(3),
+            "node-001/random.bin": os.urandom(3000),
+            "node-001/corrupt.log.gz": b"\x1f\x8b\x08\x00" + os.urandom(300),
+            "node-002.tar.gz": b"\x1f\x8b\x08\x00" + os.urandom(300),
+        },
+    )
+    gz = src / "node-001/corrupt.log.gz"
+    gz.write_bytes(b"\x1f\x8b\x08\x00" + os.urandom(300))  # make_bundle gzips .gz members: corrupt it again
+    r = CliRunner().invoke(app, ["ingest", str(src), "-o", str(tmp_path / "out"), "-q", "--max-file-size", "10M"])
     assert r.exit_code == 0, r.output
     assert "Traceback" not in r.output + r.stderr
-    assert r.stdout.startswith("Ingested ")
-    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["totals"]["files"] >= 18
+    assert r.stdout.startswith("Ingested 4 file(s), 3 line(s): 3 parsed, 0 not understood; 2 skipped, 1 with errors")
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["totals"]["files"] == 4
