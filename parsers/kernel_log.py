@@ -27,7 +27,10 @@ from parsers import _kernel_events as kev
 from parsers.base import FileContext, ParseResult, account, numbered
 
 NAME = "kernel-log"
-DESCRIPTION = "Kernel ring buffer and syslog: dmesg (raw, -T, iso, kmsg, pstore), journalctl -k, kern.log/messages"
+DESCRIPTION = (
+    "Kernel ring buffer and syslog: dmesg (raw, -T, iso, kmsg, pstore), journalctl -k (short, iso, full, json), "
+    "kern.log/messages, RFC 5424; /proc/stat for the boot time"
+)
 TABLES = ("events", "inventory")
 FILENAME_HINTS = ("dmesg*", "kern.log*", "messages*", "syslog*", "journal*", "*kmsg*", "*pstore*", "*erst*")
 DETECTS = (
@@ -161,6 +164,8 @@ def sniff(head: bytes, name: str) -> float:
     bare ISO timestamp (common to many loggers) does not count on its own.
     """
     text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", head.decode("utf-8", "replace"))
+    if _PROC_STAT.search(text) and re.search(r"^cpu\d* +\d+ \d+", text, re.M):
+        return 0.9  # /proc/stat: gives the boot time (btime)
     lines = [ln for ln in text.splitlines()[:300] if ln.strip() and not ln.startswith("#")]
     if not lines:
         return 0.0
@@ -189,6 +194,8 @@ def sniff(head: bytes, name: str) -> float:
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse each line's timestamp style, then extract events and inventory rows from the messages."""
     frame = numbered(lines, ctx)
+    if _is_proc_stat(frame):
+        return _parse_proc_stat(frame, ctx)
     stamped, notes = stamp(frame, ctx)
     parsed, unrecognized, examples = account(stamped.select("line", "text", "ok"), pl.col("ok"))
     tables = kev.extract(stamped, ctx)
@@ -203,6 +210,33 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         partial=truncated,
         node=hosts[0] if len(hosts) == 1 else None,
     )
+
+
+_PROC_STAT = re.compile(r"^btime \d{9,11}\s*$", re.M)
+PROC_STAT_LINE = r"^(?:cpu\d* |intr |ctxt |btime |processes |procs_running |procs_blocked |softirq |page |swap )"
+
+
+def _is_proc_stat(frame: pl.DataFrame) -> bool:
+    head = "\n".join(t for t in frame.get_column("text").head(50).to_list() if t)
+    return bool(_PROC_STAT.search(head) and re.search(r"^cpu\d* +\d+ \d+", head, re.M))
+
+
+def _parse_proc_stat(frame: pl.DataFrame, ctx: FileContext) -> ParseResult:
+    """`/proc/stat`: its `btime` (epoch seconds, UTC) is the node's boot time, an inventory row for `timebase`."""
+    parsed, unrecognized, examples = account(frame, pl.col("text").str.contains(PROC_STAT_LINE))
+    bt = frame.filter(pl.col("text").str.contains(r"^btime \d+")).head(1)
+    inv = bt.select(
+        node=pl.lit(ctx.node),
+        component=pl.lit("node"),
+        attribute=pl.lit("boot_time"),
+        value=pl.from_epoch(pl.col("text").str.extract(r"^btime (\d+)", 1).cast(pl.Int64), time_unit="s")
+        .dt.replace_time_zone("UTC")
+        .dt.to_string("%Y-%m-%dT%H:%M:%S+00:00"),
+        source=pl.lit("proc-stat"),
+        file=pl.lit(ctx.path),
+        line=pl.col("line"),
+    )
+    return ParseResult(tables={"inventory": inv}, parsed=parsed, unrecognized=unrecognized, unrecognized_examples=examples)
 
 
 def _truncated(frame: pl.DataFrame) -> bool:
