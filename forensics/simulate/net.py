@@ -72,6 +72,23 @@ def nccl_init(sim: Sim, node: Node) -> list[Rec]:
         if major >= (2, 20):
             lines.append(pre_t + f"comm 0x{comm:x} rank {R} nRanks {N} nNodes {sim.nodes} localRanks {G} "
                                  f"localRank {lr} MNNVL 0")
+        mask = ",".join(["ffffffff" if lr < G // 2 else "00000000", "00000000" if lr < G // 2 else "ffffffff"])
+        lines.append(pre_t + f"Setting affinity for GPU {lr} to {mask}")
+        if R == 0:  # the ring order, printed once by rank 0 per channel (rail-aligned rings)
+            order = "".join(f"{k:>4}" for k in range(N))
+            for ch in range(2):
+                lines.append(pre_t + f"Channel {ch:02d}/02 :{order}")
+        tree_up = -1 if node.idx == 0 else ((node.idx - 1) // 2) * G + lr
+        kids = [c * G + lr for c in (2 * node.idx + 1, 2 * node.idx + 2) if c < sim.nodes]
+        down = "/".join(str(k) for k in (kids + [-1, -1, -1])[:3])
+        lines.append(pre_t + f"Trees [0] {down}->{R}->{tree_up} [1] {down}->{R}->{tree_up}")
+        lines.append(pre_t + "P2P Chunksize set to 131072")
+        if G > 1:
+            peer = lr + 1 if lr + 1 < G else 0
+            p2p = "P2P/CUMEM/read" if major >= (2, 19) else "P2P/IPC/read"
+            dev = f"{R}[{lr}] -> {R - lr + peer}[{peer}]" if major >= (2, 19) else \
+                f"{R}[{g.nccl_bus}] -> {R - lr + peer}[{node.gpus[peer].nccl_bus}]"
+            lines.append(pre_t + f"Channel 00{'/0' if major >= (2, 19) else ''} : {dev} via {p2p}")
         if sim.nodes > 1:
             nxt = ((node.idx + 1) % sim.nodes) * G + lr
             prv = ((node.idx - 1) % sim.nodes) * G + lr
@@ -88,6 +105,8 @@ def nccl_init(sim: Sim, node: Node) -> list[Rec]:
                                          f"[send] via NET/IB/{lr % len(node.hcas)}/GDRDMA")
         lines.append(pre_t + "Connected all rings")
         lines.append(pre_t + "Connected all trees")
+        lines.append(pre_t + "threadThresholds 8/8/64 | 256/8/64 | 512 | 512")
+        lines.append(pre_t + "2 coll channels, 2 collnet channels, 0 nvls channels, 2 p2p channels, 2 p2p channels per peer")
         lines.append(pre_t + init + " - Init COMPLETE")
         if major >= (2, 22):
             lines.append(pre_t + f"Init timings: rank {R} nranks {N} total {r.uniform(0.8, 2.5):.2f} "
