@@ -283,7 +283,7 @@ def _telemetry_buckets(samples: pl.DataFrame, cols: list[str]) -> dict[str, tupl
         t.select("node", "gpu_index", "ts", *cols)
         .with_columns(b=((pl.col("ts") - t0).dt.total_microseconds() // bw).cast(pl.Int64))
         .group_by("node", "gpu_index", "b")
-        .agg(pl.col(c).median() for c in cols)
+        .agg(pl.col(c).mean() for c in cols)  # a bucket holds one or a few samples of a GPU
     )
     span = t1 - t0  # type: ignore[operator]
     nb = int(per_gpu.get_column("b").max()) + 1  # type: ignore[arg-type]
@@ -367,7 +367,10 @@ def heatmap(steps: pl.DataFrame, samples: pl.DataFrame, suspects: list[str]) -> 
     f["x0"] = label_w
     cw = (f["x1"] - f["x0"]) / nb
     rows = []
-    lookup = {(n, b): (d, m) for n, b, d, m in dev.select("node", "b", "d", "missing").iter_rows()}
+    lookup = {
+        (n, b): (d, m)
+        for n, b, d, m in dev.filter(pl.col("node").is_in(top)).select("node", "b", "d", "missing").iter_rows()
+    }
     band_rows = {b: (p10, p90) for b, p10, p90 in band.iter_rows()}
     y = float(M_TOP)
     for label, kind, getter in (

@@ -453,6 +453,19 @@ FINDING_DEFAULTS: dict[str, Any] = {
     "recommended_action": "", "alternatives": [],
 }
 """Keys the template reads; a findings.json from an older analysis may lack some."""
+def _norm_finding(f: dict[str, Any]) -> dict[str, Any]:
+    """Defaults for missing keys, and no None where the page needs a value (a hand-edited findings.json)."""
+    f = {**FINDING_DEFAULTS, **f}
+    for k in ("severity", "category", "title", "summary", "recommended_action"):
+        if f[k] is None:
+            f[k] = FINDING_DEFAULTS[k]
+    try:
+        f["confidence"] = float(f["confidence"] or 0.0)
+    except (TypeError, ValueError):
+        f["confidence"] = 0.0
+    return f
+
+
 JOB_DEFAULTS: dict[str, Any] = {"nodes": 0, "gpus": 0, "start": None, "end": None, "step_time_baseline_s": None}
 COVERAGE_DEFAULTS: dict[str, Any] = {
     "files": 0, "parsed_lines": 0, "unrecognized_lines": 0, "skipped_files": 0, "error_files": 0, "by_format": {}
@@ -592,7 +605,7 @@ def build_context(out: Path) -> ReportContext:
     doc = read_findings(out)
     doc["job"] = {**JOB_DEFAULTS, **(doc.get("job") or {})}
     doc["coverage"] = {**COVERAGE_DEFAULTS, **(doc.get("coverage") or {})}
-    doc["findings"] = [{**FINDING_DEFAULTS, **f} for f in doc.get("findings") or []]
+    doc["findings"] = [_norm_finding(f) for f in doc.get("findings") or [] if isinstance(f, dict)]
     tables = read_tables(out)
     nodes = tuple(
         sorted(
