@@ -1,0 +1,374 @@
+"""Row shaping shared by the kernel-log event grammar, and its multi-line records.
+
+`events_rows` turns rows of the stamped frame into `events` rows (bus ids normalised, detail JSON
+without nulls, boot segment for monotonic rows). The block grammars group consecutive lines with polars
+window expressions: a PCIe AER report (header, `PCIe Bus Error`, `device [..] error status/mask`, one
+line per status bit, TLP header, recovery) is ONE `pcie_aer` event at its first line, and its other
+lines count as parsed; firmware-first APEI `{N}[Hardware Error]:` blocks and their `aer_status`
+follow-ups are merged the same way; `mce: [Hardware Error]:` dumps become one `mce` event.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from parsers._common import normalize_bus_id
+from parsers.base import FileContext
+
+
+BDF = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
+"""A full PCI address with function (AER, mlx5, SXid, lspci)."""
+XID_BUS = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
+"""The Xid / `NVRM: GPU at PCI:` form: function usually absent."""
+
+
+# PCIe AER (FORMATS.md §2): ≲4.18 'id=XXXX', ≈4.19-5.x 'received: <bdf>', ≈6.x 'message received from <bdf>'
+AER_LITERALS = ("AER", "PCIe Bus Error", "error status/mask", "TLP Header", "  [")
+AER_LINE_RE = rf"^(?P<driver>[\w.-]+) (?P<bdf>{BDF}):\s+(?:AER:\s*)?(?P<rest>.*)$"
+AER_CLASSES: tuple[tuple[str, str], ...] = (
+    (
+        "header",
+        r"^(?:(?P<multi>Multiple) )?(?P<hsev>Corrected|Correctable|Uncorrected|Uncorrectable|Fatal|Non-Fatal)"
+        r"(?: \((?P<hsev2>Non-Fatal|Fatal)\))? error (?:message )?received(?::| from)\s*"
+        rf"(?:id=(?P<hid>[0-9a-fA-F]{{4}})|(?P<hsrc>{BDF}))?",
+    ),
+    (
+        "buserr",
+        r"^PCIe Bus Error: severity=(?P<bsev>[^,]+), type=(?P<btype>[^,]+),\s*(?:id=(?P<bid>[0-9a-fA-F]{4}))?"
+        r"(?:\((?P<agent>[^)]*)\))?",
+    ),
+    (
+        "device",
+        r"^device \[(?P<vid>[0-9a-fA-F]{4}):(?P<did>[0-9a-fA-F]{4})\] error status/mask=(?P<status>[0-9a-fA-F]+)/(?P<mask>[0-9a-fA-F]+)",
+    ),
+    ("bit", r"^\[\s*(?P<bitno>\d+)\]\s+(?P<bit>[A-Za-z_][\w/ -]*?)\s*(?P<first>\(First\))?\s*$"),
+    ("tlp", r"^TLP Header: (?P<tlp>.*)$"),
+    ("status", r"^aer_status: (?P<sstatus>0x[0-9a-fA-F]+), aer_mask: (?P<smask>0x[0-9a-fA-F]+)"),
+    ("layer", r"^aer_layer=(?P<layer>[^,]+), aer_agent=(?P<lagent>.*)$"),
+    ("recovery", r"^(?P<recovery>device recovery (?:successful|failed)|Root Port link has been reset.*|broadcast \w+ message)"),
+)
+APEI_RE = r"^\{(?P<apei>\d+)\}\[Hardware Error\]:\s*(?P<rest>.*)$"
+MCE_RE = r"^(?:mce: )?(?:\[Hardware Error\]: ?)(?P<rest>.*)$|^(?P<rest2>mce: .*Machine [Cc]heck.*)$"
+
+AER_SEVERITY = {"corrected": "low", "nonfatal": "high", "fatal": "critical"}
+
+
+# ----------------------------------------------------------------------------- row shaping
+
+
+def _json(fields: dict[str, pl.Expr]) -> pl.Expr:
+    """JSON object of the non-null fields (null members left out to keep `detail` readable)."""
+    enc = pl.struct(**fields).struct.json_encode()
+    return (
+        enc.str.replace_all(r'"[^"]+":null,?', "")
+        .str.replace(r",\}$", "}")
+    )
+
+
+def _node(ctx: FileContext) -> pl.Expr:
+    return pl.coalesce(pl.col("host"), pl.lit(ctx.node))
+
+
+def _clock_detail() -> dict[str, pl.Expr]:
+    """Boot segment and crash-record flag for monotonic rows, which `forensics.timebase` reads."""
+    mono = pl.col("uptime_s").is_not_null() & pl.col("ts").is_null()
+    return {
+        "boot_seg": pl.when(mono).then(pl.col("boot_seg")),
+        "crash_record": pl.when(mono & pl.col("crash_record")).then(pl.lit(True)),
+    }
+
+
+def _events(
+    df: pl.DataFrame,
+    ctx: FileContext,
+    kind: str | pl.Expr,
+    code: pl.Expr,
+    severity: pl.Expr,
+    bus: pl.Expr,
+    detail: dict[str, pl.Expr],
+) -> pl.DataFrame:
+    """Shape rows of the stamped frame (plus extracted columns) as `events` rows."""
+    df = df.with_columns(_bus=bus.cast(pl.String))
+    uniq = df.select("_bus").unique().filter(pl.col("_bus").is_not_null())
+    df = df.join(uniq.with_columns(_nbus=normalize_bus_id(pl.col("_bus"))), on="_bus", how="left")
+    return df.select(
+        "ts",
+        ts_quality=pl.col("ts_quality").fill_null("none"),
+        uptime_s="uptime_s",
+        node=_node(ctx),
+        gpu_bus_id=pl.col("_nbus"),
+        source=pl.lit("kernel"),
+        kind=kind if isinstance(kind, pl.Expr) else pl.lit(kind),
+        code=code.cast(pl.String),
+        severity=severity,
+        message=pl.col("text"),
+        detail=_json({**detail, **_clock_detail()}),
+        file=pl.lit(ctx.path),
+        line=pl.col("line"),
+    )
+
+
+def _nonempty(v: pl.Expr) -> pl.Expr:
+    v = v.str.strip_chars()
+    return pl.when(v != "").then(v)
+
+
+
+# ----------------------------------------------------------------------------- multi-line blocks
+
+
+def _dev_hex() -> pl.Expr:
+    return pl.lit(pl.Series([f"{i:02x}" for i in range(32)]))
+
+
+def _aer_blocks(m: pl.DataFrame, ctx: FileContext, apei: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.Series]:
+    """Group each PCIe AER report into one `pcie_aer` event; return (events, lines used, APEI lines merged).
+
+    Firmware-first reports print an APEI `{N}[Hardware Error]:` PCIe block, then the kernel's
+    `aer_status`/bit/`aer_layer` lines for the same error: those follow-ups are merged into the APEI
+    block (one event, at the APEI block's first line).
+    """
+    cand = m.filter(pl.col("msg").str.contains_any(list(AER_LITERALS)) & pl.col("msg").str.contains(AER_LINE_RE))
+    empty = _events(cand.head(0), ctx, "pcie_aer", pl.lit(None), pl.lit("low"), pl.lit(None), {})
+    none = pl.Series("line", [], dtype=pl.Int64)
+    if cand.height == 0:
+        return empty, cand.select("line"), none
+    cand = cand.with_columns(a=pl.col("msg").str.extract_groups(AER_LINE_RE)).unnest("a")
+    cls = pl.lit(None, dtype=pl.String)
+    for name, rx in reversed(AER_CLASSES):
+        cls = pl.when(pl.col("rest").str.contains(rx)).then(pl.lit(name)).otherwise(cls)
+    cand = cand.with_columns(cls=cls).filter(pl.col("cls").is_not_null()).sort("line")
+    if cand.height == 0:
+        return empty, cand.select("line"), none
+    for name, rx in AER_CLASSES:
+        cand = cand.with_columns(
+            pl.when(pl.col("cls") == name).then(pl.col("rest").str.extract_groups(rx)).alias(f"_{name}")
+        ).unnest(f"_{name}")
+    prev_cls = pl.col("cls").shift(1)
+    gap = pl.col("line") - pl.col("line").shift(1)
+    start = (
+        (pl.col("cls") == "header")
+        | ((pl.col("cls") == "buserr") & (prev_cls != "header"))
+        | (gap > 12)
+        | prev_cls.is_null()
+    )
+    cand = cand.with_columns(block=start.fill_null(True).cum_sum())
+
+    def first_of(col: str, cls_name: str | tuple[str, ...]) -> pl.Expr:
+        names = [cls_name] if isinstance(cls_name, str) else list(cls_name)
+        return pl.col(col).filter(pl.col("cls").is_in(names)).first()
+
+    agg = cand.group_by("block").agg(
+        pl.col("line").first(),
+        pl.col("text").first(),
+        pl.col("ts").first(),
+        pl.col("ts_quality").first(),
+        pl.col("uptime_s").first(),
+        pl.col("host").first(),
+        pl.col("boot_seg").first(),
+        pl.col("crash_record").first(),
+        port=pl.coalesce(first_of("bdf", "header"), pl.col("bdf").filter(pl.col("driver") == "pcieport").first()),
+        header_src=first_of("hsrc", "header"),
+        hid=pl.coalesce(first_of("hid", "header"), first_of("bid", "buserr")),
+        err_dev=pl.coalesce(first_of("bdf", "buserr"), first_of("bdf", ("device", "bit", "status", "tlp"))),
+        sev_text=pl.coalesce(
+            first_of("bsev", "buserr"),
+            pl.when(first_of("hsev", "header").is_not_null()).then(
+                pl.concat_str([first_of("hsev", "header"), first_of("hsev2", "header")], separator=" ", ignore_nulls=True)
+            ),
+        ),
+        err_type=first_of("btype", "buserr"),
+        agent=pl.coalesce(first_of("agent", "buserr"), first_of("lagent", "layer")),
+        layer=first_of("layer", "layer"),
+        vendor_device=pl.concat_str([first_of("vid", "device"), first_of("did", "device")], separator=":"),
+        status=pl.coalesce(first_of("status", "device"), first_of("sstatus", "status")),
+        mask=pl.coalesce(first_of("mask", "device"), first_of("smask", "status")),
+        bits=pl.col("bit").filter(pl.col("cls") == "bit").str.strip_chars().str.join(","),
+        first_bit=pl.col("bit").filter((pl.col("cls") == "bit") & pl.col("first").is_not_null()).first(),
+        tlp=first_of("tlp", "tlp"),
+        recovery=first_of("recovery", "recovery"),
+        multiple=(pl.col("multi").filter(pl.col("cls") == "header").is_not_null()).any(),
+        n_lines=pl.len(),
+        primary=pl.col("cls").is_in(["header", "buserr"]).any(),
+    ).sort("line")
+    agg = agg.with_columns(firmware_first=pl.lit(None, dtype=pl.Boolean))
+    merged = none
+    pcie_apei = apei.filter(pl.col("section").str.to_lowercase().str.contains("pcie")) if apei.height else apei
+    if pcie_apei.height and agg.filter(~pl.col("primary")).height:
+        a = pcie_apei.select(
+            pl.col("line").alias("a_line"),
+            pl.col("line"),
+            a_text="text",
+            a_ts="ts",
+            a_q="ts_quality",
+            a_up="uptime_s",
+            a_host="host",
+            a_seg="boot_seg",
+            a_crash="crash_record",
+            a_sev="event_severity",
+            a_dev="device",
+        ).sort("line")
+        follow = agg.filter(~pl.col("primary")).sort("line").join_asof(a, on="line", strategy="backward", tolerance=40)
+        hit = pl.col("a_line").is_not_null()
+        follow = follow.with_columns(
+            line=pl.when(hit).then("a_line").otherwise("line"),
+            text=pl.when(hit).then("a_text").otherwise("text"),
+            ts=pl.when(hit).then("a_ts").otherwise("ts"),
+            ts_quality=pl.when(hit).then("a_q").otherwise("ts_quality"),
+            uptime_s=pl.when(hit).then("a_up").otherwise("uptime_s"),
+            host=pl.when(hit).then("a_host").otherwise("host"),
+            boot_seg=pl.when(hit).then("a_seg").otherwise("boot_seg"),
+            crash_record=pl.when(hit).then("a_crash").otherwise("crash_record"),
+            sev_text=pl.when(hit).then("a_sev").otherwise("sev_text"),
+            err_dev=pl.coalesce("err_dev", "a_dev"),
+            firmware_first=pl.when(hit).then(pl.lit(True)),
+        )
+        merged = follow.get_column("a_line").drop_nulls()
+        agg = pl.concat([agg.filter(pl.col("primary")), follow.select(agg.columns)]).sort("line")
+    # ≲4.18 'id=00e0' = bus << 8 | devfn, in the reporting port's domain
+    devfn = pl.col("hid").str.slice(2, 2).str.to_integer(base=16, strict=False)
+    decoded = pl.format(
+        "{}:{}:{}.{}",
+        pl.coalesce(pl.col("port"), pl.col("err_dev")).str.extract(r"^([0-9a-fA-F]{4,8}):", 1),
+        pl.col("hid").str.slice(0, 2),
+        _dev_hex().get(devfn // 8),
+        (devfn % 8).cast(pl.String),
+    )
+    device = pl.coalesce(pl.col("err_dev"), pl.col("header_src"), pl.when(pl.col("hid").is_not_null()).then(decoded), pl.col("port"))
+    sev = pl.col("sev_text").str.to_lowercase()
+    code = (
+        pl.when(sev.str.contains("non-fatal|nonfatal"))
+        .then(pl.lit("nonfatal"))
+        .when(sev.str.contains("fatal"))
+        .then(pl.lit("fatal"))
+        .when(sev.str.contains("uncorrect|recoverable"))
+        .then(pl.lit("nonfatal"))
+        .when(sev.str.contains("correct"))
+        .then(pl.lit("corrected"))
+        .otherwise(pl.lit("unknown"))
+    )
+    agg = agg.with_columns(_code=code, _dev=device)
+    detail = {
+        "reporting_port": normalize_bus_id(pl.col("port")),
+        "severity_text": pl.col("sev_text"),
+        "type": pl.col("err_type"),
+        "agent": pl.col("agent"),
+        "layer": pl.col("layer"),
+        "vendor_device": pl.col("vendor_device"),
+        "status": pl.col("status"),
+        "mask": pl.col("mask"),
+        "bits": pl.when(pl.col("bits") != "").then(pl.col("bits")),
+        "first_bit": pl.col("first_bit"),
+        "tlp_header": pl.col("tlp"),
+        "recovery": pl.col("recovery"),
+        "multiple": pl.when(pl.col("multiple")).then(pl.lit(True)),
+        "firmware_first": pl.col("firmware_first"),
+        "lines": pl.col("n_lines"),
+    }
+    events = _events(
+        agg,
+        ctx,
+        "pcie_aer",
+        pl.col("_code"),
+        pl.col("_code").replace_strict(AER_SEVERITY, default="medium", return_dtype=pl.String),
+        pl.col("_dev"),
+        detail,
+    )
+    return events, cand.select("line"), merged
+
+
+def _apei_agg(m: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Group firmware-first `{N}[Hardware Error]:` reports into one row per block; return (blocks, lines used)."""
+    cand = m.filter(pl.col("msg").str.contains("[Hardware Error]", literal=True) & pl.col("msg").str.contains(APEI_RE))
+    if cand.height == 0:
+        return cand.select(
+            "line", "text", "ts", "ts_quality", "uptime_s", "host", "boot_seg", "crash_record",
+            section=pl.lit(None, dtype=pl.String), event_severity=pl.lit(None, dtype=pl.String),
+            device=pl.lit(None, dtype=pl.String), source=pl.lit(None, dtype=pl.String), n_lines=pl.lit(0, dtype=pl.UInt32),
+        ), cand.select("line")
+    cand = cand.with_columns(a=pl.col("msg").str.extract_groups(APEI_RE)).unnest("a").sort("line")
+    start = (
+        pl.col("rest").str.contains("Hardware error from APEI", literal=True)
+        | (pl.col("apei") != pl.col("apei").shift(1))
+        | ((pl.col("line") - pl.col("line").shift(1)) > 12)
+    )
+    cand = cand.with_columns(block=start.fill_null(True).cum_sum())
+    agg = cand.group_by("block").agg(
+        pl.col("line").first(),
+        pl.col("text").first(),
+        pl.col("ts").first(),
+        pl.col("ts_quality").first(),
+        pl.col("uptime_s").first(),
+        pl.col("host").first(),
+        pl.col("boot_seg").first(),
+        pl.col("crash_record").first(),
+        section=pl.col("rest").str.extract(r"section_type: (.*)$", 1).drop_nulls().first(),
+        event_severity=pl.col("rest").str.extract(r"event severity: (\w+)", 1).drop_nulls().first(),
+        device=pl.col("rest").str.extract(rf"device_id: ({BDF})", 1).drop_nulls().first(),
+        source=pl.col("rest").str.extract(r"Generic Hardware Error Source: (\d+)", 1).drop_nulls().first(),
+        n_lines=pl.len(),
+    ).sort("line").drop("block")
+    return agg, cand.select("line")
+
+
+def _apei_events(agg: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
+    """APEI blocks as events: PCIe sections -> pcie_aer, memory -> edac, else mce."""
+    section = pl.col("section").str.to_lowercase()
+    kind = pl.when(section.str.contains("pcie")).then(pl.lit("pcie_aer")).when(section.str.contains("memory")).then(pl.lit("edac")).otherwise(pl.lit("mce"))
+    es = pl.col("event_severity").str.to_lowercase()
+    code = (
+        pl.when(section.str.contains("pcie"))
+        .then(pl.when(es == "corrected").then(pl.lit("corrected")).when(es == "fatal").then(pl.lit("fatal")).otherwise(pl.lit("nonfatal")))
+        .otherwise(es)
+    )
+    severity = pl.when(es == "corrected").then(pl.lit("low")).when(es == "fatal").then(pl.lit("critical")).when(es == "info").then(pl.lit("info")).otherwise(pl.lit("high"))
+    detail = {
+        "firmware_first": pl.lit(True),
+        "section_type": pl.col("section"),
+        "event_severity": pl.col("event_severity"),
+        "error_source": pl.col("source"),
+        "lines": pl.col("n_lines"),
+    }
+    return _events(agg, ctx, kind, code, severity, pl.col("device"), detail)
+
+
+def _mce_blocks(m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
+    """`mce: [Hardware Error]: ...` dumps (CPU/bank/status/address lines) -> one `mce` event each."""
+    cand = m.filter(pl.col("msg").str.contains_any(["Hardware Error", "Machine check", "Machine Check"]) & pl.col("msg").str.contains(MCE_RE))
+    if cand.height == 0:
+        return _events(cand, ctx, "mce", pl.lit(None), pl.lit("high"), pl.lit(None), {})
+    rest = pl.coalesce(pl.col("msg").str.extract(MCE_RE, 1), pl.col("msg").str.extract(MCE_RE, 2))
+    cand = cand.with_columns(rest=rest).sort("line")
+    start = pl.col("rest").str.contains(r"Machine check events logged|CPU \d+: Machine Check|Machine Check Exception") | (
+        (pl.col("line") - pl.col("line").shift(1)) > 3
+    )
+    cand = cand.with_columns(block=start.fill_null(True).cum_sum())
+    agg = cand.group_by("block").agg(
+        pl.col("line").first(),
+        pl.col("text").first(),
+        pl.col("ts").first(),
+        pl.col("ts_quality").first(),
+        pl.col("uptime_s").first(),
+        pl.col("host").first(),
+        pl.col("boot_seg").first(),
+        pl.col("crash_record").first(),
+        cpu=pl.col("rest").str.extract(r"CPU:? ?(\d+)", 1).drop_nulls().first(),
+        bank=pl.col("rest").str.extract(r"Bank (\d+)", 1).drop_nulls().first(),
+        status=pl.col("rest").str.extract(r"Bank \d+: ([0-9a-fA-F]+)", 1).drop_nulls().first(),
+        address=pl.col("rest").str.extract(r"ADDR ([0-9a-fA-Fx]+)", 1).drop_nulls().first(),
+        logged=pl.col("rest").str.contains("events logged", literal=True).any(),
+        fatal=pl.col("rest").str.contains(r"(?i)uncorrected|fatal|panic|\bUC\b").any(),
+        text_all=pl.col("rest").str.join(" | "),
+        n_lines=pl.len(),
+    ).sort("line")
+    code = pl.when(pl.col("logged") & ~pl.col("fatal")).then(pl.lit("logged")).otherwise(pl.lit("machine_check"))
+    severity = pl.when(pl.col("fatal")).then(pl.lit("critical")).when(pl.col("logged")).then(pl.lit("medium")).otherwise(pl.lit("high"))
+    detail = {
+        "cpu": pl.col("cpu"),
+        "bank": pl.col("bank"),
+        "status": pl.col("status"),
+        "address": pl.col("address"),
+        "text": pl.col("text_all"),
+        "lines": pl.col("n_lines"),
+    }
+    return _events(agg, ctx, "mce", code, severity, pl.lit(None, dtype=pl.String), detail)
