@@ -56,7 +56,13 @@ _MON = r"(?P<mon>[^\s\d:\[\]<>]{2,6}\.?|\d{1,2}\s?月|\d{1,2}\s?월)"
 # on its fast path (a trailing `(?P<msg>.*)` capture costs 3-4x on long lines).
 STYLES: tuple[tuple[str, str], ...] = (
     ("kmsg", r"^(?P<prio>\d{1,3}),(?P<seq>\d+),(?P<usec>\d+),(?P<flags>[^;,]*)(?:,[^;]*)?;"),
-    ("dmesg_raw", rf"^{_DECODE}(?:<(?P<prio>\d{{1,3}})>)?\[\s*(?P<up>\d+\.\d+)\]{_CALLER}\s?"),
+    (
+        "dmesg_raw",
+        rf"^{_DECODE}(?:<(?P<prio>\d{{1,3}})>)?\[\s*(?P<up>\d+\.\d+)(?: <\s*[\d.]+>)?\]{_CALLER}\s?",
+    ),
+    # dmesg -e (reltime): '[Feb23 16:24] msg' then '[  +0.000015] msg' for lines in the same minute
+    ("dmesg_reltime", rf"^{_DECODE}\[(?P<mon>[A-Z][a-z]{{2}})(?P<day>\d{{1,2}}) (?P<hm>\d\d:\d\d)\]\s?"),
+    ("dmesg_delta", rf"^{_DECODE}\[\s*[+-]\d+\.\d+\]\s?"),
     (
         "dmesg_ctime",
         rf"^{_DECODE}\[(?P<wd>[^\s\d\[\]]{{2,5}}\.?,?) (?P<mon>[^\s\d\[\]]{{2,6}}\.?) +(?P<day>\d{{1,2}}) "
@@ -92,6 +98,8 @@ NEEDED: dict[str, tuple[str, ...]] = {
     "kmsg": ("seq", "usec"),
     "dmesg_raw": ("up",),
     "dmesg_ctime": ("mon", "day", "hms", "year"),
+    "dmesg_reltime": ("mon", "day", "hm"),
+    "dmesg_delta": (),
     "dmesg_iso": ("ts",),
     "journal_iso": ("ts", "host", "tag"),
     "rfc5424": ("ts", "host", "tag"),
@@ -339,7 +347,7 @@ def _style_rows(sub: pl.DataFrame, style: str, pattern: str) -> pl.DataFrame:
         seq=col("seq").cast(pl.Int64, strict=False),
         mon_raw=col("mon"),
         day=col("day").cast(pl.Int32, strict=False),
-        hms=col("hms"),
+        hms=(pl.col("hm") + ":00") if style == "dmesg_reltime" else col("hms"),
     )
     return out
 
@@ -390,7 +398,7 @@ def _fast_monotonic(hit: pl.DataFrame, style: str) -> pl.DataFrame:
     opn = body.str.find("[", literal=True)
     g = hit.select(
         "line",
-        up=body.str.slice(opn + 1, close - opn - 1).str.strip_chars(),
+        up=body.str.slice(opn + 1, close - opn - 1).str.strip_chars().str.splitn(" ", 2).struct.field("field_0"),
         msg=body.str.slice(close + 1),
     )
     caller = r"^\s?\[\s*[TC]\d+\]"
@@ -506,7 +514,7 @@ def stamp(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str
     )
     out = out.with_columns(ok=pl.col("style").is_not_null())
     # inherit the previous stamped line's clock for continuation/bare lines
-    inherit = pl.col("style").is_in(["continuation", "bare"])
+    inherit = pl.col("style").is_in(["continuation", "bare", "dmesg_delta"])
     has_clock = pl.col("ts").is_not_null() | pl.col("uptime_s").is_not_null()
     carried = out.with_columns(
         _ts=pl.when(pl.col("style").is_in(["header"])).then(None).otherwise("ts").forward_fill(),
@@ -571,7 +579,7 @@ def _boot_segments() -> pl.Expr:
 def _syslog_times(out: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str]]:
     """Give syslog rows (month, day, time, no year) a UTC time with the year inferred (FORMATS.md §1.3 rule 3)."""
     notes: list[str] = []
-    is_sys = pl.col("style") == "syslog"
+    is_sys = pl.col("style").is_in(["syslog", "dmesg_reltime"])
     if out.filter(is_sys).height == 0:
         return out, notes
     month = pl.when(is_sys).then(_month_num(pl.col("mon_raw")))

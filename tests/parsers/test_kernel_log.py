@@ -443,3 +443,11 @@ def test_ansi_colour_and_localized_ctime() -> None:
     r = one(f"\x1b[32m[  123.456789]\x1b[0m \x1b[33m{XID79}\x1b[0m\n")
     assert r["uptime_s"] == pytest.approx(123.456789) and r["code"] == "79"
     assert one(f"[So Mär  2 16:24:18 2025] {XID79}\n")["ts"] == utc(2025, 3, 2, 16, 24, 18)
+
+
+def test_dmesg_delta_and_reltime_formats() -> None:
+    r = one(f"[12345.678901 <    0.000123>] {XID79}\n")
+    assert r["uptime_s"] == pytest.approx(12345.678901)
+    ev = events(f"[Feb23 16:24] usb 1-1: reset\n[  +0.000015] {XID79}\n")
+    r = ev.row(0, named=True)
+    assert r["ts"] == utc(2025, 2, 23, 16, 24, 0) and r["ts_quality"] == "inherited"
