@@ -407,8 +407,13 @@ FAILURE_LINES: tuple[tuple[str, str, str], ...] = (
 )
 
 
+FAILURE_LITERALS = ("device handle", "NVIDIA-SMI has failed", "Failed to initialize NVML", "No devices were found")
+
+
 def failure_event(text: str, line: int, *, node: str, path: str) -> dict[str, Any] | None:
     """The event for an nvidia-smi failure line (see FAILURE_LINES), or None."""
+    if not any(lit in text for lit in FAILURE_LITERALS):
+        return None
     for kind, pattern, sev in FAILURE_LINES:
         m = re.search(pattern, text)
         if m:
@@ -423,14 +428,12 @@ def failure_event(text: str, line: int, *, node: str, path: str) -> dict[str, An
 
 def failure_events(frame: pl.DataFrame, ctx: Any) -> tuple[pl.Expr, pl.DataFrame]:
     """Vectorised FAILURE_LINES over a `numbered` frame: (is-failure-line expr, events frame)."""
-    hit = pl.lit(False)
-    for _k, pattern, _s in FAILURE_LINES:
-        hit = hit | pl.col("text").str.contains(pattern)
+    # Cheap literal triage first; the regexes then run on the few candidate lines only.
+    cand = frame.filter(pl.col("text").str.contains_any(list(FAILURE_LITERALS))).select("line", "text")
     rows = [
-        e
-        for ln, t in frame.filter(hit).select("line", "text").iter_rows()
-        if (e := failure_event(t, ln, node=ctx.node, path=ctx.path)) is not None
+        e for ln, t in cand.iter_rows() if (e := failure_event(t, ln, node=ctx.node, path=ctx.path)) is not None
     ]
+    hit = pl.col("line").is_in([e["line"] for e in rows])
     if not rows:
         return hit, conform_table(pl.DataFrame(), "events")
     return hit, frames([], [], rows)["events"]

@@ -156,11 +156,12 @@ def sniff(head: bytes, name: str) -> float:
 def _value(col: pl.Expr) -> pl.Expr:
     """Cell text with nulls for empty / bracketed states (`[N/A]`, `[Not Supported]`, `N/A`)."""
     v = col.str.strip_chars()
-    return pl.when(v.str.contains(r"^(\[.*\]|N/A|)$")).then(None).otherwise(v)
+    return pl.when(v.str.starts_with("[") | (v == "N/A") | (v == "")).then(None).otherwise(v)
 
 
 def _number(col: pl.Expr) -> pl.Expr:
-    return _value(col).str.extract(r"^([-+]?\d+(?:\.\d+)?)", 1).cast(pl.Float64, strict=False)
+    """Leading number of a cell (`612.34 W`, `98 %`, `16`); states and text give null."""
+    return col.str.strip_chars().str.split(" ").list.first().cast(pl.Float64, strict=False)
 
 
 def _flag(col: pl.Expr) -> pl.Expr:
@@ -183,11 +184,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     headers_ok = [t for t in cands if _known(t.split(","))]
     is_header = pl.col("text").is_in(headers_ok)
     frame = frame.with_columns(header=pl.when(is_header).then(pl.col("line")).otherwise(None).forward_fill(), is_header=is_header)
-    frame = frame.with_columns(
-        cells=pl.when(~pl.col("is_header") & pl.col("header").is_not_null() & (pl.col("text").str.strip_chars() != ""))
-        .then(pl.col("text").str.split(","))
-        .otherwise(None)
-    )
+    frame = frame.with_columns(nf=pl.col("text").str.count_matches(",", literal=True) + 1)
     headers = frame.filter(pl.col("is_header")).select("line", "text")
     header_fields = {int(ln): [f.strip() for f in t.rstrip(", ").split(",")] for ln, t in headers.iter_rows()}
     frame = frame.with_columns(
@@ -197,8 +194,8 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     )
     fail_hit, fail_events = F.failure_events(frame, ctx)
     frame = frame.with_columns(is_fail=fail_hit)
-    frame = frame.with_columns(cells=pl.when(pl.col("is_fail")).then(None).otherwise(pl.col("cells")))
-    ok = pl.col("is_header") | pl.col("is_fail") | (pl.col("cells").list.len() == pl.col("nfields"))
+    is_data = ~pl.col("is_header") & ~pl.col("is_fail") & (pl.col("nf") == pl.col("nfields"))
+    ok = pl.col("is_header") | pl.col("is_fail") | is_data.fill_null(False)
     parsed, unrecognized, examples = account(frame.select("line", "text", ok=ok), pl.col("ok"))
     notes: list[str] = []
     orphan = frame.filter(pl.col("header").is_null() & ~pl.col("is_fail") & (pl.col("text").str.strip_chars() != ""))
@@ -210,11 +207,12 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     samples_parts: list[pl.DataFrame] = []
     inv_parts: list[pl.DataFrame] = []
     for hline, fields in header_fields.items():
-        data = frame.filter((pl.col("header") == hline) & ~pl.col("is_header") & (pl.col("cells").list.len() == len(fields)))
+        data = frame.filter((pl.col("header") == hline) & is_data)
         if data.height == 0:
             continue
         canon = [canonical(f) for f in fields]
-        cell = {c: pl.col("cells").list.get(i) for i, c in enumerate(canon)}
+        data = data.with_columns(cells=pl.col("text").str.split_exact(",", len(fields) - 1))
+        cell = {c: pl.col("cells").struct.field(f"field_{i}") for i, c in enumerate(canon)}
         exprs: dict[str, pl.Expr] = {}
         best: dict[str, int] = {}
         for c, e in cell.items():
