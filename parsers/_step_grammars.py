@@ -23,6 +23,12 @@ TS_RE = (
     r"(?P<tz>Z|[+-]\d\d:?\d\d)?(?:[^\d]|$)"
 )
 
+# Log collectors (k8s, CloudWatch exports) put their own clock first: `2024-06-01T10:00:05.123456Z ` (outermost).
+COLLECTOR_RE = r"^(?P<cts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?):?\s+|^\d\d:\d\d:\d\d\.\d{3} "
+# absl (MaxText, JAX) `I0512 10:24:13.123456 140234 train.py:540] ` and PyTorch c10 `[W1006 03:29:26.926188014 …]`:
+# month and day without a year (the year comes from the bundle, ts_quality 'year_inferred').
+MMDD_TS_RE = r"^\[?[IWEF](?P<mo>\d\d)(?P<d>\d\d) (?P<time>\d\d:\d\d:\d\d)(?P<frac>\.\d+)?\s"
+
 ANSI_RE = r"\x1b\[[0-9;?]*[A-Za-z]"
 ANSI_PASTED_RE = r"\[(?:\d{1,3};)*\d{1,3}m"  # colour codes whose ESC was lost in a paste: `[32m`, `[0m`
 PYLOG_PREFIX_RE = r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:"  # logging.basicConfig default: `INFO:megatron.core.utils:`
@@ -39,7 +45,7 @@ MEGATRON_KEYS: dict[str, str] = {
     "elapsed_ms": rf"elapsed[ _]time[ _]per[ _]iteration[ _]\(?ms\)?\s*[:=]\s*(?P<v>{NUM})",
     "tflops": rf"(?:throughput per GPU \(TFLOP/s/GPU\)\s*:|\[LM\]TFLOPs\s*=|approx flops per GPU:|TFLOPs:)\s*(?P<v>{NUM})",
     "samples_per_s": rf"(?:samples/sec|samples_per_second|samples per second)\s*[:=]\s*(?P<v>{NUM})",
-    "tokens_per_gpu_s": rf"tokens_per_gpu_per_second(?:_tgs)?\s*[:=]\s*(?P<v>{NUM})",
+    "tokens_per_gpu_s": rf"tokens[ _]per[ _]gpu[ _]per[ _]second(?:[ _]\(?tgs\)?)?\s*[:=]\s*(?P<v>{NUM})",
     "lm_loss": rf"\|\s*lm[ _]loss\s*[:=]\s*(?P<v>{NUM})",
     "loss": rf"\|\s*loss\s*[:=]\s*(?P<v>{NUM})",
     "lr": rf"learning[ _]rate\s*[:=]\s*(?P<v>{NUM})",
@@ -71,11 +77,11 @@ DS_TPUT_NEW_RE = (
 )
 
 # torchtitan: `step: 200  loss:  6.1384  [grad_norm: 0.83  ]memory: 49.66GiB(52.28%)  tps: 5,856  tflops: 339.16  mfu: 34.29%`
-TITAN_RE = rf"(?:^|\s)step:\s*(?P<step>\d+)\s+loss:\s*(?P<loss>{NUM})\s+(?P<rest>.*(?:memory|tps|tflops|mfu):.*)$"
+TITAN_RE = rf"(?:^|\s)step:\s*(?P<step>\d+)\s+loss:\s*(?P<loss>{NUM})\s+(?P<rest>.*(?:memory|tps|wps|tflops|mfu):.*)$"
 TITAN_KEYS: dict[str, str] = {
     "grad_norm": rf"grad_norm:\s*(?P<v>{NUM})",
     "memory_gib": rf"memory:\s*(?P<v>{NUM})GiB",
-    "tps": rf"tps:\s*(?P<v>{INT_SEP}(?:\.\d+)?)",
+    "tps": rf"(?:tps|wps):\s*(?P<v>{INT_SEP}(?:\.\d+)?)",  # `wps` in 2024 releases
     "tflops": rf"tflops:\s*(?P<v>{NUM})",
     "mfu_pct": rf"mfu:\s*(?P<v>{NUM})%",
 }
@@ -94,6 +100,10 @@ MODDED_RE = (
 )
 # litgpt `iter 10 step 5: loss 2.3, iter time: 456.78ms` / `Epoch 1 | iter 10 step 5 | loss train: 2.3, … | iter time: 456.78 ms`.
 LITGPT_RE = rf"iter (?P<step>\d+) step (?P<ostep>\d+)\s*[:|]\s*loss(?: train)?:?\s*(?P<loss>{NUM}).*?iter time:\s*(?P<ms>{NUM})\s*ms"
+# llm.c `step    1/74 | train loss 11.012345 | norm 15.4 | lr 1.00e-06 | (123.45 ms | 12345 tok/s)`.
+LLMC_RE = (
+    rf"^step\s+(?P<step>\d+)/(?P<total>\d+) \| train loss (?P<loss>{NUM}) \|.*?\((?P<ms>{NUM}) ms \| (?P<tps>{NUM}) tok/s\)"
+)
 # MaxText `completed step: 9, seconds: 1.341, TFLOP/s/device: 257.9, Tokens/s/device: 36653.2, …, loss: 0.000`.
 MAXTEXT_RE = (
     rf"completed step: (?P<step>\d+), seconds: (?P<s>{NUM}), TFLOP/s(?:/device)?: (?P<tflops>{NUM})"
@@ -259,6 +269,8 @@ NOISE_RES: tuple[str, ...] = (
     r"^Number of parameters in .* in billions:",
     r"^Theoretical memory footprints:",
     r"^\s*> number of parameters on \(tensor, pipeline\) model parallel rank",
+    r"^\s*\*{5} (?:train|eval|predict|test) metrics \*{5}",  # HF Trainer metrics block
+    r"^\s+(?:epoch|total_flos|(?:train|eval|predict|test)_\w+)\s+=\s+\S",
 )
 
 # ----------------------------------------------------------------------------- triage

@@ -132,6 +132,7 @@ _SNIFF_STRONG = [
         g.MODDED_RE,
         g.LITGPT_RE,
         g.MAXTEXT_RE,
+        g.LLMC_RE,
         g.NEMO2_RE,
         g.AUTOMODEL_RE,
         g.TORCHTUNE_RE,
@@ -164,6 +165,8 @@ _SNIFF_STRIP = re.compile(
     r"(?:\d{1,3}\.){3}\d{1,3}: |[A-Za-z][\w-]*\d[\w.-]*: )+"
 )
 _ANSI_PY = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_SNIFF_COLLECTOR = re.compile(g.COLLECTOR_RE)
+_SNIFF_PYLOG = re.compile(g.PYLOG_PREFIX_RE)
 
 
 def sniff(head: bytes, name: str) -> float:
@@ -175,7 +178,8 @@ def sniff(head: bytes, name: str) -> float:
         for seg in raw.split("\r"):
             if not seg.strip() or seg.startswith("#SOURCE"):
                 continue
-            s = _SNIFF_STRIP.sub("", _ANSI_PY.sub("", seg), count=1)
+            s = _SNIFF_COLLECTOR.sub("", _ANSI_PY.sub("", seg), count=1)
+            s = _SNIFF_PYLOG.sub("", _SNIFF_STRIP.sub("", s, count=1), count=1)
             if any(r.search(s) for r in _SNIFF_STRONG):
                 strong += 1
             elif any(r.search(s) for r in _SNIFF_SUPPORT):
@@ -318,6 +322,9 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
         ts_quality=pl.lit(None, dtype=pl.String),
     )
     seg = seg.filter(pl.col("triage")).with_columns(clean=clean)
+    seg = seg.with_columns(
+        coll_ts=pl.col("clean").str.extract(g.COLLECTOR_RE, 1), clean=pl.col("clean").str.replace(g.COLLECTOR_RE, "")
+    )
     seg = _strip_envelopes(seg.with_columns(rest=pl.col("clean")))
     seg = seg.with_columns(rest=pl.col("rest").str.replace(g.PYLOG_PREFIX_RE, ""))
     banner = pl.col("rest").str.extract_groups(g.COMPOSER_BANNER_RE)
@@ -340,8 +347,8 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
         rank=pl.coalesce(stream_rank, pl.col("msg_rank")),
         text=pl.col("rest"),
     )
-    # own timestamp
-    t = pl.col("text").str.extract_groups(g.TS_RE)
+    # own timestamp (a collector's clock, being exact, wins over the framework's local one)
+    t = pl.coalesce(pl.col("coll_ts"), pl.col("text")).str.extract_groups(g.TS_RE)
     frac = t.struct.field("frac").str.replace(",", ".", literal=True).fill_null("")
     naive = pl.concat_str([t.struct.field("date"), pl.lit("T"), t.struct.field("time"), frac]).str.to_datetime(
         "%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us"
@@ -352,13 +359,31 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
         tzp.struct.field("sign") == "-"
     ).then(-1).otherwise(1)
     utc = pl.when(tz.is_null() | (tz == "Z")).then(naive).otherwise(naive - pl.duration(minutes=offset_min.fill_null(0)))
+    year = ctx.year_hint or (ctx.collected_at.year if ctx.collected_at else None)
+    mmdd = pl.col("text").str.extract_groups(g.MMDD_TS_RE)
+    if year is None:
+        md_ts = pl.lit(None, dtype=pl.Datetime("us"))
+    else:
+        md_ts = pl.concat_str(
+            [
+                pl.lit(f"{year}-"),
+                mmdd.struct.field("mo"),
+                pl.lit("-"),
+                mmdd.struct.field("d"),
+                pl.lit("T"),
+                mmdd.struct.field("time"),
+                mmdd.struct.field("frac").str.slice(0, 7).fill_null(""),
+            ]
+        ).str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us")
     seg = seg.with_columns(
-        ts=utc.dt.replace_time_zone("UTC"),
-        ts_quality=pl.when(naive.is_null())
-        .then(pl.lit(None, dtype=pl.String))
-        .when(tz.is_not_null())
+        ts=pl.coalesce(utc, md_ts).dt.replace_time_zone("UTC"),
+        ts_quality=pl.when(naive.is_not_null() & tz.is_not_null())
         .then(pl.lit("exact"))
-        .otherwise(pl.lit("local_assumed_utc")),
+        .when(naive.is_not_null())
+        .then(pl.lit("local_assumed_utc"))
+        .when(md_ts.is_not_null())
+        .then(pl.lit("year_inferred"))
+        .otherwise(pl.lit(None, dtype=pl.String)),
     )
     seg = seg.select(rest.columns)
     return frame, pl.concat([seg, rest]).sort("line", "seg")
@@ -561,6 +586,25 @@ def _step_fragments(seg: pl.DataFrame) -> list[pl.DataFrame]:
                 loss=_num(_f("loss")),
                 step_time_s=_num(_f("ms")) / 1000.0,
                 step_time_source=pl.lit("reported"),
+            )
+        )
+
+    m = _match(seg, g.LLMC_RE, txt.str.contains("tok/s)", literal=True))
+    if m.height:
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("llmc"),
+                framework=pl.lit("llm.c"),
+                prio=pl.lit(0),
+                anchor=pl.lit(True),
+                step=_f("step").cast(pl.Int64),
+                total_steps=_f("total").cast(pl.Int64),
+                loss=_num(_f("loss")),
+                step_time_s=_num(_f("ms")) / 1000.0,
+                step_time_source=pl.lit("reported"),
+                throughput=_num(_f("tps")),
+                throughput_unit=pl.lit("tokens/s"),
             )
         )
 
@@ -1142,7 +1186,7 @@ def _times(rows: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
         d_step=(pl.col("step") - pl.col("step").shift(1)).over(grp),
     )
     # timestamp deltas, own (not inherited) times only
-    own = rows.filter(has_step & pl.col("ts_quality").is_in(["exact", "local_assumed_utc"])).select(
+    own = rows.filter(has_step & pl.col("ts_quality").is_in(["exact", "local_assumed_utc", "year_inferred"])).select(
         "key",
         "framework",
         "line",
