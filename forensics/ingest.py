@@ -136,7 +136,7 @@ def ingest_file(
     Files are read in chunks of about `chunk_bytes` cut at a line end, and the parser is called once
     per chunk with `FileContext.first_line` set, so memory stays bounded whatever the file size; the
     chunks' tables are concatenated and their counts summed. A record spanning lines that is cut at
-    a chunk edge may be seen as two pieces (or as unrecognized lines) by the parser: with 128 MB
+    a chunk edge may be seen as two pieces (or as unrecognized lines) by the parser: with 32 MB
     chunks this touches at most a few lines per chunk, and is accepted for bounded memory.
 
     With `spill` (a folder), a file whose tables are large or that needed several chunks writes its
