@@ -140,7 +140,7 @@ TORCHTUNE_KEYS: dict[str, str] = {
 # The rate flips between it/s and s/it; pasted bars may be cut (`9.33s/i`), hence the unit by its first letters.
 TQDM_RE = (
     r"(?P<desc>.*?)(?P<pct>\d{1,3})%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*\[(?P<elapsed>[\d:]+)<(?P<remain>[\d:?]*)"
-    r"(?:,\s*(?P<rate>[\d.]+|\?)\s*(?P<unit>s|it)?)?(?P<post>.*)$"
+    r"(?:,\s*(?P<rate>[\d.]+|\?)\s*(?P<unit>s/it|it/s|s/i|it/|s/|it(?:\]|,|$)|s(?:\]|,|$))?)?(?P<post>.*)$"
 )
 TQDM_POST_KEYS: dict[str, str] = {
     "loss": rf"[,\s](?:train_)?loss(?:_step)?=(?P<v>{NUM})",
@@ -150,7 +150,11 @@ TQDM_POST_KEYS: dict[str, str] = {
     "consumed_samples": rf"consumed_samples=(?P<v>{NUM})",
 }
 TORCHTUNE_DESC_RE = rf"^\s*(?P<epoch>\d+)\|(?P<step>\d+)\|Loss: (?P<loss>{NUM})"
-EVAL_DESC_RE = r"(?i)eval|valid|test|predict"
+# Bars that are no training steps: evaluation, and data/checkpoint chores (`Loading checkpoint shards`, datasets `Map`).
+EVAL_DESC_RE = (
+    r"(?i)eval|valid|test|predict|sanity|loading|shards|download|upload|\bmap\b|filter|tokeniz|generat|"
+    r"preprocess|processing|saving|extract|convert|checkpoint|warmup|benchmark"
+)
 # Lightning RichProgressBar `Epoch 0/9  ━━━━━━━━━━ 50/100 0:00:10 • 0:00:10 4.95it/s v_num: 0 train_loss: 1.23`.
 RICH_BAR_RE = (
     rf"^Epoch (?P<epoch>\d+)/(?P<epochs>\d+)\s+\S*\s*(?P<n>\d+)/(?P<total>\d+)\s+[\d:]+\s*•\s*\S+\s+(?P<rate>[\d.]+)"

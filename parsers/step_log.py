@@ -762,11 +762,32 @@ def _bar_fragments(seg: pl.DataFrame) -> tuple[list[pl.DataFrame], pl.DataFrame]
         k = {name: _key(post, pat) for name, pat in g.TQDM_POST_KEYS.items()}
         tt = desc.str.extract_groups(g.TORCHTUNE_DESC_RE)
         rate = _num(_f("rate"))
-        it_s = pl.when(_f("unit") == "s").then(1.0 / rate).otherwise(rate)
-        keep = (_f("n").cast(pl.Int64) > 0) & ~desc.str.contains(g.EVAL_DESC_RE)
+        it_s = pl.when(_f("unit").str.starts_with("s")).then(1.0 / rate).otherwise(rate)
+        # a rate in other units (`examples/s`, `B/s`) marks a data bar, not a training loop
+        units_ok = _f("unit").is_not_null() | _f("rate").is_null()
+        keep = (_f("n").cast(pl.Int64) > 0) & ~desc.str.contains(g.EVAL_DESC_RE) & units_ok
         if hf_total.len() > 0:
             keep = keep & _f("total").cast(pl.Int64).is_in(hf_total.implode())
         bars = m.filter(keep)
+        if hf_total.len() == 0 and bars.height:
+            # unlabelled bars of several lengths (HF evaluation inside training): keep the stream's main loop,
+            # the total with the most distinct positions
+            bars = bars.with_columns(
+                _total=_f("total").cast(pl.Int64), _n=_f("n").cast(pl.Int64), _blank=desc.str.strip_chars() == ""
+            )
+            best = (
+                bars.filter("_blank")
+                .group_by("key", "_total")
+                .agg(_k=pl.col("_n").n_unique())
+                .sort("_k", "_total", descending=True)
+                .group_by("key", maintain_order=True)
+                .agg(_best=pl.col("_total").first())
+            )
+            bars = (
+                bars.join(best, on="key", how="left")
+                .filter(~pl.col("_blank") | pl.col("_best").is_null() | (pl.col("_total") == pl.col("_best")))
+                .drop("_total", "_n", "_blank", "_best")
+            )
         if bars.height:
             fw = (
                 pl.when(tt.struct.field("step").is_not_null())

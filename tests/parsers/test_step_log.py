@@ -257,3 +257,20 @@ def test_step_table_sniff_needs_step_and_time() -> None:
     assert step_table.sniff(b"step,step_time_s\n1,2.0\n", "a.csv") == 0.95
     assert step_table.sniff(b"timestamp, name, pci.bus_id\n", "a.csv") == 0.0
     assert step_table.sniff(b'{"step": 1, "loss": 2}\n', "a.jsonl") == 0.0
+
+
+def test_data_and_eval_bars_are_no_steps() -> None:
+    text = "\n".join(
+        [
+            "Loading checkpoint shards: 100%|##########| 4/4 [00:05<00:00,  1.25s/it]",
+            "Map: 100%|##########| 1000/1000 [00:01<00:00, 800.00 examples/s]",
+            " 10%|#         | 1/10 [00:02<00:18,  2.00s/it]",
+            " 20%|##        | 2/10 [00:04<00:16,  2.00s/it]",
+            " 50%|#####     | 1/2 [00:00<00:00,  9.00it/s]",  # an unlabelled evaluation bar
+            " 30%|###       | 3/10 [00:06<00:14,  2.10s/it]",
+        ]
+    )
+    result = parse(text)
+    rows = result.tables["steps"].to_dicts()
+    assert [(r["step"], r["step_time_s"]) for r in rows] == [(1, 2.0), (2, 2.0), (3, 2.1)]
+    assert result.unrecognized == 0
