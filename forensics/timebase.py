@@ -37,11 +37,22 @@ ANCHORABLE_FROM = ("exact", "zone_inferred", "local_assumed_utc", "year_inferred
 BIN_US = 2_000_000
 """Width of the bins in which pair estimates vote (printk and journal times differ by milliseconds)."""
 
-_RAW_PREFIX = (
-    r"^(?:[A-Za-z0-9][\w.-]*: )?(?:[a-z]+\s*:\s*[a-z]+\s*: )?(?:<\d+>)?\[\s*\d+\.\d+\](?:\s?\[\s*[TC]\d+\])?\s?"
-    r"|^\d+,\d+,\d+,[^;]*;"
+_DECODE = r"(?:[a-z]+\s*:\s*[a-z]+\s*: )?"
+_PREFIX = (
+    r"^.*? kernel: "  # syslog, journal short/iso/full, rsyslog RFC 3339
+    rf"|^(?:[\w.-]+: )?{_DECODE}(?:<\d+>)?\[\s*\d+\.\d+(?: <[^>]*>)?\](?:\s?\[\s*[TC]\d+\])?\s?"  # raw dmesg
+    r"|^\d+,\d+,\d+,[^;]*;"  # /dev/kmsg
+    rf"|^{_DECODE}\d{{4}}-\d\d-\d\dT\S+\s(?:\[\s*[TC]\d+\]\s?)?"  # dmesg --time-format iso
+    rf"|^{_DECODE}\[[^\]]+\](?:\s?\[\s*[TC]\d+\])?\s?"  # dmesg -T
+    r"|^<\d+>1 \S+ \S+ \S+ \S+ \S+ (?:-|(?:\[[^\]]*\])+) ?"  # RFC 5424
 )
-"""Prefix of a monotonic line (pdsh host, --decode, <prio>, [secs], [T123]; kmsg 'prio,seq,usec,flags;')."""
+"""Everything before the kernel message in the line shapes of `parsers.kernel_log`."""
+
+
+def _body(message: pl.Expr) -> pl.Expr:
+    """The kernel message of a verbatim line: prefix (and an embedded printk time) removed."""
+    plain = message.str.replace(_PREFIX, "").str.replace(r"^\[\s*\d+\.\d+\]\s?", "")
+    return pl.when(message.str.starts_with("{")).then(message.str.json_path_match("$.MESSAGE")).otherwise(plain)
 
 
 def anchor(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFrame], list[str]]:
@@ -96,7 +107,17 @@ def _segments(raw: pl.DataFrame) -> pl.DataFrame:
     prev_hint = pl.col("_hint").shift(1).over("node", "file")
     new = ((pl.col("uptime_s") < prev_up - 5.0) | (pl.col("_hint") != prev_hint)).fill_null(False)
     raw = raw.with_columns(_k=new.cast(pl.Int64).cum_sum().over("node", "file"))
-    return raw.with_columns(_seg=(pl.col("_k").max().over("node", "file") - pl.col("_k")), _body=pl.col("message").str.replace(_RAW_PREFIX, ""))
+    return raw.with_columns(_seg=(pl.col("_k").max().over("node", "file") - pl.col("_k")), _body=_body(pl.col("message")))
+
+
+PAIR_CAP = 20
+"""At most this many rows of one repeated message per file take part in pairing (Xid storms repeat a
+line thousands of times; all-pairs would be quadratic, and the first occurrences carry the evidence)."""
+
+
+def _capped(df: pl.DataFrame, group: list[str]) -> pl.DataFrame:
+    """Keep the first PAIR_CAP rows of each group (in table order)."""
+    return df.filter(pl.int_range(pl.len()).over(group) < PAIR_CAP)
 
 
 def _empty_estimates() -> pl.DataFrame:
@@ -120,18 +141,18 @@ def _pair_estimates(raw: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
         "code",
         "gpu_bus_id",
         w_ts="ts",
-        w_msg="message",
         w_file="file",
+        _body=_body(pl.col("message")),
         # NOTE: a year-inferred wall clock may still be moved by `forensics.years`: use it only when nothing better
         _prio=(pl.col("ts_quality") == "year_inferred").cast(pl.Int8),
     )
     if walls.height == 0:
         return _empty_estimates()
-    keys = ["node", "kind", "code", "gpu_bus_id"]
+    keys = ["node", "kind", "code", "gpu_bus_id", "_body"]
     pairs = (
-        raw.select(*keys, "file", "_seg", "uptime_s", "_body")
-        .join(walls, on=keys, how="inner", nulls_equal=True)
-        .filter((pl.col("w_file") != pl.col("file")) & (pl.col("_body") != "") & pl.col("w_msg").str.ends_with(pl.col("_body")))
+        _capped(raw.select(*keys, "file", "_seg", "uptime_s"), [*keys, "file"])
+        .join(_capped(walls, [*keys, "w_file"]), on=keys, how="inner", nulls_equal=True)
+        .filter((pl.col("w_file") != pl.col("file")) & (pl.col("_body") != ""))
     )
     if pairs.height == 0:
         return _empty_estimates()
@@ -176,10 +197,6 @@ def _recorded_boot(raw: pl.DataFrame, inventory: pl.DataFrame | None, estimates:
 ZONE_BIN_US = 900 * 1_000_000
 """Zone offsets are whole quarter hours; rounding to them absorbs `dmesg -T` drift of a few minutes."""
 LOCAL = ("local_assumed_utc", "year_inferred")
-_LOCAL_PREFIX = (
-    r"^(?:[a-z]+\s*:\s*[a-z]+\s*: )?\[[^\]]+\](?:\s?\[\s*[TC]\d+\])?\s?"  # dmesg -T
-    r"|^.*? kernel: (?:\[\s*\d+\.\d+\]\s?)?"  # syslog / journal short / short-full
-)
 
 
 def _zone_fix(ev: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
@@ -188,15 +205,15 @@ def _zone_fix(ev: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
     if local.height == 0:
         return ev, []
     exact = ev.filter((pl.col("ts_quality") == "exact") & pl.col("ts").is_not_null()).select(
-        "node", "kind", "code", "gpu_bus_id", e_ts="ts", e_msg="message", e_file="file"
+        "node", "kind", "code", "gpu_bus_id", e_ts="ts", e_file="file", _body=_body(pl.col("message"))
     )
     if exact.height == 0:
         return ev, []
-    keys = ["node", "kind", "code", "gpu_bus_id"]
+    keys = ["node", "kind", "code", "gpu_bus_id", "_body"]
     pairs = (
-        local.select(*keys, "file", "ts", _body=pl.col("message").str.replace(_LOCAL_PREFIX, ""))
-        .join(exact, on=keys, how="inner", nulls_equal=True)
-        .filter((pl.col("e_file") != pl.col("file")) & (pl.col("_body") != "") & pl.col("e_msg").str.ends_with(pl.col("_body")))
+        _capped(local.select(*keys[:-1], "file", "ts", _body=_body(pl.col("message"))), [*keys, "file"])
+        .join(_capped(exact, [*keys, "e_file"]), on=keys, how="inner", nulls_equal=True)
+        .filter((pl.col("e_file") != pl.col("file")) & (pl.col("_body") != ""))
         .with_columns(_off=(pl.col("e_ts").dt.epoch("us") - pl.col("ts").dt.epoch("us")))
         .filter(pl.col("_off").abs() <= 14 * 3600 * 1_000_000)
         .with_columns(_bin=(pl.col("_off") / ZONE_BIN_US).round(0).cast(pl.Int64))

@@ -1,6 +1,6 @@
 """Row shaping shared by the kernel-log event grammar, and its multi-line records.
 
-`events_rows` turns rows of the stamped frame into `events` rows (bus ids normalised, detail JSON
+`_events` turns rows of the stamped frame into `events` rows (bus ids normalised, detail JSON
 without nulls, boot segment for monotonic rows). The block grammars group consecutive lines with polars
 window expressions: a PCIe AER report (header, `PCIe Bus Error`, `device [..] error status/mask`, one
 line per status bit, TLP header, recovery) is ONE `pcie_aer` event at its first line, and its other
