@@ -63,11 +63,31 @@ class NodeState:
             self.proc_end = ef.t + 2.0
         self.noise = random.Random(f"{sim.seed}|noise|{node}")
 
+        self.kinds = {f.kind for f in self.faults}
+        self._t = None
+        self._busy_step: tuple[int, float, float, float] | None = None
+
     def _fault(self, kind: str, gpu: int, t: float):
+        if kind not in self.kinds:
+            return None
         for f in self.faults:
             if f.kind == kind and t >= f.t and (f.gpu is None or f.gpu == gpu):
                 return f
         return None
+
+    def _busy(self, gpu: int, t: float) -> float:
+        """sim.busy, with the per-moment lookups shared by the GPUs of one sample."""
+        sim = self.sim
+        if self._t != t:
+            self._t = t
+            n = len(sim.step_dur)
+            s = min(max(sim.step_at(t), 0), n - 1) if n else 0
+            self._busy_step = (s, float(sim.comp_base[s]), float(sim.comm[s]), float(sim.step_dur[s])) if n else None
+            self._maxf = sim.max_factor(t)
+        if self._busy_step is None:
+            return 0.0
+        _s, comp, comm, dur = self._busy_step
+        return min(1.0, (comp * sim.gpu_factor(self.node, gpu, t) + 0.35 * comm) / dur)
 
     def state(self, gpu: int, t: float) -> GpuState:
         sim, plat, nz = self.sim, self.plat, self.noise
@@ -79,10 +99,12 @@ class NodeState:
         tdp, idle = plat["tdp"], plat["idle_power"]
         reasons = 0
         if running:
-            busy = sim.busy(self.node, gpu, t) if t >= sim.train_start else 0.3
+            busy = self._busy(gpu, t) if t >= sim.train_start else 0.3
             # NCCL kernels spinning while a GPU waits for the slowest rank count as "utilised": the
             # waiting GPUs read a little lower than the straggler, which reads ~100 %.
-            rel = sim.gpu_factor(self.node, gpu, t) / sim.max_factor(t)
+            if self._t != t:
+                self._busy(gpu, t)
+            rel = sim.gpu_factor(self.node, gpu, t) / self._maxf
             util = int(min(100, round(100 - (1.0 - rel) * 40 + nz.uniform(-1.4, 0.6))))
             mem_util = int(round(28 + 30 * busy + nz.uniform(-2, 2)))
             power = idle + (tdp * 0.93 - idle) * busy ** 1.3 * nz.uniform(0.97, 1.02)
