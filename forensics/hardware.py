@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import polars as pl
 
@@ -158,10 +158,11 @@ def candidates_from_events(events: pl.DataFrame, nodes: list[str]) -> list[Candi
         return []
     is_xid = pl.col("kind") == "xid"
     code_int = pl.col("code").cast(pl.Int64, strict=False)
-    app = ev.filter(is_xid & code_int.is_in(list(APP_XIDS)))
+    app = _burst(ev.filter(is_xid & code_int.is_in(list(APP_XIDS))))
     out: list[Candidate] = []
-    n_nodes = max(len(nodes), ev.get_column("node").n_unique())
-    app_nodes = app.get_column("node").n_unique()
+    known = [n for n in nodes if n != "unknown"]
+    n_nodes = len(known) or ev.filter(pl.col("node") != "unknown").get_column("node").n_unique()
+    app_nodes = app.filter(pl.col("node") != "unknown").get_column("node").n_unique()
     fleet_app = app_nodes >= 2 and app_nodes >= FLEET_SHARE * n_nodes
     if fleet_app:
         codes = sorted(app.get_column("code").unique().to_list(), key=int)
@@ -237,6 +238,24 @@ def candidates_from_events(events: pl.DataFrame, nodes: list[str]) -> list[Candi
             )
         )
     return out
+
+
+BURST = timedelta(minutes=15)
+"""Application XIDs within this of the busiest moment belong to one fleet-wide burst."""
+
+
+def _burst(app: pl.DataFrame) -> pl.DataFrame:
+    """The application-XID rows around the moment most nodes logged them (old, isolated ones left out)."""
+    timed = app.filter(pl.col("ts").is_not_null())
+    if timed.height == 0:
+        return app
+    busiest = (
+        timed.group_by(pl.col("ts").dt.truncate("5m").alias("bucket"))
+        .agg(nodes=pl.col("node").n_unique())
+        .sort("nodes", "bucket", descending=[True, False])
+        .row(0, named=True)["bucket"]
+    )
+    return timed.filter(pl.col("ts").is_between(busiest - BURST, busiest + BURST))
 
 
 def _label(row: dict) -> str:
