@@ -1,0 +1,122 @@
+"""Atomic outputs and Parquet tables other tools can read (pyarrow datasets, polars scans)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+from forensics import outputs
+from forensics.errors import OutputError, SchemaError
+from forensics.ingest import ingest
+from forensics.outputs import (
+    META_TABLE,
+    META_VERSION,
+    atomic_path,
+    read_table,
+    require_ingested,
+    write_json,
+    write_table,
+)
+from forensics.schema import SCHEMA_VERSION, TABLES, conform, empty
+from tests.conftest import make_bundle
+
+SYSLOG = "".join(
+    f"2026-11-29T10:00:{i:02d}.000000+00:00 node-00{i % 3} kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, "
+    "GPU has fallen off the bus.\n"
+    for i in range(30)
+)
+
+
+def test_atomic_path_replaces_only_on_success(tmp_path: Path) -> None:
+    target = tmp_path / "f.json"
+    target.write_text("old")
+    with pytest.raises(RuntimeError), atomic_path(target) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("boom")
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["f.json"]  # no temp file left
+    write_json(target, {"a": 1})
+    assert json.loads(target.read_text()) == {"a": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["f.json"]
+
+
+def test_write_table_failure_keeps_the_previous_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    df = conform(pl.DataFrame({"path": ["a"], "node": ["n"], "status": ["ok"]}), "files")
+    write_table(df, "files", tmp_path)
+    before = (tmp_path / "files" / "part-0.parquet").read_bytes()
+    with pytest.raises(SchemaError):
+        write_table(pl.DataFrame({"path": [1.5]}), "files", tmp_path)
+
+    def dies_midway(table: object, where: object, **kw: object) -> None:
+        Path(str(where)).write_bytes(b"PAR1 half a file")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(outputs.pq, "write_table", dies_midway)
+    with pytest.raises(KeyboardInterrupt):
+        write_table(df, "files", tmp_path)
+    assert (tmp_path / "files" / "part-0.parquet").read_bytes() == before
+    assert sorted(p.name for p in (tmp_path / "files").iterdir()) == ["part-0.parquet"]
+
+
+def test_foreign_parquet_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "tables" / "events"
+    folder.mkdir(parents=True)
+    pl.DataFrame({"x": [1]}).write_parquet(folder / "part-0.parquet")
+    with pytest.raises(SchemaError, match="is not table 'events' of schema version"):
+        read_table(tmp_path, "events")
+
+
+def test_require_ingested(tmp_path: Path) -> None:
+    with pytest.raises(OutputError, match="holds no ingested bundle"):
+        require_ingested(tmp_path)
+    (tmp_path / "manifest.json").write_text("[1, 2]")
+    with pytest.raises(OutputError, match="is not a gpu-forensics manifest"):
+        require_ingested(tmp_path)
+    (tmp_path / "manifest.json").write_text("{not json")
+    with pytest.raises(OutputError, match="cannot read"):
+        require_ingested(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def ingested(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("ing")
+    src = make_bundle(root, {"collected/syslog": SYSLOG, "node-001/dmesg.log": SYSLOG})
+    out = root / "out"
+    ingest(src, out)
+    return out
+
+
+def test_every_table_opens_with_pyarrow_datasets_and_polars(ingested: Path) -> None:
+    for t in TABLES:
+        folder = ingested / "tables" / t
+        if not folder.exists():
+            continue
+        dset = ds.dataset(folder, format="parquet")
+        arrow = dset.to_table()
+        lazy = pl.scan_parquet(folder / "*.parquet").collect()
+        assert arrow.num_rows == lazy.height == read_table(ingested, t).height
+        assert arrow.schema.names == list(empty(t).columns)
+        meta = dset.schema.metadata or pq.read_schema(next(folder.glob("*.parquet"))).metadata
+        assert meta[META_TABLE] == t.encode() and meta[META_VERSION] == str(SCHEMA_VERSION).encode()
+
+
+def test_parquet_layout_timestamps_compression_sorting(ingested: Path) -> None:
+    part = ingested / "tables" / "events" / "part-0.parquet"
+    md = pq.ParquetFile(part).metadata
+    assert md.num_rows == 60
+    for rg in range(md.num_row_groups):
+        for c in range(md.num_columns):
+            assert md.row_group(rg).column(c).compression == "ZSTD"
+    schema = pq.read_schema(part)
+    ts = schema.field("ts").type
+    assert (ts.unit, ts.tz) == ("us", "UTC")
+    ev = read_table(ingested, "events")
+    assert ev.height == 60
+    keys = ["node", "gpu_index", "ts", "file", "line"]
+    assert ev.select(keys).equals(ev.select(keys).sort(keys, nulls_last=True, maintain_order=True))
+    assert set(ev["node"]) == {"node-000", "node-001", "node-002"}
