@@ -139,6 +139,12 @@ class GpuSnapshot:
     totals: dict[str, tuple[str, int]] = field(default_factory=dict)  # printed totals win over parts
     extra: dict[str, str] = field(default_factory=dict)
     errors: list[tuple[str, int]] = field(default_factory=list)  # (value, line) carrying an error marker
+    extra_lines: dict[str, int] = field(default_factory=dict)  # line of each `extra` value (evidence)
+
+    def put_extra(self, key: str, value: str, line: int) -> None:
+        if key not in self.extra:
+            self.extra[key] = value.strip()
+            self.extra_lines[key] = line
 
     def put_inv(self, attr: str, value: str, line: int) -> None:
         if attr not in self.inv and value != "":
@@ -265,6 +271,20 @@ def snapshot_rows(
     rr = snap.inv.get("reset_required")
     if rr and flag(rr[0]):
         event("gpu_reset_required", None, "high", rr[1], {})
+    dr = snap.inv.get("drain_and_reset_recommended")
+    if dr and flag(dr[0]):
+        event("gpu_reset_required", "drain_and_reset", "medium", dr[1], {})
+    ra = snap.inv.get("gpu_recovery_action")
+    if ra and ra[0].strip() not in ("None", "N/A", ""):
+        event("gpu_recovery_action", ra[0].strip(), "high", ra[1], {})
+    for key, kind, sev in (
+        ("sram_threshold_exceeded", "ecc_sram_threshold", "high"),
+        ("unrepairable_memory", "memory_unrepairable", "high"),
+        ("channel_repair_pending", "memory_repair_pending", "medium"),
+        ("tpc_repair_pending", "memory_repair_pending", "medium"),
+    ):
+        if flag(snap.extra.get(key)) and key in snap.extra_lines:
+            event(kind, key, sev, snap.extra_lines[key], {})
     fs = snap.inv.get("fabric_status")
     if fs and fs[0].strip() not in ("Success", "N/A", ""):
         event("fabric", fs[0].strip(), "medium", fs[1], {"state": snap.inv.get("fabric_state", ("",))[0]})

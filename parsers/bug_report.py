@@ -120,7 +120,8 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             continue
         body = lines.slice(body_start, max(0, end - body_start))
         head = "\n".join(texts[body_start : min(end, body_start + 400)]).encode("utf-8", "replace")[:65536]
-        det = registry.detect(head, name.split("/")[-1].split()[0] if name else "")
+        base = (name.split("/")[-1].split() or [""])[0]
+        det = registry.detect(head, base)
         parsed += header_lines
         if det.parser is None or det.parser.NAME == NAME:
             n = sum(1 for i in range(body_start, end) if not blank[i])

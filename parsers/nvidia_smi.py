@@ -170,7 +170,7 @@ def map_leaf(snap: F.GpuSnapshot, tokens: list[str], value: str, line: int) -> N
         col, pri = _SAMPLE[path]
         snap.put_sample(col, value, line, pri)
     if path in _EXTRA:
-        snap.extra.setdefault(_EXTRA[path], value.strip())
+        snap.put_extra(_EXTRA[path], value, line)
     low = [t.lower() for t in tokens]
     if low[0] in _THROTTLE_PARENTS and len(low) >= 2:
         key = low[-1].replace(" ", "_")

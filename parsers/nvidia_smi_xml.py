@@ -149,7 +149,7 @@ def _map(snap: F.GpuSnapshot, path: str, value: str, line: int) -> None:
         col, pri = _SAMPLE[key]
         snap.put_sample(col, value, line, pri)
     if key in _EXTRA:
-        snap.extra.setdefault(_EXTRA[key], value)
+        snap.put_extra(_EXTRA[key], value, line)
     parts = key.split("/")
     if len(parts) == 2 and parts[0] in ("clocks_throttle_reasons", "clocks_event_reasons"):
         m = _THROTTLE.match(parts[1])
