@@ -46,6 +46,7 @@ AER_CLASSES: tuple[tuple[str, str], ...] = (
     ("status", r"^aer_status: (?P<sstatus>0x[0-9a-fA-F]+), aer_mask: (?P<smask>0x[0-9a-fA-F]+)"),
     ("layer", r"^aer_layer=(?P<layer>[^,]+), aer_agent=(?P<lagent>.*)$"),
     ("recovery", r"^(?P<recovery>device recovery (?:successful|failed)|Root Port link has been reset.*|broadcast \w+ message)"),
+    ("note", r"^(?P<note>Error of this Agent is reported first|can't find device of ID\w+)"),
 )
 APEI_RE = r"^\{(?P<apei>\d+)\}\[Hardware Error\]:\s*(?P<rest>.*)$"
 MCE_RE = r"^(?:mce: )?(?:\[Hardware Error\]: ?)(?P<rest>.*)$|^(?P<rest2>mce: .*Machine [Cc]heck.*)$"

@@ -444,12 +444,22 @@ def _sxids(m: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataFram
         .then(pl.when(catalog.is_in(["critical", "high"])).then(catalog).otherwise(pl.lit("high")))
         .otherwise(pl.coalesce(catalog, pl.lit("medium")))
     )
-    keys = primary.select("line", sw=g.struct.field("switch"), cd=g.struct.field("code"))
     if cont.height and primary.height:
-        pairs = keys.join(cont.rename({"line": "cline"}), on=["sw", "cd"], how="inner").filter(
-            (pl.col("cline") > pl.col("line")) & (pl.col("cline") - pl.col("line") <= 4)
+        # each Severity/Data line belongs to the nearest earlier primary line of the same switch and code
+        both = pl.concat(
+            [
+                primary.select("line", sw=g.struct.field("switch"), cd=g.struct.field("code"), ctext=pl.lit(None, dtype=pl.String)),
+                cont,
+            ]
+        ).sort("line")
+        owner = pl.when(pl.col("ctext").is_null()).then(pl.col("line")).forward_fill().over("sw", "cd")
+        extra = (
+            both.with_columns(owner=owner)
+            .filter(pl.col("ctext").is_not_null() & pl.col("owner").is_not_null() & (pl.col("line") - pl.col("owner") <= 4))
+            .group_by("owner")
+            .agg(pl.col("ctext").sort_by("line").str.join(" | ").alias("continuation"))
+            .rename({"owner": "line"})
         )
-        extra = pairs.sort("cline").group_by("line").agg(pl.col("ctext").str.join(" | ").alias("continuation"))
         primary = primary.join(extra, on="line", how="left")
     else:
         primary = primary.with_columns(continuation=pl.lit(None, dtype=pl.String))

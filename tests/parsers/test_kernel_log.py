@@ -451,3 +451,18 @@ def test_dmesg_delta_and_reltime_formats() -> None:
     ev = events(f"[Feb23 16:24] usb 1-1: reset\n[  +0.000015] {XID79}\n")
     r = ev.row(0, named=True)
     assert r["ts"] == utc(2025, 2, 23, 16, 24, 0) and r["ts_quality"] == "inherited"
+
+
+def test_sxid_continuations_attach_to_their_own_record() -> None:
+    # shape of a real 570.195 boot (NVIDIA/nvtrust#124): primary, Severity, Data per link, records back to back
+    text = "".join(
+        f"[38.1{i}0] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link {i} Minion Link DLREQ interrupt\n"
+        f"[38.1{i}1] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Severity 0 Engine instance {i} Sub-engine instance 00\n"
+        f"[38.1{i}2] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Data {{0x000000{i}}}\n"
+        for i in (44, 45)
+    )
+    ev = events(text)
+    assert ev.get_column("line").to_list() == [1, 4]
+    details = [json.loads(d) for d in ev.get_column("detail")]
+    assert [d["link"] for d in details] == ["44", "45"]
+    assert details[0]["continuation"] == "Severity 0 Engine instance 44 Sub-engine instance 00 | Data {0x00000044}"
