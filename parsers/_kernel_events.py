@@ -272,7 +272,15 @@ SXID_RE = (
 )
 SXID_CONT_RE = r"^(?:Severity \d+ Engine instance|Data \{)"
 
-INVENTORY_LITERALS = ("NVRM: GPU at", "Serial Number", "loading NVIDIA UNIX", "Linux version", "firmware version:", "available PCIe bandwidth (")
+INVENTORY_LITERALS = (
+    "NVRM: GPU at",
+    "Serial Number",
+    "loading NVIDIA UNIX",
+    "Linux version",
+    "firmware version:",
+    "available PCIe bandwidth (",
+    "_OSC: ",
+)
 ALL_LITERALS = tuple(
     sorted(
         {lit for rule in RULES for lit in rule.literals}
@@ -538,6 +546,9 @@ PCIE_BW_RE = (
 )
 
 
+OSC_RE = r"_OSC: (?P<who>platform does not support|OS now controls) \[(?P<caps>[^\]]*)\]"
+
+
 def _inv(df: pl.DataFrame, ctx: FileContext, component: str, attribute: str, value: pl.Expr, bus: pl.Expr | None, device: pl.Expr | None) -> pl.DataFrame:
     return df.select(
         node=_node(ctx),
@@ -581,6 +592,11 @@ def _inventory(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext) -> pl.Data
         rows = _inv(bw, ctx, "nic", "pcie_link", link, None, normalize_bus_id(g.struct.field("bus")))
         rows = rows.with_columns(component=bw.select(comp).to_series())
         parts.append(rows)
+    # who handles PCIe AER: '_OSC: platform does not support [.. AER ..]' = firmware first (no native AER lines)
+    osc = _hit(cand, ("_OSC: ",), OSC_RE).filter(pl.col("g").struct.field("caps").str.contains(r"\bAER\b"))
+    if osc.height:
+        owner = pl.when(g.struct.field("who").str.starts_with("platform does not support")).then(pl.lit("firmware")).otherwise(pl.lit("os"))
+        parts.append(_inv(osc, ctx, "node", "aer_control", owner, None, None))
     # boot time from lines carrying both a wall clock and the printk monotonic time (K8b)
     both = m.filter(pl.col("ts").is_not_null() & pl.col("uptime_s").is_not_null() & (pl.col("boot_seg") == 0))
     if both.height:
