@@ -193,6 +193,8 @@ def map_leaf(snap: F.GpuSnapshot, tokens: list[str], value: str, line: int) -> N
                 snap.totals[f"ecc_uncorrected_{scope}"] = (value, line)
     elif low[0] == "platform info" and len(low) == 2:
         snap.put_inv("platform_" + low[1].replace(" ", "_"), value, line)
+        if low[1] == "module id":  # 560+ moved the HGX slot number here
+            snap.put_inv("module_id", value, line)
 
 
 # ----------------------------------------------------------------------------- sniff / parse
