@@ -648,8 +648,16 @@ def _json_file(frame: pl.DataFrame, ctx: FileContext) -> ParseResult | None:
     """
     text = frame.get_column("text")
     nonblank = frame.filter(text.str.strip_chars().str.len_bytes() > 0)
-    if nonblank.height == 0 or not nonblank.item(0, "text").lstrip().startswith("{"):
+    # the document starts at the first line opening with '{' (a prompt, `cat` line or note may precede it)
+    starts = (
+        nonblank.with_row_index("i")
+        .filter(pl.col("text").str.strip_chars_start().str.starts_with("{"))
+        .head(1)
+    )
+    if starts.height == 0 or int(starts.item(0, "i")) > 5:
         return None
+    before = nonblank.head(int(starts.item(0, "i")))
+    nonblank = nonblank.slice(int(starts.item(0, "i")))
     doc_text = "\n".join(nonblank.get_column("text").to_list())
     if '"results"' not in doc_text or '"nccl_version"' not in doc_text:
         return None
@@ -742,11 +750,15 @@ def _json_file(frame: pl.DataFrame, ctx: FileContext) -> ParseResult | None:
         .then(normalize_bus_id(pl.format("{}:00", bus.str.slice(2))))
         .otherwise(normalize_bus_id(bus))
     ).drop("bus_raw")
-    n = nonblank.height
+    cmd = before.get_column("text").str.contains(CMD_RE) | before.get_column("text").str.contains(
+        r"^\s*\$?\s*cat\s"
+    )
+    examples = [(int(n), str(t)[:500]) for n, t in before.filter(~cmd).select("line", "text").iter_rows()]
     return ParseResult(
         tables={"comms": comms},
-        parsed=n,
-        unrecognized=0,
+        parsed=nonblank.height + int(cmd.sum()),
+        unrecognized=len(examples),
+        unrecognized_examples=examples,
         partial=partial,
         node=hosts[0] if len(hosts) == 1 else None,
     )
