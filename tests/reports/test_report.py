@@ -31,10 +31,21 @@ class _Collector(HTMLParser):
         self.stack: list[str] = []
         self.scripts = 0
 
+    VOID = frozenset({"meta", "input", "br", "hr", "img", "link", "wbr", "col", "source"})
+
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.append((tag, dict(attrs)))
         if tag == "script":
             self.scripts += 1
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_endtag(self, tag: str) -> None:
+        assert self.stack and self.stack[-1] == tag, f"</{tag}> closes <{self.stack[-1] if self.stack else None}>"
+        self.stack.pop()
 
     def handle_data(self, data: str) -> None:
         self.text.append(data)
@@ -44,6 +55,7 @@ def _parse(html: str) -> _Collector:
     p = _Collector()
     p.feed(html)
     p.close()
+    assert p.stack == [], f"unclosed: {p.stack}"  # every element we open is closed, in order
     return p
 
 
