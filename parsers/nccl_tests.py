@@ -75,7 +75,7 @@ DEVICE_RE = (
     r"^Rank\s+(?P<rank>\d+)(?:\s+Group\s+(?P<group>\d+))?\s+Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)\s+"
     r"device\s+(?P<dev>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<name>.*?)\s*$"
 )
-COLHDR_RE = r"^size\s+count\s+"
+COLHDR_RE = r"^(?:size\s+count|bytes\s+N)\s+"
 PLACEHDR_RE = r"^out-of-place\b"
 UNITS_RE = r"^\(B\)\s+\(elements\)"
 ROW_RE = r"^\d+\s+\d+\s+[A-Za-z]\w*\s+\S"
@@ -158,9 +158,13 @@ def json_detail(**fields: pl.Expr) -> pl.Expr:
     return pl.when(js != "{}").then(js)
 
 
+# nccl-tests 1.x printed `bytes N type op ... res` (res = max error, like the later `error` column)
+_HEADER_ALIASES = {"bytes": "size", "N": "count", "op": "redop"}
+
+
 def _layout(header: str) -> dict[str, int | str | None]:
     """Map a column header (space-joined tokens) to token indices of a size row."""
-    toks = header.split()
+    toks = [_HEADER_ALIASES.get(t, t) for t in header.split()]
     out: dict[str, int | str | None] = {"key": header}
     for name in ("size", "count", "type", "redop", "root"):
         out[f"i_{name}"] = toks.index(name) if name in toks else None
@@ -172,7 +176,7 @@ def _layout(header: str) -> dict[str, int | str | None]:
             j = place + off
             out[f"i_{pre}{col}"] = j if j < len(toks) else None
         w = toks[place + 3] if place + 3 < len(toks) else None
-        out[f"{pre}_errkind"] = "error" if w == "error" else "wrong"
+        out[f"{pre}_errkind"] = "error" if w in ("error", "res") else "wrong"
     for pre in ("o", "p"):
         for col in ("time", "algbw", "busbw", "wrong"):
             out.setdefault(f"i_{pre}{col}", None)
@@ -706,14 +710,14 @@ def _json_file(frame: pl.DataFrame, ctx: FileContext) -> ParseResult | None:
         "nccl_version": version,
         "test": test,
         "nodes": nodes,
-        "nranks": len(devices) or None,
+        "nranks": min(len(devices), 2**31 - 1) or None,
         "file": ctx.path,
         "line": first,
     }
     recs: list[dict[str, Any]] = []
     for d in devices:
-        recs.append({**base, "record": "rank", "node": str(d.get("hostname") or ctx.node).split(".")[0], "rank": _int(d.get("rank")),
-                     "cuda_dev": _int(d.get("device")), "pid": _int(d.get("pid")), "bus_raw": _str(d.get("device_hex")),
+        recs.append({**base, "record": "rank", "node": str(d.get("hostname") or ctx.node).split(".")[0], "rank": _int(d.get("rank"), 31),
+                     "cuda_dev": _int(d.get("device"), 31), "pid": _int(d.get("pid")), "bus_raw": _str(d.get("device_hex")),
                      "detail": _dumps({"group": _int(d.get("group")), "gpu_name": _str(d.get("device_info")), "format": "json"})})  # fmt: skip
     results = doc.get("results")
     for r in results if isinstance(results, list) else []:
@@ -776,11 +780,13 @@ def _raw_objects(text: str, key: str) -> list[Any]:
     return out
 
 
-def _int(v: Any) -> int | None:
+def _int(v: Any, bits: int = 63) -> int | None:
+    """An integer of at most `bits` bits (else None) from a JSON value."""
     try:
-        return int(str(v).strip()) if v is not None and not isinstance(v, bool) else None
+        i = int(str(v).strip()) if v is not None and not isinstance(v, bool) else None
     except ValueError:
         return None
+    return i if i is not None and -(2**bits) <= i < 2**bits else None
 
 
 def _str(v: Any) -> str | None:
