@@ -168,8 +168,10 @@ def _map(snap: F.GpuSnapshot, path: str, value: str, line: int) -> None:
                 snap.totals[f"ecc_corrected_{scope}"] = (value, line)
             elif rest[0] == "double_bit":
                 snap.totals[f"ecc_uncorrected_{scope}"] = (value, line)
-    elif parts[0] == "platform_info" and len(parts) == 2:
+    elif parts[0] in ("platform_info", "platforminfo") and len(parts) == 2:  # <platformInfo> in v12/v13
         snap.put_inv("platform_" + parts[1], value, line)
+        if parts[1] == "module_id":
+            snap.put_inv("module_id", value, line)
 
 
 def _walk(el: ET.Element, prefix: str, lines: dict[int, int], snap: F.GpuSnapshot) -> None:
