@@ -591,9 +591,9 @@ def _syslog_times(out: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, li
     sys_rows = sys_rows.with_columns(_wrap=(pl.col("_month") < pl.col("_month").shift(1)).fill_null(False).cast(pl.Int32).cum_sum())
     total = int(sys_rows.get_column("_wrap").max() or 0)
     last_month = int(sys_rows.get_column("_month").item(-1))
-    if ctx.collected_at is not None:
+    if ctx.collected_at is not None and ctx.year_hint in (None, ctx.collected_at.year):
         last_year = ctx.collected_at.year - (1 if last_month > ctx.collected_at.month else 0)
-    elif ctx.year_hint is not None:
+    elif ctx.year_hint is not None:  # `--year` given (or no collection time): the year of the file's last line
         last_year = ctx.year_hint
     else:
         last_year = None
