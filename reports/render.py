@@ -605,6 +605,10 @@ def build_context(out: Path) -> ReportContext:
     doc = read_findings(out)
     doc["job"] = {**JOB_DEFAULTS, **(doc.get("job") or {})}
     doc["coverage"] = {**COVERAGE_DEFAULTS, **(doc.get("coverage") or {})}
+    doc["coverage"]["by_format"] = {
+        str(k): {"files": 0, "parsed_lines": 0, "unrecognized_lines": 0, **(v if isinstance(v, dict) else {})}
+        for k, v in (doc["coverage"].get("by_format") or {}).items()
+    }
     doc["findings"] = [_norm_finding(f) for f in doc.get("findings") or [] if isinstance(f, dict)]
     tables = read_tables(out)
     nodes = tuple(

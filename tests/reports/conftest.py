@@ -259,7 +259,8 @@ def build_out(
                 "step_time_baseline_s": 1.0},
         "findings": findings,
         "coverage": {"files": len(mfiles), "parsed_lines": 1000, "unrecognized_lines": nodes * 3 + 1,
-                     "skipped_files": 2, "error_files": 0, "by_format": {}},
+                     "skipped_files": 2, "error_files": 0,
+                     "by_format": {"kernel-log": {"files": nodes, "parsed_lines": 100 * nodes, "unrecognized_lines": 0}}},
     })
     return {"out": out, "bad": bad, "bad_gpu": bad_gpu, "bus": bad_bus, "serial": bad_serial, "uuid": bad_uuid,
             "names": names}

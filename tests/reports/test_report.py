@@ -88,6 +88,7 @@ def test_report_parses_is_self_contained_and_shows_everything(synth_out) -> None
     # alternatives and the clock-quality counts
     assert "Application bug <in kernel>" in text
     assert "inherited" in text and "exact" in text
+    assert "What was read, by format" in text and "kernel-log" in text
 
 
 def test_every_evidence_line_is_present_and_escaped(synth_out) -> None:
