@@ -10,7 +10,8 @@ Fault rules (events, source 'nvidia-smi'):
 - row_remap_pending (medium: needs a GPU reset), row_remap_failure (high: RMA candidate),
   retired_pages_pending (medium, pre-Ampere page blacklist pending).
 - pcie_link_degraded (medium): current link width below max at any time; current generation below
-  max only when the GPU is busy (utilization > 0), since idle GPUs drop to Gen1 to save power.
+  max only when the GPU is busy (utilization > 0 and performance state P0 or not printed), since
+  idle or power-saving GPUs (P1..P15) legitimately drop to Gen1/Gen2.
 - thermal (code hw_slowdown / hw_thermal_slowdown / hw_power_brake_slowdown): an active HW clock
   event reason (high for HW thermal, medium otherwise). SW power cap / SW thermal are normal control.
 - gpu_error (high): a value reading `Unknown Error`, `GPU requires reset`, `ERR!`; gpu_reset_required
@@ -162,6 +163,12 @@ class GpuSnapshot:
             self.errors.append((value, line))
 
 
+def busy_pstate(pstate: str | None) -> bool:
+    """True unless the GPU reports a power-saving performance state (P1..P15): only P0 (or no state
+    printed) means the link should run at its max generation."""
+    return pstate is None or pstate.strip() in ("P0", "", "N/A", "[N/A]")
+
+
 def _counter(snap: GpuSnapshot, col: str) -> tuple[int | None, int | None]:
     """Value and evidence line of a (possibly summed) counter column."""
     if col in snap.totals:
@@ -253,7 +260,7 @@ def snapshot_rows(
     util = row.get("utilization_pct")
     if w is not None and wm is not None and w < wm:
         event("pcie_link_degraded", "width", "medium", lines["pcie_width"], {"width": w, "width_max": wm, "gen": g, "gen_max": gm})
-    elif g is not None and gm is not None and g < gm and util is not None and util > 0:
+    elif g is not None and gm is not None and g < gm and util is not None and util > 0 and busy_pstate(snap.extra.get("pstate")):
         event("pcie_link_degraded", "gen", "medium", lines["pcie_gen"], {"gen": g, "gen_max": gm, "utilization_pct": util})
     for col, sev in (
         ("throttle_hw_thermal_slowdown", "high"),
@@ -371,6 +378,8 @@ def transition_events(samples: pl.DataFrame, ctx: Any) -> pl.DataFrame:
     uv, ua = c("ecc_uncorrected_volatile", pl.Int64), c("ecc_uncorrected_aggregate", pl.Int64)
     w, wm, g, gm, util = c("pcie_width", pl.Int32), c("pcie_width_max", pl.Int32), c("pcie_gen", pl.Int32), c("pcie_gen_max", pl.Int32), c("utilization_pct")
     thermal, brake, hw = c("throttle_hw_thermal_slowdown", pl.Boolean), c("throttle_hw_power_brake_slowdown", pl.Boolean), c("throttle_hw_slowdown", pl.Boolean)
+    ps = c("_pstate", pl.String).str.strip_chars()
+    busy = ps.is_null() | ps.is_in(["P0", "", "N/A", "[N/A]"])
     marker = pl.col("text").str.extract("(" + "|".join(re.escape(m) for m in ERROR_MARKERS) + ")", 1)
     rules: list[tuple[str, pl.Expr, pl.Expr, str, pl.Expr]] = [
         ("ecc_uncorrectable", rising(uv), pl.lit("volatile"), "high", pl.struct(volatile=uv, aggregate=ua)),
@@ -379,7 +388,7 @@ def transition_events(samples: pl.DataFrame, ctx: Any) -> pl.DataFrame:
         ("row_remap_pending", onset(c("remap_pending", pl.Boolean)), pl.lit(None, dtype=pl.String), "medium", pl.struct(uncorrectable_rows=c("remapped_rows_uncorrectable", pl.Int64))),
         ("retired_pages_pending", onset(c("retired_pages_pending", pl.Boolean)), pl.lit(None, dtype=pl.String), "medium", pl.struct(dbe=c("retired_pages_dbe", pl.Int64))),
         ("pcie_link_degraded", onset(w < wm), pl.lit("width"), "medium", pl.struct(width=w, width_max=wm, gen=g, gen_max=gm)),
-        ("pcie_link_degraded", onset((g < gm) & (util > 0) & ~(w < wm).fill_null(False)), pl.lit("gen"), "medium", pl.struct(gen=g, gen_max=gm, utilization_pct=util)),
+        ("pcie_link_degraded", onset((g < gm) & (util > 0) & busy & ~(w < wm).fill_null(False)), pl.lit("gen"), "medium", pl.struct(gen=g, gen_max=gm, utilization_pct=util)),
         ("thermal", onset(thermal), pl.lit("hw_thermal_slowdown"), "high", pl.struct(temperature_c=c("temperature_c"), power_w=c("power_w"))),
         ("thermal", onset(brake), pl.lit("hw_power_brake_slowdown"), "medium", pl.struct(temperature_c=c("temperature_c"), power_w=c("power_w"))),
         ("thermal", onset(hw & ~thermal.fill_null(False) & ~brake.fill_null(False)), pl.lit("hw_slowdown"), "medium", pl.struct(temperature_c=c("temperature_c"), power_w=c("power_w"))),

@@ -260,6 +260,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             gpu_bus_id=bus,
             gpu_uuid=uuid,
             extra=extra,
+            _pstate=_value(cell["pstate"]) if "pstate" in cell else pl.lit(None, dtype=pl.String),
             **exprs,
         )
         samples_parts.append(part)
