@@ -817,6 +817,7 @@ def _bar_fragments(seg: pl.DataFrame) -> tuple[list[pl.DataFrame], pl.DataFrame]
                     throughput_unit=pl.when(it_s.is_not_null()).then(pl.lit("it/s")),
                     global_step=k["global_step"],
                     consumed_samples=k["consumed_samples"],
+                    epoch=pl.coalesce(_num(tt.struct.field("epoch")), _num(desc.str.extract(r"Epoch (\d+)", 1))),
                 )
             )
     m = _match(seg, g.RICH_BAR_RE, txt.str.starts_with("Epoch "))
@@ -1411,6 +1412,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         line=pl.col("line"),
     )
     tables = {"steps": conform(steps, "steps")}
+    hosts = seg.get_column("host").drop_nulls().unique().to_list()
     if events.height:
         tables["events"] = conform(events, "events")
     return ParseResult(
@@ -1419,6 +1421,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         unrecognized=unrecognized,
         unrecognized_examples=examples,
         partial=_cut_last_line(frame),
+        node=hosts[0] if len(hosts) == 1 else None,
     )
 
 
