@@ -36,7 +36,7 @@ _R2A = re.compile(r"^\s*(?P<fan>\S+)\s+(?P<temp>\S+)\s+(?P<perf>\S+)\s+(?P<pwr>\
 _R2B = re.compile(r"^\s*(?P<used>\S+)\s*/\s*(?P<total>\S+)\s*$")
 _R2C = re.compile(r"^\s*(?P<util>\S+)\s+(?P<mode>.+?)\s*$")
 _PROC = re.compile(
-    r"^\|\s+(?P<gpu>\d+|N/A)\s+(?P<gi>\S+)\s+(?P<ci>\S+)\s+(?P<pid>\d+)\s+(?P<type>\S+)\s+(?P<name>.+?)\s+(?P<mem>\d+MiB|N/A)\s*\|$"
+    r"^\s*\|\s+(?P<gpu>\d+|N/A)\s+(?P<gi>\S+)\s+(?P<ci>\S+)\s+(?P<pid>\d+)\s+(?P<type>\S+)\s+(?P<name>.+?)\s+(?P<mem>\d+MiB|N/A)\s*\|$"
 )
 _HEADINGS = (
     "Persistence-M",
@@ -46,6 +46,7 @@ _HEADINGS = (
     "Process name",
     "Usage",
     "No running processes found",
+    "No MIG devices found",
     "MIG devices:",
     "GPU  GI  CI",
     "SM     Unc|",
