@@ -17,7 +17,7 @@ import re
 
 import polars as pl
 
-from forensics.schema import UTC_US, conform
+from forensics.schema import UTC_US, conform, empty
 from parsers.base import FileContext, ParseResult, account, numbered
 
 NAME = "step-table"
@@ -165,7 +165,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     content = frame.filter((pl.col("text").str.strip_chars() != "") & ~pl.col("text").str.starts_with("#"))
     if content.height == 0:
         parsed, unrec, ex = account(frame, pl.lit(False))
-        return ParseResult(tables={"steps": conform(pl.DataFrame(), "steps")}, parsed=parsed, unrecognized=unrec)
+        return ParseResult(tables={"steps": empty("steps")}, parsed=parsed, unrecognized=unrec)
     first = content.get_column("text")[0]
     is_json = first.lstrip().startswith("{")
     values: dict[str, pl.Expr] = {}
@@ -197,7 +197,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     if not _qualifies(fields):
         parsed, unrec, ex = account(frame, pl.lit(False))
         return ParseResult(
-            tables={"steps": conform(pl.DataFrame(), "steps")},
+            tables={"steps": empty("steps")},
             parsed=parsed,
             unrecognized=unrec,
             unrecognized_examples=ex,

@@ -274,3 +274,10 @@ def test_data_and_eval_bars_are_no_steps() -> None:
     rows = result.tables["steps"].to_dicts()
     assert [(r["step"], r["step_time_s"]) for r in rows] == [(1, 2.0), (2, 2.0), (3, 2.1)]
     assert result.unrecognized == 0
+
+
+def test_step_table_on_foreign_text_is_empty_and_accounted() -> None:
+    lines = pl.Series("line", ["[  1.0] kernel: hello", "", "NVRM: Xid 79"])
+    result = step_table.parse(lines, CTX)
+    assert result.tables["steps"].height == 0
+    assert check_accounting(result, lines) and result.unrecognized == 2
