@@ -56,7 +56,7 @@ _HEADINGS = (
 def sniff(head: bytes, name: str) -> float:
     """1.0 on the `| NVIDIA-SMI x  Driver Version: y` banner row near the top, 0.9 anywhere in the head."""
     text = head.decode("utf-8", "replace")
-    m = re.search(r"^\|\s*NVIDIA-SMI \S+\s+Driver Version:", text, re.M)
+    m = re.search(r"^[ \t]*\|\s*NVIDIA-SMI \S+\s+Driver Version:", text, re.M)
     if not m:
         return 0.0
     return 1.0 if text[: m.start()].count("\n") < 8 else 0.9
