@@ -284,6 +284,8 @@ def _style_rows(sub: pl.DataFrame, style: str, pattern: str) -> pl.DataFrame:
         return _empty_stamp()
     if style in ("dmesg_raw", "kmsg"):
         g = _fast_monotonic(hit, style)
+    elif style == "dmesg_iso":
+        g = _fast_iso(hit)
     elif style == "journal_json":
         return _journal_json(hit)
     else:
@@ -376,6 +378,19 @@ def _journal_json(hit: pl.DataFrame) -> pl.DataFrame:
         hms=pl.lit(None, dtype=pl.String),
     )
     return out
+
+
+def _fast_iso(hit: pl.DataFrame) -> pl.DataFrame:
+    """Split `[fac :lvl : ]2025-01-21T02:21:33,498559+00:00 msg` lines (already matched) by position."""
+    body = pl.col("body")
+    start = body.str.find(r"\d{4}-\d\d-\d\dT")
+    parts = body.str.slice(start).str.splitn(" ", 2)
+    g = hit.select("line", ts=parts.struct.field("field_0"), msg=parts.struct.field("field_1").fill_null(""))
+    caller = r"^\[\s*[TC]\d+\]"
+    odd = g.filter(pl.col("msg").str.starts_with("[") & pl.col("msg").str.contains(caller))
+    if odd.height:
+        g = _patch(g, odd.select("line", msg=pl.col("msg").str.replace(caller + r"\s?", "")))
+    return g
 
 
 def _fast_monotonic(hit: pl.DataFrame, style: str) -> pl.DataFrame:
@@ -539,7 +554,12 @@ def stamp(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str
     names = {h: _short_host(h) for h in out.get_column("host").drop_nulls().unique().to_list()}
     if names:
         out = out.with_columns(host=pl.col("host").replace_strict(names, default=None, return_dtype=pl.String))
-    out = out.with_columns(boot_seg=_boot_segments().over("host"))
+    if out.get_column("uptime_s").null_count() == out.height:
+        out = out.with_columns(boot_seg=pl.lit(0, dtype=pl.Int32))
+    elif out.get_column("host").n_unique() <= 1:
+        out = out.with_columns(boot_seg=_boot_segments())
+    else:
+        out = out.with_columns(boot_seg=_boot_segments().over("host"))
     return out, notes
 
 
