@@ -281,3 +281,16 @@ def test_step_table_on_foreign_text_is_empty_and_accounted() -> None:
     result = step_table.parse(lines, CTX)
     assert result.tables["steps"].height == 0
     assert check_accounting(result, lines) and result.unrecognized == 2
+
+
+TABLE_PIECES = st.sampled_from(
+    ["step,step_time_s,rank", "1,0.5,0", "iteration\tduration_s", '{"step": 1, "timestamp": 1714557600}', "x,y", ""]
+)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.one_of(TABLE_PIECES, st.text(max_size=30)), max_size=8))
+def test_step_table_never_raises_and_accounts(pieces: list[str]) -> None:
+    lines = pl.Series("line", "\n".join(pieces).split("\n"))
+    result = step_table.parse(lines, CTX)
+    assert check_accounting(result, lines)
