@@ -58,10 +58,9 @@ SYSFS_RE = (
     r"^(?:/sys/class/infiniband/)?(?P<dev>[\w.-]+)/(?:ports/(?P<port>\d+)/)?"
     r"(?:(?P<grp>[\w.-]+(?:/[\w.-]+)*)/)?(?P<key>[\w.-]+)(?::\s?|\s+)(?P<val>.*?)\s*$"
 )
-SYSFS_PATH_RE = (
-    r"^(?:/sys/class/infiniband/)?(?P<dev>[\w.-]+)/(?:ports/(?P<port>\d+)/)?(?:(?P<grp>[\w./-]+)/)?(?P<key>[\w.-]+)$"
-)
+SYSFS_PATH_RE = r"^(?:/sys/class/infiniband/)?(?P<dev>[\w.-]+)/(?:ports/(?P<port>\d+)/)?(?:(?P<grp>[\w./-]+)/)?(?P<key>[\w.-]+)$"
 HEAD_RE = r"^==> (/sys/class/infiniband/\S+|[\w.-]+/ports/\d+/\S+) <==\s*$"
+CAT_RE = r"^(?:\S*[#$%>]\s*)?(?:\+\s*)?(?:sudo\s+)?cat\s+(/sys/class/infiniband/[^\s*?\[]+)\s*$"
 IBDEV2NETDEV_RE = r"^(?P<dev>[\w.-]+) port (?P<port>\d+) ==> (?P<netdev>\S+) \((?P<state>\w+)\)\s*$"
 PQ_HDR_RE = r"^#\s*Port (?P<what>[\w ]*?counters):\s*Lid\s+(?P<lid>\d+)\s+port\s+(?P<port>\d+)"
 PQ_CTR_RE = r"^(?P<name>[A-Za-z]\w*):\.+\s*(?P<val>\S+)\s*$"
@@ -295,11 +294,22 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     )
     # `head /sys/class/infiniband/*/ports/*/counters/*` prints `==> path <==` then the value on the next line:
     # fold the value into the header line (which then reads like `path value`) and mark the value line parsed.
-    hdr = pl.col("b").str.extract(HEAD_RE, 1)
+    # (also `$ cat /sys/class/infiniband/mlx5_0/ports/1/counters/symbol_error` followed by its value)
+    hdr = pl.coalesce(pl.col("b").str.extract(HEAD_RE, 1), pl.col("b").str.extract(CAT_RE, 1))
     nxt = pl.col("b").shift(-1)
-    folded = hdr.is_not_null() & nxt.is_not_null() & ~nxt.str.contains(HEAD_RE)
+    folded = (
+        hdr.is_not_null()
+        & nxt.is_not_null()
+        & ~nxt.str.contains(HEAD_RE)
+        & nxt.str.contains(r"^\s*[^\s/$#][^$#]*$")
+    )
     f = f.with_columns(
         k_headval=folded.shift(1).fill_null(False),
+        evmsg=pl.when(folded)
+        .then(
+            pl.format("{} {}", pl.col("text").str.strip_chars(), pl.col("text").shift(-1).str.strip_chars())
+        )
+        .otherwise(pl.col("text").str.strip_chars()),
         b=pl.when(folded).then(pl.format("{} {}", hdr, nxt.str.strip_chars())).otherwise(pl.col("b")),
     )
     b = pl.col("b")
@@ -441,7 +451,20 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         ]
     ).with_columns(source=pl.lit("ibdev2netdev"))
 
-    cols = ["line", "text", "host", "dev", "port", "block", "attribute", "val", "source", "ts", "ts_quality"]
+    cols = [
+        "line",
+        "text",
+        "evmsg",
+        "host",
+        "dev",
+        "port",
+        "block",
+        "attribute",
+        "val",
+        "source",
+        "ts",
+        "ts_quality",
+    ]
     attrs = pl.concat(
         [
             kv.select(cols),
@@ -495,7 +518,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         .otherwise(pl.lit("ib_port_not_active")),
         code=pl.col("value"),
         severity=pl.lit("medium"),
-        message=pl.col("text").str.strip_chars(),
+        message=pl.col("evmsg"),
         detail=json_detail(
             device=pl.col("dev"),
             port=pl.col("port"),
@@ -518,7 +541,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         .then(pl.lit("ib_tool_warning"))
         .otherwise(pl.lit("ib_tool_error")),
         severity=pl.when(pl.col("tool") == "ibwarn").then(pl.lit("low")).otherwise(pl.lit("medium")),
-        message=pl.col("text").str.strip_chars(),
+        message=pl.col("evmsg"),
         detail=json_detail(
             tool=pl.col("tool"),
             pid=pl.col("pid").cast(pl.Int64),
