@@ -21,12 +21,32 @@ Fault spec grammar: ``KIND[@NODE[:GPU]][+START]``
   between 30 % and 70 % of the run. Configuration drift (``drift_*``) exists from the start
   whatever START says (the node was installed that way); ``START`` is ignored for it.
 
-Volume (per node, documented so benchmarks are comparable): telemetry every 30–60 s per GPU
-(``--query-gpu`` CSV loop or ``dmon -o DT``), two ``nvidia-smi -q`` snapshots (start and end),
-the kernel log since boot, one NCCL/PyTorch worker log with a per-interval step/timing line every
-``log_interval`` steps (1, 5 or 10 by seed; steps take 1.5–6 s by seed), ``ibstat`` and
-counters at start and end; job level: the rank-0 step log and nccl-tests per node pair.
-A 1,000-node × 1-day bundle is about 4 GB; nothing is held in memory beyond one node's files.
+Bundle content, per node (paths vary with the seed: ``node-017/dmesg.log``,
+``gpu-a100-03/var/log/kern.log``, ``logs/hgx-h100-0012_nvidia-smi.txt`` ...):
+
+* kernel log since boot in one of six styles (``dmesg`` raw with the ``rtc_cmos ... setting system
+  clock`` boot anchor, ``dmesg -T``, ``dmesg --time-format iso`` with or without ``--decode``,
+  ``journalctl -k -o short-iso``, syslog ``kern.log`` with printk times); most nodes share the job's
+  style, some use a second one (mixed OS images);
+* ``nvidia-smi -q`` snapshots before the job and at collection (``-q -x`` XML on ~20 % of nodes;
+  535+/550 layout, ``Clocks Throttle Reasons`` on 525), ``nvidia-smi nvlink -e`` at collection;
+* a telemetry loop every 30–60 s per GPU: ``--query-gpu ... --format=csv[,nounits] -l N`` or
+  ``dmon -o DT`` (one choice per job);
+* the worker log of the node's torchrun (NCCL INFO/WARN, PyTorch watchdog and tracebacks, torchrun
+  failures), with no launcher prefix, ``--tee`` ``[defaultN]:`` or ``srun -l`` prefixes;
+* for DeepSpeed and torchtitan jobs, the framework log of the node's first rank (per-rank timing:
+  DeepSpeed's ``fwd``/``bwd_inner``/``bwd_allreduce`` breakdown shows the slow node computing while
+  the others wait);
+* ``ibstat`` and ``perfquery`` (plain or ``-x``) at job start and at collection.
+
+Job level: the step log (Megatron last rank with ``(min, max) time across ranks`` timers and the
+straggler detector, DeepSpeed rank 0, or torchtitan ``[rank0]:``; one framework per job), and
+``all_reduce_perf`` results per node pair run before the job.
+
+Volume: one step-log line every ``log_interval`` steps (1, 5 or 10; steps take 1.5–6 s), telemetry
+every 30–60 s: about 4 MB per node-day, i.e. ~4 GB for 1,000 nodes × 8 GPUs × 24 h. Nodes are
+written one at a time (in a process pool when there are many), streaming line by line; nothing is
+held in memory beyond one node's small files. File mtimes are set to the collection time.
 
 Determinism: everything derives from ``seed`` through ``random.Random`` streams keyed by purpose
 and node; no wall clock is read. The same arguments give the same bytes.

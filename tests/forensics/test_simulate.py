@@ -238,3 +238,28 @@ def test_sizes_stay_small_at_small_scale(tmp_path: Path) -> None:
     simulate(tmp_path, nodes=4, hours=1.0, seed=0)
     total = sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file())
     assert total < 8_000_000
+
+
+def test_gzip_snapshots_are_deterministic(tmp_path: Path) -> None:
+    simulate(tmp_path / "a", nodes=2, hours=0.1, seed=8, gzip_snapshots=True)
+    simulate(tmp_path / "b", nodes=2, hours=0.1, seed=8, gzip_snapshots=True)
+    gz = _files(tmp_path / "a", "*.gz")
+    assert len(gz) == 4
+    assert _digest(tmp_path / "a") == _digest(tmp_path / "b")
+
+
+@pytest.mark.slow
+def test_ingest_recognises_every_written_file(tmp_path: Path) -> None:
+    """Every file the simulator writes is claimed by a parser (the formats are real ones)."""
+    from typer.testing import CliRunner
+
+    from forensics.cli import app
+
+    bundle = tmp_path / "bundle"
+    simulate(bundle, nodes=3, hours=0.3, faults=[parse_fault("gpu_lost@1:2+0.5"), parse_fault("ib_flap@0")],
+             seed=21)
+    res = CliRunner().invoke(app, ["ingest", str(bundle), "-o", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    unclaimed = [f["path"] for f in manifest["files"] if f["format"] is None and f["path"] != "truth.json"]
+    assert unclaimed == []
