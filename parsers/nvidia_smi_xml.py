@@ -188,7 +188,7 @@ def _walk(el: ET.Element, prefix: str, lines: dict[int, int], snap: F.GpuSnapsho
 
 def _documents(texts: list[str]) -> list[tuple[int, int]]:
     """Split the file into documents at each `<?xml` or `<nvidia_smi_log` that starts a new one."""
-    starts = [i for i, t in enumerate(texts) if t.lstrip().startswith("<?xml")]
+    starts = [i for i, t in enumerate(texts) if t.lstrip("\ufeff \t").startswith("<?xml")]
     if not starts:
         starts = [i for i, t in enumerate(texts) if "<nvidia_smi_log" in t][:1] or [0]
     starts = sorted(set(starts))
@@ -212,7 +212,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
 
     # Lines before the first document (e.g. a shell prompt) stay unrecognized.
     for start, end in _documents(texts):
-        chunk = "\n".join(texts[start:end])
+        chunk = "\n".join(texts[start:end]).lstrip("\ufeff")
         # Blank the DOCTYPE (and any internal subset) keeping its newlines: nothing is fetched or expanded.
         chunk = _DOCTYPE.sub(lambda m: "\n" * m.group(0).count("\n"), chunk)
         doc_lines = chunk.split("\n")
