@@ -16,6 +16,7 @@ nic_link, nic_module, ib_carrier, thermal, mce, edac, oom, hung_task, segfault, 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -305,8 +306,6 @@ def _hit(df: pl.DataFrame, literals: tuple[str, ...], pattern: str) -> pl.DataFr
 
 
 def _groups(pattern: str) -> list[str]:
-    import re
-
     return list(re.compile(pattern).groupindex)
 
 

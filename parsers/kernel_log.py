@@ -13,8 +13,14 @@ Time rules:
   backwards (Dec -> Jan); `year_inferred`; unknown locale month or no year known -> null time, `none`;
 - raw monotonic seconds (K1-K4) -> `uptime_s`, `ts` null, `unanchored` (filled later by
   `forensics.timebase.anchor` where the bundle gives the boot time);
-- lines with no prefix (continuations, pasted `NVRM:` lines) inherit the preceding line's time
-  (`inherited`).
+- journalctl short-full with a zone word: UTC/GMT/offset -> `exact`, other words -> `local_assumed_utc`;
+  journalctl JSON -> `exact` plus the monotonic clock;
+- lines with no prefix (continuations, pasted `NVRM:` lines, `dmesg -e` '+delta' lines) inherit the
+  preceding line's time (`inherited`).
+
+A line naming its own host (syslog/journal host field, pdsh prefix, talos node) gives the row's node
+(short name; IPs kept whole). `/proc/stat` files are recognised too: their `btime` becomes an
+`inventory` row (node, boot_time) for `forensics.timebase`.
 """
 
 from __future__ import annotations
@@ -43,7 +49,6 @@ UTC_US = pl.Datetime("us", "UTC")
 
 # ----------------------------------------------------------------------------- line grammars
 
-_BDF = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}"
 _DECODE = r"(?:(?P<fac>[a-z]+)\s*:\s*(?P<lvl>[a-z]+)\s*: )?"  # dmesg --decode 'kern  :warn  : '
 _CALLER = r"(?:\s?\[\s*(?P<caller>[TC]\d+)\])?"  # CONFIG_PRINTK_CALLER '[  T123]'
 _ISO_OFF = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)"
