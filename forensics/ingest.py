@@ -45,7 +45,10 @@ from parsers import registry
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, lines_from_bytes
 
 PARALLEL_MIN_BYTES = 32 * 1024**2
-"""Below this much input, parse in this process: starting workers costs more than it saves."""
+PARALLEL_MIN_FILES = 24
+"""Below this much input (bytes and files), parse in this process: starting spawn workers (about a
+second each: polars and the parsers are imported) costs more than it saves. Each file costs tens of
+milliseconds of detection and parser set-up, so many small files are worth workers too."""
 
 ProgressCallback = Callable[[str, int, int], None]
 """Called after each file with (path, files done, files total)."""
@@ -522,7 +525,8 @@ def _ingest_bundle(
             progress(f.path, done, len(files))
 
     outcomes: list[FileOutcome] = []
-    if jobs <= 1 or total_bytes < PARALLEL_MIN_BYTES or len(files) < 2:
+    small = total_bytes < PARALLEL_MIN_BYTES and len(files) < PARALLEL_MIN_FILES
+    if jobs <= 1 or small or len(files) < 2:
         for i, f in enumerate(files):
             outcomes.append(ingest_file(f, limits, year_hint, collected, spill=work / "parts" / str(i)))
             tick(f)

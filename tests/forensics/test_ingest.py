@@ -266,3 +266,14 @@ def test_every_table_is_written_and_readable(tmp_path: Path) -> None:
         if t != "anomalies":
             assert (out / "tables" / t / "part-0.parquet").is_file(), t
         assert isinstance(df, pl.DataFrame)
+
+
+def test_parallel_ingest_writes_the_same_tables_as_sequential(tmp_path: Path) -> None:
+    files = {f"node-{i:03d}/dmesg.log": xid_lines(3 + i) for i in range(26)}
+    src = make_bundle(tmp_path, files)
+    m1 = ingest(src, tmp_path / "seq", jobs=1)
+    m2 = ingest(src, tmp_path / "par", jobs=2)
+    assert [f["status"] for f in m1["files"]] == [f["status"] for f in m2["files"]]
+    assert m1["totals"] == m2["totals"]
+    for t in ("events", "files"):
+        assert read_table(tmp_path / "seq", t).equals(read_table(tmp_path / "par", t)), t

@@ -246,8 +246,8 @@ def test_damaged_archives_never_crash_discovery(tmp_path_factory: pytest.TempPat
 # ----------------------------------------------------------------------------- interrupted runs
 
 
-def _big_bundle(root: Path, n: int = 30) -> Path:
-    return make_bundle(root, {f"node-{i:03d}/dmesg.log": xids(8000) for i in range(n)})
+def _big_bundle(root: Path, n: int = 26) -> Path:
+    return make_bundle(root, {f"node-{i:03d}/dmesg.log": xids(2000) for i in range(n)})
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
@@ -270,8 +270,8 @@ def test_killed_ingest_never_leaves_a_complete_looking_output(tmp_path: Path, si
     assert "Traceback" not in text
     if (out / "manifest.json").exists():  # finished before the signal: then it is whole
         m = require_ingested(out)
-        assert m["totals"]["files"] == 30
-        assert read_tables(out)["events"].height == 30 * 8000
+        assert m["totals"]["files"] == 26
+        assert read_tables(out)["events"].height == 26 * 2000
     else:
         if sig == signal.SIGINT:
             assert proc.returncode == 130, text
