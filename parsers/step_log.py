@@ -49,7 +49,7 @@ PRIORITY = 5
 
 MERGE_GAP = 12
 """Anchors of one stream with the same step at most this many lines apart are one row."""
-ATTACH_GAP = 6
+ATTACH_GAP = 12
 """A breakdown attaches to the latest anchor of its stream at most this many lines above it."""
 INHERIT_GAP = 2
 """A row without a time inherits one only from a timestamped line at most this many lines above it."""

@@ -294,3 +294,12 @@ def test_step_table_never_raises_and_accounts(pieces: list[str]) -> None:
     lines = pl.Series("line", "\n".join(pieces).split("\n"))
     result = step_table.parse(lines, CTX)
     assert check_accounting(result, lines)
+
+
+def test_timer_block_after_eight_memory_reports_still_attaches() -> None:
+    memory = [f"[Rank {r}] (after 10 iterations) memory (MB) | allocated: 1.0 | max allocated: 2.0" for r in range(8)]
+    text = "\n".join(
+        [MEGATRON.removeprefix(" 7: "), *memory, "(min, max) time across ranks (ms):", "    forward-compute ....: (300.00, 420.00)"]
+    )
+    (row,) = steps(text)
+    assert row["forward_s"] == 0.42 and abs(row["phase_spread_s"] - 0.12) < 1e-9
