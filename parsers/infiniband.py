@@ -36,13 +36,16 @@ from parsers.nccl_tests import collector_time
 
 NAME = "infiniband"
 DESCRIPTION = (
-    "InfiniBand tools: ibstat, ibstatus, ibv_devinfo, /sys/class/infiniband dumps, perfquery, mlxlink"
+    "InfiniBand tools: ibstat, ibstatus, ibv_devinfo, /sys/class/infiniband dumps, perfquery, mlxlink, ibdev2netdev"
 )
 TABLES = ("inventory", "events", "comms")
 FILENAME_HINTS = (
     "ibstat*", "ibstatus*", "ibv_devinfo*", "perfquery*", "*infiniband*", "mlxlink*", "*ib_counters*", "ibdev2netdev*",
 )  # fmt: skip
-DETECTS = "ibstat 'CA '...'' blocks, ibstatus 'Infiniband device' blocks, 'hca_id:', /sys/class/infiniband paths, perfquery dotted counters"
+DETECTS = (
+    "ibstat 'CA '...'' blocks, ibstatus 'Infiniband device' blocks, 'hca_id:', /sys/class/infiniband paths, "
+    "perfquery dotted counters, mlxlink 'Operational Info', ibdev2netdev 'mlx5_0 port 1 ==> ib0 (Up)'"
+)
 PRIORITY = 20
 
 # ----------------------------------------------------------------------------- grammar
