@@ -153,7 +153,11 @@ def candidates_from_events(events: pl.DataFrame, nodes: list[str]) -> list[Candi
     """Group classified hardware/software events into candidates (see module docstring)."""
     if events.height == 0:
         return []
-    ev = classify(events).filter(pl.col("category").is_not_null())
+    # Events a parser itself calls `info` (a link coming up at boot, a state report) are context for
+    # the timeline, not evidence of a fault: they form no candidate of their own.
+    ev = classify(events).filter(
+        pl.col("category").is_not_null() & ~((pl.col("severity") == "info") & ~pl.col("kind").is_in(["xid", "sxid"]))
+    )
     if ev.height == 0:
         return []
     is_xid = pl.col("kind") == "xid"
