@@ -189,7 +189,9 @@ def sniff(head: bytes, name: str) -> float:
             elif not weak and _SNIFF_WEAK.search(s):
                 weak = True
     if strong == 0:
-        return 0.4 if weak and other == 0 else (0.3 if weak else 0.0)
+        # a training log whose head holds only its preamble (Megatron arguments, HF header): ours unless NCCL/c10
+        # lines are there to claim it
+        return 0.6 if weak and other == 0 else (0.35 if weak else 0.0)
     evidence = strong + 0.5 * support  # framework lines that are no step (memory, validation, timer entries)
     share = evidence / (evidence + other)
     if share < 0.5:  # mostly NCCL/kernel/c10 lines with a few steps: leave the file to their parsers
