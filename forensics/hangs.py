@@ -101,7 +101,54 @@ def _expected(pg_sizes: pl.DataFrame, expected_ranks: int | dict[str, int] | Non
     return pg_sizes.join(given, on="pg", how="left").with_columns(size=pl.coalesce("given", "size")).drop("given")
 
 
-def culprit_from_watchdog(events: pl.DataFrame, *, expected_ranks: int | dict[str, int] | None = None) -> pl.DataFrame:
+def world_rank_nodes(comms: pl.DataFrame | None) -> pl.DataFrame:
+    """Global rank → node (and GPU) from NCCL's rank map: the comms 'rank' rows of the largest communicator.
+
+    Assumption: PyTorch's default process group is the NCCL communicator spanning all ranks, and its NCCL
+    ranks equal the global ranks. Returns columns global_rank, map_node, map_bus_id (empty when unknown).
+    """
+    schema = {"global_rank": pl.Int32, "map_node": pl.String, "map_bus_id": pl.String}
+    if comms is None or comms.height == 0 or "record" not in comms.columns:
+        return pl.DataFrame(schema=schema)
+    r = comms.filter((pl.col("record") == "rank") & pl.col("nranks").is_not_null())
+    if r.height == 0:
+        return pl.DataFrame(schema=schema)
+    top = r.filter(pl.col("nranks") == pl.col("nranks").max())
+    # several communicators of the world size (e.g. one per job attempt): keep a rank only when all agree
+    return (
+        top.group_by("rank")
+        .agg(map_node=pl.col("node").unique(), map_bus_id=pl.col("gpu_bus_id").first())
+        .filter(pl.col("map_node").list.len() == 1)
+        .select(global_rank=pl.col("rank").cast(pl.Int32), map_node=pl.col("map_node").list.first(), map_bus_id="map_bus_id")
+    )
+
+
+def _fill_nodes(out: pl.DataFrame, comms: pl.DataFrame | None, default_pgs: tuple[str, ...]) -> pl.DataFrame:
+    """Fill `node` (when null or not a real host) from NCCL's world rank map; group ranks of the default
+    group count as global ranks."""
+    m = world_rank_nodes(comms)
+    if m.height == 0:
+        return out
+    key = pl.coalesce(
+        pl.col("global_rank"), pl.when(pl.col("pg").is_in(list(default_pgs))).then(pl.col("rank"))
+    ).cast(pl.Int32)
+    return (
+        out.with_columns(_k=key)
+        .join(m, left_on="_k", right_on="global_rank", how="left", maintain_order="left")
+        .with_columns(
+            global_rank=pl.coalesce("global_rank", pl.when(pl.col("map_node").is_not_null()).then(pl.col("_k"))),
+            node=pl.when(pl.col("map_node").is_not_null()).then(pl.col("map_node")).otherwise(pl.col("node")),
+        )
+        .drop("_k", "map_node", "map_bus_id")
+    )
+
+
+def culprit_from_watchdog(
+    events: pl.DataFrame,
+    *,
+    expected_ranks: int | dict[str, int] | None = None,
+    comms: pl.DataFrame | None = None,
+) -> pl.DataFrame:
     """Find, per process group, the ranks behind or missing from a set of ProcessGroupNCCL watchdog reports.
 
     Method:
@@ -123,6 +170,10 @@ def culprit_from_watchdog(events: pl.DataFrame, *, expected_ranks: int | dict[st
 
     Assumptions: all reports of one group come from one incident (one job attempt); group ranks are those
     of `[Rank N]`/`[PG … Rank N]` (`detail.pg_rank`), falling back to the event's rank.
+
+    With `comms` (the comms table), a rank's node comes from NCCL's world rank map (`world_rank_nodes`)
+    when its global rank is known (`[rankN]:` prefix, or a rank of group 0 / default_pg) — this names the
+    node of a silent rank, which no watchdog line can.
 
     Returns:
         Long-form rows (see the module docstring); empty when there are no watchdog events.
@@ -225,10 +276,13 @@ def culprit_from_watchdog(events: pl.DataFrame, *, expected_ranks: int | dict[st
     # nobody behind, nobody absent: all inside the same collective
     any_culprit = (pl.col("role") == "culprit").any().over("pg")
     out = out.with_columns(reason=pl.when(~any_culprit).then(pl.lit("all_in_collective")).otherwise(pl.col("reason")))
-    return _finish(out.rename({"grank": "rank"}))
+    out = _finish(out.rename({"grank": "rank"}))
+    return _finish(_fill_nodes(out, comms, ("0",))) if comms is not None else out
 
 
-def culprit_from_flight_recorder(comms: pl.DataFrame, *, expected_ranks: int | dict[str, int] | None = None) -> pl.DataFrame:
+def culprit_from_flight_recorder(
+    comms: pl.DataFrame, *, expected_ranks: int | dict[str, int] | None = None, rank_map: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """Find, per process group, the ranks that never entered (or never started) the collective others are stuck in.
 
     Input: comms rows record 'flight_recorder' (one per Flight Recorder entry; `rank` = the dump's rank,
@@ -249,7 +303,8 @@ def culprit_from_flight_recorder(comms: pl.DataFrame, *, expected_ranks: int | d
        Flight Recorder buffers wrap, so only sequence numbers present on the compared ranks are used.
 
     Assumption: `rank` identifies the dumping rank consistently (group rank equals global rank for the
-    default group; for sub-groups pass ranks as they appear in pg_config).
+    default group; for sub-groups pass ranks as they appear in pg_config). With `rank_map` (a comms
+    table holding NCCL 'rank' rows), nodes of ranks without a dump come from NCCL's world rank map.
 
     Returns:
         Long-form rows (see the module docstring); empty when there are no Flight Recorder rows.
@@ -339,7 +394,10 @@ def culprit_from_flight_recorder(comms: pl.DataFrame, *, expected_ranks: int | d
         ],
         how="diagonal_relaxed",
     )
-    return _finish(out)
+    out = _finish(out)
+    return _finish(_fill_nodes(out, rank_map if rank_map is not None else comms, ("pg0",))) if rank_map is not None or (
+        comms.filter(pl.col("record") == "rank").height > 0
+    ) else out
 
 
 def culprit_from_coll(comms: pl.DataFrame) -> pl.DataFrame:

@@ -31,8 +31,8 @@ Rows:
   detail peer, peer_port, status, status_name, opcode, len, vendor_err, direction, local_gid, remote_gid,
   hca), nccl_ib_async_event, nccl_ibv_error, nccl_cuda_error, nccl_connection_error (peer kept),
   nccl_proxy_error, nccl_system_error, nccl_shm_error, nccl_timeout, else nccl_warn; code = status /
-  ibv call / CUDA error. `rank` = the rank of that (node, pid, cudaDev) in its largest communicator when
-  the init map says so, else the launcher prefix's rank. RAS: nccl_ras_<status> per subject line
+  ibv call / CUDA error. `rank` and `gpu_bus_id` = those of that (node, pid, cudaDev) in its largest
+  communicator when the init map says so, else the launcher prefix's rank. RAS: nccl_ras_<status> per subject line
   (`Process p on node ip managing GPU g`, `Rank r -- GPU g …`, `The missing rank: r`, `N ranks have
   launched up to operation M`, `… considered dead`, `Encountered N communication timeouts`).
 - Connection lines (rings, trees, channels) are counted (a note), no rows.
@@ -657,7 +657,7 @@ def _nccl_rows(frame: pl.DataFrame, ctx: FileContext) -> tuple[dict[str, list[pl
                 line="line",
             )
         )
-        rank_map = merged.select("node", "pid", "comm", "comm_id", "rank", "nranks", "cuda_dev")
+        rank_map = merged.select("node", "pid", "comm", "comm_id", "rank", "nranks", "cuda_dev", "gpu_bus_id")
 
     # ---- COLL aggregates
     coll = n.filter(msg.str.contains(" opCount ", literal=True))
@@ -799,13 +799,13 @@ def warn_events(warns: pl.DataFrame, ctx: FileContext, rank_map: pl.DataFrame | 
         rm = (
             rank_map.filter(pl.col("nranks") == pl.col("nranks").max().over("node", "pid", "cuda_dev"))
             .group_by("node", "pid", "cuda_dev")
-            .agg(nccl_rank=pl.col("rank").first(), n=pl.col("rank").n_unique())
+            .agg(nccl_rank=pl.col("rank").first(), n=pl.col("rank").n_unique(), bus=pl.col("gpu_bus_id").first())
             .filter(pl.col("n") == 1)
-            .select("node", "pid", pl.col("cuda_dev").alias("dev"), "nccl_rank")
+            .select("node", "pid", pl.col("cuda_dev").alias("dev"), "nccl_rank", "bus")
         )
         w = w.join(rm, on=["node", "pid", "dev"], how="left", maintain_order="left")
     else:
-        w = w.with_columns(nccl_rank=pl.lit(None, dtype=pl.Int32))
+        w = w.with_columns(nccl_rank=pl.lit(None, dtype=pl.Int32), bus=pl.lit(None, dtype=pl.String))
     ib_detail = {k: msg.str.extract(rx, 1) for k, rx in IB_FIELDS.items()}
     is_ib = pl.col("kind") == "nccl_ib_error"
     return w.select(
@@ -813,6 +813,7 @@ def warn_events(warns: pl.DataFrame, ctx: FileContext, rank_map: pl.DataFrame | 
         ts_quality="ts_quality",
         node="node",
         rank=pl.coalesce(pl.col("nccl_rank").cast(pl.Int32), pl.col("env_rank")),
+        gpu_bus_id="bus",
         source=pl.lit(source),
         kind="kind",
         code="code",

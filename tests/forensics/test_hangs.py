@@ -141,3 +141,26 @@ def test_flight_recorder_json_dumps_of_two_ranks() -> None:
     out = hangs.culprit_from_flight_recorder(comms)
     assert culprits(out) == [("pg0", 1, "not_entered", 1)]
     assert out.filter(pl.col("rank") == 0).select("role", "seq").rows() == [("waiting", 5)]
+
+
+def test_watchdog_nodes_from_nccl_rank_map() -> None:
+    # rank 1 of the default group is silent; NCCL's init lines say where it ran
+    events = parsed("torch-distributed/pytorch_watchdog_timeout_pg_id_guid_format.log")["events"]
+    events = events.filter(pl.col("rank") != 2)
+    rank_rows = conform(
+        pl.DataFrame(
+            {
+                "record": ["rank"] * 3,
+                "node": ["gpu-a", "gpu-b", "gpu-c"],
+                "comm_id": ["0xabc"] * 3,
+                "rank": [0, 1, 2],
+                "nranks": [3, 3, 3],
+                "file": ["nccl.log"] * 3,
+                "line": [1, 2, 3],
+            }
+        ),
+        "comms",
+    )
+    out = hangs.culprit_from_watchdog(events, expected_ranks=3, comms=rank_rows)
+    assert out.filter(pl.col("role") == "culprit").select("rank", "reason", "node").rows() == [(2, "absent", "gpu-c")]
+    assert out.filter(pl.col("rank") == 0).get_column("node").to_list() == ["gpu-a"]
