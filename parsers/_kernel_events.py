@@ -431,9 +431,14 @@ def _sxids(m: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataFram
     hit = _hit(m, ("SXid",), SXID_RE)
     lines = hit.select("line")
     g = pl.col("g")
-    primary = hit.filter(~g.struct.field("text").str.contains(SXID_CONT_RE))
-    # continuation lines (same switch and code) add engine instance and data words
-    cont = hit.filter(g.struct.field("text").str.contains(SXID_CONT_RE)).select(
+    # a record's first line names Fatal/Non-fatal; 'Severity ..' and 'Data {..}' lines (or a stub of one,
+    # cut by a paste) continue it and add engine instance and data words
+    text = g.struct.field("text")
+    is_primary = g.struct.field("fatality").is_not_null() | (
+        ~text.str.contains(SXID_CONT_RE) & (text.str.len_chars() >= 12)
+    )
+    primary = hit.filter(is_primary)
+    cont = hit.filter(~is_primary).select(
         "line",
         sw=g.struct.field("switch"),
         cd=g.struct.field("code"),

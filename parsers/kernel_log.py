@@ -163,6 +163,7 @@ _SNIFF_STRONG = [
     _STYLE_RE[s]
     for s in ("kmsg", "dmesg_raw", "dmesg_ctime", "dmesg_iso", "journal_iso", "rfc5424", "syslog", "talos", "journal_full", "journal_json")
 ]
+_BARE = re.compile(BARE_RE)
 _SNIFF_WEAK = [re.compile(HEADER_RE), re.compile(CONTINUATION_RE), re.compile(BARE_RE)]
 _KERNELISH = re.compile(
     r"kernel:|NVRM|nvidia-nvswitch|mlx5_core|pcieport|\bLinux version\b|\bACPI\b|\bpci \d{4}:|\bEXT4-fs\b|"
@@ -193,7 +194,11 @@ def sniff(head: bytes, name: str) -> float:
         elif any(r.match(ln) for r in _SNIFF_WEAK):
             weak += 1
     share = (strong + weak) / len(lines)
-    if strong == 0 or strong / len(lines) < 0.4 or share < 0.6:
+    if strong == 0:
+        # K12: kernel lines pasted without their stamp ('kernel: NVRM: Xid ...'); NVRM lines are unambiguous
+        bare = sum(1 for ln in lines if _BARE.match(ln))
+        return 0.6 if bare / len(lines) >= 0.6 else 0.0
+    if strong / len(lines) < 0.4 or share < 0.6:
         return 0.0
     kernelish = bool(_KERNELISH.search(text))
     if kernelish:
