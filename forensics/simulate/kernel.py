@@ -109,8 +109,8 @@ def node_events(sim: Sim, node: Node) -> list[Event]:
             add(t + 0.028, _xid(g, 63, f"Row Remapper: New row (0x{addr:016x}) marked for remapping, "
                                 "reset gpu to activate."), "warn")
             if f.extra.get("remap_failed"):
-                add(t + 0.031, _xid(g, 64, f"Row Remapper: Failed to remap row (0x{addr:016x}). "
-                                    "Unrepairable memory, reset gpu to activate."), "warn")
+                add(t + 0.031, _xid(g, 64, f"Row Remapper Error: (0x{addr:016x}) - All reserved rows for "
+                                    "bank are remapped"), "warn")
             add(t + 0.036, _xid(g, 94, "Contained: SM (0x1). RST: No, D-RST: No"), "warn")
             for ch in range(8, 12):
                 add(t + 0.05 + 0.009 * ch, _xid(g, 94, f"Ch {ch:08x}", pid + f.gpu, "python3"), "warn")
@@ -126,7 +126,7 @@ def node_events(sim: Sim, node: Node) -> list[Event]:
             for line in _identity(node, g):
                 add(t, line, "warn")
             add(t, _xid(g, 74, f"NVLink: fatal error detected on link {link}(0x0, 0x0, 0x10000, 0x0, "
-                        "0x0, 0x0, 0x0)", pid + f.gpu, "python3"), "warn")
+                        "0x0, 0x0, 0x0)"), "warn")
             add(t + 0.4, _xid(g, 45, "Ch 00000010", pid + f.gpu, "python3"), "warn")
         elif f.kind == "pcie_degraded":
             port = f"0000:{g.bus - 1:02x}:01.0"

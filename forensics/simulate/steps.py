@@ -88,7 +88,7 @@ def node_step_records(sim: Sim, node: int) -> list[Rec]:
     for k in range(len(s0s)):
         s0, s1, T, base = int(s0s[k]), int(s1s[k]), float(Ts[k]), float(bases[k])
         t_end = float(sim.step_start[s1 - 1] + sim.step_dur[s1 - 1])
-        comp = base * sim.node_factor(node, float(sim.step_start[s0])) * r.uniform(0.996, 1.004)
+        comp = base * sim.gpu_factor(node, 0, float(sim.step_start[s0])) * r.uniform(0.996, 1.004)
         hic = hics.get(k, 0.0) / li
         if fw == "deepspeed":
             opt = 0.03 * sim.baseline
