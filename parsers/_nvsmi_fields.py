@@ -365,7 +365,7 @@ def transition_events(samples: pl.DataFrame, ctx: Any) -> pl.DataFrame:
     key = pl.coalesce(
         c("ident", pl.String), c("gpu_bus_id", pl.String), c("gpu_index", pl.Int32).cast(pl.String), pl.lit("?")
     )
-    df = samples.sort("line").with_columns(_key=key)
+    df = samples.sort("line").with_columns(_key=pl.concat_str([pl.col("node"), key], separator="|"))
 
     def onset(cond: pl.Expr) -> pl.Expr:
         cond = cond.fill_null(False)

@@ -119,6 +119,7 @@ _INV = {
 }
 _NODE = {"driver_version": "driver_version", "cuda_version": "cuda_version"}
 _IDENTITY = ("pci.bus_id", "uuid", "serial")
+PDSH_RE = r"^(?P<host>(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w-]*\d[\w.-]*): (?P<rest>.*)$"
 
 
 def canonical(field: str) -> str:
@@ -139,6 +140,7 @@ def sniff(head: bytes, name: str) -> float:
     """0.95 for a --query-gpu header in the first lines; 0.4 for header-less rows that look like it."""
     text = head.decode("utf-8", "replace")
     lines = [ln for ln in text.splitlines()[:30] if ln.strip() and not ln.startswith("#")]
+    lines = [m.group("rest") if (m := re.match(PDSH_RE, ln)) else ln for ln in lines]
     for ln in lines[:5]:
         if "," in ln and re.match(HEADER_RE, ln):
             fields = ln.split(",")
@@ -178,12 +180,23 @@ def _flag(col: pl.Expr) -> pl.Expr:
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse every header group of the file; see the module docstring."""
     frame = numbered(lines, ctx).with_columns(text=pl.col("text").fill_null(""))
+    frame = frame.with_columns(raw=pl.col("text"), host=pl.lit(None, dtype=pl.String))
+    # pdsh/clush captures (`node01: index, name, ...`): every host prints its own header and rows.
+    env = frame.select(g=pl.col("text").str.extract_groups(PDSH_RE)).unnest("g")
+    nonblank = int((frame.get_column("text").str.strip_chars() != "").sum())
+    if nonblank and env.get_column("host").is_not_null().sum() * 2 >= nonblank:
+        frame = frame.with_columns(
+            host=env.get_column("host").str.split(".").list.first(),
+            text=pl.coalesce(env.get_column("rest"), pl.col("text")),
+        )
     candidate = pl.col("text").str.contains(HEADER_RE) & pl.col("text").str.contains(",", literal=True)
     # A header names at least one known field (data rows such as `P0, Enabled` also fit the token shape).
     cands = frame.filter(candidate).get_column("text").unique().to_list()
     headers_ok = [t for t in cands if _known(t.split(","))]
     is_header = pl.col("text").is_in(headers_ok)
-    frame = frame.with_columns(header=pl.when(is_header).then(pl.col("line")).otherwise(None).forward_fill(), is_header=is_header)
+    frame = frame.with_columns(
+        header=pl.when(is_header).then(pl.col("line")).otherwise(None).forward_fill().over("host"), is_header=is_header
+    )
     frame = frame.with_columns(nf=pl.col("text").str.count_matches(",", literal=True) + 1)
     headers = frame.filter(pl.col("is_header")).select("line", "text")
     header_fields = {int(ln): [f.strip() for f in t.rstrip(", ").split(",")] for ln, t in headers.iter_rows()}
@@ -253,7 +266,8 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         extra = pl.struct(**extra_fields).struct.json_encode() if extra_fields else pl.lit(None, dtype=pl.String)
         part = data.select(
             "line",
-            "text",
+            "host",
+            text=pl.col("raw"),
             ts=ts,
             gpu_index=_number(cell["index"]).cast(pl.Int32) if "index" in cell else pl.lit(None, dtype=pl.Int32),
             ident=ident.str.strip_chars() if ident is not None else pl.lit(None, dtype=pl.String),
@@ -269,13 +283,16 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         if inv_cols or node_cols:
             wide = data.select(
                 "line",
+                "host",
                 ident=ident.str.strip_chars() if ident is not None else pl.lit(None, dtype=pl.String),
                 gpu_index=part.get_column("gpu_index"),
                 gpu_bus_id=bus,
                 **{f"gpu:{a}": e for a, e in inv_cols.items()},
                 **{f"node:{a}": e for a, e in node_cols.items()},
             )
-            long = wide.unpivot(index=["line", "ident", "gpu_index", "gpu_bus_id"], variable_name="key", value_name="value")
+            long = wide.unpivot(
+                index=["line", "host", "ident", "gpu_index", "gpu_bus_id"], variable_name="key", value_name="value"
+            )
             inv_parts.append(long.drop_nulls("value"))
 
     if samples_parts:
@@ -283,18 +300,17 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         # gpu_index from first appearance of the GPU's identity when `index` was not queried.
         order = (
             samples.filter(pl.col("ident").is_not_null())
-            .group_by("ident")
+            .group_by("host", "ident")
             .agg(first=pl.col("line").min())
             .sort("first")
-            .with_row_index("ord")
-            .select("ident", pl.col("ord").cast(pl.Int32))
+            .select("host", "ident", ord=pl.int_range(pl.len()).over("host").cast(pl.Int32))
         )
-        samples = samples.join(order, on="ident", how="left").with_columns(
+        samples = samples.join(order, on=["host", "ident"], how="left", nulls_equal=True).with_columns(
             gpu_index=pl.coalesce("gpu_index", "ord"),
         )
         samples = samples.with_columns(
             gpu_bus_id=normalize_bus_id(pl.col("gpu_bus_id")),
-            node=pl.lit(ctx.node),
+            node=pl.coalesce(pl.col("host"), pl.lit(ctx.node)),
             file=pl.lit(ctx.path),
             source=pl.lit("nvidia-smi-csv"),
             ts_quality=pl.when(pl.col("ts").is_not_null()).then(pl.lit("local_assumed_utc")).otherwise(pl.lit("none")),
@@ -315,7 +331,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             long = long.join(idx, on="line", how="left").with_columns(gpu_index=pl.coalesce("gpu_index", "gi"))
         comp = pl.col("key").str.split(":").list.first()
         inventory = long.select(
-            node=pl.lit(ctx.node),
+            node=pl.coalesce(pl.col("host"), pl.lit(ctx.node)),
             component=comp,
             gpu_index=pl.when(comp == "gpu").then(pl.col("gpu_index")).otherwise(None).cast(pl.Int32),
             gpu_bus_id=pl.when(comp == "gpu").then(normalize_bus_id(pl.col("gpu_bus_id"))).otherwise(None),
@@ -324,13 +340,15 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             source=pl.lit("nvidia-smi-csv"),
             file=pl.lit(ctx.path),
             line=pl.col("line"),
-        ).unique(["component", "gpu_index", "gpu_bus_id", "attribute", "value"], keep="first", maintain_order=True)
+        ).unique(["node", "component", "gpu_index", "gpu_bus_id", "attribute", "value"], keep="first", maintain_order=True)
         inventory = F.conform_table(inventory, "inventory")
     else:
         inventory = F.conform_table(pl.DataFrame(), "inventory")
     if fail_events.height:
         events = pl.concat([events, fail_events], how="vertical").sort("line")
+    hosts = frame.get_column("host").drop_nulls().unique()
     return ParseResult(
+        node=hosts[0] if len(hosts) == 1 else None,
         tables={"inventory": inventory, "gpu_samples": gpu_samples, "events": events},
         parsed=parsed,
         unrecognized=unrecognized,
