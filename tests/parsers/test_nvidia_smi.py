@@ -307,3 +307,28 @@ def test_parse_never_raises_and_accounts(module, lines: list[str]) -> None:
     assert check_accounting(res, series)
     head = "\n".join(lines).encode()
     assert 0.0 <= module.sniff(head, "f") <= 1.0
+
+
+def test_csv_pdsh_rows_take_their_host_as_node() -> None:
+    res = run(nvidia_smi_csv, "nvidia-smi-csv/csv_pdsh_two_hosts_interleaved.csv", node="unknown")
+    s = res.tables["gpu_samples"].sort("line")
+    assert s.select("node", "gpu_index", "temperature_c").rows() == [
+        ("gpu-node-01", 0, 63.0),
+        ("gpu-node-02", 0, 88.0),
+        ("gpu-node-01", 1, 66.0),
+        ("gpu-node-02", 1, 64.0),
+    ]
+    inv = res.tables["inventory"].filter(pl.col("attribute") == "serial").sort("line")
+    assert inv.select("node", "value").rows()[:2] == [("gpu-node-01", "1652923034561"), ("gpu-node-02", "1652923099001")]
+    assert res.tables["events"].select("node", "gpu_index", "code").rows() == [("gpu-node-02", 0, "hw_slowdown")]
+
+
+def test_failure_lines_are_events() -> None:
+    res = run(nvidia_smi, "nvidia-smi/q_d_memory_gpu_lost_device_handle_error.txt")
+    ev = res.tables["events"].row(0, named=True)
+    assert (ev["kind"], ev["code"], ev["gpu_bus_id"], ev["line"]) == ("gpu_error", "Unknown Error", "0000:3b:00.0", 2)
+    assert ev["ts"] == datetime(2025, 3, 1, 4, 12, 55, tzinfo=UTC)
+    lines = pl.Series(["NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running."])
+    for module in (nvidia_smi, nvidia_smi_table, nvidia_smi_csv):
+        r = module.parse(lines, FileContext(path="f", node="n1"))
+        assert r.parsed == 1 and r.tables["events"].get_column("kind").to_list() == ["driver_error"]
