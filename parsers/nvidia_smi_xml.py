@@ -216,15 +216,20 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         # Blank the DOCTYPE (and any internal subset) keeping its newlines: nothing is fetched or expanded.
         chunk = _DOCTYPE.sub(lambda m: "\n" * m.group(0).count("\n"), chunk)
         doc_lines = chunk.split("\n")
-        parser = ET.XMLPullParser(events=("start",))
+        parser = ET.XMLPullParser(events=("start", "end"))
         el_line: dict[int, int] = {}
         root: ET.Element | None = None
         keep: list[ET.Element] = []
         failed_at: int | None = None
+        closed_at: int | None = None  # line index (in the document) where the root element closed
         for j, t in enumerate(doc_lines):
             try:
                 parser.feed(t + "\n")
-                for _ev, el in parser.read_events():
+                for ev, el in parser.read_events():
+                    if ev == "end":
+                        if el is root:
+                            closed_at = j
+                        continue
                     if root is None:
                         root = el
                     el_line[id(el)] = first + start + j
@@ -233,7 +238,11 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
                 failed_at = j
                 notes.append(f"XML document at line {first + start}: {exc}")
                 break
-        if failed_at is None:
+            if closed_at is not None:
+                break  # anything after the root (a shell prompt, stderr) is not this document
+        if closed_at is not None:
+            failed_at = closed_at + 1  # lines after the closing tag stay unrecognized unless blank
+        elif failed_at is None:
             try:
                 parser.close()
             except ET.ParseError as exc:
@@ -241,7 +250,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
                 notes.append(f"XML document at line {first + start} ends early: {exc}")
         else:
             partial = True
-        upto = end if failed_at is None else start + failed_at
+        upto = end if failed_at is None else min(end, start + failed_at)
         for k in range(start, upto):
             ok[k] = True
         if root is None or root.tag != "nvidia_smi_log":
