@@ -137,6 +137,8 @@ def _parse_tables(texts: list[str], blank: list[bool], ctx: FileContext) -> Pars
                 ok = False
         elif re.match(r"^\s*(?:Successfully ran diagnostic|\d+ GPUs? found\.|\d+ NvSwitch(?:es)? found\.|\d+ CPUs? found\.)", t):
             pass
+        elif re.match(r"^\s*\|\s*(?:Switch ID|\d+|CPU ID)?\s*\|\s*$", t):
+            pass  # one-column tables of `discovery -l` (NvSwitch / CPU ids): understood, no row
         else:
             ok = False
         if ok:
