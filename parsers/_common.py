@@ -65,6 +65,7 @@ def _hex(v: pl.Expr, width: int) -> pl.Expr:
 ENVELOPES: tuple[tuple[str, str], ...] = (
     ("openmpi", r"^\[\d+,(?<rank>\d+)\]<(?:stdout|stderr)>:\s?"),
     ("stdio", r"^(?:stdout|stderr): "),
+    ("cri", r"^(?:stdout|stderr) [FP] "),  # Kubernetes CRI log lines (after the collector timestamp)
     ("ray", r"^\((?<actor>\w+) pid=(?<pid>\d+)(?:, ip=(?<ip>[\d.]+))?\) "),
     ("srun", r"^\s*(?<rank>\d+): "),
     ("torchrun", r"^\[default(?<rank>\d+)\]:\s?"),
@@ -88,7 +89,7 @@ def _split_series(text: pl.Series) -> pl.Series:
         host=pl.lit(None, dtype=pl.String),
         pid=pl.lit(None, dtype=pl.Int64),
     )
-    for _ in range(2):
+    for _ in range(3):
         for name, pattern in ENVELOPES:
             py = pattern.replace("(?<", "(?P<")
             groups = re.findall(r"\(\?P<(\w+)>", py)
@@ -117,8 +118,8 @@ def split_envelopes(text: pl.Expr) -> dict[str, pl.Expr]:
 
     Returns a dict of expressions: `rest` (the line without prefixes), `rank` (Int32, innermost prefix
     naming a rank), `rank_source` (name of that envelope, e.g. 'torchrun' or 'openmpi'), `host` (innermost
-    prefix naming a host or IP, e.g. pdsh), `pid` (Ray). Prefixes stack (e.g. `3: [default1]:`), so the
-    envelopes are applied up to two times; the innermost rank wins since it is the one the writing
+    prefix naming a host or IP, e.g. pdsh), `pid` (Ray). Prefixes stack (e.g. `3: [default1]:[rank9]:`), so
+    the envelopes are applied up to three times; the innermost rank wins since it is the one the writing
     process knows itself by. Evaluated eagerly per column (one regex pass per envelope), so the
     expression tree stays small.
     """

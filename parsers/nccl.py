@@ -106,7 +106,7 @@ IB_FIELDS = {
     "hca": r"\bhca (\S+)",
 }
 ASYNC_RE = r"NET/IB ?: \[?(?:(?P<hca>[\w.-]+):(?P<port>\d+) ?\]? ?)?Got async event ?: (?P<event>.+?)\s*$"
-IBV_RE = r"Call to (?P<call>ibv_\w+) failed(?: with error (?P<err>.+?))?\s*$"
+IBV_RE = r"Call to (?P<call>ibv_\w+) failed(?: with (?:error )?(?P<err>.+?))?\s*$"
 CUDA_FAIL_RE = r"Cuda failure (?:(?P<code>\d+) )?'(?P<err>[^']*)'|Failed to CUDA calloc|cudaErr"
 CONN_FAIL_RE = (
     r"Connection closed by|Broken pipe|Connection reset by peer|Call to (?:recv|send|connect)\b.*failed|"
@@ -194,7 +194,7 @@ def drop_json_nulls(js: pl.Expr) -> pl.Expr:
 # ----------------------------------------------------------------------------- preparation (shared)
 
 _AUTOLINK = r"\[([^\]]+)\]\(https?://[^)]*\)"
-_COLLECTOR_TS = r"^(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?P<zone>Z|[+-]\d\d:?\d\d)?):? "
+_COLLECTOR_TS = r"^(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?P<zone>Z|[+-]\d\d:?\d\d)?:? "
 
 
 def prepare(lines: pl.Series, ctx: FileContext) -> pl.DataFrame:
