@@ -125,7 +125,8 @@ def merge(cands: list[Candidate]) -> list[Candidate]:
     """One candidate per (node, GPU, category): evidence pooled, worst severity, corroboration raises confidence."""
     groups: dict[tuple, list[Candidate]] = {}
     for c in cands:
-        gkey = c.gpu_index if c.gpu_index is not None else c.gpu_bus_id
+        # network faults are the node's (a NIC's PCI address is no GPU); the rest are per GPU
+        gkey = None if c.category == Category.NETWORK else (c.gpu_index if c.gpu_index is not None else c.gpu_bus_id)
         groups.setdefault((c.node, gkey, c.category), []).append(c)
     out = []
     for group in groups.values():
@@ -275,11 +276,40 @@ def attribute_hang(
     return cands, info
 
 
+ONSET_LEAD = timedelta(minutes=30)
+"""A cause may show up to this long before the steps slow down (telemetry sampled every minute or so)."""
+
+
+def _best_explanation(
+    pool: list[Candidate], regime: timing.Regime, slow_set: set[str], used: set[int]
+) -> Candidate | None:
+    """The candidate that best explains one slow regime.
+
+    Preference: on a node localised as slow; then whose first sign is closest to the regime's start
+    (from ONSET_LEAD before it to its end); then not yet used for another regime; then severity and
+    confidence. Candidates without a time (drift, a link width) explain a regime only as a fallback.
+    """
+    start, end = regime.ts_start, regime.ts_end
+
+    def timed(c: Candidate) -> bool:
+        return c.first_seen is not None and start is not None and end is not None and start - ONSET_LEAD <= c.first_seen <= end
+
+    def key(c: Candidate) -> tuple:
+        gap = abs((c.first_seen - start).total_seconds()) if timed(c) else float("inf")  # type: ignore[operator]
+        return (c.node not in slow_set, not timed(c), id(c) in used, gap, c.severity.rank, -c.confidence)
+
+    eligible = [c for c in pool if timed(c) or c.first_seen is None or start is None or c.node in slow_set]
+    if slow_set:
+        eligible = [c for c in eligible if c.node in slow_set or timed(c)]
+    return min(eligible, key=key) if eligible else None
+
+
 def attribute_slowdowns(
     cands: list[Candidate], tl: timing.Timeline, slow_nodes: pl.DataFrame, gpus: int
 ) -> list[Candidate]:
     """Put each lasting slowdown on the candidate that explains it, else report a straggler / fleet slowdown."""
     slow_set = set(slow_nodes["node"].to_list()) if slow_nodes.height else set()
+    used: set[int] = set()
     for regime in tl.slow:
         b = tl.baseline_s or regime.level_s
         pct = (regime.level_s / b - 1) * 100
@@ -294,12 +324,11 @@ def attribute_slowdowns(
             return True
 
         pool = [c for c in cands if explains(c)]
-        on_slow = [c for c in pool if c.node in slow_set]
-        pick = on_slow or (pool if not slow_set else [])
+        pick = _best_explanation(pool, regime, slow_set, used)
         cons = f"steps {pct:.1f}% slower than the {b:.3g} s baseline from step {regime.step_start} to {regime.step_end}"
-        if pick:
-            pick.sort(key=lambda c: (c.severity.rank, -c.confidence, c.first_seen or datetime.max.replace(tzinfo=UTC)))
-            c = pick[0]
+        if pick is not None:
+            c = pick
+            used.add(id(c))
             i = cands.index(c)
             new = replace(
                 c,

@@ -224,6 +224,19 @@ def candidates_from_events(events: pl.DataFrame, nodes: list[str]) -> list[Candi
         summary = f"{label} on {where}: {rows.height} event(s)" + (
             f", together with {', '.join(others[:5])}" if others else ""
         )
+        title = f"{label} on {where}"
+        if category == Category.NETWORK.value:
+            # a NIC's PCI address is not a GPU's: name the device instead
+            devs = sorted(set(rows["message"].str.extract(r"\b(mlx\d+_\d+|ib\d+|ibp\w+|en\w+\d)\b", 1).drop_nulls().to_list()))
+            dev_txt = ", ".join(devs) if devs else (f"NIC at {bus[0]}" if len(bus) else "a NIC")
+            title = (
+                f"{dev_txt} link went down {downs} time(s) on {node}" if downs else f"{label} on {dev_txt} of {node}"
+            )
+            where = f"{node} ({dev_txt})"
+            summary = f"{label} on {where}: {rows.height} event(s)" + (
+                f", together with {', '.join(others[:5])}" if others else ""
+            )
+            gpu_index, bus = gpu_index.head(0), bus.head(0)
         out.append(
             Candidate(
                 category=Category(category),
@@ -231,7 +244,7 @@ def candidates_from_events(events: pl.DataFrame, nodes: list[str]) -> list[Candi
                 node=None if node == "unknown" else node,
                 gpu_index=int(gpu_index[0]) if len(gpu_index) else None,
                 gpu_bus_id=bus[0] if len(bus) else None,
-                title=f"{label} on {where}",
+                title=title,
                 summary=summary + ".",
                 first_seen=rows.get_column("ts").min(),  # type: ignore[arg-type]
                 last_seen=rows.get_column("ts").max(),  # type: ignore[arg-type]
@@ -262,11 +275,38 @@ def _burst(app: pl.DataFrame) -> pl.DataFrame:
     return timed.filter(pl.col("ts").is_between(busiest - BURST, busiest + BURST))
 
 
+KIND_LABELS = {
+    "gpu_fallen_off_bus": "GPU fell off the bus",
+    "gpu_crash_dump": "GPU crash dump",
+    "gpu_init_failure": "GPU failed to initialise",
+    "gpu_error": "GPU reports an error state",
+    "ecc_uncorrectable": "Uncorrectable ECC errors",
+    "row_remap_pending": "Row remapping pending",
+    "row_remap_failure": "Row remapping failure",
+    "retired_pages_pending": "Page retirement pending",
+    "pcie_aer": "PCIe AER errors",
+    "pcie_link_degraded": "PCIe link below its maximum",
+    "nic_link": "NIC link state changes",
+    "nic_module": "NIC module/cable event",
+    "ib_carrier": "IB carrier lost",
+    "ib_port_down": "IB port not active",
+    "thermal": "Thermal/HW slowdown",
+    "power": "Power slowdown",
+    "mce": "Machine check",
+    "edac": "Memory controller (EDAC) errors",
+    "dcgm_diag": "DCGM diagnostic failure",
+    "dcgm_health": "DCGM health failure",
+    "oom": "Out-of-memory kill",
+    "segfault": "Segfault",
+    "kernel_panic": "Kernel panic",
+}
+
+
 def _label(row: dict) -> str:
     if row["kind"] in ("xid", "sxid"):
         name = row.get("code_name") or ""
         return f"{row['kind'].upper()} {row['code']}" + (f" ({name})" if name else "")
-    return row["kind"].replace("_", " ")
+    return KIND_LABELS.get(row["kind"], row["kind"].replace("_", " "))
 
 
 def _default_action(category: Category) -> str:

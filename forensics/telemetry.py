@@ -130,6 +130,11 @@ def candidates(samples: pl.DataFrame, profile: pl.DataFrame) -> list[Candidate]:
                     if clock is not None and fleet_clock is not None
                     else ""
                 )
+                active = samples.filter(
+                    (pl.col("node") == node[0])
+                    & (pl.col("gpu_index").is_in(rows["gpu_index"].to_list()))
+                    & pl.col(col).fill_null(False)
+                )["ts"]
                 out.append(
                     Candidate(
                         category=Category.THERMAL_POWER,
@@ -143,8 +148,8 @@ def candidates(samples: pl.DataFrame, profile: pl.DataFrame) -> list[Candidate]:
                             f"(fleet median GPU: {fleet:.0%}){clock_txt}."
                             + (" All GPUs of the node together point to the chassis (cooling, power supply)." if whole_node else "")
                         ),
-                        first_seen=rows["first_ts"].min(),  # type: ignore[arg-type]
-                        last_seen=rows["last_ts"].max(),  # type: ignore[arg-type]
+                        first_seen=active.min() if active.len() else rows["first_ts"].min(),  # type: ignore[arg-type]
+                        last_seen=active.max() if active.len() else rows["last_ts"].max(),  # type: ignore[arg-type]
                         evidence=_sample_evidence(samples, node[0], first_gpu, col),
                         action=(
                             "Check the node's cooling (fans, airflow, inlet temperature, heatsink contact) and power "
@@ -185,8 +190,8 @@ def candidates(samples: pl.DataFrame, profile: pl.DataFrame) -> list[Candidate]:
                         f"The GPU's PCIe link runs at x{r['pcie_width_min']} instead of x{r['pcie_width_max']}: half or less of "
                         "its host bandwidth, which slows data loading, checkpoints and GPUDirect traffic."
                     ),
-                    first_seen=r["first_ts"],
-                    last_seen=r["last_ts"],
+                    first_seen=rows["ts"].min() if rows.height else r["first_ts"],  # type: ignore[arg-type]
+                    last_seen=rows["ts"].max() if rows.height else r["last_ts"],  # type: ignore[arg-type]
                     evidence=ev,
                     action="Reseat the GPU / riser / cable, check the slot; if the link still trains narrow, RMA the board.",
                     confidence=0.85,
