@@ -132,7 +132,7 @@ def canonical(field: str) -> str:
 def _known(fields: list[str]) -> set[str]:
     """The query-field names among `fields` that we know."""
     canon = {canonical(f) for f in fields}
-    known = canon & (set(_SAMPLE) | set(_INV) | set(_NODE) | {"timestamp", "index"})
+    known = canon & (set(_SAMPLE) | set(_INV) | set(_NODE) | {"timestamp", "index", "pid", "process_name"})
     return known | {f for f in canon if f.startswith("clocks_throttle_reasons.")}
 
 
@@ -224,6 +224,10 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         if data.height == 0:
             continue
         canon = [canonical(f) for f in fields]
+        if "pid" in canon:
+            # --query-compute-apps / --query-accounted-apps: one row per process, no GPU telemetry.
+            notes.append(f"header at line {hline}: per-process query (pid), rows understood, no GPU samples")
+            continue
         data = data.with_columns(cells=pl.col("text").str.split_exact(",", len(fields) - 1))
         cell = {c: pl.col("cells").struct.field(f"field_{i}") for i, c in enumerate(canon)}
         exprs: dict[str, pl.Expr] = {}
