@@ -89,7 +89,7 @@ class Bundle:
 _HOST_TOKEN = re.compile(r"^(?=.*[a-z])(?=.*\d)[a-z0-9][a-z0-9-]*[a-z0-9]$")
 _NOT_HOST = re.compile(
     r"^(?:(?:rank|gpu|dev|device|cuda|local|proc|pid|run|job|step|iter|part|shard|worker|log|out|err|"
-    r"attempt|try|seq|chunk|mlx\d*|ib|eth|en\w*|sd[a-z]|nvme|hca|port|default|test|sample|v|r)[-_]?\d+"
+    r"attempt|try|seq|chunk|slurm|core|lsf|pbs|mlx\d*|ib|eth|en\w*|sd[a-z]|nvme|hca|port|default|test|sample|v|r)[-_]?\d+"
     r"|\d+(?:[-_.]\d+)*|v?\d+(?:\.\d+)+|[a-z]\d{2,3}|\d{4}-?\d\d-?\d\d\w*|x86[-_]64|utf-?8|nccl\d*|"
     r"py\d+|cu\d+|sm\d+|\d+[a-z]+)$"
 )
@@ -177,10 +177,15 @@ def open_bundle(path: Path, staging: Path, limits: Limits | None = None) -> Bund
     return bundle
 
 
+MAX_MEMBERS = 1_000_000
+"""Most archive members extracted in all: a bomb of millions of empty files is refused like a big one."""
+
+
 class _Budget:
     def __init__(self, limit: int) -> None:
         self.left = limit
         self.limit = limit
+        self.members = 0
 
     def take(self, n: int, what: str) -> None:
         self.left -= n
@@ -420,6 +425,9 @@ def _open_tar(archive: Path) -> Iterator[tarfile.TarFile]:
 
 
 def _copy_limited(src: BinaryIO, out: BinaryIO, budget: _Budget, what: str) -> None:
+    budget.members += 1
+    if budget.members > MAX_MEMBERS:
+        raise BundleError(f"archive member limit reached while extracting {what}: more than {MAX_MEMBERS} files")
     while chunk := src.read(1 << 20):
         budget.take(len(chunk), what)
         out.write(chunk)

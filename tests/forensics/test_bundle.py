@@ -312,3 +312,12 @@ def test_size_limit_stops_a_compressed_bomb(tmp_path: Path) -> None:
     r = ChunkReader(_bf(p, "gz"), Limits(max_file_bytes=1_000_000), chunk_bytes=1 << 16)
     total = sum(len(c) for c in r)
     assert total == 1_000_000 and r.too_large and "--max-file-size" in (r.reason or "")
+
+
+def test_member_count_limit_stops_a_bomb_of_empty_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from forensics import bundle as bundle_mod
+
+    monkeypatch.setattr(bundle_mod, "MAX_MEMBERS", 50)
+    src = make_bundle(tmp_path, {f"f{i}.log": "" for i in range(60)}, archive="zip")
+    with pytest.raises(BundleError, match="archive member limit reached"):
+        open_bundle(src, tmp_path / "staging")
