@@ -100,7 +100,7 @@ IB_FIELDS = {
     "opcode": r"opcode[ =](?:\w+\()?(\d+)",
     "len": r"len[ =]?(\d+)",
     "vendor_err": r"vendor[ _]err[ =](\d+)",
-    "direction": r"\((Send|Recv)\)",
+    "direction": r"\((Send|Recv)\)|req_type=(?:\w+_)?(Send|Recv)",
     "local_gid": r"localGid (\S+)",
     "remote_gid": r"remoteGids? ?(\S+)",
     "hca": r"\bhca (\S+)",
@@ -193,6 +193,8 @@ def drop_json_nulls(js: pl.Expr) -> pl.Expr:
 
 # ----------------------------------------------------------------------------- preparation (shared)
 
+GLOBAL_RANK_ENVELOPES = ("c10", "openmpi", "lightning")
+"""Envelopes whose rank is the global rank (FORMATS.md §1.1)."""
 _AUTOLINK = r"\[([^\]]+)\]\(https?://[^)]*\)"
 _COLLECTOR_TS = r"^(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?P<zone>Z|[+-]\d\d:?\d\d)?:? "
 
@@ -225,6 +227,10 @@ def prepare(lines: pl.Series, ctx: FileContext) -> pl.DataFrame:
         env_host=pl.when(is_ip).then(env["host"]).otherwise(env["host"].str.split(".").list.first()),
         env_pid=env["pid"],
     ).drop("_env")
+    # ranks that prefixes state globally (c10 `[rankN]:`, Open MPI, Lightning); torchrun `[defaultN]:` is local
+    frame = frame.with_columns(
+        env_global_rank=pl.when(pl.col("env_rank_source").is_in(list(GLOBAL_RANK_ENVELOPES))).then(pl.col("env_rank"))
+    )
     raw = pl.col("_tsg").struct.field("ts").str.replace(",", ".").str.replace("T", " ")
     zone = pl.col("_tsg").struct.field("zone")
     with_zone = (
@@ -735,7 +741,7 @@ def _nccl_rows(frame: pl.DataFrame, ctx: FileContext) -> tuple[dict[str, list[pl
         .with_columns(o=body.str.extract_groups(OFI_LEGACY_RE))
         .filter(pl.col("o").struct.field("level") == "WARN")
         .select(
-            "line", "text", "env_rank", "pre_ts", "pre_ts_quality",
+            "line", "text", "env_rank", "env_global_rank", "pre_ts", "pre_ts_quality",
             node=pl.coalesce(pl.col("env_host"), pl.lit(ctx.node)),
             pid=pl.lit(None, dtype=pl.Int64),
             tid=pl.lit(None, dtype=pl.Int64),
@@ -751,7 +757,7 @@ def _nccl_rows(frame: pl.DataFrame, ctx: FileContext) -> tuple[dict[str, list[pl
     warns = pl.concat(
         [
             n.filter(pl.col("level").is_in(["WARN", "ERROR", "ABORT"])).select(
-                "line", "text", "env_rank", "pre_ts", "pre_ts_quality", "node", "pid", "tid", "dev", "src", "srcline",
+                "line", "text", "env_rank", "env_global_rank", "pre_ts", "pre_ts_quality", "node", "pid", "tid", "dev", "src", "srcline",
                 "func", "msg", "ts", "ts_quality",
             ),
             legacy,
@@ -807,12 +813,13 @@ def warn_events(warns: pl.DataFrame, ctx: FileContext, rank_map: pl.DataFrame | 
     else:
         w = w.with_columns(nccl_rank=pl.lit(None, dtype=pl.Int32), bus=pl.lit(None, dtype=pl.String))
     ib_detail = {k: msg.str.extract(rx, 1) for k, rx in IB_FIELDS.items()}
+    ib_detail["direction"] = pl.coalesce(msg.str.extract(IB_FIELDS["direction"], 1), msg.str.extract(IB_FIELDS["direction"], 2))
     is_ib = pl.col("kind") == "nccl_ib_error"
     return w.select(
         ts="ts",
         ts_quality="ts_quality",
         node="node",
-        rank=pl.coalesce(pl.col("nccl_rank").cast(pl.Int32), pl.col("env_rank")),
+        rank=pl.coalesce(pl.col("nccl_rank").cast(pl.Int32), pl.col("env_global_rank"), pl.col("env_rank")),
         gpu_bus_id="bus",
         source=pl.lit(source),
         kind="kind",
@@ -840,6 +847,9 @@ def warn_events(warns: pl.DataFrame, ctx: FileContext, rank_map: pl.DataFrame | 
             port=pl.col("asy").struct.field("port").cast(pl.Int64),
             ibv_call=pl.col("ibv").struct.field("call"),
             error=pl.coalesce(pl.col("ibv").struct.field("err"), pl.col("cu").struct.field("err")),
+            peer_rank=msg.str.extract(r"from rank (\d+)", 1).cast(pl.Int64),
+            retcode=msg.str.extract(r"retcode (\d+)", 1).cast(pl.Int64),
+            local_rank=msg.str.extract(r"by localRank (\d+)", 1).cast(pl.Int64),
         ),
         file=pl.lit(ctx.path),
         line="line",

@@ -283,16 +283,14 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
                 "ts",
                 "ts_quality",
                 node=pl.coalesce(pl.col("env_host"), pl.lit(ctx.node)),
-                rank=pl.coalesce(pl.col("env_rank"), pl.col("pg_rank")),
+                rank=pl.coalesce(pl.col("env_global_rank"), pl.col("pg_rank"), pl.col("env_rank")),
                 source=pl.lit("torch"),
                 kind=kind if isinstance(kind, pl.Expr) else pl.lit(kind),
                 code=code.cast(pl.String),
                 severity=severity if isinstance(severity, pl.Expr) else pl.lit(severity),
                 message=pl.col("text"),
                 detail=pl.struct(
-                    global_rank=pl.when(pl.col("env_rank_source").is_in(["c10", "openmpi", "lightning"]))
-                    .then(pl.col("env_rank"))
-                    .otherwise(None),
+                    global_rank=pl.col("env_global_rank"),
                     launcher_rank=pl.col("env_rank"),
                     launcher=pl.col("env_rank_source"),
                     pg_rank=pl.col("pg_rank"),
@@ -627,6 +625,7 @@ def last_error_events(frame: pl.DataFrame, ctx: FileContext) -> pl.DataFrame | N
         "line",
         "text",
         "env_rank",
+        "env_global_rank",
         "pre_ts",
         "pre_ts_quality",
         node=pl.coalesce(pl.col("env_host"), pl.lit(ctx.node)),
