@@ -510,6 +510,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         .group_by("run")
         .agg(pl.col("line").min(), pl.col("text").first(), pl.col("host").first(), pl.len().alias("n"))
         .select(
+            ts_quality=pl.lit("none"),
             node=pl.col("host"),
             source=pl.lit(NAME),
             kind=pl.lit("nccl_test_duplicate_rank"),

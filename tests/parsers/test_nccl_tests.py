@@ -283,3 +283,10 @@ def test_json_report_never_raises(obj: object) -> None:
     assert check_accounting(result, lines)
     for table, df in result.tables.items():
         conform(df, table)
+
+
+def test_duplicate_rank0_headers_flag_a_mislaunched_test() -> None:
+    r = run("mislaunched_duplicate_rank0_headers.txt")
+    ev = conform(r.tables["events"], "events")
+    assert ev.select("kind", "node", "line").rows() == [("nccl_test_duplicate_rank", "cnode2-002", 11)]
+    assert comms(r, "nccl_test").height == 4 and r.unrecognized == 0
