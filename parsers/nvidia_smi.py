@@ -128,6 +128,9 @@ _SAMPLE = {
 
 _EXTRA = {
     "fan speed": "fan_speed",
+    "power readings/average power draw": "power_draw_average",
+    "power readings/instantaneous power draw": "power_draw_instant",
+    "power readings/power draw": "power_draw",
     "performance state": "pstate",
     "pci/replays since reset": "pcie_replays",
     "pci/replay number rollovers": "pcie_replay_rollovers",

@@ -112,6 +112,9 @@ _SAMPLE = {
 
 _EXTRA = {
     "fan_speed": "fan_speed",
+    "power_readings/average_power_draw": "power_draw_average",
+    "power_readings/instant_power_draw": "power_draw_instant",
+    "power_readings/power_draw": "power_draw",
     "performance_state": "pstate",
     "pci/replay_counter": "pcie_replays",
     "pci/replay_rollover_counter": "pcie_replay_rollovers",
