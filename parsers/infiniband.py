@@ -35,9 +35,7 @@ from parsers.base import FileContext, ParseResult, account, numbered
 from parsers.nccl_tests import collector_time
 
 NAME = "infiniband"
-DESCRIPTION = (
-    "InfiniBand tools: ibstat, ibstatus, ibv_devinfo, /sys/class/infiniband dumps, perfquery, mlxlink, ibdev2netdev"
-)
+DESCRIPTION = "InfiniBand tools: ibstat, ibstatus, ibv_devinfo, /sys/class/infiniband dumps, perfquery, mlxlink, ibdev2netdev"
 TABLES = ("inventory", "events", "comms")
 FILENAME_HINTS = (
     "ibstat*", "ibstatus*", "ibv_devinfo*", "perfquery*", "*infiniband*", "mlxlink*", "*ib_counters*", "ibdev2netdev*",
@@ -480,7 +478,24 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     rate_detail = attrs.filter(
         (pl.col("attribute") == "rate") & pl.col("val").str.contains(r"\(.+\)")
     ).with_columns(attribute=pl.lit("link_width_speed"), value=pl.col("val").str.extract(r"\((.+)\)", 1))
-    attrs = pl.concat([attrs, rate_detail]).sort("line", maintain_order=True)
+    # ibv_devinfo -v prints no rate: derive it (Gb/s) from active_width x active_speed, like ibstat's `Rate`
+    width = attrs.filter(pl.col("attribute") == "active_width").select(
+        "host", "dev", "port", "block", lanes=pl.col("val").str.extract(r"^(\d+)X", 1).cast(pl.Float64)
+    )
+    speed = (
+        attrs.filter(pl.col("attribute") == "active_speed")
+        .with_columns(gbps=pl.col("val").str.extract(r"^([\d.]+)\s*Gbps", 1).cast(pl.Float64, strict=False))
+        .join(width, on=["host", "dev", "port", "block"], how="inner", nulls_equal=True)
+        .filter(pl.col("lanes").is_not_null() & pl.col("gbps").is_not_null())
+    )
+    total = pl.col("lanes") * pl.col("gbps")
+    derived_rate = speed.with_columns(
+        attribute=pl.lit("rate"),
+        value=pl.when(total == total.round(0))
+        .then(total.round(0).cast(pl.Int64).cast(pl.String))
+        .otherwise(total.round(3).cast(pl.String)),
+    ).select(attrs.columns)
+    attrs = pl.concat([attrs, rate_detail, derived_rate]).sort("line", maintain_order=True)
     inventory = attrs.filter(pl.col("value").str.len_chars() > 0).select(
         node="host",
         component=pl.lit("nic"),

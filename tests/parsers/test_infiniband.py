@@ -86,6 +86,7 @@ def test_ibv_devinfo_port_down() -> None:
     assert attr(r, "mlx5_0", "node_guid", None) == ["0x946dae0300cde72c"]
     assert attr(r, "mlx5_0", "board_id", None) == ["MT_0000000838"]
     assert attr(r, "mlx5_1", "state", 1) == ["Active"] and attr(r, "mlx5_1", "state", 2) == ["Down"]
+    assert attr(r, "mlx5_0", "rate") == ["400"] and attr(r, "mlx5_1", "rate", 1) == ["100"]  # width x speed
     ev = conform(r.tables["events"], "events")
     assert ev.height == 1 and json.loads(ev.item(0, "detail"))["port"] == 2
     assert json.loads(ev.item(0, "detail"))["phys_state"] == "Polling"
