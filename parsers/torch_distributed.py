@@ -162,6 +162,9 @@ def sniff(head: bytes, name: str) -> float:
     nccl_lines = len(_NCCL_LINE.findall(text))
     if nccl_lines > 3 * strong:
         return 0.5  # a training log dominated by NCCL lines: nccl wins (it reads torch lines too)
+    lines = [ln for ln in text.splitlines()[:400] if ln.strip() and not ln.startswith("#SOURCE")]
+    if lines and strong / len(lines) < 0.1:
+        return 0.6  # a few torch lines in another log (step lines): that log's parser should win
     return 0.9 if strong >= 2 else 0.75
 
 

@@ -15,7 +15,6 @@ from parsers import nccl, registry, torch_distributed
 from parsers.base import HARNESS_LINE, FileContext, check_accounting, lines_from_bytes
 
 FIX = Path(__file__).parent.parent / "fixtures" / "nccl"
-REAL = Path("/work/shared/real-logs/nccl")
 
 
 def run(name: str, node: str = "node-x") -> dict[str, pl.DataFrame]:
@@ -144,12 +143,8 @@ def test_other_warn_kinds() -> None:
 
 
 def test_wrapped_ib_error_line_is_joined() -> None:
-    path = REAL / "nccl_azure_ib_error12_wrapped_and_torchrun_role_tee_prefix.log"
-    if not path.exists():
-        pytest.skip("shared samples not available")
-    lines = lines_from_bytes(path.read_bytes())
-    result = nccl.parse(lines, FileContext(path="x.log", node="n"))
-    ev = result.tables["events"].filter(pl.col("kind") == "nccl_ib_error")
+    ev = run("nccl_azure_ib_error12_wrapped_and_torchrun_role_tee_prefix.log")["events"]
+    ev = ev.filter(pl.col("kind") == "nccl_ib_error")
     d = json.loads(ev.get_column("detail")[0])
     assert (d["peer"], d["status"], d["len"], d["vendor_err"], d["direction"]) == ("10.2.0.5", 12, 0, 129, "Recv")
 
