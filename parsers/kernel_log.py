@@ -647,4 +647,6 @@ def _syslog_times(out: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, li
     ).drop("_month", "_year")
     if total:
         notes.append(f"syslog months wrap {total} time(s) in the file: year advanced at each wrap")
+    if last_year is not None:
+        notes.append(f"syslog times have no year and no zone: year {last_year} for the last line, local time taken as UTC")
     return out, notes
