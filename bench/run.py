@@ -187,6 +187,29 @@ def timed(cmd: list[str], **kw: object) -> tuple[float, int, subprocess.Complete
     return wall, peak, res
 
 
+IDLE_READ_CSV_MB_S = 1600
+"""polars read_csv line loading on this kind of machine when idle (shared/DESIGN.md, median of 5)."""
+
+
+def calibrate(bundle: Path) -> float:
+    """MB/s of polars' line loader over (up to 200 MB of) the bundle's files now: how loaded is the machine?
+
+    The machine is shared; comparing this with the idle figure gives a factor to read the run's
+    absolute times against (grep, short and memory-bound, suffers much less from the load).
+    """
+    import polars as pl
+
+    files = sorted((p for p in bundle.rglob("*") if p.is_file()), key=lambda p: -p.stat().st_size)
+    total, t0 = 0, time.perf_counter()
+    for p in files:
+        if total > 200e6 or p.suffix in (".gz", ".zst", ".tar", ".zip"):
+            continue
+        pl.read_csv(p, separator="\x1f", has_header=False, quote_char=None, encoding="utf8-lossy",
+                    truncate_ragged_lines=True, infer_schema=False)
+        total += p.stat().st_size
+    return total / 1e6 / max(time.perf_counter() - t0, 1e-9)
+
+
 def bundle_stats(bundle: Path) -> tuple[int, int, int]:
     files = [p for p in bundle.rglob("*") if p.is_file() and p.name != "truth.json"]
     nbytes = sum(p.stat().st_size for p in files)
@@ -250,9 +273,14 @@ def main() -> None:
     greps = []
     for _ in range(2):
         g0 = time.perf_counter()
-        subprocess.run(["grep", "-rcE", GREP_PATTERN, str(bundle)], stdout=subprocess.DEVNULL, check=False)
+        # to a pipe, not /dev/null: GNU grep stops at the first match when its output is /dev/null
+        subprocess.run(["grep", "-rcE", GREP_PATTERN, str(bundle)], stdout=subprocess.PIPE, check=False)
         greps.append(time.perf_counter() - g0)
     grep_s = min(greps)
+
+    calib = calibrate(bundle)
+    print(f"machine now: polars read_csv {calib:.0f} MB/s (idle 2-core reference: {IDLE_READ_CSV_MB_S} MB/s)",
+          flush=True)
 
     out = work / "out"
     fx = [sys.executable, "-m", "forensics.cli"]
@@ -277,6 +305,8 @@ def main() -> None:
         "ratio_pct": round(100 * grep_s / ing_s, 1),
         "peak_tree_rss_mb": round(ing_rss / 1e6),
         "max_process_rss_mb": round(children / 1e6),
+        "read_csv_mb_s_now": round(calib),
+        "load_factor": round(IDLE_READ_CSV_MB_S / calib, 1),
         "rows": tot["rows"],
         "tables_mb": round(sum(p.stat().st_size for p in (out / "tables").rglob("*.parquet")) / 1e6, 1),
     }
