@@ -38,7 +38,7 @@ DESCRIPTION = (
     "kern.log/messages, RFC 5424; /proc/stat for the boot time"
 )
 TABLES = ("events", "inventory")
-FILENAME_HINTS = ("dmesg*", "kern.log*", "messages*", "syslog*", "journal*", "*kmsg*", "*pstore*", "*erst*")
+FILENAME_HINTS = ("*dmesg*", "*kern.log*", "messages*", "*syslog*", "*journal*", "*kmsg*", "*pstore*", "*erst*", "stat")
 DETECTS = (
     "lines opening with a dmesg '[seconds]', '[ctime]', '<prio>[..]' or kmsg 'prio,seq,usec,-;' stamp, "
     "a dmesg/journal ISO time, or 'Mon DD HH:MM:SS host tag:' syslog"
