@@ -104,6 +104,10 @@ LITGPT_RE = rf"iter (?P<step>\d+) step (?P<ostep>\d+)\s*[:|]\s*loss(?: train)?:?
 LLMC_RE = (
     rf"^step\s+(?P<step>\d+)/(?P<total>\d+) \| train loss (?P<loss>{NUM}) \|.*?\((?P<ms>{NUM}) ms \| (?P<tps>{NUM}) tok/s\)"
 )
+# MLPerf logging `:::MLLOG {"namespace": "", "time_ms": 1700000000123, "event_type": "POINT_IN_TIME", "key": "tracked_stats",
+# "value": {"throughput": 12.3}, "metadata": {"file": "…", "lineno": 1, "step": 1536}}` (time_ms: epoch UTC).
+MLLOG_RE = r":::MLLOG (?P<json>\{.*\})\s*$"
+
 # MaxText `completed step: 9, seconds: 1.341, TFLOP/s/device: 257.9, Tokens/s/device: 36653.2, …, loss: 0.000`.
 MAXTEXT_RE = (
     rf"completed step: (?P<step>\d+), seconds: (?P<s>{NUM}), TFLOP/s(?:/device)?: (?P<tflops>{NUM})"
@@ -288,6 +292,6 @@ TRIAGE_LITERALS = (
     "Score=", "STRAGGLER", "Straggler", "Training epoch", "datetime:", "-----", "checkpoint", "memory (MB)",
     "Num ", "Total ", "Instantaneous", "Gradient Accumulation", "Running ", "Number of parameters",
     "Theoretical memory", "number of parameters", "..", "training", "done with setup", "Epoch ", "rank ",
-    "train_time:", " | ",
+    "train_time:", " | ", ":::MLLOG",
 )
 TRIAGE_DATE_RE = r"\d{4}-\d\d-\d\d"

@@ -133,6 +133,7 @@ _SNIFF_STRONG = [
         g.LITGPT_RE,
         g.MAXTEXT_RE,
         g.LLMC_RE,
+        g.MLLOG_RE,
         g.NEMO2_RE,
         g.AUTOMODEL_RE,
         g.TORCHTUNE_RE,
@@ -377,9 +378,11 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
                 mmdd.struct.field("frac").str.slice(0, 7).fill_null(""),
             ]
         ).str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us")
+    mllog_ms = pl.col("text").str.extract(r":::MLLOG \{.*?\"time_ms\":\s*(\d+(?:\.\d+)?)", 1).cast(pl.Float64, strict=False)
+    mllog_ts = (mllog_ms * 1000).cast(pl.Int64, strict=False).cast(pl.Datetime("us"))
     seg = seg.with_columns(
-        ts=pl.coalesce(utc, md_ts).dt.replace_time_zone("UTC"),
-        ts_quality=pl.when(naive.is_not_null() & tz.is_not_null())
+        ts=pl.coalesce(mllog_ts, utc, md_ts).dt.replace_time_zone("UTC"),
+        ts_quality=pl.when(mllog_ts.is_not_null() | (naive.is_not_null() & tz.is_not_null()))
         .then(pl.lit("exact"))
         .when(naive.is_not_null())
         .then(pl.lit("local_assumed_utc"))
@@ -607,6 +610,28 @@ def _step_fragments(seg: pl.DataFrame) -> list[pl.DataFrame]:
                 step_time_source=pl.lit("reported"),
                 throughput=_num(_f("tps")),
                 throughput_unit=pl.lit("tokens/s"),
+            )
+        )
+
+    m = _match(seg, g.MLLOG_RE, txt.str.contains(":::MLLOG", literal=True))
+    if m.height:
+        js = _f("json")
+        m = m.with_columns(
+            _key=js.str.json_path_match("$.key"),
+            _step=js.str.json_path_match("$.metadata.step").cast(pl.Float64, strict=False).cast(pl.Int64),
+        ).filter((pl.col("_key") == "tracked_stats") & pl.col("_step").is_not_null())
+        tput = _num(js.str.json_path_match("$.value.throughput"))
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("mllog"),
+                framework=pl.lit("mlperf"),
+                prio=pl.lit(0),
+                anchor=pl.lit(True),
+                step=pl.col("_step"),
+                throughput=tput,
+                throughput_unit=pl.when(tput.is_not_null()).then(pl.lit("samples/s")),
+                loss=_num(js.str.json_path_match("$.value.train_loss")),
             )
         )
 
