@@ -94,3 +94,25 @@ def test_local_clock_without_offset_copy_is_left_alone() -> None:
     t, notes = timebase.anchor(tables(("n1/dmesg-T", "n1", f"[Mon Jun  2 12:00:03 2025] {XID79}\n")))
     assert rows(t, "n1/dmesg-T") == [(1, datetime(2025, 6, 2, 12, 0, 3, tzinfo=UTC), "local_assumed_utc")]
     assert notes == []
+
+
+def test_ingest_anchors_raw_dmesg_end_to_end(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from forensics.ingest import ingest
+    from tests.conftest import make_bundle
+
+    bundle = make_bundle(
+        tmp_path,
+        {
+            "node-01/dmesg.log": f"[ 5000.000000] {XID79}\n[ 5010.250000] {LINK}\n",
+            "node-01/journal.log": f"2025-06-02T12:00:00+02:00 node-01 kernel: {XID79}\n",
+            "node-02/proc_stat": "cpu  1 2 3 4\nbtime 1748851200\nprocesses 3\n",
+            "node-02/dmesg.log": f"[  100.000000] {LINK}\n",
+        },
+    )
+    manifest = ingest(bundle, tmp_path / "out", year=2025)
+    ev = pl.read_parquet(tmp_path / "out" / "tables" / "events")
+    got = {(r["file"], r["line"]): (r["ts"], r["ts_quality"]) for r in ev.iter_rows(named=True)}
+    assert got[("node-01/dmesg.log", 1)] == (datetime(2025, 6, 2, 10, 0, 0, tzinfo=UTC), "boot_anchored")
+    assert got[("node-01/dmesg.log", 2)] == (datetime(2025, 6, 2, 10, 0, 10, 250000, tzinfo=UTC), "boot_anchored")
+    assert got[("node-02/dmesg.log", 1)] == (datetime(2025, 6, 2, 8, 1, 40, tzinfo=UTC), "boot_anchored")
+    assert any("anchored to boot time" in n for n in manifest["notes"])
