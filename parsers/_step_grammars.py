@@ -238,6 +238,8 @@ PHASES: dict[str, tuple[str, ...]] = {
         "grads-all-reduce",
         "bwd_allreduce_microstep",
         "backward_allreduce_microstep",
+        "allreduce",  # Megatron 2020 `time (ms) | … | allreduce: …`
+        "all-reduce",
     ),
     "data_s": ("batch-generator", "batch generator", "batch_generator", "data", "dataloader"),
 }
