@@ -48,11 +48,15 @@ def counter_growth(comms: pl.DataFrame) -> pl.DataFrame:
     c = c.filter(pl.col("key").is_in(list(ERROR_COUNTERS)))
     if c.height == 0:
         return pl.DataFrame()
+    # readings are told apart by their time, else by the parser's reading number (undated dumps)
+    c = c.with_columns(
+        reading=pl.col("detail").str.json_path_match("$.reading").cast(pl.Int64, strict=False).fill_null(0)
+    )
     return (
-        c.sort("ts", nulls_last=True)
+        c.sort("ts", "reading", nulls_last=True)
         .group_by("node", "device", "port", "key")
         .agg(
-            readings=pl.col("ts").n_unique(),
+            readings=pl.struct("ts", "reading").n_unique(),
             first=pl.col("value").first(),
             last=pl.col("value").last(),
             first_ts=pl.col("ts").first(),
