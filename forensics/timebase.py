@@ -61,7 +61,7 @@ def anchor(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFrame], li
     if events is None or events.height == 0 or "uptime_s" not in events.columns:
         return tables, []
     notes: list[str] = []
-    events, znotes = _zone_fix(events)
+    events, znotes = _zone_fix(events, tables.get("inventory"))
     notes.extend(znotes)
     if znotes:
         tables = {**tables, "events": events}
@@ -199,11 +199,59 @@ ZONE_BIN_US = 900 * 1_000_000
 LOCAL = ("local_assumed_utc", "year_inferred")
 
 
-def _zone_fix(ev: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
-    """Shift local-clock files by the zone offset seen on offset-bearing copies of the same lines."""
+def _zone_fix(ev: pl.DataFrame, inventory: pl.DataFrame | None = None) -> tuple[pl.DataFrame, list[str]]:
+    """Shift local-clock files by the zone offset seen on offset-bearing copies of the same lines, else by
+    the node's recorded zone (inventory `timezone`, e.g. from `timedatectl`)."""
     local = ev.filter(pl.col("ts_quality").is_in(LOCAL) & pl.col("ts").is_not_null())
     if local.height == 0:
         return ev, []
+    ev, notes = _pair_zone_fix(ev, local)
+    ev, more = _recorded_zone_fix(ev, inventory, notes)
+    return ev, notes + more
+
+
+def _recorded_zone_fix(ev: pl.DataFrame, inventory: pl.DataFrame | None, done: list[str]) -> tuple[pl.DataFrame, list[str]]:
+    """Local-clock rows of nodes whose zone the bundle records, not already fixed by line pairs."""
+    if inventory is None or inventory.height == 0 or "attribute" not in inventory.columns:
+        return ev, []
+    zones = (
+        inventory.filter((pl.col("component") == "node") & (pl.col("attribute") == "timezone") & pl.col("value").is_not_null())
+        .group_by("node")
+        .agg(pl.col("value").first())
+    )
+    notes: list[str] = []
+    out = ev.with_row_index("_zid")
+    parts = []
+    for node, zone in zones.iter_rows():
+        rows = out.filter(
+            (pl.col("node") == node) & pl.col("ts_quality").is_in(LOCAL) & pl.col("ts").is_not_null()
+            & ~pl.col("file").is_in([d.split(": ", 1)[0] for d in done])
+        )
+        if rows.height == 0:
+            continue
+        try:
+            local = pl.col("ts").dt.replace_time_zone(None).dt.replace_time_zone(zone, ambiguous="earliest", non_existent="null")
+            fixed = rows.select("_zid", _fix=pl.coalesce(local.dt.convert_time_zone("UTC"), pl.col("ts")))
+        except Exception:  # noqa: BLE001 - an unknown zone name leaves the rows as they are
+            notes.append(f"node {node}: zone '{zone}' not understood; local times left as UTC")
+            continue
+        parts.append(fixed)
+        for file in rows.get_column("file").unique().sort().to_list():
+            notes.append(f"{file}: local times of node {node} converted from zone {zone} (recorded in the bundle)")
+    if not parts:
+        return ev, notes
+    fix = pl.concat(parts)
+    out = out.join(fix, on="_zid", how="left").with_columns(
+        ts=pl.coalesce(pl.col("_fix"), pl.col("ts")),
+        ts_quality=pl.when(pl.col("_fix").is_not_null() & (pl.col("ts_quality") == "local_assumed_utc"))
+        .then(pl.lit("zone_inferred"))
+        .otherwise(pl.col("ts_quality")),
+    )
+    return out.sort("_zid").drop("_zid", "_fix"), notes
+
+
+def _pair_zone_fix(ev: pl.DataFrame, local: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """Zone offset of a local-clock file from lines also logged with an offset (voted in 15-minute bins)."""
     exact = ev.filter((pl.col("ts_quality") == "exact") & pl.col("ts").is_not_null()).select(
         "node", "kind", "code", "gpu_bus_id", e_ts="ts", e_file="file", _body=_body(pl.col("message"))
     )

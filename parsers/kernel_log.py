@@ -180,6 +180,8 @@ def sniff(head: bytes, name: str) -> float:
     text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", head.decode("utf-8", "replace"))
     if _PROC_STAT.search(text) and re.search(r"^cpu\d* +\d+ \d+", text, re.M):
         return 0.9  # /proc/stat: gives the boot time (btime)
+    if _TIMEDATECTL.search(text) and re.search(r"^\s*Local time: ", text, re.M):
+        return 0.9  # timedatectl: gives the zone of the node's local-time logs
     lines = [ln for ln in text.splitlines()[:300] if ln.strip() and not ln.startswith("#")]
     if not lines:
         return 0.0
@@ -214,6 +216,8 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     frame = numbered(lines, ctx)
     if _is_proc_stat(frame):
         return _parse_proc_stat(frame, ctx)
+    if _is_timedatectl(frame):
+        return _parse_timedatectl(frame, ctx)
     stamped, notes = stamp(frame, ctx)
     parsed, unrecognized, examples = account(stamped.select("line", "text", "ok"), pl.col("ok"))
     tables = kev.extract(stamped, ctx)
@@ -251,6 +255,34 @@ def _parse_proc_stat(frame: pl.DataFrame, ctx: FileContext) -> ParseResult:
         .dt.replace_time_zone("UTC")
         .dt.to_string("%Y-%m-%dT%H:%M:%S+00:00"),
         source=pl.lit("proc-stat"),
+        file=pl.lit(ctx.path),
+        line=pl.col("line"),
+    )
+    return ParseResult(tables={"inventory": inv}, parsed=parsed, unrecognized=unrecognized, unrecognized_examples=examples)
+
+
+_TIMEDATECTL = re.compile(r"^\s*Time zone: (\S+) \((\S+), ([+-]\d{4})\)", re.M)
+TIMEDATECTL_LINE = (
+    r"^\s*(?:Local time|Universal time|RTC time|Time zone|System clock synchronized|NTP service|RTC in local TZ"
+    r"|Network time on|NTP synchronized|Warning|\S.*\bRTC\b.*):?"
+)
+
+
+def _is_timedatectl(frame: pl.DataFrame) -> bool:
+    head = "\n".join(t for t in frame.get_column("text").head(30).to_list() if t)
+    return bool(_TIMEDATECTL.search(head) and re.search(r"^\s*Local time: ", head, re.M))
+
+
+def _parse_timedatectl(frame: pl.DataFrame, ctx: FileContext) -> ParseResult:
+    """`timedatectl`: the node's zone (IANA name), an inventory row `forensics.timebase` uses for local-time logs."""
+    parsed, unrecognized, examples = account(frame, pl.col("text").str.contains(TIMEDATECTL_LINE))
+    tz = frame.filter(pl.col("text").str.contains(_TIMEDATECTL.pattern)).head(1)
+    inv = tz.select(
+        node=pl.lit(ctx.node),
+        component=pl.lit("node"),
+        attribute=pl.lit("timezone"),
+        value=pl.col("text").str.extract(_TIMEDATECTL.pattern, 1),
+        source=pl.lit("timedatectl"),
         file=pl.lit(ctx.path),
         line=pl.col("line"),
     )

@@ -116,3 +116,19 @@ def test_ingest_anchors_raw_dmesg_end_to_end(tmp_path) -> None:  # type: ignore[
     assert got[("node-01/dmesg.log", 2)] == (datetime(2025, 6, 2, 10, 0, 10, 250000, tzinfo=UTC), "boot_anchored")
     assert got[("node-02/dmesg.log", 1)] == (datetime(2025, 6, 2, 8, 1, 40, tzinfo=UTC), "boot_anchored")
     assert any("anchored to boot time" in n for n in manifest["notes"])
+
+
+def test_recorded_timezone_converts_local_clock_files_with_dst() -> None:
+    t = tables(
+        ("n5/dmesg-T", "n5", f"[Mon Jan  6 12:00:00 2025] {XID79}\n[Mon Jun  2 12:00:00 2025] {LINK}\n"),
+        ("n5/kern.log", "n5", f"Jun  2 12:00:00 n5 kernel: {LINK}\n"),
+    )
+    tz = {"node": ["n5"], "component": ["node"], "attribute": ["timezone"], "value": ["Europe/Berlin"], "source": ["timedatectl"], "file": ["n5/timedatectl"], "line": [4]}
+    t["inventory"] = pl.concat([t["inventory"], conform(pl.DataFrame(tz), "inventory")])
+    out, notes = timebase.anchor(t)
+    assert rows(out, "n5/dmesg-T") == [
+        (1, datetime(2025, 1, 6, 11, 0, 0, tzinfo=UTC), "zone_inferred"),  # CET, +01:00
+        (2, datetime(2025, 6, 2, 10, 0, 0, tzinfo=UTC), "zone_inferred"),  # CEST, +02:00
+    ]
+    assert rows(out, "n5/kern.log") == [(1, datetime(2025, 6, 2, 10, 0, 0, tzinfo=UTC), "year_inferred")]
+    assert any("converted from zone Europe/Berlin" in n for n in notes)

@@ -466,3 +466,12 @@ def test_sxid_continuations_attach_to_their_own_record() -> None:
     details = [json.loads(d) for d in ev.get_column("detail")]
     assert [d["link"] for d in details] == ["44", "45"]
     assert details[0]["continuation"] == "Severity 0 Engine instance 44 Sub-engine instance 00 | Data {0x00000044}"
+
+
+def test_proc_stat_and_timedatectl_give_boot_time_and_zone() -> None:
+    inv = conform(parse("cpu  1 2 3 4\ncpu0 1 2 3 4\nbtime 1748851200\nprocesses 3\n").tables["inventory"], "inventory")
+    assert inv.select("attribute", "value").rows() == [("boot_time", "2025-06-02T08:00:00+00:00")]
+    text = "      Local time: Sun 2025-11-30 09:15:01 CET\n       Time zone: Europe/Berlin (CET, +0100)\n"
+    assert kernel_log.sniff(text.encode(), "timedatectl") == 0.9
+    inv = conform(parse(text).tables["inventory"], "inventory")
+    assert inv.select("attribute", "value").rows() == [("timezone", "Europe/Berlin")]
