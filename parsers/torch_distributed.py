@@ -833,6 +833,9 @@ def _dump_span(lines: pl.Series) -> tuple[int, int] | None:
     ends = lines.str.contains(r"^\}\s*$").arg_true()
     ends = ends.filter(ends > start)
     end = int(ends[0]) if len(ends) else len(lines) - 1
+    # only a block that carries Flight Recorder keys near its top is worth loading
+    if not _SNIFF_FR.search("\n".join(s or "" for s in lines.slice(start, min(end - start + 1, 400)).to_list())):
+        return None
     return start, end
 
 
