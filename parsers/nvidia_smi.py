@@ -225,11 +225,48 @@ class _Dump:
         self.gpus: list[tuple[F.GpuSnapshot, list[str], int]] = []  # (snapshot, level-1 keys in order, last line)
 
 
+PDSH_RE = re.compile(r"^(?P<host>(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w-]*\d[\w.-]*): ?(?P<rest>.*)$")
+
+
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
-    """Parse every dump in the file; see the module docstring."""
+    """Parse every dump in the file; see the module docstring.
+
+    A pdsh/clush capture (`node01: GPU 00000000:53:00.0`, hosts' lines interleaved) is split per host
+    first; each host's dumps are parsed on their own and their rows take that host as node.
+    """
     texts: list[str] = [t if t is not None else "" for t in lines.cast(pl.String).to_list()]
     blank = F.blank_flags(lines)
     first = ctx.first_line
+    items = [(first + i, t) for i, t in enumerate(texts) if not blank[i]]
+    orig = dict(items)
+    hosts = [PDSH_RE.match(t) for _, t in items]
+    groups: dict[str | None, list[tuple[int, str]]] = {}
+    if items and sum(1 for m in hosts if m) * 2 >= len(items) and any(m and "NVSMI LOG" in m.group("rest") for m in hosts):
+        for (ln, t), m in zip(items, hosts, strict=True):
+            key = m.group("host").split(".")[0] if m else None
+            groups.setdefault(key, []).append((ln, m.group("rest") if m else t))
+    else:
+        groups[None] = items
+    parts = [_parse_items(g, orig, host or ctx.node, ctx) for host, g in groups.items()]
+    inv = [r for p in parts for r in p[0]]
+    samples = [r for p in parts for r in p[1]]
+    events = [r for p in parts for r in p[2]]
+    named = [h for h in groups if h is not None]
+    return ParseResult(
+        tables=F.frames(inv, samples, events),
+        parsed=sum(p[3] for p in parts),
+        unrecognized=sum(p[4] for p in parts),
+        unrecognized_examples=sorted(e for p in parts for e in p[5])[:20],
+        notes=[n for p in parts for n in p[6]],
+        partial=any(p[7] for p in parts),
+        node=named[0] if len(named) == 1 else None,
+    )
+
+
+def _parse_items(
+    items: list[tuple[int, str]], orig: dict[int, str], node: str, ctx: FileContext
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], int, int, list[tuple[int, str]], list[str], bool]:
+    """Parse the non-blank (line number, text) items of one host; see `parse`."""
     dumps: list[_Dump] = []
     dump: _Dump | None = None
     snap: F.GpuSnapshot | None = None
@@ -246,13 +283,14 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             dump.gpus.append((snap, list(keys1), last))
         snap = None
 
-    for i, raw in enumerate(texts):
-        ln = first + i
+    for ln, raw in items:
         text = raw.replace("\t", "    ").rstrip()
-        if blank[i]:
+        if not text.strip():  # an empty line behind a host prefix
+            parsed += 1
             continue
         ok = True
-        if (fe := F.failure_event(text, ln, node=ctx.node, path=ctx.path)) is not None:
+        if (fe := F.failure_event(text, ln, node=node, path=ctx.path)) is not None:
+            fe["message"] = orig[ln].strip()
             failures.append(fe)
         elif BANNER in text and text.strip().startswith("="):
             close_gpu(ln - 1)
@@ -306,11 +344,11 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         else:
             unrecognized += 1
             if len(examples) < 20:
-                examples.append((ln, raw[:500]))
-    close_gpu(first + len(texts) - 1)
+                examples.append((ln, orig[ln][:500]))
+    close_gpu(items[-1][0] if items else ctx.first_line)
 
     def text_of(line: int) -> str:
-        return texts[line - first]
+        return orig[line]
 
     inv: list[dict[str, Any]] = []
     samples: list[dict[str, Any]] = []
@@ -325,11 +363,11 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             for k, attr in (("Driver Version", "driver_version"), ("CUDA Version", "cuda_version"), ("Hostname", "hostname"))
             if k in d.top
         ]
-        inv += F.node_rows(node_attrs, node=ctx.node, path=ctx.path, source="nvidia-smi-q")
+        inv += F.node_rows(node_attrs, node=node, path=ctx.path, source="nvidia-smi-q")
         for s, _k, _last in d.gpus:
             if "bus_id" not in s.inv and s.bus_raw:
                 s.put_inv("bus_id", s.bus_raw, s.line)
-            gi, row, ev = F.snapshot_rows(s, node=ctx.node, path=ctx.path, source="nvidia-smi-q", ts=ts, text_of=text_of)
+            gi, row, ev = F.snapshot_rows(s, node=node, path=ctx.path, source="nvidia-smi-q", ts=ts, text_of=text_of)
             inv += gi
             samples.append(row)
             events += ev
@@ -358,11 +396,4 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         partial = True
     if partial:
         notes.append("dump ends inside a GPU block: truncated")
-    return ParseResult(
-        tables=F.frames(inv, samples, events),
-        parsed=parsed,
-        unrecognized=unrecognized,
-        unrecognized_examples=examples,
-        notes=notes,
-        partial=partial,
-    )
+    return inv, samples, events, parsed, unrecognized, examples, notes, partial

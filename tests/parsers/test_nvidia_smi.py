@@ -332,3 +332,15 @@ def test_failure_lines_are_events() -> None:
     for module in (nvidia_smi, nvidia_smi_table, nvidia_smi_csv):
         r = module.parse(lines, FileContext(path="f", node="n1"))
         assert r.parsed == 1 and r.tables["events"].get_column("kind").to_list() == ["driver_error"]
+
+
+def test_q_pdsh_hosts_split_and_named() -> None:
+    res = run(nvidia_smi, "nvidia-smi/q_pdsh_two_hosts_interleaved_memory.txt", node="unknown")
+    assert res.unrecognized == 0
+    s = res.tables["gpu_samples"].sort("node")
+    assert s.select("node", "gpu_bus_id", "memory_used_mib").rows() == [
+        ("gpu-a01", "0000:1a:00.0", 71233.0),
+        ("gpu-a02", "0000:1b:00.0", 80111.0),
+    ]
+    drivers = res.tables["inventory"].filter(pl.col("attribute") == "driver_version")
+    assert sorted(drivers.get_column("node").to_list()) == ["gpu-a01", "gpu-a02"]
