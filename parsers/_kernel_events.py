@@ -92,7 +92,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "nic_module",
         ("Port module event",),
-        rf"^(?P<driver>[\w.-]+) (?P<bus>{BDF}):? (?:[\w:()]+ )?Port module event(?:\[(?P<event>\w+)\])?: "
+        rf"^(?P<driver>[\w.-]+) (?P<bus>{BDF}):? .*?Port module event(?:\[(?P<event>\w+)\])?: "
         r"module (?P<module>\d+), Cable (?P<code>\w+)(?:, (?P<reason>.*))?",
         "high",
         severity_by_code={"plugged": "info", "unplugged": "high", "error": "high"},

@@ -348,6 +348,7 @@ def test_nic_and_ib_events() -> None:
         "[4.0] mlx5_core 0000:41:00.1: Port module event[error]: module 1, Cable error, High Temperature\n"
         "[5.0] ib0: carrier lost\n"
         "[6.0] ice 0000:3b:00.0 ens1f0: NIC Link is Down\n"
+        "[7.0] mlx5_core 0000:c1:00.0: mlx5_port_module_event:1089:(pid 0): Port module event: module 0, Cable plugged\n"
     )
     assert ev.select("kind", "code", "severity", "gpu_bus_id").rows() == [
         ("nic_link", "down", "high", "0000:ab:00.0"),
@@ -356,6 +357,7 @@ def test_nic_and_ib_events() -> None:
         ("nic_module", "error", "high", "0000:41:00.1"),
         ("ib_carrier", "lost", "high", None),
         ("nic_link", "down", "high", "0000:3b:00.0"),
+        ("nic_module", "plugged", "info", "0000:c1:00.0"),
     ]
 
 
