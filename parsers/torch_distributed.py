@@ -10,7 +10,9 @@ reports on top.
 
 Rows:
 - events (source 'torch'): watchdog_timeout, watchdog_work_status (last enqueued/completed work),
-  watchdog_terminated, heartbeat_timeout, watchdog_stuck, process_abort, desync_report, nccl_error
+  watchdog_terminated, heartbeat_timeout, watchdog_stuck, process_abort, desync_report
+  (TORCH_NCCL_DESYNC_DEBUG: code never_joined | joined_not_finished | finished_not_joined_next, detail
+  lagging_ranks and seq; `rank` is the reporter), nccl_error
   (ncclRemoteError/ncclSystemError/DistBackendError/`NCCL error in:`), nccl_last_error (the WARN text
   PyTorch quotes after `Last error:`, classified like an NCCL WARN), store_timeout, worker_failed
   (torchrun `failed (exitcode: …)` and ChildFailedError `Root Cause` blocks), worker_signal,
@@ -78,7 +80,12 @@ TERMINATED_RE = r"(?:NCCL|Process group) watchdog thread terminated with excepti
 HEARTBEAT_RE = r"Heartbeat monitor timed out!.*?workMetaList_\.size\(\)\s*=\s*(?P<work>\d+)"
 STUCK_RE = r"watchdog got stuck for (?P<secs>\d+) seconds"
 ABORT_TEXT = "taking the entire process down"
-DESYNC_RE = r"(?i)desync|lagging ranks|never joined any collectives|didn't (?:join|finish) collective"
+DESYNC_RANKS_RE = (
+    r"(?:ranks \[(?P<never>[\d, ]+)\] are the lagging ranks that caused this timeout|"
+    r"\[(?P<unfinished>[\d, ]+)\] joined but didn't finish collective #(?P<useq>\d+)|"
+    r"\[(?P<unjoined>[\d, ]+)\] finished collective #\d+, but didn't join collective #(?P<jseq>\d+))"
+)
+"""TORCH_NCCL_DESYNC_DEBUG report lines (TraceUtils.h retrieveDesyncReport), often on their own `\t - ` lines."""
 NCCL_ERROR_RE = (
     r"(?P<exc>[\w.]*(?:Error|Exception))?:? ?(?:NCCL error in: (?P<where>[^,\s]+), (?P<reason>[^,]+?)"
     r"(?:, NCCL [Vv]ersion (?P<ver>[\w.+-]+))?(?:$|\n|,)|(?P<code>nccl(?:Remote|System|Internal|UnhandledCuda"
@@ -131,6 +138,8 @@ TORCH_LITERALS = (
     "Exception",
     "frame #",
     "File \"",
+    "lagging",
+    "collective #",
 )
 
 _SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
@@ -219,6 +228,7 @@ def torch_understood(body: pl.Expr) -> pl.Expr:
         | body.str.contains(r"^(?:DistStoreError|DistNetworkError|torch\.distributed)")
         | body.str.contains(NCCL_ERROR_START)
         | body.str.starts_with(LAST_ERROR_TEXT)
+        | body.str.contains(r"^\s*-?\s*(?:To our best knowledge|\[[\d, ]+\] (?:joined|finished)|Snapshot of ranks)")
     )
 
 
@@ -348,9 +358,21 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
     ab = base.filter(~done & body.str.contains(ABORT_TEXT, literal=True))
     emit(ab, "process_abort", "high", pl.lit("SIGABRT"))
     done = done | body.str.contains(ABORT_TEXT, literal=True)
-    ds = base.filter(~done & body.str.contains(DESYNC_RE) & pl.col("c10").is_not_null())
-    emit(ds, "desync_report", "high", pl.lit(None), text=pl.col("c10").struct.field("msg"))
-    done = done | (body.str.contains(DESYNC_RE) & pl.col("c10").is_not_null())
+    dr = base.filter(~done & body.str.contains(DESYNC_RANKS_RE)).with_columns(g=body.str.extract_groups(DESYNC_RANKS_RE))
+    ranks = pl.coalesce(gf("never"), gf("unfinished"), gf("unjoined")).str.extract_all(r"\d+").cast(pl.List(pl.Int64))
+    emit(
+        dr,
+        "desync_report",
+        "high",
+        pl.when(gf("never").is_not_null())
+        .then(pl.lit("never_joined"))
+        .when(gf("unfinished").is_not_null())
+        .then(pl.lit("joined_not_finished"))
+        .otherwise(pl.lit("finished_not_joined_next")),
+        lagging_ranks=ranks,
+        seq=pl.coalesce(gf("useq"), gf("jseq")).cast(pl.Int64),
+    )
+    done = done | body.str.contains(DESYNC_RANKS_RE)
     ne = base.filter(~done & body.str.contains(NCCL_ERROR_RE)).with_columns(g=body.str.extract_groups(NCCL_ERROR_RE))
     emit(
         ne,

@@ -173,3 +173,13 @@ def test_parse_never_raises_and_accounts(texts: list[str]) -> None:
 def test_parse_bytes_never_raises(data: bytes) -> None:
     td.parse_bytes(b"\x80\x04" + data, FileContext(path="x", node="n"))
     assert 0.0 <= td.sniff(data, "x") <= 1.0
+
+
+def test_desync_debug_report_names_lagging_ranks() -> None:
+    ev = run("torch_desync_debug_report_lagging_ranks.log")["events"].filter(pl.col("kind") == "desync_report")
+    got = [(c, json.loads(d)["lagging_ranks"], json.loads(d).get("seq")) for c, d in ev.select("code", "detail").iter_rows()]
+    assert got == [
+        ("joined_not_finished", [47], 41207),
+        ("finished_not_joined_next", [0, 1, 2], 41208),
+        ("never_joined", [5, 6], None),
+    ]
