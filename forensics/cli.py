@@ -109,6 +109,15 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar."
 MaxFileOpt = Annotated[str, typer.Option("--max-file-size", help="Skip files larger than this (after decompression).")]
 MaxExpandOpt = Annotated[str, typer.Option("--max-expand", help="Most bytes archive extraction may write in all.")]
 JobsOpt = Annotated[int, typer.Option("--jobs", "-j", help="Worker processes (default: CPU count).")]
+DaskOpt = Annotated[
+    str,
+    typer.Option(
+        "--dask",
+        metavar="SCHEDULER",
+        help="Run the per-file work on a Dask cluster (e.g. tcp://host:8786; needs gpu-forensics\\[dask] and "
+        "the bundle and OUT on a file system the workers share).",
+    ),
+]
 YearOpt = Annotated[int, typer.Option("--year", help="Year for year-less syslog times (default: from the bundle).")]
 FailOnOpt = Annotated[
     FailOn | None, typer.Option("--fail-on", help="Exit 1 when a finding of this severity or worse exists.")
@@ -116,7 +125,15 @@ FailOnOpt = Annotated[
 
 
 def _do_ingest(
-    bundle: Path, out: Path, force: bool, quiet: bool, max_file_size: str, max_expand: str, jobs: int, year: int
+    bundle: Path,
+    out: Path,
+    force: bool,
+    quiet: bool,
+    max_file_size: str,
+    max_expand: str,
+    jobs: int,
+    year: int,
+    dask: str = "",
 ) -> dict[str, Any]:
     from forensics.bundle import Limits
     from forensics.ingest import ingest
@@ -139,7 +156,14 @@ def _do_ingest(
             bar.update(task, completed=done, total=total, description=path[-60:])
 
         return ingest(
-            bundle, out, limits=limits, jobs=jobs or None, force=force, year=year or None, progress=progress
+            bundle,
+            out,
+            limits=limits,
+            jobs=jobs or None,
+            force=force,
+            year=year or None,
+            progress=progress,
+            dask=dask or None,
         )
 
 
@@ -166,9 +190,10 @@ def ingest_cmd(
     max_expand: MaxExpandOpt = "64G",
     jobs: JobsOpt = 0,
     year: YearOpt = 0,
+    dask: DaskOpt = "",
 ) -> None:
     """Read every file of BUNDLE into Parquet tables under OUT/tables and OUT/manifest.json."""
-    manifest = _do_ingest(bundle, out, force, quiet, max_file_size, max_expand, jobs, year)
+    manifest = _do_ingest(bundle, out, force, quiet, max_file_size, max_expand, jobs, year, dask)
     typer.echo(_ingest_summary(manifest, out))
 
 
@@ -232,6 +257,7 @@ def run_cmd(
     max_expand: MaxExpandOpt = "64G",
     jobs: JobsOpt = 0,
     year: YearOpt = 0,
+    dask: DaskOpt = "",
     redact: Annotated[bool, typer.Option("--redact", help="Replace host names, user names and IPs.")] = False,
     fail_on: FailOnOpt = None,
 ) -> None:
@@ -239,7 +265,7 @@ def run_cmd(
     from forensics.analyze import analyze
     from reports.render import write_report
 
-    manifest = _do_ingest(bundle, out, force, quiet, max_file_size, max_expand, jobs, year)
+    manifest = _do_ingest(bundle, out, force, quiet, max_file_size, max_expand, jobs, year, dask)
     typer.echo(_ingest_summary(manifest, out))
     doc = analyze(out)
     typer.echo(_findings_summary(doc))

@@ -38,7 +38,7 @@ from forensics.bundle import (
     open_bundle,
     size_limit_reason,
 )
-from forensics.errors import BundleError, OutputError
+from forensics.errors import BundleError, OutputError, UsageError
 from forensics.outputs import write_json, write_table
 from forensics.schema import SCHEMA_VERSION, TABLES, conform, empty
 from parsers import registry
@@ -393,8 +393,13 @@ def ingest(
     force: bool = False,
     year: int | None = None,
     progress: ProgressCallback | None = None,
+    dask: str | None = None,
 ) -> dict[str, Any]:
     """Ingest the bundle at `bundle_path` into `out`; return the manifest.
+
+    `dask`: address of a Dask distributed scheduler (e.g. `tcp://10.0.0.5:8786`) that runs the
+    per-file work instead of local worker processes (optional extra `gpu-forensics[dask]`); the
+    workers must see OUT and the bundle at the same paths (a shared file system). Same tables.
 
     Outputs are replaced safely: the previous manifest is removed before anything else changes,
     tables are written into a work folder and swapped in by rename, and `manifest.json` is written
@@ -411,6 +416,7 @@ def ingest(
             "(give a folder or a .tar/.tar.gz/.tgz/.tar.zst/.zip archive)"
         )
     prepare_out(out, force)
+    client = _dask_client(dask) if dask else None
     work = out / WORK_DIR
     shutil.rmtree(work, ignore_errors=True)
     staging = work / "staging"
@@ -418,9 +424,11 @@ def ingest(
     try:
         bundle = open_bundle(bundle_path, staging, limits)
         _invalidate(out)
-        manifest = _ingest_bundle(bundle, out, work, limits, jobs, year, progress)
+        manifest = _ingest_bundle(bundle, out, work, limits, jobs, year, progress, client)
     finally:
         cleanup(work)
+        if client is not None:
+            client.close()
     return manifest
 
 
@@ -491,6 +499,54 @@ def _pool_pass(
     return broken
 
 
+def _dask_client(address: str) -> Any:
+    """Connect to the Dask scheduler at `address`.
+
+    Raises:
+        UsageError: dask is not installed, or the scheduler cannot be reached.
+    """
+    try:
+        from distributed import Client
+    except ImportError:
+        raise UsageError("--dask needs Dask distributed: pip install 'gpu-forensics[dask]'") from None
+    try:
+        return Client(address, timeout="20s")
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise UsageError(f"cannot reach the Dask scheduler at '{address}': {exc}") from None
+
+
+def _run_dask(
+    files: list[BundleFile],
+    client: Any,
+    limits: Limits,
+    year_hint: int | None,
+    collected: datetime | None,
+    tick: Callable[[BundleFile], None],
+) -> list[FileOutcome]:
+    """Ingest `files` on a Dask cluster through `client`; tables come back in memory (no spill)."""
+    from distributed import as_completed as dask_completed
+
+    outcomes: list[FileOutcome] = []
+    futures: list[Any] = []
+    try:
+        futures = [
+            client.submit(ingest_file, f, limits, year_hint, collected, key=f"ingest-{i}-{f.path}", pure=False)
+            for i, f in enumerate(files)
+        ]
+        by_key = {fut.key: f for fut, f in zip(futures, files, strict=True)}
+        for fut in dask_completed(futures):
+            f = by_key[fut.key]
+            try:
+                outcomes.append(fut.result())
+            except Exception as exc:  # noqa: BLE001 - a lost task loses one file, not the run
+                outcomes.append(_crashed(f, f"dask task failed: {type(exc).__name__}: {exc}"))
+            tick(f)
+    except BaseException:
+        client.cancel(futures)
+        raise
+    return outcomes
+
+
 def _kill_pool(pool: ProcessPoolExecutor) -> None:
     """Stop a pool now (Ctrl-C, error): cancel queued work and terminate running workers."""
     procs = list(getattr(pool, "_processes", {}).values())
@@ -510,6 +566,7 @@ def _ingest_bundle(
     jobs: int | None,
     year: int | None,
     progress: ProgressCallback | None,
+    dask_client: Any = None,
 ) -> dict[str, Any]:
     collected = datetime.fromtimestamp(bundle.collected_at, UTC) if bundle.collected_at else None
     year_hint = year or (collected.year if collected else None)
@@ -526,7 +583,9 @@ def _ingest_bundle(
 
     outcomes: list[FileOutcome] = []
     small = total_bytes < PARALLEL_MIN_BYTES and len(files) < PARALLEL_MIN_FILES
-    if jobs <= 1 or small or len(files) < 2:
+    if dask_client is not None:
+        outcomes = _run_dask(files, dask_client, limits, year_hint, collected, tick)
+    elif jobs <= 1 or small or len(files) < 2:
         for i, f in enumerate(files):
             outcomes.append(ingest_file(f, limits, year_hint, collected, spill=work / "parts" / str(i)))
             tick(f)

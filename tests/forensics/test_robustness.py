@@ -349,3 +349,15 @@ def test_cli_bad_input_bundle_gives_summary_not_traceback(tmp_path: Path) -> Non
     assert "Traceback" not in r.output + r.stderr
     assert r.stdout.startswith("Ingested 4 file(s), 3 line(s): 3 parsed, 0 not understood; 2 skipped, 1 with errors")
     assert json.loads((tmp_path / "out" / "manifest.json").read_text())["totals"]["files"] == 4
+
+
+def test_cli_dask_without_the_extra(tmp_path: Path) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("distributed") is not None:
+        pytest.skip("dask is installed here")
+    src = make_bundle(tmp_path, {"node-001/dmesg.log": xids(1)})
+    code, err = _cli(["ingest", str(src), "-o", str(tmp_path / "out"), "--dask", "tcp://127.0.0.1:8786"])
+    assert code == 2
+    assert err == "Error: --dask needs Dask distributed: pip install 'gpu-forensics[dask]'\n"
+    assert not (tmp_path / "out" / "manifest.json").exists()
