@@ -50,8 +50,11 @@ class FileStatus(str, Enum):
 class Limits:
     """Size limits the user can change (`--max-file-size`, `--max-expand`)."""
 
-    max_file_bytes: int = 4 * 1024**3
-    """Largest file (after decompression) that is read; larger ones are skipped with a reason."""
+    max_file_bytes: int = 32 * 1024**3
+    """Largest file (after decompression) that is read; larger ones are skipped with a reason.
+
+    Memory does not grow with file size (files are parsed in chunks), so this is about time and
+    decompression bombs, not RAM: a 5 GB log is read with a few hundred MB."""
     max_expand_bytes: int = 64 * 1024**3
     """Most bytes extracting the bundle's archives may write in all (zip/tar bomb guard)."""
 
