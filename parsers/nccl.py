@@ -327,11 +327,13 @@ def join_wrapped(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 NCCL_HEAD_RE = (
-    r"^(?:\[(?P<wts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\] )?(?P<host>[^\s:\[\]]+):(?P<pid>\d+):"
+    r"(?:\[(?P<wts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\] )?(?P<host>[^\s:\[\]|>]+):(?P<pid>\d+):"
     r"(?P<tid>\d+) \[(?P<dev>\d+)\](?: (?P<ms>\d+\.\d+))?(?: (?P<src>[\w./+-]+):(?P<srcline>\d+)"
     r"(?: \((?P<func>\w+)\))?)?$"
 )
-"""`NCCL_RE` up to ` NCCL `: matched on the short head only (a regex over whole lines is the slow part)."""
+"""`NCCL_RE` up to ` NCCL `, matched on the short head only (a regex over whole lines is the slow part).
+Not anchored at the start: a record glued after other output (a tqdm bar without its newline) still reads;
+the host cannot contain `]`, `|` or `>`, so it starts after such junk."""
 _LEVELS = ("INFO", "WARN", "TRACE", "ERROR", "ABORT")
 
 
@@ -355,53 +357,14 @@ def coll_fields(df: pl.DataFrame, msg: str = "msg") -> pl.DataFrame:
     return df.with_columns(tok.select(c=pl.struct(**fields)))
 
 
-NCCL_HEAD_RE = (
-    r"^(?:\[(?P<wts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\] )?(?P<host>[^\s:\[\]]+):(?P<pid>\d+):"
-    r"(?P<tid>\d+) \[(?P<dev>\d+)\](?: (?P<ms>\d+\.\d+))?(?: (?P<src>[\w./+-]+):(?P<srcline>\d+)"
-    r"(?: \((?P<func>\w+)\))?)?$"
-)
-"""`NCCL_RE` up to ` NCCL `: matched on the short head only (a regex over whole lines is the slow part)."""
-_LEVELS = ("INFO", "WARN", "TRACE", "ERROR", "ABORT")
-
-
-_COLL_TOKENS = {1: "opCount", 3: "sendbuff", 5: "recvbuff", 7: "count", 9: "datatype", 11: "op", 13: "root", 15: "comm"}
-
-
-def _coll_fields(tok: pl.Expr) -> pl.Expr:
-    """COLL_RE's fields of a COLL line from its space-split tokens (a column: fixed layout, and a regex over
-    millions of lines is slow). A line whose keywords are not at their places yields a struct of nulls.
-    """
-    ok = tok.list.len() >= 18
-    for i, word in _COLL_TOKENS.items():
-        ok = ok & (tok.list.get(i, null_on_oob=True) == word)
-    op = tok.list.get(0, null_on_oob=True)
-    ok = ok & op.str.ends_with(":") & tok.list.get(17, null_on_oob=True).str.starts_with("[nranks=")
-
-    def field(i: int) -> pl.Expr:
-        return pl.when(ok).then(tok.list.get(i, null_on_oob=True))
-
-    return pl.struct(
-        op=pl.when(ok).then(op.str.strip_suffix(":")),
-        opc=field(2),
-        sb=field(4),
-        rb=field(6),
-        count=field(8),
-        dt=field(10),
-        redop=field(12),
-        root=field(14),
-        comm=field(16),
-        nranks=field(17).str.extract(r"(\d+)", 1),
-    )
-
-
 def split_nccl_lines(df: pl.DataFrame) -> pl.DataFrame:
     """Split `body` of candidate rows into NCCL_RE's fields (wts, host, pid, tid, dev, ms, src, srcline, func,
     level, msg) and keep the rows that match: cut at the first ` NCCL `, regex on the short head, literal
     checks for the level. Equivalent to `NCCL_RE`, several times faster on COLL-heavy logs."""
     body = pl.col("body")
-    df = df.with_columns(_pos=body.str.find(" NCCL ", literal=True)).with_columns(
-        _head=body.str.slice(0, pl.col("_pos")), _tail=body.str.slice(pl.col("_pos") + 6)
-    )
+    # NOTE: split, not find+slice: `str.find` counts bytes and `str.slice` characters (non-ASCII prefixes)
+    parts = body.str.splitn(" NCCL ", 2)
+    df = df.with_columns(_head=parts.struct.field("field_0"), _tail=parts.struct.field("field_1"))
     tail = pl.col("_tail")
     level = pl.lit(None, dtype=pl.String)
     for lv in reversed(_LEVELS):
@@ -415,13 +378,16 @@ def split_nccl_lines(df: pl.DataFrame) -> pl.DataFrame:
         )
         .filter(pl.col("g").struct.field("host").is_not_null())
         .unnest("g")
-        .drop("_head", "_tail", "_pos")
+        .drop("_head", "_tail")
     )
     return out
 
 
-def _nccl_rows(frame: pl.DataFrame, ctx: FileContext) -> tuple[dict[str, list[pl.DataFrame]], list[str], list[str]]:
-    """Build NCCL events/comms/inventory parts from the prepared frame; also return notes and the hosts seen."""
+def _nccl_rows(
+    frame: pl.DataFrame, ctx: FileContext
+) -> tuple[dict[str, list[pl.DataFrame]], list[str], list[str], pl.Series]:
+    """Build NCCL events/comms/inventory parts from the prepared frame; also return notes, the hosts seen and
+    the numbers of the lines read as NCCL records."""
     out: dict[str, list[pl.DataFrame]] = {"events": [], "comms": [], "inventory": []}
     notes: list[str] = []
     body = pl.col("body")
@@ -772,7 +738,7 @@ def _nccl_rows(frame: pl.DataFrame, ctx: FileContext) -> tuple[dict[str, list[pl
     if ras is not None:
         out["events"].append(ras)
     hosts = n.filter(pl.col("host").is_not_null()).get_column("node").unique().sort().to_list()
-    return out, notes, hosts
+    return out, notes, hosts, n.get_column("line")
 
 
 def warn_events(warns: pl.DataFrame, ctx: FileContext, rank_map: pl.DataFrame | None, source: str = "nccl") -> pl.DataFrame:
@@ -931,14 +897,16 @@ def parse_family(lines: pl.Series, ctx: FileContext) -> ParseResult:
     frame = td.mark_blocks(frame)
     last_err = frame.select(pl.col("body").str.contains(td.LAST_ERROR_TEXT, literal=True).any()).item()
     frame = frame.with_columns(_last_err=td.after_last_error(frame) if last_err else pl.lit(False))
-    parts, notes, hosts = _nccl_rows(frame, ctx)
+    parts, notes, hosts, nccl_lines = _nccl_rows(frame, ctx)
     torch_ev, torch_ok = td.torch_events(frame, ctx)
     if torch_ev.height:
         parts["events"].append(torch_ev)
     last = td.last_error_events(frame, ctx)
     if last is not None:
         parts["events"].append(last)
-    frame = frame.with_columns(_ok=pl.col("known") | pl.col("cont") | torch_ok | pl.col("_last_err"))
+    frame = frame.with_columns(
+        _ok=pl.col("known") | pl.col("cont") | torch_ok | pl.col("_last_err") | pl.col("line").is_in(nccl_lines)
+    )
     parsed, unrecognized, examples = account(frame.select("line", "text", ok=pl.col("_ok")), pl.col("ok"))
     tables: dict[str, pl.DataFrame] = {}
     for name, dfs in parts.items():

@@ -215,3 +215,19 @@ def test_parse_never_raises_and_accounts(texts: list[str]) -> None:
     assert check_accounting(result, lines)
     for name, df in result.tables.items():
         conform(df, name)
+
+
+def test_record_glued_after_progress_bar_and_non_ascii_host() -> None:
+    lines = pl.Series(
+        [
+            "100%|██████████| 10/10 [00:01<00:00, 9.1it/s]gpu-a:12:40 [0] transport/net_ib.cc:1687 NCCL WARN "
+            "NET/IB : Got completion from peer 10.0.0.2<1234> with error 12, opcode 0, len 0, vendor err 129",
+            "höst-ü:1:2 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
+        ]
+    )
+    result = nccl.parse(lines, FileContext(path="x.log", node="n"))
+    assert (result.parsed, result.unrecognized) == (2, 0)
+    ev = result.tables["events"]
+    assert ev.select("node", "kind", "code").rows() == [("gpu-a", "nccl_ib_error", "12")]
+    inv = result.tables["inventory"].filter(pl.col("attribute") == "nccl_version")
+    assert inv.select("node", "value").rows() == [("höst-ü", "2.21.5")]
