@@ -19,7 +19,6 @@ from forensics.simulate.fleet import (
     Node,
     build_node,
     fleet_style,
-    job_paths,
     rng_for,
 )
 

@@ -250,7 +250,6 @@ def job_end_records(sim: Sim, node: Node) -> list[Rec]:
     G = sim.gpus_per_node
     out: list[Rec] = []
     seq_step = min(sim.n_done, len(sim.step_start) - 1)
-    seqnum = sim.seq_offset + sim.n_done * sim.colls_per_step + r.choice([0]) + 1
     seqnum = sim.seq_offset + seq_step * sim.colls_per_step + 1
     numel = {"megatron": 1048576 * 64, "deepspeed": 500000000, "torchtitan": 134217728}[sim.style.framework]
     op = {"megatron": "_REDUCE_SCATTER_BASE", "deepspeed": "ALLREDUCE", "torchtitan": "_ALLGATHER_BASE"}[
