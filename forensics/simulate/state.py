@@ -123,6 +123,14 @@ class NodeState:
             reasons |= IDLE
             mem_used = 0 if t >= self.proc_end or t < sim.train_start - 40 else self.mem_used[gpu]
             pstate = "P0"
+        ef = sim.end_fault
+        if running and ef is not None and sim.end_kind in ("hang", "crash") and t >= ef.t:
+            # hung in a collective: NCCL kernels spin (100 % "utilisation") at low power, no memory traffic
+            util, mem_util = 100, 0
+            power = idle + (tdp - idle) * nz.uniform(0.16, 0.2)
+            temp = 36 + 8 + self.temp_off[gpu] + nz.uniform(-0.8, 0.8)
+            sm = plat["sm_max"]
+            reasons &= ~SW_POWER_CAP
         th = self._fault("thermal", gpu, t)
         if th is not None and running:
             temp = 87 + nz.uniform(0, 3.4)
