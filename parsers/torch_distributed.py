@@ -690,8 +690,22 @@ def _rank_from_path(path: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def _int(v: Any) -> int | None:
+    """`v` when it is a plain int (not bool) within Int64, else None: dump values are untrusted."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and -(2**63) <= v < 2**63 else None
+
+
+def _str(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+_US_2000, _US_2100 = 946_684_800 * 10**6, 4_102_444_800 * 10**6
+
+
 def _ns_to_us(v: Any) -> int | None:
-    return int(v) // 1000 if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+    """Epoch nanoseconds → microseconds when plausible (years 2000–2100), else None."""
+    v = _int(v)
+    return v // 1000 if v is not None and _US_2000 <= v // 1000 < _US_2100 else None
 
 
 def flight_recorder_tables(dump: dict[str, Any], ctx: FileContext, line: int = 1) -> dict[str, pl.DataFrame]:
@@ -700,14 +714,15 @@ def flight_recorder_tables(dump: dict[str, Any], ctx: FileContext, line: int = 1
     One 'flight_recorder' row per entry, one 'flight_recorder_status' row per pg_status entry (see the
     module docstring). Unknown keys are ignored; missing ones become nulls.
     """
-    rank = dump.get("rank")
-    if not isinstance(rank, int):
+    rank = _int(dump.get("rank"))
+    if rank is None:
         rank = _rank_from_path(ctx.path)
-    node = dump.get("hostname") if isinstance(dump.get("hostname"), str) else ctx.node
-    node = node.split(".")[0] if node else ctx.node
+    host = dump.get("hostname")
+    node = host.split(".")[0] if isinstance(host, str) and host else ctx.node
     pg_config = dump.get("pg_config") if isinstance(dump.get("pg_config"), dict) else {}
     rows: list[dict[str, Any]] = []
-    for e in dump.get("entries") or []:
+    entries = dump.get("entries")
+    for e in entries if isinstance(entries, list) else []:
         if not isinstance(e, dict):
             continue
         pg = e.get("process_group")
@@ -739,9 +754,9 @@ def flight_recorder_tables(dump: dict[str, Any], ctx: FileContext, line: int = 1
                 "node": node,
                 "comm_id": f"pg{pg_id}" if pg_id is not None else (f"pg:{pg_name}" if pg_name else None),
                 "rank": rank,
-                "pid": dump.get("pid") if isinstance(dump.get("pid"), int) else None,
-                "op": e.get("profiling_name"),
-                "seq": e.get("collective_seq_id") if isinstance(e.get("collective_seq_id"), int) else None,
+                "pid": _int(dump.get("pid")),
+                "op": _str(e.get("profiling_name")),
+                "seq": _int(e.get("collective_seq_id")),
                 "detail": to_json({k: v for k, v in detail.items() if v is not None}),
                 "file": ctx.path,
                 "line": line,
@@ -760,7 +775,7 @@ def flight_recorder_tables(dump: dict[str, Any], ctx: FileContext, line: int = 1
                 "rank": rank,
                 "pid": None,
                 "op": None,
-                "seq": st.get("last_completed_collective") if isinstance(st.get("last_completed_collective"), int) else None,
+                "seq": _int(st.get("last_completed_collective")),
                 "detail": to_json(
                     {
                         "pg_name": str(pg_key),
@@ -816,7 +831,10 @@ def parse_bytes(data: bytes, ctx: FileContext) -> ParseResult:
         )
     if not isinstance(dump, dict):
         return ParseResult(tables={}, parsed=0, unrecognized=1, notes=["pickle holds no Flight Recorder dict"])
-    tables = flight_recorder_tables(dump, ctx)
+    try:
+        tables = flight_recorder_tables(dump, ctx)
+    except Exception as exc:  # noqa: BLE001 - untrusted structure: a note, not a crash
+        return ParseResult(tables={}, parsed=0, unrecognized=1, notes=[f"flight recorder dump not understood: {exc}"])
     n = sum(df.height for df in tables.values())
     return ParseResult(tables=tables, parsed=1, unrecognized=0, notes=[f"flight recorder pickle: {n} rows"])
 
@@ -838,7 +856,7 @@ def _load_dump_text(text: str) -> tuple[dict[str, Any] | None, bool]:
     try:
         obj = ast.literal_eval(cleaned)
         return (obj if isinstance(obj, dict) else None), False
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+    except Exception:  # noqa: BLE001 - arbitrary text: ValueError, SyntaxError, TypeError (unhashable keys), …
         return None, True
 
 
@@ -878,7 +896,10 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         [lines.slice(0, start), pl.Series([""] * block.len(), dtype=pl.String), lines.slice(end + 1)]
     )
     rest = nccl.parse_family(blanked, ctx)
-    fr = flight_recorder_tables(dump, ctx, line=ctx.first_line + start)
+    try:
+        fr = flight_recorder_tables(dump, ctx, line=ctx.first_line + start)
+    except Exception:  # noqa: BLE001 - untrusted structure: parse the lines as text instead
+        return nccl.parse_family(lines, ctx)
     tables = dict(rest.tables)
     for name, df in fr.items():
         tables[name] = pl.concat([tables[name], df], how="diagonal_relaxed") if name in tables else df

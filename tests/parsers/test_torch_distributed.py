@@ -183,3 +183,25 @@ def test_desync_debug_report_names_lagging_ranks() -> None:
         ("finished_not_joined_next", [0, 1, 2], 41208),
         ("never_joined", [5, 6], None),
     ]
+
+
+_plain = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=10),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.fixed_dictionaries(
+        {"entries": st.lists(st.dictionaries(st.sampled_from(["collective_seq_id", "state", "pg_id", "process_group",
+                                                            "profiling_name", "time_created_ns", "is_p2p"]), _plain),
+                             max_size=5),
+         "pg_status": _plain, "pg_config": _plain, "rank": _plain}
+    )
+)
+def test_parse_bytes_odd_dumps_never_raise(dump: dict) -> None:
+    result = td.parse_bytes(pickle.dumps(dump), FileContext(path="nccl_trace_rank_2", node="n"))
+    for name, df in result.tables.items():
+        conform(df, name)
