@@ -263,3 +263,29 @@ def test_ingest_recognises_every_written_file(tmp_path: Path) -> None:
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     unclaimed = [f["path"] for f in manifest["files"] if f["format"] is None and f["path"] != "truth.json"]
     assert unclaimed == []
+
+
+def test_layouts_and_styles_vary_with_seed() -> None:
+    from forensics.simulate.fleet import fleet_style
+
+    styles = [fleet_style(s, 4) for s in range(40)]
+    assert {s.kernel_style for s in styles} == {"dmesg_T", "dmesg_raw", "dmesg_iso", "dmesg_decode_iso",
+                                                "journal_iso", "kern_log"}
+    assert {s.layout for s in styles} == {0, 1, 2}
+    assert {s.framework for s in styles} == {"megatron", "deepspeed", "torchtitan"}
+    assert {s.telemetry for s in styles} == {"csv", "dmon"}
+    assert {s.launcher_prefix for s in styles} == {"none", "tee", "srun"}
+
+
+def test_raw_dmesg_carries_its_boot_anchor(tmp_path: Path) -> None:
+    seed = next(s for s in range(100) if build_sim(s, 2, 8, 0.1, ()).style.kernel_style == "dmesg_raw")
+    simulate(tmp_path, nodes=2, hours=0.1, seed=seed)
+    sim = build_sim(seed, 2, 8, 0.1, ())
+    n = sim.node(0)
+    if n.kernel_style != "dmesg_raw":
+        n = sim.node(1)
+    text = (tmp_path / n.paths["kernel"]).read_text()
+    m = re.search(r"^\[\s*(\d+\.\d+)\] rtc_cmos 00:02: setting system clock to \S+ UTC \((\d+)\)$", text, re.M)
+    assert m is not None
+    boot = int(m.group(2)) - float(m.group(1))
+    assert abs(boot - n.boot) < 1.0
