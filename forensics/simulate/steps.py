@@ -102,7 +102,8 @@ def node_step_records(sim: Sim, node: int) -> list[Rec]:
         else:  # torchtitan: every rank logs; tps is the same on all ranks (synchronous steps)
             tfl = peak * 0.38 * sim.baseline / T * r.uniform(0.998, 1.002)
             tps = int(tfl * 1e12 / (6 * 8e9))
-            text = (f"[rank{R}]:[titan] {_dt_ms(t_end)} - root - INFO - step: {s1}  loss: "
+            # torchtitan's launcher (torchrun --role rank --tee 3) prefixes the LOCAL rank: [rank0]:
+            text = (f"[rank0]:[titan] {_dt_ms(t_end)} - root - INFO - step: {s1}  loss: "
                     f"{_loss(s1, r):7.4f}  grad_norm: {abs(r.gauss(0.8, 0.15)):.4f}  memory: 61.42GiB(77.64%)  "
                     f"tps: {tps:,}  tflops: {tfl:.2f}  mfu: {tfl / peak * 100:.2f}%")
         out.append((t_end + 0.002, 2000 + k, 0, text))
