@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import polars as pl
 
-DATED = ("exact", "local_assumed_utc", "boot_anchored")
+DATED = ("exact", "local_assumed_utc", "zone_inferred", "boot_anchored")
 """ts_quality values whose year came from the line itself."""
 HALF_YEAR_US = 183 * 86400 * 1_000_000
 TABLES = ("events", "steps", "gpu_samples")
