@@ -41,6 +41,7 @@ Rows:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import polars as pl
 
@@ -879,8 +880,25 @@ def _ras_events(frame: pl.DataFrame, ctx: FileContext) -> pl.DataFrame | None:
 # ----------------------------------------------------------------------------- the family parse
 
 
-def parse_family(lines: pl.Series, ctx: FileContext) -> ParseResult:
-    """Parse NCCL and PyTorch-distributed lines of one file (the shared core of both parsers)."""
+@dataclass(frozen=True)
+class FamilyRows:
+    """What the NCCL + PyTorch-distributed grammar reads from a column of lines (see `family_rows`)."""
+
+    tables: dict[str, pl.DataFrame]
+    understood: pl.Series
+    """Boolean per input line: the line belongs to this grammar (for the caller's line accounting)."""
+    notes: list[str]
+    hosts: list[str]
+    """NCCL hosts seen (short names)."""
+
+
+def family_rows(lines: pl.Series, ctx: FileContext) -> FamilyRows:
+    """Read the NCCL and PyTorch-distributed lines of a column of lines, whatever else the file holds.
+
+    This is the shared core of both parsers, and the hook for other parsers of mixed training logs (e.g.
+    step logs with NCCL WARNs and watchdog timeouts): call it on the file's lines, keep the tables, and
+    count a line as parsed when `understood` is true for it or your own grammar knows it.
+    """
     frame = prepare(lines, ctx)
     # a line that is nothing but a paste artefact (`> ` quote) is understood as such
     artefact = (pl.col("body").str.strip_chars() == "") & (pl.col("text").str.strip_chars() != "")
@@ -904,10 +922,9 @@ def parse_family(lines: pl.Series, ctx: FileContext) -> ParseResult:
     last = td.last_error_events(frame, ctx)
     if last is not None:
         parts["events"].append(last)
-    frame = frame.with_columns(
-        _ok=pl.col("known") | pl.col("cont") | torch_ok | pl.col("_last_err") | pl.col("line").is_in(nccl_lines)
-    )
-    parsed, unrecognized, examples = account(frame.select("line", "text", ok=pl.col("_ok")), pl.col("ok"))
+    understood = frame.select(
+        pl.col("known") | pl.col("cont") | torch_ok | pl.col("_last_err") | pl.col("line").is_in(nccl_lines)
+    ).to_series()
     tables: dict[str, pl.DataFrame] = {}
     for name, dfs in parts.items():
         dfs = [d for d in dfs if d.height]
@@ -917,13 +934,21 @@ def parse_family(lines: pl.Series, ctx: FileContext) -> ParseResult:
         if name == "inventory":
             df = df.unique(subset=["node", "component", "device", "attribute", "value"], keep="first", maintain_order=True)
         tables[name] = df
+    return FamilyRows(tables=tables, understood=understood.fill_null(False), notes=notes, hosts=hosts)
+
+
+def parse_family(lines: pl.Series, ctx: FileContext) -> ParseResult:
+    """Parse NCCL and PyTorch-distributed lines of one file into a ParseResult (both parsers' `parse`)."""
+    rows = family_rows(lines, ctx)
+    frame = numbered(lines, ctx).with_columns(ok=rows.understood)
+    parsed, unrecognized, examples = account(frame, pl.col("ok"))
     return ParseResult(
-        tables=tables,
+        tables=rows.tables,
         parsed=parsed,
         unrecognized=unrecognized,
         unrecognized_examples=examples,
-        notes=notes,
-        node=hosts[0] if len(hosts) == 1 else None,
+        notes=rows.notes,
+        node=rows.hosts[0] if len(rows.hosts) == 1 else None,
     )
 
 

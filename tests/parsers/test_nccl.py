@@ -231,3 +231,19 @@ def test_record_glued_after_progress_bar_and_non_ascii_host() -> None:
     assert ev.select("node", "kind", "code").rows() == [("gpu-a", "nccl_ib_error", "12")]
     inv = result.tables["inventory"].filter(pl.col("attribute") == "nccl_version")
     assert inv.select("node", "value").rows() == [("höst-ü", "2.21.5")]
+
+
+def test_family_rows_hook_for_other_parsers() -> None:
+    lines = pl.Series(
+        [
+            " iteration      100/   10000 | elapsed time per iteration (ms): 812.4 |",
+            "gpu-a:12:40 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
+            "[rank0]:[E1107 09:41:02.511203114 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=1003, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+            "600083 milliseconds before timing out.",
+        ]
+    )
+    rows = nccl.family_rows(lines, FileContext(path="train.log", node="n", year_hint=2025))
+    assert rows.understood.to_list() == [False, True, True]
+    assert rows.tables["events"].get_column("kind").to_list() == ["watchdog_timeout"]
+    assert rows.hosts == ["gpu-a"]
