@@ -11,7 +11,8 @@ onto the record they continue and counted as parsed.
 Rows:
 - inventory: per node `software/nccl_version`, `software/nccl_cuda_version` (from `+cudaA.B`),
   `software/cuda_driver_version` (`cudaDriverVersion 12020` → 12.2), `software/env.NCCL_*` (settings
-  echoed by NCCL), `node/ip` (device = interface) from `Bootstrap : Using` and `NET/IB … OOB if:ip`, and
+  echoed by NCCL), `node/ip` (device = interface) from `Bootstrap : Using` and `NET/IB … OOB if:ip` (and,
+  device = HCA, from the reporter's own IPv4-mapped RoCE GID in IB completion errors), and
   `nic/nccl_transport` (device mlx5_0, value IB|RoCE). The bare `NCCL version` line (≤ 2.21, rank 0,
   no host) is given the host of the nearest preceding NCCL line (rank 0 prints it right after its own
   init lines), else the file's node.
@@ -732,7 +733,21 @@ def _nccl_rows(
         how="vertical_relaxed",
     )
     if warns.height:
-        out["events"].append(warn_events(warns, ctx, rank_map))
+        ev = warn_events(warns, ctx, rank_map)
+        out["events"].append(ev)
+        # RoCE: the reporter's own GID is an IPv4-mapped address of its HCA; record it so peers named by
+        # GID (remote_gid_ip) resolve to nodes like OOB/bootstrap IPs do
+        gid = ev.filter(pl.col("kind") == "nccl_ib_error").select(
+            "node", "line", d=pl.col("detail").str.json_decode(pl.Struct({"local_gid": pl.String, "hca": pl.String}))
+        )
+        gid = gid.with_columns(ip=pl.col("d").struct.field("local_gid").str.extract(r"^::ffff:(\d+\.\d+\.\d+\.\d+)$", 1))
+        inventory(
+            gid.filter(pl.col("ip").is_not_null()),
+            "node",
+            "ip",
+            pl.col("ip"),
+            device=pl.coalesce(pl.col("d").struct.field("hca"), pl.lit("gid")),
+        )
 
     # ---- RAS report
     ras = _ras_events(frame, ctx)
@@ -810,6 +825,7 @@ def warn_events(warns: pl.DataFrame, ctx: FileContext, rank_map: pl.DataFrame | 
             direction=pl.when(is_ib).then(ib_detail["direction"]),
             local_gid=pl.when(is_ib).then(ib_detail["local_gid"]),
             remote_gid=pl.when(is_ib).then(ib_detail["remote_gid"]),
+            remote_gid_ip=pl.when(is_ib).then(ib_detail["remote_gid"].str.extract(r"^::ffff:(\d+\.\d+\.\d+\.\d+)$", 1)),
             hca=pl.coalesce(pl.when(is_ib).then(ib_detail["hca"]), pl.col("asy").struct.field("hca")),
             port=pl.col("asy").struct.field("port").cast(pl.Int64),
             ibv_call=pl.col("ibv").struct.field("call"),
