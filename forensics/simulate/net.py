@@ -21,8 +21,8 @@ def glog_ts(t: float, ns: bool = True) -> str:
 
 def prefix(sim: Sim, node: Node, local: int) -> str:
     lp = sim.style.launcher_prefix
-    if lp == "tee" and local >= 0:
-        return f"[default{local}]:"
+    if lp == "tee" and local >= 0:  # torchrun --tee 3: role + local rank (torchtitan runs --role rank)
+        return f"[rank{local}]:" if sim.style.framework == "torchtitan" else f"[default{local}]:"
     if lp == "srun":
         w = len(str(sim.nodes - 1))
         return f"{node.idx:>{w}}: "
