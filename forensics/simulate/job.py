@@ -164,7 +164,7 @@ def _resolve_faults(specs: Sequence, seed: int, nodes: int, gpus: int, hours: fl
                 raise UsageError(f"fault {spec.kind}: no host {spec.node!r} (hosts: {hosts[0]} …)")
             node = hosts.index(spec.node)
         used_nodes.add(node)
-        limit = 8 if spec.kind == "ib_flap" else gpus
+        limit = min(8, gpus) if spec.kind == "ib_flap" else gpus  # ib_flap: HCA (rail) index
         if spec.gpu is not None and not 0 <= spec.gpu < limit:
             raise UsageError(f"fault {spec.kind}: gpu {spec.gpu} out of range 0..{limit - 1}")
         gpu = spec.gpu if spec.gpu is not None else r.randrange(limit)
