@@ -93,11 +93,9 @@ NCCL_ERROR_RE = (
 )
 DIST_BACKEND_RE = r"(?P<exc>torch\.distributed\.\w*(?:DistBackendError|DistError)|DistBackendError)\b:? ?(?P<text>.*)$"
 LAST_ERROR_TEXT = "Last error:"
-STORE_RE = (
-    r"(?P<exc>DistStoreError|DistNetworkError)\b:? ?(?P<text>.*?(?:Timed out after (?P<secs>\d+) seconds waiting"
-    r" for clients\. (?P<joined>\d+)/(?P<expected>\d+) clients joined|has timed out after (?P<ms>\d+)ms while"
-    r" trying to connect to \((?P<host>[^,]+), (?P<port>\d+)\))?.*)$"
-)
+STORE_RE = r"(?P<exc>DistStoreError|DistNetworkError)\b:? ?(?P<text>.*)$"
+STORE_WAIT_RE = r"Timed out after (?P<secs>\d+) seconds waiting for clients\. (?P<joined>\d+)/(?P<expected>\d+) clients joined"
+STORE_CONNECT_RE = r"timed out after (?P<ms>\d+)ms while trying to connect to \((?P<host>[^,]+), (?P<port>\d+)\)"
 FAILED_RE = (
     r"failed \(exitcode: (?P<exitcode>-?\d+)\) local_rank: (?P<local_rank>\d+) \(pid: (?P<pid>\d+)\) "
     r"of binary: (?P<binary>\S+)"
@@ -388,19 +386,23 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
     db = base.filter(~done & body.str.contains(DIST_BACKEND_RE)).with_columns(g=body.str.extract_groups(DIST_BACKEND_RE))
     emit(db, "nccl_error", "high", gf("exc"), exception=gf("exc"), reason=gf("text"))
     done = done | body.str.contains(DIST_BACKEND_RE)
-    so = base.filter(~done & body.str.contains(STORE_RE)).with_columns(g=body.str.extract_groups(STORE_RE))
+    so = base.filter(~done & body.str.contains(STORE_RE)).with_columns(
+        g=body.str.extract_groups(STORE_RE), w=body.str.extract_groups(STORE_WAIT_RE), c=body.str.extract_groups(STORE_CONNECT_RE)
+    )
+    wf = pl.col("w").struct.field
+    cf = pl.col("c").struct.field
     emit(
         so,
         "store_timeout",
         "high",
         gf("exc"),
         exception=gf("exc"),
-        waited_s=gf("secs").cast(pl.Int64),
-        joined=gf("joined").cast(pl.Int64),
-        expected=gf("expected").cast(pl.Int64),
-        connect_timeout_ms=gf("ms").cast(pl.Int64),
-        store_host=gf("host"),
-        store_port=gf("port").cast(pl.Int64),
+        waited_s=wf("secs").cast(pl.Int64),
+        joined=wf("joined").cast(pl.Int64),
+        expected=wf("expected").cast(pl.Int64),
+        connect_timeout_ms=cf("ms").cast(pl.Int64),
+        store_host=cf("host"),
+        store_port=cf("port").cast(pl.Int64),
     )
     done = done | body.str.contains(STORE_RE)
     fa = base.filter(~done & body.str.contains(FAILED_RE)).with_columns(g=body.str.extract_groups(FAILED_RE))

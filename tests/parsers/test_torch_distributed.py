@@ -205,3 +205,30 @@ def test_parse_bytes_odd_dumps_never_raise(dump: dict) -> None:
     result = td.parse_bytes(pickle.dumps(dump), FileContext(path="nccl_trace_rank_2", node="n"))
     for name, df in result.tables.items():
         conform(df, name)
+
+
+def test_store_errors_and_nccl_errors_raised_to_python() -> None:
+    lines = pl.Series(
+        [
+            "[rank1]: torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for clients. 1/3 clients joined.",
+            "torch.distributed.DistNetworkError: The client socket has timed out after 600000ms while trying to connect "
+            "to (10.0.0.5, 29500).",
+            "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, unhandled system "
+            "error, NCCL version 2.10.3",
+            "Last error:",
+            "socketStartConnect: Connect to 10.0.0.5<34567> failed : Software caused connection abort",
+        ]
+    )
+    result = td.parse(lines, FileContext(path="x", node="n"))
+    assert (result.parsed, result.unrecognized) == (5, 0)
+    ev = result.tables["events"]
+    d = {k: json.loads(v) for k, v in ev.select("kind", "detail").iter_rows() if k != "nccl_error"}
+    assert (d["store_timeout"]["exception"], d["nccl_connection_error"]["peer"]) in {
+        ("DistStoreError", "10.0.0.5"),
+        ("DistNetworkError", "10.0.0.5"),
+    }
+    stores = [json.loads(x) for x in ev.filter(pl.col("kind") == "store_timeout").get_column("detail")]
+    assert (stores[0]["joined"], stores[0]["expected"]) == (1, 3)
+    assert (stores[1]["store_host"], stores[1]["store_port"]) == ("10.0.0.5", 29500)
+    nerr = ev.filter(pl.col("kind") == "nccl_error")
+    assert json.loads(nerr.get_column("detail")[0])["nccl_version"] == "2.10.3"
