@@ -1,12 +1,15 @@
 """NCCL debug output (NCCL_DEBUG=WARN/INFO/TRACE, 2.7 to the newest), aws-ofi-nccl plugin lines and the
 `ncclras` client's status report; PyTorch-distributed lines of the same file are read through
-`parsers.torch_distributed`'s grammar (`parse_family`), so a mixed training log loses nothing.
+`parsers.torch_distributed`'s grammar (`family_rows`/`parse_family`), so a mixed training log loses
+nothing. Other parsers of mixed logs (step logs) can call `family_rows(lines, ctx)` for the same rows plus
+a per-line `understood` mask.
 
 Line preparation (`prepare`, shared by both parsers): GitHub auto-links `[x](http://x/)` → `x`, markdown
 `> ` quotes, a collector ISO timestamp (kept as `pre_ts`, quality 'exact' with an offset/Z, else
-'local_assumed_utc') and launcher envelopes (`parsers._common.split_envelopes`: rank, host, pid kept) are
-stripped; hard-wrapped lines (a line no grammar knows, after a known line of ≥ 80 characters) are joined
-onto the record they continue and counted as parsed.
+'local_assumed_utc') and launcher envelopes (`parsers._common.split_envelopes`: rank, host, pid kept; the
+c10/Open MPI/Lightning ranks are global, torchrun `[defaultN]:` local) are stripped; hard-wrapped lines
+(see `join_wrapped`) are joined onto the WARN/error record they continue and counted as parsed. A record
+glued after other output (a progress bar without its newline) still reads.
 
 Rows:
 - inventory: per node `software/nccl_version`, `software/nccl_cuda_version` (from `+cudaA.B`),
