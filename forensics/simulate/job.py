@@ -80,6 +80,7 @@ class Sim:
     job_end: float  # when the training processes are gone
     ckpt_dir: str
     fleet_ver: dict  # driver, vbios, nic_fw, nccl as the fleet has them
+    mixed_logs: bool = False  # per-node framework lines inside the worker log (one stdout per node)
 
     # -- helpers used by the writers ------------------------------------------------------------
     def node(self, i: int) -> Node:
@@ -399,17 +400,20 @@ def _write_nodes(args: tuple[Sim, str, list[int], bool]) -> None:
 
 def simulate(out_dir: Path, *, nodes: int = 4, gpus_per_node: int = 8, hours: float = 1.0,
              faults: Sequence = (), seed: int = 0, workers: int | None = None,
-             gzip_snapshots: bool = False) -> dict:
+             gzip_snapshots: bool = False, mixed_logs: bool = False) -> dict:
     """Write a bundle into `out_dir` (created if missing) plus `out_dir/truth.json`; return the truth.
 
     `workers`: processes writing nodes in parallel (default: 1 below 64 nodes, else the CPU count).
     The output does not depend on it. `gzip_snapshots`: write the `nvidia-smi -q` snapshots as
-    `.gz` (as collectors often do; used to keep the shipped samples small).
+    `.gz` (as collectors often do; used to keep the shipped samples small). `mixed_logs`: write the
+    per-node framework lines (DeepSpeed, torchtitan) into the node's worker log, interleaved with the
+    NCCL and PyTorch lines as one torchrun stdout holds them, instead of a per-rank file.
     """
     from forensics.simulate.writers import write_job
 
     out_dir = Path(out_dir)
     sim = build_sim(seed, nodes, gpus_per_node, hours, faults)
+    sim.mixed_logs = mixed_logs
     out_dir.mkdir(parents=True, exist_ok=True)
     write_job(sim, out_dir)
     if workers is None:

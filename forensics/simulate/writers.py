@@ -75,9 +75,9 @@ def write_node(sim: Sim, out: Path, i: int, gzip_snapshots: bool = False) -> Non
         _write_text(out / p["smi_start"], smi.q_text(sim, node, ns, t_start), gzip_snapshots)
         _write_text(out / p["smi_end"], smi.q_text(sim, node, ns, t_end), gzip_snapshots)
     _write_lines(out / p["telemetry"], telemetry(sim, node, NodeState(sim, i)))
-    _write_lines(out / p["worker"], net.worker_log(sim, node, []))
     recs = steps.node_step_records(sim, i)
-    if recs:  # the framework's own log file of the node's first rank (DeepSpeed, torchtitan)
+    _write_lines(out / p["worker"], net.worker_log(sim, node, recs if sim.mixed_logs else []))
+    if recs and not sim.mixed_logs:  # the framework's own log file of the node's first rank
         path = p["ranklog"].format(rank=sim.global_rank(i, 0))
         _write_lines(out / path, (text for _t, _s, _lr, text in recs))
     _write_text(out / p["ibstat_start"], net.ibstat(sim, node))

@@ -289,3 +289,17 @@ def test_raw_dmesg_carries_its_boot_anchor(tmp_path: Path) -> None:
     assert m is not None
     boot = int(m.group(2)) - float(m.group(1))
     assert abs(boot - n.boot) < 1.0
+
+
+def test_mixed_logs_put_framework_lines_in_the_worker_log(tmp_path: Path) -> None:
+    seed = next(s for s in range(100) if build_sim(s, 2, 8, 0.1, ()).style.framework != "megatron")
+    simulate(tmp_path / "split", nodes=2, hours=0.2, seed=seed)
+    simulate(tmp_path / "mixed", nodes=2, hours=0.2, seed=seed, mixed_logs=True)
+    sim = build_sim(seed, 2, 8, 0.2, ())
+    n = sim.node(1)
+    rank_file = n.paths["ranklog"].format(rank=8)
+    assert (tmp_path / "split" / rank_file).exists() and not (tmp_path / "mixed" / rank_file).exists()
+    mixed = (tmp_path / "mixed" / n.paths["worker"]).read_text()
+    framework = (tmp_path / "split" / rank_file).read_text().splitlines()
+    assert framework and all(line in mixed for line in framework[:5])
+    assert "NCCL INFO" in mixed
