@@ -326,7 +326,10 @@ def worker_log(sim: Sim, node: Node, step_recs: list[Rec]) -> Iterator[str]:
     recs = nccl_init(sim, node) + step_recs + peer_warns(sim, node, 10**6) + job_end_records(sim, node)
     recs = [x for x in recs if x[0] <= sim.window_end]
     recs.sort(key=lambda x: (x[0], x[1]))
+    tee = sim.style.launcher_prefix == "tee"
     for _t, _s, lr, text in recs:
+        if tee and text.startswith("[rank0]:[titan]"):
+            text = text[8:]  # that [rank0]: is the tee prefix itself
         yield prefix(sim, node, lr) + text if text or sim.style.launcher_prefix != "none" else text
 
 
