@@ -99,6 +99,16 @@ class Sim:
                 n.nccl = f.extra["version"]
         return n
 
+    def skew(self, node: int) -> float:
+        """Seconds this node's wall clock is ahead of true time (NTP jitter; ~10 % of nodes drifted by
+        seconds). Nodes 0 and N-1, which print the job-level logs, are the reference (0)."""
+        if node in (0, self.nodes - 1):
+            return 0.0
+        r = rng_for(self.seed, "skew", node)
+        if r.random() < 0.1:
+            return round(r.uniform(2.0, 9.0) * r.choice([-1.0, 1.0]), 3)
+        return round(r.gauss(0.0, 0.25), 3)
+
     def gpu_factor(self, node: int, gpu: int, t: float) -> float:
         """Compute slowdown of one GPU at time t (1.0 = healthy)."""
         f = 1.0
@@ -376,6 +386,7 @@ def truth_of(sim: Sim) -> dict:
         "end": iso(sim.window_end),
         "job_end": iso(sim.job_end),
         "step_time_baseline_s": sim.baseline,
+        "clock_skew_s": {h: sim.skew(i) for i, h in enumerate(hosts) if sim.skew(i)},
         "faults": [
             {
                 "kind": f.kind,

@@ -49,8 +49,9 @@ def node_events(sim: Sim, node: Node) -> list[Event]:
     add(b + 0.000001, f"Command line: BOOT_IMAGE=/vmlinuz-{node.kernel} root=UUID="
         f"{rng_for(sim.seed, 'rootfs', node.idx).getrandbits(64):016x} ro iommu=pt pci=realloc=off")
     rtc = b + 1.52 + r.random() * 0.3
+    rtc_wall = rtc + sim.skew(node.idx)  # the node's own clock
     add(rtc, "rtc_cmos 00:02: setting system clock to "
-        f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(int(rtc)))} UTC ({int(rtc)})")
+        f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(int(rtc_wall)))} UTC ({int(rtc_wall)})")
     bw, gts, w = plat["hca_pcie"]
     for k, h in enumerate(node.hcas):
         t = b + 6.1 + 0.31 * k
@@ -190,16 +191,18 @@ def _frac(t: float) -> int:
     return int(round((t - int(t)) * 1e6)) % 1000000
 
 
-def format_kernel(node: Node, events: list[Event]) -> Iterator[str]:
+def format_kernel(node: Node, events: list[Event], skew: float = 0.0) -> Iterator[str]:
+    """Format events (true times) with this node's wall clock (true time + skew)."""
     style = node.kernel_style
     b = node.boot
     host = node.host
-    for t, level, msg in events:
+    for t0, level, msg in events:
+        t = t0 + skew
         sec = int(t)
         us = _frac(t)
         if us == 0 and t - sec > 0.5:
             sec += 1
-        mono = t - b
+        mono = t0 - b
         ms, mus = int(mono), _frac(mono)
         if style == "dmesg_raw":
             yield f"[{ms:5d}.{mus:06d}] {msg}"

@@ -138,7 +138,7 @@ def ib_warn(sim: Sim, node: Node, lr: int, t: float, peer_ip: str, hca: str, seq
              f"remoteGid ::ffff:{peer_ip}")
         unwind = ["transport/net.cc:1169 -> 6", "proxy.cc:679 -> 6", "proxy.cc:858 -> 6 [Proxy Thread]"]
     if major >= (2, 26):  # WARN lines carry a local timestamp from 2.26 on
-        w = time.strftime("[%Y-%m-%d %H:%M:%S] ", time.gmtime(t)) + w
+        w = time.strftime("[%Y-%m-%d %H:%M:%S] ", time.gmtime(t + sim.skew(node.idx))) + w
     out = [(t, seq, lr, ""), (t, seq + 1, lr, w)]
     for k, u in enumerate(unwind):
         out.append((t + 0.0001 * (k + 1), seq + 2 + k, lr, f"{head} NCCL INFO {u}"))
@@ -148,6 +148,7 @@ def ib_warn(sim: Sim, node: Node, lr: int, t: float, peer_ip: str, hca: str, seq
 def _torch_abort(sim: Sim, node: Node, lr: int, t: float, seqnum: int, op: str, numel: int,
                  enq: int) -> list[Rec]:
     R = sim.global_rank(node.idx, lr)
+    skew = sim.skew(node.idx)
     pg = f"[PG 0 (default_pg) Rank {R}]"
     ran = int((t - (sim.end_fault.extra["watchdog_t"] - WATCHDOG_MS / 1000.0)) * 1000)
     work = (f"WorkNCCL(SeqNum={seqnum}, OpType={op}, NumelIn={numel}, NumelOut={numel}, "
@@ -155,7 +156,7 @@ def _torch_abort(sim: Sim, node: Node, lr: int, t: float, seqnum: int, op: str, 
     caught = f"[Rank {R}] Watchdog caught collective operation timeout: {work} ran for {ran} milliseconds before timing out."
 
     def e(dt: float, src: int, msg: str) -> str:
-        return f"[rank{R}]:[E{glog_ts(t + dt)} ProcessGroupNCCL.cpp:{src}] {msg}"
+        return f"[rank{R}]:[E{glog_ts(t + dt + skew)} ProcessGroupNCCL.cpp:{src}] {msg}"
 
     lines = [
         e(0, 607, caught),
@@ -205,12 +206,13 @@ def _traceback(sim: Sim, R: int, err: str) -> list[str]:
 def _torchrun_fail(sim: Sim, node: Node, t: float, lr: int, code: int, others: list[int]) -> list[Rec]:
     agent = node.pid - 40
     R = sim.global_rank(node.idx, lr)
+    skew = sim.skew(node.idx)
     lines = []
     for o in others:
-        lines.append(f"W{glog_ts(t, ns=False)} {agent} torch/distributed/elastic/multiprocessing/api.py:897] "
+        lines.append(f"W{glog_ts(t + skew, ns=False)} {agent} torch/distributed/elastic/multiprocessing/api.py:897] "
                      f"Sending process {node.pid + o} closing signal SIGTERM")
     t2 = t + 1.2
-    lines.append(f"E{glog_ts(t2, ns=False)} {agent} torch/distributed/elastic/multiprocessing/api.py:869] "
+    lines.append(f"E{glog_ts(t2 + skew, ns=False)} {agent} torch/distributed/elastic/multiprocessing/api.py:869] "
                  f"failed (exitcode: {code}) local_rank: {lr} (pid: {node.pid + lr}) of binary: /usr/bin/python3")
     script = {"megatron": "pretrain_gpt.py", "deepspeed": "train.py", "torchtitan": "torchtitan/train.py"}[
         sim.style.framework]
@@ -229,7 +231,7 @@ def _torchrun_fail(sim: Sim, node: Node, t: float, lr: int, code: int, others: l
         "------------------------------------------------------------",
         "Root Cause (first observed failure):",
         "[0]:",
-        f"  time      : {time.strftime('%Y-%m-%d_%H:%M:%S', time.gmtime(t2))}",
+        f"  time      : {time.strftime('%Y-%m-%d_%H:%M:%S', time.gmtime(t2 + skew))}",
         f"  host      : {node.host}",
         f"  rank      : {R} (local_rank: {lr})",
         f"  exitcode  : {code} (pid: {node.pid + lr})",

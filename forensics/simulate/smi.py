@@ -37,7 +37,7 @@ def _q_lines(sim: Sim, node: Node, ns: NodeState, t: float) -> Iterator[str]:
             yield f"Unable to determine the device handle for GPU{g.smi_bus[4:]}: Unknown Error"
     yield "==============NVSMI LOG=============="
     yield ""
-    yield f"{'Timestamp'.ljust(42)}: {ctime(t)}"
+    yield f"{'Timestamp'.ljust(42)}: {ctime(t + ns.skew)}"
     yield f"{'Driver Version'.ljust(42)}: {node.driver}"
     yield f"{'CUDA Version'.ljust(42)}: {cuda}"
     yield ""
@@ -280,7 +280,7 @@ def q_xml(sim: Sim, node: Node, ns: NodeState, t: float) -> str:
     pre = "throttle" if old else "event"
     dtd = "nvsmi_device_v11.dtd" if old else "nvsmi_device_v12.dtd"
     out = ['<?xml version="1.0" ?>', f'<!DOCTYPE nvidia_smi_log SYSTEM "{dtd}">', "<nvidia_smi_log>"]
-    out.append(f"\t<timestamp>{ctime(t)}</timestamp>")
+    out.append(f"\t<timestamp>{ctime(t + ns.skew)}</timestamp>")
     out.append(f"\t<driver_version>{node.driver}</driver_version>")
     out.append(f"\t<cuda_version>{node.cuda[0]}</cuda_version>")
     out.append(f"\t<attached_gpus>{len(node.gpus)}</attached_gpus>")
@@ -418,7 +418,8 @@ def csv_header(old: bool) -> str:
 
 def csv_rows(sim: Sim, node: Node, ns: NodeState, t: float, units: bool) -> Iterator[str]:
     plat = sim.style.platform
-    ts = time.strftime("%Y/%m/%d %H:%M:%S", time.gmtime(t)) + f".{int((t % 1) * 1000):03d}"
+    tw = t + ns.skew
+    ts = time.strftime("%Y/%m/%d %H:%M:%S", time.gmtime(tw)) + f".{int((tw % 1) * 1000):03d}"
     u = (lambda v, s: f"{v} {s}") if units else (lambda v, s: f"{v}")
     for g in node.gpus:
         s = ns.state(g.index, t)
@@ -443,7 +444,7 @@ DMON_HEAD = (
 
 
 def dmon_rows(sim: Sim, node: Node, ns: NodeState, t: float) -> Iterator[str]:
-    d = time.strftime("%Y%m%d   %H:%M:%S", time.gmtime(t))
+    d = time.strftime("%Y%m%d   %H:%M:%S", time.gmtime(t + ns.skew))
     for g in node.gpus:
         s = ns.state(g.index, t)
         if s.lost:  # the GPU is gone: dmon prints no row for it any more

@@ -62,6 +62,7 @@ class NodeState:
         if ef is not None and sim.end_kind == "crash" and ef.node == node:
             self.proc_end = ef.t + 2.0
         self.noise = random.Random(f"{sim.seed}|noise|{node}")
+        self.skew = sim.skew(node)
 
         self.kinds = {f.kind for f in self.faults}
         self._t = None

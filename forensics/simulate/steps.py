@@ -85,6 +85,7 @@ def node_step_records(sim: Sim, node: int) -> list[Rec]:
     hics = _hiccup_by_interval(sim, node)
     li = sim.log_interval
     peak = PEAK_TF[sim.style.platform["short"]]
+    skew = sim.skew(node)
     for k in range(len(s0s)):
         s0, s1, T, base = int(s0s[k]), int(s1s[k]), float(Ts[k]), float(bases[k])
         t_end = float(sim.step_start[s1 - 1] + sim.step_dur[s1 - 1])
@@ -95,7 +96,7 @@ def node_step_records(sim: Sim, node: int) -> list[Rec]:
             fwd = comp * 0.33 + hic
             bwd_inner = comp * 0.67 - opt
             allreduce = max(0.02 * sim.baseline, T - fwd - bwd_inner - opt)
-            text = (f"[{_dt_ms(t_end)}] [INFO] [logging.py:96:log_dist] [Rank {R}] time (ms) | "
+            text = (f"[{_dt_ms(t_end + skew)}] [INFO] [logging.py:96:log_dist] [Rank {R}] time (ms) | "
                     f"fwd: {fwd * 1000:.2f} | bwd: {(bwd_inner + allreduce) * 1000:.2f} | "
                     f"bwd_inner: {bwd_inner * 1000:.2f} | bwd_allreduce: {allreduce * 1000:.2f} | "
                     f"step: {opt * 1000:.2f}")
@@ -103,7 +104,7 @@ def node_step_records(sim: Sim, node: int) -> list[Rec]:
             tfl = peak * 0.38 * sim.baseline / T * r.uniform(0.998, 1.002)
             tps = int(tfl * 1e12 / (6 * 8e9))
             # torchtitan's launcher (torchrun --role rank --tee 3) prefixes the LOCAL rank: [rank0]:
-            text = (f"[rank0]:[titan] {_dt_ms(t_end)} - root - INFO - step: {s1}  loss: "
+            text = (f"[rank0]:[titan] {_dt_ms(t_end + skew)} - root - INFO - step: {s1}  loss: "
                     f"{_loss(s1, r):7.4f}  grad_norm: {abs(r.gauss(0.8, 0.15)):.4f}  memory: 61.42GiB(77.64%)  "
                     f"tps: {tps:,}  tflops: {tfl:.2f}  mfu: {tfl / peak * 100:.2f}%")
         out.append((t_end + 0.002, 2000 + k, 0, text))

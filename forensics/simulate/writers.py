@@ -67,7 +67,7 @@ def write_node(sim: Sim, out: Path, i: int, gzip_snapshots: bool = False) -> Non
     r = rng_for(sim.seed, "snap", i)
     t_start = sim.job_start - r.uniform(60, 180)
     t_end = sim.window_end - r.uniform(5, 60)
-    _write_lines(out / p["kernel"], kernel.format_kernel(node, kernel.node_events(sim, node)))
+    _write_lines(out / p["kernel"], kernel.format_kernel(node, kernel.node_events(sim, node), sim.skew(i)))
     if node.smi_xml:
         _write_text(out / p["smi_start"], smi.q_xml(sim, node, ns, t_start), gzip_snapshots)
         _write_text(out / p["smi_end"], smi.q_xml(sim, node, ns, t_end), gzip_snapshots)
