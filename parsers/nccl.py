@@ -323,7 +323,6 @@ def join_wrapped(frame: pl.DataFrame) -> pl.DataFrame:
     first = pl.col("line") == pl.col("line").first().over("_run")
     f = f.with_columns(
         body=pl.when(first & pl.col("_tail").is_not_null()).then(pl.col("body") + pl.col("_tail")).otherwise(pl.col("body")),
-        text=pl.col("text"),
     )
     return f.drop("_cand", "_run", "_piece", "_tail")
 
@@ -700,9 +699,13 @@ def _nccl_rows(
         )
         notes.append(f"{coll.height} COLL lines aggregated into {agg.height} rows")
 
-    conn = n.filter(
-        msg.str.starts_with("Channel") | msg.str.starts_with("Ring") | msg.str.starts_with("Tree") | msg.str.starts_with("Connected")
-    ).height
+    conn = (
+        n.filter(
+            msg.str.starts_with("Channel") | msg.str.starts_with("Ring") | msg.str.starts_with("Tree") | msg.str.starts_with("Connected")
+        )
+        .filter(msg.str.contains(CONN_RE))
+        .height
+    )
     if conn:
         notes.append(f"{conn} ring/tree/channel lines")
 

@@ -247,3 +247,15 @@ def test_family_rows_hook_for_other_parsers() -> None:
     assert rows.understood.to_list() == [False, True, True]
     assert rows.tables["events"].get_column("kind").to_list() == ["watchdog_timeout"]
     assert rows.hosts == ["gpu-a"]
+
+
+def test_coll_fast_path_agrees_with_coll_re() -> None:
+    lines = (FIX / "nccl_coll_send_recv_p2p_opcount.log").read_text().splitlines()
+    lines += (FIX / "nccl_coll_allgather_reducescatter_allreduce_tp2.log").read_text().splitlines()
+    msgs = [ln.split(" NCCL INFO ", 1)[1] for ln in lines if " NCCL INFO " in ln]
+    df = pl.DataFrame({"msg": msgs})
+    fast = nccl.coll_fields(df).get_column("c").struct.unnest().select("op", "opc", "count", "dt", "redop", "root", "comm", "nranks")
+    slow = df.select(pl.col("msg").str.extract_groups(nccl.COLL_RE)).unnest("msg")
+    slow = slow.select("op", "opc", "count", "dt", "redop", "root", "comm", "nranks")
+    assert fast.rows() == slow.rows()
+    assert fast.height == 14 and fast.get_column("op").null_count() == 0
