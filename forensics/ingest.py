@@ -40,7 +40,7 @@ from forensics.bundle import (
 )
 from forensics.errors import BundleError, OutputError, UsageError
 from forensics.outputs import write_json, write_table
-from forensics.schema import SCHEMA_VERSION, TABLES, conform, empty
+from forensics.schema import SCHEMA_VERSION, TABLES, conform, empty, get_schema
 from parsers import registry
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, lines_from_bytes
 
@@ -302,7 +302,8 @@ class _Accumulator:
         self.node = self.node or result.node
         for t, df in result.tables.items():
             if df.height:
-                cdf = conform(df, t)
+                # parsers usually conform already; conforming again costs ~ms per file (validate runs at write)
+                cdf = df if list(df.schema.items()) == list(get_schema(t).items()) else conform(df, t)
                 self.frames.setdefault(t, []).append(cdf)
                 self.size += cdf.estimated_size()
         if self.spill is not None and (n_chunk > 1 or self.size > SPILL_BYTES):
@@ -454,7 +455,7 @@ def _run_parallel(
     the file that breaks it again is the culprit and is recorded as an error.
     """
     index = {id(f): i for i, f in enumerate(files)}
-    outcomes: list[FileOutcome] = []
+    outcomes = Outcomes()
     broken = _pool_pass(files, jobs, index, work, limits, year_hint, collected, tick, outcomes)
     for f in broken:  # retry each casualty alone, to find the one that breaks a pool
         if _pool_pass([f], 1, index, work, limits, year_hint, collected, tick, outcomes):
@@ -526,7 +527,7 @@ def _run_dask(
     """Ingest `files` on a Dask cluster through `client`; tables come back in memory (no spill)."""
     from distributed import as_completed as dask_completed
 
-    outcomes: list[FileOutcome] = []
+    outcomes = Outcomes()
     futures: list[Any] = []
     try:
         futures = [
@@ -581,7 +582,7 @@ def _ingest_bundle(
         if progress:
             progress(f.path, done, len(files))
 
-    outcomes: list[FileOutcome] = []
+    outcomes = Outcomes()
     small = total_bytes < PARALLEL_MIN_BYTES and len(files) < PARALLEL_MIN_FILES
     if dask_client is not None:
         outcomes = _run_dask(files, dask_client, limits, year_hint, collected, tick)
@@ -597,9 +598,7 @@ def _ingest_bundle(
     for t in TABLES:
         if t in ("files", "anomalies"):
             continue
-        tables[t] = _gather(t, outcomes)
-    for o in outcomes:
-        o.tables.clear()
+        tables[t] = outcomes.table(t)
     notes = list(bundle.notes)
     for o in outcomes:
         notes.extend(o.notes)
@@ -666,17 +665,37 @@ def _bundle_stage(
     return new
 
 
-def _gather(table: str, outcomes: list[FileOutcome]) -> pl.DataFrame:
-    """One table from every file's in-memory frames and spilled Parquet parts, in file order."""
-    frames: list[pl.DataFrame] = []
-    for o in outcomes:
-        if table in o.tables:
-            frames.append(o.tables[table])
-        for p in o.parts.get(table, ()):
-            frames.append(pl.read_parquet(p))
-    if not frames:
-        return empty(table)
-    return pl.concat(frames, how="vertical", rechunk=False) if len(frames) > 1 else frames[0]
+MERGE_EVERY = 256
+"""Small per-file frames are merged into one after this many: thousands of tiny frames cost far more
+memory than their rows (per-column buffers), so the parent keeps few large frames instead."""
+
+
+class Outcomes(list):  # type: ignore[type-arg]
+    """The files' outcomes as they arrive; their tables are taken out and merged as they come."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.frames: dict[str, list[pl.DataFrame]] = {}
+        self.parts: dict[str, list[str]] = {}
+
+    def append(self, o: FileOutcome) -> None:  # type: ignore[override]
+        for t, df in o.tables.items():
+            pending = self.frames.setdefault(t, [])
+            pending.append(df)
+            if len(pending) > MERGE_EVERY:
+                self.frames[t] = [pl.concat(pending, how="vertical", rechunk=True)]
+        o.tables = {}
+        for t, paths in o.parts.items():
+            self.parts.setdefault(t, []).extend(paths)
+        super().append(o)
+
+    def table(self, table: str) -> pl.DataFrame:
+        """One table from the merged frames and the spilled Parquet parts (row order: the sort decides)."""
+        frames = list(self.frames.pop(table, []))
+        frames.extend(pl.read_parquet(p) for p in self.parts.get(table, ()))
+        if not frames:
+            return empty(table)
+        return pl.concat(frames, how="vertical", rechunk=True) if len(frames) > 1 else frames[0]
 
 
 _SORT_KEYS = {
