@@ -398,7 +398,14 @@ def _nccl_rows(
     n = (
         split_nccl_lines(frame.filter(~pl.col("cont") & body.str.contains(" NCCL ", literal=True)))
         .with_columns(
-            node=pl.coalesce(pl.col("host").str.split_exact(".", 1).struct.field("field_0"), pl.col("env_host"), pl.lit(ctx.node)),
+            node=pl.coalesce(
+                # NCCL cuts host names at the first '.'; an IPv4 "host" stays whole
+                pl.when(pl.col("host").str.contains(r"^\d{1,3}(?:\.\d{1,3}){3}$"))
+                .then(pl.col("host"))
+                .otherwise(pl.col("host").str.split_exact(".", 1).struct.field("field_0")),
+                pl.col("env_host"),
+                pl.lit(ctx.node),
+            ),
             pid=pl.col("pid").cast(pl.Int64),
             tid=pl.col("tid").cast(pl.Int64),
             dev=pl.col("dev").cast(pl.Int32),

@@ -10,7 +10,7 @@ reports on top.
 
 Rows:
 - events (source 'torch'): watchdog_timeout, watchdog_work_status (last enqueued/completed work),
-  watchdog_terminated, heartbeat_timeout, watchdog_stuck, process_abort, desync_report
+  watchdog_terminated, heartbeat_timeout, watchdog_stuck, process_abort, nccl_comm_aborted, desync_report
   (TORCH_NCCL_DESYNC_DEBUG: code never_joined | joined_not_finished | finished_not_joined_next, detail
   lagging_ranks and seq; `rank` is the reporter), nccl_error
   (ncclRemoteError/ncclSystemError/DistBackendError/`NCCL error in:`), nccl_last_error (the WARN text
@@ -67,7 +67,7 @@ ELASTIC_RE = (
 PG_RE = r"\[PG (?:ID )?(?P<pg>\d+)(?: PG GUID (?P<guid>\d+))?(?: ?\((?P<pg_name>[^)]*)\))? Rank (?P<pg_rank>\d+)\]"
 RANK_TAG_RE = r"\[Rank (?P<pg_rank>\d+)\]"
 WATCHDOG_RE = (
-    r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)"
+    r"Watchdog caught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)"
     r"(?:, NumelIn=(?P<numel_in>-?\d+), NumelOut=(?P<numel_out>-?\d+))?, Timeout\(ms\)=(?P<timeout_ms>\d+)\)"
     r" ran for (?P<ran_ms>\d+) milliseconds before timing out"
 )
@@ -80,6 +80,7 @@ TERMINATED_RE = r"(?:NCCL|Process group) watchdog thread terminated with excepti
 HEARTBEAT_RE = r"Heartbeat monitor timed out!.*?workMetaList_\.size\(\)\s*=\s*(?P<work>\d+)"
 STUCK_RE = r"watchdog got stuck for (?P<secs>\d+) seconds"
 ABORT_TEXT = "taking the entire process down"
+COMM_ABORTED_RE = r"NCCL communicator was aborted on rank (?P<rank>\d+)"
 DESYNC_RANKS_RE = (
     r"(?:ranks \[(?P<never>[\d, ]+)\] are the lagging ranks that caused this timeout|"
     r"\[(?P<unfinished>[\d, ]+)\] joined but didn't finish collective #(?P<useq>\d+)|"
@@ -353,6 +354,9 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
     st = base.filter(~done & body.str.contains(STUCK_RE))
     emit(st, "watchdog_stuck", "critical", pl.lit(None), stuck_s=body.str.extract(STUCK_RE, 1).cast(pl.Int64))
     done = done | body.str.contains(STUCK_RE)
+    ca = base.filter(~done & body.str.contains(COMM_ABORTED_RE))
+    emit(ca, "nccl_comm_aborted", "high", pl.lit("comm_aborted"), aborted_rank=body.str.extract(COMM_ABORTED_RE, 1).cast(pl.Int64))
+    done = done | body.str.contains(COMM_ABORTED_RE)
     ab = base.filter(~done & body.str.contains(ABORT_TEXT, literal=True))
     emit(ab, "process_abort", "high", pl.lit("SIGABRT"))
     done = done | body.str.contains(ABORT_TEXT, literal=True)
