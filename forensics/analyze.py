@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from forensics import __version__, clocks, drift, network, stragglers, telemetry, timing
+from forensics import __version__, clocks, drift, hangs, network, stragglers, telemetry, timing
 from forensics.findings import (
     FINDINGS_SCHEMA_VERSION,
     SEVERITY_WEIGHT,
@@ -202,10 +202,31 @@ def _raise(c: Candidate, to: Severity) -> Severity:
     return to if to.rank < c.severity.rank else c.severity
 
 
+def hang_culprits(events: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
+    """Culprit ranks of a hang from watchdog reports, Flight Recorder dumps and COLL counters (hangs.py)."""
+    readings = (
+        hangs.culprit_from_watchdog(events, comms=comms),
+        hangs.culprit_from_flight_recorder(comms),
+        hangs.culprit_from_coll(comms),
+    )
+    parts = [df.filter(pl.col("role") == "culprit") for df in readings if df.height]
+    parts = [p for p in parts if p.height]
+    return pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()
+
+
 def attribute_hang(
-    cands: list[Candidate], tl: timing.Timeline, events: pl.DataFrame, gpus: int, nodes: list[str]
+    cands: list[Candidate],
+    tl: timing.Timeline,
+    events: pl.DataFrame,
+    gpus: int,
+    nodes: list[str],
+    comms: pl.DataFrame | None = None,
 ) -> tuple[list[Candidate], dict | None]:
-    """Attribute a hang to the fatal event before it, else report the silent ranks' node as a hang."""
+    """Attribute a hang to the fatal event before it, else report the culprit ranks' node as a hang.
+
+    Culprits: the ranks hangs.py finds behind or absent (watchdog sequence numbers, Flight Recorder,
+    COLL opCounts); failing those, the nodes from which no watchdog report came (dead ranks log nothing).
+    """
     wd = events.filter(pl.col("kind").is_in(["watchdog_timeout", "nccl_timeout"]))
     if tl.hang is None and wd.height == 0:
         return cands, None
@@ -215,7 +236,9 @@ def attribute_hang(
         stop = wd["ts"].min()
     lost = timing.hang_gpu_hours(tl, gpus)
     reporters = set(wd["node"].drop_nulls().to_list())
-    silent = [n for n in nodes if n not in reporters] if reporters else []
+    culprits = hang_culprits(events, comms) if comms is not None else pl.DataFrame()
+    named = sorted(set(culprits["node"].drop_nulls().to_list()) - {"unknown"}) if culprits.height else []
+    silent = named or ([n for n in nodes if n not in reporters] if reporters else [])
     info = {"stop": stop, "reporters": sorted(reporters), "silent": silent, "lost": lost}
     fatal = [
         c
@@ -262,7 +285,11 @@ def attribute_hang(
         summary=(
             (f"The job made no progress after step {tl.hang['last_step']} ({iso(tl.hang['last_ts'])}). " if tl.hang else "")
             + (f"Watchdog/NCCL timeouts came from {len(reporters)} node(s); " if reporters else "")
-            + (f"silent (dead or stuck) node(s): {', '.join(silent[:10])}." if silent else "no node was silent.")
+            + (
+                f"culprit rank(s) behind or absent on: {', '.join(silent[:10])}."
+                if silent
+                else "no rank was behind or silent."
+            )
         ),
         first_seen=stop,
         last_seen=tl.hang["until"] if tl.hang else wd["ts"].max(),  # type: ignore[arg-type]
@@ -465,7 +492,7 @@ def analyze(out: Path) -> dict[str, Any]:
     tele = pl.concat(tele_parts, how="diagonal_relaxed") if tele_parts else pl.DataFrame()
     slow_nodes = stragglers.flag_stragglers(lateness, votes, tele if tele.height else None)
     gpus = job["gpus"] or 0
-    cands, _hang = attribute_hang(cands, tl, events, gpus, job["node_names"])
+    cands, _hang = attribute_hang(cands, tl, events, gpus, job["node_names"], comms)
     cands = attribute_slowdowns(cands, tl, slow_nodes, gpus)
 
     anomalies = [timing.to_anomalies(tl)]
