@@ -191,23 +191,24 @@ IDLE_READ_CSV_MB_S = 1600
 """polars read_csv line loading on this kind of machine when idle (shared/DESIGN.md, median of 5)."""
 
 
-def calibrate(bundle: Path) -> float:
-    """MB/s of polars' line loader over (up to 200 MB of) the bundle's files now: how loaded is the machine?
+def calibrate(work: Path) -> float:
+    """MB/s of polars' line loader over a 64 MB text file now: how loaded is the shared machine?
 
-    The machine is shared; comparing this with the idle figure gives a factor to read the run's
-    absolute times against (grep, short and memory-bound, suffers much less from the load).
+    Comparing it with the idle figure gives a factor to read the run's absolute times against
+    (grep, short and memory-bound, suffers much less from the load than a minutes-long ingest).
     """
     import polars as pl
 
-    files = sorted((p for p in bundle.rglob("*") if p.is_file()), key=lambda p: -p.stat().st_size)
-    total, t0 = 0, time.perf_counter()
-    for p in files:
-        if total > 200e6 or p.suffix in (".gz", ".zst", ".tar", ".zip"):
-            continue
-        pl.read_csv(p, separator="\x1f", has_header=False, quote_char=None, encoding="utf8-lossy",
-                    truncate_ragged_lines=True, infer_schema=False)
-        total += p.stat().st_size
-    return total / 1e6 / max(time.perf_counter() - t0, 1e-9)
+    p = work / "calibrate.txt"
+    line = b"node-0001:1234:1240 [3] NCCL INFO Channel 00/0 : 3 -> 4 via P2P/IPC/read some more text\n"
+    p.write_bytes(line * (64 * 1024**2 // len(line)))
+    p.read_bytes()
+    t0 = time.perf_counter()
+    pl.read_csv(p, separator="\x1f", has_header=False, quote_char=None, encoding="utf8-lossy", infer_schema=False)
+    dt = time.perf_counter() - t0
+    size = p.stat().st_size
+    p.unlink()
+    return size / 1e6 / max(dt, 1e-9)
 
 
 def bundle_stats(bundle: Path) -> tuple[int, int, int]:
@@ -278,7 +279,7 @@ def main() -> None:
         greps.append(time.perf_counter() - g0)
     grep_s = min(greps)
 
-    calib = calibrate(bundle)
+    calib = calibrate(work)
     print(f"machine now: polars read_csv {calib:.0f} MB/s (idle 2-core reference: {IDLE_READ_CSV_MB_S} MB/s)",
           flush=True)
 

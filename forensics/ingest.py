@@ -457,6 +457,13 @@ def _run_parallel(
     index = {id(f): i for i, f in enumerate(files)}
     outcomes = Outcomes()
     broken = _pool_pass(files, jobs, index, work, limits, year_hint, collected, tick, outcomes)
+    if broken and len(broken) == len(files):
+        # Not one file came back: the pool cannot work here at all (spawn impossible, e.g. a __main__
+        # that cannot be re-imported). Parse in this process instead of blaming every file.
+        for f in broken:
+            outcomes.append(ingest_file(f, limits, year_hint, collected, spill=work / "parts" / str(index[id(f)])))
+            tick(f)
+        return outcomes
     for f in broken:  # retry each casualty alone, to find the one that breaks a pool
         if _pool_pass([f], 1, index, work, limits, year_hint, collected, tick, outcomes):
             outcomes.append(_crashed(f, "worker process died while reading this file"))
