@@ -182,7 +182,7 @@ def _megatron(sim: Sim) -> Iterator[str]:
         slow = slow_rank if slow_rank >= 0 else r.randrange(N)
         fast = (slow + 1 + r.randrange(N - 1)) % N if N > 1 else 0
         rtt_lo, rtt_hi = base * 1000 * 0.99, base * 1000 * (fac if slow_rank >= 0 else 1.012)
-        et_hi = tflops * 1.01 * 3.3 / (1 + 0.0)
+        et_hi = tflops * 1.01  # estimated TFLOP/s of the fastest rank
         tmp, clk, pwr = _telemetry_extremes(sim, t_mid, r)
         yield (f"[{_dt(t_end)}] | MnRtt/Rnk: {rtt_lo:.2f}ms/{fast} | MxRtt/Rnk: {rtt_hi:.2f}ms/{slow} | "
                f"MnPwr/Rnk: {pwr[0] * 1000:.2f}W/{pwr[1]} | MxPwr/Rnk: {plat['tdp'] * 0.95 * 1000:.2f}W/{rr} | "
