@@ -315,7 +315,7 @@ def simulate_cmd(
     out: OutOpt = Path("bundle"),
     nodes: Annotated[int, typer.Option("--nodes", min=1, help="Number of nodes.")] = 4,
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", min=1, help="GPUs per node.")] = 8,
-    hours: Annotated[float, typer.Option("--hours", min=0.01, help="Job duration in hours.")] = 1.0,
+    hours: Annotated[float, typer.Option("--hours", min=0.05, help="Job duration in hours (at least 0.05).")] = 1.0,
     fault: Annotated[
         list[str] | None,
         typer.Option("--fault", help="KIND[@node[:gpu]][+start]; repeat for several; 'none' for a healthy job."),
