@@ -14,7 +14,7 @@ import os
 import signal
 import shutil
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -231,8 +231,15 @@ def _ingest_file(
     acc = _Accumulator(f, spill)
     first_line = 1
     n_chunks = 0
+    held = [first]  # so that the first chunk is freed once parsed, like the others
+    del first
+
+    def every_chunk() -> Iterator[bytes]:
+        yield held.pop()
+        yield from chunks
+
     try:
-        for chunk in itertools.chain([first], chunks):
+        for chunk in every_chunk():
             n_chunks += 1
             ctx = FileContext(
                 path=f.path, node=f.node, first_line=first_line, year_hint=year_hint, collected_at=collected_at
