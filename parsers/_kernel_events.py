@@ -273,7 +273,10 @@ SXID_RE = (
 )
 SXID_CONT_RE = r"^(?:Severity \d+ Engine instance|Data \{)"
 
+RTC_RE = r"setting system clock to \S+ UTC \((?P<epoch>\d+)\)"
+
 INVENTORY_LITERALS = (
+    "setting system clock to",
     "NVRM: GPU at",
     "Serial Number",
     "loading NVIDIA UNIX",
@@ -619,6 +622,18 @@ def _inventory(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext) -> pl.Data
                 file=pl.lit(ctx.path),
                 line="line",
             )
+        )
+    # boot time from the RTC line every x86 kernel prints early: 'rtc_cmos 00:02: setting system clock to
+    # 2025-03-02T14:29:44 UTC (1740925784)' at printk time t: boot = epoch - t (whole seconds: the RTC has no finer)
+    rtc = _hit(cand, ("setting system clock to",), RTC_RE).filter(
+        pl.col("uptime_s").is_not_null() & (pl.col("boot_seg") == 0)
+    )
+    if rtc.height:
+        boot = pl.from_epoch(g.struct.field("epoch").cast(pl.Int64), time_unit="s").dt.replace_time_zone("UTC") - pl.duration(
+            microseconds=(pl.col("uptime_s") * 1e6).cast(pl.Int64)
+        )
+        parts.append(
+            _inv(rtc, ctx, "node", "boot_time", boot.dt.to_string("%Y-%m-%dT%H:%M:%S%.6f+00:00"), None, None).head(1)
         )
     if not parts:
         return pl.DataFrame(

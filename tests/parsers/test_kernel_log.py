@@ -477,3 +477,20 @@ def test_proc_stat_and_timedatectl_give_boot_time_and_zone() -> None:
     assert kernel_log.sniff(text.encode(), "timedatectl") == 0.9
     inv = conform(parse(text).tables["inventory"], "inventory")
     assert inv.select("attribute", "value").rows() == [("timezone", "Europe/Berlin")]
+
+
+def test_rtc_line_gives_the_boot_time_and_anchors_raw_dmesg() -> None:
+    from forensics import timebase
+
+    lines = pl.Series(
+        [
+            "[    1.500000] rtc_cmos 00:02: setting system clock to 2025-03-02T14:29:44 UTC (1740925784)",
+            "[  100.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.",
+        ]
+    )
+    r = kernel_log.parse(lines, FileContext(path="n1/dmesg", node="n1"))
+    inv = r.tables["inventory"].filter(pl.col("attribute") == "boot_time")
+    assert inv["value"].to_list() == ["2025-03-02T14:29:42.500000+00:00"]
+    tables, _ = timebase.anchor({"events": r.tables["events"], "inventory": r.tables["inventory"]})
+    ev = tables["events"].row(0, named=True)
+    assert ev["ts"] == datetime(2025, 3, 2, 14, 31, 22, 500000, tzinfo=UTC) and ev["ts_quality"] == "boot_anchored"
