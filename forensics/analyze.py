@@ -124,14 +124,20 @@ def gpu_identity(inventory: pl.DataFrame, node: str | None, gpu_index: int | Non
 def merge(cands: list[Candidate]) -> list[Candidate]:
     """One candidate per (node, GPU, category): evidence pooled, worst severity, corroboration raises confidence."""
     groups: dict[tuple, list[Candidate]] = {}
+    # a node-wide thermal/power candidate (all its GPUs throttle: the chassis) absorbs the per-GPU ones
+    node_wide = {(c.node, c.category) for c in cands if c.category == Category.THERMAL_POWER and c.gpu_index is None and c.gpu_bus_id is None}
     for c in cands:
         # network faults are the node's (a NIC's PCI address is no GPU); the rest are per GPU
-        gkey = None if c.category == Category.NETWORK else (c.gpu_index if c.gpu_index is not None else c.gpu_bus_id)
+        if c.category == Category.NETWORK or (c.node, c.category) in node_wide:
+            gkey = None
+        else:
+            gkey = c.gpu_index if c.gpu_index is not None else c.gpu_bus_id
         groups.setdefault((c.node, gkey, c.category), []).append(c)
     out = []
-    for group in groups.values():
+    for (node, gkey, category), group in groups.items():
         group.sort(key=lambda c: (c.severity.rank, -c.confidence))
         main = group[0]
+        wide = gkey is None and (node, category) in node_wide
         if len(group) == 1:
             out.append(main)
             continue
@@ -154,8 +160,9 @@ def merge(cands: list[Candidate]) -> list[Candidate]:
                 confidence=min(0.98, main.confidence + 0.05 * (len(group) - 1)),
                 summary=main.summary + " Corroborated by: " + "; ".join(others) + ".",
                 kinds=set().union(*(c.kinds for c in group)),
-                gpu_index=main.gpu_index if main.gpu_index is not None else next((c.gpu_index for c in group if c.gpu_index is not None), None),
-                gpu_bus_id=main.gpu_bus_id or next((c.gpu_bus_id for c in group if c.gpu_bus_id), None),
+                gpu_index=None if wide else (main.gpu_index if main.gpu_index is not None else next((c.gpu_index for c in group if c.gpu_index is not None), None)),
+                gpu_bus_id=None if wide else (main.gpu_bus_id or next((c.gpu_bus_id for c in group if c.gpu_bus_id), None)),
+                title=main.title if not wide else next((c.title for c in group if c.gpu_index is None), main.title),
             )
         )
     return out
