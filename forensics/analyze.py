@@ -451,6 +451,71 @@ def fold_witnessed(cands: list[Candidate]) -> list[Candidate]:
     return result
 
 
+def attribute_stragglers(
+    cands: list[Candidate], slow_nodes: pl.DataFrame, tl: timing.Timeline, gpus: int
+) -> list[Candidate]:
+    """Slow nodes that no slowdown regime covered (slow from the job's start): attach to their cause or report.
+
+    A node slow for the whole job leaves no change point: the job's "baseline" is already the slow
+    speed. Its cost is estimated from how much longer it computes than the fleet (per-rank timings),
+    or, from telemetry alone, left unquantified.
+    """
+    if slow_nodes.height == 0:
+        return cands
+    covered = {c.node for c in cands if c.impact} | {c.node for c in cands if c.category == Category.STRAGGLER}
+    for r in slow_nodes.iter_rows(named=True):
+        node = r["node"]
+        if node in covered:
+            continue
+        pct = None
+        if r.get("value") is not None and r.get("baseline"):
+            pct = round((r["value"] / r["baseline"] - 1) * 100, 1)
+        lost = None
+        if pct is not None and tl.baseline_s and gpus:
+            steps = tl.series.height
+            lost = steps * tl.baseline_s * (pct / 100) / (1 + pct / 100) * gpus / 3600
+        cons = f"{node} measured slower than the fleet ({r['method']})"
+        own = [c for c in cands if c.node == node and c.category in CAUSE_CATEGORIES and c.severity != Severity.INFO]
+        if own:
+            c = min(own, key=lambda c: (c.severity.rank, -c.confidence))
+            i = cands.index(c)
+            cands[i] = replace(
+                c,
+                severity=_raise(c, Severity.HIGH),
+                confidence=min(0.98, c.confidence + 0.1),
+                consequences=[*c.consequences, cons],
+                impact={"step_time_slowdown_pct": pct, "lost_gpu_hours": lost} if pct is not None else c.impact,
+            )
+            continue
+        cands.append(
+            Candidate(
+                category=Category.STRAGGLER,
+                severity=Severity.HIGH,
+                node=node,
+                gpu_index=None,
+                gpu_bus_id=None,
+                title=f"{node} is a straggler: the whole job waits for it",
+                summary=(
+                    f"{node} is the slowest node of the job ({r['method']}"
+                    + (f", median robust z {r['z']:.1f}" if r.get("z") is not None else "")
+                    + "). It was slow from the start, so the step times show no change point; no hardware event explains it."
+                ),
+                first_seen=r.get("first_ts") or (tl.series["ts"].drop_nulls().min() if tl.series.height else None),
+                last_seen=r.get("last_ts"),
+                evidence=[
+                    Evidence(source="steps" if r.get("file") else "telemetry", file=r.get("file"), line=r.get("line"),
+                             ts=iso(r.get("first_ts")), text=f"{node}: {r['method']}")
+                ],
+                action="Drain the node and run DCGM diagnostics (dcgmi diag -r 3) and nccl-tests against a healthy peer; check CPU, memory and storage of the host.",
+                confidence=0.7,
+                consequences=[cons],
+                kinds={"straggler"},
+                impact={"step_time_slowdown_pct": pct, "lost_gpu_hours": lost} if pct is not None else {},
+            )
+        )
+    return cands
+
+
 def rank_candidates(cands: list[Candidate]) -> list[Candidate]:
     """Order by severity × confidence, then earliest first (a cause precedes its consequences)."""
     far = datetime.max.replace(tzinfo=UTC)
@@ -494,13 +559,16 @@ def analyze(out: Path) -> dict[str, Any]:
 
     lateness = stragglers.rank_lateness(steps)
     votes = stragglers.detector_votes(events)
-    tele_parts = [stragglers.telemetry_lateness(samples, r.ts_start, r.ts_end) for r in tl.slow]
+    # telemetry while the job was slow, and over the whole job (a node slow from the start has no regime)
+    windows = [(r.ts_start, r.ts_end) for r in tl.slow] + [(start, end)]
+    tele_parts = [stragglers.telemetry_lateness(samples, a, b) for a, b in windows]
     tele_parts = [t for t in tele_parts if t.height]
     tele = pl.concat(tele_parts, how="diagonal_relaxed") if tele_parts else pl.DataFrame()
     slow_nodes = stragglers.flag_stragglers(lateness, votes, tele if tele.height else None)
     gpus = job["gpus"] or 0
     cands, _hang = attribute_hang(cands, tl, events, gpus, job["node_names"], comms)
     cands = attribute_slowdowns(cands, tl, slow_nodes, gpus)
+    cands = attribute_stragglers(cands, slow_nodes, tl, gpus)
 
     anomalies = [timing.to_anomalies(tl)]
     outl = telemetry.outliers(profile)
