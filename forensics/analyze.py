@@ -503,7 +503,7 @@ def attribute_stragglers(
                 first_seen=r.get("first_ts") or (tl.series["ts"].drop_nulls().min() if tl.series.height else None),
                 last_seen=r.get("last_ts"),
                 evidence=[
-                    Evidence(source="steps" if r.get("file") else "telemetry", file=r.get("file"), line=r.get("line"),
+                    Evidence(source="telemetry" if str(r["method"]).startswith("GPU telemetry") else "steps", file=r.get("file"), line=r.get("line"),
                              ts=iso(r.get("first_ts")), text=f"{node}: {r['method']}")
                 ],
                 action="Drain the node and run DCGM diagnostics (dcgmi diag -r 3) and nccl-tests against a healthy peer; check CPU, memory and storage of the host.",

@@ -128,14 +128,18 @@ def telemetry_lateness(samples: pl.DataFrame, start: datetime | None, end: datet
             rel=(pl.col("v") - pl.col("fleet")) / pl.col("fleet").abs(),
         ).filter(pl.col("z").is_not_null() & (pl.col("rel").abs() >= TELEMETRY_REL))
         for r in per_node.iter_rows(named=True):
-            rows.append({"node": r["node"], "metric": m, "z": r["z"], "value": r["v"], "baseline": r["fleet"], "rel": r["rel"]})
+            # a representative reading of that node, quoted as evidence (file and line)
+            ex = s.filter(pl.col("node") == r["node"]).sort(pl.col(m), descending=r["z"] > 0, nulls_last=True).row(0, named=True)
+            rows.append({"node": r["node"], "metric": m, "z": r["z"], "value": r["v"], "baseline": r["fleet"], "rel": r["rel"],
+                         "file": ex["file"], "line": ex["line"], "ts": ex["ts"]})
     if not rows:
         return pl.DataFrame()
     df = pl.DataFrame(rows)
     # a node must stand out in at least two of the metrics (power and utilisation move together)
     return (
         df.group_by("node")
-        .agg(metrics=pl.col("metric"), z=pl.col("z").abs().median(), rel=pl.col("rel").median(), value=pl.col("value").first(), baseline=pl.col("baseline").first())
+        .agg(metrics=pl.col("metric"), z=pl.col("z").abs().median(), rel=pl.col("rel").median(), value=pl.col("value").first(),
+             baseline=pl.col("baseline").first(), file=pl.col("file").first(), line=pl.col("line").first())
         .filter(pl.col("metrics").list.len() >= 2)
         .with_columns(first_ts=pl.lit(start), last_ts=pl.lit(end))
     )
@@ -154,6 +158,7 @@ def flag_stragglers(lateness: pl.DataFrame, votes: pl.DataFrame, telemetry: pl.D
     if telemetry is not None and telemetry.height:
         for r in telemetry.iter_rows(named=True):
             if not any(x["node"] == r["node"] for x in rows):
-                rows.append({"node": r["node"], "z": r["z"], "slowest_share": None, "first_ts": r["first_ts"], "last_ts": r["last_ts"], "file": None, "line": None,
-                             "method": f"GPU telemetry ({', '.join(r['metrics'])} {r['rel']:+.0%} vs the fleet while the job was slow)"})
+                rows.append({"node": r["node"], "z": r["z"], "slowest_share": None, "first_ts": r["first_ts"], "last_ts": r["last_ts"],
+                             "file": r["file"], "line": r["line"],
+                             "method": f"GPU telemetry: {', '.join(r['metrics'])} of every GPU {r['rel']:+.0%} vs the fleet"})
     return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
