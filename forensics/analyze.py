@@ -314,6 +314,10 @@ ONSET_LEAD = timedelta(minutes=30)
 """A cause may show up to this long before the steps slow down (telemetry sampled every minute or so)."""
 
 
+SNAPSHOT_SLACK = timedelta(minutes=15)
+"""A state seen in a snapshot (nvidia-smi -q at the end of the job) may be first *observed* after the slowdown."""
+
+
 def _best_explanation(
     pool: list[Candidate], regime: timing.Regime, slow_set: set[str], used: set[int]
 ) -> Candidate | None:
@@ -326,7 +330,12 @@ def _best_explanation(
     start, end = regime.ts_start, regime.ts_end
 
     def timed(c: Candidate) -> bool:
-        return c.first_seen is not None and start is not None and end is not None and start - ONSET_LEAD <= c.first_seen <= end
+        return (
+            c.first_seen is not None
+            and start is not None
+            and end is not None
+            and start - ONSET_LEAD <= c.first_seen <= end + SNAPSHOT_SLACK
+        )
 
     def key(c: Candidate) -> tuple:
         gap = abs((c.first_seen - start).total_seconds()) if timed(c) else float("inf")  # type: ignore[operator]
@@ -348,28 +357,32 @@ def attribute_slowdowns(
         b = tl.baseline_s or regime.level_s
         pct = (regime.level_s / b - 1) * 100
         lost = timing.lost_gpu_hours(tl, gpus, regime)
-        window_end = regime.ts_end
 
-        def explains(c: Candidate) -> bool:
-            if c.category not in CAUSE_CATEGORIES or c.severity == Severity.INFO:
-                return False
-            if c.first_seen is not None and window_end is not None and c.first_seen > window_end:
-                return False
-            return True
-
-        pool = [c for c in cands if explains(c)]
+        # timing is judged by _best_explanation (a snapshot may observe the state after the regime)
+        pool = [c for c in cands if c.category in CAUSE_CATEGORIES and c.severity != Severity.INFO]
         pick = _best_explanation(pool, regime, slow_set, used)
         cons = f"steps {pct:.1f}% slower than the {b:.3g} s baseline from step {regime.step_start} to {regime.step_end}"
         if pick is not None:
             c = pick
             used.add(id(c))
             i = cands.index(c)
+            extra_ev: list[Evidence] = []
+            first = c.first_seen
+            if c.node in slow_set:
+                # the localisation is evidence too, and dates the onset better than a late snapshot
+                r = slow_nodes.filter(pl.col("node") == c.node).row(0, named=True)
+                extra_ev.append(Evidence(source="telemetry" if str(r["method"]).startswith("GPU telemetry") else "steps",
+                                         file=r.get("file"), line=r.get("line"), ts=iso(r.get("first_ts")), text=f"{c.node}: {r['method']}"))
+                if regime.ts_start is not None and (first is None or regime.ts_start < first):
+                    first = regime.ts_start
             new = replace(
                 c,
                 severity=_raise(c, Severity.HIGH) if pct >= 5 else c.severity,
                 confidence=min(0.98, c.confidence + (0.1 if c.node in slow_set else 0.05)),
                 consequences=[*c.consequences, cons],
                 impact={"step_time_slowdown_pct": round(pct, 1), "lost_gpu_hours": lost},
+                evidence=[*c.evidence, *extra_ev],
+                first_seen=first,
             )
             cands[i] = new
             continue
@@ -565,6 +578,11 @@ def analyze(out: Path) -> dict[str, Any]:
     tele_parts = [t for t in tele_parts if t.height]
     tele = pl.concat(tele_parts, how="diagonal_relaxed") if tele_parts else pl.DataFrame()
     slow_nodes = stragglers.flag_stragglers(lateness, votes, tele if tele.height else None)
+    gpu_parts = [g for r in tl.slow if (g := stragglers.slow_gpus(samples, r.ts_start, r.ts_end)).height]
+    if gpu_parts:
+        known = set(slow_nodes["node"].to_list()) if slow_nodes.height else set()
+        extra = pl.concat(gpu_parts, how="diagonal_relaxed").unique(subset="node", keep="first").filter(~pl.col("node").is_in(list(known)))
+        slow_nodes = pl.concat([slow_nodes, extra], how="diagonal_relaxed") if slow_nodes.height else extra
     gpus = job["gpus"] or 0
     cands, _hang = attribute_hang(cands, tl, events, gpus, job["node_names"], comms)
     cands = attribute_slowdowns(cands, tl, slow_nodes, gpus)

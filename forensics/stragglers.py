@@ -145,6 +145,34 @@ def telemetry_lateness(samples: pl.DataFrame, start: datetime | None, end: datet
     )
 
 
+def slow_gpus(samples: pl.DataFrame, start: datetime | None, end: datetime | None) -> pl.DataFrame:
+    """GPUs whose SM clock sits far below the fleet's while the job was slow: the GPU holding everyone back.
+
+    A single GPU clocked down (thermal or power throttling, even where the telemetry has no throttle
+    reasons, e.g. `dmon`) makes its rank the straggler of every step. Decision as in
+    `telemetry.outliers` (robust z and relative distance), on the low side only.
+    """
+    from forensics import telemetry
+
+    if samples.height == 0 or start is None or end is None:
+        return pl.DataFrame()
+    window = samples.filter(pl.col("ts").is_between(start, end))
+    prof = telemetry.gpu_profile(window)
+    out = telemetry.outliers(prof)
+    if out.height == 0:
+        return pl.DataFrame()
+    low = out.filter((pl.col("metric") == "sm_clock_mhz") & (pl.col("z") < 0))
+    rows = []
+    for r in low.iter_rows(named=True):
+        ex = window.filter((pl.col("node") == r["node"]) & (pl.col("gpu_index") == r["gpu_index"])).sort("sm_clock_mhz", nulls_last=True).row(0, named=True)
+        rows.append({
+            "node": r["node"], "gpu_index": r["gpu_index"], "z": r["z"], "slowest_share": None, "first_ts": start, "last_ts": end,
+            "file": ex["file"], "line": ex["line"], "value": None, "baseline": None,
+            "method": f"GPU telemetry: GPU {r['gpu_index']} SM clock {r['value']:.0f} MHz vs fleet {r['baseline']:.0f} MHz while the job was slow",
+        })
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
 def flag_stragglers(lateness: pl.DataFrame, votes: pl.DataFrame, telemetry: pl.DataFrame | None = None) -> pl.DataFrame:
     """Nodes judged slow: per-rank timings (z and slowest share), a detector's majority vote, or telemetry."""
     rows = []
