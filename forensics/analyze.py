@@ -118,6 +118,26 @@ def gpu_identity(inventory: pl.DataFrame, node: str | None, gpu_index: int | Non
     return out
 
 
+def resolve_rank_nodes(df: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
+    """Give rows of an unknown node (a job-level log) the node of their rank, from NCCL's rank map.
+
+    A straggler detector line names the slow rank; a `[rankN]:` prefixed line names its writer: either
+    way NCCL's init lines say where that rank ran.
+    """
+    if df.height == 0 or "rank" not in df.columns:
+        return df
+    m = hangs.world_rank_nodes(comms)
+    if m.height == 0:
+        return df
+    return (
+        df.join(m.select(pl.col("global_rank").alias("rank"), "map_node"), on="rank", how="left")
+        .with_columns(
+            node=pl.when((pl.col("node") == "unknown") & pl.col("map_node").is_not_null()).then("map_node").otherwise("node")
+        )
+        .drop("map_node")
+    )
+
+
 # ----------------------------------------------------------------------------- candidates
 
 
@@ -547,6 +567,7 @@ def analyze(out: Path) -> dict[str, Any]:
     tables = read_tables(out)
     job = job_summary(tables)
     events, steps, samples, comms, inv = (tables[t] for t in ("events", "steps", "gpu_samples", "comms", "inventory"))
+    events, steps = resolve_rank_nodes(events, comms), resolve_rank_nodes(steps, comms)
     offsets = clocks.estimate_offsets(events, comms)
     events = clocks.correct(events, offsets)
     # The end of the evidence (how long a hang lasted) comes from what was still logging: telemetry,

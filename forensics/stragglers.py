@@ -38,7 +38,8 @@ def rank_lateness(steps: pl.DataFrame) -> pl.DataFrame:
         pl.col("forward_s") + pl.col("backward_s") + pl.col("optimizer_s").fill_null(0),
         pl.col("step_time_s") - pl.col("comm_wait_s"),
     )
-    s = steps.filter(pl.col("step").is_not_null()).with_columns(compute=compute).drop_nulls("compute")
+    # rows whose node is unknown (a job-level log that names no host) cannot localise anything
+    s = steps.filter(pl.col("step").is_not_null() & (pl.col("node") != "unknown")).with_columns(compute=compute).drop_nulls("compute")
     if s.select(pl.struct("node", "rank").n_unique()).item() < MIN_RANKS:
         return pl.DataFrame()
     s = s.with_columns(
@@ -66,7 +67,7 @@ def rank_lateness(steps: pl.DataFrame) -> pl.DataFrame:
 
 def detector_votes(events: pl.DataFrame) -> pl.DataFrame:
     """Per node: how many straggler-detector reports named it slowest (kind 'straggler_report')."""
-    rep = events.filter(pl.col("kind") == "straggler_report")
+    rep = events.filter((pl.col("kind") == "straggler_report") & (pl.col("node") != "unknown"))
     if rep.height == 0:
         return pl.DataFrame()
     total = rep.select(pl.struct("file", "line").n_unique()).item()
