@@ -279,6 +279,9 @@ NOISE_RES: tuple[str, ...] = (
     r"^Number of parameters in .* in billions:",
     r"^Theoretical memory footprints:",
     r"^\s*> number of parameters on \(tensor, pipeline\) model parallel rank",
+    # Megatron's start-up preamble ('> initializing torch distributed ...', '> initialized tensor model
+    # parallel with size 8', '> setting random seeds to 1234 ...', '> compiling dataset index builder ...')
+    r"^\s*> (?:initializ|setting |compiling |building |finished |done with )",
     r"^\s*\*{5} (?:train|eval|predict|test) metrics \*{5}",  # HF Trainer metrics block
     r"^\s+(?:epoch|total_flos|(?:train|eval|predict|test)_\w+)\s+=\s+\S",
 )
@@ -294,6 +297,6 @@ TRIAGE_LITERALS = (
     "Score=", "STRAGGLER", "Straggler", "Training epoch", "datetime:", "-----", "checkpoint", "memory (MB)",
     "Num ", "Total ", "Instantaneous", "Gradient Accumulation", "Running ", "Number of parameters",
     "Theoretical memory", "number of parameters", "..", "training", "done with setup", "Epoch ", "rank ",
-    "train_time:", " | ", ":::MLLOG",
+    "train_time:", " | ", ":::MLLOG", "> ",
 )
 TRIAGE_DATE_RE = r"\d{4}-\d\d-\d\d"

@@ -73,6 +73,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     nv: dict[int, dict[str, Any]] = {}
     cur_nv: dict[str, Any] | None = None
     partial = False
+    failures: list[dict[str, Any]] = []
     for i, raw in enumerate(texts):
         ln = first + i
         text = _ANSI.sub("", raw).rstrip()
@@ -80,7 +81,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             continue
         ok = True
         head = _split_header(text)
-        if text[:1] in (" ", "\t") and head and head[0] == "GPU0" and len(head) > 1 and not _CELL.match(head[1]):
+        if (fe := F.failure_event(text, ln, node=ctx.node, path=ctx.path)) is not None:
+            failures.append(fe)  # a lost GPU shows here too ('Unable to determine the device handle')
+        elif text[:1] in (" ", "\t") and head and head[0] == "GPU0" and len(head) > 1 and not _CELL.match(head[1]):
             devcols = [h for h in head if _DEV.match(h)]
             affcols = [h for h in head if not _DEV.match(h)]
             cur_nv = None
@@ -170,7 +173,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
                 counter = m.group("counter")
                 sev = "medium" if "recovery" in counter.lower() else "low"
                 events.append(_event(ctx, idx, "nvlink_errors", counter, sev, texts[ln - first], ln, {"link": k, "count": int(m.group("val"))}))
-    tables = F.frames(inv, [], events)
+    tables = F.frames(inv, [], events + failures)
     return ParseResult(
         tables={"inventory": tables["inventory"], "events": tables["events"]},
         parsed=parsed,

@@ -228,6 +228,12 @@ def torch_understood(body: pl.Expr) -> pl.Expr:
         | body.str.contains(NCCL_ERROR_START)
         | body.str.starts_with(LAST_ERROR_TEXT)
         | body.str.contains(r"^\s*-?\s*(?:To our best knowledge|\[[\d, ]+\] (?:joined|finished)|Snapshot of ranks)")
+        # libstdc++'s abort text of an uncaught C++ exception, and the hints PyTorch prints under CUDA errors
+        | body.str.contains(r"^\s*what\(\):\s")
+        | body.str.contains(
+            r"^(?:CUDA kernel errors might be asynchronously reported|For debugging consider passing CUDA_LAUNCH_BLOCKING=1"
+            r"|Compile with `TORCH_USE_CUDA_DSA`)"
+        )
     )
 
 
