@@ -1,0 +1,32 @@
+"""The verdict on simulated incidents: every fault kind found on the right node/GPU/category and ranked
+first, healthy jobs quiet, two simultaneous faults both found. A small, fast slice of what
+`scripts/score_analysis.py` measures over many seeds and sizes (docs/ACCURACY.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from forensics.analyze import analyze
+from forensics.ingest import ingest
+from forensics.scoring import score
+from forensics.simulate import FAULT_KINDS, parse_fault, simulate
+
+CASES = [[k] for k in FAULT_KINDS if k != "none"] + [[], ["gpu_lost@1", "thermal@4"], ["ib_flap@2", "drift_driver@5"]]
+
+
+@pytest.mark.parametrize("faults", CASES, ids=["+".join(c) or "healthy" for c in CASES])
+def test_simulated_incident_is_diagnosed(faults: list[str], tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    truth = simulate(bundle, nodes=8, gpus_per_node=8, hours=0.3, faults=[parse_fault(f) for f in faults], seed=11)
+    ingest(bundle, tmp_path / "out", jobs=1)
+    doc = analyze(tmp_path / "out")
+    s = score(doc, truth)
+    titles = [f"[{f['severity']}] {f['title']}" for f in doc["findings"][:5]]
+    assert s.misses == [], (s.misses, titles)
+    assert s.false == [], (s.false, titles)
+    if faults:
+        assert s.top1_right, titles
+    else:
+        assert s.healthy_ok, titles
