@@ -97,6 +97,7 @@ def nccl_test_lateness(comms: pl.DataFrame) -> pl.DataFrame:
 
 TELEMETRY_Z = 4.0
 TELEMETRY_REL = 0.05
+TELEMETRY_UTIL_POINTS = 3.0
 TELEMETRY_METRICS = ("power_w", "utilization_pct", "sm_clock_mhz")
 
 
@@ -124,10 +125,16 @@ def telemetry_lateness(samples: pl.DataFrame, start: datetime | None, end: datet
             z_min=pl.col("z").min(), z_max=pl.col("z").max(), v=pl.col("v").median(), fleet=pl.col("fleet").first(),
             gpus=pl.len(),
         )
+        # utilisation is a percentage already near its ceiling: judged in points, the rest relatively
+        far = (
+            (pl.col("v") - pl.col("fleet")).abs() >= TELEMETRY_UTIL_POINTS
+            if m == "utilization_pct"
+            else pl.col("rel").abs() >= TELEMETRY_REL
+        )
         per_node = per_node.with_columns(
             z=pl.when(pl.col("z_min") >= TELEMETRY_Z).then("z_min").when(pl.col("z_max") <= -TELEMETRY_Z).then("z_max").otherwise(None),
             rel=(pl.col("v") - pl.col("fleet")) / pl.col("fleet").abs(),
-        ).filter(pl.col("z").is_not_null() & (pl.col("rel").abs() >= TELEMETRY_REL))
+        ).filter(pl.col("z").is_not_null() & far)
         for r in per_node.iter_rows(named=True):
             # a representative reading of that node, quoted as evidence (file and line)
             ex = s.filter(pl.col("node") == r["node"]).sort(pl.col(m), descending=r["z"] > 0, nulls_last=True).row(0, named=True)
