@@ -12,10 +12,12 @@ from __future__ import annotations
 import itertools
 import os
 import signal
+import threading
 import shutil
 import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -390,6 +392,8 @@ def _invalidate(out: Path) -> None:
         (out / stale).unlink(missing_ok=True)
     for p in out.glob("ticket-*.txt"):
         p.unlink()
+    if (out / "tables").is_dir():  # moved into the work folder (deleted with it): no half-old tables
+        (out / "tables").rename(out / WORK_DIR / "old-tables")
 
 
 def ingest(
@@ -493,10 +497,13 @@ def _pool_pass(
     broken: list[BundleFile] = []
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=_worker_init)
     try:
-        futures = {
-            pool.submit(ingest_file, f, limits, year_hint, collected, spill=work / "parts" / str(index[id(f)])): f
-            for f in files
-        }
+        with _children_ignore_sigint():
+            futures = {
+                pool.submit(
+                    ingest_file, f, limits, year_hint, collected, spill=work / "parts" / str(index[id(f)])
+                ): f
+                for f in files
+            }
         for fut in as_completed(futures):
             f = futures[fut]
             try:
@@ -562,15 +569,43 @@ def _run_dask(
     return outcomes
 
 
+@contextmanager
+def _children_ignore_sigint() -> Iterator[None]:
+    """Ignore SIGINT while workers are spawned, so they are born ignoring it.
+
+    A terminal's Ctrl-C goes to the whole process group; a worker still importing (before its
+    initializer runs) would print a KeyboardInterrupt traceback. An ignored signal stays ignored
+    across exec and Python then installs no handler, so only the parent sees Ctrl-C.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 def _kill_pool(pool: ProcessPoolExecutor) -> None:
     """Stop a pool now (Ctrl-C, error): cancel queued work and terminate running workers."""
-    procs = list(getattr(pool, "_processes", {}).values())
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    queue = getattr(pool, "_result_queue", None)  # shutdown() forgets it
     pool.shutdown(wait=False, cancel_futures=True)
     for p in procs:
         if p.is_alive():
             p.terminate()
     for p in procs:
         p.join(timeout=5)
+    # A worker killed while writing its result leaves half a message in the result pipe, and the pool's
+    # manager thread would wait for the rest forever (and the interpreter for that thread at exit):
+    # closing this process's copy of the pipe's write end lets the reader see end-of-file instead.
+    writer = getattr(queue, "_writer", None)
+    if writer is not None:
+        try:
+            writer.close()
+        except OSError:
+            pass
 
 
 def _ingest_bundle(
@@ -634,7 +669,7 @@ def _ingest_bundle(
         write_table(_sorted(df, t), t, tmp_tables)
         del df
     final = out / "tables"
-    old = work / "old-tables"
+    old = work / "replaced-tables"
     if final.exists():
         final.rename(old)
     tmp_tables.rename(final)
