@@ -458,28 +458,43 @@ def _run_parallel(
     year_hint: int | None,
     collected: datetime | None,
     tick: Callable[[BundleFile], None],
+    task: Callable[..., FileOutcome] = ingest_file,
 ) -> list[FileOutcome]:
     """Ingest `files` in a spawn pool of `jobs` workers; a worker that dies loses only its own file.
 
     When a worker dies (killed, out of memory, a crash in native code), the pool breaks and every
     file in flight fails with it; those are retried one at a time in a fresh one-worker pool, where
-    the file that breaks it again is the culprit and is recorded as an error.
+    the file that breaks it again is the culprit and is recorded as an error. When workers cannot
+    start at all (a `__main__` that spawn cannot re-import), files are parsed in this process.
+    `task` is `ingest_file` (tests pass a module-level stand-in).
     """
     index = {id(f): i for i, f in enumerate(files)}
     outcomes = Outcomes()
-    broken = _pool_pass(files, jobs, index, work, limits, year_hint, collected, tick, outcomes)
-    if broken and len(broken) == len(files):
-        # Not one file came back: the pool cannot work here at all (spawn impossible, e.g. a __main__
-        # that cannot be re-imported). Parse in this process instead of blaming every file.
-        for f in broken:
-            outcomes.append(ingest_file(f, limits, year_hint, collected, spill=work / "parts" / str(index[id(f)])))
+    args = (index, work, limits, year_hint, collected, tick, outcomes, task)
+    try:
+        broken = _pool_pass(files, jobs, *args)
+    except _PoolUnusable:
+        for f in files:
+            outcomes.append(task(f, limits, year_hint, collected, spill=work / "parts" / str(index[id(f)])))
             tick(f)
         return outcomes
     for f in broken:  # retry each casualty alone, to find the one that breaks a pool
-        if _pool_pass([f], 1, index, work, limits, year_hint, collected, tick, outcomes):
+        try:
+            lost = _pool_pass([f], 1, *args)
+        except _PoolUnusable:
+            lost = [f]
+        if lost:
             outcomes.append(_crashed(f, "worker process died while reading this file"))
             tick(f)
     return outcomes
+
+
+class _PoolUnusable(Exception):
+    """Workers cannot start here at all."""
+
+
+def _worker_alive() -> bool:
+    return True
 
 
 def _pool_pass(
@@ -492,16 +507,25 @@ def _pool_pass(
     collected: datetime | None,
     tick: Callable[[BundleFile], None],
     outcomes: list[FileOutcome],
+    task: Callable[..., FileOutcome] = ingest_file,
 ) -> list[BundleFile]:
-    """One pool over `files`; append outcomes, return the files lost to a broken pool."""
+    """One pool over `files`; append outcomes, return the files lost to a broken pool.
+
+    Raises:
+        _PoolUnusable: not even a trivial task could run in a worker.
+    """
     broken: list[BundleFile] = []
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=_worker_init)
     try:
         with _children_ignore_sigint():
+            probe = pool.submit(_worker_alive)
+        try:
+            probe.result()
+        except BrokenProcessPool:
+            raise _PoolUnusable from None
+        with _children_ignore_sigint():
             futures = {
-                pool.submit(
-                    ingest_file, f, limits, year_hint, collected, spill=work / "parts" / str(index[id(f)])
-                ): f
+                pool.submit(task, f, limits, year_hint, collected, spill=work / "parts" / str(index[id(f)])): f
                 for f in files
             }
         for fut in as_completed(futures):

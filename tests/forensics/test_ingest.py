@@ -315,3 +315,31 @@ def test_dask_unreachable_scheduler_is_a_clear_error(tmp_path: Path) -> None:
     src = make_bundle(tmp_path, {"node-001/dmesg.log": xid_lines(1)})
     with pytest.raises(UsageError, match="cannot reach the Dask scheduler at 'tcp://127.0.0.1:1'"):
         ingest(src, tmp_path / "out", dask="tcp://127.0.0.1:1")
+
+
+def test_a_worker_that_dies_loses_only_its_own_file(tmp_path: Path) -> None:
+    import sys
+
+    from forensics.bundle import open_bundle
+    from forensics.ingest import _run_parallel
+
+    sys.path.insert(0, str(Path(__file__).parent))  # spawn workers import the helper by this path
+    try:
+        import _crashy  # type: ignore[import-not-found]
+
+        files = {f"node-{i:03d}/dmesg.log": xid_lines(3) for i in range(6)}
+        files["node-002/crash.log"] = xid_lines(50)  # the largest: it goes first
+        b = open_bundle(make_bundle(tmp_path, files), tmp_path / "staging")
+        order = sorted(b.files, key=lambda f: f.size, reverse=True)
+        seen: list[str] = []
+        outs = _run_parallel(
+            order, 2, tmp_path / "work", Limits(), 2026, None, lambda f: seen.append(f.path),
+            task=_crashy.crash_on_named_files,
+        )
+    finally:
+        sys.path.remove(str(Path(__file__).parent))
+    st = {o.row["path"]: o.row["status"] for o in outs}
+    assert st.pop("node-002/crash.log") == "error: worker process died while reading this file"
+    assert set(st.values()) == {"ok"} and len(st) == 6
+    assert sorted(seen) == sorted(files)
+    assert sum(o.row["parsed"] for o in outs) == 6 * 6
