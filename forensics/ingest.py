@@ -226,10 +226,14 @@ def _ingest_file(
     row["format"] = parser.NAME
     row["parser"] = parser.__name__
     row["score"] = round(det.score, 3)
-    if _binary_reason(head) and not hasattr(parser, "parse_bytes"):
+    binary = _binary_reason(head) is not None
+    if binary and not hasattr(parser, "parse_bytes"):
         finish_reading()
         row["status"] = "skipped: binary content"
         return FileOutcome(row)
+    # `parse_bytes` is for binary forms (e.g. a Flight Recorder pickle); text goes through `parse`
+    # line by line even for a parser that has both, so lines are counted and numbered the same way
+    by_bytes = binary and hasattr(parser, "parse_bytes")
     acc = _Accumulator(f, spill)
     first_line = 1
     n_chunks = 0
@@ -246,7 +250,7 @@ def _ingest_file(
             ctx = FileContext(
                 path=f.path, node=f.node, first_line=first_line, year_hint=year_hint, collected_at=collected_at
             )
-            if hasattr(parser, "parse_bytes"):
+            if by_bytes:
                 result: ParseResult = parser.parse_bytes(chunk, ctx)
                 nlines = result.parsed + result.unrecognized
             else:
