@@ -26,6 +26,6 @@ def test_every_command_is_in_the_readme_usage() -> None:
 
 def test_readme_setup_commands_are_the_ci_commands() -> None:
     ci = (Path(__file__).parent.parent / ".ci" / "run").read_text(encoding="utf-8")
-    assert "pip install -q -e '.[test]' && python -m pytest" in ci
-    assert "pip install -e '.[test]' && python -m pytest" in README
+    assert "pip install -q -e '.[test,dask]' && python -m pytest" in ci
+    assert "pip install -e '.[test,dask]' && python -m pytest" in README
     assert "forensics run samples/incident-xid79 -o out" in README
