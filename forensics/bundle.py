@@ -94,7 +94,13 @@ _NOT_HOST = re.compile(
     r"^(?:(?:rank|gpu|dev|device|cuda|local|proc|pid|run|job|step|iter|part|shard|worker|log|out|err|"
     r"attempt|try|seq|chunk|slurm|core|lsf|pbs|mlx\d*|ib|eth|en\w*|sd[a-z]|nvme|hca|port|default|test|sample|v|r)[-_]?\d+"
     r"|\d+(?:[-_.]\d+)*|v?\d+(?:\.\d+)+|[a-z]\d{2,3}|\d{4}-?\d\d-?\d\d\w*|x86[-_]64|utf-?8|nccl\d*|"
-    r"py\d+|cu\d+|sm\d+|\d+[a-z]+)$"
+    r"py\d+|cu\d+|sm\d+|\d+[a-z]+"
+    # technical words with a number that name no host: xid119, pr318, tp2, bf16, c10d, k8s, p2p, sxm4,
+    # rtx4090, h100x8, 8x400g, error12, exit255, nemo2509, gpt345m, dcgm331, ...
+    r"|(?:xid|sxid|pr|issue|error|err|status|exit|code|tp|pp|dp|ep|cp|pg|bf|fp|int|uint|c10d|k8s|p2p|nvl?|nvlink|"
+    r"sxm|pcie|cx|connectx|dcgm|rtx|gtx|gcn|ddp|fsdp|zero|nemo|gpt|llama|bert|freq|minus|plus|evo|mlperf|"
+    r"torch|python|ubuntu|rhel|el|centos|debian|ofi|efa|roce|hdr|ndr|edr|gen|iter|epoch|batch|seed|top|"
+    r")\d+[a-z]*|[a-z]\d+[a-z]?|[a-z]?\d+x\d+\w*|\d+e[-+]?\d+)$"
 )
 _FORMAT_WORDS = re.compile(
     r"^(?:dmesg|kern|kernel|syslog|messages|journal|journalctl|nvidia-smi|nvsmi|smi|nccl|torch|train|"
