@@ -81,8 +81,49 @@ ENVELOPES: tuple[tuple[str, str], ...] = (
 _ENVELOPE_FIELDS = {"rest": pl.String, "rank": pl.Int32, "rank_source": pl.String, "host": pl.String, "pid": pl.Int64}
 
 
+def _any_envelope_re() -> str:
+    """One anchored alternation of every envelope (groups made non-capturing): a line it does not match
+    is left alone by every pass of `_split_series`, so only the lines it matches need the per-envelope work."""
+    alts = [re.sub(r"\(\?<\w+>", "(?:", p.removeprefix("^")) for _, p in ENVELOPES]
+    return "^(?:" + "|".join(f"(?:{a})" for a in alts) + ")"
+
+
+_ANY_ENVELOPE = _any_envelope_re()
+
+
 def _split_series(text: pl.Series) -> pl.Series:
-    """Eager worker of `split_envelopes`: one regex pass per envelope over the whole column."""
+    """Eager worker of `split_envelopes`: a combined prefilter finds the lines that open with any envelope;
+    only those get one regex pass per envelope (the rest keep their text and null metadata)."""
+    text = text.cast(pl.String)
+    hit = text.str.contains(_ANY_ENVELOPE).fill_null(False)
+    n_hit = int(hit.sum())
+    if n_hit == 0:
+        return pl.DataFrame(
+            {"rest": text},
+            schema_overrides={"rest": pl.String},
+        ).with_columns(
+            rank=pl.lit(None, dtype=pl.Int32),
+            rank_source=pl.lit(None, dtype=pl.String),
+            host=pl.lit(None, dtype=pl.String),
+            pid=pl.lit(None, dtype=pl.Int64),
+        ).to_struct("envelope")
+    if n_hit == len(text):
+        return _split_all(text)
+    idx = hit.arg_true()
+    done = _split_all(text.gather(idx)).struct.unnest().with_columns(_i=idx)
+    base = pl.DataFrame({"rest": text}).with_columns(
+        rank=pl.lit(None, dtype=pl.Int32),
+        rank_source=pl.lit(None, dtype=pl.String),
+        host=pl.lit(None, dtype=pl.String),
+        pid=pl.lit(None, dtype=pl.Int64),
+    )
+    for col in ("rest", "rank", "rank_source", "host", "pid"):
+        base = base.with_columns(base.get_column(col).scatter(idx, done.get_column(col)))
+    return base.to_struct("envelope")
+
+
+def _split_all(text: pl.Series) -> pl.Series:
+    """One regex pass per envelope over the whole column (three rounds, prefixes stack)."""
     df = pl.DataFrame({"rest": text.cast(pl.String)}).with_columns(
         rank=pl.lit(None, dtype=pl.Int32),
         rank_source=pl.lit(None, dtype=pl.String),

@@ -321,9 +321,27 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
             )
         )
 
-    done = pl.lit(False)
+    # each rule's match is evaluated once over the candidates (the rules below test `~done & hit`)
+    base = base.with_columns(
+        _h_wd=body.str.contains(WATCHDOG_RE),
+        _h_ws=body.str.contains(WORK_STATUS_RE),
+        _h_term=body.str.contains(TERMINATED_RE),
+        _h_hb=body.str.contains(HEARTBEAT_RE),
+        _h_st=body.str.contains(STUCK_RE),
+        _h_ca=body.str.contains(COMM_ABORTED_RE),
+        _h_ab=body.str.contains(ABORT_TEXT, literal=True),
+        _h_dr=body.str.contains(DESYNC_RANKS_RE),
+        _h_ne=body.str.contains(NCCL_ERROR_RE),
+        _h_db=body.str.contains(DIST_BACKEND_RE),
+        _h_so=body.str.contains(STORE_RE),
+        _h_fa=body.str.contains(FAILED_RE),
+        _h_sg=body.str.contains(SIGNAL_RE),
+        _h_rs=body.str.contains(RESTART_RE),
+        _h_ex=body.str.contains(EXCEPTION_RE),
+    )
+    h = pl.col
     # watchdog timeout (also when wrapped in "watchdog thread terminated with exception: ...")
-    w = base.filter(body.str.contains(WATCHDOG_RE)).with_columns(g=body.str.extract_groups(WATCHDOG_RE))
+    w = base.filter(h("_h_wd")).with_columns(g=body.str.extract_groups(WATCHDOG_RE))
     gf = pl.col("g").struct.field
     emit(
         w,
@@ -336,10 +354,10 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
         numel_out=gf("numel_out").cast(pl.Int64),
         timeout_ms=gf("timeout_ms").cast(pl.Int64),
         ran_ms=gf("ran_ms").cast(pl.Int64),
-        terminated=body.str.contains(TERMINATED_RE),
+        terminated=h("_h_term"),
     )
-    done = body.str.contains(WATCHDOG_RE)
-    ws = base.filter(~done & body.str.contains(WORK_STATUS_RE)).with_columns(g=body.str.extract_groups(WORK_STATUS_RE))
+    done = h("_h_wd")
+    ws = base.filter(~done & h("_h_ws")).with_columns(g=body.str.extract_groups(WORK_STATUS_RE))
     emit(
         ws,
         "watchdog_work_status",
@@ -350,23 +368,23 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
         last_completed=gf("comp").cast(pl.Int64),
         timeout=body.str.contains("Timeout at NCCL work", literal=True),
     )
-    done = done | body.str.contains(WORK_STATUS_RE)
-    term = base.filter(~done & body.str.contains(TERMINATED_RE))
+    done = done | h("_h_ws")
+    term = base.filter(~done & h("_h_term"))
     emit(term, "watchdog_terminated", "high", pl.lit(None), what=body.str.extract(TERMINATED_RE, 1))
-    done = done | body.str.contains(TERMINATED_RE)
-    hb = base.filter(~done & body.str.contains(HEARTBEAT_RE))
+    done = done | h("_h_term")
+    hb = base.filter(~done & h("_h_hb"))
     emit(hb, "heartbeat_timeout", "high", pl.lit(None), work_items=body.str.extract(HEARTBEAT_RE, 1).cast(pl.Int64))
-    done = done | body.str.contains(HEARTBEAT_RE)
-    st = base.filter(~done & body.str.contains(STUCK_RE))
+    done = done | h("_h_hb")
+    st = base.filter(~done & h("_h_st"))
     emit(st, "watchdog_stuck", "critical", pl.lit(None), stuck_s=body.str.extract(STUCK_RE, 1).cast(pl.Int64))
-    done = done | body.str.contains(STUCK_RE)
-    ca = base.filter(~done & body.str.contains(COMM_ABORTED_RE))
+    done = done | h("_h_st")
+    ca = base.filter(~done & h("_h_ca"))
     emit(ca, "nccl_comm_aborted", "high", pl.lit("comm_aborted"), aborted_rank=body.str.extract(COMM_ABORTED_RE, 1).cast(pl.Int64))
-    done = done | body.str.contains(COMM_ABORTED_RE)
-    ab = base.filter(~done & body.str.contains(ABORT_TEXT, literal=True))
+    done = done | h("_h_ca")
+    ab = base.filter(~done & h("_h_ab"))
     emit(ab, "process_abort", "high", pl.lit("SIGABRT"))
-    done = done | body.str.contains(ABORT_TEXT, literal=True)
-    dr = base.filter(~done & body.str.contains(DESYNC_RANKS_RE)).with_columns(g=body.str.extract_groups(DESYNC_RANKS_RE))
+    done = done | h("_h_ab")
+    dr = base.filter(~done & h("_h_dr")).with_columns(g=body.str.extract_groups(DESYNC_RANKS_RE))
     ranks = pl.coalesce(gf("never"), gf("unfinished"), gf("unjoined")).str.extract_all(r"\d+").cast(pl.List(pl.Int64))
     emit(
         dr,
@@ -380,8 +398,8 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
         lagging_ranks=ranks,
         seq=pl.coalesce(gf("useq"), gf("jseq")).cast(pl.Int64),
     )
-    done = done | body.str.contains(DESYNC_RANKS_RE)
-    ne = base.filter(~done & body.str.contains(NCCL_ERROR_RE)).with_columns(g=body.str.extract_groups(NCCL_ERROR_RE))
+    done = done | h("_h_dr")
+    ne = base.filter(~done & h("_h_ne")).with_columns(g=body.str.extract_groups(NCCL_ERROR_RE))
     emit(
         ne,
         "nccl_error",
@@ -392,11 +410,11 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
         reason=pl.coalesce(gf("reason"), gf("text")).str.strip_chars(),
         nccl_version=gf("ver"),
     )
-    done = done | body.str.contains(NCCL_ERROR_RE)
-    db = base.filter(~done & body.str.contains(DIST_BACKEND_RE)).with_columns(g=body.str.extract_groups(DIST_BACKEND_RE))
+    done = done | h("_h_ne")
+    db = base.filter(~done & h("_h_db")).with_columns(g=body.str.extract_groups(DIST_BACKEND_RE))
     emit(db, "nccl_error", "high", gf("exc"), exception=gf("exc"), reason=gf("text"))
-    done = done | body.str.contains(DIST_BACKEND_RE)
-    so = base.filter(~done & body.str.contains(STORE_RE)).with_columns(
+    done = done | h("_h_db")
+    so = base.filter(~done & h("_h_so")).with_columns(
         g=body.str.extract_groups(STORE_RE), w=body.str.extract_groups(STORE_WAIT_RE), c=body.str.extract_groups(STORE_CONNECT_RE)
     )
     wf = pl.col("w").struct.field
@@ -414,8 +432,8 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
         store_host=cf("host"),
         store_port=cf("port").cast(pl.Int64),
     )
-    done = done | body.str.contains(STORE_RE)
-    fa = base.filter(~done & body.str.contains(FAILED_RE)).with_columns(g=body.str.extract_groups(FAILED_RE))
+    done = done | h("_h_so")
+    fa = base.filter(~done & h("_h_fa")).with_columns(g=body.str.extract_groups(FAILED_RE))
     exitcode = gf("exitcode").cast(pl.Int64)
     emit(
         fa,
@@ -428,11 +446,11 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
         pid=gf("pid").cast(pl.Int64),
         binary=gf("binary"),
     )
-    done = done | body.str.contains(FAILED_RE)
-    sg = base.filter(~done & body.str.contains(SIGNAL_RE)).with_columns(g=body.str.extract_groups(SIGNAL_RE))
+    done = done | h("_h_fa")
+    sg = base.filter(~done & h("_h_sg")).with_columns(g=body.str.extract_groups(SIGNAL_RE))
     emit(sg, "worker_signal", "low", gf("signal"), pid=gf("pid").cast(pl.Int64), signal=gf("signal"))
-    done = done | body.str.contains(SIGNAL_RE)
-    rs = base.filter(~done & body.str.contains(RESTART_RE)).with_columns(g=body.str.extract_groups(RESTART_RE))
+    done = done | h("_h_sg")
+    rs = base.filter(~done & h("_h_rs")).with_columns(g=body.str.extract_groups(RESTART_RE))
     emit(
         rs,
         "worker_group_restart",
@@ -442,10 +460,10 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
         attempts_left=gf("left").cast(pl.Int64),
         max_attempts=gf("max").cast(pl.Int64),
     )
-    done = done | body.str.contains(RESTART_RE)
+    done = done | h("_h_rs")
     ex = base.filter(
         ~done
-        & body.str.contains(EXCEPTION_RE)
+        & h("_h_ex")
         & ~body.str.starts_with("torch.distributed.elastic.multiprocessing.errors.ChildFailedError")
     ).with_columns(g=body.str.extract_groups(EXCEPTION_RE))
     emit(ex, "python_exception", "medium", gf("exc"), exception=gf("exc"), text=gf("text"))
