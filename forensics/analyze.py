@@ -408,6 +408,19 @@ def attribute_slowdowns(
             continue
         if slow_set:
             for node in sorted(slow_set):
+                prior = next((c for c in cands if c.category == Category.STRAGGLER and c.node == node), None)
+                if prior is not None:
+                    # the same straggler in another regime: one finding, its cost added up
+                    i = cands.index(prior)
+                    lost_all = (prior.impact.get("lost_gpu_hours") or 0) + (lost or 0)
+                    cands[i] = replace(
+                        prior,
+                        consequences=[*prior.consequences, cons],
+                        last_seen=regime.ts_end or prior.last_seen,
+                        impact={"step_time_slowdown_pct": max(prior.impact.get("step_time_slowdown_pct") or 0, round(pct, 1)),
+                                "lost_gpu_hours": lost_all},
+                    )
+                    continue
                 r = slow_nodes.filter(pl.col("node") == node).row(0, named=True)
                 c = Candidate(
                     category=Category.STRAGGLER,

@@ -100,7 +100,7 @@ _NOT_HOST = re.compile(
     r"|(?:xid|sxid|pr|issue|error|err|status|exit|code|tp|pp|dp|ep|cp|pg|bf|fp|int|uint|c10d|k8s|p2p|nvl?|nvlink|"
     r"sxm|pcie|cx|connectx|dcgm|rtx|gtx|gcn|ddp|fsdp|zero|nemo|gpt|llama|bert|freq|minus|plus|evo|mlperf|"
     r"torch|python|ubuntu|rhel|el|centos|debian|ofi|efa|roce|hdr|ndr|edr|gen|iter|epoch|batch|seed|top|"
-    r")\d+[a-z]*|[a-z]\d+[a-z]?|[a-z]?\d+x\d+\w*|\d+e[-+]?\d+)$"
+    r")(?:\d+[a-z]*)+|[a-z]\d+[a-z]?|[a-z]?\d+x\d+\w*|\d+e[-+]?\d+|[a-z]+20[0-4]\d)$"
 )
 _FORMAT_WORDS = re.compile(
     r"^(?:dmesg|kern|kernel|syslog|messages|journal|journalctl|nvidia-smi|nvsmi|smi|nccl|torch|train|"

@@ -210,15 +210,18 @@ def candidates_from_events(events: pl.DataFrame, nodes: list[str]) -> list[Candi
         downs = rows.filter(pl.col("kind") == "nic_link").filter(
             pl.col("message").str.contains(r"(?i)\b(down|DOWN)\b|carrier lost|unplugged")
         ).height
-        if downs >= 2 and worst.rank > Severity.HIGH.rank:
-            worst = Severity.HIGH  # a link that went down more than once in the window is flapping
+        if set(rows["kind"]) <= {"nic_link", "nic_module", "ib_carrier"}:
+            # one link down may be maintenance or a reboot; more than one in the window is a flapping link
+            worst = Severity.HIGH if downs >= 2 else min(worst, Severity.MEDIUM, key=lambda v: -v.rank)
         gpu_index = rows.get_column("gpu_index").drop_nulls()
         bus = rows.get_column("gpu_bus_id").drop_nulls()
         main = rows.sort(
             pl.col("sev").replace_strict({s.value: s.rank for s in Severity}, default=9), "ts", nulls_last=True
         ).row(0, named=True)
         label = _label(main)
-        where = f"{node}" + (f" GPU {gpu_index[0]}" if len(gpu_index) else "") + (f" ({bus[0]})" if len(bus) else "")
+        # a file the bundle does not attribute to a host is named instead of an anonymous "unknown"
+        node_label = node if node != "unknown" else f"an unnamed node ({rows['file'][0]})"
+        where = f"{node_label}" + (f" GPU {gpu_index[0]}" if len(gpu_index) else "") + (f" ({bus[0]})" if len(bus) else "")
         kinds = {f"{k}:{c}" if c is not None else k for k, c in rows.select("kind", "code").unique().iter_rows()}
         others = sorted({_label(r) for r in rows.iter_rows(named=True)} - {label})
         summary = f"{label} on {where}: {rows.height} event(s)" + (
@@ -230,9 +233,9 @@ def candidates_from_events(events: pl.DataFrame, nodes: list[str]) -> list[Candi
             devs = sorted(set(rows["message"].str.extract(r"\b(mlx\d+_\d+|ib\d+|ibp\w+|en\w+\d)\b", 1).drop_nulls().to_list()))
             dev_txt = ", ".join(devs) if devs else (f"NIC at {bus[0]}" if len(bus) else "a NIC")
             title = (
-                f"{dev_txt} link went down {downs} time(s) on {node}" if downs else f"{label} on {dev_txt} of {node}"
+                f"{dev_txt} link went down {downs} time(s) on {node_label}" if downs else f"{label} on {dev_txt} of {node_label}"
             )
-            where = f"{node} ({dev_txt})"
+            where = f"{node_label} ({dev_txt})"
             summary = f"{label} on {where}: {rows.height} event(s)" + (
                 f", together with {', '.join(others[:5])}" if others else ""
             )

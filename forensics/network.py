@@ -97,10 +97,10 @@ def counter_candidates(growth: pl.DataFrame) -> list[Candidate]:
             Candidate(
                 category=Category.NETWORK,
                 severity=Severity.HIGH if flapping else Severity.MEDIUM,
-                node=node,
+                node=None if node == "unknown" else node,
                 gpu_index=None,
                 gpu_bus_id=None,
-                title=f"InfiniBand port {device}/{port} on {node}: {', '.join(parts)}",
+                title=f"InfiniBand port {device}/{port} on {node if node != 'unknown' else 'an unnamed node (' + rows[0]['file'] + ')'}: {', '.join(parts)}",
                 summary=(
                     f"Error counters of {device} port {port} on {node} grew during the job ({', '.join(parts)}): "
                     + ("the link went down or retrained — a flapping cable or transceiver." if flapping else "a marginal link.")

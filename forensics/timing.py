@@ -66,6 +66,11 @@ def fleet_series(steps: pl.DataFrame) -> pl.DataFrame:
     """Per step: median step time over the ranks that logged it, earliest timestamp, rank count."""
     if steps.height == 0:
         return pl.DataFrame(schema={"step": pl.Int64, "ts": pl.Datetime("us", "UTC"), "step_time_s": pl.Float64, "ranks": pl.UInt32})
+    # one job per timeline: where logs of several frameworks are mixed (other jobs in the bundle), the
+    # framework with the most step rows is the job under investigation
+    if steps["framework"].n_unique() > 1:
+        main = steps.group_by("framework").len().sort("len", descending=True)["framework"][0]
+        steps = steps.filter(pl.col("framework") == main)
     return (
         steps.filter(pl.col("step").is_not_null() & pl.col("step_time_s").is_not_null() & (pl.col("step_time_s") > 0))
         .group_by("step")
