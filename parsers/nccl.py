@@ -268,12 +268,16 @@ def has_ras(frame: pl.DataFrame) -> bool:
 def nccl_understood(body: pl.Expr, ras: bool = True) -> pl.Expr:
     """Boolean: the line belongs to the NCCL grammar (debug lines, bare version, OFI legacy, RAS report
     when `ras`)."""
-    known = (
-        body.str.contains(NCCL_START)
-        | (body.str.starts_with("NCCL version") & body.str.contains(BARE_VERSION_RE))
-        | body.str.contains(r"^(?:INFO|WARN|TRACE): Function: \w+ Line: \d+: ")
-    )
-    return (known | body.str.contains(RAS_LINE_RE)) if ras else known
+    # one alternation (groups made non-capturing), one regex pass; BARE_VERSION_RE starts `^NCCL version`
+    return body.str.contains(_UNDERSTOOD_RAS if ras else _UNDERSTOOD)
+
+
+def _alternation(*patterns: str) -> str:
+    return "|".join(f"(?:{re.sub(r'[(][?]P<[A-Za-z_][A-Za-z_0-9]*>', '(?:', p)})" for p in patterns)
+
+
+_UNDERSTOOD = _alternation(NCCL_START, BARE_VERSION_RE, r"^(?:INFO|WARN|TRACE): Function: \w+ Line: \d+: ")
+_UNDERSTOOD_RAS = _alternation(NCCL_START, BARE_VERSION_RE, r"^(?:INFO|WARN|TRACE): Function: \w+ Line: \d+: ", RAS_LINE_RE)
 
 
 _OWN_START = r"^(?:#|\s*\[|\s*\(|\s*\d{4}-\d\d-\d\d|\s*(?i:iteration|step|epoch)\b|\s+File \"|Traceback)"
@@ -429,18 +433,22 @@ def _nccl_rows(
     msg = pl.col("msg")
 
     # ---- versions (prefixed ≥ 2.23, bare ≤ 2.21, RAS "compiled with")
-    pv = n.filter(msg.str.starts_with("NCCL version") & msg.str.contains(VERSION_RE)).with_columns(v=msg.str.extract_groups(VERSION_RE)).select(
+    pv = n.filter(msg.str.starts_with("NCCL version")).filter(msg.str.contains(VERSION_RE)).with_columns(v=msg.str.extract_groups(VERSION_RE)).select(
         "node", "pid", "line", ver=pl.col("v").struct.field("ver"), cuda=pl.col("v").struct.field("cuda")
     )
-    last_host = (
-        frame.select("line")
-        .join(n.select("line", h=pl.col("node")), on="line", how="left")
-        .with_columns(h=pl.col("h").forward_fill())
-    )
+    bare = frame.filter(~pl.col("cont") & body.str.contains(BARE_VERSION_RE))
+    if bare.height:
+        # host of the last NCCL record before each bare version line (only worked out when there is one)
+        last_host = (
+            frame.select("line")
+            .join(n.select("line", h=pl.col("node")), on="line", how="left")
+            .with_columns(h=pl.col("h").forward_fill())
+        )
+        bare = bare.join(last_host, on="line", how="left")
+    else:
+        bare = bare.with_columns(h=pl.lit(None, dtype=n.schema["node"]))
     bare = (
-        frame.filter(~pl.col("cont") & body.str.contains(BARE_VERSION_RE))
-        .with_columns(v=body.str.extract_groups(BARE_VERSION_RE))
-        .join(last_host, on="line", how="left")
+        bare.with_columns(v=body.str.extract_groups(BARE_VERSION_RE))
         .select(
             node=pl.coalesce(pl.col("env_host"), pl.col("h"), pl.lit(ctx.node)),
             pid=pl.lit(None, dtype=pl.Int64),
@@ -470,14 +478,14 @@ def _nccl_rows(
 
     inventory(versions, "software", "nccl_version", pl.col("ver"))
     inventory(versions.filter(pl.col("cuda").is_not_null()), "software", "nccl_cuda_version", pl.col("cuda"))
-    cd = n.filter(msg.str.starts_with("cudaDriverVersion") & msg.str.contains(CUDA_DRIVER_RE)).with_columns(v=msg.str.extract(CUDA_DRIVER_RE, 1).cast(pl.Int64))
+    cd = n.filter(msg.str.starts_with("cudaDriverVersion")).filter(msg.str.contains(CUDA_DRIVER_RE)).with_columns(v=msg.str.extract(CUDA_DRIVER_RE, 1).cast(pl.Int64))
     inventory(cd, "software", "cuda_driver_version", pl.format("{}.{}", pl.col("v") // 1000, (pl.col("v") % 1000) // 10))
-    env = n.filter(msg.str.starts_with("NCCL_") & msg.str.contains(ENV_RE)).with_columns(e=msg.str.extract_groups(ENV_RE))
+    env = n.filter(msg.str.starts_with("NCCL_")).filter(msg.str.contains(ENV_RE)).with_columns(e=msg.str.extract_groups(ENV_RE))
     inventory(env, "software", pl.lit("env.") + pl.col("e").struct.field("var"), pl.col("e").struct.field("val"))
 
     # ---- node IPs and networks
-    bs = n.filter(msg.str.starts_with("Bootstrap") & msg.str.contains(BOOTSTRAP_RE)).with_columns(b=msg.str.extract_groups(BOOTSTRAP_RE))
-    ib = n.filter(msg.str.starts_with("NET/IB") & msg.str.contains(NET_IB_RE)).with_columns(b=msg.str.extract_groups(NET_IB_RE))
+    bs = n.filter(msg.str.starts_with("Bootstrap")).filter(msg.str.contains(BOOTSTRAP_RE)).with_columns(b=msg.str.extract_groups(BOOTSTRAP_RE))
+    ib = n.filter(msg.str.starts_with("NET/IB")).filter(msg.str.contains(NET_IB_RE)).with_columns(b=msg.str.extract_groups(NET_IB_RE))
     ips = (
         pl.concat([bs.select("node", "line", "b"), ib.select("node", "line", "b")], how="diagonal_relaxed")
         if (bs.height or ib.height)
@@ -491,9 +499,9 @@ def _nccl_rows(
             pl.col("b").struct.field("ip"),
             device=pl.col("b").struct.field("ifname"),
         )
-    sock = n.filter(msg.str.starts_with("NET/Socket") & msg.str.contains(NET_SOCKET_RE))
-    using = n.filter(msg.str.starts_with("Using network") & msg.str.contains(USING_NET_RE))
-    ofi = n.filter(msg.str.contains("NET/OFI Selected", literal=True) & msg.str.contains(OFI_RE)).with_columns(o=msg.str.extract_groups(OFI_RE))
+    sock = n.filter(msg.str.starts_with("NET/Socket")).filter(msg.str.contains(NET_SOCKET_RE))
+    using = n.filter(msg.str.starts_with("Using network")).filter(msg.str.contains(USING_NET_RE))
+    ofi = n.filter(msg.str.contains("NET/OFI Selected", literal=True)).filter(msg.str.contains(OFI_RE)).with_columns(o=msg.str.extract_groups(OFI_RE))
     net_parts = []
     if ib.height:
         items = pl.col("msg").str.extract_all(NET_IB_ITEM_RE)
