@@ -97,7 +97,7 @@ def job_summary(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:
 
 def gpu_identity(inventory: pl.DataFrame, node: str | None, gpu_index: int | None, bus: str | None) -> dict:
     """Serial, UUID, bus id, name, VBIOS of one GPU from the inventory (matched by index or bus id)."""
-    if node is None or inventory.height == 0 or (gpu_index is None and bus is None):
+    if node is None or node == "unknown" or inventory.height == 0 or (gpu_index is None and bus is None):
         return {}
     inv = inventory.filter((pl.col("node") == node) & (pl.col("component") == "gpu"))
     cond = pl.lit(False)

@@ -13,7 +13,11 @@ def gpu_map(inventory: pl.DataFrame) -> pl.DataFrame:
     """(node, gpu_bus_id, gpu_index) for every GPU the inventory names with both."""
     return (
         inventory.filter(
-            (pl.col("component") == "gpu") & pl.col("gpu_index").is_not_null() & pl.col("gpu_bus_id").is_not_null()
+            (pl.col("component") == "gpu")
+            & pl.col("gpu_index").is_not_null()
+            & pl.col("gpu_bus_id").is_not_null()
+            # files of no known node may come from different machines: their GPUs are not one inventory
+            & (pl.col("node") != "unknown")
         )
         .select("node", "gpu_bus_id", "gpu_index")
         .unique(subset=["node", "gpu_bus_id"], keep="last")
