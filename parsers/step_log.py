@@ -330,7 +330,9 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
     )
     seg = _strip_envelopes(seg.with_columns(rest=pl.col("clean")))
     seg = seg.with_columns(rest=pl.col("rest").str.replace(g.PYLOG_PREFIX_RE, ""))
-    banner = pl.col("rest").str.extract_groups(g.COMPOSER_BANNER_RE)
+    # regex structs are materialised once as columns: eager with_columns does not share subexpressions
+    seg = seg.with_columns(_bn=pl.col("rest").str.extract_groups(g.COMPOSER_BANNER_RE))
+    banner = pl.col("_bn")
     seg = seg.with_columns(
         banner=banner.struct.field("what").is_not_null(),
         banner_rank=pl.when(banner.struct.field("what") == "Begin")
@@ -351,7 +353,11 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
         text=pl.col("rest"),
     )
     # own timestamp (a collector's clock, being exact, wins over the framework's local one)
-    t = pl.coalesce(pl.col("coll_ts"), pl.col("text")).str.extract_groups(g.TS_RE)
+    seg = seg.drop("_bn").with_columns(
+        _t=pl.coalesce(pl.col("coll_ts"), pl.col("text")).str.extract_groups(g.TS_RE),
+        _mm=pl.col("text").str.extract_groups(g.MMDD_TS_RE),
+    )
+    t = pl.col("_t")
     frac = t.struct.field("frac").str.replace(",", ".", literal=True).fill_null("")
     naive = pl.concat_str([t.struct.field("date"), pl.lit("T"), t.struct.field("time"), frac]).str.to_datetime(
         "%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us"
@@ -361,9 +367,8 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
     offset_min = (tzp.struct.field("h").cast(pl.Int64) * 60 + tzp.struct.field("m").cast(pl.Int64)) * pl.when(
         tzp.struct.field("sign") == "-"
     ).then(-1).otherwise(1)
-    utc = pl.when(tz.is_null() | (tz == "Z")).then(naive).otherwise(naive - pl.duration(minutes=offset_min.fill_null(0)))
     year = ctx.year_hint or (ctx.collected_at.year if ctx.collected_at else None)
-    mmdd = pl.col("text").str.extract_groups(g.MMDD_TS_RE)
+    mmdd = pl.col("_mm")
     if year is None:
         md_ts = pl.lit(None, dtype=pl.Datetime("us"))
     else:
@@ -380,13 +385,20 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
         ).str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us")
     mllog_ms = pl.col("text").str.extract(r":::MLLOG \{.*?\"time_ms\":\s*(\d+(?:\.\d+)?)", 1).cast(pl.Float64, strict=False)
     mllog_ts = (mllog_ms * 1000).cast(pl.Int64, strict=False).cast(pl.Datetime("us"))
+    seg = seg.with_columns(_naive=naive, _tz=tz).with_columns(
+        _mllog=mllog_ts,
+        _utc=pl.when(pl.col("_tz").is_null() | (pl.col("_tz") == "Z"))
+        .then(pl.col("_naive"))
+        .otherwise(pl.col("_naive") - pl.duration(minutes=offset_min.fill_null(0))),
+        _md=md_ts,
+    )
     seg = seg.with_columns(
-        ts=pl.coalesce(mllog_ts, utc, md_ts).dt.replace_time_zone("UTC"),
-        ts_quality=pl.when(mllog_ts.is_not_null() | (naive.is_not_null() & tz.is_not_null()))
+        ts=pl.coalesce(pl.col("_mllog"), pl.col("_utc"), pl.col("_md")).dt.replace_time_zone("UTC"),
+        ts_quality=pl.when(pl.col("_mllog").is_not_null() | (pl.col("_naive").is_not_null() & pl.col("_tz").is_not_null()))
         .then(pl.lit("exact"))
-        .when(naive.is_not_null())
+        .when(pl.col("_naive").is_not_null())
         .then(pl.lit("local_assumed_utc"))
-        .when(md_ts.is_not_null())
+        .when(pl.col("_md").is_not_null())
         .then(pl.lit("year_inferred"))
         .otherwise(pl.lit(None, dtype=pl.String)),
     )
@@ -1411,7 +1423,11 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     rows = _phases(rows)
     rows = _times(rows, seg)
     extras = {c: pl.col(c) for c in _EXTRAS}
-    steps = rows.sort("line").select(
+    rows = rows.sort("line")
+    rows = rows.with_columns(
+        _detail=_step_detail(rows, {**extras, "timers": pl.when(pl.col("timers").list.len() > 0).then(pl.col("timers"))})
+    )
+    steps = rows.select(
         "ts",
         "ts_quality",
         node=pl.coalesce(pl.col("host"), pl.lit(ctx.node)),
@@ -1431,10 +1447,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         phase_spread_s=pl.col("phase_spread_s"),
         phase_spread_name=pl.col("phase_spread_name"),
         framework=pl.col("framework").fill_null("unknown"),
-        detail=_json_obj(
-            **extras,
-            timers=pl.when(pl.col("timers").list.len() > 0).then(pl.col("timers")),
-        ).str.replace_all(r',"\w+":null|"\w+":null,', ""),
+        detail=pl.col("_detail"),
         file=pl.lit(ctx.path),
         line=pl.col("line"),
     )
@@ -1450,6 +1463,34 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         partial=_cut_last_line(frame),
         node=hosts[0] if len(hosts) == 1 else None,
     )
+
+
+_NULL_MEMBER = r',"\w+":null|"\w+":null,'
+
+
+def _step_detail(rows: pl.DataFrame, fields: dict[str, pl.Expr]) -> pl.Series:
+    """`_json_obj(**fields)` with its null members stripped (`_NULL_MEMBER`), for every row of `rows`.
+
+    Fast path: one `json_encode` of the whole struct, null members then stripped by the same regex, which
+    gives the same text whenever some member encodes to a non-null JSON value. Rows whose only non-null
+    fields are non-finite floats (encoded `null`) take `_json_obj` itself; rows with no field are null.
+    """
+    schema = rows.select(**fields).schema
+    real = [
+        (e.is_not_null() & e.is_finite()) if schema[name].is_float() else e.is_not_null() for name, e in fields.items()
+    ]
+    f = rows.select(
+        _enc=pl.struct(**fields).struct.json_encode().str.replace_all(_NULL_MEMBER, ""),
+        _real=pl.any_horizontal(*real),
+        _any=pl.any_horizontal(*(e.is_not_null() for e in fields.values())),
+    )
+    out = f.select(pl.when(pl.col("_real")).then(pl.col("_enc")).otherwise(pl.lit(None, dtype=pl.String))).to_series()
+    odd = f.select((pl.col("_any") & ~pl.col("_real")).fill_null(False)).to_series()
+    if odd.any():
+        idx = odd.arg_true()
+        slow = rows[idx].select(_json_obj(**fields).str.replace_all(_NULL_MEMBER, "")).to_series()
+        out = out.scatter(idx, slow)
+    return out.alias("detail")
 
 
 def _cut_last_line(frame: pl.DataFrame) -> bool:
