@@ -59,11 +59,12 @@ AER_SEVERITY = {"corrected": "low", "nonfatal": "high", "fatal": "critical"}
 
 def _json(fields: dict[str, pl.Expr]) -> pl.Expr:
     """JSON object of the non-null fields (null members left out to keep `detail` readable)."""
-    enc = pl.struct(**fields).struct.json_encode()
-    return (
-        enc.str.replace_all(r'"[^"]+":null,?', "")
-        .str.replace(r",\}$", "}")
-    )
+    return _strip_nulls(pl.struct(**fields).struct.json_encode())
+
+
+def _strip_nulls(enc: pl.Expr) -> pl.Expr:
+    """Drop `"key":null` members from `struct.json_encode` text (see `_json`)."""
+    return enc.str.replace_all(r'"[^"]+":null,?', "").str.replace(r",\}$", "}")
 
 
 def _node(ctx: FileContext) -> pl.Expr:
@@ -92,6 +93,10 @@ def _events(
     df = df.with_columns(_bus=bus.cast(pl.String))
     uniq = df.select("_bus").unique().filter(pl.col("_bus").is_not_null())
     df = df.join(uniq.with_columns(_nbus=normalize_bus_id(pl.col("_bus"))), on="_bus", how="left")
+    # the null-stripping regex of `_json` runs once per distinct encoding (XID storms repeat one detail)
+    df = df.with_columns(_enc=pl.struct(**{**detail, **_clock_detail()}).struct.json_encode())
+    enc = df.select("_enc").unique()
+    df = df.join(enc.with_columns(_detail=_strip_nulls(pl.col("_enc"))), on="_enc", how="left", nulls_equal=True)
     return df.select(
         "ts",
         ts_quality=pl.col("ts_quality").fill_null("none"),
@@ -103,7 +108,7 @@ def _events(
         code=code.cast(pl.String),
         severity=severity,
         message=pl.col("text"),
-        detail=_json({**detail, **_clock_detail()}),
+        detail=pl.col("_detail"),
         file=pl.lit(ctx.path),
         line=pl.col("line"),
     )
