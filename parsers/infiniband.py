@@ -31,6 +31,7 @@ import polars as pl
 
 from parsers._common import json_detail as _json_detail
 from parsers._common import split_envelopes
+from parsers._sniff import head_text, may_match, required_literals
 from parsers.base import FileContext, ParseResult, account, numbered
 from parsers.nccl_tests import collector_time
 
@@ -171,11 +172,17 @@ _SNIFF = (
 )
 
 
+_SNIFF_LITS = tuple((required_literals(a), required_literals(b) if b is not None else None) for a, b, _ in _SNIFF)
+"""Literals each signature's regexes need (parsers._sniff): a regex runs only when one is in the head."""
+
+
 def sniff(head: bytes, name: str) -> float:
     """Score the strongest InfiniBand tool signature found in the head."""
-    text = head.decode("utf-8", "replace")
+    text = head_text(head)
     best = 0.0
-    for first, second, score in _SNIFF:
+    for (first, second, score), (lits1, lits2) in zip(_SNIFF, _SNIFF_LITS):
+        if score <= best or not may_match(lits1, text) or (second is not None and not may_match(lits2, text)):
+            continue
         if first.search(text) and (second is None or second.search(text)):
             best = max(best, score)
     return best

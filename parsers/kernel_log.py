@@ -178,9 +178,10 @@ def sniff(head: bytes, name: str) -> float:
     bare ISO timestamp (common to many loggers) does not count on its own.
     """
     text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", head.decode("utf-8", "replace"))
-    if _PROC_STAT.search(text) and re.search(r"^cpu\d* +\d+ \d+", text, re.M):
+    # literal guards first: `^\s*` in multi-line mode is quadratic over thousands of blank lines
+    if "btime " in text and _PROC_STAT.search(text) and re.search(r"^cpu\d* +\d+ \d+", text, re.M):
         return 0.9  # /proc/stat: gives the boot time (btime)
-    if _TIMEDATECTL.search(text) and re.search(r"^\s*Local time: ", text, re.M):
+    if "Time zone: " in text and _TIMEDATECTL.search(text) and "Local time: " in text and re.search(r"^\s*Local time: ", text, re.M):
         return 0.9  # timedatectl: gives the zone of the node's local-time logs
     lines = [ln for ln in text.splitlines()[:300] if ln.strip() and not ln.startswith("#")]
     if not lines:

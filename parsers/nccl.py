@@ -51,6 +51,7 @@ import polars as pl
 
 from parsers import torch_distributed as td
 from parsers._common import envelope_struct, nccl_bus_id
+from parsers._sniff import head_text, may_match, required_literals
 from parsers.base import FileContext, ParseResult, account, numbered
 
 NAME = "nccl"
@@ -158,22 +159,41 @@ _SNIFF_BARE = re.compile(r"^(?:\S+\s)?NCCL version \d[\w.]*\+cuda", re.M)
 _SNIFF_RAS = re.compile(r"^Communicators\.\.\.|^#\d+-\d+ \([0-9a-f]+\) [A-Z]+$|^Job summary$", re.M)
 _SNIFF_NCCLTESTS = re.compile(r"^#\s*nThread \d|^#\s+size\s+count\s+type|^# Avg bus bandwidth", re.M)
 _SNIFF_OFI = re.compile(r"(?:INFO|WARN): Function: \w+ Line: \d+: NET/OFI", re.M)
+_SNIFF_LINE_START = re.compile(r"(?<![^\s:\[\]])" + _SNIFF_LINE.pattern)
+"""`_SNIFF_LINE` tried only where a host name can start: linear on a long run of name characters, where
+`_SNIFF_LINE` is quadratic. Same matches unless one is directly followed by a name character (checked)."""
+_SNIFF_NAME_CHAR = re.compile(r"[^\s:\[\]]")
+_SNIFF_BARE_LITS = required_literals(_SNIFF_BARE)
+_SNIFF_NCCLTESTS_LITS = required_literals(_SNIFF_NCCLTESTS)
+_SNIFF_OFI_LITS = required_literals(_SNIFF_OFI)
+
+
+def _sniff_hits(text: str) -> int:
+    """`len(_SNIFF_LINE.findall(text))`, without its quadratic time on a long line."""
+    if "NCCL " not in text:
+        return 0
+    ends = [m.end() for m in _SNIFF_LINE_START.finditer(text)]
+    # a leftmost _SNIFF_LINE match starts at a name start (else it would start one character earlier),
+    # except right after a previous match that ends inside a name ("...NCCL INFOx"): then count the slow way
+    if any(_SNIFF_NAME_CHAR.match(text, e) for e in ends):
+        return len(_SNIFF_LINE.findall(text))
+    return len(ends)
 
 
 def sniff(head: bytes, name: str) -> float:
     """Score by the share of head lines carrying the NCCL `host:pid:tid [dev] NCCL` prefix (or RAS/OFI forms)."""
-    text = head.decode("utf-8", "replace")
+    text = head_text(head)
     lines = [ln for ln in text.splitlines()[:400] if ln.strip() and not ln.startswith("#SOURCE")]
     if not lines:
         return 0.0
-    hits = len(_SNIFF_LINE.findall(text))
-    if _SNIFF_NCCLTESTS.search(text):
+    hits = _sniff_hits(text)
+    if may_match(_SNIFF_NCCLTESTS_LITS, text) and _SNIFF_NCCLTESTS.search(text):
         return 0.4 if hits else 0.0  # nccl-tests output carries NCCL lines too; its parser should win
-    if _SNIFF_RAS.search(text) and ("NCCL version" in text or "Communicators..." in text):
+    if ("NCCL version" in text or "Communicators..." in text) and _SNIFF_RAS.search(text):
         return 0.9
-    if _SNIFF_OFI.search(text):
+    if may_match(_SNIFF_OFI_LITS, text) and _SNIFF_OFI.search(text):
         return 0.8
-    bare = len(_SNIFF_BARE.findall(text))
+    bare = len(_SNIFF_BARE.findall(text)) if may_match(_SNIFF_BARE_LITS, text) else 0
     if not hits and not bare:
         return 0.0
     share = (hits + bare) / len(lines)

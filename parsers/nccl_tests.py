@@ -38,6 +38,7 @@ import polars as pl
 
 from parsers._common import json_detail as _json_detail
 from parsers._common import normalize_bus_id, split_envelopes
+from parsers._sniff import head_text, may_match, required_literals
 from parsers.base import FileContext, ParseResult, account, numbered
 
 NAME = "nccl-tests"
@@ -111,20 +112,32 @@ _SNIFF_ROW = re.compile(
 )
 _SNIFF_JSON_FILE = re.compile(r'(?m)^\s*\{[\s\S]*"nccl_version"\s*:\s*\d+')
 _SNIFF_NCCL = re.compile(r"(?m)^\S*?\S+:\d+:\d+ \[\d+\] NCCL ")
+_SNIFF_NCCL_FAST = re.compile(r"(?m)^\S+:\d+:\d+ \[\d+\] NCCL ")
+r"""Counts what `_SNIFF_NCCL` counts (`\S*?\S+` and `\S+` accept the same names; a match is one line, one
+per line start) in linear time: `\S*?\S+` is quadratic on a long run of non-blanks."""
+_SNIFF_STRONG_LITS = required_literals(_SNIFF_STRONG)
+_SNIFF_DEVICE_LITS = required_literals(_SNIFF_DEVICE)
+_SNIFF_ROW_LITS = required_literals(_SNIFF_ROW)
+_SNIFF_JSON_LITS = required_literals(_SNIFF_JSON_FILE)
 
 
 def sniff(head: bytes, name: str) -> float:
     """Score nccl-tests markers in the head; low when NCCL debug lines dominate (the NCCL parser's file)."""
-    text = head.decode("utf-8", "replace")
+    text = head_text(head)
+    # each regex runs only when a literal it needs is in the head (parsers._sniff): same scores, and the
+    # multi-line ones (`^\s*` spanning blank lines, `[\s\S]*`) never run over text they cannot match
+    if ('"minimum_bytes"' in text or '"results"' in text) and may_match(_SNIFF_JSON_LITS, text):
+        if _SNIFF_JSON_FILE.search(text) and any(ln.strip() and not ln.startswith("#SOURCE") for ln in text.splitlines()):
+            return 0.95
+    strong = may_match(_SNIFF_STRONG_LITS, text) and bool(_SNIFF_STRONG.search(text))
+    devices = len(_SNIFF_DEVICE.findall(text)) if may_match(_SNIFF_DEVICE_LITS, text) else 0
+    rows = len(_SNIFF_ROW.findall(text)) if may_match(_SNIFF_ROW_LITS, text) else 0
+    if not (strong or devices or rows):
+        return 0.0
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#SOURCE")]
     if not lines:
         return 0.0
-    nccl_share = len(_SNIFF_NCCL.findall(text)) / len(lines)
-    strong = bool(_SNIFF_STRONG.search(text))
-    devices = len(_SNIFF_DEVICE.findall(text))
-    rows = len(_SNIFF_ROW.findall(text))
-    if _SNIFF_JSON_FILE.search(text) and ('"minimum_bytes"' in text or '"results"' in text):
-        return 0.95
+    nccl_share = (len(_SNIFF_NCCL_FAST.findall(text)) if "] NCCL " in text else 0) / len(lines)
     if strong or devices >= 2 or rows >= 2:
         return 0.95 if nccl_share < 0.5 else 0.45
     if devices == 1 or rows == 1:

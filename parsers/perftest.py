@@ -18,6 +18,7 @@ import polars as pl
 
 from parsers._common import json_detail as _json_detail
 from parsers._common import split_envelopes
+from parsers._sniff import head_text, may_match, required_literals
 from parsers.base import FileContext, ParseResult, account, numbered
 from parsers.nccl_tests import collector_time
 
@@ -50,15 +51,20 @@ DATE_DEFAULT_RE = r"^\s*[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]?\d \d\d:\d\d:\d\d (?:U
 _SNIFF_BANNER = re.compile(r"(?m)^\s+[\w* ]+ (?:BW|Lat|Latency) Test\s*$")
 _SNIFF_PAIR = re.compile(r"(?m)^ (?:Dual-port|Number of qps|Connection type|TX depth|Link type)\s*: ")
 _SNIFF_HDR = re.compile(r"(?m)^\s*#bytes\s+#iterations\s+(?:BW peak|t_min)")
+# literals each needs (parsers._sniff): `(?m)^\s+` spans blank lines, so over a head of thousands of blank
+# lines these regexes are quadratic; they run only when they can match
+_SNIFF_BANNER_LITS = ("BW Test", "Lat Test", "Latency Test")  # `(?:BW|Lat|Latency) Test`
+_SNIFF_PAIR_LITS = required_literals(_SNIFF_PAIR)
+_SNIFF_HDR_LITS = required_literals(_SNIFF_HDR)
 
 
 def sniff(head: bytes, name: str) -> float:
     """Score the perftest banner and result header."""
-    text = head.decode("utf-8", "replace")
+    text = head_text(head)
     banner, pairs, hdr = (
-        bool(_SNIFF_BANNER.search(text)),
-        len(_SNIFF_PAIR.findall(text)),
-        bool(_SNIFF_HDR.search(text)),
+        may_match(_SNIFF_BANNER_LITS, text) and bool(_SNIFF_BANNER.search(text)),
+        len(_SNIFF_PAIR.findall(text)) if may_match(_SNIFF_PAIR_LITS, text) else 0,
+        may_match(_SNIFF_HDR_LITS, text) and bool(_SNIFF_HDR.search(text)),
     )
     if (banner and pairs >= 2) or hdr:
         return 0.95

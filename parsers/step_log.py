@@ -31,6 +31,7 @@ import polars as pl
 from forensics.schema import UTC_US, conform
 from parsers import _step_grammars as g
 from parsers._common import ENVELOPES
+from parsers._sniff import head_text, may_match, required_literals
 from parsers.base import FileContext, ParseResult, account, numbered
 
 NAME = "step-log"
@@ -168,11 +169,29 @@ _SNIFF_STRIP = re.compile(
 _ANSI_PY = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _SNIFF_COLLECTOR = re.compile(g.COLLECTOR_RE)
 _SNIFF_PYLOG = re.compile(g.PYLOG_PREFIX_RE)
+# literals one of which each sniff regex needs (see parsers._sniff): a regex none of whose literals is in the
+# head cannot match any of its lines, so it is not run line by line
+_SNIFF_STRONG_LITS = [required_literals(r) for r in _SNIFF_STRONG]
+_SNIFF_SUPPORT_LITS = [required_literals(r) for r in _SNIFF_SUPPORT]
+_SNIFF_OTHER_LITS = required_literals(_SNIFF_OTHER)
+_SNIFF_WEAK_LITS = required_literals(_SNIFF_WEAK)
 
 
 def sniff(head: bytes, name: str) -> float:
     """Score by how much step-line shapes dominate the head's recognisable lines (NCCL/kernel lines compete)."""
-    text = head.decode("utf-8", "replace")
+    text = head_text(head)
+    strong_res, support_res = _SNIFF_STRONG, _SNIFF_SUPPORT
+    other_re: re.Pattern[str] | None = _SNIFF_OTHER
+    weak_re: re.Pattern[str] | None = _SNIFF_WEAK
+    if "\x1b" not in text:
+        # without ANSI codes to strip, every string tested below is a substring of `text`: drop the regexes
+        # whose required literals are absent (exact), and stop when no step line or preamble can be found
+        strong_res = [r for r, lits in zip(_SNIFF_STRONG, _SNIFF_STRONG_LITS) if may_match(lits, text)]
+        weak_re = _SNIFF_WEAK if may_match(_SNIFF_WEAK_LITS, text) else None
+        if not strong_res and weak_re is None:
+            return 0.0  # strong == 0 and weak is False below, whatever the other counts
+        support_res = [r for r, lits in zip(_SNIFF_SUPPORT, _SNIFF_SUPPORT_LITS) if may_match(lits, text)]
+        other_re = _SNIFF_OTHER if may_match(_SNIFF_OTHER_LITS, text) else None
     strong = support = other = 0
     weak = False
     for raw in text.splitlines()[:2000]:
@@ -181,13 +200,13 @@ def sniff(head: bytes, name: str) -> float:
                 continue
             s = _SNIFF_COLLECTOR.sub("", _ANSI_PY.sub("", seg), count=1)
             s = _SNIFF_PYLOG.sub("", _SNIFF_STRIP.sub("", s, count=1), count=1)
-            if any(r.search(s) for r in _SNIFF_STRONG):
+            if any(r.search(s) for r in strong_res):
                 strong += 1
-            elif any(r.search(s) for r in _SNIFF_SUPPORT):
+            elif any(r.search(s) for r in support_res):
                 support += 1
-            elif _SNIFF_OTHER.search(s):
+            elif other_re is not None and other_re.search(s):
                 other += 1
-            elif not weak and _SNIFF_WEAK.search(s):
+            elif not weak and weak_re is not None and weak_re.search(s):
                 weak = True
     if strong == 0:
         # a training log whose head holds only its preamble (Megatron arguments, HF header): ours unless NCCL/c10

@@ -1,0 +1,147 @@
+"""Format detection stays cheap and exact: every sniffer returns quickly on nasty heads, and the literal
+shortcuts of `parsers._sniff` (and the linear rewrites of quadratic sniff regexes) never change a score."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from parsers import nccl, nccl_tests, registry
+from parsers._sniff import head_text, may_match, required_literals
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+NASTY = {
+    "one 64 KiB line": b"a" * 65536,
+    "one 64 KiB line of digits": b"1" * 65536,
+    "one 64 KiB line of spaces": b" " * 65536,
+    "one 64 KiB line of name:1:2 [0] ": b"node:1:2 [0] " * 5041,
+    "10k blank lines": b"\n" * 10000,
+    "10k CRLF blank lines": b"\r\n" * 10000,
+    "10k lines of one space": b" \n" * 10000,
+    "10k lines of one tab": b"\t\n" * 10000,
+    "binary": bytes(range(256)) * 256,
+    "NUL bytes": b"\0" * 65536,
+}
+
+BOUND_S = 0.5
+"""CPU seconds one sniffer may take on one nasty head. Before the fix some took 3-30 s; now all take under
+~0.15 s, so the bound is generous for a loaded 2-core machine (CPU time, not wall time, is measured)."""
+
+
+@pytest.mark.parametrize("label", list(NASTY))
+def test_every_sniffer_is_fast_on_nasty_heads(label: str) -> None:
+    head = NASTY[label]
+    slow = []
+    for parser in registry.PARSERS:
+        t0 = time.process_time()
+        registry._safe_sniff(parser, head, "x.log")
+        spent = time.process_time() - t0
+        if spent > BOUND_S:
+            slow.append(f"{parser.NAME}: {spent:.2f} s")
+    assert not slow, f"{label}: {slow}"
+
+
+def _sniff_regexes() -> list[tuple[str, re.Pattern[str]]]:
+    out = []
+    for parser in registry.PARSERS:
+        for name, value in vars(parser).items():
+            if isinstance(value, re.Pattern) and "SNIFF" in name.upper():
+                out.append((f"{parser.NAME}.{name}", value))
+            elif isinstance(value, list | tuple):
+                for i, v in enumerate(value):
+                    for w in v if isinstance(v, tuple) else (v,):
+                        if isinstance(w, re.Pattern) and "SNIFF" in name.upper():
+                            out.append((f"{parser.NAME}.{name}[{i}]", w))
+    return out
+
+
+def _fixture_texts() -> list[str]:
+    texts = []
+    for p in sorted(FIXTURES.rglob("*")):
+        if p.is_file() and not p.name.endswith(".expected.jsonl"):
+            texts.append(head_text(p.read_bytes()[:65536]))
+    return texts
+
+
+def test_required_literals_are_sound_on_every_fixture_line() -> None:
+    """A sniff regex that matches a fixture line (or whole head) always finds one of its literals there."""
+    texts = _fixture_texts()
+    regexes = _sniff_regexes()
+    assert len(regexes) > 30
+    for label, rx in regexes:
+        lits = required_literals(rx)
+        for text in texts:
+            for piece in [text, *text.splitlines()[:300]]:
+                if rx.search(piece):
+                    assert may_match(lits, piece), (label, lits, piece[:200])
+
+
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        (r"abc", ("abc",)),
+        (r"(?i)abc", None),
+        (r"a(?i:bcd)e", ("a",)),
+        (r"x(?:abc|de)y", ("abc", "de")),
+        (r"(?:abc|d*)", None),
+        (r"-{20,}", ("-",)),
+        (r"a?bc", ("bc",)),
+        (r"\d+", None),
+        (r"^\s*#bytes\s+#iterations", ("#iterations",)),
+        (r"(?P<x>foo)bar\d(?P=x)", ("foo",)),
+    ],
+)
+def test_required_literals(pattern: str, expected: tuple[str, ...] | None) -> None:
+    assert required_literals(pattern) == expected
+
+
+_ALPHABET = st.sampled_from(
+    ["a", "b", "c", "d", "e", "x", "y", "-", " ", "\n", "bc", "abc", "de", "foo", "bar", "#bytes", "1", "A", "B"]
+)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(_ALPHABET, max_size=30).map("".join))
+def test_required_literals_sound_on_random_text(text: str) -> None:
+    for pattern in (r"a?bc", r"x?(?:abc|de)y?", r"(?:foo|ba+r)-{2,}", r"(?m)^\s*(?:abc|de)\s*$", r"(?:a|b)(?:c|d)e"):
+        if re.search(pattern, text):
+            assert may_match(required_literals(pattern), text), (pattern, text)
+
+
+NCCL_EDGES = [
+    "host:1:2 [0] NCCL INFO x\n" * 3,
+    "NCCL INFOx:1:2 [0] NCCL INFO a\nh:1:2 [0] NCCL INFOh:1:2 [0] NCCL WARN\n",
+    "h:1:2 [0] NCCL TRACEfoo:3:4 [1] NCCL WARN\n",
+    "aaa:bbb:1:2 [0] x NCCL INFO\n[h:1:2 [0] NCCL INFO]\n",
+    "a" * 3000 + ":1:2 [0] NCCL INFO\n",
+    "",
+]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.sampled_from(["h", "x", ":", "1", ":1:2 [0] ", "NCCL INFO", " NCCL WARN", " ", "\n", "[", "]", "é"]), max_size=40).map("".join))
+def test_nccl_sniff_hits_counts_like_the_original_regex(text: str) -> None:
+    assert nccl._sniff_hits(text) == len(nccl._SNIFF_LINE.findall(text))
+
+
+def test_nccl_sniff_hits_on_edges_and_fixtures() -> None:
+    for text in NCCL_EDGES + _fixture_texts():
+        assert nccl._sniff_hits(text) == len(nccl._SNIFF_LINE.findall(text))
+
+
+def test_nccl_tests_fast_nccl_count_matches_the_original() -> None:
+    for text in NCCL_EDGES + _fixture_texts():
+        assert len(nccl_tests._SNIFF_NCCL_FAST.findall(text)) == len(nccl_tests._SNIFF_NCCL.findall(text))
+
+
+def test_head_text_is_the_plain_decode() -> None:
+    raw = b"abc\xff\xfe\n" + os.urandom(64)
+    assert head_text(raw) == raw.decode("utf-8", "replace")
+    assert head_text(raw) is head_text(raw)
