@@ -245,6 +245,20 @@ def torch_understood(body: pl.Expr) -> pl.Expr:
     return body.str.contains(TORCH_LINE_START)
 
 
+def _gated(df: pl.DataFrame, literals: tuple[str, ...], pattern: str) -> pl.Series:
+    """`body.str.contains(pattern)` over `df`, the regex run only on rows holding one of `literals` (each
+    match of `pattern` contains one of them); other rows False (null where body is null)."""
+    body = df.get_column("body")
+    pre = body.str.contains_any(list(literals))
+    idx = pre.fill_null(False).arg_true()
+    out = pl.Series("hit", [False] * df.height, dtype=pl.Boolean)
+    if len(idx):
+        out = out.scatter(idx, body.gather(idx).str.contains(pattern))
+    if body.null_count():
+        out = pl.select(pl.when(body.is_null()).then(None).otherwise(out)).to_series()
+    return out
+
+
 def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, pl.Series]:
     """Extract PyTorch-distributed events from a prepared frame (see `parsers.nccl.prepare`).
 
@@ -273,7 +287,8 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
         body.str.contains_any(list(TORCH_LITERALS) + ["exitcode", "Sending process"])
     )
     base = cand.with_columns(
-        c10=body.str.extract_groups(C10_RE),
+        # the line start holds every field read from C10_RE (its `msg` tail always matches): cheaper to extract
+        c10=body.str.extract_groups(C10_START),
         el=body.str.extract_groups(ELASTIC_RE),
         pg=body.str.extract_groups(PG_RE),
         rank_tag=body.str.extract(RANK_TAG_RE, 1).cast(pl.Int32, strict=False),
@@ -333,15 +348,15 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
     base = base.with_columns(
         _h_wd=body.str.contains(WATCHDOG_RE),
         _h_ws=body.str.contains(WORK_STATUS_RE),
-        _h_term=body.str.contains(TERMINATED_RE),
+        _h_term=_gated(base, ("watchdog thread terminated with exception: ",), TERMINATED_RE),
         _h_hb=body.str.contains(HEARTBEAT_RE),
         _h_st=body.str.contains(STUCK_RE),
         _h_ca=body.str.contains(COMM_ABORTED_RE),
         _h_ab=body.str.contains(ABORT_TEXT, literal=True),
         _h_dr=body.str.contains(DESYNC_RANKS_RE),
-        _h_ne=body.str.contains(NCCL_ERROR_RE),
-        _h_db=body.str.contains(DIST_BACKEND_RE),
-        _h_so=body.str.contains(STORE_RE),
+        _h_ne=_gated(base, ("NCCL error in: ", "nccl"), NCCL_ERROR_RE),
+        _h_db=_gated(base, ("DistBackendError", "DistError"), DIST_BACKEND_RE),
+        _h_so=_gated(base, ("DistStoreError", "DistNetworkError"), STORE_RE),
         _h_fa=body.str.contains(FAILED_RE),
         _h_sg=body.str.contains(SIGNAL_RE),
         _h_rs=body.str.contains(RESTART_RE),
