@@ -806,8 +806,10 @@ def warn_events(warns: pl.DataFrame, ctx: FileContext, rank_map: pl.DataFrame | 
     msg = pl.col("msg")
     kind = pl.lit("nccl_warn")
     severity = pl.lit("medium")
-    for k, rx, sev in reversed(WARN_KINDS):
-        hit = msg.str.contains(rx)
+    # each kind's regex evaluated once (as a column), not once for kind and again for severity
+    warns = warns.with_columns(**{f"_wk{i}": msg.str.contains(rx) for i, (_k, rx, _s) in enumerate(WARN_KINDS)})
+    for i, (k, _rx, sev) in reversed(list(enumerate(WARN_KINDS))):
+        hit = pl.col(f"_wk{i}")
         kind = pl.when(hit).then(pl.lit(k)).otherwise(kind)
         severity = pl.when(hit).then(pl.lit(sev)).otherwise(severity)
     w = warns.with_columns(kind=kind, severity=severity, ib=msg.str.extract_groups(IB_COMPLETION_RE),
@@ -835,8 +837,11 @@ def warn_events(warns: pl.DataFrame, ctx: FileContext, rank_map: pl.DataFrame | 
         w = w.join(rm, on=["node", "pid", "dev"], how="left", maintain_order="left")
     else:
         w = w.with_columns(nccl_rank=pl.lit(None, dtype=pl.Int32), bus=pl.lit(None, dtype=pl.String))
-    ib_detail = {k: msg.str.extract(rx, 1) for k, rx in IB_FIELDS.items()}
-    ib_detail["direction"] = pl.coalesce(msg.str.extract(IB_FIELDS["direction"], 1), msg.str.extract(IB_FIELDS["direction"], 2))
+    w = w.drop([f"_wk{i}" for i in range(len(WARN_KINDS))]).with_columns(
+        **{f"_ib_{k}": msg.str.extract(rx, 1) for k, rx in IB_FIELDS.items() if k != "direction"},
+        _ib_direction=pl.coalesce(msg.str.extract(IB_FIELDS["direction"], 1), msg.str.extract(IB_FIELDS["direction"], 2)),
+    )
+    ib_detail = {k: pl.col(f"_ib_{k}") for k in IB_FIELDS}
     is_ib = pl.col("kind") == "nccl_ib_error"
     return w.select(
         ts="ts",
