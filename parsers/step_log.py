@@ -1197,9 +1197,30 @@ def _rows(frags: pl.DataFrame) -> pl.DataFrame:
 
 
 def _phases(rows: pl.DataFrame) -> pl.DataFrame:
-    """Phase columns and the widest (min, max) spread from the attached timers."""
+    """Phase columns and the widest (min, max) spread from the attached timers.
+
+    Only rows with timers are evaluated (list evals are the slow part); the others keep their phase
+    columns and get no spread, which is what the evaluation gives them.
+    """
+    none = {"phase_spread_s": pl.lit(None, dtype=pl.Float64), "phase_spread_name": pl.lit(None, dtype=pl.String)}
     if rows.height == 0:
-        return rows.with_columns(phase_spread_s=pl.lit(None, dtype=pl.Float64), phase_spread_name=pl.lit(None, dtype=pl.String))
+        return rows.with_columns(**none)
+    has = (rows.get_column("timers").list.len().fill_null(0) > 0).arg_true()
+    if len(has) == 0:
+        return rows.with_columns(**none)
+    if len(has) == rows.height or len(has) < 2:
+        # NOTE: polars divides a one-row frame by a literal exactly but longer ones by its reciprocal (last
+        # digit may differ), so a one-row subset of a longer frame is evaluated with the whole frame
+        return _phases_all(rows)
+    sub = _phases_all(rows[has])
+    out = rows.with_columns(**none)
+    return out.with_columns(
+        **{c: out.get_column(c).scatter(has, sub.get_column(c)) for c in [*g.PHASES, *none]}
+    )
+
+
+def _phases_all(rows: pl.DataFrame) -> pl.DataFrame:
+    """`_phases` evaluated on every row."""
     el = pl.element()
     upd = {}
     for col, names in g.PHASES.items():
