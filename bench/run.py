@@ -288,8 +288,14 @@ def main() -> None:
     cmd = [*fx, "ingest", str(bundle), "-o", str(out), "--force", "-q"]
     if a.jobs:
         cmd += ["-j", str(a.jobs)]
+    load_before = os.getloadavg()[0]
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     ing_s, ing_rss, _ = timed(cmd)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU of the ingest and its (waited-for) workers: less sensitive than wall time to a loaded machine
+    ing_cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    load_after = os.getloadavg()[0]
+    children = ru1.ru_maxrss * 1024
     manifest = json.loads((out / "manifest.json").read_text())
     tot = manifest["totals"]
     res = {
@@ -301,6 +307,10 @@ def main() -> None:
         "unrecognized": tot["unrecognized_lines"],
         "ingest_s": round(ing_s, 2),
         "ingest_mb_s": round(mb / ing_s, 1),
+        "ingest_cpu_s": round(ing_cpu, 2),
+        "ingest_cpu_ms_per_file": round(1000 * ing_cpu / max(nfiles, 1), 1),
+        "grep_ratio_by_cpu_pct": round(100 * grep_s / max(ing_cpu, 1e-9), 2),
+        "loadavg_1min_before_after": [round(load_before, 1), round(load_after, 1)],
         "grep_s": round(grep_s, 3),
         "grep_mb_s": round(mb / grep_s, 1),
         "ratio_pct": round(100 * grep_s / ing_s, 1),
