@@ -145,3 +145,17 @@ def test_head_text_is_the_plain_decode() -> None:
     raw = b"abc\xff\xfe\n" + os.urandom(64)
     assert head_text(raw) == raw.decode("utf-8", "replace")
     assert head_text(raw) is head_text(raw)
+
+
+def test_kernel_log_joined_prefix_regexes_match_like_the_lists() -> None:
+    from parsers import kernel_log
+    from parsers._sniff import _AnyOf, alternation, any_of
+
+    assert alternation(kernel_log._SNIFF_STRONG) is not None  # joined, not the slow fallback
+    lines = [ln for text in _fixture_texts() for ln in text.splitlines()[:300]]
+    for ln in lines:
+        assert bool(kernel_log._SNIFF_STRONG_ANY.match(ln)) == any(r.match(ln) for r in kernel_log._SNIFF_STRONG), ln
+        assert bool(kernel_log._SNIFF_WEAK_ANY.match(ln)) == any(r.match(ln) for r in kernel_log._SNIFF_WEAK), ln
+    backref = [re.compile(r"(a)\1"), re.compile(r"b")]
+    assert alternation(backref) is None and isinstance(any_of(backref), _AnyOf)
+    assert any_of(backref).match("aa") and not any_of(backref).match("ab")
