@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from enum import Enum, IntEnum
 from pathlib import Path
@@ -51,11 +53,19 @@ class FailOn(str, Enum):
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def boundary(fn: F) -> F:
     """Turn ForensicsError into `Error: …` on stderr and exit status 2 (or re-raise with --traceback)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        # SIGTERM (a scheduler's or `kill`'s) takes the Ctrl-C path, which stops the worker processes
+        # and leaves no half-written output; only in the main thread, where signals can be set
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _terminate)
         try:
             return fn(*args, **kwargs)
         except ForensicsError as exc:
