@@ -67,6 +67,24 @@ class Parser(Protocol):
     def parse(self, lines: pl.Series, ctx: FileContext) -> ParseResult: ...
 
 
+@dataclass
+class Tally:
+    """Line accounting for parsers that walk a block-structured file line by line (nvidia-smi -q, DCGM)."""
+
+    parsed: int = 0
+    unrecognized: int = 0
+    examples: list[tuple[int, str]] = field(default_factory=list)
+
+    def count(self, ok: bool, line: int, text: str) -> None:
+        """Count one non-blank line as parsed or, with an example kept, as unrecognized."""
+        if ok:
+            self.parsed += 1
+            return
+        self.unrecognized += 1
+        if len(self.examples) < MAX_EXAMPLES:
+            self.examples.append((line, text[:500]))
+
+
 def numbered(lines: pl.Series, ctx: FileContext) -> pl.DataFrame:
     """Return a frame of `line` (number in the file) and `text` for a column of lines."""
     return pl.DataFrame(

@@ -23,7 +23,7 @@ import polars as pl
 
 from parsers import _nvsmi_fields as F
 from parsers._common import json_detail
-from parsers.base import FileContext, ParseResult, account, numbered
+from parsers.base import FileContext, ParseResult, Tally, account, numbered
 
 NAME = "dcgm"
 DESCRIPTION = "DCGM dcgmi diag (text and JSON), health -c, discovery -l, nv-hostengine log"
@@ -101,8 +101,7 @@ def _cells(texts: list[str]) -> int:
 def _parse_tables(texts: list[str], blank: list[bool], ctx: FileContext) -> ParseResult:
     first = ctx.first_line
     width = _cells(texts)
-    parsed = unrecognized = 0
-    examples: list[tuple[int, str]] = []
+    tally = Tally()
     # records: [left, [(right_raw, line)], section]
     records: list[dict[str, Any]] = []
     nonblank = [i for i, b in enumerate(blank) if not b]
@@ -141,12 +140,7 @@ def _parse_tables(texts: list[str], blank: list[bool], ctx: FileContext) -> Pars
             pass  # one-column tables of `discovery -l` (NvSwitch / CPU ids): understood, no row
         else:
             ok = False
-        if ok:
-            parsed += 1
-        else:
-            unrecognized += 1
-            if len(examples) < 20:
-                examples.append((ln, raw[:500]))
+        tally.count(ok, ln, raw)
 
     def joined(rows: list[tuple[str, int]]) -> str:
         # Pieces are fixed-width slices of one text: concatenate them as they are (a slice may end on
@@ -244,9 +238,9 @@ def _parse_tables(texts: list[str], blank: list[bool], ctx: FileContext) -> Pars
     tables = F.frames(inv, [], events)
     return ParseResult(
         tables={"inventory": tables["inventory"], "events": tables["events"]},
-        parsed=parsed,
-        unrecognized=unrecognized,
-        unrecognized_examples=examples,
+        parsed=tally.parsed,
+        unrecognized=tally.unrecognized,
+        unrecognized_examples=tally.examples,
         partial=bool(cut),
     )
 

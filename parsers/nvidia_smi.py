@@ -20,7 +20,7 @@ from typing import Any
 import polars as pl
 
 from parsers import _nvsmi_fields as F
-from parsers.base import FileContext, ParseResult
+from parsers.base import FileContext, ParseResult, Tally
 
 NAME = "nvidia-smi"
 DESCRIPTION = "nvidia-smi -q text dumps (full, -d partial, concatenated; all driver generations)"
@@ -272,8 +272,7 @@ def _parse_items(
     snap: F.GpuSnapshot | None = None
     keys1: list[str] = []
     stack: list[tuple[int, str]] = []
-    parsed = unrecognized = 0
-    examples: list[tuple[int, str]] = []
+    tally = Tally()
     last_header_empty = False
     failures: list[dict[str, Any]] = []
 
@@ -286,7 +285,7 @@ def _parse_items(
     for ln, raw in items:
         text = raw.replace("\t", "    ").rstrip()
         if not text.strip():  # an empty line behind a host prefix
-            parsed += 1
+            tally.count(True, ln, raw)
             continue
         ok = True
         if (fe := F.failure_event(text, ln, node=node, path=ctx.path)) is not None:
@@ -339,12 +338,7 @@ def _parse_items(
                     last_header_empty = True
             else:
                 ok = False
-        if ok:
-            parsed += 1
-        else:
-            unrecognized += 1
-            if len(examples) < 20:
-                examples.append((ln, orig[ln][:500]))
+        tally.count(ok, ln, orig[ln])
     close_gpu(items[-1][0] if items else ctx.first_line)
 
     def text_of(line: int) -> str:
@@ -396,4 +390,4 @@ def _parse_items(
         partial = True
     if partial:
         notes.append("dump ends inside a GPU block: truncated")
-    return inv, samples, events, parsed, unrecognized, examples, notes, partial
+    return inv, samples, events, tally.parsed, tally.unrecognized, tally.examples, notes, partial

@@ -18,7 +18,7 @@ from typing import Any
 import polars as pl
 
 from parsers import _nvsmi_fields as F
-from parsers.base import FileContext, ParseResult
+from parsers.base import FileContext, ParseResult, Tally
 
 NAME = "nvidia-smi-table"
 DESCRIPTION = "default nvidia-smi table (GPU rows and processes), 525 and 535+ layouts"
@@ -67,8 +67,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     texts: list[str] = [t if t is not None else "" for t in lines.cast(pl.String).to_list()]
     blank = F.blank_flags(lines)
     first = ctx.first_line
-    parsed = unrecognized = 0
-    examples: list[tuple[int, str]] = []
+    tally = Tally()
     inv: list[dict[str, Any]] = []
     samples: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
@@ -158,12 +157,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
                 ok = False
         else:
             ok = False
-        if ok:
-            parsed += 1
-        else:
-            unrecognized += 1
-            if len(examples) < 20:
-                examples.append((ln, raw[:500]))
+        tally.count(ok, ln, raw)
 
     def text_of(line: int) -> str:
         return texts[line - first]
@@ -181,8 +175,8 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     partial = bool(tables) and texts and not texts[-1].strip().startswith("+") and not texts[-1].strip().endswith("|")
     return ParseResult(
         tables=F.frames(inv, samples, events),
-        parsed=parsed,
-        unrecognized=unrecognized,
-        unrecognized_examples=examples,
+        parsed=tally.parsed,
+        unrecognized=tally.unrecognized,
+        unrecognized_examples=tally.examples,
         partial=bool(partial),
     )

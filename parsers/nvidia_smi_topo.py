@@ -22,7 +22,7 @@ from typing import Any
 import polars as pl
 
 from parsers import _nvsmi_fields as F
-from parsers.base import FileContext, ParseResult
+from parsers.base import FileContext, ParseResult, Tally
 
 NAME = "nvidia-smi-topo"
 DESCRIPTION = "nvidia-smi topo -m (GPU/NIC affinity matrix) and nvlink -s/-e/-c listings"
@@ -64,8 +64,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     texts: list[str] = [t if t is not None else "" for t in lines.cast(pl.String).to_list()]
     blank = F.blank_flags(lines)
     first = ctx.first_line
-    parsed = unrecognized = 0
-    examples: list[tuple[int, str]] = []
+    tally = Tally()
     devcols: list[str] = []
     affcols: list[str] = []
     rows: list[tuple[str, list[str], list[str], int]] = []
@@ -108,12 +107,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             ok = False
         else:
             ok = False
-        if ok:
-            parsed += 1
-        else:
-            unrecognized += 1
-            if len(examples) < 20:
-                examples.append((ln, raw[:500]))
+        tally.count(ok, ln, raw)
 
     gpu_rows = [r for r in rows if r[0].startswith("GPU")]
     if gpu_rows and affcols and gpu_rows[-1] is rows[-1] and len(rows[-1][2]) < len(affcols):
@@ -176,9 +170,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     tables = F.frames(inv, [], events + failures)
     return ParseResult(
         tables={"inventory": tables["inventory"], "events": tables["events"]},
-        parsed=parsed,
-        unrecognized=unrecognized,
-        unrecognized_examples=examples,
+        parsed=tally.parsed,
+        unrecognized=tally.unrecognized,
+        unrecognized_examples=tally.examples,
         partial=partial,
     )
 
