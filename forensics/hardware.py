@@ -15,7 +15,6 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
-from forensics.catalog import find_entry
 from forensics.findings import Category, Evidence, Severity
 
 # kind → (category, default severity) for events that are not XID/SXid.

@@ -161,8 +161,8 @@ EVAL_DESC_RE = (
 )
 # Lightning RichProgressBar `Epoch 0/9  ━━━━━━━━━━ 50/100 0:00:10 • 0:00:10 4.95it/s v_num: 0 train_loss: 1.23`.
 RICH_BAR_RE = (
-    rf"^Epoch (?P<epoch>\d+)/(?P<epochs>\d+)\s+\S*\s*(?P<n>\d+)/(?P<total>\d+)\s+[\d:]+\s*•\s*\S+\s+(?P<rate>[\d.]+)"
-    rf"(?P<unit>it/s|s/it)(?P<post>.*)$"
+    r"^Epoch (?P<epoch>\d+)/(?P<epochs>\d+)\s+\S*\s*(?P<n>\d+)/(?P<total>\d+)\s+[\d:]+\s*•\s*\S+\s+(?P<rate>[\d.]+)"
+    r"(?P<unit>it/s|s/it)(?P<post>.*)$"
 )
 HF_TOTAL_STEPS_RE = r"Total optimization steps = (?P<n>[\d,]+)"
 

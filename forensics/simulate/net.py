@@ -37,7 +37,7 @@ def nccl_init(sim: Sim, node: Node) -> list[Rec]:
     cuda_lib = sim.style.nccl[1]
     G, N = sim.gpus_per_node, sim.nodes * sim.gpus_per_node
     t0 = sim.job_start + 20.0 + r.uniform(0, 3)
-    h, host = node.host, node.host
+    host = node.host
     commid = rng_for(sim.seed, "commid").getrandbits(64)
     ib = " ".join(f"[{k}]{hc.name}:1/IB" for k, hc in enumerate(node.hcas))
     out: list[Rec] = []
@@ -447,8 +447,8 @@ def nccl_test(sim: Sim, pair: list[Node], t: float) -> str:
                 if f.kind == "pcie_degraded":
                     peak *= 0.62
     lines = [
-        f"# nThread 1 nGpus 1 minBytes 8388608 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 "
-        f"agg iters: 1 validation: 1 graph: 0",
+        "# nThread 1 nGpus 1 minBytes 8388608 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 "
+        "agg iters: 1 validation: 1 graph: 0",
         "#",
         "# Using devices",
     ]

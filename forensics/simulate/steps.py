@@ -221,7 +221,6 @@ def _telemetry_extremes(sim: Sim, t: float, r) -> tuple[tuple[float, int], tuple
 
 
 def _deepspeed(sim: Sim) -> Iterator[str]:
-    r = rng_for(sim.seed, "deepspeed")
     N = sim.nodes * sim.gpus_per_node
     gbs = 4 * N
     yield f"[{_dt_ms(sim.job_start + 30.412)}] [INFO] [comm.py:637:init_distributed] cdb=None"
@@ -287,7 +286,7 @@ def _titan(sim: Sim) -> Iterator[str]:
         for c in sorted(x for x in ckpts if s0 < x <= s1):
             yield log(t_end + 0.5, "Saving the checkpoint (or staging if async is enabled).")
             yield log(t_end + 0.5 + float(sim.step_dur[c - 1]) - sim.baseline,
-                      f"[GC] GC collection invoked by checkpointer. 0.05 seconds.")
+                      "[GC] GC collection invoked by checkpointer. 0.05 seconds.")
             yield log(t_end + 0.6 + float(sim.step_dur[c - 1]) - sim.baseline,
                       f"Finished saving the checkpoint (or staging if async is enabled)in "
                       f"{float(sim.step_dur[c - 1]) - sim.baseline:.2f} seconds.")

@@ -58,7 +58,7 @@ def test_other_node_lines_are_not_used() -> None:
 
 
 def test_inventory_boot_time_applies_to_last_boot_not_to_crash_records() -> None:
-    pstore = f"dmesg-erst-1:\nPanic#1 Part1\n<0>[ 30.0] Kernel panic - not syncing: x\n"
+    pstore = "dmesg-erst-1:\nPanic#1 Part1\n<0>[ 30.0] Kernel panic - not syncing: x\n"
     t, _ = timebase.anchor(
         tables(("n2/dmesg", "n2", f"[ 100.0] {LINK}\n"), ("n2/pstore", "n2", pstore), boot_rows=[("n2", "2025-06-01T00:00:00Z")])
     )
@@ -67,7 +67,7 @@ def test_inventory_boot_time_applies_to_last_boot_not_to_crash_records() -> None
 
 
 def test_k8b_syslog_boot_time_anchors_raw_dmesg_of_same_node() -> None:
-    syslog = f"Mar  3 10:00:00 n3 kernel: [ 1000.000000] usb 1-1: reset\n"
+    syslog = "Mar  3 10:00:00 n3 kernel: [ 1000.000000] usb 1-1: reset\n"
     t, _ = timebase.anchor(tables(("n3/kern.log", "n3", syslog), ("n3/dmesg", "n3", f"[ 1500.0] {LINK}\n")))
     assert rows(t, "n3/dmesg") == [(1, datetime(2025, 3, 3, 10, 8, 20, tzinfo=UTC), "boot_anchored")]
 

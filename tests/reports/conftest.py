@@ -9,7 +9,6 @@ Built directly with numpy/polars so a 1,000-node OUT takes about a second. The s
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
