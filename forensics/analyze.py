@@ -294,7 +294,7 @@ def attribute_hang(
         return cands, info
     where = silent[0] if len(silent) == 1 else None
     ev = [
-        Evidence(source=r["source"], file=r["file"], line=r["line"], ts=iso(r["ts"]), text=r["message"])
+        Evidence.from_event(r)
         for r in wd.sort("ts", nulls_last=True).unique(subset="node", keep="first", maintain_order=True).head(6).iter_rows(named=True)
     ]
     title = (

@@ -67,6 +67,11 @@ class Evidence:
     ts: str | None
     text: str
 
+    @staticmethod
+    def from_event(row: dict[str, Any]) -> Evidence:
+        """The evidence of one `events` row: its verbatim message, where it was read and when."""
+        return Evidence(source=row["source"], file=row["file"], line=row["line"], ts=iso(row["ts"]), text=row["message"])
+
 
 @dataclass(frozen=True)
 class Impact:

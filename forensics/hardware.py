@@ -136,16 +136,7 @@ def _evidence(rows: pl.DataFrame) -> list[Evidence]:
     rows = rows.sort("ts", "file", "line", nulls_last=True)
     firsts = rows.unique(subset=["kind", "code"], keep="first", maintain_order=True)
     picked = pl.concat([firsts, rows.tail(1)]).unique(subset=["file", "line"], maintain_order=True)
-    return [
-        Evidence(
-            source=r["source"],
-            file=r["file"],
-            line=r["line"],
-            ts=r["ts"].isoformat().replace("+00:00", "Z") if r["ts"] else None,
-            text=r["message"],
-        )
-        for r in picked.head(MAX_EVIDENCE).iter_rows(named=True)
-    ]
+    return [Evidence.from_event(r) for r in picked.head(MAX_EVIDENCE).iter_rows(named=True)]
 
 
 def candidates_from_events(events: pl.DataFrame, nodes: list[str]) -> list[Candidate]:

@@ -16,7 +16,7 @@ import re
 
 import polars as pl
 
-from forensics.findings import Category, Evidence, Severity
+from forensics.findings import Category, Evidence, Severity, iso
 from forensics.hardware import Candidate
 
 ERROR_COUNTERS = {
@@ -110,7 +110,7 @@ def counter_candidates(growth: pl.DataFrame) -> list[Candidate]:
                 evidence=[
                     Evidence(
                         source="ib", file=r["file"], line=r["line"],
-                        ts=r["last_ts"].isoformat().replace("+00:00", "Z") if r["last_ts"] else None,
+                        ts=iso(r["last_ts"]),
                         text=f"{device} port {port} {r['counter']}: {int(r['first'])} → {int(r['last'])}",
                     )
                     for r in rows
@@ -171,7 +171,7 @@ def peer_candidates(events: pl.DataFrame, inventory: pl.DataFrame) -> list[Candi
                 first_seen=rows["ts"].min(),  # type: ignore[arg-type]
                 last_seen=rows["ts"].max(),  # type: ignore[arg-type]
                 evidence=[
-                    Evidence(source="nccl", file=x["file"], line=x["line"], ts=x["ts"].isoformat().replace("+00:00", "Z") if x["ts"] else None, text=x["message"])
+                    Evidence(source="nccl", file=x["file"], line=x["line"], ts=iso(x["ts"]), text=x["message"])
                     for x in rows.sort("ts", nulls_last=True).unique(subset="node", keep="first", maintain_order=True).head(6).iter_rows(named=True)
                 ],
                 action="Check the named peer's HCA port, cable and switch port (ibstat, perfquery, mlxlink); drain it if errors persist.",

@@ -14,7 +14,7 @@ from datetime import datetime
 
 import polars as pl
 
-from forensics.findings import Category, Evidence, Severity
+from forensics.findings import Category, Evidence, Severity, iso
 from forensics.hardware import Candidate
 from forensics.robust import robust_z
 
@@ -95,7 +95,7 @@ def _sample_evidence(samples: pl.DataFrame, node: str, gpu: int, col: str, limit
                 source=r["source"],
                 file=r["file"],
                 line=r["line"],
-                ts=r["ts"].isoformat().replace("+00:00", "Z") if r["ts"] else None,
+                ts=iso(r["ts"]),
                 text=f"GPU {gpu} {col.removeprefix('throttle_').replace('_', ' ')} active; {vals}",
             )
         )
@@ -173,7 +173,7 @@ def candidates(samples: pl.DataFrame, profile: pl.DataFrame) -> list[Candidate]:
             ev = [
                 Evidence(
                     source=x["source"], file=x["file"], line=x["line"],
-                    ts=x["ts"].isoformat().replace("+00:00", "Z") if x["ts"] else None,
+                    ts=iso(x["ts"]),
                     text=f"GPU {r['gpu_index']} PCIe link x{x['pcie_width']} (max x{x['pcie_width_max']}), gen {x['pcie_gen']} (max {x['pcie_gen_max']})",
                 )
                 for x in rows.head(2).iter_rows(named=True)
