@@ -57,6 +57,14 @@ AER_SEVERITY = {"corrected": "low", "nonfatal": "high", "fatal": "critical"}
 # ----------------------------------------------------------------------------- row shaping
 
 
+BLOCK_HEAD_COLS = ("line", "text", "ts", "ts_quality", "uptime_s", "host", "boot_seg", "crash_record")
+"""What a multi-line block (AER report, APEI record, MCE burst) takes from its first line."""
+
+
+def _block_head() -> list[pl.Expr]:
+    return [pl.col(c).first() for c in BLOCK_HEAD_COLS]
+
+
 def _json(fields: dict[str, pl.Expr]) -> pl.Expr:
     """JSON object of the non-null fields (null members left out to keep `detail` readable)."""
     return _strip_nulls(pl.struct(**fields).struct.json_encode())
@@ -165,14 +173,7 @@ def _aer_blocks(m: pl.DataFrame, ctx: FileContext, apei: pl.DataFrame) -> tuple[
         return pl.col(col).filter(pl.col("cls").is_in(names)).first()
 
     agg = cand.group_by("block").agg(
-        pl.col("line").first(),
-        pl.col("text").first(),
-        pl.col("ts").first(),
-        pl.col("ts_quality").first(),
-        pl.col("uptime_s").first(),
-        pl.col("host").first(),
-        pl.col("boot_seg").first(),
-        pl.col("crash_record").first(),
+        *_block_head(),
         port=pl.coalesce(first_of("bdf", "header"), pl.col("bdf").filter(pl.col("driver") == "pcieport").first()),
         header_src=first_of("hsrc", "header"),
         hid=pl.coalesce(first_of("hid", "header"), first_of("bid", "buserr")),
@@ -300,14 +301,7 @@ def _apei_agg(m: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     )
     cand = cand.with_columns(block=start.fill_null(True).cum_sum())
     agg = cand.group_by("block").agg(
-        pl.col("line").first(),
-        pl.col("text").first(),
-        pl.col("ts").first(),
-        pl.col("ts_quality").first(),
-        pl.col("uptime_s").first(),
-        pl.col("host").first(),
-        pl.col("boot_seg").first(),
-        pl.col("crash_record").first(),
+        *_block_head(),
         section=pl.col("rest").str.extract(r"section_type: (.*)$", 1).drop_nulls().first(),
         event_severity=pl.col("rest").str.extract(r"event severity: (\w+)", 1).drop_nulls().first(),
         device=pl.col("rest").str.extract(rf"device_id: ({BDF})", 1).drop_nulls().first(),
@@ -350,14 +344,7 @@ def _mce_blocks(m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
     )
     cand = cand.with_columns(block=start.fill_null(True).cum_sum())
     agg = cand.group_by("block").agg(
-        pl.col("line").first(),
-        pl.col("text").first(),
-        pl.col("ts").first(),
-        pl.col("ts_quality").first(),
-        pl.col("uptime_s").first(),
-        pl.col("host").first(),
-        pl.col("boot_seg").first(),
-        pl.col("crash_record").first(),
+        *_block_head(),
         cpu=pl.col("rest").str.extract(r"CPU:? ?(\d+)", 1).drop_nulls().first(),
         bank=pl.col("rest").str.extract(r"Bank (\d+)", 1).drop_nulls().first(),
         status=pl.col("rest").str.extract(r"Bank \d+: ([0-9a-fA-F]+)", 1).drop_nulls().first(),
