@@ -17,7 +17,7 @@ import re
 import polars as pl
 
 from parsers import _nvsmi_fields as F
-from parsers.base import FileContext, ParseResult, account, numbered
+from parsers.base import MAX_EXAMPLES, FileContext, ParseResult
 
 NAME = "nvidia-smi-dmon"
 DESCRIPTION = "nvidia-smi dmon device monitoring rows (any -s selection, -o DT)"
@@ -50,60 +50,98 @@ def sniff(head: bytes, name: str) -> float:
     return 0.0
 
 
-def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
-    """Parse every header group; see the module docstring."""
-    frame = numbered(lines, ctx).with_columns(text=pl.col("text").fill_null(""))
-    is_header = pl.col("text").str.contains(HEADER_RE)
-    is_units = pl.col("text").str.contains(UNITS_RE)
-    frame = frame.with_columns(
-        is_header=is_header,
-        is_units=is_units,
-        header=pl.when(is_header).then(pl.col("line")).otherwise(None).forward_fill(),
-        cells=pl.col("text").str.strip_chars().str.split(" ").list.eval(pl.element().filter(pl.element() != "")),
-    )
-    header_fields = {
-        int(ln): [f.lower() for f in t.lstrip("#").split()]
-        for ln, t in frame.filter(pl.col("is_header")).select("line", "text").iter_rows()
-    }
-    frame = frame.with_columns(
-        nfields=pl.col("header").replace_strict({k: len(v) for k, v in header_fields.items()}, default=None, return_dtype=pl.Int64)
-    )
-    data_ok = ~pl.col("is_header") & ~pl.col("is_units") & (pl.col("cells").list.len() == pl.col("nfields"))
-    parsed, unrecognized, examples = account(frame.select("line", "text", ok=pl.col("is_header") | pl.col("is_units") | data_ok), pl.col("ok"))
+def _val(e: pl.Expr) -> pl.Expr:
+    return pl.when(e == "-").then(None).otherwise(e)
 
+
+def _group_frame(data: pl.DataFrame, fields: list[str]) -> pl.DataFrame:
+    """Typed columns of the data rows of one header field list (`cells`: struct of the row's tokens)."""
+    cell = {f: pl.col("cells").struct.field(f"f{i}") for i, f in enumerate(fields)}
+    exprs = {}
+    for f, col in _MAP.items():
+        if f in cell:
+            v = _val(cell[f]).cast(pl.Float64, strict=False)
+            exprs[col] = v.cast(pl.Int64) if col in F.INT_COLUMNS else v
+    if "date" in cell and "time" in cell:
+        ts = pl.concat_str([cell["date"], cell["time"]], separator=" ").str.strptime(
+            pl.Datetime("us"), "%Y%m%d %H:%M:%S", strict=False
+        ).dt.replace_time_zone("UTC")
+    else:
+        ts = pl.lit(None, dtype=F.UTC)
+    skip = {"gpu", "date", "time"} if "date" in cell else {"gpu"}
+    rest = {f: _val(e) for f, e in cell.items() if f not in _MAP and f not in skip}
+    return data.select(
+        "line",
+        "text",
+        ts=ts,
+        gpu_index=cell["gpu"].cast(pl.Int32, strict=False) if "gpu" in cell else pl.lit(None, dtype=pl.Int32),
+        extra=pl.struct(**rest).struct.json_encode() if rest else pl.lit(None, dtype=pl.String),
+        **exprs,
+    )
+
+
+def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
+    """Parse every header group; see the module docstring.
+
+    Rows are tokens separated by spaces (of the line stripped of whitespace). Header and units lines
+    start with `#`, so the regexes run on those few lines only; every row then takes the field list of
+    the last header above it, and the rows of one field list (however often dmon repeated its header)
+    are split into cells by one anchored regex that also checks the token count.
+    """
+    text = lines.cast(pl.String).fill_null("")
+    n = len(text)
+    stripped = text.str.strip_chars()
+    blank = stripped.str.len_bytes() == 0
+    hpos = text.str.starts_with("#").arg_true()
+    htext = text.gather(hpos)
+    is_h = htext.str.contains(HEADER_RE)
+    is_u = htext.str.contains(UNITS_RE)
+    head_pos = hpos.filter(is_h)
+    sigs: dict[tuple[str, ...], int] = {}
+    sig_of_header = [
+        sigs.setdefault(tuple(f.lower() for f in t.lstrip("#").split()), len(sigs)) for t in htext.filter(is_h).to_list()
+    ]
+    marks = hpos.filter(is_h | is_u)
+    pos = pl.int_range(0, n, dtype=pl.UInt32, eager=True)
+    # index of the governing header (-1: none yet); header and units lines themselves are never data
+    hi = head_pos.search_sorted(pos, side="right").cast(pl.Int64) - 1
+    sig = pl.Series([None, *sig_of_header], dtype=pl.Int64).gather(hi + 1)
+    mark = pl.repeat(False, n, dtype=pl.Boolean, eager=True)
+    if len(marks):
+        mark = mark.scatter(marks, True)
+    frame = pl.DataFrame(
+        {
+            "line": pl.int_range(ctx.first_line, ctx.first_line + n, dtype=pl.Int64, eager=True),
+            "text": text,
+            "stripped": stripped,
+            "sig": sig,
+            "mark": mark,
+        }
+    )
     parts = []
-    for hline, fields in header_fields.items():
-        data = frame.filter((pl.col("header") == hline) & data_ok)
+    data_lines: list[pl.Series] = []
+    for fields_t, s in sigs.items():
+        fields = list(fields_t)
+        rx = "^" + " +".join(f"(?P<f{i}>[^ ]+)" for i in range(len(fields))) + "$"
+        data = (
+            frame.filter((pl.col("sig") == s) & ~pl.col("mark"))
+            .with_columns(cells=pl.col("stripped").str.extract_groups(rx))
+            .filter(pl.col("cells").struct.field("f0").is_not_null())
+        )
         if data.height == 0:
             continue
-        cell = {f: pl.col("cells").list.get(i) for i, f in enumerate(fields)}
+        data_lines.append(data.get_column("line"))
+        parts.append(_group_frame(data, fields))
+    ok = mark
+    if data_lines:
+        first = ctx.first_line
+        ok = ok.scatter(pl.concat(data_lines) - first, True)
+    bad = ~ok & ~blank
+    unrecognized = int(bad.sum())
+    parsed = n - unrecognized - int(blank.sum())
+    bad_idx = bad.arg_true().head(MAX_EXAMPLES)
+    examples = [(ctx.first_line + int(i), str(t)[:500]) for i, t in zip(bad_idx.to_list(), text.gather(bad_idx).to_list(), strict=True)]
 
-        def val(e: pl.Expr) -> pl.Expr:
-            return pl.when(e == "-").then(None).otherwise(e)
-
-        exprs = {}
-        for f, col in _MAP.items():
-            if f in cell:
-                v = val(cell[f]).cast(pl.Float64, strict=False)
-                exprs[col] = v.cast(pl.Int64) if col in F.INT_COLUMNS else v
-        if "date" in cell and "time" in cell:
-            ts = pl.concat_str([cell["date"], cell["time"]], separator=" ").str.strptime(
-                pl.Datetime("us"), "%Y%m%d %H:%M:%S", strict=False
-            ).dt.replace_time_zone("UTC")
-        else:
-            ts = pl.lit(None, dtype=F.UTC)
-        skip = {"gpu", "date", "time"} if "date" in cell else {"gpu"}
-        rest = {f: val(e) for f, e in cell.items() if f not in _MAP and f not in skip}
-        parts.append(
-            data.select(
-                "line",
-                "text",
-                ts=ts,
-                gpu_index=cell["gpu"].cast(pl.Int32, strict=False) if "gpu" in cell else pl.lit(None, dtype=pl.Int32),
-                extra=pl.struct(**rest).struct.json_encode() if rest else pl.lit(None, dtype=pl.String),
-                **exprs,
-            )
-        )
     if parts:
         samples = pl.concat(parts, how="diagonal_relaxed").sort("line").with_columns(
             node=pl.lit(ctx.node),
