@@ -12,6 +12,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import hashlib
+import itertools
 import lzma
 import os
 import re
@@ -480,9 +481,18 @@ class ChunkReader:
     Memory: at most about `chunk_bytes` + one read block are held, whatever the file size.
     """
 
-    def __init__(self, f: BundleFile, limits: Limits, chunk_bytes: int = CHUNK_BYTES) -> None:
+    def __init__(
+        self,
+        f: BundleFile,
+        limits: Limits,
+        chunk_bytes: int = CHUNK_BYTES,
+        span: tuple[int, int] | None = None,
+    ) -> None:
         assert f.source is not None
+        assert span is None or f.compression is None, "byte ranges of compressed files cannot be read"
         self.file = f
+        self.span = span
+        """(start, end): read only these bytes of an uncompressed file (`sha256` is then not set)."""
         self.cap = limits.max_file_bytes
         self.chunk_bytes = max(1, chunk_bytes)
         self.truncated = False
@@ -500,6 +510,10 @@ class ChunkReader:
         assert f.source is not None
         with open(f.source, "rb") as raw:
             before = os.fstat(raw.fileno())
+            left = None
+            if self.span is not None:
+                raw.seek(self.span[0])
+                left = self.span[1] - self.span[0]
             hasher = _HashingReader(raw)
             stream = _decompressor(hasher, f.compression)
             buf = bytearray()
@@ -508,7 +522,9 @@ class ChunkReader:
             try:
                 while True:
                     try:
-                        block = read(_BLOCK)
+                        block = read(_BLOCK if left is None else min(_BLOCK, left))
+                        if left is not None:
+                            left -= len(block)
                     except (*_READ_ERRORS, zlib_error(), _zstd_error()) as exc:
                         what = "compressed stream ends early or is corrupt" if f.compression else "read error"
                         self._stop(f"{what} ({exc})")
@@ -539,14 +555,66 @@ class ChunkReader:
                     except Exception:  # noqa: BLE001,S110 - closing a broken stream must not raise
                         pass
             if not self.truncated:
-                self.sha256 = hasher.hexdigest()
+                self.sha256 = hasher.hexdigest() if self.span is None else None
+                expected = before.st_size if self.span is None else self.span[1] - self.span[0]
                 after = _stat_or_none(f.source)
                 if after is None:
                     self._stop("file vanished while it was read")
                 elif (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns) or (
-                    f.compression is None and self.bytes_read != before.st_size
+                    f.compression is None and self.bytes_read != expected
                 ):
                     self._stop("file changed while it was read")
+
+
+def line_spans(f: BundleFile, span_bytes: int, probe: int = 1024**2) -> list[tuple[int, int]]:
+    """Cut an uncompressed file into the byte ranges `ChunkReader(f, ..., span_bytes)` would yield.
+
+    Each range ends after its last line end within `span_bytes` (`_line_cut`), so parsing the ranges
+    apart gives the same chunks, hence the same rows, as reading the file through. Only the bytes
+    before each cut are read, backwards in blocks of `probe` until a line end is found: a multi-GB
+    file is planned in milliseconds.
+
+    Raises:
+        OSError: the file cannot be opened.
+    """
+    assert f.source is not None and f.compression is None
+    size = os.stat(f.source).st_size
+    cuts = [0]
+    with open(f.source, "rb") as fh:
+        while size - cuts[-1] >= span_bytes:
+            lo, hi = cuts[-1], cuts[-1] + span_bytes
+            cut = _last_after(fh, lo, hi, b"\n", probe) or _last_after(fh, lo, hi, b"\r", probe) or hi
+            cuts.append(cut)
+    if cuts[-1] < size:
+        cuts.append(size)
+    return list(itertools.pairwise(cuts))
+
+
+def _last_after(fh: BinaryIO, lo: int, hi: int, sep: bytes, probe: int) -> int | None:
+    """Offset just after the last `sep` in bytes [lo, hi) of `fh`, or None."""
+    end = hi
+    while end > lo:
+        start = max(lo, end - probe)
+        fh.seek(start)
+        i = fh.read(end - start).rfind(sep)
+        if i >= 0:
+            return start + i + 1
+        end = start
+    return None
+
+
+def hash_file(f: BundleFile) -> str | None:
+    """sha256 of an uncompressed file's bytes (None when it cannot be read): the manifest's checksum of
+    a file whose byte ranges were parsed apart."""
+    assert f.source is not None
+    h = hashlib.sha256()
+    try:
+        with open(f.source, "rb") as fh:
+            while block := fh.read(_BLOCK):
+                h.update(block)
+    except OSError:
+        return None
+    return h.hexdigest()
 
 
 def _stat_or_none(p: Path) -> os.stat_result | None:

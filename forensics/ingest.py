@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import polars as pl
 
@@ -36,6 +36,8 @@ from forensics.bundle import (
     ChunkReader,
     Limits,
     cleanup,
+    hash_file,
+    line_spans,
     logical_name,
     open_bundle,
     size_limit_reason,
@@ -59,16 +61,33 @@ OUTPUT_FILES = ("manifest.json", "findings.json", "report.html")
 IGNORED_NAMES = {"truth.json": "simulator ground truth, not a log"}
 
 
+SPLIT_MIN_BYTES = 2 * CHUNK_BYTES
+"""An uncompressed file at least this large is cut into byte ranges of `CHUNK_BYTES` at line starts that
+workers parse side by side (one large log then uses every core); smaller files are one task each."""
+
+
+class Part(NamedTuple):
+    """A table spilled to Parquet by a worker, and what the parent must still do to its rows."""
+
+    path: str
+    line_offset: int = 0
+    """Added to `line`: the part came from a byte range of a file, numbered from the range's first line."""
+    node: str | None = None
+    """Given to rows whose node is 'unknown' (the node the file's content names)."""
+
+
 @dataclass
 class FileOutcome:
-    """What ingesting one file produced."""
+    """What ingesting one file (or one byte range of it, before `_merge_spans`) produced."""
 
     row: dict[str, Any]
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
     examples: list[tuple[int, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    parts: dict[str, list[str]] = field(default_factory=dict)
+    parts: dict[str, list[Part]] = field(default_factory=dict)
     """Tables spilled to Parquet by a worker: table → part files (in the work folder)."""
+    content_node: str | None = None
+    """The node the content names (set for byte ranges, whose rows the parent fills after merging)."""
 
 
 def _binary_reason(head: bytes) -> str | None:
@@ -135,6 +154,8 @@ def ingest_file(
     *,
     chunk_bytes: int = CHUNK_BYTES,
     spill: Path | None = None,
+    span: tuple[int, int] | None = None,
+    parser_name: str | None = None,
 ) -> FileOutcome:
     """Read, detect and parse one bundle file; never raises for bad input or a parser bug.
 
@@ -146,10 +167,15 @@ def ingest_file(
 
     With `spill` (a folder), a file whose tables are large or that needed several chunks writes its
     tables there as Parquet parts (`FileOutcome.parts`) instead of returning them in memory.
+
+    With `span` (start, end) and `parser_name`, only those bytes of an uncompressed file are parsed,
+    with that parser (the parent detected it once for the file), their lines numbered from 1, their
+    tables always spilled, and rows left with node 'unknown' for the parent: `_merge_spans` makes one
+    outcome of a file's ranges.
     """
     row = _new_row(f)
     try:
-        return _ingest_file(f, row, limits, year_hint, collected_at, chunk_bytes, spill)
+        return _ingest_file(f, row, limits, year_hint, collected_at, chunk_bytes, spill, span, parser_name)
     except Exception as exc:  # noqa: BLE001 - a bug in the ingest itself still loses one file only
         row.update(format=row.get("format"), lines=0, parsed=0, unrecognized=0)
         row["status"] = f"error: ingest failed: {type(exc).__name__}: {str(exc)[:300]}"
@@ -168,7 +194,13 @@ def _ingest_file(
     collected_at: datetime | None,
     chunk_bytes: int,
     spill: Path | None,
+    span: tuple[int, int] | None = None,
+    parser_name: str | None = None,
 ) -> FileOutcome:
+    if span is not None and parser_name is not None:
+        reader = ChunkReader(f, limits, chunk_bytes, span)
+        parser = registry.get_parser(parser_name)
+        return _parse_chunks(f, row, reader, parser, year_hint, collected_at, spill, by_bytes=False, span=True)
     if f.skip_reason or f.source is None:
         row["status"] = f"skipped: {f.skip_reason or 'not readable'}"
         return FileOutcome(row)
@@ -234,14 +266,51 @@ def _ingest_file(
     # `parse_bytes` is for binary forms (e.g. a Flight Recorder pickle); text goes through `parse`
     # line by line even for a parser that has both, so lines are counted and numbered the same way
     by_bytes = binary and hasattr(parser, "parse_bytes")
-    acc = _Accumulator(f, spill)
+    return _parse_chunks(
+        f, row, reader, parser, year_hint, collected_at, spill, by_bytes, first=first, chunks=chunks
+    )
+
+
+def _parse_chunks(
+    f: BundleFile,
+    row: dict[str, Any],
+    reader: ChunkReader,
+    parser: Any,
+    year_hint: int | None,
+    collected_at: datetime | None,
+    spill: Path | None,
+    by_bytes: bool,
+    *,
+    span: bool = False,
+    first: bytes | None = None,
+    chunks: Iterator[bytes] | None = None,
+) -> FileOutcome:
+    """Parse the chunks `reader` yields (the first already read, for detection) with `parser`."""
+    if chunks is None:
+        chunks = iter(reader)
+        try:
+            first = next(chunks, None)
+        except OSError as exc:
+            row["status"] = f"error: cannot read ({exc.strerror or exc})"
+            return FileOutcome(row)
+    row["format"] = parser.NAME
+    row["parser"] = parser.__name__
+
+    def finish_reading() -> None:
+        for _ in chunks:  # drain, for the checksum and the byte count
+            pass
+        row["bytes"] = reader.bytes_read
+        row["sha256"] = reader.sha256
+
+    acc = _Accumulator(f, spill, always_spill=span)
     first_line = 1
     n_chunks = 0
-    held = [first]  # so that the first chunk is freed once parsed, like the others
+    held = [first] if first is not None else []  # so the first chunk is freed once parsed, like the others
     del first
 
     def every_chunk() -> Iterator[bytes]:
-        yield held.pop()
+        if held:
+            yield held.pop()
         yield from chunks
 
     try:
@@ -281,19 +350,20 @@ def _ingest_file(
     if node and f.node == "unknown":
         row["node"] = node
         row["node_source"] = "content"
-    tables, parts = acc.finish(node if f.node == "unknown" else None)
+    tables, parts = acc.finish(node if f.node == "unknown" and not span else None)
     if reader.truncated or acc.partial:
         row["status"] = "partial" + (f": {reader.reason}" if reader.reason else "")
     notes = [f"{f.path}: {n}" for n in acc.notes]
-    return FileOutcome(row, tables, acc.examples, notes, parts)
+    return FileOutcome(row, tables, acc.examples, notes, parts, content_node=node if span else None)
 
 
 class _Accumulator:
     """Sums the counts of a file's chunks and gathers (or spills) their tables."""
 
-    def __init__(self, f: BundleFile, spill: Path | None) -> None:
+    def __init__(self, f: BundleFile, spill: Path | None, always_spill: bool = False) -> None:
         self.f = f
         self.spill = spill
+        self.always_spill = always_spill
         self.lines = self.parsed = self.unrecognized = 0
         self.examples: list[tuple[int, str]] = []
         self.notes: list[str] = []
@@ -301,7 +371,7 @@ class _Accumulator:
         self.node: str | None = None
         self.frames: dict[str, list[pl.DataFrame]] = {}
         self.size = 0
-        self.parts: dict[str, list[str]] = {}
+        self.parts: dict[str, list[Part]] = {}
 
     def add(self, result: ParseResult, nlines: int, n_chunk: int) -> None:
         self.lines += nlines
@@ -319,7 +389,7 @@ class _Accumulator:
                 cdf = df if list(df.schema.items()) == list(get_schema(t).items()) else conform(df, t)
                 self.frames.setdefault(t, []).append(cdf)
                 self.size += cdf.estimated_size()
-        if self.spill is not None and (n_chunk > 1 or self.size > SPILL_BYTES):
+        if self.spill is not None and (self.always_spill or n_chunk > 1 or self.size > SPILL_BYTES):
             self._flush()
 
     def _flush(self) -> None:
@@ -329,18 +399,16 @@ class _Accumulator:
             target = self.spill / f"{t}-{len(self.parts.get(t, []))}.parquet"
             target.parent.mkdir(parents=True, exist_ok=True)
             df.write_parquet(target, compression="lz4", statistics=False)
-            self.parts.setdefault(t, []).append(str(target))
+            self.parts.setdefault(t, []).append(Part(str(target)))
         self.frames.clear()
         self.size = 0
 
     def discard(self) -> None:
         self.frames.clear()
-        for paths in self.parts.values():
-            for p in paths:
-                Path(p).unlink(missing_ok=True)
+        _remove_parts(self.parts)
         self.parts.clear()
 
-    def finish(self, content_node: str | None) -> tuple[dict[str, pl.DataFrame], dict[str, list[str]]]:
+    def finish(self, content_node: str | None) -> tuple[dict[str, pl.DataFrame], dict[str, list[Part]]]:
         """The file's in-memory tables and spilled parts; rows without a node get `content_node`."""
         if self.parts and self.frames:
             self._flush()
@@ -348,14 +416,26 @@ class _Accumulator:
         if content_node:
             tables = {t: _fill_node(df, content_node) for t, df in tables.items()}
             if self.parts:
-                for t, paths in self.parts.items():
-                    for p in paths:
-                        _fill_node(pl.read_parquet(p), content_node).write_parquet(p, compression="lz4")
+                self.parts = {t: [p._replace(node=content_node) for p in ps] for t, ps in self.parts.items()}
         return tables, self.parts
 
 
 def _fill_node(df: pl.DataFrame, node: str) -> pl.DataFrame:
     return df.with_columns(pl.col("node").replace("unknown", node)) if "node" in df.columns else df
+
+
+def _remove_parts(parts: dict[str, list[Part]]) -> None:
+    for ps in parts.values():
+        for p in ps:
+            Path(p.path).unlink(missing_ok=True)
+
+
+def _read_part(p: Part) -> pl.DataFrame:
+    """A spilled part's rows with its line offset and content node applied."""
+    df = pl.read_parquet(p.path)
+    if p.line_offset and "line" in df.columns:
+        df = df.with_columns(pl.col("line") + p.line_offset)
+    return _fill_node(df, p.node) if p.node else df
 
 
 def _worker_init() -> None:
@@ -448,6 +528,98 @@ def ingest(
     return manifest
 
 
+@dataclass(frozen=True)
+class _Split:
+    """How a large file is parsed in byte ranges: its format, detected once here, and the ranges."""
+
+    parser: str
+    score: float
+    runner_up: str | None
+    spans: list[tuple[int, int]]
+
+
+def _plan_split(f: BundleFile, limits: Limits) -> _Split | None:
+    """Detect a large uncompressed text file's format from its head and cut it into line-aligned ranges.
+
+    None (the file is one task, `ingest_file` decides everything) for small, compressed, skipped,
+    ignored, binary, unrecognised or unreadable files: only a plain log the registry recognises is split.
+    """
+    if f.skip_reason or f.source is None or f.compression is not None:
+        return None
+    if not SPLIT_MIN_BYTES <= f.size <= limits.max_file_bytes:
+        return None
+    if f.path.rsplit("/", 1)[-1] in IGNORED_NAMES and "/" not in f.path:
+        return None
+    try:
+        with open(f.source, "rb") as fh:
+            head = _sniff_head(fh.read(HEAD_BYTES))
+        if _binary_reason(head) is not None:
+            return None
+        det = registry.detect(head, logical_name(f.path))
+        if det.parser is None:
+            return None
+        spans = line_spans(f, CHUNK_BYTES)
+    except OSError:
+        return None
+    if len(spans) < 2:
+        return None
+    return _Split(det.parser.NAME, round(det.score, 3), det.runner_up, spans)
+
+
+def _merge_spans(f: BundleFile, split: _Split, ranges: list[FileOutcome], sha256: str | None) -> FileOutcome:
+    """One file's outcome from the outcomes of its byte ranges (in file order).
+
+    Line numbers of each range's rows and examples are shifted by the lines of the ranges before it;
+    rows without a node get the node the content names first (as a file parsed in chunks would).
+    A parser failure in any range fails the file (its rows are dropped, as for a file parsed whole).
+    """
+    row = _new_row(f)
+    parser = registry.get_parser(split.parser)
+    row.update(format=parser.NAME, parser=parser.__name__, score=split.score, runner_up=split.runner_up)
+    failed = next((r for r in ranges if r.row["status"].startswith(("error", "skipped"))), None)
+    row["bytes"] = sum(r.row["bytes"] or 0 for r in ranges)
+    if failed is not None:
+        for r in ranges:
+            _remove_parts(r.parts)
+        row["status"] = failed.row["status"]
+        return FileOutcome(row, notes=failed.notes)
+    node = next((r.content_node for r in ranges if r.content_node), None)
+    fill = node if f.node == "unknown" else None
+    if fill:
+        row["node"] = node
+        row["node_source"] = "content"
+    tables: dict[str, list[pl.DataFrame]] = {}
+    parts: dict[str, list[Part]] = {}
+    examples: list[tuple[int, str]] = []
+    notes: list[str] = []
+    offset = 0
+    for r in ranges:
+        for t, df in r.tables.items():
+            if "line" in df.columns and offset:
+                df = df.with_columns(pl.col("line") + offset)
+            tables.setdefault(t, []).append(_fill_node(df, fill) if fill else df)
+        for t, ps in r.parts.items():
+            parts.setdefault(t, []).extend(p._replace(line_offset=offset, node=fill) for p in ps)
+        examples.extend((n + offset, text) for n, text in r.examples[: MAX_EXAMPLES - len(examples)])
+        notes.extend(n for n in r.notes if n not in notes)
+        offset += r.row["lines"]
+        for k in ("lines", "parsed", "unrecognized"):
+            row[k] += r.row[k]
+    partial = next((r.row["status"] for r in ranges if r.row["status"].startswith("partial")), None)
+    if partial:
+        row["status"] = partial
+    row["sha256"] = sha256
+    merged = {t: pl.concat(fs, how="vertical") if len(fs) > 1 else fs[0] for t, fs in tables.items()}
+    return FileOutcome(row, merged, examples, notes, parts)
+
+
+def _drop(results: dict[int, Any]) -> None:
+    """Remove the spilled parts of range outcomes that will not be merged."""
+    for r in results.values():
+        if isinstance(r, FileOutcome):
+            _remove_parts(r.parts)
+
+
 def _crashed(f: BundleFile, why: str) -> FileOutcome:
     row = _new_row(f)
     row["status"] = f"error: {why}"
@@ -463,8 +635,12 @@ def _run_parallel(
     collected: datetime | None,
     tick: Callable[[BundleFile], None],
     task: Callable[..., FileOutcome] = ingest_file,
+    splits: dict[str, _Split] | None = None,
 ) -> list[FileOutcome]:
     """Ingest `files` in a spawn pool of `jobs` workers; a worker that dies loses only its own file.
+
+    A file in `splits` (by path) is parsed as byte ranges in parallel plus a checksum task, then
+    merged; if its pool breaks, it is retried whole.
 
     When a worker dies (killed, out of memory, a crash in native code), the pool breaks and every
     file in flight fails with it; those are retried one at a time in a fresh one-worker pool, where
@@ -476,7 +652,7 @@ def _run_parallel(
     outcomes = Outcomes()
     args = (index, work, limits, year_hint, collected, tick, outcomes, task)
     try:
-        broken = _pool_pass(files, jobs, *args)
+        broken = _pool_pass(files, jobs, *args, splits=splits or {})
     except _PoolUnusable:
         for f in files:
             outcomes.append(task(f, limits, year_hint, collected, spill=work / "parts" / str(index[id(f)])))
@@ -512,13 +688,18 @@ def _pool_pass(
     tick: Callable[[BundleFile], None],
     outcomes: list[FileOutcome],
     task: Callable[..., FileOutcome] = ingest_file,
+    splits: dict[str, _Split] | None = None,
 ) -> list[BundleFile]:
     """One pool over `files`; append outcomes, return the files lost to a broken pool.
 
     Raises:
         _PoolUnusable: not even a trivial task could run in a worker.
     """
+    splits = splits or {}
     broken: list[BundleFile] = []
+    owner: dict[Any, tuple[BundleFile, int]] = {}
+    """future → (file, range index; -1 for a whole file, -2 for a split file's checksum)"""
+    results: dict[str, dict[int, Any]] = {}
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=_worker_init)
     try:
         with _children_ignore_sigint():
@@ -528,20 +709,53 @@ def _pool_pass(
         except BrokenProcessPool:
             raise _PoolUnusable from None
         with _children_ignore_sigint():
-            futures = {
-                pool.submit(task, f, limits, year_hint, collected, spill=work / "parts" / str(index[id(f)])): f
-                for f in files
-            }
-        for fut in as_completed(futures):
-            f = futures[fut]
+            for f in files:
+                spill = work / "parts" / str(index[id(f)])
+                split = splits.get(f.path)
+                if split is None:
+                    owner[pool.submit(task, f, limits, year_hint, collected, spill=spill)] = (f, -1)
+                    continue
+                results[f.path] = {}
+                for k, span in enumerate(split.spans):
+                    fut = pool.submit(
+                        task, f, limits, year_hint, collected,
+                        spill=spill / str(k), span=span, parser_name=split.parser,
+                    )
+                    owner[fut] = (f, k)
+                owner[pool.submit(hash_file, f)] = (f, -2)
+        settled: set[str] = set()
+        """split files already failed or lost: their remaining ranges are dropped as they come"""
+        for fut in as_completed(owner):
+            f, k = owner[fut]
             try:
-                outcomes.append(fut.result())
+                got = fut.result()
             except BrokenProcessPool:
-                broken.append(f)
+                if f.path not in settled:
+                    settled.add(f.path)
+                    broken.append(f)
+                _drop(results.pop(f.path, {}))
                 continue
             except Exception as exc:  # noqa: BLE001 - a failed task loses one file, not the run
-                outcomes.append(_crashed(f, f"worker failed: {type(exc).__name__}: {exc}"))
-            tick(f)
+                got = _crashed(f, f"worker failed: {type(exc).__name__}: {exc}")
+                if k != -1 and f.path not in settled:
+                    settled.add(f.path)
+                    _drop(results.pop(f.path, {}))
+                    k = -1
+            if f.path in settled and k != -1:
+                _drop({k: got})
+                continue
+            if k == -1:
+                outcomes.append(got)
+                tick(f)
+                continue
+            mine = results[f.path]
+            mine[k] = got
+            split = splits[f.path]
+            if len(mine) == len(split.spans) + 1:
+                del results[f.path]
+                sha = mine.pop(-2)
+                outcomes.append(_merge_spans(f, split, [mine[i] for i in range(len(split.spans))], sha))
+                tick(f)
     except BaseException:
         _kill_pool(pool)
         raise
@@ -663,12 +877,14 @@ def _ingest_bundle(
     small = total_bytes < PARALLEL_MIN_BYTES and len(files) < PARALLEL_MIN_FILES
     if dask_client is not None:
         outcomes = _run_dask(files, dask_client, limits, year_hint, collected, tick)
-    elif jobs <= 1 or small or len(files) < 2:
-        for i, f in enumerate(files):
-            outcomes.append(ingest_file(f, limits, year_hint, collected, spill=work / "parts" / str(i)))
-            tick(f)
     else:
-        outcomes = _run_parallel(files, jobs, work, limits, year_hint, collected, tick)
+        splits = {} if jobs <= 1 or small else {f.path: s for f in files if (s := _plan_split(f, limits))}
+        if jobs <= 1 or small or (len(files) < 2 and not splits):
+            for i, f in enumerate(files):
+                outcomes.append(ingest_file(f, limits, year_hint, collected, spill=work / "parts" / str(i)))
+                tick(f)
+        else:
+            outcomes = _run_parallel(files, jobs, work, limits, year_hint, collected, tick, splits=splits)
     outcomes.sort(key=lambda o: o.row["path"])
 
     tables: dict[str, pl.DataFrame] = {}
@@ -753,7 +969,7 @@ class Outcomes(list):  # type: ignore[type-arg]
     def __init__(self) -> None:
         super().__init__()
         self.frames: dict[str, list[pl.DataFrame]] = {}
-        self.parts: dict[str, list[str]] = {}
+        self.parts: dict[str, list[Part]] = {}
 
     def append(self, o: FileOutcome) -> None:  # type: ignore[override]
         for t, df in o.tables.items():
@@ -769,7 +985,7 @@ class Outcomes(list):  # type: ignore[type-arg]
     def table(self, table: str) -> pl.DataFrame:
         """One table from the merged frames and the spilled Parquet parts (row order: the sort decides)."""
         frames = list(self.frames.pop(table, []))
-        frames.extend(pl.read_parquet(p) for p in self.parts.get(table, ()))
+        frames.extend(_read_part(p) for p in self.parts.get(table, ()))
         if not frames:
             return empty(table)
         return pl.concat(frames, how="vertical", rechunk=True) if len(frames) > 1 else frames[0]

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from forensics import ingest as ingest_mod
 from forensics.bundle import BundleFile, Limits
@@ -99,13 +101,13 @@ def test_spilled_parts_hold_the_same_rows(tmp_path: Path) -> None:
     whole = ingest_file(_bf(p), Limits(), 2026, None)
     spilled = ingest_file(_bf(p), Limits(), 2026, None, chunk_bytes=20_000, spill=tmp_path / "spill")
     assert "events" not in spilled.tables and len(spilled.parts["events"]) > 1
-    got = pl.concat([pl.read_parquet(x) for x in spilled.parts["events"]])
+    got = pl.concat([pl.read_parquet(x.path) for x in spilled.parts["events"]])
     assert got.equals(whole.tables["events"])
 
 
 def test_big_file_through_the_whole_ingest_in_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 50_000)
-    monkeypatch.setattr(ingest_file, "__kwdefaults__", {"chunk_bytes": 50_000, "spill": None})
+    monkeypatch.setattr(ingest_file, "__kwdefaults__", {**ingest_file.__kwdefaults__, "chunk_bytes": 50_000})
     src = make_bundle(tmp_path, {"node-001/dmesg.log": xid_lines(4000), "node-002/dmesg.log": xid_lines(10)})
     m = ingest(src, tmp_path / "out", jobs=1)
     ev = read_table(tmp_path / "out", "events")
@@ -343,3 +345,99 @@ def test_a_worker_that_dies_loses_only_its_own_file(tmp_path: Path) -> None:
     assert set(st.values()) == {"ok"} and len(st) == 6
     assert sorted(seen) == sorted(files)
     assert sum(o.row["parsed"] for o in outs) == 6 * 6
+
+
+def test_a_large_file_parsed_in_byte_ranges_equals_the_file_parsed_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers parse a large file's line-aligned byte ranges side by side; the parent shifts their line
+    numbers, fills the node the content names, sums the counts and takes the checksum of the whole file."""
+    syslog = "".join(
+        f"Nov 29 10:{i // 60 % 60:02d}:{i % 60:02d} gpu-node-7 kernel: [{100 + i}.000000] NVRM: Xid "
+        f"(PCI:0000:3b:00): 79, pid={i}, GPU has fallen off the bus.\n"
+        f"Nov 29 10:{i // 60 % 60:02d}:{i % 60:02d} gpu-node-7 systemd[1]: Started session {i}.\n"
+        + ("garbage that no grammar knows\n" if i % 500 == 7 else "")
+        for i in range(3000)
+    )
+    files = {"node-001/dmesg.log": xid_lines(4000), "syslog": syslog}
+    files |= {f"node-{i:03d}/dmesg.log": xid_lines(3) for i in range(2, 6)}
+    src = make_bundle(tmp_path, files)
+    whole = ingest(src, tmp_path / "whole", jobs=1)
+    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 40_000)
+    monkeypatch.setattr(ingest_mod, "SPLIT_MIN_BYTES", 80_000)
+    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
+    planned = {f: ingest_mod._plan_split(b, Limits()) for f, b in _bundle_files(src, tmp_path).items()}
+    assert len(planned["node-001/dmesg.log"].spans) > 5 and len(planned["syslog"].spans) > 5
+    assert planned["node-002/dmesg.log"] is None
+    split = ingest(src, tmp_path / "split", jobs=2)
+
+    def rows(m: dict) -> dict:
+        return {f["path"]: {k: v for k, v in f.items() if k != "ingested_at"} for f in m["files"]}
+
+    assert rows(split) == rows(whole)
+    assert rows(split)["syslog"]["node"] == "gpu-node-7" and rows(split)["syslog"]["node_source"] == "content"
+    assert [e[0] for e in rows(split)["syslog"]["unrecognized_examples"]] == [17, 1018, 2019, 3020, 4021, 5022]
+    for t in ("events", "files"):
+        a, b = read_table(tmp_path / "whole", t), read_table(tmp_path / "split", t)
+        assert a.height > 0 and b.equals(a), t
+    assert not list((tmp_path / "split").glob(".forensics-work*"))
+
+
+def _bundle_files(src: Path, tmp_path: Path) -> dict[str, BundleFile]:
+    from forensics.bundle import open_bundle
+
+    return {f.path: f for f in open_bundle(src, tmp_path / "staging-plan").files}
+
+
+def test_a_worker_that_dies_on_a_byte_range_loses_only_that_file(tmp_path: Path) -> None:
+    import sys
+
+    from forensics.bundle import open_bundle
+    from forensics.ingest import _run_parallel, _Split
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    try:
+        import _crashy  # type: ignore[import-not-found]
+
+        files = {f"node-{i:03d}/dmesg.log": xid_lines(3) for i in range(4)}
+        files["node-002/crash.log"] = xid_lines(400)
+        files["node-003/big.log"] = xid_lines(400)
+        b = open_bundle(make_bundle(tmp_path, files), tmp_path / "staging")
+        order = sorted(b.files, key=lambda f: f.size, reverse=True)
+        splits = {
+            p: _Split("kernel-log", 1.0, None, [(0, 10_000), (10_000, 20_000), (20_000, len(files[p]))])
+            for p in ("node-002/crash.log", "node-003/big.log")
+        }
+        # ranges must start at a line start: cut after a line end
+        for p, sp in splits.items():
+            text = files[p].encode()
+            cuts = [0, text.index(b"\n", 10_000) + 1, text.index(b"\n", 20_000) + 1, len(text)]
+            splits[p] = _Split(sp.parser, sp.score, sp.runner_up, list(zip(cuts, cuts[1:])))
+        outs = _run_parallel(
+            order, 2, tmp_path / "work", Limits(), 2026, None, lambda f: None,
+            task=_crashy.crash_on_named_files, splits=splits,
+        )
+    finally:
+        sys.path.remove(str(Path(__file__).parent))
+    st = {o.row["path"]: o for o in outs}
+    assert st["node-002/crash.log"].row["status"] == "error: worker process died while reading this file"
+    big = st["node-003/big.log"].row
+    assert (big["status"], big["lines"], big["parsed"]) == ("ok", 800, 800)
+    assert big["sha256"] == hashlib.sha256(files["node-003/big.log"].encode()).hexdigest()
+    assert len(outs) == 6 and sum(o.row["status"] == "ok" for o in outs) == 5
+
+
+@given(
+    data=st.lists(st.binary(max_size=60) | st.sampled_from([b"\n", b"\r", b"\r\n", b"x" * 300]), max_size=80),
+    span=st.integers(1, 400),
+    probe=st.integers(1, 64),
+)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_line_spans_are_the_chunks_the_reader_yields(tmp_path: Path, data: list[bytes], span: int, probe: int) -> None:
+    from forensics.bundle import ChunkReader, line_spans
+
+    body = b"".join(data)
+    p = tmp_path / "f.log"
+    p.write_bytes(body)
+    f = BundleFile("f.log", p, len(body), "n", "path")
+    assert [body[a:b] for a, b in line_spans(f, span, probe)] == list(ChunkReader(f, Limits(), span))
