@@ -650,4 +650,8 @@ def _inventory(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext) -> pl.Data
             }
         )
     inv = pl.concat(parts, how="vertical_relaxed").filter(pl.col("value").is_not_null())
-    return inv.unique(subset=["node", "component", "gpu_bus_id", "device", "attribute", "value"], keep="first").sort("line")
+    # maintain_order: rows sharing a line (a node's boot time at its first line, which also names the driver)
+    # otherwise come out in an order that changes from run to run
+    return inv.unique(subset=["node", "component", "gpu_bus_id", "device", "attribute", "value"], keep="first", maintain_order=True).sort(
+        "line", maintain_order=True
+    )
