@@ -358,21 +358,26 @@ def transition_events(samples: pl.DataFrame, ctx: Any) -> pl.DataFrame:
     `ts_quality` and whichever gpu_samples columns the source has; `ident` (bus id/UUID) keys GPUs.
     """
     cols = set(samples.columns)
+    missing: dict[str, pl.DataType] = {}
 
     def c(name: str, dtype: pl.DataType = pl.Float64) -> pl.Expr:
-        return pl.col(name) if name in cols else pl.lit(None, dtype=dtype)
+        # a column the source lacks is added as nulls of its type (same values as a null literal)
+        if name not in cols:
+            missing.setdefault(name, dtype)
+        return pl.col(name)
 
     key = pl.coalesce(
         c("ident", pl.String), c("gpu_bus_id", pl.String), c("gpu_index", pl.Int32).cast(pl.String), pl.lit("?")
     )
-    df = samples.sort("line").with_columns(_key=pl.concat_str([pl.col("node"), key], separator="|"))
 
+    # The previous sample of the same GPU: its row number, computed once (one window); every rule then
+    # reads its previous value with a gather instead of a `shift(1).over(key)` window of its own.
     def onset(cond: pl.Expr) -> pl.Expr:
         cond = cond.fill_null(False)
-        return cond & ~cond.shift(1).over("_key").fill_null(False)
+        return cond & ~cond.gather(pl.col("_prev")).fill_null(False)
 
     def rising(v: pl.Expr) -> pl.Expr:
-        prev = v.shift(1).over("_key")
+        prev = v.gather(pl.col("_prev"))
         return (v > 0).fill_null(False) & (prev.is_null() | (v != prev)).fill_null(True)
 
     uv, ua = c("ecc_uncorrected_volatile", pl.Int64), c("ecc_uncorrected_aggregate", pl.Int64)
@@ -394,10 +399,20 @@ def transition_events(samples: pl.DataFrame, ctx: Any) -> pl.DataFrame:
         ("thermal", onset(hw & ~thermal.fill_null(False) & ~brake.fill_null(False)), pl.lit("hw_slowdown"), "medium", pl.struct(temperature_c=c("temperature_c"), power_w=c("power_w"))),
         ("gpu_error", onset(marker.is_not_null()), marker, "high", pl.struct(text=pl.lit(None, dtype=pl.String))),
     ]
+    df = samples.sort("line")
+    if missing:
+        df = df.with_columns(**{n: pl.lit(None, dtype=t) for n, t in missing.items()})
+    df = df.with_columns(_key=pl.concat_str([pl.col("node"), key], separator="|"), _i=pl.int_range(pl.len(), dtype=pl.Int64))
+    df = df.with_columns(_prev=pl.col("_i").shift(1).over("_key"))
+    # All onsets in one pass over the samples, then the few hit rows are turned into events rule by rule
+    # (same rows, same order as one filter per rule).
+    flags = df.with_columns(**{f"_hit{i}": r[1] for i, r in enumerate(rules)})
+    hits = flags.filter(pl.any_horizontal(*(pl.col(f"_hit{i}") for i in range(len(rules)))))
     out = []
-    for kind, cond, code, sev, detail in rules:
-        hit = df.with_columns(_hit=cond, _code=code.cast(pl.String), _detail=detail.struct.json_encode()).filter(pl.col("_hit"))
+    for i, (kind, _cond, code, sev, detail) in enumerate(rules):
+        hit = hits.filter(pl.col(f"_hit{i}"))
         if hit.height:
+            hit = hit.with_columns(_code=code.cast(pl.String), _detail=detail.struct.json_encode())
             out.append(
                 hit.select(
                     "ts",
