@@ -12,11 +12,16 @@ Bundles:
   --simulate N                     `forensics.simulate.simulate` with N nodes (--hours, --gpus-per-node)
   --synthetic N --mb-per-node M    N node folders of mixed text (NCCL INFO/WARN lines, dmesg with a few
                                    XIDs, step lines, nvidia-smi CSV), about M MB per node
-  --big-file-mb M                  one node with a single M MB mixed log (the multi-GB-log case)
+  --big-file-mb M                  one node with a single M MB mixed log
+  --big-logs M                     a few large logs, M MB in all, each made by its family's realistic
+                                   generator (bench/big_*.py): an NCCL debug log, a syslog, a training
+                                   log, an nvidia-smi dmon loop and a --query-gpu CSV loop (the
+                                   few-multi-GB-logs case)
 
 Examples (keep runs short on a shared machine):
   python bench/run.py --synthetic 200 --mb-per-node 1          # many small per-node files
   python bench/run.py --big-file-mb 1000                       # one large log
+  python bench/run.py --big-logs 2000 --skip-report            # a few large logs of every family
   python bench/run.py --simulate 1000 --hours 1 --skip-report  # the 1,000-node bundle
 Add --results bench/RESULTS.md to append the run as a table row.
 """
@@ -117,6 +122,27 @@ def synth_node(root: Path, host: str, mb: float, seed: int, single_file: bool = 
         body = "\n".join(csv[1:]) + "\n"
         for _ in range(reps):
             fh.write(body)
+
+
+BIG_LOGS = (
+    # (path in the bundle, generator module, share of the bundle's bytes, extra arguments)
+    ("gpu-node-001/nccl-debug.log", "big_nccl", 0.30, {}),
+    ("gpu-node-002/syslog", "big_kernel", 0.25, {"style": "syslog"}),
+    ("gpu-node-003/train.log", "big_steps", 0.25, {}),
+    ("gpu-node-004/nvidia-smi-dmon.log", "big_nvsmi", 0.10, {"kind": "dmon"}),
+    ("gpu-node-005/nvidia-smi-query.csv", "big_nvsmi", 0.10, {"kind": "csv"}),
+)
+
+
+def big_logs(root: Path, mb: float) -> None:
+    """A bundle of a few large logs, `mb` MB in all, from the families' generators (bench/big_*.py)."""
+    import importlib
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    for i, (rel, module, share, kw) in enumerate(BIG_LOGS):
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        importlib.import_module(module).write(path, mb * share, seed=i, **kw)
 
 
 # ----------------------------------------------------------------------------- measuring
@@ -229,6 +255,7 @@ def main() -> None:
     src.add_argument("--simulate", type=int, metavar="NODES")
     src.add_argument("--synthetic", type=int, metavar="NODES")
     src.add_argument("--big-file-mb", type=float)
+    src.add_argument("--big-logs", type=float, metavar="MB")
     ap.add_argument("--mb-per-node", type=float, default=1.0)
     ap.add_argument("--hours", type=float, default=1.0)
     ap.add_argument("--gpus-per-node", type=int, default=8)
@@ -258,6 +285,11 @@ def main() -> None:
         for i in range(a.synthetic):
             synth_node(bundle, f"node-{i:04d}", a.mb_per_node, seed=i)
         kind = f"synthetic {a.synthetic} nodes × {a.mb_per_node} MB (3 files each)"
+    elif a.big_logs:
+        bundle = work / "bundle"
+        shutil.rmtree(bundle, ignore_errors=True)
+        big_logs(bundle, a.big_logs)
+        kind = f"{len(BIG_LOGS)} large logs, {a.big_logs:.0f} MB in all"
     else:
         bundle = work / "bundle"
         shutil.rmtree(bundle, ignore_errors=True)
