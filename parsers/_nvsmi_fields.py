@@ -307,6 +307,13 @@ def node_rows(attrs: list[tuple[str, str, int]], *, node: str, path: str, source
     ]
 
 
+def normalized_bus_ids(raw: pl.Series) -> pl.Series:
+    """`normalize_bus_id` of a column, computed once per distinct value (a loop repeats a few bus ids)."""
+    u = raw.cast(pl.String).unique(maintain_order=True).drop_nulls()
+    norm = pl.select(normalize_bus_id(pl.lit(u))).to_series()
+    return raw.cast(pl.String).replace_strict(u, norm, default=None, return_dtype=pl.String)
+
+
 def frames(
     inv: list[dict[str, Any]], samples: list[dict[str, Any]], events: list[dict[str, Any]]
 ) -> dict[str, pl.DataFrame]:

@@ -182,9 +182,11 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     frame = numbered(lines, ctx).with_columns(text=pl.col("text").fill_null(""))
     frame = frame.with_columns(raw=pl.col("text"), host=pl.lit(None, dtype=pl.String))
     # pdsh/clush captures (`node01: index, name, ...`): every host prints its own header and rows.
-    env = frame.select(g=pl.col("text").str.extract_groups(PDSH_RE)).unnest("g")
     nonblank = int((frame.get_column("text").str.strip_chars() != "").sum())
-    if nonblank and env.get_column("host").is_not_null().sum() * 2 >= nonblank:
+    # A prefixed line contains ': ': when too few lines do, the file is no capture (no regex pass needed).
+    maybe = nonblank and int(frame.get_column("text").str.contains(": ", literal=True).sum()) * 2 >= nonblank
+    env = frame.select(g=pl.col("text").str.extract_groups(PDSH_RE)).unnest("g") if maybe else None
+    if env is not None and env.get_column("host").is_not_null().sum() * 2 >= nonblank:
         frame = frame.with_columns(
             host=env.get_column("host").str.split(".").list.first(),
             text=pl.coalesce(env.get_column("rest"), pl.col("text")),
@@ -219,14 +221,27 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
 
     samples_parts: list[pl.DataFrame] = []
     inv_parts: list[pl.DataFrame] = []
+    # Headers repeated by loops and restarts share one field list: their rows are handled together (one
+    # filter per distinct field list, not one full-frame filter per header line).
+    sig_of: dict[int, int] = {}
+    sigs: dict[tuple[str, ...], int] = {}
     for hline, fields in header_fields.items():
-        data = frame.filter((pl.col("header") == hline) & is_data)
+        sig_of[hline] = sigs.setdefault(tuple(fields), len(sigs))
+    all_data = frame.filter(is_data.fill_null(False)).with_columns(
+        sig=pl.col("header").replace_strict(sig_of, default=None, return_dtype=pl.Int64)
+    )
+    with_data = set(all_data.get_column("header").unique().to_list())
+    for hline, fields in header_fields.items():
+        if hline in with_data and "pid" in [canonical(f) for f in fields]:
+            # --query-compute-apps / --query-accounted-apps: one row per process, no GPU telemetry.
+            notes.append(f"header at line {hline}: per-process query (pid), rows understood, no GPU samples")
+    for fields_t, sig in sigs.items():
+        fields = list(fields_t)
+        data = all_data.filter(pl.col("sig") == sig)
         if data.height == 0:
             continue
         canon = [canonical(f) for f in fields]
         if "pid" in canon:
-            # --query-compute-apps / --query-accounted-apps: one row per process, no GPU telemetry.
-            notes.append(f"header at line {hline}: per-process query (pid), rows understood, no GPU samples")
             continue
         data = data.with_columns(cells=pl.col("text").str.split_exact(",", len(fields) - 1))
         cell = {c: pl.col("cells").struct.field(f"field_{i}") for i, c in enumerate(canon)}
@@ -288,15 +303,17 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             wide = data.select(
                 "line",
                 "host",
+                "header",
                 ident=ident.str.strip_chars() if ident is not None else pl.lit(None, dtype=pl.String),
                 gpu_index=part.get_column("gpu_index"),
                 gpu_bus_id=bus,
                 **{f"gpu:{a}": e for a, e in inv_cols.items()},
                 **{f"node:{a}": e for a, e in node_cols.items()},
             )
+            keys = [c for c in wide.columns if c.startswith(("gpu:", "node:"))]
             long = wide.unpivot(
-                index=["line", "host", "ident", "gpu_index", "gpu_bus_id"], variable_name="key", value_name="value"
-            )
+                index=["line", "host", "header", "ident", "gpu_index", "gpu_bus_id"], variable_name="key", value_name="value"
+            ).with_columns(_k=pl.col("key").replace_strict({k: i for i, k in enumerate(keys)}, return_dtype=pl.Int64))
             inv_parts.append(long.drop_nulls("value"))
 
     if samples_parts:
@@ -313,7 +330,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             gpu_index=pl.coalesce("gpu_index", "ord"),
         )
         samples = samples.with_columns(
-            gpu_bus_id=normalize_bus_id(pl.col("gpu_bus_id")),
+            gpu_bus_id=F.normalized_bus_ids(samples.get_column("gpu_bus_id")),
             node=pl.coalesce(pl.col("host"), pl.lit(ctx.node)),
             file=pl.lit(ctx.path),
             source=pl.lit("nvidia-smi-csv"),
@@ -329,16 +346,25 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         gpu_samples = F.conform_table(pl.DataFrame(), "gpu_samples")
 
     if inv_parts:
-        long = pl.concat(inv_parts, how="diagonal_relaxed")
+        # In the order of one part per header line (header, then field, then row), as the rows are deduplicated
+        # keeping the first. Rows repeating an earlier row's raw values (same host, field, index, identity, bus
+        # id, value) are dropped first: the final key is a function of these, so the same rows survive.
+        long = (
+            pl.concat(inv_parts, how="diagonal_relaxed")
+            .sort("header", "_k", "line", maintain_order=True)
+            .unique(["host", "key", "gpu_index", "ident", "gpu_bus_id", "value"], keep="first", maintain_order=True)
+        )
         if samples is not None:
             idx = samples.select("line", gi=pl.col("gpu_index"))
-            long = long.join(idx, on="line", how="left").with_columns(gpu_index=pl.coalesce("gpu_index", "gi"))
+            long = long.join(idx, on="line", how="left", maintain_order="left").with_columns(
+                gpu_index=pl.coalesce("gpu_index", "gi")
+            )
         comp = pl.col("key").str.split(":").list.first()
         inventory = long.select(
             node=pl.coalesce(pl.col("host"), pl.lit(ctx.node)),
             component=comp,
             gpu_index=pl.when(comp == "gpu").then(pl.col("gpu_index")).otherwise(None).cast(pl.Int32),
-            gpu_bus_id=pl.when(comp == "gpu").then(normalize_bus_id(pl.col("gpu_bus_id"))).otherwise(None),
+            gpu_bus_id=pl.when(comp == "gpu").then(F.normalized_bus_ids(long.get_column("gpu_bus_id"))).otherwise(None),
             attribute=pl.col("key").str.split(":").list.last(),
             value=pl.col("value"),
             source=pl.lit("nvidia-smi-csv"),
