@@ -430,9 +430,9 @@ def _nccl_rows(
                 pl.col("env_host"),
                 pl.lit(ctx.node),
             ),
-            pid=pl.col("pid").cast(pl.Int64),
-            tid=pl.col("tid").cast(pl.Int64),
-            dev=pl.col("dev").cast(pl.Int32),
+            pid=pl.col("pid").cast(pl.Int64, strict=False),
+            tid=pl.col("tid").cast(pl.Int64, strict=False),
+            dev=pl.col("dev").cast(pl.Int32, strict=False),
         )
     )
     wts = (
@@ -498,7 +498,7 @@ def _nccl_rows(
 
     inventory(versions, "software", "nccl_version", pl.col("ver"))
     inventory(versions.filter(pl.col("cuda").is_not_null()), "software", "nccl_cuda_version", pl.col("cuda"))
-    cd = n.filter(msg.str.starts_with("cudaDriverVersion")).filter(msg.str.contains(CUDA_DRIVER_RE)).with_columns(v=msg.str.extract(CUDA_DRIVER_RE, 1).cast(pl.Int64))
+    cd = n.filter(msg.str.starts_with("cudaDriverVersion")).filter(msg.str.contains(CUDA_DRIVER_RE)).with_columns(v=msg.str.extract(CUDA_DRIVER_RE, 1).cast(pl.Int64, strict=False))
     inventory(cd, "software", "cuda_driver_version", pl.format("{}.{}", pl.col("v") // 1000, (pl.col("v") % 1000) // 10))
     env = n.filter(msg.str.starts_with("NCCL_")).filter(msg.str.contains(ENV_RE)).with_columns(e=msg.str.extract_groups(ENV_RE))
     inventory(env, "software", pl.lit("env.") + pl.col("e").struct.field("var"), pl.col("e").struct.field("val"))
@@ -571,7 +571,7 @@ def _nccl_rows(
                 detail=json_detail(
                     transport=pl.lit("OFI"),
                     provider=pl.col("o").struct.field("prov"),
-                    nics=pl.col("o").struct.field("nics").cast(pl.Int64),
+                    nics=pl.col("o").struct.field("nics").cast(pl.Int64, strict=False),
                 ),
             )
         )
@@ -591,12 +591,12 @@ def _nccl_rows(
                 "node", "pid", "line",
                 comm=f("comm"),
                 comm_id=pl.coalesce(f("commid"), f("comm")),
-                rank=f("rank").cast(pl.Int32),
-                nranks=f("nranks").cast(pl.Int32),
-                cuda_dev=f("dev").cast(pl.Int32),
+                rank=f("rank").cast(pl.Int32, strict=False),
+                nranks=f("nranks").cast(pl.Int32, strict=False),
+                cuda_dev=f("dev").cast(pl.Int32, strict=False),
                 gpu_bus_id=pl.when(f("bus").is_not_null()).then(nccl_bus_id(f("bus"))),
                 phase=f("phase"),
-                nvml_dev=f("nvml").cast(pl.Int32),
+                nvml_dev=f("nvml").cast(pl.Int32, strict=False),
                 prio=pl.when(f("phase") == "COMPLETE").then(0).otherwise(1),
             )
         )
@@ -606,11 +606,11 @@ def _nccl_rows(
                 "node", "pid", "line",
                 comm=f("comm"),
                 comm_id=f("comm"),
-                rank=f("rank").cast(pl.Int32),
-                nranks=f("nranks").cast(pl.Int32),
+                rank=f("rank").cast(pl.Int32, strict=False),
+                nranks=f("nranks").cast(pl.Int32, strict=False),
                 cuda_dev=pl.col("dev"),
-                nnodes=f("nnodes").cast(pl.Int32),
-                local_rank=f("lrank").cast(pl.Int32),
+                nnodes=f("nnodes").cast(pl.Int32, strict=False),
+                local_rank=f("lrank").cast(pl.Int32, strict=False),
                 phase=pl.lit("topology"),
                 prio=pl.lit(2),
             )
@@ -680,11 +680,11 @@ def _nccl_rows(
             comm=cf("comm"),
             op=cf("op"),
             opc=cf("opc").str.to_integer(base=16, strict=False),
-            cnt=cf("count").cast(pl.Int64),
-            dt=cf("dt").cast(pl.Int64),
-            ro=cf("redop").cast(pl.Int64),
-            root=cf("root").cast(pl.Int64),
-            nranks=cf("nranks").cast(pl.Int32),
+            cnt=cf("count").cast(pl.Int64, strict=False),
+            dt=cf("dt").cast(pl.Int64, strict=False),
+            ro=cf("redop").cast(pl.Int64, strict=False),
+            root=cf("root").cast(pl.Int64, strict=False),
+            nranks=cf("nranks").cast(pl.Int32, strict=False),
         )
         agg = c2.group_by("node", "pid", "comm", "op", maintain_order=True).agg(
             calls=pl.len(),
@@ -816,7 +816,7 @@ def warn_events(warns: pl.DataFrame, ctx: FileContext, rank_map: pl.DataFrame | 
                            asy=msg.str.extract_groups(ASYNC_RE), ibv=msg.str.extract_groups(IBV_RE),
                            cu=msg.str.extract_groups(CUDA_FAIL_RE), peer=msg.str.extract_groups(PEER_RE))
     ibf = pl.col("ib").struct.field
-    status = ibf("status").cast(pl.Int64)
+    status = ibf("status").cast(pl.Int64, strict=False)
     w = w.with_columns(
         # status 5 (WR_FLUSH_ERR) is a consequence of an earlier error on the QP
         severity=pl.when((pl.col("kind") == "nccl_ib_error") & (status == 5)).then(pl.lit("medium")).otherwise("severity"),
@@ -862,23 +862,23 @@ def warn_events(warns: pl.DataFrame, ctx: FileContext, rank_map: pl.DataFrame | 
             func=pl.col("func"),
             text=msg,
             peer=pl.coalesce(ibf("peer"), pl.col("peer").struct.field("peer")),
-            peer_port=pl.coalesce(ibf("peer_port"), pl.col("peer").struct.field("peer_port")).cast(pl.Int64),
+            peer_port=pl.coalesce(ibf("peer_port"), pl.col("peer").struct.field("peer_port")).cast(pl.Int64, strict=False),
             status=pl.when(is_ib).then(status),
             status_name=ibf("status_name"),
-            opcode=pl.when(is_ib).then(ib_detail["opcode"].cast(pl.Int64)),
-            len=pl.when(is_ib).then(ib_detail["len"].cast(pl.Int64)),
-            vendor_err=pl.when(is_ib).then(ib_detail["vendor_err"].cast(pl.Int64)),
+            opcode=pl.when(is_ib).then(ib_detail["opcode"].cast(pl.Int64, strict=False)),
+            len=pl.when(is_ib).then(ib_detail["len"].cast(pl.Int64, strict=False)),
+            vendor_err=pl.when(is_ib).then(ib_detail["vendor_err"].cast(pl.Int64, strict=False)),
             direction=pl.when(is_ib).then(ib_detail["direction"]),
             local_gid=pl.when(is_ib).then(ib_detail["local_gid"]),
             remote_gid=pl.when(is_ib).then(ib_detail["remote_gid"]),
             remote_gid_ip=pl.when(is_ib).then(ib_detail["remote_gid"].str.extract(r"^::ffff:(\d+\.\d+\.\d+\.\d+)$", 1)),
             hca=pl.coalesce(pl.when(is_ib).then(ib_detail["hca"]), pl.col("asy").struct.field("hca")),
-            port=pl.col("asy").struct.field("port").cast(pl.Int64),
+            port=pl.col("asy").struct.field("port").cast(pl.Int64, strict=False),
             ibv_call=pl.col("ibv").struct.field("call"),
             error=pl.coalesce(pl.col("ibv").struct.field("err"), pl.col("cu").struct.field("err")),
-            peer_rank=msg.str.extract(r"from rank (\d+)", 1).cast(pl.Int64),
-            retcode=msg.str.extract(r"retcode (\d+)", 1).cast(pl.Int64),
-            local_rank=msg.str.extract(r"by localRank (\d+)", 1).cast(pl.Int64),
+            peer_rank=msg.str.extract(r"from rank (\d+)", 1).cast(pl.Int64, strict=False),
+            retcode=msg.str.extract(r"retcode (\d+)", 1).cast(pl.Int64, strict=False),
+            local_rank=msg.str.extract(r"by localRank (\d+)", 1).cast(pl.Int64, strict=False),
         ),
         file=pl.lit(ctx.path),
         line="line",
@@ -905,7 +905,7 @@ def _ras_events(frame: pl.DataFrame, ctx: FileContext) -> pl.DataFrame | None:
         ),
     ).with_columns(
         # the last "N ranks have launched up to operation M" line before a Rank list = the minority
-        minority_op=pl.when(sf("opn").is_not_null()).then(sf("opn").cast(pl.Int64)).forward_fill().over("comm_hash")
+        minority_op=pl.when(sf("opn").is_not_null()).then(sf("opn").cast(pl.Int64, strict=False)).forward_fill().over("comm_hash")
     )
     subj = r.filter(sf("pid").is_not_null() | sf("mrank").is_not_null() | sf("rank").is_not_null()
                     | sf("opn").is_not_null() | sf("ndead").is_not_null() | sf("ntimeouts").is_not_null()
@@ -915,7 +915,7 @@ def _ras_events(frame: pl.DataFrame, ctx: FileContext) -> pl.DataFrame | None:
         ts=pl.lit(None, dtype=pl.Datetime("us", "UTC")),
         ts_quality=pl.lit("none"),
         node=pl.lit(ctx.node),
-        rank=pl.coalesce(sf("rank"), sf("mrank")).cast(pl.Int32),
+        rank=pl.coalesce(sf("rank"), sf("mrank")).cast(pl.Int32, strict=False),
         source=pl.lit("nccl"),
         kind=pl.lit("nccl_ras_") + pl.coalesce(pl.col("status"), pl.lit("report")).str.to_lowercase(),
         code=pl.col("status") if status is not None else pl.lit(None, dtype=pl.String),
@@ -926,13 +926,13 @@ def _ras_events(frame: pl.DataFrame, ctx: FileContext) -> pl.DataFrame | None:
             comm_hash=pl.when(pl.col("comm_hash") != "").then(pl.col("comm_hash")),
             group=pl.when(pl.col("group") != "").then(pl.col("group")),
             subject_ip=pl.coalesce(sf("ip"), sf("rip"), sf("outlier")),
-            pid=pl.coalesce(sf("pid"), sf("rpid")).cast(pl.Int64),
-            gpu=pl.coalesce(sf("gpu"), sf("rgpu")).cast(pl.Int64),
-            ranks_count=sf("nranks").cast(pl.Int64),
-            operation=sf("opn").cast(pl.Int64),
+            pid=pl.coalesce(sf("pid"), sf("rpid")).cast(pl.Int64, strict=False),
+            gpu=pl.coalesce(sf("gpu"), sf("rgpu")).cast(pl.Int64, strict=False),
+            ranks_count=sf("nranks").cast(pl.Int64, strict=False),
+            operation=sf("opn").cast(pl.Int64, strict=False),
             minority_op=pl.when(sf("rank").is_not_null()).then(pl.col("minority_op")),
-            dead=sf("ndead").cast(pl.Int64),
-            timeouts=sf("ntimeouts").cast(pl.Int64),
+            dead=sf("ndead").cast(pl.Int64, strict=False),
+            timeouts=sf("ntimeouts").cast(pl.Int64, strict=False),
         ),
         file=pl.lit(ctx.path),
         line="line",

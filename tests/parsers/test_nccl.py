@@ -259,3 +259,20 @@ def test_coll_fast_path_agrees_with_coll_re() -> None:
     slow = slow.select("op", "opc", "count", "dt", "redop", "root", "comm", "nranks")
     assert fast.rows() == slow.rows()
     assert fast.height == 14 and fast.get_column("op").null_count() == 0
+
+
+def test_malformed_coll_and_init_numbers_do_not_fail_the_file() -> None:
+    """A COLL/Init line with a number that does not fit (or is not a number) must not raise: it reads as null."""
+    base = "h1:11:11 [0] NCCL INFO AllReduce: opCount {opc} sendbuff 0x1 recvbuff 0x2 count {cnt} datatype 7 op 0 root 0 comm 0xabc [nranks=2] stream 0x3"
+    lines = pl.Series(
+        [
+            base.format(opc="1", cnt="1024"),
+            base.format(opc="2", cnt="12x"),
+            base.format(opc="3", cnt="99999999999999999999999"),
+            "h1:11:11 [0] NCCL INFO comm 0xabc rank 99999999999 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE",
+        ]
+    )
+    result = nccl.parse(lines, FileContext(path="x.log", node="n"))
+    coll = result.tables["comms"].filter(pl.col("record") == "coll")
+    assert coll.select("seq", "count", "value").rows() == [(3, None, 3.0)]
+    assert check_accounting(result, lines)
