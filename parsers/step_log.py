@@ -243,10 +243,47 @@ def _frag(df: pl.DataFrame, **cols: pl.Expr) -> pl.DataFrame:
     )
 
 
-def _match(base: pl.DataFrame, pattern: str, prefilter: pl.Expr | None = None, col: str = "text") -> pl.DataFrame:
-    """Rows of `base` whose text matches `pattern`, with its groups in struct column `m`."""
+def _match(
+    base: pl.DataFrame,
+    pattern: str,
+    prefilter: pl.Expr | None = None,
+    col: str = "text",
+    gate: tuple[str, ...] = (),
+    present: frozenset[str] | None = None,
+) -> pl.DataFrame:
+    """Rows of `base` whose text matches `pattern`, with its groups in struct column `m`.
+
+    `gate`: literals every match contains; when one of them is not in `present` (the `_GATES` found in the
+    file, see `_present`), no row can match and `base` is returned empty without scanning it.
+    """
+    if present is not None and not all(lit in present for lit in gate):
+        return base.clear()
     sub = base if prefilter is None else base.filter(prefilter)
     return sub.filter(pl.col(col).str.contains(pattern)).with_columns(m=pl.col(col).str.extract_groups(pattern))
+
+
+def _minmax_groups(text: pl.Series) -> pl.Series:
+    r"""`text.str.extract_groups(TIMER_MINMAX_RE)` (fields name, min, max) for lines known to match it, by splitting.
+
+    In a match, the first `(` of the line opens the `(min, max)` pair (the name and the dots before it hold no
+    `(`), so the text before it is `\s+ name \s*\.*: \s*` and the text after it `\s*min,\s*max\s*)\s*` (NUM holds no
+    `,` or space). The lazy name is the first character plus the rest with the longest `\s*\.*:\s*` suffix
+    removed, computed once per distinct head (timer names repeat every iteration). Regex capture of 300k timer
+    entries was the largest single cost on Megatron logs.
+    """
+    parts = text.str.splitn("(", 2).struct.unnest()
+    head, tail = parts.get_column("field_0"), parts.get_column("field_1")
+    heads = head.unique()
+    h = heads.str.strip_chars_start()
+    names = (h.str.slice(0, 1) + h.str.slice(1).str.strip_chars_end().str.strip_suffix(":").str.strip_chars_end(".").str.strip_chars_end())
+    nums = tail.str.splitn(",", 2).struct.unnest()
+    return pl.DataFrame(
+        {
+            "name": head.replace_strict(heads, names, return_dtype=pl.String),
+            "min": nums.get_column("field_0").str.strip_chars(),
+            "max": nums.get_column("field_1").str.strip_chars().str.strip_suffix(")").str.strip_chars_end(),
+        }
+    ).to_struct("m")
 
 
 def _f(name: str) -> pl.Expr:
@@ -267,6 +304,20 @@ def _timers(**fields: pl.Expr) -> pl.Expr:
     """A one-element timer list built from the given fields."""
     full = {k: fields.get(k, pl.lit(None)).cast(t) for k, t in _TIMER.to_schema().items()}
     return pl.concat_list(pl.struct(**full))
+
+
+_NVRX_OTHER_GATES = frozenset(("_perf scores: {", "Straggler report processing time:"))
+_GATES = ('iteration', 'iter time (s)', 'step=', 'SamplesPerSec=', 'step:', 'loss:', 'iter ', 'dt: ', 'train_time:', 'iter time:', 'tok/s)', ':::MLLOG', 'completed step:', 'Training epoch', '| epoch ', 'Step ', '%|', 'Epoch ', 'time (ms)', '^^^^', '/Rank: ', 'STRAGGLER DETECTION WARNING', '{', '/Rnk: ', 'across ranks', '[batch=', 'performance:', '_perf scores: {', 'Straggler report processing time:')
+"""Literals whose absence from every line lets a grammar be skipped: each match of the grammar (or of the header
+of a block grammar: `across ranks`, `[batch=`, `performance:`) contains it."""
+
+
+def _present(seg: pl.DataFrame) -> frozenset[str]:
+    """The `_GATES` that occur in the cleaned text of `seg` (one Aho-Corasick pass over the column)."""
+    if seg.height == 0:
+        return frozenset()
+    found = seg.select(pl.col("text").str.extract_many(list(_GATES), overlapping=True).explode().drop_nulls().unique())
+    return frozenset(found.to_series().to_list())
 
 
 # ----------------------------------------------------------------------------- preparation
@@ -428,13 +479,13 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
 # ----------------------------------------------------------------------------- grammars → fragments
 
 
-def _step_fragments(seg: pl.DataFrame) -> list[pl.DataFrame]:
+def _step_fragments(seg: pl.DataFrame, present: frozenset[str]) -> list[pl.DataFrame]:
     """Fragments of the one-line step grammars."""
     out: list[pl.DataFrame] = []
     txt = pl.col("text")
 
     # Megatron family
-    m = _match(seg, g.MEGATRON_ITER_RE, txt.str.contains("iteration", literal=True))
+    m = _match(seg, g.MEGATRON_ITER_RE, txt.str.contains("iteration", literal=True), gate=("iteration",), present=present)
     if m.height:
         k = {name: _key(txt, pat) for name, pat in g.MEGATRON_KEYS.items()}
         sps = k["samples_per_s"]
@@ -477,7 +528,7 @@ def _step_fragments(seg: pl.DataFrame) -> list[pl.DataFrame]:
             )
         )
 
-    m = _match(seg, g.DS_PIPE_RE, txt.str.contains("iter time (s)", literal=True))
+    m = _match(seg, g.DS_PIPE_RE, txt.str.contains("iter time (s)", literal=True), gate=("iter time (s)",), present=present)
     if m.height:
         out.append(
             _frag(
@@ -495,7 +546,7 @@ def _step_fragments(seg: pl.DataFrame) -> list[pl.DataFrame]:
             )
         )
 
-    m = _match(seg, g.DS_STEP_RE, txt.str.contains("step=", literal=True))
+    m = _match(seg, g.DS_STEP_RE, txt.str.contains("step=", literal=True), gate=("step=",), present=present)
     if m.height:
         out.append(
             _frag(
@@ -511,7 +562,7 @@ def _step_fragments(seg: pl.DataFrame) -> list[pl.DataFrame]:
         )
 
     for pattern, new in ((g.DS_TPUT_NEW_RE, True), (g.DS_TPUT_OLD_RE, False)):
-        m = _match(seg, pattern, txt.str.contains("SamplesPerSec=", literal=True))
+        m = _match(seg, pattern, txt.str.contains("SamplesPerSec=", literal=True), gate=("SamplesPerSec=",), present=present)
         if m.height == 0:
             continue
         if not new:
@@ -529,7 +580,7 @@ def _step_fragments(seg: pl.DataFrame) -> list[pl.DataFrame]:
             cols |= {"throughput": _num(_f("cur")), "throughput_unit": pl.lit("samples/s")}
         out.append(_frag(m, **cols))
 
-    m = _match(seg, g.TITAN_RE, txt.str.contains("step:", literal=True) & txt.str.contains("loss:", literal=True))
+    m = _match(seg, g.TITAN_RE, txt.str.contains("step:", literal=True) & txt.str.contains("loss:", literal=True), gate=("step:", "loss:"), present=present)
     if m.height:
         r = _f("rest")
         k = {name: _key(r, pat) for name, pat in g.TITAN_KEYS.items()}
@@ -552,7 +603,7 @@ def _step_fragments(seg: pl.DataFrame) -> list[pl.DataFrame]:
             )
         )
 
-    m = _match(seg, g.NANOGPT_RE, txt.str.contains("iter ", literal=True))
+    m = _match(seg, g.NANOGPT_RE, txt.str.contains("iter ", literal=True), gate=("iter ",), present=present)
     if m.height:
         mfu = _num(_f("mfu"))
         out.append(
@@ -570,7 +621,7 @@ def _step_fragments(seg: pl.DataFrame) -> list[pl.DataFrame]:
             )
         )
 
-    m = _match(seg, g.NANOCHAT_RE, txt.str.contains("dt: ", literal=True))
+    m = _match(seg, g.NANOCHAT_RE, txt.str.contains("dt: ", literal=True), gate=("dt: ",), present=present)
     if m.height:
         tps = _num(_f("tps"))
         out.append(
@@ -591,7 +642,7 @@ def _step_fragments(seg: pl.DataFrame) -> list[pl.DataFrame]:
             )
         )
 
-    m = _match(seg, g.MODDED_RE, txt.str.contains("train_time:", literal=True))
+    m = _match(seg, g.MODDED_RE, txt.str.contains("train_time:", literal=True), gate=("train_time:",), present=present)
     if m.height:
         out.append(
             _frag(
@@ -608,7 +659,7 @@ def _step_fragments(seg: pl.DataFrame) -> list[pl.DataFrame]:
             )
         )
 
-    m = _match(seg, g.LITGPT_RE, txt.str.contains("iter time:", literal=True))
+    m = _match(seg, g.LITGPT_RE, txt.str.contains("iter time:", literal=True), gate=("iter time:",), present=present)
     if m.height:
         out.append(
             _frag(
@@ -625,7 +676,7 @@ def _step_fragments(seg: pl.DataFrame) -> list[pl.DataFrame]:
             )
         )
 
-    m = _match(seg, g.LLMC_RE, txt.str.contains("tok/s)", literal=True))
+    m = _match(seg, g.LLMC_RE, txt.str.contains("tok/s)", literal=True), gate=("tok/s)",), present=present)
     if m.height:
         out.append(
             _frag(
@@ -644,7 +695,7 @@ def _step_fragments(seg: pl.DataFrame) -> list[pl.DataFrame]:
             )
         )
 
-    m = _match(seg, g.MLLOG_RE, txt.str.contains(":::MLLOG", literal=True))
+    m = _match(seg, g.MLLOG_RE, txt.str.contains(":::MLLOG", literal=True), gate=(":::MLLOG",), present=present)
     if m.height:
         js = _f("json")
         m = m.with_columns(
@@ -666,7 +717,7 @@ def _step_fragments(seg: pl.DataFrame) -> list[pl.DataFrame]:
             )
         )
 
-    m = _match(seg, g.MAXTEXT_RE, txt.str.contains("completed step:", literal=True))
+    m = _match(seg, g.MAXTEXT_RE, txt.str.contains("completed step:", literal=True), gate=("completed step:",), present=present)
     if m.height:
         tps = _num(_f("tps"))
         out.append(
@@ -686,7 +737,7 @@ def _step_fragments(seg: pl.DataFrame) -> list[pl.DataFrame]:
             )
         )
 
-    m = _match(seg, g.NEMO2_RE, txt.str.contains("Training epoch", literal=True))
+    m = _match(seg, g.NEMO2_RE, txt.str.contains("Training epoch", literal=True), gate=("Training epoch",), present=present)
     if m.height:
         r = _f("rest")
         k = {name: _key(r, pat) for name, pat in g.NEMO2_KEYS.items()}
@@ -708,7 +759,7 @@ def _step_fragments(seg: pl.DataFrame) -> list[pl.DataFrame]:
             )
         )
 
-    m = _match(seg, g.AUTOMODEL_RE, txt.str.contains("| epoch ", literal=True))
+    m = _match(seg, g.AUTOMODEL_RE, txt.str.contains("| epoch ", literal=True), gate=("| epoch ",), present=present)
     if m.height:
         r = _f("rest")
         k = {name: _key(r, pat) for name, pat in g.AUTOMODEL_KEYS.items()}
@@ -734,7 +785,7 @@ def _step_fragments(seg: pl.DataFrame) -> list[pl.DataFrame]:
             )
         )
 
-    m = _match(seg, g.TORCHTUNE_RE, txt.str.starts_with("Step "))
+    m = _match(seg, g.TORCHTUNE_RE, txt.str.starts_with("Step "), gate=("Step ",), present=present)
     if m.height:
         r = _f("rest")
         k = {name: _key(r, pat) for name, pat in g.TORCHTUNE_KEYS.items()}
@@ -756,7 +807,7 @@ def _step_fragments(seg: pl.DataFrame) -> list[pl.DataFrame]:
         )
 
     # HF Trainer dicts
-    m = seg.filter(txt.str.contains(g.HF_DICT_RE))
+    m = seg.filter(txt.str.contains(g.HF_DICT_RE)) if "{" in present else seg.clear()
     if m.height:
         k = {name: _key(txt, pat) for name, pat in g.HF_KEYS.items()}
         summary = k["train_runtime"].is_not_null()
@@ -804,11 +855,11 @@ def _step_fragments(seg: pl.DataFrame) -> list[pl.DataFrame]:
     return out
 
 
-def _bar_fragments(seg: pl.DataFrame) -> tuple[list[pl.DataFrame], pl.DataFrame]:
+def _bar_fragments(seg: pl.DataFrame, present: frozenset[str]) -> tuple[list[pl.DataFrame], pl.DataFrame]:
     """tqdm and rich progress bars; returns (fragments, lines understood)."""
     out: list[pl.DataFrame] = []
     txt = pl.col("text")
-    m = _match(seg, g.TQDM_RE, txt.str.contains("%|", literal=True))
+    m = _match(seg, g.TQDM_RE, txt.str.contains("%|", literal=True), gate=("%|",), present=present)
     seen = [m.select("line")]
     if m.height:
         totals = seg.filter(txt.str.contains("Total optimization steps = ", literal=True)).select(
@@ -878,7 +929,7 @@ def _bar_fragments(seg: pl.DataFrame) -> tuple[list[pl.DataFrame], pl.DataFrame]
                     epoch=pl.coalesce(_num(tt.struct.field("epoch")), _num(desc.str.extract(r"Epoch (\d+)", 1))),
                 )
             )
-    m = _match(seg, g.RICH_BAR_RE, txt.str.starts_with("Epoch "))
+    m = _match(seg, g.RICH_BAR_RE, txt.str.starts_with("Epoch "), gate=("Epoch ",), present=present)
     seen.append(m.select("line"))
     if m.height:
         rate = _num(_f("rate"))
@@ -903,23 +954,33 @@ def _bar_fragments(seg: pl.DataFrame) -> tuple[list[pl.DataFrame], pl.DataFrame]
     return out, pl.concat(seen)
 
 
-def _block_fragments(seg: pl.DataFrame) -> tuple[list[pl.DataFrame], pl.DataFrame, pl.DataFrame]:
+def _block_fragments(
+    seg: pl.DataFrame, present: frozenset[str]
+) -> tuple[list[pl.DataFrame], pl.DataFrame, pl.DataFrame]:
     """Header + indented-entry blocks (Megatron timers, composer batches, NVRx reports) and one-line timers.
 
     Returns (fragments, lines understood, NVRx rank-score rows for events).
     """
     out: list[pl.DataFrame] = []
     txt = pl.col("text")
+    # a block grammar whose header literal occurs nowhere has no header, so none of its entries is in a block
+    t_on, c_on, n_on = "across ranks" in present, "[batch=" in present, "performance:" in present
+    no_str, no = pl.lit(None, dtype=pl.String), pl.lit(False)
+    no_blk = pl.lit(None, dtype=pl.Int64)
     b = seg.with_columns(
-        t_hdr=txt.str.extract(g.TIMER_HDR_RE, 1),
-        t_ent=txt.str.contains(g.TIMER_MINMAX_RE)
-        | txt.str.contains(g.TIMER_SINGLE_RE)
-        | txt.str.contains(g.TIMER_NAME_RE)
-        | txt.str.contains(g.TIMER_RANK_RE),
-        c_hdr=txt.str.contains(g.COMPOSER_HDR_RE),
-        c_ent=txt.str.contains(g.COMPOSER_ENTRY_RE),
-        n_hdr=txt.str.extract(g.NVRX_HDR_RE, 1),
-        n_ent=txt.str.contains(g.NVRX_SUB_RE) | txt.str.contains(g.NVRX_RANK_RE),
+        t_hdr=txt.str.extract(g.TIMER_HDR_RE, 1) if t_on else no_str,
+        t_ent=(
+            txt.str.contains(g.TIMER_MINMAX_RE)
+            | txt.str.contains(g.TIMER_SINGLE_RE)
+            | txt.str.contains(g.TIMER_NAME_RE)
+            | txt.str.contains(g.TIMER_RANK_RE)
+        )
+        if t_on
+        else no,
+        c_hdr=txt.str.contains(g.COMPOSER_HDR_RE) if c_on else no,
+        c_ent=txt.str.contains(g.COMPOSER_ENTRY_RE) if c_on else no,
+        n_hdr=txt.str.extract(g.NVRX_HDR_RE, 1) if n_on else no_str,
+        n_ent=(txt.str.contains(g.NVRX_SUB_RE) | txt.str.contains(g.NVRX_RANK_RE)) if n_on else no,
     )
 
     def block(hdr: pl.Expr, ent: str) -> pl.Expr:
@@ -935,11 +996,11 @@ def _block_fragments(seg: pl.DataFrame) -> tuple[list[pl.DataFrame], pl.DataFram
         )
 
     b = b.with_columns(
-        t_blk=block(pl.col("t_hdr").is_not_null(), "t_ent"),
-        c_blk=block(pl.col("c_hdr"), "c_ent"),
-        n_blk=block(pl.col("n_hdr").is_not_null(), "n_ent"),
-        t_mode=pl.col("t_hdr").forward_fill().over("key"),
-        n_kind=pl.col("n_hdr").forward_fill().over("key"),
+        t_blk=block(pl.col("t_hdr").is_not_null(), "t_ent") if t_on else no_blk,
+        c_blk=block(pl.col("c_hdr"), "c_ent") if c_on else no_blk,
+        n_blk=block(pl.col("n_hdr").is_not_null(), "n_ent") if n_on else no_blk,
+        t_mode=pl.col("t_hdr").forward_fill().over("key") if t_on else no_str,
+        n_kind=pl.col("n_hdr").forward_fill().over("key") if n_on else no_str,
     )
     understood = [
         b.filter(
@@ -955,8 +1016,9 @@ def _block_fragments(seg: pl.DataFrame) -> tuple[list[pl.DataFrame], pl.DataFram
     # Megatron timer blocks
     tb = b.filter(pl.col("t_ent") & (pl.col("t_blk") > 0))
     if tb.height:
-        mm = _match(tb, g.TIMER_MINMAX_RE, pl.col("t_mode").str.starts_with("(min, max)"))
+        mm = tb.filter(pl.col("t_mode").str.starts_with("(min, max)")).filter(txt.str.contains(g.TIMER_MINMAX_RE))
         if mm.height:
+            mm = mm.with_columns(m=_minmax_groups(mm.get_column("text")))
             out.append(
                 _frag(
                     mm.filter(~_f("name").is_in(list(g.NON_STEP_TIMERS))),
@@ -1026,7 +1088,7 @@ def _block_fragments(seg: pl.DataFrame) -> tuple[list[pl.DataFrame], pl.DataFram
                 )
 
     # one-line timers
-    tl = _match(seg, g.TIMER_LINE_RE, txt.str.contains("time (ms)", literal=True))
+    tl = _match(seg, g.TIMER_LINE_RE, txt.str.contains("time (ms)", literal=True), gate=("time (ms)",), present=present)
     if tl.height:
         understood.append(tl.select("line"))
         pairs = (
@@ -1064,7 +1126,7 @@ def _block_fragments(seg: pl.DataFrame) -> tuple[list[pl.DataFrame], pl.DataFram
         )
 
     # composer batch blocks: the header is the anchor, entries attach to it
-    ch = _match(b, g.COMPOSER_HDR_RE, pl.col("c_hdr"))
+    ch = _match(b, g.COMPOSER_HDR_RE, pl.col("c_hdr"), gate=("[batch=",), present=present)
     if ch.height:
         out.append(
             _frag(
@@ -1313,7 +1375,9 @@ def _times(rows: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
 # ----------------------------------------------------------------------------- events
 
 
-def _events(seg: pl.DataFrame, nv: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _events(
+    seg: pl.DataFrame, nv: pl.DataFrame, ctx: FileContext, present: frozenset[str]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Straggler-detector reports → events; returns (events, lines understood)."""
     txt = pl.col("text")
     node = pl.coalesce(pl.col("host"), pl.lit(ctx.node))
@@ -1334,7 +1398,7 @@ def _events(seg: pl.DataFrame, nv: pl.DataFrame, ctx: FileContext) -> tuple[pl.D
         }
         return df.select(**(base | cols))
 
-    m = seg.filter(txt.str.contains(g.STRAGGLER_LINE_RE))
+    m = seg.filter(txt.str.contains(g.STRAGGLER_LINE_RE)) if "/Rnk: " in present else seg.clear()
     if m.height:
         seen.append(m.select("line"))
         items = {}
@@ -1357,7 +1421,7 @@ def _events(seg: pl.DataFrame, nv: pl.DataFrame, ctx: FileContext) -> tuple[pl.D
                 detail=_json_obj(slowest_rank=slow, fastest_rank=fast, **items),
             )
         )
-    m = _match(seg, g.STRAGGLER_TOPK_RE, txt.str.contains("^^^^", literal=True))
+    m = _match(seg, g.STRAGGLER_TOPK_RE, txt.str.contains("^^^^", literal=True), gate=("^^^^",), present=present)
     if m.height:
         seen.append(m.select("line"))
         pairs = _f("list").str.extract_all(rf"(?:{g.NUM})/\d+")
@@ -1376,7 +1440,7 @@ def _events(seg: pl.DataFrame, nv: pl.DataFrame, ctx: FileContext) -> tuple[pl.D
                 ),
             )
         )
-    m = _match(seg, g.COMPOSER_STRAGGLER_RE, txt.str.contains("/Rank: ", literal=True))
+    m = _match(seg, g.COMPOSER_STRAGGLER_RE, txt.str.contains("/Rank: ", literal=True), gate=("/Rank: ",), present=present)
     if m.height:
         seen.append(m.select("line"))
         metric, stat = _f("metric"), _f("stat")
@@ -1413,7 +1477,7 @@ def _events(seg: pl.DataFrame, nv: pl.DataFrame, ctx: FileContext) -> tuple[pl.D
                 ),
             )
         )
-    m = _match(seg, g.NVRX_WARN_RE, txt.str.contains("STRAGGLER DETECTION WARNING", literal=True))
+    m = _match(seg, g.NVRX_WARN_RE, txt.str.contains("STRAGGLER DETECTION WARNING", literal=True), gate=("STRAGGLER DETECTION WARNING",), present=present)
     if m.height:
         seen.append(m.select("line"))
         ranks = _f("ranks").str.extract_all(r"\d+").list.eval(pl.element().cast(pl.Int32))
@@ -1426,7 +1490,7 @@ def _events(seg: pl.DataFrame, nv: pl.DataFrame, ctx: FileContext) -> tuple[pl.D
                 detail=_json_obj(what=_f("what"), ranks=ranks),
             )
         )
-    m = seg.filter(txt.str.contains(g.NVRX_OTHER_RE))
+    m = seg.filter(txt.str.contains(g.NVRX_OTHER_RE)) if present & _NVRX_OTHER_GATES else seg.clear()
     seen.append(m.select("line"))
     events = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
     return events, pl.concat(seen) if seen else pl.DataFrame({"line": []}, schema={"line": pl.Int64})
@@ -1438,11 +1502,12 @@ def _events(seg: pl.DataFrame, nv: pl.DataFrame, ctx: FileContext) -> tuple[pl.D
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse a training log into `steps` rows and straggler `events` (see the module docstring)."""
     frame, seg = _prepare(lines, ctx)
-    frags = _step_fragments(seg)
-    bars, bar_lines = _bar_fragments(seg)
-    blocks, block_lines, nv = _block_fragments(seg)
+    present = _present(seg)
+    frags = _step_fragments(seg, present)
+    bars, bar_lines = _bar_fragments(seg, present)
+    blocks, block_lines, nv = _block_fragments(seg, present)
     frags += bars + blocks
-    events, event_lines = _events(seg, nv, ctx)
+    events, event_lines = _events(seg, nv, ctx, present)
 
     txt = pl.col("text")
     noise = seg.filter(
