@@ -166,15 +166,15 @@ def _number(col: pl.Expr) -> pl.Expr:
     return col.str.strip_chars().str.split(" ").list.first().cast(pl.Float64, strict=False)
 
 
+_FLAGS = {
+    **dict.fromkeys(["active", "yes", "enabled", "true", "1"], True),
+    **dict.fromkeys(["not active", "no", "disabled", "false", "0"], False),
+}
+
+
 def _flag(col: pl.Expr) -> pl.Expr:
-    v = _value(col).str.to_lowercase()
-    return (
-        pl.when(v.is_in(["active", "yes", "enabled", "true", "1"]))
-        .then(True)
-        .when(v.is_in(["not active", "no", "disabled", "false", "0"]))
-        .then(False)
-        .otherwise(None)
-    )
+    """`Active`/`Yes`/... -> True, `Not Active`/`No`/... -> False, anything else (states, `[N/A]`) -> null."""
+    return col.str.strip_chars().str.to_lowercase().replace_strict(_FLAGS, default=None, return_dtype=pl.Boolean)
 
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
@@ -265,9 +265,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
                     exprs[F.THROTTLE_COLUMNS[k]] = _flag(e)
         if "clocks_throttle_reasons.active" in cell:
             mask = _value(cell["clocks_throttle_reasons.active"]).str.strip_prefix("0x").str.strip_prefix("0X")
-            m = mask.str.to_integer(base=16, strict=False)
+            data = data.with_columns(_mask=mask.str.to_integer(base=16, strict=False))  # once, not once per bit
             for bit, col in F.THROTTLE_BITS.items():
-                exprs.setdefault(col, (m & bit) > 0)
+                exprs.setdefault(col, (pl.col("_mask") & bit) > 0)
         ts = (
             _value(cell["timestamp"]).str.strptime(pl.Datetime("us"), "%Y/%m/%d %H:%M:%S%.f", strict=False).dt.replace_time_zone("UTC")
             if "timestamp" in cell
