@@ -112,7 +112,15 @@ def _parse_size(text: str) -> int:
     return int(value * units[unit])
 
 
-OutOpt = Annotated[Path, typer.Option("-o", "--out", help="Output folder (tables, manifest, findings, report).")]
+OutOpt = Annotated[
+    str,
+    typer.Option(
+        "-o",
+        "--out",
+        help="Output folder (tables, manifest, findings, report), or a URL such as s3://bucket/incident "
+        "(any fsspec URL; needs gpu-forensics\\[dask] and the protocol's package, e.g. s3fs).",
+    ),
+]
 BundleArg = Annotated[Path, typer.Argument(help="Bundle: a folder, or a .tar/.tar.gz/.tgz/.tar.zst/.zip archive.")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Replace a previous ingest in OUT.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
@@ -177,7 +185,7 @@ def _do_ingest(
         )
 
 
-def _ingest_summary(manifest: dict[str, Any], out: Path) -> str:
+def _ingest_summary(manifest: dict[str, Any], out: str) -> str:
     t = manifest["totals"]
     statuses = [f["status"] for f in manifest["files"]]
     skipped = sum(s.startswith("skipped") for s in statuses)
@@ -185,15 +193,22 @@ def _ingest_summary(manifest: dict[str, Any], out: Path) -> str:
     return (
         f"Ingested {t['files']} file(s), {t['lines']} line(s): {t['parsed_lines']} parsed, "
         f"{t['unrecognized_lines']} not understood; {skipped} skipped, {errors} with errors "
-        f"(details in {out / 'manifest.json'})."
+        f"(details in {_in_out(out, 'manifest.json')})."
     )
+
+
+def _in_out(out: str, name: str) -> str:
+    """How to show a file of OUT: a path joined as before, or the URL with the name appended."""
+    from forensics.remote import is_url, local_path
+
+    return f"{out.rstrip('/')}/{name}" if is_url(out) else str(local_path(out) / name)
 
 
 @app.command("ingest")
 @boundary
 def ingest_cmd(
     bundle: BundleArg,
-    out: OutOpt = Path("out"),
+    out: OutOpt = "out",
     force: ForceOpt = False,
     quiet: QuietOpt = False,
     max_file_size: MaxFileOpt = "32G",
@@ -203,7 +218,10 @@ def ingest_cmd(
     dask: DaskOpt = "",
 ) -> None:
     """Read every file of BUNDLE into Parquet tables under OUT/tables and OUT/manifest.json."""
-    manifest = _do_ingest(bundle, out, force, quiet, max_file_size, max_expand, jobs, year, dask)
+    from forensics.remote import local_out
+
+    with local_out(out, fetch=False, force=force) as local:
+        manifest = _do_ingest(bundle, local, force, quiet, max_file_size, max_expand, jobs, year, dask)
     typer.echo(_ingest_summary(manifest, out))
 
 
@@ -232,13 +250,15 @@ def _findings_summary(doc: dict[str, Any], limit: int = 5) -> str:
 @app.command("analyze")
 @boundary
 def analyze_cmd(
-    out: Annotated[Path, typer.Argument(help="An OUT folder written by 'forensics ingest'.")],
+    out: Annotated[str, typer.Argument(help="An OUT folder (or URL) written by 'forensics ingest'.")],
     fail_on: FailOnOpt = None,
 ) -> None:
     """Find and rank root causes from OUT's tables; write OUT/findings.json."""
     from forensics.analyze import analyze
+    from forensics.remote import local_out
 
-    doc = analyze(out)
+    with local_out(out, fetch=True) as local:
+        doc = analyze(local)
     typer.echo(_findings_summary(doc))
     _check_fail_on(doc, fail_on)
 
@@ -246,21 +266,23 @@ def analyze_cmd(
 @app.command("report")
 @boundary
 def report_cmd(
-    out: Annotated[Path, typer.Argument(help="An OUT folder with findings.json (run 'forensics analyze').")],
+    out: Annotated[str, typer.Argument(help="An OUT folder (or URL) with findings.json (run 'forensics analyze').")],
     redact: Annotated[bool, typer.Option("--redact", help="Replace host names, user names and IPs.")] = False,
 ) -> None:
     """Render OUT/report.html (one self-contained file) and the per-GPU ticket texts."""
+    from forensics.remote import is_url, local_out
     from reports.render import write_report
 
-    path = write_report(out, redact=redact)
-    typer.echo(f"Report: {path}")
+    with local_out(out, fetch=True) as local:
+        path = write_report(local, redact=redact)
+    typer.echo(f"Report: {_in_out(out, path.name) if is_url(out) else path}")
 
 
 @app.command("run")
 @boundary
 def run_cmd(
     bundle: BundleArg,
-    out: OutOpt = Path("out"),
+    out: OutOpt = "out",
     force: ForceOpt = False,
     quiet: QuietOpt = False,
     max_file_size: MaxFileOpt = "32G",
@@ -273,14 +295,16 @@ def run_cmd(
 ) -> None:
     """Ingest BUNDLE, analyze it and write the report: the whole job in one command."""
     from forensics.analyze import analyze
+    from forensics.remote import is_url, local_out
     from reports.render import write_report
 
-    manifest = _do_ingest(bundle, out, force, quiet, max_file_size, max_expand, jobs, year, dask)
-    typer.echo(_ingest_summary(manifest, out))
-    doc = analyze(out)
-    typer.echo(_findings_summary(doc))
-    path = write_report(out, redact=redact)
-    typer.echo(f"Report: {path}")
+    with local_out(out, fetch=False, force=force) as local:
+        manifest = _do_ingest(bundle, local, force, quiet, max_file_size, max_expand, jobs, year, dask)
+        typer.echo(_ingest_summary(manifest, out))
+        doc = analyze(local)
+        typer.echo(_findings_summary(doc))
+        path = write_report(local, redact=redact)
+    typer.echo(f"Report: {_in_out(out, path.name) if is_url(out) else path}")
     _check_fail_on(doc, fail_on)
 
 
@@ -322,7 +346,7 @@ def explain_sxid(code: Annotated[int, typer.Argument(help="NVSwitch SXid number.
 @app.command("simulate")
 @boundary
 def simulate_cmd(
-    out: OutOpt = Path("bundle"),
+    out: Annotated[Path, typer.Option("-o", "--out", help="Folder to write the bundle to.")] = Path("bundle"),
     nodes: Annotated[int, typer.Option("--nodes", min=1, help="Number of nodes.")] = 4,
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", min=1, help="GPUs per node.")] = 8,
     hours: Annotated[float, typer.Option("--hours", min=0.05, help="Job duration in hours (at least 0.05).")] = 1.0,
