@@ -325,10 +325,91 @@ def _empty_stamp() -> pl.DataFrame:
     )
 
 
+# Strict shapes of the most common prefixes, for which the fields sit at fixed places or between single
+# spaces: lines matching one are split by position (find/slice/splitn, no capture groups), the rest go
+# through the style's full regex. Each strict shape is a sub-language of its style's regex on which that
+# regex (leftmost-first, greedy) captures exactly the fields the positional split gives; the last part
+# of each shape pins what follows the prefix so that the regex's trailing `\s?` (or caller id) removes
+# exactly what `strip_prefix(" ")` removes.
+_TOKEN_TAIL = r" [^\s:\[\]]+ [^\s:\[\]]+(?:\[\d+\])?:(?:$|[^\s]| )"
+STRICT: dict[str, str] = {
+    # 'Nov 28 23:50:00 host tag[pid]: msg', 'Nov  3 ...', short-precise 'Nov 03 23:50:00.123456 host tag: msg'
+    "syslog": r"^[A-Z][a-z]{2} [ 0-3]\d \d\d:\d\d:\d\d(?:\.\d+)?" + _TOKEN_TAIL,
+    # journalctl -o short-iso / rsyslog RFC 3339: '2025-01-17T17:10:43+0000 host tag: msg'
+    "journal_iso": r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)" + _TOKEN_TAIL,
+    # dmesg -T: '[Sun Feb 23 16:24:18 2025] msg' (no caller id: what follows cannot start one)
+    "dmesg_ctime": r"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ 0-3]\d \d\d:\d\d:\d\d \d{4}\](?:$| $| ?[^\s\[]| ?\[[^\sTC]| ?\[$)",
+    # RFC 5424 without structured data: '<4>1 ts host app procid msgid - msg'
+    "rfc5424": r"^<\d{1,3}>1 \S+ \S+ \S+ \S+ \S+ -(?: |$)",
+}
+
+
+def _host_tag_msg(rest: pl.Expr) -> dict[str, pl.Expr]:
+    """'host tag[pid]: msg' (a `_TOKEN_TAIL` match) split by position."""
+    ht = rest.str.splitn(" ", 2)
+    tm = ht.struct.field("field_1").str.splitn(":", 2)  # the tag holds no ':' (splitting, not offsets: names may be non-ASCII)
+    return {
+        "host": ht.struct.field("field_0"),
+        "tag": tm.struct.field("field_0"),
+        "msg": tm.struct.field("field_1").str.strip_prefix(" "),
+    }
+
+
+def _fast_strict(hit: pl.DataFrame, style: str) -> pl.DataFrame:
+    """Fields of lines matching `STRICT[style]`, by position; same columns as the regex path."""
+    body = pl.col("body")
+    if style == "syslog":
+        # after 'Mon DD HH:MM:SS' comes either ' host ...' or '.frac host ...'
+        rest = body.str.slice(15).str.splitn(" ", 2).struct.field("field_1")
+        return hit.select(
+            "line",
+            mon=body.str.slice(0, 3),
+            day=body.str.slice(4, 2).str.strip_prefix(" "),
+            hms=body.str.slice(7, 8),
+            **_host_tag_msg(rest),
+        ).select("line", "msg", "mon", "day", "hms", "host", "tag")
+    if style == "journal_iso":
+        parts = body.str.splitn(" ", 2)
+        return hit.select("line", ts=parts.struct.field("field_0"), **_host_tag_msg(parts.struct.field("field_1"))).select(
+            "line", "msg", "ts", "host", "tag"
+        )
+    if style == "dmesg_ctime":
+        return hit.select(
+            "line",
+            msg=body.str.slice(26).str.strip_prefix(" "),
+            mon=body.str.slice(5, 3),
+            day=body.str.slice(9, 2).str.strip_prefix(" "),
+            hms=body.str.slice(12, 8),
+            year=body.str.slice(21, 4),
+        )
+    if style == "rfc5424":
+        parts = body.str.splitn(" ", 8)
+        f = parts.struct.field
+        return hit.select("line", msg=f("field_7"), ts=f("field_1"), host=f("field_2"), tag=f("field_3"))
+    raise ValueError(style)
+
+
 def _style_rows(sub: pl.DataFrame, style: str, pattern: str) -> pl.DataFrame:
     """Rows of `sub` (line, body) matching one style, with the style's time columns."""
     index = re.compile(pattern).groupindex
     names = set(NEEDED[style])
+    if style in STRICT:
+        strict = sub.get_column("body").str.contains(STRICT[style])
+        fast = sub.filter(strict)
+        other = sub if fast.height == 0 else sub.filter(~strict)
+        hit = other.filter(pl.col("body").str.contains(pattern)) if other.height else other
+        if fast.height == 0 and hit.height == 0:
+            return _empty_stamp()
+        g = _fast_strict(fast, style) if fast.height else None
+        if hit.height:
+            # NOTE: one `extract` per needed group is 3-6x faster than `extract_groups` of the whole prefix
+            slow = hit.select(
+                "line",
+                msg=pl.col("body").str.replace(pattern, ""),
+                **{n: pl.col("body").str.extract(pattern, index[n]) for n in NEEDED[style]},
+            )
+            g = slow if g is None else pl.concat([g, slow]).sort("line")
+        return _style_frame(g, style, names)
     hit = sub.filter(pl.col("body").str.contains(pattern))
     if hit.height == 0:
         return _empty_stamp()
@@ -345,6 +426,11 @@ def _style_rows(sub: pl.DataFrame, style: str, pattern: str) -> pl.DataFrame:
             msg=pl.col("body").str.replace(pattern, ""),
             **{n: pl.col("body").str.extract(pattern, index[n]) for n in NEEDED[style]},
         )
+    return _style_frame(g, style, names)
+
+
+def _style_frame(g: pl.DataFrame, style: str, names: set[str]) -> pl.DataFrame:
+    """The stamp columns of one style's rows from their extracted prefix fields."""
 
     def col(name: str, dtype: pl.DataType = pl.String) -> pl.Expr:
         return pl.col(name) if name in names else pl.lit(None, dtype=dtype)
