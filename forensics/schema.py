@@ -230,35 +230,42 @@ def conform(df: pl.DataFrame, table: str) -> pl.DataFrame:
     Parsers build only the columns they know and call this once per table.
     """
     schema = get_schema(table)
-    unknown = [c for c in df.columns if c not in schema]
+    have = dict(df.schema)  # `df.schema` builds a new Schema at each access: take it once
+    unknown = [c for c in have if c not in schema]
     if unknown:
         raise SchemaError(f"table '{table}' has no column(s) {', '.join(repr(c) for c in unknown)}")
+    if list(have.items()) == list(schema.items()):
+        return validate(df, table, have)
     exprs = []
     for name, dtype in schema.items():
-        if name in df.columns:
+        if name in have:
             col = pl.col(name)
-            exprs.append(col if df.schema[name] == dtype else col.cast(dtype, strict=False))
+            exprs.append(col if have[name] == dtype else col.cast(dtype, strict=False))
         else:
             exprs.append(pl.lit(None, dtype=dtype).alias(name))
-    return validate(df.select(exprs), table)
+    out = df.select(exprs)
+    return validate(out, table, dict(out.schema))
 
 
-def validate(df: pl.DataFrame, table: str) -> pl.DataFrame:
+def validate(df: pl.DataFrame, table: str, have: dict[str, pl.DataType] | None = None) -> pl.DataFrame:
     """Check `df` against `table`; return it with the table's column order.
+
+    `have`: `dict(df.schema)` when the caller has it already.
 
     Raises:
         SchemaError: listing every missing column, wrong dtype and null in a required column at once.
     """
     schema = get_schema(table)
+    have = dict(df.schema) if have is None else have
     problems: list[str] = []
-    missing = [c for c in schema if c not in df.columns]
+    missing = [c for c in schema if c not in have]
     if missing:
         problems.append(
             f"{len(missing)} missing column(s) for table '{table}': " + ", ".join(repr(c) for c in missing)
         )
     for name, dtype in schema.items():
-        if name in df.columns and df.schema[name] != dtype:
-            problems.append(f" - '{name}', got: {df.schema[name]}, expected: {dtype}")
+        if name in have and have[name] != dtype:
+            problems.append(f" - '{name}', got: {have[name]}, expected: {dtype}")
     if not missing:
         for name in REQUIRED[table]:
             nulls = df.get_column(name).null_count()
@@ -266,7 +273,7 @@ def validate(df: pl.DataFrame, table: str) -> pl.DataFrame:
                 problems.append(f" - '{name}' is required but has {nulls} null(s)")
     if problems:
         raise SchemaError(f"DataFrame does not match table '{table}':\n" + "\n".join(problems))
-    return df.select(list(schema))
+    return df if list(have) == list(schema) else df.select(list(schema))
 
 
 def get_schema(table: str) -> pl.Schema:
