@@ -374,8 +374,26 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
     else:
         seg = seg.with_columns(seg=pl.lit(0, dtype=pl.Int64))
     text = pl.col("text")
-    clean = text.str.replace_all(g.ANSI_RE, "")
-    clean = pl.when(clean.str.contains(g.ANSI_PASTED_RE)).then(clean.str.replace_all(g.ANSI_PASTED_RE, "")).otherwise(clean)
+    # One pass of cheap checks over the raw lines; a step whose check fails cannot change any line and is
+    # skipped (same result, fewer passes and collects). Every later step works on a suffix of the raw line
+    # (prefixes stripped), unless ANSI codes are removed from its middle (`dirty`): then every step runs.
+    # Anchored regexes are checked unanchored (a suffix starting with a match means the line contains it).
+    flags = seg.select(
+        esc=text.str.contains("\x1b", literal=True).any(),
+        pasted=text.str.contains(g.ANSI_PASTED_RE).any(),
+        coll=text.str.contains(g.COLLECTOR_RE.replace("^", "")).any(),
+        env=text.str.contains(_ENV_RE.removeprefix("^")).any(),
+        pylog=text.str.contains(g.PYLOG_PREFIX_RE.removeprefix("^")).any(),
+        banner=text.str.contains("global rank", literal=True).any(),
+        msg=text.str.contains("[Rank ", literal=True).any(),
+        mmdd=text.str.contains(g.MMDD_TS_RE.removeprefix(r"^\[?")).any(),
+        mllog=text.str.contains(":::MLLOG", literal=True).any(),
+    ).row(0, named=True)
+    dirty = bool(flags["esc"] or flags["pasted"])
+    on = {k: bool(v) or dirty for k, v in flags.items()}
+    clean = text.str.replace_all(g.ANSI_RE, "") if flags["esc"] else text
+    if dirty:
+        clean = pl.when(clean.str.contains(g.ANSI_PASTED_RE)).then(clean.str.replace_all(g.ANSI_PASTED_RE, "")).otherwise(clean)
     triage = (
         text.str.contains_any(list(g.TRIAGE_LITERALS))
         | text.str.contains(g.TRIAGE_DATE_RE)
@@ -395,38 +413,53 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
         ts_quality=pl.lit(None, dtype=pl.String),
     )
     seg = seg.filter(pl.col("triage")).with_columns(clean=clean)
-    seg = seg.with_columns(
-        coll_ts=pl.col("clean").str.extract(g.COLLECTOR_RE, 1), clean=pl.col("clean").str.replace(g.COLLECTOR_RE, "")
-    )
-    seg = _strip_envelopes(seg.with_columns(rest=pl.col("clean")))
-    seg = seg.with_columns(rest=pl.col("rest").str.replace(g.PYLOG_PREFIX_RE, ""))
-    # regex structs are materialised once as columns: eager with_columns does not share subexpressions
-    seg = seg.with_columns(_bn=pl.col("rest").str.extract_groups(g.COMPOSER_BANNER_RE))
-    banner = pl.col("_bn")
-    seg = seg.with_columns(
-        banner=banner.struct.field("what").is_not_null(),
-        banner_rank=pl.when(banner.struct.field("what") == "Begin")
-        .then(banner.struct.field("rank").cast(pl.Int32, strict=False))
-        .when(banner.struct.field("what") == "End")
-        .then(pl.lit(-1, dtype=pl.Int32))
-        .otherwise(pl.lit(None, dtype=pl.Int32))
-        .forward_fill(),
-    )
-    seg = seg.with_columns(
-        banner_rank=pl.when(pl.col("banner_rank") >= 0).then(pl.col("banner_rank")),
-        msg_rank=pl.col("rest").str.extract(g.MSG_RANK_RE, 1).cast(pl.Int32, strict=False),
+    if on["coll"]:
+        seg = seg.with_columns(
+            coll_ts=pl.col("clean").str.extract(g.COLLECTOR_RE, 1), clean=pl.col("clean").str.replace(g.COLLECTOR_RE, "")
+        )
+    else:
+        seg = seg.with_columns(coll_ts=pl.lit(None, dtype=pl.String))
+    if on["env"]:
+        seg = _strip_envelopes(seg.with_columns(rest=pl.col("clean")))
+    else:
+        seg = seg.with_columns(rest=pl.col("clean"), env_rank=pl.lit(None, dtype=pl.Int32), host=pl.lit(None, dtype=pl.String))
+    # the rest is one lazy query (one collect); its result is re-sorted below, so the row order is unchanged
+    lf = seg.lazy()
+    if on["pylog"]:
+        lf = lf.with_columns(rest=pl.col("rest").str.replace(g.PYLOG_PREFIX_RE, ""))
+    if on["banner"]:
+        # regex structs are materialised once as columns: eager with_columns does not share subexpressions
+        lf = lf.with_columns(_bn=pl.col("rest").str.extract_groups(g.COMPOSER_BANNER_RE))
+        banner = pl.col("_bn")
+        lf = lf.with_columns(
+            banner=banner.struct.field("what").is_not_null(),
+            banner_rank=pl.when(banner.struct.field("what") == "Begin")
+            .then(banner.struct.field("rank").cast(pl.Int32, strict=False))
+            .when(banner.struct.field("what") == "End")
+            .then(pl.lit(-1, dtype=pl.Int32))
+            .otherwise(pl.lit(None, dtype=pl.Int32))
+            .forward_fill(),
+        ).drop("_bn")
+        lf = lf.with_columns(banner_rank=pl.when(pl.col("banner_rank") >= 0).then(pl.col("banner_rank")))
+    else:
+        lf = lf.with_columns(banner=pl.lit(False), banner_rank=pl.lit(None, dtype=pl.Int32))
+    lf = lf.with_columns(
+        msg_rank=pl.col("rest").str.extract(g.MSG_RANK_RE, 1).cast(pl.Int32, strict=False)
+        if on["msg"]
+        else pl.lit(None, dtype=pl.Int32),
     )
     stream_rank = pl.coalesce(pl.col("env_rank"), pl.col("banner_rank"))
-    seg = seg.with_columns(
+    lf = lf.with_columns(
         key=pl.concat_str([pl.col("host").fill_null(""), stream_rank.cast(pl.String).fill_null("")], separator="|"),
         rank=pl.coalesce(stream_rank, pl.col("msg_rank")),
         text=pl.col("rest"),
     )
     # own timestamp (a collector's clock, being exact, wins over the framework's local one)
-    seg = seg.drop("_bn").with_columns(
-        _t=pl.coalesce(pl.col("coll_ts"), pl.col("text")).str.extract_groups(g.TS_RE),
-        _mm=pl.col("text").str.extract_groups(g.MMDD_TS_RE),
-    )
+    year = ctx.year_hint or (ctx.collected_at.year if ctx.collected_at else None)
+    mmdd_on = on["mmdd"] and year is not None
+    lf = lf.with_columns(_t=pl.coalesce(pl.col("coll_ts"), pl.col("text")).str.extract_groups(g.TS_RE))
+    if mmdd_on:
+        lf = lf.with_columns(_mm=pl.col("text").str.extract_groups(g.MMDD_TS_RE))
     t = pl.col("_t")
     frac = t.struct.field("frac").str.replace(",", ".", literal=True).fill_null("")
     naive = pl.concat_str([t.struct.field("date"), pl.lit("T"), t.struct.field("time"), frac]).str.to_datetime(
@@ -437,9 +470,8 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
     offset_min = (tzp.struct.field("h").cast(pl.Int64) * 60 + tzp.struct.field("m").cast(pl.Int64)) * pl.when(
         tzp.struct.field("sign") == "-"
     ).then(-1).otherwise(1)
-    year = ctx.year_hint or (ctx.collected_at.year if ctx.collected_at else None)
     mmdd = pl.col("_mm")
-    if year is None:
+    if not mmdd_on:
         md_ts = pl.lit(None, dtype=pl.Datetime("us"))
     else:
         md_ts = pl.concat_str(
@@ -453,16 +485,21 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
                 mmdd.struct.field("frac").str.slice(0, 7).fill_null(""),
             ]
         ).str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us")
-    mllog_ms = pl.col("text").str.extract(r":::MLLOG \{.*?\"time_ms\":\s*(\d+(?:\.\d+)?)", 1).cast(pl.Float64, strict=False)
-    mllog_ts = (mllog_ms * 1000).cast(pl.Int64, strict=False).cast(pl.Datetime("us"))
-    seg = seg.with_columns(_naive=naive, _tz=tz).with_columns(
+    if on["mllog"]:
+        mllog_ms = (
+            pl.col("text").str.extract(r":::MLLOG \{.*?\"time_ms\":\s*(\d+(?:\.\d+)?)", 1).cast(pl.Float64, strict=False)
+        )
+        mllog_ts = (mllog_ms * 1000).cast(pl.Int64, strict=False).cast(pl.Datetime("us"))
+    else:
+        mllog_ts = pl.lit(None, dtype=pl.Datetime("us"))
+    lf = lf.with_columns(_naive=naive, _tz=tz).with_columns(
         _mllog=mllog_ts,
         _utc=pl.when(pl.col("_tz").is_null() | (pl.col("_tz") == "Z"))
         .then(pl.col("_naive"))
         .otherwise(pl.col("_naive") - pl.duration(minutes=offset_min.fill_null(0))),
         _md=md_ts,
     )
-    seg = seg.with_columns(
+    lf = lf.with_columns(
         ts=pl.coalesce(pl.col("_mllog"), pl.col("_utc"), pl.col("_md")).dt.replace_time_zone("UTC"),
         ts_quality=pl.when(pl.col("_mllog").is_not_null() | (pl.col("_naive").is_not_null() & pl.col("_tz").is_not_null()))
         .then(pl.lit("exact"))
@@ -472,7 +509,7 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
         .then(pl.lit("year_inferred"))
         .otherwise(pl.lit(None, dtype=pl.String)),
     )
-    seg = seg.select(rest.columns)
+    seg = lf.select(rest.columns).collect()
     return frame, pl.concat([seg, rest]).sort("line", "seg")
 
 
