@@ -1535,6 +1535,10 @@ def _events(
 
 # ----------------------------------------------------------------------------- parse
 
+_NOISE_ANY = "|".join(f"(?:{p})" for p in (g.HF_DICT_RE, *g.NOISE_RES))
+"""HF dicts and the framework lines that carry no step, as one alternation (one regex pass, same truth value)."""
+
+
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse a training log into `steps` rows and straggler `events` (see the module docstring)."""
@@ -1550,8 +1554,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     noise = seg.filter(
         pl.col("ts").is_not_null()
         | pl.col("banner")
-        | txt.str.contains(g.HF_DICT_RE)
-        | pl.any_horizontal(*(txt.str.contains(p) for p in g.NOISE_RES))
+        | txt.str.contains(_NOISE_ANY)
     ).select("line")
     understood_lines = pl.concat(
         [f.select("line") for f in frags] + [bar_lines, block_lines, event_lines, noise], how="vertical_relaxed"
