@@ -230,7 +230,11 @@ def prepare(lines: pl.Series, ctx: FileContext) -> pl.DataFrame:
     Returns a frame with line, text (verbatim), body (what the grammars read), env_rank, env_rank_source,
     env_host, env_pid, pre_ts, pre_ts_quality, known (set later), cont (False until `join_wrapped`).
     """
-    frame = numbered(lines, ctx)
+    return _prepare_frame(numbered(lines, ctx))
+
+
+def _prepare_frame(frame: pl.DataFrame) -> pl.DataFrame:
+    """`prepare` on a frame of line, text (a subset of a file's lines keeps its line numbers)."""
     t = pl.col("text").fill_null("")
     t = pl.when(t.str.contains("](http", literal=True)).then(t.str.replace_all(_AUTOLINK, "$1")).otherwise(t)
     t = t.str.replace(r"^> ?", "")
@@ -411,62 +415,85 @@ def split_nccl_lines(df: pl.DataFrame) -> pl.DataFrame:
     return out
 
 
-def _nccl_rows(
-    frame: pl.DataFrame, ctx: FileContext
-) -> tuple[dict[str, list[pl.DataFrame]], list[str], list[str], pl.Series]:
-    """Build NCCL events/comms/inventory parts from the prepared frame; also return notes, the hosts seen and
-    the numbers of the lines read as NCCL records."""
-    out: dict[str, list[pl.DataFrame]] = {"events": [], "comms": [], "inventory": []}
-    notes: list[str] = []
-    body = pl.col("body")
-    n = (
-        split_nccl_lines(frame.filter(~pl.col("cont") & body.str.contains(" NCCL ", literal=True)))
-        .with_columns(
-            node=pl.coalesce(
-                # NCCL cuts host names at the first '.'; an IPv4 "host" stays whole
-                pl.when(pl.col("host").str.contains(r"^\d{1,3}(?:\.\d{1,3}){3}$"))
-                .then(pl.col("host"))
-                .otherwise(pl.col("host").str.split_exact(".", 1).struct.field("field_0")),
-                pl.col("env_host"),
-                pl.lit(ctx.node),
-            ),
-            pid=pl.col("pid").cast(pl.Int64, strict=False),
-            tid=pl.col("tid").cast(pl.Int64, strict=False),
-            dev=pl.col("dev").cast(pl.Int32, strict=False),
-        )
-    )
+def head_columns(df: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
+    """Add node, typed pid/tid/dev, ts and ts_quality to rows holding NCCL_HEAD_RE's fields (from
+    `split_nccl_lines` or the fast lane's heads) and the prepared line's env_host, pre_ts, pre_ts_quality."""
     wts = (
         pl.col("wts").str.replace(",", ".").str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
         .dt.replace_time_zone("UTC")
-        if n.get_column("wts").null_count() < n.height
+        if df.get_column("wts").null_count() < df.height
         else pl.lit(None, dtype=pl.Datetime("us", "UTC"))
     )
-    n = (
-        n.with_columns(ts=pl.coalesce(wts, pl.col("pre_ts")))
-        .with_columns(
-            ts_quality=pl.when(pl.col("wts").is_not_null())
-            .then(pl.lit("local_assumed_utc"))
-            .otherwise(pl.col("pre_ts_quality"))
-            .fill_null("none")
-        )
+    return df.with_columns(
+        node=pl.coalesce(
+            # NCCL cuts host names at the first '.'; an IPv4 "host" stays whole
+            pl.when(pl.col("host").str.contains(r"^\d{1,3}(?:\.\d{1,3}){3}$"))
+            .then(pl.col("host"))
+            .otherwise(pl.col("host").str.split_exact(".", 1).struct.field("field_0")),
+            pl.col("env_host"),
+            pl.lit(ctx.node),
+        ),
+        pid=pl.col("pid").cast(pl.Int64, strict=False),
+        tid=pl.col("tid").cast(pl.Int64, strict=False),
+        dev=pl.col("dev").cast(pl.Int32, strict=False),
+        ts=pl.coalesce(wts, pl.col("pre_ts")),
+        ts_quality=pl.when(pl.col("wts").is_not_null())
+        .then(pl.lit("local_assumed_utc"))
+        .otherwise(pl.col("pre_ts_quality"))
+        .fill_null("none"),
     )
+
+
+_HEAD_COLS = ("node", "host", "pid", "tid", "dev", "src", "srcline", "func", "ts", "ts_quality", "env_rank",
+              "env_global_rank", "pre_ts", "pre_ts_quality")
+"""What the NCCL tables read of a record's head (one row per distinct head in `Heads.table`)."""
+_N_SCHEMA = {"line": pl.Int64, "text": pl.String, "hc": pl.UInt32, "level": pl.String, "msg": pl.String}
+
+
+def _nccl_rows(
+    slow: pl.DataFrame, fast: FastLane, ctx: FileContext
+) -> tuple[dict[str, list[pl.DataFrame]], list[str], list[str], pl.Series]:
+    """Build NCCL events/comms/inventory parts; also return notes, the hosts seen and the numbers of the
+    slow lines read as NCCL records.
+
+    `slow` is the prepared (and wrap-joined) frame of the lines the fast lane did not take; `fast` holds the
+    NCCL records the fast lane read (rows `line, text, hc, level, msg`, heads by code `hc`). Every NCCL
+    record is one row of `n` (line, text, hc, level, msg) whose head fields are `heads[hc]`; strictly-formed
+    COLL lines of the fast lane are aggregated on their own (`_coll_partials`) and never enter `n`."""
+    out: dict[str, list[pl.DataFrame]] = {"events": [], "comms": [], "inventory": []}
+    notes: list[str] = []
+    body = pl.col("body")
+    ns = split_nccl_lines(slow.filter(~pl.col("cont") & body.str.contains(" NCCL ", literal=True)))
+    ns = head_columns(ns, ctx)
+    base = fast.heads.height
+    heads = fast.heads.select(_HEAD_COLS)
+    heads = pl.concat([heads, ns.select(_HEAD_COLS)], how="vertical") if ns.height else heads
+    ns = ns.select("line", "text", hc=pl.int_range(base, base + pl.len(), dtype=pl.UInt32), level="level", msg="msg")
+    n = fast.rest.merge_sorted(ns, key="line") if (ns.height and fast.rest.height) else (ns if ns.height else fast.rest)
+
+    def attach(df: pl.DataFrame, *cols: str) -> pl.DataFrame:
+        """Rows of `n` (or a subset) with the named head fields added."""
+        return df.hstack(heads.select(cols)[df.get_column("hc")])
+
     msg = pl.col("msg")
 
     # ---- versions (prefixed ≥ 2.23, bare ≤ 2.21, RAS "compiled with")
-    pv = n.filter(msg.str.starts_with("NCCL version")).filter(msg.str.contains(VERSION_RE)).with_columns(v=msg.str.extract_groups(VERSION_RE)).select(
+    pv = n.filter(msg.str.starts_with("NCCL version")).filter(msg.str.contains(VERSION_RE))
+    pv = attach(pv, "node", "pid").with_columns(v=msg.str.extract_groups(VERSION_RE)).select(
         "node", "pid", "line", ver=pl.col("v").struct.field("ver"), cuda=pl.col("v").struct.field("cuda")
     )
-    bare = frame.filter(~pl.col("cont") & body.str.contains(BARE_VERSION_RE))
+    bare = slow.filter(~pl.col("cont") & body.str.contains(BARE_VERSION_RE))
     if bare.height:
         # host of the last NCCL record before each bare version line (only worked out when there is one)
-        last_host = (
-            frame.select("line")
-            .join(n.select("line", h=pl.col("node")), on="line", how="left")
-            .with_columns(h=pl.col("h").forward_fill())
-        )
-        bare = bare.join(last_host, on="line", how="left")
+        every = pl.concat([fast.rows.select("line", "hc"), ns.select("line", "hc")]).sort("line")
+        at = every.get_column("line").search_sorted(bare.get_column("line"), side="left").cast(pl.Int64) - 1
+        if every.height:
+            h = heads.get_column("node").gather(every.get_column("hc").gather(at.clip(0, None)))
+            bare = bare.with_columns(h=pl.when(at >= 0).then(h))
+        else:
+            bare = bare.with_columns(h=pl.lit(None, dtype=pl.String))
     else:
-        bare = bare.with_columns(h=pl.lit(None, dtype=n.schema["node"]))
+        bare = bare.with_columns(h=pl.lit(None, dtype=pl.String))
     bare = (
         bare.with_columns(v=body.str.extract_groups(BARE_VERSION_RE))
         .select(
@@ -498,14 +525,18 @@ def _nccl_rows(
 
     inventory(versions, "software", "nccl_version", pl.col("ver"))
     inventory(versions.filter(pl.col("cuda").is_not_null()), "software", "nccl_cuda_version", pl.col("cuda"))
-    cd = n.filter(msg.str.starts_with("cudaDriverVersion")).filter(msg.str.contains(CUDA_DRIVER_RE)).with_columns(v=msg.str.extract(CUDA_DRIVER_RE, 1).cast(pl.Int64, strict=False))
+    cd = n.filter(msg.str.starts_with("cudaDriverVersion")).filter(msg.str.contains(CUDA_DRIVER_RE))
+    cd = attach(cd, "node").with_columns(v=msg.str.extract(CUDA_DRIVER_RE, 1).cast(pl.Int64, strict=False))
     inventory(cd, "software", "cuda_driver_version", pl.format("{}.{}", pl.col("v") // 1000, (pl.col("v") % 1000) // 10))
-    env = n.filter(msg.str.starts_with("NCCL_")).filter(msg.str.contains(ENV_RE)).with_columns(e=msg.str.extract_groups(ENV_RE))
+    env = n.filter(msg.str.starts_with("NCCL_")).filter(msg.str.contains(ENV_RE))
+    env = attach(env, "node").with_columns(e=msg.str.extract_groups(ENV_RE))
     inventory(env, "software", pl.lit("env.") + pl.col("e").struct.field("var"), pl.col("e").struct.field("val"))
 
     # ---- node IPs and networks
-    bs = n.filter(msg.str.starts_with("Bootstrap")).filter(msg.str.contains(BOOTSTRAP_RE)).with_columns(b=msg.str.extract_groups(BOOTSTRAP_RE))
-    ib = n.filter(msg.str.starts_with("NET/IB")).filter(msg.str.contains(NET_IB_RE)).with_columns(b=msg.str.extract_groups(NET_IB_RE))
+    bs = n.filter(msg.str.starts_with("Bootstrap")).filter(msg.str.contains(BOOTSTRAP_RE))
+    bs = attach(bs, "node", "pid").with_columns(b=msg.str.extract_groups(BOOTSTRAP_RE))
+    ib = n.filter(msg.str.starts_with("NET/IB")).filter(msg.str.contains(NET_IB_RE))
+    ib = attach(ib, "node", "pid").with_columns(b=msg.str.extract_groups(NET_IB_RE))
     ips = (
         pl.concat([bs.select("node", "line", "b"), ib.select("node", "line", "b")], how="diagonal_relaxed")
         if (bs.height or ib.height)
@@ -519,9 +550,10 @@ def _nccl_rows(
             pl.col("b").struct.field("ip"),
             device=pl.col("b").struct.field("ifname"),
         )
-    sock = n.filter(msg.str.starts_with("NET/Socket")).filter(msg.str.contains(NET_SOCKET_RE))
-    using = n.filter(msg.str.starts_with("Using network")).filter(msg.str.contains(USING_NET_RE))
-    ofi = n.filter(msg.str.contains("NET/OFI Selected", literal=True)).filter(msg.str.contains(OFI_RE)).with_columns(o=msg.str.extract_groups(OFI_RE))
+    sock = attach(n.filter(msg.str.starts_with("NET/Socket")).filter(msg.str.contains(NET_SOCKET_RE)), "node", "pid")
+    using = attach(n.filter(msg.str.starts_with("Using network")).filter(msg.str.contains(USING_NET_RE)), "node", "pid")
+    ofi = n.filter(msg.str.contains("NET/OFI Selected", literal=True)).filter(msg.str.contains(OFI_RE))
+    ofi = attach(ofi, "node", "pid").with_columns(o=msg.str.extract_groups(OFI_RE))
     net_parts = []
     if ib.height:
         items = pl.col("msg").str.extract_all(NET_IB_ITEM_RE)
@@ -580,9 +612,9 @@ def _nccl_rows(
 
     # ---- rank map
     init = n.filter(msg.str.contains(" - Init ", literal=True))
-    init = init.filter(msg.str.contains(INIT_RE)).with_columns(i=msg.str.extract_groups(INIT_RE))
+    init = attach(init.filter(msg.str.contains(INIT_RE)), "node", "pid", "dev").with_columns(i=msg.str.extract_groups(INIT_RE))
     topo = n.filter(msg.str.contains(" nNodes ", literal=True))
-    topo = topo.filter(msg.str.contains(TOPO_RE)).with_columns(i=msg.str.extract_groups(TOPO_RE))
+    topo = attach(topo.filter(msg.str.contains(TOPO_RE)), "node", "pid", "dev").with_columns(i=msg.str.extract_groups(TOPO_RE))
     f = pl.col("i").struct.field
     rank_parts = []
     if init.height:
@@ -670,10 +702,11 @@ def _nccl_rows(
         )
         rank_map = merged.select("node", "pid", "comm", "comm_id", "rank", "nranks", "cuda_dev", "gpu_bus_id")
 
-    # ---- COLL aggregates
+    # ---- COLL aggregates: strict lines of the fast lane as partial aggregates, the others line by line
     coll = n.filter(msg.str.contains(" opCount ", literal=True))
-    coll = coll_fields(coll).filter(pl.col("c").struct.field("op").is_not_null())
-    if coll.height:
+    coll = coll_fields(attach(coll, "node", "pid", "dev")).filter(pl.col("c").struct.field("op").is_not_null())
+    n_coll = coll.height + fast.coll.height
+    if n_coll:
         cf = pl.col("c").struct.field
         c2 = coll.select(
             "node", "pid", "line", "dev",
@@ -686,19 +719,22 @@ def _nccl_rows(
             root=cf("root").cast(pl.Int64, strict=False),
             nranks=cf("nranks").cast(pl.Int32, strict=False),
         )
-        agg = c2.group_by("node", "pid", "comm", "op", maintain_order=True).agg(
-            calls=pl.len(),
-            first_opcount=pl.col("opc").first(),
-            seq=pl.col("opc").last(),
-            count=pl.col("cnt").last(),
-            dt=pl.col("dt").last(),
-            ro=pl.col("ro").last(),
-            nranks=pl.col("nranks").last(),
-            cuda_dev=pl.col("dev").last(),
-            first_line=pl.col("line").first(),
-            line=pl.col("line").last(),
-            peers=pl.col("root").unique().sort(),
-        )
+        if fast.coll.height:
+            agg = _coll_merge(c2, _coll_partials(fast.coll, heads))
+        else:
+            agg = c2.group_by("node", "pid", "comm", "op", maintain_order=True).agg(
+                calls=pl.len(),
+                first_opcount=pl.col("opc").first(),
+                seq=pl.col("opc").last(),
+                count=pl.col("cnt").last(),
+                dt=pl.col("dt").last(),
+                ro=pl.col("ro").last(),
+                nranks=pl.col("nranks").last(),
+                cuda_dev=pl.col("dev").last(),
+                first_line=pl.col("line").first(),
+                line=pl.col("line").last(),
+                peers=pl.col("root").unique().sort(),
+            )
         if rank_map is not None:
             agg = agg.join(
                 rank_map.select("node", "pid", "comm", "comm_id", "rank"), on=["node", "pid", "comm"], how="left"
@@ -732,7 +768,7 @@ def _nccl_rows(
                 line="line",
             )
         )
-        notes.append(f"{coll.height} COLL lines aggregated into {agg.height} rows")
+        notes.append(f"{n_coll} COLL lines aggregated into {agg.height} rows")
 
     conn = (
         n.filter(
@@ -746,7 +782,7 @@ def _nccl_rows(
 
     # ---- WARN events
     legacy = (
-        frame.filter(~pl.col("cont") & body.str.contains(OFI_LEGACY_RE))
+        slow.filter(~pl.col("cont") & body.str.contains(OFI_LEGACY_RE))
         .with_columns(o=body.str.extract_groups(OFI_LEGACY_RE))
         .filter(pl.col("o").struct.field("level") == "WARN")
         .select(
@@ -765,7 +801,7 @@ def _nccl_rows(
     )
     warns = pl.concat(
         [
-            n.filter(pl.col("level").is_in(["WARN", "ERROR", "ABORT"])).select(
+            attach(n.filter(pl.col("level").is_in(["WARN", "ERROR", "ABORT"])), *_HEAD_COLS).select(
                 "line", "text", "env_rank", "env_global_rank", "pre_ts", "pre_ts_quality", "node", "pid", "tid", "dev", "src", "srcline",
                 "func", "msg", "ts", "ts_quality",
             ),
@@ -791,11 +827,12 @@ def _nccl_rows(
         )
 
     # ---- RAS report
-    ras = _ras_events(frame, ctx)
+    ras = _ras_events(slow, ctx)
     if ras is not None:
         out["events"].append(ras)
-    hosts = n.filter(pl.col("host").is_not_null()).get_column("node").unique().sort().to_list()
-    return out, notes, hosts, n.get_column("line")
+    used = pl.concat([fast.rows.get_column("hc"), ns.get_column("hc")]).unique()
+    hosts = heads[used].filter(pl.col("host").is_not_null()).get_column("node").unique().sort().to_list()
+    return out, notes, hosts, ns.get_column("line")
 
 
 def warn_events(warns: pl.DataFrame, ctx: FileContext, rank_map: pl.DataFrame | None, source: str = "nccl") -> pl.DataFrame:
@@ -939,6 +976,203 @@ def _ras_events(frame: pl.DataFrame, ctx: FileContext) -> pl.DataFrame | None:
     )
 
 
+# ----------------------------------------------------------------------------- the fast lane
+
+_FAST_HEAD = (
+    r"^(?P<env>[ \t]*(?P<srank>[0-9]+): |\[[0-9]+,(?P<orank>[0-9]+)\]<(?:stdout|stderr)>: ?)?"
+    r"(?P<head>[A-Za-z0-9_.-]+:[0-9]+:[0-9]+ \[[0-9]+\](?: [0-9]+\.[0-9]+)?"
+    r"(?: [A-Za-z0-9_./+-]+:[0-9]+(?: \([A-Za-z0-9_]+\))?)?) NCCL (?P<level>INFO|WARN|TRACE|ERROR|ABORT)(?P<sp> ?)"
+)
+"""The start of an NCCL record whose reading is fixed by its start alone: no launcher envelope or one srun
+`-l` / Open MPI `--tag-output` prefix, then the ASCII `host:pid:tid [dev] [ms] [src:line [(func)]]` head,
+` NCCL `, the level. For such a line `prepare` strips just that envelope (no other envelope, collector
+timestamp, quote or link can match: the head starts with a name character and has `:<digit>` after the
+name), `NCCL_START` matches and `split_nccl_lines` cuts at this ` NCCL `; so every field follows from the
+distinct line starts, which are few (ranks x threads x levels) and read once each."""
+_FAST_KEY_CHARS = 12
+"""A fast-lane key is a line's first characters up to 12 past its first ` NCCL ` (the level, its space)."""
+_FAST_NOT_HEADS = ("collective:", "Communicators...")
+"""Heads that other grammars' line-start patterns would read (torchfrtrace `collective:`, the RAS marker):
+left to the full path."""
+_FAST_LITERALS = (td.RESULT_HEAD_TEXT, "launch configs:", td.LAST_ERROR_TEXT)
+"""Literals of whole-file checks (torchrun blocks, `Last error:`) that a fast-lane line may hold in its message."""
+_COLL_FAST = (
+    r"^(?P<op>[A-Za-z]+): opCount [0-9a-fA-F]+ sendbuff (?:0x[0-9a-fA-F]+|\(nil\)) recvbuff (?:0x[0-9a-fA-F]+|\(nil\)) "
+    r"count [0-9]+ datatype [0-9]+ op [0-9]+ root (?P<root>-?[0-9]+) comm (?P<comm>0x[0-9a-fA-F]+) \[nranks=[0-9]+\]"
+    r"(?: stream (?:0x[0-9a-fA-F]+|\(nil\)))?$"
+)
+"""A COLL line of the usual form, whole: `coll_fields` reads it (every token in place), and it can match no
+other message filter of `_nccl_rows` (none of their prefixes or literals), so it only counts for the COLL
+aggregate, which needs its group key (op, comm; root for Send/Recv) and the fields of each group's first and
+last line only."""
+_P2P = ("Send", "Recv")
+
+
+@dataclass(frozen=True)
+class FastLane:
+    """NCCL records read by the fast lane (see `_FAST_HEAD`)."""
+
+    mask: pl.Series
+    """Boolean per line: taken by the fast lane."""
+    first: int
+    """Number of the first line (the mask's position 0)."""
+    heads: pl.DataFrame
+    """`_HEAD_COLS` (plus env_len, the launcher prefix length) per distinct head; rows refer to it by `hc`."""
+    rows: pl.DataFrame
+    """Every fast-lane record: line, hc."""
+    rest: pl.DataFrame
+    """The records that are not strict COLL lines: line, text, hc, level, msg (`_N_SCHEMA`)."""
+    coll: pl.DataFrame
+    """Strict COLL lines (`_COLL_FAST`): line, hc, op, root, comm, msg."""
+    texts: pl.DataFrame
+    """line, text of every fast-lane record (for whole-file literal checks)."""
+
+
+def _empty_lane(height: int, first: int) -> FastLane:
+    heads = pl.DataFrame(schema={"node": pl.String, "host": pl.String, "pid": pl.Int64, "tid": pl.Int64, "dev": pl.Int32,
+                                 "src": pl.String, "srcline": pl.String, "func": pl.String,
+                                 "ts": pl.Datetime("us", "UTC"), "ts_quality": pl.String, "env_rank": pl.Int32,
+                                 "env_global_rank": pl.Int32, "pre_ts": pl.Datetime("us", "UTC"),
+                                 "pre_ts_quality": pl.String, "env_len": pl.Int64, "env_rank_source": pl.String,
+                                 "env_host": pl.String, "env_pid": pl.Int64})
+    return FastLane(
+        mask=pl.Series("fast", [False] * height, dtype=pl.Boolean),
+        first=first,
+        heads=heads,
+        rows=pl.DataFrame(schema={"line": pl.Int64, "hc": pl.UInt32}),
+        rest=pl.DataFrame(schema=_N_SCHEMA),
+        coll=pl.DataFrame(schema={"line": pl.Int64, "hc": pl.UInt32, "op": pl.String, "root": pl.String,
+                                  "comm": pl.String, "msg": pl.String}),
+        texts=pl.DataFrame(schema={"line": pl.Int64, "text": pl.String}),
+    )
+
+
+def _fast_lane(base: pl.DataFrame, ctx: FileContext) -> FastLane:
+    """Take the lines `_FAST_HEAD` reads from `base` (line, text): their heads are worked out once per distinct
+    line start; the rest of `family_rows` sees them only as rows of `n` (or COLL partial aggregates)."""
+    text = pl.col("text")
+    keyed = base.select("line", "text", _k=text.str.head(text.str.find(" NCCL ", literal=True) + _FAST_KEY_CHARS))
+    keys = keyed.get_column("_k").drop_nulls().unique()
+    if len(keys) == 0:
+        return _empty_lane(base.height, ctx.first_line)
+    g = pl.col("g").struct.field
+    u = keys.to_frame("_k").with_columns(g=pl.col("_k").str.extract_groups(_FAST_HEAD)).filter(
+        g("head").is_not_null()
+        & ~pl.col("_k").str.contains(_COLLECTOR_TS)
+        & ~g("head").str.starts_with(_FAST_NOT_HEADS[0])
+        & ~g("head").str.starts_with(_FAST_NOT_HEADS[1])
+    )
+    if u.height == 0:
+        return _empty_lane(base.height, ctx.first_line)
+    env_len = g("env").str.len_chars().fill_null(0)
+    rank = pl.coalesce(g("srank"), g("orank")).cast(pl.Int32, strict=False)
+    u = u.select(
+        "_k",
+        env_len=env_len,
+        msg_off=env_len + g("head").str.len_chars() + 6 + g("level").str.len_chars() + g("sp").str.len_chars(),
+        level=g("level"),
+        env_rank=rank,
+        env_rank_source=pl.when(g("srank").is_not_null()).then(pl.lit("srun")).when(g("orank").is_not_null()).then(pl.lit("openmpi")),
+        env_pid=pl.lit(None, dtype=pl.Int64),
+        env_global_rank=pl.when(g("orank").is_not_null()).then(rank),  # Open MPI ranks are global
+        env_host=pl.lit(None, dtype=pl.String),
+        pre_ts=pl.lit(None, dtype=pl.Datetime("us", "UTC")),
+        pre_ts_quality=pl.lit(None, dtype=pl.String),
+        h=g("head").str.extract_groups(NCCL_HEAD_RE),
+    ).unnest("h")
+    u = head_columns(u.filter(pl.col("host").is_not_null()), ctx).with_row_index("hc")
+    rows = keyed.join(u.select("_k", "hc", "msg_off", "level"), on="_k", how="left", maintain_order="left")
+    mask = rows.get_column("hc").is_not_null()
+    if base.select(text.str.contains("](http", literal=True).any()).item():
+        # a markdown auto-link anywhere in the line is rewritten by `prepare`: full path
+        mask = mask & ~base.get_column("text").str.contains("](http", literal=True).fill_null(False)
+    if not mask.any():
+        return _empty_lane(base.height, ctx.first_line)
+    rows = rows.filter(mask).select("line", "text", "hc", "level", msg=text.str.slice(pl.col("msg_off")))
+    info = pl.col("level") == "INFO"
+    cand = rows.filter(info & pl.col("msg").str.contains(" opCount ", literal=True))
+    coll = cand.select("line", "hc", "msg", c=pl.col("msg").str.extract_groups(_COLL_FAST)).unnest("c").filter(
+        pl.col("op").is_not_null()
+    )
+    if coll.height:
+        rest = rows.join(coll.select("line"), on="line", how="anti", maintain_order="left")
+    else:
+        rest = rows
+    heads = u.select(*_HEAD_COLS, "env_len", "env_rank_source", "env_host", "env_pid")
+    return FastLane(
+        mask=mask.alias("fast"),
+        first=ctx.first_line,
+        heads=heads,
+        rows=rows.select("line", "hc"),
+        rest=rest.select(*_N_SCHEMA),
+        coll=coll.select("line", "hc", "op", "root", "comm", "msg"),
+        texts=rows.select("line", "text"),
+    )
+
+
+def _coll_partials(coll: pl.DataFrame, heads: pl.DataFrame) -> pl.DataFrame:
+    """Strict COLL lines aggregated per (head, op, comm): calls, first/last line and the first/last line's
+    fields (read by `coll_fields` like every other COLL line), Send/Recv roots; keyed by node, pid."""
+    part = (
+        coll.select("line", "hc", "op", "comm", root=pl.when(pl.col("op").is_in(_P2P)).then(pl.col("root")))
+        .with_row_index("_i")
+        .group_by("hc", "op", "comm")
+        .agg(
+            calls=pl.len(),
+            first_line=pl.col("line").first(),
+            line=pl.col("line").last(),
+            _if=pl.col("_i").first(),
+            _il=pl.col("_i").last(),
+            roots=pl.col("root").drop_nulls().unique(),
+        )
+    )
+    ends = pl.concat([part.get_column("_if"), part.get_column("_il")]).unique()
+    cf = pl.col("c").struct.field
+    vals = coll_fields(coll[ends].select("line", "msg")).select(
+        "line",
+        opc=cf("opc").str.to_integer(base=16, strict=False),
+        cnt=cf("count").cast(pl.Int64, strict=False),
+        dt=cf("dt").cast(pl.Int64, strict=False),
+        ro=cf("redop").cast(pl.Int64, strict=False),
+        nranks=cf("nranks").cast(pl.Int32, strict=False),
+    )
+    first = vals.select("line", first_opcount="opc")
+    part = part.join(first, left_on="first_line", right_on="line", how="left").join(vals, on="line", how="left")
+    return part.hstack(heads.select("node", "pid", "dev")[part.get_column("hc")]).select(
+        "node", "pid", "comm", "op", "calls", "first_line", "line", "first_opcount", "opc", "cnt", "dt", "ro",
+        "nranks", "dev", roots=pl.col("roots").cast(pl.List(pl.Int64), strict=False),
+    )
+
+
+def _coll_merge(c2: pl.DataFrame, part: pl.DataFrame) -> pl.DataFrame:
+    """The COLL aggregate (`_nccl_rows`' group_by over every COLL line) from per-line rows `c2` and partial
+    aggregates `part`: groups in order of their first line, values of the first/last line of each."""
+    one = c2.select(
+        "node", "pid", "comm", "op", calls=pl.lit(1, dtype=pl.UInt32), first_line="line", line="line",
+        first_opcount="opc", opc="opc", cnt="cnt", dt="dt", ro="ro", nranks="nranks", dev="dev",
+        roots=pl.concat_list("root"),
+    )
+    allp = pl.concat([part.with_columns(calls=pl.col("calls").cast(pl.UInt32)), one], how="vertical")
+    by_last = pl.col("line")
+    return (
+        allp.group_by("node", "pid", "comm", "op")
+        .agg(
+            calls=pl.col("calls").sum(),
+            first_opcount=pl.col("first_opcount").sort_by("first_line").first(),
+            seq=pl.col("opc").sort_by(by_last).last(),
+            count=pl.col("cnt").sort_by(by_last).last(),
+            dt=pl.col("dt").sort_by(by_last).last(),
+            ro=pl.col("ro").sort_by(by_last).last(),
+            nranks=pl.col("nranks").sort_by(by_last).last(),
+            cuda_dev=pl.col("dev").sort_by(by_last).last(),
+            first_line=pl.col("first_line").min(),
+            line=pl.col("line").max(),
+            peers=pl.col("roots").list.explode(keep_nulls=False, empty_as_null=False).unique().sort(),
+        )
+        .sort("first_line")
+    )
+
+
 # ----------------------------------------------------------------------------- the family parse
 
 
@@ -960,33 +1194,90 @@ def family_rows(lines: pl.Series, ctx: FileContext) -> FamilyRows:
     This is the shared core of both parsers, and the hook for other parsers of mixed training logs (e.g.
     step logs with NCCL WARNs and watchdog timeouts): call it on the file's lines, keep the tables, and
     count a line as parsed when `understood` is true for it or your own grammar knows it.
+
+    The plain NCCL records (most of a debug log) go through `_fast_lane`; every other line through the full
+    path (`prepare`, the grammars' line-start patterns, wrap joining, torchrun blocks, PyTorch events). The
+    steps that look across lines (wrap joining, torchrun blocks, `Last error:` quotes) run over every line as
+    before whenever the file holds what they look for, and a fast-lane line a wrap is joined onto goes back to
+    the full path.
     """
-    frame = prepare(lines, ctx)
+    base = numbered(lines, ctx)
+    fast = _fast_lane(base, ctx) if FAST_LANE else _empty_lane(base.height, ctx.first_line)
+    nfast = fast.rows.height
+    slow = _prepare_frame(base.filter(~fast.mask) if nfast else base)
     # a line that is nothing but a paste artefact (`> ` quote) is understood as such
     artefact = (pl.col("body").str.strip_chars() == "") & (pl.col("text").str.strip_chars() != "")
-    ras = has_ras(frame)
+    ras = has_ras(slow)
     # NCCL lines (the bulk of a debug log) are known by their prefix; the other grammars only run on the rest
-    frame = frame.with_columns(_nccl=pl.col("body").str.contains(NCCL_START).fill_null(False))
-    rest = frame.filter(~pl.col("_nccl")).select(
+    slow = slow.with_columns(_nccl=pl.col("body").str.contains(NCCL_START).fill_null(False))
+    rest = slow.filter(~pl.col("_nccl")).select(
         "line", _k=(nccl_understood(pl.col("body"), ras) | td.torch_understood(pl.col("body")) | artefact).fill_null(False)
     )
-    frame = frame.join(rest, on="line", how="left", maintain_order="left").with_columns(
+    slow = slow.join(rest, on="line", how="left", maintain_order="left").with_columns(
         known=pl.col("_nccl") | pl.col("_k").fill_null(False)
     ).drop("_k")
-    frame = join_wrapped(frame)
-    frame = td.mark_blocks(frame)
-    last_err = frame.select(pl.col("body").str.contains(td.LAST_ERROR_TEXT, literal=True).any()).item()
-    frame = frame.with_columns(_last_err=td.after_last_error(frame) if last_err else pl.lit(False))
-    parts, notes, hosts, nccl_lines = _nccl_rows(frame, ctx)
-    torch_ev, torch_ok = td.torch_events(frame, ctx)
+    full: pl.DataFrame | None = None
+    if _may_wrap(slow, fast):
+        full = join_wrapped(_full_frame(slow, fast))
+        if nfast:
+            # a fast-lane record a wrapped tail was joined onto is read by the full path
+            joined = full.filter(fast.mask & (pl.col("body") != pl.col("_fbody"))).get_column("line")
+            if len(joined):
+                fast = _drop_fast(fast, joined)
+        full = full.drop("_fbody")
+        slow = full.filter(~fast.mask) if nfast else full
+    else:
+        slow = slow.with_columns(cont=pl.lit(False))
+    fast_hits = (
+        fast.texts.filter(pl.col("text").str.contains_any(list(_FAST_LITERALS))) if nfast else fast.texts
+    )
+    body = pl.col("body")
+    blocks = bool(slow.select(
+        (body.str.contains(td.RESULT_HEAD_TEXT, literal=True) | body.str.contains("launch configs:", literal=True)
+         | body.str.contains(td.ROOT_CAUSE_RE)).any()
+    ).item()) or bool(fast_hits.select(
+        (pl.col("text").str.contains(td.RESULT_HEAD_TEXT, literal=True)
+         | pl.col("text").str.contains("launch configs:", literal=True)).any()
+    ).item())
+    last_err = bool(slow.select(body.str.contains(td.LAST_ERROR_TEXT, literal=True).any()).item()) or bool(
+        fast_hits.select(pl.col("text").str.contains(td.LAST_ERROR_TEXT, literal=True).any()).item()
+    )
+    td_frame = slow
+    last_rows = None
+    if blocks or last_err:
+        if full is None:
+            full = _full_frame(slow, fast).drop("_fbody").with_columns(cont=pl.lit(False))
+        if blocks:
+            # torchrun/ChildFailedError blocks: runs over every line (an NCCL line ends a run)
+            full = td.mark_blocks(full)
+        if last_err:
+            full = full.with_columns(_last_err=td.after_last_error(full))
+            last_rows = full.filter(pl.col("_last_err"))
+        keep = ~fast.mask
+        if blocks:
+            keep = keep | full.get_column("_block").is_not_null()
+        td_frame = full.filter(keep) if nfast else full
+        slow = full.filter(~fast.mask) if nfast else full
+    if not last_err:
+        slow = slow.with_columns(_last_err=pl.lit(False))
+    parts, notes, hosts, nccl_lines = _nccl_rows(slow, fast, ctx)
+    torch_ev, torch_ok = td.torch_events(td_frame, ctx)
     if torch_ev.height:
         parts["events"].append(torch_ev)
-    last = td.last_error_events(frame, ctx)
-    if last is not None:
-        parts["events"].append(last)
-    understood = frame.select(
-        pl.col("known") | pl.col("cont") | torch_ok | pl.col("_last_err") | pl.col("line").is_in(nccl_lines)
+    if last_rows is not None:
+        last = td.last_error_events(last_rows, ctx)
+        if last is not None:
+            parts["events"].append(last)
+    ok = td_frame.select("line", _ok=torch_ok)
+    slow_ok = slow.join(ok, on="line", how="left", maintain_order="left").select(
+        pl.col("known") | pl.col("cont") | pl.col("_ok").fill_null(False) | pl.col("_last_err")
+        | pl.col("line").is_in(nccl_lines.implode())
     ).to_series()
+    if nfast:
+        understood = pl.Series("known", [True] * base.height, dtype=pl.Boolean)
+        understood = understood.scatter((~fast.mask).arg_true(), slow_ok) if len(slow_ok) else understood
+    else:
+        understood = slow_ok
     tables: dict[str, pl.DataFrame] = {}
     for name, dfs in parts.items():
         dfs = [d for d in dfs if d.height]
@@ -996,7 +1287,72 @@ def family_rows(lines: pl.Series, ctx: FileContext) -> FamilyRows:
         if name == "inventory":
             df = df.unique(subset=["node", "component", "device", "attribute", "value"], keep="first", maintain_order=True)
         tables[name] = df
-    return FamilyRows(tables=tables, understood=understood.fill_null(False), notes=notes, hosts=hosts)
+    return FamilyRows(tables=tables, understood=understood.fill_null(False).alias("known"), notes=notes, hosts=hosts)
+
+
+FAST_LANE = True
+"""Read plain NCCL records through `_fast_lane` (off: every line takes the full path; tests compare both)."""
+_FRAME_COLS = ("line", "text", "body", "env_rank", "env_rank_source", "env_host", "env_pid", "env_global_rank",
+               "pre_ts", "pre_ts_quality", "_nccl", "known")
+
+
+def _full_frame(slow: pl.DataFrame, fast: FastLane) -> pl.DataFrame:
+    """Every line prepared (fast-lane lines rebuilt from their heads: body = the line less its launcher
+    prefix), in line order, plus `_fbody` (the body before any wrap joining)."""
+    slow = slow.select(*_FRAME_COLS)
+    if fast.rows.height == 0:
+        return slow.with_columns(_fbody=pl.col("body"))
+    env = fast.heads.select(
+        "env_len", "env_rank", "env_rank_source", "env_host", "env_pid", "env_global_rank", "pre_ts", "pre_ts_quality"
+    )[fast.rows.get_column("hc")]
+    fr = fast.texts.hstack(env).select(
+        "line", "text", body=pl.col("text").str.slice(pl.col("env_len")), env_rank="env_rank",
+        env_rank_source="env_rank_source", env_host="env_host", env_pid="env_pid", env_global_rank="env_global_rank",
+        pre_ts="pre_ts", pre_ts_quality="pre_ts_quality", _nccl=pl.lit(True), known=pl.lit(True),
+    )
+    return pl.concat([slow, fr], how="vertical").sort("line").with_columns(_fbody=pl.col("body"))
+
+
+def _drop_fast(fast: FastLane, lines: pl.Series) -> FastLane:
+    """The fast lane without the records of `lines` (they go back to the full path)."""
+    drop = pl.col("line").is_in(lines.implode())
+    pos = (lines - fast.first).cast(pl.UInt32)
+    mask = fast.mask.scatter(pos, False)
+    return FastLane(
+        mask=mask,
+        first=fast.first,
+        heads=fast.heads,
+        rows=fast.rows.filter(~drop),
+        rest=fast.rest.filter(~drop),
+        coll=fast.coll.filter(~drop),
+        texts=fast.texts.filter(~drop),
+    )
+
+
+def _may_wrap(slow: pl.DataFrame, fast: FastLane) -> bool:
+    """False when no line can be a wrapped continuation (`join_wrapped`'s candidates: an unknown, non-blank
+    line not opening like a record of its own, right after a line of at least 80 characters)."""
+    b = pl.col("body").fill_null("")
+    c = slow.filter(~pl.col("known") & (b.str.strip_chars().str.len_bytes() != 0) & ~b.str.contains(_OWN_START))
+    if c.height == 0:
+        return False
+    prev = c.get_column("line") - 1
+    slen = slow.select("line", _l=b.str.len_chars())
+    got = prev.to_frame("line").join(slen, on="line", how="inner")
+    if got.filter(pl.col("_l") >= 80).height:
+        return True
+    if fast.rows.height == 0:
+        return False
+    fl = fast.texts.get_column("line")
+    at = fl.search_sorted(prev, side="left")
+    ok = at < len(fl)
+    at = at.filter(ok)
+    hit = fl.gather(at) == prev.filter(ok)
+    at = at.filter(hit)
+    if len(at) == 0:
+        return False
+    t = fast.texts[at].hstack(fast.heads.select("env_len")[fast.rows.get_column("hc").gather(at)])
+    return bool(t.select((pl.col("text").str.len_chars() - pl.col("env_len") >= 80).any()).item())
 
 
 def parse_family(lines: pl.Series, ctx: FileContext) -> ParseResult:
