@@ -26,6 +26,7 @@ perfquery does not print the device name: it is taken from `-C <ca>` on a preced
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 import polars as pl
 
@@ -288,9 +289,49 @@ def _timestamps(text: pl.Expr) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
 # ----------------------------------------------------------------------------- parse
 
 
+@lru_cache(maxsize=256)
+def _literals(pattern: str) -> tuple[str, ...] | None:
+    return required_literals(pattern)
+
+
+class _Gate:
+    """Literal pre-checks that skip regexes no line can match (`parsers._sniff.required_literals`).
+
+    polars keeps only the last 32 compiled regexes (per thread), and this parser alone uses more, so each
+    regex is compiled again on every file (0.1-3 ms each: Unicode classes). When none of the literals a
+    regex needs occurs in the text of the file, its result is known (no match) and the regex is neither
+    compiled nor run: an exact shortcut. Only small texts are checked (on a large file the compiles are
+    negligible and the substring scans would not be).
+    """
+
+    LIMIT = 1 << 20
+
+    def __init__(self, lines: pl.Series) -> None:
+        self.text: str | None = None
+        self.text_of(lines)
+
+    def text_of(self, col: pl.Series) -> None:
+        """Gate on the lines of `col` (None: everything may match)."""
+        s = col.cast(pl.String).fill_null("")
+        self.text = s.str.join("\n").item() if len(s) and int(s.str.len_bytes().sum()) <= self.LIMIT else None
+
+    def may(self, pattern: str) -> bool:
+        return self.text is None or may_match(_literals(pattern), self.text)
+
+    def contains(self, pattern: str, col: str = "b") -> pl.Expr:
+        """`col.str.contains(pattern)`, or what it gives when no line can match (False; null stays null)."""
+        e = pl.col(col)
+        return e.str.contains(pattern) if self.may(pattern) else pl.when(e.is_not_null()).then(False)
+
+    def extract(self, pattern: str, group: int, col: str = "b") -> pl.Expr:
+        """`col.str.extract(pattern, group)`, or null when no line can match."""
+        return pl.col(col).str.extract(pattern, group) if self.may(pattern) else pl.lit(None, dtype=pl.String)
+
+
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse InfiniBand tool output into NIC inventory, port-state events and counter readings."""
     frame = numbered(lines, ctx)
+    gate = _Gate(lines)
     no_time, line_ts = collector_time(pl.col("text"))
     frame = frame.with_columns(_ts_prefix=line_ts, _rest=no_time)
     env = split_envelopes(pl.col("_rest"))
@@ -303,48 +344,60 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     # `head /sys/class/infiniband/*/ports/*/counters/*` prints `==> path <==` then the value on the next line:
     # fold the value into the header line (which then reads like `path value`) and mark the value line parsed.
     # (also `$ cat /sys/class/infiniband/mlx5_0/ports/1/counters/symbol_error` followed by its value)
-    hdr = pl.coalesce(pl.col("b").str.extract(HEAD_RE, 1), pl.col("b").str.extract(CAT_RE, 1))
-    nxt = pl.col("b").shift(-1)
-    folded = (
-        hdr.is_not_null()
-        & nxt.is_not_null()
-        & ~nxt.str.contains(HEAD_RE)
-        & nxt.str.contains(r"^\s*[^\s/$#][^$#]*$")
-    )
-    f = f.with_columns(
-        k_headval=folded.shift(1).fill_null(False),
-        evmsg=pl.when(folded)
-        .then(
-            pl.format("{} {}", pl.col("text").str.strip_chars(), pl.col("text").shift(-1).str.strip_chars())
+    if gate.may(HEAD_RE) or gate.may(CAT_RE):
+        hdr = pl.coalesce(pl.col("b").str.extract(HEAD_RE, 1), pl.col("b").str.extract(CAT_RE, 1))
+        nxt = pl.col("b").shift(-1)
+        folded = (
+            hdr.is_not_null()
+            & nxt.is_not_null()
+            & ~nxt.str.contains(HEAD_RE)
+            & nxt.str.contains(r"^\s*[^\s/$#][^$#]*$")
         )
-        .otherwise(pl.col("text").str.strip_chars()),
-        b=pl.when(folded).then(pl.format("{} {}", hdr, nxt.str.strip_chars())).otherwise(pl.col("b")),
-    )
+        f = f.with_columns(
+            k_headval=folded.shift(1).fill_null(False),
+            evmsg=pl.when(folded)
+            .then(
+                pl.format("{} {}", pl.col("text").str.strip_chars(), pl.col("text").shift(-1).str.strip_chars())
+            )
+            .otherwise(pl.col("text").str.strip_chars()),
+            b=pl.when(folded).then(pl.format("{} {}", hdr, nxt.str.strip_chars())).otherwise(pl.col("b")),
+        )
+        gate.text_of(f.get_column("b"))  # folded lines join a path and a value: gate on the new text
+    else:  # no `==> path <==` / `cat path` line: nothing folds
+        f = f.with_columns(k_headval=pl.lit(False), evmsg=pl.col("text").str.strip_chars())
     b = pl.col("b")
     f = f.with_columns(host=pl.coalesce(pl.col("host").str.split(".").list.first(), pl.lit(ctx.node)))
     # timestamps: the costly parse runs only on the few short lines that look like a time
     is_ts, ts_v, ts_q = _timestamps(b)
     cand = (b.str.len_bytes() < 80) & b.str.contains(r"\d\d:\d\d:\d\d|^\D{0,20}\d{10}(?:\.\d+)?\D{0,5}$")
-    times = f.filter(cand).select("line", k_ts=is_ts, ts_line=ts_v, ts_quality_line=ts_q)
-    f = f.join(times, on="line", how="left").with_columns(pl.col("k_ts").fill_null(False))
+    cand_rows = f.filter(cand)
+    if cand_rows.height:
+        times = cand_rows.select("line", k_ts=is_ts, ts_line=ts_v, ts_quality_line=ts_q)
+        f = f.join(times, on="line", how="left").with_columns(pl.col("k_ts").fill_null(False))
+    else:  # no line looks like a time: what the join would give
+        f = f.with_columns(
+            k_ts=pl.lit(False),
+            ts_line=pl.lit(None, dtype=pl.Datetime("us", "UTC")),
+            ts_quality_line=pl.lit(None, dtype=pl.String),
+        )
+    c = gate.contains
     f = f.with_columns(
-        k_ca=b.str.contains(CA_RE),
-        k_ibstatus=b.str.contains(IBSTATUS_RE),
-        k_hca=b.str.contains(HCA_ID_RE),
-        k_port=b.str.contains(PORT_RE),
-        k_dvport=b.str.contains(DEVINFO_PORT_RE),
-        k_kv=b.str.contains(KV_RE),
-        k_sysfs=b.str.contains(SYSFS_RE)
-        & (b.str.starts_with("/sys/class/infiniband/") | b.str.contains(r"^[\w.-]+/ports/\d+/")),
-        k_pqhdr=b.str.contains(PQ_HDR_RE),
-        k_i2n=b.str.contains(IBDEV2NETDEV_RE),
-        k_pqctr=b.str.contains(PQ_CTR_RE),
-        k_panic=b.str.contains(IBPANIC_RE),
-        k_mlxsec=b.str.contains(MLX_SECTION_RE),
-        k_mlxkv=b.str.contains(MLX_KV_RE),
-        k_rule=b.str.contains(RULE_RE),
-        k_marker=b.str.contains(MARKER_RE),
-        k_cmd=b.str.contains(CMD_RE),
+        k_ca=c(CA_RE),
+        k_ibstatus=c(IBSTATUS_RE),
+        k_hca=c(HCA_ID_RE),
+        k_port=c(PORT_RE),
+        k_dvport=c(DEVINFO_PORT_RE),
+        k_kv=c(KV_RE),
+        k_sysfs=c(SYSFS_RE) & (b.str.starts_with("/sys/class/infiniband/") | c(r"^[\w.-]+/ports/\d+/")),
+        k_pqhdr=c(PQ_HDR_RE),
+        k_i2n=c(IBDEV2NETDEV_RE),
+        k_pqctr=c(PQ_CTR_RE),
+        k_panic=c(IBPANIC_RE),
+        k_mlxsec=c(MLX_SECTION_RE),
+        k_mlxkv=c(MLX_KV_RE),
+        k_rule=c(RULE_RE),
+        k_marker=c(MARKER_RE),
+        k_cmd=c(CMD_RE),
     )
     # block context: the tool (fmt), device and port in force on each line, per host
     fmt_here = (
@@ -356,36 +409,36 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         .then(pl.lit("ibv_devinfo"))
         .when(pl.col("k_pqhdr"))
         .then(pl.lit("perfquery"))
-        .when(pl.col("k_mlxsec") | (pl.col("k_cmd") & b.str.contains(r"\bmlxlink\b")))
+        .when(pl.col("k_mlxsec") | (pl.col("k_cmd") & c(r"\bmlxlink\b")))
         .then(pl.lit("mlxlink"))
         .when(pl.col("k_sysfs"))
         .then(pl.lit("sysfs"))
-        .when(pl.col("k_cmd") & b.str.contains(r"\bperfquery\b"))
+        .when(pl.col("k_cmd") & c(r"\bperfquery\b"))
         .then(pl.lit("perfquery"))
     )
     dev_here = (
         pl.when(pl.col("k_ca"))
-        .then(b.str.extract(CA_RE, 1))
+        .then(gate.extract(CA_RE, 1))
         .when(pl.col("k_ibstatus"))
-        .then(b.str.extract(IBSTATUS_RE, 1))
+        .then(gate.extract(IBSTATUS_RE, 1))
         .when(pl.col("k_hca"))
-        .then(b.str.extract(HCA_ID_RE, 1))
+        .then(gate.extract(HCA_ID_RE, 1))
         .when(pl.col("k_marker"))
-        .then(b.str.extract(MARKER_RE, 1))
-        .when(pl.col("k_cmd") & b.str.contains(r"\bperfquery\b"))
-        .then(pl.coalesce(b.str.extract(PQ_CA_RE, 1), pl.lit("")))
-        .when(pl.col("k_cmd") & b.str.contains(r"\bmlxlink\b"))
-        .then(pl.coalesce(b.str.extract(MLX_DEV_RE, 1), pl.lit("")))
+        .then(gate.extract(MARKER_RE, 1))
+        .when(pl.col("k_cmd") & c(r"\bperfquery\b"))
+        .then(pl.coalesce(gate.extract(PQ_CA_RE, 1), pl.lit("")))
+        .when(pl.col("k_cmd") & c(r"\bmlxlink\b"))
+        .then(pl.coalesce(gate.extract(MLX_DEV_RE, 1), pl.lit("")))
     )
     port_here = (
         pl.when(pl.col("k_ibstatus"))
-        .then(b.str.extract(IBSTATUS_RE, 2))
+        .then(gate.extract(IBSTATUS_RE, 2))
         .when(pl.col("k_port"))
-        .then(b.str.extract(PORT_RE, 1))
+        .then(gate.extract(PORT_RE, 1))
         .when(pl.col("k_dvport"))
-        .then(b.str.extract(DEVINFO_PORT_RE, 1))
+        .then(gate.extract(DEVINFO_PORT_RE, 1))
         .when(pl.col("k_marker"))
-        .then(pl.coalesce(b.str.extract(MARKER_RE, 2), pl.lit("")))
+        .then(pl.coalesce(gate.extract(MARKER_RE, 2), pl.lit("")))
         .when(pl.col("k_ca") | pl.col("k_hca") | pl.col("k_cmd"))
         .then(pl.lit(""))
     )
