@@ -21,16 +21,43 @@ from __future__ import annotations
 import pathlib
 import random
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 STYLES = ("syslog", "journal_iso", "journal_precise", "dmesg_raw", "dmesg_ctime", "dmesg_iso", "rfc5424")
 KERNEL_ONLY = ("dmesg_raw", "dmesg_ctime", "dmesg_iso")
 MONTHS = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split()
 WDAYS = "Mon Tue Wed Thu Fri Sat Sun".split()
 
-GPU_BUSES = ("0000:18:00", "0000:2a:00", "0000:3a:00", "0000:5d:00", "0000:9a:00", "0000:ab:00", "0000:ba:00", "0000:db:00")
-NIC_BUSES = ("0000:1a:00.0", "0000:2c:00.0", "0000:3c:00.0", "0000:5e:00.0", "0000:9c:00.0", "0000:ad:00.0", "0000:bc:00.0", "0000:dc:00.0")
-PORTS = ("0000:17:01.0", "0000:29:01.0", "0000:39:01.0", "0000:5c:01.0", "0000:99:01.0", "0000:aa:01.0", "0000:b9:01.0", "0000:da:01.0")
+GPU_BUSES = (
+    "0000:18:00",
+    "0000:2a:00",
+    "0000:3a:00",
+    "0000:5d:00",
+    "0000:9a:00",
+    "0000:ab:00",
+    "0000:ba:00",
+    "0000:db:00",
+)
+NIC_BUSES = (
+    "0000:1a:00.0",
+    "0000:2c:00.0",
+    "0000:3c:00.0",
+    "0000:5e:00.0",
+    "0000:9c:00.0",
+    "0000:ad:00.0",
+    "0000:bc:00.0",
+    "0000:dc:00.0",
+)
+PORTS = (
+    "0000:17:01.0",
+    "0000:29:01.0",
+    "0000:39:01.0",
+    "0000:5c:01.0",
+    "0000:99:01.0",
+    "0000:aa:01.0",
+    "0000:b9:01.0",
+    "0000:da:01.0",
+)
 UNITS = (
     "systemd-tmpfiles-clean.service",
     "logrotate.service",
@@ -43,7 +70,14 @@ UNITS = (
     "prometheus-node-exporter.service",
     "phpsessionclean.service",
 )
-PODS = ("train-llm-0", "train-llm-1", "dcgm-exporter-x7k2p", "node-exporter-4f9zq", "calico-node-tx8vd", "nvidia-device-plugin-ds-2mc8l")
+PODS = (
+    "train-llm-0",
+    "train-llm-1",
+    "dcgm-exporter-x7k2p",
+    "node-exporter-4f9zq",
+    "calico-node-tx8vd",
+    "nvidia-device-plugin-ds-2mc8l",
+)
 
 
 def _hex(rng: random.Random, n: int) -> str:
@@ -54,7 +88,20 @@ class _Host:
     def __init__(self, name: str, rng: random.Random, boot_offset: float) -> None:
         self.name = name
         self.uptime0 = boot_offset
-        self.pids = {t: rng.randint(800, 60000) for t in ("kubelet", "containerd", "dockerd", "sshd", "CRON", "systemd-logind", "rsyslogd", "nvidia-persistenced", "nv-hostengine")}
+        self.pids = {
+            t: rng.randint(800, 60000)
+            for t in (
+                "kubelet",
+                "containerd",
+                "dockerd",
+                "sshd",
+                "CRON",
+                "systemd-logind",
+                "rsyslogd",
+                "nvidia-persistenced",
+                "nv-hostengine",
+            )
+        }
         self.session = rng.randint(1000, 5000)
         self.identity_done = False
 
@@ -103,17 +150,19 @@ def _noise(rng: random.Random, h: _Host, kernel_only: bool) -> tuple[str, str]:
         )
         return "systemd[1]", msg
     if r < 0.50:
-        name = rng.choice(("sshd", "CRON", "systemd-logind", "rsyslogd", "nvidia-persistenced", "nv-hostengine"))
+        name = rng.choice(
+            ("sshd", "CRON", "systemd-logind", "rsyslogd", "nvidia-persistenced", "nv-hostengine")
+        )
         pid = h.pids[name] + (rng.randint(0, 5000) if name in ("sshd", "CRON") else 0)
         msg = {
             "sshd": rng.choice(
                 (
                     f"Accepted publickey for ubuntu from 10.0.{rng.randint(0, 255)}.{rng.randint(1, 254)} port {rng.randint(30000, 65000)} ssh2: ED25519 SHA256:{_hex(rng, 43)}",
-                    f"pam_unix(sshd:session): session opened for user ubuntu(uid=1000) by (uid=0)",
+                    "pam_unix(sshd:session): session opened for user ubuntu(uid=1000) by (uid=0)",
                     f"Received disconnect from 10.0.{rng.randint(0, 255)}.{rng.randint(1, 254)} port {rng.randint(30000, 65000)}:11: disconnected by user",
                 )
             ),
-            "CRON": f"(root) CMD (/usr/local/bin/gpu-health-check.sh >/dev/null 2>&1)",
+            "CRON": "(root) CMD (/usr/local/bin/gpu-health-check.sh >/dev/null 2>&1)",
             "systemd-logind": f"New session {h.session} of user ubuntu.",
             "rsyslogd": "imjournal: journal files changed, reloading...  [v8.2112.0 try https://www.rsyslog.com/e/0 ]",
             "nvidia-persistenced": f"device {rng.choice(GPU_BUSES)}.0 - persistence mode enabled.",
@@ -159,7 +208,7 @@ def _noise(rng: random.Random, h: _Host, kernel_only: bool) -> tuple[str, str]:
         msg = rng.choice(
             (
                 f"EXT4-fs (nvme{rng.randint(0, 7)}n1p1): mounted filesystem {_hex(rng, 8)}-{_hex(rng, 4)}-{_hex(rng, 4)}-{_hex(rng, 4)}-{_hex(rng, 12)} r/w with ordered data mode. Quota mode: none.",
-                f"overlayfs: upperdir is in-use as upperdir/workdir of another mount, accessing files from both mounts will result in undefined behavior.",
+                "overlayfs: upperdir is in-use as upperdir/workdir of another mount, accessing files from both mounts will result in undefined behavior.",
                 f"perf: interrupt took too long ({rng.randint(2500, 9000)} > {rng.randint(2500, 9000)}), lowering kernel.perf_event_max_sample_rate to {rng.randint(20000, 80000)}",
                 f"TCP: request_sock_TCP: Possible SYN flooding on port 0.0.0.0:{rng.choice((29500, 6379))}. Sending cookies.  Check SNMP counters.",
                 f"workqueue: ib_cache_event_task [ib_core] hogged CPU for >10000us {rng.randint(4, 64)} times, consider switching to WQ_UNBOUND",
@@ -181,7 +230,7 @@ def _noise(rng: random.Random, h: _Host, kernel_only: bool) -> tuple[str, str]:
         msg = rng.choice(
             (
                 f"nvidia-uvm: Loaded the UVM driver, major device number {rng.randint(500, 511)}.",
-                f"Lockdown: modprobe: unsigned module loading is restricted; see man kernel_lockdown.7",
+                "Lockdown: modprobe: unsigned module loading is restricted; see man kernel_lockdown.7",
                 f"hrtimer: interrupt took {rng.randint(10000, 900000)} ns",
                 f"x86/split lock detection: #AC: python3/{rng.randint(1000, 99999)} took a split_lock trap at address: 0x{_hex(rng, 12)}",
             )
@@ -200,7 +249,9 @@ def _events(rng: random.Random, h: _Host) -> list[tuple[str, str]]:
         h.identity_done = True
         out.append("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.144.03  Mon Dec 30 17:44:08 UTC 2024")
         for i, b in enumerate(GPU_BUSES):
-            out.append(f"NVRM: GPU at PCI:{b}: GPU-{_hex(rng, 8)}-{_hex(rng, 4)}-{_hex(rng, 4)}-{_hex(rng, 4)}-{_hex(rng, 12)}")
+            out.append(
+                f"NVRM: GPU at PCI:{b}: GPU-{_hex(rng, 8)}-{_hex(rng, 4)}-{_hex(rng, 4)}-{_hex(rng, 4)}-{_hex(rng, 12)}"
+            )
             out.append(f"NVRM: GPU Board Serial Number: 16521230{i:05d}")
         for b in NIC_BUSES[:2]:
             out.append(f"mlx5_core {b}: firmware version: 28.39.1002")
@@ -220,15 +271,26 @@ def _events(rng: random.Random, h: _Host) -> list[tuple[str, str]]:
             109: f"Ch 0000{_hex(rng, 4)}, errorString CTX SWITCH TIMEOUT, Info 0x{_hex(rng, 5)}",
             119: f"Timeout after 6s of waiting for RPC response from GPU{gpu} GSP! Expected function 103 (GSP_RM_ALLOC) (0x2081 0x4).",
         }[code]
-        who = rng.choice(("pid=" + str(rng.randint(1000, 3000000)) + ", name=pt_main_thread, ", "pid='<unknown>', name=<unknown>, "))
+        who = rng.choice(
+            (
+                "pid=" + str(rng.randint(1000, 3000000)) + ", name=pt_main_thread, ",
+                "pid='<unknown>', name=<unknown>, ",
+            )
+        )
         for _ in range(rng.choice((1, 1, 1, 3, 8))):
             out.append(f"NVRM: Xid (PCI:{bus}): {code}, {who}{text}")
     elif k < 0.32:
         sw = rng.randrange(4)
         sbus = f"0000:{0x86 + sw:02x}:00.0"
-        out.append(f"nvidia-nvswitch{sw}: SXid (PCI:{sbus}): 12028, Non-fatal, Link {rng.randint(0, 63)} egress non-posted PRIV error (First)")
-        out.append(f"nvidia-nvswitch{sw}: SXid (PCI:{sbus}): 12028, Severity 0 Engine instance {rng.randint(0, 63)} Sub-engine instance 00")
-        out.append(f"nvidia-nvswitch{sw}: SXid (PCI:{sbus}): 12028, Data {{0x00000000, 0x00000080, 0x00000000, 0x00000000}}")
+        out.append(
+            f"nvidia-nvswitch{sw}: SXid (PCI:{sbus}): 12028, Non-fatal, Link {rng.randint(0, 63)} egress non-posted PRIV error (First)"
+        )
+        out.append(
+            f"nvidia-nvswitch{sw}: SXid (PCI:{sbus}): 12028, Severity 0 Engine instance {rng.randint(0, 63)} Sub-engine instance 00"
+        )
+        out.append(
+            f"nvidia-nvswitch{sw}: SXid (PCI:{sbus}): 12028, Data {{0x00000000, 0x00000080, 0x00000000, 0x00000000}}"
+        )
     elif k < 0.50:
         port, dev = PORTS[gpu], bus + ".0"
         out.append(f"pcieport {port}: AER: Correctable error message received from {dev}")
@@ -247,7 +309,9 @@ def _events(rng: random.Random, h: _Host) -> list[tuple[str, str]]:
             f"file-rss:{rng.randint(10**4, 10**6)}kB, shmem-rss:0kB, UID:0 pgtables:{rng.randint(10**4, 10**6)}kB oom_score_adj:-997"
         )
     elif k < 0.78:
-        out.append(f"INFO: task pt_main_thread:{rng.randint(1000, 3000000)} blocked for more than 122 seconds.")
+        out.append(
+            f"INFO: task pt_main_thread:{rng.randint(1000, 3000000)} blocked for more than 122 seconds."
+        )
         out.append('"echo 0 > /proc/sys/kernel/hung_task_timeout_secs" disables this message.')
     elif k < 0.85:
         out.append(
@@ -255,10 +319,14 @@ def _events(rng: random.Random, h: _Host) -> list[tuple[str, str]]:
         )
     elif k < 0.93:
         cpu = rng.randint(0, 223)
-        out.append(f"CPU{cpu}: Package temperature above threshold, cpu clock throttled (total events = {rng.randint(1, 90000)})")
+        out.append(
+            f"CPU{cpu}: Package temperature above threshold, cpu clock throttled (total events = {rng.randint(1, 90000)})"
+        )
         out.append(f"CPU{cpu}: Package temperature/speed normal")
     else:
-        out.append(f"EDAC MC{rng.randint(0, 7)}: 1 CE memory read error on CPU_SrcID#0_Ha#0_Chan#{rng.randint(0, 3)}_DIMM#0 (channel:0 slot:0 page:0x{_hex(rng, 6)} offset:0x0 grain:32 syndrome:0x0)")
+        out.append(
+            f"EDAC MC{rng.randint(0, 7)}: 1 CE memory read error on CPU_SrcID#0_Ha#0_Chan#{rng.randint(0, 3)}_DIMM#0 (channel:0 slot:0 page:0x{_hex(rng, 6)} offset:0x0 grain:32 syndrome:0x0)"
+        )
     return [("kernel", m) for m in out]
 
 
@@ -290,12 +358,19 @@ def write(path: pathlib.Path, mb: float, seed: int = 0, style: str = "syslog") -
     target = int(mb * 1_000_000)
     kernel_only = style in KERNEL_ONLY
     n_hosts = 8 if style == "syslog" else 1
-    hosts = [_Host(f"gpu-{rng.randint(100, 999)}-{i:02d}.cluster.local", rng, rng.uniform(100, 5000)) for i in range(n_hosts)]
+    hosts = [
+        _Host(f"gpu-{rng.randint(100, 999)}-{i:02d}.cluster.local", rng, rng.uniform(100, 5000))
+        for i in range(n_hosts)
+    ]
     embed = {h.name: i % 2 == 1 for i, h in enumerate(hosts)}  # Ubuntu kern.log style on half of them
     # a day of log: the time step follows the size (~160 bytes a line)
     est_lines = max(1, target // 160)
     step = 86400.0 / est_lines
-    start = datetime(2025, 11, 28, 23, 50, 0, tzinfo=timezone.utc) if style == "syslog" else datetime(2025, 11, 29, 0, 0, 0, tzinfo=timezone.utc)
+    start = (
+        datetime(2025, 11, 28, 23, 50, 0, tzinfo=UTC)
+        if style == "syslog"
+        else datetime(2025, 11, 29, 0, 0, 0, tzinfo=UTC)
+    )
     t = 0.0
     written = 0
     buf: list[str] = []
@@ -305,9 +380,24 @@ def write(path: pathlib.Path, mb: float, seed: int = 0, style: str = "syslog") -
             h = hosts[rng.randrange(n_hosts)]
             when = start + timedelta(seconds=t)
             uptime = h.uptime0 + t
-            items = _events(rng, h) if (rng.random() < 1 / 2000 or not h.identity_done) else [_noise(rng, h, kernel_only)]
+            items = (
+                _events(rng, h)
+                if (rng.random() < 1 / 2000 or not h.identity_done)
+                else [_noise(rng, h, kernel_only)]
+            )
             for tag, msg in items:
-                line = _prefix(style, when, uptime, h.name.split(".")[0] if style != "rfc5424" else h.name, tag, embed[h.name]) + msg + "\n"
+                line = (
+                    _prefix(
+                        style,
+                        when,
+                        uptime,
+                        h.name.split(".")[0] if style != "rfc5424" else h.name,
+                        tag,
+                        embed[h.name],
+                    )
+                    + msg
+                    + "\n"
+                )
                 buf.append(line)
                 written += len(line)
             if len(buf) >= 4096:
@@ -319,4 +409,9 @@ def write(path: pathlib.Path, mb: float, seed: int = 0, style: str = "syslog") -
 if __name__ == "__main__":
     if len(sys.argv) < 3:
         sys.exit(__doc__)
-    write(pathlib.Path(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 0, sys.argv[4] if len(sys.argv) > 4 else "syslog")
+    write(
+        pathlib.Path(sys.argv[1]),
+        float(sys.argv[2]),
+        int(sys.argv[3]) if len(sys.argv) > 3 else 0,
+        sys.argv[4] if len(sys.argv) > 4 else "syslog",
+    )

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from forensics.catalog import entries
-from parsers._common import normalize_bus_id
 from parsers._kernel_blocks import (
     AER_LITERALS,
     BDF,
@@ -34,6 +33,7 @@ from parsers._kernel_blocks import (
     _mce_blocks,
     _nonempty,
     _node,
+    normalized_bus,
 )
 from parsers.base import FileContext
 
@@ -303,9 +303,15 @@ def _catalog_severity(kind: str) -> dict[str, str]:
 
 def _hit(df: pl.DataFrame, literals: tuple[str, ...], pattern: str) -> pl.DataFrame:
     """Rows whose message passes the literal prefilter and matches `pattern`, with its groups in `g`."""
-    pre = df.filter(pl.col("msg").str.contains_any(list(literals))) if literals else df
-    pre = pre.filter(pl.col("msg").str.contains(pattern))
-    return pre.with_columns(g=pl.col("msg").str.extract_groups(pattern))
+    lf = df.lazy()
+    if literals:
+        lf = lf.filter(pl.col("msg").str.contains_any(list(literals)))
+    return lf.filter(pl.col("msg").str.contains(pattern)).with_columns(g=pl.col("msg").str.extract_groups(pattern)).collect()
+
+
+def _ihit(df: pl.DataFrame, has, literals: tuple[str, ...], pattern: str) -> pl.DataFrame:
+    """`_hit`, or no rows (without running anything) when no candidate holds one of `literals`."""
+    return _hit(df, literals, pattern) if has(*literals) else df.head(0)
 
 
 def _groups(pattern: str) -> list[str]:
@@ -315,17 +321,29 @@ def _groups(pattern: str) -> list[str]:
 # ----------------------------------------------------------------------------- extraction
 
 
+_ALL_LITERALS_RX = "|".join(re.escape(lit) for lit in sorted({x for x in ALL_LITERALS + INVENTORY_LITERALS if not any(y != x and y in x for y in ALL_LITERALS + INVENTORY_LITERALS)}))
+"""Lines holding one of the literals: an alternation of the shortest ones (a literal holding another adds
+nothing). The regex engine's literal search is ~2x faster than `str.contains_any` here."""
+
+
 def extract(stamped: pl.DataFrame, ctx: FileContext) -> dict[str, pl.DataFrame]:
     """Return the `events` and `inventory` tables of one kernel-log file."""
     cols = ["line", "text", "ts", "ts_quality", "uptime_s", "host", "msg", "style", "seq", "boot_seg", "crash_record"]
     m = stamped.select(cols)
     # NOTE: one literal pass keeps the candidate lines; every grammar below runs on those only, and lines
     # claimed by an event family are dropped from the candidates before the next family looks.
-    cand = m.filter(pl.col("msg").str.contains_any(list(ALL_LITERALS + INVENTORY_LITERALS)))
+    cand = m.filter(pl.col("msg").str.contains(_ALL_LITERALS_RX))
     # /dev/kmsg may repeat a record (same seq, time and text): keep the first
-    if cand.get_column("seq").null_count() < cand.height:
+    if cand.height and cand.get_column("seq").null_count() < cand.height:
         cand = cand.unique(subset=["seq", "uptime_s", "msg"], keep="first", maintain_order=True)
-    inv_cand = cand.filter(pl.col("msg").str.contains_any(list(INVENTORY_LITERALS)))
+    # The candidates' text, once: a grammar whose literals are in none of them cannot match (its rows would be
+    # empty), so it is not run. Messages hold no newline, so a literal found here lies within one message.
+    text = "\n".join(m for m in cand.get_column("msg").to_list() if m is not None) if cand.height else ""
+
+    def has(*literals: str) -> bool:
+        return any(lit in text for lit in literals)
+
+    inv_cand = cand.filter(pl.col("msg").str.contains_any(list(INVENTORY_LITERALS))) if has(*INVENTORY_LITERALS) else cand.head(0)
     out: list[pl.DataFrame] = []
 
     def claim(df: pl.DataFrame, lines: pl.DataFrame | None = None) -> None:
@@ -335,25 +353,35 @@ def extract(stamped: pl.DataFrame, ctx: FileContext) -> dict[str, pl.DataFrame]:
         if used.height:
             cand = cand.join(used, on="line", how="anti", maintain_order="left")
 
-    claim(_xids(cand, m, ctx))
-    sx, sx_lines = _sxids(cand, ctx)
-    claim(sx, sx_lines)
-    claim(_fallen_off_multiline(cand, m, ctx))
-    claim(_crash_dumps(cand, m, ctx))
+    if has("NVRM: Xid"):
+        claim(_xids(cand, m, ctx))
+    if has("SXid"):
+        sx, sx_lines = _sxids(cand, ctx)
+        claim(sx, sx_lines)
+    if has("The NVIDIA GPU"):
+        claim(_fallen_off_multiline(cand, m, ctx))
+    if has("GPU crash dump has been created"):
+        claim(_crash_dumps(cand, m, ctx))
     for rule in RULES:
+        if not has(*rule.literals):
+            continue
         got = _rule_events(cand, rule, ctx)
         if got.height:
             claim(got)
-    apei_agg, apei_lines = _apei_agg(cand)
-    aer, aer_lines, merged = _aer_blocks(cand, ctx, apei_agg)
-    claim(aer, aer_lines)
-    claim(_apei_events(apei_agg.filter(~pl.col("line").is_in(merged.to_list())), ctx), apei_lines)
-    out.append(_mce_blocks(cand, ctx))
+    has_apei = has("[Hardware Error]")
+    if has_apei or has(*AER_LITERALS):
+        apei_agg, apei_lines = _apei_agg(cand)
+        aer, aer_lines, merged = _aer_blocks(cand, ctx, apei_agg)
+        claim(aer, aer_lines)
+        if has_apei:
+            claim(_apei_events(apei_agg.filter(~pl.col("line").is_in(merged.to_list())), ctx), apei_lines)
+    if has("Hardware Error", "Machine check", "Machine Check"):
+        out.append(_mce_blocks(cand, ctx))
     events = pl.concat([e for e in out if e.height], how="vertical_relaxed") if any(e.height for e in out) else None
     if events is None:
         events = _events(m.head(0), ctx, "xid", pl.lit(None), pl.lit("info"), pl.lit(None), {})
     events = events.sort("line")
-    return {"events": events, "inventory": _inventory(inv_cand, m, ctx)}
+    return {"events": events, "inventory": _inventory(inv_cand, m, ctx, has)}
 
 
 def _rule_events(m: pl.DataFrame, rule: Rule, ctx: FileContext) -> pl.DataFrame:
@@ -556,51 +584,68 @@ PCIE_BW_RE = (
 OSC_RE = r"_OSC: (?P<who>platform does not support|OS now controls) \[(?P<caps>[^\]]*)\]"
 
 
-def _inv(df: pl.DataFrame, ctx: FileContext, component: str, attribute: str, value: pl.Expr, bus: pl.Expr | None, device: pl.Expr | None) -> pl.DataFrame:
-    return df.select(
+def _inv(
+    df: pl.DataFrame,
+    ctx: FileContext,
+    component: str,
+    attribute: str,
+    value: pl.Expr,
+    bus: pl.Expr | None,
+    device: pl.Expr | None,
+    device_bus: pl.Expr | None = None,
+) -> pl.DataFrame:
+    """Inventory rows; `bus` (and `device_bus`, the device column as a bus id) normalised by `normalized_bus`."""
+    res = df.select(
         node=_node(ctx),
         component=pl.lit(component),
-        gpu_bus_id=normalize_bus_id(bus) if bus is not None else pl.lit(None, dtype=pl.String),
-        device=device if device is not None else pl.lit(None, dtype=pl.String),
+        gpu_bus_id=bus.cast(pl.String) if bus is not None else pl.lit(None, dtype=pl.String),
+        device=device_bus.cast(pl.String) if device_bus is not None else device if device is not None else pl.lit(None, dtype=pl.String),
         attribute=pl.lit(attribute),
         value=value.cast(pl.String),
         source=pl.lit("kernel"),
         file=pl.lit(ctx.path),
         line=pl.col("line"),
     )
+    if bus is not None:
+        res = res.replace_column(2, normalized_bus(res.get_column("gpu_bus_id")))
+    if device_bus is not None:
+        res = res.replace_column(3, normalized_bus(res.get_column("device")))
+    return res
 
 
-def _inventory(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
+def _inventory(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext, has=lambda *literals: True) -> pl.DataFrame:
     """GPU UUID/serial, driver and kernel version, NIC firmware and PCIe link, boot time (K8b pairs)."""
     parts: list[pl.DataFrame] = []
-    ident = _hit(cand, ("NVRM: GPU at",), IDENTITY_RE)
+    ident = _ihit(cand, has, ("NVRM: GPU at",), IDENTITY_RE)
     g = pl.col("g")
     if ident.height:
         parts.append(_inv(ident, ctx, "gpu", "uuid", g.struct.field("uuid"), g.struct.field("bus"), None))
-    serial = _hit(cand, ("Serial Number",), SERIAL_RE)
+    serial = _ihit(cand, has, ("Serial Number",), SERIAL_RE)
     if serial.height:
         # the serial line follows the GPU's identity line
         idb = ident.select("line", ibus=g.struct.field("bus")).sort("line") if ident.height else pl.DataFrame(schema={"line": pl.Int64, "ibus": pl.String})
         serial = serial.sort("line").join_asof(idb, on="line", strategy="backward", tolerance=5)
         parts.append(_inv(serial, ctx, "gpu", "serial", g.struct.field("serial"), pl.col("ibus"), None))
-    drv = _hit(cand, ("loading NVIDIA UNIX",), DRIVER_RE)
+    drv = _ihit(cand, has, ("loading NVIDIA UNIX",), DRIVER_RE)
     if drv.height:
         parts.append(_inv(drv, ctx, "node", "driver_version", g.struct.field("ver"), None, None))
-    kern = _hit(cand, ("Linux version",), KERNEL_RE)
+    kern = _ihit(cand, has, ("Linux version",), KERNEL_RE)
     if kern.height:
         parts.append(_inv(kern, ctx, "node", "kernel_version", g.struct.field("kver"), None, None))
-    fw = _hit(cand, ("firmware version:",), NIC_FW_RE)
+    fw = _ihit(cand, has, ("firmware version:",), NIC_FW_RE)
     if fw.height:
-        parts.append(_inv(fw, ctx, "nic", "firmware_version", g.struct.field("fw"), None, normalize_bus_id(g.struct.field("bus"))))
-    bw = _hit(cand, ("available PCIe bandwidth (",), PCIE_BW_RE)
+        parts.append(_inv(fw, ctx, "nic", "firmware_version", g.struct.field("fw"), None, None, device_bus=g.struct.field("bus")))
+    bw = _ihit(cand, has, ("available PCIe bandwidth (",), PCIE_BW_RE)
     if bw.height:
         link = pl.format("{} x{} ({} Gb/s)", g.struct.field("speed"), g.struct.field("width"), g.struct.field("gbps"))
         comp = pl.when(g.struct.field("driver").str.starts_with("mlx")).then(pl.lit("nic")).otherwise(pl.lit("pci"))
-        rows = _inv(bw, ctx, "nic", "pcie_link", link, None, normalize_bus_id(g.struct.field("bus")))
+        rows = _inv(bw, ctx, "nic", "pcie_link", link, None, None, device_bus=g.struct.field("bus"))
         rows = rows.with_columns(component=bw.select(comp).to_series())
         parts.append(rows)
     # who handles PCIe AER: '_OSC: platform does not support [.. AER ..]' = firmware first (no native AER lines)
-    osc = _hit(cand, ("_OSC: ",), OSC_RE).filter(pl.col("g").struct.field("caps").str.contains(r"\bAER\b"))
+    osc = _ihit(cand, has, ("_OSC: ",), OSC_RE)
+    if osc.height:
+        osc = osc.filter(pl.col("g").struct.field("caps").str.contains(r"\bAER\b"))
     if osc.height:
         owner = pl.when(g.struct.field("who").str.starts_with("platform does not support")).then(pl.lit("firmware")).otherwise(pl.lit("os"))
         parts.append(_inv(osc, ctx, "node", "aer_control", owner, None, None))
@@ -625,7 +670,7 @@ def _inventory(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext) -> pl.Data
         )
     # boot time from the RTC line every x86 kernel prints early: 'rtc_cmos 00:02: setting system clock to
     # 2025-03-02T14:29:44 UTC (1740925784)' at printk time t: boot = epoch - t (whole seconds: the RTC has no finer)
-    rtc = _hit(cand, ("setting system clock to",), RTC_RE).filter(
+    rtc = _ihit(cand, has, ("setting system clock to",), RTC_RE).filter(
         pl.col("uptime_s").is_not_null() & (pl.col("boot_seg") == 0)
     )
     if rtc.height:

@@ -344,15 +344,15 @@ STRICT: dict[str, str] = {
 }
 
 
-def _host_tag_msg(rest: pl.Expr) -> dict[str, pl.Expr]:
-    """'host tag[pid]: msg' (a `_TOKEN_TAIL` match) split by position."""
-    ht = rest.str.splitn(" ", 2)
-    tm = ht.struct.field("field_1").str.splitn(":", 2)  # the tag holds no ':' (splitting, not offsets: names may be non-ASCII)
-    return {
-        "host": ht.struct.field("field_0"),
-        "tag": tm.struct.field("field_0"),
-        "msg": tm.struct.field("field_1").str.strip_prefix(" "),
-    }
+def _host_tag_msg(df: pl.DataFrame, rest: str) -> pl.DataFrame:
+    """Split column `rest` = 'host tag[pid]: msg' (a `_TOKEN_TAIL` match) into host, tag, msg by position.
+
+    Staged selects: an eager `select` does not share sub-expressions, and each split copies the text.
+    """
+    df = df.with_columns(_ht=pl.col(rest).str.splitn(" ", 2)).drop(rest)
+    df = df.with_columns(host=pl.col("_ht").struct.field("field_0"), _tm=pl.col("_ht").struct.field("field_1").str.splitn(":", 2)).drop("_ht")
+    # the tag holds no ':' (splitting, not byte offsets: names may be non-ASCII)
+    return df.with_columns(tag=pl.col("_tm").struct.field("field_0"), msg=pl.col("_tm").struct.field("field_1").str.strip_prefix(" ")).drop("_tm")
 
 
 def _fast_strict(hit: pl.DataFrame, style: str) -> pl.DataFrame:
@@ -360,19 +360,18 @@ def _fast_strict(hit: pl.DataFrame, style: str) -> pl.DataFrame:
     body = pl.col("body")
     if style == "syslog":
         # after 'Mon DD HH:MM:SS' comes either ' host ...' or '.frac host ...'
-        rest = body.str.slice(15).str.splitn(" ", 2).struct.field("field_1")
-        return hit.select(
+        g = hit.select(
             "line",
             mon=body.str.slice(0, 3),
             day=body.str.slice(4, 2).str.strip_prefix(" "),
             hms=body.str.slice(7, 8),
-            **_host_tag_msg(rest),
-        ).select("line", "msg", "mon", "day", "hms", "host", "tag")
-    if style == "journal_iso":
-        parts = body.str.splitn(" ", 2)
-        return hit.select("line", ts=parts.struct.field("field_0"), **_host_tag_msg(parts.struct.field("field_1"))).select(
-            "line", "msg", "ts", "host", "tag"
+            _rest=body.str.slice(15).str.splitn(" ", 2).struct.field("field_1"),
         )
+        return _host_tag_msg(g, "_rest").select("line", "msg", "mon", "day", "hms", "host", "tag")
+    if style == "journal_iso":
+        g = hit.select("line", _p=body.str.splitn(" ", 2))
+        g = g.select("line", ts=pl.col("_p").struct.field("field_0"), _rest=pl.col("_p").struct.field("field_1"))
+        return _host_tag_msg(g, "_rest").select("line", "msg", "ts", "host", "tag")
     if style == "dmesg_ctime":
         return hit.select(
             "line",
@@ -383,9 +382,9 @@ def _fast_strict(hit: pl.DataFrame, style: str) -> pl.DataFrame:
             year=body.str.slice(21, 4),
         )
     if style == "rfc5424":
-        parts = body.str.splitn(" ", 8)
-        f = parts.struct.field
-        return hit.select("line", msg=f("field_7"), ts=f("field_1"), host=f("field_2"), tag=f("field_3"))
+        g = hit.select("line", _p=body.str.splitn(" ", 8))
+        f = pl.col("_p").struct.field
+        return g.select("line", msg=f("field_7"), ts=f("field_1"), host=f("field_2"), tag=f("field_3"))
     raise ValueError(style)
 
 
@@ -595,11 +594,19 @@ def _month_num(mon: pl.Expr) -> pl.Expr:
     return key.replace_strict(MONTHS, default=None, return_dtype=pl.Int32)
 
 
+def _unnamed(pattern: str) -> str:
+    """`pattern` with its named groups made non-capturing (alternations of several styles repeat names)."""
+    return re.sub(r"\(\?P<\w+>", "(?:", pattern)
+
+
+_INHERITING = ("continuation", "bare", "dmesg_delta")
+
+
 def stamp(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str]]:
     """Recognise every line's prefix; return frame + ts, ts_quality, uptime_s, host, tag, msg, ok, style, ...
 
     Styles are tried most-frequent-in-head first, each only on the lines still unmatched, so a file of one
-    style costs one regex pass.
+    style costs one regex pass. Later steps run only when a style (or line kind) that needs them is present.
     """
     notes: list[str] = []
     texts = frame.get_column("text")
@@ -616,87 +623,140 @@ def stamp(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str
     counts = {name: sum(1 for t in head if rx.match(re.sub(PDSH_RE, r"\g<rest>", t) if use_pdsh else t)) for name, rx in _STYLE_RE.items()}
     order = sorted(STYLES, key=lambda s: -counts[s[0]])
     parts = []
+    present: set[str] = set()
     rest = base.select("line", "body")
-    for style, pattern in order:
+    checked = False
+    for i, (style, pattern) in enumerate(order):
         if rest.height == 0:
             break
+        if counts[style] == 0 and not checked and len(order) - i > 1:
+            # the styles left were not seen in the head: one pass says whether any line left has one of them
+            checked = True
+            if not rest.get_column("body").str.contains("|".join(f"(?:{_unnamed(p)})" for _s, p in order[i:])).any():
+                break
         got = _style_rows(rest, style, pattern)
         if got.height:
             parts.append(got)
-            rest = rest.clear() if got.height == rest.height else rest.join(got.select("line"), on="line", how="anti")
+            present.add(style)
+            rest = rest.clear() if got.height == rest.height else rest.join(got.select("line"), on="line", how="anti", maintain_order="left")
+    all_stamped = rest.height == 0
+    if len(parts) == 1:
+        stamped = parts[0]
+    else:
+        stamped = pl.concat(parts).sort("line") if parts else _empty_stamp()
+    # every part is in line order, as `base` is: a file whose lines all have a stamp needs no join
+    if stamped.height == base.height:
+        out = base.hstack(stamped.drop("line"))
+    else:
+        out = base.join(stamped, on="line", how="left", maintain_order="left")
     # journalctl -o short-monotonic: '[ 1234.5] host kernel: msg' -> host from the line
-    stamped = pl.concat(parts) if parts else _empty_stamp()
-    out = base.join(stamped, on="line", how="left").sort("line")
-    # journalctl -o short-monotonic: '[ 1234.5] host kernel: msg' -> host from the line
-    mono = out.filter((pl.col("style") == "dmesg_raw") & pl.col("msg").str.contains(" kernel: ", literal=True))
-    if mono.height:
-        rx = r"^([^\s:\[\]]+) kernel: "
-        mono = mono.select("line", host=pl.col("msg").str.extract(rx, 1), msg=pl.col("msg").str.replace(rx, "")).filter(
-            pl.col("host").is_not_null()
-        )
-        out = _patch(out, mono)
+    if "dmesg_raw" in present:
+        mono = out.filter((pl.col("style") == "dmesg_raw") & pl.col("msg").str.contains(" kernel: ", literal=True))
+        if mono.height:
+            rx = r"^([^\s:\[\]]+) kernel: "
+            mono = mono.select("line", host=pl.col("msg").str.extract(rx, 1), msg=pl.col("msg").str.replace(rx, "")).filter(
+                pl.col("host").is_not_null()
+            )
+            out = _patch(out, mono)
     # syslog: month/day without year
-    out, syslog_notes = _syslog_times(out, ctx)
-    notes.extend(syslog_notes)
+    if present & {"syslog", "dmesg_reltime"}:
+        out, syslog_notes = _syslog_times(out, ctx)
+        notes.extend(syslog_notes)
     # embedded printk time (K8b, journal with printk stamps): 'kernel: [12345.678901] msg'
-    emb = out.filter(pl.col("msg").str.starts_with("[") & (pl.col("style") != "dmesg_raw"))
-    if emb.height:
-        rx = r"^\[\s*(\d+\.\d+)\]\s?"
-        emb = emb.select(
-            "line", uptime_s=pl.col("msg").str.extract(rx, 1).cast(pl.Float64, strict=False), msg=pl.col("msg").str.replace(rx, "")
-        ).filter(pl.col("uptime_s").is_not_null())
-        out = _patch(out, emb)
+    if present - {"dmesg_raw"}:
+        out = _embedded_printk(out)
     # lines with no stamp: headers, continuations, pasted NVRM lines
-    loose = out.filter(pl.col("style").is_null())
-    if loose.height:
-        header = pl.col("body").str.contains(HEADER_RE)
-        cont = ~header & pl.col("body").str.contains(CONTINUATION_RE)
-        bare = ~header & ~cont & pl.col("body").str.contains(BARE_RE)
-        loose = loose.select(
-            "line",
-            style=pl.when(header).then(pl.lit("header")).when(cont).then(pl.lit("continuation")).when(bare).then(pl.lit("bare")),
-            msg=pl.when(cont).then(pl.col("body").str.strip_chars()).when(bare).then(pl.col("body").str.replace(r"^kernel:\s*", "")),
-        ).filter(pl.col("style").is_not_null())
-        out = _patch(out, loose)
+    if not all_stamped:
+        loose = out.filter(pl.col("style").is_null())
+        if loose.height:
+            header = pl.col("body").str.contains(HEADER_RE)
+            cont = ~header & pl.col("body").str.contains(CONTINUATION_RE)
+            bare = ~header & ~cont & pl.col("body").str.contains(BARE_RE)
+            loose = loose.select(
+                "line",
+                style=pl.when(header).then(pl.lit("header")).when(cont).then(pl.lit("continuation")).when(bare).then(pl.lit("bare")),
+                msg=pl.when(cont).then(pl.col("body").str.strip_chars()).when(bare).then(pl.col("body").str.replace(r"^kernel:\s*", "")),
+            ).filter(pl.col("style").is_not_null())
+            present.update(loose.get_column("style").unique().to_list())
+            out = _patch(out, loose)
     # pstore/ERST records hold an earlier boot: flag their rows (timebase never gives them today's boot time)
     is_pstore = any(t.startswith(("dmesg-", "Panic#", "Oops#")) for t in head)
     out = out.with_columns(
-        crash_record=(pl.col("body").str.contains(CRASH_RECORD_RE).cum_sum() > 0) if is_pstore else pl.lit(False)
+        crash_record=(pl.col("body").str.contains(CRASH_RECORD_RE).cum_sum() > 0) if is_pstore else pl.lit(False),
+        ok=pl.col("style").is_not_null(),
     )
-    out = out.with_columns(ok=pl.col("style").is_not_null())
-    # inherit the previous stamped line's clock for continuation/bare lines
-    inherit = pl.col("style").is_in(["continuation", "bare", "dmesg_delta"])
-    has_clock = pl.col("ts").is_not_null() | pl.col("uptime_s").is_not_null()
-    carried = out.with_columns(
-        _ts=pl.when(pl.col("style").is_in(["header"])).then(None).otherwise("ts").forward_fill(),
-        _up=pl.col("uptime_s").forward_fill(),
-        _host=pl.col("host").forward_fill(),
-        _q=pl.when(has_clock).then("ts_quality").forward_fill(),
-    )
-    out = carried.with_columns(
-        ts=pl.when(inherit).then("_ts").otherwise("ts"),
-        uptime_s=pl.when(inherit).then("_up").otherwise("uptime_s"),
-        host=pl.when(inherit).then("_host").otherwise("host"),
-        ts_quality=pl.when(inherit & pl.col("_ts").is_not_null())
-        .then(pl.lit("inherited"))
-        .when(inherit & pl.col("_up").is_not_null())
-        .then(pl.lit("unanchored"))
-        .when(inherit | (pl.col("style") == "header"))
-        .then(pl.lit("none"))
-        .otherwise("ts_quality"),
-    ).drop("_ts", "_up", "_host", "_q")
+    # inherit the previous stamped line's clock for continuation/bare lines (headers get no time)
+    if present & {*_INHERITING, "header"}:
+        inherit = pl.col("style").is_in(list(_INHERITING))
+        has_clock = pl.col("ts").is_not_null() | pl.col("uptime_s").is_not_null()
+        carried = out.with_columns(
+            _ts=pl.when(pl.col("style").is_in(["header"])).then(None).otherwise("ts").forward_fill(),
+            _up=pl.col("uptime_s").forward_fill(),
+            _host=pl.col("host").forward_fill(),
+            _q=pl.when(has_clock).then("ts_quality").forward_fill(),
+        )
+        out = carried.with_columns(
+            ts=pl.when(inherit).then("_ts").otherwise("ts"),
+            uptime_s=pl.when(inherit).then("_up").otherwise("uptime_s"),
+            host=pl.when(inherit).then("_host").otherwise("host"),
+            ts_quality=pl.when(inherit & pl.col("_ts").is_not_null())
+            .then(pl.lit("inherited"))
+            .when(inherit & pl.col("_up").is_not_null())
+            .then(pl.lit("unanchored"))
+            .when(inherit | (pl.col("style") == "header"))
+            .then(pl.lit("none"))
+            .otherwise("ts_quality"),
+        ).drop("_ts", "_up", "_host", "_q")
     # node: a host named by the line wins (short name; IPs kept whole), placeholders ignored
-    out = out.with_columns(host=pl.coalesce(pl.col("pdsh"), pl.col("host")))
-    names = {h: _short_host(h) for h in out.get_column("host").drop_nulls().unique().to_list()}
-    if names:
+    if use_pdsh:
+        out = out.with_columns(host=pl.coalesce(pl.col("pdsh"), pl.col("host")))
+    hosts = out.get_column("host").drop_nulls().unique().to_list()
+    names = {h: _short_host(h) for h in hosts}
+    if any(v != k for k, v in names.items()):  # (all names already short: the mapping is the identity)
         out = out.with_columns(host=pl.col("host").replace_strict(names, default=None, return_dtype=pl.String))
+        hosts = [v for v in set(names.values()) if v is not None]
     if out.get_column("uptime_s").null_count() == out.height:
         out = out.with_columns(boot_seg=pl.lit(0, dtype=pl.Int32))
-    elif out.get_column("host").n_unique() <= 1:
+    elif len(hosts) + int(out.get_column("host").null_count() > 0) <= 1:
         out = out.with_columns(boot_seg=_boot_segments())
     else:
         out = out.with_columns(boot_seg=_boot_segments().over("host"))
     return out, notes
+
+
+_EMB_RX = r"^\[\s*(\d+\.\d+)\]\s?"
+_EMB_STRICT = r"^\[ *\d+\.\d+\](?:$|[^\s]| )"
+"""The common shape of an embedded printk time: split by position (the ']' is the first one)."""
+
+
+def _embedded_printk(out: pl.DataFrame) -> pl.DataFrame:
+    """K8b: 'kernel: [12345.678901] msg' in a line with a wall clock -> uptime_s from the bracket, msg after it."""
+    emb = out.filter(pl.col("msg").str.starts_with("[") & (pl.col("style") != "dmesg_raw")).select("line", "msg")
+    if emb.height == 0:
+        return out
+    strict = emb.get_column("msg").str.contains(_EMB_STRICT)
+    fast = emb.filter(strict)
+    other = emb.filter(~strict) if fast.height else emb
+    got = []
+    if fast.height:
+        close = pl.col("msg").str.find("]", literal=True)
+        got.append(
+            fast.select(
+                "line",
+                uptime_s=pl.col("msg").str.slice(1, close - 1).str.strip_chars_start(" ").cast(pl.Float64, strict=False),
+                msg=pl.col("msg").str.slice(close + 1).str.strip_prefix(" "),
+            )
+        )
+    if other.height:
+        got.append(
+            other.select(
+                "line",
+                uptime_s=pl.col("msg").str.extract(_EMB_RX, 1).cast(pl.Float64, strict=False),
+                msg=pl.col("msg").str.replace(_EMB_RX, ""),
+            )
+        )
+    part = (got[0] if len(got) == 1 else pl.concat(got)).filter(pl.col("uptime_s").is_not_null())
+    return _patch(out, part)
 
 
 def _short_host(host: str) -> str | None:
@@ -709,13 +769,28 @@ def _short_host(host: str) -> str | None:
 
 
 def _patch(out: pl.DataFrame, part: pl.DataFrame) -> pl.DataFrame:
-    """Overwrite `out`'s columns with `part`'s non-null values on the lines `part` has (few rows)."""
+    """Overwrite `out`'s columns with `part`'s non-null values on the lines `part` has.
+
+    `out` is sorted by line with unique lines and `part`'s lines are among them: the rows are found by
+    binary search and the values scattered in (no join of the whole frame).
+    """
     if part.height == 0:
         return out
     cols = [c for c in part.columns if c != "line"]
-    renamed = part.rename({c: f"_p_{c}" for c in cols})
-    joined = out.join(renamed, on="line", how="left", maintain_order="left")
-    return joined.with_columns(**{c: pl.coalesce(pl.col(f"_p_{c}"), pl.col(c)) for c in cols}).drop([f"_p_{c}" for c in cols])
+    if not out.get_column("line").is_sorted():
+        renamed = part.rename({c: f"_p_{c}" for c in cols})
+        joined = out.join(renamed, on="line", how="left", maintain_order="left")
+        return joined.with_columns(**{c: pl.coalesce(pl.col(f"_p_{c}"), pl.col(c)) for c in cols}).drop([f"_p_{c}" for c in cols])
+    idx = out.get_column("line").search_sorted(part.get_column("line"))
+    new = []
+    for c in cols:
+        cur = out.get_column(c)
+        val = part.get_column(c)
+        if val.dtype != cur.dtype:
+            val = pl.select(pl.lit(val).cast(cur.dtype)).to_series()
+        merged = pl.select(pl.coalesce(pl.lit(val), pl.lit(cur.gather(idx)))).to_series()
+        new.append(cur.clone().scatter(idx, merged))
+    return out.with_columns(new)
 
 
 def _boot_segments() -> pl.Expr:
@@ -736,17 +811,28 @@ def _syslog_times(out: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, li
     """Give syslog rows (month, day, time, no year) a UTC time with the year inferred (FORMATS.md §1.3 rule 3)."""
     notes: list[str] = []
     is_sys = pl.col("style").is_in(["syslog", "dmesg_reltime"])
-    if out.filter(is_sys).height == 0:
+    # month numbers of the few distinct month tokens, mapped back (same values as `_month_num` row by row)
+    sys_mon = out.filter(is_sys).get_column("mon_raw")
+    if sys_mon.len() == 0:
         return out, notes
-    month = pl.when(is_sys).then(_month_num(pl.col("mon_raw")))
+    mons = sys_mon.drop_nulls().unique()
+    nums = pl.select(_month_num(pl.lit(mons))).to_series()
+    mapping = {k: v for k, v in zip(mons.to_list(), nums.to_list()) if v is not None}
+    if mapping:
+        month = pl.when(is_sys).then(pl.col("mon_raw").replace_strict(mapping, default=None, return_dtype=pl.Int32))
+    else:
+        month = pl.lit(None, dtype=pl.Int32)
     out = out.with_columns(_month=month)
-    sys_rows = out.filter(is_sys & pl.col("_month").is_not_null()).select("line", "_month")
-    if sys_rows.height == 0:
+    m = out.get_column("_month")
+    if m.null_count() == out.height:
         notes.append("syslog month names not understood: times left null")
         return out.with_columns(ts_quality=pl.when(is_sys).then(pl.lit("none")).otherwise("ts_quality")).drop("_month"), notes
-    sys_rows = sys_rows.with_columns(_wrap=(pl.col("_month") < pl.col("_month").shift(1)).fill_null(False).cast(pl.Int32).cum_sum())
-    total = int(sys_rows.get_column("_wrap").max() or 0)
-    last_month = int(sys_rows.get_column("_month").item(-1))
+    # a wrap is a syslog row whose month is below the previous syslog row's month (rows without a month skipped)
+    mon = pl.col("_month")
+    wrap = (mon.is_not_null() & (mon < mon.shift(1).forward_fill())).fill_null(False).cast(pl.Int32).cum_sum()
+    out = out.with_columns(_wrap=wrap)
+    total = int(out.get_column("_wrap").item(-1) or 0)
+    last_month = int(m.drop_nulls().item(-1))
     if ctx.collected_at is not None and ctx.year_hint in (None, ctx.collected_at.year):
         last_year = ctx.collected_at.year - (1 if last_month > ctx.collected_at.month else 0)
     elif ctx.year_hint is not None:  # `--year` given (or no collection time): the year of the file's last line
@@ -757,20 +843,20 @@ def _syslog_times(out: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, li
     if last_year is None:
         year = pl.lit(None, dtype=pl.Int32)
     else:
-        year = pl.lit(last_year - total) + pl.col("_wrap")
-    sys_rows = sys_rows.with_columns(_year=year)
-    out = out.join(sys_rows.select("line", "_year"), on="line", how="left").sort("line")
+        year = pl.when(mon.is_not_null()).then(pl.lit(last_year - total) + pl.col("_wrap"))
+    out = out.with_columns(_year=year)
     ts = (
         pl.format("{}-{}-{} {}", pl.col("_year"), _pad(pl.col("_month")), _pad(pl.col("day")), pl.col("hms"))
         .str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S", strict=False)
         .dt.replace_time_zone("UTC")
     )
+    out = out.with_columns(_sts=pl.when(is_sys).then(ts))
     out = out.with_columns(
-        ts=pl.when(is_sys).then(ts).otherwise("ts"),
-        ts_quality=pl.when(is_sys).then(pl.when(ts.is_not_null()).then(pl.lit("year_inferred")).otherwise(pl.lit("none"))).otherwise(
-            "ts_quality"
-        ),
-    ).drop("_month", "_year")
+        ts=pl.when(is_sys).then(pl.col("_sts")).otherwise("ts"),
+        ts_quality=pl.when(is_sys)
+        .then(pl.when(pl.col("_sts").is_not_null()).then(pl.lit("year_inferred")).otherwise(pl.lit("none")))
+        .otherwise("ts_quality"),
+    ).drop("_month", "_year", "_wrap", "_sts")
     if total:
         notes.append(f"syslog months wrap {total} time(s) in the file: year advanced at each wrap")
     if last_year is not None:
