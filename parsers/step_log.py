@@ -338,32 +338,41 @@ def _combined_envelope() -> str:
 
 _ENV_RE = _combined_envelope()
 _ENV_GROUPS = re.compile(_ENV_RE).groupindex
+_ENV_CAP = "^(?P<env_all>" + _ENV_RE.removeprefix("^") + ")"
+"""`_ENV_RE` with the whole match captured as `env_all`."""
 
 
 def _strip_envelopes(seg: pl.DataFrame, passes: int = 3) -> pl.DataFrame:
     """Strip stacked launcher prefixes (`3: [default1]:`, `host: [rank0]:`) from column `rest`.
 
     Same envelopes and semantics as `_common.split_envelopes` (innermost rank and host win), but one
-    combined regex per pass instead of one per envelope, which is what makes big logs affordable.
+    combined regex per pass instead of one per envelope, which is what makes big logs affordable. Each pass
+    captures only on the lines it strips (a stacked prefix is rare) and strips the captured whole match.
     """
     ranks = [n for n in _ENV_GROUPS if n.startswith("rank_")]
     hosts = [n for n in _ENV_GROUPS if n.startswith("host_")]
     seg = seg.with_columns(env_rank=pl.lit(None, dtype=pl.Int32), host=pl.lit(None, dtype=pl.String))
     for _ in range(passes):
-        hit = pl.col("rest").str.contains(_ENV_RE)
-        if not bool(seg.select(hit.any()).item()):
+        hit = seg.get_column("rest").str.contains(_ENV_RE)
+        n_hit = int(hit.sum())
+        if n_hit == 0:
             break
-        m = pl.col("rest").str.extract_groups(_ENV_RE)
-        rank = pl.coalesce(*(m.struct.field(n) for n in ranks)).cast(pl.Int32, strict=False) if ranks else None
-        host = pl.coalesce(*(m.struct.field(n) for n in hosts)) if hosts else None
-        upd = {"rest": pl.col("rest").str.replace(_ENV_RE, "")}
-        if rank is not None:
+        idx = None if n_hit == seg.height else hit.arg_true()
+        sub = seg if idx is None else seg[idx]
+        sub = sub.select("rest", "env_rank", "host", _m=pl.col("rest").str.extract_groups(_ENV_CAP))
+        m = pl.col("_m")
+        upd = {"rest": pl.col("rest").str.strip_prefix(m.struct.field("env_all"))}
+        if ranks:
+            rank = pl.coalesce(*(m.struct.field(n) for n in ranks)).cast(pl.Int32, strict=False)
             upd["env_rank"] = pl.coalesce(rank, pl.col("env_rank"))
-        if host is not None:
-            upd["host"] = pl.coalesce(host, pl.col("host"))
-        seg = seg.with_columns(**upd)
+        if hosts:
+            upd["host"] = pl.coalesce(*(m.struct.field(n) for n in hosts), pl.col("host"))
+        sub = sub.select(**upd)
+        if idx is None:
+            seg = seg.with_columns(sub)
+        else:
+            seg = seg.with_columns(seg.get_column(c).scatter(idx, sub.get_column(c)) for c in upd)
     return seg
-
 
 
 def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataFrame]:
