@@ -289,6 +289,13 @@ def _timestamps(text: pl.Expr) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
 # ----------------------------------------------------------------------------- parse
 
 
+# Necessary conditions (Python `\d` is Unicode Nd like the regex crate's): a timestamp candidate line
+# (`cand` below) has hh:mm:ss or ten digits in a row; a collector time prefix (nccl_tests.COLLECTOR_TIME_RE)
+# starts with an ISO date and time.
+_TIME_NEED = re.compile(r"\d\d:\d\d:\d\d|\d{10}")
+_COLLECTOR_TIME_NEED = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
+
+
 @lru_cache(maxsize=256)
 def _literals(pattern: str) -> tuple[str, ...] | None:
     return required_literals(pattern)
@@ -315,6 +322,10 @@ class _Gate:
         s = col.cast(pl.String).fill_null("")
         self.text = s.str.join("\n").item() if len(s) and int(s.str.len_bytes().sum()) <= self.LIMIT else None
 
+    def search(self, need: re.Pattern[str]) -> bool:
+        """False only when `need` (a condition every match of some regex satisfies) occurs nowhere."""
+        return self.text is None or need.search(self.text) is not None
+
     def may(self, pattern: str) -> bool:
         return self.text is None or may_match(_literals(pattern), self.text)
 
@@ -332,8 +343,11 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse InfiniBand tool output into NIC inventory, port-state events and counter readings."""
     frame = numbered(lines, ctx)
     gate = _Gate(lines)
-    no_time, line_ts = collector_time(pl.col("text"))
-    frame = frame.with_columns(_ts_prefix=line_ts, _rest=no_time)
+    if gate.search(_COLLECTOR_TIME_NEED):
+        no_time, line_ts = collector_time(pl.col("text"))
+        frame = frame.with_columns(_ts_prefix=line_ts, _rest=no_time)
+    else:  # no collector time prefix anywhere: what collector_time gives
+        frame = frame.with_columns(_ts_prefix=pl.lit(None, dtype=pl.Datetime("us", "UTC")), _rest=pl.col("text"))
     env = split_envelopes(pl.col("_rest"))
     f = frame.with_columns(body=env["rest"].str.strip_chars_end(), env_host=env["host"])
     pd = pl.col("body").str.extract_groups(PDSH_RE)
@@ -370,7 +384,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     # timestamps: the costly parse runs only on the few short lines that look like a time
     is_ts, ts_v, ts_q = _timestamps(b)
     cand = (b.str.len_bytes() < 80) & b.str.contains(r"\d\d:\d\d:\d\d|^\D{0,20}\d{10}(?:\.\d+)?\D{0,5}$")
-    cand_rows = f.filter(cand)
+    cand_rows = f.filter(cand) if gate.search(_TIME_NEED) else f.clear()
     if cand_rows.height:
         times = cand_rows.select("line", k_ts=is_ts, ts_line=ts_v, ts_quality_line=ts_q)
         f = f.join(times, on="line", how="left").with_columns(pl.col("k_ts").fill_null(False))
