@@ -1635,14 +1635,20 @@ def _step_detail(rows: pl.DataFrame, fields: dict[str, pl.Expr]) -> pl.Series:
     gives the same text whenever some member encodes to a non-null JSON value. Rows whose only non-null
     fields are non-finite floats (encoded `null`) take `_json_obj` itself; rows with no field are null.
     """
+    # fields null in every row are left out of the struct: the regex strips every null member of an object with
+    # a non-null one, so the text is the same, and encoding and stripping get much shorter strings
+    probe = rows.select(**{name: e.is_not_null().any() for name, e in fields.items()})
     schema = rows.select(**fields).schema
+    kept = {name: e for name, e in fields.items() if probe.get_column(name)[0]}
+    if not kept:
+        return pl.Series("detail", [None] * rows.height, dtype=pl.String)
     real = [
-        (e.is_not_null() & e.is_finite()) if schema[name].is_float() else e.is_not_null() for name, e in fields.items()
+        (e.is_not_null() & e.is_finite()) if schema[name].is_float() else e.is_not_null() for name, e in kept.items()
     ]
     f = rows.select(
-        _enc=pl.struct(**fields).struct.json_encode().str.replace_all(_NULL_MEMBER, ""),
+        _enc=pl.struct(**kept).struct.json_encode().str.replace_all(_NULL_MEMBER, ""),
         _real=pl.any_horizontal(*real),
-        _any=pl.any_horizontal(*(e.is_not_null() for e in fields.values())),
+        _any=pl.any_horizontal(*(e.is_not_null() for e in kept.values())),
     )
     out = f.select(pl.when(pl.col("_real")).then(pl.col("_enc")).otherwise(pl.lit(None, dtype=pl.String))).to_series()
     odd = f.select((pl.col("_any") & ~pl.col("_real")).fill_null(False)).to_series()
