@@ -299,7 +299,9 @@ def _parse_timedatectl(frame: pl.DataFrame, ctx: FileContext) -> ParseResult:
 
 def _truncated(frame: pl.DataFrame) -> bool:
     """A file whose last non-blank line is a cut prefix (no message after the stamp) is partial."""
-    tail = frame.filter(pl.col("text").str.strip_chars() != "").tail(1)
+    tail = frame.tail(64).filter(pl.col("text").str.strip_chars() != "").tail(1)  # (the last lines first)
+    if tail.height == 0:
+        tail = frame.filter(pl.col("text").str.strip_chars() != "").tail(1)
     if tail.height == 0:
         return False
     last = tail.item(0, "text")
@@ -519,8 +521,9 @@ def _fast_iso(hit: pl.DataFrame) -> pl.DataFrame:
     """Split `[fac :lvl : ]2025-01-21T02:21:33,498559+00:00 msg` lines (already matched) by position."""
     body = pl.col("body")
     start = body.str.find(r"\d{4}-\d\d-\d\dT")
-    parts = body.str.slice(start).str.splitn(" ", 2)
-    g = hit.select("line", ts=parts.struct.field("field_0"), msg=parts.struct.field("field_1").fill_null(""))
+    # staged: an eager select evaluates a shared sub-expression once per use
+    g = hit.select("line", _p=body.str.slice(start).str.splitn(" ", 2))
+    g = g.select("line", ts=pl.col("_p").struct.field("field_0"), msg=pl.col("_p").struct.field("field_1").fill_null(""))
     caller = r"^\[\s*[TC]\d+\]"
     odd = g.filter(pl.col("msg").str.starts_with("[") & pl.col("msg").str.contains(caller))
     if odd.height:
@@ -544,15 +547,14 @@ def _fast_monotonic(hit: pl.DataFrame, style: str) -> pl.DataFrame:
             seq=head.list.get(1, null_on_oob=True),
             usec=head.list.get(2, null_on_oob=True),
         )
-    close = body.str.find("]", literal=True)
-    opn = body.str.find("[", literal=True)
-    g = hit.select(
+    g = hit.select("line", "body", _c=body.str.find("]", literal=True), _o=body.str.find("[", literal=True))
+    close, opn = pl.col("_c"), pl.col("_o")
+    g = g.select(
         "line",
         up=body.str.slice(opn + 1, close - opn - 1).str.strip_chars().str.splitn(" ", 2).struct.field("field_0"),
-        msg=body.str.slice(close + 1),
+        msg=body.str.slice(close + 1).str.strip_prefix(" "),
     )
     caller = r"^\s?\[\s*[TC]\d+\]"
-    g = g.with_columns(msg=pl.col("msg").str.strip_prefix(" "))
     odd = g.filter(pl.col("msg").str.starts_with("[") & pl.col("msg").str.contains(caller))
     if odd.height:
         g = _patch(g, odd.select("line", msg=pl.col("msg").str.replace(caller + r"\s?", "")))
