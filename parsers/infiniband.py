@@ -288,6 +288,20 @@ def _timestamps(text: pl.Expr) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
 
 # ----------------------------------------------------------------------------- parse
 
+_EMPTY: dict[tuple, object] = {}
+
+
+def _section(name: str, present: bool, fn, *frames: pl.DataFrame):  # noqa: ANN001, ANN202
+    """`fn(*frames)`, or, when the section's lines are absent, its result on empty frames of the same
+    schemas (computed once per process, then cloned): identical columns and types, no work per file."""
+    if present:
+        return fn(*frames)
+    key = (name, *(tuple(fr.schema.items()) for fr in frames))
+    if key not in _EMPTY:
+        _EMPTY[key] = fn(*(fr.clear() for fr in frames))
+    out = _EMPTY[key]
+    return tuple(df.clone() for df in out) if isinstance(out, tuple) else out.clone()
+
 
 # Necessary conditions (Python `\d` is Unicode Nd like the regex crate's): a timestamp candidate line
 # (`cand` below) has hh:mm:ss or ten digits in a row; a collector time prefix (nccl_tests.COLLECTOR_TIME_RE)
@@ -473,267 +487,310 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     fmt = pl.col("fmt")
     in_block = fmt.is_in(["ibstat", "ibstatus", "ibv_devinfo"]) & pl.col("dev").is_not_null()
 
-    # ---- key/value lines of ibstat / ibstatus / ibv_devinfo blocks
-    kv_line = pl.col("k_kv") & in_block & ~pl.col("k_port") & ~pl.col("k_dvport")
-    kv = f.filter(kv_line).with_columns(g=b.str.extract_groups(KV_RE)).unnest("g")
-    key = pl.col("key").str.strip_chars().str.to_lowercase()
-    kv = kv.with_columns(
-        attribute=pl.when(fmt == "ibstat")
-        .then(_map(key, IBSTAT_KEYS))
-        .when(fmt == "ibstatus")
-        .then(_map(key, IBSTATUS_KEYS))
-        .otherwise(_map(key, DEVINFO_KEYS)),
-        source=fmt,
-    )
-    # ---- sysfs attribute lines (device and port level; counters go to comms)
-    # NOTE: split `path<sep>value` first and match the short path only (the full-line regex is 10x slower)
-    path = b.str.extract(r"^([^\s:]+)", 1)
-    sy = (
-        f.filter(pl.col("k_sysfs"))
-        .with_columns(
-            g=path.str.extract_groups(SYSFS_PATH_RE).struct.with_fields(
-                val=b.str.slice(path.str.len_chars()).str.strip_prefix(":").str.strip_chars()
-            )
-        )
-        .drop("port", "dev")
-        .unnest("g")
-        .with_columns(port=pl.col("port").cast(pl.Int32, strict=False))
-    )
-    sy_attr = sy.filter(pl.col("grp").is_null()).with_columns(
-        attribute=_map(pl.col("key"), SYSFS_KEYS), source=pl.lit("sysfs")
-    )
-    # ---- mlxlink key/value lines (attributes and counters)
-    mlx = (
-        f.filter((fmt == "mlxlink") & pl.col("k_mlxkv"))
-        .with_columns(g=b.str.extract_groups(MLX_KV_RE))
-        .unnest("g")
-        .with_columns(lkey=pl.col("key").str.strip_chars().str.to_lowercase())
-    )
-    mlx_attr = mlx.with_columns(attribute=_map(pl.col("lkey"), MLXLINK_KEYS), source=pl.lit("mlxlink"))
-
-    # ---- ibdev2netdev: `mlx5_0 port 1 ==> ib0 (Up)` -> netdev name and its link state
-    i2n = (
-        f.filter(pl.col("k_i2n"))
-        .with_columns(g=b.str.extract_groups(IBDEV2NETDEV_RE))
-        .drop("dev", "port")
-        .unnest("g")
-        .with_columns(port=pl.col("port").cast(pl.Int32))
-    )
-    i2n_attr = pl.concat(
-        [
-            i2n.with_columns(attribute=pl.lit("netdev"), val=pl.col("netdev")),
-            i2n.with_columns(attribute=pl.lit("netdev_state"), val=pl.col("state")),
-        ]
-    ).with_columns(source=pl.lit("ibdev2netdev"))
-
-    cols = [
-        "line",
-        "text",
-        "evmsg",
-        "host",
-        "dev",
-        "port",
-        "block",
-        "attribute",
-        "val",
-        "source",
-        "ts",
-        "ts_quality",
-    ]
-    attrs = pl.concat(
-        [
-            kv.select(cols),
-            sy_attr.select(cols),
-            mlx_attr.with_columns(port=pl.col("port").fill_null(1)).select(cols),
-            i2n_attr.select(cols),
-        ]
-    ).filter(pl.col("attribute").is_not_null() & pl.col("dev").is_not_null())
-    attrs = attrs.with_columns(value=_normalise(pl.col("attribute"), pl.col("val").str.strip_chars()))
-    rate_detail = attrs.filter(
-        (pl.col("attribute") == "rate") & pl.col("val").str.contains(r"\(.+\)")
-    ).with_columns(attribute=pl.lit("link_width_speed"), value=pl.col("val").str.extract(r"\((.+)\)", 1))
-    # ibv_devinfo -v prints no rate: derive it (Gb/s) from active_width x active_speed, like ibstat's `Rate`
-    width = attrs.filter(pl.col("attribute") == "active_width").select(
-        "host", "dev", "port", "block", lanes=pl.col("val").str.extract(r"^(\d+)X", 1).cast(pl.Float64)
-    )
-    speed = (
-        attrs.filter(pl.col("attribute") == "active_speed")
-        .with_columns(gbps=pl.col("val").str.extract(r"^([\d.]+)\s*Gbps", 1).cast(pl.Float64, strict=False))
-        .join(width, on=["host", "dev", "port", "block"], how="inner", nulls_equal=True)
-        .filter(pl.col("lanes").is_not_null() & pl.col("gbps").is_not_null())
-    )
-    total = pl.col("lanes") * pl.col("gbps")
-    derived_rate = speed.with_columns(
-        attribute=pl.lit("rate"),
-        value=pl.when(total == total.round(0))
-        .then(total.round(0).cast(pl.Int64).cast(pl.String))
-        .otherwise(total.round(3).cast(pl.String)),
-    ).select(attrs.columns)
-    attrs = pl.concat([attrs, rate_detail, derived_rate]).sort("line", maintain_order=True)
-    inventory = attrs.filter(pl.col("value").str.len_chars() > 0).select(
-        node="host",
-        component=pl.lit("nic"),
-        device="dev",
-        port="port",
-        attribute="attribute",
-        value="value",
-        source="source",
-        file=pl.lit(ctx.path),
-        line="line",
-    )
-
-    # ---- events: ports not Active, tool aborts
-    ports = attrs.filter(pl.col("port").is_not_null())
-    pkey = ["host", "dev", "port", "block", "source"]
-    extra = ports.filter(pl.col("attribute").is_in(["phys_state", "rate", "link_layer"])).pivot(
-        on="attribute", index=pkey, values="value", aggregate_function="first"
-    )
-    for c in ("phys_state", "rate", "link_layer"):
-        if c not in extra.columns:
-            extra = extra.with_columns(pl.lit(None, dtype=pl.String).alias(c))
-    i2n_down = ports.filter(
-        (pl.col("attribute") == "netdev_state") & (pl.col("value").str.to_lowercase() == "down")
-    )
-    states = pl.concat(
-        [
-            ports.filter((pl.col("attribute") == "state") & (pl.col("value") != "Active")),
-            i2n_down.with_columns(value=pl.lit("Down")),
-        ]
-    ).join(extra, on=pkey, how="left", nulls_equal=True)
-    ev_state = states.select(
-        ts="ts",
-        ts_quality=pl.col("ts_quality").fill_null("none"),
-        node="host",
-        source=pl.lit("ib"),
-        kind=pl.when(pl.col("value") == "Down")
-        .then(pl.lit("ib_port_down"))
-        .otherwise(pl.lit("ib_port_not_active")),
-        code=pl.col("value"),
-        severity=pl.lit("medium"),
-        message=pl.col("evmsg"),
-        detail=json_detail(
-            device=pl.col("dev"),
-            port=pl.col("port"),
-            state=pl.col("value"),
-            phys_state=pl.col("phys_state"),
-            rate=pl.col("rate"),
-            link_layer=pl.col("link_layer"),
-            tool=pl.col("source"),
-        ),
-        file=pl.lit(ctx.path),
-        line="line",
-    )
-    pan = f.filter(pl.col("k_panic")).with_columns(g=b.str.extract_groups(IBPANIC_RE)).unnest("g")
-    ev_panic = pan.select(
-        ts="ts",
-        ts_quality=pl.col("ts_quality").fill_null("none"),
-        node="host",
-        source=pl.lit("ib"),
-        kind=pl.when(pl.col("tool") == "ibwarn")
-        .then(pl.lit("ib_tool_warning"))
-        .otherwise(pl.lit("ib_tool_error")),
-        severity=pl.when(pl.col("tool") == "ibwarn").then(pl.lit("low")).otherwise(pl.lit("medium")),
-        message=pl.col("evmsg"),
-        detail=json_detail(
-            tool=pl.col("tool"),
-            pid=pl.col("pid").cast(pl.Int64),
-            device=pl.col("msg").str.extract(r"IB device '([^']+)'", 1),
-            reason=pl.col("msg"),
-        ),
-        file=pl.lit(ctx.path),
-        line="line",
-    )
-    events = pl.concat([ev_state, ev_panic], how="diagonal_relaxed").sort("line")
-
-    # ---- counters: sysfs counters/hw_counters, perfquery, mlxlink
-    sy_ctr = sy.filter(pl.col("grp").is_in(["counters", "hw_counters"])).select(
-        "line",
-        "host",
-        "ts",
-        dev="dev",
-        port="port",
-        counter="key",
-        name=pl.lit(None, dtype=pl.String),
-        group="grp",
-        raw="val",
-        lid=pl.lit(None, dtype=pl.Int64),
-        tool=pl.lit("sysfs"),
-    )
-    pq = (
-        f.filter(pl.col("k_pqhdr"))
-        .with_columns(g=b.str.extract_groups(PQ_HDR_RE))
-        .select(
+    # Sections whose lines do not occur are not computed: their (empty) results are taken from a run on an
+    # empty frame of the same schema, made once per process (same columns and types as computing them).
+    pq_hdr = f.filter(pl.col("k_pqhdr"))
+    if pq_hdr.height:
+        pq = pq_hdr.with_columns(g=b.str.extract_groups(PQ_HDR_RE)).select(
             "line",
             pq_lid=pl.col("g").struct.field("lid").cast(pl.Int64),
             pq_port=pl.col("g").struct.field("port").cast(pl.Int32),
             pq_what=pl.col("g").struct.field("what"),
         )
-    )
-    f = f.join(pq, on="line", how="left").with_columns(
-        pq_lid=pl.col("pq_lid").forward_fill().over("host"),
-        pq_port=pl.col("pq_port").forward_fill().over("host"),
-        pq_what=pl.col("pq_what").forward_fill().over("host"),
-    )
+        f = f.join(pq, on="line", how="left").with_columns(
+            pq_lid=pl.col("pq_lid").forward_fill().over("host"),
+            pq_port=pl.col("pq_port").forward_fill().over("host"),
+            pq_what=pl.col("pq_what").forward_fill().over("host"),
+        )
+    else:  # no perfquery header: the join would add only nulls
+        f = f.with_columns(
+            pq_lid=pl.lit(None, dtype=pl.Int64), pq_port=pl.lit(None, dtype=pl.Int32), pq_what=pl.lit(None, dtype=pl.String)
+        )
+    kv_line = pl.col("k_kv") & in_block & ~pl.col("k_port") & ~pl.col("k_dvport")
+    mlx_line = (fmt == "mlxlink") & pl.col("k_mlxkv")
     pq_line = pl.col("k_pqctr") & (pl.col("fmt") == "perfquery") & pl.col("pq_port").is_not_null()
-    pqc = f.filter(pq_line).with_columns(g=b.str.extract_groups(PQ_CTR_RE)).unnest("g")
-    pq_ctr = pqc.filter(~pl.col("name").is_in(PQ_NOT_COUNTERS)).select(
-        "line",
-        "host",
-        "ts",
-        dev=pl.coalesce(pl.col("dev"), pl.format("lid:{}", pl.col("pq_lid"))),
-        port=pl.col("pq_port"),
-        counter=pl.coalesce(_map(pl.col("name"), PERFQUERY_COUNTERS), pl.col("name"))
-        + pl.when(~pl.col("pq_what").str.contains("extended") & pl.col("name").is_in(PQ_32BIT))
-        .then(pl.lit("_32"))
-        .otherwise(pl.lit("")),
-        name=pl.col("name"),
-        group=pl.col("pq_what"),
-        raw=pl.col("val"),
-        lid=pl.col("pq_lid"),
-        tool=pl.lit("perfquery"),
-    )
-    mlx_ctr = mlx.filter(pl.col("lkey").is_in(list(MLXLINK_COUNTERS))).select(
-        "line",
-        "host",
-        "ts",
-        dev="dev",
-        port=pl.col("port").fill_null(1),
-        counter=_map(pl.col("lkey"), MLXLINK_COUNTERS),
-        name=pl.col("key").str.strip_chars(),
-        group=pl.lit(None, dtype=pl.String),
-        raw="val",
-        lid=pl.lit(None, dtype=pl.Int64),
-        tool=pl.lit("mlxlink"),
-    )
-    ctr = pl.concat([sy_ctr, pq_ctr, mlx_ctr]).with_columns(
-        value=pl.col("raw").str.replace(r"(?i)^0x", "").str.strip_chars().cast(pl.Float64, strict=False)
-    )
-    hexval = pl.col("raw").str.contains(r"(?i)^0x[0-9a-f]+$")
-    ctr = ctr.with_columns(
-        value=pl.when(hexval)
-        .then(pl.col("raw").str.slice(2).str.to_integer(base=16, strict=False).cast(pl.Float64))
-        .otherwise(pl.col("raw").cast(pl.Float64, strict=False))
-    ).filter(pl.col("value").is_not_null() & pl.col("dev").is_not_null())
-    ctr = ctr.sort("line").with_columns(reading=pl.int_range(pl.len()).over("host", "dev", "port", "counter"))
-    comms = ctr.select(
-        record=pl.lit("ib_counter"),
-        ts="ts",
-        node="host",
-        device="dev",
-        port="port",
-        counter="counter",
-        value="value",
-        detail=json_detail(
-            reading=pl.col("reading"),
+    present = f.select(
+        kv=kv_line.any(),
+        sy=pl.col("k_sysfs").any(),
+        mlx=mlx_line.any(),
+        i2n=pl.col("k_i2n").any(),
+        pan=pl.col("k_panic").any(),
+        pqc=pq_line.any(),
+    ).row(0, named=True)
+
+    def kv_part(f: pl.DataFrame) -> pl.DataFrame:
+        """key/value lines of ibstat / ibstatus / ibv_devinfo blocks"""
+        kv = f.filter(kv_line).with_columns(g=b.str.extract_groups(KV_RE)).unnest("g")
+        key = pl.col("key").str.strip_chars().str.to_lowercase()
+        return kv.with_columns(
+            attribute=pl.when(fmt == "ibstat")
+            .then(_map(key, IBSTAT_KEYS))
+            .when(fmt == "ibstatus")
+            .then(_map(key, IBSTATUS_KEYS))
+            .otherwise(_map(key, DEVINFO_KEYS)),
+            source=fmt,
+        )
+
+    def sy_part(f: pl.DataFrame) -> pl.DataFrame:
+        """sysfs lines (device and port attributes; counters go to comms)"""
+        # NOTE: split `path<sep>value` first and match the short path only (the full-line regex is 10x slower)
+        path = b.str.extract(r"^([^\s:]+)", 1)
+        return (
+            f.filter(pl.col("k_sysfs"))
+            .with_columns(
+                g=path.str.extract_groups(SYSFS_PATH_RE).struct.with_fields(
+                    val=b.str.slice(path.str.len_chars()).str.strip_prefix(":").str.strip_chars()
+                )
+            )
+            .drop("port", "dev")
+            .unnest("g")
+            .with_columns(port=pl.col("port").cast(pl.Int32, strict=False))
+        )
+
+    def mlx_part(f: pl.DataFrame) -> pl.DataFrame:
+        """mlxlink key/value lines (attributes and counters)"""
+        return (
+            f.filter(mlx_line)
+            .with_columns(g=b.str.extract_groups(MLX_KV_RE))
+            .unnest("g")
+            .with_columns(lkey=pl.col("key").str.strip_chars().str.to_lowercase())
+        )
+
+    def i2n_part(f: pl.DataFrame) -> pl.DataFrame:
+        """ibdev2netdev: `mlx5_0 port 1 ==> ib0 (Up)` -> netdev name and its link state"""
+        i2n = (
+            f.filter(pl.col("k_i2n"))
+            .with_columns(g=b.str.extract_groups(IBDEV2NETDEV_RE))
+            .drop("dev", "port")
+            .unnest("g")
+            .with_columns(port=pl.col("port").cast(pl.Int32))
+        )
+        return pl.concat(
+            [
+                i2n.with_columns(attribute=pl.lit("netdev"), val=pl.col("netdev")),
+                i2n.with_columns(attribute=pl.lit("netdev_state"), val=pl.col("state")),
+            ]
+        ).with_columns(source=pl.lit("ibdev2netdev"))
+
+    def pan_part(f: pl.DataFrame) -> pl.DataFrame:
+        return f.filter(pl.col("k_panic")).with_columns(g=b.str.extract_groups(IBPANIC_RE)).unnest("g")
+
+    def pqc_part(f: pl.DataFrame) -> pl.DataFrame:
+        return f.filter(pq_line).with_columns(g=b.str.extract_groups(PQ_CTR_RE)).unnest("g")
+
+    kv = _section("kv", present["kv"], kv_part, f)
+    sy = _section("sy", present["sy"], sy_part, f)
+    mlx = _section("mlx", present["mlx"], mlx_part, f)
+    i2n_attr = _section("i2n", present["i2n"], i2n_part, f)
+    pan = _section("pan", present["pan"], pan_part, f)
+    pqc = _section("pqc", present["pqc"], pqc_part, f)
+
+    def attr_tables(kv: pl.DataFrame, sy: pl.DataFrame, mlx: pl.DataFrame, i2n_attr: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """inventory and port-state events from the attribute lines"""
+        sy_attr = sy.filter(pl.col("grp").is_null()).with_columns(
+            attribute=_map(pl.col("key"), SYSFS_KEYS), source=pl.lit("sysfs")
+        )
+        mlx_attr = mlx.with_columns(attribute=_map(pl.col("lkey"), MLXLINK_KEYS), source=pl.lit("mlxlink"))
+        cols = [
+            "line",
+            "text",
+            "evmsg",
+            "host",
+            "dev",
+            "port",
+            "block",
+            "attribute",
+            "val",
+            "source",
+            "ts",
+            "ts_quality",
+        ]
+        attrs = pl.concat(
+            [
+                kv.select(cols),
+                sy_attr.select(cols),
+                mlx_attr.with_columns(port=pl.col("port").fill_null(1)).select(cols),
+                i2n_attr.select(cols),
+            ]
+        ).filter(pl.col("attribute").is_not_null() & pl.col("dev").is_not_null())
+        attrs = attrs.with_columns(value=_normalise(pl.col("attribute"), pl.col("val").str.strip_chars()))
+        rate_detail = attrs.filter(
+            (pl.col("attribute") == "rate") & pl.col("val").str.contains(r"\(.+\)")
+        ).with_columns(attribute=pl.lit("link_width_speed"), value=pl.col("val").str.extract(r"\((.+)\)", 1))
+        # ibv_devinfo -v prints no rate: derive it (Gb/s) from active_width x active_speed, like ibstat's `Rate`
+        width = attrs.filter(pl.col("attribute") == "active_width").select(
+            "host", "dev", "port", "block", lanes=pl.col("val").str.extract(r"^(\d+)X", 1).cast(pl.Float64)
+        )
+        speed = (
+            attrs.filter(pl.col("attribute") == "active_speed")
+            .with_columns(gbps=pl.col("val").str.extract(r"^([\d.]+)\s*Gbps", 1).cast(pl.Float64, strict=False))
+            .join(width, on=["host", "dev", "port", "block"], how="inner", nulls_equal=True)
+            .filter(pl.col("lanes").is_not_null() & pl.col("gbps").is_not_null())
+        )
+        total = pl.col("lanes") * pl.col("gbps")
+        derived_rate = speed.with_columns(
+            attribute=pl.lit("rate"),
+            value=pl.when(total == total.round(0))
+            .then(total.round(0).cast(pl.Int64).cast(pl.String))
+            .otherwise(total.round(3).cast(pl.String)),
+        ).select(attrs.columns)
+        attrs = pl.concat([attrs, rate_detail, derived_rate]).sort("line", maintain_order=True)
+        inventory = attrs.filter(pl.col("value").str.len_chars() > 0).select(
+            node="host",
+            component=pl.lit("nic"),
+            device="dev",
+            port="port",
+            attribute="attribute",
+            value="value",
+            source="source",
+            file=pl.lit(ctx.path),
+            line="line",
+        )
+
+        # ---- events: ports not Active
+        ports = attrs.filter(pl.col("port").is_not_null())
+        pkey = ["host", "dev", "port", "block", "source"]
+        extra = ports.filter(pl.col("attribute").is_in(["phys_state", "rate", "link_layer"])).pivot(
+            on="attribute", index=pkey, values="value", aggregate_function="first"
+        )
+        for name in ("phys_state", "rate", "link_layer"):
+            if name not in extra.columns:
+                extra = extra.with_columns(pl.lit(None, dtype=pl.String).alias(name))
+        i2n_down = ports.filter(
+            (pl.col("attribute") == "netdev_state") & (pl.col("value").str.to_lowercase() == "down")
+        )
+        states = pl.concat(
+            [
+                ports.filter((pl.col("attribute") == "state") & (pl.col("value") != "Active")),
+                i2n_down.with_columns(value=pl.lit("Down")),
+            ]
+        ).join(extra, on=pkey, how="left", nulls_equal=True)
+        ev_state = states.select(
+            ts="ts",
+            ts_quality=pl.col("ts_quality").fill_null("none"),
+            node="host",
+            source=pl.lit("ib"),
+            kind=pl.when(pl.col("value") == "Down")
+            .then(pl.lit("ib_port_down"))
+            .otherwise(pl.lit("ib_port_not_active")),
+            code=pl.col("value"),
+            severity=pl.lit("medium"),
+            message=pl.col("evmsg"),
+            detail=json_detail(
+                device=pl.col("dev"),
+                port=pl.col("port"),
+                state=pl.col("value"),
+                phys_state=pl.col("phys_state"),
+                rate=pl.col("rate"),
+                link_layer=pl.col("link_layer"),
+                tool=pl.col("source"),
+            ),
+            file=pl.lit(ctx.path),
+            line="line",
+        )
+        return inventory, ev_state
+
+    def event_table(ev_state: pl.DataFrame, pan: pl.DataFrame) -> pl.DataFrame:
+        """port-state events and tool aborts"""
+        ev_panic = pan.select(
+            ts="ts",
+            ts_quality=pl.col("ts_quality").fill_null("none"),
+            node="host",
+            source=pl.lit("ib"),
+            kind=pl.when(pl.col("tool") == "ibwarn")
+            .then(pl.lit("ib_tool_warning"))
+            .otherwise(pl.lit("ib_tool_error")),
+            severity=pl.when(pl.col("tool") == "ibwarn").then(pl.lit("low")).otherwise(pl.lit("medium")),
+            message=pl.col("evmsg"),
+            detail=json_detail(
+                tool=pl.col("tool"),
+                pid=pl.col("pid").cast(pl.Int64),
+                device=pl.col("msg").str.extract(r"IB device '([^']+)'", 1),
+                reason=pl.col("msg"),
+            ),
+            file=pl.lit(ctx.path),
+            line="line",
+        )
+        return pl.concat([ev_state, ev_panic], how="diagonal_relaxed").sort("line")
+
+    def comms_table(sy: pl.DataFrame, pqc: pl.DataFrame, mlx: pl.DataFrame) -> pl.DataFrame:
+        """counters: sysfs counters/hw_counters, perfquery, mlxlink"""
+        sy_ctr = sy.filter(pl.col("grp").is_in(["counters", "hw_counters"])).select(
+            "line",
+            "host",
+            "ts",
+            dev="dev",
+            port="port",
+            counter="key",
+            name=pl.lit(None, dtype=pl.String),
+            group="grp",
+            raw="val",
+            lid=pl.lit(None, dtype=pl.Int64),
+            tool=pl.lit("sysfs"),
+        )
+        pq_ctr = pqc.filter(~pl.col("name").is_in(PQ_NOT_COUNTERS)).select(
+            "line",
+            "host",
+            "ts",
+            dev=pl.coalesce(pl.col("dev"), pl.format("lid:{}", pl.col("pq_lid"))),
+            port=pl.col("pq_port"),
+            counter=pl.coalesce(_map(pl.col("name"), PERFQUERY_COUNTERS), pl.col("name"))
+            + pl.when(~pl.col("pq_what").str.contains("extended") & pl.col("name").is_in(PQ_32BIT))
+            .then(pl.lit("_32"))
+            .otherwise(pl.lit("")),
             name=pl.col("name"),
-            group=pl.col("group"),
-            lid=pl.col("lid"),
-            tool=pl.col("tool"),
-            raw=pl.when(pl.col("raw").str.contains(r"[Ee]|0x")).then(pl.col("raw")),
-        ),
-        file=pl.lit(ctx.path),
-        line="line",
-    )
+            group=pl.col("pq_what"),
+            raw=pl.col("val"),
+            lid=pl.col("pq_lid"),
+            tool=pl.lit("perfquery"),
+        )
+        mlx_ctr = mlx.filter(pl.col("lkey").is_in(list(MLXLINK_COUNTERS))).select(
+            "line",
+            "host",
+            "ts",
+            dev="dev",
+            port=pl.col("port").fill_null(1),
+            counter=_map(pl.col("lkey"), MLXLINK_COUNTERS),
+            name=pl.col("key").str.strip_chars(),
+            group=pl.lit(None, dtype=pl.String),
+            raw="val",
+            lid=pl.lit(None, dtype=pl.Int64),
+            tool=pl.lit("mlxlink"),
+        )
+        ctr = pl.concat([sy_ctr, pq_ctr, mlx_ctr]).with_columns(
+            value=pl.col("raw").str.replace(r"(?i)^0x", "").str.strip_chars().cast(pl.Float64, strict=False)
+        )
+        hexval = pl.col("raw").str.contains(r"(?i)^0x[0-9a-f]+$")
+        ctr = ctr.with_columns(
+            value=pl.when(hexval)
+            .then(pl.col("raw").str.slice(2).str.to_integer(base=16, strict=False).cast(pl.Float64))
+            .otherwise(pl.col("raw").cast(pl.Float64, strict=False))
+        ).filter(pl.col("value").is_not_null() & pl.col("dev").is_not_null())
+        ctr = ctr.sort("line").with_columns(reading=pl.int_range(pl.len()).over("host", "dev", "port", "counter"))
+        return ctr.select(
+            record=pl.lit("ib_counter"),
+            ts="ts",
+            node="host",
+            device="dev",
+            port="port",
+            counter="counter",
+            value="value",
+            detail=json_detail(
+                reading=pl.col("reading"),
+                name=pl.col("name"),
+                group=pl.col("group"),
+                lid=pl.col("lid"),
+                tool=pl.col("tool"),
+                raw=pl.when(pl.col("raw").str.contains(r"[Ee]|0x")).then(pl.col("raw")),
+            ),
+            file=pl.lit(ctx.path),
+            line="line",
+        )
+
+    any_attr = present["kv"] or present["sy"] or present["mlx"] or present["i2n"]
+    inventory, ev_state = _section("attrs", any_attr, attr_tables, kv, sy, mlx, i2n_attr)
+    events = _section("events", ev_state.height > 0 or pan.height > 0, event_table, ev_state, pan)
+    comms = _section("comms", sy.height > 0 or pqc.height > 0 or mlx.height > 0, comms_table, sy, pqc, mlx)
 
     # ---- accounting
     understood = (
@@ -761,7 +818,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     # the tool aborted (ibpanic), or the capture ends on a line the grammar does not understand (cut line)
     flagged = f.select("text", ok=understood).filter(pl.col("text").str.strip_chars().str.len_bytes() > 0)
     cut_last = flagged.height > 0 and not bool(flagged.get_column("ok").fill_null(False)[-1])
-    partial = cut_last or bool(pan.get_column("tool").is_in(["ibpanic", "iberror"]).any())
+    partial = cut_last or (pan.height > 0 and bool(pan.get_column("tool").is_in(["ibpanic", "iberror"]).any()))
     return ParseResult(
         tables={"inventory": inventory, "events": events, "comms": comms},
         parsed=parsed,
