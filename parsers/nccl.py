@@ -447,6 +447,14 @@ def head_columns(df: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
 _HEAD_COLS = ("node", "host", "pid", "tid", "dev", "src", "srcline", "func", "ts", "ts_quality", "env_rank",
               "env_global_rank", "pre_ts", "pre_ts_quality")
 """What the NCCL tables read of a record's head (one row per distinct head in `Heads.table`)."""
+_MSG_PREFIXES = ("NCCL", "cuda", "Boot", "NET/", "Usin")
+"""First 4 characters of the messages the inventory/network filters of `_nccl_rows` start with."""
+_MSG_LITERALS = ("NET/OFI Selected", " - Init ", " nNodes ", " opCount ")
+"""Literals the other message filters of `_nccl_rows` require."""
+_MSG_LITERALS_RE = "|".join(re.escape(x) for x in _MSG_LITERALS)
+"""One regex pass (a SIMD literal search) finds the rows holding any of them; `contains_any` is slower here."""
+_CONN_PREFIXES = ("Chan", "Ring", "Tree", "Conn")
+"""The first 4 characters of every `CONN_RE` match that starts with one of the words `_nccl_rows` filters on."""
 _N_SCHEMA = {"line": pl.Int64, "text": pl.String, "hc": pl.UInt32, "level": pl.String, "msg": pl.String}
 
 
@@ -476,9 +484,13 @@ def _nccl_rows(
         return df.hstack(heads.select(cols)[df.get_column("hc")])
 
     msg = pl.col("msg")
+    # each message filter below is a prefix or a literal: one pass sorts out the rows any of them can take
+    n = n.with_columns(_p=msg.str.head(4))
+    pre = n.filter(pl.col("_p").is_in(_MSG_PREFIXES))
+    lit = n.filter(msg.str.contains(_MSG_LITERALS_RE))
 
     # ---- versions (prefixed ≥ 2.23, bare ≤ 2.21, RAS "compiled with")
-    pv = n.filter(msg.str.starts_with("NCCL version")).filter(msg.str.contains(VERSION_RE))
+    pv = pre.filter(msg.str.starts_with("NCCL version")).filter(msg.str.contains(VERSION_RE))
     pv = attach(pv, "node", "pid").with_columns(v=msg.str.extract_groups(VERSION_RE)).select(
         "node", "pid", "line", ver=pl.col("v").struct.field("ver"), cuda=pl.col("v").struct.field("cuda")
     )
@@ -525,17 +537,17 @@ def _nccl_rows(
 
     inventory(versions, "software", "nccl_version", pl.col("ver"))
     inventory(versions.filter(pl.col("cuda").is_not_null()), "software", "nccl_cuda_version", pl.col("cuda"))
-    cd = n.filter(msg.str.starts_with("cudaDriverVersion")).filter(msg.str.contains(CUDA_DRIVER_RE))
+    cd = pre.filter(msg.str.starts_with("cudaDriverVersion")).filter(msg.str.contains(CUDA_DRIVER_RE))
     cd = attach(cd, "node").with_columns(v=msg.str.extract(CUDA_DRIVER_RE, 1).cast(pl.Int64, strict=False))
     inventory(cd, "software", "cuda_driver_version", pl.format("{}.{}", pl.col("v") // 1000, (pl.col("v") % 1000) // 10))
-    env = n.filter(msg.str.starts_with("NCCL_")).filter(msg.str.contains(ENV_RE))
+    env = pre.filter(msg.str.starts_with("NCCL_")).filter(msg.str.contains(ENV_RE))
     env = attach(env, "node").with_columns(e=msg.str.extract_groups(ENV_RE))
     inventory(env, "software", pl.lit("env.") + pl.col("e").struct.field("var"), pl.col("e").struct.field("val"))
 
     # ---- node IPs and networks
-    bs = n.filter(msg.str.starts_with("Bootstrap")).filter(msg.str.contains(BOOTSTRAP_RE))
+    bs = pre.filter(msg.str.starts_with("Bootstrap")).filter(msg.str.contains(BOOTSTRAP_RE))
     bs = attach(bs, "node", "pid").with_columns(b=msg.str.extract_groups(BOOTSTRAP_RE))
-    ib = n.filter(msg.str.starts_with("NET/IB")).filter(msg.str.contains(NET_IB_RE))
+    ib = pre.filter(msg.str.starts_with("NET/IB")).filter(msg.str.contains(NET_IB_RE))
     ib = attach(ib, "node", "pid").with_columns(b=msg.str.extract_groups(NET_IB_RE))
     ips = (
         pl.concat([bs.select("node", "line", "b"), ib.select("node", "line", "b")], how="diagonal_relaxed")
@@ -550,9 +562,9 @@ def _nccl_rows(
             pl.col("b").struct.field("ip"),
             device=pl.col("b").struct.field("ifname"),
         )
-    sock = attach(n.filter(msg.str.starts_with("NET/Socket")).filter(msg.str.contains(NET_SOCKET_RE)), "node", "pid")
-    using = attach(n.filter(msg.str.starts_with("Using network")).filter(msg.str.contains(USING_NET_RE)), "node", "pid")
-    ofi = n.filter(msg.str.contains("NET/OFI Selected", literal=True)).filter(msg.str.contains(OFI_RE))
+    sock = attach(pre.filter(msg.str.starts_with("NET/Socket")).filter(msg.str.contains(NET_SOCKET_RE)), "node", "pid")
+    using = attach(pre.filter(msg.str.starts_with("Using network")).filter(msg.str.contains(USING_NET_RE)), "node", "pid")
+    ofi = lit.filter(msg.str.contains("NET/OFI Selected", literal=True)).filter(msg.str.contains(OFI_RE))
     ofi = attach(ofi, "node", "pid").with_columns(o=msg.str.extract_groups(OFI_RE))
     net_parts = []
     if ib.height:
@@ -611,9 +623,9 @@ def _nccl_rows(
         out["comms"].append(p.with_columns(record=pl.lit("network"), file=pl.lit(ctx.path)))
 
     # ---- rank map
-    init = n.filter(msg.str.contains(" - Init ", literal=True))
+    init = lit.filter(msg.str.contains(" - Init ", literal=True))
     init = attach(init.filter(msg.str.contains(INIT_RE)), "node", "pid", "dev").with_columns(i=msg.str.extract_groups(INIT_RE))
-    topo = n.filter(msg.str.contains(" nNodes ", literal=True))
+    topo = lit.filter(msg.str.contains(" nNodes ", literal=True))
     topo = attach(topo.filter(msg.str.contains(TOPO_RE)), "node", "pid", "dev").with_columns(i=msg.str.extract_groups(TOPO_RE))
     f = pl.col("i").struct.field
     rank_parts = []
@@ -703,7 +715,7 @@ def _nccl_rows(
         rank_map = merged.select("node", "pid", "comm", "comm_id", "rank", "nranks", "cuda_dev", "gpu_bus_id")
 
     # ---- COLL aggregates: strict lines of the fast lane as partial aggregates, the others line by line
-    coll = n.filter(msg.str.contains(" opCount ", literal=True))
+    coll = lit.filter(msg.str.contains(" opCount ", literal=True))
     coll = coll_fields(attach(coll, "node", "pid", "dev")).filter(pl.col("c").struct.field("op").is_not_null())
     n_coll = coll.height + fast.coll.height
     if n_coll:
@@ -770,13 +782,8 @@ def _nccl_rows(
         )
         notes.append(f"{n_coll} COLL lines aggregated into {agg.height} rows")
 
-    conn = (
-        n.filter(
-            msg.str.starts_with("Channel") | msg.str.starts_with("Ring") | msg.str.starts_with("Tree") | msg.str.starts_with("Connected")
-        )
-        .filter(msg.str.contains(CONN_RE))
-        .height
-    )
+    # a CONN_RE match starting with Channel/Ring/Tree/Connected starts with one of _CONN_PREFIXES
+    conn = int(n.select((pl.col("_p").is_in(_CONN_PREFIXES) & msg.str.contains(CONN_RE)).sum()).item())
     if conn:
         notes.append(f"{conn} ring/tree/channel lines")
 
@@ -1330,30 +1337,46 @@ def _drop_fast(fast: FastLane, lines: pl.Series) -> FastLane:
 
 
 def _may_wrap(slow: pl.DataFrame, fast: FastLane) -> bool:
-    """False when no line can be a wrapped continuation (`join_wrapped`'s candidates: an unknown, non-blank
-    line not opening like a record of its own, right after a line of at least 80 characters)."""
+    """False when `join_wrapped` would join nothing: no candidate continuation (an unknown, non-blank line not
+    opening like a record of its own, right after a line of at least 80 characters) whose run starts at a
+    known warning/error record (`_WRAPPABLE`)."""
     b = pl.col("body").fill_null("")
     c = slow.filter(~pl.col("known") & (b.str.strip_chars().str.len_bytes() != 0) & ~b.str.contains(_OWN_START))
     if c.height == 0:
         return False
-    prev = c.get_column("line") - 1
-    slen = slow.select("line", _l=b.str.len_chars())
-    got = prev.to_frame("line").join(slen, on="line", how="inner")
-    if got.filter(pl.col("_l") >= 80).height:
-        return True
-    if fast.rows.height == 0:
-        return False
-    fl = fast.texts.get_column("line")
-    at = fl.search_sorted(prev, side="left")
-    ok = at < len(fl)
-    at = at.filter(ok)
-    hit = fl.gather(at) == prev.filter(ok)
-    at = at.filter(hit)
-    if len(at) == 0:
-        return False
-    t = fast.texts[at].hstack(fast.heads.select("env_len")[fast.rows.get_column("hc").gather(at)])
-    return bool(t.select((pl.col("text").str.len_chars() - pl.col("env_len") >= 80).any()).item())
+    # bodies of the lines before the candidates, and of the run heads found below, from either lane
+    slow_b = slow.select("line", "known", _b=b)
 
+    def bodies(want: pl.Series) -> pl.DataFrame:
+        got = want.to_frame("line").join(slow_b, on="line", how="inner")
+        if fast.rows.height:
+            fl = fast.texts.get_column("line")
+            at = fl.search_sorted(want, side="left")
+            at = at.filter(at < len(fl))
+            at = at.filter(fl.gather(at).is_in(want.implode()))
+            if len(at):
+                env = fast.heads.get_column("env_len").gather(fast.rows.get_column("hc").gather(at))
+                f = fast.texts[at].select("line", known=pl.lit(True), _b=pl.col("text").str.slice(env))
+                got = pl.concat([got, f], how="vertical")
+        return got
+
+    prev = bodies(c.get_column("line") - 1).filter(pl.col("_b").str.len_chars() >= 80)
+    if prev.height == 0:
+        return False
+    cand = set((prev.get_column("line") + 1).to_list())
+    # a run is a non-candidate line and the candidates after it; the first line of the frame has no run head
+    first = fast.first
+    heads = set()
+    for line in sorted(cand):
+        h = line - 1
+        while h in cand:
+            h -= 1
+        if h >= first:
+            heads.add(h)
+    if not heads:
+        return False
+    hb = bodies(pl.Series("line", sorted(heads), dtype=pl.Int64))
+    return bool(hb.select((pl.col("known") & pl.col("_b").str.contains(_WRAPPABLE)).fill_null(False).any()).item())
 
 def parse_family(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse NCCL and PyTorch-distributed lines of one file into a ParseResult (both parsers' `parse`)."""
