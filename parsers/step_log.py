@@ -1015,7 +1015,7 @@ def _block_fragments(
     t_on, c_on, n_on = "across ranks" in present, "[batch=" in present, "performance:" in present
     no_str, no = pl.lit(None, dtype=pl.String), pl.lit(False)
     no_blk = pl.lit(None, dtype=pl.Int64)
-    b = seg.with_columns(
+    b = seg.lazy().with_columns(
         t_hdr=txt.str.extract(g.TIMER_HDR_RE, 1) if t_on else no_str,
         t_ent=(
             txt.str.contains(g.TIMER_MINMAX_RE)
@@ -1050,19 +1050,24 @@ def _block_fragments(
         t_mode=pl.col("t_hdr").forward_fill().over("key") if t_on else no_str,
         n_kind=pl.col("n_hdr").forward_fill().over("key") if n_on else no_str,
     )
-    understood = [
-        b.filter(
-            pl.col("t_hdr").is_not_null()
-            | pl.col("c_hdr")
-            | pl.col("n_hdr").is_not_null()
-            | (pl.col("t_ent") & (pl.col("t_blk") > 0))
-            | (pl.col("c_ent") & (pl.col("c_blk") > 0))
-            | (pl.col("n_ent") & (pl.col("n_blk") > 0))
-        ).select("line")
-    ]
+    understood = [seg.clear().select("line")]
+    if t_on or c_on or n_on:  # (else no line is a block header or entry)
+        b = b.collect()
+        understood.append(
+            b.filter(
+                pl.col("t_hdr").is_not_null()
+                | pl.col("c_hdr")
+                | pl.col("n_hdr").is_not_null()
+                | (pl.col("t_ent") & (pl.col("t_blk") > 0))
+                | (pl.col("c_ent") & (pl.col("c_blk") > 0))
+                | (pl.col("n_ent") & (pl.col("n_blk") > 0))
+            ).select("line")
+        )
+    else:
+        b = seg
 
     # Megatron timer blocks
-    tb = b.filter(pl.col("t_ent") & (pl.col("t_blk") > 0))
+    tb = b.filter(pl.col("t_ent") & (pl.col("t_blk") > 0)) if t_on else seg.clear()
     if tb.height:
         mm = tb.filter(pl.col("t_mode").str.starts_with("(min, max)")).filter(txt.str.contains(g.TIMER_MINMAX_RE))
         if mm.height:
@@ -1225,6 +1230,8 @@ def _block_fragments(
                 )
             )
 
+    if not n_on:
+        return out, pl.concat(understood), seg.clear()
     nv = b.filter(pl.col("n_ent") & (pl.col("n_blk") > 0)).with_columns(
         role=pl.when(pl.col("text").str.contains(g.NVRX_SUB_RE))
         .then(pl.col("text").str.extract(g.NVRX_SUB_RE, 1))
@@ -1244,7 +1251,8 @@ def _block_fragments(
 
 def _rows(frags: pl.DataFrame) -> pl.DataFrame:
     """Group fragments into step rows (see the module docstring) and take each value from the best fragment."""
-    f = frags.sort("key", "line", "seg").with_columns(
+    # the column steps between the sorts run as one lazy query (one collect); the sorts stay eager (tie order)
+    f = frags.sort("key", "line", "seg").lazy().with_columns(
         attach_line=pl.coalesce(pl.col("attach_line"), pl.col("line")),
         standalone=pl.col("standalone").fill_null(False),
     )
@@ -1286,7 +1294,7 @@ def _rows(frags: pl.DataFrame) -> pl.DataFrame:
         | (~pl.col("anchor") & orphan_start)
     )
     f = f.with_columns(group=start.cum_sum(), orphan=~pl.col("anchor") & ~attached)
-    f = f.with_columns(orphan_group=pl.col("orphan").all().over("group"))
+    f = f.with_columns(orphan_group=pl.col("orphan").all().over("group")).collect().rechunk()
     value_cols = [c for c in _FRAG if c not in ("line", "seg", "key", "timers", "anchor", "standalone", "attach_line")]
     rows = (
         f.sort("group", "prio", "line", "seg")
