@@ -45,7 +45,7 @@ from forensics.bundle import (
 from forensics.errors import BundleError, OutputError, UsageError
 from forensics.outputs import write_json, write_table
 from forensics.schema import SCHEMA_VERSION, TABLES, conform, empty, get_schema
-from parsers import registry
+from parsers import _mixed, registry
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, lines_from_bytes
 
 PARALLEL_MIN_BYTES = 32 * 1024**2
@@ -325,7 +325,7 @@ def _parse_chunks(
             else:
                 lines = lines_from_bytes(chunk)
                 nlines = len(lines)
-                result = parser.parse(lines, ctx)
+                result = _mixed.parse(parser, lines, ctx)  # parser.parse, or both grammars of training stdout
                 del lines
             del chunk
             acc.add(result, nlines, n_chunks)

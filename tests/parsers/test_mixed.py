@@ -1,0 +1,118 @@
+"""Training stdout with step lines and NCCL/PyTorch-distributed lines: both grammars read it (parsers._mixed)."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from parsers import _mixed, nccl, step_log
+from parsers.base import FileContext, check_accounting
+
+CTX = FileContext(path="node-001/train.log", node="node-001")
+
+
+def step(i: int, ms: float = 1500.0) -> str:
+    return (
+        f" [2026-11-29 10:{i // 60 % 60:02d}:{i % 60:02d}] iteration {i:>8}/  100000 | consumed samples: "
+        f"{i * 512:>10} | elapsed time per iteration (ms): {ms:.1f} | learning rate: 1.000000E-04 | global batch "
+        "size:   512 | lm loss: 2.345678E+00 | loss scale: 1.0 | grad norm: 0.812 | number of skipped iterations:"
+        "   0 | number of nan iterations:   0 |"
+    )
+
+
+def nccl_init(host: str = "node-001") -> list[str]:
+    out = [f"{host}:1234:1300 [0] NCCL INFO NCCL version 2.21.5+cuda12.4"]
+    for g in range(8):
+        out += [
+            f"{host}:1234:{1300 + g} [{g}] NCCL INFO Channel {c:02d}/0 : {g}[{g}] -> {(g + 1) % 8}[{(g + 1) % 8}] via P2P/IPC/read"
+            for c in range(24)
+        ]
+        out.append(
+            f"{host}:1234:{1300 + g} [{g}] NCCL INFO comm 0x55d0c{g}a0 rank {g} nranks 16 cudaDev {g} "
+            f"busId {0x18 + g * 0x10:02x}000 commId 0x1f2e3d4c5b6a7988 - Init COMPLETE"
+        )
+    return out
+
+
+WATCHDOG = (
+    "[rank3]:[E1129 10:30:12.984683378 ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=8, OpType=ALLREDUCE, NumelIn=3150848, NumelOut=3150848, Timeout(ms)=600000) ran for "
+    "600000 milliseconds before timing out."
+)
+IB_WARN = (
+    "node-001:5776:5902 [0] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion from peer 10.2.0.5<33092> "
+    "with error 12, opcode 0, len 0, vendor err 129 (Recv)"
+)
+
+
+def series(lines: list[str]) -> pl.Series:
+    return pl.Series("line", lines, dtype=pl.String)
+
+
+def test_nccl_head_does_not_hide_the_step_times() -> None:
+    """NCCL_DEBUG=INFO fills the head with init lines, so the NCCL parser wins the file: the steps are read too."""
+    init = nccl_init()
+    lines = series([*init, *(step(i, 1500 + i % 7) for i in range(1, 301))])
+    alone = nccl.parse(lines, CTX)
+    assert alone.unrecognized == 300 and "steps" not in alone.tables
+    r = _mixed.parse(nccl, lines, CTX)
+    assert check_accounting(r, lines) and (r.parsed, r.unrecognized) == (len(lines), 0)
+    steps = r.tables["steps"]
+    assert steps.height == 300
+    assert steps["line"].to_list()[:2] == [len(init) + 1, len(init) + 2] and steps["line"].max() == len(lines)
+    assert steps.filter(pl.col("line") == len(init) + 1)["step_time_s"].item() == pytest.approx(1.501)
+    ranks = r.tables["comms"].filter(pl.col("record") == "rank")
+    assert sorted(ranks["rank"].to_list()) == list(range(8))
+    assert any("mixed log: 201 NCCL/PyTorch line(s) and 300 other line(s)" in n for n in r.notes)
+
+
+def test_a_step_log_keeps_its_watchdog_timeout_and_nccl_warn() -> None:
+    body = [step(i) for i in range(1, 200)] + [IB_WARN, WATCHDOG] + [step(i) for i in range(200, 210)]
+    lines = series(body)
+    alone = step_log.parse(lines, CTX)
+    r = _mixed.parse(step_log, lines, CTX)
+    assert check_accounting(r, lines) and r.unrecognized == 0
+    assert r.tables["steps"].height == alone.tables["steps"].height == 209
+    assert r.tables["steps"].equals(alone.tables["steps"])
+    ev = r.tables["events"].sort("line")
+    assert ev.select("kind", "line").rows() == [("nccl_ib_error", 200), ("watchdog_timeout", 201)]
+    assert ev.filter(pl.col("kind") == "watchdog_timeout")["rank"].item() == 3
+
+
+def test_single_grammar_chunks_are_parsed_as_before() -> None:
+    pure_steps = series([step(i) for i in range(1, 50)])
+    a, b = step_log.parse(pure_steps, CTX), _mixed.parse(step_log, pure_steps, CTX)
+    assert (a.parsed, a.unrecognized, a.notes) == (b.parsed, b.unrecognized, b.notes)
+    assert all(a.tables[t].equals(b.tables[t]) for t in a.tables)
+    pure_nccl = series(nccl_init() + [IB_WARN])
+    a, b = nccl.parse(pure_nccl, CTX), _mixed.parse(nccl, pure_nccl, CTX)
+    assert (a.parsed, a.unrecognized, a.notes) == (b.parsed, b.unrecognized, b.notes)
+    assert all(a.tables[t].equals(b.tables[t]) for t in a.tables)
+    assert not _mixed.has_step_lines(pure_nccl) and not _mixed.has_family_lines(pure_steps)
+
+
+KINDS = st.sampled_from(["step", "init", "warn", "watchdog", "noise", "blank"])
+TEXT = {
+    "step": lambda i: step(i),
+    "init": lambda i: nccl_init()[i % 20],
+    "warn": lambda i: IB_WARN,
+    "watchdog": lambda i: WATCHDOG,
+    "noise": lambda i: f"some framework chatter {i} with an Error: in it",
+    "blank": lambda i: "",
+}
+
+
+@given(st.lists(KINDS, max_size=60), st.sampled_from(["nccl", "step-log"]))
+@settings(max_examples=40, deadline=None)
+def test_mixed_parse_keeps_the_accounting(kinds: list[str], winner: str) -> None:
+    lines = series([TEXT[k](i + 1) for i, k in enumerate(kinds)])
+    parser = nccl if winner == "nccl" else step_log
+    r = _mixed.parse(parser, lines, CTX)
+    assert check_accounting(r, lines)
+    steps = r.tables.get("steps")
+    assert (steps.height if steps is not None else 0) == kinds.count("step")
+    events = r.tables.get("events")
+    got = sorted(events["kind"].to_list()) if events is not None else []
+    assert got == sorted(["nccl_ib_error"] * kinds.count("warn") + ["watchdog_timeout"] * kinds.count("watchdog"))
