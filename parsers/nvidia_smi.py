@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 import polars as pl
@@ -200,6 +201,92 @@ def map_leaf(snap: F.GpuSnapshot, tokens: list[str], value: str, line: int) -> N
             snap.put_inv("module_id", value, line)
 
 
+@lru_cache(maxsize=4096)
+def _leaf_plan(tokens: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """What `map_leaf` does with a leaf at this key path, as a list of steps (paths repeat in every dump)."""
+    path = _canon_path(list(tokens))
+    plan: list[tuple[str, ...]] = []
+    if path in _INV:
+        plan.append(("inv", _INV[path]))
+    if path in _SAMPLE:
+        col, pri = _SAMPLE[path]
+        plan.append(("sample", col, str(pri)))
+    if path in _EXTRA:
+        plan.append(("extra", _EXTRA[path]))
+    low = [t.lower() for t in tokens]
+    if low[0] in _THROTTLE_PARENTS and len(low) >= 2:
+        key = low[-1].replace(" ", "_")
+        if key in F.THROTTLE_COLUMNS:
+            plan.append(("sample", F.THROTTLE_COLUMNS[key], "0"))
+    elif low[0] == "clocks event reasons counters" and len(low) >= 2:
+        plan.append(("extra_default", "event_counter_" + low[-1].replace(" ", "_")))
+    elif low[0] == "ecc errors" and len(low) >= 3 and low[1] in ("volatile", "aggregate"):
+        scope, rest = low[1], low[2:]
+        if len(rest) == 1:
+            k = rest[0]
+            if "uncorrectable" in k:
+                plan.append(("part", f"ecc_uncorrected_{scope}"))
+            elif "correctable" in k:
+                plan.append(("part", f"ecc_corrected_{scope}"))
+        elif len(rest) == 2 and rest[1] == "total":
+            if rest[0] == "single bit":
+                plan.append(("total", f"ecc_corrected_{scope}"))
+            elif rest[0] == "double bit":
+                plan.append(("total", f"ecc_uncorrected_{scope}"))
+    elif low[0] == "platform info" and len(low) == 2:
+        plan.append(("inv", "platform_" + low[1].replace(" ", "_")))
+        if low[1] == "module id":  # 560+ moved the HGX slot number here
+            plan.append(("inv", "module_id"))
+    return tuple(plan)
+
+
+def _apply_leaf(snap: F.GpuSnapshot, plan: tuple[tuple[str, ...], ...], value: str, line: int, marked: bool) -> None:
+    """`map_leaf` with the path's plan precomputed (`marked`: the value may hold an error marker)."""
+    if marked:
+        snap.note(value, line)
+    for step in plan:
+        op = step[0]
+        if op == "inv":
+            snap.put_inv(step[1], value, line)
+        elif op == "sample":
+            snap.put_sample(step[1], value, line, int(step[2]))
+        elif op == "extra":
+            snap.put_extra(step[1], value, line)
+        elif op == "extra_default":
+            snap.extra.setdefault(step[1], value.strip())
+        elif op == "part":
+            snap.parts.setdefault(step[1], []).append((value, line))
+        else:  # total
+            snap.totals[step[1]] = (value, line)
+
+
+_MARKERS = re.compile("|".join(re.escape(m) for m in F.ERROR_MARKERS))
+
+
+def _classify(raw: str) -> tuple:  # type: ignore[type-arg]
+    """What a line is, independent of the state of the walk (cached per distinct line: dumps repeat)."""
+    text = raw.replace("\t", "    ").rstrip()
+    if not text.strip():
+        return ("blank",)
+    if F.failure_event(text, 0, node="", path="") is not None:
+        return ("fail", text)
+    if BANNER in text and text.strip().startswith("="):
+        return ("banner",)
+    if (m := _GPU.match(text)) is not None:
+        return ("gpu", m.group("bus"))
+    m = _KV.match(text)
+    h = _HDR.match(text) if m is None else None
+    indent = len(text) - len(text.lstrip(" "))
+    if m is not None:
+        key, val = m.group("key").strip(), (m.group("val") or "").strip()
+        if indent == 0:
+            return ("top", key, val)
+        return ("leaf", indent, key, val, _MARKERS.search(val) is not None)
+    if h is not None and indent > 0:
+        return ("header", indent, h.group("key").strip())
+    return ("other",)
+
+
 # ----------------------------------------------------------------------------- sniff / parse
 
 
@@ -271,7 +358,7 @@ def _parse_items(
     dump: _Dump | None = None
     snap: F.GpuSnapshot | None = None
     keys1: list[str] = []
-    stack: list[tuple[int, str]] = []
+    stack: list[tuple[int, str, tuple[str, ...]]] = []  # (indent, key, key path) of open headers
     tally = Tally()
     last_header_empty = False
     failures: list[dict[str, Any]] = []
@@ -282,62 +369,72 @@ def _parse_items(
             dump.gpus.append((snap, list(keys1), last))
         snap = None
 
+    classes: dict[str, tuple] = {}  # type: ignore[type-arg]
     for ln, raw in items:
-        text = raw.replace("\t", "    ").rstrip()
-        if not text.strip():  # an empty line behind a host prefix
-            tally.count(True, ln, raw)
+        c = classes.get(raw)
+        if c is None:
+            c = classes[raw] = _classify(raw)
+        kind = c[0]
+        if kind == "leaf":
+            if snap is not None:
+                indent = c[1]
+                while stack and stack[-1][0] >= indent:
+                    stack.pop()
+                key = c[2]
+                tokens = (*stack[-1][2], key) if stack else (key,)
+                if len(tokens) == 1:
+                    keys1.append(key.lower())
+                _apply_leaf(snap, _leaf_plan(tokens), c[3], ln, c[4])
+                last_header_empty = False
+                tally.parsed += 1
+            else:
+                tally.count(False, ln, orig[ln])
             continue
         ok = True
-        if (fe := F.failure_event(text, ln, node=node, path=ctx.path)) is not None:
+        if kind == "blank":  # also an empty line behind a host prefix
+            pass
+        elif kind == "fail":
+            fe = F.failure_event(c[1], ln, node=node, path=ctx.path)
+            assert fe is not None
             fe["message"] = orig[ln].strip()
             failures.append(fe)
-        elif BANNER in text and text.strip().startswith("="):
+        elif kind == "banner":
             close_gpu(ln - 1)
             dump = _Dump(ln)
             dumps.append(dump)
             stack = []
             last_header_empty = False
-        elif (m := _GPU.match(text)) is not None:
+        elif kind == "gpu":
             if dump is None:
                 dump = _Dump(ln)
                 dumps.append(dump)
             close_gpu(ln - 1)
-            snap = F.GpuSnapshot(index=len(dump.gpus), bus_raw=m.group("bus"), line=ln)
+            snap = F.GpuSnapshot(index=len(dump.gpus), bus_raw=c[1], line=ln)
             keys1 = []
             stack = []
             last_header_empty = False
+        elif kind == "top":
+            key, val = c[1], c[2]
+            close_gpu(ln - 1)
+            if key == "Timestamp" and dump is not None and ("Timestamp" in dump.top or dump.gpus):
+                dump = None
+            if dump is None:
+                dump = _Dump(ln)
+                dumps.append(dump)
+            dump.top.setdefault(key, (val, ln))
+            stack = []
+            last_header_empty = False
+        elif kind == "header" and snap is not None:
+            indent, key = c[1], c[2]
+            while stack and stack[-1][0] >= indent:
+                stack.pop()
+            tokens = (*stack[-1][2], key) if stack else (key,)
+            if len(tokens) == 1:
+                keys1.append(key.lower())
+            stack.append((indent, key, tokens))
+            last_header_empty = True
         else:
-            m = _KV.match(text)
-            h = _HDR.match(text) if m is None else None
-            indent = len(text) - len(text.lstrip(" "))
-            if m is not None and indent == 0:
-                key, val = m.group("key").strip(), (m.group("val") or "").strip()
-                close_gpu(ln - 1)
-                if key == "Timestamp" and dump is not None and ("Timestamp" in dump.top or dump.gpus):
-                    dump = None
-                if dump is None:
-                    dump = _Dump(ln)
-                    dumps.append(dump)
-                dump.top.setdefault(key, (val, ln))
-                stack = []
-                last_header_empty = False
-            elif snap is not None and indent > 0 and (m is not None or h is not None):
-                g = m if m is not None else h
-                assert g is not None
-                key = g.group("key").strip()
-                while stack and stack[-1][0] >= indent:
-                    stack.pop()
-                tokens = [k for _, k in stack] + [key]
-                if len(tokens) == 1:
-                    keys1.append(key.lower())
-                if m is not None:
-                    map_leaf(snap, tokens, (m.group("val") or "").strip(), ln)
-                    last_header_empty = False
-                else:
-                    stack.append((indent, key))
-                    last_header_empty = True
-            else:
-                ok = False
+            ok = False
         tally.count(ok, ln, orig[ln])
     close_gpu(items[-1][0] if items else ctx.first_line)
 
