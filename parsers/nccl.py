@@ -448,6 +448,7 @@ _HEAD_COLS = ("node", "host", "pid", "tid", "dev", "src", "srcline", "func", "ts
               "env_global_rank", "pre_ts", "pre_ts_quality")
 """What the NCCL tables read of a record's head (one row per distinct head in `Heads.table`)."""
 _MSG_PREFIXES = ("NCCL", "cuda", "Boot", "NET/", "Usin")
+_MSG_STARTS = ("NCCL version", "cudaDriverVersion", "NCCL_", "Bootstrap", "NET/IB", "NET/Socket", "Using network")
 """First 4 characters of the messages the inventory/network filters of `_nccl_rows` start with."""
 _MSG_LITERALS = ("NET/OFI Selected", " - Init ", " nNodes ", " opCount ")
 """Literals the other message filters of `_nccl_rows` require."""
@@ -455,11 +456,21 @@ _MSG_LITERALS_RE = "|".join(re.escape(x) for x in _MSG_LITERALS)
 """One regex pass (a SIMD literal search) finds the rows holding any of them; `contains_any` is slower here."""
 _CONN_PREFIXES = ("Chan", "Ring", "Tree", "Conn")
 """The first 4 characters of every `CONN_RE` match that starts with one of the words `_nccl_rows` filters on."""
+_NS_SCHEMA = {"line": pl.Int64, "text": pl.String, "level": pl.String, "msg": pl.String, "node": pl.String,
+              "host": pl.String, "pid": pl.Int64, "tid": pl.Int64, "dev": pl.Int32, "src": pl.String, "srcline": pl.String,
+              "func": pl.String, "ts": pl.Datetime("us", "UTC"), "ts_quality": pl.String, "env_rank": pl.Int32,
+              "env_global_rank": pl.Int32, "pre_ts": pl.Datetime("us", "UTC"), "pre_ts_quality": pl.String}
+
+
+def _none(schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    return pl.DataFrame(schema=schema)
+
+
 _N_SCHEMA = {"line": pl.Int64, "text": pl.String, "hc": pl.UInt32, "level": pl.String, "msg": pl.String}
 
 
 def _nccl_rows(
-    slow: pl.DataFrame, fast: FastLane, ctx: FileContext
+    slow: pl.DataFrame, fast: FastLane, ctx: FileContext, ras: bool = True
 ) -> tuple[dict[str, list[pl.DataFrame]], list[str], list[str], pl.Series]:
     """Build NCCL events/comms/inventory parts; also return notes, the hosts seen and the numbers of the
     slow lines read as NCCL records.
@@ -471,8 +482,10 @@ def _nccl_rows(
     out: dict[str, list[pl.DataFrame]] = {"events": [], "comms": [], "inventory": []}
     notes: list[str] = []
     body = pl.col("body")
-    ns = split_nccl_lines(slow.filter(~pl.col("cont") & body.str.contains(" NCCL ", literal=True)))
-    ns = head_columns(ns, ctx)
+    # (every regex step below is skipped when a literal check says it has nothing to read: polars compiles a
+    # pattern on each use once more than ~32 are in use, ~0.3 ms each, the bulk of a small file's cost)
+    ns = slow.filter(~pl.col("cont") & body.str.contains(" NCCL ", literal=True))
+    ns = head_columns(split_nccl_lines(ns), ctx) if ns.height else _none(_NS_SCHEMA)
     base = fast.heads.height
     heads = fast.heads.select(_HEAD_COLS)
     heads = pl.concat([heads, ns.select(_HEAD_COLS)], how="vertical") if ns.height else heads
@@ -487,14 +500,32 @@ def _nccl_rows(
     # each message filter below is a prefix or a literal: one pass sorts out the rows any of them can take
     n = n.with_columns(_p=msg.str.head(4))
     pre = n.filter(pl.col("_p").is_in(_MSG_PREFIXES))
-    lit = n.filter(msg.str.contains(_MSG_LITERALS_RE))
+    lit = n.filter(msg.str.contains(_MSG_LITERALS_RE)) if n.height else n
+    has = dict.fromkeys(_MSG_STARTS + _MSG_LITERALS, False)
+    if pre.height:
+        has.update(pre.select(**{k: msg.str.starts_with(k).any() for k in _MSG_STARTS}).row(0, named=True))
+    if lit.height:
+        has.update(lit.select(**{k: msg.str.contains(k, literal=True).any() for k in _MSG_LITERALS}).row(0, named=True))
+
+    def pick(df: pl.DataFrame, key: str, rx: str) -> pl.DataFrame:
+        """Rows of `df` whose message starts with / holds `key` and matches `rx`."""
+        if not has[key]:
+            return df.clear()
+        sel = msg.str.starts_with(key) if key in _MSG_STARTS else msg.str.contains(key, literal=True)
+        df = df.filter(sel)
+        return df.filter(msg.str.contains(rx)) if df.height else df
 
     # ---- versions (prefixed ≥ 2.23, bare ≤ 2.21, RAS "compiled with")
-    pv = pre.filter(msg.str.starts_with("NCCL version")).filter(msg.str.contains(VERSION_RE))
-    pv = attach(pv, "node", "pid").with_columns(v=msg.str.extract_groups(VERSION_RE)).select(
-        "node", "pid", "line", ver=pl.col("v").struct.field("ver"), cuda=pl.col("v").struct.field("cuda")
-    )
-    bare = slow.filter(~pl.col("cont") & body.str.contains(BARE_VERSION_RE))
+    pv = pick(pre, "NCCL version", VERSION_RE)
+    if pv.height:
+        pv = attach(pv, "node", "pid").with_columns(v=msg.str.extract_groups(VERSION_RE)).select(
+            "node", "pid", "line", ver=pl.col("v").struct.field("ver"), cuda=pl.col("v").struct.field("cuda")
+        )
+    else:
+        pv = _none({"node": pl.String, "pid": pl.Int64, "line": pl.Int64, "ver": pl.String, "cuda": pl.String})
+    bare = slow.filter(~pl.col("cont") & body.str.starts_with("NCCL version"))
+    if bare.height:
+        bare = bare.filter(body.str.contains(BARE_VERSION_RE))
     if bare.height:
         # host of the last NCCL record before each bare version line (only worked out when there is one)
         every = pl.concat([fast.rows.select("line", "hc"), ns.select("line", "hc")]).sort("line")
@@ -504,19 +535,19 @@ def _nccl_rows(
             bare = bare.with_columns(h=pl.when(at >= 0).then(h))
         else:
             bare = bare.with_columns(h=pl.lit(None, dtype=pl.String))
-    else:
-        bare = bare.with_columns(h=pl.lit(None, dtype=pl.String))
-    bare = (
-        bare.with_columns(v=body.str.extract_groups(BARE_VERSION_RE))
-        .select(
-            node=pl.coalesce(pl.col("env_host"), pl.col("h"), pl.lit(ctx.node)),
-            pid=pl.lit(None, dtype=pl.Int64),
-            line=pl.col("line"),
-            ver=pl.col("v").struct.field("ver"),
-            cuda=pl.coalesce(pl.col("v").struct.field("cuda"), pl.col("v").struct.field("cuda2")),
+        bare = (
+            bare.with_columns(v=body.str.extract_groups(BARE_VERSION_RE))
+            .select(
+                node=pl.coalesce(pl.col("env_host"), pl.col("h"), pl.lit(ctx.node)),
+                pid=pl.lit(None, dtype=pl.Int64),
+                line=pl.col("line"),
+                ver=pl.col("v").struct.field("ver"),
+                cuda=pl.coalesce(pl.col("v").struct.field("cuda"), pl.col("v").struct.field("cuda2")),
+            )
         )
-    )
-    versions = pl.concat([pv, bare], how="vertical_relaxed")
+        versions = pl.concat([pv, bare], how="vertical_relaxed")
+    else:
+        versions = pv
     inv = out["inventory"]
 
     def inventory(df: pl.DataFrame, component: str, attribute: str | pl.Expr, value: pl.Expr, device: pl.Expr | None = None) -> None:
@@ -537,20 +568,24 @@ def _nccl_rows(
 
     inventory(versions, "software", "nccl_version", pl.col("ver"))
     inventory(versions.filter(pl.col("cuda").is_not_null()), "software", "nccl_cuda_version", pl.col("cuda"))
-    cd = pre.filter(msg.str.starts_with("cudaDriverVersion")).filter(msg.str.contains(CUDA_DRIVER_RE))
-    cd = attach(cd, "node").with_columns(v=msg.str.extract(CUDA_DRIVER_RE, 1).cast(pl.Int64, strict=False))
-    inventory(cd, "software", "cuda_driver_version", pl.format("{}.{}", pl.col("v") // 1000, (pl.col("v") % 1000) // 10))
-    env = pre.filter(msg.str.starts_with("NCCL_")).filter(msg.str.contains(ENV_RE))
-    env = attach(env, "node").with_columns(e=msg.str.extract_groups(ENV_RE))
-    inventory(env, "software", pl.lit("env.") + pl.col("e").struct.field("var"), pl.col("e").struct.field("val"))
+    cd = pick(pre, "cudaDriverVersion", CUDA_DRIVER_RE)
+    if cd.height:
+        cd = attach(cd, "node").with_columns(v=msg.str.extract(CUDA_DRIVER_RE, 1).cast(pl.Int64, strict=False))
+        inventory(cd, "software", "cuda_driver_version", pl.format("{}.{}", pl.col("v") // 1000, (pl.col("v") % 1000) // 10))
+    env = pick(pre, "NCCL_", ENV_RE)
+    if env.height:
+        env = attach(env, "node").with_columns(e=msg.str.extract_groups(ENV_RE))
+        inventory(env, "software", pl.lit("env.") + pl.col("e").struct.field("var"), pl.col("e").struct.field("val"))
 
     # ---- node IPs and networks
-    bs = pre.filter(msg.str.starts_with("Bootstrap")).filter(msg.str.contains(BOOTSTRAP_RE))
-    bs = attach(bs, "node", "pid").with_columns(b=msg.str.extract_groups(BOOTSTRAP_RE))
-    ib = pre.filter(msg.str.starts_with("NET/IB")).filter(msg.str.contains(NET_IB_RE))
-    ib = attach(ib, "node", "pid").with_columns(b=msg.str.extract_groups(NET_IB_RE))
+    bs = pick(pre, "Bootstrap", BOOTSTRAP_RE)
+    if bs.height:
+        bs = attach(bs, "node", "pid").with_columns(b=msg.str.extract_groups(BOOTSTRAP_RE))
+    ib = pick(pre, "NET/IB", NET_IB_RE)
+    if ib.height:
+        ib = attach(ib, "node", "pid").with_columns(b=msg.str.extract_groups(NET_IB_RE))
     ips = (
-        pl.concat([bs.select("node", "line", "b"), ib.select("node", "line", "b")], how="diagonal_relaxed")
+        pl.concat([x.select("node", "line", "b") for x in (bs, ib) if x.height], how="diagonal_relaxed")
         if (bs.height or ib.height)
         else None
     )
@@ -562,10 +597,13 @@ def _nccl_rows(
             pl.col("b").struct.field("ip"),
             device=pl.col("b").struct.field("ifname"),
         )
-    sock = attach(pre.filter(msg.str.starts_with("NET/Socket")).filter(msg.str.contains(NET_SOCKET_RE)), "node", "pid")
-    using = attach(pre.filter(msg.str.starts_with("Using network")).filter(msg.str.contains(USING_NET_RE)), "node", "pid")
-    ofi = lit.filter(msg.str.contains("NET/OFI Selected", literal=True)).filter(msg.str.contains(OFI_RE))
-    ofi = attach(ofi, "node", "pid").with_columns(o=msg.str.extract_groups(OFI_RE))
+    sock = pick(pre, "NET/Socket", NET_SOCKET_RE)
+    sock = attach(sock, "node", "pid") if sock.height else sock
+    using = pick(pre, "Using network", USING_NET_RE)
+    using = attach(using, "node", "pid") if using.height else using
+    ofi = pick(lit, "NET/OFI Selected", OFI_RE)
+    if ofi.height:
+        ofi = attach(ofi, "node", "pid").with_columns(o=msg.str.extract_groups(OFI_RE))
     net_parts = []
     if ib.height:
         items = pl.col("msg").str.extract_all(NET_IB_ITEM_RE)
@@ -623,10 +661,12 @@ def _nccl_rows(
         out["comms"].append(p.with_columns(record=pl.lit("network"), file=pl.lit(ctx.path)))
 
     # ---- rank map
-    init = lit.filter(msg.str.contains(" - Init ", literal=True))
-    init = attach(init.filter(msg.str.contains(INIT_RE)), "node", "pid", "dev").with_columns(i=msg.str.extract_groups(INIT_RE))
-    topo = lit.filter(msg.str.contains(" nNodes ", literal=True))
-    topo = attach(topo.filter(msg.str.contains(TOPO_RE)), "node", "pid", "dev").with_columns(i=msg.str.extract_groups(TOPO_RE))
+    init = pick(lit, " - Init ", INIT_RE)
+    if init.height:
+        init = attach(init, "node", "pid", "dev").with_columns(i=msg.str.extract_groups(INIT_RE))
+    topo = pick(lit, " nNodes ", TOPO_RE)
+    if topo.height:
+        topo = attach(topo, "node", "pid", "dev").with_columns(i=msg.str.extract_groups(TOPO_RE))
     f = pl.col("i").struct.field
     rank_parts = []
     if init.height:
@@ -715,12 +755,13 @@ def _nccl_rows(
         rank_map = merged.select("node", "pid", "comm", "comm_id", "rank", "nranks", "cuda_dev", "gpu_bus_id")
 
     # ---- COLL aggregates: strict lines of the fast lane as partial aggregates, the others line by line
-    coll = lit.filter(msg.str.contains(" opCount ", literal=True))
-    coll = coll_fields(attach(coll, "node", "pid", "dev")).filter(pl.col("c").struct.field("op").is_not_null())
+    coll = lit.filter(msg.str.contains(" opCount ", literal=True)) if has[" opCount "] else lit.clear()
+    if coll.height:
+        coll = coll_fields(attach(coll, "node", "pid", "dev")).filter(pl.col("c").struct.field("op").is_not_null())
     n_coll = coll.height + fast.coll.height
     if n_coll:
         cf = pl.col("c").struct.field
-        c2 = coll.select(
+        c2 = None if coll.height == 0 else coll.select(
             "node", "pid", "line", "dev",
             comm=cf("comm"),
             op=cf("op"),
@@ -732,7 +773,7 @@ def _nccl_rows(
             nranks=cf("nranks").cast(pl.Int32, strict=False),
         )
         if fast.coll.height:
-            agg = _coll_merge(c2, _coll_partials(fast.coll, heads))
+            agg = _coll_merge(c2 if coll.height else None, _coll_partials(fast.coll, heads))
         else:
             agg = c2.group_by("node", "pid", "comm", "op", maintain_order=True).agg(
                 calls=pl.len(),
@@ -783,13 +824,16 @@ def _nccl_rows(
         notes.append(f"{n_coll} COLL lines aggregated into {agg.height} rows")
 
     # a CONN_RE match starting with Channel/Ring/Tree/Connected starts with one of _CONN_PREFIXES
-    conn = int(n.select((pl.col("_p").is_in(_CONN_PREFIXES) & msg.str.contains(CONN_RE)).sum()).item())
+    conn_p = pl.col("_p").is_in(_CONN_PREFIXES)
+    flags = n.select(conn=conn_p.any(), warn=pl.col("level").is_in(["WARN", "ERROR", "ABORT"]).any()).row(0, named=True)
+    conn = int(n.select((conn_p & msg.str.contains(CONN_RE)).sum()).item()) if flags["conn"] else 0
     if conn:
         notes.append(f"{conn} ring/tree/channel lines")
 
     # ---- WARN events
+    legacy = slow.filter(~pl.col("cont") & body.str.contains(": Function: ", literal=True))
     legacy = (
-        slow.filter(~pl.col("cont") & body.str.contains(OFI_LEGACY_RE))
+        legacy.filter(body.str.contains(OFI_LEGACY_RE))
         .with_columns(o=body.str.extract_groups(OFI_LEGACY_RE))
         .filter(pl.col("o").struct.field("level") == "WARN")
         .select(
@@ -806,16 +850,17 @@ def _nccl_rows(
             ts_quality=pl.col("pre_ts_quality").fill_null("none"),
         )
     )
+    nw = n.filter(pl.col("level").is_in(["WARN", "ERROR", "ABORT"])) if flags["warn"] else n.clear()
     warns = pl.concat(
         [
-            attach(n.filter(pl.col("level").is_in(["WARN", "ERROR", "ABORT"])), *_HEAD_COLS).select(
+            attach(nw, *_HEAD_COLS).select(
                 "line", "text", "env_rank", "env_global_rank", "pre_ts", "pre_ts_quality", "node", "pid", "tid", "dev", "src", "srcline",
                 "func", "msg", "ts", "ts_quality",
             ),
             legacy,
         ],
         how="vertical_relaxed",
-    )
+    ) if (nw.height or legacy.height) else nw
     if warns.height:
         ev = warn_events(warns, ctx, rank_map)
         out["events"].append(ev)
@@ -834,9 +879,9 @@ def _nccl_rows(
         )
 
     # ---- RAS report
-    ras = _ras_events(slow, ctx)
-    if ras is not None:
-        out["events"].append(ras)
+    ras_ev = _ras_events(slow, ctx) if ras else None
+    if ras_ev is not None:
+        out["events"].append(ras_ev)
     used = pl.concat([fast.rows.get_column("hc"), ns.get_column("hc")]).unique()
     hosts = heads[used].filter(pl.col("host").is_not_null()).get_column("node").unique().sort().to_list()
     return out, notes, hosts, ns.get_column("line")
@@ -1151,15 +1196,17 @@ def _coll_partials(coll: pl.DataFrame, heads: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _coll_merge(c2: pl.DataFrame, part: pl.DataFrame) -> pl.DataFrame:
+def _coll_merge(c2: pl.DataFrame | None, part: pl.DataFrame) -> pl.DataFrame:
     """The COLL aggregate (`_nccl_rows`' group_by over every COLL line) from per-line rows `c2` and partial
     aggregates `part`: groups in order of their first line, values of the first/last line of each."""
-    one = c2.select(
-        "node", "pid", "comm", "op", calls=pl.lit(1, dtype=pl.UInt32), first_line="line", line="line",
-        first_opcount="opc", opc="opc", cnt="cnt", dt="dt", ro="ro", nranks="nranks", dev="dev",
-        roots=pl.concat_list("root"),
-    )
-    allp = pl.concat([part.with_columns(calls=pl.col("calls").cast(pl.UInt32)), one], how="vertical")
+    allp = part.with_columns(calls=pl.col("calls").cast(pl.UInt32))
+    if c2 is not None:
+        one = c2.select(
+            "node", "pid", "comm", "op", calls=pl.lit(1, dtype=pl.UInt32), first_line="line", line="line",
+            first_opcount="opc", opc="opc", cnt="cnt", dt="dt", ro="ro", nranks="nranks", dev="dev",
+            roots=pl.concat_list("root"),
+        )
+        allp = pl.concat([allp, one], how="vertical")
     by_last = pl.col("line")
     return (
         allp.group_by("node", "pid", "comm", "op")
@@ -1267,10 +1314,13 @@ def family_rows(lines: pl.Series, ctx: FileContext) -> FamilyRows:
         slow = full.filter(~fast.mask) if nfast else full
     if not last_err:
         slow = slow.with_columns(_last_err=pl.lit(False))
-    parts, notes, hosts, nccl_lines = _nccl_rows(slow, fast, ctx)
-    torch_ev, torch_ok = td.torch_events(td_frame, ctx)
-    if torch_ev.height:
-        parts["events"].append(torch_ev)
+    parts, notes, hosts, nccl_lines = _nccl_rows(slow, fast, ctx, ras)
+    if _torch_may_hold(td_frame, blocks):
+        torch_ev, torch_ok = td.torch_events(td_frame, ctx)
+        if torch_ev.height:
+            parts["events"].append(torch_ev)
+    else:
+        torch_ok = pl.Series("_ok", [False] * td_frame.height, dtype=pl.Boolean)
     if last_rows is not None:
         last = td.last_error_events(last_rows, ctx)
         if last is not None:
@@ -1295,6 +1345,31 @@ def family_rows(lines: pl.Series, ctx: FileContext) -> FamilyRows:
             df = df.unique(subset=["node", "component", "device", "attribute", "value"], keep="first", maintain_order=True)
         tables[name] = df
     return FamilyRows(tables=tables, understood=understood.fill_null(False).alias("known"), notes=notes, hosts=hosts)
+
+
+_TORCH_HINTS = (*td.TORCH_LITERALS, "exitcode", "Sending process", 'File "')
+"""Literals one of which a non-NCCL line needs for `td.torch_events` to make an event of it (its candidate
+filter) or to read it as a traceback source line (after a `File "` line)."""
+
+
+def _torch_may_hold(frame: pl.DataFrame, blocks: bool) -> bool:
+    """False when `td.torch_events` would return no event and understand no line of `frame`: no torchrun block,
+    no continuation line, and no non-NCCL line that its grammar knows or that holds one of `_TORCH_HINTS`, no
+    torchfrtrace report head (checked against torch_events itself in tests/parsers/test_nccl_fast.py)."""
+    if frame.height == 0:
+        return False
+    if blocks:
+        return True
+    body = pl.col("body")
+    other = ~pl.col("_nccl")
+    hit = frame.select(
+        (
+            pl.col("cont")
+            | (other & (td.torch_understood(body) | body.str.contains_any(list(_TORCH_HINTS))))
+            | body.str.contains("Not all ranks joining collective", literal=True)
+        ).fill_null(False).any()
+    ).item()
+    return bool(hit)
 
 
 FAST_LANE = True
