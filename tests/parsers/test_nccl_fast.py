@@ -1,0 +1,250 @@
+"""The NCCL parser's fast lane and shortcuts change nothing: every result equals the full path's.
+
+`nccl.FAST_LANE = False` sends every line through the full path (`prepare`, line-start grammars, per-line COLL
+fields); the fast lane reads plain NCCL records from their distinct line starts and aggregates strict COLL
+lines per head. Both must give the same tables, line accounting, notes and node on fixtures, generated logs
+and random mixes of awkward lines. `_torch_may_hold` (skip `torch_events`) must only skip when torch_events
+has nothing to give.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from parsers import nccl
+from parsers import torch_distributed as td
+from parsers.base import HARNESS_LINE, FileContext, ParseResult, check_accounting, lines_from_bytes
+
+FIX = Path(__file__).parent.parent / "fixtures"
+FILES = sorted(
+    p
+    for d in ("nccl", "torch-distributed", "nccl-tests", "step-log")
+    for p in (FIX / d).glob("*")
+    if p.is_file() and not p.name.endswith((".jsonl", ".golden", ".json")) and "golden" not in p.name
+)
+
+
+def both(lines: pl.Series, first_line: int = 1, parse=nccl.parse) -> tuple[ParseResult, ParseResult]:
+    ctx = FileContext(path="x.log", node="node-x", first_line=first_line, year_hint=2025)
+    old = nccl.FAST_LANE
+    try:
+        nccl.FAST_LANE = True
+        fast = parse(lines, ctx)
+        nccl.FAST_LANE = False
+        full = parse(lines, ctx)
+    finally:
+        nccl.FAST_LANE = old
+    return fast, full
+
+
+def assert_same(a: ParseResult, b: ParseResult) -> None:
+    assert (a.parsed, a.unrecognized, a.unrecognized_examples, a.notes, a.partial, a.node) == (
+        b.parsed, b.unrecognized, b.unrecognized_examples, b.notes, b.partial, b.node
+    )
+    assert sorted(a.tables) == sorted(b.tables)
+    for name in a.tables:
+        x, y = a.tables[name], b.tables[name]
+        assert x.schema == y.schema, name
+        assert x.equals(y, null_equal=True), name
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_fast_lane_same_as_full_path_on_fixtures(path: Path) -> None:
+    lines = lines_from_bytes(path.read_bytes())
+    lines = pl.select(pl.when(lines.str.contains(HARNESS_LINE)).then(pl.lit("")).otherwise(lines)).to_series()
+    for parse in (nccl.parse, td.parse):
+        fast, full = both(lines, first_line=7, parse=parse)
+        assert_same(fast, full)
+        assert check_accounting(fast, lines)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4, 5])
+def test_fast_lane_same_as_full_path_on_generated_log(tmp_path: Path, seed: int) -> None:
+    from bench import big_nccl
+
+    out = tmp_path / "big.log"
+    big_nccl.write(out, 0.8, seed)
+    lines = lines_from_bytes(out.read_bytes())
+    fast, full = both(lines)
+    assert_same(fast, full)
+    assert any(n.endswith("rows") for n in fast.notes) == (seed % 2 == 0)  # COLL aggregates on even seeds
+
+
+def test_generator_is_deterministic_and_sized(tmp_path: Path) -> None:
+    from bench import big_nccl
+
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    big_nccl.write(a, 0.3, 3)
+    big_nccl.write(b, 0.3, 3)
+    assert a.read_bytes() == b.read_bytes()
+    assert 0.25e6 < a.stat().st_size <= 0.3e6
+    assert a.read_bytes().endswith(b"\n")
+
+
+# ----------------------------------------------------------------------------- random mixes of awkward lines
+
+HEADS = [
+    "gpu-a01:2101:2101 [0]",
+    "gpu-a01.cluster.local:2101:2188 [1]",
+    "10.1.2.3:77:78 [3]",
+    "collective:1:2 [0]",
+    "Communicators...:1:2 [0]",
+    "2024-05-06T07:08:09:10 [0]",
+    "h:1:2 [0] 12.345 transport/net_ib.cc:1295 (ncclIbTest)",
+    "h:1:2 [0] misc/socket.cc:49",
+    "hé:1:2 [0]",
+    "h\u0661:1:2 [0]",
+]
+ENVELOPES = ["", "", " 3: ", "12: ", "\t7: ", "[1,5]<stdout>:", "[1,5]<stderr>: ", "[1,5]<stdout>:\t", "[default0]:", "[rank3]:",
+             "node7: ", "2024-05-06T07:08:09.123Z ", "> ", "99999999999: ", "3: [default1]:"]
+LEVELS = ["INFO", "INFO", "INFO", "WARN", "TRACE", "ERROR", "ABORT", "INFOx", "info"]
+COLL = [
+    "AllReduce: opCount {o} sendbuff 0x7f00 recvbuff 0x7f10 count {c} datatype 7 op 0 root 0 comm {m} [nranks=2] stream 0x55",
+    "Send: opCount {o} sendbuff 0x7f00 recvbuff (nil) count {c} datatype 9 op 0 root {r} comm {m} [nranks=4] stream 0x55",
+    "Recv: opCount {o} sendbuff (nil) recvbuff 0x7f10 count {c} datatype 9 op 0 root {r} comm {m} [nranks=4]",
+    "AllGather: opCount {o} sendbuff 0x7f00 recvbuff 0x7f10 count {c} datatype 7 op 0 root 0 comm {m} [nranks=2] stream 0x55 task 3",
+    "Broadcast: opCount {o} sendbuff comm recvbuff 0x1 count {c} datatype 7 op 0 root 0 comm {m} [nranks=2] stream 0x55",
+    "Reduce: opCount {o} sendbuff 0x1 recvbuff 0x2 count 12x datatype 77777777777777777777 op 0 root 0 comm {m} [nranks=x2]",
+    "Channel: opCount {o} sendbuff 0x1 recvbuff 0x2 count {c} datatype 7 op 0 root 0 comm {m} [nranks=2] stream 0x55",
+    "AllReduce: opCount {o} sendbuff 0x1 recvbuff 0x2 count {c} datatype 7 op 0 root 0 comm {m} [nranks=2] - Init COMPLETE",
+    "AllReduce: opCount zz sendbuff 0x1 recvbuff 0x2 count {c} datatype 7 op 0 root 0 comm {m} [nranks=2] stream 0x5",
+]
+MESSAGES = [
+    "NCCL version 2.21.5+cuda12.4",
+    "cudaDriverVersion 12040",
+    "NCCL_IB_HCA set by environment to mlx5_0",
+    "Bootstrap : Using bond0:10.0.0.5<0>",
+    "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB bond0:10.0.0.5<0>",
+    "NET/Socket : Using [0]eth0:10.0.0.9<0>",
+    "Using network IB",
+    "NET/OFI Selected Provider is tcp (found 1 nics)",
+    "comm 0x5501 rank 1 nranks 4 cudaDev 1 nvmlDev 1 busId 2a000 commId 0xabc - Init START",
+    "ncclCommInitRank comm 0x5501 rank 1 nranks 4 cudaDev 1 nvmlDev 1 busId 2a000 commId 0xabc - Init COMPLETE",
+    "comm 0x5501 rank 1 nRanks 4 nNodes 2 localRanks 2 localRank 1 MNNVL 0",
+    "Channel 00/02 :    0   1   2   3",
+    "Channel 01/0 : 1[1] -> 3[1] [send] via NET/IB/1/GDRDMA",
+    "Trees [0] 2/-1/-1->1->0 [1] -1/-1/-1->1->0",
+    "Connected all rings",
+    "NET/IB: Got completion from peer 10.0.0.6<4242> with status=12 opcode=129 len=0 vendor err 129 (Recv) "
+    "localGid ::ffff:10.0.0.5 remoteGids::ffff:10.0.0.6 hca mlx5_0",
+    "Call to ibv_modify_qp failed with error Network is unreachable",
+    "transport/net.cc:1362 -> 6",
+    "Rendezvous complete for workers. Result:",
+    "Last error:",
+    "see [link](http://example.com/x) here",
+    "",
+]
+OTHER = [
+    "",
+    "   ",
+    "NCCL version 2.18.5+cuda12.2",
+    "Last error:",
+    "NET/IB : Got completion from peer 10.0.0.6<4242> with error 12, opcode 0, len 0, vendor err 129",
+    "continued text of a wrapped warning line that goes on",
+    "x" * 90,
+    "[rank3]:[E0506 07:08:09.123456 42 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=600000) ran for 600023 "
+    "milliseconds before timing out.",
+    "Traceback (most recent call last):",
+    '  File "train.py", line 3, in <module>',
+    "    main()",
+    "RuntimeError: NCCL error in: ../x.cpp:1, unhandled system error, NCCL version 2.21.5",
+    "INFO: Function: ofi_init Line: 1076: NET/OFI Selected provider is efa",
+    "WARN: Function: ofi_init Line: 1076: NET/OFI failed",
+    "Communicators... (0.00s)",
+    "#0-0 (fa93daea854b060b) DEAD",
+    "  Rank 3 -- GPU 1 managed by process 42 on node 10.0.0.7",
+    "Rendezvous complete for workers. Result:",
+    "  restart_count=0",
+    "  master_addr=10.0.0.1",
+    "Not all ranks joining collective 7 at entry 3",
+    "collective: allreduce",
+    "some unrelated output",
+]
+
+
+@st.composite
+def nccl_lines(draw: st.DrawFn) -> str:
+    kind = draw(st.integers(0, 9))
+    if kind == 0:
+        return draw(st.sampled_from(OTHER))
+    env = draw(st.sampled_from(ENVELOPES))
+    head = draw(st.sampled_from(HEADS))
+    level = draw(st.sampled_from(LEVELS))
+    if kind <= 4:
+        tmpl = draw(st.sampled_from(COLL))
+        msg = tmpl.format(
+            o=draw(st.sampled_from(["0", "1a", "ff", "7fffffffffffffffff"])),
+            c=draw(st.sampled_from(["1", "1048576", "99999999999999999999"])),
+            m=draw(st.sampled_from(["0x5501", "0x5502", "0xabc"])),
+            r=draw(st.sampled_from(["0", "1", "-1"])),
+        )
+    else:
+        msg = draw(st.sampled_from(MESSAGES))
+    sep = draw(st.sampled_from([" ", " ", "  ", ""]))
+    line = f"{env}{head} NCCL {level}{sep}{msg}"
+    if draw(st.integers(0, 30)) == 0:
+        i = draw(st.integers(0, len(line)))
+        line = line[:i] + draw(st.sampled_from(["é", "\t", " ", " NCCL ", "]", ":"])) + line[i:]
+    return line
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(nccl_lines(), min_size=1, max_size=40), st.integers(1, 3))
+def test_fast_lane_same_as_full_path_on_random_mixes(lines: list[str], first_line: int) -> None:
+    series = pl.Series("line", lines, dtype=pl.String)
+    fast, full = both(series, first_line=first_line)
+    assert_same(fast, full)
+    assert check_accounting(fast, series)
+
+
+def test_fast_lane_takes_plain_records_only() -> None:
+    lines = pl.Series(
+        [
+            " 3: gpu-a01:2101:2101 [0] NCCL INFO Bootstrap : Using bond0:10.0.0.5<0>",
+            "[1,5]<stdout>:gpu-a01:2101:2188 [1] NCCL INFO Channel 00/0 : 1[1] -> 3[1] [send] via NET/IB/1/GDRDMA",
+            "gpu-a01:2101:2101 [0] NCCL INFO AllReduce: opCount 1 sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0 "
+            "root 0 comm 0x55 [nranks=2] stream 0x3",
+            "[rank3]:gpu-a01:2101:2101 [0] NCCL INFO x",  # c10 envelope: full path
+            "2024-05-06T07:08:09:10 [0] NCCL INFO x",  # a collector timestamp would be stripped: full path
+            "collective:1:2 [0] NCCL INFO x",  # torchfrtrace key: full path
+            "h:1:2 [0] NCCL INFO see [a](http://b) c",  # markdown link: full path
+        ]
+    )
+    lane = nccl._fast_lane(nccl.numbered(lines, FileContext(path="x", node="n")), FileContext(path="x", node="n"))
+    assert lane.mask.to_list() == [True, True, True, False, False, False, False]
+    assert lane.coll.height == 1 and lane.rest.height == 2
+
+
+# ----------------------------------------------------------------------------- torch_events shortcut
+
+
+def test_torch_shortcut_only_skips_when_torch_events_gives_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = nccl._torch_may_hold
+    skipped = []
+
+    def checked(frame: pl.DataFrame, blocks: bool) -> bool:
+        got = real(frame, blocks)
+        if not got and frame.height:
+            ev, ok = td.torch_events(frame, FileContext(path="x", node="n", year_hint=2025))
+            assert ev.height == 0
+            assert not ok.fill_null(False).any()
+            skipped.append(frame.height)
+        return got
+
+    monkeypatch.setattr(nccl, "_torch_may_hold", checked)
+    rnd = random.Random(5)
+    pool = OTHER + [f"h:1:2 [0] NCCL INFO {m}" for m in MESSAGES]
+    for path in FILES:
+        lines = lines_from_bytes(path.read_bytes())
+        nccl.parse(lines, FileContext(path="x", node="n", year_hint=2025))
+    for _ in range(60):
+        lines = pl.Series([rnd.choice(pool) for _ in range(rnd.randint(1, 12))], dtype=pl.String)
+        nccl.parse(lines, FileContext(path="x", node="n", year_hint=2025))
+    assert skipped  # the shortcut was exercised
