@@ -286,6 +286,17 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
         # comments / annotations quoting log text are no events
         body.str.contains_any(list(TORCH_LITERALS) + ["exitcode", "Sending process"])
     )
+    parts = _line_events(cand, ctx, year) if cand.height else []  # (no candidate line: no rule can fire)
+
+    events = [*parts, *_block_events(frame, ctx), *_frtrace_events(frame, ctx)]
+    out = pl.concat(events, how="diagonal_relaxed") if events else pl.DataFrame()
+    return out, understood
+
+
+def _line_events(cand: pl.DataFrame, ctx: FileContext, year: int | None) -> list[pl.DataFrame]:
+    """Events of the one-line rules (watchdog, work status, NCCL errors, store, worker failures, exceptions) from
+    the candidate lines of `torch_events`; each line fires the first rule it matches."""
+    body = pl.col("body")
     base = cand.with_columns(
         # the line start holds every field read from C10_RE (its `msg` tail always matches): cheaper to extract
         c10=body.str.extract_groups(C10_START),
@@ -362,9 +373,15 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
         _h_rs=body.str.contains(RESTART_RE),
         _h_ex=body.str.contains(EXCEPTION_RE),
     )
+    # rules without a hit are skipped (their frames would be empty): most files hold few of these lines
+    hits = base.select(pl.col(c).sum() for c in base.columns if c.startswith("_h_")).row(0, named=True)
     h = pl.col
     # watchdog timeout (also when wrapped in "watchdog thread terminated with exception: ...")
-    w = base.filter(h("_h_wd")).with_columns(g=body.str.extract_groups(WATCHDOG_RE))
+    w = (
+        base.filter(h("_h_wd")).with_columns(g=body.str.extract_groups(WATCHDOG_RE))
+        if hits["_h_wd"]
+        else base.clear()
+    )
     gf = pl.col("g").struct.field
     emit(
         w,
@@ -380,7 +397,11 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
         terminated=h("_h_term"),
     )
     done = h("_h_wd")
-    ws = base.filter(~done & h("_h_ws")).with_columns(g=body.str.extract_groups(WORK_STATUS_RE))
+    ws = (
+        base.filter(~done & h("_h_ws")).with_columns(g=body.str.extract_groups(WORK_STATUS_RE))
+        if hits["_h_ws"]
+        else base.clear()
+    )
     emit(
         ws,
         "watchdog_work_status",
@@ -392,22 +413,26 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
         timeout=body.str.contains("Timeout at NCCL work", literal=True),
     )
     done = done | h("_h_ws")
-    term = base.filter(~done & h("_h_term"))
+    term = base.filter(~done & h("_h_term")) if hits["_h_term"] else base.clear()
     emit(term, "watchdog_terminated", "high", pl.lit(None), what=body.str.extract(TERMINATED_RE, 1))
     done = done | h("_h_term")
-    hb = base.filter(~done & h("_h_hb"))
+    hb = base.filter(~done & h("_h_hb")) if hits["_h_hb"] else base.clear()
     emit(hb, "heartbeat_timeout", "high", pl.lit(None), work_items=body.str.extract(HEARTBEAT_RE, 1).cast(pl.Int64))
     done = done | h("_h_hb")
-    st = base.filter(~done & h("_h_st"))
+    st = base.filter(~done & h("_h_st")) if hits["_h_st"] else base.clear()
     emit(st, "watchdog_stuck", "critical", pl.lit(None), stuck_s=body.str.extract(STUCK_RE, 1).cast(pl.Int64))
     done = done | h("_h_st")
-    ca = base.filter(~done & h("_h_ca"))
+    ca = base.filter(~done & h("_h_ca")) if hits["_h_ca"] else base.clear()
     emit(ca, "nccl_comm_aborted", "high", pl.lit("comm_aborted"), aborted_rank=body.str.extract(COMM_ABORTED_RE, 1).cast(pl.Int64))
     done = done | h("_h_ca")
-    ab = base.filter(~done & h("_h_ab"))
+    ab = base.filter(~done & h("_h_ab")) if hits["_h_ab"] else base.clear()
     emit(ab, "process_abort", "high", pl.lit("SIGABRT"))
     done = done | h("_h_ab")
-    dr = base.filter(~done & h("_h_dr")).with_columns(g=body.str.extract_groups(DESYNC_RANKS_RE))
+    dr = (
+        base.filter(~done & h("_h_dr")).with_columns(g=body.str.extract_groups(DESYNC_RANKS_RE))
+        if hits["_h_dr"]
+        else base.clear()
+    )
     ranks = pl.coalesce(gf("never"), gf("unfinished"), gf("unjoined")).str.extract_all(r"\d+").cast(pl.List(pl.Int64))
     emit(
         dr,
@@ -422,7 +447,11 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
         seq=pl.coalesce(gf("useq"), gf("jseq")).cast(pl.Int64),
     )
     done = done | h("_h_dr")
-    ne = base.filter(~done & h("_h_ne")).with_columns(g=body.str.extract_groups(NCCL_ERROR_RE))
+    ne = (
+        base.filter(~done & h("_h_ne")).with_columns(g=body.str.extract_groups(NCCL_ERROR_RE))
+        if hits["_h_ne"]
+        else base.clear()
+    )
     emit(
         ne,
         "nccl_error",
@@ -434,11 +463,21 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
         nccl_version=gf("ver"),
     )
     done = done | h("_h_ne")
-    db = base.filter(~done & h("_h_db")).with_columns(g=body.str.extract_groups(DIST_BACKEND_RE))
+    db = (
+        base.filter(~done & h("_h_db")).with_columns(g=body.str.extract_groups(DIST_BACKEND_RE))
+        if hits["_h_db"]
+        else base.clear()
+    )
     emit(db, "nccl_error", "high", gf("exc"), exception=gf("exc"), reason=gf("text"))
     done = done | h("_h_db")
-    so = base.filter(~done & h("_h_so")).with_columns(
-        g=body.str.extract_groups(STORE_RE), w=body.str.extract_groups(STORE_WAIT_RE), c=body.str.extract_groups(STORE_CONNECT_RE)
+    so = (
+        base.filter(~done & h("_h_so")).with_columns(
+            g=body.str.extract_groups(STORE_RE),
+            w=body.str.extract_groups(STORE_WAIT_RE),
+            c=body.str.extract_groups(STORE_CONNECT_RE),
+        )
+        if hits["_h_so"]
+        else base.clear()
     )
     wf = pl.col("w").struct.field
     cf = pl.col("c").struct.field
@@ -456,7 +495,11 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
         store_port=cf("port").cast(pl.Int64),
     )
     done = done | h("_h_so")
-    fa = base.filter(~done & h("_h_fa")).with_columns(g=body.str.extract_groups(FAILED_RE))
+    fa = (
+        base.filter(~done & h("_h_fa")).with_columns(g=body.str.extract_groups(FAILED_RE))
+        if hits["_h_fa"]
+        else base.clear()
+    )
     exitcode = gf("exitcode").cast(pl.Int64)
     emit(
         fa,
@@ -470,10 +513,18 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
         binary=gf("binary"),
     )
     done = done | h("_h_fa")
-    sg = base.filter(~done & h("_h_sg")).with_columns(g=body.str.extract_groups(SIGNAL_RE))
+    sg = (
+        base.filter(~done & h("_h_sg")).with_columns(g=body.str.extract_groups(SIGNAL_RE))
+        if hits["_h_sg"]
+        else base.clear()
+    )
     emit(sg, "worker_signal", "low", gf("signal"), pid=gf("pid").cast(pl.Int64), signal=gf("signal"))
     done = done | h("_h_sg")
-    rs = base.filter(~done & h("_h_rs")).with_columns(g=body.str.extract_groups(RESTART_RE))
+    rs = (
+        base.filter(~done & h("_h_rs")).with_columns(g=body.str.extract_groups(RESTART_RE))
+        if hits["_h_rs"]
+        else base.clear()
+    )
     emit(
         rs,
         "worker_group_restart",
@@ -484,16 +535,18 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
         max_attempts=gf("max").cast(pl.Int64),
     )
     done = done | h("_h_rs")
-    ex = base.filter(
-        ~done
-        & h("_h_ex")
-        & ~body.str.starts_with("torch.distributed.elastic.multiprocessing.errors.ChildFailedError")
-    ).with_columns(g=body.str.extract_groups(EXCEPTION_RE))
+    ex = (
+        base.filter(
+            ~done
+            & h("_h_ex")
+            & ~body.str.starts_with("torch.distributed.elastic.multiprocessing.errors.ChildFailedError")
+        ).with_columns(g=body.str.extract_groups(EXCEPTION_RE))
+        if hits["_h_ex"]
+        else base.clear()
+    )
     emit(ex, "python_exception", "medium", gf("exc"), exception=gf("exc"), text=gf("text"))
 
-    events = [*parts, *_block_events(frame, ctx), *_frtrace_events(frame, ctx)]
-    out = pl.concat(events, how="diagonal_relaxed") if events else pl.DataFrame()
-    return out, understood
+    return parts
 
 
 def block_lines(frame: pl.DataFrame) -> pl.Expr:
