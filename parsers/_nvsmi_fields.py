@@ -326,6 +326,18 @@ def frames(
         if not rows:
             out[table] = conform(pl.DataFrame(schema=schema), table)
             continue
+        if table == "inventory":
+            # Repeated dumps restate the same facts: drop rows whose raw key repeats an earlier row's before
+            # building the frame (the normalised key below is a function of it, so the same rows survive).
+            raw_key = ("node", "component", "gpu_bus_id", "gpu_index", "device", "attribute", "value")
+            seen: set[tuple[Any, ...]] = set()
+            kept = []
+            for r in rows:
+                k = tuple(r.get(c) for c in raw_key)
+                if k not in seen:
+                    seen.add(k)
+                    kept.append(r)
+            rows = kept
         cols = {c: [r.get(c) for r in rows] for c in schema if any(c in r for r in rows)}
         df = pl.DataFrame({c: pl.Series(c, v, dtype=schema[c], strict=False) for c, v in cols.items()})
         if "gpu_bus_id" in df.columns:

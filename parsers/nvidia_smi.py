@@ -326,9 +326,13 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     first = ctx.first_line
     items = [(first + i, t) for i, t in enumerate(texts) if not blank[i]]
     orig = dict(items)
-    hosts = [PDSH_RE.match(t) for _, t in items]
     groups: dict[str | None, list[tuple[int, str]]] = {}
-    if items and sum(1 for m in hosts if m) * 2 >= len(items) and any(m and "NVSMI LOG" in m.group("rest") for m in hosts):
+    # A capture needs a prefixed banner line: look at the few banner lines before matching every line.
+    banner_prefixed = any(
+        (m := PDSH_RE.match(t)) is not None and "NVSMI LOG" in m.group("rest") for _, t in items if "NVSMI LOG" in t
+    )
+    hosts = [PDSH_RE.match(t) for _, t in items] if banner_prefixed else []
+    if items and banner_prefixed and sum(1 for m in hosts if m) * 2 >= len(items):
         for (ln, t), m in zip(items, hosts, strict=True):
             key = m.group("host").split(".")[0] if m else None
             groups.setdefault(key, []).append((ln, m.group("rest") if m else t))
