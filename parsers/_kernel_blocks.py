@@ -136,13 +136,17 @@ def normalized_bus(raw: pl.Series) -> pl.Series:
 
     (The expression costs ~0.7 ms per call whatever the row count; a file names a handful of devices.)
     """
-    vals = raw.drop_nulls().unique().to_list()
+    small = len(raw) <= 512
+    rows = raw.to_list() if small else None
+    vals = list({v for v in rows if v is not None}) if small else raw.drop_nulls().unique().to_list()
+    if len(_BUS_CACHE) > 100_000:
+        _BUS_CACHE.clear()
     todo = [v for v in vals if v not in _BUS_CACHE]
     if todo:
-        if len(_BUS_CACHE) > 100_000:
-            _BUS_CACHE.clear()
         done = pl.select(normalize_bus_id(pl.lit(pl.Series(todo, dtype=pl.String)))).to_series().to_list()
         _BUS_CACHE.update(zip(todo, done))
+    if small:
+        return pl.Series(raw.name, [None if v is None else _BUS_CACHE[v] for v in rows], dtype=pl.String)
     mapping = {v: _BUS_CACHE[v] for v in vals if _BUS_CACHE[v] is not None}
     if not mapping:
         return pl.Series(raw.name, [None] * len(raw), dtype=pl.String)

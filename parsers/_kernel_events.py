@@ -594,7 +594,8 @@ def _inv(
     device: pl.Expr | None,
     device_bus: pl.Expr | None = None,
 ) -> pl.DataFrame:
-    """Inventory rows; `bus` (and `device_bus`, the device column as a bus id) normalised by `normalized_bus`."""
+    """Inventory rows with raw bus ids: `_inventory` normalises gpu_bus_id and device (a bus id when
+    given, from `device_bus`) once for all parts."""
     res = df.select(
         node=_node(ctx),
         component=pl.lit(component),
@@ -606,10 +607,6 @@ def _inv(
         file=pl.lit(ctx.path),
         line=pl.col("line"),
     )
-    if bus is not None:
-        res = res.replace_column(2, normalized_bus(res.get_column("gpu_bus_id")))
-    if device_bus is not None:
-        res = res.replace_column(3, normalized_bus(res.get_column("device")))
     return res
 
 
@@ -694,7 +691,10 @@ def _inventory(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext, has=lambda
                 "line": pl.Int64,
             }
         )
-    inv = pl.concat(parts, how="vertical_relaxed").filter(pl.col("value").is_not_null())
+    inv = pl.concat(parts, how="vertical_relaxed")
+    # (every device here is a NIC/PCI bus id: the device column is normalised like gpu_bus_id)
+    inv = inv.replace_column(2, normalized_bus(inv.get_column("gpu_bus_id"))).replace_column(3, normalized_bus(inv.get_column("device")))
+    inv = inv.filter(pl.col("value").is_not_null())
     # maintain_order: rows sharing a line (a node's boot time at its first line, which also names the driver)
     # otherwise come out in an order that changes from run to run
     return inv.unique(subset=["node", "component", "gpu_bus_id", "device", "attribute", "value"], keep="first", maintain_order=True).sort(
