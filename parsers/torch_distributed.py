@@ -282,9 +282,11 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
         frame.select("line").join(ok, on="line", how="left", maintain_order="left").get_column("_ok").fill_null(False)
     )
     year = ctx.year_hint or (ctx.collected_at.year if ctx.collected_at else None)
-    cand = other.filter(~pl.col("cont") & ~body.str.starts_with("#")).filter(
-        # comments / annotations quoting log text are no events
-        body.str.contains_any(list(TORCH_LITERALS) + ["exitcode", "Sending process"])
+    cand = other.filter(
+        # comments / annotations quoting log text are no events (one filter: the rows are gathered once)
+        ~pl.col("cont")
+        & ~body.str.starts_with("#")
+        & body.str.contains_any(list(TORCH_LITERALS) + ["exitcode", "Sending process"])
     )
     parts = _line_events(cand, ctx, year) if cand.height else []  # (no candidate line: no rule can fire)
 
@@ -691,6 +693,8 @@ def _block_events(frame: pl.DataFrame, ctx: FileContext) -> list[pl.DataFrame]:
 def _frtrace_events(frame: pl.DataFrame, ctx: FileContext) -> list[pl.DataFrame]:
     """torchfrtrace `Not all ranks joining collective S at entry E` reports → fr_missing_ranks events."""
     body = pl.col("body")
+    if not frame.select(body.str.contains(FRTRACE_RE).any()).item():
+        return []  # no report head in any line (continuation lines included: a superset)
     f = frame.filter(~pl.col("cont")).with_columns(
         head=body.str.contains(FRTRACE_RE),
         kv=body.str.extract_groups(FRTRACE_KV_RE),
