@@ -651,19 +651,26 @@ def _run_parallel(
     index = {id(f): i for i, f in enumerate(files)}
     outcomes = Outcomes()
     args = (index, work, limits, year_hint, collected, tick, outcomes, task)
-    try:
-        broken = _pool_pass(files, jobs, *args, splits=splits or {})
-    except _PoolUnusable:
-        for f in files:
-            outcomes.append(task(f, limits, year_hint, collected, spill=work / "parts" / str(index[id(f)])))
-            tick(f)
-        return outcomes
+    pending, broken = files, []
+    while pending:  # a pool that breaks while work is handed out leaves files for a fresh pool
+        try:
+            lost, unsent = _pool_pass(pending, jobs, *args, splits=splits or {})
+        except _PoolUnusable:
+            for f in pending:
+                outcomes.append(task(f, limits, year_hint, collected, spill=work / "parts" / str(index[id(f)])))
+                tick(f)
+            break
+        broken += lost
+        if len(unsent) == len(pending):  # no progress at all: try them one by one below
+            broken += unsent
+            break
+        pending = unsent
     for f in broken:  # retry each casualty alone, to find the one that breaks a pool
         try:
-            lost = _pool_pass([f], 1, *args)
+            lost, unsent = _pool_pass([f], 1, *args)
         except _PoolUnusable:
-            lost = [f]
-        if lost:
+            lost, unsent = [f], []
+        if lost or unsent:
             outcomes.append(_crashed(f, "worker process died while reading this file"))
             tick(f)
     return outcomes
@@ -689,8 +696,9 @@ def _pool_pass(
     outcomes: list[FileOutcome],
     task: Callable[..., FileOutcome] = ingest_file,
     splits: dict[str, _Split] | None = None,
-) -> list[BundleFile]:
-    """One pool over `files`; append outcomes, return the files lost to a broken pool.
+) -> tuple[list[BundleFile], list[BundleFile]]:
+    """One pool over `files`; append outcomes; return the files lost to a broken pool, and the files not
+    handed out because the pool broke first (to run in a fresh pool).
 
     Raises:
         _PoolUnusable: not even a trivial task could run in a worker.
@@ -708,23 +716,30 @@ def _pool_pass(
             probe.result()
         except BrokenProcessPool:
             raise _PoolUnusable from None
-        with _children_ignore_sigint():
-            for f in files:
-                spill = work / "parts" / str(index[id(f)])
-                split = splits.get(f.path)
-                if split is None:
-                    owner[pool.submit(task, f, limits, year_hint, collected, spill=spill)] = (f, -1)
-                    continue
-                results[f.path] = {}
-                for k, span in enumerate(split.spans):
-                    fut = pool.submit(
-                        task, f, limits, year_hint, collected,
-                        spill=spill / str(k), span=span, parser_name=split.parser,
-                    )
-                    owner[fut] = (f, k)
-                owner[pool.submit(hash_file, f)] = (f, -2)
         settled: set[str] = set()
         """split files already failed or lost: their remaining ranges are dropped as they come"""
+        unsent: list[BundleFile] = []
+        with _children_ignore_sigint():
+            for i, f in enumerate(files):
+                spill = work / "parts" / str(index[id(f)])
+                split = splits.get(f.path)
+                try:
+                    if split is None:
+                        owner[pool.submit(task, f, limits, year_hint, collected, spill=spill)] = (f, -1)
+                        continue
+                    results[f.path] = {}
+                    for k, span in enumerate(split.spans):
+                        fut = pool.submit(
+                            task, f, limits, year_hint, collected,
+                            spill=spill / str(k), span=span, parser_name=split.parser,
+                        )
+                        owner[fut] = (f, k)
+                    owner[pool.submit(hash_file, f)] = (f, -2)
+                except BrokenProcessPool:  # a worker died while work was handed out
+                    unsent = files[i:]
+                    settled.add(f.path)
+                    results.pop(f.path, None)
+                    break
         for fut in as_completed(owner):
             f, k = owner[fut]
             try:
@@ -760,7 +775,7 @@ def _pool_pass(
         _kill_pool(pool)
         raise
     pool.shutdown(wait=True)
-    return broken
+    return broken, unsent
 
 
 def _dask_client(address: str) -> Any:
