@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 import polars as pl
 
@@ -773,7 +774,7 @@ def _nccl_rows(
             nranks=cf("nranks").cast(pl.Int32, strict=False),
         )
         if fast.coll.height:
-            agg = _coll_merge(c2 if coll.height else None, _coll_partials(fast.coll, heads))
+            agg = _coll_merge(c2 if coll.height else None, _coll_partials(fast.coll, fast.coll_tails, heads))
         else:
             agg = c2.group_by("node", "pid", "comm", "op", maintain_order=True).agg(
                 calls=pl.len(),
@@ -887,23 +888,58 @@ def _nccl_rows(
     return out, notes, hosts, ns.get_column("line")
 
 
+@lru_cache(maxsize=None)
+def _literals(rx: str) -> tuple[str, ...] | None:
+    return required_literals(rx)
+
+
+@lru_cache(maxsize=None)
+def _groups_dtype(rx: str) -> pl.DataType:
+    return pl.Series([], dtype=pl.String).str.extract_groups(rx).dtype
+
+
+class _Guarded:
+    """`str.contains` / `extract` / `extract_groups` over column `msg` of a few rows, as a constant (False,
+    null) when no row holds a literal the regex needs (`parsers._sniff.required_literals`): an exact shortcut
+    that spares polars compiling the pattern again."""
+
+    def __init__(self, msgs: pl.Series) -> None:
+        self.text = "\n".join(msgs.drop_nulls().to_list())
+
+    def has(self, literal: str) -> bool:
+        return literal in self.text
+
+    def _may(self, rx: str) -> bool:
+        return may_match(_literals(rx), self.text)
+
+    def contains(self, rx: str) -> pl.Expr:
+        return pl.col("msg").str.contains(rx) if self._may(rx) else pl.lit(False)
+
+    def groups(self, rx: str) -> pl.Expr:
+        return pl.col("msg").str.extract_groups(rx) if self._may(rx) else pl.lit(None, dtype=_groups_dtype(rx))
+
+    def extract(self, rx: str, group: int) -> pl.Expr:
+        return pl.col("msg").str.extract(rx, group) if self._may(rx) else pl.lit(None, dtype=pl.String)
+
+
 def warn_events(warns: pl.DataFrame, ctx: FileContext, rank_map: pl.DataFrame | None, source: str = "nccl") -> pl.DataFrame:
     """Classify WARN messages (`msg` column) into events; keep peer, status, vendor error etc. in detail.
 
     Also used by torch_distributed for the WARN text PyTorch quotes after `Last error:`.
     """
     msg = pl.col("msg")
+    rx = _Guarded(warns.get_column("msg"))
     kind = pl.lit("nccl_warn")
     severity = pl.lit("medium")
     # each kind's regex evaluated once (as a column), not once for kind and again for severity
-    warns = warns.with_columns(**{f"_wk{i}": msg.str.contains(rx) for i, (_k, rx, _s) in enumerate(WARN_KINDS)})
+    warns = warns.with_columns(**{f"_wk{i}": rx.contains(k_rx) for i, (_k, k_rx, _s) in enumerate(WARN_KINDS)})
     for i, (k, _rx, sev) in reversed(list(enumerate(WARN_KINDS))):
         hit = pl.col(f"_wk{i}")
         kind = pl.when(hit).then(pl.lit(k)).otherwise(kind)
         severity = pl.when(hit).then(pl.lit(sev)).otherwise(severity)
-    w = warns.with_columns(kind=kind, severity=severity, ib=msg.str.extract_groups(IB_COMPLETION_RE),
-                           asy=msg.str.extract_groups(ASYNC_RE), ibv=msg.str.extract_groups(IBV_RE),
-                           cu=msg.str.extract_groups(CUDA_FAIL_RE), peer=msg.str.extract_groups(PEER_RE))
+    w = warns.with_columns(kind=kind, severity=severity, ib=rx.groups(IB_COMPLETION_RE),
+                           asy=rx.groups(ASYNC_RE), ibv=rx.groups(IBV_RE),
+                           cu=rx.groups(CUDA_FAIL_RE), peer=rx.groups(PEER_RE))
     ibf = pl.col("ib").struct.field
     status = ibf("status").cast(pl.Int64, strict=False)
     w = w.with_columns(
@@ -927,8 +963,8 @@ def warn_events(warns: pl.DataFrame, ctx: FileContext, rank_map: pl.DataFrame | 
     else:
         w = w.with_columns(nccl_rank=pl.lit(None, dtype=pl.Int32), bus=pl.lit(None, dtype=pl.String))
     w = w.drop([f"_wk{i}" for i in range(len(WARN_KINDS))]).with_columns(
-        **{f"_ib_{k}": msg.str.extract(rx, 1) for k, rx in IB_FIELDS.items() if k != "direction"},
-        _ib_direction=pl.coalesce(msg.str.extract(IB_FIELDS["direction"], 1), msg.str.extract(IB_FIELDS["direction"], 2)),
+        **{f"_ib_{k}": rx.extract(f_rx, 1) for k, f_rx in IB_FIELDS.items() if k != "direction"},
+        _ib_direction=pl.coalesce(rx.extract(IB_FIELDS["direction"], 1), rx.extract(IB_FIELDS["direction"], 2)),
     )
     ib_detail = {k: pl.col(f"_ib_{k}") for k in IB_FIELDS}
     is_ib = pl.col("kind") == "nccl_ib_error"
@@ -960,14 +996,16 @@ def warn_events(warns: pl.DataFrame, ctx: FileContext, rank_map: pl.DataFrame | 
             direction=pl.when(is_ib).then(ib_detail["direction"]),
             local_gid=pl.when(is_ib).then(ib_detail["local_gid"]),
             remote_gid=pl.when(is_ib).then(ib_detail["remote_gid"]),
-            remote_gid_ip=pl.when(is_ib).then(ib_detail["remote_gid"].str.extract(r"^::ffff:(\d+\.\d+\.\d+\.\d+)$", 1)),
+            remote_gid_ip=pl.when(is_ib).then(
+                ib_detail["remote_gid"].str.extract(r"^::ffff:(\d+\.\d+\.\d+\.\d+)$", 1) if rx.has("::ffff:") else pl.lit(None, dtype=pl.String)
+            ),
             hca=pl.coalesce(pl.when(is_ib).then(ib_detail["hca"]), pl.col("asy").struct.field("hca")),
             port=pl.col("asy").struct.field("port").cast(pl.Int64, strict=False),
             ibv_call=pl.col("ibv").struct.field("call"),
             error=pl.coalesce(pl.col("ibv").struct.field("err"), pl.col("cu").struct.field("err")),
-            peer_rank=msg.str.extract(r"from rank (\d+)", 1).cast(pl.Int64, strict=False),
-            retcode=msg.str.extract(r"retcode (\d+)", 1).cast(pl.Int64, strict=False),
-            local_rank=msg.str.extract(r"by localRank (\d+)", 1).cast(pl.Int64, strict=False),
+            peer_rank=rx.extract(r"from rank (\d+)", 1).cast(pl.Int64, strict=False),
+            retcode=rx.extract(r"retcode (\d+)", 1).cast(pl.Int64, strict=False),
+            local_rank=rx.extract(r"by localRank (\d+)", 1).cast(pl.Int64, strict=False),
         ),
         file=pl.lit(ctx.path),
         line="line",
@@ -1057,6 +1095,12 @@ _COLL_FAST = (
 other message filter of `_nccl_rows` (none of their prefixes or literals), so it only counts for the COLL
 aggregate, which needs its group key (op, comm; root for Send/Recv) and the fields of each group's first and
 last line only."""
+_COLL_HEAD = r"^[A-Za-z]+: opCount [0-9a-fA-F]+ sendbuff (?:0x[0-9a-fA-F]+|\(nil\)) recvbuff (?:0x[0-9a-fA-F]+|\(nil\))$"
+_COLL_TAIL = (
+    r"^count [0-9]+ datatype [0-9]+ op [0-9]+ root (?P<root>-?[0-9]+) comm (?P<comm>0x[0-9a-fA-F]+) \[nranks=[0-9]+\]"
+    r"(?: stream (?:0x[0-9a-fA-F]+|\(nil\)))?$"
+)
+"""`_COLL_FAST` cut before ` count `: a line matches it exactly when its head and tail match these."""
 _P2P = ("Send", "Recv")
 
 
@@ -1075,7 +1119,9 @@ class FastLane:
     rest: pl.DataFrame
     """The records that are not strict COLL lines: line, text, hc, level, msg (`_N_SCHEMA`)."""
     coll: pl.DataFrame
-    """Strict COLL lines (`_COLL_FAST`): line, hc, op, root, comm, msg."""
+    """Strict COLL lines (`_COLL_FAST`): line, hc, op, sid (tail id), msg."""
+    coll_tails: pl.DataFrame
+    """sid, comm, root of the strict COLL lines' distinct tails."""
     texts: pl.DataFrame
     """line, text of every fast-lane record (for whole-file literal checks)."""
 
@@ -1093,8 +1139,8 @@ def _empty_lane(height: int, first: int) -> FastLane:
         heads=heads,
         rows=pl.DataFrame(schema={"line": pl.Int64, "hc": pl.UInt32}),
         rest=pl.DataFrame(schema=_N_SCHEMA),
-        coll=pl.DataFrame(schema={"line": pl.Int64, "hc": pl.UInt32, "op": pl.String, "root": pl.String,
-                                  "comm": pl.String, "msg": pl.String}),
+        coll=_empty_coll()[0],
+        coll_tails=_empty_coll()[1],
         texts=pl.DataFrame(schema={"line": pl.Int64, "text": pl.String}),
     )
 
@@ -1143,9 +1189,7 @@ def _fast_lane(base: pl.DataFrame, ctx: FileContext) -> FastLane:
     rows = rows.filter(mask).select("line", "text", "hc", "level", msg=text.str.slice(pl.col("msg_off")))
     info = pl.col("level") == "INFO"
     cand = rows.filter(info & pl.col("msg").str.contains(" opCount ", literal=True))
-    coll = cand.select("line", "hc", "msg", c=pl.col("msg").str.extract_groups(_COLL_FAST)).unnest("c").filter(
-        pl.col("op").is_not_null()
-    )
+    coll, sufs = _strict_coll(cand)
     if coll.height:
         rest = rows.join(coll.select("line"), on="line", how="anti", maintain_order="left")
     else:
@@ -1157,26 +1201,62 @@ def _fast_lane(base: pl.DataFrame, ctx: FileContext) -> FastLane:
         heads=heads,
         rows=rows.select("line", "hc"),
         rest=rest.select(*_N_SCHEMA),
-        coll=coll.select("line", "hc", "op", "root", "comm", "msg"),
+        coll=coll,
+        coll_tails=sufs,
         texts=rows.select("line", "text"),
     )
 
 
-def _coll_partials(coll: pl.DataFrame, heads: pl.DataFrame) -> pl.DataFrame:
-    """Strict COLL lines aggregated per (head, op, comm): calls, first/last line and the first/last line's
-    fields (read by `coll_fields` like every other COLL line), Send/Recv roots; keyed by node, pid."""
+def _strict_coll(cand: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The `_COLL_FAST` lines among `cand` (line, hc, msg): (line, hc, op, sid, msg) and their distinct tails
+    `count … [nranks=N] [stream S]` (sid, comm, root). A line is cut at its first ` count `: its head (op,
+    opCount, buffers) is checked per line, its tail (few distinct ones) once; both match exactly when the
+    whole line matches `_COLL_FAST` (no head token can be `count`)."""
+    if cand.height == 0:
+        return _empty_coll()
+    m = pl.col("msg")
+    at = m.str.find(" count ", literal=True)
+    c = cand.select("line", "hc", "msg", _pre=m.str.head(at), _suf=m.str.slice(at + 1))
+    g = pl.col("g").struct.field
+    sufs = (
+        c.get_column("_suf").drop_nulls().unique().to_frame("_suf")
+        .with_columns(g=pl.col("_suf").str.extract_groups(_COLL_TAIL))
+        .filter(g("comm").is_not_null())
+        .with_row_index("sid")
+        .select("sid", "_suf", comm=g("comm"), root=g("root"))
+    )
+    if sufs.height == 0:
+        return _empty_coll()
+    c = c.filter(pl.col("_pre").str.contains(_COLL_HEAD)).join(
+        sufs.select("_suf", "sid"), on="_suf", how="inner", maintain_order="left"
+    )
+    pre = pl.col("_pre")
+    coll = c.select("line", "hc", op=pre.str.head(pre.str.find(":", literal=True)), sid="sid", msg="msg")
+    return coll, sufs.select("sid", "comm", "root")
+
+
+def _empty_coll() -> tuple[pl.DataFrame, pl.DataFrame]:
+    return (
+        pl.DataFrame(schema={"line": pl.Int64, "hc": pl.UInt32, "op": pl.String, "sid": pl.UInt32, "msg": pl.String}),
+        pl.DataFrame(schema={"sid": pl.UInt32, "comm": pl.String, "root": pl.String}),
+    )
+
+
+def _coll_partials(coll: pl.DataFrame, tails: pl.DataFrame, heads: pl.DataFrame) -> pl.DataFrame:
+    """Strict COLL lines aggregated per (head, op, tail): calls, first/last line and the first/last line's
+    fields (read by `coll_fields` like every other COLL line), the root; keyed by node, pid, comm."""
     part = (
-        coll.select("line", "hc", "op", "comm", root=pl.when(pl.col("op").is_in(_P2P)).then(pl.col("root")))
+        coll.select("line", "hc", "op", "sid")
         .with_row_index("_i")
-        .group_by("hc", "op", "comm")
+        .group_by("hc", "op", "sid")
         .agg(
             calls=pl.len(),
             first_line=pl.col("line").first(),
             line=pl.col("line").last(),
             _if=pl.col("_i").first(),
             _il=pl.col("_i").last(),
-            roots=pl.col("root").drop_nulls().unique(),
         )
+        .join(tails, on="sid", how="left")
     )
     ends = pl.concat([part.get_column("_if"), part.get_column("_il")]).unique()
     cf = pl.col("c").struct.field
@@ -1192,7 +1272,7 @@ def _coll_partials(coll: pl.DataFrame, heads: pl.DataFrame) -> pl.DataFrame:
     part = part.join(first, left_on="first_line", right_on="line", how="left").join(vals, on="line", how="left")
     return part.hstack(heads.select("node", "pid", "dev")[part.get_column("hc")]).select(
         "node", "pid", "comm", "op", "calls", "first_line", "line", "first_opcount", "opc", "cnt", "dt", "ro",
-        "nranks", "dev", roots=pl.col("roots").cast(pl.List(pl.Int64), strict=False),
+        "nranks", "dev", roots=pl.concat_list(pl.col("root").cast(pl.Int64, strict=False)),
     )
 
 
@@ -1407,6 +1487,7 @@ def _drop_fast(fast: FastLane, lines: pl.Series) -> FastLane:
         rows=fast.rows.filter(~drop),
         rest=fast.rest.filter(~drop),
         coll=fast.coll.filter(~drop),
+        coll_tails=fast.coll_tails,
         texts=fast.texts.filter(~drop),
     )
 

@@ -248,3 +248,8 @@ def test_torch_shortcut_only_skips_when_torch_events_gives_nothing(monkeypatch: 
         lines = pl.Series([rnd.choice(pool) for _ in range(rnd.randint(1, 12))], dtype=pl.String)
         nccl.parse(lines, FileContext(path="x", node="n", year_hint=2025))
     assert skipped  # the shortcut was exercised
+
+
+def test_strict_coll_head_and_tail_make_the_whole_pattern() -> None:
+    head = nccl._COLL_HEAD.replace("[A-Za-z]+", "(?P<op>[A-Za-z]+)", 1).removesuffix("$")
+    assert nccl._COLL_FAST == head + " " + nccl._COLL_TAIL.removeprefix("^")
