@@ -385,19 +385,15 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
     else:
         seg = seg.with_columns(seg=pl.lit(0, dtype=pl.Int64))
     text = pl.col("text")
-    # One pass of cheap checks over the raw lines; a step whose check fails cannot change any line and is
-    # skipped (same result, fewer passes and collects). Every later step works on a suffix of the raw line
-    # (prefixes stripped), unless ANSI codes are removed from its middle (`dirty`): then every step runs.
-    # Anchored regexes are checked unanchored (a suffix starting with a match means the line contains it).
+    # Cheap checks skip the steps that cannot change any line (same result, fewer passes and collects). The
+    # literal checks run once over the raw lines: every later step works on a suffix of the raw line (prefixes
+    # stripped) unless ANSI codes are removed from its middle (`dirty`: then every step runs). The anchored
+    # prefixes are checked where they are stripped, on the text they are stripped from.
     flags = seg.select(
         esc=text.str.contains("\x1b", literal=True).any(),
         pasted=text.str.contains(g.ANSI_PASTED_RE).any(),
-        coll=text.str.contains(g.COLLECTOR_RE.replace("^", "")).any(),
-        env=text.str.contains(_ENV_RE.removeprefix("^")).any(),
-        pylog=text.str.contains(g.PYLOG_PREFIX_RE.removeprefix("^")).any(),
         banner=text.str.contains("global rank", literal=True).any(),
         msg=text.str.contains("[Rank ", literal=True).any(),
-        mmdd=text.str.contains(g.MMDD_TS_RE.removeprefix(r"^\[?")).any(),
         mllog=text.str.contains(":::MLLOG", literal=True).any(),
     ).row(0, named=True)
     dirty = bool(flags["esc"] or flags["pasted"])
@@ -424,16 +420,18 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
         ts_quality=pl.lit(None, dtype=pl.String),
     )
     seg = seg.filter(pl.col("triage")).with_columns(clean=clean)
-    if on["coll"]:
+    if seg.get_column("clean").str.contains(g.COLLECTOR_RE).any():
         seg = seg.with_columns(
             coll_ts=pl.col("clean").str.extract(g.COLLECTOR_RE, 1), clean=pl.col("clean").str.replace(g.COLLECTOR_RE, "")
         )
     else:
         seg = seg.with_columns(coll_ts=pl.lit(None, dtype=pl.String))
-    if on["env"]:
-        seg = _strip_envelopes(seg.with_columns(rest=pl.col("clean")))
-    else:
-        seg = seg.with_columns(rest=pl.col("clean"), env_rank=pl.lit(None, dtype=pl.Int32), host=pl.lit(None, dtype=pl.String))
+    seg = _strip_envelopes(seg.with_columns(rest=pl.col("clean")))
+    after = seg.select(
+        pylog=pl.col("rest").str.contains(g.PYLOG_PREFIX_RE).any(), mmdd=pl.col("rest").str.contains(g.MMDD_TS_RE).any()
+    ).row(0, named=True)
+    # (the c10 time is looked for after the logging prefix is stripped: assume it may be there when one is)
+    on |= {"pylog": bool(after["pylog"]), "mmdd": bool(after["mmdd"] or after["pylog"])}
     # the rest is one lazy query (one collect); its result is re-sorted below, so the row order is unchanged
     lf = seg.lazy()
     if on["pylog"]:
