@@ -262,6 +262,29 @@ def _match(
     return sub.filter(pl.col(col).str.contains(pattern)).with_columns(m=pl.col(col).str.extract_groups(pattern))
 
 
+def _one_per_block(fr: pl.DataFrame) -> pl.DataFrame:
+    """The entry fragments of each timer block (same stream and block header) as one fragment, as `_rows` would
+    combine them: line, seg and rank of the first entry, each other value the first non-null in line order, the
+    timers concatenated in line order.
+
+    A block's entries are consecutive lines of its stream and share their attach line and anchor, so they
+    always fall into one row, next to each other; combining them first spares `_rows` sorting and grouping
+    one fragment per timer entry (14 per iteration on Megatron logs).
+    """
+    if fr.height == 0:
+        return fr
+    rest = [c for c in _FRAG if c not in ("line", "seg", "rank", "key", "attach_line", "timers")]
+    return (
+        fr.group_by("key", "attach_line", maintain_order=True)
+        .agg(
+            pl.col("line", "seg", "rank").first(),
+            *[pl.col(c).drop_nulls().first() for c in rest],
+            timers=pl.col("timers").explode(),
+        )
+        .select(list(_FRAG))
+    )
+
+
 def _minmax_groups(text: pl.Series) -> pl.Series:
     r"""`text.str.extract_groups(TIMER_MINMAX_RE)` (fields name, min, max) for lines known to match it, by splitting.
 
@@ -1071,14 +1094,16 @@ def _block_fragments(
         if mm.height:
             mm = mm.with_columns(m=_minmax_groups(mm.get_column("text")))
             out.append(
-                _frag(
-                    mm.filter(~_f("name").is_in(list(g.NON_STEP_TIMERS))),
-                    kind=pl.lit("timer_block"),
-                    framework=pl.lit("megatron"),
-                    prio=pl.lit(1),
-                    anchor=pl.lit(False),
-                    attach_line=pl.col("t_blk"),
-                    timers=_timers(name=_f("name"), min_ms=_num(_f("min")), max_ms=_num(_f("max"))),
+                _one_per_block(
+                    _frag(
+                        mm.filter(~_f("name").is_in(list(g.NON_STEP_TIMERS))),
+                        kind=pl.lit("timer_block"),
+                        framework=pl.lit("megatron"),
+                        prio=pl.lit(1),
+                        anchor=pl.lit(False),
+                        attach_line=pl.col("t_blk"),
+                        timers=_timers(name=_f("name"), min_ms=_num(_f("min")), max_ms=_num(_f("max"))),
+                    )
                 )
             )
         sg = _match(tb, g.TIMER_SINGLE_RE, pl.col("t_mode").is_in(["max time", "min time"]))
