@@ -198,6 +198,19 @@ def json_detail(**fields: pl.Expr) -> pl.Expr:
     return pl.when(js != "{}").then(js)
 
 
+def _plain_json_detail(fields: dict[str, pl.Expr], strings: tuple[str, ...]) -> pl.Expr:
+    """`json_detail(**fields)` for values JSON prints as they are (integers; strings with no quote, backslash
+    or control character): the non-null members joined, no struct encoding and null-stripping regexes."""
+    parts = [
+        pl.when(e.is_not_null()).then(
+            pl.concat_str([pl.lit(f'"{k}":"'), e, pl.lit('"')]) if k in strings else pl.concat_str([pl.lit(f'"{k}":'), e.cast(pl.String)])
+        )
+        for k, e in fields.items()
+    ]
+    js = pl.concat_str([pl.lit("{"), pl.concat_str(parts, separator=",", ignore_nulls=True), pl.lit("}")])
+    return pl.when(js != "{}").then(js)
+
+
 def _map(expr: pl.Expr, mapping: dict[str, str]) -> pl.Expr:
     return expr.replace_strict(mapping, default=None, return_dtype=pl.String)
 
@@ -325,11 +338,25 @@ class _Gate:
     negligible and the substring scans would not be).
     """
 
-    LIMIT = 1 << 20
+    LIMIT = 1 << 18
 
     def __init__(self, lines: pl.Series) -> None:
         self.text: str | None = None
+        self.lines = lines
         self.text_of(lines)
+
+    def may_scan(self, *patterns: str) -> bool:
+        """Whether any of `patterns` may match a line of the file, checked on large files too (one literal
+        scan over the lines: worth it before a costly step)."""
+        if self.text is not None:
+            return any(self.may(p) for p in patterns)
+        lits: list[str] = []
+        for p in patterns:
+            got = _literals(p)
+            if got is None:
+                return True
+            lits.extend(got)
+        return bool(self.lines.cast(pl.String).str.contains_any(lits).any())
 
     def text_of(self, col: pl.Series) -> None:
         """Gate on the lines of `col` (None: everything may match)."""
@@ -372,7 +399,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     # `head /sys/class/infiniband/*/ports/*/counters/*` prints `==> path <==` then the value on the next line:
     # fold the value into the header line (which then reads like `path value`) and mark the value line parsed.
     # (also `$ cat /sys/class/infiniband/mlx5_0/ports/1/counters/symbol_error` followed by its value)
-    if gate.may(HEAD_RE) or gate.may(CAT_RE):
+    if gate.may_scan(HEAD_RE, CAT_RE):
         hdr = pl.coalesce(pl.col("b").str.extract(HEAD_RE, 1), pl.col("b").str.extract(CAT_RE, 1))
         nxt = pl.col("b").shift(-1)
         folded = (
@@ -471,10 +498,26 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         .then(pl.lit(""))
     )
     block_start = pl.col("k_ca") | pl.col("k_ibstatus") | pl.col("k_hca") | pl.col("k_pqhdr")
+    # Every branch above needs one of these flags: the extractions run on those lines only (null elsewhere).
+    context_line = (
+        pl.col("k_ca") | pl.col("k_ibstatus") | pl.col("k_hca") | pl.col("k_pqhdr") | pl.col("k_mlxsec")
+        | pl.col("k_cmd") | pl.col("k_sysfs") | pl.col("k_marker") | pl.col("k_port") | pl.col("k_dvport")
+    )  # fmt: skip
+    if f.height > 20_000:  # (on a small file the extra steps cost more than they save)
+        here = f.with_row_index("_r").filter(context_line).select("_r", _fmt=fmt_here, _dev=dev_here, _port=port_here)
+        idx = here.get_column("_r")
+        f = f.with_columns(
+            **{
+                c: pl.repeat(None, f.height, dtype=pl.String, eager=True).scatter(idx, here.get_column(c))
+                for c in ("_fmt", "_dev", "_port")
+            }
+        )
+    else:
+        f = f.with_columns(_fmt=fmt_here, _dev=dev_here, _port=port_here)
     f = f.with_columns(
-        fmt=fmt_here.forward_fill().over("host"),
-        dev=dev_here.forward_fill().over("host"),
-        port=port_here.forward_fill().over("host"),
+        fmt=pl.col("_fmt").forward_fill().over("host"),
+        dev=pl.col("_dev").forward_fill().over("host"),
+        port=pl.col("_port").forward_fill().over("host"),
         block=block_start.cum_sum(),
         ts=pl.coalesce(pl.col("_ts_prefix"), pl.col("ts_line").forward_fill().over("host")),
         ts_quality=pl.when(pl.col("_ts_prefix").is_not_null())
@@ -483,7 +526,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     ).with_columns(
         dev=pl.when(pl.col("dev") != "").then(pl.col("dev")),
         port=pl.when(pl.col("port") != "").then(pl.col("port")).cast(pl.Int32, strict=False),
-    )
+    ).drop("_fmt", "_dev", "_port")
     fmt = pl.col("fmt")
     in_block = fmt.is_in(["ibstat", "ibstatus", "ibv_devinfo"]) & pl.col("dev").is_not_null()
 
@@ -767,7 +810,16 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             .otherwise(pl.col("raw").cast(pl.Float64, strict=False))
         ).filter(pl.col("value").is_not_null() & pl.col("dev").is_not_null())
         ctr = ctr.sort("line").with_columns(reading=pl.int_range(pl.len()).over("host", "dev", "port", "counter"))
-        return ctr.select(
+        detail = {
+            "reading": pl.col("reading"),
+            "name": pl.col("name"),
+            "group": pl.col("group"),
+            "lid": pl.col("lid"),
+            "tool": pl.col("tool"),
+            "raw": pl.col("_raw"),
+        }
+        ctr = ctr.with_columns(_raw=pl.when(pl.col("raw").str.contains(r"[Ee]|0x")).then(pl.col("raw")))
+        out = ctr.select(
             record=pl.lit("ib_counter"),
             ts="ts",
             node="host",
@@ -775,17 +827,19 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             port="port",
             counter="counter",
             value="value",
-            detail=json_detail(
-                reading=pl.col("reading"),
-                name=pl.col("name"),
-                group=pl.col("group"),
-                lid=pl.col("lid"),
-                tool=pl.col("tool"),
-                raw=pl.when(pl.col("raw").str.contains(r"[Ee]|0x")).then(pl.col("raw")),
-            ),
+            detail=_plain_json_detail(detail, ("name", "group", "tool", "raw")),
             file=pl.lit(ctx.path),
             line="line",
         )
+        # strings JSON would escape (quotes, backslashes, control characters): the general encoding
+        needs_escape = pl.any_horizontal(
+            pl.col(c).str.contains(r'[\x00-\x1f"\\]') for c in ("name", "group", "tool", "_raw")
+        ).fill_null(False)
+        idx = ctr.select(pl.arg_where(needs_escape)).to_series()
+        if len(idx):
+            slow = ctr[idx].select(detail=json_detail(**detail)).to_series()
+            out = out.with_columns(out.get_column("detail").scatter(idx, slow))
+        return out
 
     any_attr = present["kv"] or present["sy"] or present["mlx"] or present["i2n"]
     inventory, ev_state = _section("attrs", any_attr, attr_tables, kv, sy, mlx, i2n_attr)
