@@ -770,7 +770,7 @@ def stamp(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str
     elif len(hosts) + int(out.get_column("host").null_count() > 0) <= 1:
         out = out.with_columns(boot_seg=_boot_segments())
     else:
-        out = out.with_columns(boot_seg=_boot_segments().over("host"))
+        out = out.with_columns(boot_seg=_boot_segments_by_host(out))
     return out, notes
 
 
@@ -856,6 +856,31 @@ def _boot_segments() -> pl.Expr:
     )
     k = reset.fill_null(False).cast(pl.Int32).cum_sum()
     return (k.max() - k).cast(pl.Int32)
+
+
+def _boot_segments_by_host(out: pl.DataFrame) -> pl.Series:
+    """`_boot_segments().over("host")` on the lines that carry a monotonic time, null on the others.
+
+    Only those lines' segment is ever read (events and boot-time rows of monotonic lines), and the others
+    cannot start a boot except at 'Linux version', so the window runs on the monotonic and 'Linux
+    version' lines only (in a day of multi-host syslog, a fraction of the lines). A 'Linux version'
+    line starts a boot unless it is its host's first line in the file, as in `_boot_segments`.
+    """
+    sub = (
+        out.select(
+            "uptime_s",
+            "host",
+            _i=pl.int_range(pl.len(), dtype=pl.UInt32),
+            _lv=pl.col("msg").str.starts_with("Linux version ") & ~pl.col("host").is_first_distinct(),
+        )
+        .filter(pl.col("uptime_s").is_not_null() | pl.col("_lv"))
+    )
+    up = pl.col("uptime_s")
+    prev = up.forward_fill().shift(1)
+    reset = (up.is_not_null() & prev.is_not_null() & (up < prev - 5.0)) | pl.col("_lv")
+    k = reset.fill_null(False).cast(pl.Int32).cum_sum()
+    seg = sub.select(((k.max() - k).cast(pl.Int32)).over("host")).to_series()
+    return pl.repeat(None, out.height, dtype=pl.Int32, eager=True).alias("boot_seg").scatter(sub.get_column("_i"), seg)
 
 
 def _syslog_times(out: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str]]:
