@@ -56,15 +56,17 @@ def write_json(target: Path, obj: Any) -> None:
 def write_table(df: pl.DataFrame, table: str, folder: Path) -> Path:
     """Validate `df` as `table` and write it as `folder/<table>/part-0.parquet` (zstd), atomically."""
     df = validate(df, table)
-    arrow = df.to_arrow()
-    meta = dict(arrow.schema.metadata or {})
-    meta[META_TABLE] = table.encode()
-    meta[META_VERSION] = str(SCHEMA_VERSION).encode()
-    arrow = arrow.replace_schema_metadata(meta)
+    meta = {META_TABLE.decode(): table, META_VERSION.decode(): str(SCHEMA_VERSION)}
     target = folder / table / "part-0.parquet"
     with atomic_path(target) as tmp:
-        pq.write_table(arrow, tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS)
+        # polars' own writer: no Arrow copy of the table, ~3x faster than pyarrow's on string-heavy tables
+        df.write_parquet(tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS, metadata=meta)
     return target
+
+
+def footer_metadata(part: Path) -> dict[bytes, bytes]:
+    """The key-value metadata in a Parquet file's footer (where the table name and schema version are)."""
+    return dict(pq.read_metadata(part).metadata or {})
 
 
 def read_table(out: Path, table: str) -> pl.DataFrame:
@@ -79,13 +81,13 @@ def read_table(out: Path, table: str) -> pl.DataFrame:
         return empty(table)
     frames = []
     for part in parts:
-        meta = pq.read_schema(part).metadata or {}
+        meta = footer_metadata(part)
         if meta.get(META_TABLE) != table.encode() or meta.get(META_VERSION) != str(SCHEMA_VERSION).encode():
             raise SchemaError(
                 f"'{part}' is not table '{table}' of schema version {SCHEMA_VERSION} "
                 "(written by another version? re-run 'forensics ingest')"
             )
-        frames.append(pl.from_arrow(pq.read_table(part)))
+        frames.append(pl.read_parquet(part))
     df = pl.concat(frames, how="vertical_relaxed") if len(frames) > 1 else frames[0]
     assert isinstance(df, pl.DataFrame)
     return validate(df, table)

@@ -10,12 +10,12 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from forensics import outputs
 from forensics.errors import OutputError, SchemaError
 from forensics.ingest import ingest
 from forensics.outputs import (
     META_TABLE,
     META_VERSION,
+    footer_metadata,
     atomic_path,
     read_table,
     require_ingested,
@@ -52,11 +52,11 @@ def test_write_table_failure_keeps_the_previous_file(tmp_path: Path, monkeypatch
     with pytest.raises(SchemaError):
         write_table(pl.DataFrame({"path": [1.5]}), "files", tmp_path)
 
-    def dies_midway(table: object, where: object, **kw: object) -> None:
+    def dies_midway(frame: object, where: object, **kw: object) -> None:
         Path(str(where)).write_bytes(b"PAR1 half a file")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(outputs.pq, "write_table", dies_midway)
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", dies_midway)
     with pytest.raises(KeyboardInterrupt):
         write_table(df, "files", tmp_path)
     assert (tmp_path / "files" / "part-0.parquet").read_bytes() == before
@@ -101,7 +101,7 @@ def test_every_table_opens_with_pyarrow_datasets_and_polars(ingested: Path) -> N
         lazy = pl.scan_parquet(folder / "*.parquet").collect()
         assert arrow.num_rows == lazy.height == read_table(ingested, t).height
         assert arrow.schema.names == list(empty(t).columns)
-        meta = dset.schema.metadata or pq.read_schema(next(folder.glob("*.parquet"))).metadata
+        meta = footer_metadata(next(folder.glob("*.parquet")))
         assert meta[META_TABLE] == t.encode() and meta[META_VERSION] == str(SCHEMA_VERSION).encode()
 
 
