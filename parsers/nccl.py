@@ -664,7 +664,7 @@ def _nccl_rows(
     # ---- rank map
     init = pick(lit, " - Init ", INIT_RE)
     if init.height:
-        init = attach(init, "node", "pid", "dev").with_columns(i=msg.str.extract_groups(INIT_RE))
+        init = _init_fields(attach(init, "node", "pid", "dev"))
     topo = pick(lit, " nNodes ", TOPO_RE)
     if topo.height:
         topo = attach(topo, "node", "pid", "dev").with_columns(i=msg.str.extract_groups(TOPO_RE))
@@ -1240,6 +1240,35 @@ def _empty_coll() -> tuple[pl.DataFrame, pl.DataFrame]:
         pl.DataFrame(schema={"line": pl.Int64, "hc": pl.UInt32, "op": pl.String, "sid": pl.UInt32, "msg": pl.String}),
         pl.DataFrame(schema={"sid": pl.UInt32, "comm": pl.String, "root": pl.String}),
     )
+
+
+_INIT_FULL = (
+    r"^(?:ncclComm[A-Za-z]* )?comm 0x[0-9a-fA-F]+ rank [0-9]+ nranks [0-9]+ cudaDev [0-9]+ nvmlDev [0-9]+ "
+    r"busId [0-9a-fA-F]+ commId 0x[0-9a-fA-F]+ - Init (?:START|COMPLETE)$"
+)
+"""The 2.18+ Init line whole: INIT_RE's groups are its tokens 1, 3, 5, … (one later after the function name)."""
+_INIT_TOKENS = {"comm": 1, "rank": 3, "nranks": 5, "dev": 7, "nvml": 9, "bus": 11, "commid": 13, "phase": 16}
+
+
+def _init_fields(init: pl.DataFrame) -> pl.DataFrame:
+    """`init` with struct column `i` = `msg.str.extract_groups(INIT_RE)`: lines of the usual full form read by
+    token position (a capture regex over every Init line of a communicator-heavy log is the slow part), the
+    others by INIT_RE."""
+    msg = pl.col("msg")
+    full = init.get_column("msg").str.contains(_INIT_FULL).fill_null(False)
+    if not full.any():
+        return init.with_columns(i=msg.str.extract_groups(INIT_RE))
+    tok = init.filter(full).with_columns(_t=msg.str.split_exact(" ", 17)).unnest("_t")
+    fn = pl.col("field_0") != "comm"
+    a = tok.with_columns(
+        i=pl.struct(
+            **{k: pl.when(fn).then(pl.col(f"field_{j + 1}")).otherwise(pl.col(f"field_{j}")) for k, j in _INIT_TOKENS.items()}
+        )
+    ).select(*init.columns, "i")
+    if full.all():
+        return a
+    b = init.filter(~full).with_columns(i=msg.str.extract_groups(INIT_RE))
+    return pl.concat([a, b], how="vertical").sort("line")
 
 
 def _coll_partials(coll: pl.DataFrame, tails: pl.DataFrame, heads: pl.DataFrame) -> pl.DataFrame:
