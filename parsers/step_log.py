@@ -1665,6 +1665,7 @@ def _step_detail(rows: pl.DataFrame, fields: dict[str, pl.Expr]) -> pl.Series:
     Fast path: one `json_encode` of the whole struct, null members then stripped by the same regex, which
     gives the same text whenever some member encodes to a non-null JSON value. Rows whose only non-null
     fields are non-finite floats (encoded `null`) take `_json_obj` itself; rows with no field are null.
+    A `timers` field is taken to be `pl.col("timers")` (list of `_TIMER`) when its members are pruned.
     """
     # fields null in every row are left out of the struct: the regex strips every null member of an object with
     # a non-null one, so the text is the same, and encoding and stripping get much shorter strings
@@ -1673,11 +1674,21 @@ def _step_detail(rows: pl.DataFrame, fields: dict[str, pl.Expr]) -> pl.Series:
     kept = {name: e for name, e in fields.items() if probe.get_column(name)[0]}
     if not kept:
         return pl.Series("detail", [None] * rows.height, dtype=pl.String)
+    enc = dict(kept)
+    if "timers" in kept:
+        # same for the members of the timer objects, provided each object keeps a non-null one (its name)
+        el = rows.select(pl.col("timers").explode().drop_nulls()).to_series()
+        if el.len() and el.struct.field("name").null_count() == 0:
+            inner = [f for f in _TIMER.to_schema() if el.struct.field(f).null_count() < el.len()]
+            if len(inner) < len(_TIMER.to_schema()):
+                enc["timers"] = pl.when(pl.col("timers").list.len() > 0).then(
+                    pl.col("timers").list.eval(pl.struct(*(pl.element().struct.field(f) for f in inner)))
+                )
     real = [
         (e.is_not_null() & e.is_finite()) if schema[name].is_float() else e.is_not_null() for name, e in kept.items()
     ]
     f = rows.select(
-        _enc=pl.struct(**kept).struct.json_encode().str.replace_all(_NULL_MEMBER, ""),
+        _enc=pl.struct(**enc).struct.json_encode().str.replace_all(_NULL_MEMBER, ""),
         _real=pl.any_horizontal(*real),
         _any=pl.any_horizontal(*(e.is_not_null() for e in kept.values())),
     )
