@@ -609,8 +609,67 @@ def _fast_monotonic(hit: pl.DataFrame, style: str) -> pl.DataFrame:
     return g
 
 
+_ISO_SHAPE = r"^\d{4}-\d\d-\d\dT(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:[.,]\d{6})?(?:Z|[+-](?:[01]\d|2[0-3]):?[0-5]\d)$"
+"""The usual stamp (dmesg iso, short-iso, RFC 3339): µs or no fraction, plainly valid time of day and offset."""
+
+
 def _iso_fast_then_full(raw: pl.Series) -> pl.Series:
-    """`iso_to_utc` over a column, trying the common `+hh:mm` shape first and the full normalisation on the rest."""
+    """`iso_to_utc` over a column, trying the common `+hh:mm` shape first and the full normalisation on the rest.
+
+    Long columns of `_ISO_SHAPE` stamps are computed by arithmetic instead (each distinct date and offset
+    parsed once, the time of day and fraction added): ~2x faster than `to_datetime` row by row, same values.
+    """
+    if len(raw) >= 2048:
+        shaped = raw.str.contains(_ISO_SHAPE)
+        if shaped.all():
+            return _iso_arith(raw)
+        if shaped.sum() >= 1024:
+            idx = shaped.arg_true()
+            rest = (~shaped.fill_null(False)).arg_true()
+            out = _iso_arith(raw.gather(idx))
+            res = pl.repeat(None, len(raw), dtype=UTC_US, eager=True).scatter(idx, out)
+            return res.scatter(rest, _iso_rowwise(raw.gather(rest))) if len(rest) else res
+    return _iso_rowwise(raw)
+
+
+def _iso_arith(raw: pl.Series) -> pl.Series:
+    """UTC time of `_ISO_SHAPE` stamps: midnight of the date + time of day + fraction - offset."""
+    f = pl.DataFrame({"r": raw})
+    r = pl.col("r")
+    f = f.select(
+        _d=r.str.slice(0, 10),
+        _t=r.str.slice(11, 8).str.to_time("%H:%M:%S", strict=False).cast(pl.Int64) // 1000,
+        _has_f=r.str.slice(19, 1).is_in([".", ","]),
+        _r=r.str.slice(19),
+    )
+    f = f.with_columns(
+        _f=pl.when(pl.col("_has_f")).then(pl.col("_r").str.slice(1, 6).cast(pl.Int64, strict=False)).otherwise(0),
+        _o=pl.when(pl.col("_has_f")).then(pl.col("_r").str.slice(7)).otherwise(pl.col("_r")),
+    )
+    dates = f.get_column("_d").unique().drop_nulls()
+    mid = dict(zip(dates.to_list(), dates.str.strptime(pl.Datetime("us"), "%Y-%m-%d", strict=False).dt.epoch("us").to_list()))
+    offs = {}
+    for o in f.get_column("_o").unique().drop_nulls().to_list():
+        if o == "Z":
+            offs[o] = 0
+        else:
+            sign = -1 if o[0] == "-" else 1
+            hh, mm = int(o[1:3]), int(o[-2:])
+            offs[o] = sign * (hh * 3600 + mm * 60) * 1_000_000
+    mid = {k: v for k, v in mid.items() if v is not None}
+    if not mid:
+        return pl.repeat(None, len(raw), dtype=UTC_US, eager=True)
+    us = (
+        pl.col("_d").replace_strict(mid, default=None, return_dtype=pl.Int64)
+        + pl.col("_t")
+        + pl.col("_f")
+        - pl.col("_o").replace_strict(offs, default=None, return_dtype=pl.Int64)
+    )
+    return f.select(us.cast(UTC_US)).to_series()
+
+
+def _iso_rowwise(raw: pl.Series) -> pl.Series:
+    """`_iso_fast_then_full` row by row: `to_datetime` with `+hh:mm`, then the full normalisation on the rest."""
     fast = pl.select(
         raw.str.replace(",", ".", literal=True)
         .str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%:z", strict=False, time_unit="us")
