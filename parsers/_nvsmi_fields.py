@@ -314,6 +314,24 @@ def normalized_bus_ids(raw: pl.Series) -> pl.Series:
     return raw.cast(pl.String).replace_strict(u, norm, default=None, return_dtype=pl.String)
 
 
+_BUS_NORM: dict[str, str | None] = {}
+_EMPTY_TABLES: dict[str, pl.DataFrame] = {}
+
+
+def _bus_ids_cached(values: list[Any]) -> list[Any] | None:
+    """`normalize_bus_id` of raw bus-id strings, each distinct one computed once per process (the same few
+    GPUs recur in every file); None when a value is no string (then the column is normalised in polars)."""
+    if not all(v is None or isinstance(v, str) for v in values):
+        return None
+    new = [v for v in dict.fromkeys(values) if v is not None and v not in _BUS_NORM]
+    if new:
+        if len(_BUS_NORM) > 100_000:
+            _BUS_NORM.clear()
+        got = pl.select(normalize_bus_id(pl.lit(pl.Series(new, dtype=pl.String)))).to_series().to_list()
+        _BUS_NORM.update(zip(new, got, strict=True))
+    return [None if v is None else _BUS_NORM[v] for v in values]
+
+
 def frames(
     inv: list[dict[str, Any]], samples: list[dict[str, Any]], events: list[dict[str, Any]]
 ) -> dict[str, pl.DataFrame]:
@@ -324,7 +342,9 @@ def frames(
     for table, rows in (("inventory", inv), ("gpu_samples", samples), ("events", events)):
         schema = TABLES[table]
         if not rows:
-            out[table] = conform(pl.DataFrame(schema=schema), table)
+            if table not in _EMPTY_TABLES:
+                _EMPTY_TABLES[table] = conform(pl.DataFrame(schema=schema), table)
+            out[table] = _EMPTY_TABLES[table].clone()
             continue
         if table == "inventory":
             # Repeated dumps restate the same facts: drop rows whose raw key repeats an earlier row's before
@@ -338,9 +358,13 @@ def frames(
                     seen.add(k)
                     kept.append(r)
             rows = kept
-        cols = {c: [r.get(c) for r in rows] for c in schema if any(c in r for r in rows)}
+        present = set().union(*rows)
+        cols = {c: [r.get(c) for r in rows] for c in schema if c in present}
+        bus = _bus_ids_cached(cols["gpu_bus_id"]) if "gpu_bus_id" in cols else None
+        if bus is not None:
+            cols["gpu_bus_id"] = bus
         df = pl.DataFrame({c: pl.Series(c, v, dtype=schema[c], strict=False) for c, v in cols.items()})
-        if "gpu_bus_id" in df.columns:
+        if "gpu_bus_id" in df.columns and bus is None:
             df = df.with_columns(gpu_bus_id=normalize_bus_id(pl.col("gpu_bus_id")))
         if table == "inventory":
             key = [c for c in ("node", "component", "gpu_bus_id", "gpu_index", "device", "attribute", "value") if c in df.columns]
