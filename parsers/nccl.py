@@ -235,32 +235,48 @@ def prepare(lines: pl.Series, ctx: FileContext) -> pl.DataFrame:
 
 
 def _prepare_frame(frame: pl.DataFrame) -> pl.DataFrame:
-    """`prepare` on a frame of line, text (a subset of a file's lines keeps its line numbers)."""
+    """`prepare` on a frame of line, text (a subset of a file's lines keeps its line numbers). Steps that
+    cannot change any line (no link, quote or collector timestamp; no envelope host) are skipped."""
+    texts = frame.get_column("text")
     t = pl.col("text").fill_null("")
-    t = pl.when(t.str.contains("](http", literal=True)).then(t.str.replace_all(_AUTOLINK, "$1")).otherwise(t)
-    t = t.str.replace(r"^> ?", "")
+    if texts.str.contains("](http", literal=True).any():
+        t = pl.when(t.str.contains("](http", literal=True)).then(t.str.replace_all(_AUTOLINK, "$1")).otherwise(t)
     frame = frame.with_columns(_b=t)
-    ts_raw = pl.col("_b").str.extract_groups(_COLLECTOR_TS)
-    frame = frame.with_columns(_tsg=ts_raw).with_columns(
-        _b=pl.when(pl.col("_tsg").struct.field("ts").is_not_null())
-        .then(pl.col("_b").str.replace(_COLLECTOR_TS, ""))
-        .otherwise(pl.col("_b"))
+    if frame.get_column("_b").str.starts_with(">").any():
+        frame = frame.with_columns(_b=pl.col("_b").str.replace(r"^> ?", ""))
+    ts = _may(frame.get_column("_b"), _COLLECTOR_TS) and bool(
+        frame.select(pl.col("_b").str.contains(_COLLECTOR_TS).any()).item()
     )
+    if ts:
+        ts_raw = pl.col("_b").str.extract_groups(_COLLECTOR_TS)
+        frame = frame.with_columns(_tsg=ts_raw).with_columns(
+            _b=pl.when(pl.col("_tsg").struct.field("ts").is_not_null())
+            .then(pl.col("_b").str.replace(_COLLECTOR_TS, ""))
+            .otherwise(pl.col("_b"))
+        )
     frame = frame.with_columns(_env=envelope_struct(pl.col("_b")))
     env = {name: pl.col("_env").struct.field(name) for name in ("rest", "rank", "rank_source", "host", "pid")}
-    is_ip = env["host"].str.contains(r"^(?:\d{1,3}\.){3}\d{1,3}$")
+    if frame.select(env["host"].is_not_null().any()).item():
+        is_ip = env["host"].str.contains(r"^(?:\d{1,3}\.){3}\d{1,3}$")
+        # short host names as NCCL prints them; IPs (pdsh) stay whole
+        env_host = pl.when(is_ip).then(env["host"]).otherwise(env["host"].str.split(".").list.first())
+    else:
+        env_host = pl.lit(None, dtype=pl.String)
     frame = frame.with_columns(
         body=env["rest"],
         env_rank=env["rank"],
         env_rank_source=env["rank_source"],
-        # short host names as NCCL prints them; IPs (pdsh) stay whole
-        env_host=pl.when(is_ip).then(env["host"]).otherwise(env["host"].str.split(".").list.first()),
+        env_host=env_host,
         env_pid=env["pid"],
     ).drop("_env")
     # ranks that prefixes state globally (c10 `[rankN]:`, Open MPI, Lightning); torchrun `[defaultN]:` is local
     frame = frame.with_columns(
         env_global_rank=pl.when(pl.col("env_rank_source").is_in(list(GLOBAL_RANK_ENVELOPES))).then(pl.col("env_rank"))
     )
+    if not ts:
+        return frame.drop("_b").with_columns(
+            pre_ts=pl.lit(None, dtype=pl.Datetime("us", "UTC")), pre_ts_quality=pl.lit(None, dtype=pl.String)
+        )
     raw = pl.col("_tsg").struct.field("ts").str.replace(",", ".").str.replace("T", " ")
     zone = pl.col("_tsg").struct.field("zone")
     with_zone = (
@@ -280,6 +296,20 @@ def _prepare_frame(frame: pl.DataFrame) -> pl.DataFrame:
     return frame
 
 
+_SMALL = 4000
+"""Frames up to this many rows get literal guards (`_may`) before a regex; on bigger ones the regex just runs."""
+
+
+def _may(col: pl.Series, rx: str) -> bool:
+    """False only when no value of `col` (a small frame's column) holds a literal every match of `rx` needs."""
+    if len(col) > _SMALL:
+        return True
+    lits = _literals(rx)
+    if lits is None:
+        return True
+    return may_match(lits, "\n".join(col.drop_nulls().to_list()))
+
+
 NCCL_START = NCCL_RE.split(r"\s?(?P<msg>")[0].replace("(?P<", "(?P<_")
 """`NCCL_RE` without the message: `contains` stops at the level word instead of scanning the whole line."""
 _RAS_MARK = r"^(?:Communicators\.\.\.|Job summary\s*$|#\d+-\d+ \([0-9a-f]+\) [A-Z]+\s*$)"
@@ -287,6 +317,8 @@ _RAS_MARK = r"^(?:Communicators\.\.\.|Job summary\s*$|#\d+-\d+ \([0-9a-f]+\) [A-
 
 def has_ras(frame: pl.DataFrame) -> bool:
     """True when the file holds an ncclras report (its section heads), so RAS lines are worth matching."""
+    if frame.height == 0 or not _may(frame.get_column("body"), _RAS_MARK):
+        return False
     return bool(frame.select(pl.col("body").str.contains(_RAS_MARK).any()).item())
 
 
@@ -833,7 +865,7 @@ def _nccl_rows(
 
     # ---- WARN events
     legacy = slow.filter(~pl.col("cont") & body.str.contains(": Function: ", literal=True))
-    legacy = (
+    legacy = legacy if legacy.height == 0 else (
         legacy.filter(body.str.contains(OFI_LEGACY_RE))
         .with_columns(o=body.str.extract_groups(OFI_LEGACY_RE))
         .filter(pl.col("o").struct.field("level") == "WARN")
@@ -852,16 +884,15 @@ def _nccl_rows(
         )
     )
     nw = n.filter(pl.col("level").is_in(["WARN", "ERROR", "ABORT"])) if flags["warn"] else n.clear()
-    warns = pl.concat(
-        [
-            attach(nw, *_HEAD_COLS).select(
-                "line", "text", "env_rank", "env_global_rank", "pre_ts", "pre_ts_quality", "node", "pid", "tid", "dev", "src", "srcline",
-                "func", "msg", "ts", "ts_quality",
-            ),
-            legacy,
-        ],
-        how="vertical_relaxed",
-    ) if (nw.height or legacy.height) else nw
+    wparts = [
+        attach(nw, *_HEAD_COLS).select(
+            "line", "text", "env_rank", "env_global_rank", "pre_ts", "pre_ts_quality", "node", "pid", "tid", "dev", "src", "srcline",
+            "func", "msg", "ts", "ts_quality",
+        )
+    ]
+    if legacy.height:
+        wparts.append(legacy)
+    warns = pl.concat(wparts, how="vertical_relaxed") if (nw.height or legacy.height) else nw
     if warns.height:
         ev = warn_events(warns, ctx, rank_map)
         out["events"].append(ev)
@@ -1372,13 +1403,22 @@ def family_rows(lines: pl.Series, ctx: FileContext) -> FamilyRows:
     artefact = (pl.col("body").str.strip_chars() == "") & (pl.col("text").str.strip_chars() != "")
     ras = has_ras(slow)
     # NCCL lines (the bulk of a debug log) are known by their prefix; the other grammars only run on the rest
-    slow = slow.with_columns(_nccl=pl.col("body").str.contains(NCCL_START).fill_null(False))
-    rest = slow.filter(~pl.col("_nccl")).select(
-        "line", _k=(nccl_understood(pl.col("body"), ras) | td.torch_understood(pl.col("body")) | artefact).fill_null(False)
+    bodies = slow.get_column("body")
+    slow = slow.with_columns(
+        _nccl=pl.col("body").str.contains(NCCL_START).fill_null(False) if _may(bodies, NCCL_START) else pl.lit(False)
     )
-    slow = slow.join(rest, on="line", how="left", maintain_order="left").with_columns(
-        known=pl.col("_nccl") | pl.col("_k").fill_null(False)
-    ).drop("_k")
+    rest = slow.filter(~pl.col("_nccl"))
+    if rest.height:
+        understood = _UNDERSTOOD_RAS if ras else _UNDERSTOOD
+        k = td.torch_understood(pl.col("body")) | artefact
+        if _may(rest.get_column("body"), understood):
+            k = nccl_understood(pl.col("body"), ras) | k
+        rest = rest.select("line", _k=k.fill_null(False))
+        slow = slow.join(rest, on="line", how="left", maintain_order="left").with_columns(
+            known=pl.col("_nccl") | pl.col("_k").fill_null(False)
+        ).drop("_k")
+    else:
+        slow = slow.with_columns(known=pl.col("_nccl"))
     full: pl.DataFrame | None = None
     if _may_wrap(slow, fast):
         full = join_wrapped(_full_frame(slow, fast))
@@ -1395,9 +1435,10 @@ def family_rows(lines: pl.Series, ctx: FileContext) -> FamilyRows:
         fast.texts.filter(pl.col("text").str.contains_any(list(_FAST_LITERALS))) if nfast else fast.texts
     )
     body = pl.col("body")
+    root_cause = body.str.contains(td.ROOT_CAUSE_RE) if _may(slow.get_column("body"), td.ROOT_CAUSE_RE) else pl.lit(False)
     blocks = bool(slow.select(
         (body.str.contains(td.RESULT_HEAD_TEXT, literal=True) | body.str.contains("launch configs:", literal=True)
-         | body.str.contains(td.ROOT_CAUSE_RE)).any()
+         | root_cause).any()
     ).item()) or bool(fast_hits.select(
         (pl.col("text").str.contains(td.RESULT_HEAD_TEXT, literal=True)
          | pl.col("text").str.contains("launch configs:", literal=True)).any()
@@ -1526,7 +1567,9 @@ def _may_wrap(slow: pl.DataFrame, fast: FastLane) -> bool:
     opening like a record of its own, right after a line of at least 80 characters) whose run starts at a
     known warning/error record (`_WRAPPABLE`)."""
     b = pl.col("body").fill_null("")
-    c = slow.filter(~pl.col("known") & (b.str.strip_chars().str.len_bytes() != 0) & ~b.str.contains(_OWN_START))
+    c = slow.filter(~pl.col("known") & (b.str.strip_chars().str.len_bytes() != 0))
+    if c.height:
+        c = c.filter(~b.str.contains(_OWN_START))
     if c.height == 0:
         return False
     # bodies of the lines before the candidates, and of the run heads found below, from either lane
