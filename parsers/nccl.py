@@ -51,7 +51,7 @@ from functools import lru_cache
 import polars as pl
 
 from parsers import torch_distributed as td
-from parsers._common import envelope_struct, nccl_bus_id
+from parsers._common import _ANY_ENVELOPE, envelope_struct, nccl_bus_id
 from parsers._sniff import head_text, may_match, required_literals
 from parsers.base import FileContext, ParseResult, account, numbered
 
@@ -254,6 +254,21 @@ def _prepare_frame(frame: pl.DataFrame) -> pl.DataFrame:
             .then(pl.col("_b").str.replace(_COLLECTOR_TS, ""))
             .otherwise(pl.col("_b"))
         )
+    if not _may(frame.get_column("_b"), _ANY_ENVELOPE):
+        # no line can open with a launcher envelope: what `envelope_struct` gives for such lines
+        frame = frame.with_columns(
+            body=pl.col("_b"),
+            env_rank=pl.lit(None, dtype=pl.Int32),
+            env_rank_source=pl.lit(None, dtype=pl.String),
+            env_host=pl.lit(None, dtype=pl.String),
+            env_pid=pl.lit(None, dtype=pl.Int64),
+            env_global_rank=pl.lit(None, dtype=pl.Int32),
+        )
+        if not ts:
+            return frame.drop("_b").with_columns(
+                pre_ts=pl.lit(None, dtype=pl.Datetime("us", "UTC")), pre_ts_quality=pl.lit(None, dtype=pl.String)
+            )
+        return _pre_ts(frame)
     frame = frame.with_columns(_env=envelope_struct(pl.col("_b")))
     env = {name: pl.col("_env").struct.field(name) for name in ("rest", "rank", "rank_source", "host", "pid")}
     if frame.select(env["host"].is_not_null().any()).item():
@@ -277,6 +292,11 @@ def _prepare_frame(frame: pl.DataFrame) -> pl.DataFrame:
         return frame.drop("_b").with_columns(
             pre_ts=pl.lit(None, dtype=pl.Datetime("us", "UTC")), pre_ts_quality=pl.lit(None, dtype=pl.String)
         )
+    return _pre_ts(frame)
+
+
+def _pre_ts(frame: pl.DataFrame) -> pl.DataFrame:
+    """pre_ts, pre_ts_quality from the collector timestamp groups `_tsg` (drops `_b`, `_tsg`)."""
     raw = pl.col("_tsg").struct.field("ts").str.replace(",", ".").str.replace("T", " ")
     zone = pl.col("_tsg").struct.field("zone")
     with_zone = (
@@ -457,12 +477,14 @@ def head_columns(df: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
         if df.get_column("wts").null_count() < df.height
         else pl.lit(None, dtype=pl.Datetime("us", "UTC"))
     )
+    ipv4 = r"^\d{1,3}(?:\.\d{1,3}){3}$"
+    short = pl.col("host").str.split_exact(".", 1).struct.field("field_0")
     return df.with_columns(
         node=pl.coalesce(
             # NCCL cuts host names at the first '.'; an IPv4 "host" stays whole
-            pl.when(pl.col("host").str.contains(r"^\d{1,3}(?:\.\d{1,3}){3}$"))
-            .then(pl.col("host"))
-            .otherwise(pl.col("host").str.split_exact(".", 1).struct.field("field_0")),
+            pl.when(pl.col("host").str.contains(ipv4)).then(pl.col("host")).otherwise(short)
+            if _may(df.get_column("host"), ipv4)
+            else short,
             pl.col("env_host"),
             pl.lit(ctx.node),
         ),
@@ -533,7 +555,10 @@ def _nccl_rows(
     # each message filter below is a prefix or a literal: one pass sorts out the rows any of them can take
     n = n.with_columns(_p=msg.str.head(4))
     pre = n.filter(pl.col("_p").is_in(_MSG_PREFIXES))
-    lit = n.filter(msg.str.contains(_MSG_LITERALS_RE)) if n.height else n
+    if n.height > _SMALL:
+        lit = n.filter(msg.str.contains(_MSG_LITERALS_RE))
+    else:
+        lit = n.filter(msg.str.contains_any(list(_MSG_LITERALS))) if n.height else n
     has = dict.fromkeys(_MSG_STARTS + _MSG_LITERALS, False)
     if pre.height:
         has.update(pre.select(**{k: msg.str.starts_with(k).any() for k in _MSG_STARTS}).row(0, named=True))
@@ -694,7 +719,7 @@ def _nccl_rows(
         out["comms"].append(p.with_columns(record=pl.lit("network"), file=pl.lit(ctx.path)))
 
     # ---- rank map
-    init = pick(lit, " - Init ", INIT_RE)
+    init = lit.filter(msg.str.contains(" - Init ", literal=True)) if has[" - Init "] else lit.clear()
     if init.height:
         init = _init_fields(attach(init, "node", "pid", "dev"))
     topo = pick(lit, " nNodes ", TOPO_RE)
@@ -1187,7 +1212,8 @@ def _fast_lane(base: pl.DataFrame, ctx: FileContext) -> FastLane:
     g = pl.col("g").struct.field
     u = keys.to_frame("_k").with_columns(g=pl.col("_k").str.extract_groups(_FAST_HEAD)).filter(
         g("head").is_not_null()
-        & ~pl.col("_k").str.contains(_COLLECTOR_TS)
+        # a collector timestamp starts with 4 digits and '-'
+        & ~((pl.col("_k").str.slice(4, 1) == "-") & pl.col("_k").str.contains(_COLLECTOR_TS)).fill_null(False)
         & ~g("head").str.starts_with(_FAST_NOT_HEADS[0])
         & ~g("head").str.starts_with(_FAST_NOT_HEADS[1])
     )
@@ -1282,11 +1308,17 @@ _INIT_TOKENS = {"comm": 1, "rank": 3, "nranks": 5, "dev": 7, "nvml": 9, "bus": 1
 
 
 def _init_fields(init: pl.DataFrame) -> pl.DataFrame:
-    """`init` with struct column `i` = `msg.str.extract_groups(INIT_RE)`: lines of the usual full form read by
-    token position (a capture regex over every Init line of a communicator-heavy log is the slow part), the
+    """The lines of `init` (holding ` - Init `) that INIT_RE matches, with struct column `i` =
+    `msg.str.extract_groups(INIT_RE)`: lines of the usual full form read by token position (a capture regex over every Init line of a communicator-heavy log is the slow part), the
     others by INIT_RE."""
     msg = pl.col("msg")
     full = init.get_column("msg").str.contains(_INIT_FULL).fill_null(False)
+    if not full.all():
+        # the others: those INIT_RE matches (every full-form line does)
+        init = init.filter(full | msg.str.contains(INIT_RE).fill_null(False))
+        full = init.get_column("msg").str.contains(_INIT_FULL).fill_null(False)
+    if init.height == 0:
+        return init.with_columns(i=pl.lit(None, dtype=_groups_dtype(INIT_RE)))
     if not full.any():
         return init.with_columns(i=msg.str.extract_groups(INIT_RE))
     tok = init.filter(full).with_columns(_t=msg.str.split_exact(" ", 17)).unnest("_t")

@@ -253,3 +253,18 @@ def test_torch_shortcut_only_skips_when_torch_events_gives_nothing(monkeypatch: 
 def test_strict_coll_head_and_tail_make_the_whole_pattern() -> None:
     head = nccl._COLL_HEAD.replace("[A-Za-z]+", "(?P<op>[A-Za-z]+)", 1).removesuffix("$")
     assert nccl._COLL_FAST == head + " " + nccl._COLL_TAIL.removeprefix("^")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(nccl_lines(), st.sampled_from(OTHER), st.text(max_size=30)), min_size=1, max_size=8))
+def test_envelope_shortcut_is_what_envelope_struct_gives(lines: list[str]) -> None:
+    """`_prepare_frame` skips `envelope_struct` when no line holds a literal `_ANY_ENVELOPE` needs: it must
+    then strip nothing and name nothing."""
+    from parsers._common import _ANY_ENVELOPE, envelope_struct
+
+    col = pl.Series("t", lines, dtype=pl.String)
+    if nccl._may(col, _ANY_ENVELOPE):
+        return
+    got = pl.select(e=envelope_struct(pl.lit(col))).unnest("e")
+    assert got.get_column("rest").to_list() == lines
+    assert all(got.get_column(c).null_count() == len(lines) for c in ("rank", "rank_source", "host", "pid"))
