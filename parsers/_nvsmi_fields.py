@@ -309,9 +309,10 @@ def node_rows(attrs: list[tuple[str, str, int]], *, node: str, path: str, source
 
 def normalized_bus_ids(raw: pl.Series) -> pl.Series:
     """`normalize_bus_id` of a column, computed once per distinct value (a loop repeats a few bus ids)."""
-    u = raw.cast(pl.String).unique(maintain_order=True).drop_nulls()
-    norm = pl.select(normalize_bus_id(pl.lit(u))).to_series()
-    return raw.cast(pl.String).replace_strict(u, norm, default=None, return_dtype=pl.String)
+    raw = raw.cast(pl.String)
+    u = raw.unique(maintain_order=True).drop_nulls().to_list()
+    norm = _bus_ids_cached(u)
+    return raw.replace_strict(u, norm, default=None, return_dtype=pl.String)
 
 
 _BUS_NORM: dict[str, str | None] = {}
