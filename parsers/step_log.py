@@ -542,6 +542,8 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
         .otherwise(pl.lit(None, dtype=pl.String)),
     )
     seg = lf.select(rest.columns).collect()
+    if rest.height == 0:  # every line triaged: `seg` is in (line, seg) order already (filters keep the order)
+        return frame, seg.rechunk()
     return frame, pl.concat([seg, rest]).sort("line", "seg")
 
 
