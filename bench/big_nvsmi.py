@@ -12,6 +12,10 @@ What a day-long monitoring loop on an 8-GPU node leaves behind (FORMATS.md §3, 
   repeated). Rare: `[Unknown Error]`/`[N/A]` cells, an HW-slowdown mask (0x...88), ECC counts.
 - `q`: `nvidia-smi -q -l 60`: full `-q` dumps of 8 H100s (the GPU block of the real 535 sample in
   tests/fixtures as the template) with advancing `Timestamp`s and varying telemetry; rare HW slowdown.
+- `bugreport`: an `nvidia-bug-report.log` of a node that ran for weeks: prologue, `/proc/driver/nvidia/*`
+  files, `lspci -vvv` (no parser claims it), one `nvidia-smi -q` of 8 H100s, `nvidia-smi topo -m`, then
+  the bulk: `dmesg` (~55 %) and `journalctl -b -0` (~35 %) sections made by `bench/big_kernel.py` (ordinary
+  lines with rare Xid/AER/link events), as nvidia-bug-report.sh lays them out.
 - `ib`: a perfquery loop (`date` line, then `perfquery -x -C mlx5_N -P 1` per HCA every 10 s, extended
   counters growing), with an `ibstat` dump every hour; rare symbol errors / link-downed increments and an
   HCA port going Down in one ibstat dump.
@@ -29,7 +33,7 @@ import re
 import sys
 from datetime import datetime, timedelta
 
-KINDS = ("dmon", "csv", "q", "ib")
+KINDS = ("dmon", "csv", "q", "ib", "bugreport")
 BUSES = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
 START = datetime(2026, 11, 28, 0, 0, 0)
 _TEMPLATE = pathlib.Path(__file__).resolve().parent.parent / "tests/fixtures/nvidia-smi/q_h100_535_hw_power_brake_active.txt"
@@ -82,6 +86,18 @@ class _Out:
     @property
     def full(self) -> bool:
         return self.n >= self.limit
+
+
+class _Lines(_Out):
+    """Collects lines in memory (a budget of one byte: loops stop after their first round)."""
+
+    def __init__(self) -> None:
+        super().__init__(None, 1)
+        self.lines: list[str] = []
+
+    def line(self, s: str) -> None:
+        self.lines.append(s)
+        self.n += len(s) + 1
 
 
 # ----------------------------------------------------------------------------- dmon
@@ -283,6 +299,74 @@ def _ib(out: _Out, rng: random.Random) -> None:
         k += 1
 
 
+_SEP = "____________________________________________"
+
+
+def _bugreport(out: _Out, rng: random.Random) -> None:
+    import importlib.util
+    import tempfile
+
+    spec = importlib.util.spec_from_file_location("_big_kernel", pathlib.Path(__file__).with_name("big_kernel.py"))
+    assert spec is not None and spec.loader is not None
+    big_kernel = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(big_kernel)
+
+    def section(title: list[str], body: list[str]) -> None:
+        for ln in ("", _SEP, "", *title, "", *body):
+            out.line(ln)
+
+    for ln in (_SEP, "", "Start of NVIDIA bug report log file.  Please include this file, along",
+               "with a detailed description of your problem, when reporting a graphics",
+               "driver bug via the NVIDIA Linux forum (see forums.developer.nvidia.com)",
+               "or by sending email to 'linux-bugs@nvidia.com'.", "", "nvidia-bug-report.sh Version: 34597158", "",
+               f"Date: {START + timedelta(days=21):%a %b %d %H:%M:%S} UTC {START:%Y}",
+               "uname: Linux gpu-node-17.cluster.local 6.8.0-45-generic #45-Ubuntu SMP PREEMPT_DYNAMIC x86_64 x86_64 x86_64 GNU/Linux",
+               "command line flags: "):  # fmt: skip
+        out.line(ln)
+    section(
+        ["*** /proc/driver/nvidia/version", "*** ls: -r--r--r-- 1 root root 0 2026-11-28 10:14:02.512345678 +0000 /proc/driver/nvidia/version"],
+        ["NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 19:39:15 UTC 2024",
+         "GCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)"],
+    )  # fmt: skip
+    for i, bus in enumerate(BUSES):
+        section(
+            [f"*** /proc/driver/nvidia/gpus/0000:{bus.lower()}:00.0/information"],
+            ["Model: \t\t NVIDIA H100 80GB HBM3", "IRQ:   \t\t 0", f"GPU UUID: \t GPU-{i:08x}-0000-0000-0000-000000000000",
+             "Video BIOS: \t 96.00.99.00.01", "Bus Type: \t PCIe", "DMA Size: \t 52 bits", f"Bus Location: \t 0000:{bus.lower()}:00.0"],
+        )  # fmt: skip
+    lspci = []
+    while len(lspci) < 3000:
+        b = rng.choice(BUSES).lower()
+        lspci += [f"{b}:00.0 3D controller: NVIDIA Corporation GH100 [H100 SXM5 80GB] (rev a1)",
+                  "\tSubsystem: NVIDIA Corporation GH100 [H100 SXM5 80GB]",
+                  "\tFlags: bus master, fast devsel, latency 0, IRQ 16, NUMA node 0, IOMMU group 22",
+                  f"\tMemory at {rng.getrandbits(32):08x} (32-bit, non-prefetchable) [size=16M]",
+                  "\tCapabilities: [60] Power Management version 3", "\tKernel driver in use: nvidia", ""]  # fmt: skip
+    section(['/sbin/lspci -d "10de:*" -v -xxx'], lspci)
+    one = _Lines()
+    _q(one, rng)  # one full dump (the 1-byte budget ends the loop after it)
+    section(["/usr/bin/nvidia-smi --query"], one.lines)
+    for title, share, style in (("dmesg:", 0.6, "dmesg_raw"), ("journalctl -b -0:", 1.0, "journal_iso")):
+        out.flush()
+        with tempfile.TemporaryDirectory() as d:
+            tmp = pathlib.Path(d) / "k.log"
+            big_kernel.write(tmp, max(0.01, (out.limit - out.n) / 1e6 * share), rng.randrange(1 << 30), style)
+            out.line("")
+            out.line(_SEP)
+            out.line("")
+            out.line(title)
+            out.line("")
+            out.flush()
+            with open(tmp, encoding="utf-8") as fh:
+                for ln in fh:
+                    out.line(ln.rstrip("\n"))
+                    if out.full:
+                        break
+    if not out.full:
+        section(["/usr/bin/nvidia-smi topo -m"], ["\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID",
+                "GPU0\t X \tNV18\t0-55\t0\t\tN/A", "GPU1\tNV18\t X \t0-55\t0\t\tN/A"])  # fmt: skip
+
+
 def write(path: pathlib.Path, mb: float, seed: int = 0, kind: str = "dmon") -> None:
     """Write about `mb` MB of `kind` (one of KINDS) monitoring output to `path`."""
     if kind not in KINDS:
@@ -290,7 +374,10 @@ def write(path: pathlib.Path, mb: float, seed: int = 0, kind: str = "dmon") -> N
     rng = random.Random(f"{seed}:{kind}")
     with open(path, "w", encoding="utf-8", newline="\n") as fh:
         out = _Out(fh, int(mb * 1e6))
-        {"dmon": _dmon, "csv": _csv, "q": _q, "ib": _ib}[kind](out, rng)
+        if kind == "bugreport":
+            _bugreport(out, rng)
+        else:
+            {"dmon": _dmon, "csv": _csv, "q": _q, "ib": _ib}[kind](out, rng)
         out.flush()
 
 
