@@ -1090,9 +1090,14 @@ def _block_fragments(
         b = seg
 
     # Megatron timer blocks
-    tb = b.filter(pl.col("t_ent") & (pl.col("t_blk") > 0)) if t_on else seg.clear()
+    # (only the columns the timer fragments use are gathered)
+    tb = (
+        b.select(*_BASE, "text", "t_ent", "t_blk", "t_mode").filter(pl.col("t_ent") & (pl.col("t_blk") > 0))
+        if t_on
+        else seg.clear()
+    )
     if tb.height:
-        mm = tb.filter(pl.col("t_mode").str.starts_with("(min, max)")).filter(txt.str.contains(g.TIMER_MINMAX_RE))
+        mm = tb.filter(pl.col("t_mode").str.starts_with("(min, max)") & txt.str.contains(g.TIMER_MINMAX_RE))
         if mm.height:
             mm = mm.with_columns(m=_minmax_groups(mm.get_column("text")))
             out.append(
