@@ -585,20 +585,20 @@ OSC_RE = r"_OSC: (?P<who>platform does not support|OS now controls) \[(?P<caps>[
 
 
 def _inv(
-    df: pl.DataFrame,
+    df: pl.DataFrame | pl.LazyFrame,
     ctx: FileContext,
-    component: str,
+    component: str | pl.Expr,
     attribute: str,
     value: pl.Expr,
     bus: pl.Expr | None,
     device: pl.Expr | None,
     device_bus: pl.Expr | None = None,
-) -> pl.DataFrame:
+) -> pl.DataFrame | pl.LazyFrame:
     """Inventory rows with raw bus ids: `_inventory` normalises gpu_bus_id and device (a bus id when
     given, from `device_bus`) once for all parts."""
-    res = df.select(
+    return df.select(
         node=_node(ctx),
-        component=pl.lit(component),
+        component=component if isinstance(component, pl.Expr) else pl.lit(component),
         gpu_bus_id=bus.cast(pl.String) if bus is not None else pl.lit(None, dtype=pl.String),
         device=device_bus.cast(pl.String) if device_bus is not None else device if device is not None else pl.lit(None, dtype=pl.String),
         attribute=pl.lit(attribute),
@@ -607,48 +607,71 @@ def _inv(
         file=pl.lit(ctx.path),
         line=pl.col("line"),
     )
-    return res
+
+
+_INV_SCHEMA = {
+    "node": pl.String,
+    "component": pl.String,
+    "gpu_bus_id": pl.String,
+    "device": pl.String,
+    "attribute": pl.String,
+    "value": pl.String,
+    "source": pl.String,
+    "file": pl.String,
+    "line": pl.Int64,
+}
 
 
 def _inventory(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext, has=lambda *literals: True) -> pl.DataFrame:
-    """GPU UUID/serial, driver and kernel version, NIC firmware and PCIe link, boot time (K8b pairs)."""
-    parts: list[pl.DataFrame] = []
-    ident = _ihit(cand, has, ("NVRM: GPU at",), IDENTITY_RE)
+    """GPU UUID/serial, driver and kernel version, NIC firmware and PCIe link, boot time (K8b pairs).
+
+    Every kind of row is a lazy query (skipped when its literal is in no candidate line) and all are
+    collected at once: one `collect` per file instead of two or three per kind.
+    """
     g = pl.col("g")
+    lcand = cand.lazy()
+
+    def hit(literals: tuple[str, ...], pattern: str) -> pl.LazyFrame | None:
+        if not has(*literals):
+            return None
+        return (
+            lcand.filter(pl.col("msg").str.contains_any(list(literals)) & pl.col("msg").str.contains(pattern))
+            .with_columns(g=pl.col("msg").str.extract_groups(pattern))
+        )
+
+    parts: list[pl.LazyFrame] = []
+    ident = _ihit(cand, has, ("NVRM: GPU at",), IDENTITY_RE)
     if ident.height:
-        parts.append(_inv(ident, ctx, "gpu", "uuid", g.struct.field("uuid"), g.struct.field("bus"), None))
-    serial = _ihit(cand, has, ("Serial Number",), SERIAL_RE)
-    if serial.height:
+        parts.append(_inv(ident.lazy(), ctx, "gpu", "uuid", g.struct.field("uuid"), g.struct.field("bus"), None))
+    serial = hit(("Serial Number",), SERIAL_RE)
+    if serial is not None:
         # the serial line follows the GPU's identity line
         idb = ident.select("line", ibus=g.struct.field("bus")).sort("line") if ident.height else pl.DataFrame(schema={"line": pl.Int64, "ibus": pl.String})
-        serial = serial.sort("line").join_asof(idb, on="line", strategy="backward", tolerance=5)
+        serial = serial.sort("line").join_asof(idb.lazy(), on="line", strategy="backward", tolerance=5)
         parts.append(_inv(serial, ctx, "gpu", "serial", g.struct.field("serial"), pl.col("ibus"), None))
-    drv = _ihit(cand, has, ("loading NVIDIA UNIX",), DRIVER_RE)
-    if drv.height:
+    drv = hit(("loading NVIDIA UNIX",), DRIVER_RE)
+    if drv is not None:
         parts.append(_inv(drv, ctx, "node", "driver_version", g.struct.field("ver"), None, None))
-    kern = _ihit(cand, has, ("Linux version",), KERNEL_RE)
-    if kern.height:
+    kern = hit(("Linux version",), KERNEL_RE)
+    if kern is not None:
         parts.append(_inv(kern, ctx, "node", "kernel_version", g.struct.field("kver"), None, None))
-    fw = _ihit(cand, has, ("firmware version:",), NIC_FW_RE)
-    if fw.height:
+    fw = hit(("firmware version:",), NIC_FW_RE)
+    if fw is not None:
         parts.append(_inv(fw, ctx, "nic", "firmware_version", g.struct.field("fw"), None, None, device_bus=g.struct.field("bus")))
-    bw = _ihit(cand, has, ("available PCIe bandwidth (",), PCIE_BW_RE)
-    if bw.height:
+    bw = hit(("available PCIe bandwidth (",), PCIE_BW_RE)
+    if bw is not None:
         link = pl.format("{} x{} ({} Gb/s)", g.struct.field("speed"), g.struct.field("width"), g.struct.field("gbps"))
         comp = pl.when(g.struct.field("driver").str.starts_with("mlx")).then(pl.lit("nic")).otherwise(pl.lit("pci"))
-        rows = _inv(bw, ctx, "nic", "pcie_link", link, None, None, device_bus=g.struct.field("bus"))
-        rows = rows.with_columns(component=bw.select(comp).to_series())
-        parts.append(rows)
+        parts.append(_inv(bw, ctx, comp, "pcie_link", link, None, None, device_bus=g.struct.field("bus")))
     # who handles PCIe AER: '_OSC: platform does not support [.. AER ..]' = firmware first (no native AER lines)
-    osc = _ihit(cand, has, ("_OSC: ",), OSC_RE)
-    if osc.height:
+    osc = hit(("_OSC: ",), OSC_RE)
+    if osc is not None:
         osc = osc.filter(pl.col("g").struct.field("caps").str.contains(r"\bAER\b"))
-    if osc.height:
         owner = pl.when(g.struct.field("who").str.starts_with("platform does not support")).then(pl.lit("firmware")).otherwise(pl.lit("os"))
         parts.append(_inv(osc, ctx, "node", "aer_control", owner, None, None))
     # boot time from lines carrying both a wall clock and the printk monotonic time (K8b)
-    both = m.filter(pl.col("ts").is_not_null() & pl.col("uptime_s").is_not_null() & (pl.col("boot_seg") == 0))
-    if both.height:
+    if m.get_column("ts").null_count() < m.height and m.get_column("uptime_s").null_count() < m.height:
+        both = m.lazy().filter(pl.col("ts").is_not_null() & pl.col("uptime_s").is_not_null() & (pl.col("boot_seg") == 0))
         boot = both.with_columns(
             node=_node(ctx), boot=pl.col("ts") - pl.duration(microseconds=(pl.col("uptime_s") * 1e6).cast(pl.Int64))
         ).group_by("node").agg(pl.col("line").first(), pl.col("boot").median(), q=pl.col("ts_quality").first())
@@ -667,31 +690,16 @@ def _inventory(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext, has=lambda
         )
     # boot time from the RTC line every x86 kernel prints early: 'rtc_cmos 00:02: setting system clock to
     # 2025-03-02T14:29:44 UTC (1740925784)' at printk time t: boot = epoch - t (whole seconds: the RTC has no finer)
-    rtc = _ihit(cand, has, ("setting system clock to",), RTC_RE).filter(
-        pl.col("uptime_s").is_not_null() & (pl.col("boot_seg") == 0)
-    )
-    if rtc.height:
+    rtc = hit(("setting system clock to",), RTC_RE)
+    if rtc is not None:
+        rtc = rtc.filter(pl.col("uptime_s").is_not_null() & (pl.col("boot_seg") == 0))
         boot = pl.from_epoch(g.struct.field("epoch").cast(pl.Int64), time_unit="s").dt.replace_time_zone("UTC") - pl.duration(
             microseconds=(pl.col("uptime_s") * 1e6).cast(pl.Int64)
         )
-        parts.append(
-            _inv(rtc, ctx, "node", "boot_time", boot.dt.to_string("%Y-%m-%dT%H:%M:%S%.6f+00:00"), None, None).head(1)
-        )
-    if not parts:
-        return pl.DataFrame(
-            schema={
-                "node": pl.String,
-                "component": pl.String,
-                "gpu_bus_id": pl.String,
-                "device": pl.String,
-                "attribute": pl.String,
-                "value": pl.String,
-                "source": pl.String,
-                "file": pl.String,
-                "line": pl.Int64,
-            }
-        )
-    inv = pl.concat(parts, how="vertical_relaxed")
+        parts.append(_inv(rtc, ctx, "node", "boot_time", boot.dt.to_string("%Y-%m-%dT%H:%M:%S%.6f+00:00"), None, None).head(1))
+    inv = pl.concat(parts, how="vertical_relaxed").collect() if parts else None
+    if inv is None or inv.height == 0:
+        return pl.DataFrame(schema=_INV_SCHEMA)
     # (every device here is a NIC/PCI bus id: the device column is normalised like gpu_bus_id)
     inv = inv.replace_column(2, normalized_bus(inv.get_column("gpu_bus_id"))).replace_column(3, normalized_bus(inv.get_column("device")))
     inv = inv.filter(pl.col("value").is_not_null())
