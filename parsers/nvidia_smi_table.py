@@ -52,6 +52,8 @@ _HEADINGS = (
     "SM     Unc|",
 )
 
+_HEADING = re.compile("|".join(re.escape(h) for h in _HEADINGS))
+
 
 def sniff(head: bytes, name: str) -> float:
     """1.0 on the `| NVIDIA-SMI x  Driver Version: y` banner row near the top, 0.9 anywhere in the head."""
@@ -83,6 +85,8 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         tables.append(t)
         return t
 
+    # lines that may be nvidia-smi failure lines (one literal scan; `failure_event` needs one of these)
+    maybe_failure = set(lines.cast(pl.String).str.contains_any(list(F.FAILURE_LITERALS)).arg_true().to_list())
     for i, raw in enumerate(texts):
         ln = first + i
         text = raw.rstrip()
@@ -90,12 +94,12 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             continue
         ok = True
         cells = text.split("|")
-        if (fe := F.failure_event(text, ln, node=ctx.node, path=ctx.path)) is not None:
+        if i in maybe_failure and (fe := F.failure_event(text, ln, node=ctx.node, path=ctx.path)) is not None:
             events.append(fe)
         elif _TIME.match(text):
             pending_ts = F.parse_local_ts(text.strip())
             cur = None
-        elif (m := _BANNER.search(text)) is not None:
+        elif "NVIDIA-SMI" in text and (m := _BANNER.search(text)) is not None:
             cur = new_table()
             pending_ts = None
             cur["node"] = [("driver_version", m.group("drv"), ln)]
@@ -110,7 +114,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             in_mig = True
         elif "Processes:" in text:
             in_mig = False
-        elif any(h in text for h in _HEADINGS):
+        elif _HEADING.search(text):
             pass
         elif (pm := _PROC.match(text)) is not None and cur is not None:
             gi = pm.group("gpu")
