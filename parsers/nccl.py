@@ -736,7 +736,7 @@ def _nccl_rows(
                 rank=f("rank").cast(pl.Int32, strict=False),
                 nranks=f("nranks").cast(pl.Int32, strict=False),
                 cuda_dev=f("dev").cast(pl.Int32, strict=False),
-                gpu_bus_id=pl.when(f("bus").is_not_null()).then(nccl_bus_id(f("bus"))),
+                gpu_bus_id=_INIT_BUS_ID,
                 phase=f("phase"),
                 nvml_dev=f("nvml").cast(pl.Int32, strict=False),
                 prio=pl.when(f("phase") == "COMPLETE").then(0).otherwise(1),
@@ -1299,6 +1299,8 @@ def _empty_coll() -> tuple[pl.DataFrame, pl.DataFrame]:
     )
 
 
+_INIT_BUS_ID = pl.when(pl.col("i").struct.field("bus").is_not_null()).then(nccl_bus_id(pl.col("i").struct.field("bus")))
+"""The Init line's busId as a PCI address (the expression built once: it is ~50 expression nodes)."""
 _INIT_FULL = (
     r"^(?:ncclComm[A-Za-z]* )?comm 0x[0-9a-fA-F]+ rank [0-9]+ nranks [0-9]+ cudaDev [0-9]+ nvmlDev [0-9]+ "
     r"busId [0-9a-fA-F]+ commId 0x[0-9a-fA-F]+ - Init (?:START|COMPLETE)$"

@@ -43,6 +43,21 @@ def both(lines: pl.Series, first_line: int = 1, parse=nccl.parse) -> tuple[Parse
     return fast, full
 
 
+def same_understood(lines: pl.Series, first_line: int = 1) -> None:
+    """`family_rows` (also read by parsers._mixed) marks the same lines as understood either way."""
+    ctx = FileContext(path="x.log", node="node-x", first_line=first_line, year_hint=2025)
+    old = nccl.FAST_LANE
+    try:
+        nccl.FAST_LANE = True
+        fast = nccl.family_rows(lines, ctx)
+        nccl.FAST_LANE = False
+        full = nccl.family_rows(lines, ctx)
+    finally:
+        nccl.FAST_LANE = old
+    assert fast.understood.to_list() == full.understood.to_list()
+    assert (fast.notes, fast.hosts) == (full.notes, full.hosts)
+
+
 def assert_same(a: ParseResult, b: ParseResult) -> None:
     assert (a.parsed, a.unrecognized, a.unrecognized_examples, a.notes, a.partial, a.node) == (
         b.parsed, b.unrecognized, b.unrecognized_examples, b.notes, b.partial, b.node
@@ -62,6 +77,7 @@ def test_fast_lane_same_as_full_path_on_fixtures(path: Path) -> None:
         fast, full = both(lines, first_line=7, parse=parse)
         assert_same(fast, full)
         assert check_accounting(fast, lines)
+    same_understood(lines, first_line=7)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3, 4, 5])
@@ -202,6 +218,7 @@ def test_fast_lane_same_as_full_path_on_random_mixes(lines: list[str], first_lin
     fast, full = both(series, first_line=first_line)
     assert_same(fast, full)
     assert check_accounting(fast, series)
+    same_understood(series, first_line=first_line)
 
 
 def test_fast_lane_takes_plain_records_only() -> None:
