@@ -760,7 +760,7 @@ def stamp(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str
         out = base.join(stamped, on="line", how="left", maintain_order="left")
     # journalctl -o short-monotonic: '[ 1234.5] host kernel: msg' -> host from the line
     if "dmesg_raw" in present:
-        mono = out.filter((pl.col("style") == "dmesg_raw") & pl.col("msg").str.contains(" kernel: ", literal=True))
+        mono = out.select("line", "style", "msg").filter((pl.col("style") == "dmesg_raw") & pl.col("msg").str.contains(" kernel: ", literal=True))
         if mono.height:
             rx = r"^([^\s:\[\]]+) kernel: "
             mono = mono.select("line", host=pl.col("msg").str.extract(rx, 1), msg=pl.col("msg").str.replace(rx, "")).filter(
@@ -776,7 +776,7 @@ def stamp(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str
         out = _embedded_printk(out)
     # lines with no stamp: headers, continuations, pasted NVRM lines
     if not all_stamped:
-        loose = out.filter(pl.col("style").is_null())
+        loose = out.select("line", "style", "body").filter(pl.col("style").is_null())
         if loose.height:
             header = pl.col("body").str.contains(HEADER_RE)
             cont = ~header & pl.col("body").str.contains(CONTINUATION_RE)
@@ -840,7 +840,7 @@ _EMB_STRICT = r"^\[ *\d+\.\d+\](?:$|[^\s]| )"
 
 def _embedded_printk(out: pl.DataFrame) -> pl.DataFrame:
     """K8b: 'kernel: [12345.678901] msg' in a line with a wall clock -> uptime_s from the bracket, msg after it."""
-    emb = out.filter(pl.col("msg").str.starts_with("[") & (pl.col("style") != "dmesg_raw")).select("line", "msg")
+    emb = out.select("line", "msg", "style").filter(pl.col("msg").str.starts_with("[") & (pl.col("style") != "dmesg_raw")).select("line", "msg")
     if emb.height == 0:
         return out
     strict = emb.get_column("msg").str.contains(_EMB_STRICT)
@@ -947,7 +947,7 @@ def _syslog_times(out: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, li
     notes: list[str] = []
     is_sys = pl.col("style").is_in(["syslog", "dmesg_reltime"])
     # month numbers of the few distinct month tokens, mapped back (same values as `_month_num` row by row)
-    sys_mon = out.filter(is_sys).get_column("mon_raw")
+    sys_mon = out.select("style", "mon_raw").filter(is_sys).get_column("mon_raw")
     if sys_mon.len() == 0:
         return out, notes
     mons = sys_mon.drop_nulls().unique()
