@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from datetime import datetime
 from typing import Any
 
@@ -90,10 +91,12 @@ BOOL_COLUMNS = (*dict.fromkeys(THROTTLE_COLUMNS.values()), "retired_pages_pendin
 
 ERROR_MARKERS = ("Unknown Error", "GPU requires reset", "ERR!", "GPU is lost")
 
+_MARKER_RE = re.compile("|".join(re.escape(m) for m in ERROR_MARKERS))
 _NUM = re.compile(r"^\s*\[?\s*([-+]?\d+(?:\.\d+)?)")
 _MISSING = re.compile(r"^\s*\[?\s*(N/A|Not Supported|Not Available|Unknown|Requested functionality|Insufficient)", re.I)
 
 
+@lru_cache(maxsize=1 << 16)
 def num(value: str | None) -> float | None:
     """Leading number of a printed value (`81559 MiB`, `16x`, `36 C`, `[N/A]` -> None)."""
     if value is None or _MISSING.match(value):
@@ -102,6 +105,7 @@ def num(value: str | None) -> float | None:
     return float(m.group(1)) if m else None
 
 
+@lru_cache(maxsize=1 << 12)
 def flag(value: str | None) -> bool | None:
     """`Active`/`Yes`/`Enabled`/`True`/`1` -> True; `Not Active`/`No`/... -> False; else None."""
     if value is None:
@@ -159,7 +163,7 @@ class GpuSnapshot:
             self.sample[col] = (value, line, priority)
 
     def note(self, value: str, line: int) -> None:
-        if any(m in value for m in ERROR_MARKERS):
+        if _MARKER_RE.search(value):
             self.errors.append((value, line))
 
 
@@ -354,7 +358,7 @@ def frames(
             seen: set[tuple[Any, ...]] = set()
             kept = []
             for r in rows:
-                k = tuple(r.get(c) for c in raw_key)
+                k = tuple(map(r.get, raw_key))
                 if k not in seen:
                     seen.add(k)
                     kept.append(r)
