@@ -1414,6 +1414,8 @@ class FamilyRows:
     notes: list[str]
     hosts: list[str]
     """NCCL hosts seen (short names)."""
+    fast: pl.Series | None = None
+    """Boolean per input line: read by the fast lane (an understood, non-blank NCCL record), when known."""
 
 
 def family_rows(lines: pl.Series, ctx: FileContext) -> FamilyRows:
@@ -1528,7 +1530,10 @@ def family_rows(lines: pl.Series, ctx: FileContext) -> FamilyRows:
         if name == "inventory":
             df = df.unique(subset=["node", "component", "device", "attribute", "value"], keep="first", maintain_order=True)
         tables[name] = df
-    return FamilyRows(tables=tables, understood=understood.fill_null(False).alias("known"), notes=notes, hosts=hosts)
+    return FamilyRows(
+        tables=tables, understood=understood.fill_null(False).alias("known"), notes=notes, hosts=hosts,
+        fast=fast.mask if fast.rows.height else None,
+    )
 
 
 _TORCH_HINTS = (*td.TORCH_LITERALS, "exitcode", "Sending process", 'File "')
@@ -1644,7 +1649,13 @@ def parse_family(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse NCCL and PyTorch-distributed lines of one file into a ParseResult (both parsers' `parse`)."""
     rows = family_rows(lines, ctx)
     frame = numbered(lines, ctx).with_columns(ok=rows.understood)
+    n_fast = 0
+    if rows.fast is not None:
+        # fast-lane lines are understood NCCL records (never blank): counted without a look
+        n_fast = int(rows.fast.sum())
+        frame = frame.filter(~rows.fast)
     parsed, unrecognized, examples = account(frame, pl.col("ok"))
+    parsed += n_fast
     return ParseResult(
         tables=rows.tables,
         parsed=parsed,
