@@ -1,0 +1,212 @@
+"""The kernel-log parser's fast paths give what the general paths give (issue 10).
+
+Each shortcut of `parsers.kernel_log` / `parsers._kernel_events` (positional splits of the common prefix
+shapes, ISO and syslog times by arithmetic, boot segments on the monotonic lines only, the literal
+prefilter as one regex, skipped grammars) is compared here with the slower path it replaces, on tricky
+lines and on the realistic generated logs of `bench/big_kernel.py`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from parsers import _kernel_events as kev
+from parsers import kernel_log
+from parsers.base import FileContext, ParseResult, check_accounting, lines_from_bytes
+
+ROOT = Path(__file__).parent.parent.parent
+CTX = FileContext(
+    path="x/kern.log", node="n1", year_hint=2025, collected_at=datetime(2025, 11, 30, tzinfo=UTC)
+)
+
+# Lines near the edges of the strict shapes: a tag colon followed by no space, non-ASCII names, tabs,
+# several colons, odd times and dates, caller ids after a dmesg -T stamp, RFC 5424 with and without SD.
+TRICKY = """Nov 29 00:05:31 gpu-07 k:ernel: [ 1478.475357] NVRM: Xid (PCI:0000:18:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.
+Nov 29 00:05:31 gpu-07 kernel:[ 1478.475357] mlx5_core 0000:1a:00.0 mlx5_0: Port: 1 Link DOWN
+Nov 29 00:05:31 gpu-07 kernel:\t[ 1478.475357] x
+Nov  3 00:05:31 gpü-07 kernel: [ 1478.475357] NVRM: GPU at PCI:0000:18:00: GPU-1234
+Nov 03 00:05:31.123456 gpu-07 kérnel: a: b: c
+Nov 03 00:05:31.12 gpu-07 kernel: a b c: d
+Nov 03 00:05:31 gpu-07 kernel: a b c: d
+Nov 03 24:05:31 gpu-07 kernel: hour 24
+Nov 03 23:59:60 gpu-07 kernel: leap
+Feb 29 23:59:59 gpu-07 kernel: feb 29
+Feb 30 23:59:59 gpu-07 kernel: feb 30
+Nov 03 00:05:31 gpu-07 kernel:
+Nov 03 00:05:31 gpu-07 kernel:\x20
+Nov 03 00:05:31 gpu-07 kernel:  two spaces
+Nov 03 00:05:31 gpu-07 kernel:\u00a0nbsp
+Nov 03 00:05:31 gpu-07 tag[12]: x: y
+Nov 03 00:05:31 gpu-07 tag[12]:x: y
+Nov 03 00:05:31 gpu-07 tag[1a]: x: y
+Nov 03 00:05:31 a b c d: e
+Nov 03 00:05:31 gpu-07 kernel: [12345.678901]
+Nov 03 00:05:31 gpu-07 kernel: [12345.678901]  x
+Nov 03 00:05:31 gpu-07 kernel: [  12345.678901]\tx
+Nov 03 00:05:31 gpu-07 kernel: [\u300012345.678901] x
+2025-01-17T17:10:43+0000 host k:ernel: x: y
+2025-01-17T17:10:43+00:00 host kernel: x: y
+2025-01-17T17:10:43.123456+00:00 hôst kernel: x: y
+2025-01-17T17:10:43Z host kernel:x
+2025-01-17T17:10:43Z host a b kernel: x
+2025-01-17 17:10:43Z host kernel: x
+[Sun Feb 23 16:24:18 2025] [T123] x
+[Sun Feb 23 16:24:18 2025][T123] x
+[Sun Feb 23 16:24:18 2025] [UFW BLOCK] x
+[Sun Feb 23 16:24:18 2025]  x
+[Sun Feb 23 16:24:18 2025]\tx
+[Sun Feb 23 16:24:18 2025]
+[Sun Feb 23 16:24:18 2025] [
+[Sun Feb 23 16:24:18 2025] [ T1] x
+[Sun Feb 30 16:24:18 2025] x
+<4>1 2025-01-17T17:10:43.123456+00:00 host.example kernel - - - msg
+<4>1 2025-01-17T17:10:43.123456+00:00 host.example kernel - - -
+<4>1 2025-01-17T17:10:43.123456+00:00 host.example kernel - - -  two
+<4>1 2025-01-17T17:10:43.123456+00:00 host.example kernel - - -x
+<4>1 2025-01-17T17:10:43.123456+00:00 host.example kernel - - [a b] msg
+"""
+
+
+def _same(a: ParseResult, b: ParseResult) -> None:
+    assert (a.parsed, a.unrecognized, a.unrecognized_examples, a.notes, a.partial, a.node) == (
+        b.parsed,
+        b.unrecognized,
+        b.unrecognized_examples,
+        b.notes,
+        b.partial,
+        b.node,
+    )
+    assert a.tables.keys() == b.tables.keys()
+    for name in a.tables:
+        x, y = a.tables[name], b.tables[name]
+        assert x.schema == y.schema, name
+        assert x.equals(y), (name, x, y)
+
+
+def _slow_parse(monkeypatch: pytest.MonkeyPatch, lines: pl.Series, ctx: FileContext) -> ParseResult:
+    """The parse with the shortcuts replaced by the general paths they stand for."""
+    with monkeypatch.context() as mp:
+        mp.setattr(kernel_log, "STRICT", {})
+        mp.setattr(kernel_log, "_iso_fast_then_full", kernel_log._iso_rowwise)
+        mp.setattr(
+            kernel_log,
+            "_ymd_hms_utc",
+            lambda out, rows: out.select(_t=pl.when(rows).then(_full_ts())).to_series(),
+        )
+        mp.setattr(
+            kernel_log,
+            "_boot_segments_by_host",
+            lambda out: out.select(kernel_log._boot_segments().over("host")).to_series(),
+        )
+        mp.setattr(
+            kev, "_ALL_LITERALS_RX", "|".join(re.escape(x) for x in kev.ALL_LITERALS + kev.INVENTORY_LITERALS)
+        )
+        return kernel_log.parse(lines, ctx)
+
+
+def _full_ts() -> pl.Expr:
+    return (
+        pl.format(
+            "{}-{}-{} {}",
+            pl.col("_year"),
+            kernel_log._pad(pl.col("_month")),
+            kernel_log._pad(pl.col("day")),
+            pl.col("hms"),
+        )
+        .str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S", strict=False)
+        .dt.replace_time_zone("UTC")
+    )
+
+
+@pytest.mark.parametrize("repeat", [1, 60])  # 60: past the row counts where the column-wide shortcuts start
+def test_tricky_lines_fast_equals_general(monkeypatch: pytest.MonkeyPatch, repeat: int) -> None:
+    lines = lines_from_bytes((TRICKY * repeat).encode())
+    fast = kernel_log.parse(lines, CTX)
+    assert check_accounting(fast, lines)
+    _same(fast, _slow_parse(monkeypatch, lines, CTX))
+
+
+def _big_kernel():
+    spec = importlib.util.spec_from_file_location("big_kernel", ROOT / "bench" / "big_kernel.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+@pytest.mark.parametrize(
+    "style", ["syslog", "journal_iso", "journal_precise", "dmesg_raw", "dmesg_ctime", "dmesg_iso", "rfc5424"]
+)
+def test_generated_logs_fast_equals_general(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, style: str
+) -> None:
+    path = tmp_path / f"{style}.log"
+    _big_kernel().write(path, 1.0, seed=3, style=style)
+    lines = lines_from_bytes(path.read_bytes())
+    fast = kernel_log.parse(lines, CTX)
+    assert fast.unrecognized == 0
+    assert fast.tables["inventory"].height > 0
+    _same(fast, _slow_parse(monkeypatch, lines, CTX))
+
+
+def test_big_kernel_is_deterministic_and_sized(tmp_path: Path) -> None:
+    mod = _big_kernel()
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    mod.write(a, 0.3, seed=5)
+    mod.write(b, 0.3, seed=5)
+    assert a.read_bytes() == b.read_bytes()
+    assert 300_000 <= a.stat().st_size < 330_000
+    assert kernel_log.sniff(a.read_bytes()[:16384], "kern.log") > 0.5
+
+
+def test_iso_arithmetic_equals_to_datetime() -> None:
+    rng = random.Random(3)
+    vals = []
+    for _ in range(20_000):
+        y = rng.choice([1970, 2000, 2024, 2025, 2100, 1900, 9999, 1])
+        date = f"{y:04d}-{rng.randint(0, 13):02d}-{rng.randint(0, 32):02d}"
+        time = f"{rng.randint(0, 24):02d}:{rng.randint(0, 60):02d}:{rng.randint(0, 60):02d}"
+        frac = rng.choice(
+            ["", f",{rng.randint(0, 999999):06d}", f".{rng.randint(0, 999999):06d}", ".123", ",123456789"]
+        )
+        off = rng.choice(
+            [
+                "Z",
+                "+00:00",
+                "-00:00",
+                "+0000",
+                f"+{rng.randint(0, 24):02d}:{rng.randint(0, 60):02d}",
+                f"-{rng.randint(0, 24):02d}{rng.randint(0, 60):02d}",
+            ]
+        )
+        vals.append(f"{date}T{time}{frac}{off}")
+    raw = pl.Series("ts", vals + [None])
+    assert kernel_log._iso_fast_then_full(raw).equals(kernel_log._iso_rowwise(raw), check_names=False)
+    shaped = raw.filter(raw.str.contains(kernel_log._ISO_SHAPE))
+    assert shaped.len() > 5_000
+    assert kernel_log._iso_arith(shaped).equals(kernel_log._iso_rowwise(shaped), check_names=False)
+
+
+def test_literal_regex_equals_contains_any() -> None:
+    msgs = pl.Series(
+        list(TRICKY.splitlines())
+        + [
+            "  [ 6] BadTLP",
+            "Link",
+            "Lin k",
+            "hard LOCKUP",
+            "rm_init_adapter failed",
+            "available PCIe bandwidth (x",
+            "x.y",
+            "(a|b)",
+            "",
+        ]
+    )
+    lits = list(kev.ALL_LITERALS + kev.INVENTORY_LITERALS)
+    assert msgs.str.contains(kev._ALL_LITERALS_RX).equals(msgs.str.contains_any(lits))
