@@ -362,7 +362,8 @@ def _combined_envelope() -> str:
 _ENV_RE = _combined_envelope()
 _ENV_GROUPS = re.compile(_ENV_RE).groupindex
 _ENV_CAP = "^(?P<env_all>" + _ENV_RE.removeprefix("^") + ")"
-"""`_ENV_RE` with the whole match captured as `env_all`."""
+"""`_ENV_RE` with the whole match captured as `env_all`; used for the match tests too (polars caches a few
+dozen compiled patterns: one pattern instead of two saves a compilation, ~1 ms, per file)."""
 
 
 def _strip_envelopes(seg: pl.DataFrame, passes: int = 3) -> pl.DataFrame:
@@ -376,7 +377,7 @@ def _strip_envelopes(seg: pl.DataFrame, passes: int = 3) -> pl.DataFrame:
     hosts = [n for n in _ENV_GROUPS if n.startswith("host_")]
     seg = seg.with_columns(env_rank=pl.lit(None, dtype=pl.Int32), host=pl.lit(None, dtype=pl.String))
     for _ in range(passes):
-        hit = seg.get_column("rest").str.contains(_ENV_RE)
+        hit = seg.get_column("rest").str.contains(_ENV_CAP)
         n_hit = int(hit.sum())
         if n_hit == 0:
             break
