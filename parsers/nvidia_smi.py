@@ -374,6 +374,8 @@ def _parse_items(
         snap = None
 
     classes: dict[str, tuple] = {}  # type: ignore[type-arg]
+    paths: dict[tuple[str, ...], tuple[str, ...]] = {(): ()}
+    leaves: dict[tuple[int, str], tuple[tuple[tuple[str, ...], ...], bool]] = {}
     for ln, raw in items:
         c = classes.get(raw)
         if c is None:
@@ -385,10 +387,16 @@ def _parse_items(
                 while stack and stack[-1][0] >= indent:
                     stack.pop()
                 key = c[2]
-                tokens = (*stack[-1][2], key) if stack else (key,)
-                if len(tokens) == 1:
+                parent = stack[-1][2] if stack else ()
+                got = leaves.get((id(parent), key))
+                if got is None:
+                    tokens = (*parent, key)
+                    got = leaves[(id(parent), key)] = (_leaf_plan(tokens), len(tokens) == 1)
+                plan, top = got
+                if top:
                     keys1.append(key.lower())
-                _apply_leaf(snap, _leaf_plan(tokens), c[3], ln, c[4])
+                if plan or c[4]:
+                    _apply_leaf(snap, plan, c[3], ln, c[4])
                 last_header_empty = False
                 tally.parsed += 1
             else:
@@ -433,6 +441,7 @@ def _parse_items(
             while stack and stack[-1][0] >= indent:
                 stack.pop()
             tokens = (*stack[-1][2], key) if stack else (key,)
+            tokens = paths.setdefault(tokens, tokens)  # one object per key path: its id keys `leaves`
             if len(tokens) == 1:
                 keys1.append(key.lower())
             stack.append((indent, key, tokens))
