@@ -1212,11 +1212,12 @@ def _fast_lane(base: pl.DataFrame, ctx: FileContext) -> FastLane:
     g = pl.col("g").struct.field
     u = keys.to_frame("_k").with_columns(g=pl.col("_k").str.extract_groups(_FAST_HEAD)).filter(
         g("head").is_not_null()
-        # a collector timestamp starts with 4 digits and '-'
-        & ~((pl.col("_k").str.slice(4, 1) == "-") & pl.col("_k").str.contains(_COLLECTOR_TS)).fill_null(False)
         & ~g("head").str.starts_with(_FAST_NOT_HEADS[0])
         & ~g("head").str.starts_with(_FAST_NOT_HEADS[1])
     )
+    if u.select((pl.col("_k").str.slice(4, 1) == "-").any()).item():
+        # a collector timestamp (4 digits and '-' first) would be stripped by `prepare`: full path
+        u = u.filter(~pl.col("_k").str.contains(_COLLECTOR_TS))
     if u.height == 0:
         return _empty_lane(base.height, ctx.first_line)
     env_len = g("env").str.len_chars().fill_null(0)
