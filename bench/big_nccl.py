@@ -48,7 +48,9 @@ class _Job:
         self.major = tuple(int(x) for x in self.ver.split(".")[:2])
         self.t = 1772438400.0 + r.uniform(0, 86400)  # 2026-03-02 + some hours
         self.hosts = [f"gpu-{chr(ord('a') + k // 2)}{r.randrange(1, 40):02d}" for k in range(NODES)]
-        self.ips = [f"10.{r.randrange(1, 250)}.{r.randrange(0, 250)}.{r.randrange(2, 250)}" for _ in range(NODES)]
+        self.ips = [
+            f"10.{r.randrange(1, 250)}.{r.randrange(0, 250)}.{r.randrange(2, 250)}" for _ in range(NODES)
+        ]
         self.pids = [[r.randrange(20000, 3000000) for _ in range(GPUS)] for _ in range(NODES)]
         self.bus = [f"{b:x}000" for b in (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)]
         self.world = NODES * GPUS
@@ -110,11 +112,18 @@ class _Job:
             if rank == 0 and self.major < (2, 23):  # <= 2.21: bare, rank 0 only
                 ls.append(self.env(0) + f"NCCL version {self.ver}+cuda12.4")
             ls.append(p + "NCCL_SOCKET_IFNAME set by environment to bond0")
-            ls.append(p + "NCCL_IB_HCA set by environment to mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7")
+            ls.append(
+                p
+                + "NCCL_IB_HCA set by environment to mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7"
+            )
             ls.append(p + "NCCL_IB_GID_INDEX set by environment to 3.")
             ls.append(p + "NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.")
-            ls.append(pt + "NET/IB : Using " + " ".join(f"[{k}]mlx5_{k}:1/RoCE" for k in range(HCAS))
-                      + f" [RO]; OOB bond0:{self.ips[n]}<0>")
+            ls.append(
+                pt
+                + "NET/IB : Using "
+                + " ".join(f"[{k}]mlx5_{k}:1/RoCE" for k in range(HCAS))
+                + f" [RO]; OOB bond0:{self.ips[n]}<0>"
+            )
             ls.append(pt + "Using network IB")
             ls.append(pt + "DMA-BUF is available on GPU device " + str(lr))
             per_rank.append(ls)
@@ -123,7 +132,7 @@ class _Job:
     def comm_init(self, members: list[int], nchan: int, split: bool) -> tuple[list[str], dict[int, int]]:
         """Init lines of one communicator over global ranks `members`; returns (lines, comm pointer per rank)."""
         r = self.r
-        N = len(members)
+        size = len(members)
         commid = r.getrandbits(64)
         nodes = sorted({m // GPUS for m in members})
         comms = {m: self.new_comm() for m in members}
@@ -133,24 +142,32 @@ class _Job:
             pt = self.pre(g, 71 + lr) + " NCCL INFO "
             comm = comms[g]
             fn = "ncclCommSplit" if split else "ncclCommInitRank"
-            init = (f"{fn} comm 0x{comm:x} rank {cr} nranks {N} cudaDev {lr} nvmlDev {lr} busId {self.bus[lr]} "
-                    f"commId 0x{commid:x}")
+            init = (
+                f"{fn} comm 0x{comm:x} rank {cr} nranks {size} cudaDev {lr} nvmlDev {lr} busId {self.bus[lr]} "
+                f"commId 0x{commid:x}"
+            )
             ls = [pt + init + " - Init START"]
-            ls.append(pt + f"Setting affinity for GPU {lr} to {'ffffffff,00000000' if lr < 4 else '00000000,ffffffff'}")
+            ls.append(
+                pt
+                + f"Setting affinity for GPU {lr} to {'ffffffff,00000000' if lr < 4 else '00000000,ffffffff'}"
+            )
             ls.append(pt + "NVLS multicast support is not available on dev " + str(lr))
-            ls.append(pt + f"comm 0x{comm:x} rank {cr} nRanks {N} nNodes {len(nodes)} localRanks "
-                      f"{sum(1 for m in members if m // GPUS == n)} localRank {lr if N > len(nodes) else 0} MNNVL 0")
+            ls.append(
+                pt + f"comm 0x{comm:x} rank {cr} nRanks {size} nNodes {len(nodes)} localRanks "
+                f"{sum(1 for m in members if m // GPUS == n)} localRank {lr if size > len(nodes) else 0} MNNVL 0"
+            )
             if cr == 0:
-                order = "".join(f"{k:>4}" for k in r.sample(range(N), N))
-                for ch in range(nchan):
-                    ls.append(pt + f"Channel {ch:02d}/{nchan:02d} :{order}")
-            nxt, prv = members[(cr + 1) % N], members[(cr - 1) % N]
+                order = "".join(f"{k:>4}" for k in r.sample(range(size), size))
+                ls.extend(pt + f"Channel {ch:02d}/{nchan:02d} :{order}" for ch in range(nchan))
+            nxt, prv = members[(cr + 1) % size], members[(cr - 1) % size]
             up = -1 if cr == 0 else (cr - 1) // 2
-            kids = [c for c in (2 * cr + 1, 2 * cr + 2) if c < N] + [-1, -1, -1]
-            trees = " ".join(f"[{ch}] {kids[0]}/{kids[1]}/{kids[2]}->{cr}->{up}" for ch in range(min(nchan, 8)))
+            kids = [c for c in (2 * cr + 1, 2 * cr + 2) if c < size] + [-1, -1, -1]
+            trees = " ".join(
+                f"[{ch}] {kids[0]}/{kids[1]}/{kids[2]}->{cr}->{up}" for ch in range(min(nchan, 8))
+            )
             ls.append(pt + "Trees " + trees)
             ls.append(pt + "P2P Chunksize set to 131072")
-            if N > 1:
+            if size > 1:
                 for ch in range(nchan):
                     for peer, how in ((nxt, "send"), (prv, "receive")):
                         pn, pl_ = divmod(peer, GPUS)
@@ -159,27 +176,40 @@ class _Job:
                         ar, br = members.index(a), members.index(b)
                         if pn == n:
                             if how == "send":
-                                ls.append(pt + f"Channel {ch:02d}/0 : {ar}[{an}] -> {br}[{bn}] via P2P/CUMEM/read")
+                                ls.append(
+                                    pt + f"Channel {ch:02d}/0 : {ar}[{an}] -> {br}[{bn}] via P2P/CUMEM/read"
+                                )
                         else:
-                            ls.append(pt + f"Channel {ch:02d}/0 : {ar}[{an}] -> {br}[{bn}] [{how}] via "
-                                      f"NET/IB/{lr}/GDRDMA")
+                            ls.append(
+                                pt + f"Channel {ch:02d}/0 : {ar}[{an}] -> {br}[{bn}] [{how}] via "
+                                f"NET/IB/{lr}/GDRDMA"
+                            )
             ls.append(pt + "Connected all rings")
-            if N > 1:
+            if size > 1:
                 for ch in range(0, nchan, 2):
                     for k in kids[:2]:
                         if k >= 0:
                             kg = members[k]
-                            ls.append(pt + f"Channel {ch:02d}/0 : {members.index(kg)}[{kg % GPUS}] -> {cr}[{lr}] via "
-                                      + ("P2P/CUMEM/read" if kg // GPUS == n else f"NET/IB/{lr}/GDRDMA"))
+                            ls.append(
+                                pt
+                                + f"Channel {ch:02d}/0 : {members.index(kg)}[{kg % GPUS}] -> {cr}[{lr}] via "
+                                + ("P2P/CUMEM/read" if kg // GPUS == n else f"NET/IB/{lr}/GDRDMA")
+                            )
             ls.append(pt + "Connected all trees")
             ls.append(pt + "threadThresholds 8/8/64 | 256/8/64 | 512 | 512")
-            ls.append(pt + f"{nchan} coll channels, {nchan} collnet channels, 0 nvls channels, {nchan} p2p channels, "
-                      f"{max(1, nchan // 8)} p2p channels per peer")
+            ls.append(
+                pt
+                + f"{nchan} coll channels, {nchan} collnet channels, 0 nvls channels, {nchan} p2p channels, "
+                f"{max(1, nchan // 8)} p2p channels per peer"
+            )
             ls.append(pt + "CC Off, Multi-GPU CC Off, workFifoBytes 1048576")
             ls.append(pt + init + " - Init COMPLETE")
-            ls.append(pt + f"Init timings - {fn}: rank {cr} nranks {N} total {r.uniform(0.4, 3):.2f} (kernels 0.14, "
-                      f"alloc 0.01, bootstrap {r.uniform(0.01, 0.9):.2f}, allgathers 0.02, topo 0.31, graphs 0.01, "
-                      f"connections {r.uniform(0.05, 0.6):.2f}, rest 0.01)")
+            ls.append(
+                pt
+                + f"Init timings - {fn}: rank {cr} nranks {size} total {r.uniform(0.4, 3):.2f} (kernels 0.14, "
+                f"alloc 0.01, bootstrap {r.uniform(0.01, 0.9):.2f}, allgathers 0.02, topo 0.31, graphs 0.01, "
+                f"connections {r.uniform(0.05, 0.6):.2f}, rest 0.01)"
+            )
             per_rank.append(ls)
         for m in members:
             self.opc[comms[m]] = 0
@@ -189,8 +219,10 @@ class _Job:
         out = []
         for cr, g in enumerate(members):
             lr = g % GPUS
-            out.append(self.pre(g, 71 + lr) + f" NCCL INFO comm 0x{comms[g]:x} rank {cr} nranks {len(members)} "
-                       f"cudaDev {lr} busId {self.bus[lr]} - Destroy COMPLETE")
+            out.append(
+                self.pre(g, 71 + lr) + f" NCCL INFO comm 0x{comms[g]:x} rank {cr} nranks {len(members)} "
+                f"cudaDev {lr} busId {self.bus[lr]} - Destroy COMPLETE"
+            )
         return out
 
     # ----------------------------------------------------------------- trouble
@@ -206,35 +238,58 @@ class _Job:
         wts = self.ts() if self.major >= (2, 26) else ""
         env = self.env(g)
         if wts:  # the timestamp goes after the launcher prefix
-            head = env + wts + head[len(env):]
+            head = env + wts + head[len(env) :]
         k = r.random()
         if k < 0.35:
             st = 12 if r.random() < 0.6 else 5
-            w = (f"{head} transport/net_ib.cc:2244 NCCL WARN NET/IB: Got completion from peer "
-                 f"{self.ips[peer]}<{r.randrange(32768, 60999)}> with status={st} opcode=129 len=0 vendor err "
-                 f"{129 if st == 12 else 249} (Recv) localGid ::ffff:{self.ips[n]} remoteGids::ffff:{self.ips[peer]}"
-                 f" hca mlx5_{lr}")
+            w = (
+                f"{head} transport/net_ib.cc:2244 NCCL WARN NET/IB: Got completion from peer "
+                f"{self.ips[peer]}<{r.randrange(32768, 60999)}> with status={st} opcode=129 len=0 vendor err "
+                f"{129 if st == 12 else 249} (Recv) localGid ::ffff:{self.ips[n]} remoteGids::ffff:{self.ips[peer]}"
+                f" hca mlx5_{lr}"
+            )
             p = self.pre(g, 112 + lr) + " NCCL INFO "
-            return [env, w, p + "transport/net.cc:1362 -> 6", p + "proxy.cc:726 -> 6",
-                    p + "proxy.cc:910 -> 6 [Progress Thread]"]
+            return [
+                env,
+                w,
+                p + "transport/net.cc:1362 -> 6",
+                p + "proxy.cc:726 -> 6",
+                p + "proxy.cc:910 -> 6 [Progress Thread]",
+            ]
         if k < 0.5:
-            return [env, f"{head} misc/ibvwrap.cc:190 NCCL WARN Call to ibv_modify_qp failed with error Network is "
-                    "unreachable", self.pre(g, 112 + lr) + " NCCL INFO transport/net_ib.cc:1062 -> 2"]
+            return [
+                env,
+                f"{head} misc/ibvwrap.cc:190 NCCL WARN Call to ibv_modify_qp failed with error Network is "
+                "unreachable",
+                self.pre(g, 112 + lr) + " NCCL INFO transport/net_ib.cc:1062 -> 2",
+            ]
         if k < 0.65:
-            return [f"{head} transport/net_ib.cc:125 NCCL WARN NET/IB : mlx5_{lr}:1 Got async event : port error"]
+            return [
+                f"{head} transport/net_ib.cc:125 NCCL WARN NET/IB : mlx5_{lr}:1 Got async event : port error"
+            ]
         if k < 0.75:
-            return [env, f"{head} misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer "
-                    f"{self.hosts[peer]}<{r.randrange(32768, 60999)}>"]
+            return [
+                env,
+                f"{head} misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer "
+                f"{self.hosts[peer]}<{r.randrange(32768, 60999)}>",
+            ]
         if k < 0.85:
-            return [env, f"{head} proxy.cc:1523 NCCL WARN [Proxy Service {g}] Failed to execute operation Connect "
-                    f"from rank {r.randrange(self.world)}, retcode 3"]
+            return [
+                env,
+                f"{head} proxy.cc:1523 NCCL WARN [Proxy Service {g}] Failed to execute operation Connect "
+                f"from rank {r.randrange(self.world)}, retcode 3",
+            ]
         if k < 0.93:
             dt = time.strftime("%m%d %H:%M:%S", time.gmtime(self.t)) + f".{r.randrange(10**6):06d}"
-            return [f"{env}[rank{g}]:[E{dt} {self.pids[n][lr]} ProcessGroupNCCL.cpp:616] [Rank {g}] Watchdog caught "
-                    f"collective operation timeout: WorkNCCL(SeqNum={self.step * 4}, OpType=ALLREDUCE, NumelIn=4194304, "
-                    f"NumelOut=4194304, Timeout(ms)=600000) ran for 600023 milliseconds before timing out."]
-        return [f"{env}/usr/local/lib/python3.10/dist-packages/torch/distributed/fsdp/_init_utils.py:441: UserWarning: "
-                "FSDP is switching to use `NO_SHARD` instead of ShardingStrategy.FULL_SHARD since the world size is 1."]
+            return [
+                f"{env}[rank{g}]:[E{dt} {self.pids[n][lr]} ProcessGroupNCCL.cpp:616] [Rank {g}] Watchdog caught "
+                f"collective operation timeout: WorkNCCL(SeqNum={self.step * 4}, OpType=ALLREDUCE, NumelIn=4194304, "
+                f"NumelOut=4194304, Timeout(ms)=600000) ran for 600023 milliseconds before timing out."
+            ]
+        return [
+            f"{env}/usr/local/lib/python3.10/dist-packages/torch/distributed/fsdp/_init_utils.py:441: UserWarning: "
+            "FSDP is switching to use `NO_SHARD` instead of ShardingStrategy.FULL_SHARD since the world size is 1."
+        ]
 
     # ----------------------------------------------------------------- training
     def coll_step(self, tp: dict[int, int], dp: dict[int, int], sizes: list[int]) -> list[str]:
@@ -244,15 +299,19 @@ class _Job:
             n, lr = divmod(g, GPUS)
             p = self.pre(g) + " NCCL INFO "
             ls = []
-            for c, nr, ops in ((tp[g], GPUS, ("AllReduce", "AllReduce", "AllReduce", "AllReduce")),
-                               (dp[g], NODES, ("ReduceScatter", "AllGather"))):
+            for c, nr, ops in (
+                (tp[g], GPUS, ("AllReduce", "AllReduce", "AllReduce", "AllReduce")),
+                (dp[g], NODES, ("ReduceScatter", "AllGather")),
+            ):
                 for op in ops:
                     opc = self.opc[c]
                     self.opc[c] = opc + 1
                     cnt = sizes[len(ls) % len(sizes)]
-                    ls.append(p + f"{op}: opCount {opc:x} sendbuff 0x7f{r.getrandbits(40):010x} recvbuff "
-                              f"0x7f{r.getrandbits(40):010x} count {cnt} datatype {9 if op != 'AllReduce' else 7} op 0 "
-                              f"root 0 comm 0x{c:x} [nranks={nr}] stream 0x{0x55D0F0000000 + g * 0x1000:x}")
+                    ls.append(
+                        p + f"{op}: opCount {opc:x} sendbuff 0x7f{r.getrandbits(40):010x} recvbuff "
+                        f"0x7f{r.getrandbits(40):010x} count {cnt} datatype {9 if op != 'AllReduce' else 7} op 0 "
+                        f"root 0 comm 0x{c:x} [nranks={nr}] stream 0x{0x55D0F0000000 + g * 0x1000:x}"
+                    )
             # pipeline-style p2p between neighbouring nodes on the DP communicator
             if NODES > 1:
                 c = dp[g]
@@ -262,8 +321,11 @@ class _Job:
                 for op in ("Send", "Recv"):
                     sb = f"0x7f{r.getrandbits(40):010x}" if op == "Send" else "(nil)"
                     rb = "(nil)" if op == "Send" else f"0x7f{r.getrandbits(40):010x}"
-                    ls.append(p + f"{op}: opCount {opc:x} sendbuff {sb} recvbuff {rb} count 1048576 datatype 9 op 0 "
-                              f"root {peer} comm 0x{c:x} [nranks={NODES}] stream 0x{0x55D0F0000000 + g * 0x1000:x}")
+                    ls.append(
+                        p
+                        + f"{op}: opCount {opc:x} sendbuff {sb} recvbuff {rb} count 1048576 datatype 9 op 0 "
+                        f"root {peer} comm 0x{c:x} [nranks={NODES}] stream 0x{0x55D0F0000000 + g * 0x1000:x}"
+                    )
             per_rank.append(ls)
         return self.interleave(per_rank)
 

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import polars as pl
 
@@ -240,7 +240,11 @@ def _prepare_frame(frame: pl.DataFrame) -> pl.DataFrame:
     texts = frame.get_column("text")
     t = pl.col("text").fill_null("")
     if texts.str.contains("](http", literal=True).any():
-        t = pl.when(t.str.contains("](http", literal=True)).then(t.str.replace_all(_AUTOLINK, "$1")).otherwise(t)
+        t = (
+            pl.when(t.str.contains("](http", literal=True))
+            .then(t.str.replace_all(_AUTOLINK, "$1"))
+            .otherwise(t)
+        )
     frame = frame.with_columns(_b=t)
     if frame.get_column("_b").str.starts_with(">").any():
         frame = frame.with_columns(_b=pl.col("_b").str.replace(r"^> ?", ""))
@@ -266,7 +270,8 @@ def _prepare_frame(frame: pl.DataFrame) -> pl.DataFrame:
         )
         if not ts:
             return frame.drop("_b").with_columns(
-                pre_ts=pl.lit(None, dtype=pl.Datetime("us", "UTC")), pre_ts_quality=pl.lit(None, dtype=pl.String)
+                pre_ts=pl.lit(None, dtype=pl.Datetime("us", "UTC")),
+                pre_ts_quality=pl.lit(None, dtype=pl.String),
             )
         return _pre_ts(frame)
     frame = frame.with_columns(_env=envelope_struct(pl.col("_b")))
@@ -286,7 +291,9 @@ def _prepare_frame(frame: pl.DataFrame) -> pl.DataFrame:
     ).drop("_env")
     # ranks that prefixes state globally (c10 `[rankN]:`, Open MPI, Lightning); torchrun `[defaultN]:` is local
     frame = frame.with_columns(
-        env_global_rank=pl.when(pl.col("env_rank_source").is_in(list(GLOBAL_RANK_ENVELOPES))).then(pl.col("env_rank"))
+        env_global_rank=pl.when(pl.col("env_rank_source").is_in(list(GLOBAL_RANK_ENVELOPES))).then(
+            pl.col("env_rank")
+        )
     )
     if not ts:
         return frame.drop("_b").with_columns(
@@ -304,7 +311,9 @@ def _pre_ts(frame: pl.DataFrame) -> pl.DataFrame:
         .str.to_datetime("%Y-%m-%d %H:%M:%S%.f%:z", strict=False, time_unit="us")
         .dt.convert_time_zone("UTC")
     )
-    local = raw.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us").dt.replace_time_zone("UTC")
+    local = raw.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us").dt.replace_time_zone(
+        "UTC"
+    )
     frame = frame.with_columns(
         pre_ts=pl.when(zone.is_not_null()).then(with_zone).otherwise(local),
         pre_ts_quality=pl.when(raw.is_null())
@@ -472,7 +481,9 @@ def head_columns(df: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
     """Add node, typed pid/tid/dev, ts and ts_quality to rows holding NCCL_HEAD_RE's fields (from
     `split_nccl_lines` or the fast lane's heads) and the prepared line's env_host, pre_ts, pre_ts_quality."""
     wts = (
-        pl.col("wts").str.replace(",", ".").str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
+        pl.col("wts")
+        .str.replace(",", ".")
+        .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
         .dt.replace_time_zone("UTC")
         if df.get_column("wts").null_count() < df.height
         else pl.lit(None, dtype=pl.Datetime("us", "UTC"))
@@ -499,11 +510,33 @@ def head_columns(df: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
     )
 
 
-_HEAD_COLS = ("node", "host", "pid", "tid", "dev", "src", "srcline", "func", "ts", "ts_quality", "env_rank",
-              "env_global_rank", "pre_ts", "pre_ts_quality")
+_HEAD_COLS = (
+    "node",
+    "host",
+    "pid",
+    "tid",
+    "dev",
+    "src",
+    "srcline",
+    "func",
+    "ts",
+    "ts_quality",
+    "env_rank",
+    "env_global_rank",
+    "pre_ts",
+    "pre_ts_quality",
+)
 """What the NCCL tables read of a record's head (one row per distinct head in `Heads.table`)."""
 _MSG_PREFIXES = ("NCCL", "cuda", "Boot", "NET/", "Usin")
-_MSG_STARTS = ("NCCL version", "cudaDriverVersion", "NCCL_", "Bootstrap", "NET/IB", "NET/Socket", "Using network")
+_MSG_STARTS = (
+    "NCCL version",
+    "cudaDriverVersion",
+    "NCCL_",
+    "Bootstrap",
+    "NET/IB",
+    "NET/Socket",
+    "Using network",
+)
 """First 4 characters of the messages the inventory/network filters of `_nccl_rows` start with."""
 _MSG_LITERALS = ("NET/OFI Selected", " - Init ", " nNodes ", " opCount ")
 """Literals the other message filters of `_nccl_rows` require."""
@@ -511,10 +544,26 @@ _MSG_LITERALS_RE = "|".join(re.escape(x) for x in _MSG_LITERALS)
 """One regex pass (a SIMD literal search) finds the rows holding any of them; `contains_any` is slower here."""
 _CONN_PREFIXES = ("Chan", "Ring", "Tree", "Conn")
 """The first 4 characters of every `CONN_RE` match that starts with one of the words `_nccl_rows` filters on."""
-_NS_SCHEMA = {"line": pl.Int64, "text": pl.String, "level": pl.String, "msg": pl.String, "node": pl.String,
-              "host": pl.String, "pid": pl.Int64, "tid": pl.Int64, "dev": pl.Int32, "src": pl.String, "srcline": pl.String,
-              "func": pl.String, "ts": pl.Datetime("us", "UTC"), "ts_quality": pl.String, "env_rank": pl.Int32,
-              "env_global_rank": pl.Int32, "pre_ts": pl.Datetime("us", "UTC"), "pre_ts_quality": pl.String}
+_NS_SCHEMA = {
+    "line": pl.Int64,
+    "text": pl.String,
+    "level": pl.String,
+    "msg": pl.String,
+    "node": pl.String,
+    "host": pl.String,
+    "pid": pl.Int64,
+    "tid": pl.Int64,
+    "dev": pl.Int32,
+    "src": pl.String,
+    "srcline": pl.String,
+    "func": pl.String,
+    "ts": pl.Datetime("us", "UTC"),
+    "ts_quality": pl.String,
+    "env_rank": pl.Int32,
+    "env_global_rank": pl.Int32,
+    "pre_ts": pl.Datetime("us", "UTC"),
+    "pre_ts_quality": pl.String,
+}
 
 
 def _none(schema: dict[str, pl.DataType]) -> pl.DataFrame:
@@ -890,29 +939,52 @@ def _nccl_rows(
 
     # ---- WARN events
     legacy = slow.filter(~pl.col("cont") & body.str.contains(": Function: ", literal=True))
-    legacy = legacy if legacy.height == 0 else (
-        legacy.filter(body.str.contains(OFI_LEGACY_RE))
-        .with_columns(o=body.str.extract_groups(OFI_LEGACY_RE))
-        .filter(pl.col("o").struct.field("level") == "WARN")
-        .select(
-            "line", "text", "env_rank", "env_global_rank", "pre_ts", "pre_ts_quality",
-            node=pl.coalesce(pl.col("env_host"), pl.lit(ctx.node)),
-            pid=pl.lit(None, dtype=pl.Int64),
-            tid=pl.lit(None, dtype=pl.Int64),
-            dev=pl.lit(None, dtype=pl.Int32),
-            src=pl.lit("aws-ofi-nccl"),
-            srcline=pl.col("o").struct.field("srcline"),
-            func=pl.col("o").struct.field("func"),
-            msg=pl.col("o").struct.field("msg"),
-            ts=pl.col("pre_ts"),
-            ts_quality=pl.col("pre_ts_quality").fill_null("none"),
+    legacy = (
+        legacy
+        if legacy.height == 0
+        else (
+            legacy.filter(body.str.contains(OFI_LEGACY_RE))
+            .with_columns(o=body.str.extract_groups(OFI_LEGACY_RE))
+            .filter(pl.col("o").struct.field("level") == "WARN")
+            .select(
+                "line",
+                "text",
+                "env_rank",
+                "env_global_rank",
+                "pre_ts",
+                "pre_ts_quality",
+                node=pl.coalesce(pl.col("env_host"), pl.lit(ctx.node)),
+                pid=pl.lit(None, dtype=pl.Int64),
+                tid=pl.lit(None, dtype=pl.Int64),
+                dev=pl.lit(None, dtype=pl.Int32),
+                src=pl.lit("aws-ofi-nccl"),
+                srcline=pl.col("o").struct.field("srcline"),
+                func=pl.col("o").struct.field("func"),
+                msg=pl.col("o").struct.field("msg"),
+                ts=pl.col("pre_ts"),
+                ts_quality=pl.col("pre_ts_quality").fill_null("none"),
+            )
         )
     )
     nw = n.filter(pl.col("level").is_in(["WARN", "ERROR", "ABORT"])) if flags["warn"] else n.clear()
     wparts = [
         attach(nw, *_HEAD_COLS).select(
-            "line", "text", "env_rank", "env_global_rank", "pre_ts", "pre_ts_quality", "node", "pid", "tid", "dev", "src", "srcline",
-            "func", "msg", "ts", "ts_quality",
+            "line",
+            "text",
+            "env_rank",
+            "env_global_rank",
+            "pre_ts",
+            "pre_ts_quality",
+            "node",
+            "pid",
+            "tid",
+            "dev",
+            "src",
+            "srcline",
+            "func",
+            "msg",
+            "ts",
+            "ts_quality",
         )
     ]
     if legacy.height:
@@ -924,9 +996,13 @@ def _nccl_rows(
         # RoCE: the reporter's own GID is an IPv4-mapped address of its HCA; record it so peers named by
         # GID (remote_gid_ip) resolve to nodes like OOB/bootstrap IPs do
         gid = ev.filter(pl.col("kind") == "nccl_ib_error").select(
-            "node", "line", d=pl.col("detail").str.json_decode(pl.Struct({"local_gid": pl.String, "hca": pl.String}))
+            "node",
+            "line",
+            d=pl.col("detail").str.json_decode(pl.Struct({"local_gid": pl.String, "hca": pl.String})),
         )
-        gid = gid.with_columns(ip=pl.col("d").struct.field("local_gid").str.extract(r"^::ffff:(\d+\.\d+\.\d+\.\d+)$", 1))
+        gid = gid.with_columns(
+            ip=pl.col("d").struct.field("local_gid").str.extract(r"^::ffff:(\d+\.\d+\.\d+\.\d+)$", 1)
+        )
         inventory(
             gid.filter(pl.col("ip").is_not_null()),
             "node",
@@ -944,12 +1020,12 @@ def _nccl_rows(
     return out, notes, hosts, ns.get_column("line")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _literals(rx: str) -> tuple[str, ...] | None:
     return required_literals(rx)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _groups_dtype(rx: str) -> pl.DataType:
     return pl.Series([], dtype=pl.String).str.extract_groups(rx).dtype
 
@@ -1183,12 +1259,28 @@ class FastLane:
 
 
 def _empty_lane(height: int, first: int) -> FastLane:
-    heads = pl.DataFrame(schema={"node": pl.String, "host": pl.String, "pid": pl.Int64, "tid": pl.Int64, "dev": pl.Int32,
-                                 "src": pl.String, "srcline": pl.String, "func": pl.String,
-                                 "ts": pl.Datetime("us", "UTC"), "ts_quality": pl.String, "env_rank": pl.Int32,
-                                 "env_global_rank": pl.Int32, "pre_ts": pl.Datetime("us", "UTC"),
-                                 "pre_ts_quality": pl.String, "env_len": pl.Int64, "env_rank_source": pl.String,
-                                 "env_host": pl.String, "env_pid": pl.Int64})
+    heads = pl.DataFrame(
+        schema={
+            "node": pl.String,
+            "host": pl.String,
+            "pid": pl.Int64,
+            "tid": pl.Int64,
+            "dev": pl.Int32,
+            "src": pl.String,
+            "srcline": pl.String,
+            "func": pl.String,
+            "ts": pl.Datetime("us", "UTC"),
+            "ts_quality": pl.String,
+            "env_rank": pl.Int32,
+            "env_global_rank": pl.Int32,
+            "pre_ts": pl.Datetime("us", "UTC"),
+            "pre_ts_quality": pl.String,
+            "env_len": pl.Int64,
+            "env_rank_source": pl.String,
+            "env_host": pl.String,
+            "env_pid": pl.Int64,
+        }
+    )
     return FastLane(
         mask=pl.Series("fast", [False] * height, dtype=pl.Boolean),
         first=first,
@@ -1205,15 +1297,21 @@ def _fast_lane(base: pl.DataFrame, ctx: FileContext) -> FastLane:
     """Take the lines `_FAST_HEAD` reads from `base` (line, text): their heads are worked out once per distinct
     line start; the rest of `family_rows` sees them only as rows of `n` (or COLL partial aggregates)."""
     text = pl.col("text")
-    keyed = base.select("line", "text", _k=text.str.head(text.str.find(" NCCL ", literal=True) + _FAST_KEY_CHARS))
+    keyed = base.select(
+        "line", "text", _k=text.str.head(text.str.find(" NCCL ", literal=True) + _FAST_KEY_CHARS)
+    )
     keys = keyed.get_column("_k").drop_nulls().unique()
     if len(keys) == 0:
         return _empty_lane(base.height, ctx.first_line)
     g = pl.col("g").struct.field
-    u = keys.to_frame("_k").with_columns(g=pl.col("_k").str.extract_groups(_FAST_HEAD)).filter(
-        g("head").is_not_null()
-        & ~g("head").str.starts_with(_FAST_NOT_HEADS[0])
-        & ~g("head").str.starts_with(_FAST_NOT_HEADS[1])
+    u = (
+        keys.to_frame("_k")
+        .with_columns(g=pl.col("_k").str.extract_groups(_FAST_HEAD))
+        .filter(
+            g("head").is_not_null()
+            & ~g("head").str.starts_with(_FAST_NOT_HEADS[0])
+            & ~g("head").str.starts_with(_FAST_NOT_HEADS[1])
+        )
     )
     if u.select((pl.col("_k").str.slice(4, 1) == "-").any()).item():
         # a collector timestamp (4 digits and '-' first) would be stripped by `prepare`: full path
@@ -1225,10 +1323,17 @@ def _fast_lane(base: pl.DataFrame, ctx: FileContext) -> FastLane:
     u = u.select(
         "_k",
         env_len=env_len,
-        msg_off=env_len + g("head").str.len_chars() + 6 + g("level").str.len_chars() + g("sp").str.len_chars(),
+        msg_off=env_len
+        + g("head").str.len_chars()
+        + 6
+        + g("level").str.len_chars()
+        + g("sp").str.len_chars(),
         level=g("level"),
         env_rank=rank,
-        env_rank_source=pl.when(g("srank").is_not_null()).then(pl.lit("srun")).when(g("orank").is_not_null()).then(pl.lit("openmpi")),
+        env_rank_source=pl.when(g("srank").is_not_null())
+        .then(pl.lit("srun"))
+        .when(g("orank").is_not_null())
+        .then(pl.lit("openmpi")),
         env_pid=pl.lit(None, dtype=pl.Int64),
         env_global_rank=pl.when(g("orank").is_not_null()).then(rank),  # Open MPI ranks are global
         env_host=pl.lit(None, dtype=pl.String),
@@ -1277,7 +1382,10 @@ def _strict_coll(cand: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     c = cand.select("line", "hc", "msg", _pre=m.str.head(at), _suf=m.str.slice(at + 1))
     g = pl.col("g").struct.field
     sufs = (
-        c.get_column("_suf").drop_nulls().unique().to_frame("_suf")
+        c.get_column("_suf")
+        .drop_nulls()
+        .unique()
+        .to_frame("_suf")
         .with_columns(g=pl.col("_suf").str.extract_groups(_COLL_TAIL))
         .filter(g("comm").is_not_null())
         .with_row_index("sid")
@@ -1295,12 +1403,16 @@ def _strict_coll(cand: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 def _empty_coll() -> tuple[pl.DataFrame, pl.DataFrame]:
     return (
-        pl.DataFrame(schema={"line": pl.Int64, "hc": pl.UInt32, "op": pl.String, "sid": pl.UInt32, "msg": pl.String}),
+        pl.DataFrame(
+            schema={"line": pl.Int64, "hc": pl.UInt32, "op": pl.String, "sid": pl.UInt32, "msg": pl.String}
+        ),
         pl.DataFrame(schema={"sid": pl.UInt32, "comm": pl.String, "root": pl.String}),
     )
 
 
-_INIT_BUS_ID = pl.when(pl.col("i").struct.field("bus").is_not_null()).then(nccl_bus_id(pl.col("i").struct.field("bus")))
+_INIT_BUS_ID = pl.when(pl.col("i").struct.field("bus").is_not_null()).then(
+    nccl_bus_id(pl.col("i").struct.field("bus"))
+)
 """The Init line's busId as a PCI address (the expression built once: it is ~50 expression nodes)."""
 _INIT_FULL = (
     r"^(?:ncclComm[A-Za-z]* )?comm 0x[0-9a-fA-F]+ rank [0-9]+ nranks [0-9]+ cudaDev [0-9]+ nvmlDev [0-9]+ "
@@ -1328,7 +1440,10 @@ def _init_fields(init: pl.DataFrame) -> pl.DataFrame:
     fn = pl.col("field_0") != "comm"
     a = tok.with_columns(
         i=pl.struct(
-            **{k: pl.when(fn).then(pl.col(f"field_{j + 1}")).otherwise(pl.col(f"field_{j}")) for k, j in _INIT_TOKENS.items()}
+            **{
+                k: pl.when(fn).then(pl.col(f"field_{j + 1}")).otherwise(pl.col(f"field_{j}"))
+                for k, j in _INIT_TOKENS.items()
+            }
         )
     ).select(*init.columns, "i")
     if full.all():
@@ -1364,10 +1479,25 @@ def _coll_partials(coll: pl.DataFrame, tails: pl.DataFrame, heads: pl.DataFrame)
         nranks=cf("nranks").cast(pl.Int32, strict=False),
     )
     first = vals.select("line", first_opcount="opc")
-    part = part.join(first, left_on="first_line", right_on="line", how="left").join(vals, on="line", how="left")
+    part = part.join(first, left_on="first_line", right_on="line", how="left").join(
+        vals, on="line", how="left"
+    )
     return part.hstack(heads.select("node", "pid", "dev")[part.get_column("hc")]).select(
-        "node", "pid", "comm", "op", "calls", "first_line", "line", "first_opcount", "opc", "cnt", "dt", "ro",
-        "nranks", "dev", roots=pl.concat_list(pl.col("root").cast(pl.Int64, strict=False)),
+        "node",
+        "pid",
+        "comm",
+        "op",
+        "calls",
+        "first_line",
+        "line",
+        "first_opcount",
+        "opc",
+        "cnt",
+        "dt",
+        "ro",
+        "nranks",
+        "dev",
+        roots=pl.concat_list(pl.col("root").cast(pl.Int64, strict=False)),
     )
 
 
@@ -1377,8 +1507,20 @@ def _coll_merge(c2: pl.DataFrame | None, part: pl.DataFrame) -> pl.DataFrame:
     allp = part.with_columns(calls=pl.col("calls").cast(pl.UInt32))
     if c2 is not None:
         one = c2.select(
-            "node", "pid", "comm", "op", calls=pl.lit(1, dtype=pl.UInt32), first_line="line", line="line",
-            first_opcount="opc", opc="opc", cnt="cnt", dt="dt", ro="ro", nranks="nranks", dev="dev",
+            "node",
+            "pid",
+            "comm",
+            "op",
+            calls=pl.lit(1, dtype=pl.UInt32),
+            first_line="line",
+            line="line",
+            first_opcount="opc",
+            opc="opc",
+            cnt="cnt",
+            dt="dt",
+            ro="ro",
+            nranks="nranks",
+            dev="dev",
             roots=pl.concat_list("root"),
         )
         allp = pl.concat([allp, one], how="vertical")
@@ -1442,7 +1584,9 @@ def family_rows(lines: pl.Series, ctx: FileContext) -> FamilyRows:
     # NCCL lines (the bulk of a debug log) are known by their prefix; the other grammars only run on the rest
     bodies = slow.get_column("body")
     slow = slow.with_columns(
-        _nccl=pl.col("body").str.contains(NCCL_START).fill_null(False) if _may(bodies, NCCL_START) else pl.lit(False)
+        _nccl=pl.col("body").str.contains(NCCL_START).fill_null(False)
+        if _may(bodies, NCCL_START)
+        else pl.lit(False)
     )
     rest = slow.filter(~pl.col("_nccl"))
     if rest.height:
@@ -1451,9 +1595,11 @@ def family_rows(lines: pl.Series, ctx: FileContext) -> FamilyRows:
         if _may(rest.get_column("body"), understood):
             k = nccl_understood(pl.col("body"), ras) | k
         rest = rest.select("line", _k=k.fill_null(False))
-        slow = slow.join(rest, on="line", how="left", maintain_order="left").with_columns(
-            known=pl.col("_nccl") | pl.col("_k").fill_null(False)
-        ).drop("_k")
+        slow = (
+            slow.join(rest, on="line", how="left", maintain_order="left")
+            .with_columns(known=pl.col("_nccl") | pl.col("_k").fill_null(False))
+            .drop("_k")
+        )
     else:
         slow = slow.with_columns(known=pl.col("_nccl"))
     full: pl.DataFrame | None = None
@@ -1472,14 +1618,27 @@ def family_rows(lines: pl.Series, ctx: FileContext) -> FamilyRows:
         fast.texts.filter(pl.col("text").str.contains_any(list(_FAST_LITERALS))) if nfast else fast.texts
     )
     body = pl.col("body")
-    root_cause = body.str.contains(td.ROOT_CAUSE_RE) if _may(slow.get_column("body"), td.ROOT_CAUSE_RE) else pl.lit(False)
-    blocks = bool(slow.select(
-        (body.str.contains(td.RESULT_HEAD_TEXT, literal=True) | body.str.contains("launch configs:", literal=True)
-         | root_cause).any()
-    ).item()) or bool(fast_hits.select(
-        (pl.col("text").str.contains(td.RESULT_HEAD_TEXT, literal=True)
-         | pl.col("text").str.contains("launch configs:", literal=True)).any()
-    ).item())
+    root_cause = (
+        body.str.contains(td.ROOT_CAUSE_RE)
+        if _may(slow.get_column("body"), td.ROOT_CAUSE_RE)
+        else pl.lit(False)
+    )
+    blocks = bool(
+        slow.select(
+            (
+                body.str.contains(td.RESULT_HEAD_TEXT, literal=True)
+                | body.str.contains("launch configs:", literal=True)
+                | root_cause
+            ).any()
+        ).item()
+    ) or bool(
+        fast_hits.select(
+            (
+                pl.col("text").str.contains(td.RESULT_HEAD_TEXT, literal=True)
+                | pl.col("text").str.contains("launch configs:", literal=True)
+            ).any()
+        ).item()
+    )
     last_err = bool(slow.select(body.str.contains(td.LAST_ERROR_TEXT, literal=True).any()).item()) or bool(
         fast_hits.select(pl.col("text").str.contains(td.LAST_ERROR_TEXT, literal=True).any()).item()
     )
@@ -1513,10 +1672,17 @@ def family_rows(lines: pl.Series, ctx: FileContext) -> FamilyRows:
         if last is not None:
             parts["events"].append(last)
     ok = td_frame.select("line", _ok=torch_ok)
-    slow_ok = slow.join(ok, on="line", how="left", maintain_order="left").select(
-        pl.col("known") | pl.col("cont") | pl.col("_ok").fill_null(False) | pl.col("_last_err")
-        | pl.col("line").is_in(nccl_lines.implode())
-    ).to_series()
+    slow_ok = (
+        slow.join(ok, on="line", how="left", maintain_order="left")
+        .select(
+            pl.col("known")
+            | pl.col("cont")
+            | pl.col("_ok").fill_null(False)
+            | pl.col("_last_err")
+            | pl.col("line").is_in(nccl_lines.implode())
+        )
+        .to_series()
+    )
     if nfast:
         understood = pl.Series("known", [True] * base.height, dtype=pl.Boolean)
         understood = understood.scatter((~fast.mask).arg_true(), slow_ok) if len(slow_ok) else understood
@@ -1529,10 +1695,17 @@ def family_rows(lines: pl.Series, ctx: FileContext) -> FamilyRows:
             continue
         df = pl.concat(dfs, how="diagonal_relaxed")
         if name == "inventory":
-            df = df.unique(subset=["node", "component", "device", "attribute", "value"], keep="first", maintain_order=True)
+            df = df.unique(
+                subset=["node", "component", "device", "attribute", "value"],
+                keep="first",
+                maintain_order=True,
+            )
         tables[name] = df
     return FamilyRows(
-        tables=tables, understood=understood.fill_null(False).alias("known"), notes=notes, hosts=hosts,
+        tables=tables,
+        understood=understood.fill_null(False).alias("known"),
+        notes=notes,
+        hosts=hosts,
         fast=fast.mask if fast.rows.height else None,
     )
 
@@ -1557,15 +1730,29 @@ def _torch_may_hold(frame: pl.DataFrame, blocks: bool) -> bool:
             pl.col("cont")
             | (other & (td.torch_understood(body) | body.str.contains_any(list(_TORCH_HINTS))))
             | body.str.contains("Not all ranks joining collective", literal=True)
-        ).fill_null(False).any()
+        )
+        .fill_null(False)
+        .any()
     ).item()
     return bool(hit)
 
 
 FAST_LANE = True
 """Read plain NCCL records through `_fast_lane` (off: every line takes the full path; tests compare both)."""
-_FRAME_COLS = ("line", "text", "body", "env_rank", "env_rank_source", "env_host", "env_pid", "env_global_rank",
-               "pre_ts", "pre_ts_quality", "_nccl", "known")
+_FRAME_COLS = (
+    "line",
+    "text",
+    "body",
+    "env_rank",
+    "env_rank_source",
+    "env_host",
+    "env_pid",
+    "env_global_rank",
+    "pre_ts",
+    "pre_ts_quality",
+    "_nccl",
+    "known",
+)
 
 
 def _full_frame(slow: pl.DataFrame, fast: FastLane) -> pl.DataFrame:
@@ -1575,12 +1762,28 @@ def _full_frame(slow: pl.DataFrame, fast: FastLane) -> pl.DataFrame:
     if fast.rows.height == 0:
         return slow.with_columns(_fbody=pl.col("body"))
     env = fast.heads.select(
-        "env_len", "env_rank", "env_rank_source", "env_host", "env_pid", "env_global_rank", "pre_ts", "pre_ts_quality"
+        "env_len",
+        "env_rank",
+        "env_rank_source",
+        "env_host",
+        "env_pid",
+        "env_global_rank",
+        "pre_ts",
+        "pre_ts_quality",
     )[fast.rows.get_column("hc")]
     fr = fast.texts.hstack(env).select(
-        "line", "text", body=pl.col("text").str.slice(pl.col("env_len")), env_rank="env_rank",
-        env_rank_source="env_rank_source", env_host="env_host", env_pid="env_pid", env_global_rank="env_global_rank",
-        pre_ts="pre_ts", pre_ts_quality="pre_ts_quality", _nccl=pl.lit(True), known=pl.lit(True),
+        "line",
+        "text",
+        body=pl.col("text").str.slice(pl.col("env_len")),
+        env_rank="env_rank",
+        env_rank_source="env_rank_source",
+        env_host="env_host",
+        env_pid="env_pid",
+        env_global_rank="env_global_rank",
+        pre_ts="pre_ts",
+        pre_ts_quality="pre_ts_quality",
+        _nccl=pl.lit(True),
+        known=pl.lit(True),
     )
     return pl.concat([slow, fr], how="vertical").sort("line").with_columns(_fbody=pl.col("body"))
 

@@ -60,7 +60,12 @@ def same_understood(lines: pl.Series, first_line: int = 1) -> None:
 
 def assert_same(a: ParseResult, b: ParseResult) -> None:
     assert (a.parsed, a.unrecognized, a.unrecognized_examples, a.notes, a.partial, a.node) == (
-        b.parsed, b.unrecognized, b.unrecognized_examples, b.notes, b.partial, b.node
+        b.parsed,
+        b.unrecognized,
+        b.unrecognized_examples,
+        b.notes,
+        b.partial,
+        b.node,
     )
     assert sorted(a.tables) == sorted(b.tables)
     for name in a.tables:
@@ -117,8 +122,23 @@ HEADS = [
     "hé:1:2 [0]",
     "h\u0661:1:2 [0]",
 ]
-ENVELOPES = ["", "", " 3: ", "12: ", "\t7: ", "[1,5]<stdout>:", "[1,5]<stderr>: ", "[1,5]<stdout>:\t", "[default0]:", "[rank3]:",
-             "node7: ", "2024-05-06T07:08:09.123Z ", "> ", "99999999999: ", "3: [default1]:"]
+ENVELOPES = [
+    "",
+    "",
+    " 3: ",
+    "12: ",
+    "\t7: ",
+    "[1,5]<stdout>:",
+    "[1,5]<stderr>: ",
+    "[1,5]<stdout>:\t",
+    "[default0]:",
+    "[rank3]:",
+    "node7: ",
+    "2024-05-06T07:08:09.123Z ",
+    "> ",
+    "99999999999: ",
+    "3: [default1]:",
+]
 LEVELS = ["INFO", "INFO", "INFO", "WARN", "TRACE", "ERROR", "ABORT", "INFOx", "info"]
 COLL = [
     "AllReduce: opCount {o} sendbuff 0x7f00 recvbuff 0x7f10 count {c} datatype 7 op 0 root 0 comm {m} [nranks=2] stream 0x55",
@@ -234,7 +254,9 @@ def test_fast_lane_takes_plain_records_only() -> None:
             "h:1:2 [0] NCCL INFO see [a](http://b) c",  # markdown link: full path
         ]
     )
-    lane = nccl._fast_lane(nccl.numbered(lines, FileContext(path="x", node="n")), FileContext(path="x", node="n"))
+    lane = nccl._fast_lane(
+        nccl.numbered(lines, FileContext(path="x", node="n")), FileContext(path="x", node="n")
+    )
     assert lane.mask.to_list() == [True, True, True, False, False, False, False]
     assert lane.coll.height == 1 and lane.rest.height == 2
 
@@ -273,7 +295,9 @@ def test_strict_coll_head_and_tail_make_the_whole_pattern() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.one_of(nccl_lines(), st.sampled_from(OTHER), st.text(max_size=30)), min_size=1, max_size=8))
+@given(
+    st.lists(st.one_of(nccl_lines(), st.sampled_from(OTHER), st.text(max_size=30)), min_size=1, max_size=8)
+)
 def test_envelope_shortcut_is_what_envelope_struct_gives(lines: list[str]) -> None:
     """`_prepare_frame` skips `envelope_struct` when no line holds a literal `_ANY_ENVELOPE` needs: it must
     then strip nothing and name nothing."""
