@@ -281,9 +281,10 @@ def _classify(raw: str) -> tuple:  # type: ignore[type-arg]
         key, val = m.group("key").strip(), (m.group("val") or "").strip()
         if indent == 0:
             return ("top", key, val)
-        return ("leaf", indent, key, val, _MARKERS.search(val) is not None)
+        return ("leaf", indent, key, val, _MARKERS.search(val) is not None, key.lower())
     if h is not None and indent > 0:
-        return ("header", indent, h.group("key").strip())
+        key = h.group("key").strip()
+        return ("header", indent, key, key.lower())
     return ("other",)
 
 
@@ -328,8 +329,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     orig = dict(items)
     groups: dict[str | None, list[tuple[int, str]]] = {}
     # A capture needs a prefixed banner line: look at the few banner lines before matching every line.
+    banner_rows = lines.cast(pl.String).str.contains("NVSMI LOG", literal=True).arg_true().to_list()
     banner_prefixed = any(
-        (m := PDSH_RE.match(t)) is not None and "NVSMI LOG" in m.group("rest") for _, t in items if "NVSMI LOG" in t
+        (m := PDSH_RE.match(texts[i])) is not None and "NVSMI LOG" in m.group("rest") for i in banner_rows if not blank[i]
     )
     hosts = [PDSH_RE.match(t) for _, t in items] if banner_prefixed else []
     if items and banner_prefixed and sum(1 for m in hosts if m) * 2 >= len(items):
@@ -394,7 +396,7 @@ def _parse_items(
                     got = leaves[(id(parent), key)] = (_leaf_plan(tokens), len(tokens) == 1)
                 plan, top = got
                 if top:
-                    keys1.append(key.lower())
+                    keys1.append(c[5])
                 if plan or c[4]:
                     _apply_leaf(snap, plan, c[3], ln, c[4])
                 last_header_empty = False
@@ -443,7 +445,7 @@ def _parse_items(
             tokens = (*stack[-1][2], key) if stack else (key,)
             tokens = paths.setdefault(tokens, tokens)  # one object per key path: its id keys `leaves`
             if len(tokens) == 1:
-                keys1.append(key.lower())
+                keys1.append(c[3])
             stack.append((indent, key, tokens))
             last_header_empty = True
         else:
