@@ -329,6 +329,9 @@ def _timers(**fields: pl.Expr) -> pl.Expr:
     return pl.concat_list(pl.struct(**full))
 
 
+_TITAN_HEAD = g.TITAN_RE.split("(?P<rest>")[0]
+assert g.TITAN_RE == _TITAN_HEAD + "(?P<rest>.*(?:memory|tps|wps|tflops|mfu):.*)$"
+_TITAN_HEAD_NC = re.sub(r"\(\?P<\w+>", "(?:", _TITAN_HEAD)
 _TIMER_LINE_PREFIX = g.TIMER_LINE_RE.split("(?P<pairs>")[0]
 assert g.TIMER_LINE_RE == _TIMER_LINE_PREFIX + "(?P<pairs>.*)$"
 _NVRX_OTHER_GATES = frozenset(("_perf scores: {", "Straggler report processing time:"))
@@ -652,8 +655,23 @@ def _step_fragments(seg: pl.DataFrame, present: frozenset[str]) -> list[pl.DataF
             cols |= {"throughput": _num(_f("cur")), "throughput_unit": pl.lit("samples/s")}
         out.append(_frag(m, **cols))
 
-    m = _match(seg, g.TITAN_RE, txt.str.contains("step:", literal=True) & txt.str.contains("loss:", literal=True), gate=("step:", "loss:"), present=present)
+    m = seg.clear()
+    if "step:" in present and "loss:" in present:
+        m = seg.filter(
+            txt.str.contains("step:", literal=True) & txt.str.contains("loss:", literal=True) & txt.str.contains(g.TITAN_RE)
+        )
     if m.height:
+        # NOTE: in a matching line the match starts at the first `step: N loss: X ` (a later one ends later, so any
+        # `memory:`/`tps:`... after it is after the first one too): its groups are the short head's, and `rest`
+        # is the line without its shortest prefix ending in the head (capturing `rest` by regex was the cost)
+        head = txt.str.extract_groups(_TITAN_HEAD)
+        m = m.with_columns(
+            m=pl.struct(
+                step=head.struct.field("step"),
+                loss=head.struct.field("loss"),
+                rest=txt.str.replace("^.*?" + _TITAN_HEAD_NC, ""),
+            )
+        )
         r = _f("rest")
         k = {name: _key(r, pat) for name, pat in g.TITAN_KEYS.items()}
         loss = _num(_f("loss"))

@@ -125,3 +125,40 @@ def test_big_steps_generator_is_deterministic_sized_and_parsed(tmp_path: Path) -
         assert check_accounting(result, lines)
         assert result.tables["steps"].height > 20
         assert result.unrecognized < 0.25 * (result.parsed + result.unrecognized)
+
+
+# ----------------------------------------------------------------------------- torchtitan step lines
+
+_titan_piece = st.sampled_from(
+    ["step: 2", "step:  14", "loss:  3.24", "loss: -1.0", "loss: nan", "loss: 3.5e", "memory: 9.46GiB(64.99%)", "tps: 7,282",
+     "wps: 10", "mfu: 0.17%", "tflops: 0.52", "grad_norm:  0.83", "[titan] 2026-05-18 16:04:46,338 - root - INFO -", "x"]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(_titan_piece, max_size=3),
+            st.sampled_from(["step: 5", "step:12", " step:  7"]),
+            st.sampled_from([" ", "  ", "\t"]),
+            st.sampled_from(["loss: 2.5", "loss:  -1.0", "loss: nan", "loss: 1e-3", "loss: 3.5e"]),
+            st.lists(_titan_piece, max_size=5),
+        ).map(lambda t: "  ".join(t[0]) + t[1] + t[2] + t[3] + "  " + "  ".join(t[4])),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_titan_head_split_equals_the_regex(lines: list[str]) -> None:
+    df = pl.DataFrame({"text": lines}).filter(pl.col("text").str.contains(g.TITAN_RE))
+    if df.height == 0:
+        return
+    txt = pl.col("text")
+    want = df.select(m=txt.str.extract_groups(g.TITAN_RE)).unnest("m")
+    head = txt.str.extract_groups(step_log._TITAN_HEAD)
+    got = df.select(
+        step=head.struct.field("step"),
+        loss=head.struct.field("loss"),
+        rest=txt.str.replace("^.*?" + step_log._TITAN_HEAD_NC, ""),
+    )
+    assert got.equals(want), (lines, got.to_dicts(), want.to_dicts())
