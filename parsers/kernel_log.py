@@ -778,9 +778,15 @@ def stamp(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str
     if not all_stamped:
         loose = out.select("line", "style", "body").filter(pl.col("style").is_null())
         if loose.height:
-            header = pl.col("body").str.contains(HEADER_RE)
-            cont = ~header & pl.col("body").str.contains(CONTINUATION_RE)
-            bare = ~header & ~cont & pl.col("body").str.contains(BARE_RE)
+            # staged: each regex once (an eager select evaluates a shared sub-expression once per use)
+            loose = loose.with_columns(
+                _h=pl.col("body").str.contains(HEADER_RE),
+                _c=pl.col("body").str.contains(CONTINUATION_RE),
+                _b=pl.col("body").str.contains(BARE_RE),
+            )
+            header = pl.col("_h")
+            cont = ~header & pl.col("_c")
+            bare = ~header & ~cont & pl.col("_b")
             loose = loose.select(
                 "line",
                 style=pl.when(header).then(pl.lit("header")).when(cont).then(pl.lit("continuation")).when(bare).then(pl.lit("bare")),
