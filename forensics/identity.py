@@ -35,11 +35,12 @@ def resolve(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFrame], l
     out = dict(tables)
     for t in ("events", "gpu_samples"):
         df = tables.get(t)
-        if df is None or df.height == 0:
-            continue
-        by_bus = df.join(m.rename({"gpu_index": "_idx"}), on=["node", "gpu_bus_id"], how="left")
+        if df is None or (isinstance(df, pl.DataFrame) and df.height == 0):
+            continue  # (a LazyFrame, a table too large to hold, is joined lazily)
+        mm = m.lazy() if isinstance(df, pl.LazyFrame) else m
+        by_bus = df.join(mm.rename({"gpu_index": "_idx"}), on=["node", "gpu_bus_id"], how="left")
         by_idx = by_bus.join(
-            m.rename({"gpu_bus_id": "_bus"}).unique(subset=["node", "gpu_index"]), on=["node", "gpu_index"], how="left"
+            mm.rename({"gpu_bus_id": "_bus"}).unique(subset=["node", "gpu_index"]), on=["node", "gpu_index"], how="left"
         )
         out[t] = by_idx.with_columns(
             gpu_index=pl.coalesce("gpu_index", "_idx"), gpu_bus_id=pl.coalesce("gpu_bus_id", "_bus")

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import polars as pl
+import pyarrow.parquet as pq
 
 from forensics import __version__, identity, timebase, years
 from forensics.bundle import (
@@ -430,6 +431,14 @@ def _remove_parts(parts: dict[str, list[Part]]) -> None:
             Path(p.path).unlink(missing_ok=True)
 
 
+def _scan_part(p: Part) -> pl.LazyFrame:
+    """`_read_part`, lazily."""
+    lf = pl.scan_parquet(p.path)
+    if p.line_offset:
+        lf = lf.with_columns(pl.col("line") + p.line_offset)
+    return lf.with_columns(pl.col("node").replace("unknown", p.node)) if p.node else lf
+
+
 def _read_part(p: Part) -> pl.DataFrame:
     """A spilled part's rows with its line offset and content node applied."""
     df = pl.read_parquet(p.path)
@@ -649,7 +658,7 @@ def _run_parallel(
     `task` is `ingest_file` (tests pass a module-level stand-in).
     """
     index = {id(f): i for i, f in enumerate(files)}
-    outcomes = Outcomes()
+    outcomes = Outcomes(work / "parts" / "parent")
     args = (index, work, limits, year_hint, collected, tick, outcomes, task)
     pending, broken = files, []
     while pending:  # a pool that breaks while work is handed out leaves files for a fresh pool
@@ -801,11 +810,12 @@ def _run_dask(
     year_hint: int | None,
     collected: datetime | None,
     tick: Callable[[BundleFile], None],
+    work: Path | None = None,
 ) -> list[FileOutcome]:
     """Ingest `files` on a Dask cluster through `client`; tables come back in memory (no spill)."""
     from distributed import as_completed as dask_completed
 
-    outcomes = Outcomes()
+    outcomes = Outcomes(work / "parts" / "parent" if work else None)
     futures: list[Any] = []
     try:
         futures = [
@@ -888,10 +898,10 @@ def _ingest_bundle(
         if progress:
             progress(f.path, done, len(files))
 
-    outcomes = Outcomes()
+    outcomes = Outcomes(work / "parts" / "parent")
     small = total_bytes < PARALLEL_MIN_BYTES and len(files) < PARALLEL_MIN_FILES
     if dask_client is not None:
-        outcomes = _run_dask(files, dask_client, limits, year_hint, collected, tick)
+        outcomes = _run_dask(files, dask_client, limits, year_hint, collected, tick, work)
     else:
         splits = {} if jobs <= 1 or small else {f.path: s for f in files if (s := _plan_split(f, limits))}
         if jobs <= 1 or small or (len(files) < 2 and not splits):
@@ -902,11 +912,12 @@ def _ingest_bundle(
             outcomes = _run_parallel(files, jobs, work, limits, year_hint, collected, tick, splits=splits)
     outcomes.sort(key=lambda o: o.row["path"])
 
-    tables: dict[str, pl.DataFrame] = {}
+    tables: dict[str, Any] = {}
     for t in TABLES:
         if t in ("files", "anomalies"):
             continue
-        tables[t] = outcomes.table(t)
+        # a table too large to hold stays in its Parquet parts, a LazyFrame through the stages and the write
+        tables[t] = outcomes.lazy(t) if t in LARGE_TABLES and outcomes.rows(t) > HOLD_ROWS else outcomes.table(t)
     notes = list(bundle.notes)
     for o in outcomes:
         notes.extend(o.notes)
@@ -924,8 +935,11 @@ def _ingest_bundle(
     rows = {}
     for t in list(tables):
         df = tables.pop(t)
-        rows[t] = df.height
-        write_table(_sorted(df, t), t, tmp_tables)
+        if isinstance(df, pl.LazyFrame):
+            rows[t] = _write_in_parts(df, t, tmp_tables)
+        else:
+            rows[t] = df.height
+            write_table(_sorted(df, t), t, tmp_tables)
         del df
     final = out / "tables"
     old = work / "replaced-tables"
@@ -978,24 +992,68 @@ MERGE_EVERY = 256
 memory than their rows (per-column buffers), so the parent keeps few large frames instead."""
 
 
-class Outcomes(list):  # type: ignore[type-arg]
-    """The files' outcomes as they arrive; their tables are taken out and merged as they come."""
+HOLD_BYTES = 256 * 1024**2
+"""The parent keeps the in-memory tables workers return up to about this much, then writes them to
+Parquet parts of its own: a bundle of many medium files (a day of nvidia-smi loops on every node) never
+piles up in memory."""
+HOLD_ROWS = 1_000_000
+"""A table of `LARGE_TABLES` with more rows than this goes through the whole-bundle stages as a LazyFrame
+over its parts and is written in sorted parts of at most `PART_ROWS` rows (`_write_in_parts`)."""
+LARGE_TABLES = ("steps", "gpu_samples")
+"""The tables whose size follows the logs' volume (a step line per rank, a sample per GPU per second);
+events, inventory and comms stay in memory (the clock anchoring and identity resolution read them whole)."""
+PART_ROWS = 1_000_000
 
-    def __init__(self) -> None:
+
+class Outcomes(list):  # type: ignore[type-arg]
+    """The files' outcomes as they arrive; their tables are taken out and merged (or spilled) as they come."""
+
+    def __init__(self, spill: Path | None = None) -> None:
         super().__init__()
         self.frames: dict[str, list[pl.DataFrame]] = {}
         self.parts: dict[str, list[Part]] = {}
+        self.spill = spill
+        self.held = 0
+        self.n_spills = 0
 
     def append(self, o: FileOutcome) -> None:  # type: ignore[override]
         for t, df in o.tables.items():
             pending = self.frames.setdefault(t, [])
             pending.append(df)
+            self.held += df.estimated_size()
             if len(pending) > MERGE_EVERY:
                 self.frames[t] = [pl.concat(pending, how="vertical", rechunk=True)]
         o.tables = {}
         for t, paths in o.parts.items():
             self.parts.setdefault(t, []).extend(paths)
         super().append(o)
+        if self.spill is not None and self.held > HOLD_BYTES:
+            self._spill()
+
+    def _spill(self) -> None:
+        assert self.spill is not None
+        self.spill.mkdir(parents=True, exist_ok=True)
+        for t, frames in self.frames.items():
+            if frames:
+                target = self.spill / f"{t}-{self.n_spills}.parquet"
+                pl.concat(frames, how="vertical").write_parquet(target, compression="lz4")
+                self.parts.setdefault(t, []).append(Part(str(target)))
+        self.n_spills += 1
+        self.frames = {}
+        self.held = 0
+
+    def rows(self, table: str) -> int:
+        """Rows of `table` so far (in memory and in parts; read from the parts' footers)."""
+        held = sum(df.height for df in self.frames.get(table, ()))
+        return held + sum(pq.read_metadata(p.path).num_rows for p in self.parts.get(table, ()))
+
+    def lazy(self, table: str) -> pl.LazyFrame:
+        """`table` as a LazyFrame over its parts and in-memory frames (nothing read yet)."""
+        scans = [_scan_part(p) for p in self.parts.pop(table, ())]
+        scans += [df.lazy() for df in self.frames.pop(table, ())]
+        if not scans:
+            return empty(table).lazy()
+        return pl.concat(scans, how="vertical") if len(scans) > 1 else scans[0]
 
     def table(self, table: str) -> pl.DataFrame:
         """One table from the merged frames and the spilled Parquet parts (row order: the sort decides)."""
@@ -1014,6 +1072,44 @@ _SORT_KEYS = {
     "comms": ("record", "node", "rank", "file", "line"),
     "files": ("path",),
 }
+
+
+def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path) -> int:
+    """Write a table too large to hold as sorted parts of at most `PART_ROWS` rows; return its rows.
+
+    The rows are cut by (node, file) in sorted order, a (node, file) with more rows than a part by line
+    ranges; each part is collected, sorted by the table's keys and written (`write_table`), so memory
+    holds one part at a time. Each part is sorted and the parts follow each other by node; a reader
+    that needs one order across parts sorts (`read_table` concatenates them in part order).
+    """
+    counts = lf.group_by("node", "file").agg(n=pl.len(), lo=pl.col("line").min(), hi=pl.col("line").max())
+    counts = counts.collect().sort("node", "file", nulls_last=True)
+    pieces: list[list[pl.Expr]] = [[]]
+    size = 0
+    for node, file, n, lo, hi in counts.iter_rows():
+        cuts = max(1, -(-n // PART_ROWS)) if lo is not None else 1
+        step = max(1, -(-(hi - lo + 1) // cuts)) if lo is not None else 1
+        for i in range(cuts):
+            where = (pl.col("node") == node) & (pl.col("file") == file)
+            if cuts > 1:  # line ranges; rows without a line number go with the first
+                a = lo + i * step
+                in_range = pl.col("line").is_between(a, a + step, closed="left")
+                where = where & (in_range | pl.col("line").is_null() if i == 0 else in_range)
+            share = n // cuts
+            if size and size + share > PART_ROWS:
+                pieces.append([])
+                size = 0
+            pieces[-1].append(where)
+            size += share
+    total = 0
+    for k, piece in enumerate(p for p in pieces if p):
+        df = lf.filter(pl.any_horizontal(piece)).collect()
+        total += df.height
+        write_table(_sorted(df, table), table, folder, name=f"part-{k:05d}.parquet")
+        del df
+    if total == 0:
+        write_table(empty(table), table, folder)
+    return total
 
 
 def _sorted(df: pl.DataFrame, table: str) -> pl.DataFrame:

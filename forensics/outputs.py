@@ -53,11 +53,14 @@ def write_json(target: Path, obj: Any) -> None:
     write_text(target, json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
-def write_table(df: pl.DataFrame, table: str, folder: Path) -> Path:
-    """Validate `df` as `table` and write it as `folder/<table>/part-0.parquet` (zstd), atomically."""
+def write_table(df: pl.DataFrame, table: str, folder: Path, name: str = "part-0.parquet") -> Path:
+    """Validate `df` as `table` and write it as `folder/<table>/<name>` (zstd), atomically.
+
+    A table is one part, or several (`part-00000.parquet`, ...) when it was too large to hold at once.
+    """
     df = validate(df, table)
     meta = {META_TABLE.decode(): table, META_VERSION.decode(): str(SCHEMA_VERSION)}
-    target = folder / table / "part-0.parquet"
+    target = folder / table / name
     with atomic_path(target) as tmp:
         # polars' own writer: no Arrow copy of the table, ~3x faster than pyarrow's on string-heavy tables
         df.write_parquet(tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS, metadata=meta)

@@ -18,12 +18,22 @@ HALF_YEAR_US = 183 * 86400 * 1_000_000
 TABLES = ("events", "steps", "gpu_samples")
 
 
+def _empty(df: pl.DataFrame | pl.LazyFrame | None) -> bool:
+    # a LazyFrame (a table too large to hold, see forensics.ingest) is never taken for empty
+    return df is None or (isinstance(df, pl.DataFrame) and df.height == 0) or "ts_quality" not in df.collect_schema()
+
+
 def reconcile(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFrame], list[str]]:
-    """Shift year-inferred files by whole years towards the bundle's dated rows; return notes."""
+    """Shift year-inferred files by whole years towards the bundle's dated rows; return notes.
+
+    A table may be a LazyFrame (the ingest's tables too large to hold): it is scanned for the two small
+    aggregates and returned lazy, with the shift as an expression.
+    """
     dated = [
-        tables[t].filter(pl.col("ts_quality").is_in(DATED) & pl.col("ts").is_not_null()).get_column("ts")
+        tables[t].lazy().filter(pl.col("ts_quality").is_in(DATED) & pl.col("ts").is_not_null()).select("ts")
+        .collect().get_column("ts")
         for t in TABLES
-        if t in tables and tables[t].height and "ts_quality" in tables[t].columns
+        if not _empty(tables.get(t))
     ]
     dated = [d for d in dated if len(d)]
     if not dated:
@@ -35,13 +45,15 @@ def reconcile(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFrame],
     out = dict(tables)
     for t in TABLES:
         df = tables.get(t)
-        if df is None or df.height == 0 or "ts_quality" not in df.columns:
+        if _empty(df):
             continue
         inferred = pl.col("ts_quality") == "year_inferred"
         per_file = (
-            df.filter(inferred & pl.col("ts").is_not_null())
+            df.lazy()
+            .filter(inferred & pl.col("ts").is_not_null())
             .group_by("file")
             .agg(med=pl.col("ts").cast(pl.Int64).median())
+            .collect()
         )
         shifts = {}
         for file, med in per_file.iter_rows():

@@ -441,3 +441,30 @@ def test_line_spans_are_the_chunks_the_reader_yields(tmp_path: Path, data: list[
     p.write_bytes(body)
     f = BundleFile("f.log", p, len(body), "n", "path")
     assert [body[a:b] for a, b in line_spans(f, span, probe)] == list(ChunkReader(f, Limits(), span))
+
+
+def test_tables_too_large_to_hold_are_written_in_sorted_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past HOLD_ROWS, steps and gpu_samples stay in Parquet parts: the year and identity stages run lazily and
+    the table is written in sorted parts of PART_ROWS rows; the rows are the same as when held in memory."""
+    from forensics.simulate import simulate
+
+    src = tmp_path / "bundle"
+    simulate(src, nodes=4, gpus_per_node=4, hours=0.5, faults=[], seed=3)
+    ingest(src, tmp_path / "held", jobs=1)
+    monkeypatch.setattr(ingest_mod, "HOLD_ROWS", 50)
+    monkeypatch.setattr(ingest_mod, "PART_ROWS", 40)
+    monkeypatch.setattr(ingest_mod, "HOLD_BYTES", 20_000)
+    m = ingest(src, tmp_path / "parts", jobs=1)
+    for t in ("steps", "gpu_samples"):
+        held, parts = read_table(tmp_path / "held", t), read_table(tmp_path / "parts", t)
+        files = sorted((tmp_path / "parts" / "tables" / t).glob("*.parquet"))
+        assert held.height > 80 and len(files) >= held.height // 40, t
+        assert m["totals"]["rows"][t] == held.height
+        for f in files:
+            one = pl.read_parquet(f)
+            assert one.height <= 40 * 1.5
+            keys = [k for k in ingest_mod._SORT_KEYS[t] if k in one.columns]
+            assert one.select(keys).equals(one.select(keys).sort(keys, nulls_last=True, maintain_order=True))
+        cols = held.columns
+        assert parts.sort(cols, nulls_last=True).equals(held.sort(cols, nulls_last=True)), t
+    assert not (tmp_path / "parts" / ".forensics-work").exists()
