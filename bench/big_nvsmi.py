@@ -36,7 +36,10 @@ from datetime import datetime, timedelta
 KINDS = ("dmon", "csv", "q", "ib", "bugreport")
 BUSES = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
 START = datetime(2026, 11, 28, 0, 0, 0)
-_TEMPLATE = pathlib.Path(__file__).resolve().parent.parent / "tests/fixtures/nvidia-smi/q_h100_535_hw_power_brake_active.txt"
+_TEMPLATE = (
+    pathlib.Path(__file__).resolve().parent.parent
+    / "tests/fixtures/nvidia-smi/q_h100_535_hw_power_brake_active.txt"
+)
 
 
 class _Gpu:
@@ -49,7 +52,8 @@ class _Gpu:
         self.ecc_sbe = rng.choice((0, 0, 0, 1))
         self.slow = 0  # seconds of HW slowdown left
         self.serial = 1652923034000 + rng.randint(0, 999)
-        self.uuid = "GPU-%08x-%04x-%04x-%04x-%012x" % tuple(rng.getrandbits(b) for b in (32, 16, 16, 16, 48))
+        a, b, c, d, e = (rng.getrandbits(n) for n in (32, 16, 16, 16, 48))
+        self.uuid = f"GPU-{a:08x}-{b:04x}-{c:04x}-{d:04x}-{e:012x}"
 
     def step(self, rng: random.Random) -> None:
         """Advance one second: a busy training GPU, rare slowdowns and ECC events."""
@@ -129,7 +133,9 @@ def _dmon(out: _Out, rng: random.Random) -> None:
                 pclk = 1980 if not g.slow else rng.choice((1410, 1395, 1005))
                 mtemp = "-" if rng.random() < 0.0005 else str(g.temp + 8)
                 if style == "pe":
-                    out.line(f"{g.i:>5} {int(g.power):>5} {g.temp:>5} {mtemp:>5} {g.ecc_sbe:>5} {g.ecc_dbe:>5} {0:>5}")
+                    out.line(
+                        f"{g.i:>5} {int(g.power):>5} {g.temp:>5} {mtemp:>5} {g.ecc_sbe:>5} {g.ecc_dbe:>5} {0:>5}"
+                    )
                 else:
                     sm = g.util if not g.slow else rng.randint(0, 40)
                     out.line(
@@ -164,7 +170,9 @@ def _csv(out: _Out, rng: random.Random) -> None:
         for _ in range(rng.randint(3600, 7200)):
             for g in gpus:
                 g.step(rng)
-                ts = (t + timedelta(milliseconds=g.i + rng.randint(0, 3))).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
+                ts = (t + timedelta(milliseconds=g.i + rng.randint(0, 3))).strftime("%Y/%m/%d %H:%M:%S.%f")[
+                    :-3
+                ]
                 mask = "0x0000000000000088" if g.slow else "0x0000000000000000"
                 hw = "Active" if g.slow else "Not Active"
                 power = "[Unknown Error]" if rng.random() < 0.00002 else f"{g.power:.2f} W"
@@ -183,6 +191,7 @@ def _csv(out: _Out, rng: random.Random) -> None:
 
 
 # ----------------------------------------------------------------------------- -q
+
 
 def _q_template() -> list[str]:
     lines = _TEMPLATE.read_text().splitlines()
@@ -306,7 +315,9 @@ def _bugreport(out: _Out, rng: random.Random) -> None:
     import importlib.util
     import tempfile
 
-    spec = importlib.util.spec_from_file_location("_big_kernel", pathlib.Path(__file__).with_name("big_kernel.py"))
+    spec = importlib.util.spec_from_file_location(
+        "_big_kernel", pathlib.Path(__file__).with_name("big_kernel.py")
+    )
     assert spec is not None and spec.loader is not None
     big_kernel = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(big_kernel)

@@ -23,8 +23,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 import polars as pl
@@ -450,7 +450,9 @@ def transition_events(samples: pl.DataFrame, ctx: Any) -> pl.DataFrame:
     df = samples.sort("line")
     if missing:
         df = df.with_columns(**{n: pl.lit(None, dtype=t) for n, t in missing.items()})
-    df = df.with_columns(_key=pl.concat_str([pl.col("node"), key], separator="|"), _i=pl.int_range(pl.len(), dtype=pl.Int64))
+    df = df.with_columns(
+        _key=pl.concat_str([pl.col("node"), key], separator="|"), _i=pl.int_range(pl.len(), dtype=pl.Int64)
+    )
     df = df.with_columns(_prev=pl.col("_i").shift(1).over("_key"))
     # All onsets in one pass over the samples, then the few hit rows are turned into events rule by rule
     # (same rows, same order as one filter per rule).

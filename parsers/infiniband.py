@@ -173,7 +173,9 @@ _SNIFF = (
 )
 
 
-_SNIFF_LITS = tuple((required_literals(a), required_literals(b) if b is not None else None) for a, b, _ in _SNIFF)
+_SNIFF_LITS = tuple(
+    (required_literals(a), required_literals(b) if b is not None else None) for a, b, _ in _SNIFF
+)
 """Literals each signature's regexes need (parsers._sniff): a regex runs only when one is in the head."""
 
 
@@ -203,7 +205,9 @@ def _plain_json_detail(fields: dict[str, pl.Expr], strings: tuple[str, ...]) -> 
     or control character): the non-null members joined, no struct encoding and null-stripping regexes."""
     parts = [
         pl.when(e.is_not_null()).then(
-            pl.concat_str([pl.lit(f'"{k}":"'), e, pl.lit('"')]) if k in strings else pl.concat_str([pl.lit(f'"{k}":'), e.cast(pl.String)])
+            pl.concat_str([pl.lit(f'"{k}":"'), e, pl.lit('"')])
+            if k in strings
+            else pl.concat_str([pl.lit(f'"{k}":'), e.cast(pl.String)])
         )
         for k, e in fields.items()
     ]
@@ -388,7 +392,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         no_time, line_ts = collector_time(pl.col("text"))
         frame = frame.with_columns(_ts_prefix=line_ts, _rest=no_time)
     else:  # no collector time prefix anywhere: what collector_time gives
-        frame = frame.with_columns(_ts_prefix=pl.lit(None, dtype=pl.Datetime("us", "UTC")), _rest=pl.col("text"))
+        frame = frame.with_columns(
+            _ts_prefix=pl.lit(None, dtype=pl.Datetime("us", "UTC")), _rest=pl.col("text")
+        )
     env = split_envelopes(pl.col("_rest"))
     f = frame.with_columns(body=env["rest"].str.strip_chars_end(), env_host=env["host"])
     pd = pl.col("body").str.extract_groups(PDSH_RE)
@@ -412,7 +418,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             k_headval=folded.shift(1).fill_null(False),
             evmsg=pl.when(folded)
             .then(
-                pl.format("{} {}", pl.col("text").str.strip_chars(), pl.col("text").shift(-1).str.strip_chars())
+                pl.format(
+                    "{} {}", pl.col("text").str.strip_chars(), pl.col("text").shift(-1).str.strip_chars()
+                )
             )
             .otherwise(pl.col("text").str.strip_chars()),
             b=pl.when(folded).then(pl.format("{} {}", hdr, nxt.str.strip_chars())).otherwise(pl.col("b")),
@@ -504,7 +512,11 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         | pl.col("k_cmd") | pl.col("k_sysfs") | pl.col("k_marker") | pl.col("k_port") | pl.col("k_dvport")
     )  # fmt: skip
     if f.height > 20_000:  # (on a small file the extra steps cost more than they save)
-        here = f.with_row_index("_r").filter(context_line).select("_r", _fmt=fmt_here, _dev=dev_here, _port=port_here)
+        here = (
+            f.with_row_index("_r")
+            .filter(context_line)
+            .select("_r", _fmt=fmt_here, _dev=dev_here, _port=port_here)
+        )
         idx = here.get_column("_r")
         f = f.with_columns(
             **{
@@ -514,19 +526,23 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         )
     else:
         f = f.with_columns(_fmt=fmt_here, _dev=dev_here, _port=port_here)
-    f = f.with_columns(
-        fmt=pl.col("_fmt").forward_fill().over("host"),
-        dev=pl.col("_dev").forward_fill().over("host"),
-        port=pl.col("_port").forward_fill().over("host"),
-        block=block_start.cum_sum(),
-        ts=pl.coalesce(pl.col("_ts_prefix"), pl.col("ts_line").forward_fill().over("host")),
-        ts_quality=pl.when(pl.col("_ts_prefix").is_not_null())
-        .then(pl.lit("exact"))
-        .otherwise(pl.col("ts_quality_line").forward_fill().over("host")),
-    ).with_columns(
-        dev=pl.when(pl.col("dev") != "").then(pl.col("dev")),
-        port=pl.when(pl.col("port") != "").then(pl.col("port")).cast(pl.Int32, strict=False),
-    ).drop("_fmt", "_dev", "_port")
+    f = (
+        f.with_columns(
+            fmt=pl.col("_fmt").forward_fill().over("host"),
+            dev=pl.col("_dev").forward_fill().over("host"),
+            port=pl.col("_port").forward_fill().over("host"),
+            block=block_start.cum_sum(),
+            ts=pl.coalesce(pl.col("_ts_prefix"), pl.col("ts_line").forward_fill().over("host")),
+            ts_quality=pl.when(pl.col("_ts_prefix").is_not_null())
+            .then(pl.lit("exact"))
+            .otherwise(pl.col("ts_quality_line").forward_fill().over("host")),
+        )
+        .with_columns(
+            dev=pl.when(pl.col("dev") != "").then(pl.col("dev")),
+            port=pl.when(pl.col("port") != "").then(pl.col("port")).cast(pl.Int32, strict=False),
+        )
+        .drop("_fmt", "_dev", "_port")
+    )
     fmt = pl.col("fmt")
     in_block = fmt.is_in(["ibstat", "ibstatus", "ibv_devinfo"]) & pl.col("dev").is_not_null()
 
@@ -547,7 +563,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         )
     else:  # no perfquery header: the join would add only nulls
         f = f.with_columns(
-            pq_lid=pl.lit(None, dtype=pl.Int64), pq_port=pl.lit(None, dtype=pl.Int32), pq_what=pl.lit(None, dtype=pl.String)
+            pq_lid=pl.lit(None, dtype=pl.Int64),
+            pq_port=pl.lit(None, dtype=pl.Int32),
+            pq_what=pl.lit(None, dtype=pl.String),
         )
     kv_line = pl.col("k_kv") & in_block & ~pl.col("k_port") & ~pl.col("k_dvport")
     mlx_line = (fmt == "mlxlink") & pl.col("k_mlxkv")
@@ -628,7 +646,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     pan = _section("pan", present["pan"], pan_part, f)
     pqc = _section("pqc", present["pqc"], pqc_part, f)
 
-    def attr_tables(kv: pl.DataFrame, sy: pl.DataFrame, mlx: pl.DataFrame, i2n_attr: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    def attr_tables(
+        kv: pl.DataFrame, sy: pl.DataFrame, mlx: pl.DataFrame, i2n_attr: pl.DataFrame
+    ) -> tuple[pl.DataFrame, pl.DataFrame]:
         """inventory and port-state events from the attribute lines"""
         sy_attr = sy.filter(pl.col("grp").is_null()).with_columns(
             attribute=_map(pl.col("key"), SYSFS_KEYS), source=pl.lit("sysfs")
@@ -666,7 +686,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         )
         speed = (
             attrs.filter(pl.col("attribute") == "active_speed")
-            .with_columns(gbps=pl.col("val").str.extract(r"^([\d.]+)\s*Gbps", 1).cast(pl.Float64, strict=False))
+            .with_columns(
+                gbps=pl.col("val").str.extract(r"^([\d.]+)\s*Gbps", 1).cast(pl.Float64, strict=False)
+            )
             .join(width, on=["host", "dev", "port", "block"], how="inner", nulls_equal=True)
             .filter(pl.col("lanes").is_not_null() & pl.col("gbps").is_not_null())
         )
@@ -809,7 +831,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             .then(pl.col("raw").str.slice(2).str.to_integer(base=16, strict=False).cast(pl.Float64))
             .otherwise(pl.col("raw").cast(pl.Float64, strict=False))
         ).filter(pl.col("value").is_not_null() & pl.col("dev").is_not_null())
-        ctr = ctr.sort("line").with_columns(reading=pl.int_range(pl.len()).over("host", "dev", "port", "counter"))
+        ctr = ctr.sort("line").with_columns(
+            reading=pl.int_range(pl.len()).over("host", "dev", "port", "counter")
+        )
         detail = {
             "reading": pl.col("reading"),
             "name": pl.col("name"),
@@ -872,7 +896,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     # the tool aborted (ibpanic), or the capture ends on a line the grammar does not understand (cut line)
     flagged = f.select("text", ok=understood).filter(pl.col("text").str.strip_chars().str.len_bytes() > 0)
     cut_last = flagged.height > 0 and not bool(flagged.get_column("ok").fill_null(False)[-1])
-    partial = cut_last or (pan.height > 0 and bool(pan.get_column("tool").is_in(["ibpanic", "iberror"]).any()))
+    partial = cut_last or (
+        pan.height > 0 and bool(pan.get_column("tool").is_in(["ibpanic", "iberror"]).any())
+    )
     return ParseResult(
         tables={"inventory": inventory, "events": events, "comms": comms},
         parsed=parsed,

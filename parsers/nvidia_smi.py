@@ -240,7 +240,9 @@ def _leaf_plan(tokens: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
     return tuple(plan)
 
 
-def _apply_leaf(snap: F.GpuSnapshot, plan: tuple[tuple[str, ...], ...], value: str, line: int, marked: bool) -> None:
+def _apply_leaf(
+    snap: F.GpuSnapshot, plan: tuple[tuple[str, ...], ...], value: str, line: int, marked: bool
+) -> None:
     """`map_leaf` with the path's plan precomputed (`marked`: the value may hold an error marker)."""
     if marked:
         snap.note(value, line)
@@ -331,7 +333,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     # A capture needs a prefixed banner line: look at the few banner lines before matching every line.
     banner_rows = lines.cast(pl.String).str.contains("NVSMI LOG", literal=True).arg_true().to_list()
     banner_prefixed = any(
-        (m := PDSH_RE.match(texts[i])) is not None and "NVSMI LOG" in m.group("rest") for i in banner_rows if not blank[i]
+        (m := PDSH_RE.match(texts[i])) is not None and "NVSMI LOG" in m.group("rest")
+        for i in banner_rows
+        if not blank[i]
     )
     hosts = [PDSH_RE.match(t) for _, t in items] if banner_prefixed else []
     if items and banner_prefixed and sum(1 for m in hosts if m) * 2 >= len(items):

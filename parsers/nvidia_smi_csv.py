@@ -23,7 +23,6 @@ import re
 import polars as pl
 
 from parsers import _nvsmi_fields as F
-from parsers._common import normalize_bus_id
 from parsers.base import FileContext, ParseResult, account, numbered
 
 NAME = "nvidia-smi-csv"
@@ -174,7 +173,8 @@ _FLAGS = {
 
 def _flag(col: pl.Expr) -> pl.Expr:
     """`Active`/`Yes`/... -> True, `Not Active`/`No`/... -> False, anything else (states, `[N/A]`) -> null."""
-    return col.str.strip_chars().str.to_lowercase().replace_strict(_FLAGS, default=None, return_dtype=pl.Boolean)
+    v = col.str.strip_chars().str.to_lowercase()
+    return v.replace_strict(_FLAGS, default=None, return_dtype=pl.Boolean)
 
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
@@ -265,7 +265,8 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
                     exprs[F.THROTTLE_COLUMNS[k]] = _flag(e)
         if "clocks_throttle_reasons.active" in cell:
             mask = _value(cell["clocks_throttle_reasons.active"]).str.strip_prefix("0x").str.strip_prefix("0X")
-            data = data.with_columns(_mask=mask.str.to_integer(base=16, strict=False))  # once, not once per bit
+            # parsed once, not once per bit
+            data = data.with_columns(_mask=mask.str.to_integer(base=16, strict=False))
             for bit, col in F.THROTTLE_BITS.items():
                 exprs.setdefault(col, (pl.col("_mask") & bit) > 0)
         ts = (
@@ -312,8 +313,12 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             )
             keys = [c for c in wide.columns if c.startswith(("gpu:", "node:"))]
             long = wide.unpivot(
-                index=["line", "host", "header", "ident", "gpu_index", "gpu_bus_id"], variable_name="key", value_name="value"
-            ).with_columns(_k=pl.col("key").replace_strict({k: i for i, k in enumerate(keys)}, return_dtype=pl.Int64))
+                index=["line", "host", "header", "ident", "gpu_index", "gpu_bus_id"],
+                variable_name="key",
+                value_name="value",
+            ).with_columns(
+                _k=pl.col("key").replace_strict({k: i for i, k in enumerate(keys)}, return_dtype=pl.Int64)
+            )
             inv_parts.append(long.drop_nulls("value"))
 
     if samples_parts:
@@ -346,13 +351,16 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         gpu_samples = F.conform_table(pl.DataFrame(), "gpu_samples")
 
     if inv_parts:
-        # In the order of one part per header line (header, then field, then row), as the rows are deduplicated
-        # keeping the first. Rows repeating an earlier row's raw values (same host, field, index, identity, bus
-        # id, value) are dropped first: the final key is a function of these, so the same rows survive.
+        # In the order of one part per header line (header, then field, then row), as the rows are
+        # deduplicated keeping the first. Rows repeating an earlier row's raw values (same host, field,
+        # index, identity, bus id, value) are dropped first: the final key is a function of these, so the
+        # same rows survive.
         long = (
             pl.concat(inv_parts, how="diagonal_relaxed")
             .sort("header", "_k", "line", maintain_order=True)
-            .unique(["host", "key", "gpu_index", "ident", "gpu_bus_id", "value"], keep="first", maintain_order=True)
+            .unique(
+                ["host", "key", "gpu_index", "ident", "gpu_bus_id", "value"], keep="first", maintain_order=True
+            )
         )
         if samples is not None:
             idx = samples.select("line", gi=pl.col("gpu_index"))
@@ -364,7 +372,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             node=pl.coalesce(pl.col("host"), pl.lit(ctx.node)),
             component=comp,
             gpu_index=pl.when(comp == "gpu").then(pl.col("gpu_index")).otherwise(None).cast(pl.Int32),
-            gpu_bus_id=pl.when(comp == "gpu").then(F.normalized_bus_ids(long.get_column("gpu_bus_id"))).otherwise(None),
+            gpu_bus_id=pl.when(comp == "gpu")
+            .then(F.normalized_bus_ids(long.get_column("gpu_bus_id")))
+            .otherwise(None),
             attribute=pl.col("key").str.split(":").list.last(),
             value=pl.col("value"),
             source=pl.lit("nvidia-smi-csv"),

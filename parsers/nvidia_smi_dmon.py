@@ -99,7 +99,8 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     head_pos = hpos.filter(is_h)
     sigs: dict[tuple[str, ...], int] = {}
     sig_of_header = [
-        sigs.setdefault(tuple(f.lower() for f in t.lstrip("#").split()), len(sigs)) for t in htext.filter(is_h).to_list()
+        sigs.setdefault(tuple(f.lower() for f in t.lstrip("#").split()), len(sigs))
+        for t in htext.filter(is_h).to_list()
     ]
     marks = hpos.filter(is_h | is_u)
     pos = pl.int_range(0, n, dtype=pl.UInt32, eager=True)
@@ -140,7 +141,10 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     unrecognized = int(bad.sum())
     parsed = n - unrecognized - int(blank.sum())
     bad_idx = bad.arg_true().head(MAX_EXAMPLES)
-    examples = [(ctx.first_line + int(i), str(t)[:500]) for i, t in zip(bad_idx.to_list(), text.gather(bad_idx).to_list(), strict=True)]
+    examples = [
+        (ctx.first_line + int(i), str(t)[:500])
+        for i, t in zip(bad_idx.to_list(), text.gather(bad_idx).to_list(), strict=True)
+    ]
 
     if parts:
         samples = pl.concat(parts, how="diagonal_relaxed").sort("line").with_columns(
