@@ -154,6 +154,34 @@ def sniff(head: bytes, name: str) -> float:
     return 0.0
 
 
+def carry(lines: pl.Series) -> list[str]:
+    """The header lines in force at the end of `lines` (the last one of each pdsh host, as printed; [] when
+    none): a file parsed in chunks can prepend them to the next chunk, whose first rows they govern (they are
+    then parsed, and counted, as header lines). Same header rules as `parse`."""
+    text = lines.cast(pl.String).fill_null("")
+    frame = pl.DataFrame({"i": pl.int_range(0, len(text), eager=True), "raw": text, "text": text}).with_columns(
+        host=pl.lit(None, dtype=pl.String)
+    )
+    nonblank = int((text.str.strip_chars() != "").sum())
+    maybe = nonblank and int(text.str.contains(": ", literal=True).sum()) * 2 >= nonblank
+    env = frame.select(g=pl.col("text").str.extract_groups(PDSH_RE)).unnest("g") if maybe else None
+    if env is not None and env.get_column("host").is_not_null().sum() * 2 >= nonblank:
+        frame = frame.with_columns(
+            host=env.get_column("host").str.split(".").list.first(),
+            text=pl.coalesce(env.get_column("rest"), pl.col("text")),
+        )
+    candidate = pl.col("text").str.contains(HEADER_RE) & pl.col("text").str.contains(",", literal=True)
+    cands = frame.filter(candidate).get_column("text").unique().to_list()
+    headers_ok = [t for t in cands if _known(t.split(","))]
+    last = (
+        frame.filter(pl.col("text").is_in(headers_ok))
+        .group_by("host", maintain_order=True)
+        .agg(pl.col("i").last(), pl.col("raw").last())
+        .sort("i")
+    )
+    return last.get_column("raw").to_list()
+
+
 def _value(col: pl.Expr) -> pl.Expr:
     """Cell text with nulls for empty / bracketed states (`[N/A]`, `[Not Supported]`, `N/A`)."""
     v = col.str.strip_chars()

@@ -50,6 +50,15 @@ def sniff(head: bytes, name: str) -> float:
     return 0.0
 
 
+def carry(lines: pl.Series) -> list[str]:
+    """The header line in force at the end of `lines` ([] when none): a file parsed in chunks can prepend it
+    to the next chunk, whose first rows it governs (it is then parsed, and counted, as a header line)."""
+    text = lines.cast(pl.String).fill_null("")
+    hpos = text.str.starts_with("#").arg_true()
+    heads = hpos.filter(text.gather(hpos).str.contains(HEADER_RE))
+    return [text[int(heads[-1])]] if len(heads) else []
+
+
 def _val(e: pl.Expr) -> pl.Expr:
     return pl.when(e == "-").then(None).otherwise(e)
 

@@ -5,6 +5,7 @@ Exact values are checked against the fixture lines by hand; identities must come
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -344,3 +345,33 @@ def test_q_pdsh_hosts_split_and_named() -> None:
     ]
     drivers = res.tables["inventory"].filter(pl.col("attribute") == "driver_version")
     assert sorted(drivers.get_column("node").to_list()) == ["gpu-a01", "gpu-a02"]
+
+
+@pytest.mark.parametrize(
+    ("module", "rel"),
+    [
+        (nvidia_smi_csv, "nvidia-smi-csv/csv_loop_l1_index_busid_event_mask.csv"),
+        (nvidia_smi_csv, "nvidia-smi-csv/csv_pdsh_two_hosts_interleaved.csv"),
+        (nvidia_smi_dmon, "nvidia-smi-dmon/dmon_o_dt_spu_repeated_header.txt"),
+        (nvidia_smi_dmon, "nvidia-smi-dmon/dmon_default_no_time_ecc_pci.txt"),
+    ],
+)
+def test_carry_lets_a_later_chunk_read_its_rows(module, rel: str) -> None:
+    """Cut anywhere, the header lines `carry` returns for the first part make the second part parse as in
+    the whole file (same samples; counts equal once the carried header lines are taken off)."""
+    path = FIX / rel
+    lines = lines_from_bytes(path.read_bytes())
+    texts = ["" if re.match(HARNESS_LINE, t) else t for t in lines.to_list()]
+    whole = module.parse(pl.Series(texts, dtype=pl.String), FileContext(path=rel, node="n1"))
+    for k in range(1, len(texts)):
+        head = pl.Series(texts[:k], dtype=pl.String)
+        carried = module.carry(head)
+        a = module.parse(head, FileContext(path=rel, node="n1"))
+        b = module.parse(
+            pl.Series([*carried, *texts[k:]], dtype=pl.String),
+            FileContext(path=rel, node="n1", first_line=k + 1 - len(carried)),
+        )
+        both = pl.concat([a.tables["gpu_samples"], b.tables["gpu_samples"]])
+        assert both.equals(whole.tables["gpu_samples"]), k
+        assert a.parsed + b.parsed - len(carried) == whole.parsed, k
+        assert a.unrecognized + b.unrecognized == whole.unrecognized, k
