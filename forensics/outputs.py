@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from forensics.errors import OutputError, SchemaError
-from forensics.schema import SCHEMA_VERSION, TABLES, empty, validate
+from forensics.schema import SCHEMA_VERSION, TABLES, empty, get_schema, validate
 
 META_TABLE = b"gpu_forensics.table"
 META_VERSION = b"gpu_forensics.schema_version"
@@ -90,10 +90,35 @@ def read_table(out: Path, table: str) -> pl.DataFrame:
                 f"'{part}' is not table '{table}' of schema version {SCHEMA_VERSION} "
                 "(written by another version? re-run 'forensics ingest')"
             )
-        frames.append(pl.read_parquet(part))
+        frames.append(_read_part(part, table))
     df = pl.concat(frames, how="vertical_relaxed") if len(frames) > 1 else frames[0]
     assert isinstance(df, pl.DataFrame)
     return validate(df, table)
+
+
+def _all_null_columns(part: Path) -> set[str]:
+    """Columns whose every value in `part` is null, from the footer's statistics (no data read)."""
+    md = pq.read_metadata(part)
+    full: dict[str, bool] = {}
+    for rg in range(md.num_row_groups):
+        group = md.row_group(rg)
+        for c in range(group.num_columns):
+            col = group.column(c)
+            st = col.statistics
+            nulls = st.null_count if st is not None and st.has_null_count else None
+            full[col.path_in_schema] = full.get(col.path_in_schema, True) and nulls == group.num_rows
+    return {c for c, v in full.items() if v} if md.num_rows else set()
+
+
+def _read_part(part: Path, table: str) -> pl.DataFrame:
+    """One part of `table`; columns null in every row are not read but made constant (no buffers):
+    a table of millions of rows of one source leaves most columns empty."""
+    schema = get_schema(table)
+    nulls = _all_null_columns(part) & set(schema)
+    if not nulls:
+        return pl.read_parquet(part)
+    df = pl.read_parquet(part, columns=[c for c in schema if c not in nulls])
+    return df.with_columns(pl.lit(None, dtype=schema[c]).alias(c) for c in nulls).select(list(schema))
 
 
 def read_tables(out: Path) -> dict[str, pl.DataFrame]:
