@@ -566,16 +566,31 @@ def _journal_json(hit: pl.DataFrame) -> pl.DataFrame:
 
 
 def _fast_iso(hit: pl.DataFrame) -> pl.DataFrame:
-    """Split `[fac :lvl : ]2025-01-21T02:21:33,498559+00:00 msg` lines (already matched) by position."""
+    """Split `[fac :lvl : ]2025-01-21T02:21:33,498559+00:00 msg` lines (already matched) by position.
+
+    `find` gives a byte offset and `slice` counts characters: lines with a non-ASCII character before the
+    time (a no-break space in a pasted `kern  :info  :`) take the style's regex instead.
+    """
     body = pl.col("body")
-    start = body.str.find(r"\d{4}-\d\d-\d\dT")
+    hit = hit.with_columns(_s=body.str.find(r"\d{4}-\d\d-\d\dT"))
+    ascii_ok = body.str.slice(0, pl.col("_s")).str.len_bytes() == pl.col("_s")
+    hit = hit.with_columns(_a=ascii_ok.fill_null(False))
+    odd_prefix = hit.filter(~pl.col("_a"))
+    if odd_prefix.height:
+        hit = hit.filter(pl.col("_a"))
     # staged: an eager select evaluates a shared sub-expression once per use
-    g = hit.select("line", _p=body.str.slice(start).str.splitn(" ", 2))
+    g = hit.select("line", _p=body.str.slice(pl.col("_s")).str.splitn(" ", 2))
     g = g.select("line", ts=pl.col("_p").struct.field("field_0"), msg=pl.col("_p").struct.field("field_1").fill_null(""))
     caller = r"^\[\s*[TC]\d+\]"
     odd = g.filter(pl.col("msg").str.starts_with("[") & pl.col("msg").str.contains(caller))
     if odd.height:
         g = _patch(g, odd.select("line", msg=pl.col("msg").str.replace(caller + r"\s?", "")))
+    if odd_prefix.height:
+        pattern = _STYLE_RE["dmesg_iso"].pattern
+        slow = odd_prefix.select(
+            "line", ts=body.str.extract(pattern, _STYLE_RE["dmesg_iso"].groupindex["ts"]), msg=body.str.replace(pattern, "")
+        )
+        g = pl.concat([g, slow]).sort("line")
     return g
 
 
@@ -583,24 +598,25 @@ def _fast_monotonic(hit: pl.DataFrame, style: str) -> pl.DataFrame:
     """Split `[secs] msg` / `prio,seq,usec,flags;msg` lines (already matched) by position, not by regex.
 
     The regex match above guarantees the shape, so the first ']' (or ';') ends the stamp; a printk
-    caller id `[T123]` right after it is removed from the few lines that have one.
+    caller id `[T123]` right after it is removed from the few lines that have one. (Split, not sliced at
+    a `find` offset: that is in bytes, and a stamp may hold a non-ASCII space.)
     """
     body = pl.col("body")
     if style == "kmsg":
-        semi = body.str.find(";", literal=True)
-        head = body.str.slice(0, semi).str.split(",")
-        return hit.select(
+        g = hit.select("line", _p=body.str.splitn(";", 2))
+        g = g.select("line", _h=pl.col("_p").struct.field("field_0").str.split(","), msg=pl.col("_p").struct.field("field_1"))
+        return g.select(
             "line",
-            msg=body.str.slice(semi + 1),
-            seq=head.list.get(1, null_on_oob=True),
-            usec=head.list.get(2, null_on_oob=True),
+            "msg",
+            seq=pl.col("_h").list.get(1, null_on_oob=True),
+            usec=pl.col("_h").list.get(2, null_on_oob=True),
         )
-    g = hit.select("line", "body", _c=body.str.find("]", literal=True), _o=body.str.find("[", literal=True))
-    close, opn = pl.col("_c"), pl.col("_o")
+    g = hit.select("line", _p=body.str.splitn("]", 2))
+    g = g.select("line", _stamp=pl.col("_p").struct.field("field_0"), msg=pl.col("_p").struct.field("field_1").str.strip_prefix(" "))
     g = g.select(
         "line",
-        up=body.str.slice(opn + 1, close - opn - 1).str.strip_chars().str.splitn(" ", 2).struct.field("field_0"),
-        msg=body.str.slice(close + 1).str.strip_prefix(" "),
+        up=pl.col("_stamp").str.splitn("[", 2).struct.field("field_1").str.strip_chars().str.splitn(" ", 2).struct.field("field_0"),
+        msg="msg",
     )
     caller = r"^\s?\[\s*[TC]\d+\]"
     odd = g.filter(pl.col("msg").str.starts_with("[") & pl.col("msg").str.contains(caller))

@@ -210,3 +210,25 @@ def test_literal_regex_equals_contains_any() -> None:
     )
     lits = list(kev.ALL_LITERALS + kev.INVENTORY_LITERALS)
     assert msgs.str.contains(kev._ALL_LITERALS_RX).equals(msgs.str.contains_any(lits))
+
+
+def test_non_ascii_space_in_stamp_prefix() -> None:
+    """A no-break / ideographic space before the message (pasted logs) does not shift the split: positions
+    from `find` are bytes, `slice` counts characters (was: 'ello world', year 25, no uptime)."""
+    text = (
+        "[\u3000 12.345678] hello world\n"
+        "kern  :warn  \u00a0: 2025-01-21T04:26:49,793988+00:00 NVRM: Xid (PCI:0000:38:00): 13, pid=1, name=x, Graphics Exception\n"
+        "kern  :info  : 2025-01-01T00:00:00,000000+00:00 [\u3000T12] hi\n"
+        "6,12,34,\u00e9;kmsg\n"
+    )
+    lines = lines_from_bytes(text.encode())
+    ctx = FileContext(path="x", node="n")
+    st, _ = kernel_log.stamp(kernel_log.numbered(lines, ctx), ctx)
+    rows = st.select("style", "uptime_s", "ts", "msg").rows()
+    assert rows[0] == ("dmesg_raw", 12.345678, None, "hello world")
+    assert rows[1][0] == "dmesg_iso" and rows[1][2] == datetime(2025, 1, 21, 4, 26, 49, 793988, tzinfo=UTC)
+    assert rows[1][3].startswith("NVRM: Xid")
+    assert rows[2][3] == "hi"
+    assert rows[3] == ("kmsg", 34e-6, None, "kmsg")
+    ev = kernel_log.parse(lines, ctx).tables["events"]
+    assert ev.get_column("ts").to_list() == [datetime(2025, 1, 21, 4, 26, 49, 793988, tzinfo=UTC)]
