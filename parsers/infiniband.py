@@ -637,7 +637,14 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         return f.filter(pl.col("k_panic")).with_columns(g=b.str.extract_groups(IBPANIC_RE)).unnest("g")
 
     def pqc_part(f: pl.DataFrame) -> pl.DataFrame:
-        return f.filter(pq_line).with_columns(g=b.str.extract_groups(PQ_CTR_RE)).unnest("g")
+        # These lines match PQ_CTR_RE (`name:....value`), so its groups are found by cutting: the name (no
+        # `:` in it) ends at the first `:`; the value is what follows the dots, trimmed, or the last dot when
+        # only dots follow (the regex then gives one dot back to `\S+`). Same values, no regex pass.
+        name_rest = b.str.splitn(":", 2)
+        val = name_rest.struct.field("field_1").str.strip_chars_start(".").str.strip_chars()
+        return f.filter(pq_line).with_columns(
+            g=pl.struct(name=name_rest.struct.field("field_0"), val=pl.when(val == "").then(pl.lit(".")).otherwise(val))
+        ).unnest("g")
 
     kv = _section("kv", present["kv"], kv_part, f)
     sy = _section("sy", present["sy"], sy_part, f)
@@ -800,7 +807,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             dev=pl.coalesce(pl.col("dev"), pl.format("lid:{}", pl.col("pq_lid"))),
             port=pl.col("pq_port"),
             counter=pl.coalesce(_map(pl.col("name"), PERFQUERY_COUNTERS), pl.col("name"))
-            + pl.when(~pl.col("pq_what").str.contains("extended") & pl.col("name").is_in(PQ_32BIT))
+            + pl.when(~pl.col("pq_what").str.contains("extended", literal=True) & pl.col("name").is_in(PQ_32BIT))
             .then(pl.lit("_32"))
             .otherwise(pl.lit("")),
             name=pl.col("name"),
