@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from multiprocessing import get_context
 from pathlib import Path
@@ -314,6 +314,7 @@ def _parse_chunks(
             yield held.pop()
         yield from chunks
 
+    carried: list[str] = []
     try:
         for chunk in every_chunk():
             n_chunks += 1
@@ -326,7 +327,15 @@ def _parse_chunks(
             else:
                 lines = lines_from_bytes(chunk)
                 nlines = len(lines)
-                result = _mixed.parse(parser, lines, ctx)  # parser.parse, or both grammars of training stdout
+                if carried:  # the header lines in force at the end of the previous chunk govern this one's first rows
+                    lines = pl.concat([pl.Series("line", carried, dtype=pl.String), lines])
+                    result = _without_carried(
+                        parser.parse(lines, replace(ctx, first_line=first_line - len(carried))), first_line, carried
+                    )
+                else:
+                    result = _mixed.parse(parser, lines, ctx)  # parser.parse, or both grammars of training stdout
+                if hasattr(parser, "carry"):
+                    carried = _carry(parser, lines)
                 del lines
             del chunk
             acc.add(result, nlines, n_chunks)
@@ -356,6 +365,42 @@ def _parse_chunks(
         row["status"] = "partial" + (f": {reader.reason}" if reader.reason else "")
     notes = [f"{f.path}: {n}" for n in acc.notes]
     return FileOutcome(row, tables, acc.examples, notes, parts, content_node=node if span else None)
+
+
+CARRY_TAIL = 64
+"""Data lines a chunk hands to the next with its header: each GPU's last sample, so that the next chunk's
+first samples are compared with a previous one (a counter already non-zero is no new fault)."""
+
+
+def _carry(parser: Any, lines: pl.Series) -> list[str]:
+    """What the next chunk is parsed after: the header line(s) in force (`parser.carry`), then the last
+    `CARRY_TAIL` lines after the last of them (from that header on, when it is among them)."""
+    headers = parser.carry(lines)
+    if not headers:
+        return []
+    tail = lines.tail(CARRY_TAIL).to_list()
+    last = headers[-1]
+    if last in tail:
+        return [*headers[:-1], *tail[len(tail) - 1 - tail[::-1].index(last):]]
+    return [*headers, *tail]
+
+
+def _without_carried(result: ParseResult, first_line: int, carried: list[str]) -> ParseResult:
+    """A chunk's result without the header lines carried over from the previous chunk (numbered before
+    `first_line`): their rows and examples dropped, their lines (parsed as header lines) not counted again."""
+    tables = {t: df.filter(pl.col("line") >= first_line) if "line" in df.columns else df for t, df in result.tables.items()}
+    n = sum(1 for c in carried if c.strip())
+    parsed = result.parsed - n
+    unrecognized = result.unrecognized
+    if parsed < 0:  # the parser did not take them for header lines after all
+        parsed, unrecognized = 0, unrecognized + parsed
+    return replace(
+        result,
+        tables=tables,
+        parsed=parsed,
+        unrecognized=unrecognized,
+        unrecognized_examples=[e for e in result.unrecognized_examples if e[0] >= first_line],
+    )
 
 
 class _Accumulator:
@@ -565,7 +610,8 @@ def _plan_split(f: BundleFile, limits: Limits) -> _Split | None:
         if _binary_reason(head) is not None:
             return None
         det = registry.detect(head, logical_name(f.path))
-        if det.parser is None:
+        if det.parser is None or hasattr(det.parser, "carry"):
+            # a parser with `carry` reads a chunk by lines of an earlier one (a CSV header): chunks in order
             return None
         spans = line_spans(f, CHUNK_BYTES)
     except OSError:

@@ -468,3 +468,41 @@ def test_tables_too_large_to_hold_are_written_in_sorted_parts(tmp_path: Path, mo
         cols = held.columns
         assert parts.sort(cols, nulls_last=True).equals(held.sort(cols, nulls_last=True)), t
     assert not (tmp_path / "parts" / ".forensics-work").exists()
+
+
+def _query_gpu_loop(n: int) -> str:
+    head = (
+        "timestamp, index, pci.bus_id, utilization.gpu [%], temperature.gpu, power.draw [W], "
+        "ecc.errors.uncorrected.volatile.total, clocks_event_reasons.hw_thermal_slowdown\n"
+    )
+    rows = [
+        f"2026/11/29 10:{i // 60 % 60:02d}:{i % 60:02d}.000, {g}, 00000000:{0x18 + g * 0x10:02X}:00.0, 97 %, "
+        f"{60 + g}, 650.00 W, {3 if g == 5 else 0}, {'Active' if g == 2 and 200 <= i < 260 else 'Not Active'}\n"
+        for i in range(n)
+        for g in range(8)
+    ]
+    return head + "".join(rows)
+
+
+@pytest.mark.parametrize("name", ["nvidia-smi-query.csv", "dmon.log"])
+def test_monitoring_loop_parsed_in_chunks_equals_whole(tmp_path: Path, name: str) -> None:
+    """A --query-gpu / dmon loop longer than a chunk: the next chunk is parsed after the header in force and
+    each GPU's last sample (`parser.carry` + tail), so no row is lost and a counter already non-zero at a
+    chunk start is not reported again."""
+    p = tmp_path / name
+    if name.endswith(".csv"):
+        p.write_text(_query_gpu_loop(400))
+    else:
+        hdr = "# gpu    pwr  gtemp  mtemp     sm    mem    enc    dec\n# Idx      W      C      C      %      %      %      %\n"
+        p.write_text(hdr + "".join(f"    {g}   {300 + i % 50}     {40 + g}      -     {90 + (i % 5)}     30      0      0\n"
+                                   for i in range(3000) for g in range(8) if True) )
+    whole = ingest_file(_bf(p), Limits(), 2026, None)
+    chunked = ingest_file(_bf(p), Limits(), 2026, None, chunk_bytes=20_000)
+    assert whole.row == chunked.row and whole.row["unrecognized"] == 0
+    assert whole.tables.keys() == chunked.tables.keys()
+    for t in whole.tables:
+        assert chunked.tables[t].equals(whole.tables[t]), t
+    assert whole.tables["gpu_samples"].height == (400 * 8 if name.endswith(".csv") else 3000 * 8)
+    if name.endswith(".csv"):
+        ev = whole.tables["events"]
+        assert sorted(ev.select("kind", "gpu_index").rows()) == [("ecc_uncorrectable", 5), ("thermal", 2)]
