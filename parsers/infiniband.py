@@ -431,10 +431,10 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     b = pl.col("b")
     f = f.with_columns(host=pl.coalesce(pl.col("host").str.split(".").list.first(), pl.lit(ctx.node)))
     # timestamps: the costly parse runs only on the few short lines that look like a time
-    is_ts, ts_v, ts_q = _timestamps(b)
     cand = (b.str.len_bytes() < 80) & b.str.contains(r"\d\d:\d\d:\d\d|^\D{0,20}\d{10}(?:\.\d+)?\D{0,5}$")
     cand_rows = f.filter(cand) if gate.search(_TIME_NEED) else f.clear()
     if cand_rows.height:
+        is_ts, ts_v, ts_q = _timestamps(b)
         times = cand_rows.select("line", k_ts=is_ts, ts_line=ts_v, ts_quality_line=ts_q)
         f = f.join(times, on="line", how="left").with_columns(pl.col("k_ts").fill_null(False))
     else:  # no line looks like a time: what the join would give
