@@ -407,8 +407,9 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
     frame = numbered(lines, ctx)
     seg = frame
     if frame.height and bool(frame.get_column("text").str.contains("\r", literal=True).any()):
-        seg = frame.with_columns(pl.col("text").str.split("\r")).explode("text")
-        seg = seg.with_columns(seg=pl.int_range(pl.len()).over("line").cast(pl.Int64))
+        # segment numbers exploded with the segments (what a window `int_range().over("line")` gave, cheaper)
+        parts = pl.col("text").str.split("\r")
+        seg = frame.with_columns(parts, seg=pl.int_ranges(0, parts.list.len(), dtype=pl.Int64)).explode("text", "seg")
     else:
         seg = seg.with_columns(seg=pl.lit(0, dtype=pl.Int64))
     text = pl.col("text")
