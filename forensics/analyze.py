@@ -34,7 +34,7 @@ from forensics.findings import (
     write_findings,
 )
 from forensics.hardware import Candidate, candidates_from_events
-from forensics.outputs import read_tables, require_ingested, write_table
+from forensics.outputs import read_analysis_tables, require_ingested, write_table
 from forensics.schema import conform, empty
 
 CONSEQUENCE_KINDS = (
@@ -577,7 +577,7 @@ def rank_candidates(cands: list[Candidate]) -> list[Candidate]:
 def analyze(out: Path) -> dict[str, Any]:
     """Run every analysis over OUT's tables; write findings.json and the anomalies table; return the doc."""
     manifest = require_ingested(out)
-    tables = read_tables(out)
+    tables, thinned = read_analysis_tables(out)
     job = job_summary(tables)
     events, steps, samples, comms, inv = (tables[t] for t in ("events", "steps", "gpu_samples", "comms", "inventory"))
     events, steps = resolve_rank_nodes(events, comms), resolve_rank_nodes(steps, comms)
@@ -721,6 +721,7 @@ def analyze(out: Path) -> dict[str, Any]:
             "by_format": {
                 r["format"]: {k: v for k, v in r.items() if k != "format"} for r in by_format.iter_rows(named=True)
             },
+            "thinned": thinned,
         },
     }
     write_table(anomalies_df, "anomalies", out / "tables")

@@ -82,15 +82,8 @@ def read_table(out: Path, table: str) -> pl.DataFrame:
     parts = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
     if not parts:
         return empty(table)
-    frames = []
-    for part in parts:
-        meta = footer_metadata(part)
-        if meta.get(META_TABLE) != table.encode() or meta.get(META_VERSION) != str(SCHEMA_VERSION).encode():
-            raise SchemaError(
-                f"'{part}' is not table '{table}' of schema version {SCHEMA_VERSION} "
-                "(written by another version? re-run 'forensics ingest')"
-            )
-        frames.append(_read_part(part, table))
+    read_table_check(parts, table)
+    frames = [_read_part(part, table) for part in parts]
     df = pl.concat(frames, how="vertical_relaxed") if len(frames) > 1 else frames[0]
     assert isinstance(df, pl.DataFrame)
     return validate(df, table)
@@ -121,6 +114,60 @@ def _read_part(part: Path, table: str) -> pl.DataFrame:
     return df.with_columns(pl.lit(None, dtype=schema[c]).alias(c) for c in nulls).select(list(schema))
 
 
+ANALYSIS_ROWS = 1_000_000
+"""Most rows of steps and of gpu_samples the analysis and the report hold (about 250 bytes a row)."""
+
+
+def read_analysis_tables(out: Path, limit: int = ANALYSIS_ROWS) -> tuple[dict[str, pl.DataFrame], list[str]]:
+    """Every table of OUT, with steps and gpu_samples thinned to about `limit` rows when larger; return
+    the tables and a note per thinned table.
+
+    Thinning keeps whole samples, never averages (evidence lines stay verbatim), and is read lazily so
+    memory holds only what is kept: steps keep every k-th step number (the same steps on every rank, so
+    ranks stay comparable), each series' last step (where a hang stopped it) and rows without a step;
+    gpu_samples keep every sample taken in one second out of k (all GPUs of a moment together; rows
+    without a time: one block of 64 lines out of k). Onsets (throttling, ECC, PCIe) are events the parsers
+    found at full resolution, so thinning costs the statistics only short-lived detail.
+    """
+    tables: dict[str, pl.DataFrame] = {}
+    notes: list[str] = []
+    for t in TABLES:
+        parts = sorted((out / "tables" / t).glob("*.parquet")) if (out / "tables" / t).is_dir() else []
+        rows = sum(pq.read_metadata(p).num_rows for p in parts)
+        if t not in ("steps", "gpu_samples") or rows <= limit:
+            tables[t] = read_table(out, t)
+            continue
+        read_table_check(parts, t)
+        k = -(-rows // limit)
+        lf = pl.scan_parquet(parts)
+        if t == "steps":
+            last = lf.group_by("node", "rank", "file").agg(pl.col("line").max()).collect().get_column("line")
+            keep = pl.col("step").is_null() | (pl.col("step") % k == 0) | pl.col("line").is_in(last.implode())
+            what = f"every {k}th step number on every rank, each rank's last step"
+        else:
+            sec = pl.col("ts").dt.epoch("s")
+            keep = pl.when(pl.col("ts").is_null()).then((pl.col("line") // 64) % k == 0).otherwise(sec % k == 0)
+            what = f"the samples of one second in {k}"
+        df = validate(lf.filter(keep).collect(), t)
+        tables[t] = df
+        notes.append(
+            f"{t}: {rows:,} rows thinned to {df.height:,} for the analysis and the report ({what}); "
+            "the tables keep every row"
+        )
+    return tables, notes
+
+
+def read_table_check(parts: list[Path], table: str) -> None:
+    """Raise SchemaError when a part is not `table` of this schema version."""
+    for part in parts:
+        meta = footer_metadata(part)
+        if meta.get(META_TABLE) != table.encode() or meta.get(META_VERSION) != str(SCHEMA_VERSION).encode():
+            raise SchemaError(
+                f"'{part}' is not table '{table}' of schema version {SCHEMA_VERSION} "
+                "(written by another version? re-run 'forensics ingest')"
+            )
+
+
 def read_tables(out: Path) -> dict[str, pl.DataFrame]:
     """Read every table of an ingested OUT folder."""
     return {t: read_table(out, t) for t in TABLES}
@@ -149,4 +196,4 @@ def arrow_schema(table: str) -> pa.Schema:
     return empty(table).to_arrow().schema
 
 
-__all__ = ["TABLES", "atomic_path", "read_table", "read_tables", "require_ingested", "write_json", "write_table"]
+__all__ = ["TABLES", "atomic_path", "read_analysis_tables", "read_table", "read_tables", "require_ingested", "write_json", "write_table"]

@@ -20,7 +20,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from forensics import __version__
 from forensics.findings import read_findings
-from forensics.outputs import read_tables, require_ingested, write_text
+from forensics.outputs import read_analysis_tables, require_ingested, write_text
 from reports import charts
 
 SERIOUS = ("critical", "high", "medium")
@@ -610,7 +610,7 @@ def build_context(out: Path) -> ReportContext:
         for k, v in (doc["coverage"].get("by_format") or {}).items()
     }
     doc["findings"] = [_norm_finding(f) for f in doc.get("findings") or [] if isinstance(f, dict)]
-    tables = read_tables(out)
+    tables, thinned = read_analysis_tables(out)
     nodes = tuple(
         sorted(
             set().union(
@@ -650,7 +650,7 @@ def build_context(out: Path) -> ReportContext:
         unrecognized=_unrecognized(mfiles, nodes),
         skipped=_skipped(mfiles),
         ts_quality=_ts_quality(tables),
-        notes=[str(n) for n in list(manifest.get("notes", []))[:200]],
+        notes=[*thinned, *(str(n) for n in list(manifest.get("notes", []))[:200])],
         step_chart=charts.step_chart(tables["steps"], tables["anomalies"], incident),
         heatmap=charts.heatmap(tables["steps"], tables["gpu_samples"], [s.node for s in suspects]),
         nodes=nodes,

@@ -120,3 +120,33 @@ def test_parquet_layout_timestamps_compression_sorting(ingested: Path) -> None:
     keys = ["node", "gpu_index", "ts", "file", "line"]
     assert ev.select(keys).equals(ev.select(keys).sort(keys, nulls_last=True, maintain_order=True))
     assert set(ev["node"]) == {"node-000", "node-001", "node-002"}
+
+
+def test_analysis_reads_very_large_tables_thinned(tmp_path: Path) -> None:
+    """Past the limit, steps keep every k-th step number on every rank plus each rank's last step, and
+    gpu_samples the samples of one second in k; the note says so; smaller tables are read whole."""
+    from forensics.ingest import ingest
+    from forensics.outputs import read_analysis_tables
+    from forensics.simulate import simulate
+
+    src = tmp_path / "b"
+    simulate(src, nodes=4, gpus_per_node=4, hours=0.5, faults=[], seed=3)
+    ingest(src, tmp_path / "out", jobs=1)
+    whole = {t: read_table(tmp_path / "out", t) for t in ("steps", "gpu_samples", "events")}
+    same, notes = read_analysis_tables(tmp_path / "out")
+    assert notes == [] and all(same[t].equals(whole[t]) for t in whole)
+    limit = 30
+    thin, notes = read_analysis_tables(tmp_path / "out", limit=limit)
+    assert thin["events"].equals(whole["events"])
+    for t in ("steps", "gpu_samples"):
+        k = -(-whole[t].height // limit)
+        assert thin[t].height < whole[t].height and any(n.startswith(f"{t}: {whole[t].height:,} rows thinned") for n in notes)
+        assert thin[t].join(whole[t], on=list(whole[t].columns), how="anti", nulls_equal=True).height == 0  # real rows only
+    s, k = thin["steps"], -(-whole["steps"].height // limit)
+    last = whole["steps"].group_by("node", "rank", "file").agg(pl.col("line").max())
+    assert last.join(s, on=["node", "rank", "file", "line"], how="anti", nulls_equal=True).height == 0
+    kept = s.filter(pl.col("step") % k == 0)
+    assert kept.height == whole["steps"].filter(pl.col("step") % k == 0).height
+    g = thin["gpu_samples"].filter(pl.col("ts").is_not_null())
+    kg = -(-whole["gpu_samples"].height // limit)
+    assert (g["ts"].dt.epoch("s") % kg == 0).all()
