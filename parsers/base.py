@@ -4,6 +4,12 @@ A parser module defines `NAME`, `DESCRIPTION`, `TABLES`, `FILENAME_HINTS`, `DETE
 `sniff(head: bytes, name: str) -> float` (0..1, content decides, the name only adds a bonus) and
 `parse(lines: pl.Series, ctx: FileContext) -> ParseResult`. Parsers are pure: no I/O, no printing.
 
+Optional: `parse_bytes(data, ctx)` for binary forms (a Flight Recorder pickle), and `carry(lines) -> list[str]`
+for formats whose lines are read by a header above them (`--query-gpu` CSV, dmon): the header line(s) in
+force at the end of `lines`. The ingest parses a file in 32 MB chunks; it parses each later chunk after the
+carried header and the previous chunk's last lines (numbered before the chunk, their rows dropped and their
+lines not counted again), and does not cut such a file into parallel byte ranges.
+
 Line accounting: `lines` is the number of lines of the file; blank lines are neither parsed nor
 unrecognized. A line is *parsed* when it matches the format's grammar (whether or not it produced a
 row: an ordinary dmesg line is understood, it just is no event); it is *unrecognized* when it does
