@@ -118,7 +118,7 @@ ANALYSIS_ROWS = 1_000_000
 """Most rows of steps and of gpu_samples the analysis and the report hold (about 250 bytes a row)."""
 
 
-def read_analysis_tables(out: Path, limit: int = ANALYSIS_ROWS) -> tuple[dict[str, pl.DataFrame], list[str]]:
+def read_analysis_tables(out: Path, limit: int | None = None) -> tuple[dict[str, pl.DataFrame], list[str]]:
     """Every table of OUT, with steps and gpu_samples thinned to about `limit` rows when larger; return
     the tables and a note per thinned table.
 
@@ -129,6 +129,7 @@ def read_analysis_tables(out: Path, limit: int = ANALYSIS_ROWS) -> tuple[dict[st
     without a time: one block of 64 lines out of k). Onsets (throttling, ECC, PCIe) are events the parsers
     found at full resolution, so thinning costs the statistics only short-lived detail.
     """
+    limit = ANALYSIS_ROWS if limit is None else limit
     tables: dict[str, pl.DataFrame] = {}
     notes: list[str] = []
     for t in TABLES:

@@ -90,7 +90,9 @@ def local_out(out: str, *, fetch: bool, force: bool = False) -> Iterator[Path]:
                         (local / rel).parent.mkdir(parents=True, exist_ok=True)
                         fs.get_file(remote, str(local / rel))
             elif exists and not force:
-                raise OutputError(f"output '{out}' already holds a previous ingest; use --force to replace it")
+                raise OutputError(
+                    f"output '{out}' already holds a previous ingest; use --force to replace it"
+                )
         except OSError as exc:
             raise OutputError(f"cannot read output '{out}': {exc}") from None
         before = _snapshot(local) if local.exists() else {}
@@ -99,7 +101,9 @@ def local_out(out: str, *, fetch: bool, force: bool = False) -> Iterator[Path]:
         except (OutputError, UsageError) as exc:  # name the URL the user gave, not the local stand-in
             raise type(exc)(str(exc).replace(str(local), out.rstrip("/"))) from None
         after = _snapshot(local)
-        changed = sorted(rel for rel, sig in after.items() if before.get(rel) != sig and ".forensics-work" not in rel)
+        changed = sorted(
+            rel for rel, sig in after.items() if before.get(rel) != sig and ".forensics-work" not in rel
+        )
         try:
             if not fetch:
                 if exists:

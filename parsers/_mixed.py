@@ -88,8 +88,12 @@ def _both(lines: pl.Series, ctx: FileContext) -> ParseResult:
         parsed=n_family + rest.parsed,
         unrecognized=rest.unrecognized,
         unrecognized_examples=rest.unrecognized_examples,
-        notes=[*family.notes, *rest.notes, f"mixed log: {n_family} NCCL/PyTorch line(s) and {rest.parsed} other "
-               "line(s) read by the step-log grammar"],
+        notes=[
+            *family.notes,
+            *rest.notes,
+            f"mixed log: {n_family} NCCL/PyTorch line(s) and {rest.parsed} other "
+            "line(s) read by the step-log grammar",
+        ],
         partial=rest.partial,
         node=node,
     )

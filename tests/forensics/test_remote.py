@@ -21,7 +21,8 @@ runner = CliRunner()
 
 def xid_lines(n: int) -> str:
     return "".join(
-        f"[{10 + i:>6}.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid={i}, GPU has fallen off the bus.\n" for i in range(n)
+        f"[{10 + i:>6}.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid={i}, GPU has fallen off the bus.\n"
+        for i in range(n)
     )
 
 
@@ -38,7 +39,9 @@ def memfs():  # type: ignore[no-untyped-def]
 
 def test_urls_and_paths_are_told_apart() -> None:
     assert is_url("s3://bucket/x") and is_url("memory://a") and is_url("gs://b/c/")
-    assert not is_url("out") and not is_url("/tmp/out") and not is_url("file:///tmp/out") and not is_url("C:/x")
+    assert (
+        not is_url("out") and not is_url("/tmp/out") and not is_url("file:///tmp/out") and not is_url("C:/x")
+    )
     assert local_path("file:///tmp/out") == Path("/tmp/out") and local_path("out") == Path("out")
 
 
@@ -83,7 +86,10 @@ def test_an_ingested_url_is_not_replaced_without_force(memfs, tmp_path: Path) ->
 def test_analyze_of_an_empty_url_is_a_clear_error(memfs) -> None:  # type: ignore[no-untyped-def]
     r = runner.invoke(app, ["analyze", "memory://nothing/here"])
     assert r.exit_code == 2, r.output
-    assert "'memory://nothing/here' holds no ingested bundle (no manifest.json); run 'forensics ingest BUNDLE -o memory://nothing/here' first" in " ".join(r.output.split())
+    assert (
+        "'memory://nothing/here' holds no ingested bundle (no manifest.json); run 'forensics ingest BUNDLE -o memory://nothing/here' first"
+        in " ".join(r.output.split())
+    )
 
 
 def test_dask_ingest_to_a_url(memfs, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -91,10 +97,14 @@ def test_dask_ingest_to_a_url(memfs, tmp_path: Path) -> None:  # type: ignore[no
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         distributed = pytest.importorskip("distributed")
-        cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None)
+        cluster = distributed.LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+        )
     try:
         src = make_bundle(tmp_path, {f"node-{i:03d}/dmesg.log": xid_lines(2 + i) for i in range(4)})
-        r = runner.invoke(app, ["ingest", str(src), "-o", "memory://lake/inc", "-q", "--dask", cluster.scheduler_address])
+        r = runner.invoke(
+            app, ["ingest", str(src), "-o", "memory://lake/inc", "-q", "--dask", cluster.scheduler_address]
+        )
         assert r.exit_code == 0, r.output
         ev = pl.read_parquet(io.BytesIO(memfs.cat_file("/lake/inc/tables/events/part-0.parquet")))
         assert ev.height == 2 + 3 + 4 + 5

@@ -115,4 +115,6 @@ def test_mixed_parse_keeps_the_accounting(kinds: list[str], winner: str) -> None
     assert (steps.height if steps is not None else 0) == kinds.count("step")
     events = r.tables.get("events")
     got = sorted(events["kind"].to_list()) if events is not None else []
-    assert got == sorted(["nccl_ib_error"] * kinds.count("warn") + ["watchdog_timeout"] * kinds.count("watchdog"))
+    assert got == sorted(
+        ["nccl_ib_error"] * kinds.count("warn") + ["watchdog_timeout"] * kinds.count("watchdog")
+    )
