@@ -116,6 +116,8 @@ def _read_part(part: Path, table: str) -> pl.DataFrame:
 
 ANALYSIS_ROWS = 1_000_000
 """Most rows of steps and of gpu_samples the analysis and the report hold (about 250 bytes a row)."""
+THIN_TAIL_STEPS = 20
+"""Thinned steps keep every step of the last k x this many (where a hang stopped the ranks)."""
 
 
 def read_analysis_tables(out: Path, limit: int | None = None) -> tuple[dict[str, pl.DataFrame], list[str]]:
@@ -123,10 +125,11 @@ def read_analysis_tables(out: Path, limit: int | None = None) -> tuple[dict[str,
     the tables and a note per thinned table.
 
     Thinning keeps whole samples, never averages (evidence lines stay verbatim), and is read lazily so
-    memory holds only what is kept: steps keep every k-th step number (the same steps on every rank, so
-    ranks stay comparable), each series' last step (where a hang stopped it) and rows without a step;
-    gpu_samples keep every sample taken in one second out of k (all GPUs of a moment together; rows
-    without a time: one block of 64 lines out of k). Onsets (throttling, ECC, PCIe) are events the parsers
+    memory holds only what is kept: steps keep every k-th logged step number and the last ones (the
+    same steps on every rank, so ranks stay comparable at each kept step; a rank that stopped early is
+    seen stopping up to k-1 steps early) and rows without a step;
+    gpu_samples keep the samples of one sampling period in k (every GPU of every node at the same
+    moments, whatever their offsets within a period; rows without a time: one block of 64 lines in k). Onsets (throttling, ECC, PCIe) are events the parsers
     found at full resolution, so thinning costs the statistics only short-lived detail.
     """
     limit = ANALYSIS_ROWS if limit is None else limit
@@ -142,13 +145,19 @@ def read_analysis_tables(out: Path, limit: int | None = None) -> tuple[dict[str,
         k = -(-rows // limit)
         lf = pl.scan_parquet(parts)
         if t == "steps":
-            last = lf.group_by("node", "rank", "file").agg(pl.col("line").max()).collect().get_column("line")
-            keep = pl.col("step").is_null() | (pl.col("step") % k == 0) | pl.col("line").is_in(last.implode())
-            what = f"every {k}th step number on every rank, each rank's last step"
+            # every k-th of the step numbers the logs hold (not of all integers: logs print every N steps),
+            # and the last ones whole
+            numbers = lf.select(pl.col("step").drop_nulls().unique().sort()).collect().get_column("step")
+            tail = k * THIN_TAIL_STEPS
+            kept = pl.concat([numbers.gather_every(k), numbers.tail(tail)]).unique()
+            keep = pl.col("step").is_null() | pl.col("step").is_in(kept.implode())
+            what = f"every {k}th logged step number on every rank, and the last {tail} whole"
         else:
-            sec = pl.col("ts").dt.epoch("s")
+            # whole sampling periods: every GPU of every node keeps the same moments, whatever its offset
+            period = _sampling_period_s(parts[0])
+            sec = pl.col("ts").dt.epoch("s") // period
             keep = pl.when(pl.col("ts").is_null()).then((pl.col("line") // 64) % k == 0).otherwise(sec % k == 0)
-            what = f"the samples of one second in {k}"
+            what = f"the samples of one {period} s period in {k}"
         df = validate(lf.filter(keep).collect(), t)
         tables[t] = df
         notes.append(
@@ -156,6 +165,20 @@ def read_analysis_tables(out: Path, limit: int | None = None) -> tuple[dict[str,
             "the tables keep every row"
         )
     return tables, notes
+
+
+def _sampling_period_s(part: Path) -> int:
+    """The usual time between two samples of one GPU (whole seconds, at least 1), from the head of a part."""
+    head = pl.scan_parquet(part).select("node", "gpu_index", "file", "ts").head(200_000).collect()
+    gaps = (
+        head.drop_nulls("ts")
+        .sort("node", "gpu_index", "file", "ts")
+        .select(gap=pl.col("ts").diff().over("node", "gpu_index", "file").dt.total_seconds())
+        .get_column("gap")
+        .drop_nulls()
+    )
+    gaps = gaps.filter(gaps > 0)
+    return max(1, int(gaps.median() or 1)) if len(gaps) else 1
 
 
 def read_table_check(parts: list[Path], table: str) -> None:
