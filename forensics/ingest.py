@@ -213,18 +213,13 @@ def _ingest_file(
         row["status"] = f"skipped: {size_limit_reason(limits.max_file_bytes)}"
         return FileOutcome(row)
     reader = ChunkReader(f, limits, chunk_bytes)
-    chunks = iter(reader)
-    try:
-        first = next(chunks, None)
-    except OSError as exc:
-        row["status"] = f"error: cannot read ({exc.strerror or exc})"
+    opened = _open_chunks(reader, row)
+    if opened is None:
         return FileOutcome(row)
+    chunks, first = opened
 
     def finish_reading() -> None:
-        for _ in chunks:  # drain, for the checksum and the byte count
-            pass
-        row["bytes"] = reader.bytes_read
-        row["sha256"] = reader.sha256
+        _drain(reader, chunks, row)
 
     if first is None:
         finish_reading()
@@ -272,6 +267,25 @@ def _ingest_file(
     )
 
 
+def _open_chunks(reader: ChunkReader, row: dict[str, Any]) -> tuple[Iterator[bytes], bytes | None] | None:
+    """The reader's chunk iterator and its first chunk (None at an empty file); None, with the row's
+    status set, when the file cannot be opened."""
+    chunks = iter(reader)
+    try:
+        return chunks, next(chunks, None)
+    except OSError as exc:
+        row["status"] = f"error: cannot read ({exc.strerror or exc})"
+        return None
+
+
+def _drain(reader: ChunkReader, chunks: Iterator[bytes], row: dict[str, Any]) -> None:
+    """Read the rest of the file (for the checksum and the byte count) and record both in the row."""
+    for _ in chunks:
+        pass
+    row["bytes"] = reader.bytes_read
+    row["sha256"] = reader.sha256
+
+
 def _parse_chunks(
     f: BundleFile,
     row: dict[str, Any],
@@ -288,20 +302,15 @@ def _parse_chunks(
 ) -> FileOutcome:
     """Parse the chunks `reader` yields (the first already read, for detection) with `parser`."""
     if chunks is None:
-        chunks = iter(reader)
-        try:
-            first = next(chunks, None)
-        except OSError as exc:
-            row["status"] = f"error: cannot read ({exc.strerror or exc})"
+        opened = _open_chunks(reader, row)
+        if opened is None:
             return FileOutcome(row)
+        chunks, first = opened
     row["format"] = parser.NAME
     row["parser"] = parser.__name__
 
     def finish_reading() -> None:
-        for _ in chunks:  # drain, for the checksum and the byte count
-            pass
-        row["bytes"] = reader.bytes_read
-        row["sha256"] = reader.sha256
+        _drain(reader, chunks, row)
 
     acc = _Accumulator(f, spill, always_spill=span)
     first_line = 1

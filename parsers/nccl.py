@@ -1259,27 +1259,10 @@ class FastLane:
 
 
 def _empty_lane(height: int, first: int) -> FastLane:
+    # a head's columns: those of an NCCL record after its line, text, level and message, then the envelope's
+    head_cols = {k: v for k, v in _NS_SCHEMA.items() if k not in ("line", "text", "level", "msg")}
     heads = pl.DataFrame(
-        schema={
-            "node": pl.String,
-            "host": pl.String,
-            "pid": pl.Int64,
-            "tid": pl.Int64,
-            "dev": pl.Int32,
-            "src": pl.String,
-            "srcline": pl.String,
-            "func": pl.String,
-            "ts": pl.Datetime("us", "UTC"),
-            "ts_quality": pl.String,
-            "env_rank": pl.Int32,
-            "env_global_rank": pl.Int32,
-            "pre_ts": pl.Datetime("us", "UTC"),
-            "pre_ts_quality": pl.String,
-            "env_len": pl.Int64,
-            "env_rank_source": pl.String,
-            "env_host": pl.String,
-            "env_pid": pl.Int64,
-        }
+        schema={**head_cols, "env_len": pl.Int64, "env_rank_source": pl.String, "env_host": pl.String, "env_pid": pl.Int64}
     )
     return FastLane(
         mask=pl.Series("fast", [False] * height, dtype=pl.Boolean),
