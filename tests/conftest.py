@@ -39,6 +39,23 @@ def update_goldens(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-goldens"))
 
 
+@pytest.fixture
+def dask_scheduler():  # type: ignore[no-untyped-def]
+    """Address of a Dask LocalCluster (threads, one worker); skips when the `dask` extra is absent."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        distributed = pytest.importorskip("distributed")
+        cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None)
+    try:
+        yield cluster.scheduler_address
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cluster.close()
+
+
 def make_bundle(root: Path, files: dict[str, str | bytes], archive: str | None = None) -> Path:
     """Write `files` (path inside the bundle -> content) as a folder, or as an archive of that kind.
 

@@ -281,33 +281,20 @@ def test_parallel_ingest_writes_the_same_tables_as_sequential(tmp_path: Path) ->
         assert read_table(tmp_path / "seq", t).equals(read_table(tmp_path / "par", t)), t
 
 
-def test_dask_ingest_writes_the_same_tables(tmp_path: Path) -> None:
+def test_dask_ingest_writes_the_same_tables(tmp_path: Path, dask_scheduler: str) -> None:
     """`ingest(dask=ADDRESS)` on a LocalCluster (threads, one worker) equals the local ingest.
 
     Needs the optional extra `gpu-forensics[dask]`; skipped cleanly without it.
     """
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        distributed = pytest.importorskip("distributed")
-        cluster = distributed.LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
-        )
-    try:
-        files = {f"node-{i:03d}/dmesg.log": xid_lines(2 + i) for i in range(5)}
-        files["node-009/blob.bin"] = bytes(range(256)) * 4
-        src = make_bundle(tmp_path, files)
-        m1 = ingest(src, tmp_path / "local", jobs=1)
-        m2 = ingest(src, tmp_path / "dask", dask=cluster.scheduler_address)
-        assert m1["totals"] == m2["totals"]
-        assert [f["status"] for f in m1["files"]] == [f["status"] for f in m2["files"]]
-        for t in ("events", "files"):
-            assert read_table(tmp_path / "local", t).equals(read_table(tmp_path / "dask", t)), t
-    finally:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            cluster.close()
+    files = {f"node-{i:03d}/dmesg.log": xid_lines(2 + i) for i in range(5)}
+    files["node-009/blob.bin"] = bytes(range(256)) * 4
+    src = make_bundle(tmp_path, files)
+    m1 = ingest(src, tmp_path / "local", jobs=1)
+    m2 = ingest(src, tmp_path / "dask", dask=dask_scheduler)
+    assert m1["totals"] == m2["totals"]
+    assert [f["status"] for f in m1["files"]] == [f["status"] for f in m2["files"]]
+    for t in ("events", "files"):
+        assert read_table(tmp_path / "local", t).equals(read_table(tmp_path / "dask", t)), t
 
 
 def test_dask_unreachable_scheduler_is_a_clear_error(tmp_path: Path) -> None:

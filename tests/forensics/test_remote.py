@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import warnings
 from pathlib import Path
 
 import polars as pl
@@ -92,23 +91,10 @@ def test_analyze_of_an_empty_url_is_a_clear_error(memfs) -> None:  # type: ignor
     )
 
 
-def test_dask_ingest_to_a_url(memfs, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_dask_ingest_to_a_url(memfs, tmp_path: Path, dask_scheduler: str) -> None:  # type: ignore[no-untyped-def]
     """The issue's scale-out path end to end: per-file work on a Dask LocalCluster, tables to a URL."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        distributed = pytest.importorskip("distributed")
-        cluster = distributed.LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
-        )
-    try:
-        src = make_bundle(tmp_path, {f"node-{i:03d}/dmesg.log": xid_lines(2 + i) for i in range(4)})
-        r = runner.invoke(
-            app, ["ingest", str(src), "-o", "memory://lake/inc", "-q", "--dask", cluster.scheduler_address]
-        )
-        assert r.exit_code == 0, r.output
-        ev = pl.read_parquet(io.BytesIO(memfs.cat_file("/lake/inc/tables/events/part-0.parquet")))
-        assert ev.height == 2 + 3 + 4 + 5
-    finally:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            cluster.close()
+    src = make_bundle(tmp_path, {f"node-{i:03d}/dmesg.log": xid_lines(2 + i) for i in range(4)})
+    r = runner.invoke(app, ["ingest", str(src), "-o", "memory://lake/inc", "-q", "--dask", dask_scheduler])
+    assert r.exit_code == 0, r.output
+    ev = pl.read_parquet(io.BytesIO(memfs.cat_file("/lake/inc/tables/events/part-0.parquet")))
+    assert ev.height == 2 + 3 + 4 + 5
