@@ -153,11 +153,18 @@ def read_analysis_tables(out: Path, limit: int | None = None) -> tuple[dict[str,
             keep = pl.col("step").is_null() | pl.col("step").is_in(kept.implode())
             what = f"every {k}th logged step number on every rank, and the last {tail} whole"
         else:
+            # only the sources that sample in a loop (dmon, --query-gpu -l, DCGM) are thinned: snapshots
+            # (-q, XML) are few, and keeping them for some nodes only would make the nodes look different
+            per_source = lf.group_by("source").len().collect()
+            dense = per_source.filter(pl.col("len") > limit // 20)
+            sparse_rows = per_source.height and int(per_source.get_column("len").sum() - dense.get_column("len").sum())
+            k = -(-int(dense.get_column("len").sum()) // max(1, limit - sparse_rows))
             # whole sampling periods: every GPU of every node keeps the same moments, whatever its offset
             period = _sampling_period_s(parts[0])
             sec = pl.col("ts").dt.epoch("s") // period
-            keep = pl.when(pl.col("ts").is_null()).then((pl.col("line") // 64) % k == 0).otherwise(sec % k == 0)
-            what = f"the samples of one {period} s period in {k}"
+            thin_row = pl.when(pl.col("ts").is_null()).then((pl.col("line") // 64) % k == 0).otherwise(sec % k == 0)
+            keep = ~pl.col("source").is_in(dense.get_column("source").implode()) | thin_row
+            what = f"the samples of one {period} s period in {k} of {', '.join(sorted(dense.get_column('source')))}"
         df = validate(lf.filter(keep).collect(), t)
         tables[t] = df
         notes.append(
