@@ -445,7 +445,7 @@ def _copy_limited(src: BinaryIO, out: BinaryIO, budget: _Budget, what: str) -> N
 
 # ----------------------------------------------------------------------------- reading
 
-CHUNK_BYTES = 32 * 1024**2
+CHUNK_BYTES = 16 * 1024**2
 """Large files are handed to parsers in pieces of about this many bytes, cut after a line end."""
 _BLOCK = 4 * 1024**2
 _READ_ERRORS: tuple[type[Exception], ...] = (EOFError, OSError, lzma.LZMAError, ValueError)

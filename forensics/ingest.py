@@ -163,7 +163,7 @@ def ingest_file(
     Files are read in chunks of about `chunk_bytes` cut at a line end, and the parser is called once
     per chunk with `FileContext.first_line` set, so memory stays bounded whatever the file size; the
     chunks' tables are concatenated and their counts summed. A record spanning lines that is cut at
-    a chunk edge may be seen as two pieces (or as unrecognized lines) by the parser: with 32 MB
+    a chunk edge may be seen as two pieces (or as unrecognized lines) by the parser: with 16 MB
     chunks this touches at most a few lines per chunk, and is accepted for bounded memory.
 
     With `spill` (a folder), a file whose tables are large or that needed several chunks writes its
@@ -453,7 +453,7 @@ class _Accumulator:
             df = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
             target = self.spill / f"{t}-{len(self.parts.get(t, []))}.parquet"
             target.parent.mkdir(parents=True, exist_ok=True)
-            df.write_parquet(target, compression="lz4", statistics=False)
+            df.write_parquet(target, compression="lz4", statistics=True)  # min/max let a later scan skip parts
             self.parts.setdefault(t, []).append(Part(str(target)))
         self.frames.clear()
         self.size = 0

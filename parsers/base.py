@@ -6,7 +6,7 @@ A parser module defines `NAME`, `DESCRIPTION`, `TABLES`, `FILENAME_HINTS`, `DETE
 
 Optional: `parse_bytes(data, ctx)` for binary forms (a Flight Recorder pickle), and `carry(lines) -> list[str]`
 for formats whose lines are read by a header above them (`--query-gpu` CSV, dmon): the header line(s) in
-force at the end of `lines`. The ingest parses a file in 32 MB chunks; it parses each later chunk after the
+force at the end of `lines`. The ingest parses a file in 16 MB chunks; it parses each later chunk after the
 carried header and the previous chunk's last lines (numbered before the chunk, their rows dropped and their
 lines not counted again), and does not cut such a file into parallel byte ranges.
 
