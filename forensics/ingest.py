@@ -972,7 +972,8 @@ def _ingest_bundle(
         if t in ("files", "anomalies"):
             continue
         # a table too large to hold stays in its Parquet parts, a LazyFrame through the stages and the write
-        tables[t] = outcomes.lazy(t) if t in LARGE_TABLES and outcomes.rows(t) > HOLD_ROWS else outcomes.table(t)
+        big = t in LARGE_TABLES and (outcomes.rows(t) > HOLD_ROWS or outcomes.size_estimate(t) > HOLD_TABLE_BYTES)
+        tables[t] = outcomes.lazy(t) if big else outcomes.table(t)
     notes = list(bundle.notes)
     for o in outcomes:
         notes.extend(o.notes)
@@ -1054,10 +1055,15 @@ piles up in memory."""
 HOLD_ROWS = 1_000_000
 """A table of `LARGE_TABLES` with more rows than this goes through the whole-bundle stages as a LazyFrame
 over its parts and is written in sorted parts of at most `PART_ROWS` rows (`_write_in_parts`)."""
+HOLD_TABLE_BYTES = 512 * 1024**2
+"""... or, whatever its rows, that would take more memory than this."""
 LARGE_TABLES = ("steps", "gpu_samples")
 """The tables whose size follows the logs' volume (a step line per rank, a sample per GPU per second);
 events, inventory and comms stay in memory (the clock anchoring and identity resolution read them whole)."""
 PART_ROWS = 1_000_000
+PART_BYTES = 192 * 1024**2
+"""A part holds at most PART_ROWS rows and about this much memory (collected, sorted, written at once)."""
+SIZE_SAMPLE_ROWS = 10_000
 
 
 class Outcomes(list):  # type: ignore[type-arg]
@@ -1102,6 +1108,16 @@ class Outcomes(list):  # type: ignore[type-arg]
         held = sum(df.height for df in self.frames.get(table, ()))
         return held + sum(pq.read_metadata(p.path).num_rows for p in self.parts.get(table, ()))
 
+    def size_estimate(self, table: str) -> float:
+        """Memory `table` would take if held (its rows times the size of a row of its first part)."""
+        parts = self.parts.get(table, ())
+        held = sum(df.estimated_size() for df in self.frames.get(table, ()))
+        if not parts:
+            return held
+        sample = pl.scan_parquet(parts[0].path).head(SIZE_SAMPLE_ROWS).collect()
+        per_row = sample.estimated_size() / max(1, sample.height)
+        return held + per_row * sum(pq.read_metadata(p.path).num_rows for p in parts)
+
     def lazy(self, table: str) -> pl.LazyFrame:
         """`table` as a LazyFrame over its parts and in-memory frames (nothing read yet)."""
         scans = [_scan_part(p) for p in self.parts.pop(table, ())]
@@ -1139,10 +1155,15 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path) -> int:
     """
     counts = lf.group_by("node", "file").agg(n=pl.len(), lo=pl.col("line").min(), hi=pl.col("line").max())
     counts = counts.collect().sort("node", "file", nulls_last=True)
+    # rows per part from the memory a row takes (a step with a Megatron timer breakdown holds ~1 KB of JSON)
+    sample = lf.head(SIZE_SAMPLE_ROWS).collect()
+    per_row = sample.estimated_size() / max(1, sample.height)
+    part_rows = min(PART_ROWS, max(1_000, int(PART_BYTES // max(1.0, per_row))))
+    del sample
     pieces: list[list[pl.Expr]] = [[]]
     size = 0
     for node, file, n, lo, hi in counts.iter_rows():
-        cuts = max(1, -(-n // PART_ROWS)) if lo is not None else 1
+        cuts = max(1, -(-n // part_rows)) if lo is not None else 1
         step = max(1, -(-(hi - lo + 1) // cuts)) if lo is not None else 1
         for i in range(cuts):
             where = (pl.col("node") == node) & (pl.col("file") == file)
@@ -1151,7 +1172,7 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path) -> int:
                 in_range = pl.col("line").is_between(a, a + step, closed="left")
                 where = where & (in_range | pl.col("line").is_null() if i == 0 else in_range)
             share = n // cuts
-            if size and size + share > PART_ROWS:
+            if size and size + share > part_rows:
                 pieces.append([])
                 size = 0
             pieces[-1].append(where)

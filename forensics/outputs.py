@@ -116,6 +116,8 @@ def _read_part(part: Path, table: str) -> pl.DataFrame:
 
 ANALYSIS_ROWS = 1_000_000
 """Most rows of steps and of gpu_samples the analysis and the report hold (about 250 bytes a row)."""
+ANALYSIS_BYTES = 384 * 1024**2
+"""... and about the most memory each of the two may take (steps with big timer breakdowns: ~1 KB a row)."""
 THIN_TAIL_STEPS = 20
 """Thinned steps keep every step of the last k x this many (where a hang stopped the ranks)."""
 
@@ -138,11 +140,15 @@ def read_analysis_tables(out: Path, limit: int | None = None) -> tuple[dict[str,
     for t in TABLES:
         parts = sorted((out / "tables" / t).glob("*.parquet")) if (out / "tables" / t).is_dir() else []
         rows = sum(pq.read_metadata(p).num_rows for p in parts)
-        if t not in ("steps", "gpu_samples") or rows <= limit:
+        cap = limit
+        if t in ("steps", "gpu_samples") and rows > 10_000:
+            sample = pl.scan_parquet(parts[0]).head(10_000).collect()
+            cap = min(limit, int(ANALYSIS_BYTES // max(1.0, sample.estimated_size() / max(1, sample.height))))
+        if t not in ("steps", "gpu_samples") or rows <= cap:
             tables[t] = read_table(out, t)
             continue
         read_table_check(parts, t)
-        k = -(-rows // limit)
+        k = -(-rows // cap)
         lf = pl.scan_parquet(parts)
         if t == "steps":
             # every k-th of the step numbers the logs hold (not of all integers: logs print every N steps),
@@ -158,7 +164,7 @@ def read_analysis_tables(out: Path, limit: int | None = None) -> tuple[dict[str,
             per_source = lf.group_by("source").len().collect()
             dense = per_source.filter(pl.col("len") > limit // 20)
             sparse_rows = per_source.height and int(per_source.get_column("len").sum() - dense.get_column("len").sum())
-            k = -(-int(dense.get_column("len").sum()) // max(1, limit - sparse_rows))
+            k = -(-int(dense.get_column("len").sum()) // max(1, cap - sparse_rows))
             # whole sampling periods: every GPU of every node keeps the same moments, whatever its offset
             period = _sampling_period_s(parts[0])
             sec = pl.col("ts").dt.epoch("s") // period
