@@ -157,7 +157,7 @@ def read_analysis_tables(out: Path, limit: int | None = None) -> tuple[dict[str,
             tail = k * THIN_TAIL_STEPS
             kept = pl.concat([numbers.gather_every(k), numbers.tail(tail)]).unique()
             keep = pl.col("step").is_null() | pl.col("step").is_in(kept.implode())
-            what = f"every {k}th logged step number on every rank, and the last {tail} whole"
+            what = f"one logged step number in {k} on every rank, and the last {tail} whole"
         else:
             # only the sources that sample in a loop (dmon, --query-gpu -l, DCGM) are thinned: snapshots
             # (-q, XML) are few, and keeping them for some nodes only would make the nodes look different
