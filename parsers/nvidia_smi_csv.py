@@ -154,15 +154,13 @@ def sniff(head: bytes, name: str) -> float:
     return 0.0
 
 
-def carry(lines: pl.Series) -> list[str]:
-    """The header lines in force at the end of `lines` (the last one of each pdsh host, as printed; [] when
-    none): a file parsed in chunks can prepend them to the next chunk, whose first rows they govern (they are
-    then parsed, and counted, as header lines). Same header rules as `parse`."""
-    text = lines.cast(pl.String).fill_null("")
-    frame = pl.DataFrame({"i": pl.int_range(0, len(text), eager=True), "raw": text, "text": text}).with_columns(
-        host=pl.lit(None, dtype=pl.String)
-    )
+def _hosts_and_headers(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """`frame` (columns text, host) with pdsh/clush prefixes split off into `host` when most lines have one,
+    and the distinct header lines. Used by `parse` and `carry` alike."""
+    # pdsh/clush captures (`node01: index, name, ...`): every host prints its own header and rows.
+    text = frame.get_column("text")
     nonblank = int((text.str.strip_chars() != "").sum())
+    # A prefixed line contains ': ': when too few lines do, the file is no capture (no regex pass needed).
     maybe = nonblank and int(text.str.contains(": ", literal=True).sum()) * 2 >= nonblank
     env = frame.select(g=pl.col("text").str.extract_groups(PDSH_RE)).unnest("g") if maybe else None
     if env is not None and env.get_column("host").is_not_null().sum() * 2 >= nonblank:
@@ -171,8 +169,20 @@ def carry(lines: pl.Series) -> list[str]:
             text=pl.coalesce(env.get_column("rest"), pl.col("text")),
         )
     candidate = pl.col("text").str.contains(HEADER_RE) & pl.col("text").str.contains(",", literal=True)
+    # A header names at least one known field (data rows such as `P0, Enabled` also fit the token shape).
     cands = frame.filter(candidate).get_column("text").unique().to_list()
-    headers_ok = [t for t in cands if _known(t.split(","))]
+    return frame, [t for t in cands if _known(t.split(","))]
+
+
+def carry(lines: pl.Series) -> list[str]:
+    """The header lines in force at the end of `lines` (the last one of each pdsh host, as printed; [] when
+    none): a file parsed in chunks can prepend them to the next chunk, whose first rows they govern (they are
+    then parsed, and counted, as header lines). Same header rules as `parse`."""
+    text = lines.cast(pl.String).fill_null("")
+    frame = pl.DataFrame({"i": pl.int_range(0, len(text), eager=True), "raw": text, "text": text}).with_columns(
+        host=pl.lit(None, dtype=pl.String)
+    )
+    frame, headers_ok = _hosts_and_headers(frame)
     last = (
         frame.filter(pl.col("text").is_in(headers_ok))
         .group_by("host", maintain_order=True)
@@ -209,20 +219,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse every header group of the file; see the module docstring."""
     frame = numbered(lines, ctx).with_columns(text=pl.col("text").fill_null(""))
     frame = frame.with_columns(raw=pl.col("text"), host=pl.lit(None, dtype=pl.String))
-    # pdsh/clush captures (`node01: index, name, ...`): every host prints its own header and rows.
-    nonblank = int((frame.get_column("text").str.strip_chars() != "").sum())
-    # A prefixed line contains ': ': when too few lines do, the file is no capture (no regex pass needed).
-    maybe = nonblank and int(frame.get_column("text").str.contains(": ", literal=True).sum()) * 2 >= nonblank
-    env = frame.select(g=pl.col("text").str.extract_groups(PDSH_RE)).unnest("g") if maybe else None
-    if env is not None and env.get_column("host").is_not_null().sum() * 2 >= nonblank:
-        frame = frame.with_columns(
-            host=env.get_column("host").str.split(".").list.first(),
-            text=pl.coalesce(env.get_column("rest"), pl.col("text")),
-        )
-    candidate = pl.col("text").str.contains(HEADER_RE) & pl.col("text").str.contains(",", literal=True)
-    # A header names at least one known field (data rows such as `P0, Enabled` also fit the token shape).
-    cands = frame.filter(candidate).get_column("text").unique().to_list()
-    headers_ok = [t for t in cands if _known(t.split(","))]
+    frame, headers_ok = _hosts_and_headers(frame)
     is_header = pl.col("text").is_in(headers_ok)
     frame = frame.with_columns(
         header=pl.when(is_header).then(pl.col("line")).otherwise(None).forward_fill().over("host"), is_header=is_header
