@@ -867,24 +867,60 @@ def _run_dask(
     tick: Callable[[BundleFile], None],
     work: Path | None = None,
 ) -> list[FileOutcome]:
-    """Ingest `files` on a Dask cluster through `client`; tables come back in memory (no spill)."""
+    """Ingest `files` on a Dask cluster through `client`; tables come back in memory (no spill).
+
+    A large plain log is parsed as byte ranges on several workers, as in the local pool (`_plan_split`).
+    """
     from distributed import as_completed as dask_completed
 
     outcomes = Outcomes(work / "parts" / "parent" if work else None)
+    splits = {f.path: sp for f in files if (sp := _plan_split(f, limits))}
     futures: list[Any] = []
+    owner: dict[str, tuple[BundleFile, int]] = {}
+    results: dict[str, dict[int, Any]] = {}
     try:
-        futures = [
-            client.submit(ingest_file, f, limits, year_hint, collected, key=f"ingest-{i}-{f.path}", pure=False)
-            for i, f in enumerate(files)
-        ]
-        by_key = {fut.key: f for fut, f in zip(futures, files, strict=True)}
+        for i, f in enumerate(files):
+            split = splits.get(f.path)
+            if split is None:
+                futures.append(
+                    client.submit(ingest_file, f, limits, year_hint, collected, key=f"ingest-{i}-{f.path}", pure=False)
+                )
+                owner[futures[-1].key] = (f, -1)
+                continue
+            results[f.path] = {}
+            for k, span in enumerate(split.spans):
+                futures.append(
+                    client.submit(
+                        ingest_file, f, limits, year_hint, collected,
+                        span=span, parser_name=split.parser, key=f"ingest-{i}-{k}-{f.path}", pure=False,
+                    )
+                )
+                owner[futures[-1].key] = (f, k)
+            futures.append(client.submit(hash_file, f, key=f"hash-{i}-{f.path}", pure=False))
+            owner[futures[-1].key] = (f, -2)
         for fut in dask_completed(futures):
-            f = by_key[fut.key]
+            f, k = owner[fut.key]
+            if k != -1 and f.path not in results:
+                continue  # a range of a file already failed
             try:
-                outcomes.append(fut.result())
+                got = fut.result()
             except Exception as exc:  # noqa: BLE001 - a lost task loses one file, not the run
+                results.pop(f.path, None)
                 outcomes.append(_crashed(f, f"dask task failed: {type(exc).__name__}: {exc}"))
-            tick(f)
+                tick(f)
+                continue
+            if k == -1:
+                outcomes.append(got)
+                tick(f)
+                continue
+            mine = results[f.path]
+            mine[k] = got
+            split = splits[f.path]
+            if len(mine) == len(split.spans) + 1:
+                del results[f.path]
+                sha = mine.pop(-2)
+                outcomes.append(_merge_spans(f, split, [mine[j] for j in range(len(split.spans))], sha))
+                tick(f)
     except BaseException:
         client.cancel(futures)
         raise

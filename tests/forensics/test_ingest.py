@@ -297,6 +297,20 @@ def test_dask_ingest_writes_the_same_tables(tmp_path: Path, dask_scheduler: str)
         assert read_table(tmp_path / "local", t).equals(read_table(tmp_path / "dask", t)), t
 
 
+def test_dask_ingest_parses_a_large_log_in_ranges(
+    tmp_path: Path, dask_scheduler: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 20_000)
+    monkeypatch.setattr(ingest_mod, "SPLIT_MIN_BYTES", 40_000)
+    src = make_bundle(tmp_path, {"node-001/dmesg.log": xid_lines(2000), "node-002/dmesg.log": xid_lines(5)})
+    assert len(ingest_mod._plan_split(_bundle_files(src, tmp_path)["node-001/dmesg.log"], Limits()).spans) > 5
+    m1 = ingest(src, tmp_path / "local", jobs=1)
+    m2 = ingest(src, tmp_path / "dask", dask=dask_scheduler)
+    strip = [{k: v for k, v in f.items() if k != "ingested_at"} for f in m1["files"]]
+    assert strip == [{k: v for k, v in f.items() if k != "ingested_at"} for f in m2["files"]]
+    assert read_table(tmp_path / "local", "events").equals(read_table(tmp_path / "dask", "events"))
+
+
 def test_dask_unreachable_scheduler_is_a_clear_error(tmp_path: Path) -> None:
     pytest.importorskip("distributed")
     from forensics.errors import UsageError
