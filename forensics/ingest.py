@@ -677,6 +677,31 @@ def _merge_spans(f: BundleFile, split: _Split, ranges: list[FileOutcome], sha256
     return FileOutcome(row, merged, examples, notes, parts)
 
 
+def _arrived(
+    f: BundleFile,
+    k: int,
+    got: Any,
+    results: dict[str, dict[int, Any]],
+    splits: dict[str, _Split],
+    outcomes: list[FileOutcome],
+    tick: Callable[[BundleFile], None],
+) -> None:
+    """Take a task's result: a whole file's outcome (k = -1) at once; a byte range's (k >= 0) or the
+    checksum (k = -2) kept until the file's last one arrives, then the ranges merged (`_merge_spans`)."""
+    if k == -1:
+        outcomes.append(got)
+        tick(f)
+        return
+    mine = results[f.path]
+    mine[k] = got
+    split = splits[f.path]
+    if len(mine) == len(split.spans) + 1:
+        del results[f.path]
+        sha = mine.pop(-2)
+        outcomes.append(_merge_spans(f, split, [mine[j] for j in range(len(split.spans))], sha))
+        tick(f)
+
+
 def _drop(results: dict[int, Any]) -> None:
     """Remove the spilled parts of range outcomes that will not be merged."""
     for r in results.values():
@@ -823,18 +848,7 @@ def _pool_pass(
             if f.path in settled and k != -1:
                 _drop({k: got})
                 continue
-            if k == -1:
-                outcomes.append(got)
-                tick(f)
-                continue
-            mine = results[f.path]
-            mine[k] = got
-            split = splits[f.path]
-            if len(mine) == len(split.spans) + 1:
-                del results[f.path]
-                sha = mine.pop(-2)
-                outcomes.append(_merge_spans(f, split, [mine[i] for i in range(len(split.spans))], sha))
-                tick(f)
+            _arrived(f, k, got, results, splits, outcomes, tick)
     except BaseException:
         _kill_pool(pool)
         raise
@@ -909,18 +923,7 @@ def _run_dask(
                 outcomes.append(_crashed(f, f"dask task failed: {type(exc).__name__}: {exc}"))
                 tick(f)
                 continue
-            if k == -1:
-                outcomes.append(got)
-                tick(f)
-                continue
-            mine = results[f.path]
-            mine[k] = got
-            split = splits[f.path]
-            if len(mine) == len(split.spans) + 1:
-                del results[f.path]
-                sha = mine.pop(-2)
-                outcomes.append(_merge_spans(f, split, [mine[j] for j in range(len(split.spans))], sha))
-                tick(f)
+            _arrived(f, k, got, results, splits, outcomes, tick)
     except BaseException:
         client.cancel(futures)
         raise
