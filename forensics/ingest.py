@@ -1199,32 +1199,51 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path) -> int:
     per_row = sample.estimated_size() / max(1, sample.height)
     part_rows = min(PART_ROWS, max(1_000, int(PART_BYTES // max(1.0, per_row))))
     del sample
-    pieces: list[list[pl.Expr]] = [[]]
+    # A part is a run of consecutive (node, file) pairs in sorted order, or one line range of a pair larger
+    # than a part: either way a condition of constant size (a bundle has thousands of pairs), which the
+    # scan of the spilled parts applies as it reads.
+    pieces: list[pl.Expr] = []
+    run: list[tuple[str, str]] = []
     size = 0
+
+    def close_run() -> None:
+        nonlocal run, size
+        if run:
+            pieces.append(_pair_range(run[0], run[-1]))
+        run, size = [], 0
+
     for node, file, n, lo, hi in counts.iter_rows():
-        cuts = max(1, -(-n // part_rows)) if lo is not None else 1
-        step = max(1, -(-(hi - lo + 1) // cuts)) if lo is not None else 1
-        for i in range(cuts):
-            where = (pl.col("node") == node) & (pl.col("file") == file)
-            if cuts > 1:  # line ranges; rows without a line number go with the first
-                a = lo + i * step
-                in_range = pl.col("line").is_between(a, a + step, closed="left")
-                where = where & (in_range | pl.col("line").is_null() if i == 0 else in_range)
-            share = n // cuts
-            if size and size + share > part_rows:
-                pieces.append([])
-                size = 0
-            pieces[-1].append(where)
-            size += share
+        if lo is not None and n > part_rows:
+            close_run()
+            cuts = -(-n // part_rows)
+            step = max(1, -(-(hi - lo + 1) // cuts))
+            pair = (pl.col("node") == node) & (pl.col("file") == file)
+            for i in range(cuts):  # line ranges; rows without a line number go with the first
+                in_range = pl.col("line").is_between(lo + i * step, lo + (i + 1) * step, closed="left")
+                pieces.append(pair & (in_range | pl.col("line").is_null() if i == 0 else in_range))
+            continue
+        if size and size + n > part_rows:
+            close_run()
+        run.append((node, file))
+        size += n
+    close_run()
     total = 0
-    for k, piece in enumerate(p for p in pieces if p):
-        df = lf.filter(pl.any_horizontal(piece)).collect()
+    for k, piece in enumerate(pieces):
+        df = lf.filter(piece).collect()
         total += df.height
         write_table(_sorted(df, table), table, folder, name=f"part-{k:05d}.parquet")
         del df
     if total == 0:
         write_table(empty(table), table, folder)
     return total
+
+
+def _pair_range(first: tuple[str, str], last: tuple[str, str]) -> pl.Expr:
+    """Rows whose (node, file) lies between `first` and `last` in lexicographic order, both included."""
+    node, file = pl.col("node"), pl.col("file")
+    after_first = (node > first[0]) | ((node == first[0]) & (file >= first[1]))
+    before_last = (node < last[0]) | ((node == last[0]) & (file <= last[1]))
+    return after_first & before_last
 
 
 def _sorted(df: pl.DataFrame, table: str) -> pl.DataFrame:
