@@ -117,6 +117,7 @@ OutOpt = Annotated[
     typer.Option(
         "-o",
         "--out",
+        metavar="PATH|URL",
         help="Output folder (tables, manifest, findings, report), or a URL such as s3://bucket/incident "
         "(any fsspec URL; needs gpu-forensics\\[dask] and the protocol's package, e.g. s3fs).",
     ),
@@ -133,7 +134,7 @@ DaskOpt = Annotated[
         "--dask",
         metavar="SCHEDULER",
         help="Run the per-file work on a Dask cluster (e.g. tcp://host:8786; needs gpu-forensics\\[dask] and "
-        "the bundle and OUT on a file system the workers share).",
+        "the bundle on a file system the workers share; the tables come back here, so OUT may be a URL).",
     ),
 ]
 YearOpt = Annotated[int, typer.Option("--year", help="Year for year-less syslog times (default: from the bundle).")]
