@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import tarfile
 import zipfile
 from pathlib import Path
 
-import os
-
 import pytest
 from hypothesis import HealthCheck, settings
+
+from parsers.base import ParseResult
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -96,3 +97,21 @@ def make_bundle(root: Path, files: dict[str, str | bytes], archive: str | None =
         raw = zstandard.ZstdCompressor().compress(raw)
     target.write_bytes(raw)
     return target
+
+
+def assert_same_result(a: ParseResult, b: ParseResult) -> None:
+    """Two parses of the same lines agree in everything: counts, examples, notes, node, the tables (same
+    names in the same order, same schemas, same rows). For fast paths checked against the general path."""
+    assert (a.parsed, a.unrecognized, a.unrecognized_examples, a.notes, a.partial, a.node) == (
+        b.parsed,
+        b.unrecognized,
+        b.unrecognized_examples,
+        b.notes,
+        b.partial,
+        b.node,
+    )
+    assert list(a.tables) == list(b.tables)
+    for name in a.tables:
+        x, y = a.tables[name], b.tables[name]
+        assert x.schema == y.schema, name
+        assert x.equals(y, null_equal=True), (name, x, y)

@@ -20,6 +20,7 @@ import pytest
 from parsers import _kernel_events as kev
 from parsers import kernel_log
 from parsers.base import FileContext, ParseResult, check_accounting, lines_from_bytes
+from tests.conftest import assert_same_result
 
 ROOT = Path(__file__).parent.parent.parent
 CTX = FileContext(
@@ -74,22 +75,6 @@ Nov 03 00:05:31 gpu-07 kernel: [\u300012345.678901] x
 """
 
 
-def _same(a: ParseResult, b: ParseResult) -> None:
-    assert (a.parsed, a.unrecognized, a.unrecognized_examples, a.notes, a.partial, a.node) == (
-        b.parsed,
-        b.unrecognized,
-        b.unrecognized_examples,
-        b.notes,
-        b.partial,
-        b.node,
-    )
-    assert a.tables.keys() == b.tables.keys()
-    for name in a.tables:
-        x, y = a.tables[name], b.tables[name]
-        assert x.schema == y.schema, name
-        assert x.equals(y), (name, x, y)
-
-
 def _slow_parse(monkeypatch: pytest.MonkeyPatch, lines: pl.Series, ctx: FileContext) -> ParseResult:
     """The parse with the shortcuts replaced by the general paths they stand for."""
     with monkeypatch.context() as mp:
@@ -130,7 +115,7 @@ def test_tricky_lines_fast_equals_general(monkeypatch: pytest.MonkeyPatch, repea
     lines = lines_from_bytes((TRICKY * repeat).encode())
     fast = kernel_log.parse(lines, CTX)
     assert check_accounting(fast, lines)
-    _same(fast, _slow_parse(monkeypatch, lines, CTX))
+    assert_same_result(fast, _slow_parse(monkeypatch, lines, CTX))
 
 
 def _big_kernel():
@@ -152,7 +137,7 @@ def test_generated_logs_fast_equals_general(
     fast = kernel_log.parse(lines, CTX)
     assert fast.unrecognized == 0
     assert fast.tables["inventory"].height > 0
-    _same(fast, _slow_parse(monkeypatch, lines, CTX))
+    assert_same_result(fast, _slow_parse(monkeypatch, lines, CTX))
 
 
 def test_big_kernel_is_deterministic_and_sized(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from parsers import nccl
 from parsers import torch_distributed as td
 from parsers.base import HARNESS_LINE, FileContext, ParseResult, check_accounting, lines_from_bytes
+from tests.conftest import assert_same_result
 
 FIX = Path(__file__).parent.parent / "fixtures"
 FILES = sorted(
@@ -58,29 +59,13 @@ def same_understood(lines: pl.Series, first_line: int = 1) -> None:
     assert (fast.notes, fast.hosts) == (full.notes, full.hosts)
 
 
-def assert_same(a: ParseResult, b: ParseResult) -> None:
-    assert (a.parsed, a.unrecognized, a.unrecognized_examples, a.notes, a.partial, a.node) == (
-        b.parsed,
-        b.unrecognized,
-        b.unrecognized_examples,
-        b.notes,
-        b.partial,
-        b.node,
-    )
-    assert sorted(a.tables) == sorted(b.tables)
-    for name in a.tables:
-        x, y = a.tables[name], b.tables[name]
-        assert x.schema == y.schema, name
-        assert x.equals(y, null_equal=True), name
-
-
 @pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_fast_lane_same_as_full_path_on_fixtures(path: Path) -> None:
     lines = lines_from_bytes(path.read_bytes())
     lines = pl.select(pl.when(lines.str.contains(HARNESS_LINE)).then(pl.lit("")).otherwise(lines)).to_series()
     for parse in (nccl.parse, td.parse):
         fast, full = both(lines, first_line=7, parse=parse)
-        assert_same(fast, full)
+        assert_same_result(fast, full)
         assert check_accounting(fast, lines)
     same_understood(lines, first_line=7)
 
@@ -93,7 +78,7 @@ def test_fast_lane_same_as_full_path_on_generated_log(tmp_path: Path, seed: int)
     big_nccl.write(out, 0.8, seed)
     lines = lines_from_bytes(out.read_bytes())
     fast, full = both(lines)
-    assert_same(fast, full)
+    assert_same_result(fast, full)
     assert any(n.endswith("rows") for n in fast.notes) == (seed % 2 == 0)  # COLL aggregates on even seeds
 
 
@@ -236,7 +221,7 @@ def nccl_lines(draw: st.DrawFn) -> str:
 def test_fast_lane_same_as_full_path_on_random_mixes(lines: list[str], first_line: int) -> None:
     series = pl.Series("line", lines, dtype=pl.String)
     fast, full = both(series, first_line=first_line)
-    assert_same(fast, full)
+    assert_same_result(fast, full)
     assert check_accounting(fast, series)
     same_understood(series, first_line=first_line)
 
