@@ -946,23 +946,13 @@ def _nccl_rows(
             legacy.filter(body.str.contains(OFI_LEGACY_RE))
             .with_columns(o=body.str.extract_groups(OFI_LEGACY_RE))
             .filter(pl.col("o").struct.field("level") == "WARN")
-            .select(
-                "line",
-                "text",
-                "env_rank",
-                "env_global_rank",
-                "pre_ts",
-                "pre_ts_quality",
-                node=pl.coalesce(pl.col("env_host"), pl.lit(ctx.node)),
-                pid=pl.lit(None, dtype=pl.Int64),
-                tid=pl.lit(None, dtype=pl.Int64),
-                dev=pl.lit(None, dtype=pl.Int32),
+            .pipe(
+                headless_warns,
+                ctx,
                 src=pl.lit("aws-ofi-nccl"),
                 srcline=pl.col("o").struct.field("srcline"),
                 func=pl.col("o").struct.field("func"),
                 msg=pl.col("o").struct.field("msg"),
-                ts=pl.col("pre_ts"),
-                ts_quality=pl.col("pre_ts_quality").fill_null("none"),
             )
         )
     )
@@ -1052,6 +1042,39 @@ class _Guarded:
 
     def extract(self, rx: str, group: int) -> pl.Expr:
         return pl.col("msg").str.extract(rx, group) if self._may(rx) else pl.lit(None, dtype=pl.String)
+
+
+def headless_warns(
+    df: pl.DataFrame,
+    ctx: FileContext,
+    *,
+    msg: pl.Expr,
+    src: pl.Expr | None = None,
+    srcline: pl.Expr | None = None,
+    func: pl.Expr | None = None,
+) -> pl.DataFrame:
+    """Rows for `warn_events` from WARN records without an NCCL `host:pid:tid [dev]` head (aws-ofi-nccl's
+    legacy lines, the NCCL error text PyTorch quotes): no pid/tid/device; node from the launcher envelope
+    or the file; time from a collector prefix. `df` is a prepared frame (line, text, env_*, pre_ts*)."""
+    none = pl.lit(None, dtype=pl.String)
+    return df.select(
+        "line",
+        "text",
+        "env_rank",
+        "env_global_rank",
+        "pre_ts",
+        "pre_ts_quality",
+        node=pl.coalesce(pl.col("env_host"), pl.lit(ctx.node)),
+        pid=pl.lit(None, dtype=pl.Int64),
+        tid=pl.lit(None, dtype=pl.Int64),
+        dev=pl.lit(None, dtype=pl.Int32),
+        src=none if src is None else src,
+        srcline=none if srcline is None else srcline,
+        func=none if func is None else func,
+        msg=msg,
+        ts=pl.col("pre_ts"),
+        ts_quality=pl.col("pre_ts_quality").fill_null("none"),
+    )
 
 
 def warn_events(warns: pl.DataFrame, ctx: FileContext, rank_map: pl.DataFrame | None, source: str = "nccl") -> pl.DataFrame:

@@ -756,24 +756,7 @@ def last_error_events(frame: pl.DataFrame, ctx: FileContext) -> pl.DataFrame | N
     quoted = frame.filter(pl.col("_last_err") & ~pl.col("cont"))
     if quoted.height == 0:
         return None
-    warns = quoted.select(
-        "line",
-        "text",
-        "env_rank",
-        "env_global_rank",
-        "pre_ts",
-        "pre_ts_quality",
-        node=pl.coalesce(pl.col("env_host"), pl.lit(ctx.node)),
-        pid=pl.lit(None, dtype=pl.Int64),
-        tid=pl.lit(None, dtype=pl.Int64),
-        dev=pl.lit(None, dtype=pl.Int32),
-        src=pl.lit(None, dtype=pl.String),
-        srcline=pl.lit(None, dtype=pl.String),
-        func=pl.lit(None, dtype=pl.String),
-        msg=pl.col("body").str.strip_chars(),
-        ts=pl.col("pre_ts"),
-        ts_quality=pl.col("pre_ts_quality").fill_null("none"),
-    )
+    warns = nccl.headless_warns(quoted, ctx, msg=pl.col("body").str.strip_chars())
     return nccl.warn_events(warns, ctx, None, source="torch")
 
 
