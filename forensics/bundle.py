@@ -514,11 +514,13 @@ class ChunkReader:
             if self.span is not None:
                 raw.seek(self.span[0])
                 left = self.span[1] - self.span[0]
-            hasher = _HashingReader(raw)
-            stream = _decompressor(hasher, f.compression)
+            # a byte range is not hashed here: `hash_file` takes the whole file's checksum in one pass
+            hasher = _HashingReader(raw) if self.span is None else None
+            source = raw if hasher is None else hasher
+            stream = _decompressor(source, f.compression)
             buf = bytearray()
             # read1: a decompressor's read(n) loses what it decoded when the stream breaks mid-call
-            read = getattr(stream, "read1", stream.read) if stream is not hasher else stream.read
+            read = getattr(stream, "read1", stream.read) if stream is not source else stream.read
             try:
                 while True:
                     try:
@@ -549,13 +551,13 @@ class ChunkReader:
                     yield bytes(buf)
                     buf.clear()
             finally:
-                if stream is not hasher:
+                if stream is not source:
                     try:
                         stream.close()
                     except Exception:  # noqa: BLE001,S110 - closing a broken stream must not raise
                         pass
             if not self.truncated:
-                self.sha256 = hasher.hexdigest() if self.span is None else None
+                self.sha256 = hasher.hexdigest() if hasher is not None else None
                 expected = before.st_size if self.span is None else self.span[1] - self.span[0]
                 after = _stat_or_none(f.source)
                 if after is None:
