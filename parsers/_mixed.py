@@ -35,11 +35,6 @@ FAMILY_MARKS = [
 """A step log needs the NCCL/PyTorch grammar only when one of these occurs (an NCCL record has `NCCL `; a
 watchdog timeout, c10d error, elastic failure or traceback has one of the others)."""
 
-_STEP_LITERALS: list[str] = sorted(
-    {lit for lits in getattr(step_log, "_SNIFF_STRONG_LITS", ()) if lits for lit in lits}
-)
-"""Each step-line shape the step-log sniffer knows needs one of these literals."""
-
 SAMPLE_LINES = 2000
 
 
@@ -50,9 +45,9 @@ def has_family_lines(lines: pl.Series) -> bool:
 
 def has_step_lines(lines: pl.Series) -> bool:
     """True when some line has a step-line shape (the step-log sniffer, run on the candidate lines only)."""
-    if not _STEP_LITERALS:
+    if not step_log.STEP_LINE_LITERALS:
         return False
-    cand = lines.filter(lines.str.contains_any(_STEP_LITERALS).fill_null(False))
+    cand = lines.filter(lines.str.contains_any(step_log.STEP_LINE_LITERALS).fill_null(False))
     if cand.len() == 0:
         return False
     sample = "\n".join(cand.head(SAMPLE_LINES).to_list()).encode("utf-8", "replace")

@@ -172,6 +172,13 @@ _SNIFF_PYLOG = re.compile(g.PYLOG_PREFIX_RE)
 # literals one of which each sniff regex needs (see parsers._sniff): a regex none of whose literals is in the
 # head cannot match any of its lines, so it is not run line by line
 _SNIFF_STRONG_LITS = [required_literals(r) for r in _SNIFF_STRONG]
+STEP_LINE_LITERALS: tuple[str, ...] = (
+    tuple(sorted({lit for lits in _SNIFF_STRONG_LITS for lit in lits}))  # type: ignore[union-attr]
+    if all(_SNIFF_STRONG_LITS)
+    else ()
+)
+"""Every step-line shape the sniffer knows contains one of these (empty if some shape has no literal):
+`parsers._mixed` scans a chunk of NCCL output for them before looking for step lines."""
 _SNIFF_SUPPORT_LITS = [required_literals(r) for r in _SNIFF_SUPPORT]
 _SNIFF_OTHER_LITS = required_literals(_SNIFF_OTHER)
 _SNIFF_WEAK_LITS = required_literals(_SNIFF_WEAK)
