@@ -162,7 +162,7 @@ def read_analysis_tables(out: Path, limit: int | None = None) -> tuple[dict[str,
             # only the sources that sample in a loop (dmon, --query-gpu -l, DCGM) are thinned: snapshots
             # (-q, XML) are few, and keeping them for some nodes only would make the nodes look different
             per_source = lf.group_by("source").len().collect()
-            dense = per_source.filter(pl.col("len") > limit // 20)
+            dense = per_source.filter(pl.col("len") > cap // 20)
             sparse_rows = per_source.height and int(per_source.get_column("len").sum() - dense.get_column("len").sum())
             k = -(-int(dense.get_column("len").sum()) // max(1, cap - sparse_rows))
             # whole sampling periods: every GPU of every node keeps the same moments, whatever its offset
