@@ -1142,10 +1142,13 @@ class Outcomes(list):  # type: ignore[type-arg]
         self.frames = {}
         self.held = 0
 
+    def part_rows(self, table: str) -> int:
+        """Rows of `table` in its spilled parts (read from the parts' footers)."""
+        return sum(pq.read_metadata(p.path).num_rows for p in self.parts.get(table, ()))
+
     def rows(self, table: str) -> int:
-        """Rows of `table` so far (in memory and in parts; read from the parts' footers)."""
-        held = sum(df.height for df in self.frames.get(table, ()))
-        return held + sum(pq.read_metadata(p.path).num_rows for p in self.parts.get(table, ()))
+        """Rows of `table` so far (in memory and in parts)."""
+        return sum(df.height for df in self.frames.get(table, ())) + self.part_rows(table)
 
     def size_estimate(self, table: str) -> float:
         """Memory `table` would take if held (its rows times the size of a row of its first part)."""
@@ -1154,8 +1157,7 @@ class Outcomes(list):  # type: ignore[type-arg]
         if not parts:
             return held
         sample = pl.scan_parquet(parts[0].path).head(SIZE_SAMPLE_ROWS).collect()
-        per_row = sample.estimated_size() / max(1, sample.height)
-        return held + per_row * sum(pq.read_metadata(p.path).num_rows for p in parts)
+        return held + sample.estimated_size() / max(1, sample.height) * self.part_rows(table)
 
     def lazy(self, table: str) -> pl.LazyFrame:
         """`table` as a LazyFrame over its parts and in-memory frames (nothing read yet)."""
