@@ -562,6 +562,92 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
 # ----------------------------------------------------------------------------- grammars → fragments
 
 
+_MEGATRON_HEAD = r"^\s*(?:\[[\d-]+ [\d:]+\]\s+)?iteration\s+\d+\s*/\s*\d+\s*$"
+"""The part before the first `|` of the iteration lines the split lane takes (timestamp, `iteration N/M`)."""
+_NUM_FULL = rf"^(?:{g.NUM})$"
+_MEGATRON_NAME_KEYS: dict[str, tuple[str, ...]] = {}
+"""Field name → the `g.MEGATRON_KEYS` whose regex takes a `| name: NUM |` field (cached per distinct name)."""
+
+
+def _megatron_name_keys(names: list[str]) -> dict[str, tuple[str, ...]]:
+    """For each field name, the keys whose regex matches the field `| name: 1 |` (tested with polars' regex
+    engine on one synthetic field per distinct name: the mapping is what the key regexes do, no hand-written
+    table)."""
+    new = [n for n in names if n not in _MEGATRON_NAME_KEYS]
+    if new:
+        probe = pl.DataFrame({"t": [f"| {n}: 1 |" for n in new]})
+        hits = probe.select(**{k: pl.col("t").str.contains(p) for k, p in g.MEGATRON_KEYS.items()})
+        for i, n in enumerate(new):
+            _MEGATRON_NAME_KEYS[n] = tuple(k for k in g.MEGATRON_KEYS if hits.get_column(k)[i])
+    return {n: _MEGATRON_NAME_KEYS[n] for n in names}
+
+
+def _megatron_values(text: pl.Series) -> pl.DataFrame:
+    """`_key(text, g.MEGATRON_KEYS[k])` for every key k (columns `_k_<k>`), for Megatron iteration lines.
+
+    Split lane: a line `HEAD | name: NUM | … | name: NUM |` (HEAD the timestamp and `iteration N/M`, every
+    field one name without `:`, `=` or `|` and one whole NUM, nothing but blanks after the last `|`) is
+    split on `|` and `:`. In such a line a key regex can only match inside one field (its name part holds
+    no `|`, its value is NUM then blanks then `|`), with the field's own `:` and the whole stripped value as
+    its group, and it matches a field iff it matches `| name: 1 |`; its first match is in the first such
+    field. Other lines take the regexes.
+    """
+    n = text.len()
+    parts = text.str.split("|")
+    shape = pl.DataFrame({"p": parts}).select(
+        head=pl.col("p").list.first(),
+        last=pl.col("p").list.last(),
+        nf=pl.col("p").list.len(),
+    ).select(
+        ok=pl.col("head").str.contains(_MEGATRON_HEAD)
+        & (pl.col("last").str.strip_chars() == "")
+        & (pl.col("nf") >= 3),
+    ).get_column("ok")
+    ex = (
+        pl.DataFrame({"_r": pl.int_range(n, dtype=pl.Int64, eager=True), "p": parts})
+        .filter(shape)
+        .select("_r", p=pl.col("p").list.slice(1, pl.col("p").list.len() - 2))
+        .explode("p")
+        .with_columns(kv=pl.col("p").str.splitn(":", 2))
+        .select(
+            "_r",
+            name=pl.col("kv").struct.field("field_0").str.strip_chars(),
+            val=pl.col("kv").struct.field("field_1").str.strip_chars(),
+        )
+    )
+    bad = ex.filter(
+        pl.col("val").is_null()
+        | pl.col("name").str.contains("=", literal=True)
+        | ~pl.col("val").str.contains(_NUM_FULL)
+    ).get_column("_r")
+    ex = ex.filter(~pl.col("_r").is_in(bad.implode()))
+    mapping = _megatron_name_keys(ex.get_column("name").unique().to_list())
+    pairs = [(nm, k) for nm, ks in mapping.items() for k in ks]
+    cols = {f"_k_{k}": pl.Series(f"_k_{k}", [None] * n, dtype=pl.Float64) for k in g.MEGATRON_KEYS}
+    if pairs:
+        table = pl.DataFrame({"name": [p[0] for p in pairs], "key": [p[1] for p in pairs]})
+        got = (
+            ex.with_columns(_pos=pl.int_range(pl.len(), dtype=pl.Int64))
+            .join(table, on="name", how="inner")
+            .sort("_r", "_pos")
+            .group_by("_r", "key", maintain_order=True)
+            .agg(pl.col("val").first())
+        )
+        for k in g.MEGATRON_KEYS:
+            sub = got.filter(pl.col("key") == k)
+            if sub.height:
+                val = sub.get_column("val").cast(pl.Float64, strict=False)
+                cols[f"_k_{k}"] = cols[f"_k_{k}"].scatter(sub.get_column("_r"), val)
+    slow = (~shape | pl.int_range(n, dtype=pl.Int64, eager=True).is_in(bad.implode())).arg_true()
+    if slow.len():
+        sub = pl.DataFrame({"text": text.gather(slow)}).select(
+            **{f"_k_{k}": _key(pl.col("text"), p) for k, p in g.MEGATRON_KEYS.items()}
+        )
+        for c in cols:
+            cols[c] = cols[c].scatter(slow, sub.get_column(c))
+    return pl.DataFrame(list(cols.values()))
+
+
 def _step_fragments(seg: pl.DataFrame, present: frozenset[str]) -> list[pl.DataFrame]:
     """Fragments of the one-line step grammars."""
     out: list[pl.DataFrame] = []
@@ -570,7 +656,8 @@ def _step_fragments(seg: pl.DataFrame, present: frozenset[str]) -> list[pl.DataF
     # Megatron family
     m = _match(seg, g.MEGATRON_ITER_RE, txt.str.contains("iteration", literal=True), gate=("iteration",), present=present)
     if m.height:
-        k = {name: _key(txt, pat) for name, pat in g.MEGATRON_KEYS.items()}
+        m = m.with_columns(_megatron_values(m.get_column("text")))
+        k = {name: pl.col(f"_k_{name}") for name in g.MEGATRON_KEYS}
         sps = k["samples_per_s"]
         tok = k["tokens_per_gpu_s"]
         fw = (
