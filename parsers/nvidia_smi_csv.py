@@ -19,6 +19,7 @@ Events are emitted on transitions only (the first sample of a run of a fault), s
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import polars as pl
 
@@ -215,6 +216,37 @@ def _flag(col: pl.Expr) -> pl.Expr:
     return v.replace_strict(_FLAGS, default=None, return_dtype=pl.Boolean)
 
 
+def _strip(col: pl.Expr) -> pl.Expr:
+    return col.str.strip_chars()
+
+
+def _index(col: pl.Expr) -> pl.Expr:
+    return _number(col).cast(pl.Int32)
+
+
+def _mask_value(col: pl.Expr) -> pl.Expr:
+    """`clocks_event_reasons.active` (`0x0000000000000088`) as an integer; states give null."""
+    return _value(col).str.strip_prefix("0x").str.strip_prefix("0X").str.to_integer(base=16, strict=False)
+
+
+def _timestamp(col: pl.Expr) -> pl.Expr:
+    ts = _value(col).str.strptime(pl.Datetime("us"), "%Y/%m/%d %H:%M:%S%.f", strict=False)
+    return ts.dt.replace_time_zone("UTC")
+
+
+_MANY = 4096
+"""Rows of one field list from which a repetitive column (percentages, clocks, flags) is converted once per
+distinct cell and mapped back, instead of once per row."""
+
+
+def _per_value(e: pl.Expr, fn: Callable[[pl.Expr], pl.Expr], dtype: pl.DataType, distinct: bool) -> pl.Expr:
+    """`fn(e)`; when `distinct`, computed on the distinct values of `e` (in order of appearance), mapped back."""
+    if not distinct:
+        return fn(e)
+    u = e.unique(maintain_order=True)
+    return e.replace_strict(u, fn(u), default=None, return_dtype=dtype)
+
+
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse every header group of the file; see the module docstring."""
     frame = numbered(lines, ctx).with_columns(text=pl.col("text").fill_null(""))
@@ -224,19 +256,39 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     frame = frame.with_columns(
         header=pl.when(is_header).then(pl.col("line")).otherwise(None).forward_fill().over("host"), is_header=is_header
     )
-    frame = frame.with_columns(nf=pl.col("text").str.count_matches(",", literal=True) + 1)
     headers = frame.filter(pl.col("is_header")).select("line", "text")
     header_fields = {int(ln): [f.strip() for f in t.rstrip(", ").split(",")] for ln, t in headers.iter_rows()}
-    frame = frame.with_columns(
-        nfields=pl.col("header").replace_strict(
-            {k: len(v) for k, v in header_fields.items()}, default=None, return_dtype=pl.Int64
-        )
-    )
+    # Headers repeated by loops and restarts share one field list: their rows are handled together (one
+    # filter per distinct field list, not one full-frame filter per header line).
+    sig_of: dict[int, int] = {}
+    sigs: dict[tuple[str, ...], int] = {}
+    for hline, fields in header_fields.items():
+        sig_of[hline] = sigs.setdefault(tuple(fields), len(sigs))
     fail_hit, fail_events = F.failure_events(frame, ctx)
-    frame = frame.with_columns(is_fail=fail_hit)
-    is_data = ~pl.col("is_header") & ~pl.col("is_fail") & (pl.col("nf") == pl.col("nfields"))
-    ok = pl.col("is_header") | pl.col("is_fail") | is_data.fill_null(False)
-    parsed, unrecognized, examples = account(frame.select("line", "text", ok=ok), pl.col("ok"))
+    frame = frame.with_columns(
+        is_fail=fail_hit, sig=pl.col("header").replace_strict(sig_of, default=None, return_dtype=pl.Int64)
+    )
+    # A data row has as many cells as its header has fields: split into one more than that, the last cell
+    # must exist and the one after it must not (no separate count of the commas).
+    cand = frame.filter(pl.col("sig").is_not_null() & ~pl.col("is_header") & ~pl.col("is_fail"))
+    groups: list[tuple[list[str], pl.DataFrame]] = []
+    data_lines: list[pl.Series] = []
+    for fields_t, sig in sigs.items():
+        n = len(fields_t)
+        rows = cand.filter(pl.col("sig") == sig) if len(sigs) > 1 else cand
+        if rows.height == 0:
+            continue
+        names = [f"_c{i}" for i in range(n + 1)]
+        cells = pl.col("text").str.split_exact(",", n).struct.rename_fields(names)
+        rows = rows.with_columns(cells.alias("_cells")).unnest("_cells").filter(pl.col(f"_c{n - 1}").is_not_null() & pl.col(f"_c{n}").is_null())
+        if rows.height == 0:
+            continue
+        data_lines.append(rows.get_column("line"))
+        groups.append((list(fields_t), rows.drop(f"_c{n}")))
+    ok = frame.get_column("is_header") | frame.get_column("is_fail")
+    if data_lines:
+        ok = ok.scatter(pl.concat(data_lines) - ctx.first_line, True)
+    parsed, unrecognized, examples = account(frame.select("line", "text").with_columns(ok=ok), pl.col("ok"))
     notes: list[str] = []
     orphan = frame.filter(pl.col("header").is_null() & ~pl.col("is_fail") & (pl.col("text").str.strip_chars() != ""))
     if orphan.height:
@@ -246,67 +298,61 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
 
     samples_parts: list[pl.DataFrame] = []
     inv_parts: list[pl.DataFrame] = []
-    # Headers repeated by loops and restarts share one field list: their rows are handled together (one
-    # filter per distinct field list, not one full-frame filter per header line).
-    sig_of: dict[int, int] = {}
-    sigs: dict[tuple[str, ...], int] = {}
-    for hline, fields in header_fields.items():
-        sig_of[hline] = sigs.setdefault(tuple(fields), len(sigs))
-    all_data = frame.filter(is_data.fill_null(False)).with_columns(
-        sig=pl.col("header").replace_strict(sig_of, default=None, return_dtype=pl.Int64)
-    )
-    with_data = set(all_data.get_column("header").unique().to_list())
+    with_data = set(pl.concat([g.get_column("header") for _, g in groups]).unique().to_list() if groups else [])
     for hline, fields in header_fields.items():
         if hline in with_data and "pid" in [canonical(f) for f in fields]:
             # --query-compute-apps / --query-accounted-apps: one row per process, no GPU telemetry.
             notes.append(f"header at line {hline}: per-process query (pid), rows understood, no GPU samples")
-    for fields_t, sig in sigs.items():
-        fields = list(fields_t)
-        data = all_data.filter(pl.col("sig") == sig)
-        if data.height == 0:
-            continue
+    for fields, data in groups:
         canon = [canonical(f) for f in fields]
         if "pid" in canon:
             continue
-        data = data.with_columns(cells=pl.col("text").str.split_exact(",", len(fields) - 1))
-        cell = {c: pl.col("cells").struct.field(f"field_{i}") for i, c in enumerate(canon)}
+        cell = {c: pl.col(f"_c{i}") for i, c in enumerate(canon)}
+        # Columns whose cells repeat (a probe of the first rows says so) are converted per distinct cell.
+        many: set[str] = set()
+        if data.height >= _MANY:
+            probe = data.head(1024).select(pl.col(f"_c{i}").n_unique() for i in range(len(canon))).row(0)
+            many = {c for c, k in zip(canon, probe, strict=True) if k <= 256}
+
+        def conv(c: str, fn: Callable[[pl.Expr], pl.Expr], dtype: pl.DataType, m: set[str] = many) -> pl.Expr:
+            return _per_value(cell[c], fn, dtype, c in m)
+
         exprs: dict[str, pl.Expr] = {}
         best: dict[str, int] = {}
-        for c, e in cell.items():
+        for c in cell:
             if c in _SAMPLE:
                 col, pri = _SAMPLE[c]
                 if col in best and best[col] <= pri:
                     continue
                 best[col] = pri
                 if col in F.BOOL_COLUMNS:
-                    exprs[col] = _flag(e)
+                    exprs[col] = conv(c, _flag, pl.Boolean)
                 elif col in F.INT_COLUMNS:
-                    exprs[col] = _number(e).cast(pl.Int64)
+                    exprs[col] = conv(c, lambda e: _number(e).cast(pl.Int64), pl.Int64)
                 else:
-                    exprs[col] = _number(e)
+                    exprs[col] = conv(c, _number, pl.Float64)
             elif c.startswith("clocks_throttle_reasons."):
                 k = c.split(".", 1)[1]
                 if k in F.THROTTLE_COLUMNS:
-                    exprs[F.THROTTLE_COLUMNS[k]] = _flag(e)
+                    exprs[F.THROTTLE_COLUMNS[k]] = conv(c, _flag, pl.Boolean)
         if "clocks_throttle_reasons.active" in cell:
-            mask = _value(cell["clocks_throttle_reasons.active"]).str.strip_prefix("0x").str.strip_prefix("0X")
             # parsed once, not once per bit
-            data = data.with_columns(_mask=mask.str.to_integer(base=16, strict=False))
+            data = data.with_columns(_mask=conv("clocks_throttle_reasons.active", _mask_value, pl.Int64))
             for bit, col in F.THROTTLE_BITS.items():
                 exprs.setdefault(col, (pl.col("_mask") & bit) > 0)
-        ts = (
-            _value(cell["timestamp"]).str.strptime(pl.Datetime("us"), "%Y/%m/%d %H:%M:%S%.f", strict=False).dt.replace_time_zone("UTC")
-            if "timestamp" in cell
-            else pl.lit(None, dtype=F.UTC)
-        )
-        bus = _value(cell["pci.bus_id"]) if "pci.bus_id" in cell else pl.lit(None, dtype=pl.String)
-        uuid = _value(cell["uuid"]) if "uuid" in cell else pl.lit(None, dtype=pl.String)
-        ident = next((cell[c] for c in _IDENTITY if c in cell), None)
+        ts = conv("timestamp", _timestamp, F.UTC) if "timestamp" in cell else pl.lit(None, dtype=F.UTC)
+        bus = conv("pci.bus_id", _value, pl.String) if "pci.bus_id" in cell else pl.lit(None, dtype=pl.String)
+        uuid = conv("uuid", _value, pl.String) if "uuid" in cell else pl.lit(None, dtype=pl.String)
+        ident_c = next((c for c in _IDENTITY if c in cell), None)
+        ident = conv(ident_c, _strip, pl.String) if ident_c is not None else pl.lit(None, dtype=pl.String)
+        gpu_index = conv("index", _index, pl.Int32) if "index" in cell else pl.lit(None, dtype=pl.Int32)
         used = set(_SAMPLE) | {"timestamp", "index", "pci.bus_id", "uuid", "clocks_throttle_reasons.active"}
         used |= {c for c in canon if c.startswith("clocks_throttle_reasons.") and c.split(".", 1)[1] in F.THROTTLE_COLUMNS}
         shown = {canonical(f): re.sub(r"\s*\[.*\]\s*$", "", f.strip()) for f in fields}
         extra_fields = {
-            shown[c]: e.str.strip_chars() for c, e in cell.items() if c not in used and c not in _INV and c not in _NODE
+            shown[c]: conv(c, _strip, pl.String)
+            for c in cell
+            if c not in used and c not in _INV and c not in _NODE
         }
         extra = pl.struct(**extra_fields).struct.json_encode() if extra_fields else pl.lit(None, dtype=pl.String)
         part = data.select(
@@ -314,27 +360,32 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             "host",
             text=pl.col("raw"),
             ts=ts,
-            gpu_index=_number(cell["index"]).cast(pl.Int32) if "index" in cell else pl.lit(None, dtype=pl.Int32),
-            ident=ident.str.strip_chars() if ident is not None else pl.lit(None, dtype=pl.String),
+            gpu_index=gpu_index,
+            ident=ident,
             gpu_bus_id=bus,
             gpu_uuid=uuid,
             extra=extra,
-            _pstate=_value(cell["pstate"]) if "pstate" in cell else pl.lit(None, dtype=pl.String),
+            _pstate=conv("pstate", _value, pl.String) if "pstate" in cell else pl.lit(None, dtype=pl.String),
             **exprs,
         )
         samples_parts.append(part)
-        inv_cols = {a: _value(cell[c]) for c, a in _INV.items() if c in cell}
-        node_cols = {a: _value(cell[c]) for c, a in _NODE.items() if c in cell}
-        if inv_cols or node_cols:
-            wide = data.select(
+        inv_cells = [c for c in _INV if c in cell]
+        node_cells = [c for c in _NODE if c in cell]
+        if inv_cells or node_cells:
+            # Rows repeating an earlier row of the same header in every cell the inventory reads give rows
+            # the deduplication below drops anyway (same key, later line): they are dropped first.
+            keyed = [c for c in dict.fromkeys([*inv_cells, *node_cells, "index", ident_c, "pci.bus_id"]) if c]
+            keyed = [c for c in keyed if c in cell]
+            firsts = data.filter(pl.struct("host", "header", *(cell[c] for c in keyed)).is_first_distinct())
+            wide = firsts.select(
                 "line",
                 "host",
                 "header",
-                ident=ident.str.strip_chars() if ident is not None else pl.lit(None, dtype=pl.String),
-                gpu_index=part.get_column("gpu_index"),
+                ident=ident,
+                gpu_index=gpu_index,
                 gpu_bus_id=bus,
-                **{f"gpu:{a}": e for a, e in inv_cols.items()},
-                **{f"node:{a}": e for a, e in node_cols.items()},
+                **{f"gpu:{_INV[c]}": conv(c, _value, pl.String) for c in inv_cells},
+                **{f"node:{_NODE[c]}": conv(c, _value, pl.String) for c in node_cells},
             )
             keys = [c for c in wide.columns if c.startswith(("gpu:", "node:"))]
             long = wide.unpivot(
