@@ -341,6 +341,11 @@ assert g.TITAN_RE == _TITAN_HEAD + "(?P<rest>.*(?:memory|tps|wps|tflops|mfu):.*)
 _TITAN_HEAD_NC = re.sub(r"\(\?P<\w+>", "(?:", _TITAN_HEAD)
 _TIMER_LINE_PREFIX = g.TIMER_LINE_RE.split("(?P<pairs>")[0]
 assert g.TIMER_LINE_RE == _TIMER_LINE_PREFIX + "(?P<pairs>.*)$"
+_TIMER_OTHER = "|".join(
+    "(?:" + re.sub(r"\(\?P<\w+>", "(?:", p) + ")"
+    for p in (g.TIMER_SINGLE_RE, g.TIMER_NAME_RE, g.TIMER_RANK_RE)
+)
+"""The timer-entry regexes but the (min, max) one, as one alternation without groups (same truth value)."""
 _NVRX_OTHER_GATES = frozenset(("_perf scores: {", "Straggler report processing time:"))
 _GATES = ('iteration', 'iter time (s)', 'step=', 'SamplesPerSec=', 'step:', 'loss:', 'iter ', 'dt: ', 'train_time:', 'iter time:', 'tok/s)', ':::MLLOG', 'completed step:', 'Training epoch', '| epoch ', 'Step ', '%|', 'Epoch ', 'time (ms)', '^^^^', '/Rank: ', 'STRAGGLER DETECTION WARNING', '{', '/Rnk: ', 'across ranks', '[batch=', 'performance:', '_perf scores: {', 'Straggler report processing time:')
 """Literals whose absence from every line lets a grammar be skipped: each match of the grammar (or of the header
@@ -376,7 +381,45 @@ _ENV_CAP = "^(?P<env_all>" + _ENV_RE.removeprefix("^") + ")"
 dozen compiled patterns: one pattern instead of two saves a compilation, ~1 ms, per file)."""
 
 
-def _strip_envelopes(seg: pl.DataFrame, passes: int = 3) -> pl.DataFrame:
+_ENV_STACK = "^(?:" + re.sub(r"\(\?P<\w+>", "(?:", _ENV_RE.removeprefix("^")) + "){1,3}"
+"""Up to three stacked envelopes, no groups: what the three passes of `_strip_passes` strip from a line."""
+
+
+def _strip_envelopes(seg: pl.DataFrame) -> pl.DataFrame:
+    """`_strip_passes(seg)`, with the rank and host worked out once per distinct prefix.
+
+    One capture-free replace strips the stack of envelopes from each line that opens with one (the passes
+    strip the leftmost-first match of the alternation up to three times, which is the greedy `{1,3}` of
+    it: nothing after a match constrains it). The stripped prefixes are few (one per launcher rank or
+    host); the passes run on them alone (envelopes hold no anchors but `^`, so a prefix alone is stripped
+    as it was in its line) and their rank and host are mapped back to the lines.
+    """
+    rest = seg.get_column("rest")
+    hit = rest.str.contains(_ENV_CAP)
+    n_hit = int(hit.sum())
+    if n_hit == 0:
+        return seg.with_columns(env_rank=pl.lit(None, dtype=pl.Int32), host=pl.lit(None, dtype=pl.String))
+    idx = None if n_hit == seg.height else hit.arg_true()
+    sub = rest if idx is None else rest.gather(idx)
+    stripped = sub.str.replace(_ENV_STACK, "")
+    cut = sub.str.len_chars() - stripped.str.len_chars()
+    prefix = pl.DataFrame({"p": sub, "n": cut}).select(pl.col("p").str.slice(0, pl.col("n"))).to_series()
+    uniq = prefix.unique(maintain_order=True)
+    meta = _strip_passes(pl.DataFrame({"rest": uniq}))
+    if not (meta.get_column("rest") == "").all():  # (cannot happen; the passes, line by line, decide then)
+        return _strip_passes(seg)
+    rank = prefix.replace_strict(uniq, meta.get_column("env_rank"), return_dtype=pl.Int32)
+    host = prefix.replace_strict(uniq, meta.get_column("host"), return_dtype=pl.String)
+    if idx is None:
+        return seg.with_columns(rest=stripped, env_rank=rank, host=host)
+    return seg.with_columns(
+        rest=rest.scatter(idx, stripped),
+        env_rank=pl.Series([None] * seg.height, dtype=pl.Int32).scatter(idx, rank),
+        host=pl.Series([None] * seg.height, dtype=pl.String).scatter(idx, host),
+    )
+
+
+def _strip_passes(seg: pl.DataFrame, passes: int = 3) -> pl.DataFrame:
     """Strip stacked launcher prefixes (`3: [default1]:`, `host: [rank0]:`) from column `rest`.
 
     Same envelopes and semantics as `_common.split_envelopes` (innermost rank and host win), but one
@@ -566,7 +609,7 @@ _MEGATRON_HEAD = r"^\s*(?:\[[\d-]+ [\d:]+\]\s+)?iteration\s+\d+\s*/\s*\d+\s*$"
 """The part before the first `|` of the iteration lines the split lane takes (timestamp, `iteration N/M`)."""
 _NUM_FULL = rf"^(?:{g.NUM})$"
 _MEGATRON_NAME_KEYS: dict[str, tuple[str, ...]] = {}
-"""Field name → the `g.MEGATRON_KEYS` whose regex takes a `| name: NUM |` field (cached per distinct name)."""
+"""Field name → the `g.MEGATRON_KEYS` whose regex takes a `| name: NUM |` field (cached per name)."""
 
 
 def _megatron_name_keys(names: list[str]) -> dict[str, tuple[str, ...]]:
@@ -1152,16 +1195,18 @@ def _block_fragments(
     t_on, c_on, n_on = "across ranks" in present, "[batch=" in present, "performance:" in present
     no_str, no = pl.lit(None, dtype=pl.String), pl.lit(False)
     no_blk = pl.lit(None, dtype=pl.Int64)
-    b = seg.lazy().with_columns(
+    ents = seg
+    if t_on:
+        # a timer entry matches one of four regexes: the (min, max) one (most entries) on every line, the
+        # other three as one alternation (same truth value) on the lines it does not take
+        text = seg.get_column("text")
+        t_mm = text.str.contains(g.TIMER_MINMAX_RE)
+        idx = (~t_mm).arg_true()
+        other = text.gather(idx).str.contains(_TIMER_OTHER)
+        ents = seg.with_columns(t_mm=t_mm, t_ent=t_mm.clone().scatter(idx, other))
+    b = ents.lazy().with_columns(
         t_hdr=txt.str.extract(g.TIMER_HDR_RE, 1) if t_on else no_str,
-        t_ent=(
-            txt.str.contains(g.TIMER_MINMAX_RE)
-            | txt.str.contains(g.TIMER_SINGLE_RE)
-            | txt.str.contains(g.TIMER_NAME_RE)
-            | txt.str.contains(g.TIMER_RANK_RE)
-        )
-        if t_on
-        else no,
+        t_ent=pl.col("t_ent") if t_on else no,
         c_hdr=txt.str.contains(g.COMPOSER_HDR_RE) if c_on else no,
         c_ent=txt.str.contains(g.COMPOSER_ENTRY_RE) if c_on else no,
         n_hdr=txt.str.extract(g.NVRX_HDR_RE, 1) if n_on else no_str,
@@ -1206,12 +1251,14 @@ def _block_fragments(
     # Megatron timer blocks
     # (only the columns the timer fragments use are gathered)
     tb = (
-        b.select(*_BASE, "text", "t_ent", "t_blk", "t_mode").filter(pl.col("t_ent") & (pl.col("t_blk") > 0))
+        b.select(*_BASE, "text", "t_ent", "t_mm", "t_blk", "t_mode").filter(
+            pl.col("t_ent") & (pl.col("t_blk") > 0)
+        )
         if t_on
         else seg.clear()
     )
     if tb.height:
-        mm = tb.filter(pl.col("t_mode").str.starts_with("(min, max)") & txt.str.contains(g.TIMER_MINMAX_RE))
+        mm = tb.filter(pl.col("t_mode").str.starts_with("(min, max)") & pl.col("t_mm"))
         if mm.height:
             mm = mm.with_columns(m=_minmax_groups(mm.get_column("text")))
             out.append(
