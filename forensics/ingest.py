@@ -765,6 +765,36 @@ def _run_parallel(
     return outcomes
 
 
+HASH_COST = 0.1
+"""A checksum task's cost relative to parsing the same bytes (sha256 ~2 GB/s, a grammar ~100-250 MB/s)."""
+
+
+def _tasks(files: list[BundleFile], splits: dict[str, _Split]) -> list[tuple[BundleFile, int]]:
+    """The tasks of `files` — (file, -1) a whole file, (file, k) a byte range of a split file, (file, -2)
+    its checksum — longest first, so that no long task starts last while the other workers idle.
+
+    A file that cannot be split (compressed, a monitoring loop read in order) may take longer than all
+    the ranges of a split one: handed out after them, it alone would run on at the end. Costs are bytes
+    to parse (a compressed file's stored bytes, times `COMPRESSED_RATIO`); ties keep the files' order.
+    """
+    costed: list[tuple[float, int, int, BundleFile, int]] = []
+    for i, f in enumerate(files):
+        split = splits.get(f.path)
+        if split is None:
+            costed.append((f.size * (COMPRESSED_RATIO if f.compression else 1), i, 0, f, -1))
+            continue
+        # a file's ranges all cost its longest one (they differ by a line), so they stay in file order
+        span = max(end - start for start, end in split.spans)
+        costed.extend((span, i, k, f, k) for k in range(len(split.spans)))
+        costed.append((f.size * HASH_COST, i, 0, f, -2))
+    costed.sort(key=lambda t: (-t[0], t[1], t[2]))
+    return [(f, k) for *_, f, k in costed]
+
+
+COMPRESSED_RATIO = 5
+"""About how many bytes of text a byte of a compressed log holds (gzip/zstd of logs: 4-10×)."""
+
+
 class _PoolUnusable(Exception):
     """Workers cannot start here at all."""
 
@@ -808,26 +838,33 @@ def _pool_pass(
         settled: set[str] = set()
         """split files already failed or lost: their remaining ranges are dropped as they come"""
         unsent: list[BundleFile] = []
+        for f in files:
+            if f.path in splits:
+                results[f.path] = {}
+        tasks = _tasks(files, splits)
         with _children_ignore_sigint():
-            for i, f in enumerate(files):
+            for j, (f, k) in enumerate(tasks):
                 spill = work / "parts" / str(index[id(f)])
-                split = splits.get(f.path)
                 try:
-                    if split is None:
-                        owner[pool.submit(task, f, limits, year_hint, collected, spill=spill)] = (f, -1)
-                        continue
-                    results[f.path] = {}
-                    for k, span in enumerate(split.spans):
+                    if k == -1:
+                        fut = pool.submit(task, f, limits, year_hint, collected, spill=spill)
+                    elif k == -2:
+                        fut = pool.submit(hash_file, f)
+                    else:
+                        split = splits[f.path]
                         fut = pool.submit(
                             task, f, limits, year_hint, collected,
-                            spill=spill / str(k), span=span, parser_name=split.parser,
+                            spill=spill / str(k), span=split.spans[k], parser_name=split.parser,
                         )
-                        owner[fut] = (f, k)
-                    owner[pool.submit(hash_file, f)] = (f, -2)
+                    owner[fut] = (f, k)
                 except BrokenProcessPool:  # a worker died while work was handed out
-                    unsent = files[i:]
-                    settled.add(f.path)
-                    results.pop(f.path, None)
+                    # every file with a task not handed out goes to a fresh pool, whole
+                    left = {id(g) for g, _ in tasks[j:]}
+                    unsent = [g for g in files if id(g) in left]
+                    for g in unsent:
+                        if g.path in splits:
+                            settled.add(g.path)
+                            _drop(results.pop(g.path, {}))
                     break
         for fut in as_completed(owner):
             f, k = owner[fut]
@@ -893,25 +930,23 @@ def _run_dask(
     owner: dict[str, tuple[BundleFile, int]] = {}
     results: dict[str, dict[int, Any]] = {}
     try:
-        for i, f in enumerate(files):
-            split = splits.get(f.path)
-            if split is None:
-                futures.append(
-                    client.submit(ingest_file, f, limits, year_hint, collected, key=f"ingest-{i}-{f.path}", pure=False)
+        index = {id(f): i for i, f in enumerate(files)}
+        results.update({f.path: {} for f in files if f.path in splits})
+        for f, k in _tasks(files, splits):  # longest first (Dask runs tasks in about the order submitted)
+            i = index[id(f)]
+            if k == -1:
+                key = f"ingest-{i}-{f.path}"
+                fut = client.submit(ingest_file, f, limits, year_hint, collected, key=key, pure=False)
+            elif k == -2:
+                fut = client.submit(hash_file, f, key=f"hash-{i}-{f.path}", pure=False)
+            else:
+                fut = client.submit(
+                    ingest_file, f, limits, year_hint, collected,
+                    span=splits[f.path].spans[k], parser_name=splits[f.path].parser,
+                    key=f"ingest-{i}-{k}-{f.path}", pure=False,
                 )
-                owner[futures[-1].key] = (f, -1)
-                continue
-            results[f.path] = {}
-            for k, span in enumerate(split.spans):
-                futures.append(
-                    client.submit(
-                        ingest_file, f, limits, year_hint, collected,
-                        span=span, parser_name=split.parser, key=f"ingest-{i}-{k}-{f.path}", pure=False,
-                    )
-                )
-                owner[futures[-1].key] = (f, k)
-            futures.append(client.submit(hash_file, f, key=f"hash-{i}-{f.path}", pure=False))
-            owner[futures[-1].key] = (f, -2)
+            futures.append(fut)
+            owner[fut.key] = (f, k)
         for fut in dask_completed(futures):
             f, k = owner[fut.key]
             if k != -1 and f.path not in results:

@@ -507,3 +507,21 @@ def test_monitoring_loop_parsed_in_chunks_equals_whole(tmp_path: Path, name: str
     if name.endswith(".csv"):
         ev = whole.tables["events"]
         assert sorted(ev.select("kind", "gpu_index").rows()) == [("ecc_uncorrectable", 5), ("thermal", 2)]
+
+
+def test_longest_tasks_are_handed_out_first() -> None:
+    """A large file that cannot be split (compressed, or a monitoring loop read in order) starts before the
+    16 MB ranges of split files, or it alone would run on at the end while the other workers idle; a split
+    file's ranges stay in order and its checksum follows them."""
+    mb = 1024**2
+
+    def bf(path: str, size: int, compression: str | None = None) -> BundleFile:
+        return BundleFile(path, None, size, "n", "path", compression)
+
+    big_log, loop = bf("a/nccl.log", 64 * mb), bf("b/dmon.log", 40 * mb)
+    gz, small = bf("c/x.gz", 5 * mb, "gzip"), bf("d", 10)
+    spans = [(0, 16 * mb), (16 * mb, 32 * mb + 7), (32 * mb + 7, 48 * mb), (48 * mb, 64 * mb)]
+    splits = {"a/nccl.log": ingest_mod._Split("nccl", 1.0, None, spans)}
+    order = ingest_mod._tasks([big_log, loop, gz, small], splits)
+    assert order == [(loop, -1), (gz, -1), (big_log, 0), (big_log, 1), (big_log, 2), (big_log, 3),
+                     (big_log, -2), (small, -1)]
