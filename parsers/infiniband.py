@@ -30,10 +30,10 @@ from functools import lru_cache
 
 import polars as pl
 
+from parsers._common import _ANY_ENVELOPE, split_envelopes
 from parsers._common import json_detail as _json_detail
-from parsers._common import split_envelopes
 from parsers._sniff import head_text, may_match, required_literals
-from parsers.base import FileContext, ParseResult, account, numbered
+from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
 from parsers.nccl_tests import collector_time
 
 NAME = "infiniband"
@@ -386,6 +386,12 @@ class _Gate:
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse InfiniBand tool output into NIC inventory, port-state events and counter readings."""
+    if len(lines) <= SMALL_LINES:
+        texts = lines.cast(pl.String).to_list()
+        if None not in texts:
+            small = _parse_small(texts, ctx)
+            if small is not None:
+                return small
     frame = numbered(lines, ctx)
     gate = _Gate(lines)
     if gate.search(_COLLECTOR_TIME_NEED):
@@ -913,4 +919,392 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         unrecognized_examples=examples,
         partial=partial,
         node=hosts[0] if len(hosts) == 1 and f.get_column("host").n_unique() == 1 else None,
+    )
+
+
+# ----------------------------------------------------------------------------- small files: plain Python
+
+# A file of a few hundred lines costs ~60 eager polars operations and a dozen regex compiles (polars keeps
+# only ~32 compiled regexes per thread, and the other formats' files evict this parser's) on the vectorised
+# path: ~10 ms, whatever its size. `_parse_small` reads such a file line by line with Python's `re` (compiled
+# once) and gives the same ParseResult, for the plain forms (ibstat, ibstatus, ibv_devinfo, perfquery with its
+# command lines and device markers). Anything else (a collector time prefix, a launcher or pdsh prefix, date
+# lines, sysfs / head / mlxlink / ibdev2netdev / ibpanic lines, non-ASCII or control characters, values that
+# would need polars' own number or JSON handling) returns None and goes the vectorised way. ASCII only: there
+# Python's and the regex crate's `\s`, `\d`, `\w`, `\b` and case folding agree, and so do `str.strip` and
+# `strip_chars` (no \x1c-\x1f, \v, \f).
+
+SMALL_LINES = 4000
+"""At most this many lines (and 256 KiB) take the plain-Python path."""
+
+_P = {
+    k: re.compile(v)
+    for k, v in {
+        "ca": CA_RE, "ibstatus": IBSTATUS_RE, "hca": HCA_ID_RE, "port": PORT_RE, "dvport": DEVINFO_PORT_RE,
+        "kv": KV_RE, "sysfs": SYSFS_RE, "pqhdr": PQ_HDR_RE, "i2n": IBDEV2NETDEV_RE, "pqctr": PQ_CTR_RE,
+        "panic": IBPANIC_RE, "mlxsec": MLX_SECTION_RE, "mlxkv": MLX_KV_RE, "rule": RULE_RE,
+        "marker": MARKER_RE, "cmd": CMD_RE, "pdsh": PDSH_RE, "head": HEAD_RE, "cat": CAT_RE,
+        "pq_ca": PQ_CA_RE, "mlx_dev": MLX_DEV_RE,
+    }.items()
+}  # fmt: skip
+_UNSAFE = re.compile(r"[^\t\n\x20-\x7e]")
+_ANY_ENV_PY = re.compile(_ANY_ENVELOPE, re.MULTILINE)  # a match anywhere implies a line opening with one
+_CAND = re.compile(r"\d\d:\d\d:\d\d|^\D{0,20}\d{10}(?:\.\d+)?\D{0,5}$")
+_SYSFS_PORTS = re.compile(r"^[\w.-]+/ports/\d+/")
+_W_MLXLINK = re.compile(r"\bmlxlink\b")
+_W_PERFQUERY = re.compile(r"\bperfquery\b")
+_DIGITS = re.compile(r"^\d+$")
+_HEX = re.compile(r"(?i)^0x[0-9a-f]+$")
+_N_CODE1 = re.compile(r"^(\d+):")
+_N_CODE2 = re.compile(r"\((\d+)\)\s*$")
+_N_W1 = re.compile(r"^\d+:\s*")
+_N_W2 = re.compile(r"\s*\(\d+\)\s*$")
+_N_W3 = re.compile(r"(?i)^PORT_")
+_N_W4 = re.compile(r"[_\s]")
+_N_RATE = re.compile(r"^(\d+(?:\.\d+)?)(?:\s*Gb/sec)?(?:\s|\(|$)")
+_N_0X = re.compile(r"(?i)^0x")
+_N_GUID = re.compile(r"^[0-9a-f]{1,16}$")
+_RATE_PAREN = re.compile(r"\(.+\)")
+_RATE_INNER = re.compile(r"\((.+)\)")
+_LANES = re.compile(r"^(\d+)X")
+_GBPS = re.compile(r"^([\d.]+)\s*Gbps")
+_PLAIN_DEC = re.compile(r"^\d+(?:\.\d+)?$")
+_RAW_MARK = re.compile(r"[Ee]|0x")
+_GUID_ATTRS = frozenset(("node_guid", "sys_image_guid", "port_guid"))
+_INT32 = 2**31
+_INT64 = 2**63
+
+INVENTORY_SCHEMA = {
+    "node": pl.String, "component": pl.String, "device": pl.String, "port": pl.Int32, "attribute": pl.String,
+    "value": pl.String, "source": pl.String, "file": pl.String, "line": pl.Int64,
+}  # fmt: skip
+EVENTS_SCHEMA = {
+    "ts": pl.Datetime("us", "UTC"), "ts_quality": pl.String, "node": pl.String, "source": pl.String,
+    "kind": pl.String, "code": pl.String, "severity": pl.String, "message": pl.String, "detail": pl.String,
+    "file": pl.String, "line": pl.Int64,
+}  # fmt: skip
+COMMS_SCHEMA = {
+    "record": pl.String, "ts": pl.Datetime("us", "UTC"), "node": pl.String, "device": pl.String,
+    "port": pl.Int32,
+    "counter": pl.String, "value": pl.Float64, "detail": pl.String, "file": pl.String, "line": pl.Int64,
+}  # fmt: skip
+
+
+class _FallbackError(Exception):
+    """The small-file path cannot promise the vectorised path's result: take that path."""
+
+
+def _normalise_py(attr: str, val: str) -> str | None:
+    """`_normalise` for one (ASCII) value."""
+    if attr in ("state", "phys_state"):
+        m = _N_CODE1.search(val) or _N_CODE2.search(val)
+        code = m.group(1) if m else None
+        word = _N_W1.sub("", val, count=1)
+        word = _N_W2.sub("", word, count=1)
+        word = _N_W3.sub("", word, count=1)
+        word = _N_W4.sub("", word).lower()
+        codes, words = (STATE_CODES, STATE_WORDS) if attr == "state" else (PHYS_CODES, PHYS_WORDS)
+        return codes.get(code) or words.get(word) or val  # type: ignore[arg-type]
+    if attr == "rate":
+        m = _N_RATE.search(val)
+        return m.group(1) if m else val
+    if attr in _GUID_ATTRS:
+        g = _N_0X.sub("", val.replace(":", ""), count=1).lower()
+        return "0x" + g.zfill(16) if _N_GUID.search(g) else val
+    if attr in ("base_lid", "sm_lid") and _HEX.search(val):
+        n = int(val[2:], 16)
+        return str(n) if n < _INT64 else None
+    return val
+
+
+def _detail_ok(*vals: str | None) -> bool:
+    """Strings the plain JSON join writes as polars' encoder + null stripping would (no `"`, `\\`, `:`)."""
+    return not any(v is not None and ('"' in v or "\\" in v or ":" in v) for v in vals)
+
+
+def _parse_small(texts: list[str], ctx: FileContext) -> ParseResult | None:
+    """`parse` in plain Python for a small file of the plain forms, or None (see above)."""
+    joined = "\n".join(texts)
+    if (
+        len(joined) > 1 << 18
+        or _UNSAFE.search(joined)
+        or _COLLECTOR_TIME_NEED.search(joined)
+        or _ANY_ENV_PY.search(joined)
+    ):
+        return None
+    try:
+        return _small(texts, joined, ctx)
+    except _FallbackError:
+        return None
+
+
+def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # noqa: C901, PLR0912, PLR0915
+    pats = _P
+    # which regexes can match at all (their literals occur in the file)
+    live = {k: may_match(_literals(p.pattern), joined) for k, p in pats.items()}
+    if live["head"] or live["cat"] or live["i2n"] or live["panic"]:
+        # (their literals are rare: the lines themselves are checked only when one occurs)
+        for b in texts:
+            b = b.rstrip()
+            for k in ("head", "cat", "i2n", "panic"):
+                if live[k] and pats[k].search(b):
+                    raise _FallbackError
+    run = [k for k in ("ca", "ibstatus", "hca", "port", "dvport", "kv", "pqhdr", "pqctr", "mlxsec", "mlxkv",
+                       "rule", "marker", "cmd") if live[k]]  # fmt: skip
+    node = ctx.node
+    first = ctx.first_line
+    fmt = dev = port = None  # forward-filled context (raw strings as the extractions give them)
+    pq_lid = pq_port = pq_what = None
+    block = 0
+    oks: list[bool] = []
+    kv_rows: list[tuple] = []  # (i, fmt, dev, port, block, key, val)
+    pq_rows: list[tuple] = []  # (i, dev, pq_lid, pq_port, pq_what, name, val)
+    for i, text in enumerate(texts):
+        b = text.rstrip()
+        if not b:
+            oks.append(True)
+            continue
+        if (live["pdsh"] and ": " in b and pats["pdsh"].search(b)) or (len(b) < 80 and _CAND.search(b)):
+            raise _FallbackError
+        if live["sysfs"] and pats["sysfs"].search(b) and (
+            b.startswith("/sys/class/infiniband/") or _SYSFS_PORTS.search(b)
+        ):
+            raise _FallbackError
+        k = {n: pats[n].search(b) for n in run}
+        k_ca, k_ibs, k_hca, k_pqhdr = k.get("ca"), k.get("ibstatus"), k.get("hca"), k.get("pqhdr")
+        k_port, k_dvport, k_marker, k_cmd = k.get("port"), k.get("dvport"), k.get("marker"), k.get("cmd")
+        k_mlxsec = k.get("mlxsec")
+        if k_ca or k_ibs or k_hca or k_pqhdr:
+            block += 1
+        # tool, device and port named by this line (None: not named here)
+        f_here = d_here = p_here = None
+        if k_ca:
+            f_here = "ibstat"
+        elif k_ibs:
+            f_here = "ibstatus"
+        elif k_hca:
+            f_here = "ibv_devinfo"
+        elif k_pqhdr:
+            f_here = "perfquery"
+        elif k_mlxsec or (k_cmd and _W_MLXLINK.search(b)):
+            f_here = "mlxlink"
+        elif k_cmd and _W_PERFQUERY.search(b):
+            f_here = "perfquery"
+        if k_ca:
+            d_here = k_ca.group(1)
+        elif k_ibs:
+            d_here = k_ibs.group(1)
+        elif k_hca:
+            d_here = k_hca.group(1)
+        elif k_marker:
+            d_here = k_marker.group(1)
+        elif k_cmd and _W_PERFQUERY.search(b):
+            m = pats["pq_ca"].search(b)
+            d_here = m.group(1) if m else ""
+        elif k_cmd and _W_MLXLINK.search(b):
+            m = pats["mlx_dev"].search(b)
+            d_here = m.group(1) if m else ""
+        if k_ibs:
+            p_here = k_ibs.group(2)
+        elif k_port:
+            p_here = k_port.group(1)
+        elif k_dvport:
+            p_here = k_dvport.group(1)
+        elif k_marker:
+            p_here = k_marker.group(2) or ""
+        elif k_ca or k_hca or k_cmd:
+            p_here = ""
+        if f_here is not None:
+            fmt = f_here
+        if d_here is not None:
+            dev = d_here
+        if p_here is not None:
+            port = p_here
+        if k_pqhdr:
+            lid_s, port_s = k_pqhdr.group("lid"), k_pqhdr.group("port")
+            if len(lid_s) > 18 or len(port_s) > 9:  # (the strict casts of the vectorised path)
+                raise _FallbackError
+            pq_lid, pq_port, pq_what = int(lid_s), int(port_s), k_pqhdr.group("what")
+        dev_v = dev or None
+        in_block = fmt in ("ibstat", "ibstatus", "ibv_devinfo") and dev_v is not None
+        k_kv = k.get("kv")
+        if fmt == "mlxlink" and k.get("mlxkv"):
+            raise _FallbackError  # mlxlink key/value lines: the vectorised path
+        pq_line = bool(k.get("pqctr")) and fmt == "perfquery" and pq_port is not None
+        if k_kv and in_block and not k_port and not k_dvport:
+            kv_rows.append((i, fmt, dev_v, port, block, k_kv.group("key"), k_kv.group("val")))
+        if pq_line:
+            name, rest = b.split(":", 1)
+            val = rest.lstrip(".").strip() or "."
+            pq_rows.append((i, dev_v, pq_lid, pq_port, pq_what, name, val))
+        oks.append(
+            bool(
+                k_ca or k_ibs or k_hca or ((k_port or k_dvport) and dev_v is not None) or (k_kv and in_block)
+                or k_pqhdr or pq_line or k_mlxsec or k.get("rule") or k_marker or k_cmd
+            )
+        )  # fmt: skip
+
+    def port_int(p: str | None) -> int | None:
+        if not p:
+            return None
+        v = int(p)
+        return v if v < _INT32 else None
+
+    path = ctx.path
+    # ---- attributes (ibstat / ibstatus / ibv_devinfo key/value lines)
+    attrs: list[list] = []  # [i, dev, port, block, attribute, val, source, value]
+    for i, f_, d_, p_, blk, key, val in kv_rows:
+        lk = key.strip().lower()
+        keys = IBSTAT_KEYS if f_ == "ibstat" else IBSTATUS_KEYS if f_ == "ibstatus" else DEVINFO_KEYS
+        attribute = keys.get(lk)
+        if attribute is None:
+            continue
+        attrs.append([i, d_, port_int(p_), blk, attribute, val, f_, _normalise_py(attribute, val.strip())])
+    extra_rows: list[list] = []
+    widths = [a for a in attrs if a[4] == "active_width"]
+    for a in attrs:
+        if a[4] == "rate" and _RATE_PAREN.search(a[5]):
+            extra_rows.append([*a[:4], "link_width_speed", a[5], a[6], _RATE_INNER.search(a[5]).group(1)])
+        if a[4] == "active_speed":
+            m = _GBPS.search(a[5])
+            if m and not _PLAIN_DEC.search(m.group(1)):
+                raise _FallbackError  # (polars' float parsing of odd numbers)
+            for w in widths:
+                if (w[1], w[2], w[3]) != (a[1], a[2], a[3]):
+                    continue
+                lm = _LANES.search(w[5])
+                if m is None or lm is None:
+                    continue
+                total = float(lm.group(1)) * float(m.group(1))
+                if not total.is_integer():
+                    raise _FallbackError  # (polars' rounding and float printing)
+                extra_rows.append([*a[:4], "rate", a[5], a[6], str(int(total))])
+    if extra_rows:
+        attrs = sorted(attrs + extra_rows, key=lambda a: a[0])
+    inv = [a for a in attrs if a[7]]
+    inventory = pl.DataFrame(
+        {
+            "node": [node] * len(inv),
+            "component": ["nic"] * len(inv),
+            "device": [a[1] for a in inv],
+            "port": [a[2] for a in inv],
+            "attribute": [a[4] for a in inv],
+            "value": [a[7] for a in inv],
+            "source": [a[6] for a in inv],
+            "file": [path] * len(inv),
+            "line": [first + a[0] for a in inv],
+        },
+        schema=INVENTORY_SCHEMA,
+    )
+    # ---- events: ports not Active
+    extra: dict[tuple, dict[str, str]] = {}
+    for a in attrs:
+        if a[2] is not None and a[4] in ("phys_state", "rate", "link_layer"):
+            extra.setdefault((a[1], a[2], a[3], a[6]), {}).setdefault(a[4], a[7])
+    ev: list[tuple] = []
+    for a in attrs:
+        if a[2] is None or a[4] != "state" or a[7] is None or a[7] == "Active":
+            continue
+        x = extra.get((a[1], a[2], a[3], a[6]), {})
+        fields = (
+            ("device", a[1]), ("port", a[2]), ("state", a[7]), ("phys_state", x.get("phys_state")),
+            ("rate", x.get("rate")), ("link_layer", x.get("link_layer")), ("tool", a[6]),
+        )  # fmt: skip
+        if not _detail_ok(*(v for k_, v in fields if k_ != "port")):
+            raise _FallbackError
+        detail = ",".join(
+            f'"{k_}":{v}' if k_ == "port" else f'"{k_}":"{v}"' for k_, v in fields if v is not None
+        )
+        kind = "ib_port_down" if a[7] == "Down" else "ib_port_not_active"
+        ev.append((a[0], kind, a[7], texts[a[0]].strip(), "{" + detail + "}"))
+    ev.sort(key=lambda e: e[0])
+    events = pl.DataFrame(
+        {
+            "ts": [None] * len(ev),
+            "ts_quality": ["none"] * len(ev),
+            "node": [node] * len(ev),
+            "source": ["ib"] * len(ev),
+            "kind": [e[1] for e in ev],
+            "code": [e[2] for e in ev],
+            "severity": ["medium"] * len(ev),
+            "message": [e[3] for e in ev],
+            "detail": [e[4] for e in ev],
+            "file": [path] * len(ev),
+            "line": [first + e[0] for e in ev],
+        },
+        schema=EVENTS_SCHEMA,
+    )
+    # ---- counters (perfquery)
+    readings: dict[tuple, int] = {}
+    c_dev: list[str] = []
+    c_port: list[int] = []
+    c_counter: list[str] = []
+    c_value: list[float] = []
+    c_detail: list[str] = []
+    c_line: list[int] = []
+    for i, d_, lid, p_, what, name, raw in pq_rows:
+        if name in PQ_NOT_COUNTERS:
+            continue
+        if _DIGITS.search(raw):
+            value = float(raw)
+        elif _HEX.search(raw):
+            n = int(raw[2:], 16)
+            if n >= _INT64:
+                raise _FallbackError
+            value = float(n)
+        else:
+            raise _FallbackError  # (polars' float parsing: exponents, signs, words)
+        if '"' in what or "\\" in what:
+            raise _FallbackError
+        device = d_ if d_ is not None else f"lid:{lid}"
+        counter = PERFQUERY_COUNTERS.get(name, name)
+        if "extended" not in what and name in PQ_32BIT:
+            counter += "_32"
+        key = (device, p_, counter)
+        r = readings.get(key, 0)
+        readings[key] = r + 1
+        raw_part = f',"raw":"{raw}"' if _RAW_MARK.search(raw) else ""
+        c_dev.append(device)
+        c_port.append(p_)
+        c_counter.append(counter)
+        c_value.append(value)
+        c_detail.append(f'{{"reading":{r},"name":"{name}","group":"{what}","lid":{lid},"tool":"perfquery"{raw_part}}}')
+        c_line.append(first + i)
+    n = len(c_line)
+    comms = pl.DataFrame(
+        {
+            "record": ["ib_counter"] * n,
+            "ts": [None] * n,
+            "node": [node] * n,
+            "device": c_dev,
+            "port": c_port,
+            "counter": c_counter,
+            "value": c_value,
+            "detail": c_detail,
+            "file": [path] * n,
+            "line": c_line,
+        },
+        schema=COMMS_SCHEMA,
+    )
+    # ---- accounting
+    parsed = unrecognized = 0
+    examples: list[tuple[int, str]] = []
+    last_ok = True
+    for i, (text, ok) in enumerate(zip(texts, oks)):
+        if not text.strip():
+            continue
+        last_ok = ok
+        if ok:
+            parsed += 1
+            continue
+        unrecognized += 1
+        if len(examples) < MAX_EXAMPLES:
+            examples.append((first + i, text[:500]))
+    return ParseResult(
+        tables={"inventory": inventory, "events": events, "comms": comms},
+        parsed=parsed,
+        unrecognized=unrecognized,
+        unrecognized_examples=examples,
+        partial=not last_ok,
+        node=None,
     )
