@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 import polars as pl
 
 from forensics.catalog import entries
 from parsers._kernel_blocks import (
+    _BUS_CACHE,
     AER_LITERALS,
     BDF,
     XID_BUS,
@@ -31,11 +33,12 @@ from parsers._kernel_blocks import (
     _apei_events,
     _events,
     _mce_blocks,
-    _nonempty,
     _node,
+    _nonempty,
     normalized_bus,
 )
 from parsers.base import FileContext
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -301,8 +304,64 @@ def _catalog_severity(kind: str) -> dict[str, str]:
     return {str(e.code): e.severity for e in entries(kind)}
 
 
+SMALL_ROWS = 1000
+"""Frames up to this many rows are matched with Python's `re` (see `_py_msgs`): a polars pass costs
+~0.1-0.3 ms whatever the row count (plan, Aho-Corasick build, regex cache evicted by other formats),
+which a small per-node file pays dozens of times."""
+
+_PY_RX: dict[str, re.Pattern[str]] = {}
+_PY_DTYPE: dict[str, pl.Struct] = {}
+
+
+def _py_rx(pattern: str) -> re.Pattern[str]:
+    rx = _PY_RX.get(pattern)
+    if rx is None:
+        rx = _PY_RX[pattern] = re.compile(pattern, re.ASCII)
+    return rx
+
+
+def _py_msgs(df: pl.DataFrame) -> list[str | None] | None:
+    """The messages of a small frame, when Python's `re` reads all of them as polars' engine does; else None.
+
+    On ASCII text without a newline, `re.ASCII` classes (`\\s \\d \\w \\b`) are the Unicode ones polars
+    uses restricted to ASCII (`\\s` is White_Space: not the separators \\x1c-\\x1f Python's Unicode `\\s`
+    adds) and `$` is the end of the text; both engines match leftmost-first, so matches and groups agree.
+    """
+    if df.height > SMALL_ROWS:
+        return None
+    msgs = df.get_column("msg").to_list()
+    for s in msgs:
+        if s is not None and (not s.isascii() or "\n" in s):
+            return None
+    return msgs
+
+
+def _py_hit(
+    df: pl.DataFrame, msgs: list[str | None], literals: tuple[str, ...], pattern: str
+) -> pl.DataFrame:
+    """`_hit` by Python's `re` on the messages `_py_msgs` gave."""
+    rx = _py_rx(pattern)
+    idx: list[int] = []
+    groups: list[dict[str, str | None]] = []
+    for i, s in enumerate(msgs):
+        if s is None or (literals and not any(lit in s for lit in literals)):
+            continue
+        mt = rx.search(s)
+        if mt is not None:
+            idx.append(i)
+            groups.append(mt.groupdict())
+    dtype = _PY_DTYPE.get(pattern)
+    if dtype is None:
+        dtype = _PY_DTYPE[pattern] = pl.Struct(dict.fromkeys(rx.groupindex, pl.String))
+    hit = df if len(idx) == df.height else df[idx] if idx else df.clear()
+    return hit.hstack([pl.Series("g", groups, dtype=dtype)])
+
+
 def _hit(df: pl.DataFrame, literals: tuple[str, ...], pattern: str) -> pl.DataFrame:
     """Rows whose message passes the literal prefilter and matches `pattern`, with its groups in `g`."""
+    msgs = _py_msgs(df)
+    if msgs is not None:
+        return _py_hit(df, msgs, literals, pattern)
     lf = df.lazy()
     if literals:
         lf = lf.filter(pl.col("msg").str.contains_any(list(literals)))
@@ -351,7 +410,12 @@ def extract(stamped: pl.DataFrame, ctx: FileContext) -> dict[str, pl.DataFrame]:
     # counts too): a grammar whose literals are in none of them cannot match (its rows would be empty), so
     # it is not run.
     found: set[str] = set()
-    if cand.height:
+    joined: str | None = None
+    if cand.height and cand.height <= SMALL_ROWS:
+        # a few lines: a substring search of their joined text per literal (no literal holds a newline)
+        joined = "\n".join(cand.get_column("msg").to_list())
+        found = {lit for lit in _HAS_LITERALS if lit in joined}
+    elif cand.height:
         found = set(cand.select(pl.col("msg").str.extract_many(list(_HAS_LITERALS), overlapping=True).explode().unique()).to_series().drop_nulls().to_list())
 
     cand0 = cand
@@ -360,11 +424,21 @@ def extract(stamped: pl.DataFrame, ctx: FileContext) -> dict[str, pl.DataFrame]:
         for lit in literals:
             if lit in found:
                 return True
-            if lit not in _HAS_LITERALS and cand0.height and cand0.get_column("msg").str.contains(lit, literal=True).any():
-                return True  # (a literal not listed in _HAS_LITERALS: looked up directly)
+            if lit in _HAS_LITERALS or not cand0.height:
+                continue
+            # (a literal not listed in _HAS_LITERALS: looked up directly)
+            if joined is not None:
+                if lit in joined:
+                    return True
+            elif cand0.get_column("msg").str.contains(lit, literal=True).any():
+                return True
         return False
 
-    inv_cand = cand.filter(pl.col("msg").str.contains_any(list(INVENTORY_LITERALS))) if has(*INVENTORY_LITERALS) else cand.head(0)
+    inventory = _py_inventory(cand, m, ctx) if has(*INVENTORY_LITERALS) else None
+    if inventory is None:
+        inv_cand = cand.head(0)
+        if has(*INVENTORY_LITERALS):
+            inv_cand = cand.filter(pl.col("msg").str.contains_any(list(INVENTORY_LITERALS)))
     out: list[pl.DataFrame] = []
 
     def claim(df: pl.DataFrame, lines: pl.DataFrame | None = None) -> None:
@@ -402,7 +476,9 @@ def extract(stamped: pl.DataFrame, ctx: FileContext) -> dict[str, pl.DataFrame]:
     if events is None:
         events = _events(m.head(0), ctx, "xid", pl.lit(None), pl.lit("info"), pl.lit(None), {})
     events = events.sort("line")
-    return {"events": events, "inventory": _inventory(inv_cand, m, ctx, has)}
+    if inventory is None:
+        inventory = _inventory(inv_cand, m, ctx, has)
+    return {"events": events, "inventory": inventory}
 
 
 def _rule_events(m: pl.DataFrame, rule: Rule, ctx: FileContext) -> pl.DataFrame:
@@ -641,6 +717,92 @@ _INV_SCHEMA = {
     "file": pl.String,
     "line": pl.Int64,
 }
+
+
+_EPOCH = datetime(1970, 1, 1)
+
+
+def _py_inventory(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame | None:
+    """`_inventory` of a few candidate lines by Python's `re` (`_py_msgs`); None where that does not apply
+    (long or non-ASCII candidates, wall-clock lines with a printk time: the K8b boot time is a median)."""
+    if m.get_column("ts").null_count() < m.height and m.get_column("uptime_s").null_count() < m.height:
+        return None
+    msgs = _py_msgs(cand)
+    if msgs is None:
+        return None
+    lines = cand.get_column("line").to_list()
+    node = [ctx.node if h is None else h for h in cand.get_column("host").to_list()]
+    path = ctx.path
+    rows: list[tuple] = []
+
+    def matches(literal: str, pattern: str) -> list[tuple[int, re.Match[str]]]:
+        rx = _py_rx(pattern)
+        found = ((i, rx.search(s)) for i, s in enumerate(msgs) if s is not None and literal in s)
+        return [(i, mt) for i, mt in found if mt is not None]
+
+    ident = matches("NVRM: GPU at", IDENTITY_RE)
+    for i, mt in ident:
+        rows.append((node[i], "gpu", mt["bus"], None, "uuid", mt["uuid"], "kernel", path, lines[i]))
+    for i, mt in matches("Serial Number", SERIAL_RE):
+        # the serial line follows the GPU's identity line (the nearest one at most 5 lines before)
+        ibus = None
+        for j, it in ident:
+            if lines[j] <= lines[i]:
+                ibus = it["bus"] if lines[i] - lines[j] <= 5 else None
+        rows.append((node[i], "gpu", ibus, None, "serial", mt["serial"], "kernel", path, lines[i]))
+    for i, mt in matches("loading NVIDIA UNIX", DRIVER_RE):
+        rows.append((node[i], "node", None, None, "driver_version", mt["ver"], "kernel", path, lines[i]))
+    for i, mt in matches("Linux version", KERNEL_RE):
+        rows.append((node[i], "node", None, None, "kernel_version", mt["kver"], "kernel", path, lines[i]))
+    for i, mt in matches("firmware version:", NIC_FW_RE):
+        rows.append((node[i], "nic", None, mt["bus"], "firmware_version", mt["fw"], "kernel", path, lines[i]))
+    for i, mt in matches("available PCIe bandwidth (", PCIE_BW_RE):
+        comp = "nic" if mt["driver"].startswith("mlx") else "pci"
+        link = f"{mt['speed']} x{mt['width']} ({mt['gbps']} Gb/s)"
+        rows.append((node[i], comp, None, mt["bus"], "pcie_link", link, "kernel", path, lines[i]))
+    aer = _py_rx(r"\bAER\b")
+    for i, mt in matches("_OSC: ", OSC_RE):
+        if aer.search(mt["caps"]):
+            owner = "firmware" if mt["who"].startswith("platform does not support") else "os"
+            rows.append((node[i], "node", None, None, "aer_control", owner, "kernel", path, lines[i]))
+    rtc = matches("setting system clock to", RTC_RE)
+    if rtc:
+        ups = cand.get_column("uptime_s").to_list()
+        segs = cand.get_column("boot_seg").to_list()
+        for i, mt in rtc:
+            if ups[i] is None or segs[i] != 0:
+                continue
+            up_us = ups[i] * 1e6
+            if len(mt["epoch"]) > 12 or not abs(up_us) < 2**62:
+                return None
+            try:
+                boot = _EPOCH + timedelta(microseconds=int(mt["epoch"]) * 1_000_000 - int(up_us))
+            except OverflowError:
+                return None
+            if not 1000 <= boot.year <= 9999:
+                return None
+            value = boot.strftime("%Y-%m-%dT%H:%M:%S.") + f"{boot.microsecond:06d}+00:00"
+            rows.append((node[i], "node", None, None, "boot_time", value, "kernel", path, lines[i]))
+            break
+    if not rows:
+        return pl.DataFrame(schema=_INV_SCHEMA)
+    # bus ids normalised (each distinct one once per process), rows without a value dropped, first of each
+    # (node, component, bus, device, attribute, value) kept, in line order (stable)
+    raw = list({v for r in rows for v in (r[2], r[3]) if v is not None})
+    if raw:
+        normalized_bus(pl.Series(raw, dtype=pl.String))  # (fills _BUS_CACHE)
+    seen: set[tuple] = set()
+    out: list[tuple] = []
+    for r in rows:
+        bus, dev = (None if v is None else _BUS_CACHE[v] for v in (r[2], r[3]))
+        r = (r[0], r[1], bus, dev, *r[4:])
+        key = r[:6]
+        if r[5] is None or key in seen:
+            continue
+        seen.add(key)
+        out.append(r)
+    out.sort(key=lambda r: r[8])
+    return pl.DataFrame(out, schema=_INV_SCHEMA, orient="row")
 
 
 def _inventory(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext, has=lambda *literals: True) -> pl.DataFrame:
