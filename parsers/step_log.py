@@ -481,22 +481,13 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
         clean = pl.when(clean.str.contains(g.ANSI_PASTED_RE)).then(clean.str.replace_all(g.ANSI_PASTED_RE, "")).otherwise(clean)
     triage = (
         text.str.contains_any(list(g.TRIAGE_LITERALS))
-        | text.str.contains(g.TRIAGE_DATE_RE)
+        | pl.col("_date")
         | text.str.strip_chars_end().str.ends_with(":")
     )
-    seg = seg.with_columns(raw=text, triage=triage)
-    rest = seg.filter(~pl.col("triage")).select(
-        "line",
-        "seg",
-        "raw",
-        text=pl.lit(""),
-        key=pl.lit("|"),
-        host=pl.lit(None, dtype=pl.String),
-        rank=pl.lit(None, dtype=pl.Int32),
-        banner=pl.lit(False),
-        ts=pl.lit(None, dtype=UTC_US),
-        ts_quality=pl.lit(None, dtype=pl.String),
-    )
+    frame_seg = seg
+    seg = seg.with_columns(raw=text, _date=text.str.contains(g.TRIAGE_DATE_RE)).with_columns(triage=triage)
+    n_all = seg.height
+    tri = seg.get_column("triage").arg_true()
     seg = seg.filter(pl.col("triage")).with_columns(clean=clean)
     if seg.get_column("clean").str.contains(g.COLLECTOR_RE).any():
         seg = seg.with_columns(
@@ -505,15 +496,23 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
     else:
         seg = seg.with_columns(coll_ts=pl.lit(None, dtype=pl.String))
     seg = _strip_envelopes(seg.with_columns(rest=pl.col("clean")))
-    after = seg.select(
-        pylog=pl.col("rest").str.contains(g.PYLOG_PREFIX_RE).any(), mmdd=pl.col("rest").str.contains(g.MMDD_TS_RE).any()
-    ).row(0, named=True)
-    # (the c10 time is looked for after the logging prefix is stripped: assume it may be there when one is)
-    on |= {"pylog": bool(after["pylog"]), "mmdd": bool(after["mmdd"] or after["pylog"])}
-    # the rest is one lazy query (one collect); its result is re-sorted below, so the row order is unchanged
-    lf = seg.lazy()
+    # Steps that change or read only a few lines run on those alone (a literal or anchored test finds them;
+    # the others keep their text and get null)
+    rest_s = seg.get_column("rest")
+    pylog = rest_s.str.contains(g.PYLOG_PREFIX_RE)
+    on["pylog"] = bool(pylog.any())
     if on["pylog"]:
-        lf = lf.with_columns(rest=pl.col("rest").str.replace(g.PYLOG_PREFIX_RE, ""))
+        i = pylog.arg_true()
+        rest_s = rest_s.clone().scatter(i, rest_s.gather(i).str.replace(g.PYLOG_PREFIX_RE, ""))
+    # (the c10 time is looked for after the logging prefix is stripped)
+    mmdd_hit = rest_s.str.contains(g.MMDD_TS_RE)
+    on["mmdd"] = bool(mmdd_hit.any())
+    msg = pl.Series("msg_rank", [None] * seg.height, dtype=pl.Int32)
+    if on["msg"]:
+        i = rest_s.str.contains("[Rank ", literal=True).arg_true()
+        msg = msg.scatter(i, rest_s.gather(i).str.extract(g.MSG_RANK_RE, 1).cast(pl.Int32, strict=False))
+    seg = seg.with_columns(rest=rest_s, msg_rank=msg)
+    lf = seg.lazy()
     if on["banner"]:
         # regex structs are materialised once as columns: eager with_columns does not share subexpressions
         lf = lf.with_columns(_bn=pl.col("rest").str.extract_groups(g.COMPOSER_BANNER_RE))
@@ -530,20 +529,63 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
         lf = lf.with_columns(banner_rank=pl.when(pl.col("banner_rank") >= 0).then(pl.col("banner_rank")))
     else:
         lf = lf.with_columns(banner=pl.lit(False), banner_rank=pl.lit(None, dtype=pl.Int32))
-    lf = lf.with_columns(
-        msg_rank=pl.col("rest").str.extract(g.MSG_RANK_RE, 1).cast(pl.Int32, strict=False)
-        if on["msg"]
-        else pl.lit(None, dtype=pl.Int32),
-    )
     stream_rank = pl.coalesce(pl.col("env_rank"), pl.col("banner_rank"))
     lf = lf.with_columns(
         key=pl.concat_str([pl.col("host").fill_null(""), stream_rank.cast(pl.String).fill_null("")], separator="|"),
         rank=pl.coalesce(stream_rank, pl.col("msg_rank")),
         text=pl.col("rest"),
     )
-    # own timestamp (a collector's clock, being exact, wins over the framework's local one)
+    seg = lf.collect()
+    # own timestamp (a collector's clock, being exact, wins over the framework's local one), worked out on the
+    # lines that can hold one: a collector time, a date (the raw line holds the text's unless ANSI codes were
+    # cut from its middle), an absl/c10 month-day time, an MLPerf record
     year = ctx.year_hint or (ctx.collected_at.year if ctx.collected_at else None)
     mmdd_on = on["mmdd"] and year is not None
+    text_s = seg.get_column("text")
+    need = seg.get_column("coll_ts").is_not_null() | (
+        text_s.str.contains(g.TRIAGE_DATE_RE) if dirty else seg.get_column("_date")
+    )
+    if mmdd_on:
+        need = need | mmdd_hit
+    if on["mllog"]:
+        need = need | text_s.str.contains(":::MLLOG", literal=True)
+    n_need = int(need.sum())
+    if n_need == seg.height:
+        seg = seg.with_columns(_own_time(seg, year, mmdd_on, on["mllog"]))
+    else:
+        i = need.arg_true()
+        own = _own_time(seg[i], year, mmdd_on, on["mllog"])
+        seg = seg.with_columns(
+            ts=pl.Series([None] * seg.height, dtype=UTC_US).scatter(i, own.get_column("ts")),
+            ts_quality=pl.Series([None] * seg.height, dtype=pl.String).scatter(
+                i, own.get_column("ts_quality")
+            ),
+        )
+    cols = ["line", "seg", "raw", "text", "key", "host", "rank", "banner", "ts", "ts_quality"]
+    seg = seg.select(cols)
+    if seg.height == n_all:  # every line triaged: `seg` is in (line, seg) order (filters keep the order)
+        return frame, seg.rechunk()
+    # the lines the triage left out get blank text and no stream (in place: the frame is in (line, seg) order)
+    full = frame_seg.select(
+        "line",
+        "seg",
+        raw=pl.col("text"),
+        text=pl.lit(""),
+        key=pl.lit("|"),
+        host=pl.lit(None, dtype=pl.String),
+        rank=pl.lit(None, dtype=pl.Int32),
+        banner=pl.lit(False),
+        ts=pl.lit(None, dtype=UTC_US),
+        ts_quality=pl.lit(None, dtype=pl.String),
+    )
+    if seg.height == 0:
+        return frame, full
+    return frame, full.with_columns(full.get_column(c).scatter(tri, seg.get_column(c)) for c in cols[3:])
+
+
+def _own_time(seg: pl.DataFrame, year: int | None, mmdd_on: bool, mllog_on: bool) -> pl.DataFrame:
+    """Columns `ts`, `ts_quality` of each line's own timestamp (see `_prepare`)."""
+    lf = seg.lazy().select("text", "coll_ts")
     lf = lf.with_columns(_t=pl.coalesce(pl.col("coll_ts"), pl.col("text")).str.extract_groups(g.TS_RE))
     if mmdd_on:
         lf = lf.with_columns(_mm=pl.col("text").str.extract_groups(g.MMDD_TS_RE))
@@ -572,7 +614,7 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
                 mmdd.struct.field("frac").str.slice(0, 7).fill_null(""),
             ]
         ).str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us")
-    if on["mllog"]:
+    if mllog_on:
         mllog_ms = (
             pl.col("text").str.extract(r":::MLLOG \{.*?\"time_ms\":\s*(\d+(?:\.\d+)?)", 1).cast(pl.Float64, strict=False)
         )
@@ -586,7 +628,7 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
         .otherwise(pl.col("_naive") - pl.duration(minutes=offset_min.fill_null(0))),
         _md=md_ts,
     )
-    lf = lf.with_columns(
+    return lf.select(
         ts=pl.coalesce(pl.col("_mllog"), pl.col("_utc"), pl.col("_md")).dt.replace_time_zone("UTC"),
         ts_quality=pl.when(pl.col("_mllog").is_not_null() | (pl.col("_naive").is_not_null() & pl.col("_tz").is_not_null()))
         .then(pl.lit("exact"))
@@ -595,11 +637,7 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
         .when(pl.col("_md").is_not_null())
         .then(pl.lit("year_inferred"))
         .otherwise(pl.lit(None, dtype=pl.String)),
-    )
-    seg = lf.select(rest.columns).collect()
-    if rest.height == 0:  # every line triaged: `seg` is in (line, seg) order already (filters keep the order)
-        return frame, seg.rechunk()
-    return frame, pl.concat([seg, rest]).sort("line", "seg")
+    ).collect()
 
 
 # ----------------------------------------------------------------------------- grammars → fragments
