@@ -1925,10 +1925,15 @@ def _step_detail(rows: pl.DataFrame, fields: dict[str, pl.Expr]) -> pl.Series:
         (e.is_not_null() & e.is_finite()) if schema[name].is_float() else e.is_not_null() for name, e in kept.items()
     ]
     f = rows.select(
-        _enc=pl.struct(**enc).struct.json_encode().str.replace_all(_NULL_MEMBER, ""),
+        _enc=pl.struct(**enc).struct.json_encode(),
         _real=pl.any_horizontal(*real),
         _any=pl.any_horizontal(*(e.is_not_null() for e in kept.values())),
     )
+    # the strip needs `null` in the text: objects without one (every field set) are left as they are
+    enc_s = f.get_column("_enc")
+    nul = enc_s.str.contains("null", literal=True).arg_true()
+    if nul.len():
+        f = f.with_columns(_enc=enc_s.clone().scatter(nul, enc_s.gather(nul).str.replace_all(_NULL_MEMBER, "")))
     out = f.select(pl.when(pl.col("_real")).then(pl.col("_enc")).otherwise(pl.lit(None, dtype=pl.String))).to_series()
     odd = f.select((pl.col("_any") & ~pl.col("_real")).fill_null(False)).to_series()
     if odd.any():
