@@ -400,6 +400,23 @@ def conform_table(df: pl.DataFrame, table: str) -> pl.DataFrame:
     return empty(table) if df.width == 0 else conform(df, table)
 
 
+def _gpu_keys(df: pl.DataFrame, key: pl.Expr) -> list[pl.Expr]:
+    """The columns that group the samples by GPU as `node|key` does (`key`: the first of ident, bus id, index
+    that is set), without building that string per row when one column decides for every row."""
+    nodes = df.get_column("node").unique()
+    if nodes.null_count() or nodes.str.contains("|", literal=True).any():
+        return [pl.concat_str([pl.col("node"), key], separator="|")]  # `a|b`+`c` is `a`+`b|c`: keep the string
+    n = df.height
+    nulls = {c: df.get_column(c).null_count() for c in ("ident", "gpu_bus_id")}
+    if nulls["ident"] == 0:
+        return [pl.col("node"), pl.col("ident")]
+    if nulls["ident"] == n and nulls["gpu_bus_id"] == 0:
+        return [pl.col("node"), pl.col("gpu_bus_id")]
+    if nulls["ident"] == n and nulls["gpu_bus_id"] == n:
+        return [pl.col("node"), pl.col("gpu_index")]  # a null index is the '?' group (no index reads '?')
+    return [pl.col("node"), key]
+
+
 def transition_events(samples: pl.DataFrame, ctx: Any) -> pl.DataFrame:
     """Fault events from a series of samples, one per onset (a fault that stays on is reported once).
 
@@ -419,15 +436,15 @@ def transition_events(samples: pl.DataFrame, ctx: Any) -> pl.DataFrame:
         c("ident", pl.String), c("gpu_bus_id", pl.String), c("gpu_index", pl.Int32).cast(pl.String), pl.lit("?")
     )
 
-    # The previous sample of the same GPU: its row number, computed once (one window); every rule then
-    # reads its previous value with a gather instead of a `shift(1).over(key)` window of its own.
-    def onset(cond: pl.Expr) -> pl.Expr:
-        cond = cond.fill_null(False)
-        return cond & ~cond.gather(pl.col("_prev")).fill_null(False)
+    # The previous sample of the same GPU: its row number, computed once (one window). A rule is a trigger
+    # (the fault shows in this sample) and a test against the previous sample of the GPU (it did not show
+    # there / the count changed); the test runs on the few triggered rows only.
+    def onset(cond: pl.Expr) -> tuple[str, pl.Expr, pl.Expr | None]:
+        return ("onset", cond.fill_null(False), None)
 
-    def rising(v: pl.Expr) -> pl.Expr:
-        prev = v.gather(pl.col("_prev"))
-        return (v > 0).fill_null(False) & (prev.is_null() | (v != prev)).fill_null(True)
+    def rising(v: pl.Expr, also: pl.Expr | None = None) -> tuple[str, pl.Expr, pl.Expr | None]:
+        trig = (v > 0).fill_null(False)
+        return ("rising", trig if also is None else trig & also, v)
 
     uv, ua = c("ecc_uncorrected_volatile", pl.Int64), c("ecc_uncorrected_aggregate", pl.Int64)
     w, wm, g, gm, util = c("pcie_width", pl.Int32), c("pcie_width_max", pl.Int32), c("pcie_gen", pl.Int32), c("pcie_gen_max", pl.Int32), c("utilization_pct")
@@ -435,13 +452,14 @@ def transition_events(samples: pl.DataFrame, ctx: Any) -> pl.DataFrame:
     ps = c("_pstate", pl.String).str.strip_chars()
     busy = ps.is_null() | ps.is_in(["P0", "", "N/A", "[N/A]"])
     # Error markers are rare: the extraction runs only when some row holds one (else no row does: null).
-    if samples.height and samples.get_column("text").str.contains(_MARKER_ALT).any():
+    has_marker = bool(samples.height and samples.get_column("text").str.contains(_MARKER_ALT).any())
+    if has_marker:
         marker = pl.col("text").str.extract("(" + _MARKER_ALT + ")", 1)
     else:
         marker = pl.repeat(None, pl.len(), dtype=pl.String)
-    rules: list[tuple[str, pl.Expr, pl.Expr, str, pl.Expr]] = [
+    rules: list[tuple[str, tuple[str, pl.Expr, pl.Expr | None], pl.Expr, str, pl.Expr]] = [
         ("ecc_uncorrectable", rising(uv), pl.lit("volatile"), "high", pl.struct(volatile=uv, aggregate=ua)),
-        ("ecc_uncorrectable", rising(ua) & (uv.fill_null(0) == 0), pl.lit("aggregate"), "medium", pl.struct(aggregate=ua)),
+        ("ecc_uncorrectable", rising(ua, uv.fill_null(0) == 0), pl.lit("aggregate"), "medium", pl.struct(aggregate=ua)),
         ("row_remap_failure", onset(c("remap_failure", pl.Boolean)), pl.lit(None, dtype=pl.String), "high", pl.struct(uncorrectable_rows=c("remapped_rows_uncorrectable", pl.Int64))),
         ("row_remap_pending", onset(c("remap_pending", pl.Boolean)), pl.lit(None, dtype=pl.String), "medium", pl.struct(uncorrectable_rows=c("remapped_rows_uncorrectable", pl.Int64))),
         ("retired_pages_pending", onset(c("retired_pages_pending", pl.Boolean)), pl.lit(None, dtype=pl.String), "medium", pl.struct(dbe=c("retired_pages_dbe", pl.Int64))),
@@ -452,16 +470,72 @@ def transition_events(samples: pl.DataFrame, ctx: Any) -> pl.DataFrame:
         ("thermal", onset(hw & ~thermal.fill_null(False) & ~brake.fill_null(False)), pl.lit("hw_slowdown"), "medium", pl.struct(temperature_c=c("temperature_c"), power_w=c("power_w"))),
         ("gpu_error", onset(marker.is_not_null()), marker, "high", pl.struct(text=pl.lit(None, dtype=pl.String))),
     ]
-    df = samples.sort("line")
+    # A rule whose trigger column is absent, all null, never positive or never true cannot fire: it is left
+    # out (no onset computed); none left, no window either.
+    n = samples.height
+
+    def present(name: str) -> bool:
+        return name in cols and samples.get_column(name).null_count() < n
+
+    def positive(name: str) -> bool:
+        if not present(name):
+            return False
+        s = samples.get_column(name)
+        return not s.dtype.is_integer() or (s.max() or 0) > 0  # type: ignore[operator]
+
+    def some(name: str) -> bool:
+        if not present(name):
+            return False
+        s = samples.get_column(name)
+        return s.dtype != pl.Boolean or bool(s.any())
+
+    possible = [
+        positive("ecc_uncorrected_volatile"),
+        positive("ecc_uncorrected_aggregate"),
+        some("remap_failure"),
+        some("remap_pending"),
+        some("retired_pages_pending"),
+        present("pcie_width") and present("pcie_width_max"),
+        present("pcie_gen") and present("pcie_gen_max") and present("utilization_pct"),
+        some("throttle_hw_thermal_slowdown"),
+        some("throttle_hw_power_brake_slowdown"),
+        some("throttle_hw_slowdown"),
+        has_marker,
+    ]
+    rules = [r for r, p in zip(rules, possible, strict=True) if p]
+    if not rules:
+        return conform_table(pl.DataFrame(), "events")
+    line = samples.get_column("line")
+    # (already in line order: no sort, which would copy every column; only strictly increasing lines are
+    # taken as sorted, so that ties keep whatever order the sort gives them)
+    in_order = line.is_sorted() and (n < 2 or bool((line.diff().drop_nulls() > 0).all()))
+    df = samples if in_order else samples.sort("line")
     if missing:
         df = df.with_columns(**{n: pl.lit(None, dtype=t) for n, t in missing.items()})
+    df = df.with_columns(_i=pl.int_range(pl.len(), dtype=pl.Int64))
+    df = df.with_columns(_prev=pl.col("_i").shift(1).over(_gpu_keys(df, key)))
+    # All triggers in one pass over the samples; the triggered rows are tested against their GPU's previous
+    # sample (gathered for them only), then the few hit rows are turned into events rule by rule (same rows,
+    # same order as one filter per rule).
+    rising_v = {i: r[1][2] for i, r in enumerate(rules) if r[1][0] == "rising"}
     df = df.with_columns(
-        _key=pl.concat_str([pl.col("node"), key], separator="|"), _i=pl.int_range(pl.len(), dtype=pl.Int64)
+        **{f"_t{i}": r[1][1] for i, r in enumerate(rules)}, **{f"_v{i}": v for i, v in rising_v.items()}
     )
-    df = df.with_columns(_prev=pl.col("_i").shift(1).over("_key"))
-    # All onsets in one pass over the samples, then the few hit rows are turned into events rule by rule
-    # (same rows, same order as one filter per rule).
-    flags = df.with_columns(**{f"_hit{i}": r[1] for i, r in enumerate(rules)})
+    cand = df.filter(pl.any_horizontal(*(pl.col(f"_t{i}") for i in range(len(rules)))))
+    if cand.height == 0:
+        return conform_table(pl.DataFrame(), "events")
+    prev_of = [f"_t{i}" if i not in rising_v else f"_v{i}" for i in range(len(rules))]
+    at_prev = pl.lit(cand.get_column("_prev"))
+    prev = df.select(pl.col(c).gather(at_prev).alias(f"_p{i}") for i, c in enumerate(prev_of))
+    tests = {}
+    for i in range(len(rules)):
+        t, p = pl.col(f"_t{i}"), pl.col(f"_p{i}")
+        if i in rising_v:
+            v = pl.col(f"_v{i}")
+            tests[f"_hit{i}"] = t & (p.is_null() | (v != p)).fill_null(True)
+        else:
+            tests[f"_hit{i}"] = t & ~p.fill_null(False)
+    flags = cand.hstack(prev.get_columns()).with_columns(**tests)
     hits = flags.filter(pl.any_horizontal(*(pl.col(f"_hit{i}") for i in range(len(rules)))))
     out = []
     for i, (kind, _cond, code, sev, detail) in enumerate(rules):

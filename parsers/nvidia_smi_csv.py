@@ -234,9 +234,9 @@ def _timestamp(col: pl.Expr) -> pl.Expr:
     return ts.dt.replace_time_zone("UTC")
 
 
-_MANY = 4096
+_MANY, _PROBE = 8192, 4096
 """Rows of one field list from which a repetitive column (percentages, clocks, flags) is converted once per
-distinct cell and mapped back, instead of once per row."""
+distinct cell and mapped back, instead of once per row (when the first _PROBE rows repeat its cells)."""
 
 
 def _per_value(e: pl.Expr, fn: Callable[[pl.Expr], pl.Expr], dtype: pl.DataType, distinct: bool) -> pl.Expr:
@@ -311,8 +311,8 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         # Columns whose cells repeat (a probe of the first rows says so) are converted per distinct cell.
         many: set[str] = set()
         if data.height >= _MANY:
-            probe = data.head(1024).select(pl.col(f"_c{i}").n_unique() for i in range(len(canon))).row(0)
-            many = {c for c, k in zip(canon, probe, strict=True) if k <= 256}
+            probe = data.head(_PROBE).select(pl.col(f"_c{i}").n_unique() for i in range(len(canon))).row(0)
+            many = {c for c, k in zip(canon, probe, strict=True) if k * 4 <= _PROBE}
 
         def conv(c: str, fn: Callable[[pl.Expr], pl.Expr], dtype: pl.DataType, m: set[str] = many) -> pl.Expr:
             return _per_value(cell[c], fn, dtype, c in m)
