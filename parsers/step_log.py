@@ -346,6 +346,8 @@ _TIMER_OTHER = "|".join(
     for p in (g.TIMER_SINGLE_RE, g.TIMER_NAME_RE, g.TIMER_RANK_RE)
 )
 """The timer-entry regexes but the (min, max) one, as one alternation without groups (same truth value)."""
+_TIMER_PAIRS_FAST = rf"^(?: *[A-Za-z_][\w\- ]*: *{g.NUM} *\|)* *[A-Za-z_][\w\- ]*: *{g.NUM} *$"
+"""Pairs text of one-line timers that `extract_all(TIMER_PAIR_RE)` splits at its `|` (`_block_fragments`)."""
 _NVRX_OTHER_GATES = frozenset(("_perf scores: {", "Straggler report processing time:"))
 _GATES = ('iteration', 'iter time (s)', 'step=', 'SamplesPerSec=', 'step:', 'loss:', 'iter ', 'dt: ', 'train_time:', 'iter time:', 'tok/s)', ':::MLLOG', 'completed step:', 'Training epoch', '| epoch ', 'Step ', '%|', 'Epoch ', 'time (ms)', '^^^^', '/Rank: ', 'STRAGGLER DETECTION WARNING', '{', '/Rnk: ', 'across ranks', '[batch=', 'performance:', '_perf scores: {', 'Straggler report processing time:')
 """Literals whose absence from every line lets a grammar be skipped: each match of the grammar (or of the header
@@ -1379,16 +1381,19 @@ def _block_fragments(
         # `pairs` (all after the leftmost `time (ms) |` the grammar accepts) is the line without its shortest
         # prefix ending in one, found by a capture-free replace; a pair (`name: NUM`, one `:`) splits at its colon
         # into the lazy name (trailing blanks dropped) and the number (leading blanks dropped)
-        pairs = (
-            tl.select("line", "seg", pairs=txt.str.replace("^.*?" + _TIMER_LINE_PREFIX, "").str.extract_all(g.TIMER_PAIR_RE))
-            .explode("pairs")
-            .with_columns(p=pl.col("pairs").str.splitn(":", 2))
-            .filter(pl.col("p").struct.field("field_0").is_not_null())
-            .group_by("line", "seg", maintain_order=True)
-            .agg(
-                timers=pl.struct(
-                    name=pl.col("p").struct.field("field_0").str.strip_chars_end(),
-                    ms=_num(pl.col("p").struct.field("field_1").str.strip_chars_start()),
+        # split lane: pairs text `name: NUM | … | name: NUM` (names of `[\w\- ]`, blanks spaces) after the
+        # only `time (ms)` of the line: the pairs regex takes exactly its `|`-separated fields there
+        after = txt.str.splitn("time (ms)", 2).struct.field("field_1")
+        after = after.str.splitn("|", 2).struct.field("field_1")
+        fast = tl.select(after.str.contains(_TIMER_PAIRS_FAST).fill_null(False)).to_series()
+        n_fast = int(fast.sum())
+        tl_fast = tl.filter(fast) if n_fast < tl.height else tl
+        kv = pl.element().str.splitn(":", 2).struct
+        tl_fast = tl_fast.with_columns(
+            timers=after.str.split("|").list.eval(
+                pl.struct(
+                    name=kv.field("field_0").str.strip_chars(),
+                    ms=kv.field("field_1").str.strip_chars().cast(pl.Float64, strict=False),
                     min_ms=pl.lit(None, dtype=pl.Float64),
                     max_ms=pl.lit(None, dtype=pl.Float64),
                     min_rank=pl.lit(None, dtype=pl.Int32),
@@ -1396,7 +1401,10 @@ def _block_fragments(
                 )
             )
         )
-        tl = tl.join(pairs, on=["line", "seg"], how="left")
+        if n_fast < tl.height:
+            tl = pl.concat([tl_fast, _timer_line_pairs(tl.filter(~fast))]).sort("line", "seg")
+        else:
+            tl = tl_fast
         out.append(
             _frag(
                 tl,
@@ -1473,6 +1481,30 @@ def _block_fragments(
         pl.col("r").struct.field("rank").is_not_null()
     )
     return out, pl.concat(understood), nv
+
+
+def _timer_line_pairs(tl: pl.DataFrame) -> pl.DataFrame:
+    """`tl` with its `timers` (one-line timer lines the split lane does not take)."""
+    txt = pl.col("text")
+    pairs = (
+        tl.select("line", "seg", pairs=txt.str.replace("^.*?" + _TIMER_LINE_PREFIX, ""))
+        .with_columns(pl.col("pairs").str.extract_all(g.TIMER_PAIR_RE))
+        .explode("pairs")
+        .with_columns(p=pl.col("pairs").str.splitn(":", 2))
+        .filter(pl.col("p").struct.field("field_0").is_not_null())
+        .group_by("line", "seg", maintain_order=True)
+        .agg(
+            timers=pl.struct(
+                name=pl.col("p").struct.field("field_0").str.strip_chars_end(),
+                ms=_num(pl.col("p").struct.field("field_1").str.strip_chars_start()),
+                min_ms=pl.lit(None, dtype=pl.Float64),
+                max_ms=pl.lit(None, dtype=pl.Float64),
+                min_rank=pl.lit(None, dtype=pl.Int32),
+                max_rank=pl.lit(None, dtype=pl.Int32),
+            )
+        )
+    )
+    return tl.join(pairs, on=["line", "seg"], how="left")
 
 
 # ----------------------------------------------------------------------------- fragments → rows
@@ -1933,7 +1965,8 @@ def _step_detail(rows: pl.DataFrame, fields: dict[str, pl.Expr]) -> pl.Series:
     enc_s = f.get_column("_enc")
     nul = enc_s.str.contains("null", literal=True).arg_true()
     if nul.len():
-        f = f.with_columns(_enc=enc_s.clone().scatter(nul, enc_s.gather(nul).str.replace_all(_NULL_MEMBER, "")))
+        stripped = enc_s.gather(nul).str.replace_all(_NULL_MEMBER, "")
+        f = f.with_columns(_enc=enc_s.clone().scatter(nul, stripped))
     out = f.select(pl.when(pl.col("_real")).then(pl.col("_enc")).otherwise(pl.lit(None, dtype=pl.String))).to_series()
     odd = f.select((pl.col("_any") & ~pl.col("_real")).fill_null(False)).to_series()
     if odd.any():
