@@ -17,8 +17,10 @@ nic_link, nic_module, ib_carrier, thermal, mce, edac, oom, hung_task, segfault, 
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import accumulate
 
 import polars as pl
 
@@ -380,7 +382,18 @@ def _groups(pattern: str) -> list[str]:
 # ----------------------------------------------------------------------------- extraction
 
 
-_ALL_LITERALS_RX = "|".join(re.escape(lit) for lit in sorted({x for x in ALL_LITERALS + INVENTORY_LITERALS if not any(y != x and y in x for y in ALL_LITERALS + INVENTORY_LITERALS)}))
+_MIN_LITERALS = tuple(
+    sorted(
+        {
+            x
+            for x in ALL_LITERALS + INVENTORY_LITERALS
+            if not any(y != x and y in x for y in ALL_LITERALS + INVENTORY_LITERALS)
+        }
+    )
+)
+"""The literals of `ALL_LITERALS` and `INVENTORY_LITERALS` holding no other one: a line holds one of those
+iff it holds one of these."""
+_ALL_LITERALS_RX = "|".join(re.escape(lit) for lit in _MIN_LITERALS)
 """Lines holding one of the literals: an alternation of the shortest ones (a literal holding another adds
 nothing). The regex engine's literal search is ~2x faster than `str.contains_any` here."""
 
@@ -396,13 +409,43 @@ _HAS_LITERALS = tuple(
 """Every literal `extract` asks about (`has`)."""
 
 
+LITERAL_ROWS = 250
+"""Up to this many lines, the candidate lines are found by substring search in Python (`_literal_rows`)."""
+
+
+def _literal_rows(msgs: list[str | None]) -> list[int]:
+    """Indices of the messages holding one of `_MIN_LITERALS` (the rows `str.contains(_ALL_LITERALS_RX)` keeps).
+
+    The messages are joined (no literal holds a newline) and each literal present searched in the whole text:
+    the few literals a file holds are located, the others cost one substring test each.
+    """
+    lens = [(0 if s is None else len(s)) + 1 for s in msgs]
+    joined = "\n".join("" if s is None else s for s in msgs)
+    hits: set[int] = set()
+    starts: list[int] | None = None
+    for lit in _MIN_LITERALS:
+        pos = joined.find(lit)
+        if pos < 0:
+            continue
+        if starts is None:
+            starts = list(accumulate(lens, initial=0))
+        while pos >= 0:
+            hits.add(bisect_right(starts, pos) - 1)
+            pos = joined.find(lit, pos + 1)
+    return sorted(i for i in hits if msgs[i] is not None)
+
+
 def extract(stamped: pl.DataFrame, ctx: FileContext) -> dict[str, pl.DataFrame]:
     """Return the `events` and `inventory` tables of one kernel-log file."""
     cols = ["line", "text", "ts", "ts_quality", "uptime_s", "host", "msg", "style", "seq", "boot_seg", "crash_record"]
     m = stamped.select(cols)
     # NOTE: one literal pass keeps the candidate lines; every grammar below runs on those only, and lines
     # claimed by an event family are dropped from the candidates before the next family looks.
-    cand = m.filter(pl.col("msg").str.contains(_ALL_LITERALS_RX))
+    if m.height <= LITERAL_ROWS:
+        rows = _literal_rows(m.get_column("msg").to_list())
+        cand = m if len(rows) == m.height else m[rows] if rows else m.clear()
+    else:
+        cand = m.filter(pl.col("msg").str.contains(_ALL_LITERALS_RX))
     # /dev/kmsg may repeat a record (same seq, time and text): keep the first
     if cand.height and cand.get_column("seq").null_count() < cand.height:
         cand = cand.unique(subset=["seq", "uptime_s", "msg"], keep="first", maintain_order=True)

@@ -26,6 +26,7 @@ A line naming its own host (syslog/journal host field, pdsh prefix, talos node) 
 from __future__ import annotations
 
 import re
+from datetime import date
 
 import polars as pl
 
@@ -438,15 +439,46 @@ def _fast_strict(hit: pl.DataFrame, style: str) -> pl.DataFrame:
     raise ValueError(style)
 
 
+def _py_texts(col: pl.Series) -> list[str | None] | None:
+    """The values of a short column when Python's `re` (ASCII mode) matches them as polars does (see
+    `parsers._kernel_events._py_msgs`): a polars regex pass costs ~0.1-0.5 ms on a few lines."""
+    if len(col) > kev.SMALL_ROWS:
+        return None
+    vals = col.to_list()
+    for v in vals:
+        if v is not None and (not v.isascii() or "\n" in v):
+            return None
+    return vals
+
+
+def _contains(col: pl.Series, pattern: str) -> pl.Series:
+    """`col.str.contains(pattern)`, by Python's `re` on a short ASCII column."""
+    vals = _py_texts(col)
+    if vals is None:
+        return col.str.contains(pattern)
+    rx = kev._py_rx(pattern)
+    return pl.Series(col.name, [None if v is None else rx.search(v) is not None for v in vals], dtype=pl.Boolean)
+
+
+def _filter(df: pl.DataFrame, pattern: str, col: str = "body") -> pl.DataFrame:
+    """The rows of `df` whose `col` matches `pattern`."""
+    vals = _py_texts(df.get_column(col))
+    if vals is None:
+        return df.filter(pl.col(col).str.contains(pattern))
+    rx = kev._py_rx(pattern)
+    rows = [i for i, v in enumerate(vals) if v is not None and rx.search(v) is not None]
+    return df if len(rows) == df.height else df[rows] if rows else df.clear()
+
+
 def _style_rows(sub: pl.DataFrame, style: str, pattern: str) -> pl.DataFrame:
     """Rows of `sub` (line, body) matching one style, with the style's time columns."""
     index = re.compile(pattern).groupindex
     names = set(NEEDED[style])
     if style in STRICT:
-        strict = sub.get_column("body").str.contains(STRICT[style])
+        strict = _contains(sub.get_column("body"), STRICT[style])
         fast = sub.filter(strict)
         other = sub if fast.height == 0 else sub.filter(~strict)
-        hit = other.filter(pl.col("body").str.contains(pattern)) if other.height else other
+        hit = _filter(other, pattern) if other.height else other
         if fast.height == 0 and hit.height == 0:
             return _empty_stamp()
         g = _fast_strict(fast, style) if fast.height else None
@@ -459,7 +491,7 @@ def _style_rows(sub: pl.DataFrame, style: str, pattern: str) -> pl.DataFrame:
             )
             g = slow if g is None else pl.concat([g, slow]).sort("line")
         return _style_frame(g, style, names)
-    hit = sub.filter(pl.col("body").str.contains(pattern))
+    hit = _filter(sub, pattern)
     if hit.height == 0:
         return _empty_stamp()
     if style in ("dmesg_raw", "kmsg"):
@@ -565,12 +597,42 @@ def _journal_json(hit: pl.DataFrame) -> pl.DataFrame:
     return out
 
 
+_ISO_START = r"\d{4}-\d\d-\d\dT"
+_CALLER_HEAD = r"^\[\s*[TC]\d+\]"
+
+
+def _py_fast_iso(hit: pl.DataFrame) -> pl.DataFrame | None:
+    """`_fast_iso` of a few ASCII lines in Python (None otherwise): ASCII, so offsets are characters."""
+    bodies = _py_texts(hit.get_column("body"))
+    if bodies is None or None in bodies:
+        return None
+    start = kev._py_rx(_ISO_START)
+    caller = kev._py_rx(_CALLER_HEAD)
+    caller_sp = kev._py_rx(_CALLER_HEAD + r"\s?")
+    ts: list[str] = []
+    msg: list[str] = []
+    for b in bodies:
+        mt = start.search(b)
+        if mt is None:
+            return None
+        parts = b[mt.start() :].split(" ", 1)
+        m = parts[1] if len(parts) > 1 else ""
+        if m.startswith("[") and caller.search(m):
+            m = caller_sp.sub("", m, count=1)
+        ts.append(parts[0])
+        msg.append(m)
+    return pl.DataFrame([hit.get_column("line"), pl.Series("ts", ts, dtype=pl.String), pl.Series("msg", msg, dtype=pl.String)])
+
+
 def _fast_iso(hit: pl.DataFrame) -> pl.DataFrame:
     """Split `[fac :lvl : ]2025-01-21T02:21:33,498559+00:00 msg` lines (already matched) by position.
 
     `find` gives a byte offset and `slice` counts characters: lines with a non-ASCII character before the
     time (a no-break space in a pasted `kern  :info  :`) take the style's regex instead.
     """
+    py = _py_fast_iso(hit)
+    if py is not None:
+        return py
     body = pl.col("body")
     hit = hit.with_columns(_s=body.str.find(r"\d{4}-\d\d-\d\dT"))
     ascii_ok = body.str.slice(0, pl.col("_s")).str.len_bytes() == pl.col("_s")
@@ -635,6 +697,10 @@ def _iso_fast_then_full(raw: pl.Series) -> pl.Series:
     Long columns of `_ISO_SHAPE` stamps are computed by arithmetic instead (each distinct date and offset
     parsed once, the time of day and fraction added): ~2x faster than `to_datetime` row by row, same values.
     """
+    if len(raw) < 2048:
+        py = _py_iso(raw)
+        if py is not None:
+            return py
     if len(raw) >= 2048:
         shaped = raw.str.contains(_ISO_SHAPE)
         if shaped.all():
@@ -646,6 +712,38 @@ def _iso_fast_then_full(raw: pl.Series) -> pl.Series:
             res = pl.repeat(None, len(raw), dtype=UTC_US, eager=True).scatter(idx, out)
             return res.scatter(rest, _iso_rowwise(raw.gather(rest))) if len(rest) else res
     return _iso_rowwise(raw)
+
+
+_EPOCH_DAY = date(1970, 1, 1).toordinal()
+
+
+def _py_iso(raw: pl.Series) -> pl.Series | None:
+    """`_iso_fast_then_full` of a few `_ISO_SHAPE` stamps in Python (None if one has another shape or a date
+    Python's calendar lacks): midnight of the date + time of day + fraction - offset, as `_iso_arith`."""
+    vals = _py_texts(raw)
+    if vals is None:
+        return None
+    shape = kev._py_rx(_ISO_SHAPE)
+    out: list[int | None] = []
+    for v in vals:
+        if v is None:
+            out.append(None)
+            continue
+        if shape.search(v) is None:
+            return None
+        try:
+            day = date(int(v[0:4]), int(v[5:7]), int(v[8:10])).toordinal() - _EPOCH_DAY
+        except ValueError:
+            return None
+        rest = v[19:]
+        frac = 0
+        if rest[0] in ".,":
+            frac = int(rest[1:7])
+            rest = rest[7:]
+        off = 0 if rest == "Z" else (int(rest[1:3]) * 3600 + int(rest[-2:]) * 60) * (-1 if rest[0] == "-" else 1)
+        secs = day * 86400 + int(v[11:13]) * 3600 + int(v[14:16]) * 60 + int(v[17:19]) - off
+        out.append(secs * 1_000_000 + frac)
+    return pl.Series(raw.name, out, dtype=pl.Int64).cast(UTC_US)
 
 
 def _iso_arith(raw: pl.Series) -> pl.Series:
