@@ -514,48 +514,59 @@ class ChunkReader:
             if self.span is not None:
                 raw.seek(self.span[0])
                 left = self.span[1] - self.span[0]
-            # a byte range is not hashed here: `hash_file` takes the whole file's checksum in one pass
-            hasher = _HashingReader(raw) if self.span is None else None
-            source = raw if hasher is None else hasher
-            stream = _decompressor(source, f.compression)
-            buf = bytearray()
-            # read1: a decompressor's read(n) loses what it decoded when the stream breaks mid-call
-            read = getattr(stream, "read1", stream.read) if stream is not source else stream.read
-            try:
-                while True:
-                    try:
-                        block = read(_BLOCK if left is None else min(_BLOCK, left))
-                        if left is not None:
-                            left -= len(block)
-                    except (*_READ_ERRORS, zlib_error(), _zstd_error()) as exc:
-                        what = "compressed stream ends early or is corrupt" if f.compression else "read error"
-                        self._stop(f"{what} ({exc})")
-                        break
-                    if not block:
-                        if isinstance(stream, _ZstdReader) and not stream.complete:
-                            self._stop("compressed stream ends early (truncated zstd frame)")
-                        break
-                    if self.bytes_read + len(block) > self.cap:
-                        block = block[: self.cap - self.bytes_read]
-                        self.too_large = True
-                        self._stop(size_limit_reason(self.cap))
-                    self.bytes_read += len(block)
-                    buf += block
-                    while len(buf) >= self.chunk_bytes:
-                        cut = _line_cut(buf, self.chunk_bytes)
-                        yield bytes(buf[:cut])
-                        del buf[:cut]
-                    if self.too_large:
-                        break
-                if buf:
-                    yield bytes(buf)
-                    buf.clear()
-            finally:
-                if stream is not source:
-                    try:
-                        stream.close()
-                    except Exception:  # noqa: BLE001,S110 - closing a broken stream must not raise
-                        pass
+            if left is not None and left <= self.chunk_bytes:  # a range of `line_spans` is one chunk
+                hasher = None
+                try:
+                    block = raw.read(left)
+                except _READ_ERRORS as exc:
+                    self._stop(f"read error ({exc})")
+                    block = b""
+                self.bytes_read = len(block)
+                if block:
+                    yield block
+            else:
+                # a byte range is not hashed here: `hash_file` takes the whole file's checksum in one pass
+                hasher = _HashingReader(raw) if self.span is None else None
+                source = raw if hasher is None else hasher
+                stream = _decompressor(source, f.compression)
+                buf = bytearray()
+                # read1: a decompressor's read(n) loses what it decoded when the stream breaks mid-call
+                read = getattr(stream, "read1", stream.read) if stream is not source else stream.read
+                try:
+                    while True:
+                        try:
+                            block = read(_BLOCK if left is None else min(_BLOCK, left))
+                            if left is not None:
+                                left -= len(block)
+                        except (*_READ_ERRORS, zlib_error(), _zstd_error()) as exc:
+                            what = "read error" if not f.compression else "compressed stream ends early or is corrupt"
+                            self._stop(f"{what} ({exc})")
+                            break
+                        if not block:
+                            if isinstance(stream, _ZstdReader) and not stream.complete:
+                                self._stop("compressed stream ends early (truncated zstd frame)")
+                            break
+                        if self.bytes_read + len(block) > self.cap:
+                            block = block[: self.cap - self.bytes_read]
+                            self.too_large = True
+                            self._stop(size_limit_reason(self.cap))
+                        self.bytes_read += len(block)
+                        buf += block
+                        while len(buf) >= self.chunk_bytes:
+                            cut = _line_cut(buf, self.chunk_bytes)
+                            yield bytes(buf[:cut])
+                            del buf[:cut]
+                        if self.too_large:
+                            break
+                    if buf:
+                        yield bytes(buf)
+                        buf.clear()
+                finally:
+                    if stream is not source:
+                        try:
+                            stream.close()
+                        except Exception:  # noqa: BLE001,S110 - closing a broken stream must not raise
+                            pass
             if not self.truncated:
                 self.sha256 = hasher.hexdigest() if hasher is not None else None
                 expected = before.st_size if self.span is None else self.span[1] - self.span[0]
