@@ -1146,6 +1146,8 @@ class Outcomes(list):  # type: ignore[type-arg]
     def __init__(self, spill: Path | None = None) -> None:
         super().__init__()
         self.frames: dict[str, list[pl.DataFrame]] = {}
+        self.merged: dict[str, int] = {}
+        """how many of a table's frames (at the head of its list) are merged blocks"""
         self.parts: dict[str, list[Part]] = {}
         self.spill = spill
         self.held = 0
@@ -1153,11 +1155,15 @@ class Outcomes(list):  # type: ignore[type-arg]
 
     def append(self, o: FileOutcome) -> None:  # type: ignore[override]
         for t, df in o.tables.items():
-            pending = self.frames.setdefault(t, [])
-            pending.append(df)
+            frames = self.frames.setdefault(t, [])
+            frames.append(df)
             self.held += df.estimated_size()
-            if len(pending) > MERGE_EVERY:
-                self.frames[t] = [pl.concat(pending, how="vertical", rechunk=True)]
+            # the small frames that arrived since the last merge become one block (the blocks merged so far
+            # are not copied again: merging everything each time was quadratic in the bundle's files)
+            merged = self.merged.get(t, 0)
+            if len(frames) - merged > MERGE_EVERY:
+                frames[merged:] = [pl.concat(frames[merged:], how="vertical", rechunk=True)]
+                self.merged[t] = merged + 1
         o.tables = {}
         for t, paths in o.parts.items():
             self.parts.setdefault(t, []).extend(paths)
@@ -1175,6 +1181,7 @@ class Outcomes(list):  # type: ignore[type-arg]
                 self.parts.setdefault(t, []).append(Part(str(target)))
         self.n_spills += 1
         self.frames = {}
+        self.merged = {}
         self.held = 0
 
     def part_rows(self, table: str) -> int:
@@ -1198,6 +1205,7 @@ class Outcomes(list):  # type: ignore[type-arg]
         """`table` as a LazyFrame over its parts and in-memory frames (nothing read yet)."""
         scans = [_scan_part(p) for p in self.parts.pop(table, ())]
         scans += [df.lazy() for df in self.frames.pop(table, ())]
+        self.merged.pop(table, None)
         if not scans:
             return empty(table).lazy()
         return pl.concat(scans, how="vertical") if len(scans) > 1 else scans[0]
@@ -1205,6 +1213,7 @@ class Outcomes(list):  # type: ignore[type-arg]
     def table(self, table: str) -> pl.DataFrame:
         """One table from the merged frames and the spilled Parquet parts (row order: the sort decides)."""
         frames = list(self.frames.pop(table, []))
+        self.merged.pop(table, None)
         frames.extend(_read_part(p) for p in self.parts.get(table, ()))
         if not frames:
             return empty(table)
