@@ -1123,11 +1123,64 @@ def _step_fragments(seg: pl.DataFrame, present: frozenset[str]) -> list[pl.DataF
     return out
 
 
+_TQDM_CANON = (
+    r"^[^\d%|]*[0-9]{1,3}%\|[^|]*\| *[0-9]+/[0-9]+ *\[[0-9:]+<[0-9:?]*, *"
+    r"(?:[0-9.]+|\?) *(?:s/it|it/s)[\],].*$"
+)
+"""tqdm bars whose `TQDM_RE` groups the split lane of `_tqdm_match` finds (ASCII digits and blanks)."""
+_TQDM_FIELDS = pl.Struct(dict.fromkeys(("desc", "n", "total", "rate", "unit", "post"), pl.String))
+
+
+def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
+    """`_match(seg, g.TQDM_RE, …)` with the groups the bar fragments read (desc, n, total, rate, unit,
+    post).
+
+    Split lane for `_TQDM_CANON` bars: there the lazy `desc` of `TQDM_RE` ends at the first digit (it holds
+    none), the percentage and bar end at the first two `|`, `n`/`total` lie around the next `/` and end at the
+    `[`, the rate follows the first `,` (the times hold none) and ends at the unit, its first `s` or `i`;
+    `post` is the rest. Other bars take the regex.
+    """
+    txt = pl.col("text")
+    bars = seg.filter(txt.str.contains("%|", literal=True))
+    canon = bars.select(txt.str.contains(_TQDM_CANON)).to_series()
+    n_canon = int(canon.sum())
+    fast = bars.filter(canon) if n_canon < bars.height else bars
+    # one split at the first two `|`; in the rest (ASCII up to the unit, so byte offsets are character
+    # offsets) the fields are cut at the offsets of `/`, `[`, `,` and the unit
+    parts = fast.select(_s=txt.str.splitn("|", 3)).select(
+        _d=pl.col("_s").struct.field("field_0").str.strip_suffix("%").str.strip_chars_end("0123456789"),
+        _r=pl.col("_s").struct.field("field_2"),
+    )
+    r = pl.col("_r")
+    parts = parts.with_columns(
+        _sl=r.str.find("/", literal=True),
+        _lb=r.str.find("[", literal=True),
+        _c=r.str.find(",", literal=True),
+        _at=r.str.find("[si]"),
+    )
+    sl, lb, c, at = pl.col("_sl"), pl.col("_lb"), pl.col("_c"), pl.col("_at")
+    fast = pl.concat([fast, parts], how="horizontal").with_columns(
+        m=pl.struct(
+            desc="_d",
+            n=r.str.slice(0, sl).str.strip_chars(),
+            total=r.str.slice(sl + 1, lb - sl - 1).str.strip_chars(),
+            rate=r.str.slice(c + 1, at - c - 1).str.strip_chars(),
+            unit=r.str.slice(at, 4),
+            post=r.str.slice(at + 4),
+        )
+    ).drop("_d", "_r", "_sl", "_lb", "_c", "_at")
+    if n_canon == bars.height:
+        return fast
+    slow = _match(bars.filter(~canon), g.TQDM_RE)
+    slow = slow.with_columns(m=pl.struct(*(pl.col("m").struct.field(f) for f in _TQDM_FIELDS.to_schema())))
+    return pl.concat([fast, slow]).sort("line", "seg")
+
+
 def _bar_fragments(seg: pl.DataFrame, present: frozenset[str]) -> tuple[list[pl.DataFrame], pl.DataFrame]:
     """tqdm and rich progress bars; returns (fragments, lines understood)."""
     out: list[pl.DataFrame] = []
     txt = pl.col("text")
-    m = _match(seg, g.TQDM_RE, txt.str.contains("%|", literal=True), gate=("%|",), present=present)
+    m = _tqdm_match(seg) if "%|" in present else seg.clear().with_columns(m=pl.lit(None, dtype=_TQDM_FIELDS))
     seen = [m.select("line")]
     if m.height:
         totals = seg.filter(txt.str.contains("Total optimization steps = ", literal=True)).select(
