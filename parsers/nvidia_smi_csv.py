@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
 
 import polars as pl
 
@@ -224,6 +226,10 @@ def _index(col: pl.Expr) -> pl.Expr:
     return _number(col).cast(pl.Int32)
 
 
+def _int_number(col: pl.Expr) -> pl.Expr:
+    return _number(col).cast(pl.Int64)
+
+
 def _mask_value(col: pl.Expr) -> pl.Expr:
     """`clocks_event_reasons.active` (`0x0000000000000088`) as an integer; states give null."""
     return _value(col).str.strip_prefix("0x").str.strip_prefix("0X").str.to_integer(base=16, strict=False)
@@ -240,11 +246,113 @@ distinct cell and mapped back, instead of once per row (when the first _PROBE ro
 
 
 def _per_value(e: pl.Expr, fn: Callable[[pl.Expr], pl.Expr], dtype: pl.DataType, distinct: bool) -> pl.Expr:
-    """`fn(e)`; when `distinct`, computed on the distinct values of `e` (in order of appearance), mapped back."""
+    """`fn(e)`; when `distinct`, computed on the distinct values of `e` (in order of appearance), mapped
+    back."""
     if not distinct:
         return fn(e)
     u = e.unique(maintain_order=True)
     return e.replace_strict(u, fn(u), default=None, return_dtype=dtype)
+
+
+@lru_cache(maxsize=1024)
+def _canon_list(fields: tuple[str, ...]) -> list[str]:
+    return [canonical(f) for f in fields]
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The expressions that turn the cells (`_c0`, `_c1`, ...) of one field list into samples, inventory."""
+
+    mask: pl.Expr | None
+    part: tuple[pl.Expr, ...]
+    first: pl.Expr | None
+    wide: tuple[pl.Expr, ...]
+    key_order: pl.Expr | None
+
+
+@lru_cache(maxsize=256)
+def _group_plan(fields: tuple[str, ...], many: frozenset[str]) -> _Plan:
+    """The plan of a field list (built once: a loop's files repeat their header); `many`: the fields whose
+    cells are converted once per distinct cell."""
+    canon = _canon_list(fields)
+    cell = {c: pl.col(f"_c{i}") for i, c in enumerate(canon)}
+
+    def conv(c: str, fn: Callable[[pl.Expr], pl.Expr], dtype: pl.DataType) -> pl.Expr:
+        return _per_value(cell[c], fn, dtype, c in many)
+
+    exprs: dict[str, pl.Expr] = {}
+    best: dict[str, int] = {}
+    for c in cell:
+        if c in _SAMPLE:
+            col, pri = _SAMPLE[c]
+            if col in best and best[col] <= pri:
+                continue
+            best[col] = pri
+            if col in F.BOOL_COLUMNS:
+                exprs[col] = conv(c, _flag, pl.Boolean)
+            elif col in F.INT_COLUMNS:
+                exprs[col] = conv(c, _int_number, pl.Int64)
+            else:
+                exprs[col] = conv(c, _number, pl.Float64)
+        elif c.startswith("clocks_throttle_reasons."):
+            k = c.split(".", 1)[1]
+            if k in F.THROTTLE_COLUMNS:
+                exprs[F.THROTTLE_COLUMNS[k]] = conv(c, _flag, pl.Boolean)
+    mask = None
+    if "clocks_throttle_reasons.active" in cell:
+        mask = conv("clocks_throttle_reasons.active", _mask_value, pl.Int64)
+        for bit, col in F.THROTTLE_BITS.items():
+            exprs.setdefault(col, (pl.col("_mask") & bit) > 0)
+    ts = conv("timestamp", _timestamp, F.UTC) if "timestamp" in cell else pl.lit(None, dtype=F.UTC)
+    bus = conv("pci.bus_id", _value, pl.String) if "pci.bus_id" in cell else pl.lit(None, dtype=pl.String)
+    uuid = conv("uuid", _value, pl.String) if "uuid" in cell else pl.lit(None, dtype=pl.String)
+    ident_c = next((c for c in _IDENTITY if c in cell), None)
+    ident = conv(ident_c, _strip, pl.String) if ident_c is not None else pl.lit(None, dtype=pl.String)
+    gpu_index = conv("index", _index, pl.Int32) if "index" in cell else pl.lit(None, dtype=pl.Int32)
+    used = set(_SAMPLE) | {"timestamp", "index", "pci.bus_id", "uuid", "clocks_throttle_reasons.active"}
+    used |= {
+        c for c in canon if c.startswith("clocks_throttle_reasons.") and c.split(".", 1)[1] in F.THROTTLE_COLUMNS
+    }
+    shown = {canonical(f): re.sub(r"\s*\[.*\]\s*$", "", f.strip()) for f in fields}
+    extra_fields = {
+        shown[c]: conv(c, _strip, pl.String)
+        for c in cell
+        if c not in used and c not in _INV and c not in _NODE
+    }
+    extra = pl.struct(**extra_fields).struct.json_encode() if extra_fields else pl.lit(None, dtype=pl.String)
+    pstate = conv("pstate", _value, pl.String) if "pstate" in cell else pl.lit(None, dtype=pl.String)
+    part = (
+        pl.col("line"),
+        pl.col("host"),
+        pl.col("raw").alias("text"),
+        ts.alias("ts"),
+        gpu_index.alias("gpu_index"),
+        ident.alias("ident"),
+        bus.alias("gpu_bus_id"),
+        uuid.alias("gpu_uuid"),
+        extra.alias("extra"),
+        pstate.alias("_pstate"),
+        *(e.alias(k) for k, e in exprs.items()),
+    )
+    inv_cells = [c for c in _INV if c in cell]
+    node_cells = [c for c in _NODE if c in cell]
+    if not inv_cells and not node_cells:
+        return _Plan(mask, part, None, (), None)
+    keyed = [c for c in dict.fromkeys([*inv_cells, *node_cells, "index", ident_c, "pci.bus_id"]) if c]
+    first = pl.struct("host", "header", *(cell[c] for c in keyed if c in cell)).is_first_distinct()
+    values = {f"gpu:{_INV[c]}": conv(c, _value, pl.String) for c in inv_cells}
+    values |= {f"node:{_NODE[c]}": conv(c, _value, pl.String) for c in node_cells}
+    wide = (
+        pl.col("line"),
+        pl.col("host"),
+        pl.col("header"),
+        ident.alias("ident"),
+        gpu_index.alias("gpu_index"),
+        bus.alias("gpu_bus_id"),
+        *(e.alias(k) for k, e in values.items()),
+    )
+    key_order = pl.col("key").replace_strict({k: i for i, k in enumerate(values)}, return_dtype=pl.Int64)
+    return _Plan(mask, part, first, wide, key_order)
 
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
@@ -280,7 +388,8 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             continue
         names = [f"_c{i}" for i in range(n + 1)]
         cells = pl.col("text").str.split_exact(",", n).struct.rename_fields(names)
-        rows = rows.with_columns(cells.alias("_cells")).unnest("_cells").filter(pl.col(f"_c{n - 1}").is_not_null() & pl.col(f"_c{n}").is_null())
+        rows = rows.with_columns(cells.alias("_cells")).unnest("_cells")
+        rows = rows.filter(pl.col(f"_c{n - 1}").is_not_null() & pl.col(f"_c{n}").is_null())
         if rows.height == 0:
             continue
         data_lines.append(rows.get_column("line"))
@@ -298,103 +407,33 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
 
     samples_parts: list[pl.DataFrame] = []
     inv_parts: list[pl.DataFrame] = []
-    with_data = set(pl.concat([g.get_column("header") for _, g in groups]).unique().to_list() if groups else [])
+    with_data = set(pl.concat([g.get_column("header") for _, g in groups]).to_list() if groups else [])
     for hline, fields in header_fields.items():
         if hline in with_data and "pid" in [canonical(f) for f in fields]:
             # --query-compute-apps / --query-accounted-apps: one row per process, no GPU telemetry.
             notes.append(f"header at line {hline}: per-process query (pid), rows understood, no GPU samples")
     for fields, data in groups:
-        canon = [canonical(f) for f in fields]
+        canon = _canon_list(tuple(fields))
         if "pid" in canon:
             continue
-        cell = {c: pl.col(f"_c{i}") for i, c in enumerate(canon)}
         # Columns whose cells repeat (a probe of the first rows says so) are converted per distinct cell.
-        many: set[str] = set()
+        many: frozenset[str] = frozenset()
         if data.height >= _MANY:
             probe = data.head(_PROBE).select(pl.col(f"_c{i}").n_unique() for i in range(len(canon))).row(0)
-            many = {c for c, k in zip(canon, probe, strict=True) if k * 4 <= _PROBE}
-
-        def conv(c: str, fn: Callable[[pl.Expr], pl.Expr], dtype: pl.DataType, m: set[str] = many) -> pl.Expr:
-            return _per_value(cell[c], fn, dtype, c in m)
-
-        exprs: dict[str, pl.Expr] = {}
-        best: dict[str, int] = {}
-        for c in cell:
-            if c in _SAMPLE:
-                col, pri = _SAMPLE[c]
-                if col in best and best[col] <= pri:
-                    continue
-                best[col] = pri
-                if col in F.BOOL_COLUMNS:
-                    exprs[col] = conv(c, _flag, pl.Boolean)
-                elif col in F.INT_COLUMNS:
-                    exprs[col] = conv(c, lambda e: _number(e).cast(pl.Int64), pl.Int64)
-                else:
-                    exprs[col] = conv(c, _number, pl.Float64)
-            elif c.startswith("clocks_throttle_reasons."):
-                k = c.split(".", 1)[1]
-                if k in F.THROTTLE_COLUMNS:
-                    exprs[F.THROTTLE_COLUMNS[k]] = conv(c, _flag, pl.Boolean)
-        if "clocks_throttle_reasons.active" in cell:
-            # parsed once, not once per bit
-            data = data.with_columns(_mask=conv("clocks_throttle_reasons.active", _mask_value, pl.Int64))
-            for bit, col in F.THROTTLE_BITS.items():
-                exprs.setdefault(col, (pl.col("_mask") & bit) > 0)
-        ts = conv("timestamp", _timestamp, F.UTC) if "timestamp" in cell else pl.lit(None, dtype=F.UTC)
-        bus = conv("pci.bus_id", _value, pl.String) if "pci.bus_id" in cell else pl.lit(None, dtype=pl.String)
-        uuid = conv("uuid", _value, pl.String) if "uuid" in cell else pl.lit(None, dtype=pl.String)
-        ident_c = next((c for c in _IDENTITY if c in cell), None)
-        ident = conv(ident_c, _strip, pl.String) if ident_c is not None else pl.lit(None, dtype=pl.String)
-        gpu_index = conv("index", _index, pl.Int32) if "index" in cell else pl.lit(None, dtype=pl.Int32)
-        used = set(_SAMPLE) | {"timestamp", "index", "pci.bus_id", "uuid", "clocks_throttle_reasons.active"}
-        used |= {c for c in canon if c.startswith("clocks_throttle_reasons.") and c.split(".", 1)[1] in F.THROTTLE_COLUMNS}
-        shown = {canonical(f): re.sub(r"\s*\[.*\]\s*$", "", f.strip()) for f in fields}
-        extra_fields = {
-            shown[c]: conv(c, _strip, pl.String)
-            for c in cell
-            if c not in used and c not in _INV and c not in _NODE
-        }
-        extra = pl.struct(**extra_fields).struct.json_encode() if extra_fields else pl.lit(None, dtype=pl.String)
-        part = data.select(
-            "line",
-            "host",
-            text=pl.col("raw"),
-            ts=ts,
-            gpu_index=gpu_index,
-            ident=ident,
-            gpu_bus_id=bus,
-            gpu_uuid=uuid,
-            extra=extra,
-            _pstate=conv("pstate", _value, pl.String) if "pstate" in cell else pl.lit(None, dtype=pl.String),
-            **exprs,
-        )
-        samples_parts.append(part)
-        inv_cells = [c for c in _INV if c in cell]
-        node_cells = [c for c in _NODE if c in cell]
-        if inv_cells or node_cells:
+            many = frozenset(c for c, k in zip(canon, probe, strict=True) if k * 4 <= _PROBE)
+        plan = _group_plan(tuple(fields), many)
+        if plan.mask is not None:
+            data = data.with_columns(_mask=plan.mask)  # parsed once, not once per bit
+        samples_parts.append(data.select(plan.part))
+        if plan.wide:
             # Rows repeating an earlier row of the same header in every cell the inventory reads give rows
             # the deduplication below drops anyway (same key, later line): they are dropped first.
-            keyed = [c for c in dict.fromkeys([*inv_cells, *node_cells, "index", ident_c, "pci.bus_id"]) if c]
-            keyed = [c for c in keyed if c in cell]
-            firsts = data.filter(pl.struct("host", "header", *(cell[c] for c in keyed)).is_first_distinct())
-            wide = firsts.select(
-                "line",
-                "host",
-                "header",
-                ident=ident,
-                gpu_index=gpu_index,
-                gpu_bus_id=bus,
-                **{f"gpu:{_INV[c]}": conv(c, _value, pl.String) for c in inv_cells},
-                **{f"node:{_NODE[c]}": conv(c, _value, pl.String) for c in node_cells},
-            )
-            keys = [c for c in wide.columns if c.startswith(("gpu:", "node:"))]
+            wide = data.filter(plan.first).select(plan.wide)
             long = wide.unpivot(
                 index=["line", "host", "header", "ident", "gpu_index", "gpu_bus_id"],
                 variable_name="key",
                 value_name="value",
-            ).with_columns(
-                _k=pl.col("key").replace_strict({k: i for i, k in enumerate(keys)}, return_dtype=pl.Int64)
-            )
+            ).with_columns(_k=plan.key_order)
             inv_parts.append(long.drop_nulls("value"))
 
     if samples_parts:
