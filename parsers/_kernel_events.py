@@ -16,6 +16,7 @@ nic_link, nic_module, ib_carrier, thermal, mce, edac, oom, hung_task, segfault, 
 
 from __future__ import annotations
 
+import json
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
@@ -488,7 +489,11 @@ def extract(stamped: pl.DataFrame, ctx: FileContext) -> dict[str, pl.DataFrame]:
         nonlocal cand
         used = df.select("line") if lines is None else lines
         out.append(df)
-        if used.height:
+        if used.height and cand.height <= SMALL_ROWS:
+            gone = set(used.get_column("line").to_list())
+            keep = [i for i, line in enumerate(cand.get_column("line").to_list()) if line not in gone]
+            cand = cand if len(keep) == cand.height else cand[keep] if keep else cand.clear()
+        elif used.height:
             cand = cand.join(used, on="line", how="anti", maintain_order="left")
 
     if has("NVRM: Xid"):
@@ -524,7 +529,105 @@ def extract(stamped: pl.DataFrame, ctx: FileContext) -> dict[str, pl.DataFrame]:
     return {"events": events, "inventory": inventory}
 
 
+_WS = " \t\n\v\f\r"
+"""The ASCII White_Space characters (what polars' `strip_chars()` trims from ASCII text; not \\x1c-\\x1f)."""
+
+
+def _py_json(fields: dict) -> str:
+    """`_json` of one row: polars' `struct.json_encode` text (same escapes as `json.dumps`), nulls stripped."""
+    enc = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+    return _PY_COMMA_END.sub("}", _PY_NULL_MEMBER.sub("", enc), count=1)
+
+
+_PY_NULL_MEMBER = re.compile(r'"[^"]+":null,?')
+_PY_COMMA_END = re.compile(r",\}$")
+
+
+def _py_rule_events(m: pl.DataFrame, msgs: list[str | None], rule: Rule, ctx: FileContext) -> pl.DataFrame | None:
+    """`_rule_events` of a few ASCII candidates in Python (see `_py_msgs`); None where a value is not plain."""
+    rx = _py_rx(rule.pattern)
+    idx: list[int] = []
+    groups: list[dict[str, str | None]] = []
+    for i, s in enumerate(msgs):
+        if s is None or not any(lit in s for lit in rule.literals):
+            continue
+        mt = rx.search(s)
+        if mt is not None:
+            idx.append(i)
+            groups.append(mt.groupdict())
+    if not idx:
+        return m.clear()
+    names = list(rx.groupindex)
+    sub = m[idx] if len(idx) < m.height else m
+    ts_null = sub.get_column("ts").is_null().to_list()
+    ups = sub.get_column("uptime_s").to_list()
+    hosts = sub.get_column("host").to_list()
+    segs = sub.get_column("boot_seg").to_list()
+    crash = sub.get_column("crash_record").to_list()
+    codes: list[str | None] = []
+    sevs: list[str] = []
+    buses: list[str | None] = []
+    details: list[str] = []
+    for k, g in enumerate(groups):
+        if "code" in names:
+            code = g["code"]
+            if code is None:
+                return None
+            if rule.lower_code:
+                code = code.lower().replace(" ", "_")
+            code = rule.code_map.get(code, code)
+        else:
+            code = rule.code
+        sev = rule.severity
+        if rule.severity_by_code:
+            if code is None:
+                return None
+            sev = rule.severity_by_code.get(code.lower(), rule.severity)
+        if rule.kind == "segfault":
+            if g["process"] is None:
+                return None
+            if _py_rx(SEGFAULT_GPU_LIBS).search((g["object"] or "") + " " + g["process"]):
+                sev = "high"
+        detail: dict[str, object] = {}
+        for n in names:
+            if n not in ("bus", "code"):
+                v = g[n]
+                v = None if v is None else v.strip(_WS)
+                detail[n] = v if v else None
+        mono = ups[k] is not None and ts_null[k]
+        detail["boot_seg"] = segs[k] if mono else None
+        detail["crash_record"] = True if mono and crash[k] else None
+        codes.append(code)
+        sevs.append(sev)
+        buses.append(g.get("bus"))
+        details.append(_py_json(detail))
+    n = len(idx)
+    q = sub.get_column("ts_quality").to_list()
+    return pl.DataFrame(
+        [
+            sub.get_column("ts"),
+            pl.Series("ts_quality", ["none" if v is None else v for v in q], dtype=pl.String),
+            sub.get_column("uptime_s"),
+            pl.Series("node", [ctx.node if h is None else h for h in hosts], dtype=pl.String),
+            normalized_bus(pl.Series("gpu_bus_id", buses, dtype=pl.String)),
+            pl.Series("source", ["kernel"] * n, dtype=pl.String),
+            pl.Series("kind", [rule.kind] * n, dtype=pl.String),
+            pl.Series("code", codes, dtype=pl.String),
+            pl.Series("severity", sevs, dtype=pl.String),
+            sub.get_column("text").alias("message"),
+            pl.Series("detail", details, dtype=pl.String),
+            pl.Series("file", [ctx.path] * n, dtype=pl.String),
+            sub.get_column("line"),
+        ]
+    )
+
+
 def _rule_events(m: pl.DataFrame, rule: Rule, ctx: FileContext) -> pl.DataFrame:
+    msgs = _py_msgs(m)
+    if msgs is not None:
+        got = _py_rule_events(m, msgs, rule, ctx)
+        if got is not None:
+            return got
     hit = _hit(m, rule.literals, rule.pattern)
     names = _groups(rule.pattern)
     if hit.height == 0:
