@@ -31,15 +31,16 @@ understood (it gives the NCCL version).
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
 import polars as pl
 
+from parsers._common import _ANY_ENVELOPE, normalize_bus_id, split_envelopes
 from parsers._common import json_detail as _json_detail
-from parsers._common import normalize_bus_id, split_envelopes
 from parsers._sniff import head_text, may_match, required_literals
-from parsers.base import FileContext, ParseResult, account, numbered
+from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
 
 NAME = "nccl-tests"
 DESCRIPTION = (
@@ -226,6 +227,12 @@ def _nccl_code_version(code: pl.Expr) -> pl.Expr:
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse nccl-tests text (and one-line JSON) output into comms rank/result/summary rows."""
+    if len(lines) <= SMALL_LINES:
+        texts = lines.cast(pl.String).to_list()
+        if None not in texts:
+            small = _parse_small(texts, ctx)
+            if small is not None:
+                return small
     frame = numbered(lines, ctx)
     as_json = _json_file(frame, ctx)
     if as_json is not None:
@@ -814,3 +821,413 @@ def _num(v: Any) -> float | None:
 def _dumps(d: dict[str, Any]) -> str | None:
     kept = {k: v for k, v in d.items() if v is not None}
     return json.dumps(kept, separators=(",", ":")) if kept else None
+
+
+# ----------------------------------------------------------------------------- small files: plain Python
+
+# A result file of a few dozen lines costs ~70 eager polars operations and the compiles of ~25 regexes (polars
+# keeps ~32 per thread; the other formats' files evict these) on the vectorised path: 10-15 ms whatever its
+# size. `_parse_small` reads the plain text form line by line with Python's `re` (compiled once) and gives the
+# same ParseResult. Anything it does not promise to reproduce exactly returns None and goes the vectorised
+# way: a collector time prefix, a launcher prefix, JSON (one-line or a report), `Test failure` lines, non-ASCII or
+# control characters, numbers polars would read differently (NaN/inf words), strings the JSON detail would
+# escape. ASCII only: there Python's and the regex crate's `\s`, `\d`, `\w`, `\b`, case folding and
+# `str.strip` / `strip_chars` agree (no \x1c-\x1f, \v, \f).
+
+SMALL_LINES = 4000
+"""At most this many lines (and 256 KiB) take the plain-Python path."""
+
+_RX = {
+    k: re.compile(v)
+    for k, v in {
+        "nthread": NTHREAD_RE, "version": VERSION_RE, "coll": COLL_RE, "device": DEVICE_RE,
+        "colhdr": COLHDR_RE, "row": ROW_RE, "oob": OOB_RE, "avg": AVG_RE, "ncclver": NCCL_VERSION_RE,
+        "place": PLACEHDR_RE, "units": UNITS_RE, "other": OTHER_RE, "blankish": r"^\s*#?\s*$",
+        "debug": NCCL_DEBUG_RE, "cmd": CMD_RE, "full": NTHREAD_FULL_RE, "cut_row": r"^\d+\s+\d+",
+    }.items()
+}  # fmt: skip
+_UNSAFE = re.compile(r"[^\t\n\x20-\x7e]")
+_ANY_ENV_PY = re.compile(_ANY_ENVELOPE, re.MULTILINE)  # a match anywhere implies a line opening with one
+_COLLECTOR_NEED = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
+_BUS_NULL = re.compile(r"(?i)^0x0*$")
+_BUS_SHORT = re.compile(r"(?i)^0x[0-9a-f]{1,2}$")
+_BDF = re.compile(r"(?i)^(?:PCI:)?(?:([0-9a-f]{4,8}):)?([0-9a-f]{1,2}):([0-9a-f]{1,2})(?:\.([0-7]))?$")
+_INT_TOK = re.compile(r"^[+-]?\d+$")
+_FLOAT_TOK = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
+_I32 = 2**31
+_I64 = 2**63
+
+COMMS_SCHEMA = {
+    "record": pl.String, "ts": pl.Datetime("us", "UTC"), "node": pl.String, "nranks": pl.Int32,
+    "nccl_version": pl.String, "test": pl.String, "nodes": pl.String, "detail": pl.String, "file": pl.String,
+    "line": pl.Int64, "rank": pl.Int32, "cuda_dev": pl.Int32, "gpu_bus_id": pl.String, "pid": pl.Int64,
+    "size_bytes": pl.Int64, "count": pl.Int64, "dtype": pl.String, "redop": pl.String, "placement": pl.String,
+    "time_us": pl.Float64, "algbw_gbps": pl.Float64, "busbw_gbps": pl.Float64, "wrong": pl.Int64,
+    "counter": pl.String, "value": pl.Float64,
+}  # fmt: skip
+INVENTORY_SCHEMA = {
+    "node": pl.String, "component": pl.String, "gpu_bus_id": pl.String, "attribute": pl.String,
+    "value": pl.String, "source": pl.String, "file": pl.String, "line": pl.Int64,
+}  # fmt: skip
+EVENTS_SCHEMA = {
+    "ts": pl.Datetime("us", "UTC"), "ts_quality": pl.String, "node": pl.String, "source": pl.String,
+    "kind": pl.String, "code": pl.String, "severity": pl.String, "message": pl.String, "detail": pl.String,
+    "file": pl.String, "line": pl.Int64,
+}  # fmt: skip
+
+
+class _FallbackError(Exception):
+    """The small-file path cannot promise the vectorised path's result: take that path."""
+
+
+def _to_int(tok: str | None, bits: int = 64) -> int | None:
+    """`cast(pl.Int64/Int32, strict=False)` of one ASCII token."""
+    if tok is None or not _INT_TOK.search(tok):
+        return None
+    v = int(tok)
+    lim = 2 ** (bits - 1)
+    return v if -lim <= v < lim else None
+
+
+def _strict_int(tok: str | None, bits: int = 64) -> int | None:
+    """`cast(pl.Int64/Int32)` (strict) of digits a regex group matched: too large would raise there."""
+    if tok is None:
+        return None
+    v = int(tok)
+    if v >= 2 ** (bits - 1):
+        raise _FallbackError
+    return v
+
+
+def _to_float(tok: str | None) -> float | None:
+    """`cast(pl.Float64, strict=False)` of one ASCII token (NaN/inf words and other odd forms: fall back)."""
+    if tok is None:
+        return None
+    if _FLOAT_TOK.search(tok):
+        return float(tok)
+    low = tok.lower()
+    if any(c.isdigit() for c in tok) or "nan" in low or "inf" in low:
+        raise _FallbackError
+    return None
+
+
+def _bus_id(s: str) -> str | None:
+    """`normalize_bus_id` of one ASCII string."""
+    m = _BDF.search(s.strip())
+    if m is None:
+        return None
+    dom, bus, dev, fn = m.groups()
+    return f"{int(dom or '0', 16) & 0xFFFF:04x}:{int(bus, 16):02x}:{int(dev, 16):02x}.{fn or '0'}"
+
+
+def _js(*pairs: tuple[str, Any]) -> str | None:
+    """`json_detail` of plain values (int, bool, ASCII string without quote or backslash)."""
+    out = []
+    for k, v in pairs:
+        if v is None:
+            continue
+        if isinstance(v, bool):
+            out.append(f'"{k}":{"true" if v else "false"}')
+        elif isinstance(v, int):
+            out.append(f'"{k}":{v}')
+        else:
+            # (a value opening with `:null` would be cut by json_detail's null-stripping regex)
+            if '"' in v or "\\" in v or v.startswith(":null"):
+                raise _FallbackError
+            out.append(f'"{k}":"{v}"')
+    return "{" + ",".join(out) + "}" if out else None
+
+
+def _parse_small(texts: list[str], ctx: FileContext) -> ParseResult | None:
+    """`parse` in plain Python for a small plain-text result file, or None (see above)."""
+    joined = "\n".join(texts)
+    if (
+        len(joined) > 1 << 18
+        or _UNSAFE.search(joined)
+        or _COLLECTOR_NEED.search(joined)
+        or _ANY_ENV_PY.search(joined)
+        or JSON_ID in joined
+        or "failure" in joined
+        or any(t.lstrip().startswith("{") for t in texts)
+    ):
+        return None
+    try:
+        return _small(texts, ctx)
+    except _FallbackError:
+        return None
+
+
+def _small(texts: list[str], ctx: FileContext) -> ParseResult:  # noqa: C901, PLR0912, PLR0915
+    rx = _RX
+    first, path = ctx.first_line, ctx.path
+    n = len(texts)
+    run = 0
+    test = version = None
+    header: str | None = None  # forward-filled within the run
+    runs_of: list[int] = [0] * n
+    okl: list[bool] = [True] * n
+    flags: list[tuple] = [()] * n  # (nthread, device, colhdr, avg) per line, for the run records
+    devs: list[tuple] = []  # (i, run, rank, group, pid, host, dev, bus, name, test, version)
+    rows: list[tuple] = []  # (i, run, tokens, header, test, version)
+    summ: list[tuple] = []  # (i, run, is_oob, match, test, version)
+    nthreads: list[tuple] = []  # (i, run, match, test, version)
+    hs: list[str] = [""] * n
+    n_debug = 0
+    for i, text in enumerate(texts):
+        body = text.rstrip()
+        hb = body.lstrip()
+        h = hb[1:].lstrip() if hb.startswith("#") else hb
+        hs[i] = h
+        m_nthread = rx["nthread"].search(h) if "nThread" in h else None
+        if m_nthread:
+            run += 1
+            header = None
+        runs_of[i] = run
+        m_version = rx["version"].search(h) if h.startswith("nccl-tests") else None
+        m_coll = rx["coll"].search(h) if h.startswith("Collective") else None
+        m_device = rx["device"].search(h) if h.startswith("Rank") else None
+        k_colhdr = bool(rx["colhdr"].search(h))
+        k_row = bool(rx["row"].search(h))
+        m_oob = rx["oob"].search(h) if h.startswith("Out of") else None
+        m_avg = rx["avg"].search(h) if h.startswith("Avg") else None
+        m_ncclver = rx["ncclver"].search(h) if h.startswith("NCCL version") else None
+        k_minor = bool(
+            rx["place"].search(h) or rx["units"].search(h) or rx["other"].search(h)
+            or rx["blankish"].search(body)
+        )  # fmt: skip
+        k_debug = " NCCL " in body and bool(rx["debug"].search(body))
+        m_cmd = (
+            rx["cmd"].search(body) if not k_debug and not m_coll and "_perf" in body else None
+        )
+        # context carried forward
+        t_here = m_coll.group(1) if m_coll else m_cmd.group(1) if m_cmd else None
+        if t_here is not None:
+            test = t_here
+        if m_version:
+            code = _to_int(m_version.group(3))
+            if code is not None:
+                version = (
+                    f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+                    if code >= 10000
+                    else f"{code // 1000}.{code // 100 % 10}.{code % 100}"
+                )
+        elif m_ncclver:
+            version = m_ncclver.group(1)
+        if k_colhdr:
+            header = " ".join(h.split())
+        if m_nthread:
+            nthreads.append((i, run, rx["full"].search(h), test, version))
+        if m_device:
+            g = m_device.groupdict()
+            devs.append((i, run, g["rank"], g["group"], g["pid"], g["host"].split(".")[0], g["dev"], g["bus"],
+                         g["name"], test, version))  # fmt: skip
+        if k_row:
+            rows.append((i, run, h.split(), header, test, version))
+        if m_oob or m_avg:
+            summ.append((i, run, bool(m_oob), m_oob or m_avg, test, version))
+        if k_debug:
+            n_debug += 1
+        flags[i] = (bool(m_nthread), bool(m_device), k_colhdr, bool(m_avg))
+        okl[i] = not k_debug and bool(
+            m_nthread or m_version or m_coll or m_device or k_colhdr or m_oob or m_avg or m_ncclver or k_minor
+            or m_cmd
+        )  # fmt: skip
+
+    # ---- runs: their device lines (nodes, nranks, printer: host of the lowest rank)
+    by_run: dict[int, list[tuple]] = {}
+    for d in devs:
+        by_run.setdefault(d[1], []).append(d)
+    runs: dict[int, tuple[str, int, str]] = {}
+    for r, ds in by_run.items():
+        hosts = sorted({d[5] for d in ds})
+        low = min(ds, key=lambda d: _strict_int(d[2]))  # (first of equal ranks, as a stable sort_by)
+        runs[r] = (",".join(hosts), min(len(ds), _I32 - 1), low[5])
+
+    def run_info(r: int) -> tuple[str | None, int | None, str]:
+        got = runs.get(r)
+        return (got[0], got[1], got[2]) if got else (None, None, ctx.node)
+
+    recs: list[tuple] = []  # (line index, order, record dict)
+    # ---- run headers
+    sizes: dict[int, int] = {}
+    # (size rows first: the run records count them)
+    layouts: dict[str, dict] = {}
+
+    def layout(key: str) -> dict:
+        if key not in layouts:
+            layouts[key] = _layout(key)
+        return layouts[key]
+
+    placed: list[tuple] = []
+    for i, r, tok, hdr, t, v in rows:
+        ntok = len(tok)
+        lay = layout(hdr) if hdr is not None else None
+        if lay is None or ntok < lay["need"]:
+            dk = DEFAULT_HEADERS.get(ntok)
+            lay = layout(dk) if dk is not None else None
+            if lay is None or ntok < lay["need"]:
+                continue
+
+        def get(name: str, tok: list[str] = tok, lay: dict = lay) -> str | None:
+            j = lay[name]
+            return tok[j] if j is not None and j < len(tok) else None
+
+        size_b, count = _to_int(get("i_size")), _to_int(get("i_count"))
+        if size_b is None or count is None:
+            continue
+        sizes[r] = sizes.get(r, 0) + 1
+        placed.append((i, r, t, v, size_b, count, get, lay))
+    row_ok = {p[0] for p in placed}
+    concluded_runs = {runs_of[j] for j in range(n) if flags[j][3]}
+    for i, r, m, t, v in nthreads:
+        nodes, nranks, printer = run_info(r)
+        g = m.groupdict()
+        concluded = r in concluded_runs
+        detail = _js(
+            ("run", r), ("nthread", _strict_int(g["nthread"])), ("ngpus", _strict_int(g["ngpus"])),
+            ("min_bytes", _strict_int(g["min"])), ("max_bytes", _strict_int(g["max"])), ("step", g["step"]),
+            ("warmup_iters", _strict_int(g["warmup"])), ("iters", _strict_int(g["iters"])),
+            ("agg_iters", _strict_int(g["agg"])), ("validation", _strict_int(g["validation"])),
+            ("graph", _strict_int(g["graph"])), ("size_rows", sizes.get(r, 0)), ("concluded", concluded),
+        )  # fmt: skip
+        recs.append((i, 0, {"record": "nccl_test_run", "node": printer, "nranks": nranks, "nccl_version": v,
+                            "test": t, "nodes": nodes, "detail": detail}))  # fmt: skip
+    # ---- device lines -> rank records and GPU names
+    inv: list[tuple] = []
+    seen: set[tuple] = set()
+    for i, r, rank, group, pid, host, dev, bus, name, t, v in devs:
+        nodes, nranks, _ = run_info(r)
+        braw = bus.strip()
+        if _BUS_NULL.search(braw):
+            bus_id = None
+        elif _BUS_SHORT.search(braw):
+            bus_id = _bus_id(f"{braw[2:]}:00")
+        else:
+            bus_id = _bus_id(braw)
+        recs.append((i, 1, {"record": "rank", "node": host, "rank": _strict_int(rank, 32), "nranks": nranks,
+                            "cuda_dev": _strict_int(dev, 32), "gpu_bus_id": bus_id, "pid": _strict_int(pid),
+                            "nccl_version": v, "test": t, "nodes": nodes,
+                            "detail": _js(("group", _strict_int(group)), ("gpu_name", name), ("bus_raw", bus),
+                                          ("run", r))}))  # fmt: skip
+        if name and (host, bus_id, name) not in seen:
+            seen.add((host, bus_id, name))
+            inv.append((host, bus_id, name, first + i))
+    # ---- size rows: out-of-place then in-place
+    for order, (pre, placement) in ((2, ("o", "out-of-place")), (3, ("p", "in-place"))):
+        for i, r, t, v, size_b, count, get, lay in placed:
+            if lay[f"i_{pre}time"] is None:
+                continue
+            nodes, nranks, printer = run_info(r)
+            wtok = get(f"i_{pre}wrong")
+            is_err = lay[f"{pre}_errkind"] == "error"
+            wrong = None
+            if not is_err:
+                wnum = _to_float(wtok)
+                if wnum is not None and wnum == math.floor(wnum) and -_I64 <= wnum < _I64:
+                    wrong = int(wnum)
+            max_error = wtok if is_err else None
+            detail = _js(("root", _to_int(get("i_root"))), ("max_error", max_error), ("run", r))
+            rec = {
+                "record": "nccl_test", "node": printer, "nranks": nranks, "nccl_version": v, "test": t,
+                "size_bytes": size_b, "count": count, "dtype": get("i_type"), "redop": get("i_redop"),
+                "placement": placement, "time_us": _to_float(get(f"i_{pre}time")),
+                "algbw_gbps": _to_float(get(f"i_{pre}algbw")), "busbw_gbps": _to_float(get(f"i_{pre}busbw")),
+                "wrong": wrong, "nodes": nodes, "detail": detail,
+            }  # fmt: skip
+            recs.append((i, order, rec))
+    # ---- summaries and wrong-value events
+    events: list[tuple] = []
+    last_oob: dict[int, tuple[int | None, str | None]] = {}
+    for i, r, is_oob, m, t, v in summ:
+        nodes, nranks, printer = run_info(r)
+        oob, status = last_oob.get(r, (None, None))
+        if is_oob:
+            got_oob, got_status = _strict_int(m.group(1)), m.group(2)
+            oob = got_oob if got_oob is not None else oob
+            status = got_status if got_status is not None else status
+            last_oob[r] = (oob, status)
+            if oob is not None and oob > 0:
+                events.append((i, printer, "nccl_test_wrong_values", str(oob), "high", texts[i],
+                               _js(("test", t), ("nodes", nodes))))  # fmt: skip
+            continue
+        rec = {
+            "record": "nccl_test_summary", "node": printer, "nranks": nranks, "nccl_version": v, "test": t,
+            "wrong": oob, "nodes": nodes, "counter": "avg_busbw_gbps", "value": _to_float(m.group(1)),
+            "detail": _js(("out_of_bounds", status), ("check", m.group(2)), ("run", r)),
+        }  # fmt: skip
+        recs.append((i, 4, rec))
+    # ---- duplicate ranks in a run (mis-launched test)
+    for r, ds in by_run.items():
+        cnt: dict[str, int] = {}
+        for d in ds:
+            cnt[d[2]] = cnt.get(d[2], 0) + 1
+        dup = [d for d in ds if cnt[d[2]] > 1]
+        if dup:
+            events.append((dup[0][0], dup[0][5], "nccl_test_duplicate_rank", None, "medium", texts[dup[0][0]],
+                           _js(("lines_with_duplicate_rank", len(dup)))))  # fmt: skip
+    recs.sort(key=lambda x: (x[0], x[1]))
+    cols: dict[str, list] = {c: [] for c in COMMS_SCHEMA}
+    for i, _, rec in recs:
+        for c in COMMS_SCHEMA:
+            cols[c].append(rec.get(c))
+        cols["line"][-1] = first + i
+        cols["file"][-1] = path
+    comms = pl.DataFrame(cols, schema=COMMS_SCHEMA)
+    inventory = pl.DataFrame(
+        {
+            "node": [x[0] for x in inv], "component": ["gpu"] * len(inv), "gpu_bus_id": [x[1] for x in inv],
+            "attribute": ["name"] * len(inv), "value": [x[2] for x in inv], "source": [NAME] * len(inv),
+            "file": [path] * len(inv), "line": [x[3] for x in inv],
+        },
+        schema=INVENTORY_SCHEMA,
+    )  # fmt: skip
+    events.sort(key=lambda e: e[0])
+    ne = len(events)
+    ev = pl.DataFrame(
+        {
+            "ts": [None] * ne, "ts_quality": ["none"] * ne, "node": [e[1] for e in events],
+            "source": [NAME] * ne, "kind": [e[2] for e in events], "code": [e[3] for e in events],
+            "severity": [e[4] for e in events], "message": [e[5] for e in events],
+            "detail": [e[6] for e in events], "file": [path] * ne, "line": [first + e[0] for e in events],
+        },
+        schema=EVENTS_SCHEMA,
+    )  # fmt: skip
+    # ---- accounting
+    parsed = unrecognized = 0
+    examples: list[tuple[int, str]] = []
+    last = None
+    for i, text in enumerate(texts):
+        if not text.strip():
+            continue
+        last = i
+        ok = okl[i] or (i in row_ok and not _debug_line(texts[i]))
+        if ok:
+            parsed += 1
+            continue
+        unrecognized += 1
+        if len(examples) < MAX_EXAMPLES:
+            examples.append((first + i, text[:500]))
+    partial = False
+    if last is not None and rx["cut_row"].search(hs[last]) and last not in row_ok:
+        partial = True
+    elif n:
+        tail = [j for j in range(n) if runs_of[j] == run]
+        started = any(flags[j][0] or flags[j][1] or flags[j][2] or j in row_ok for j in tail)
+        partial = started and not any(flags[j][3] for j in tail)
+    hosts = {d[5] for d in devs}
+    return ParseResult(
+        tables={"comms": comms, "inventory": inventory, "events": ev},
+        parsed=parsed,
+        unrecognized=unrecognized,
+        unrecognized_examples=examples,
+        notes=[f"{n_debug} NCCL debug line(s) left to the NCCL parser (counted unrecognized here)"]
+        if n_debug
+        else [],
+        partial=partial,
+        node=next(iter(hosts)) if len(hosts) == 1 else None,
+    )
+
+
+def _debug_line(text: str) -> bool:
+    body = text.rstrip()
+    return " NCCL " in body and bool(_RX["debug"].search(body))
