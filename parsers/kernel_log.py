@@ -230,7 +230,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     stamped, notes = stamp(frame, ctx)
     parsed, unrecognized, examples = _account(stamped)
     tables = kev.extract(stamped, ctx)
-    hosts = stamped.get_column("host").drop_nulls().unique()
+    hosts = _distinct_hosts(stamped)
     truncated = _truncated(frame)
     return ParseResult(
         tables=tables,
@@ -243,10 +243,40 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     )
 
 
+def _distinct_hosts(out: pl.DataFrame) -> list[str]:
+    """The distinct non-null hosts of the frame (in no particular order)."""
+    col = out.get_column("host")
+    if col.len() <= kev.SMALL_ROWS:
+        return list({h for h in col.to_list() if h is not None})
+    return col.drop_nulls().unique().to_list()
+
+
+WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+"""The Unicode White_Space characters: what polars' `strip_chars()` trims and regex `\\s` matches."""
+
+
 def _account(stamped: pl.DataFrame) -> tuple[int, int, list[tuple[int, str]]]:
     """`parsers.base.account(stamped, pl.col("ok"))`, with a blank line found by the absence of a non-space
     character (regex `\\S`: the complement of the White_Space property `strip_chars` trims) rather than by
     stripping a copy of every line."""
+    if stamped.height <= kev.SMALL_ROWS:
+        # a few lines: in Python (a line is blank when stripping the White_Space characters leaves nothing)
+        parsed = unrecognized = 0
+        examples: list[tuple[int, str]] = []
+        texts = stamped.get_column("text").to_list()
+        oks = stamped.get_column("ok").to_list()
+        lines = None
+        for i, (t, ok) in enumerate(zip(texts, oks)):
+            if t is None or not t.strip(WHITE_SPACE):
+                continue
+            if ok:
+                parsed += 1
+                continue
+            unrecognized += 1
+            if len(examples) < MAX_EXAMPLES:
+                lines = stamped.get_column("line").to_list() if lines is None else lines
+                examples.append((int(lines[i]), str(t)[:500]))
+        return parsed, unrecognized, examples
     flagged = stamped.select(nonblank=pl.col("text").str.contains(r"\S"), ok=pl.col("ok").fill_null(False))
     parsed, unrecognized = flagged.select(
         parsed=(pl.col("ok") & pl.col("nonblank")).sum(), unrecognized=(~pl.col("ok") & pl.col("nonblank")).sum()
@@ -315,6 +345,11 @@ def _parse_timedatectl(frame: pl.DataFrame, ctx: FileContext) -> ParseResult:
 
 def _truncated(frame: pl.DataFrame) -> bool:
     """A file whose last non-blank line is a cut prefix (no message after the stamp) is partial."""
+    if frame.height <= kev.SMALL_ROWS:
+        last = next((t for t in reversed(frame.get_column("text").to_list()) if t is not None and t.strip(WHITE_SPACE)), None)
+        if last is None:
+            return False
+        return bool(re.match(r"^(?:<\d+>)?\[\s*[\d.]*$|^\d+,\d+,\d*$|^\d{4}-\d\d-\d\dT[\d:,.]*$", last))
     tail = frame.tail(64).filter(pl.col("text").str.strip_chars() != "").tail(1)  # (the last lines first)
     if tail.height == 0:
         tail = frame.filter(pl.col("text").str.strip_chars() != "").tail(1)
@@ -624,6 +659,15 @@ def _py_fast_iso(hit: pl.DataFrame) -> pl.DataFrame | None:
     return pl.DataFrame([hit.get_column("line"), pl.Series("ts", ts, dtype=pl.String), pl.Series("msg", msg, dtype=pl.String)])
 
 
+def _drop_lines(df: pl.DataFrame, lines: pl.Series) -> pl.DataFrame:
+    """The rows of `df` whose line is not in `lines` (an anti-join keeping `df`'s order)."""
+    if df.height <= kev.SMALL_ROWS:
+        gone = set(lines.to_list())
+        keep = [i for i, line in enumerate(df.get_column("line").to_list()) if line not in gone]
+        return df if len(keep) == df.height else df[keep] if keep else df.clear()
+    return df.join(lines.to_frame("line"), on="line", how="anti", maintain_order="left")
+
+
 def _fast_iso(hit: pl.DataFrame) -> pl.DataFrame:
     """Split `[fac :lvl : ]2025-01-21T02:21:33,498559+00:00 msg` lines (already matched) by position.
 
@@ -835,19 +879,23 @@ def stamp(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str
     texts = frame.get_column("text")
     head = [t for t in texts.head(300).to_list() if t and t.strip()]
     use_pdsh = sum(1 for t in head if re.match(PDSH_RE, t)) > len(head) // 2 if head else False
-    body = pl.col("text")
-    if any("\x1b[" in t for t in head):  # `dmesg --color=always`, pasted terminals (FORMATS.md §1.1)
+    body: pl.Expr | pl.Series = texts.alias("body")
+    if any("\x1b[" in t for t in head):
+        body = pl.col("text")  # `dmesg --color=always`, pasted terminals (FORMATS.md §1.1)
         body = body.str.replace_all(r"\x1b\[[0-9;]*[A-Za-z]", "")
         head = [re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", t) for t in head]
-    base = frame.with_columns(
-        body=body.str.replace(PDSH_RE, "${rest}") if use_pdsh else body,
-        pdsh=body.str.extract(PDSH_RE, 1) if use_pdsh else pl.lit(None, dtype=pl.String),
-    )
+    if use_pdsh or not isinstance(body, pl.Series):
+        base = frame.with_columns(
+            body=body.str.replace(PDSH_RE, "${rest}") if use_pdsh else body,
+            pdsh=body.str.extract(PDSH_RE, 1) if use_pdsh else pl.lit(None, dtype=pl.String),
+        )
+    else:
+        base = frame.hstack([body, pl.Series("pdsh", [None] * frame.height, dtype=pl.String)])
     counts = {name: sum(1 for t in head if rx.match(re.sub(PDSH_RE, r"\g<rest>", t) if use_pdsh else t)) for name, rx in _STYLE_RE.items()}
     order = sorted(STYLES, key=lambda s: -counts[s[0]])
     parts = []
     present: set[str] = set()
-    rest = base.select("line", "body")
+    rest = pl.DataFrame([base.get_column("line"), base.get_column("body")])
     checked = False
     for i, (style, pattern) in enumerate(order):
         if rest.height == 0:
@@ -861,7 +909,7 @@ def stamp(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str
         if got.height:
             parts.append(got)
             present.add(style)
-            rest = rest.clear() if got.height == rest.height else rest.join(got.select("line"), on="line", how="anti", maintain_order="left")
+            rest = rest.clear() if got.height == rest.height else _drop_lines(rest, got.get_column("line"))
     all_stamped = rest.height == 0
     if len(parts) == 1:
         stamped = parts[0]
@@ -910,10 +958,18 @@ def stamp(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str
             out = _patch(out, loose)
     # pstore/ERST records hold an earlier boot: flag their rows (timebase never gives them today's boot time)
     is_pstore = any(t.startswith(("dmesg-", "Panic#", "Oops#")) for t in head)
-    out = out.with_columns(
-        crash_record=(pl.col("body").str.contains(CRASH_RECORD_RE).cum_sum() > 0) if is_pstore else pl.lit(False),
-        ok=pl.col("style").is_not_null(),
-    )
+    if is_pstore or out.height > kev.SMALL_ROWS:
+        out = out.with_columns(
+            crash_record=(pl.col("body").str.contains(CRASH_RECORD_RE).cum_sum() > 0) if is_pstore else pl.lit(False),
+            ok=pl.col("style").is_not_null(),
+        )
+    else:
+        out = out.hstack(
+            [
+                pl.Series("crash_record", [False] * out.height, dtype=pl.Boolean),
+                out.get_column("style").is_not_null().alias("ok"),
+            ]
+        )
     # inherit the previous stamped line's clock for continuation/bare lines (headers get no time)
     if present & {*_INHERITING, "header"}:
         inherit = pl.col("style").is_in(list(_INHERITING))
@@ -939,13 +995,13 @@ def stamp(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str
     # node: a host named by the line wins (short name; IPs kept whole), placeholders ignored
     if use_pdsh:
         out = out.with_columns(host=pl.coalesce(pl.col("pdsh"), pl.col("host")))
-    hosts = out.get_column("host").drop_nulls().unique().to_list()
+    hosts = _distinct_hosts(out)
     names = {h: _short_host(h) for h in hosts}
     if any(v != k for k, v in names.items()):  # (all names already short: the mapping is the identity)
         out = out.with_columns(host=pl.col("host").replace_strict(names, default=None, return_dtype=pl.String))
         hosts = [v for v in set(names.values()) if v is not None]
     if out.get_column("uptime_s").null_count() == out.height:
-        out = out.with_columns(boot_seg=pl.lit(0, dtype=pl.Int32))
+        out = out.hstack([pl.Series("boot_seg", [0] * out.height, dtype=pl.Int32)])
     elif len(hosts) + int(out.get_column("host").null_count() > 0) <= 1:
         out = out.with_columns(boot_seg=_boot_segments())
     else:
@@ -960,6 +1016,11 @@ _EMB_STRICT = r"^\[ *\d+\.\d+\](?:$|[^\s]| )"
 
 def _embedded_printk(out: pl.DataFrame) -> pl.DataFrame:
     """K8b: 'kernel: [12345.678901] msg' in a line with a wall clock -> uptime_s from the bracket, msg after it."""
+    if out.height <= kev.SMALL_ROWS and not any(
+        m is not None and m.startswith("[") and s is not None and s != "dmesg_raw"
+        for m, s in zip(out.get_column("msg").to_list(), out.get_column("style").to_list())
+    ):
+        return out
     emb = out.select("line", "msg", "style").filter(pl.col("msg").str.starts_with("[") & (pl.col("style") != "dmesg_raw")).select("line", "msg")
     if emb.height == 0:
         return out
