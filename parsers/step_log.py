@@ -731,6 +731,57 @@ def _megatron_values(text: pl.Series) -> pl.DataFrame:
     return pl.DataFrame(list(cols.values()))
 
 
+_TITAN_CANON = (
+    rf"(?:^|\s)step: +\d+ +loss: +{g.NUM} +(?:grad_norm: +{g.NUM} +)?memory: +{g.NUM}GiB\([0-9.]+%\) +"
+    rf"(?:tps|wps): +{g.INT_SEP}(?:\.\d+)? +tflops: +{g.NUM} +mfu: +{g.NUM}%$"
+)
+"""torchtitan step lines whose `TITAN_RE` groups and key values `_titan_values` reads off their tokens."""
+
+
+def _titan_values(text: pl.Series) -> pl.DataFrame:
+    """For torchtitan step lines: `_step`, `_loss` (the `TITAN_RE` groups) and `_k_<key>` (the `_key` of
+    `TITAN_KEYS[key]` in `rest`).
+
+    Split lane: a line with one `step:` whose end is `_TITAN_CANON` (`step: N  loss: X  [grad_norm: G  ]
+    memory: MGiB(P%)  tps: T  tflops: F  mfu: U%`, blanks of spaces) has the regexes' matches there, each key
+    once, each value a whole token: the tokens are read from the end of the line split at its spaces. Other
+    lines take the regexes (`rest` is the line without its shortest prefix ending in the head: capture-free).
+    """
+    df = pl.DataFrame({"text": text})
+    one = pl.col("text").str.count_matches("step:", literal=True) == 1
+    canon = df.select(pl.col("text").str.contains(_TITAN_CANON) & one).to_series()
+    n_canon = int(canon.sum())
+    cols = ["_step", "_loss", *(f"_k_{k}" for k in g.TITAN_KEYS)]
+    fast = df.filter(canon) if n_canon < df.height else df
+    tok = pl.col("_tok")
+    gn = tok.list.get(-10) == "grad_norm:"
+    el = pl.element()
+    fast = fast.select(_tok=pl.col("text").str.split(" "))
+    fast = fast.select(_tok=tok.list.eval(el.filter(el != ""))).select(
+        _step=pl.when(gn).then(tok.list.get(-13)).otherwise(tok.list.get(-11)),
+        _loss=pl.when(gn).then(tok.list.get(-11)).otherwise(tok.list.get(-9)),
+        _k_grad_norm=pl.when(gn).then(_num(tok.list.get(-9))),
+        _k_memory_gib=_num(tok.list.get(-7).str.splitn("GiB", 2).struct.field("field_0")),
+        _k_tps=_num(tok.list.get(-5)),
+        _k_tflops=_num(tok.list.get(-3)),
+        _k_mfu_pct=_num(tok.list.get(-1).str.strip_suffix("%")),
+    )
+    if n_canon == df.height:
+        return fast.select(cols)
+    txt = pl.col("text")
+    head = txt.str.extract_groups(_TITAN_HEAD)
+    slow = df.filter(~canon).with_columns(_step=head.struct.field("step"), _loss=head.struct.field("loss"))
+    slow = slow.with_columns(_rest=txt.str.replace("^.*?" + _TITAN_HEAD_NC, ""))
+    keys = {f"_k_{k}": _key(pl.col("_rest"), p) for k, p in g.TITAN_KEYS.items()}
+    slow = slow.select("_step", "_loss", **keys)
+    i_fast, i_slow = canon.arg_true(), (~canon).arg_true()
+    out = {}
+    for c in cols:
+        full = pl.Series(c, [None] * df.height, dtype=slow.schema[c])
+        out[c] = full.scatter(i_fast, fast.get_column(c)).scatter(i_slow, slow.get_column(c))
+    return pl.DataFrame(out)
+
+
 def _step_fragments(seg: pl.DataFrame, present: frozenset[str]) -> list[pl.DataFrame]:
     """Fragments of the one-line step grammars."""
     out: list[pl.DataFrame] = []
@@ -835,24 +886,13 @@ def _step_fragments(seg: pl.DataFrame, present: frozenset[str]) -> list[pl.DataF
 
     m = seg.clear()
     if "step:" in present and "loss:" in present:
-        m = seg.filter(
-            txt.str.contains("step:", literal=True) & txt.str.contains("loss:", literal=True) & txt.str.contains(g.TITAN_RE)
+        m = seg.filter(txt.str.contains("step:", literal=True)).filter(
+            txt.str.contains("loss:", literal=True) & txt.str.contains(g.TITAN_RE)
         )
     if m.height:
-        # NOTE: in a matching line the match starts at the first `step: N loss: X ` (a later one ends later, so any
-        # `memory:`/`tps:`... after it is after the first one too): its groups are the short head's, and `rest`
-        # is the line without its shortest prefix ending in the head (capturing `rest` by regex was the cost)
-        head = txt.str.extract_groups(_TITAN_HEAD)
-        m = m.with_columns(
-            m=pl.struct(
-                step=head.struct.field("step"),
-                loss=head.struct.field("loss"),
-                rest=txt.str.replace("^.*?" + _TITAN_HEAD_NC, ""),
-            )
-        )
-        r = _f("rest")
-        k = {name: _key(r, pat) for name, pat in g.TITAN_KEYS.items()}
-        loss = _num(_f("loss"))
+        m = m.with_columns(_titan_values(m.get_column("text")))
+        k = {name: pl.col(f"_k_{name}") for name in g.TITAN_KEYS}
+        loss = _num(pl.col("_loss"))
         out.append(
             _frag(
                 m,
@@ -860,7 +900,7 @@ def _step_fragments(seg: pl.DataFrame, present: frozenset[str]) -> list[pl.DataF
                 framework=pl.lit("torchtitan"),
                 prio=pl.lit(0),
                 anchor=pl.lit(True),
-                step=_f("step").cast(pl.Int64),
+                step=pl.col("_step").cast(pl.Int64),
                 loss=pl.when(loss != -1.0).then(loss),  # -1.0: pipeline ranks without the loss
                 grad_norm=k["grad_norm"],
                 memory_gib=k["memory_gib"],
