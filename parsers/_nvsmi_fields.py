@@ -202,13 +202,24 @@ def snapshot_rows(
     source: str,
     ts: datetime | None,
     text_of: Callable[[int], str],
+    seen: set[tuple[Any, ...]] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
-    """Return (inventory rows, the gpu_samples row, events) of one GPU snapshot (bus ids still raw)."""
+    """Return (inventory rows, the gpu_samples row, events) of one GPU snapshot (bus ids still raw).
+
+    `seen`: raw keys of the inventory rows returned so far for this file (kept up to date); a row repeating
+    one is not built, as `frames` would drop it (repeated dumps restate the same facts).
+    """
     base = {"node": node, "gpu_index": snap.index, "gpu_bus_id": snap.bus_raw}
-    inv = [
-        {**base, "component": "gpu", "attribute": a, "value": v.strip(), "source": source, "file": path, "line": ln}
-        for a, (v, ln) in snap.inv.items()
-    ]
+    inv = []
+    for a, (v, ln) in snap.inv.items():
+        vs = v.strip()
+        if seen is not None:
+            k = (node, "gpu", snap.bus_raw, snap.index, None, a, vs)
+            if k in seen:
+                continue
+            seen.add(k)
+        row = {"component": "gpu", "attribute": a, "value": vs, "source": source, "file": path, "line": ln}
+        inv.append({**base, **row})
     q = "local_assumed_utc" if ts is not None else "none"
     row: dict[str, Any] = {**base, "ts": ts, "ts_quality": q, "source": source, "file": path, "line": snap.line}
     lines: dict[str, int] = {}
@@ -405,7 +416,8 @@ def _gpu_keys(df: pl.DataFrame, key: pl.Expr) -> list[pl.Expr]:
     that is set), without building that string per row when one column decides for every row."""
     nodes = df.get_column("node").unique()
     if nodes.null_count() or nodes.str.contains("|", literal=True).any():
-        return [pl.concat_str([pl.col("node"), key], separator="|")]  # `a|b`+`c` is `a`+`b|c`: keep the string
+        # `a|b` + `c` reads as `a` + `b|c`: keep the string
+        return [pl.concat_str([pl.col("node"), key], separator="|")]
     n = df.height
     nulls = {c: df.get_column(c).null_count() for c in ("ident", "gpu_bus_id")}
     if nulls["ident"] == 0:
@@ -459,7 +471,8 @@ def transition_events(samples: pl.DataFrame, ctx: Any) -> pl.DataFrame:
         marker = pl.repeat(None, pl.len(), dtype=pl.String)
     rules: list[tuple[str, tuple[str, pl.Expr, pl.Expr | None], pl.Expr, str, pl.Expr]] = [
         ("ecc_uncorrectable", rising(uv), pl.lit("volatile"), "high", pl.struct(volatile=uv, aggregate=ua)),
-        ("ecc_uncorrectable", rising(ua, uv.fill_null(0) == 0), pl.lit("aggregate"), "medium", pl.struct(aggregate=ua)),
+        ("ecc_uncorrectable", rising(ua, uv.fill_null(0) == 0), pl.lit("aggregate"), "medium",
+         pl.struct(aggregate=ua)),
         ("row_remap_failure", onset(c("remap_failure", pl.Boolean)), pl.lit(None, dtype=pl.String), "high", pl.struct(uncorrectable_rows=c("remapped_rows_uncorrectable", pl.Int64))),
         ("row_remap_pending", onset(c("remap_pending", pl.Boolean)), pl.lit(None, dtype=pl.String), "medium", pl.struct(uncorrectable_rows=c("remapped_rows_uncorrectable", pl.Int64))),
         ("retired_pages_pending", onset(c("retired_pages_pending", pl.Boolean)), pl.lit(None, dtype=pl.String), "medium", pl.struct(dbe=c("retired_pages_dbe", pl.Int64))),
@@ -582,7 +595,7 @@ FAILURE_LINES: tuple[tuple[str, str, str], ...] = (
 
 FAILURE_LITERALS = ("device handle", "NVIDIA-SMI has failed", "Failed to initialize NVML", "No devices were found")
 FAILURE_ALT = "|".join(re.escape(lit) for lit in FAILURE_LITERALS)
-"""FAILURE_LITERALS as one regex alternation: the same lines as `str.contains_any`, ten times faster in polars."""
+"""FAILURE_LITERALS as one regex alternation: the lines `str.contains_any` finds, ten times faster in polars."""
 
 
 def failure_event(text: str, line: int, *, node: str, path: str) -> dict[str, Any] | None:

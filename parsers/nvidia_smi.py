@@ -14,6 +14,7 @@ index order). A dump taken with `-i N` would thus number its only GPU 0.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -240,6 +241,15 @@ def _leaf_plan(tokens: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
     return tuple(plan)
 
 
+_OPS = {"inv": 0, "sample": 1, "extra": 2, "extra_default": 3, "part": 4, "total": 5}
+
+
+@lru_cache(maxsize=4096)
+def _leaf_ops(tokens: tuple[str, ...]) -> tuple[tuple[int, str, int], ...]:
+    """`_leaf_plan` as (operation number, argument, priority) triples for the walk's inlined dispatch."""
+    return tuple((_OPS[st[0]], st[1], int(st[2]) if st[0] == "sample" else 0) for st in _leaf_plan(tokens))
+
+
 def _apply_leaf(
     snap: F.GpuSnapshot, plan: tuple[tuple[str, ...], ...], value: str, line: int, marked: bool
 ) -> None:
@@ -324,26 +334,36 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     A pdsh/clush capture (`node01: GPU 00000000:53:00.0`, hosts' lines interleaved) is split per host
     first; each host's dumps are parsed on their own and their rows take that host as node.
     """
-    texts: list[str] = [t if t is not None else "" for t in lines.cast(pl.String).to_list()]
-    blank = F.blank_flags(lines)
+    text = lines.cast(pl.String).fill_null("")
+    blank_s = text.str.strip_chars().str.len_bytes() == 0  # = F.blank_flags
+    # one column: the line, or None when blank (not parsed, not counted)
+    kept: list[str | None] = pl.select(pl.when(blank_s).then(None).otherwise(text)).to_series().to_list()
     first = ctx.first_line
-    items = [(first + i, t) for i, t in enumerate(texts) if not blank[i]]
-    orig = dict(items)
-    groups: dict[str | None, list[tuple[int, str]]] = {}
+
+    def orig(ln: int) -> str:
+        t = kept[ln - first]
+        return t if t is not None else ""
+
+    groups: dict[str | None, Iterable[tuple[int, str]]] = {}
     # A capture needs a prefixed banner line: look at the few banner lines before matching every line.
-    banner_rows = lines.cast(pl.String).str.contains("NVSMI LOG", literal=True).arg_true().to_list()
+    banner_rows = text.str.contains("NVSMI LOG", literal=True).arg_true().to_list()
     banner_prefixed = any(
-        (m := PDSH_RE.match(texts[i])) is not None and "NVSMI LOG" in m.group("rest")
+        (t := kept[i]) is not None and (m := PDSH_RE.match(t)) is not None and "NVSMI LOG" in m.group("rest")
         for i in banner_rows
-        if not blank[i]
     )
-    hosts = [PDSH_RE.match(t) for _, t in items] if banner_prefixed else []
-    if items and banner_prefixed and sum(1 for m in hosts if m) * 2 >= len(items):
-        for (ln, t), m in zip(items, hosts, strict=True):
-            key = m.group("host").split(".")[0] if m else None
-            groups.setdefault(key, []).append((ln, m.group("rest") if m else t))
+    if banner_prefixed:
+        items = [(first + i, t) for i, t in enumerate(kept) if t is not None]
+        hosts = [PDSH_RE.match(t) for _, t in items]
+        if items and sum(1 for m in hosts if m) * 2 >= len(items):
+            split: dict[str | None, list[tuple[int, str]]] = {}
+            for (ln, t), m in zip(items, hosts, strict=True):
+                key = m.group("host").split(".")[0] if m else None
+                split.setdefault(key, []).append((ln, m.group("rest") if m else t))
+            groups.update(split)
+        else:
+            groups[None] = items
     else:
-        groups[None] = items
+        groups[None] = ((first + i, t) for i, t in enumerate(kept) if t is not None)
     parts = [_parse_items(g, orig, host or ctx.node, ctx) for host, g in groups.items()]
     inv = [r for p in parts for r in p[0]]
     samples = [r for p in parts for r in p[1]]
@@ -361,14 +381,14 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
 
 
 def _parse_items(
-    items: list[tuple[int, str]], orig: dict[int, str], node: str, ctx: FileContext
+    items: Iterable[tuple[int, str]], orig: Callable[[int], str], node: str, ctx: FileContext
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], int, int, list[tuple[int, str]], list[str], bool]:
     """Parse the non-blank (line number, text) items of one host; see `parse`."""
     dumps: list[_Dump] = []
     dump: _Dump | None = None
     snap: F.GpuSnapshot | None = None
     keys1: list[str] = []
-    stack: list[tuple[int, str, tuple[str, ...]]] = []  # (indent, key, key path) of open headers
+    stack: list[tuple[int, str, tuple[str, ...], dict[str, Any]]] = []  # (indent, key, key path, leaf steps)
     tally = Tally()
     last_header_empty = False
     failures: list[dict[str, Any]] = []
@@ -381,8 +401,14 @@ def _parse_items(
 
     classes: dict[str, tuple] = {}  # type: ignore[type-arg]
     paths: dict[tuple[str, ...], tuple[str, ...]] = {(): ()}
-    leaves: dict[tuple[int, str], tuple[tuple[tuple[str, ...], ...], bool]] = {}
-    for ln, raw in items:
+    # The leaf steps of each key path's children, looked up by the leaf key (one dict per interned path,
+    # kept with the open header on the stack; `root` for leaves right under the GPU line).
+    children: dict[tuple[str, ...], dict[str, tuple[tuple[tuple[int, str, int], ...], bool]]] = {}
+    root = children.setdefault((), {})
+    parsed = 0
+    inv_d: dict[str, tuple[str, int]] = {}
+    ln: int | None = None
+    for ln, raw in items:  # (the last line number is used below)
         c = classes.get(raw)
         if c is None:
             c = classes[raw] = _classify(raw)
@@ -393,20 +419,37 @@ def _parse_items(
                 while stack and stack[-1][0] >= indent:
                     stack.pop()
                 key = c[2]
-                parent = stack[-1][2] if stack else ()
-                got = leaves.get((id(parent), key))
+                kids = stack[-1][3] if stack else root
+                got = kids.get(key)
                 if got is None:
+                    parent = stack[-1][2] if stack else ()
                     tokens = (*parent, key)
-                    got = leaves[(id(parent), key)] = (_leaf_plan(tokens), len(tokens) == 1)
-                plan, top = got
+                    got = kids[key] = (_leaf_ops(tokens), len(tokens) == 1)
+                ops, top = got
                 if top:
                     keys1.append(c[5])
-                if plan or c[4]:
-                    _apply_leaf(snap, plan, c[3], ln, c[4])
+                if c[4]:
+                    snap.errors.append((c[3], ln))  # = snap.note: the value holds an error marker
+                if ops:
+                    value = c[3]
+                    for op, arg, pri in ops:
+                        if op == 0:  # = snap.put_inv
+                            if arg not in inv_d and value != "":
+                                inv_d[arg] = (value, ln)
+                        elif op == 1:
+                            snap.put_sample(arg, value, ln, pri)
+                        elif op == 2:
+                            snap.put_extra(arg, value, ln)
+                        elif op == 3:
+                            snap.extra.setdefault(arg, value.strip())
+                        elif op == 4:
+                            snap.parts.setdefault(arg, []).append((value, ln))
+                        else:
+                            snap.totals[arg] = (value, ln)
                 last_header_empty = False
-                tally.parsed += 1
+                parsed += 1
             else:
-                tally.count(False, ln, orig[ln])
+                tally.count(False, ln, orig(ln))
             continue
         ok = True
         if kind == "blank":  # also an empty line behind a host prefix
@@ -414,7 +457,7 @@ def _parse_items(
         elif kind == "fail":
             fe = F.failure_event(c[1], ln, node=node, path=ctx.path)
             assert fe is not None
-            fe["message"] = orig[ln].strip()
+            fe["message"] = orig(ln).strip()
             failures.append(fe)
         elif kind == "banner":
             close_gpu(ln - 1)
@@ -428,6 +471,7 @@ def _parse_items(
                 dumps.append(dump)
             close_gpu(ln - 1)
             snap = F.GpuSnapshot(index=len(dump.gpus), bus_raw=c[1], line=ln)
+            inv_d = snap.inv
             keys1 = []
             stack = []
             last_header_empty = False
@@ -447,22 +491,26 @@ def _parse_items(
             while stack and stack[-1][0] >= indent:
                 stack.pop()
             tokens = (*stack[-1][2], key) if stack else (key,)
-            tokens = paths.setdefault(tokens, tokens)  # one object per key path: its id keys `leaves`
+            tokens = paths.setdefault(tokens, tokens)  # one object per key path
             if len(tokens) == 1:
                 keys1.append(c[3])
-            stack.append((indent, key, tokens))
+            kids = children.get(tokens)
+            if kids is None:
+                kids = children[tokens] = {}
+            stack.append((indent, key, tokens, kids))
             last_header_empty = True
         else:
             ok = False
-        tally.count(ok, ln, orig[ln])
-    close_gpu(items[-1][0] if items else ctx.first_line)
+        tally.count(ok, ln, orig(ln))
+    close_gpu(ln if ln is not None else ctx.first_line)
 
     def text_of(line: int) -> str:
-        return orig[line]
+        return orig(line)
 
     inv: list[dict[str, Any]] = []
     samples: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = list(failures)
+    seen_inv: set[tuple[Any, ...]] = set()  # GPU facts already stated by an earlier dump (see F.frames)
     partial = False
     notes: list[str] = []
     for d in dumps:
@@ -477,7 +525,9 @@ def _parse_items(
         for s, _k, _last in d.gpus:
             if "bus_id" not in s.inv and s.bus_raw:
                 s.put_inv("bus_id", s.bus_raw, s.line)
-            gi, row, ev = F.snapshot_rows(s, node=node, path=ctx.path, source="nvidia-smi-q", ts=ts, text_of=text_of)
+            gi, row, ev = F.snapshot_rows(
+                s, node=node, path=ctx.path, source="nvidia-smi-q", ts=ts, text_of=text_of, seen=seen_inv
+            )
             inv += gi
             samples.append(row)
             events += ev
@@ -506,4 +556,4 @@ def _parse_items(
         partial = True
     if partial:
         notes.append("dump ends inside a GPU block: truncated")
-    return inv, samples, events, tally.parsed, tally.unrecognized, tally.examples, notes, partial
+    return inv, samples, events, tally.parsed + parsed, tally.unrecognized, tally.examples, notes, partial

@@ -124,6 +124,7 @@ _IDENTITY = ("pci.bus_id", "uuid", "serial")
 PDSH_RE = r"^(?P<host>(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w-]*\d[\w.-]*): (?P<rest>.*)$"
 
 
+@lru_cache(maxsize=4096)
 def canonical(field: str) -> str:
     """`power.draw [W]` -> `power.draw`; aliases resolved; throttle families unified."""
     f = re.sub(r"\s*\[.*\]\s*$", "", field.strip()).strip().lower()
@@ -311,7 +312,9 @@ def _group_plan(fields: tuple[str, ...], many: frozenset[str]) -> _Plan:
     gpu_index = conv("index", _index, pl.Int32) if "index" in cell else pl.lit(None, dtype=pl.Int32)
     used = set(_SAMPLE) | {"timestamp", "index", "pci.bus_id", "uuid", "clocks_throttle_reasons.active"}
     used |= {
-        c for c in canon if c.startswith("clocks_throttle_reasons.") and c.split(".", 1)[1] in F.THROTTLE_COLUMNS
+        c
+        for c in canon
+        if c.startswith("clocks_throttle_reasons.") and c.split(".", 1)[1] in F.THROTTLE_COLUMNS
     }
     shown = {canonical(f): re.sub(r"\s*\[.*\]\s*$", "", f.strip()) for f in fields}
     extra_fields = {
