@@ -585,8 +585,65 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
     return frame, full.with_columns(full.get_column(c).scatter(tri, seg.get_column(c)) for c in cols[3:])
 
 
+_TS_CANON = (
+    r"^[\x00-\x2f\x3a-\x7f]{0,40}[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}"
+    r"(?:[.,][0-9]{1,9})?(?:[^\d.,Z+\-]|$)"
+)
+"""Lines whose `TS_RE` match `_own_time` reads by offsets: ASCII without digits before the date, no zone."""
+
+
 def _own_time(seg: pl.DataFrame, year: int | None, mmdd_on: bool, mllog_on: bool) -> pl.DataFrame:
-    """Columns `ts`, `ts_quality` of each line's own timestamp (see `_prepare`)."""
+    """Columns `ts`, `ts_quality` of each line's own timestamp (see `_prepare`).
+
+    Split lane for lines without a collector time whose text is `_TS_CANON`: there `TS_RE` matches at the
+    first digit (none before it, at most 40 characters in), its fraction is every digit after the `.`/`,` and
+    it has no zone; no month-day time (`MMDD_TS_RE` needs digits before any `-`) or MLPerf record is there.
+    """
+    txt = pl.col("text")
+    canon = seg.select(
+        pl.col("coll_ts").is_null()
+        & txt.str.contains(_TS_CANON)
+        & (~txt.str.contains(":::MLLOG", literal=True) if mllog_on else pl.lit(True))
+    ).to_series()
+    n_canon = int(canon.sum())
+    if n_canon == 0:
+        return _own_time_re(seg, year, mmdd_on, mllog_on)
+    fast = seg.filter(canon) if n_canon < seg.height else seg
+    o = pl.col("_o")
+    fast = fast.select("text", _o=txt.str.find("[0-9]"))
+    fast = fast.select(
+        _d=txt.str.slice(o, 10),
+        _t=txt.str.slice(o + 11, 8),
+        _s=txt.str.slice(o + 19, 1),
+        _f=txt.str.slice(o + 20, 9),
+    )
+    f = pl.col("_f")
+    frac = pl.when(pl.col("_s").is_in([".", ","])).then(
+        pl.concat_str(pl.lit("."), f.str.slice(0, f.str.find("[^0-9]").fill_null(f.str.len_chars())))
+    )
+    naive = pl.concat_str([pl.col("_d"), pl.lit("T"), pl.col("_t"), frac.fill_null("")]).str.to_datetime(
+        "%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us"
+    )
+    fast = fast.select(_n=naive).select(
+        ts=pl.col("_n").dt.replace_time_zone("UTC"),
+        ts_quality=pl.when(pl.col("_n").is_not_null()).then(pl.lit("local_assumed_utc")),
+    )
+    if n_canon == seg.height:
+        return fast
+    slow = _own_time_re(seg.filter(~canon), year, mmdd_on, mllog_on)
+    i_fast, i_slow = canon.arg_true(), (~canon).arg_true()
+    return pl.DataFrame(
+        {
+            c: pl.Series(c, [None] * seg.height, dtype=slow.schema[c])
+            .scatter(i_fast, fast.get_column(c))
+            .scatter(i_slow, slow.get_column(c))
+            for c in ("ts", "ts_quality")
+        }
+    )
+
+
+def _own_time_re(seg: pl.DataFrame, year: int | None, mmdd_on: bool, mllog_on: bool) -> pl.DataFrame:
+    """`_own_time` by the regexes."""
     lf = seg.lazy().select("text", "coll_ts")
     lf = lf.with_columns(_t=pl.coalesce(pl.col("coll_ts"), pl.col("text")).str.extract_groups(g.TS_RE))
     if mmdd_on:
