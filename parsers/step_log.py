@@ -2004,6 +2004,30 @@ _NOISE_ANY = "|".join(f"(?:{p})" for p in (g.HF_DICT_RE, *g.NOISE_RES))
 """HF dicts and the framework lines that carry no step, as one alternation (one regex pass, same truth value)."""
 
 
+_NOISE_DASHES = r"^\s*-{20,}\s*$"
+_NOISE_LITS: tuple[str, ...] | None = None
+_lits = [("-" * 20,) if p == _NOISE_DASHES else required_literals(p) for p in (g.HF_DICT_RE, *g.NOISE_RES)]
+if all(_lits):
+    _NOISE_LITS = tuple(sorted({lit for lits in _lits for lit in lits}))  # type: ignore[union-attr]
+"""Literals one of which each `_NOISE_ANY` match holds (`parsers._sniff.required_literals`; the dash rule's
+twenty dashes by hand, the derived `-` being in every timer name); None: no prefilter."""
+
+
+def _noise_lines(seg: pl.DataFrame) -> pl.DataFrame:
+    """Lines understood without a row: own timestamp, composer banner, `_NOISE_ANY` (regex only on the lines
+    without the first two that hold one of `_NOISE_LITS`)."""
+    txt = pl.col("text")
+    known = pl.col("ts").is_not_null() | pl.col("banner")
+    if _NOISE_LITS is None:
+        return seg.filter(known | txt.str.contains(_NOISE_ANY)).select("line")
+    flags = seg.select(known=known, cand=~known & txt.str.contains_any(list(_NOISE_LITS)))
+    cand = flags.get_column("cand")
+    hit = flags.get_column("known").fill_null(False)
+    i = cand.fill_null(False).arg_true()
+    if i.len():
+        hit = hit.clone().scatter(i, seg.get_column("text").gather(i).str.contains(_NOISE_ANY).fill_null(False))
+    return seg.filter(hit).select("line")
+
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse a training log into `steps` rows and straggler `events` (see the module docstring)."""
@@ -2015,12 +2039,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     frags += bars + blocks
     events, event_lines = _events(seg, nv, ctx, present)
 
-    txt = pl.col("text")
-    noise = seg.filter(
-        pl.col("ts").is_not_null()
-        | pl.col("banner")
-        | txt.str.contains(_NOISE_ANY)
-    ).select("line")
+    noise = _noise_lines(seg)
     understood_lines = pl.concat(
         [f.select("line") for f in frags] + [bar_lines, block_lines, event_lines, noise], how="vertical_relaxed"
     ).get_column("line")
@@ -2129,7 +2148,9 @@ def _step_detail(rows: pl.DataFrame, fields: dict[str, pl.Expr]) -> pl.Series:
 def _cut_last_line(frame: pl.DataFrame) -> bool:
     """True when the last non-blank line is a step record cut short (Megatron line without its closing `|`,
     HF dict without its `}`): the file was truncated."""
-    last = frame.filter(pl.col("text").str.strip_chars() != "").tail(1).get_column("text")
+    last = frame.tail(64).filter(pl.col("text").str.strip_chars() != "").tail(1).get_column("text")
+    if last.len() == 0 and frame.height > 64:
+        last = frame.filter(pl.col("text").str.strip_chars() != "").tail(1).get_column("text")
     if last.len() == 0:
         return False
     text = last[0].rstrip()
