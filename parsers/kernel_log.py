@@ -700,6 +700,39 @@ def _fast_iso(hit: pl.DataFrame) -> pl.DataFrame:
     return g
 
 
+def _py_fast_monotonic(hit: pl.DataFrame, style: str) -> pl.DataFrame | None:
+    """`_fast_monotonic` of a few ASCII lines in Python (None otherwise)."""
+    bodies = _py_texts(hit.get_column("body"))
+    if bodies is None or None in bodies:
+        return None
+    line = hit.get_column("line")
+    msgs: list[str | None] = []
+    if style == "kmsg":
+        seqs: list[str | None] = []
+        usecs: list[str | None] = []
+        for b in bodies:
+            head, sep, msg = b.partition(";")
+            h = head.split(",")
+            msgs.append(msg if sep else None)
+            seqs.append(h[1] if len(h) > 1 else None)
+            usecs.append(h[2] if len(h) > 2 else None)
+        return pl.DataFrame(
+            [line, pl.Series("msg", msgs, dtype=pl.String), pl.Series("seq", seqs, dtype=pl.String), pl.Series("usec", usecs, dtype=pl.String)]
+        )
+    ups: list[str | None] = []
+    caller = kev._py_rx(r"^\s?\[\s*[TC]\d+\]")
+    caller_sp = kev._py_rx(r"^\s?\[\s*[TC]\d+\]\s?")
+    for b in bodies:
+        stamp_, sep, msg = b.partition("]")
+        msg = msg.removeprefix(" ") if sep else None
+        if msg is not None and msg.startswith("[") and caller.search(msg):
+            msg = caller_sp.sub("", msg, count=1)
+        _, sep, inner = stamp_.partition("[")
+        ups.append(inner.strip(WHITE_SPACE).split(" ", 1)[0] if sep else None)
+        msgs.append(msg)
+    return pl.DataFrame([line, pl.Series("up", ups, dtype=pl.String), pl.Series("msg", msgs, dtype=pl.String)])
+
+
 def _fast_monotonic(hit: pl.DataFrame, style: str) -> pl.DataFrame:
     """Split `[secs] msg` / `prio,seq,usec,flags;msg` lines (already matched) by position, not by regex.
 
@@ -707,6 +740,9 @@ def _fast_monotonic(hit: pl.DataFrame, style: str) -> pl.DataFrame:
     caller id `[T123]` right after it is removed from the few lines that have one. (Split, not sliced at
     a `find` offset: that is in bytes, and a stamp may hold a non-ASCII space.)
     """
+    py = _py_fast_monotonic(hit, style)
+    if py is not None:
+        return py
     body = pl.col("body")
     if style == "kmsg":
         g = hit.select("line", _p=body.str.splitn(";", 2))
@@ -921,7 +957,13 @@ def stamp(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str
     else:
         out = base.join(stamped, on="line", how="left", maintain_order="left")
     # journalctl -o short-monotonic: '[ 1234.5] host kernel: msg' -> host from the line
-    if "dmesg_raw" in present:
+    if "dmesg_raw" in present and (
+        out.height > kev.SMALL_ROWS
+        or any(
+            s == "dmesg_raw" and m is not None and " kernel: " in m
+            for s, m in zip(out.get_column("style").to_list(), out.get_column("msg").to_list())
+        )
+    ):
         mono = out.select("line", "style", "msg").filter((pl.col("style") == "dmesg_raw") & pl.col("msg").str.contains(" kernel: ", literal=True))
         if mono.height:
             rx = r"^([^\s:\[\]]+) kernel: "
@@ -937,7 +979,12 @@ def stamp(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str
     if present - {"dmesg_raw"}:
         out = _embedded_printk(out)
     # lines with no stamp: headers, continuations, pasted NVRM lines
-    if not all_stamped:
+    py_loose = None if all_stamped else _py_loose(out)
+    if py_loose is not None:
+        if py_loose.height:
+            present.update(set(py_loose.get_column("style").to_list()))
+            out = _patch(out, py_loose)
+    elif not all_stamped:
         loose = out.select("line", "style", "body").filter(pl.col("style").is_null())
         if loose.height:
             # staged: each regex once (an eager select evaluates a shared sub-expression once per use)
@@ -1003,7 +1050,7 @@ def stamp(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str
     if out.get_column("uptime_s").null_count() == out.height:
         out = out.hstack([pl.Series("boot_seg", [0] * out.height, dtype=pl.Int32)])
     elif len(hosts) + int(out.get_column("host").null_count() > 0) <= 1:
-        out = out.with_columns(boot_seg=_boot_segments())
+        out = out.hstack([_py_boot_segments(out)]) if out.height <= kev.SMALL_ROWS else out.with_columns(boot_seg=_boot_segments())
     else:
         out = out.with_columns(boot_seg=_boot_segments_by_host(out))
     return out, notes
@@ -1059,6 +1106,48 @@ def _short_host(host: str) -> str | None:
     return host.split(".", 1)[0]
 
 
+def _py_loose(out: pl.DataFrame) -> pl.DataFrame | None:
+    """The header/continuation/bare rows (line, style, msg) of a short ASCII frame's unstamped lines, in
+    Python; None where the polars pass applies."""
+    if out.height > kev.SMALL_ROWS:
+        return None
+    styles = out.get_column("style").to_list()
+    rows = [i for i, st in enumerate(styles) if st is None]
+    bodies = out.get_column("body").to_list()
+    for i in rows:
+        b = bodies[i]
+        if b is not None and (not b.isascii() or "\n" in b):
+            return None
+    header, cont, bare = kev._py_rx(HEADER_RE), kev._py_rx(CONTINUATION_RE), kev._py_rx(BARE_RE)
+    strip_kernel = kev._py_rx(r"^kernel:\s*")
+    lines = out.get_column("line").to_list()
+    got_line: list[int] = []
+    got_style: list[str] = []
+    got_msg: list[str | None] = []
+    for i in rows:
+        b = bodies[i]
+        if b is None:
+            continue
+        if header.search(b):
+            st, msg = "header", None
+        elif cont.search(b):
+            st, msg = "continuation", b.strip(WHITE_SPACE)
+        elif bare.search(b):
+            st, msg = "bare", strip_kernel.sub("", b, count=1)
+        else:
+            continue
+        got_line.append(lines[i])
+        got_style.append(st)
+        got_msg.append(msg)
+    return pl.DataFrame(
+        [
+            pl.Series("line", got_line, dtype=out.schema["line"]),
+            pl.Series("style", got_style, dtype=pl.String),
+            pl.Series("msg", got_msg, dtype=pl.String),
+        ]
+    )
+
+
 def _patch(out: pl.DataFrame, part: pl.DataFrame) -> pl.DataFrame:
     """Overwrite `out`'s columns with `part`'s non-null values on the lines `part` has.
 
@@ -1073,6 +1162,16 @@ def _patch(out: pl.DataFrame, part: pl.DataFrame) -> pl.DataFrame:
         joined = out.join(renamed, on="line", how="left", maintain_order="left")
         return joined.with_columns(**{c: pl.coalesce(pl.col(f"_p_{c}"), pl.col(c)) for c in cols}).drop([f"_p_{c}" for c in cols])
     idx = out.get_column("line").search_sorted(part.get_column("line"))
+    if out.height <= kev.SMALL_ROWS and all(part.schema[c] == out.schema[c] for c in cols):
+        # a short frame: the non-null values scattered in by Series operations (no plan per column)
+        for c in cols:
+            val = part.get_column(c)
+            keep = val.is_not_null()
+            if not keep.any():
+                continue
+            cur = out.get_column(c)
+            out = out.replace_column(out.get_column_index(c), cur.clone().scatter(idx.filter(keep), val.filter(keep)))
+        return out
     new = []
     for c in cols:
         cur = out.get_column(c)
@@ -1082,6 +1181,24 @@ def _patch(out: pl.DataFrame, part: pl.DataFrame) -> pl.DataFrame:
         merged = pl.select(pl.coalesce(pl.lit(val), pl.lit(cur.gather(idx)))).to_series()
         new.append(cur.clone().scatter(idx, merged))
     return out.with_columns(new)
+
+
+def _py_boot_segments(out: pl.DataFrame) -> pl.Series:
+    """`_boot_segments()` of a short frame, in Python."""
+    ups = out.get_column("uptime_s").to_list()
+    msgs = out.get_column("msg").to_list()
+    prev = None
+    k = 0
+    ks: list[int] = []
+    for i, (up, msg) in enumerate(zip(ups, msgs)):
+        if (up is not None and prev is not None and up < prev - 5.0) or (
+            i > 0 and msg is not None and msg.startswith("Linux version ")
+        ):
+            k += 1
+        ks.append(k)
+        if up is not None:
+            prev = up
+    return pl.Series("boot_seg", [k - x for x in ks], dtype=pl.Int32)
 
 
 def _boot_segments() -> pl.Expr:
