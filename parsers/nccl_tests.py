@@ -829,10 +829,10 @@ def _dumps(d: dict[str, Any]) -> str | None:
 # keeps ~32 per thread; the other formats' files evict these) on the vectorised path: 10-15 ms whatever its
 # size. `_parse_small` reads the plain text form line by line with Python's `re` (compiled once) and gives the
 # same ParseResult. Anything it does not promise to reproduce exactly returns None and goes the vectorised
-# way: a collector time prefix, a launcher prefix, JSON (one-line or a report), `Test failure` lines, non-ASCII or
-# control characters, numbers polars would read differently (NaN/inf words), strings the JSON detail would
-# escape. ASCII only: there Python's and the regex crate's `\s`, `\d`, `\w`, `\b`, case folding and
-# `str.strip` / `strip_chars` agree (no \x1c-\x1f, \v, \f).
+# way: a collector time prefix, a launcher prefix, JSON (one-line or a report), `Test failure` lines,
+# non-ASCII or control characters, numbers polars would read differently (NaN/inf words), strings the JSON
+# detail would escape. ASCII only: there Python's and the regex crate's `\s`, `\d`, `\w`, `\b`, case folding
+# and `str.strip` / `strip_chars` agree (no \x1c-\x1f, \v, \f).
 
 SMALL_LINES = 4000
 """At most this many lines (and 256 KiB) take the plain-Python path."""
