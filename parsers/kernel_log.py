@@ -1240,8 +1240,89 @@ def _boot_segments_by_host(out: pl.DataFrame) -> pl.Series:
     return pl.repeat(None, out.height, dtype=pl.Int32, eager=True).alias("boot_seg").scatter(sub.get_column("_i"), seg)
 
 
+_HMS_OK = r"^(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d$"
+
+
+def _py_syslog_times(out: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str]] | None:
+    """`_syslog_times` of a short frame in Python; None where it does not apply (long frame, non-ASCII
+    month or time, a year outside 1000-9999, a time of day `_ymd_hms_utc` takes through strptime)."""
+    if out.height > kev.SMALL_ROWS:
+        return None
+    notes: list[str] = []
+    styles = out.get_column("style").to_list()
+    sys_rows = [i for i, st in enumerate(styles) if st in ("syslog", "dmesg_reltime")]
+    if not sys_rows:
+        return out, notes
+    mon_raw = out.get_column("mon_raw").to_list()
+    tokens = {mon_raw[i] for i in sys_rows} - {None}
+    if any(not t.isascii() for t in tokens):
+        return None
+    mapping = {}
+    for t in tokens:
+        key = "".join(ch for ch in t.lower().rstrip(".") if ch not in WHITE_SPACE)
+        if key in MONTHS:
+            mapping[t] = MONTHS[key]
+    month: list[int | None] = [None] * out.height
+    for i in sys_rows:
+        month[i] = mapping.get(mon_raw[i])
+    if all(v is None for v in month):
+        notes.append("syslog month names not understood: times left null")
+        q = out.get_column("ts_quality").clone().scatter(sys_rows, pl.Series(["none"] * len(sys_rows), dtype=pl.String))
+        return out.replace_column(out.get_column_index("ts_quality"), q), notes
+    wraps: list[int] = []
+    total = 0
+    prev = None
+    for v in month:
+        if v is not None:
+            if prev is not None and v < prev:
+                total += 1
+            prev = v
+        wraps.append(total)
+    last_month = prev
+    if ctx.collected_at is not None and ctx.year_hint in (None, ctx.collected_at.year):
+        last_year = ctx.collected_at.year - (1 if last_month > ctx.collected_at.month else 0)
+    elif ctx.year_hint is not None:
+        last_year = ctx.year_hint
+    else:
+        last_year = None
+        notes.append("syslog times have no year and the bundle gives none: times left null")
+    days = out.get_column("day").to_list()
+    hms = out.get_column("hms").to_list()
+    ok_rx = kev._py_rx(_HMS_OK)
+    sts: list[int | None] = []
+    midnight: dict[tuple[int, int, int], int | None] = {}
+    for i in sys_rows:
+        mon, day, t = month[i], days[i], hms[i]
+        if last_year is None or mon is None or day is None:
+            sts.append(None)
+            continue
+        year = last_year - total + wraps[i]
+        if not 1000 <= year <= 9999 or t is None or not t.isascii() or "\n" in t or not ok_rx.search(t):
+            return None  # (outside the calendar arithmetic: strptime decides)
+        key = (year, mon, day)
+        if key not in midnight:
+            try:
+                midnight[key] = (date(year, mon, day).toordinal() - _EPOCH_DAY) * 86_400_000_000
+            except ValueError:
+                midnight[key] = None
+        mid = midnight[key]
+        sts.append(None if mid is None else mid + (int(t[0:2]) * 3600 + int(t[3:5]) * 60 + int(t[6:8])) * 1_000_000)
+    ts = out.get_column("ts").clone().scatter(sys_rows, pl.Series(sts, dtype=pl.Int64).cast(UTC_US))
+    quality = ["none" if v is None else "year_inferred" for v in sts]
+    q = out.get_column("ts_quality").clone().scatter(sys_rows, pl.Series(quality, dtype=pl.String))
+    out = out.replace_column(out.get_column_index("ts"), ts).replace_column(out.get_column_index("ts_quality"), q)
+    if total:
+        notes.append(f"syslog months wrap {total} time(s) in the file: year advanced at each wrap")
+    if last_year is not None:
+        notes.append(f"syslog times have no year and no zone: year {last_year} for the last line, local time taken as UTC")
+    return out, notes
+
+
 def _syslog_times(out: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str]]:
     """Give syslog rows (month, day, time, no year) a UTC time with the year inferred (FORMATS.md §1.3 rule 3)."""
+    py = _py_syslog_times(out, ctx)
+    if py is not None:
+        return py
     notes: list[str] = []
     is_sys = pl.col("style").is_in(["syslog", "dmesg_reltime"])
     # month numbers of the few distinct month tokens, mapped back (same values as `_month_num` row by row)
