@@ -15,12 +15,14 @@ Chunks that hold one grammar only (checked with cheap literal scans first) are p
 
 from __future__ import annotations
 
+import re
 from types import ModuleType
 
 import polars as pl
 
 from parsers import nccl, step_log
 from parsers import torch_distributed as td
+from parsers._common import _ANY_ENVELOPE
 from parsers.base import FileContext, ParseResult
 
 FAMILY_MARKS = [
@@ -66,12 +68,207 @@ def parse(parser: ModuleType, lines: pl.Series, ctx: FileContext) -> ParseResult
     return parser.parse(lines, ctx)
 
 
-def _both(lines: pl.Series, ctx: FileContext) -> ParseResult:
+FAMILY_LITERALS = (
+    # NCCL records (bare version lines, `NCCL error in:` too), aws-ofi-nccl legacy lines, markdown auto-links
+    "NCCL ",
+    ": Function: ",
+    "](http",
+    # line starts of the PyTorch grammar (`torch_distributed.TORCH_LINE_START`), branch by branch (c10/glog
+    # and elastic lines: `FAMILY_SOURCES`)
+    ":torch",
+    ":__main__:",
+    "Traceback (most recent call last):",
+    'File "',
+    "Exception raised from ",
+    "frame #",
+    " FAILED",
+    "<NO_OTHER_FAILURES>",
+    "During handling of the above exception",
+    "The above exception was the direct cause",
+    "Error",
+    "Exception",
+    "Interrupt",
+    "Exit",
+    "Root Cause",  # `Root Cause (first observed failure):`; it also sets a ChildFailedError block's root flag
+    "Failures:",
+    "Not all ranks joining collective",
+    "group info:",
+    "collective:",
+    "missing ranks:",
+    "input sizes:",
+    "output sizes:",
+    "expected ranks:",
+    "collective state:",
+    "collective stack trace:",
+    "torch.distributed",
+    td.LAST_ERROR_TEXT,
+    "To our best knowledge",
+    "] joined",
+    "] finished",
+    "Snapshot of ranks",
+    "what():",
+    "CUDA kernel errors might be asynchronously reported",
+    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+    "Compile with `TORCH_USE_CUDA_DSA`",
+    # what the PyTorch events and the whole-file checks look for
+    *td.TORCH_LITERALS,
+    "exitcode",
+    "Sending process",
+    td.RESULT_HEAD_TEXT,
+    "launch configs:",
+    "Communicators...",
+    "Job summary",
+)
+"""Literals one of which every line the NCCL/PyTorch grammar (`nccl.family_rows`) reads on its own holds:
+its line-start patterns, event rules and whole-file markers, each a required literal of its pattern."""
+FAMILY_SOURCES = r"\.(?:cpp|hpp|cc|h|py):\d+\]|\[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\] \d{4}-"
+"""What a c10/glog line (`[E1206 12:00:00.123 X.cpp:607]`) and a torch.distributed.elastic line (`[INFO]
+2024-01-01 …`) hold: the literals `.py:`, `[INFO] ` alone are in every line of some logs (DeepSpeed's)."""
+FAMILY_ENDS = r"(?:=\s*|-|\^\s*|\]:\s*|\) [A-Z]+\s*)$"
+"""Line ends of the grammar's lines that need no literal above: `====`/`----`/`^^^` traceback lines (`====`
+also ends a ChildFailedError root-cause section), a ChildFailedError `[0]:` entry, an ncclras group head
+`#1-2 (hash) STATUS` (a line ends as its body does)."""
+ONLY_PREFIXES = (
+    r"^(?:> ?|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?:? |"
+    + _ANY_ENVELOPE.removeprefix("^(?:").removesuffix(")")
+    + r")*\s*$"
+)
+"""Lines that are nothing but a quote mark, collector timestamp and launcher prefixes (the grammar counts them
+as paste artefacts): every line whose prepared body is blank (`nccl.prepare` strips those, in that order)."""
+SUBSET_SHARE = 0.5
+"""The family grammar reads the candidate lines only when they are at most this share of the chunk."""
+WRAP_HEAD = nccl._WRAPPABLE.replace("|^", "|")
+"""`nccl._WRAPPABLE` unanchored: it matches every line whose body (a suffix of the line) a wrap may join."""
+
+
+BLOCK_HEAD = re.escape(td.RESULT_HEAD_TEXT) + (
+    r"|launch configs:|Root Cause \(first observed failure\):|Failures:|\]:\s*$"
+)
+"""What the head of a torchrun `Result:`/launch-config or ChildFailedError block holds (`td.mark_blocks`)."""
+BLOCK_KV = r"\s\s[a-z_]+(?:=|\s*:)"
+"""What an indented `key=value` / `key : value` block line holds (`td.KV_EQ_RE`, `td.KV_COLON_RE`)."""
+BLOCK_REACH = 64
+"""Lines after a block head read with it; when the last of them is understood the grammar reads every line."""
+WRAP_REACH = 16
+"""Lines after a wrap head read with it; when the last of them is understood (it may continue the record, and
+the next could too) the grammar reads every line."""
+
+
+def _reach(start: pl.Expr, carry: pl.Expr, limit: int | None = None) -> tuple[pl.Expr, pl.Expr]:
+    """Booleans: (a `start` line or a line after one in the closure `x[j] = start[j] or (x[j-1] and
+    carry[j-1])`, at most `limit` lines after its start; the lines where that limit cut the closure short)."""
+    i = pl.int_range(pl.len(), dtype=pl.Int64)
+    last = pl.when(start).then(i).forward_fill()
+    run = pl.when(~carry.shift(1, fill_value=False)).then(i).forward_fill()
+    inside = (last >= run).fill_null(False)
+    if limit is None:
+        return inside, pl.lit(False)
+    return inside & (i - last <= limit), inside & (i - last == limit) & carry
+
+
+def _family(lines: pl.Series, ctx: FileContext) -> tuple[nccl.FamilyRows, int]:
+    """`nccl.family_rows(lines, ctx)` and the number of non-blank lines it understood, at a cost that follows
+    the number of family lines.
+
+    The grammar reads the candidate lines (`FAMILY_LITERALS`, `FAMILY_SOURCES`, `FAMILY_ENDS`,
+    `ONLY_PREFIXES`: every line it reads on its own is one) and the lines it may read with them, transitively:
+    after a line a wrap may be joined to (`WRAP_HEAD`), up to `WRAP_REACH` lines that follow one of at least
+    80 characters (the shortest a wrap joins); after a `File "` traceback line, its source line, the NCCL
+    records before it included (the PyTorch grammar looks back past those). Each run of left-out lines is
+    replaced by one blank line (its last): a blank line starts no wrap and is no traceback line, as none of
+    the left-out lines is to the grammar. The wrap width is the whole chunk's. When the candidates hold a
+    record read across more lines (torchrun block, `Last error:` quote, ncclras or torchfrtrace report), or
+    are most of the chunk, the grammar reads every line.
+    """
+    text = pl.col("text")
+    frame = pl.DataFrame({"text": lines}).with_columns(
+        c=(
+            text.str.contains_any(list(FAMILY_LITERALS))
+            | text.str.contains(FAMILY_SOURCES)
+            | text.str.contains(FAMILY_ENDS)
+            | text.str.contains(ONLY_PREFIXES)
+        ).fill_null(False)
+    )
+    c = frame.get_column("c")
+    n_cand = int(c.sum())
+    if n_cand == 0:  # no line the grammar reads
+        return nccl.FamilyRows(tables={}, understood=c, notes=[], hosts=[]), 0
+    if n_cand > SUBSET_SHARE * len(lines):
+        return _whole(lines, ctx)
+    at = c.arg_true()
+    kinds = (
+        lines.gather(at)
+        .to_frame("text")
+        .select(
+            wrap=text.str.contains(WRAP_HEAD),
+            tb=text.str.contains('File "', literal=True),
+            le=text.str.contains(td.LAST_ERROR_TEXT, literal=True),
+            bh=text.str.contains(BLOCK_HEAD),
+        )
+        .fill_null(False)
+    )
+    frame = frame.with_columns(
+        **{k: _false(len(lines)).scatter(at, kinds.get_column(k)) for k in kinds.columns}
+    )
+    wrapped, wrap_cut = _reach(pl.col("wrap"), text.str.len_chars() >= 80, WRAP_REACH)
+    nccl_line = text.str.contains(" NCCL ", literal=True).fill_null(False)
+    traced, _ = _reach(pl.col("tb"), pl.col("tb") | nccl_line)
+    quoted, _ = _reach(pl.col("le"), pl.col("le"))
+    blocked, block_cut = pl.lit(False), pl.lit(False)
+    if kinds.get_column("bh").any():
+        kv = text.str.contains(BLOCK_KV).fill_null(False)
+        blocked, block_cut = _reach(pl.col("bh"), pl.col("bh") | kv, BLOCK_REACH)
+    marks = frame.select(
+        k=pl.col("c") | wrapped | traced | quoted | blocked, wrap_cut=wrap_cut, block_cut=block_cut
+    )
+    keep = marks.get_column("k")
+    base = pl.DataFrame(
+        {
+            "line": pl.int_range(ctx.first_line, ctx.first_line + len(lines), dtype=pl.Int64, eager=True),
+            "text": lines.cast(pl.String),
+            "_k": keep,
+        }
+    )
+    base = base.filter(pl.col("_k") | pl.col("_k").shift(-1, fill_value=False)).select(
+        "line", text=pl.when(pl.col("_k")).then(text).otherwise(pl.lit(""))
+    )
+    if base.select(text.str.contains("Not all ranks joining collective", literal=True).any()).item():
+        return _whole(lines, ctx)
+    fam = nccl.family_rows_frame(base, ctx, wrap_width=lambda: nccl._wrap_width(lines))
+    if fam.whole:
+        return _whole(lines, ctx)
+    cut = marks.get_column("wrap_cut")
+    if fam.continued is not None and len(fam.continued) and cut.any():
+        at_cut = (cut.arg_true().cast(pl.Int64) + ctx.first_line).is_in(fam.continued.implode())
+        if at_cut.any():
+            return _whole(lines, ctx)  # a wrapped record may go on past the lines read
+    pos = (base.get_column("line") - ctx.first_line).cast(pl.UInt32)
+    understood = _false(len(lines)).alias("known").scatter(pos, fam.understood.fill_null(False))
+    cut = marks.get_column("block_cut")
+    if cut.any() and (understood & cut).any():
+        return _whole(lines, ctx)  # a block may go on past the lines read
+    texts = base.get_column("text")
+    n_family = int((fam.understood.fill_null(False) & (texts.str.strip_chars().str.len_bytes() > 0)).sum())
+    family = nccl.FamilyRows(tables=fam.tables, understood=understood, notes=fam.notes, hosts=fam.hosts)
+    return family, n_family
+
+
+def _false(n: int) -> pl.Series:
+    """A new all-false column (`Series.scatter` writes in place)."""
+    return pl.Series("f", [False] * n, dtype=pl.Boolean)
+
+
+def _whole(lines: pl.Series, ctx: FileContext) -> tuple[nccl.FamilyRows, int]:
     family = nccl.family_rows(lines, ctx)
     understood = family.understood.fill_null(False)
-    n_family = int((understood & (lines.str.strip_chars().str.len_bytes() > 0)).sum())
+    return family, int((understood & (lines.str.strip_chars().str.len_bytes() > 0)).sum())
+
+
+def _both(lines: pl.Series, ctx: FileContext) -> ParseResult:
+    family, n_family = _family(lines, ctx)
     if n_family == 0:
         return step_log.parse(lines, ctx)
+    understood = family.understood.fill_null(False)
     rest = step_log.parse(pl.select(pl.when(understood).then(pl.lit("")).otherwise(lines)).to_series(), ctx)
     tables = dict(family.tables)
     for name, df in rest.tables.items():

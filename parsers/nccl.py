@@ -45,6 +45,7 @@ Rows:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
@@ -371,7 +372,7 @@ _OWN_START = r"^(?:#|\s*\[|\s*\(|\s*\d{4}-\d\d-\d\d|\s*(?i:iteration|step|epoch)
 _WRAPPABLE = r"NCCL (?:WARN|ERROR)|^\[?[EFW](?:\d{3,4} [\d:.]+(?: +\d+)?)? ?[\w./-]+\.(?:cpp|hpp|cc|h|py):\d+\]"
 
 
-def join_wrapped(frame: pl.DataFrame) -> pl.DataFrame:
+def join_wrapped(frame: pl.DataFrame, wrap_width: Callable[[], int | None] | None = None) -> pl.DataFrame:
     """Mark hard-wrapped continuation lines (`cont`) and append them to the body of the line they continue.
 
     A line is a continuation when no grammar knows it, it is not blank, it does not open like a record of
@@ -379,15 +380,9 @@ def join_wrapped(frame: pl.DataFrame) -> pl.DataFrame:
     long, and the run it extends starts at a warning/error record (NCCL WARN, c10 E/F/W line): those are
     the records events come from, and INFO/COLL lines are never re-joined. Pieces are joined without a separator when
     the previous line has the file's wrap width (the most common length ≥ 80, seen ≥ 3 times), else with
-    one space (soft wrap at a word).
+    one space (soft wrap at a word). `wrap_width`, when given, says the wrap width (of the whole file when
+    `frame` holds some of its lines only); it is asked only when some line is joined.
     """
-    lengths = frame.get_column("text").fill_null("").str.len_chars()
-    long = lengths.filter(lengths >= 80)
-    width = None
-    if len(long):
-        vc = long.value_counts(sort=True)
-        if vc.height and int(vc.item(0, "count")) >= 3:
-            width = int(vc.item(0, long.name))
     blank = pl.col("body").fill_null("").str.strip_chars().str.len_bytes() == 0
     plen = pl.col("body").fill_null("").str.len_chars().shift(1)
     own_start = pl.col("body").fill_null("").str.contains(_OWN_START)
@@ -402,6 +397,7 @@ def join_wrapped(frame: pl.DataFrame) -> pl.DataFrame:
     f = f.with_columns(cont=pl.col("_cand") & pl.col("_wrap").first().over("_run") & (pl.col("_run") > 0)).drop("_wrap")
     if not f.get_column("cont").any():
         return f.drop("_cand", "_run")
+    width = wrap_width() if wrap_width is not None else _wrap_width(frame.get_column("text"))
     sep = (
         pl.when(plen == width).then(pl.lit("")).otherwise(pl.lit(" "))
         if width is not None
@@ -415,6 +411,17 @@ def join_wrapped(frame: pl.DataFrame) -> pl.DataFrame:
         body=pl.when(first & pl.col("_tail").is_not_null()).then(pl.col("body") + pl.col("_tail")).otherwise(pl.col("body")),
     )
     return f.drop("_cand", "_run", "_piece", "_tail")
+
+
+def _wrap_width(texts: pl.Series) -> int | None:
+    """The wrap width of a file's lines: the most common length of 80 characters or more, seen 3+ times."""
+    lengths = texts.fill_null("").str.len_chars()
+    long = lengths.filter(lengths >= 80)
+    if len(long):
+        vc = long.value_counts(sort=True)
+        if vc.height and int(vc.item(0, "count")) >= 3:
+            return int(vc.item(0, long.name))
+    return None
 
 
 # ----------------------------------------------------------------------------- NCCL tables
@@ -1565,6 +1572,11 @@ class FamilyRows:
     """NCCL hosts seen (short names)."""
     fast: pl.Series | None = None
     """Boolean per input line: read by the fast lane (an understood, non-blank NCCL record), when known."""
+    whole: bool = False
+    """The lines hold an ncclras report, read across all lines (`family_rows_frame` callers that passed some
+    lines only must read the whole file instead)."""
+    continued: pl.Series | None = None
+    """Numbers of the lines joined onto the record before them (hard-wrapped tails), when any may be."""
 
 
 def family_rows(lines: pl.Series, ctx: FileContext) -> FamilyRows:
@@ -1580,7 +1592,15 @@ def family_rows(lines: pl.Series, ctx: FileContext) -> FamilyRows:
     before whenever the file holds what they look for, and a fast-lane line a wrap is joined onto goes back to
     the full path.
     """
-    base = numbered(lines, ctx)
+    return family_rows_frame(numbered(lines, ctx), ctx)
+
+
+def family_rows_frame(
+    base: pl.DataFrame, ctx: FileContext, wrap_width: Callable[[], int | None] | None = None
+) -> FamilyRows:
+    """`family_rows` over a frame of `line`, `text` in line order whose numbers need not follow one another:
+    some of a file's lines, those in between left out (the caller makes sure that what the grammar reads
+    across lines sees the same neighbours; `wrap_width` gives the whole file's wrap width)."""
     fast = _fast_lane(base, ctx) if FAST_LANE else _empty_lane(base.height, ctx.first_line)
     nfast = fast.rows.height
     slow = _prepare_frame(base.filter(~fast.mask) if nfast else base)
@@ -1609,15 +1629,17 @@ def family_rows(lines: pl.Series, ctx: FileContext) -> FamilyRows:
     else:
         slow = slow.with_columns(known=pl.col("_nccl"))
     full: pl.DataFrame | None = None
+    continued = None
     if _may_wrap(slow, fast):
-        full = join_wrapped(_full_frame(slow, fast))
+        full = join_wrapped(_full_frame(slow, fast), wrap_width)
         if nfast:
             # a fast-lane record a wrapped tail was joined onto is read by the full path
             joined = full.filter(fast.mask & (pl.col("body") != pl.col("_fbody"))).get_column("line")
             if len(joined):
-                fast = _drop_fast(fast, joined)
+                fast = _drop_fast(fast, joined, base.get_column("line"))
         full = full.drop("_fbody")
         slow = full.filter(~fast.mask) if nfast else full
+        continued = slow.filter(pl.col("cont")).get_column("line")
     else:
         slow = slow.with_columns(cont=pl.lit(False))
     fast_hits = (
@@ -1713,6 +1735,8 @@ def family_rows(lines: pl.Series, ctx: FileContext) -> FamilyRows:
         notes=notes,
         hosts=hosts,
         fast=fast.mask if fast.rows.height else None,
+        whole=ras,
+        continued=continued,
     )
 
 
@@ -1794,10 +1818,11 @@ def _full_frame(slow: pl.DataFrame, fast: FastLane) -> pl.DataFrame:
     return pl.concat([slow, fr], how="vertical").sort("line").with_columns(_fbody=pl.col("body"))
 
 
-def _drop_fast(fast: FastLane, lines: pl.Series) -> FastLane:
-    """The fast lane without the records of `lines` (they go back to the full path)."""
+def _drop_fast(fast: FastLane, lines: pl.Series, numbers: pl.Series) -> FastLane:
+    """The fast lane without the records of `lines` (they go back to the full path); `numbers` are the line
+    numbers of the mask's positions."""
     drop = pl.col("line").is_in(lines.implode())
-    pos = (lines - fast.first).cast(pl.UInt32)
+    pos = numbers.search_sorted(lines, side="left").cast(pl.UInt32)
     mask = fast.mask.scatter(pos, False)
     return FastLane(
         mask=mask,
