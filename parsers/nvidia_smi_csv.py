@@ -163,9 +163,11 @@ def _hosts_and_headers(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
     and the distinct header lines. Used by `parse` and `carry` alike."""
     # pdsh/clush captures (`node01: index, name, ...`): every host prints its own header and rows.
     text = frame.get_column("text")
-    nonblank = int((text.str.strip_chars() != "").sum())
-    # A prefixed line contains ': ': when too few lines do, the file is no capture (no regex pass needed).
-    maybe = nonblank and int(text.str.contains(": ", literal=True).sum()) * 2 >= nonblank
+    # A prefixed line contains ': ': when too few lines do, the file is no capture (no regex pass needed;
+    # none at all, no count of the non-blank lines either).
+    prefixed = int(text.str.contains(": ", literal=True).sum())
+    nonblank = int((text.str.strip_chars() != "").sum()) if prefixed else 0
+    maybe = nonblank and prefixed * 2 >= nonblank
     env = frame.select(g=pl.col("text").str.extract_groups(PDSH_RE)).unnest("g") if maybe else None
     if env is not None and env.get_column("host").is_not_null().sum() * 2 >= nonblank:
         frame = frame.with_columns(
@@ -237,7 +239,8 @@ def _mask_value(col: pl.Expr) -> pl.Expr:
 
 
 def _timestamp(col: pl.Expr) -> pl.Expr:
-    ts = _value(col).str.strptime(pl.Datetime("us"), "%Y/%m/%d %H:%M:%S%.f", strict=False)
+    # = `_value(col)` parsed: the states it nulls (`[...]`, `N/A`, empty) do not parse either
+    ts = col.str.strip_chars().str.strptime(pl.Datetime("us"), "%Y/%m/%d %H:%M:%S%.f", strict=False)
     return ts.dt.replace_time_zone("UTC")
 
 
@@ -402,7 +405,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         ok = ok.scatter(pl.concat(data_lines) - ctx.first_line, True)
     parsed, unrecognized, examples = account(frame.select("line", "text").with_columns(ok=ok), pl.col("ok"))
     notes: list[str] = []
-    orphan = frame.filter(pl.col("header").is_null() & ~pl.col("is_fail") & (pl.col("text").str.strip_chars() != ""))
+    orphan = frame.filter(pl.col("header").is_null()).filter(
+        ~pl.col("is_fail") & (pl.col("text").str.strip_chars() != "")
+    )
     if orphan.height:
         notes.append(
             f"{orphan.height} line(s) before any CSV header (noheader output?): field list unknown, left unrecognized"
@@ -481,7 +486,10 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             )
         )
         if samples is not None:
-            idx = samples.select("line", gi=pl.col("gpu_index"))
+            # (the sample rows of the inventory's lines only: a small join)
+            idx = samples.filter(pl.col("line").is_in(long.get_column("line").implode())).select(
+                "line", gi=pl.col("gpu_index")
+            )
             long = long.join(idx, on="line", how="left", maintain_order="left").with_columns(
                 gpu_index=pl.coalesce("gpu_index", "gi")
             )
