@@ -1704,10 +1704,42 @@ def _rows(frags: pl.DataFrame) -> pl.DataFrame:
         | (pl.col("anchor") & (pl.col("standalone") | ~same_step))
         | (~pl.col("anchor") & orphan_start)
     )
-    f = f.with_columns(group=start.cum_sum(), orphan=~pl.col("anchor") & ~attached)
-    f = f.with_columns(orphan_group=pl.col("orphan").all().over("group")).collect().rechunk()
+    f = f.with_columns(group=start.cum_sum(), orphan=~pl.col("anchor") & ~attached, _start=start)
+    # a group is a run of fragments; one of a single fragment is that fragment as it is (what the aggregation
+    # below gives it), so only the others are sorted and aggregated
+    f = f.with_columns(_single=pl.col("_start") & pl.col("_start").shift(-1).fill_null(True)).collect()
     value_cols = [c for c in _FRAG if c not in ("line", "seg", "key", "timers", "anchor", "standalone", "attach_line")]
-    rows = (
+    single = f.get_column("_single")
+    n_single = int(single.sum())
+    singles = (f.filter(single) if n_single < f.height else f).select(
+        "group",
+        "line",
+        "key",
+        pl.col("orphan").alias("orphan_group"),
+        "rank",
+        *[c for c in value_cols if c != "rank"],
+        pl.col("timers").list.drop_nulls().fill_null(pl.lit([], dtype=pl.List(_TIMER))),
+    )
+    if n_single == f.height:
+        rows = singles
+    else:
+        rows = _group_rows(f.filter(~single), value_cols)
+        if n_single:
+            rows = pl.concat([singles, rows]).sort("group")
+    # orphans only count when they carry progress of their own (HF dicts without a bar, ...)
+    rows = rows.filter(
+        ~pl.col("orphan_group")
+        | pl.col("step_time_s").is_not_null()
+        | pl.col("loss").is_not_null()
+        | pl.col("throughput").is_not_null()
+    )
+    return rows.sort("key", "line")
+
+
+def _group_rows(f: pl.DataFrame, value_cols: list[str]) -> pl.DataFrame:
+    """One row per group of fragments (groups of two or more; see `_rows`)."""
+    f = f.with_columns(orphan_group=pl.col("orphan").all().over("group")).rechunk()
+    return (
         f.sort("group", "prio", "line", "seg")
         .group_by("group", maintain_order=True)
         .agg(
@@ -1719,14 +1751,6 @@ def _rows(frags: pl.DataFrame) -> pl.DataFrame:
             timers=pl.col("timers").explode().drop_nulls(),
         )
     )
-    # orphans only count when they carry progress of their own (HF dicts without a bar, ...)
-    rows = rows.filter(
-        ~pl.col("orphan_group")
-        | pl.col("step_time_s").is_not_null()
-        | pl.col("loss").is_not_null()
-        | pl.col("throughput").is_not_null()
-    )
-    return rows.sort("key", "line")
 
 
 def _phases(rows: pl.DataFrame) -> pl.DataFrame:
@@ -2025,7 +2049,8 @@ def _noise_lines(seg: pl.DataFrame) -> pl.DataFrame:
     hit = flags.get_column("known").fill_null(False)
     i = cand.fill_null(False).arg_true()
     if i.len():
-        hit = hit.clone().scatter(i, seg.get_column("text").gather(i).str.contains(_NOISE_ANY).fill_null(False))
+        got = seg.get_column("text").gather(i).str.contains(_NOISE_ANY).fill_null(False)
+        hit = hit.clone().scatter(i, got)
     return seg.filter(hit).select("line")
 
 
