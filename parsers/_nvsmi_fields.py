@@ -376,11 +376,11 @@ def frames(
                     kept.append(r)
             rows = kept
         present = set().union(*rows)
-        cols = {c: [r.get(c) for r in rows] for c in schema if c in present}
-        bus = _bus_ids_cached(cols["gpu_bus_id"]) if "gpu_bus_id" in cols else None
+        bus = _bus_ids_cached([r.get("gpu_bus_id") for r in rows]) if "gpu_bus_id" in present else None
+        # one construction from the rows (not one Series per column); bus ids replaced by their normal form
+        df = pl.from_dicts(rows, schema={c: t for c, t in schema.items() if c in present}, strict=False)
         if bus is not None:
-            cols["gpu_bus_id"] = bus
-        df = pl.DataFrame({c: pl.Series(c, v, dtype=schema[c], strict=False) for c, v in cols.items()})
+            df = df.with_columns(pl.Series("gpu_bus_id", bus, dtype=schema["gpu_bus_id"], strict=False))
         if "gpu_bus_id" in df.columns and bus is None:
             df = df.with_columns(gpu_bus_id=normalize_bus_id(pl.col("gpu_bus_id")))
         if table == "inventory":

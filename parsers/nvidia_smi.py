@@ -380,6 +380,11 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     )
 
 
+_CLASSES: dict[str, tuple] = {}  # type: ignore[type-arg]
+"""`_classify` of each line seen by this process (a pure function of the line)."""
+_CLASSES_MAX = 100_000
+
+
 def _parse_items(
     items: Iterable[tuple[int, str]], orig: Callable[[int], str], node: str, ctx: FileContext
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], int, int, list[tuple[int, str]], list[str], bool]:
@@ -399,7 +404,9 @@ def _parse_items(
             dump.gpus.append((snap, list(keys1), last))
         snap = None
 
-    classes: dict[str, tuple] = {}  # type: ignore[type-arg]
+    classes = _CLASSES  # lines recur across files too (the same keys, mostly the same values)
+    if len(classes) > _CLASSES_MAX:
+        classes.clear()
     paths: dict[tuple[str, ...], tuple[str, ...]] = {(): ()}
     # The leaf steps of each key path's children, looked up by the leaf key (one dict per interned path,
     # kept with the open header on the stack; `root` for leaves right under the GPU line).
