@@ -522,7 +522,7 @@ def extract(stamped: pl.DataFrame, ctx: FileContext) -> dict[str, pl.DataFrame]:
         out.append(_mce_blocks(cand, ctx))
     events = pl.concat([e for e in out if e.height], how="vertical_relaxed") if any(e.height for e in out) else None
     if events is None:
-        events = _events(m.head(0), ctx, "xid", pl.lit(None), pl.lit("info"), pl.lit(None), {})
+        events = _empty_events(m)
     events = events.sort("line")
     if inventory is None:
         inventory = _inventory(inv_cand, m, ctx, has)
@@ -651,7 +651,142 @@ def _rule_events(m: pl.DataFrame, rule: Rule, ctx: FileContext) -> pl.DataFrame:
     return _events(hit, ctx, rule.kind, code, severity, bus, detail)
 
 
+def _py_ascii(v: str | None) -> bool:
+    return v is None or (v.isascii() and "\n" not in v)
+
+
+def _py_events(sub: pl.DataFrame, ctx: FileContext, kind: str, codes: list, sevs: list, buses: list, details: list) -> pl.DataFrame:
+    """`_events` rows of `sub` (rows of the stamped frame) from per-row Python values (`details`: the detail
+    fields without the clock ones, which are added here)."""
+    n = sub.height
+    ts_null = sub.get_column("ts").is_null().to_list()
+    ups = sub.get_column("uptime_s").to_list()
+    segs = sub.get_column("boot_seg").to_list()
+    crash = sub.get_column("crash_record").to_list()
+    enc = []
+    for k, detail in enumerate(details):
+        mono = ups[k] is not None and ts_null[k]
+        detail["boot_seg"] = segs[k] if mono else None
+        detail["crash_record"] = True if mono and crash[k] else None
+        enc.append(_py_json(detail))
+    q = sub.get_column("ts_quality").to_list()
+    return pl.DataFrame(
+        [
+            sub.get_column("ts"),
+            pl.Series("ts_quality", ["none" if v is None else v for v in q], dtype=pl.String),
+            sub.get_column("uptime_s"),
+            pl.Series("node", [ctx.node if h is None else h for h in sub.get_column("host").to_list()], dtype=pl.String),
+            normalized_bus(pl.Series("gpu_bus_id", buses, dtype=pl.String)),
+            pl.Series("source", ["kernel"] * n, dtype=pl.String),
+            pl.Series("kind", [kind] * n, dtype=pl.String),
+            pl.Series("code", codes, dtype=pl.String),
+            pl.Series("severity", sevs, dtype=pl.String),
+            sub.get_column("text").alias("message"),
+            pl.Series("detail", enc, dtype=pl.String),
+            pl.Series("file", [ctx.path] * n, dtype=pl.String),
+            sub.get_column("line"),
+        ]
+    )
+
+
+_I64 = 2**63
+
+
+def _py_xids(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame | None:
+    """`_xids` of a few ASCII candidates in Python (see `_py_msgs`); None where it does not apply."""
+    msgs = _py_msgs(cand)
+    if msgs is None:
+        return None
+    rx = _py_rx(XID_RE)
+    idx: list[int] = []
+    groups: list[re.Match[str]] = []
+    for i, s in enumerate(msgs):
+        if s is not None and "NVRM: Xid" in s:
+            mt = rx.search(s)
+            if mt is not None:
+                idx.append(i)
+                groups.append(mt)
+    if not idx:
+        return _empty_events(m)
+    sub = cand[idx] if len(idx) < cand.height else cand
+    lines = sub.get_column("line")
+    # next line's message (the XID 154 recovery action may continue there)
+    m_lines = m.get_column("line")
+    pos = m_lines.search_sorted(lines + 1).to_list()
+    m_line_list = m_lines.gather([min(p, m.height - 1) for p in pos]).to_list() if m.height else []
+    want = (lines + 1).to_list()
+    m_msg = m.get_column("msg")
+    nxt_pos = [p for p, w, ml in zip(pos, want, m_line_list) if p < m.height and ml == w]
+    nxt_msg = dict(zip(nxt_pos, m_msg.gather(nxt_pos).to_list())) if nxt_pos else {}
+    strip_head = _py_rx("^.*?" + XID_RE)
+    recovery = _py_rx(RECOVERY_RE)
+    nvrm = _py_rx(r"^NVRM:\s*")
+    sev_cat = _catalog_severity("xid")
+    extras = [(name, _py_rx(x)) for name, x in XID_EXTRAS]
+    codes: list[str | None] = []
+    sevs: list[str] = []
+    buses: list[str | None] = []
+    details: list[dict] = []
+    decoded: dict[str, tuple[dict, str | None]] = {}
+    for k, (i, g) in enumerate(zip(idx, groups)):
+        s = msgs[i]
+        text = strip_head.sub("", s, count=1)
+        src = text
+        if "recovery action" in text and not recovery.search(text):
+            p = pos[k]
+            nm = nxt_msg.get(p) if p < m.height and m_line_list[k] == want[k] else None
+            if not _py_ascii(nm):
+                return None
+            src = text + " " + nvrm.sub("", nm or "", count=1)
+        if src not in decoded:
+            row: dict = {}
+            for name, erx in extras:
+                em = erx.search(src)
+                row[name] = em.group(1) if em is not None else None
+            rm = recovery.search(src)
+            row["recovery_action"] = rm["to_name"] if rm else None
+            row["recovery_action_code"] = rm["to"] if rm else None
+            row["recovery_action_from"] = rm["from_name"] if rm else None
+            decoded[src] = (row, row["recovery_action"])
+        row, to = decoded[src]
+        code = int(g["code"])
+        code_s = str(code) if -_I64 <= code < _I64 else None
+        sev = sev_cat.get(code_s, "medium")
+        if to is not None:
+            tl = to.lower()
+            if "reboot" in tl:
+                sev = "critical"
+            elif "reset" in tl or "drain" in tl:
+                sev = "high"
+        pid = g["pid"]
+        inst = g["instance"]
+        inst = None if inst is None else inst.strip(_WS)
+        detail = {"pid": None if pid is None else pid.strip("'"), "process": g["process"], "text": text, "instance": inst or None}
+        detail.update(row)
+        codes.append(code_s)
+        sevs.append(sev)
+        buses.append(g["bus"])
+        details.append(detail)
+    return _py_events(sub, ctx, "xid", codes, sevs, buses, details)
+
+
+_EMPTY_EVENTS: dict[tuple, pl.DataFrame] = {}
+
+
+def _empty_events(m: pl.DataFrame) -> pl.DataFrame:
+    """An `events` frame without rows (its schema depends only on the stamped frame's)."""
+    key = tuple((c, m.schema[c]) for c in ("ts", "uptime_s", "text", "line"))
+    got = _EMPTY_EVENTS.get(key)
+    if got is None:
+        empty = m.head(0)
+        got = _EMPTY_EVENTS[key] = _events(empty, FileContext(path="", node=""), "xid", pl.lit(None), pl.lit("info"), pl.lit(None), {})
+    return got.clone()
+
+
 def _xids(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
+    py = _py_xids(cand, m, ctx)
+    if py is not None:
+        return py
     hit = _hit(cand, ("NVRM: Xid",), XID_RE)
     if hit.height == 0:
         return _events(hit, ctx, "xid", pl.lit(None), pl.lit("info"), pl.lit(None), {})
