@@ -51,6 +51,7 @@ from functools import cache
 
 import polars as pl
 
+from parsers import _nccl_small
 from parsers import torch_distributed as td
 from parsers._common import _ANY_ENVELOPE, envelope_struct, nccl_bus_id
 from parsers._sniff import head_text, may_match, required_literals
@@ -1903,4 +1904,12 @@ def parse_family(lines: pl.Series, ctx: FileContext) -> ParseResult:
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse NCCL debug output (and the PyTorch-distributed lines mixed into it)."""
+    if SMALL_PATH and FAST_LANE and len(lines) <= _nccl_small.MAX_LINES:
+        small = _nccl_small.parse(lines, ctx)
+        if small is not None:
+            return small
     return parse_family(lines, ctx)
+
+
+SMALL_PATH = True
+"""Read a small chunk of plain INFO records in Python (`parsers._nccl_small`; tests compare both readings)."""

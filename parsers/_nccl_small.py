@@ -1,0 +1,376 @@
+"""A plain-Python reading of a small NCCL debug log whose lines are all plain INFO records (`nccl.parse`'s
+fixed cost on a per-node file of a few hundred lines is dozens of small polars operations and regex
+compiles; Python's `re` over a few hundred lines is cheaper).
+
+`parse` returns exactly what `nccl.parse` returns, or None when the chunk holds anything else: a line that is
+not blank and not an NCCL record the fast lane (`nccl._FAST_HEAD`) reads, a WARN/ERROR/ABORT record, a COLL
+line, a markdown link, the literals of the whole-file checks, or a character outside printable ASCII and
+tab (on such text Python's `re` and polars' regex engine agree on every pattern used here: `\\s`, `\\w`, `\\d`
+are ASCII in both). The rows are worked out as `nccl._nccl_rows` does for those records, and the tables are
+built with the same polars concatenation; `tests/parsers/test_nccl_fast.py` checks both readings agree.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from typing import Any
+
+import polars as pl
+
+from parsers.base import FileContext, ParseResult
+
+MAX_LINES = 2000
+"""Chunks of more lines take the vectorised path."""
+_SAFE = re.compile(r"[^\t\x20-\x7e]")
+_IPV4 = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
+_I64 = 2**63
+_I32 = 2**31
+_INV_SCHEMA = {
+    "node": pl.String,
+    "component": pl.String,
+    "device": pl.String,
+    "attribute": pl.String,
+    "value": pl.String,
+    "source": pl.String,
+    "file": pl.String,
+    "line": pl.Int64,
+}
+_NET_SCHEMA = {
+    "node": pl.String,
+    "pid": pl.Int64,
+    "line": pl.Int64,
+    "device": pl.String,
+    "detail": pl.String,
+    "record": pl.String,
+    "file": pl.String,
+}
+_RANK_SCHEMA = {
+    "record": pl.String,
+    "node": pl.String,
+    "comm_id": pl.String,
+    "rank": pl.Int32,
+    "nranks": pl.Int32,
+    "cuda_dev": pl.Int32,
+    "gpu_bus_id": pl.String,
+    "pid": pl.Int64,
+    "nccl_version": pl.String,
+    "detail": pl.String,
+    "file": pl.String,
+    "line": pl.Int64,
+}
+
+
+@cache
+def _rx(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def _int(s: str | None, limit: int) -> int | None:
+    """`cast(Int64|Int32, strict=False)` of a digit string (with an optional `-`)."""
+    if s is None:
+        return None
+    v = int(s)
+    return v if -limit <= v < limit else None
+
+
+def _json(**fields: Any) -> str:
+    """`nccl.json_detail` of plain values: `struct.json_encode`, then its null members dropped."""
+    parts = []
+    for k, v in fields.items():
+        if v is None:
+            enc = "null"
+        elif isinstance(v, bool):
+            enc = "true" if v else "false"
+        elif isinstance(v, int):
+            enc = str(v)
+        elif isinstance(v, list):
+            enc = "[" + ",".join(json.dumps(x) for x in v) + "]"
+        else:
+            enc = json.dumps(v)
+        parts.append(f"{json.dumps(k)}:{enc}")
+    js = "{" + ",".join(parts) + "}"
+    js = re.sub(r'"[^"]+":null,', "", js)
+    js = re.sub(r',"[^"]+":null\}', "}", js)
+    return re.sub(r'\{"[^"]+":null\}', "{}", js)
+
+
+def _bus_id(bus: str | None) -> str | None:
+    """`parsers._common.nccl_bus_id` of a busId token."""
+    if bus is None:
+        return None
+    s = bus.strip()
+    try:
+        v = int(s, 16)
+    except ValueError:
+        return None
+    if v >= _I64:
+        return None
+    return f"{(v // 0x100000) & 0xFFFF:04x}:{(v // 0x1000) & 0xFF:02x}:{(v // 0x10) & 0xFF:02x}.{v & 0x7}"
+
+
+def _head(key: str, ctx: FileContext) -> dict[str, Any] | None:
+    """The fast lane's reading of a line start (None: not one it takes)."""
+    from parsers import nccl
+
+    m = _rx(nccl._FAST_HEAD).match(key)
+    if m is None:
+        return None
+    head = m.group("head")
+    if head.startswith(nccl._FAST_NOT_HEADS):
+        return None
+    if key[4:5] == "-" and _rx(nccl._COLLECTOR_TS).search(key):
+        return None
+    h = _rx(nccl.NCCL_HEAD_RE).search(head)
+    if h is None:
+        return None
+    host = h.group("host")
+    env = m.group("env")
+    env_len = len(env) if env is not None else 0
+    sp = m.group("sp")
+    return {
+        "node": host if _IPV4.search(host) else host.split(".", 1)[0],
+        "host": host,
+        "pid": _int(h.group("pid"), _I64),
+        "dev": _int(h.group("dev"), _I32),
+        "level": m.group("level"),
+        "msg_off": env_len + len(head) + 6 + len(m.group("level")) + len(sp),
+    }
+
+
+def parse(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
+    """`nccl.parse(lines, ctx)` for a small chunk of plain INFO records (and blank lines), else None."""
+    from parsers import nccl
+
+    if len(lines) > MAX_LINES or lines.null_count():
+        return None
+    texts: list[str] = lines.to_list()
+    joined = "\n".join(texts)
+    if _SAFE.search(joined.replace("\n", " ")) or "](http" in joined or " opCount " in joined:
+        return None
+    if any(lit in joined for lit in nccl._FAST_LITERALS):
+        return None
+    heads: dict[str, dict[str, Any] | None] = {}
+    recs: list[tuple[int, dict[str, Any], str]] = []  # (line, head, message)
+    n = ctx.first_line
+    for i, t in enumerate(texts):
+        if not t.strip(" \t"):
+            continue
+        at = t.find(" NCCL ")
+        if at < 0:
+            return None
+        key = t[: at + nccl._FAST_KEY_CHARS]
+        h = heads.get(key, False)
+        if h is False:
+            h = heads[key] = _head(key, ctx)
+        if h is None or h["level"] not in ("INFO", "TRACE"):
+            return None
+        recs.append((n + i, h, t[h["msg_off"] :]))
+    if not recs:
+        return None
+    return _result(recs, ctx)
+
+
+def _result(recs: list[tuple[int, dict[str, Any], str]], ctx: FileContext) -> ParseResult:
+    from parsers import nccl
+
+    path = ctx.path
+    inv: list[tuple[Any, ...]] = []
+    ver: list[tuple[Any, ...]] = []
+    cuda_drv: list[tuple[Any, ...]] = []
+    env: list[tuple[Any, ...]] = []
+    ips: list[tuple[Any, ...]] = []
+    ib: list[tuple[Any, ...]] = []
+    sock: list[tuple[Any, ...]] = []
+    using: list[tuple[Any, ...]] = []
+    ofi: list[tuple[Any, ...]] = []
+    init: list[tuple[Any, ...]] = []
+    topo: list[tuple[Any, ...]] = []
+    bs_ips: list[tuple[Any, ...]] = []
+    conn = 0
+    rx = _rx
+    for line, h, msg in recs:
+        p4 = msg[:4]
+        if p4 in nccl._CONN_PREFIXES and rx(nccl.CONN_RE).search(msg):
+            conn += 1
+        if msg.startswith("NCCL version"):
+            m = rx(nccl.VERSION_RE).search(msg)
+            if m:
+                ver.append((h, line, m.group("ver"), m.group("cuda")))
+        elif msg.startswith("cudaDriverVersion"):
+            m = rx(nccl.CUDA_DRIVER_RE).search(msg)
+            if m:
+                cuda_drv.append((h, line, _int(m.group(1), _I64)))
+        if msg.startswith("NCCL_"):
+            m = rx(nccl.ENV_RE).search(msg)
+            if m:
+                env.append((h, line, m.group("var"), m.group("val")))
+        if msg.startswith("Bootstrap"):
+            m = rx(nccl.BOOTSTRAP_RE).search(msg)
+            if m:
+                bs_ips.append((h, line, m.group("ifname"), m.group("ip")))
+        elif msg.startswith("NET/IB"):
+            m = rx(nccl.NET_IB_RE).search(msg)
+            if m:
+                ib.append((h, line, msg, m))
+        elif msg.startswith("NET/Socket"):
+            if rx(nccl.NET_SOCKET_RE).search(msg):
+                sock.append((h, line, msg))
+        elif msg.startswith("Using network"):
+            m = rx(nccl.USING_NET_RE).search(msg)
+            if m:
+                using.append((h, line, m.group(1)))
+        if "NET/OFI Selected" in msg:
+            m = rx(nccl.OFI_RE).search(msg)
+            if m:
+                ofi.append((h, line, m.group("prov"), _int(m.group("nics"), _I64)))
+        if " - Init " in msg:
+            m = rx(nccl.INIT_RE).search(msg)
+            if m:
+                init.append((h, line, m))
+        if " nNodes " in msg:
+            m = rx(nccl.TOPO_RE).search(msg)
+            if m:
+                topo.append((h, line, m))
+    for h, line, v, cuda in ver:
+        inv.append((h["node"], "software", None, "nccl_version", v, "nccl", path, line))
+    for h, line, v, cuda in ver:
+        if cuda is not None:
+            inv.append((h["node"], "software", None, "nccl_cuda_version", cuda, "nccl", path, line))
+    for h, line, v in cuda_drv:
+        val = None if v is None else f"{v // 1000}.{(v % 1000) // 10}"
+        inv.append((h["node"], "software", None, "cuda_driver_version", val, "nccl", path, line))
+    for h, line, var, val in env:
+        inv.append((h["node"], "software", None, "env." + var, val, "nccl", path, line))
+    for h, line, ifname, ip in bs_ips:
+        ips.append((h["node"], "node", ifname, "ip", ip, "nccl", path, line))
+    for h, line, _msg, m in ib:
+        ips.append((h["node"], "node", m.group("ifname"), "ip", m.group("ip"), "nccl", path, line))
+    inv.extend(ips)
+    net: list[tuple[Any, ...]] = []
+    item_rx = rx(nccl.NET_IB_ITEM_RE)
+    for h, line, msg, m in ib:
+        items = [x.group(0) for x in item_rx.finditer(msg)]
+        dev = ",".join(rx(r"\]([\w.-]+):").search(it).group(1) for it in items)  # type: ignore[union-attr]
+        detail = _json(
+            transport="RoCE" if all(it.endswith("/RoCE") for it in items) else "IB",
+            devices=[re.sub(r"^\[\d+\]", "", it, count=1) for it in items],
+            oob_if=m.group("ifname"),
+            oob_ip=m.group("ip"),
+            relaxed_ordering="[RO]" in msg,
+        )
+        net.append((h["node"], h["pid"], line, dev, detail, "network", path))
+        for it in items:
+            g = item_rx.search(it)
+            inv.append((h["node"], "nic", g.group(1), "nccl_transport", g.group(3), "nccl", path, line))  # type: ignore[union-attr]
+    sock_rx = rx(nccl.NET_SOCKET_ITEM_RE)
+    for h, line, msg in sock:
+        items = [x.group(0) for x in sock_rx.finditer(msg)]
+        dev = ",".join(rx(r"\]([^:\s]+):").search(it).group(1) for it in items)  # type: ignore[union-attr]
+        detail = _json(transport="Socket", devices=items)
+        net.append((h["node"], h["pid"], line, dev, detail, "network", path))
+        for it in items:
+            g = sock_rx.search(it)
+            inv.append((h["node"], "node", g.group(1), "ip", g.group(2), "nccl", path, line))  # type: ignore[union-attr]
+    for h, line, netname in using:
+        detail = _json(transport=netname, selected=True)
+        net.append((h["node"], h["pid"], line, None, detail, "network", path))
+    for h, line, prov, nics in ofi:
+        detail = _json(transport="OFI", provider=prov, nics=nics)
+        net.append((h["node"], h["pid"], line, None, detail, "network", path))
+    comms = []
+    if net:
+        comms.append(pl.DataFrame(net, schema=_NET_SCHEMA, orient="row"))
+    rank = _rank_rows(init, topo, ver, path)
+    if rank is not None:
+        comms.append(rank)
+    tables: dict[str, pl.DataFrame] = {}
+    if comms:
+        tables["comms"] = pl.concat(comms, how="diagonal_relaxed") if len(comms) > 1 else comms[0]
+    if inv:
+        tables["inventory"] = pl.DataFrame(inv, schema=_INV_SCHEMA, orient="row").unique(
+            subset=["node", "component", "device", "attribute", "value"], keep="first", maintain_order=True
+        )
+    notes = [f"{conn} ring/tree/channel lines"] if conn else []
+    hosts = sorted({h["node"] for _line, h, _msg in recs})
+    return ParseResult(
+        tables=tables,
+        parsed=len(recs),
+        unrecognized=0,
+        unrecognized_examples=[],
+        notes=notes,
+        node=hosts[0] if len(hosts) == 1 else None,
+    )
+
+
+def _rank_rows(init: list[Any], topo: list[Any], ver: list[Any], path: str) -> pl.DataFrame | None:
+    """The comms 'rank' rows (`nccl._nccl_rows`' rank map)."""
+    if not init and not topo:
+        return None
+    rows: list[dict[str, Any]] = []
+    for h, line, m in init:
+        g = m.groupdict()
+        rows.append(
+            {
+                "node": h["node"], "pid": h["pid"], "line": line, "comm": g["comm"],
+                "comm_id": g["commid"] or g["comm"], "rank": _int(g["rank"], _I32),
+                "nranks": _int(g["nranks"], _I32), "cuda_dev": _int(g["dev"], _I32),
+                "gpu_bus_id": _bus_id(g["bus"]), "phase": g["phase"], "nvml_dev": _int(g["nvml"], _I32),
+                "prio": 0 if g["phase"] == "COMPLETE" else 1, "nnodes": None, "local_rank": None,
+            }
+        )
+    for h, line, m in topo:
+        g = m.groupdict()
+        rows.append(
+            {
+                "node": h["node"], "pid": h["pid"], "line": line, "comm": g["comm"], "comm_id": g["comm"],
+                "rank": _int(g["rank"], _I32), "nranks": _int(g["nranks"], _I32), "cuda_dev": h["dev"],
+                "gpu_bus_id": None, "phase": "topology", "nvml_dev": None, "prio": 2,
+                "nnodes": _int(g["nnodes"], _I32), "local_rank": _int(g["lrank"], _I32),
+            }
+        )
+    # commId (when some line printed it) wins for every row of the same process-local comm pointer
+    cid: dict[tuple[Any, ...], str] = {}
+    for r in rows:
+        k = (r["node"], r["pid"], r["comm"])
+        if r["comm_id"] != r["comm"] and k not in cid:
+            cid[k] = r["comm_id"]
+    for r in rows:
+        k = (r["node"], r["pid"], r["comm"])
+        if k in cid and r["pid"] is not None:  # (a join: a null pid matches nothing)
+            r["comm_id"] = cid[k]
+    rows.sort(key=lambda r: (r["prio"], r["line"]))
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["node"], r["pid"], r["comm"], r["rank"]), []).append(r)
+
+    def first(rs: list[dict[str, Any]], f: str) -> Any:
+        return next((r[f] for r in rs if r[f] is not None), None)
+
+    vers = {v for _h, _line, v, _c in ver}
+    one_ver = next(iter(vers)) if len(vers) == 1 else None
+    pver: dict[tuple[Any, Any], str] = {}
+    for h, _line, v, _c in ver:
+        if h["pid"] is not None:
+            pver.setdefault((h["node"], h["pid"]), v)
+    out = []
+    for (node, pid, comm, rk), rs in groups.items():
+        r0 = rs[0]
+        out.append(
+            (
+                "rank", node, r0["comm_id"], rk, first(rs, "nranks"), first(rs, "cuda_dev"),
+                first(rs, "gpu_bus_id"), pid, pver.get((node, pid)) if pid is not None else None,
+                _json(
+                    comm=comm,
+                    phase=r0["phase"],
+                    phases=sorted({r["phase"] for r in rs}),
+                    nvml_dev=first(rs, "nvml_dev"),
+                    nnodes=first(rs, "nnodes"),
+                    local_rank=first(rs, "local_rank"),
+                ),
+                path, r0["line"],
+            )
+        )
+    out = [o[:8] + (o[8] if o[8] is not None else one_ver,) + o[9:] for o in out]
+    return pl.DataFrame(out, schema=_RANK_SCHEMA, orient="row")
