@@ -595,12 +595,13 @@ FAILURE_LINES: tuple[tuple[str, str, str], ...] = (
 
 FAILURE_LITERALS = ("device handle", "NVIDIA-SMI has failed", "Failed to initialize NVML", "No devices were found")
 FAILURE_ALT = "|".join(re.escape(lit) for lit in FAILURE_LITERALS)
+_FAILURE_RX = re.compile(FAILURE_ALT)
 """FAILURE_LITERALS as one regex alternation: the lines `str.contains_any` finds, ten times faster in polars."""
 
 
 def failure_event(text: str, line: int, *, node: str, path: str) -> dict[str, Any] | None:
     """The event for an nvidia-smi failure line (see FAILURE_LINES), or None."""
-    if not any(lit in text for lit in FAILURE_LITERALS):
+    if _FAILURE_RX.search(text) is None:  # = no FAILURE_LITERALS in text, in one search
         return None
     for kind, pattern, sev in FAILURE_LINES:
         m = re.search(pattern, text)

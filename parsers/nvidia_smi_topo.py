@@ -40,6 +40,7 @@ _LEGEND = re.compile(r"^\s*(?P<k>X|SYS|NODE|PHB|PXB|PIX|NV#|SOC)\s+=")
 _NICLEG = re.compile(r"^\s*(?P<nic>NIC\d+):\s*(?P<dev>\S+)\s*$")
 _NVGPU = re.compile(r"^GPU (?P<idx>\d+): (?P<name>.+?) \(UUID: (?P<uuid>[^)]+)\)\s*$")
 _NVLINK = re.compile(r"^\s+Link (?P<link>\d+):\s*(?P<rest>.*?)\s*$")
+_SPEED = re.compile(r"^[\d.]+ GB/s$")
 _NVERR = re.compile(r"^(?P<counter>[A-Za-z][A-Za-z0-9 ]*?(?:Errors?|Counter|Count)):\s*(?P<val>\d+)$")
 
 
@@ -75,14 +76,20 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     failures: list[dict[str, Any]] = []
     for i, raw in enumerate(texts):
         ln = first + i
-        text = _ANSI.sub("", raw).rstrip()
         if blank[i]:
             continue
+        text = (_ANSI.sub("", raw) if "\x1b" in raw else raw).rstrip()
         ok = True
-        head = _split_header(text)
         if (fe := F.failure_event(text, ln, node=ctx.node, path=ctx.path)) is not None:
             failures.append(fe)  # a lost GPU shows here too ('Unable to determine the device handle')
-        elif text[:1] in (" ", "\t") and head and head[0] == "GPU0" and len(head) > 1 and not _CELL.match(head[1]):
+        elif (
+            text[:1] in (" ", "\t")
+            and "GPU0" in text  # (the header's first column: split only such lines)
+            and (head := _split_header(text))
+            and head[0] == "GPU0"
+            and len(head) > 1
+            and not _CELL.match(head[1])
+        ):
             devcols = [h for h in head if _DEV.match(h)]
             affcols = [h for h in head if not _DEV.match(h)]
             cur_nv = None
@@ -149,7 +156,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     for idx, g in sorted(nv.items()):
         put("gpu", idx, None, "name", g["name"], g["line"])
         put("gpu", idx, None, "uuid", g["uuid"], g["line"])
-        speeds = [(k, r, ln) for k, r, ln in g["links"] if re.match(r"^[\d.]+ GB/s$", r) or r == "<inactive>"]
+        speeds = [(k, r, ln) for k, r, ln in g["links"] if _SPEED.match(r) or r == "<inactive>"]
         if speeds:
             active = [r for _, r, _ in speeds if r != "<inactive>"]
             inactive = [(k, ln) for k, r, ln in speeds if r == "<inactive>"]
