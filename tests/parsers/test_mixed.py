@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+from pathlib import Path
+
 import polars as pl
 import pytest
 from hypothesis import given, settings
@@ -118,3 +121,84 @@ def test_mixed_parse_keeps_the_accounting(kinds: list[str], winner: str) -> None
     assert got == sorted(
         ["nccl_ib_error"] * kinds.count("warn") + ["watchdog_timeout"] * kinds.count("watchdog")
     )
+
+
+# ------------------------------------------------------------------------- the family pass on candidate lines
+
+FIX = Path(__file__).parent.parent / "fixtures"
+FAMILY_FILES = sorted(
+    p
+    for d in ("nccl", "torch-distributed")
+    for p in (FIX / d).glob("*")
+    if p.is_file() and p.suffix in (".log", ".txt")
+)
+FILLER = [
+    *(step(i) for i in range(1, 40)),
+    "x" * 95,
+    "x" * 130,
+    " 3: ",
+    "[rank1]:",
+    "====  ",
+    "   key=value",
+    "  restart_count : 0",
+    "",
+    "plain chatter without any marker",
+]
+
+
+def embedded(path: Path, how: str, seed: int) -> pl.Series:
+    """A fixture's lines inside step-log lines: one block, sprinkled, or each followed by 0-3 filler lines."""
+    rng = random.Random(seed)
+    fix = path.read_text(encoding="utf-8", errors="replace").replace("\r\n", "\n").split("\n")
+    fill = [rng.choice(FILLER) for _ in range(3 * len(fix) + 50)]
+    if how == "block":
+        at = rng.randrange(len(fill))
+        out = fill[:at] + fix + fill[at:]
+    elif how == "sprinkle":
+        pos = set(rng.sample(range(len(fix) + len(fill)), len(fix)))
+        a, b = iter(fix), iter(fill)
+        out = [next(a) if i in pos else next(b) for i in range(len(fix) + len(fill))]
+    else:
+        out = []
+        for line in fix:
+            out += [line, *(rng.choice(FILLER) for _ in range(rng.randrange(4)))]
+    return series(out)
+
+
+@pytest.mark.parametrize("path", FAMILY_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_family_pass_on_candidate_lines_equals_the_whole_chunk(path: Path) -> None:
+    """`_mixed._family` reads the candidate lines (and what is read with them) only: same rows, same
+    understood lines, same count as `nccl.family_rows` over every line."""
+    for i, how in enumerate(("block", "sprinkle", "tail")):
+        lines = embedded(path, how, i)
+        ctx = FileContext(path="train.log", node="node-001", first_line=1 + 500 * i, year_hint=2025)
+        sub, n_sub = _mixed._family(lines, ctx)
+        whole, n_whole = _mixed._whole(lines, ctx)
+        assert n_sub == n_whole
+        assert sub.understood.to_list() == whole.understood.to_list()
+        assert (sub.notes, sub.hosts) == (whole.notes, whole.hosts)
+        assert list(sub.tables) == list(whole.tables)
+        for name in sub.tables:
+            assert sub.tables[name].schema == whole.tables[name].schema
+            assert sub.tables[name].equals(whole.tables[name], null_equal=True), name
+
+
+def test_family_pass_reads_few_lines_of_a_step_log() -> None:
+    """A step log with a few NCCL lines: the grammar gets those (and a blank line per gap), not every line."""
+    body = [step(i) for i in range(1, 400)]
+    body[100:100] = nccl_init()[:5]
+    body[300:300] = [IB_WARN, WATCHDOG]
+    lines = series(body)
+    seen: list[int] = []
+    real = nccl.family_rows_frame
+
+    def spy(base: pl.DataFrame, ctx: FileContext, wrap_width=None):  # noqa: ANN001, ANN202
+        seen.append(base.height)
+        return real(base, ctx, wrap_width)
+
+    nccl.family_rows_frame = spy
+    try:
+        fam, n = _mixed._family(lines, CTX)
+    finally:
+        nccl.family_rows_frame = real
+    assert n == 7 and seen and seen[0] <= 7 + 2 + 17

@@ -10,6 +10,7 @@ has nothing to give.
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 import polars as pl
@@ -17,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parsers import nccl
+from parsers import _nccl_small, nccl
 from parsers import torch_distributed as td
 from parsers.base import HARNESS_LINE, FileContext, ParseResult, check_accounting, lines_from_bytes
 from tests.conftest import assert_same_result
@@ -294,3 +295,75 @@ def test_envelope_shortcut_is_what_envelope_struct_gives(lines: list[str]) -> No
     got = pl.select(e=envelope_struct(pl.lit(col))).unnest("e")
     assert got.get_column("rest").to_list() == lines
     assert all(got.get_column(c).null_count() == len(lines) for c in ("rank", "rank_source", "host", "pid"))
+
+
+# ----------------------------------------------------------------------------- the small-chunk Python path
+
+
+def small_and_vectorised(lines: pl.Series, first_line: int = 1) -> tuple[ParseResult | None, ParseResult]:
+    """(`parsers._nccl_small.parse`, `nccl.parse` without it) of the same lines."""
+    ctx = FileContext(path="x.log", node="node-x", first_line=first_line, year_hint=2025)
+    old = nccl.SMALL_PATH
+    try:
+        nccl.SMALL_PATH = False
+        vec = nccl.parse(lines, ctx)
+    finally:
+        nccl.SMALL_PATH = old
+    return _nccl_small.parse(lines, ctx), vec
+
+
+def info_records(path: Path) -> list[str]:
+    """The plain INFO/TRACE records (and blank lines) of a file: what the small path reads."""
+    out = []
+    for line in path.read_text(encoding="utf-8", errors="replace").replace("\r\n", "\n").split("\n"):
+        at = line.find(" NCCL ")
+        m = re.match(nccl._FAST_HEAD, line[: at + nccl._FAST_KEY_CHARS]) if at >= 0 else None
+        if (m and m.group("level") in ("INFO", "TRACE")) or not line.strip():
+            out.append(line)
+    return out
+
+
+def test_small_path_same_as_vectorised_on_fixture_records() -> None:
+    taken = 0
+    for path in FILES:
+        lines = pl.Series("line", info_records(path), dtype=pl.String)
+        if len(lines) == 0:
+            continue
+        small, vec = small_and_vectorised(lines, first_line=3)
+        if small is not None:
+            taken += 1
+            assert_same_result(small, vec)
+    assert taken >= 15
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4, 5])
+def test_small_path_same_as_vectorised_on_generated_slices(tmp_path: Path, seed: int) -> None:
+    from bench import big_nccl
+
+    out = tmp_path / "big.log"
+    big_nccl.write(out, 0.3, seed)
+    lines = lines_from_bytes(out.read_bytes())
+    rng = random.Random(seed)
+    taken = 0
+    for _ in range(4):
+        k = rng.choice([40, 300, 2000])
+        part = lines.slice(rng.randrange(len(lines) - k), k)
+        small, vec = small_and_vectorised(part, first_line=rng.choice([1, 1001]))
+        if small is not None:
+            taken += 1
+            assert_same_result(small, vec)
+    assert taken or seed % 2 == 0  # (COLL lines, on even seeds, take the vectorised path)
+
+
+def test_small_path_leaves_other_chunks_alone() -> None:
+    ctx = FileContext(path="x.log", node="node-x")
+    info = "h1:1:2 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>"
+    for extra in (
+        "h1:1:2 [0] NCCL WARN NET/IB : Got completion from peer 10.0.0.2<1> with error 12",
+        "some other line",
+        "h1:1:2 [0] NCCL INFO AllReduce: opCount 1 sendbuff 0x1 recvbuff 0x2 count 4 datatype 7 op 0 root 0 "
+        "comm 0x5 [nranks=2]",
+        "hé:1:2 [0] NCCL INFO Using network IB",
+    ):
+        assert _nccl_small.parse(pl.Series("line", [info, extra]), ctx) is None
+    assert _nccl_small.parse(pl.Series("line", [info, "", "  "]), ctx) is not None
