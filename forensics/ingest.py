@@ -485,14 +485,6 @@ def _remove_parts(parts: dict[str, list[Part]]) -> None:
             Path(p.path).unlink(missing_ok=True)
 
 
-def _scan_part(p: Part) -> pl.LazyFrame:
-    """`_read_part`, lazily."""
-    lf = pl.scan_parquet(p.path)
-    if p.line_offset:
-        lf = lf.with_columns(pl.col("line") + p.line_offset)
-    return lf.with_columns(pl.col("node").replace("unknown", p.node)) if p.node else lf
-
-
 def _read_part(p: Part) -> pl.DataFrame:
     """A spilled part's rows with its line offset and content node applied."""
     df = pl.read_parquet(p.path)
@@ -1047,7 +1039,7 @@ def _ingest_bundle(
             continue
         # a table too large to hold stays in its Parquet parts, a LazyFrame through the stages and the write
         big = t in LARGE_TABLES and (outcomes.rows(t) > HOLD_ROWS or outcomes.size_estimate(t) > HOLD_TABLE_BYTES)
-        tables[t] = outcomes.lazy(t) if big else outcomes.table(t)
+        tables[t] = outcomes.lazy(t, work / "hive" / t) if big else outcomes.table(t)
     notes = list(bundle.notes)
     for o in outcomes:
         notes.extend(o.notes)
@@ -1138,6 +1130,8 @@ PART_ROWS = 1_000_000
 PART_BYTES = 192 * 1024**2
 """A part holds at most PART_ROWS rows and about this much memory (collected, sorted, written at once)."""
 SIZE_SAMPLE_ROWS = 10_000
+PART_COLUMN = "__part"
+"""The column `Outcomes.lazy` adds to a large table: which spilled part a row comes from (-1: held in memory)."""
 
 
 class Outcomes(list):  # type: ignore[type-arg]
@@ -1201,13 +1195,43 @@ class Outcomes(list):  # type: ignore[type-arg]
         sample = pl.scan_parquet(parts[0].path).head(SIZE_SAMPLE_ROWS).collect()
         return held + sample.estimated_size() / max(1, sample.height) * self.part_rows(table)
 
-    def lazy(self, table: str) -> pl.LazyFrame:
-        """`table` as a LazyFrame over its parts and in-memory frames (nothing read yet)."""
-        scans = [_scan_part(p) for p in self.parts.pop(table, ())]
-        scans += [df.lazy() for df in self.frames.pop(table, ())]
+    def lazy(self, table: str, folder: Path) -> pl.LazyFrame:
+        """`table` as a LazyFrame over its parts and in-memory frames (nothing read yet), with a column
+        `PART_COLUMN`: K for the rows of part K, -1 for rows held in memory.
+
+        The parts are moved to `folder/__part=K/` and scanned as one hive-partitioned dataset, so a filter on
+        `PART_COLUMN` opens only those parts (`_write_in_parts`: a bundle of 300 parts written in 30 pieces
+        would otherwise read every part 30 times). Line offsets and content nodes are applied by part.
+        """
+        parts = self.parts.pop(table, [])
+        frames = self.frames.pop(table, [])
         self.merged.pop(table, None)
-        if not scans:
-            return empty(table).lazy()
+        columns = [*get_schema(table), PART_COLUMN]
+        scans = []
+        if parts:
+            offsets: dict[int, int] = {}
+            nodes: dict[int, str] = {}
+            for k, p in enumerate(parts):
+                home = folder / f"{PART_COLUMN}={k}"
+                home.mkdir(parents=True, exist_ok=True)
+                os.replace(p.path, home / "part.parquet")
+                if p.line_offset:
+                    offsets[k] = p.line_offset
+                if p.node:
+                    nodes[k] = p.node
+            schema = {PART_COLUMN: pl.Int32}
+            lf = pl.scan_parquet(folder / "**" / "*.parquet", hive_partitioning=True, hive_schema=schema)
+            part = pl.col(PART_COLUMN)
+            if offsets:
+                lf = lf.with_columns(pl.col("line") + part.replace_strict(offsets, default=0, return_dtype=pl.Int64))
+            if nodes:
+                fill = part.replace_strict(nodes, default=None, return_dtype=pl.String)
+                unknown = (pl.col("node") == "unknown") & fill.is_not_null()
+                lf = lf.with_columns(node=pl.when(unknown).then(fill).otherwise(pl.col("node")))
+            scans.append(lf.select(columns))
+        if frames or not scans:
+            held = pl.concat(frames, how="vertical") if frames else empty(table)
+            scans.append(held.lazy().with_columns(pl.lit(-1, pl.Int32).alias(PART_COLUMN)).select(columns))
         return pl.concat(scans, how="vertical") if len(scans) > 1 else scans[0]
 
     def table(self, table: str) -> pl.DataFrame:
@@ -1238,24 +1262,36 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path) -> int:
     holds one part at a time. Each part is sorted and the parts follow each other by node; a reader
     that needs one order across parts sorts (`read_table` concatenates them in part order).
     """
-    counts = lf.group_by("node", "file").agg(n=pl.len(), lo=pl.col("line").min(), hi=pl.col("line").max())
-    counts = counts.collect().sort("node", "file", nulls_last=True)
+    by_part = (
+        lf.group_by("node", "file", PART_COLUMN)
+        .agg(n=pl.len(), lo=pl.col("line").min(), hi=pl.col("line").max())
+        .collect()
+    )
+    counts = (
+        by_part.group_by("node", "file")
+        .agg(pl.col("n").sum(), pl.col("lo").min(), pl.col("hi").max())
+        .sort("node", "file", nulls_last=True)
+    )
     # rows per part from the memory a row takes (a step with a Megatron timer breakdown holds ~1 KB of JSON)
-    sample = lf.head(SIZE_SAMPLE_ROWS).collect()
+    sample = lf.head(SIZE_SAMPLE_ROWS).collect().drop(PART_COLUMN)
     per_row = sample.estimated_size() / max(1, sample.height)
     part_rows = min(PART_ROWS, max(1_000, int(PART_BYTES // max(1.0, per_row))))
     del sample
     # A part is a run of consecutive (node, file) pairs in sorted order, or one line range of a pair larger
     # than a part: either way a condition of constant size (a bundle has thousands of pairs), which the
     # scan of the spilled parts applies as it reads.
-    pieces: list[pl.Expr] = []
+    # Each piece also names the parts that hold its rows (from `by_part`), so its scan opens those only.
+    pieces: list[tuple[pl.Expr, pl.Expr]] = []
     run: list[tuple[str, str]] = []
     size = 0
+
+    def holding(where: pl.Expr) -> pl.Expr:
+        return pl.col(PART_COLUMN).is_in(by_part.filter(where).get_column(PART_COLUMN).unique().to_list())
 
     def close_run() -> None:
         nonlocal run, size
         if run:
-            pieces.append(_pair_range(run[0], run[-1]))
+            pieces.append((_pair_range(run[0], run[-1]), holding(_pair_range(run[0], run[-1]))))
         run, size = [], 0
 
     for node, file, n, lo, hi in counts.iter_rows():
@@ -1265,8 +1301,12 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path) -> int:
             step = max(1, -(-(hi - lo + 1) // cuts))
             pair = (pl.col("node") == node) & (pl.col("file") == file)
             for i in range(cuts):  # line ranges; rows without a line number go with the first
-                in_range = pl.col("line").is_between(lo + i * step, lo + (i + 1) * step, closed="left")
-                pieces.append(pair & (in_range | pl.col("line").is_null() if i == 0 else in_range))
+                a, b = lo + i * step, lo + (i + 1) * step
+                in_range = pl.col("line").is_between(a, b, closed="left")
+                overlaps = (pl.col("lo") < b) & (pl.col("hi") >= a)
+                if i == 0:
+                    in_range, overlaps = in_range | pl.col("line").is_null(), overlaps | pl.col("lo").is_null()
+                pieces.append((pair & in_range, holding(pair & overlaps)))
             continue
         if size and size + n > part_rows:
             close_run()
@@ -1274,8 +1314,8 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path) -> int:
         size += n
     close_run()
     total = 0
-    for k, piece in enumerate(pieces):
-        df = lf.filter(piece).collect()
+    for k, (piece, parts) in enumerate(pieces):
+        df = lf.filter(parts & piece).collect().drop(PART_COLUMN)
         total += df.height
         write_table(_sorted(df, table), table, folder, name=f"part-{k:05d}.parquet")
         del df

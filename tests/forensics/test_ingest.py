@@ -545,3 +545,33 @@ def test_outcomes_keep_every_row_across_merges_and_spills(tmp_path: Path, monkey
             outcomes._spill()
     got = outcomes.table("events")
     assert sorted(zip(got["file"], got["line"], strict=True)) == sorted(want)
+
+
+def test_a_large_table_from_byte_ranges_written_in_parts_keeps_every_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A training log split into byte ranges whose steps are too many to hold: the ranges' parts (lines
+    shifted by each range's offset) are read back piece by piece, each piece opening only the parts that hold
+    its rows; the table has the rows of a plain sequential ingest, in sorted parts."""
+    lines = []
+    for i in range(1, 3001):
+        rank = i % 4
+        lines.append(
+            f"{rank}:  iteration {i:8d}/ 100000 | consumed samples: {i * 8:10d} | elapsed time per iteration (ms): "
+            f"{1000 + (i * 37) % 200:.1f} | learning rate: 1.0E-04 | global batch size:     8 | lm loss: 2.5E+00 |"
+        )
+    src = make_bundle(tmp_path, {"node-001/train.log": "\n".join(lines) + "\n", "node-002/train.log": lines[0] + "\n"})
+    whole = ingest(src, tmp_path / "whole", jobs=1)
+    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 30_000)
+    monkeypatch.setattr(ingest_mod, "SPLIT_MIN_BYTES", 60_000)
+    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(ingest_mod, "HOLD_ROWS", 100)
+    monkeypatch.setattr(ingest_mod, "PART_ROWS", 700)
+    assert len(ingest_mod._plan_split(_bundle_files(src, tmp_path)["node-001/train.log"], Limits()).spans) > 5
+    split = ingest(src, tmp_path / "split", jobs=2)
+    assert split["totals"] == whole["totals"] and whole["totals"]["rows"]["steps"] == 3001
+    a, b = read_table(tmp_path / "whole", "steps"), read_table(tmp_path / "split", "steps")
+    assert "__part" not in b.columns and b.columns == a.columns
+    assert b.sort(a.columns, nulls_last=True).equals(a.sort(a.columns, nulls_last=True))
+    files = sorted((tmp_path / "split" / "tables" / "steps").glob("*.parquet"))
+    assert len(files) >= 3001 // 700
