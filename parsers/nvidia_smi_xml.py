@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from functools import lru_cache
 from typing import Any
 
 import polars as pl
@@ -143,38 +144,57 @@ def sniff(head: bytes, name: str) -> float:
     return 0.0
 
 
-def _map(snap: F.GpuSnapshot, path: str, value: str, line: int) -> None:
-    snap.note(value, line)
+@lru_cache(maxsize=4096)
+def _plan(path: str) -> tuple[tuple[str, str, int], ...]:
+    """What `_map` does with a leaf at this tag path, as (operation, argument, priority) steps (tag paths
+    repeat in every GPU block and every dump)."""
+    steps: list[tuple[str, str, int]] = []
     key = path.replace("gpu_power_readings/", "power_readings/")
     if key in _INV:
-        snap.put_inv(_INV[key], value, line)
+        steps.append(("inv", _INV[key], 0))
     if key in _SAMPLE:
         col, pri = _SAMPLE[key]
-        snap.put_sample(col, value, line, pri)
+        steps.append(("sample", col, pri))
     if key in _EXTRA:
-        snap.put_extra(_EXTRA[key], value, line)
+        steps.append(("extra", _EXTRA[key], 0))
     parts = key.split("/")
     if len(parts) == 2 and parts[0] in ("clocks_throttle_reasons", "clocks_event_reasons"):
         m = _THROTTLE.match(parts[1])
         if m and m.group(1) in F.THROTTLE_COLUMNS:
-            snap.put_sample(F.THROTTLE_COLUMNS[m.group(1)], value, line)
+            steps.append(("sample", F.THROTTLE_COLUMNS[m.group(1)], 0))
     elif parts[0] == "ecc_errors" and len(parts) >= 3 and parts[1] in ("volatile", "aggregate"):
         scope, rest = parts[1], parts[2:]
         if len(rest) == 1:
             k = rest[0]
             if "uncorrectable" in k:
-                snap.parts.setdefault(f"ecc_uncorrected_{scope}", []).append((value, line))
+                steps.append(("part", f"ecc_uncorrected_{scope}", 0))
             elif "correctable" in k:
-                snap.parts.setdefault(f"ecc_corrected_{scope}", []).append((value, line))
+                steps.append(("part", f"ecc_corrected_{scope}", 0))
         elif len(rest) == 2 and rest[1] == "total":
             if rest[0] == "single_bit":
-                snap.totals[f"ecc_corrected_{scope}"] = (value, line)
+                steps.append(("total", f"ecc_corrected_{scope}", 0))
             elif rest[0] == "double_bit":
-                snap.totals[f"ecc_uncorrected_{scope}"] = (value, line)
+                steps.append(("total", f"ecc_uncorrected_{scope}", 0))
     elif parts[0] in ("platform_info", "platforminfo") and len(parts) == 2:  # <platformInfo> in v12/v13
-        snap.put_inv("platform_" + parts[1], value, line)
+        steps.append(("inv", "platform_" + parts[1], 0))
         if parts[1] == "module_id":
-            snap.put_inv("module_id", value, line)
+            steps.append(("inv", "module_id", 0))
+    return tuple(steps)
+
+
+def _map(snap: F.GpuSnapshot, path: str, value: str, line: int) -> None:
+    snap.note(value, line)
+    for op, arg, pri in _plan(path):
+        if op == "inv":
+            snap.put_inv(arg, value, line)
+        elif op == "sample":
+            snap.put_sample(arg, value, line, pri)
+        elif op == "extra":
+            snap.put_extra(arg, value, line)
+        elif op == "part":
+            snap.parts.setdefault(arg, []).append((value, line))
+        else:  # total
+            snap.totals[arg] = (value, line)
 
 
 def _walk(el: ET.Element, prefix: str, lines: dict[int, int], snap: F.GpuSnapshot) -> None:
