@@ -970,6 +970,7 @@ _LANES = re.compile(r"^(\d+)X")
 _GBPS = re.compile(r"^([\d.]+)\s*Gbps")
 _PLAIN_DEC = re.compile(r"^\d+(?:\.\d+)?$")
 _RAW_MARK = re.compile(r"[Ee]|0x")
+_GATED = ("head", "cat", "i2n", "panic", "pdsh", "sysfs", "marker", "cmd")
 _GUID_ATTRS = frozenset(("node_guid", "sys_image_guid", "port_guid"))
 _INT32 = 2**31
 _INT64 = 2**63
@@ -1040,8 +1041,8 @@ def _parse_small(texts: list[str], ctx: FileContext) -> ParseResult | None:
 
 def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # noqa: C901, PLR0912, PLR0915
     pats = _P
-    # which regexes can match at all (their literals occur in the file)
-    live = {k: may_match(_literals(p.pattern), joined) for k, p in pats.items()}
+    # which of the costlier regexes can match at all (their literals occur in the file)
+    live = {k: may_match(_literals(pats[k].pattern), joined) for k in _GATED}
     if live["head"] or live["cat"] or live["i2n"] or live["panic"]:
         # (their literals are rare: the lines themselves are checked only when one occurs)
         for b in texts:
@@ -1049,8 +1050,25 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
             for k in ("head", "cat", "i2n", "panic"):
                 if live[k] and pats[k].search(b):
                     raise _FallbackError
-    run = [k for k in ("ca", "ibstatus", "hca", "port", "dvport", "kv", "pqhdr", "pqctr", "mlxsec", "mlxkv",
-                       "rule", "marker", "cmd") if live[k]]  # fmt: skip
+    # `date`-style lines: the few short lines that look like a time are read by the vectorised expression
+    # (`_timestamps`, one select over those lines only), so the times are polars' own
+    ts_of: dict[int, tuple] = {}
+    if _TIME_NEED.search(joined) is not None:
+        stripped = (t.rstrip() for t in texts)
+        cands = [(i, b) for i, b in enumerate(stripped) if b and len(b) < 80 and _CAND.search(b)]
+        if cands:
+            is_ts, ts_v, ts_q = _timestamps(pl.col("b"))
+            got = pl.DataFrame({"b": [b for _, b in cands]}, schema={"b": pl.String}).select(
+                k=is_ts.fill_null(False), ts=ts_v, q=ts_q
+            )
+            for (i, _), k, tv, tq in zip(cands, *(got.get_column(c).to_list() for c in ("k", "ts", "q"))):
+                ts_of[i] = (k, tv, tq)
+    cur_ts = cur_q = None  # time and its quality in force (forward-filled apart, like the vectorised path)
+    pdsh_live, sysfs_live, marker_live, cmd_live = live["pdsh"], live["sysfs"], live["marker"], live["cmd"]
+    re_ca, re_ibs, re_hca = pats["ca"], pats["ibstatus"], pats["hca"]
+    re_port, re_dvport, re_kv = pats["port"], pats["dvport"], pats["kv"]
+    re_pqhdr, re_pqctr, re_mlxsec, re_mlxkv = pats["pqhdr"], pats["pqctr"], pats["mlxsec"], pats["mlxkv"]
+    re_rule, re_marker, re_cmd = pats["rule"], pats["marker"], pats["cmd"]
     node = ctx.node
     first = ctx.first_line
     fmt = dev = port = None  # forward-filled context (raw strings as the extractions give them)
@@ -1064,16 +1082,35 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
         if not b:
             oks.append(True)
             continue
-        if (live["pdsh"] and ": " in b and pats["pdsh"].search(b)) or (len(b) < 80 and _CAND.search(b)):
+        k_ts = False
+        if i in ts_of:
+            k_ts, tv, tq = ts_of[i]
+            cur_ts = tv if tv is not None else cur_ts
+            cur_q = tq if tq is not None else cur_q
+        if (
+            (pdsh_live and ": " in b and pats["pdsh"].search(b))
+            or (
+                sysfs_live and "/" in b and pats["sysfs"].search(b)
+                and (b.startswith("/sys/class/infiniband/") or _SYSFS_PORTS.search(b))
+            )
+        ):  # fmt: skip
             raise _FallbackError
-        if live["sysfs"] and pats["sysfs"].search(b) and (
-            b.startswith("/sys/class/infiniband/") or _SYSFS_PORTS.search(b)
-        ):
-            raise _FallbackError
-        k = {n: pats[n].search(b) for n in run}
-        k_ca, k_ibs, k_hca, k_pqhdr = k.get("ca"), k.get("ibstatus"), k.get("hca"), k.get("pqhdr")
-        k_port, k_dvport, k_marker, k_cmd = k.get("port"), k.get("dvport"), k.get("marker"), k.get("cmd")
-        k_mlxsec = k.get("mlxsec")
+        # Each regex only where a literal it needs is there (a line of another kind fails the cheap test)
+        c0 = b[0]
+        ws = c0 == " " or c0 == "\t"
+        k_ca = re_ca.search(b) if b.startswith("CA '") else None
+        k_ibs = re_ibs.search(b) if b.startswith("Infiniband device '") else None
+        k_hca = re_hca.search(b) if b.startswith("hca_id:") else None
+        k_port = re_port.search(b) if ws else None
+        k_dvport = re_dvport.search(b) if ws else None
+        k_kv = re_kv.search(b) if ws else None
+        k_pqhdr = re_pqhdr.search(b) if c0 == "#" else None
+        k_pqctr = re_pqctr.search(b) if ":." in b else None
+        k_mlxsec = re_mlxsec.search(b) if "Info" in b else None
+        k_mlxkv = re_mlxkv.search(b) if " :" in b or "\t:" in b else None
+        k_rule = re_rule.search(b) if "---" in b or "===" in b or "***" in b else None
+        k_marker = re_marker.search(b) if marker_live else None
+        k_cmd = re_cmd.search(b) if cmd_live else None
         if k_ca or k_ibs or k_hca or k_pqhdr:
             block += 1
         # tool, device and port named by this line (None: not named here)
@@ -1127,20 +1164,19 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
             pq_lid, pq_port, pq_what = int(lid_s), int(port_s), k_pqhdr.group("what")
         dev_v = dev or None
         in_block = fmt in ("ibstat", "ibstatus", "ibv_devinfo") and dev_v is not None
-        k_kv = k.get("kv")
-        if fmt == "mlxlink" and k.get("mlxkv"):
+        if fmt == "mlxlink" and k_mlxkv:
             raise _FallbackError  # mlxlink key/value lines: the vectorised path
-        pq_line = bool(k.get("pqctr")) and fmt == "perfquery" and pq_port is not None
+        pq_line = bool(k_pqctr) and fmt == "perfquery" and pq_port is not None
         if k_kv and in_block and not k_port and not k_dvport:
-            kv_rows.append((i, fmt, dev_v, port, block, k_kv.group("key"), k_kv.group("val")))
+            kv_rows.append((i, fmt, dev_v, port, block, k_kv.group("key"), k_kv.group("val"), cur_ts, cur_q))
         if pq_line:
             name, rest = b.split(":", 1)
             val = rest.lstrip(".").strip() or "."
-            pq_rows.append((i, dev_v, pq_lid, pq_port, pq_what, name, val))
+            pq_rows.append((i, dev_v, pq_lid, pq_port, pq_what, name, val, cur_ts))
         oks.append(
             bool(
                 k_ca or k_ibs or k_hca or ((k_port or k_dvport) and dev_v is not None) or (k_kv and in_block)
-                or k_pqhdr or pq_line or k_mlxsec or k.get("rule") or k_marker or k_cmd
+                or k_pqhdr or pq_line or k_mlxsec or k_rule or k_marker or k_cmd or k_ts
             )
         )  # fmt: skip
 
@@ -1153,7 +1189,9 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
     path = ctx.path
     # ---- attributes (ibstat / ibstatus / ibv_devinfo key/value lines)
     attrs: list[list] = []  # [i, dev, port, block, attribute, val, source, value]
-    for i, f_, d_, p_, blk, key, val in kv_rows:
+    times: dict[int, tuple] = {}  # line index -> (ts, ts_quality) of the attribute lines
+    for i, f_, d_, p_, blk, key, val, tv, tq in kv_rows:
+        times[i] = (tv, tq)
         lk = key.strip().lower()
         keys = IBSTAT_KEYS if f_ == "ibstat" else IBSTATUS_KEYS if f_ == "ibstatus" else DEVINFO_KEYS
         attribute = keys.get(lk)
@@ -1216,12 +1254,12 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
             f'"{k_}":{v}' if k_ == "port" else f'"{k_}":"{v}"' for k_, v in fields if v is not None
         )
         kind = "ib_port_down" if a[7] == "Down" else "ib_port_not_active"
-        ev.append((a[0], kind, a[7], texts[a[0]].strip(), "{" + detail + "}"))
+        ev.append((a[0], kind, a[7], texts[a[0]].strip(), "{" + detail + "}", *times[a[0]]))
     ev.sort(key=lambda e: e[0])
     events = pl.DataFrame(
         {
-            "ts": [None] * len(ev),
-            "ts_quality": ["none"] * len(ev),
+            "ts": [e[5] for e in ev],
+            "ts_quality": [e[6] or "none" for e in ev],
             "node": [node] * len(ev),
             "source": ["ib"] * len(ev),
             "kind": [e[1] for e in ev],
@@ -1242,7 +1280,8 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
     c_value: list[float] = []
     c_detail: list[str] = []
     c_line: list[int] = []
-    for i, d_, lid, p_, what, name, raw in pq_rows:
+    c_ts: list = []
+    for i, d_, lid, p_, what, name, raw, tv in pq_rows:
         if name in PQ_NOT_COUNTERS:
             continue
         if _DIGITS.search(raw):
@@ -1265,6 +1304,7 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
         readings[key] = r + 1
         raw_part = f',"raw":"{raw}"' if _RAW_MARK.search(raw) else ""
         c_dev.append(device)
+        c_ts.append(tv)
         c_port.append(p_)
         c_counter.append(counter)
         c_value.append(value)
@@ -1274,7 +1314,7 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
     comms = pl.DataFrame(
         {
             "record": ["ib_counter"] * n,
-            "ts": [None] * n,
+            "ts": c_ts,
             "node": [node] * n,
             "device": c_dev,
             "port": c_port,
