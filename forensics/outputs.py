@@ -49,8 +49,34 @@ def write_text(target: Path, text: str) -> None:
 
 
 def write_json(target: Path, obj: Any) -> None:
-    """Write JSON atomically (indented, UTF-8, stable key order as given)."""
-    write_text(target, json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+    """Write JSON atomically (indented, UTF-8, stable key order as given).
+
+    A long list of records at the top level (the manifest's `files`: one per bundle file) is written a
+    record a line: as readable, and Python's indenting encoder took 1.3 s for a 1,000-node manifest
+    (the compact one, in C, 0.05 s).
+    """
+    write_text(target, _dumps(obj) + "\n")
+
+
+RECORD_LINES = 500
+"""A top-level list of more dicts than this is written one dict a line (findings stay indented)."""
+
+
+def _dumps(obj: Any) -> str:
+    def dumps(v: Any, indent: int | None = 2) -> str:
+        return json.dumps(v, indent=indent, ensure_ascii=False, default=str)
+
+    if not isinstance(obj, dict) or not obj:
+        return dumps(obj)
+    items = []
+    for k, v in obj.items():
+        key = dumps(str(k) if not isinstance(k, str) else k)
+        if isinstance(v, list) and len(v) > RECORD_LINES and all(isinstance(x, dict) for x in v):
+            body = ",\n".join("    " + dumps(x, None) for x in v)
+            items.append(f"  {key}: [\n{body}\n  ]")
+        else:
+            items.append(f"  {key}: " + dumps(v).replace("\n", "\n  "))
+    return "{\n" + ",\n".join(items) + "\n}"
 
 
 def write_table(df: pl.DataFrame, table: str, folder: Path, name: str = "part-0.parquet") -> Path:

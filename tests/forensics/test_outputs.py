@@ -151,3 +151,16 @@ def test_analysis_reads_very_large_tables_thinned(tmp_path: Path) -> None:
     g = thin["gpu_samples"].filter(pl.col("ts").is_not_null())
     kg = -(-whole["gpu_samples"].height // limit)
     assert g.height > 0
+
+
+def test_write_json_writes_long_record_lists_a_record_a_line(tmp_path: Path) -> None:
+    from forensics.outputs import RECORD_LINES, write_json
+
+    obj = {"totals": {"files": 2}, "files": [{"path": f"n{i}/dmesg", "bytes": i, "x": None} for i in range(RECORD_LINES + 1)]}
+    write_json(tmp_path / "m.json", obj)
+    text = (tmp_path / "m.json").read_text()
+    assert json.loads(text) == obj
+    assert '    {"path": "n3/dmesg", "bytes": 3, "x": null},\n' in text
+    small = {"findings": [{"a": [1, 2]}], "k": "é"}
+    write_json(tmp_path / "f.json", small)
+    assert (tmp_path / "f.json").read_text() == json.dumps(small, indent=2, ensure_ascii=False) + "\n"
