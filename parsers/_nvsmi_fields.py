@@ -408,7 +408,14 @@ def conform_table(df: pl.DataFrame, table: str) -> pl.DataFrame:
     """`forensics.schema.conform`, imported lazily (parsers stay importable on their own)."""
     from forensics.schema import conform, empty
 
-    return empty(table) if df.width == 0 else conform(df, table)
+    if df.width == 0:  # (built once per table, handed out as clones)
+        if table not in _EMPTY:
+            _EMPTY[table] = empty(table)
+        return _EMPTY[table].clone()
+    return conform(df, table)
+
+
+_EMPTY: dict[str, pl.DataFrame] = {}
 
 
 def _gpu_keys(df: pl.DataFrame, key: pl.Expr) -> list[pl.Expr]:

@@ -436,7 +436,8 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         if plan.wide:
             # Rows repeating an earlier row of the same header in every cell the inventory reads give rows
             # the deduplication below drops anyway (same key, later line): they are dropped first.
-            wide = data.filter(plan.first).select(plan.wide)
+            # (a small group is not worth the extra operation: the deduplication below does it all)
+            wide = (data.filter(plan.first) if data.height >= _MANY else data).select(plan.wide)
             long = wide.unpivot(
                 index=["line", "host", "header", "ident", "gpu_index", "gpu_bus_id"],
                 variable_name="key",
@@ -486,10 +487,11 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             )
         )
         if samples is not None:
-            # (the sample rows of the inventory's lines only: a small join)
-            idx = samples.filter(pl.col("line").is_in(long.get_column("line").implode())).select(
-                "line", gi=pl.col("gpu_index")
-            )
+            # (of a long loop, the sample rows of the inventory's lines only: a small join)
+            rel = samples
+            if samples.height >= _MANY:
+                rel = samples.filter(pl.col("line").is_in(long.get_column("line").implode()))
+            idx = rel.select("line", gi=pl.col("gpu_index"))
             long = long.join(idx, on="line", how="left", maintain_order="left").with_columns(
                 gpu_index=pl.coalesce("gpu_index", "gi")
             )
