@@ -28,8 +28,11 @@ import polars as pl
 from forensics.catalog import entries
 from parsers._kernel_blocks import (
     _BUS_CACHE,
+    AER_LINE_RE,
     AER_LITERALS,
+    APEI_RE,
     BDF,
+    MCE_RE,
     XID_BUS,
     _aer_blocks,
     _apei_agg,
@@ -360,6 +363,19 @@ def _py_hit(
     return hit.hstack([pl.Series("g", groups, dtype=dtype)])
 
 
+def _py_may_match(df: pl.DataFrame, grammars: tuple[tuple[tuple[str, ...], str], ...]) -> bool:
+    """Whether a message holds one of a grammar's literals and matches its regex (True where Python's `re`
+    cannot tell: long or non-ASCII frames). A block grammar with no such line yields nothing."""
+    msgs = _py_msgs(df)
+    if msgs is None:
+        return True
+    for literals, pattern in grammars:
+        rx = _py_rx(pattern)
+        if any(s is not None and any(lit in s for lit in literals) and rx.search(s) for s in msgs):
+            return True
+    return False
+
+
 def _hit(df: pl.DataFrame, literals: tuple[str, ...], pattern: str) -> pl.DataFrame:
     """Rows whose message passes the literal prefilter and matches `pattern`, with its groups in `g`."""
     msgs = _py_msgs(df)
@@ -478,7 +494,7 @@ def extract(stamped: pl.DataFrame, ctx: FileContext) -> dict[str, pl.DataFrame]:
                 return True
         return False
 
-    inventory = _py_inventory(cand, m, ctx) if has(*INVENTORY_LITERALS) else None
+    inventory = _py_inventory(cand if has(*INVENTORY_LITERALS) else cand.head(0), m, ctx)
     if inventory is None:
         inv_cand = cand.head(0)
         if has(*INVENTORY_LITERALS):
@@ -512,13 +528,14 @@ def extract(stamped: pl.DataFrame, ctx: FileContext) -> dict[str, pl.DataFrame]:
         if got.height:
             claim(got)
     has_apei = has("[Hardware Error]")
-    if has_apei or has(*AER_LITERALS):
+    if (has_apei or has(*AER_LITERALS)) and _py_may_match(cand, ((AER_LITERALS, AER_LINE_RE), (("[Hardware Error]",), APEI_RE))):
         apei_agg, apei_lines = _apei_agg(cand)
         aer, aer_lines, merged = _aer_blocks(cand, ctx, apei_agg)
         claim(aer, aer_lines)
         if has_apei:
             claim(_apei_events(apei_agg.filter(~pl.col("line").is_in(merged.to_list())), ctx), apei_lines)
-    if has("Hardware Error", "Machine check", "Machine Check"):
+    mce_lits = ("Hardware Error", "Machine check", "Machine Check")
+    if has(*mce_lits) and _py_may_match(cand, ((mce_lits, MCE_RE),)):
         out.append(_mce_blocks(cand, ctx))
     events = pl.concat([e for e in out if e.height], how="vertical_relaxed") if any(e.height for e in out) else None
     if events is None:
@@ -1000,14 +1017,32 @@ _INV_SCHEMA = {
 }
 
 
+def _k8b_boot(m: pl.DataFrame | pl.LazyFrame, ctx: FileContext) -> pl.DataFrame | pl.LazyFrame:
+    """Inventory rows of each node's boot time from lines carrying both a wall clock and the printk
+    monotonic time (K8b): the median of wall clock - uptime over the last boot's lines."""
+    both = m.filter(pl.col("ts").is_not_null() & pl.col("uptime_s").is_not_null() & (pl.col("boot_seg") == 0))
+    boot = both.with_columns(
+        node=_node(ctx), boot=pl.col("ts") - pl.duration(microseconds=(pl.col("uptime_s") * 1e6).cast(pl.Int64))
+    ).group_by("node").agg(pl.col("line").first(), pl.col("boot").median(), q=pl.col("ts_quality").first())
+    return boot.select(
+        "node",
+        component=pl.lit("node"),
+        gpu_bus_id=pl.lit(None, dtype=pl.String),
+        device=pl.lit(None, dtype=pl.String),
+        attribute=pl.lit("boot_time"),
+        value=pl.col("boot").dt.to_string("%Y-%m-%dT%H:%M:%S%.6f+00:00"),
+        source=pl.lit("kernel"),
+        file=pl.lit(ctx.path),
+        line="line",
+    )
+
+
 _EPOCH = datetime(1970, 1, 1)
 
 
 def _py_inventory(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame | None:
     """`_inventory` of a few candidate lines by Python's `re` (`_py_msgs`); None where that does not apply
-    (long or non-ASCII candidates, wall-clock lines with a printk time: the K8b boot time is a median)."""
-    if m.get_column("ts").null_count() < m.height and m.get_column("uptime_s").null_count() < m.height:
-        return None
+    (long or non-ASCII candidates). The K8b boot time (a median per node) stays a polars query."""
     msgs = _py_msgs(cand)
     if msgs is None:
         return None
@@ -1046,6 +1081,8 @@ def _py_inventory(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext) -> pl.D
         if aer.search(mt["caps"]):
             owner = "firmware" if mt["who"].startswith("platform does not support") else "os"
             rows.append((node[i], "node", None, None, "aer_control", owner, "kernel", path, lines[i]))
+    if m.get_column("ts").null_count() < m.height and m.get_column("uptime_s").null_count() < m.height:
+        rows.extend(_k8b_boot(m, ctx).iter_rows())
     rtc = matches("setting system clock to", RTC_RE)
     if rtc:
         ups = cand.get_column("uptime_s").to_list()
@@ -1135,23 +1172,7 @@ def _inventory(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext, has=lambda
         parts.append(_inv(osc, ctx, "node", "aer_control", owner, None, None))
     # boot time from lines carrying both a wall clock and the printk monotonic time (K8b)
     if m.get_column("ts").null_count() < m.height and m.get_column("uptime_s").null_count() < m.height:
-        both = m.lazy().filter(pl.col("ts").is_not_null() & pl.col("uptime_s").is_not_null() & (pl.col("boot_seg") == 0))
-        boot = both.with_columns(
-            node=_node(ctx), boot=pl.col("ts") - pl.duration(microseconds=(pl.col("uptime_s") * 1e6).cast(pl.Int64))
-        ).group_by("node").agg(pl.col("line").first(), pl.col("boot").median(), q=pl.col("ts_quality").first())
-        parts.append(
-            boot.select(
-                "node",
-                component=pl.lit("node"),
-                gpu_bus_id=pl.lit(None, dtype=pl.String),
-                device=pl.lit(None, dtype=pl.String),
-                attribute=pl.lit("boot_time"),
-                value=pl.col("boot").dt.to_string("%Y-%m-%dT%H:%M:%S%.6f+00:00"),
-                source=pl.lit("kernel"),
-                file=pl.lit(ctx.path),
-                line="line",
-            )
-        )
+        parts.append(_k8b_boot(m.lazy(), ctx))
     # boot time from the RTC line every x86 kernel prints early: 'rtc_cmos 00:02: setting system clock to
     # 2025-03-02T14:29:44 UTC (1740925784)' at printk time t: boot = epoch - t (whole seconds: the RTC has no finer)
     rtc = hit(("setting system clock to",), RTC_RE)

@@ -1052,13 +1052,52 @@ def stamp(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str
     elif len(hosts) + int(out.get_column("host").null_count() > 0) <= 1:
         out = out.hstack([_py_boot_segments(out)]) if out.height <= kev.SMALL_ROWS else out.with_columns(boot_seg=_boot_segments())
     else:
-        out = out.with_columns(boot_seg=_boot_segments_by_host(out))
+        out = out.with_columns(boot_seg=_py_boot_segments_by_host(out) if out.height <= kev.SMALL_ROWS else _boot_segments_by_host(out))
     return out, notes
 
 
 _EMB_RX = r"^\[\s*(\d+\.\d+)\]\s?"
 _EMB_STRICT = r"^\[ *\d+\.\d+\](?:$|[^\s]| )"
 """The common shape of an embedded printk time: split by position (the ']' is the first one)."""
+
+
+def _py_embedded_printk(out: pl.DataFrame) -> pl.DataFrame | None:
+    """The (line, uptime_s, msg) rows `_embedded_printk` patches in, for a short frame with ASCII candidate
+    messages, in Python; None otherwise."""
+    msgs = out.get_column("msg").to_list()
+    styles = out.get_column("style").to_list()
+    rows = [i for i, (m, st) in enumerate(zip(msgs, styles)) if m is not None and m.startswith("[") and st is not None and st != "dmesg_raw"]
+    if any(not msgs[i].isascii() or "\n" in msgs[i] for i in rows):
+        return None
+    strict, loose = kev._py_rx(_EMB_STRICT), kev._py_rx(_EMB_RX)
+    lines = out.get_column("line").to_list()
+    got_line: list[int] = []
+    got_up: list[float] = []
+    got_msg: list[str] = []
+    for i in rows:
+        m = msgs[i]
+        if strict.search(m):
+            close = m.find("]")
+            up_s, rest = m[1:close].lstrip(" "), m[close + 1 :].removeprefix(" ")
+        else:
+            mt = loose.search(m)
+            if mt is None:
+                continue
+            up_s, rest = mt.group(1), m[mt.end() :]
+        try:
+            up = float(up_s)
+        except ValueError:
+            return None
+        got_line.append(lines[i])
+        got_up.append(up)
+        got_msg.append(rest)
+    return pl.DataFrame(
+        [
+            pl.Series("line", got_line, dtype=out.schema["line"]),
+            pl.Series("uptime_s", got_up, dtype=pl.Float64),
+            pl.Series("msg", got_msg, dtype=pl.String),
+        ]
+    )
 
 
 def _embedded_printk(out: pl.DataFrame) -> pl.DataFrame:
@@ -1068,6 +1107,10 @@ def _embedded_printk(out: pl.DataFrame) -> pl.DataFrame:
         for m, s in zip(out.get_column("msg").to_list(), out.get_column("style").to_list())
     ):
         return out
+    if out.height <= kev.SMALL_ROWS:
+        py = _py_embedded_printk(out)
+        if py is not None:
+            return _patch(out, py)
     emb = out.select("line", "msg", "style").filter(pl.col("msg").str.starts_with("[") & (pl.col("style") != "dmesg_raw")).select("line", "msg")
     if emb.height == 0:
         return out
@@ -1213,6 +1256,29 @@ def _boot_segments() -> pl.Expr:
     )
     k = reset.fill_null(False).cast(pl.Int32).cum_sum()
     return (k.max() - k).cast(pl.Int32)
+
+
+def _py_boot_segments_by_host(out: pl.DataFrame) -> pl.Series:
+    """`_boot_segments_by_host` of a short frame, in Python."""
+    ups = out.get_column("uptime_s").to_list()
+    msgs = out.get_column("msg").to_list()
+    hosts = out.get_column("host").to_list()
+    seen: set[str | None] = set()
+    prev: dict[str | None, float] = {}
+    k: dict[str | None, int] = {}
+    seg: list[int | None] = [None] * len(ups)
+    for i, (up, msg, host) in enumerate(zip(ups, msgs, hosts)):
+        lv = msg is not None and msg.startswith("Linux version ") and host in seen
+        seen.add(host)
+        if up is None and not lv:
+            continue
+        p = prev.get(host)
+        reset = (up is not None and p is not None and up < p - 5.0) or lv
+        k[host] = k.get(host, 0) + int(reset)
+        seg[i] = k[host]
+        if up is not None:
+            prev[host] = up
+    return pl.Series("boot_seg", [None if v is None else k[hosts[i]] - v for i, v in enumerate(seg)], dtype=pl.Int32)
 
 
 def _boot_segments_by_host(out: pl.DataFrame) -> pl.Series:
