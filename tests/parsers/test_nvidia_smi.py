@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from parsers import (
+    _nvsmi_fields,
     nvidia_smi,
     nvidia_smi_csv,
     nvidia_smi_dmon,
@@ -24,6 +25,7 @@ from parsers import (
     registry,
 )
 from parsers.base import HARNESS_LINE, FileContext, ParseResult, check_accounting, lines_from_bytes
+from tests.conftest import assert_same_result
 
 FIX = Path(__file__).parent.parent / "fixtures"
 
@@ -375,3 +377,48 @@ def test_carry_lets_a_later_chunk_read_its_rows(module, rel: str) -> None:
         assert both.equals(whole.tables["gpu_samples"]), k
         assert a.parsed + b.parsed - len(carried) == whole.parsed, k
         assert a.unrecognized + b.unrecognized == whole.unrecognized, k
+
+
+# ----------------------------------------------------------------------------- fast paths of long loops
+
+
+def _loop_lines(tmp_path: Path, kind: str, mb: float, seed: int) -> pl.Series:
+    import importlib.util
+
+    # (by path: `bench` is no package and the test run need not have the repository root on sys.path)
+    spec = importlib.util.spec_from_file_location("big_nvsmi", FIX.parent.parent / "bench" / "big_nvsmi.py")
+    assert spec is not None and spec.loader is not None
+    big_nvsmi = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(big_nvsmi)
+    path = tmp_path / f"{kind}.txt"
+    big_nvsmi.write(path, mb, seed, kind)
+    return lines_from_bytes(path.read_bytes())
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_csv_long_loop_per_distinct_cells_same_as_per_row(tmp_path: Path, monkeypatch, seed: int) -> None:
+    """A long --query-gpu loop converts repetitive columns once per distinct cell, drops inventory rows
+    repeating an earlier row before the unpivot and narrows the inventory join: same result as row by row."""
+    lines = _loop_lines(tmp_path, "csv", 2.5, seed)
+    ctx = FileContext(path="loop.csv", node="n1", first_line=7)
+    fast = nvidia_smi_csv.parse(lines, ctx)
+    assert fast.tables["gpu_samples"].height > nvidia_smi_csv._MANY
+    monkeypatch.setattr(nvidia_smi_csv, "_MANY", 10**12)
+    assert_same_result(fast, nvidia_smi_csv.parse(lines, ctx))
+
+
+def test_q_loop_inventory_seen_same_as_frames_dedup(tmp_path: Path, monkeypatch) -> None:
+    """-q dumps skip building inventory rows an earlier dump stated (snapshot_rows(seen=...)): same tables as
+    building them all for frames() to drop; a second parse (lines classified from the process cache) too."""
+    lines = _loop_lines(tmp_path, "q", 0.6, 3)
+    ctx = FileContext(path="q.txt", node="n1")
+    fast = nvidia_smi.parse(lines, ctx)
+    assert_same_result(fast, nvidia_smi.parse(lines, ctx))
+    rows = _nvsmi_fields.snapshot_rows
+
+    def without_seen(*args, **kw):
+        kw.pop("seen", None)
+        return rows(*args, **kw)
+
+    monkeypatch.setattr(_nvsmi_fields, "snapshot_rows", without_seen)
+    assert_same_result(fast, nvidia_smi.parse(lines, ctx))
