@@ -37,7 +37,7 @@ from typing import Any
 
 import polars as pl
 
-from parsers._common import _ANY_ENVELOPE, normalize_bus_id, split_envelopes
+from parsers._common import _ANY_ENVELOPE, ENVELOPES, normalize_bus_id, split_envelopes
 from parsers._common import json_detail as _json_detail
 from parsers._sniff import head_text, may_match, required_literals
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
@@ -847,7 +847,19 @@ _RX = {
     }.items()
 }  # fmt: skip
 _UNSAFE = re.compile(r"[^\t\n\x20-\x7e]")
-_ANY_ENV_PY = re.compile(_ANY_ENVELOPE, re.MULTILINE)  # a match anywhere implies a line opening with one
+_ANY_ENV_LINE = re.compile(_ANY_ENVELOPE)
+_ENVS = tuple(re.compile(p.replace("(?<", "(?P<")) for _, p in ENVELOPES)
+
+
+def _strip_envelopes(text: str) -> str:
+    """`split_envelopes(...)["rest"]` of one ASCII line: three rounds of every envelope, outermost first."""
+    if not _ANY_ENV_LINE.search(text):
+        return text
+    for _ in range(3):
+        for p in _ENVS:
+            if p.search(text):
+                text = p.sub("", text, count=1)
+    return text
 _COLLECTOR_NEED = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
 _BUS_NULL = re.compile(r"(?i)^0x0*$")
 _BUS_SHORT = re.compile(r"(?i)^0x[0-9a-f]{1,2}$")
@@ -945,7 +957,6 @@ def _parse_small(texts: list[str], ctx: FileContext) -> ParseResult | None:
         len(joined) > 1 << 18
         or _UNSAFE.search(joined)
         or _COLLECTOR_NEED.search(joined)
-        or _ANY_ENV_PY.search(joined)
         or JSON_ID in joined
         or "failure" in joined
         or any(t.lstrip().startswith("{") for t in texts)
@@ -972,9 +983,10 @@ def _small(texts: list[str], ctx: FileContext) -> ParseResult:  # noqa: C901, PL
     summ: list[tuple] = []  # (i, run, is_oob, match, test, version)
     nthreads: list[tuple] = []  # (i, run, match, test, version)
     hs: list[str] = [""] * n
+    debug: list[bool] = [False] * n
     n_debug = 0
     for i, text in enumerate(texts):
-        body = text.rstrip()
+        body = _strip_envelopes(text).rstrip()
         hb = body.lstrip()
         h = hb[1:].lstrip() if hb.startswith("#") else hb
         hs[i] = h
@@ -1027,6 +1039,7 @@ def _small(texts: list[str], ctx: FileContext) -> ParseResult:  # noqa: C901, PL
             summ.append((i, run, bool(m_oob), m_oob or m_avg, test, version))
         if k_debug:
             n_debug += 1
+            debug[i] = True
         flags[i] = (bool(m_nthread), bool(m_device), k_colhdr, bool(m_avg))
         okl[i] = not k_debug and bool(
             m_nthread or m_version or m_coll or m_device or k_colhdr or m_oob or m_avg or m_ncclver or k_minor
@@ -1200,7 +1213,7 @@ def _small(texts: list[str], ctx: FileContext) -> ParseResult:  # noqa: C901, PL
         if not text.strip():
             continue
         last = i
-        ok = okl[i] or (i in row_ok and not _debug_line(texts[i]))
+        ok = okl[i] or (i in row_ok and not debug[i])
         if ok:
             parsed += 1
             continue
@@ -1227,7 +1240,3 @@ def _small(texts: list[str], ctx: FileContext) -> ParseResult:  # noqa: C901, PL
         node=next(iter(hosts)) if len(hosts) == 1 else None,
     )
 
-
-def _debug_line(text: str) -> bool:
-    body = text.rstrip()
-    return " NCCL " in body and bool(_RX["debug"].search(body))

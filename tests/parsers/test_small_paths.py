@@ -72,7 +72,6 @@ NT_EXTRA = [
     # lines the small path leaves to the vectorised one (or that test its edges)
     '#  Rank  3 Group  0 Pid 4 on nodeB device  3 [zz] weird "gpu"',
     "  1024  256  half  none  -1  5.  .5  1e3  2.0  inf  nan  0  0",
-    "[rank0]: # Avg bus bandwidth    : 1.5",
     "2025-06-14T10:00:00Z # Out of bounds values : 0 OK",
     "nodeA: Test NCCL failure common.cu:1 'unhandled'",
     "# Avg bus bandwidth    : nan",
@@ -101,6 +100,9 @@ NT_EXTRA = [
     "hgx-01:1234:1250 [0] NCCL INFO Bootstrap : Using eth0",
     "  12345  678",
     "#",
+    "[rank0]: # Avg bus bandwidth    : 1.5",
+    "0: [default1]: #  Rank  1 Group  0 Pid 2 on nodeB device  1 [0x19] X",
+    "[1,3]<stdout>:  1024  256  float  sum  -1  10.5  0.10  0.18  0  10.3  0.10  0.18  0",
     "",
 ]
 
