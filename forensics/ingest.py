@@ -721,32 +721,38 @@ def _run_parallel(
     """Ingest `files` in a spawn pool of `jobs` workers; a worker that dies loses only its own file.
 
     A file in `splits` (by path) is parsed as byte ranges in parallel plus a checksum task, then
-    merged; if its pool breaks, it is retried whole.
+    merged; if its pool breaks, it is retried whole. Small files go to the workers in batches
+    (`BATCH_FILES`): a task per file cost ~0.3 ms of CPU in the pool's machinery.
 
-    When a worker dies (killed, out of memory, a crash in native code), the pool breaks and every
-    file in flight fails with it; those are retried one at a time in a fresh one-worker pool, where
-    the file that breaks it again is the culprit and is recorded as an error. When workers cannot
-    start at all (a `__main__` that spawn cannot re-import), files are parsed in this process.
-    `task` is `ingest_file` (tests pass a module-level stand-in).
+    When a worker dies (killed, out of memory, a crash in native code), the pool breaks and every task
+    not finished fails with it. The tasks that had started (the first `jobs + 1` unfinished ones: workers
+    take tasks in order) hold the culprit; the others are run again in a fresh pool. The suspects are run
+    again one file a task, then, if a pool breaks again, one at a time in a one-worker pool, where the file
+    that breaks it is recorded as an error. When workers cannot start at all (a `__main__` that spawn
+    cannot re-import), files are parsed in this process. `task` is `ingest_file` (tests pass a
+    module-level stand-in).
     """
     index = {id(f): i for i, f in enumerate(files)}
     outcomes = Outcomes(work / "parts" / "parent")
     args = (index, work, limits, year_hint, collected, tick, outcomes, task)
-    pending, broken = files, []
-    while pending:  # a pool that breaks while work is handed out leaves files for a fresh pool
+    rounds: list[tuple[list[BundleFile], int]] = [(files, BATCH_FILES)]
+    alone: list[BundleFile] = []
+    while rounds:
+        pending, batch = rounds.pop(0)
         try:
-            lost, unsent = _pool_pass(pending, jobs, *args, splits=splits or {})
+            suspects, unsent = _pool_pass(pending, jobs, *args, splits=splits or {}, batch=batch)
         except _PoolUnusable:
-            for f in pending:
+            for f in [*pending, *(f for fs, _ in rounds for f in fs), *alone]:
                 outcomes.append(task(f, limits, year_hint, collected, spill=work / "parts" / str(index[id(f)])))
                 tick(f)
-            break
-        broken += lost
-        if len(unsent) == len(pending):  # no progress at all: try them one by one below
-            broken += unsent
-            break
-        pending = unsent
-    for f in broken:  # retry each casualty alone, to find the one that breaks a pool
+            return outcomes
+        if unsent:
+            rounds.append((unsent, batch))
+        if suspects and batch > 1:
+            rounds.append((suspects, 1))
+        else:
+            alone += suspects
+    for f in alone:  # retry each suspect alone, to find the one that breaks a pool
         try:
             lost, unsent = _pool_pass([f], 1, *args)
         except _PoolUnusable:
@@ -755,6 +761,56 @@ def _run_parallel(
             outcomes.append(_crashed(f, "worker process died while reading this file"))
             tick(f)
     return outcomes
+
+
+BATCH_FILES = 32
+"""Whole small files handed to a worker in one task, at most this many ..."""
+BATCH_BYTES = 2 * 1024**2
+"""... and of at most this many bytes together; a file of `BATCH_BYTES` or more is a task of its own."""
+BATCH = -3
+"""The task kind of a batch of whole files (besides -1 a whole file, -2 a checksum, k >= 0 a byte range)."""
+
+
+def _ingest_batch(
+    task: Callable[..., FileOutcome],
+    files: tuple[BundleFile, ...],
+    spills: tuple[Path, ...],
+    limits: Limits,
+    year_hint: int | None,
+    collected: datetime | None,
+) -> list[FileOutcome]:
+    """`task` for each of `files` in turn, in one worker call."""
+    return [task(f, limits, year_hint, collected, spill=spill) for f, spill in zip(files, spills, strict=True)]
+
+
+def _batched(tasks: list[tuple[BundleFile, int]], batch: int) -> list[tuple[Any, int]]:
+    """`tasks` with runs of small whole files joined into batches: (tuple of files, BATCH)."""
+    if batch <= 1:
+        return list(tasks)
+    out: list[tuple[Any, int]] = []
+    run: list[BundleFile] = []
+    size = 0
+
+    def close() -> None:
+        nonlocal run, size
+        if len(run) == 1:
+            out.append((run[0], -1))
+        elif run:
+            out.append((tuple(run), BATCH))
+        run, size = [], 0
+
+    for f, k in tasks:
+        cost = f.size * (COMPRESSED_RATIO if f.compression else 1)
+        if k != -1 or cost >= BATCH_BYTES:
+            close()
+            out.append((f, k))
+            continue
+        if len(run) >= batch or size + cost > BATCH_BYTES:
+            close()
+        run.append(f)
+        size += cost
+    close()
+    return out
 
 
 HASH_COST = 0.1
@@ -807,17 +863,22 @@ def _pool_pass(
     outcomes: list[FileOutcome],
     task: Callable[..., FileOutcome] = ingest_file,
     splits: dict[str, _Split] | None = None,
+    batch: int = 1,
 ) -> tuple[list[BundleFile], list[BundleFile]]:
-    """One pool over `files`; append outcomes; return the files lost to a broken pool, and the files not
-    handed out because the pool broke first (to run in a fresh pool).
+    """One pool over `files`; append outcomes; when the pool breaks, return the files of the tasks that had
+    started (suspects: the first `jobs + 1` unfinished tasks, as workers take tasks in order) and the
+    files whose tasks had not started or were not handed out (to run in a fresh pool).
 
     Raises:
         _PoolUnusable: not even a trivial task could run in a worker.
     """
     splits = splits or {}
-    broken: list[BundleFile] = []
-    owner: dict[Any, tuple[BundleFile, int]] = {}
-    """future → (file, range index; -1 for a whole file, -2 for a split file's checksum)"""
+    owner: dict[Any, tuple[Any, int]] = {}
+    """future → (file, range index; -1 a whole file, -2 a split file's checksum; or (files...), BATCH)"""
+    order: dict[Any, int] = {}
+    """future → its place in the order tasks were handed out"""
+    lost: list[Any] = []
+    """futures failed by a broken pool"""
     results: dict[str, dict[int, Any]] = {}
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=_worker_init)
     try:
@@ -833,40 +894,47 @@ def _pool_pass(
         for f in files:
             if f.path in splits:
                 results[f.path] = {}
-        tasks = _tasks(files, splits)
+        tasks = _batched(_tasks(files, splits), batch)
         with _children_ignore_sigint():
             for j, (f, k) in enumerate(tasks):
-                spill = work / "parts" / str(index[id(f)])
                 try:
-                    if k == -1:
-                        fut = pool.submit(task, f, limits, year_hint, collected, spill=spill)
+                    if k == BATCH:
+                        spills = tuple(work / "parts" / str(index[id(g)]) for g in f)
+                        fut = pool.submit(_ingest_batch, task, f, spills, limits, year_hint, collected)
+                    elif k == -1:
+                        fut = pool.submit(task, f, limits, year_hint, collected, spill=work / "parts" / str(index[id(f)]))
                     elif k == -2:
                         fut = pool.submit(hash_file, f)
                     else:
                         split = splits[f.path]
                         fut = pool.submit(
                             task, f, limits, year_hint, collected,
-                            spill=spill / str(k), span=split.spans[k], parser_name=split.parser,
+                            spill=work / "parts" / str(index[id(f)]) / str(k), span=split.spans[k],
+                            parser_name=split.parser,
                         )
                     owner[fut] = (f, k)
+                    order[fut] = j
                 except BrokenProcessPool:  # a worker died while work was handed out
-                    # every file with a task not handed out goes to a fresh pool, whole
-                    left = {id(g) for g, _ in tasks[j:]}
-                    unsent = [g for g in files if id(g) in left]
-                    for g in unsent:
-                        if g.path in splits:
-                            settled.add(g.path)
-                            _drop(results.pop(g.path, {}))
+                    unsent = _files_of(tasks[j:])
                     break
         for fut in as_completed(owner):
             f, k = owner[fut]
+            if k == BATCH:
+                try:
+                    got = fut.result()
+                except BrokenProcessPool:
+                    lost.append(fut)
+                    continue
+                except Exception as exc:  # noqa: BLE001 - a failed task loses its files, not the run
+                    got = [_crashed(g, f"worker failed: {type(exc).__name__}: {exc}") for g in f]
+                for g, o in zip(f, got, strict=True):
+                    outcomes.append(o)
+                    tick(g)
+                continue
             try:
                 got = fut.result()
             except BrokenProcessPool:
-                if f.path not in settled:
-                    settled.add(f.path)
-                    broken.append(f)
-                _drop(results.pop(f.path, {}))
+                lost.append(fut)
                 continue
             except Exception as exc:  # noqa: BLE001 - a failed task loses one file, not the run
                 got = _crashed(f, f"worker failed: {type(exc).__name__}: {exc}")
@@ -882,7 +950,26 @@ def _pool_pass(
         _kill_pool(pool)
         raise
     pool.shutdown(wait=True)
-    return broken, unsent
+    lost.sort(key=order.__getitem__)
+    suspects = _files_of([owner[fut] for fut in lost[: jobs + 1]])
+    again = _files_of([owner[fut] for fut in lost[jobs + 1 :]]) + unsent
+    for f in suspects + again:  # a split file that lost a range is run again: drop the ranges it has
+        _drop(results.pop(f.path, {}))
+    seen = {f.path for f in suspects}
+    return suspects, [f for f in _unique(again) if f.path not in seen]
+
+
+def _files_of(tasks: list[tuple[Any, int]]) -> list[BundleFile]:
+    """The files of `tasks` (a batch's files in order), each once."""
+    out: list[BundleFile] = []
+    for f, k in tasks:
+        out.extend(f if k == BATCH else (f,))
+    return _unique(out)
+
+
+def _unique(files: list[BundleFile]) -> list[BundleFile]:
+    seen: set[str] = set()
+    return [f for f in files if not (f.path in seen or seen.add(f.path))]  # type: ignore[func-returns-value]
 
 
 def _dask_client(address: str) -> Any:

@@ -348,6 +348,47 @@ def test_a_worker_that_dies_loses_only_its_own_file(tmp_path: Path) -> None:
     assert sum(o.row["parsed"] for o in outs) == 6 * 6
 
 
+def test_a_worker_that_dies_amid_many_small_files_costs_a_few_pools(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Small files go to workers in batches; when one kills its worker, the tasks that had not started are
+    run again in one fresh pool, and only the few that had started are narrowed down to the culprit: not a
+    pool per file of the bundle."""
+    import sys
+
+    from forensics.bundle import open_bundle
+    from forensics.ingest import _run_parallel
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    passes: list[int] = []
+    real = ingest_mod._pool_pass
+
+    def counted(files: list, *args: object, **kw: object) -> object:
+        passes.append(len(files))
+        return real(files, *args, **kw)
+
+    monkeypatch.setattr(ingest_mod, "_pool_pass", counted)
+    monkeypatch.setattr(ingest_mod, "BATCH_FILES", 4)
+    try:
+        import _crashy  # type: ignore[import-not-found]
+
+        files = {f"node-{i:03d}/dmesg.log": xid_lines(3) for i in range(120)}
+        files["node-040/crash.log"] = xid_lines(3)
+        b = open_bundle(make_bundle(tmp_path, files), tmp_path / "staging")
+        seen: list[str] = []
+        outs = _run_parallel(
+            b.files, 2, tmp_path / "work", Limits(), 2026, None, lambda f: seen.append(f.path),
+            task=_crashy.crash_on_named_files,
+        )
+    finally:
+        sys.path.remove(str(Path(__file__).parent))
+    st = {o.row["path"]: o.row["status"] for o in outs}
+    assert st.pop("node-040/crash.log") == "error: worker process died while reading this file"
+    assert set(st.values()) == {"ok"} and len(st) == 120
+    assert sorted(seen) == sorted(files)
+    assert len(passes) <= 4 + 3 * 4, passes  # not one pool per file
+
+
 def test_a_large_file_parsed_in_byte_ranges_equals_the_file_parsed_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
