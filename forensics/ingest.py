@@ -1006,12 +1006,19 @@ def _run_dask(
     outcomes = Outcomes(work / "parts" / "parent" if work else None)
     splits = {f.path: sp for f in files if (sp := _plan_split(f, limits))}
     futures: list[Any] = []
-    owner: dict[str, tuple[BundleFile, int]] = {}
+    owner: dict[str, tuple[Any, int]] = {}
     results: dict[str, dict[int, Any]] = {}
     try:
         index = {id(f): i for i, f in enumerate(files)}
         results.update({f.path: {} for f in files if f.path in splits})
-        for f, k in _tasks(files, splits):  # longest first (Dask runs tasks in about the order submitted)
+        # longest first (Dask runs tasks in about the order submitted); small files in batches
+        for f, k in _batched(_tasks(files, splits), BATCH_FILES):
+            if k == BATCH:
+                key, nones = f"batch-{index[id(f[0])]}-{f[0].path}", (None,) * len(f)
+                fut = client.submit(_ingest_batch, ingest_file, f, nones, limits, year_hint, collected, key=key, pure=False)
+                futures.append(fut)
+                owner[fut.key] = (f, k)
+                continue
             i = index[id(f)]
             if k == -1:
                 key = f"ingest-{i}-{f.path}"
@@ -1028,6 +1035,15 @@ def _run_dask(
             owner[fut.key] = (f, k)
         for fut in dask_completed(futures):
             f, k = owner[fut.key]
+            if k == BATCH:
+                try:
+                    got = fut.result()
+                except Exception as exc:  # noqa: BLE001 - a lost task loses its files, not the run
+                    got = [_crashed(g, f"dask task failed: {type(exc).__name__}: {exc}") for g in f]
+                for g, o in zip(f, got, strict=True):
+                    outcomes.append(o)
+                    tick(g)
+                continue
             if k != -1 and f.path not in results:
                 continue  # a range of a file already failed
             try:
