@@ -279,19 +279,26 @@ def _result(recs: list[tuple[int, dict[str, Any], str]], ctx: FileContext) -> Pa
     for h, line, prov, nics in ofi:
         detail = _json(transport="OFI", provider=prov, nics=nics)
         net.append((h["node"], h["pid"], line, None, detail, "network", path))
-    comms = []
-    if net:
-        comms.append(pl.DataFrame(net, schema=_NET_SCHEMA, orient="row"))
     rank = _rank_rows(init, topo, ver, path)
-    if rank is not None:
-        comms.append(rank)
     tables: dict[str, pl.DataFrame] = {}
-    if comms:
-        tables["comms"] = pl.concat(comms, how="diagonal_relaxed") if len(comms) > 1 else comms[0]
+    if net or rank:
+        # the network rows, then the rank rows: `pl.concat(how="diagonal_relaxed")` of the two (columns in
+        # order of first appearance, missing ones null), built at once
+        schema = {**_NET_SCHEMA, **_RANK_SCHEMA} if (net and rank) else _NET_SCHEMA if net else _RANK_SCHEMA
+        names = list(schema)
+        rows = [dict(zip(_NET_SCHEMA, r, strict=True)) for r in net]
+        rows += [dict(zip(_RANK_SCHEMA, r, strict=True)) for r in rank]
+        data = [tuple(r.get(c) for c in names) for r in rows]
+        tables["comms"] = pl.DataFrame(data, schema=schema, orient="row")
     if inv:
-        tables["inventory"] = pl.DataFrame(inv, schema=_INV_SCHEMA, orient="row").unique(
-            subset=["node", "component", "device", "attribute", "value"], keep="first", maintain_order=True
-        )
+        # `unique(subset=[node, component, device, attribute, value], keep="first", maintain_order=True)`
+        seen: set[tuple[Any, ...]] = set()
+        first = []
+        for r in inv:
+            if r[:5] not in seen:
+                seen.add(r[:5])
+                first.append(r)
+        tables["inventory"] = pl.DataFrame(first, schema=_INV_SCHEMA, orient="row")
     notes = [f"{conn} ring/tree/channel lines"] if conn else []
     hosts = sorted({h["node"] for _line, h, _msg in recs})
     return ParseResult(
@@ -304,10 +311,10 @@ def _result(recs: list[tuple[int, dict[str, Any], str]], ctx: FileContext) -> Pa
     )
 
 
-def _rank_rows(init: list[Any], topo: list[Any], ver: list[Any], path: str) -> pl.DataFrame | None:
-    """The comms 'rank' rows (`nccl._nccl_rows`' rank map)."""
+def _rank_rows(init: list[Any], topo: list[Any], ver: list[Any], path: str) -> list[tuple[Any, ...]]:
+    """The comms 'rank' rows (`nccl._nccl_rows`' rank map), as tuples in `_RANK_SCHEMA` order."""
     if not init and not topo:
-        return None
+        return []
     rows: list[dict[str, Any]] = []
     for h, line, m in init:
         g = m.groupdict()
@@ -372,5 +379,4 @@ def _rank_rows(init: list[Any], topo: list[Any], ver: list[Any], path: str) -> p
                 path, r0["line"],
             )
         )
-    out = [o[:8] + (o[8] if o[8] is not None else one_ver,) + o[9:] for o in out]
-    return pl.DataFrame(out, schema=_RANK_SCHEMA, orient="row")
+    return [o[:8] + (o[8] if o[8] is not None else one_ver,) + o[9:] for o in out]
