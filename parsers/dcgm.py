@@ -49,11 +49,14 @@ _SEV = {"fail": "high", "failure": "high", "warn": "medium", "warning": "medium"
 def sniff(head: bytes, name: str) -> float:
     """1.0 for dcgmi table or JSON signatures; 0.8 for hostengine log lines."""
     text = head.decode("utf-8", "replace")
-    if re.search(r"^\|\s*Diagnostic\s+\|\s*Result\s+\|", text, re.M) or "Successfully ran diagnostic" in text:
+    # (each regex only where its literal is: a search of a 64 KB head costs ~0.2 ms)
+    if "Diagnostic" in text and re.search(r"^\|\s*Diagnostic\s+\|\s*Result\s+\|", text, re.M):
+        return 1.0
+    if "Successfully ran diagnostic" in text:
         return 1.0
     if "Health Monitor Report" in text or ("GPUs found." in text and "Device Information" in text):
         return 1.0
-    if re.search(r'"DCGM (?:GPU )?Diagnostic"\s*:', text):
+    if '"DCGM ' in text and re.search(r'"DCGM (?:GPU )?Diagnostic"\s*:', text):
         return 1.0
     lines = [ln for ln in text.splitlines()[:50] if ln.strip() and not ln.startswith("#")]
     hits = sum(1 for ln in lines if re.match(HOSTENGINE_RE, ln))

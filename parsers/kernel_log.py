@@ -185,7 +185,9 @@ def sniff(head: bytes, name: str) -> float:
     Strict on purpose: NCCL logs, nvidia-smi output and step logs have none of these prefixes, and a
     bare ISO timestamp (common to many loggers) does not count on its own.
     """
-    text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", head.decode("utf-8", "replace"))
+    text = head.decode("utf-8", "replace")
+    if "\x1b[" in text:
+        text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)
     # literal guards first: `^\s*` in multi-line mode is quadratic over thousands of blank lines
     if "btime " in text and _PROC_STAT.search(text) and re.search(r"^cpu\d* +\d+ \d+", text, re.M):
         return 0.9  # /proc/stat: gives the boot time (btime)
