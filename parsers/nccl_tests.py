@@ -848,6 +848,7 @@ _RX = {
 }  # fmt: skip
 _UNSAFE = re.compile(r"[^\t\n\x20-\x7e]")
 _ANY_ENV_LINE = re.compile(_ANY_ENVELOPE)
+_ANY_ENV_TEXT = re.compile(_ANY_ENVELOPE, re.MULTILINE)  # no match in the text: no line opens with one
 _ENVS = tuple(re.compile(p.replace("(?<", "(?P<")) for _, p in ENVELOPES)
 
 
@@ -963,12 +964,12 @@ def _parse_small(texts: list[str], ctx: FileContext) -> ParseResult | None:
     ):
         return None
     try:
-        return _small(texts, ctx)
+        return _small(texts, ctx, envelopes=_ANY_ENV_TEXT.search(joined) is not None)
     except _FallbackError:
         return None
 
 
-def _small(texts: list[str], ctx: FileContext) -> ParseResult:  # noqa: C901, PLR0912, PLR0915
+def _small(texts: list[str], ctx: FileContext, *, envelopes: bool = True) -> ParseResult:  # noqa: C901, PLR0912, PLR0915
     rx = _RX
     first, path = ctx.first_line, ctx.path
     n = len(texts)
@@ -986,7 +987,7 @@ def _small(texts: list[str], ctx: FileContext) -> ParseResult:  # noqa: C901, PL
     debug: list[bool] = [False] * n
     n_debug = 0
     for i, text in enumerate(texts):
-        body = _strip_envelopes(text).rstrip()
+        body = (_strip_envelopes(text) if envelopes else text).rstrip()
         hb = body.lstrip()
         h = hb[1:].lstrip() if hb.startswith("#") else hb
         hs[i] = h
