@@ -48,6 +48,10 @@ DETECTS = (
 )
 PRIORITY = 5
 
+_LANE_MIN = 4096
+"""Below this many lines (rows) the split lanes and subset passes are skipped: their set-up costs more polars
+calls than the regexes they spare on small files. Either way the result is the same."""
+
 MERGE_GAP = 12
 """Anchors of one stream with the same step at most this many lines apart are one row."""
 ATTACH_GAP = 12
@@ -396,6 +400,8 @@ def _strip_envelopes(seg: pl.DataFrame) -> pl.DataFrame:
     host); the passes run on them alone (envelopes hold no anchors but `^`, so a prefix alone is stripped
     as it was in its line) and their rank and host are mapped back to the lines.
     """
+    if seg.height < _LANE_MIN:
+        return _strip_passes(seg)
     rest = seg.get_column("rest")
     hit = rest.str.contains(_ENV_CAP)
     n_hit = int(hit.sum())
@@ -456,6 +462,8 @@ def _strip_passes(seg: pl.DataFrame, passes: int = 3) -> pl.DataFrame:
 
 def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Return (physical lines frame, segment frame with cleaned text, stream key, rank, host, own time)."""
+    if lines.len() < _LANE_MIN:
+        return _prepare_small(lines, ctx)
     frame = numbered(lines, ctx)
     seg = frame
     if frame.height and bool(frame.get_column("text").str.contains("\r", literal=True).any()):
@@ -599,6 +607,8 @@ def _own_time(seg: pl.DataFrame, year: int | None, mmdd_on: bool, mllog_on: bool
     first digit (none before it, at most 40 characters in), its fraction is every digit after the `.`/`,` and
     it has no zone; no month-day time (`MMDD_TS_RE` needs digits before any `-`) or MLPerf record is there.
     """
+    if seg.height < _LANE_MIN:
+        return _own_time_re(seg, year, mmdd_on, mllog_on)
     txt = pl.col("text")
     canon = seg.select(
         pl.col("coll_ts").is_null()
@@ -697,6 +707,112 @@ def _own_time_re(seg: pl.DataFrame, year: int | None, mmdd_on: bool, mllog_on: b
         .then(pl.lit("year_inferred"))
         .otherwise(pl.lit(None, dtype=pl.String)),
     ).collect()
+
+
+def _prepare_small(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """`_prepare` for a few lines: one lazy query for the streams and times (the subset passes of `_prepare`
+    cost more calls than they spare there)."""
+    frame = numbered(lines, ctx)
+    seg = frame
+    if frame.height and bool(frame.get_column("text").str.contains("\r", literal=True).any()):
+        # segment numbers exploded with the segments (what a window `int_range().over("line")` gave, cheaper)
+        parts = pl.col("text").str.split("\r")
+        seg = frame.with_columns(parts, seg=pl.int_ranges(0, parts.list.len(), dtype=pl.Int64))
+        seg = seg.explode("text", "seg")
+    else:
+        seg = seg.with_columns(seg=pl.lit(0, dtype=pl.Int64))
+    text = pl.col("text")
+    # Cheap checks skip the steps that cannot change any line (same result, fewer passes and collects). The
+    # literal checks run once over the raw lines: every later step works on a suffix of the raw line (prefixes
+    # stripped) unless ANSI codes are removed from its middle (`dirty`: then every step runs). The anchored
+    # prefixes are checked where they are stripped, on the text they are stripped from.
+    flags = seg.select(
+        esc=text.str.contains("\x1b", literal=True).any(),
+        pasted=text.str.contains(g.ANSI_PASTED_RE).any(),
+        banner=text.str.contains("global rank", literal=True).any(),
+        msg=text.str.contains("[Rank ", literal=True).any(),
+        mllog=text.str.contains(":::MLLOG", literal=True).any(),
+    ).row(0, named=True)
+    dirty = bool(flags["esc"] or flags["pasted"])
+    on = {k: bool(v) or dirty for k, v in flags.items()}
+    clean = text.str.replace_all(g.ANSI_RE, "") if flags["esc"] else text
+    if dirty:
+        pasted = clean.str.contains(g.ANSI_PASTED_RE)
+        clean = pl.when(pasted).then(clean.str.replace_all(g.ANSI_PASTED_RE, "")).otherwise(clean)
+    triage = (
+        text.str.contains_any(list(g.TRIAGE_LITERALS))
+        | text.str.contains(g.TRIAGE_DATE_RE)
+        | text.str.strip_chars_end().str.ends_with(":")
+    )
+    seg = seg.with_columns(raw=text, triage=triage)
+    rest = seg.filter(~pl.col("triage")).select(
+        "line",
+        "seg",
+        "raw",
+        text=pl.lit(""),
+        key=pl.lit("|"),
+        host=pl.lit(None, dtype=pl.String),
+        rank=pl.lit(None, dtype=pl.Int32),
+        banner=pl.lit(False),
+        ts=pl.lit(None, dtype=UTC_US),
+        ts_quality=pl.lit(None, dtype=pl.String),
+    )
+    seg = seg.filter(pl.col("triage")).with_columns(clean=clean)
+    if seg.get_column("clean").str.contains(g.COLLECTOR_RE).any():
+        seg = seg.with_columns(
+            coll_ts=pl.col("clean").str.extract(g.COLLECTOR_RE, 1),
+            clean=pl.col("clean").str.replace(g.COLLECTOR_RE, ""),
+        )
+    else:
+        seg = seg.with_columns(coll_ts=pl.lit(None, dtype=pl.String))
+    seg = _strip_passes(seg.with_columns(rest=pl.col("clean")))
+    after = seg.select(
+        pylog=pl.col("rest").str.contains(g.PYLOG_PREFIX_RE).any(),
+        mmdd=pl.col("rest").str.contains(g.MMDD_TS_RE).any(),
+    ).row(0, named=True)
+    # (the c10 time is looked for after the logging prefix is stripped: assume it may be there when one is)
+    on |= {"pylog": bool(after["pylog"]), "mmdd": bool(after["mmdd"] or after["pylog"])}
+    # the rest is one lazy query (one collect); its result is re-sorted below, so the row order is unchanged
+    lf = seg.lazy()
+    if on["pylog"]:
+        lf = lf.with_columns(rest=pl.col("rest").str.replace(g.PYLOG_PREFIX_RE, ""))
+    if on["banner"]:
+        # regex structs are materialised once as columns: eager with_columns does not share subexpressions
+        lf = lf.with_columns(_bn=pl.col("rest").str.extract_groups(g.COMPOSER_BANNER_RE))
+        banner = pl.col("_bn")
+        lf = lf.with_columns(
+            banner=banner.struct.field("what").is_not_null(),
+            banner_rank=pl.when(banner.struct.field("what") == "Begin")
+            .then(banner.struct.field("rank").cast(pl.Int32, strict=False))
+            .when(banner.struct.field("what") == "End")
+            .then(pl.lit(-1, dtype=pl.Int32))
+            .otherwise(pl.lit(None, dtype=pl.Int32))
+            .forward_fill(),
+        ).drop("_bn")
+        lf = lf.with_columns(banner_rank=pl.when(pl.col("banner_rank") >= 0).then(pl.col("banner_rank")))
+    else:
+        lf = lf.with_columns(banner=pl.lit(False), banner_rank=pl.lit(None, dtype=pl.Int32))
+    lf = lf.with_columns(
+        msg_rank=pl.col("rest").str.extract(g.MSG_RANK_RE, 1).cast(pl.Int32, strict=False)
+        if on["msg"]
+        else pl.lit(None, dtype=pl.Int32),
+    )
+    stream_rank = pl.coalesce(pl.col("env_rank"), pl.col("banner_rank"))
+    lf = lf.with_columns(
+        key=pl.concat_str(
+            [pl.col("host").fill_null(""), stream_rank.cast(pl.String).fill_null("")], separator="|"
+        ),
+        rank=pl.coalesce(stream_rank, pl.col("msg_rank")),
+        text=pl.col("rest"),
+    )
+    # own timestamp (a collector's clock, being exact, wins over the framework's local one)
+    year = ctx.year_hint or (ctx.collected_at.year if ctx.collected_at else None)
+    seg = lf.collect()
+    seg = seg.with_columns(_own_time_re(seg, year, on["mmdd"] and year is not None, on["mllog"]))
+    seg = seg.select(rest.columns)
+    if rest.height == 0:  # every line triaged: `seg` is in (line, seg) order already (filters keep the order)
+        return frame, seg.rechunk()
+    return frame, pl.concat([seg, rest]).sort("line", "seg")
 
 
 # ----------------------------------------------------------------------------- grammars → fragments
@@ -806,7 +922,10 @@ def _titan_values(text: pl.Series) -> pl.DataFrame:
     """
     df = pl.DataFrame({"text": text})
     one = pl.col("text").str.count_matches("step:", literal=True) == 1
-    canon = df.select(pl.col("text").str.contains(_TITAN_CANON) & one).to_series()
+    if df.height < _LANE_MIN:
+        canon = pl.Series([False] * df.height)
+    else:
+        canon = df.select(pl.col("text").str.contains(_TITAN_CANON) & one).to_series()
     n_canon = int(canon.sum())
     cols = ["_step", "_loss", *(f"_k_{k}" for k in g.TITAN_KEYS)]
     fast = df.filter(canon) if n_canon < df.height else df
@@ -827,6 +946,11 @@ def _titan_values(text: pl.Series) -> pl.DataFrame:
         return fast.select(cols)
     txt = pl.col("text")
     head = txt.str.extract_groups(_TITAN_HEAD)
+    if n_canon == 0:
+        slow = df.with_columns(_step=head.struct.field("step"), _loss=head.struct.field("loss"))
+        slow = slow.with_columns(_rest=txt.str.replace("^.*?" + _TITAN_HEAD_NC, ""))
+        keys = {f"_k_{k}": _key(pl.col("_rest"), p) for k, p in g.TITAN_KEYS.items()}
+        return slow.select("_step", "_loss", **keys)
     slow = df.filter(~canon).with_columns(_step=head.struct.field("step"), _loss=head.struct.field("loss"))
     slow = slow.with_columns(_rest=txt.str.replace("^.*?" + _TITAN_HEAD_NC, ""))
     keys = {f"_k_{k}": _key(pl.col("_rest"), p) for k, p in g.TITAN_KEYS.items()}
@@ -846,9 +970,12 @@ def _step_fragments(seg: pl.DataFrame, present: frozenset[str]) -> list[pl.DataF
 
     # Megatron family
     m = _match(seg, g.MEGATRON_ITER_RE, txt.str.contains("iteration", literal=True), gate=("iteration",), present=present)
-    if m.height:
+    if m.height >= _LANE_MIN:
         m = m.with_columns(_megatron_values(m.get_column("text")))
         k = {name: pl.col(f"_k_{name}") for name in g.MEGATRON_KEYS}
+    else:
+        k = {name: _key(txt, pat) for name, pat in g.MEGATRON_KEYS.items()}
+    if m.height:
         sps = k["samples_per_s"]
         tok = k["tokens_per_gpu_s"]
         fw = (
@@ -1239,6 +1366,8 @@ def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
     """
     txt = pl.col("text")
     bars = seg.filter(txt.str.contains("%|", literal=True))
+    if bars.height < _LANE_MIN:  # (every group of the regex, as before)
+        return _match(bars, g.TQDM_RE)
     canon = bars.select(txt.str.contains(_TQDM_CANON)).to_series()
     n_canon = int(canon.sum())
     fast = bars.filter(canon) if n_canon < bars.height else bars
@@ -1385,18 +1514,20 @@ def _block_fragments(
     t_on, c_on, n_on = "across ranks" in present, "[batch=" in present, "performance:" in present
     no_str, no = pl.lit(None, dtype=pl.String), pl.lit(False)
     no_blk = pl.lit(None, dtype=pl.Int64)
-    ents = seg
-    if t_on:
-        # a timer entry matches one of four regexes: the (min, max) one (most entries) on every line, the
-        # other three as one alternation (same truth value) on the lines it does not take
+    # a timer entry matches one of four regexes: the (min, max) one (most entries), the other three as one
+    # alternation (same truth value), on big inputs only on the lines the first does not take
+    ents, t_mm, t_ent = seg, txt.str.contains(g.TIMER_MINMAX_RE), None
+    if t_on and seg.height >= _LANE_MIN:
         text = seg.get_column("text")
-        t_mm = text.str.contains(g.TIMER_MINMAX_RE)
-        idx = (~t_mm).arg_true()
+        mm_s = text.str.contains(g.TIMER_MINMAX_RE)
+        idx = (~mm_s).arg_true()
         other = text.gather(idx).str.contains(_TIMER_OTHER)
-        ents = seg.with_columns(t_mm=t_mm, t_ent=t_mm.clone().scatter(idx, other))
+        ents = seg.with_columns(t_mm=mm_s, t_ent=mm_s.clone().scatter(idx, other))
+        t_mm, t_ent = pl.col("t_mm"), pl.col("t_ent")
     b = ents.lazy().with_columns(
         t_hdr=txt.str.extract(g.TIMER_HDR_RE, 1) if t_on else no_str,
-        t_ent=pl.col("t_ent") if t_on else no,
+        t_mm=t_mm if t_on else no,
+        t_ent=(t_ent if t_ent is not None else t_mm | txt.str.contains(_TIMER_OTHER)) if t_on else no,
         c_hdr=txt.str.contains(g.COMPOSER_HDR_RE) if c_on else no,
         c_ent=txt.str.contains(g.COMPOSER_ENTRY_RE) if c_on else no,
         n_hdr=txt.str.extract(g.NVRX_HDR_RE, 1) if n_on else no_str,
@@ -1535,26 +1666,32 @@ def _block_fragments(
         # only `time (ms)` of the line: the pairs regex takes exactly its `|`-separated fields there
         after = txt.str.splitn("time (ms)", 2).struct.field("field_1")
         after = after.str.splitn("|", 2).struct.field("field_1")
-        fast = tl.select(after.str.contains(_TIMER_PAIRS_FAST).fill_null(False)).to_series()
+        if tl.height < _LANE_MIN:
+            fast = pl.Series([False] * tl.height)
+        else:
+            fast = tl.select(after.str.contains(_TIMER_PAIRS_FAST).fill_null(False)).to_series()
         n_fast = int(fast.sum())
-        tl_fast = tl.filter(fast) if n_fast < tl.height else tl
-        kv = pl.element().str.splitn(":", 2).struct
-        tl_fast = tl_fast.with_columns(
-            timers=after.str.split("|").list.eval(
-                pl.struct(
-                    name=kv.field("field_0").str.strip_chars(),
-                    ms=kv.field("field_1").str.strip_chars().cast(pl.Float64, strict=False),
-                    min_ms=pl.lit(None, dtype=pl.Float64),
-                    max_ms=pl.lit(None, dtype=pl.Float64),
-                    min_rank=pl.lit(None, dtype=pl.Int32),
-                    max_rank=pl.lit(None, dtype=pl.Int32),
+        if n_fast == 0:
+            tl = _timer_line_pairs(tl)
+        else:
+            tl_fast = tl.filter(fast) if n_fast < tl.height else tl
+            kv = pl.element().str.splitn(":", 2).struct
+            tl_fast = tl_fast.with_columns(
+                timers=after.str.split("|").list.eval(
+                    pl.struct(
+                        name=kv.field("field_0").str.strip_chars(),
+                        ms=kv.field("field_1").str.strip_chars().cast(pl.Float64, strict=False),
+                        min_ms=pl.lit(None, dtype=pl.Float64),
+                        max_ms=pl.lit(None, dtype=pl.Float64),
+                        min_rank=pl.lit(None, dtype=pl.Int32),
+                        max_rank=pl.lit(None, dtype=pl.Int32),
+                    )
                 )
             )
-        )
-        if n_fast < tl.height:
-            tl = pl.concat([tl_fast, _timer_line_pairs(tl.filter(~fast))]).sort("line", "seg")
-        else:
-            tl = tl_fast
+            if n_fast < tl.height:
+                tl = pl.concat([tl_fast, _timer_line_pairs(tl.filter(~fast))]).sort("line", "seg")
+            else:
+                tl = tl_fast
         out.append(
             _frag(
                 tl,
@@ -1707,25 +1844,29 @@ def _rows(frags: pl.DataFrame) -> pl.DataFrame:
     f = f.with_columns(group=start.cum_sum(), orphan=~pl.col("anchor") & ~attached, _start=start)
     # a group is a run of fragments; one of a single fragment is that fragment as it is (what the aggregation
     # below gives it), so only the others are sorted and aggregated
-    f = f.with_columns(_single=pl.col("_start") & pl.col("_start").shift(-1).fill_null(True)).collect()
+    f = f.with_columns(_single=pl.col("_start") & pl.col("_start").shift(-1).fill_null(True))
+    if frags.height < _LANE_MIN:  # (few fragments: aggregated as they are, in this query's collect)
+        f = f.with_columns(orphan_group=pl.col("orphan").all().over("group"))
+    f = f.collect()
     value_cols = [c for c in _FRAG if c not in ("line", "seg", "key", "timers", "anchor", "standalone", "attach_line")]
     single = f.get_column("_single")
-    n_single = int(single.sum())
-    singles = (f.filter(single) if n_single < f.height else f).select(
-        "group",
-        "line",
-        "key",
-        pl.col("orphan").alias("orphan_group"),
-        "rank",
-        *[c for c in value_cols if c != "rank"],
-        pl.col("timers").list.drop_nulls().fill_null(pl.lit([], dtype=pl.List(_TIMER))),
-    )
-    if n_single == f.height:
-        rows = singles
+    n_single = int(single.sum()) if frags.height >= _LANE_MIN else 0
+    if n_single == 0:
+        rows = _group_rows(f, value_cols)
     else:
-        rows = _group_rows(f.filter(~single), value_cols)
-        if n_single:
-            rows = pl.concat([singles, rows]).sort("group")
+        singles = (f.filter(single) if n_single < f.height else f).select(
+            "group",
+            "line",
+            "key",
+            pl.col("orphan").alias("orphan_group"),
+            "rank",
+            *[c for c in value_cols if c != "rank"],
+            pl.col("timers").list.drop_nulls().fill_null(pl.lit([], dtype=pl.List(_TIMER))),
+        )
+        if n_single == f.height:
+            rows = singles
+        else:
+            rows = pl.concat([singles, _group_rows(f.filter(~single), value_cols)]).sort("group")
     # orphans only count when they carry progress of their own (HF dicts without a bar, ...)
     rows = rows.filter(
         ~pl.col("orphan_group")
@@ -1738,9 +1879,11 @@ def _rows(frags: pl.DataFrame) -> pl.DataFrame:
 
 def _group_rows(f: pl.DataFrame, value_cols: list[str]) -> pl.DataFrame:
     """One row per group of fragments (groups of two or more; see `_rows`)."""
-    f = f.with_columns(orphan_group=pl.col("orphan").all().over("group")).rechunk()
+    if "orphan_group" not in f.columns:
+        f = f.with_columns(orphan_group=pl.col("orphan").all().over("group"))
     return (
-        f.sort("group", "prio", "line", "seg")
+        f.rechunk()
+        .sort("group", "prio", "line", "seg")
         .group_by("group", maintain_order=True)
         .agg(
             pl.col("line").first(),
@@ -2042,7 +2185,7 @@ def _noise_lines(seg: pl.DataFrame) -> pl.DataFrame:
     without the first two that hold one of `_NOISE_LITS`)."""
     txt = pl.col("text")
     known = pl.col("ts").is_not_null() | pl.col("banner")
-    if _NOISE_LITS is None:
+    if _NOISE_LITS is None or seg.height < _LANE_MIN:
         return seg.filter(known | txt.str.contains(_NOISE_ANY)).select("line")
     flags = seg.select(known=known, cand=~known & txt.str.contains_any(list(_NOISE_LITS)))
     cand = flags.get_column("cand")
@@ -2150,14 +2293,16 @@ def _step_detail(rows: pl.DataFrame, fields: dict[str, pl.Expr]) -> pl.Series:
     real = [
         (e.is_not_null() & e.is_finite()) if schema[name].is_float() else e.is_not_null() for name, e in kept.items()
     ]
+    small = rows.height < _LANE_MIN
+    encoded = pl.struct(**enc).struct.json_encode()
     f = rows.select(
-        _enc=pl.struct(**enc).struct.json_encode(),
+        _enc=encoded.str.replace_all(_NULL_MEMBER, "") if small else encoded,
         _real=pl.any_horizontal(*real),
         _any=pl.any_horizontal(*(e.is_not_null() for e in kept.values())),
     )
     # the strip needs `null` in the text: objects without one (every field set) are left as they are
     enc_s = f.get_column("_enc")
-    nul = enc_s.str.contains("null", literal=True).arg_true()
+    nul = pl.Series([], dtype=pl.UInt32) if small else enc_s.str.contains("null", literal=True).arg_true()
     if nul.len():
         stripped = enc_s.gather(nul).str.replace_all(_NULL_MEMBER, "")
         f = f.with_columns(_enc=enc_s.clone().scatter(nul, stripped))
