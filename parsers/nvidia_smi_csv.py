@@ -185,6 +185,12 @@ def carry(lines: pl.Series) -> list[str]:
     none): a file parsed in chunks can prepend them to the next chunk, whose first rows they govern (they are
     then parsed, and counted, as header lines). Same header rules as `parse`."""
     text = lines.cast(pl.String).fill_null("")
+    if not text.str.contains(": ", literal=True).any():
+        # No line can carry a pdsh prefix (see _hosts_and_headers): the last known header line, if any.
+        cand = text.str.contains(HEADER_RE) & text.str.contains(",", literal=True)
+        rows = text.filter(cand)
+        known = {t for t in rows.unique().to_list() if _known(t.split(","))}
+        return next(([t] for t in reversed(rows.to_list()) if t in known), [])
     frame = pl.DataFrame({"i": pl.int_range(0, len(text), eager=True), "raw": text, "text": text}).with_columns(
         host=pl.lit(None, dtype=pl.String)
     )
