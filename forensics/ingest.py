@@ -487,7 +487,7 @@ def _remove_parts(parts: dict[str, list[Part]]) -> None:
 
 def _read_part(p: Part) -> pl.DataFrame:
     """A spilled part's rows with its line offset and content node applied."""
-    df = pl.read_parquet(p.path)
+    df = pl.read_parquet(p.path, glob=False)
     if p.line_offset and "line" in df.columns:
         df = df.with_columns(pl.col("line") + p.line_offset)
     return _fill_node(df, p.node) if p.node else df
@@ -1295,7 +1295,7 @@ class Outcomes(list):  # type: ignore[type-arg]
         held = sum(df.estimated_size() for df in self.frames.get(table, ()))
         if not parts:
             return held
-        sample = pl.scan_parquet(parts[0].path).head(SIZE_SAMPLE_ROWS).collect()
+        sample = pl.scan_parquet(parts[0].path, glob=False).head(SIZE_SAMPLE_ROWS).collect()
         return held + sample.estimated_size() / max(1, sample.height) * self.part_rows(table)
 
     def lazy(self, table: str, folder: Path) -> pl.LazyFrame:
@@ -1314,16 +1314,19 @@ class Outcomes(list):  # type: ignore[type-arg]
         if parts:
             offsets: dict[int, int] = {}
             nodes: dict[int, str] = {}
+            paths = []
             for k, p in enumerate(parts):
                 home = folder / f"{PART_COLUMN}={k}"
                 home.mkdir(parents=True, exist_ok=True)
-                os.replace(p.path, home / "part.parquet")
+                paths.append(home / "part.parquet")
+                os.replace(p.path, paths[-1])
                 if p.line_offset:
                     offsets[k] = p.line_offset
                 if p.node:
                     nodes[k] = p.node
             schema = {PART_COLUMN: pl.Int32}
-            lf = pl.scan_parquet(folder / "**" / "*.parquet", hive_partitioning=True, hive_schema=schema)
+            # the paths listed, not globbed: OUT may hold glob characters ('[')
+            lf = pl.scan_parquet(paths, hive_partitioning=True, hive_schema=schema, glob=False)
             part = pl.col(PART_COLUMN)
             if offsets:
                 lf = lf.with_columns(pl.col("line") + part.replace_strict(offsets, default=0, return_dtype=pl.Int64))

@@ -135,8 +135,8 @@ def _read_part(part: Path, table: str) -> pl.DataFrame:
     schema = get_schema(table)
     nulls = _all_null_columns(part) & set(schema)
     if not nulls:
-        return pl.read_parquet(part)
-    df = pl.read_parquet(part, columns=[c for c in schema if c not in nulls])
+        return pl.read_parquet(part, glob=False)
+    df = pl.read_parquet(part, columns=[c for c in schema if c not in nulls], glob=False)
     return df.with_columns(pl.lit(None, dtype=schema[c]).alias(c) for c in nulls).select(list(schema))
 
 
@@ -168,14 +168,14 @@ def read_analysis_tables(out: Path, limit: int | None = None) -> tuple[dict[str,
         rows = sum(pq.read_metadata(p).num_rows for p in parts)
         cap = limit
         if t in ("steps", "gpu_samples") and rows > 10_000:
-            sample = pl.scan_parquet(parts[0]).head(10_000).collect()
+            sample = pl.scan_parquet(parts[0], glob=False).head(10_000).collect()
             cap = min(limit, int(ANALYSIS_BYTES // max(1.0, sample.estimated_size() / max(1, sample.height))))
         if t not in ("steps", "gpu_samples") or rows <= cap:
             tables[t] = read_table(out, t)
             continue
         read_table_check(parts, t)
         k = -(-rows // cap)
-        lf = pl.scan_parquet(parts)
+        lf = pl.scan_parquet(parts, glob=False)
         if t == "steps":
             # every k-th of the step numbers the logs hold (not of all integers: logs print every N steps),
             # and the last ones whole
@@ -208,7 +208,7 @@ def read_analysis_tables(out: Path, limit: int | None = None) -> tuple[dict[str,
 
 def _sampling_period_s(part: Path) -> int:
     """The usual time between two samples of one GPU (whole seconds, at least 1), from the head of a part."""
-    head = pl.scan_parquet(part).select("node", "gpu_index", "file", "ts").head(200_000).collect()
+    head = pl.scan_parquet(part, glob=False).select("node", "gpu_index", "file", "ts").head(200_000).collect()
     gaps = (
         head.drop_nulls("ts")
         .sort("node", "gpu_index", "file", "ts")

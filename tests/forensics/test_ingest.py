@@ -616,3 +616,18 @@ def test_a_large_table_from_byte_ranges_written_in_parts_keeps_every_row(
     assert b.sort(a.columns, nulls_last=True).equals(a.sort(a.columns, nulls_last=True))
     files = sorted((tmp_path / "split" / "tables" / "steps").glob("*.parquet"))
     assert len(files) >= 3001 // 700
+
+
+def test_out_with_glob_characters_in_its_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """OUT is the user's path: '[run 1]' in it is not a glob pattern when the parts are read back."""
+    from forensics.simulate import simulate
+
+    src = tmp_path / "bundle"
+    simulate(src, nodes=2, gpus_per_node=2, hours=0.25, faults=[], seed=4)
+    monkeypatch.setattr(ingest_mod, "HOLD_ROWS", 50)
+    monkeypatch.setattr(ingest_mod, "PART_ROWS", 40)
+    out = tmp_path / "runs [1]" / "out*"
+    m = ingest(src, out, jobs=1)
+    for t in ("steps", "gpu_samples", "events"):
+        assert read_table(out, t).height == m["totals"]["rows"][t]
+    assert len(list((out / "tables" / "gpu_samples").glob("*.parquet"))) > 1
