@@ -507,10 +507,88 @@ def _filter(df: pl.DataFrame, pattern: str, col: str = "body") -> pl.DataFrame:
     return df if len(rows) == df.height else df[rows] if rows else df.clear()
 
 
+def _py_host_tag_msg(rest: str | None) -> tuple[str | None, str | None, str | None]:
+    """`_host_tag_msg` of one value."""
+    if rest is None:
+        return None, None, None
+    host, sep, tm = rest.partition(" ")
+    if not sep:
+        return host, None, None
+    tag, sep, msg = tm.partition(":")
+    return host, tag, msg.removeprefix(" ") if sep else None
+
+
+def _py_style_rows(sub: pl.DataFrame, style: str, pattern: str) -> pl.DataFrame | None:
+    """The rows `_style_rows` extracts before `_style_frame` (the strict shapes split as `_fast_strict`,
+    the others by the style's regex), for a short ASCII frame in Python; None otherwise. Columns: line,
+    msg and the style's NEEDED groups, in the order the polars path gives."""
+    bodies = _py_texts(sub.get_column("body"))
+    if bodies is None:
+        return None
+    rx = kev._py_rx(pattern)
+    strict = kev._py_rx(STRICT[style]) if style in STRICT else None
+    needed = NEEDED[style]
+    if style in ("syslog", "dmesg_ctime"):
+        cols = ("msg", "mon", "day", "hms", *(("host", "tag") if style == "syslog" else ("year",)))
+    elif style in STRICT:
+        cols = ("msg", "ts", "host", "tag")
+    else:
+        cols = ("msg", *needed)
+    if strict is not None and tuple(sorted(cols[1:])) != tuple(sorted(needed)):
+        return None
+    lines = sub.get_column("line").to_list()
+    keep: list[int] = []
+    rows: list[tuple] = []
+    for i, b in enumerate(bodies):
+        if b is None:
+            continue
+        if strict is not None and strict.search(b):
+            if style == "dmesg_ctime":
+                row = {"msg": b[26:].removeprefix(" "), "mon": b[5:8], "day": b[9:11].removeprefix(" "), "hms": b[12:20], "year": b[21:25]}
+            elif style == "rfc5424":
+                p = b.split(" ", 7)
+                row = {"msg": p[7] if len(p) > 7 else None, "ts": p[1], "host": p[2], "tag": p[3]}
+            else:
+                c = b.find(": ")
+                pre = b[:c] if c >= 0 else ""
+                words = pre.split(" ")
+                if style == "syslog":
+                    ok = c >= 0 and pre.count(":") == 2
+                else:
+                    ok = c >= 0 and len(words) == 3 and ":" not in words[2]
+                if ok and style == "syslog":
+                    row = {"msg": b[c + 2 :], "mon": b[0:3], "day": b[4:6].removeprefix(" "), "hms": b[7:15], "host": words[-2], "tag": words[-1]}
+                elif ok:
+                    row = {"msg": b[c + 2 :], "ts": words[0], "host": words[1], "tag": words[2]}
+                elif style == "syslog":
+                    _, sep, rest = b[15:].partition(" ")
+                    host, tag, msg = _py_host_tag_msg(rest if sep else None)
+                    row = {"msg": msg, "mon": b[0:3], "day": b[4:6].removeprefix(" "), "hms": b[7:15], "host": host, "tag": tag}
+                else:
+                    ts, sep, rest = b.partition(" ")
+                    host, tag, msg = _py_host_tag_msg(rest if sep else None)
+                    row = {"msg": msg, "ts": ts, "host": host, "tag": tag}
+        else:
+            mt = rx.search(b)
+            if mt is None:
+                continue
+            row = {"msg": b[mt.end() :], **{n: mt.group(n) for n in needed}}
+        keep.append(lines[i])
+        rows.append(tuple(row[c] for c in cols))
+    return pl.DataFrame(
+        [pl.Series("line", keep, dtype=sub.schema["line"])]
+        + [pl.Series(c, [r[k] for r in rows], dtype=pl.String) for k, c in enumerate(cols)]
+    )
+
+
 def _style_rows(sub: pl.DataFrame, style: str, pattern: str) -> pl.DataFrame:
     """Rows of `sub` (line, body) matching one style, with the style's time columns."""
     index = re.compile(pattern).groupindex
     names = set(NEEDED[style])
+    if style in STRICT or style not in ("dmesg_raw", "kmsg", "dmesg_iso", "journal_json"):
+        py = _py_style_rows(sub, style, pattern)
+        if py is not None:
+            return _style_frame(py, style, names) if py.height else _empty_stamp()
     if style in STRICT:
         strict = _contains(sub.get_column("body"), STRICT[style])
         fast = sub.filter(strict)
