@@ -334,6 +334,11 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     A pdsh/clush capture (`node01: GPU 00000000:53:00.0`, hosts' lines interleaved) is split per host
     first; each host's dumps are parsed on their own and their rows take that host as node.
     """
+    with F.gc_paused():
+        return _parse(lines, ctx)
+
+
+def _parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     text = lines.cast(pl.String).fill_null("")
     blank_s = text.str.strip_chars().str.len_bytes() == 0  # = F.blank_flags
     # one column: the line, or None when blank (not parsed, not counted)

@@ -221,6 +221,11 @@ def _documents(texts: list[str]) -> list[tuple[int, int]]:
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse each XML document of the file; see the module docstring."""
+    with F.gc_paused():
+        return _parse(lines, ctx)
+
+
+def _parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     texts: list[str] = [t if t is not None else "" for t in lines.cast(pl.String).to_list()]
     first = ctx.first_line
     inv: list[dict[str, Any]] = []

@@ -422,3 +422,23 @@ def test_q_loop_inventory_seen_same_as_frames_dedup(tmp_path: Path, monkeypatch)
 
     monkeypatch.setattr(_nvsmi_fields, "snapshot_rows", without_seen)
     assert_same_result(fast, nvidia_smi.parse(lines, ctx))
+
+
+@pytest.mark.parametrize("module", [nvidia_smi, nvidia_smi_xml])
+def test_parse_leaves_the_garbage_collector_as_it_was(module) -> None:
+    """The Python walks pause the cyclic collector while they run: it is on again after, off if it was."""
+    import gc
+
+    lines = pl.Series(["==============NVSMI LOG==============", "", "<nvidia_smi_log>", "x : 1"])
+    ctx = FileContext(path="f", node="n1")
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        module.parse(lines, ctx)
+        assert gc.isenabled()
+        gc.disable()
+        module.parse(lines, ctx)
+        assert not gc.isenabled()
+    finally:
+        if was:
+            gc.enable()
