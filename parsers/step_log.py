@@ -1854,14 +1854,21 @@ def _rows(frags: pl.DataFrame) -> pl.DataFrame:
     if n_single == 0:
         rows = _group_rows(f, value_cols)
     else:
-        singles = (f.filter(single) if n_single < f.height else f).select(
+        singles = f.filter(single) if n_single < f.height else f
+        timers = pl.col("timers")
+        # (`list.drop_nulls` is slow on lists of structs: taken only when some list holds a null timer)
+        tm = singles.get_column("timers")
+        empty = singles.select((timers.is_null() | (timers.list.len() == 0)).sum()).item()
+        if tm.explode().null_count() > empty:
+            timers = timers.list.drop_nulls()
+        singles = singles.select(
             "group",
             "line",
             "key",
             pl.col("orphan").alias("orphan_group"),
             "rank",
             *[c for c in value_cols if c != "rank"],
-            pl.col("timers").list.drop_nulls().fill_null(pl.lit([], dtype=pl.List(_TIMER))),
+            timers.fill_null(pl.lit([], dtype=pl.List(_TIMER))),
         )
         if n_single == f.height:
             rows = singles
@@ -1978,7 +1985,78 @@ def _phases_all(rows: pl.DataFrame) -> pl.DataFrame:
 
 
 def _times(rows: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
-    """Inherit missing times from the line right above; derive missing step times (cumulative, then ts deltas)."""
+    """Inherit missing times from the line right above; derive missing step times (cumulative, then ts deltas).
+
+    `rows` come in (key, line) order. On many rows whose (key, line) pairs are unique (so every sort and join
+    below has one answer whatever the order it starts from) the work runs on narrow frames and the results go
+    back by row position: the wide frame is gathered once at most; `_times_general` is the plain form.
+    """
+    if rows.height < _LANE_MIN or rows.select(pl.struct("key", "line").is_duplicated().any()).item():
+        return _times_general(rows, seg)
+    n = rows.height
+    quality = pl.when(pl.col("ts").is_not_null()).then(pl.col("ts_quality"))
+    narrow = rows.select(
+        "key", "line", "ts", "kind", "framework", "step", "cum_time_s", ts_quality=quality, _i=pl.int_range(n)
+    )
+    stamped = seg.filter(pl.col("ts").is_not_null())
+    stamped = stamped.select("key", src_line=pl.col("line"), src_ts=pl.col("ts"))
+    if stamped.select(pl.struct("key", "src_line").is_duplicated().any()).item():
+        stamped = stamped.unique(["key", "src_line"], keep="first", maintain_order=True)
+    # (the seg frame is in line order and a line has one key: `stamped` is sorted by `src_line` as it is)
+    narrow = narrow.with_columns(prev_row_line=pl.col("line").shift(1).over("key"))
+    if stamped.height:
+        j = narrow.sort("line").join_asof(
+            stamped,
+            left_on="line",
+            right_on="src_line",
+            by="key",
+            strategy="backward",
+            allow_exact_matches=False,
+            check_sortedness=False,
+        )
+        ok = (
+            pl.col("ts").is_null()
+            & ~pl.col("kind").is_in(["tqdm", "rich_bar"])  # a bar is redrawn long after the line above it
+            & pl.col("src_ts").is_not_null()
+            & ((pl.col("line") - pl.col("src_line")) <= INHERIT_GAP)
+            & (pl.col("prev_row_line").is_null() | (pl.col("src_line") > pl.col("prev_row_line")))
+        )
+        j = j.select(
+            "_i",
+            ts=pl.when(ok).then(pl.col("src_ts")).otherwise(pl.col("ts")),
+            ts_quality=pl.when(ok).then(pl.lit("inherited")).otherwise(pl.col("ts_quality")),
+        ).sort("_i")
+        narrow = narrow.with_columns(j.get_column("ts"), j.get_column("ts_quality"))
+    narrow = narrow.with_columns(pl.col("ts_quality").fill_null("none"))
+    order = narrow.select(pl.arg_sort_by("key", "framework", "line")).to_series()
+    if not order.equals(pl.Series(range(n), dtype=order.dtype), check_names=False):
+        narrow = narrow[order]
+        rows = rows[order]
+    grp = ["key", "framework"]
+    has_step = pl.col("step").is_not_null()
+    narrow = narrow.with_columns(_p=pl.int_range(n))
+    cum = narrow.filter(has_step & pl.col("cum_time_s").is_not_null()).select(
+        "_p",
+        d_cum=(pl.col("cum_time_s") - pl.col("cum_time_s").shift(1)).over(grp),
+        d_step=(pl.col("step") - pl.col("step").shift(1)).over(grp),
+    )
+    own_q = pl.col("ts_quality").is_in(["exact", "local_assumed_utc", "year_inferred"])
+    own = narrow.filter(has_step & own_q).select(
+        "_p",
+        d_ts=((pl.col("ts") - pl.col("ts").shift(1)).dt.total_microseconds() / 1e6).over(grp),
+        d_step_ts=(pl.col("step") - pl.col("step").shift(1)).over(grp),
+    )
+    extra = {"ts": narrow.get_column("ts"), "ts_quality": narrow.get_column("ts_quality")}
+    for part, cols in ((cum, ("d_cum", "d_step")), (own, ("d_ts", "d_step_ts"))):
+        for c in cols:
+            full = pl.Series(c, [None] * n, dtype=part.schema[c])
+            extra[c] = full.scatter(part.get_column("_p"), part.get_column(c)) if part.height else full
+    rows = rows.with_columns(**extra)
+    return _derived_step_time(rows)
+
+
+def _times_general(rows: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
+    """`_times` by sorts and joins of the whole frame."""
     rows = rows.with_columns(ts_quality=pl.when(pl.col("ts").is_not_null()).then(pl.col("ts_quality")))
     stamped = seg.filter(pl.col("ts").is_not_null()).select(
         "key", src_line=pl.col("line"), src_ts=pl.col("ts")
@@ -2028,6 +2106,12 @@ def _times(rows: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
     rows = rows.join(cum, on=["key", "framework", "line"], how="left").join(
         own, on=["key", "framework", "line"], how="left"
     )
+    return _derived_step_time(rows).drop("prev_row_line")
+
+
+def _derived_step_time(rows: pl.DataFrame) -> pl.DataFrame:
+    """Step times from the deltas `d_cum`/`d_step` (cumulative time) and `d_ts`/`d_step_ts` (timestamps) where
+    none is printed; the delta columns are dropped."""
     from_cum = pl.when((pl.col("d_step") > 0) & (pl.col("d_cum") > 0)).then(pl.col("d_cum") / pl.col("d_step"))
     from_ts = pl.when((pl.col("d_step_ts") > 0) & (pl.col("d_ts") > 0)).then(pl.col("d_ts") / pl.col("d_step_ts"))
     return rows.with_columns(
@@ -2038,7 +2122,7 @@ def _times(rows: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
         .when(from_ts.is_not_null())
         .then(pl.lit("ts_delta")),
         step_time_s=pl.coalesce(pl.col("step_time_s"), from_cum, from_ts),
-    ).drop("d_cum", "d_step", "d_ts", "d_step_ts", "prev_row_line")
+    ).drop("d_cum", "d_step", "d_ts", "d_step_ts")
 
 
 # ----------------------------------------------------------------------------- events
