@@ -149,6 +149,15 @@ def parse_local_ts(text: str | None) -> datetime | None:
 
 
 @dataclass
+class Stated:
+    """The inventory facts one file has stated so far (see `snapshot_rows`): raw keys of the rows built, and
+    each GPU's last (attributes, values)."""
+
+    keys: set[tuple[Any, ...]] = field(default_factory=set)
+    last: dict[tuple[Any, ...], tuple[list[str], list[str]]] = field(default_factory=dict)
+
+
+@dataclass
 class GpuSnapshot:
     """What one dump says about one GPU: canonical name -> (raw value, line number)."""
 
@@ -218,22 +227,30 @@ def snapshot_rows(
     source: str,
     ts: datetime | None,
     text_of: Callable[[int], str],
-    seen: set[tuple[Any, ...]] | None = None,
+    seen: Stated | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
     """Return (inventory rows, the gpu_samples row, events) of one GPU snapshot (bus ids still raw).
 
-    `seen`: raw keys of the inventory rows returned so far for this file (kept up to date); a row repeating
-    one is not built, as `frames` would drop it (repeated dumps restate the same facts).
+    `seen`: the inventory facts returned so far for this file (kept up to date); a row repeating one is not
+    built, as `frames` would drop it (repeated dumps restate the same facts).
     """
     base = {"node": node, "gpu_index": snap.index, "gpu_bus_id": snap.bus_raw}
     inv = []
-    for a, (v, ln) in snap.inv.items():
+    items = snap.inv.items()
+    if seen is not None:
+        # The same attributes and values as this GPU's previous snapshot: every row was stated already.
+        gpu = (node, snap.bus_raw, snap.index)
+        state = (list(snap.inv), [v for v, _ in snap.inv.values()])
+        if seen.last.get(gpu) == state:
+            items = {}.items()
+        seen.last[gpu] = state
+    for a, (v, ln) in items:
         vs = v.strip()
         if seen is not None:
             k = (node, "gpu", snap.bus_raw, snap.index, None, a, vs)
-            if k in seen:
+            if k in seen.keys:
                 continue
-            seen.add(k)
+            seen.keys.add(k)
         row = {"component": "gpu", "attribute": a, "value": vs, "source": source, "file": path, "line": ln}
         inv.append({**base, **row})
     q = "local_assumed_utc" if ts is not None else "none"

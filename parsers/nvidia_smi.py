@@ -522,7 +522,7 @@ def _parse_items(
     inv: list[dict[str, Any]] = []
     samples: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = list(failures)
-    seen_inv: set[tuple[Any, ...]] = set()  # GPU facts already stated by an earlier dump (see F.frames)
+    seen_inv = F.Stated()  # GPU facts already stated by an earlier dump (see F.frames)
     partial = False
     notes: list[str] = []
     for d in dumps:
