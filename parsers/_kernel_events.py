@@ -455,7 +455,7 @@ def _literal_rows(msgs: list[str | None]) -> list[int]:
 def extract(stamped: pl.DataFrame, ctx: FileContext) -> dict[str, pl.DataFrame]:
     """Return the `events` and `inventory` tables of one kernel-log file."""
     cols = ["line", "text", "ts", "ts_quality", "uptime_s", "host", "msg", "style", "seq", "boot_seg", "crash_record"]
-    m = stamped.select(cols)
+    m = pl.DataFrame([stamped.get_column(c) for c in cols])
     # NOTE: one literal pass keeps the candidate lines; every grammar below runs on those only, and lines
     # claimed by an event family are dropped from the candidates before the next family looks.
     if m.height <= LITERAL_ROWS:
@@ -503,7 +503,7 @@ def extract(stamped: pl.DataFrame, ctx: FileContext) -> dict[str, pl.DataFrame]:
 
     def claim(df: pl.DataFrame, lines: pl.DataFrame | None = None) -> None:
         nonlocal cand
-        used = df.select("line") if lines is None else lines
+        used = df.get_column("line").to_frame() if lines is None else lines
         out.append(df)
         if used.height and cand.height <= SMALL_ROWS:
             gone = set(used.get_column("line").to_list())
@@ -540,7 +540,8 @@ def extract(stamped: pl.DataFrame, ctx: FileContext) -> dict[str, pl.DataFrame]:
     events = pl.concat([e for e in out if e.height], how="vertical_relaxed") if any(e.height for e in out) else None
     if events is None:
         events = _empty_events(m)
-    events = events.sort("line")
+    if not events.get_column("line").is_sorted():
+        events = events.sort("line")
     if inventory is None:
         inventory = _inventory(inv_cand, m, ctx, has)
     return {"events": events, "inventory": inventory}

@@ -625,8 +625,56 @@ def _style_rows(sub: pl.DataFrame, style: str, pattern: str) -> pl.DataFrame:
     return _style_frame(g, style, names)
 
 
+_ISO_STYLES = ("dmesg_iso", "journal_iso", "rfc5424", "talos", "iso_bare")
+
+
+def _py_style_frame(g: pl.DataFrame, style: str, names: set[str]) -> pl.DataFrame:
+    """`_style_frame` of a short frame by Series operations (no plan), for the styles whose time is a
+    monotonic clock, an ISO stamp, an epoch or none yet (syslog: `_syslog_times`)."""
+    n = g.height
+
+    def col(name: str, dtype: pl.DataType = pl.String) -> pl.Series:
+        return g.get_column(name).alias(name) if name in names else pl.Series(name, [None] * n, dtype=dtype)
+
+    ts = pl.Series("ts", [None] * n, dtype=UTC_US)
+    uptime = pl.Series("uptime_s", [None] * n, dtype=pl.Float64)
+    quality = ["none"] * n
+    if style == "kmsg":
+        # (an expression, as `_style_frame`: its division by a literal does not round as the Series one)
+        uptime = g.select(pl.col("usec").cast(pl.Float64, strict=False) / 1e6).to_series()
+        quality = ["unanchored"] * n
+    elif style == "dmesg_raw":
+        uptime = g.get_column("up").cast(pl.Float64, strict=False)
+        quality = ["unanchored"] * n
+    elif style in _ISO_STYLES or style == "journal_unix":
+        if style == "journal_unix":
+            ts = g.select((pl.col("epoch").cast(pl.Float64, strict=False) * 1e6).cast(pl.Int64).cast(UTC_US)).to_series()
+        else:
+            ts = _iso_fast_then_full(g.get_column("ts"))
+        quality = ["none" if v else "exact" for v in ts.is_null().to_list()]
+    hms = (g.get_column("hm") + ":00") if style == "dmesg_reltime" else col("hms")
+    return pl.DataFrame(
+        [
+            g.get_column("line"),
+            pl.Series("style", [style] * n, dtype=pl.String),
+            ts.alias("ts"),
+            pl.Series("ts_quality", quality, dtype=pl.String),
+            uptime.alias("uptime_s"),
+            col("host"),
+            col("tag"),
+            g.get_column("msg").fill_null("").alias("msg"),
+            col("seq").cast(pl.Int64, strict=False).alias("seq"),
+            col("mon").alias("mon_raw"),
+            col("day").cast(pl.Int32, strict=False).alias("day"),
+            hms.alias("hms"),
+        ]
+    )
+
+
 def _style_frame(g: pl.DataFrame, style: str, names: set[str]) -> pl.DataFrame:
     """The stamp columns of one style's rows from their extracted prefix fields."""
+    if g.height <= kev.SMALL_ROWS and style not in ("dmesg_ctime", "journal_full", "journal_json"):
+        return _py_style_frame(g, style, names)
 
     def col(name: str, dtype: pl.DataType = pl.String) -> pl.Expr:
         return pl.col(name) if name in names else pl.lit(None, dtype=dtype)
