@@ -217,3 +217,76 @@ def test_non_ascii_space_in_stamp_prefix() -> None:
     assert rows[3] == ("kmsg", 34e-6, None, "kmsg")
     ev = kernel_log.parse(lines, ctx).tables["events"]
     assert ev.get_column("ts").to_list() == [datetime(2025, 1, 21, 4, 26, 49, 793988, tzinfo=UTC)]
+
+
+# ----------------------------------------------------------------------------- small files in Python
+
+XID_AND_INVENTORY = """[    1.000000] rtc_cmos 00:02: setting system clock to 2025-03-03T10:00:00 UTC (1740996000)
+[    2.000000] NVRM: GPU at PCI:0000:18:00: GPU-11111111-2222-3333-4444-555555555555
+[    2.000001] NVRM: GPU Board Serial Number: 1650000000001
+[    2.000002] NVRM: GPU at PCI:0000:2a:00: GPU-11111111-2222-3333-4444-666666666666
+[    2.000007] x
+[    2.000008] NVRM: GPU Board Serial Number: 1650000000006
+[    2.000009] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.183.01  Release Build
+[    2.000011] Linux version 6.5.0-1020-nvidia (x)
+[    2.000012] ixgbe 0000:05:00.0: 16.000 Gb/s available PCIe bandwidth (5.0 GT/s PCIe x4 link)
+[    2.000014] mlx5_core 0000:1a:00.0: firmware version: 28.39.1002
+[    2.000016] acpi PNP0A08:00: _OSC: platform does not support [SHPCHotplug PME AER LTR DPC]
+[    2.000018] acpi PNP0A08:00: _OSC: OS now controls [PCIeHotplug PME PCIeCapability LTR]
+[    3.0] NVRM: Xid (PCI:0000:18:00): 154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)
+[    3.1] NVRM: Xid (PCI:0000:af:00): 154, pid='<unknown>', name=<unknown>, GPU recovery action changed from 0x0 (None) to
+      NVRM: 0x1 (GPU Reset Required)
+[    3.4] NVRM: Xid (PCI:0000:af:00): 0079, pid=12, name=x y, GPU has fallen off the bus.
+[    3.5] NVRM: Xid (PCI:0000:af:00) GPU-1 (inst 2): 99999999999999999999, pid=12, name=x, Ch 0000abcd
+[    3.7] NVRM: Xid (PCI:0000:af:00): 145, pid='<unknown>', name=<unknown>, NVLINK_ERR Fatal Contained: NVLINK (0x3) link 5 GPU3 physAddr 0xdeadbeef
+[    3.8] mlx5_core 0000:1a:00.0 mlx5_0: Port: 1 Link DOWN
+[    3.9] python3[1234]: segfault at 0 ip 00007f sp 00007ffe error 4 in libnccl.so.2[7f00+100]
+[    4.0] Out of memory: Killed process 1234 (python3) total-vm:1kB
+"""
+
+
+def _polars_parse(monkeypatch: pytest.MonkeyPatch, lines: pl.Series, ctx: FileContext) -> ParseResult:
+    """The parse with the Python paths of short files turned off (every step a polars pass)."""
+    with monkeypatch.context() as mp:
+        mp.setattr(kev, "SMALL_ROWS", -1)
+        mp.setattr(kev, "LITERAL_ROWS", -1)
+        return kernel_log.parse(lines, ctx)
+
+
+def _small_inputs() -> list[tuple[str, bytes]]:
+    ascii_tricky = "\n".join(ln for ln in TRICKY.splitlines() if ln.isascii())
+    syslog = "\n".join(f"Mar  3 10:00:{i:02d} node1 kernel: {ln}" for i, ln in enumerate(XID_AND_INVENTORY.splitlines()))
+    out = [
+        ("tricky", TRICKY.encode()),
+        ("tricky_ascii", ascii_tricky.encode()),
+        ("xid_inv", XID_AND_INVENTORY.encode()),
+        ("xid_inv_syslog", syslog.encode()),
+    ]
+    fixtures = sorted((ROOT / "tests" / "fixtures" / "kernel-log").glob("*.log"))
+    out += [(p.name, p.read_bytes()) for p in fixtures]
+    return out
+
+
+@pytest.mark.parametrize("name,data", _small_inputs(), ids=lambda v: v if isinstance(v, str) else "")
+def test_small_file_python_paths_equal_polars(
+    monkeypatch: pytest.MonkeyPatch, name: str, data: bytes
+) -> None:
+    """Short ASCII files are parsed with Python's `re` and list work instead of dozens of polars passes;
+    the results are those of the polars passes."""
+    lines = lines_from_bytes(data)
+    for ctx in (CTX, FileContext(path="x", node="n1")):
+        assert_same_result(kernel_log.parse(lines, ctx), _polars_parse(monkeypatch, lines, ctx))
+
+
+@pytest.mark.parametrize(
+    "style", ["syslog", "journal_iso", "journal_precise", "dmesg_raw", "dmesg_ctime", "dmesg_iso", "rfc5424"]
+)
+def test_small_generated_logs_python_paths_equal_polars(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, style: str
+) -> None:
+    mod = _big_kernel()
+    for seed in (1, 2, 3):
+        path = tmp_path / f"{style}{seed}.log"
+        mod.write(path, 0.03, seed=seed, style=style)
+        lines = lines_from_bytes(path.read_bytes())
+        assert_same_result(kernel_log.parse(lines, CTX), _polars_parse(monkeypatch, lines, CTX))
