@@ -255,7 +255,8 @@ def _polars_parse(monkeypatch: pytest.MonkeyPatch, lines: pl.Series, ctx: FileCo
 
 def _small_inputs() -> list[tuple[str, bytes]]:
     ascii_tricky = "\n".join(ln for ln in TRICKY.splitlines() if ln.isascii())
-    stamped = (f"Mar  3 10:00:{i:02d} node1 kernel: {ln}" for i, ln in enumerate(XID_AND_INVENTORY.splitlines()))
+    raw = XID_AND_INVENTORY.splitlines()
+    stamped = (f"Mar  3 10:00:{i:02d} node1 kernel: {ln}" for i, ln in enumerate(raw))
     syslog = "\n".join(stamped)
     out = [
         ("tricky", TRICKY.encode()),
