@@ -970,6 +970,8 @@ _LANES = re.compile(r"^(\d+)X")
 _GBPS = re.compile(r"^([\d.]+)\s*Gbps")
 _PLAIN_DEC = re.compile(r"^\d+(?:\.\d+)?$")
 _RAW_MARK = re.compile(r"[Ee]|0x")
+_SY_HEAD = re.compile(r"^([^\s:]+)")
+_SY_PATH = re.compile(SYSFS_PATH_RE)
 _GATED = ("head", "cat", "i2n", "panic", "pdsh", "sysfs", "marker", "cmd")
 _GUID_ATTRS = frozenset(("node_guid", "sys_image_guid", "port_guid"))
 _INT32 = 2**31
@@ -1076,7 +1078,8 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
     block = 0
     oks: list[bool] = []
     kv_rows: list[tuple] = []  # (i, fmt, dev, port, block, key, val)
-    pq_rows: list[tuple] = []  # (i, dev, pq_lid, pq_port, pq_what, name, val)
+    pq_rows: list[tuple] = []  # (i, dev, pq_lid, pq_port, pq_what, name, val, ts)
+    sy_rows: list[tuple] = []  # (i, dev, port, group, key, val, block, ts, ts_quality)
     for i, text in enumerate(texts):
         b = text.rstrip()
         if not b:
@@ -1087,14 +1090,12 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
             k_ts, tv, tq = ts_of[i]
             cur_ts = tv if tv is not None else cur_ts
             cur_q = tq if tq is not None else cur_q
-        if (
-            (pdsh_live and ": " in b and pats["pdsh"].search(b))
-            or (
-                sysfs_live and "/" in b and pats["sysfs"].search(b)
-                and (b.startswith("/sys/class/infiniband/") or _SYSFS_PORTS.search(b))
-            )
-        ):  # fmt: skip
+        if pdsh_live and ": " in b and pats["pdsh"].search(b):
             raise _FallbackError
+        k_sysfs = bool(
+            sysfs_live and "/" in b and pats["sysfs"].search(b)
+            and (b.startswith("/sys/class/infiniband/") or _SYSFS_PORTS.search(b))
+        )  # fmt: skip
         # Each regex only where a literal it needs is there (a line of another kind fails the cheap test)
         c0 = b[0]
         ws = c0 == " " or c0 == "\t"
@@ -1125,6 +1126,8 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
             f_here = "perfquery"
         elif k_mlxsec or (k_cmd and _W_MLXLINK.search(b)):
             f_here = "mlxlink"
+        elif k_sysfs:
+            f_here = "sysfs"
         elif k_cmd and _W_PERFQUERY.search(b):
             f_here = "perfquery"
         if k_ca:
@@ -1173,10 +1176,20 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
             name, rest = b.split(":", 1)
             val = rest.lstrip(".").strip() or "."
             pq_rows.append((i, dev_v, pq_lid, pq_port, pq_what, name, val, cur_ts))
+        if k_sysfs:
+            # `path<sep>value`: the path is the leading run without blanks or `:` (see `sy_part`)
+            path_s = _SY_HEAD.search(b).group(1)
+            g = _SY_PATH.search(path_s)
+            if g is None:
+                raise _FallbackError
+            val = b[len(path_s) :]
+            val = (val[1:] if val.startswith(":") else val).strip()
+            sy_rows.append((i, g.group("dev"), g.group("port"), g.group("grp"), g.group("key"), val, block,
+                            cur_ts, cur_q))  # fmt: skip
         oks.append(
             bool(
                 k_ca or k_ibs or k_hca or ((k_port or k_dvport) and dev_v is not None) or (k_kv and in_block)
-                or k_pqhdr or pq_line or k_mlxsec or k_rule or k_marker or k_cmd or k_ts
+                or k_pqhdr or pq_line or k_mlxsec or k_rule or k_marker or k_cmd or k_ts or k_sysfs
             )
         )  # fmt: skip
 
@@ -1198,6 +1211,15 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
         if attribute is None:
             continue
         attrs.append([i, d_, port_int(p_), blk, attribute, val, f_, _normalise_py(attribute, val.strip())])
+    if sy_rows:
+        for i, d_, p_, grp, key, val, blk, tv, tq in sy_rows:
+            attribute = SYSFS_KEYS.get(key)
+            if grp is not None or attribute is None:
+                continue
+            times[i] = (tv, tq)
+            value = _normalise_py(attribute, val.strip())
+            attrs.append([i, d_, port_int(p_), blk, attribute, val, "sysfs", value])
+        attrs.sort(key=lambda a: a[0])
     extra_rows: list[list] = []
     widths = [a for a in attrs if a[4] == "active_width"]
     for a in attrs:
@@ -1281,9 +1303,23 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
     c_detail: list[str] = []
     c_line: list[int] = []
     c_ts: list = []
+    ctr: list[tuple] = []  # (i, device, port, counter, name, group, raw, lid, tool, ts) in line order
     for i, d_, lid, p_, what, name, raw, tv in pq_rows:
         if name in PQ_NOT_COUNTERS:
             continue
+        if '"' in what or "\\" in what:
+            raise _FallbackError
+        device = d_ if d_ is not None else f"lid:{lid}"
+        counter = PERFQUERY_COUNTERS.get(name, name)
+        if "extended" not in what and name in PQ_32BIT:
+            counter += "_32"
+        ctr.append((i, device, p_, counter, name, what, raw, lid, "perfquery", tv))
+    if sy_rows:
+        for i, d_, p_, grp, key, val, _blk, tv, _tq in sy_rows:
+            if grp in ("counters", "hw_counters") and d_ is not None:
+                ctr.append((i, d_, port_int(p_), key, None, grp, val, None, "sysfs", tv))
+        ctr.sort(key=lambda c: c[0])
+    for i, device, p_, counter, name, what, raw, lid, tool, tv in ctr:
         if _DIGITS.search(raw):
             value = float(raw)
         elif _HEX.search(raw):
@@ -1293,12 +1329,6 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
             value = float(n)
         else:
             raise _FallbackError  # (polars' float parsing: exponents, signs, words)
-        if '"' in what or "\\" in what:
-            raise _FallbackError
-        device = d_ if d_ is not None else f"lid:{lid}"
-        counter = PERFQUERY_COUNTERS.get(name, name)
-        if "extended" not in what and name in PQ_32BIT:
-            counter += "_32"
         key = (device, p_, counter)
         r = readings.get(key, 0)
         readings[key] = r + 1
@@ -1308,7 +1338,11 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
         c_port.append(p_)
         c_counter.append(counter)
         c_value.append(value)
-        c_detail.append(f'{{"reading":{r},"name":"{name}","group":"{what}","lid":{lid},"tool":"perfquery"{raw_part}}}')
+        if tool == "perfquery":
+            head = f'{{"reading":{r},"name":"{name}","group":"{what}","lid":{lid}'
+            c_detail.append(f'{head},"tool":"perfquery"{raw_part}}}')
+        else:
+            c_detail.append(f'{{"reading":{r},"group":"{what}","tool":"sysfs"{raw_part}}}')
         c_line.append(first + i)
     n = len(c_line)
     comms = pl.DataFrame(
