@@ -10,6 +10,12 @@ bus" message and the XID 154 recovery action split over lines are joined by line
 
 Multi-line AER/APEI/MCE records and the row shaping live in `parsers._kernel_blocks`.
 
+Short files (issue 10: a bundle holds thousands of 2-50 KB kernel logs): a polars pass costs ~0.1-0.3 ms
+whatever its row count, so frames of up to `SMALL_ROWS` ASCII messages are matched with Python's `re`
+(ASCII mode: the same matches and groups as polars' engine on such text, see `_py_msgs`) and their rule,
+Xid and inventory rows built in Python; non-ASCII or longer frames take the polars passes. The tests of
+`tests/parsers/test_kernel_fast.py` hold both paths equal.
+
 Kinds: xid, sxid, gpu_fallen_off_bus, gpu_crash_dump, gpu_init_failure, pcie_aer, pcie_link_degraded,
 nic_link, nic_module, ib_carrier, thermal, mce, edac, oom, hung_task, segfault, soft_lockup, kernel_panic.
 """
