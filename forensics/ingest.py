@@ -12,8 +12,9 @@ from __future__ import annotations
 import itertools
 import os
 import signal
-import threading
 import shutil
+import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -324,6 +325,7 @@ def _parse_chunks(
         yield from chunks
 
     carried: list[str] = []
+    before: pl.Series | None = None  # the previous chunk's lines, for `carry` (not worked out after the last)
     try:
         for chunk in every_chunk():
             n_chunks += 1
@@ -336,6 +338,8 @@ def _parse_chunks(
             else:
                 lines = lines_from_bytes(chunk)
                 nlines = len(lines)
+                if before is not None:
+                    carried, before = _carry(parser, before), None
                 if carried:  # the header lines in force at the end of the previous chunk govern this one's first rows
                     lines = pl.concat([pl.Series("line", carried, dtype=pl.String), lines])
                     result = _without_carried(
@@ -344,7 +348,7 @@ def _parse_chunks(
                 else:
                     result = _mixed.parse(parser, lines, ctx)  # parser.parse, or both grammars of training stdout
                 if hasattr(parser, "carry"):
-                    carried = _carry(parser, lines)
+                    before = lines
                 del lines
             del chunk
             acc.add(result, nlines, n_chunks)
@@ -1109,6 +1113,7 @@ def _ingest_bundle(
     progress: ProgressCallback | None,
     dask_client: Any = None,
 ) -> dict[str, Any]:
+    started = time.monotonic()
     collected = datetime.fromtimestamp(bundle.collected_at, UTC) if bundle.collected_at else None
     year_hint = year or (collected.year if collected else None)
     files = sorted(bundle.files, key=lambda f: f.size, reverse=True)
@@ -1134,6 +1139,7 @@ def _ingest_bundle(
                 tick(f)
         else:
             outcomes = _run_parallel(files, jobs, work, limits, year_hint, collected, tick, splits=splits)
+    parsed_at = time.monotonic()
     outcomes.sort(key=lambda o: o.row["path"])
 
     tables: dict[str, Any] = {}
@@ -1146,6 +1152,7 @@ def _ingest_bundle(
     notes = list(bundle.notes)
     for o in outcomes:
         notes.extend(o.notes)
+    staged_at = time.monotonic()
     tables = _bundle_stage("clock anchoring", timebase.anchor, tables, notes)
     tables = _bundle_stage("year reconciliation", years.reconcile, tables, notes)
     tables = _bundle_stage("GPU identity resolution", identity.resolve, tables, notes)
@@ -1157,6 +1164,7 @@ def _ingest_bundle(
     tables["files"] = files_df
 
     tmp_tables = work / "tables"
+    written_at = time.monotonic()
     rows = {}
     for t in list(tables):
         df = tables.pop(t)
@@ -1189,6 +1197,12 @@ def _ingest_bundle(
             "rows": rows,
         },
         "notes": notes,
+        "timings_s": {  # where the ingest's time went (wall clock)
+            "parse": round(parsed_at - started, 3),
+            "merge": round(staged_at - parsed_at, 3),
+            "bundle_stages": round(written_at - staged_at, 3),
+            "write": round(time.monotonic() - written_at, 3),
+        },
         "files": [{**o.row, "unrecognized_examples": o.examples} for o in outcomes],
     }
     write_json(out / "manifest.json", manifest)
