@@ -1664,20 +1664,22 @@ def _block_fragments(
         # into the lazy name (trailing blanks dropped) and the number (leading blanks dropped)
         # split lane: pairs text `name: NUM | … | name: NUM` (names of `[\w\- ]`, blanks spaces) after the
         # only `time (ms)` of the line: the pairs regex takes exactly its `|`-separated fields there
-        after = txt.str.splitn("time (ms)", 2).struct.field("field_1")
-        after = after.str.splitn("|", 2).struct.field("field_1")
         if tl.height < _LANE_MIN:
             fast = pl.Series([False] * tl.height)
         else:
+            after = txt.str.splitn("time (ms)", 2).struct.field("field_1")
+            tl = tl.with_columns(_after=after.str.splitn("|", 2).struct.field("field_1"))
+            after = pl.col("_after")
             fast = tl.select(after.str.contains(_TIMER_PAIRS_FAST).fill_null(False)).to_series()
         n_fast = int(fast.sum())
         if n_fast == 0:
             tl = _timer_line_pairs(tl)
         else:
             tl_fast = tl.filter(fast) if n_fast < tl.height else tl
-            kv = pl.element().str.splitn(":", 2).struct
+            # (two list evaluations: the `:` split materialised once, not once per field)
+            kv = pl.element().struct
             tl_fast = tl_fast.with_columns(
-                timers=after.str.split("|").list.eval(
+                timers=pl.col("_after").str.split("|").list.eval(pl.element().str.splitn(":", 2)).list.eval(
                     pl.struct(
                         name=kv.field("field_0").str.strip_chars(),
                         ms=kv.field("field_1").str.strip_chars().cast(pl.Float64, strict=False),
@@ -1692,6 +1694,7 @@ def _block_fragments(
                 tl = pl.concat([tl_fast, _timer_line_pairs(tl.filter(~fast))]).sort("line", "seg")
             else:
                 tl = tl_fast
+            tl = tl.drop("_after")
         out.append(
             _frag(
                 tl,
