@@ -787,6 +787,13 @@ def _py_fast_iso(hit: pl.DataFrame) -> pl.DataFrame | None:
     return pl.DataFrame([hit.get_column("line"), pl.Series("ts", ts, dtype=pl.String), pl.Series("msg", msg, dtype=pl.String)])
 
 
+def _constant(name: str, value: object, n: int, dtype: pl.DataType) -> pl.Series:
+    """A column of `n` times `value` (from a Python list when short, else `repeat`)."""
+    if n <= kev.SMALL_ROWS:
+        return pl.Series(name, [value] * n, dtype=dtype)
+    return pl.repeat(value, n, dtype=dtype, eager=True).alias(name)
+
+
 def _drop_lines(df: pl.DataFrame, lines: pl.Series) -> pl.DataFrame:
     """The rows of `df` whose line is not in `lines` (an anti-join keeping `df`'s order)."""
     if df.height <= kev.SMALL_ROWS:
@@ -1054,7 +1061,7 @@ def stamp(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str
             pdsh=body.str.extract(PDSH_RE, 1) if use_pdsh else pl.lit(None, dtype=pl.String),
         )
     else:
-        base = frame.hstack([body, pl.Series("pdsh", [None] * frame.height, dtype=pl.String)])
+        base = frame.hstack([body, _constant("pdsh", None, frame.height, pl.String)])
     counts = {name: sum(1 for t in head if rx.match(re.sub(PDSH_RE, r"\g<rest>", t) if use_pdsh else t)) for name, rx in _STYLE_RE.items()}
     order = sorted(STYLES, key=lambda s: -counts[s[0]])
     parts = []
@@ -1176,7 +1183,7 @@ def stamp(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str
         out = out.with_columns(host=pl.col("host").replace_strict(names, default=None, return_dtype=pl.String))
         hosts = [v for v in set(names.values()) if v is not None]
     if out.get_column("uptime_s").null_count() == out.height:
-        out = out.hstack([pl.Series("boot_seg", [0] * out.height, dtype=pl.Int32)])
+        out = out.hstack([_constant("boot_seg", 0, out.height, pl.Int32)])
     elif len(hosts) + int(out.get_column("host").null_count() > 0) <= 1:
         out = out.hstack([_py_boot_segments(out)]) if out.height <= kev.SMALL_ROWS else out.with_columns(boot_seg=_boot_segments())
     else:
