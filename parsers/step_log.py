@@ -2267,21 +2267,23 @@ if all(_lits):
 twenty dashes by hand, the derived `-` being in every timer name); None: no prefilter."""
 
 
-def _noise_lines(seg: pl.DataFrame) -> pl.DataFrame:
-    """Lines understood without a row: own timestamp, composer banner, `_NOISE_ANY` (regex only on the lines
-    without the first two that hold one of `_NOISE_LITS`)."""
+def _noise_lines(seg: pl.DataFrame, understood: pl.Series) -> pl.Series:
+    """Lines understood without a row: own timestamp, composer banner, `_NOISE_ANY`.
+
+    On big inputs only the lines not `understood` already are looked at (what is returned goes into that set),
+    and the regex runs only on those of them without a time or banner that hold one of `_NOISE_LITS`."""
     txt = pl.col("text")
     known = pl.col("ts").is_not_null() | pl.col("banner")
     if _NOISE_LITS is None or seg.height < _LANE_MIN:
-        return seg.filter(known | txt.str.contains(_NOISE_ANY)).select("line")
-    flags = seg.select(known=known, cand=~known & txt.str.contains_any(list(_NOISE_LITS)))
-    cand = flags.get_column("cand")
+        return seg.filter(known | txt.str.contains(_NOISE_ANY)).get_column("line")
+    rest = seg.filter(~pl.col("line").is_in(understood.implode()))
+    flags = rest.select(known=known, cand=~known & txt.str.contains_any(list(_NOISE_LITS)))
     hit = flags.get_column("known").fill_null(False)
-    i = cand.fill_null(False).arg_true()
+    i = flags.get_column("cand").fill_null(False).arg_true()
     if i.len():
-        got = seg.get_column("text").gather(i).str.contains(_NOISE_ANY).fill_null(False)
+        got = rest.get_column("text").gather(i).str.contains(_NOISE_ANY).fill_null(False)
         hit = hit.clone().scatter(i, got)
-    return seg.filter(hit).select("line")
+    return rest.filter(hit).get_column("line")
 
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
@@ -2294,10 +2296,10 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     frags += bars + blocks
     events, event_lines = _events(seg, nv, ctx, present)
 
-    noise = _noise_lines(seg)
     understood_lines = pl.concat(
-        [f.select("line") for f in frags] + [bar_lines, block_lines, event_lines, noise], how="vertical_relaxed"
+        [f.select("line") for f in frags] + [bar_lines, block_lines, event_lines], how="vertical_relaxed"
     ).get_column("line")
+    understood_lines = pl.concat([understood_lines, _noise_lines(seg, understood_lines)])
     parsed, unrecognized, examples = account(frame, pl.col("line").is_in(understood_lines.unique().implode()))
 
     if frags:
