@@ -9,6 +9,7 @@ ingest completed.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import signal
@@ -499,6 +500,10 @@ def _read_part(p: Part) -> pl.DataFrame:
 
 def _worker_init() -> None:
     os.environ["POLARS_MAX_THREADS"] = "1"
+    # The modules are loaded: the collector need not walk them again, and parsers that build many small
+    # Python objects (small files, -q walks) pay fewer collections (~3-6 % of a small file's CPU).
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
     # Ctrl-C is the parent's to handle: workers stop quietly when it shuts the pool down.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
