@@ -11,6 +11,10 @@ lines (and says which lines it understood), then the step-log parser reads the o
 lines blanked so that line numbers and the accounting stay exact (blank lines are neither parsed nor
 unrecognized): parsed = family lines + lines the step grammar knows; unrecognized = lines neither knows.
 Chunks that hold one grammar only (checked with cheap literal scans first) are parsed as before.
+
+The family grammar costs what its lines cost (`_family`): one literal pass picks the candidate lines, and
+the grammar reads those and the few lines it reads with them (wrapped tails, traceback source lines,
+torchrun blocks, `Last error:` quotes), each gap left as one blank line, not the whole chunk.
 """
 
 from __future__ import annotations
@@ -60,8 +64,11 @@ def has_step_lines(lines: pl.Series) -> bool:
 def parse(parser: ModuleType, lines: pl.Series, ctx: FileContext) -> ParseResult:
     """`parser.parse(lines, ctx)`, or both grammars when a training-stdout chunk mixes them."""
     if parser is step_log:
-        if has_family_lines(lines):
-            return _both(lines, ctx)
+        # `has_family_lines`, over the lines holding a family literal only (each line with a mark is one)
+        lit = lines.str.contains_any(list(FAMILY_LITERALS)).fill_null(False)
+        at = lit.arg_true()
+        if len(at) and lines.gather(at).str.contains_any(FAMILY_MARKS).any():
+            return _both(lines, ctx, lit)
     elif parser is nccl or (parser is td and td._dump_span(lines) is None):
         if has_step_lines(lines):
             return _both(lines, ctx)
@@ -79,6 +86,7 @@ FAMILY_LITERALS = (
     ":__main__:",
     "Traceback (most recent call last):",
     'File "',
+    "c10d",  # (with the other `FAMILY_MARKS`: a line holding a mark holds one of these literals)
     "Exception raised from ",
     "frame #",
     " FAILED",
@@ -166,7 +174,7 @@ def _reach(start: pl.Expr, carry: pl.Expr, limit: int | None = None) -> tuple[pl
     return inside & (i - last <= limit), inside & (i - last == limit) & carry
 
 
-def _family(lines: pl.Series, ctx: FileContext) -> tuple[nccl.FamilyRows, int]:
+def _family(lines: pl.Series, ctx: FileContext, lit: pl.Series | None = None) -> tuple[nccl.FamilyRows, int]:
     """`nccl.family_rows(lines, ctx)` and the number of non-blank lines it understood, at a cost that follows
     the number of family lines.
 
@@ -181,9 +189,11 @@ def _family(lines: pl.Series, ctx: FileContext) -> tuple[nccl.FamilyRows, int]:
     are most of the chunk, the grammar reads every line.
     """
     text = pl.col("text")
-    frame = pl.DataFrame({"text": lines}).with_columns(
+    if lit is None:  # (`lit`: the `FAMILY_LITERALS` test of each line, when the caller made it)
+        lit = lines.str.contains_any(list(FAMILY_LITERALS)).fill_null(False)
+    frame = pl.DataFrame({"text": lines, "lit": lit}).with_columns(
         c=(
-            text.str.contains_any(list(FAMILY_LITERALS))
+            pl.col("lit")
             | text.str.contains(FAMILY_SOURCES)
             | text.str.contains(FAMILY_ENDS)
             | text.str.contains(ONLY_PREFIXES)
@@ -264,8 +274,8 @@ def _whole(lines: pl.Series, ctx: FileContext) -> tuple[nccl.FamilyRows, int]:
     return family, int((understood & (lines.str.strip_chars().str.len_bytes() > 0)).sum())
 
 
-def _both(lines: pl.Series, ctx: FileContext) -> ParseResult:
-    family, n_family = _family(lines, ctx)
+def _both(lines: pl.Series, ctx: FileContext, lit: pl.Series | None = None) -> ParseResult:
+    family, n_family = _family(lines, ctx, lit)
     if n_family == 0:
         return step_log.parse(lines, ctx)
     understood = family.understood.fill_null(False)

@@ -202,3 +202,8 @@ def test_family_pass_reads_few_lines_of_a_step_log() -> None:
     finally:
         nccl.family_rows_frame = real
     assert n == 7 and seen and seen[0] <= 7 + 2 + 17
+
+
+def test_every_family_mark_holds_a_family_literal() -> None:
+    """`_mixed.parse` looks for the marks among the lines holding a family literal only."""
+    assert all(any(lit in mark for lit in _mixed.FAMILY_LITERALS) for mark in _mixed.FAMILY_MARKS)
