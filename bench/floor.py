@@ -1,0 +1,92 @@
+"""What a bundle of many small files costs before any grammar runs: the floor under the ingest's speed.
+
+For every file of a bundle, in one process (POLARS_MAX_THREADS=1 advised), CPU time of:
+- `read`: open, read and checksum the file (ChunkReader), cut its lines (`lines_from_bytes`);
+- `detect`: format detection of its head (all sniffers);
+- `ingest`: the whole `ingest_file` (read, detect, parse, tables);
+- `floor`: `ingest_file` with every parse replaced by one that returns no rows (read + detect + machinery).
+
+Then the best ratio against `grep -rcE` on the same files any parser could reach on this machine with the
+ingest's per-file work: grep's seconds over (floor CPU / cores). Usage:
+
+    POLARS_MAX_THREADS=1 python bench/floor.py BUNDLE [--cores 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from forensics import bundle as B
+from forensics import ingest as I
+from parsers import _mixed, registry
+from parsers.base import ParseResult, lines_from_bytes
+
+
+def _no_rows(parser: object, lines: object, ctx: object) -> ParseResult:
+    return ParseResult({}, parsed=len(lines), unrecognized=0)  # type: ignore[arg-type]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("bundle", type=Path)
+    ap.add_argument("--cores", type=int, default=2)
+    a = ap.parse_args()
+    b = B.open_bundle(a.bundle, Path(tempfile.mkdtemp()))
+    files = [f for f in b.files if f.source is not None and not f.skip_reason]
+    lim = B.Limits()
+    cpu: dict[str, float] = {}
+
+    t = time.process_time()
+    heads = []
+    for f in files:
+        chunks = list(B.ChunkReader(f, lim, I.CHUNK_BYTES))
+        for c in chunks:
+            lines_from_bytes(c)
+        heads.append((I._sniff_head(chunks[0]) if chunks else b"", I.logical_name(f.path)))
+    cpu["read"] = time.process_time() - t
+
+    t = time.process_time()
+    for head, name in heads:
+        registry.detect(head, name)
+    cpu["detect"] = time.process_time() - t
+
+    t = time.process_time()
+    for f in files:
+        I.ingest_file(f, lim, None, None)
+    cpu["ingest"] = time.process_time() - t
+
+    real = _mixed.parse
+    _mixed.parse = _no_rows  # type: ignore[assignment]
+    try:
+        t = time.process_time()
+        for f in files:
+            I.ingest_file(f, lim, None, None)
+        cpu["floor"] = time.process_time() - t
+    finally:
+        _mixed.parse = real  # type: ignore[assignment]
+
+    grep = min(
+        _timed(["grep", "-rcE", "NCCL WARN|NVRM: Xid", str(a.bundle)]) for _ in range(2)
+    )
+    n = len(files)
+    mb = sum(f.size for f in files) / 1e6
+    print(f"{n} files, {mb:.1f} MB; grep -rcE {grep:.3f} s")
+    for k, v in cpu.items():
+        print(f"  {k:7s} {v:7.2f} s CPU  {1000 * v / n:6.2f} ms/file")
+    floor_wall = cpu["floor"] / a.cores
+    print(f"best grep/ingest ratio with this per-file work on {a.cores} cores: {100 * grep / floor_wall:.2f} % "
+          f"(the full ingest's CPU alone allows {100 * grep / (cpu['ingest'] / a.cores):.2f} %)")
+
+
+def _timed(cmd: list[str]) -> float:
+    t = time.perf_counter()
+    subprocess.run(cmd, stdout=subprocess.PIPE, check=False)
+    return time.perf_counter() - t
+
+
+if __name__ == "__main__":
+    main()
