@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from forensics import bundle as B
-from forensics import ingest as I
+from forensics import bundle
+from forensics import ingest
 from parsers import _mixed, registry
 from parsers.base import ParseResult, lines_from_bytes
 
@@ -35,18 +35,18 @@ def main() -> None:
     ap.add_argument("bundle", type=Path)
     ap.add_argument("--cores", type=int, default=2)
     a = ap.parse_args()
-    b = B.open_bundle(a.bundle, Path(tempfile.mkdtemp()))
+    b = bundle.open_bundle(a.bundle, Path(tempfile.mkdtemp()))
     files = [f for f in b.files if f.source is not None and not f.skip_reason]
-    lim = B.Limits()
+    lim = bundle.Limits()
     cpu: dict[str, float] = {}
 
     t = time.process_time()
     heads = []
     for f in files:
-        chunks = list(B.ChunkReader(f, lim, I.CHUNK_BYTES))
+        chunks = list(bundle.ChunkReader(f, lim, ingest.CHUNK_BYTES))
         for c in chunks:
             lines_from_bytes(c)
-        heads.append((I._sniff_head(chunks[0]) if chunks else b"", I.logical_name(f.path)))
+        heads.append((ingest._sniff_head(chunks[0]) if chunks else b"", ingest.logical_name(f.path)))
     cpu["read"] = time.process_time() - t
 
     t = time.process_time()
@@ -56,7 +56,7 @@ def main() -> None:
 
     t = time.process_time()
     for f in files:
-        I.ingest_file(f, lim, None, None)
+        ingest.ingest_file(f, lim, None, None)
     cpu["ingest"] = time.process_time() - t
 
     real = _mixed.parse
@@ -64,7 +64,7 @@ def main() -> None:
     try:
         t = time.process_time()
         for f in files:
-            I.ingest_file(f, lim, None, None)
+            ingest.ingest_file(f, lim, None, None)
         cpu["floor"] = time.process_time() - t
     finally:
         _mixed.parse = real  # type: ignore[assignment]
@@ -78,8 +78,9 @@ def main() -> None:
     for k, v in cpu.items():
         print(f"  {k:7s} {v:7.2f} s CPU  {1000 * v / n:6.2f} ms/file")
     floor_wall = cpu["floor"] / a.cores
+    full = 100 * grep / (cpu["ingest"] / a.cores)
     print(f"best grep/ingest ratio with this per-file work on {a.cores} cores: {100 * grep / floor_wall:.2f} % "
-          f"(the full ingest's CPU alone allows {100 * grep / (cpu['ingest'] / a.cores):.2f} %)")
+          f"(the full ingest's CPU alone allows {full:.2f} %)")
 
 
 def _timed(cmd: list[str]) -> float:
