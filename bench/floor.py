@@ -20,8 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from forensics import bundle
-from forensics import ingest
+from forensics import bundle, ingest
 from parsers import _mixed, registry
 from parsers.base import ParseResult, lines_from_bytes
 
