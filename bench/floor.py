@@ -78,7 +78,8 @@ def main() -> None:
         print(f"  {k:7s} {v:7.2f} s CPU  {1000 * v / n:6.2f} ms/file")
     floor_wall = cpu["floor"] / a.cores
     full = 100 * grep / (cpu["ingest"] / a.cores)
-    print(f"best grep/ingest ratio with this per-file work on {a.cores} cores: {100 * grep / floor_wall:.2f} % "
+    best = 100 * grep / floor_wall
+    print(f"best grep/ingest ratio with this per-file work on {a.cores} cores: {best:.2f} % "
           f"(the full ingest's CPU alone allows {full:.2f} %)")
 
 
