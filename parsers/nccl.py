@@ -186,6 +186,8 @@ def _sniff_hits(text: str) -> int:
 def sniff(head: bytes, name: str) -> float:
     """Score by the share of head lines carrying the NCCL `host:pid:tid [dev] NCCL` prefix (or RAS/OFI forms)."""
     text = head_text(head)
+    if "NCCL " not in text and "Communicators..." not in text and not may_match(_SNIFF_OFI_LITS, text):
+        return 0.0  # no NCCL line, bare version line, ncclras report or OFI line can match (each needs one)
     lines = [ln for ln in text.splitlines()[:400] if ln.strip() and not ln.startswith("#SOURCE")]
     if not lines:
         return 0.0

@@ -39,6 +39,7 @@ from typing import Any
 import polars as pl
 
 from parsers._common import to_json
+from parsers._sniff import head_text, may_match, required_literals
 from parsers.base import FileContext, ParseResult
 
 NAME = "torch-distributed"
@@ -154,6 +155,8 @@ _SNIFF_STRONG = re.compile(
     r"Not all ranks joining collective|last enqueued NCCL work"
 )
 _SNIFF_FR = re.compile(r'["\']pg_status["\']\s*:|["\']pg_config["\']\s*:|["\']collective_seq_id["\']\s*:')
+_SNIFF_FR_LITS = required_literals(_SNIFF_FR)
+_SNIFF_STRONG_LITS = required_literals(_SNIFF_STRONG)
 _NCCL_LINE = re.compile(r"^\S+:\d+:\d+ \[\d+\] .*NCCL (?:INFO|WARN|TRACE)", re.M)
 
 
@@ -161,10 +164,11 @@ def sniff(head: bytes, name: str) -> float:
     """Score PyTorch-distributed content; yield to nccl when NCCL debug lines dominate the head."""
     if is_pickle(head):
         return 0.9 if b"entries" in head[:65536] or b"pg_config" in head[:65536] else 0.5
-    text = head.decode("utf-8", "replace")
-    if _SNIFF_FR.search(text):
+    text = head_text(head)
+    # (each regex tried only when a literal it needs is there: a scan for a literal is much cheaper)
+    if may_match(_SNIFF_FR_LITS, text) and _SNIFF_FR.search(text):
         return 0.95
-    strong = len(_SNIFF_STRONG.findall(text))
+    strong = len(_SNIFF_STRONG.findall(text)) if may_match(_SNIFF_STRONG_LITS, text) else 0
     if not strong:
         return 0.0
     nccl_lines = len(_NCCL_LINE.findall(text))
