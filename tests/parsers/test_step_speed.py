@@ -162,3 +162,161 @@ def test_titan_head_split_equals_the_regex(lines: list[str]) -> None:
         rest=txt.str.replace("^.*?" + step_log._TITAN_HEAD_NC, ""),
     )
     assert got.equals(want), (lines, got.to_dicts(), want.to_dicts())
+
+
+# ----------------------------------------------------------------------------- split lanes (issue 10)
+
+
+def _lane_inputs(tmp_path: Path) -> list[tuple[str, bytes]]:
+    out = [(p.name, p.read_bytes()) for p in sorted((ROOT / "tests" / "fixtures" / "step-log").glob("*.log"))]
+    big = _big_steps()
+    for seed in range(4):
+        f = tmp_path / f"big{seed}.log"
+        big.write(f, 0.25, seed)
+        out.append((f.name, f.read_bytes()))
+    return out
+
+
+def test_split_lanes_give_the_rows_of_the_regex_paths(tmp_path: Path, monkeypatch) -> None:
+    """Every split lane and subset pass forced on (`_LANE_MIN` 0) and off gives the same result."""
+    for name, data in _lane_inputs(tmp_path):
+        lines = lines_from_bytes(data)
+        ctx = FileContext(path=name, node="n1", year_hint=2025)
+        got = {}
+        for lane_min in (0, 10**12):
+            monkeypatch.setattr(step_log, "_LANE_MIN", lane_min)
+            r = step_log.parse(lines, ctx)
+            got[lane_min] = r
+        a, b = got[0], got[10**12]
+        assert (a.parsed, a.unrecognized, a.unrecognized_examples, a.partial, a.node) == (
+            b.parsed, b.unrecognized, b.unrecognized_examples, b.partial, b.node
+        ), name
+        assert sorted(a.tables) == sorted(b.tables), name
+        for t in a.tables:
+            assert a.tables[t].equals(b.tables[t], null_equal=True), (name, t)
+
+
+_mg_field = st.sampled_from(
+    [
+        "consumed samples:  1024", "elapsed time per iteration (ms): 3891.0",
+        "throughput per GPU (TFLOP/s/GPU): 413.2", "learning rate: 1.5E-07", "global batch size:  1024",
+        "lm loss: 9.968890E+00", "loss: 2.5", "loss scale: 1.0", "grad norm: 0.931",
+        "number of skipped iterations:   0", "number of nan iterations:   0", "decoupled learning rate: 3",
+        "num zeros: 5", "params norm: nan", "z loss: 1,0", "samples per second: 12", "x=1", "",
+        "lm loss: 3.5e",
+        "tokens per gpu per second (tgs): 9", "approx flops per GPU: 5.7TFLOPS", "grad_norm: -inf",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(
+                ["", " [2025-03-01 06:00:04] ", "[2025-03-01 06:00:04]  ", "x | ", "samples/sec: 1 | "]
+            ),
+            st.sampled_from(["iteration        1/  500000", "iteration 2/5", "iteration=  3/ 9"]),
+            st.lists(_mg_field, max_size=8),
+            st.sampled_from([" |", "|", " | ", "", " | cut: 1"]),
+        ).map(lambda t: t[0] + t[1] + "".join(" | " + f for f in t[2]) + t[3]),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_megatron_split_lane_equals_the_key_regexes(lines: list[str]) -> None:
+    text = pl.Series("text", lines)
+    got = step_log._megatron_values(text)
+    want = pl.DataFrame({"text": text}).select(
+        **{f"_k_{k}": step_log._key(pl.col("text"), p) for k, p in g.MEGATRON_KEYS.items()}
+    )
+    assert got.equals(want, null_equal=True), (lines, got.to_dicts(), want.to_dicts())
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(_titan_piece, max_size=2),
+            st.sampled_from(["step: 5", "step:  12", " step:  7"]),
+            st.sampled_from(["  ", " "]),
+            st.sampled_from(["loss: 2.5", "loss:  -1.0", "loss: nan", "loss: 3.5e"]),
+            st.lists(_titan_piece, max_size=6),
+        ).map(lambda t: "  ".join(t[0]) + t[1] + t[2] + t[3] + "  " + "  ".join(t[4])),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_titan_split_lane_equals_the_regexes(lines: list[str]) -> None:
+    df = pl.DataFrame({"text": lines}).filter(pl.col("text").str.contains(g.TITAN_RE))
+    if df.height == 0:
+        return
+    import parsers.step_log as s
+
+    old = s._LANE_MIN
+    try:
+        s._LANE_MIN = 0
+        got = step_log._titan_values(df.get_column("text"))
+        s._LANE_MIN = 10**12
+        want = step_log._titan_values(df.get_column("text"))
+    finally:
+        s._LANE_MIN = old
+    assert got.equals(want, null_equal=True), (lines, got.to_dicts(), want.to_dicts())
+
+
+_bar = st.tuples(
+    st.sampled_from(["", "  ", "Training: ", "Epoch 1: ", "é ", "12"]),
+    st.sampled_from(["0", "10", "100", "1234"]),
+    st.sampled_from(["|          |", "|█         |", "|██|"]),
+    st.sampled_from([" 2693/200000", "5/10", "  7/ 9"]),
+    st.sampled_from([" [1:03:54<76:40:58", " [00:00<?", "[00:01<00:02"]),
+    st.sampled_from([", 1.34s/it]", ", ?it/s]", ",  2.5 it/s, loss=2.3]", ", 1.2it/s", ", 3.3s/i]", "]"]),
+).map(lambda t: t[0] + t[1] + "%" + t[2] + t[3] + t[4] + t[5])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_bar, min_size=1, max_size=6))
+def test_tqdm_split_lane_equals_the_regex(lines: list[str]) -> None:
+    seg = pl.DataFrame({"line": list(range(len(lines))), "seg": [0] * len(lines), "text": lines})
+    import parsers.step_log as s
+
+    old = s._LANE_MIN
+    try:
+        s._LANE_MIN = 0
+        got = step_log._tqdm_match(seg)
+    finally:
+        s._LANE_MIN = old
+    want = step_log._match(seg, g.TQDM_RE, pl.col("text").str.contains("%|", literal=True))
+    fields = list(step_log._TQDM_FIELDS.to_schema())
+    want = want.select("line", *(pl.col("m").struct.field(f) for f in fields))
+    got = got.select("line", *(pl.col("m").struct.field(f) for f in fields))
+    assert got.equals(want, null_equal=True), (lines, got.to_dicts(), want.to_dicts())
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["", "[", "[titan] ", " [", "I0512 ", "é ", "x1 ", "[INFO|trainer.py:1156] "]),
+            st.sampled_from(["2025-03-03 08:00:01", "2025-03-03T08:00:01", "2025-13-45 08:00:01"]),
+            st.sampled_from(["", ",107", ".660123", ".1234567890", ",5"]),
+            st.sampled_from(["", "Z", "+02:00", "-0530", " ", "] x", ",", "1", " - root"]),
+        ).map(lambda t: "".join(t)),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_own_time_split_lane_equals_the_regexes(lines: list[str]) -> None:
+    seg = pl.DataFrame(
+        {"text": lines, "coll_ts": [None] * len(lines)}, schema_overrides={"coll_ts": pl.String}
+    )
+    import parsers.step_log as s
+
+    old = s._LANE_MIN
+    try:
+        s._LANE_MIN = 0
+        got = step_log._own_time(seg, 2025, True, False)
+    finally:
+        s._LANE_MIN = old
+    want = step_log._own_time_re(seg, 2025, True, False)
+    assert got.equals(want, null_equal=True), (lines, got.to_dicts(), want.to_dicts())
