@@ -42,6 +42,8 @@ FAMILY_MARKS = [
 watchdog timeout, c10d error, elastic failure or traceback has one of the others)."""
 
 SAMPLE_LINES = 2000
+SMALL_LINES = 4000
+"""Chunks of up to this many lines are checked for `FAMILY_MARKS` in Python first."""
 
 
 def has_family_lines(lines: pl.Series) -> bool:
@@ -64,6 +66,11 @@ def has_step_lines(lines: pl.Series) -> bool:
 def parse(parser: ModuleType, lines: pl.Series, ctx: FileContext) -> ParseResult:
     """`parser.parse(lines, ctx)`, or both grammars when a training-stdout chunk mixes them."""
     if parser is step_log:
+        if len(lines) <= SMALL_LINES and not lines.null_count():
+            # a small chunk: the marks looked for in its text (an automaton of all the literals costs more)
+            text = "\n".join(lines.to_list())
+            if not any(mark in text for mark in FAMILY_MARKS):
+                return parser.parse(lines, ctx)
         # `has_family_lines`, over the lines holding a family literal only (each line with a mark is one)
         lit = lines.str.contains_any(list(FAMILY_LITERALS)).fill_null(False)
         at = lit.arg_true()
