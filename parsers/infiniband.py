@@ -1021,8 +1021,8 @@ def _normalise_py(attr: str, val: str) -> str | None:
 
 
 def _detail_ok(*vals: str | None) -> bool:
-    """Strings the plain JSON join writes as polars' encoder + null stripping would (no `"`, `\\`, `:`)."""
-    return not any(v is not None and ('"' in v or "\\" in v or ":" in v) for v in vals)
+    """Strings written as polars' encoder + null stripping would write them (no `"`, `\\`, `:`, tab)."""
+    return not any(v is not None and ('"' in v or "\\" in v or ":" in v or "\t" in v) for v in vals)
 
 
 def _parse_small(texts: list[str], ctx: FileContext) -> ParseResult | None:

@@ -945,7 +945,7 @@ def _js(*pairs: tuple[str, Any]) -> str | None:
             out.append(f'"{k}":{v}')
         else:
             # (a value opening with `:null` would be cut by json_detail's null-stripping regex)
-            if '"' in v or "\\" in v or v.startswith(":null"):
+            if '"' in v or "\\" in v or "\t" in v or v.startswith(":null"):  # (JSON escapes those)
                 raise _FallbackError
             out.append(f'"{k}":"{v}"')
     return "{" + ",".join(out) + "}" if out else None
