@@ -834,8 +834,8 @@ def _dumps(d: dict[str, Any]) -> str | None:
 # detail would escape. ASCII only: there Python's and the regex crate's `\s`, `\d`, `\w`, `\b`, case folding
 # and `str.strip` / `strip_chars` agree (no \x1c-\x1f, \v, \f).
 
-SMALL_LINES = 4000
-"""At most this many lines (and 256 KiB) take the plain-Python path."""
+SMALL_LINES = 1500
+"""At most this many lines (and 256 KiB) take the plain-Python path (about where the two cost the same)."""
 
 _RX = {
     k: re.compile(v)
