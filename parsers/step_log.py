@@ -2383,12 +2383,17 @@ def _step_detail(rows: pl.DataFrame, fields: dict[str, pl.Expr]) -> pl.Series:
         (e.is_not_null() & e.is_finite()) if schema[name].is_float() else e.is_not_null() for name, e in kept.items()
     ]
     small = rows.height < _LANE_MIN
-    encoded = pl.struct(**enc).struct.json_encode()
-    f = rows.select(
-        _enc=encoded.str.replace_all(_NULL_MEMBER, "") if small else encoded,
-        _real=pl.any_horizontal(*real),
-        _any=pl.any_horizontal(*(e.is_not_null() for e in kept.values())),
-    )
+    if small:
+        f = rows.select(
+            _enc=pl.struct(**enc).struct.json_encode().str.replace_all(_NULL_MEMBER, ""),
+            _real=pl.any_horizontal(*real),
+            _any=pl.any_horizontal(*(e.is_not_null() for e in kept.values())),
+        )
+    else:
+        flags = rows.select(
+            _real=pl.any_horizontal(*real), _any=pl.any_horizontal(*(e.is_not_null() for e in kept.values()))
+        )
+        f = _encode_by_null_pattern(rows, enc).with_columns(flags)
     # the strip needs `null` in the text: objects without one (every field set) are left as they are
     enc_s = f.get_column("_enc")
     nul = pl.Series([], dtype=pl.UInt32) if small else enc_s.str.contains("null", literal=True).arg_true()
@@ -2402,6 +2407,30 @@ def _step_detail(rows: pl.DataFrame, fields: dict[str, pl.Expr]) -> pl.Series:
         slow = rows[idx].select(_json_obj(**fields).str.replace_all(_NULL_MEMBER, "")).to_series()
         out = out.scatter(idx, slow)
     return out.alias("detail")
+
+
+def _encode_by_null_pattern(rows: pl.DataFrame, enc: dict[str, pl.Expr]) -> pl.DataFrame:
+    """Column `_enc`: the JSON object of the `enc` fields of each row without its null top-level members
+    (null when all are null), encoded once per pattern of set fields (a few per file) from those fields alone.
+
+    That is the whole struct's JSON with the `_NULL_MEMBER` regex applied to its top-level nulls: members keep
+    their order and their text, and nested nulls (or non-finite floats, encoded `null`) are still there for
+    the regex applied after it, the same way in both.
+    """
+    names = list(enc)
+    narrow = rows.select(**enc)
+    code = narrow.select(
+        pl.sum_horizontal(*(pl.col(n).is_not_null().cast(pl.Int64) * (1 << i) for i, n in enumerate(names)))
+    ).to_series()
+    out = pl.Series("_enc", [None] * rows.height, dtype=pl.String)
+    for c in code.unique().to_list():
+        if not c:
+            continue
+        idx = (code == c).arg_true()
+        set_fields = [n for i, n in enumerate(names) if c >> i & 1]
+        part = narrow.select(set_fields)[idx] if idx.len() < rows.height else narrow.select(set_fields)
+        out = out.scatter(idx, part.select(pl.struct(*set_fields).struct.json_encode()).to_series())
+    return pl.DataFrame({"_enc": out})
 
 
 def _cut_last_line(frame: pl.DataFrame) -> bool:
