@@ -654,7 +654,12 @@ def _own_time(seg: pl.DataFrame, year: int | None, mmdd_on: bool, mllog_on: bool
 
 def _own_time_re(seg: pl.DataFrame, year: int | None, mmdd_on: bool, mllog_on: bool) -> pl.DataFrame:
     """`_own_time` by the regexes."""
-    lf = seg.lazy().select("text", "coll_ts")
+    lf = _own_time_lazy(seg.lazy().select("text", "coll_ts"), year, mmdd_on, mllog_on)
+    return lf.select("ts", "ts_quality").collect()
+
+
+def _own_time_lazy(lf: pl.LazyFrame, year: int | None, mmdd_on: bool, mllog_on: bool) -> pl.LazyFrame:
+    """`lf` (columns `text`, `coll_ts`) with `ts`, `ts_quality` by the regexes (and helper columns `_*`)."""
     lf = lf.with_columns(_t=pl.coalesce(pl.col("coll_ts"), pl.col("text")).str.extract_groups(g.TS_RE))
     if mmdd_on:
         lf = lf.with_columns(_mm=pl.col("text").str.extract_groups(g.MMDD_TS_RE))
@@ -697,7 +702,7 @@ def _own_time_re(seg: pl.DataFrame, year: int | None, mmdd_on: bool, mllog_on: b
         .otherwise(pl.col("_naive") - pl.duration(minutes=offset_min.fill_null(0))),
         _md=md_ts,
     )
-    return lf.select(
+    return lf.with_columns(
         ts=pl.coalesce(pl.col("_mllog"), pl.col("_utc"), pl.col("_md")).dt.replace_time_zone("UTC"),
         ts_quality=pl.when(pl.col("_mllog").is_not_null() | (pl.col("_naive").is_not_null() & pl.col("_tz").is_not_null()))
         .then(pl.lit("exact"))
@@ -706,7 +711,7 @@ def _own_time_re(seg: pl.DataFrame, year: int | None, mmdd_on: bool, mllog_on: b
         .when(pl.col("_md").is_not_null())
         .then(pl.lit("year_inferred"))
         .otherwise(pl.lit(None, dtype=pl.String)),
-    ).collect()
+    )
 
 
 def _prepare_small(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -807,9 +812,8 @@ def _prepare_small(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl
     )
     # own timestamp (a collector's clock, being exact, wins over the framework's local one)
     year = ctx.year_hint or (ctx.collected_at.year if ctx.collected_at else None)
-    seg = lf.collect()
-    seg = seg.with_columns(_own_time_re(seg, year, on["mmdd"] and year is not None, on["mllog"]))
-    seg = seg.select(rest.columns)
+    lf = _own_time_lazy(lf, year, on["mmdd"] and year is not None, on["mllog"])
+    seg = lf.select(rest.columns).collect()
     if rest.height == 0:  # every line triaged: `seg` is in (line, seg) order already (filters keep the order)
         return frame, seg.rechunk()
     return frame, pl.concat([seg, rest]).sort("line", "seg")
@@ -1365,9 +1369,9 @@ def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
     `post` is the rest. Other bars take the regex.
     """
     txt = pl.col("text")
+    if seg.height < _LANE_MIN:  # (every group of the regex, as before)
+        return _match(seg, g.TQDM_RE, txt.str.contains("%|", literal=True))
     bars = seg.filter(txt.str.contains("%|", literal=True))
-    if bars.height < _LANE_MIN:  # (every group of the regex, as before)
-        return _match(bars, g.TQDM_RE)
     canon = bars.select(txt.str.contains(_TQDM_CANON)).to_series()
     n_canon = int(canon.sum())
     fast = bars.filter(canon) if n_canon < bars.height else bars
@@ -1777,8 +1781,11 @@ def _timer_line_pairs(tl: pl.DataFrame) -> pl.DataFrame:
     """`tl` with its `timers` (one-line timer lines the split lane does not take)."""
     txt = pl.col("text")
     pairs = (
-        tl.select("line", "seg", pairs=txt.str.replace("^.*?" + _TIMER_LINE_PREFIX, ""))
-        .with_columns(pl.col("pairs").str.extract_all(g.TIMER_PAIR_RE))
+        tl.select(
+            "line",
+            "seg",
+            pairs=txt.str.replace("^.*?" + _TIMER_LINE_PREFIX, "").str.extract_all(g.TIMER_PAIR_RE),
+        )
         .explode("pairs")
         .with_columns(p=pl.col("pairs").str.splitn(":", 2))
         .filter(pl.col("p").struct.field("field_0").is_not_null())
@@ -2109,10 +2116,10 @@ def _times_general(rows: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
     rows = rows.join(cum, on=["key", "framework", "line"], how="left").join(
         own, on=["key", "framework", "line"], how="left"
     )
-    return _derived_step_time(rows).drop("prev_row_line")
+    return _derived_step_time(rows, "prev_row_line")
 
 
-def _derived_step_time(rows: pl.DataFrame) -> pl.DataFrame:
+def _derived_step_time(rows: pl.DataFrame, *drop: str) -> pl.DataFrame:
     """Step times from the deltas `d_cum`/`d_step` (cumulative time) and `d_ts`/`d_step_ts` (timestamps) where
     none is printed; the delta columns are dropped."""
     from_cum = pl.when((pl.col("d_step") > 0) & (pl.col("d_cum") > 0)).then(pl.col("d_cum") / pl.col("d_step"))
@@ -2125,7 +2132,7 @@ def _derived_step_time(rows: pl.DataFrame) -> pl.DataFrame:
         .when(from_ts.is_not_null())
         .then(pl.lit("ts_delta")),
         step_time_s=pl.coalesce(pl.col("step_time_s"), from_cum, from_ts),
-    ).drop("d_cum", "d_step", "d_ts", "d_step_ts")
+    ).drop("d_cum", "d_step", "d_ts", "d_step_ts", *drop)
 
 
 # ----------------------------------------------------------------------------- events
