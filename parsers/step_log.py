@@ -1074,9 +1074,11 @@ def _step_fragments(seg: pl.DataFrame, present: frozenset[str]) -> list[pl.DataF
 
     m = seg.clear()
     if "step:" in present and "loss:" in present:
-        m = seg.filter(txt.str.contains("step:", literal=True)).filter(
-            txt.str.contains("loss:", literal=True) & txt.str.contains(g.TITAN_RE)
-        )
+        titan = txt.str.contains("loss:", literal=True) & txt.str.contains(g.TITAN_RE)
+        if seg.height < _LANE_MIN:
+            m = seg.filter(txt.str.contains("step:", literal=True) & titan)
+        else:  # (the regexes only on the lines with the literal)
+            m = seg.filter(txt.str.contains("step:", literal=True)).filter(titan)
     if m.height:
         m = m.with_columns(_titan_values(m.get_column("text")))
         k = {name: pl.col(f"_k_{name}") for name in g.TITAN_KEYS}
@@ -1410,7 +1412,7 @@ def _bar_fragments(seg: pl.DataFrame, present: frozenset[str]) -> tuple[list[pl.
     """tqdm and rich progress bars; returns (fragments, lines understood)."""
     out: list[pl.DataFrame] = []
     txt = pl.col("text")
-    m = _tqdm_match(seg) if "%|" in present else seg.clear().with_columns(m=pl.lit(None, dtype=_TQDM_FIELDS))
+    m = _tqdm_match(seg) if "%|" in present else seg.clear()
     seen = [m.select("line")]
     if m.height:
         totals = seg.filter(txt.str.contains("Total optimization steps = ", literal=True)).select(
@@ -1851,16 +1853,17 @@ def _rows(frags: pl.DataFrame) -> pl.DataFrame:
         | (pl.col("anchor") & (pl.col("standalone") | ~same_step))
         | (~pl.col("anchor") & orphan_start)
     )
-    f = f.with_columns(group=start.cum_sum(), orphan=~pl.col("anchor") & ~attached, _start=start)
-    # a group is a run of fragments; one of a single fragment is that fragment as it is (what the aggregation
-    # below gives it), so only the others are sorted and aggregated
-    f = f.with_columns(_single=pl.col("_start") & pl.col("_start").shift(-1).fill_null(True))
-    if frags.height < _LANE_MIN:  # (few fragments: aggregated as they are, in this query's collect)
-        f = f.with_columns(orphan_group=pl.col("orphan").all().over("group"))
-    f = f.collect()
+    f = f.with_columns(group=start.cum_sum(), orphan=~pl.col("anchor") & ~attached)
     value_cols = [c for c in _FRAG if c not in ("line", "seg", "key", "timers", "anchor", "standalone", "attach_line")]
-    single = f.get_column("_single")
-    n_single = int(single.sum()) if frags.height >= _LANE_MIN else 0
+    if frags.height < _LANE_MIN:  # (few fragments: all aggregated, `orphan_group` in this query's collect)
+        f = f.with_columns(orphan_group=pl.col("orphan").all().over("group")).collect()
+        n_single, single = 0, None
+    else:
+        # a group is a run of fragments; one of a single fragment is that fragment as it is (what the
+        # aggregation below gives it), so only the others are sorted and aggregated
+        f = f.with_columns(_single=start & start.shift(-1).fill_null(True)).collect()
+        single = f.get_column("_single")
+        n_single = int(single.sum())
     if n_single == 0:
         rows = _group_rows(f, value_cols)
     else:
