@@ -18,7 +18,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
@@ -1252,8 +1252,6 @@ PART_ROWS = 1_000_000
 PART_BYTES = 192 * 1024**2
 """A part holds at most PART_ROWS rows and about this much memory (collected, sorted, written at once)."""
 SIZE_SAMPLE_ROWS = 10_000
-WRITE_THREADS = 2
-"""Pieces of a large table collected, sorted and written at once (`_write_in_parts`)."""
 PART_COLUMN = "__part"
 """The column `Outcomes.lazy` adds to a large table: which spilled part a row comes from (-1: held in memory)."""
 
@@ -1440,16 +1438,12 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path) -> int:
         run.append((node, file))
         size += n
     close_run()
-
-    def write(k: int) -> int:
-        piece, parts = pieces[k]
+    total = 0
+    for k, (piece, parts) in enumerate(pieces):
         df = lf.filter(parts & piece).collect().drop(PART_COLUMN)
+        total += df.height
         write_table(_sorted(df, table), table, folder, name=f"part-{k:05d}.parquet")
-        return df.height
-
-    # two pieces at a time: reading, sorting and compressing one piece leaves cores idle (memory: two pieces)
-    with ThreadPoolExecutor(max_workers=WRITE_THREADS) as ex:
-        total = sum(ex.map(write, range(len(pieces))))
+        del df
     if total == 0:
         write_table(empty(table), table, folder)
     return total
