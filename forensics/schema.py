@@ -286,6 +286,13 @@ def validate(df: pl.DataFrame, table: str, have: dict[str, pl.DataType] | None =
     return df if list(have) == list(schema) else df.select(list(schema))
 
 
+def columns(table: str, *names: str) -> dict[str, pl.DataType]:
+    """The dtypes of `names` in `table`, in the order given: the schema of a frame a parser builds with part
+    of a table's columns (so it cannot drift from the table's)."""
+    schema = get_schema(table)
+    return {n: schema[n] for n in names}
+
+
 def get_schema(table: str) -> pl.Schema:
     """Return the schema of `table`; raise SchemaError for an unknown table."""
     try:

@@ -32,6 +32,7 @@ from itertools import accumulate
 import polars as pl
 
 from forensics.catalog import entries
+from forensics.schema import columns
 from parsers._kernel_blocks import (
     _BUS_CACHE,
     AER_LINE_RE,
@@ -1011,17 +1012,10 @@ def _inv(
     )
 
 
-_INV_SCHEMA = {
-    "node": pl.String,
-    "component": pl.String,
-    "gpu_bus_id": pl.String,
-    "device": pl.String,
-    "attribute": pl.String,
-    "value": pl.String,
-    "source": pl.String,
-    "file": pl.String,
-    "line": pl.Int64,
-}
+_INV_SCHEMA = columns(
+    "inventory",
+    "node", "component", "gpu_bus_id", "device", "attribute", "value", "source", "file", "line",
+)
 
 
 def _k8b_boot(m: pl.DataFrame | pl.LazyFrame, ctx: FileContext) -> pl.DataFrame | pl.LazyFrame:

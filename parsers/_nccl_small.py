@@ -19,6 +19,7 @@ from typing import Any
 
 import polars as pl
 
+from forensics.schema import columns
 from parsers.base import FileContext, ParseResult
 
 MAX_LINES = 2000
@@ -27,39 +28,16 @@ _SAFE = re.compile(r"[^\t\x20-\x7e]")
 _IPV4 = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
 _I64 = 2**63
 _I32 = 2**31
-_INV_SCHEMA = {
-    "node": pl.String,
-    "component": pl.String,
-    "device": pl.String,
-    "attribute": pl.String,
-    "value": pl.String,
-    "source": pl.String,
-    "file": pl.String,
-    "line": pl.Int64,
-}
-_NET_SCHEMA = {
-    "node": pl.String,
-    "pid": pl.Int64,
-    "line": pl.Int64,
-    "device": pl.String,
-    "detail": pl.String,
-    "record": pl.String,
-    "file": pl.String,
-}
-_RANK_SCHEMA = {
-    "record": pl.String,
-    "node": pl.String,
-    "comm_id": pl.String,
-    "rank": pl.Int32,
-    "nranks": pl.Int32,
-    "cuda_dev": pl.Int32,
-    "gpu_bus_id": pl.String,
-    "pid": pl.Int64,
-    "nccl_version": pl.String,
-    "detail": pl.String,
-    "file": pl.String,
-    "line": pl.Int64,
-}
+_INV_SCHEMA = columns(
+    "inventory",
+    "node", "component", "device", "attribute", "value", "source", "file", "line",
+)
+_NET_SCHEMA = columns("comms", "node", "pid", "line", "device", "detail", "record", "file")
+_RANK_SCHEMA = columns(
+    "comms",
+    "record", "node", "comm_id", "rank", "nranks", "cuda_dev", "gpu_bus_id", "pid", "nccl_version",
+    "detail", "file", "line",
+)
 
 
 @cache

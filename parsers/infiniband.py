@@ -30,6 +30,7 @@ from functools import lru_cache
 
 import polars as pl
 
+from forensics.schema import columns
 from parsers._common import _ANY_ENVELOPE, split_envelopes
 from parsers._common import json_detail as _json_detail
 from parsers._sniff import head_text, may_match, required_literals
@@ -977,20 +978,19 @@ _GUID_ATTRS = frozenset(("node_guid", "sys_image_guid", "port_guid"))
 _INT32 = 2**31
 _INT64 = 2**63
 
-INVENTORY_SCHEMA = {
-    "node": pl.String, "component": pl.String, "device": pl.String, "port": pl.Int32, "attribute": pl.String,
-    "value": pl.String, "source": pl.String, "file": pl.String, "line": pl.Int64,
-}  # fmt: skip
-EVENTS_SCHEMA = {
-    "ts": pl.Datetime("us", "UTC"), "ts_quality": pl.String, "node": pl.String, "source": pl.String,
-    "kind": pl.String, "code": pl.String, "severity": pl.String, "message": pl.String, "detail": pl.String,
-    "file": pl.String, "line": pl.Int64,
-}  # fmt: skip
-COMMS_SCHEMA = {
-    "record": pl.String, "ts": pl.Datetime("us", "UTC"), "node": pl.String, "device": pl.String,
-    "port": pl.Int32,
-    "counter": pl.String, "value": pl.Float64, "detail": pl.String, "file": pl.String, "line": pl.Int64,
-}  # fmt: skip
+INVENTORY_SCHEMA = columns(
+    "inventory",
+    "node", "component", "device", "port", "attribute", "value", "source", "file", "line",
+)
+EVENTS_SCHEMA = columns(
+    "events",
+    "ts", "ts_quality", "node", "source", "kind", "code", "severity", "message", "detail", "file",
+    "line",
+)
+COMMS_SCHEMA = columns(
+    "comms",
+    "record", "ts", "node", "device", "port", "counter", "value", "detail", "file", "line",
+)
 
 
 class _FallbackError(Exception):

@@ -37,6 +37,7 @@ from typing import Any
 
 import polars as pl
 
+from forensics.schema import columns
 from parsers._common import _ANY_ENVELOPE, ENVELOPES, normalize_bus_id, split_envelopes
 from parsers._common import json_detail as _json_detail
 from parsers._sniff import head_text, may_match, required_literals
@@ -870,23 +871,21 @@ _FLOAT_TOK = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
 _I32 = 2**31
 _I64 = 2**63
 
-COMMS_SCHEMA = {
-    "record": pl.String, "ts": pl.Datetime("us", "UTC"), "node": pl.String, "nranks": pl.Int32,
-    "nccl_version": pl.String, "test": pl.String, "nodes": pl.String, "detail": pl.String, "file": pl.String,
-    "line": pl.Int64, "rank": pl.Int32, "cuda_dev": pl.Int32, "gpu_bus_id": pl.String, "pid": pl.Int64,
-    "size_bytes": pl.Int64, "count": pl.Int64, "dtype": pl.String, "redop": pl.String, "placement": pl.String,
-    "time_us": pl.Float64, "algbw_gbps": pl.Float64, "busbw_gbps": pl.Float64, "wrong": pl.Int64,
-    "counter": pl.String, "value": pl.Float64,
-}  # fmt: skip
-INVENTORY_SCHEMA = {
-    "node": pl.String, "component": pl.String, "gpu_bus_id": pl.String, "attribute": pl.String,
-    "value": pl.String, "source": pl.String, "file": pl.String, "line": pl.Int64,
-}  # fmt: skip
-EVENTS_SCHEMA = {
-    "ts": pl.Datetime("us", "UTC"), "ts_quality": pl.String, "node": pl.String, "source": pl.String,
-    "kind": pl.String, "code": pl.String, "severity": pl.String, "message": pl.String, "detail": pl.String,
-    "file": pl.String, "line": pl.Int64,
-}  # fmt: skip
+COMMS_SCHEMA = columns(
+    "comms",
+    "record", "ts", "node", "nranks", "nccl_version", "test", "nodes", "detail", "file", "line", "rank",
+    "cuda_dev", "gpu_bus_id", "pid", "size_bytes", "count", "dtype", "redop", "placement", "time_us",
+    "algbw_gbps", "busbw_gbps", "wrong", "counter", "value",
+)
+INVENTORY_SCHEMA = columns(
+    "inventory",
+    "node", "component", "gpu_bus_id", "attribute", "value", "source", "file", "line",
+)
+EVENTS_SCHEMA = columns(
+    "events",
+    "ts", "ts_quality", "node", "source", "kind", "code", "severity", "message", "detail", "file",
+    "line",
+)
 
 
 class _FallbackError(Exception):

@@ -16,6 +16,7 @@ import re
 
 import polars as pl
 
+from forensics.schema import columns
 from parsers._common import _ANY_ENVELOPE, split_envelopes
 from parsers._common import json_detail as _json_detail
 from parsers._sniff import head_text, may_match, required_literals
@@ -250,12 +251,11 @@ _ANY_ENV_TEXT = re.compile(_ANY_ENVELOPE, re.MULTILINE)  # a match anywhere: som
 _FLOAT_TOK = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)$")
 _I63 = 2**63
 
-COMMS_SCHEMA = {
-    "record": pl.String, "ts": pl.Datetime("us", "UTC"), "node": pl.String, "test": pl.String,
-    "size_bytes": pl.Int64, "count": pl.Int64, "time_us": pl.Float64, "algbw_gbps": pl.Float64,
-    "device": pl.String, "counter": pl.String, "value": pl.Float64, "detail": pl.String, "file": pl.String,
-    "line": pl.Int64,
-}  # fmt: skip
+COMMS_SCHEMA = columns(
+    "comms",
+    "record", "ts", "node", "test", "size_bytes", "count", "time_us", "algbw_gbps", "device", "counter",
+    "value", "detail", "file", "line",
+)
 
 
 class _FallbackError(Exception):
