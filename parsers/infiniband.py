@@ -33,6 +33,7 @@ import polars as pl
 from forensics.schema import columns
 from parsers._common import _ANY_ENVELOPE, split_envelopes
 from parsers._common import json_detail as _json_detail
+from parsers._small import MAX_BYTES, UNSAFE, FallbackError
 from parsers._sniff import head_text, may_match, required_literals
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
 from parsers.nccl_tests import collector_time
@@ -948,7 +949,6 @@ _P = {
         "pq_ca": PQ_CA_RE, "mlx_dev": MLX_DEV_RE,
     }.items()
 }  # fmt: skip
-_UNSAFE = re.compile(r"[^\t\n\x20-\x7e]")
 _ANY_ENV_PY = re.compile(_ANY_ENVELOPE, re.MULTILINE)  # a match anywhere implies a line opening with one
 _CAND = re.compile(r"\d\d:\d\d:\d\d|^\D{0,20}\d{10}(?:\.\d+)?\D{0,5}$")
 _SYSFS_PORTS = re.compile(r"^[\w.-]+/ports/\d+/")
@@ -993,9 +993,6 @@ COMMS_SCHEMA = columns(
 )
 
 
-class _FallbackError(Exception):
-    """The small-file path cannot promise the vectorised path's result: take that path."""
-
 
 def _normalise_py(attr: str, val: str) -> str | None:
     """`_normalise` for one (ASCII) value."""
@@ -1029,15 +1026,15 @@ def _parse_small(texts: list[str], ctx: FileContext) -> ParseResult | None:
     """`parse` in plain Python for a small file of the plain forms, or None (see above)."""
     joined = "\n".join(texts)
     if (
-        len(joined) > 1 << 18
-        or _UNSAFE.search(joined)
+        len(joined) > MAX_BYTES
+        or UNSAFE.search(joined)
         or _COLLECTOR_TIME_NEED.search(joined)
         or _ANY_ENV_PY.search(joined)
     ):
         return None
     try:
         return _small(texts, joined, ctx)
-    except _FallbackError:
+    except FallbackError:
         return None
 
 
@@ -1051,7 +1048,7 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
             b = b.rstrip()
             for k in ("head", "cat", "i2n", "panic"):
                 if live[k] and pats[k].search(b):
-                    raise _FallbackError
+                    raise FallbackError
     # `date`-style lines: the few short lines that look like a time are read by the vectorised expression
     # (`_timestamps`, one select over those lines only), so the times are polars' own
     ts_of: dict[int, tuple] = {}
@@ -1091,7 +1088,7 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
             cur_ts = tv if tv is not None else cur_ts
             cur_q = tq if tq is not None else cur_q
         if pdsh_live and ": " in b and pats["pdsh"].search(b):
-            raise _FallbackError
+            raise FallbackError
         k_sysfs = bool(
             sysfs_live and "/" in b and pats["sysfs"].search(b)
             and (b.startswith("/sys/class/infiniband/") or _SYSFS_PORTS.search(b))
@@ -1163,12 +1160,12 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
         if k_pqhdr:
             lid_s, port_s = k_pqhdr.group("lid"), k_pqhdr.group("port")
             if len(lid_s) > 18 or len(port_s) > 9:  # (the strict casts of the vectorised path)
-                raise _FallbackError
+                raise FallbackError
             pq_lid, pq_port, pq_what = int(lid_s), int(port_s), k_pqhdr.group("what")
         dev_v = dev or None
         in_block = fmt in ("ibstat", "ibstatus", "ibv_devinfo") and dev_v is not None
         if fmt == "mlxlink" and k_mlxkv:
-            raise _FallbackError  # mlxlink key/value lines: the vectorised path
+            raise FallbackError  # mlxlink key/value lines: the vectorised path
         pq_line = bool(k_pqctr) and fmt == "perfquery" and pq_port is not None
         if k_kv and in_block and not k_port and not k_dvport:
             kv_rows.append((i, fmt, dev_v, port, block, k_kv.group("key"), k_kv.group("val"), cur_ts, cur_q))
@@ -1181,7 +1178,7 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
             path_s = _SY_HEAD.search(b).group(1)
             g = _SY_PATH.search(path_s)
             if g is None:
-                raise _FallbackError
+                raise FallbackError
             val = b[len(path_s) :]
             val = (val[1:] if val.startswith(":") else val).strip()
             sy_rows.append((i, g.group("dev"), g.group("port"), g.group("grp"), g.group("key"), val, block,
@@ -1228,7 +1225,7 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
         if a[4] == "active_speed":
             m = _GBPS.search(a[5])
             if m and not _PLAIN_DEC.search(m.group(1)):
-                raise _FallbackError  # (polars' float parsing of odd numbers)
+                raise FallbackError  # (polars' float parsing of odd numbers)
             for w in widths:
                 if (w[1], w[2], w[3]) != (a[1], a[2], a[3]):
                     continue
@@ -1237,7 +1234,7 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
                     continue
                 total = float(lm.group(1)) * float(m.group(1))
                 if not total.is_integer():
-                    raise _FallbackError  # (polars' rounding and float printing)
+                    raise FallbackError  # (polars' rounding and float printing)
                 extra_rows.append([*a[:4], "rate", a[5], a[6], str(int(total))])
     if extra_rows:
         attrs = sorted(attrs + extra_rows, key=lambda a: a[0])
@@ -1271,7 +1268,7 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
             ("rate", x.get("rate")), ("link_layer", x.get("link_layer")), ("tool", a[6]),
         )  # fmt: skip
         if not _detail_ok(*(v for k_, v in fields if k_ != "port")):
-            raise _FallbackError
+            raise FallbackError
         detail = ",".join(
             f'"{k_}":{v}' if k_ == "port" else f'"{k_}":"{v}"' for k_, v in fields if v is not None
         )
@@ -1308,7 +1305,7 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
         if name in PQ_NOT_COUNTERS:
             continue
         if '"' in what or "\\" in what:
-            raise _FallbackError
+            raise FallbackError
         device = d_ if d_ is not None else f"lid:{lid}"
         counter = PERFQUERY_COUNTERS.get(name, name)
         if "extended" not in what and name in PQ_32BIT:
@@ -1325,10 +1322,10 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
         elif _HEX.search(raw):
             n = int(raw[2:], 16)
             if n >= _INT64:
-                raise _FallbackError
+                raise FallbackError
             value = float(n)
         else:
-            raise _FallbackError  # (polars' float parsing: exponents, signs, words)
+            raise FallbackError  # (polars' float parsing: exponents, signs, words)
         key = (device, p_, counter)
         r = readings.get(key, 0)
         readings[key] = r + 1

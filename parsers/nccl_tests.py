@@ -40,6 +40,7 @@ import polars as pl
 from forensics.schema import columns
 from parsers._common import _ANY_ENVELOPE, ENVELOPES, normalize_bus_id, split_envelopes
 from parsers._common import json_detail as _json_detail
+from parsers._small import MAX_BYTES, UNSAFE, FallbackError, json_object
 from parsers._sniff import head_text, may_match, required_literals
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
 
@@ -847,7 +848,6 @@ _RX = {
         "debug": NCCL_DEBUG_RE, "cmd": CMD_RE, "full": NTHREAD_FULL_RE, "cut_row": r"^\d+\s+\d+",
     }.items()
 }  # fmt: skip
-_UNSAFE = re.compile(r"[^\t\n\x20-\x7e]")
 _ANY_ENV_LINE = re.compile(_ANY_ENVELOPE)
 _ANY_ENV_TEXT = re.compile(_ANY_ENVELOPE, re.MULTILINE)  # no match in the text: no line opens with one
 _ENVS = tuple(re.compile(p.replace("(?<", "(?P<")) for _, p in ENVELOPES)
@@ -888,9 +888,6 @@ EVENTS_SCHEMA = columns(
 )
 
 
-class _FallbackError(Exception):
-    """The small-file path cannot promise the vectorised path's result: take that path."""
-
 
 def _to_int(tok: str | None, bits: int = 64) -> int | None:
     """`cast(pl.Int64/Int32, strict=False)` of one ASCII token."""
@@ -907,7 +904,7 @@ def _strict_int(tok: str | None, bits: int = 64) -> int | None:
         return None
     v = int(tok)
     if v >= 2 ** (bits - 1):
-        raise _FallbackError
+        raise FallbackError
     return v
 
 
@@ -919,7 +916,7 @@ def _to_float(tok: str | None) -> float | None:
         return float(tok)
     low = tok.lower()
     if any(c.isdigit() for c in tok) or "nan" in low or "inf" in low:
-        raise _FallbackError
+        raise FallbackError
     return None
 
 
@@ -932,30 +929,14 @@ def _bus_id(s: str) -> str | None:
     return f"{int(dom or '0', 16) & 0xFFFF:04x}:{int(bus, 16):02x}:{int(dev, 16):02x}.{fn or '0'}"
 
 
-def _js(*pairs: tuple[str, Any]) -> str | None:
-    """`json_detail` of plain values (int, bool, ASCII string without quote or backslash)."""
-    out = []
-    for k, v in pairs:
-        if v is None:
-            continue
-        if isinstance(v, bool):
-            out.append(f'"{k}":{"true" if v else "false"}')
-        elif isinstance(v, int):
-            out.append(f'"{k}":{v}')
-        else:
-            # (a value opening with `:null` would be cut by json_detail's null-stripping regex)
-            if '"' in v or "\\" in v or "\t" in v or v.startswith(":null"):  # (JSON escapes those)
-                raise _FallbackError
-            out.append(f'"{k}":"{v}"')
-    return "{" + ",".join(out) + "}" if out else None
 
 
 def _parse_small(texts: list[str], ctx: FileContext) -> ParseResult | None:
     """`parse` in plain Python for a small plain-text result file, or None (see above)."""
     joined = "\n".join(texts)
     if (
-        len(joined) > 1 << 18
-        or _UNSAFE.search(joined)
+        len(joined) > MAX_BYTES
+        or UNSAFE.search(joined)
         or _COLLECTOR_NEED.search(joined)
         or JSON_ID in joined
         or "failure" in joined
@@ -964,7 +945,7 @@ def _parse_small(texts: list[str], ctx: FileContext) -> ParseResult | None:
         return None
     try:
         return _small(texts, ctx, envelopes=_ANY_ENV_TEXT.search(joined) is not None)
-    except _FallbackError:
+    except FallbackError:
         return None
 
 
@@ -1096,7 +1077,7 @@ def _small(texts: list[str], ctx: FileContext, *, envelopes: bool = True) -> Par
         nodes, nranks, printer = run_info(r)
         g = m.groupdict()
         concluded = r in concluded_runs
-        detail = _js(
+        detail = json_object(
             ("run", r), ("nthread", _strict_int(g["nthread"])), ("ngpus", _strict_int(g["ngpus"])),
             ("min_bytes", _strict_int(g["min"])), ("max_bytes", _strict_int(g["max"])), ("step", g["step"]),
             ("warmup_iters", _strict_int(g["warmup"])), ("iters", _strict_int(g["iters"])),
@@ -1120,7 +1101,7 @@ def _small(texts: list[str], ctx: FileContext, *, envelopes: bool = True) -> Par
         recs.append((i, 1, {"record": "rank", "node": host, "rank": _strict_int(rank, 32), "nranks": nranks,
                             "cuda_dev": _strict_int(dev, 32), "gpu_bus_id": bus_id, "pid": _strict_int(pid),
                             "nccl_version": v, "test": t, "nodes": nodes,
-                            "detail": _js(("group", _strict_int(group)), ("gpu_name", name), ("bus_raw", bus),
+                            "detail": json_object(("group", _strict_int(group)), ("gpu_name", name), ("bus_raw", bus),
                                           ("run", r))}))  # fmt: skip
         if name and (host, bus_id, name) not in seen:
             seen.add((host, bus_id, name))
@@ -1139,7 +1120,7 @@ def _small(texts: list[str], ctx: FileContext, *, envelopes: bool = True) -> Par
                 if wnum is not None and wnum == math.floor(wnum) and -_I64 <= wnum < _I64:
                     wrong = int(wnum)
             max_error = wtok if is_err else None
-            detail = _js(("root", _to_int(get("i_root"))), ("max_error", max_error), ("run", r))
+            detail = json_object(("root", _to_int(get("i_root"))), ("max_error", max_error), ("run", r))
             rec = {
                 "record": "nccl_test", "node": printer, "nranks": nranks, "nccl_version": v, "test": t,
                 "size_bytes": size_b, "count": count, "dtype": get("i_type"), "redop": get("i_redop"),
@@ -1161,12 +1142,12 @@ def _small(texts: list[str], ctx: FileContext, *, envelopes: bool = True) -> Par
             last_oob[r] = (oob, status)
             if oob is not None and oob > 0:
                 events.append((i, printer, "nccl_test_wrong_values", str(oob), "high", texts[i],
-                               _js(("test", t), ("nodes", nodes))))  # fmt: skip
+                               json_object(("test", t), ("nodes", nodes))))  # fmt: skip
             continue
         rec = {
             "record": "nccl_test_summary", "node": printer, "nranks": nranks, "nccl_version": v, "test": t,
             "wrong": oob, "nodes": nodes, "counter": "avg_busbw_gbps", "value": _to_float(m.group(1)),
-            "detail": _js(("out_of_bounds", status), ("check", m.group(2)), ("run", r)),
+            "detail": json_object(("out_of_bounds", status), ("check", m.group(2)), ("run", r)),
         }  # fmt: skip
         recs.append((i, 4, rec))
     # ---- duplicate ranks in a run (mis-launched test)
@@ -1177,7 +1158,7 @@ def _small(texts: list[str], ctx: FileContext, *, envelopes: bool = True) -> Par
         dup = [d for d in ds if cnt[d[2]] > 1]
         if dup:
             events.append((dup[0][0], dup[0][5], "nccl_test_duplicate_rank", None, "medium", texts[dup[0][0]],
-                           _js(("lines_with_duplicate_rank", len(dup)))))  # fmt: skip
+                           json_object(("lines_with_duplicate_rank", len(dup)))))  # fmt: skip
     recs.sort(key=lambda x: (x[0], x[1]))
     cols: dict[str, list] = {c: [] for c in COMMS_SCHEMA}
     for i, _, rec in recs:

@@ -19,6 +19,7 @@ import polars as pl
 from forensics.schema import columns
 from parsers._common import _ANY_ENVELOPE, split_envelopes
 from parsers._common import json_detail as _json_detail
+from parsers._small import MAX_BYTES, UNSAFE, FallbackError, json_object
 from parsers._sniff import head_text, may_match, required_literals
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
 from parsers.nccl_tests import collector_time
@@ -245,7 +246,6 @@ _RX = {
         "rfc": DATE_RFC_RE, "dflt": DATE_DEFAULT_RE, "cut": r"^\s*\d+\s",
     }.items()
 }  # fmt: skip
-_UNSAFE = re.compile(r"[^\t\n\x20-\x7e]")
 _COLLECTOR_NEED = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
 _ANY_ENV_TEXT = re.compile(_ANY_ENVELOPE, re.MULTILINE)  # a match anywhere: some line may open with one
 _FLOAT_TOK = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)$")
@@ -258,49 +258,29 @@ COMMS_SCHEMA = columns(
 )
 
 
-class _FallbackError(Exception):
-    """The small-file path cannot promise the vectorised path's result: take that path."""
-
 
 def _num(tok: str) -> float:
     """`cast(pl.Float64, strict=False)` of a row token (plain decimals only; anything else: fall back)."""
     if not _FLOAT_TOK.search(tok):
-        raise _FallbackError
+        raise FallbackError
     return float(tok)
 
 
-def _js(*pairs: tuple[str, object]) -> str | None:
-    """`json_detail` of plain values: floats printed as polars' JSON encoder does (no exponent forms)."""
-    out = []
-    for k, v in pairs:
-        if v is None:
-            continue
-        if isinstance(v, float):
-            r = repr(v)
-            if "e" in r or "n" in r:  # (exponent, inf, nan: the encoders differ)
-                raise _FallbackError
-            out.append(f'"{k}":{r}')
-        else:
-            s = str(v)
-            if '"' in s or "\\" in s or "\t" in s or s.startswith(":null"):  # (JSON escapes those)
-                raise _FallbackError
-            out.append(f'"{k}":"{s}"')
-    return "{" + ",".join(out) + "}" if out else None
 
 
 def _parse_small(texts: list[str], ctx: FileContext) -> ParseResult | None:
     """`parse` in plain Python for a small capture, or None (see above)."""
     joined = "\n".join(texts)
     if (
-        len(joined) > 1 << 18
-        or _UNSAFE.search(joined)
+        len(joined) > MAX_BYTES
+        or UNSAFE.search(joined)
         or _COLLECTOR_NEED.search(joined)
         or _ANY_ENV_TEXT.search(joined)
     ):
         return None
     try:
         return _small(texts, ctx)
-    except _FallbackError:
+    except FallbackError:
         return None
 
 
@@ -383,7 +363,7 @@ def _small(texts: list[str], ctx: FileContext) -> ParseResult:  # noqa: C901, PL
     cols: dict[str, list] = {c: [] for c in COMMS_SCHEMA}
     for i, tok, lat, unit_, test_, title_, ts_, device, link_type, gid_index, conn in rows:
         if tok[0] >= _I63 or tok[1] >= _I63:
-            raise _FallbackError  # (a strict cast there)
+            raise FallbackError  # (a strict cast there)
         factor = 1048576 / 1e9 if unit_ == "MB/sec" else 1 / 8 if unit_ == "Gb/sec" else None
         avg = tok[3] * factor if not lat and factor is not None else None
 
@@ -402,7 +382,7 @@ def _small(texts: list[str], ctx: FileContext) -> ParseResult:  # noqa: C901, PL
         cols["counter"].append(None if lat else "bw_average_gbit_s")
         cols["value"].append(avg * 8 if avg is not None else None)
         cols["detail"].append(
-            _js(
+            json_object(
                 ("title", title_), ("unit", unit_), ("bw_peak", None if lat else tok[2]),
                 ("bw_average", None if lat else tok[3]), ("msg_rate_mpps", None if lat else tok[4]),
                 ("t_min", tok[2] if lat else None), ("t_max", tok[3] if lat else None),

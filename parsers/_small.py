@@ -1,0 +1,50 @@
+"""What the plain-Python paths for small inputs share (infiniband, nccl-tests, perftest).
+
+A file of a few hundred lines costs more in polars' per-call overhead (~0.05-0.3 ms an operation, dozens
+of them) than in the work itself, so these parsers read such a file with Python's `re` and build each table
+in one `pl.DataFrame`. A small path must give exactly the vectorised path's result: whenever it cannot
+promise that (text polars' regex engine could read differently, numbers the two JSON encoders print
+differently), it raises `FallbackError` and the vectorised path parses the file. Tests run both paths on
+the same inputs (tests/parsers/test_small_paths.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_BYTES = 1 << 18
+"""Larger inputs take the vectorised path (where polars' per-call cost no longer dominates)."""
+UNSAFE = re.compile(r"[^\t\n\x20-\x7e]")
+"""Characters outside printable ASCII: where Python's `re` and polars' engine may disagree."""
+
+
+class FallbackError(Exception):
+    """The small-file path cannot promise the vectorised path's result: take that path."""
+
+
+def json_object(*pairs: tuple[str, object]) -> str | None:
+    """What `parsers._common.json_detail` writes for these plain values (None when all are None).
+
+    bool and int as JSON literals, floats as polars' encoder prints them, other values as strings.
+    Raises FallbackError where the encoders could differ: float exponents, inf and nan; strings JSON
+    escapes (quote, backslash, tab) or that json_detail's null-stripping regex would cut (`:null...`).
+    """
+    out = []
+    for k, v in pairs:
+        if v is None:
+            continue
+        if isinstance(v, bool):
+            out.append(f'"{k}":{"true" if v else "false"}')
+        elif isinstance(v, int):
+            out.append(f'"{k}":{v}')
+        elif isinstance(v, float):
+            r = repr(v)
+            if "e" in r or "n" in r:
+                raise FallbackError
+            out.append(f'"{k}":{r}')
+        else:
+            s = str(v)
+            if '"' in s or "\\" in s or "\t" in s or s.startswith(":null"):
+                raise FallbackError
+            out.append(f'"{k}":"{s}"')
+    return "{" + ",".join(out) + "}" if out else None
