@@ -2535,9 +2535,9 @@ def _parse_small_titan(texts: list[str], ctx: FileContext) -> ParseResult | None
     import datetime as _dt
 
     match = _TITAN_LINE.fullmatch
+    utc = _dt.UTC
     rank0 = None
     ts_l, step_l, loss_l, tps_l, tfl_l, st_l, src_l = [], [], [], [], [], [], []
-    days: dict[str, int] = {}
     gn_l, mem_l, mfu_l = [], [], []
     prev_us = prev_step = None
     for t in texts:
@@ -2549,16 +2549,13 @@ def _parse_small_titan(texts: list[str], ctx: FileContext) -> ParseResult | None
             rank0 = rk
         elif rk != rank0:
             return None
-        day = days.get(yy + mo + dd)
-        if day is None:
-            try:
-                day = days[yy + mo + dd] = _dt.date(int(yy), int(mo), int(dd)).toordinal() - _EPOCH_ORD
-            except ValueError:
-                return None
-        h, mn, sec = int(hh), int(mi), int(ss)
-        if day < 365 or h > 23 or mn > 59 or sec > 59:
+        try:
+            ts = _dt.datetime(int(yy), int(mo), int(dd), int(hh), int(mi), int(ss), int(ms) * 1000, utc)
+        except ValueError:
             return None
-        us = (((day * 24 + h) * 60 + mn) * 60 + sec) * 1_000_000 + int(ms) * 1000
+        if int(yy) < 1971:
+            return None
+        us = (ts - _EPOCH).days * 86_400_000_000 + (ts - _EPOCH).seconds * 1_000_000 + int(ms) * 1000
         s = int(step)
         st = None
         if prev_us is not None:
@@ -2567,7 +2564,7 @@ def _parse_small_titan(texts: list[str], ctx: FileContext) -> ParseResult | None
             if d_step > 0 and d_ts > 0:
                 st = d_ts / d_step
         prev_us, prev_step = us, s
-        ts_l.append(us)
+        ts_l.append(ts)
         step_l.append(s)
         loss_l.append(float(loss))
         tps_l.append(float(tps.replace(",", "")))
@@ -2588,7 +2585,7 @@ def _parse_small_titan(texts: list[str], ctx: FileContext) -> ParseResult | None
         .to_list()
     )
     data = {
-        "ts": pl.Series(ts_l, dtype=pl.Int64).cast(UTC_US),
+        "ts": ts_l,
         "ts_quality": ["local_assumed_utc"] * n,
         "node": [ctx.node] * n,
         "rank": [int(rank0)] * n,
@@ -2607,5 +2604,10 @@ def _parse_small_titan(texts: list[str], ctx: FileContext) -> ParseResult | None
     return ParseResult(tables={"steps": _small_steps(data)}, parsed=n, unrecognized=0)
 
 
-_EPOCH_ORD = 719_163
-"""`datetime.date(1970, 1, 1).toordinal()`."""
+def _epoch():
+    import datetime as _dt
+
+    return _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+
+
+_EPOCH = _epoch()
