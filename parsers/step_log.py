@@ -28,7 +28,7 @@ import re
 
 import polars as pl
 
-from forensics.schema import UTC_US, conform, get_schema
+from forensics.schema import UTC_US, conform
 from parsers import _step_grammars as g
 from parsers._common import ENVELOPES
 from parsers._sniff import head_text, may_match, required_literals
@@ -2298,10 +2298,6 @@ def _noise_lines(seg: pl.DataFrame, understood: pl.Series) -> pl.Series:
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse a training log into `steps` rows and straggler `events` (see the module docstring)."""
-    if len(lines) <= _SMALL_MAX:
-        small = _parse_small(lines, ctx)
-        if small is not None:
-            return small
     frame, seg = _prepare(lines, ctx)
     present = _present(seg)
     frags = _step_fragments(seg, present)
@@ -2459,155 +2455,3 @@ def _cut_last_line(frame: pl.DataFrame) -> bool:
     if re.search(g.MEGATRON_ITER_RE, text):
         return not text.endswith("|")
     return text.lstrip().startswith("{'") and not text.endswith("}")
-
-
-# ----------------------------------------------------------------------------- small files, plain Python
-
-_SMALL_MAX = 4000
-"""Files (chunks) of at most this many lines try `_parse_small` first; it declines (None) on anything else."""
-
-_DS_WALL_LINE = re.compile(
-    r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] \[INFO\] \[logging\.py:\d{1,5}:log_dist\] \[Rank \d{1,6}\] "
-    r"time \(ms\) \| fwd: \d{1,9}\.\d{1,6} \| bwd: \d{1,9}\.\d{1,6} \| bwd_inner: \d{1,9}\.\d{1,6} \| "
-    r"bwd_allreduce: \d{1,9}\.\d{1,6} \| step: \d{1,9}\.\d{1,6}",
-    re.ASCII,
-)
-"""DeepSpeed's wall_clock_breakdown line as DeepSpeed writes it (no step: alone, an orphan breakdown)."""
-
-_TITAN_LINE = re.compile(
-    r"\[rank(\d{1,6})\]:\[titan\] (\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d),(\d{3}) - root - INFO - "
-    r"step: {1,2}(\d{1,12})  loss: {1,3}(\d{1,6}\.\d{1,6})  grad_norm: (\d{1,6}\.\d{1,6})  "
-    r"memory: (\d{1,6}\.\d{1,6})GiB\(\d{1,3}\.\d{1,3}%\)  tps: (\d{1,3}(?:,\d{3}){0,4})  "
-    r"tflops: (\d{1,7}\.\d{1,6})  mfu: (\d{1,3}\.\d{1,6})%",
-    re.ASCII,
-)
-"""torchtitan's metrics line as its launcher tees it (`[rankN]:` prefix; torchtitan's and the simulator's)."""
-
-def _small_steps(data: dict[str, list] | None) -> pl.DataFrame:
-    """The `steps` table of `_parse_small`: the columns `data` gives (rows in line order), the rest null."""
-    if data is None:
-        return conform(pl.DataFrame(schema=get_schema("steps")), "steps")
-    return conform(pl.DataFrame(data, schema={k: _STEPS_SMALL_SCHEMA[k] for k in data}), "steps")
-
-
-_STEPS_SMALL_SCHEMA: dict[str, pl.DataType] = {
-    "ts": UTC_US,
-    "ts_quality": pl.String,
-    "node": pl.String,
-    "rank": pl.Int32,
-    "step": pl.Int64,
-    "step_time_s": pl.Float64,
-    "throughput": pl.Float64,
-    "throughput_unit": pl.String,
-    "tflops": pl.Float64,
-    "loss": pl.Float64,
-    "framework": pl.String,
-    "step_time_source": pl.String,
-    "detail": pl.String,
-    "file": pl.String,
-    "line": pl.Int64,
-}
-
-
-def _parse_small(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
-    """`parse` by plain Python for the per-rank files a bundle holds one of per node: every line DeepSpeed's
-    wall-clock breakdown, or every line a torchtitan metrics line of one rank. None for anything else (the
-    vectorised path then runs), so the result is always the one `parse` gives."""
-    if lines.dtype != pl.String:
-        return None
-    texts = lines.to_list()
-    if not texts or None in texts:
-        return None
-    first = texts[0]
-    if first.startswith("[rank"):
-        return _parse_small_titan(texts, ctx)
-    if not first.startswith("[") or "time (ms)" not in first:
-        return None
-    match = _DS_WALL_LINE.fullmatch
-    for t in texts:
-        if match(t) is None:
-            return None
-    # orphan breakdowns without progress of their own make no row; none is a cut record (`_cut_last_line`)
-    return ParseResult(tables={"steps": _small_steps(None)}, parsed=len(texts), unrecognized=0)
-
-
-def _parse_small_titan(texts: list[str], ctx: FileContext) -> ParseResult | None:
-    import datetime as _dt
-
-    match = _TITAN_LINE.fullmatch
-    utc = _dt.UTC
-    rank0 = None
-    ts_l, step_l, loss_l, tps_l, tfl_l, st_l, src_l = [], [], [], [], [], [], []
-    gn_l, mem_l, mfu_l = [], [], []
-    prev_us = prev_step = None
-    for t in texts:
-        m = match(t)
-        if m is None:
-            return None
-        rk, yy, mo, dd, hh, mi, ss, ms, step, loss, gn, mem, tps, tfl, mfu = m.groups()
-        if rank0 is None:
-            rank0 = rk
-        elif rk != rank0:
-            return None
-        try:
-            ts = _dt.datetime(int(yy), int(mo), int(dd), int(hh), int(mi), int(ss), int(ms) * 1000, utc)
-        except ValueError:
-            return None
-        if int(yy) < 1971:
-            return None
-        us = (ts - _EPOCH).days * 86_400_000_000 + (ts - _EPOCH).seconds * 1_000_000 + int(ms) * 1000
-        s = int(step)
-        st = None
-        if prev_us is not None:
-            # (polars runs the old path's `total_microseconds() / 1e6` as a product with 1e-6: the same float)
-            d_step, d_ts = s - prev_step, (us - prev_us) * 1e-6
-            if d_step > 0 and d_ts > 0:
-                st = d_ts / d_step
-        prev_us, prev_step = us, s
-        ts_l.append(ts)
-        step_l.append(s)
-        loss_l.append(float(loss))
-        tps_l.append(float(tps.replace(",", "")))
-        tfl_l.append(float(tfl))
-        st_l.append(st)
-        src_l.append(None if st is None else "ts_delta")
-        gn_l.append(float(gn))
-        mem_l.append(float(mem))
-        mfu_l.append(float(mfu))
-    n = len(texts)
-    detail = (
-        pl.DataFrame(
-            {"grad_norm": gn_l, "mfu_pct": mfu_l, "memory_gib": mem_l},
-            schema=dict.fromkeys(("grad_norm", "mfu_pct", "memory_gib"), pl.Float64),
-        )
-        .select(pl.struct("grad_norm", "mfu_pct", "memory_gib").struct.json_encode())
-        .to_series()
-        .to_list()
-    )
-    data = {
-        "ts": ts_l,
-        "ts_quality": ["local_assumed_utc"] * n,
-        "node": [ctx.node] * n,
-        "rank": [int(rank0)] * n,
-        "step": step_l,
-        "step_time_s": st_l,
-        "throughput": tps_l,
-        "throughput_unit": ["tokens/s/GPU"] * n,
-        "tflops": tfl_l,
-        "loss": loss_l,
-        "framework": ["torchtitan"] * n,
-        "step_time_source": src_l,
-        "detail": detail,
-        "file": [ctx.path] * n,
-        "line": list(range(ctx.first_line, ctx.first_line + n)),
-    }
-    return ParseResult(tables={"steps": _small_steps(data)}, parsed=n, unrecognized=0)
-
-
-def _epoch():
-    import datetime as _dt
-
-    return _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
-
-
-_EPOCH = _epoch()

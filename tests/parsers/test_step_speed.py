@@ -179,7 +179,6 @@ def _lane_inputs(tmp_path: Path) -> list[tuple[str, bytes]]:
 
 def test_split_lanes_give_the_rows_of_the_regex_paths(tmp_path: Path, monkeypatch) -> None:
     """Every split lane and subset pass forced on (`_LANE_MIN` 0) and off gives the same result."""
-    monkeypatch.setattr(step_log, "_SMALL_MAX", -1)  # (the vectorised path even on small inputs)
     for name, data in _lane_inputs(tmp_path):
         lines = lines_from_bytes(data)
         ctx = FileContext(path=name, node="n1", year_hint=2025)
