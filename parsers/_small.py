@@ -11,6 +11,9 @@ the same inputs (tests/parsers/test_small_paths.py).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+
+from parsers.base import ParseResult
 
 MAX_BYTES = 1 << 18
 """Larger inputs take the vectorised path (where polars' per-call cost no longer dominates)."""
@@ -48,3 +51,17 @@ def json_object(*pairs: tuple[str, object]) -> str | None:
                 raise FallbackError
             out.append(f'"{k}":"{s}"')
     return "{" + ",".join(out) + "}" if out else None
+
+
+def attempt(
+    texts: list[str], read: Callable[[str], ParseResult], *declines: Callable[[str], object]
+) -> ParseResult | None:
+    """`read(joined text)` for a small, printable-ASCII input none of `declines` objects to (each is given
+    the joined text; a truthy answer declines), or None: the vectorised path is to parse it."""
+    joined = "\n".join(texts)
+    if len(joined) > MAX_BYTES or UNSAFE.search(joined) or any(d(joined) for d in declines):
+        return None
+    try:
+        return read(joined)
+    except FallbackError:
+        return None

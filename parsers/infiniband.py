@@ -33,7 +33,7 @@ import polars as pl
 from forensics.schema import columns
 from parsers._common import _ANY_ENVELOPE, split_envelopes
 from parsers._common import json_detail as _json_detail
-from parsers._small import MAX_BYTES, UNSAFE, FallbackError
+from parsers._small import FallbackError, attempt
 from parsers._sniff import head_text, may_match, required_literals
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
 from parsers.nccl_tests import collector_time
@@ -1024,18 +1024,8 @@ def _detail_ok(*vals: str | None) -> bool:
 
 def _parse_small(texts: list[str], ctx: FileContext) -> ParseResult | None:
     """`parse` in plain Python for a small file of the plain forms, or None (see above)."""
-    joined = "\n".join(texts)
-    if (
-        len(joined) > MAX_BYTES
-        or UNSAFE.search(joined)
-        or _COLLECTOR_TIME_NEED.search(joined)
-        or _ANY_ENV_PY.search(joined)
-    ):
-        return None
-    try:
-        return _small(texts, joined, ctx)
-    except FallbackError:
-        return None
+    read = lambda joined: _small(texts, joined, ctx)  # noqa: E731
+    return attempt(texts, read, _COLLECTOR_TIME_NEED.search, _ANY_ENV_PY.search)
 
 
 def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # noqa: C901, PLR0912, PLR0915

@@ -40,7 +40,7 @@ import polars as pl
 from forensics.schema import columns
 from parsers._common import _ANY_ENVELOPE, ENVELOPES, normalize_bus_id, split_envelopes
 from parsers._common import json_detail as _json_detail
-from parsers._small import MAX_BYTES, UNSAFE, FallbackError, json_object
+from parsers._small import FallbackError, attempt, json_object
 from parsers._sniff import head_text, may_match, required_literals
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
 
@@ -929,24 +929,15 @@ def _bus_id(s: str) -> str | None:
     return f"{int(dom or '0', 16) & 0xFFFF:04x}:{int(bus, 16):02x}:{int(dev, 16):02x}.{fn or '0'}"
 
 
-
-
 def _parse_small(texts: list[str], ctx: FileContext) -> ParseResult | None:
     """`parse` in plain Python for a small plain-text result file, or None (see above)."""
-    joined = "\n".join(texts)
-    if (
-        len(joined) > MAX_BYTES
-        or UNSAFE.search(joined)
-        or _COLLECTOR_NEED.search(joined)
-        or JSON_ID in joined
-        or "failure" in joined
-        or any(t.lstrip().startswith("{") for t in texts)
-    ):
-        return None
-    try:
-        return _small(texts, ctx, envelopes=_ANY_ENV_TEXT.search(joined) is not None)
-    except FallbackError:
-        return None
+    return attempt(
+        texts,
+        lambda joined: _small(texts, ctx, envelopes=_ANY_ENV_TEXT.search(joined) is not None),
+        _COLLECTOR_NEED.search,
+        lambda joined: JSON_ID in joined or "failure" in joined,
+        lambda _: any(t.lstrip().startswith("{") for t in texts),
+    )
 
 
 def _small(texts: list[str], ctx: FileContext, *, envelopes: bool = True) -> ParseResult:  # noqa: C901, PLR0912, PLR0915

@@ -19,7 +19,7 @@ import polars as pl
 from forensics.schema import columns
 from parsers._common import _ANY_ENVELOPE, split_envelopes
 from parsers._common import json_detail as _json_detail
-from parsers._small import MAX_BYTES, UNSAFE, FallbackError, json_object
+from parsers._small import FallbackError, attempt, json_object
 from parsers._sniff import head_text, may_match, required_literals
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
 from parsers.nccl_tests import collector_time
@@ -270,18 +270,7 @@ def _num(tok: str) -> float:
 
 def _parse_small(texts: list[str], ctx: FileContext) -> ParseResult | None:
     """`parse` in plain Python for a small capture, or None (see above)."""
-    joined = "\n".join(texts)
-    if (
-        len(joined) > MAX_BYTES
-        or UNSAFE.search(joined)
-        or _COLLECTOR_NEED.search(joined)
-        or _ANY_ENV_TEXT.search(joined)
-    ):
-        return None
-    try:
-        return _small(texts, ctx)
-    except FallbackError:
-        return None
+    return attempt(texts, lambda _: _small(texts, ctx), _COLLECTOR_NEED.search, _ANY_ENV_TEXT.search)
 
 
 def _small(texts: list[str], ctx: FileContext) -> ParseResult:  # noqa: C901, PLR0912, PLR0915
