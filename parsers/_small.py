@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from parsers.base import ParseResult
+from parsers.base import MAX_EXAMPLES, ParseResult
 
 MAX_BYTES = 1 << 18
 """Larger inputs take the vectorised path (where polars' per-call cost no longer dominates)."""
@@ -65,3 +65,25 @@ def attempt(
         return read(joined)
     except FallbackError:
         return None
+
+
+def account_texts(
+    texts: list[str], oks: list[bool], first_line: int
+) -> tuple[int, int, list[tuple[int, str]], int | None]:
+    """`parsers.base.account` of a small input: (parsed, unrecognized, examples of unrecognized lines,
+    index of the last non-blank line or None). A line is blank when `str.strip` leaves nothing (the input
+    is printable ASCII, where that is polars' `\\S` test)."""
+    parsed = unrecognized = 0
+    examples: list[tuple[int, str]] = []
+    last = None
+    for i, text in enumerate(texts):
+        if not text.strip():
+            continue
+        last = i
+        if oks[i]:
+            parsed += 1
+            continue
+        unrecognized += 1
+        if len(examples) < MAX_EXAMPLES:
+            examples.append((first_line + i, text[:500]))
+    return parsed, unrecognized, examples, last

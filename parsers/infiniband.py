@@ -33,9 +33,9 @@ import polars as pl
 from forensics.schema import columns
 from parsers._common import _ANY_ENVELOPE, split_envelopes
 from parsers._common import json_detail as _json_detail
-from parsers._small import FallbackError, attempt
+from parsers._small import FallbackError, account_texts, attempt
 from parsers._sniff import head_text, may_match, required_literals
-from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
+from parsers.base import FileContext, ParseResult, account, numbered
 from parsers.nccl_tests import collector_time
 
 NAME = "infiniband"
@@ -1348,19 +1348,8 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
         schema=COMMS_SCHEMA,
     )
     # ---- accounting
-    parsed = unrecognized = 0
-    examples: list[tuple[int, str]] = []
-    last_ok = True
-    for i, (text, ok) in enumerate(zip(texts, oks)):
-        if not text.strip():
-            continue
-        last_ok = ok
-        if ok:
-            parsed += 1
-            continue
-        unrecognized += 1
-        if len(examples) < MAX_EXAMPLES:
-            examples.append((first + i, text[:500]))
+    parsed, unrecognized, examples, last = account_texts(texts, oks, first)
+    last_ok = True if last is None else oks[last]
     return ParseResult(
         tables={"inventory": inventory, "events": events, "comms": comms},
         parsed=parsed,

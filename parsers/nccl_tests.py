@@ -40,9 +40,9 @@ import polars as pl
 from forensics.schema import columns
 from parsers._common import _ANY_ENVELOPE, ENVELOPES, normalize_bus_id, split_envelopes
 from parsers._common import json_detail as _json_detail
-from parsers._small import FallbackError, attempt, json_object
+from parsers._small import FallbackError, account_texts, attempt, json_object
 from parsers._sniff import head_text, may_match, required_literals
-from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
+from parsers.base import FileContext, ParseResult, account, numbered
 
 NAME = "nccl-tests"
 DESCRIPTION = (
@@ -1178,20 +1178,8 @@ def _small(texts: list[str], ctx: FileContext, *, envelopes: bool = True) -> Par
         schema=EVENTS_SCHEMA,
     )  # fmt: skip
     # ---- accounting
-    parsed = unrecognized = 0
-    examples: list[tuple[int, str]] = []
-    last = None
-    for i, text in enumerate(texts):
-        if not text.strip():
-            continue
-        last = i
-        ok = okl[i] or (i in row_ok and not debug[i])
-        if ok:
-            parsed += 1
-            continue
-        unrecognized += 1
-        if len(examples) < MAX_EXAMPLES:
-            examples.append((first + i, text[:500]))
+    oks = [okl[i] or (i in row_ok and not debug[i]) for i in range(len(texts))]
+    parsed, unrecognized, examples, last = account_texts(texts, oks, first)
     partial = False
     if last is not None and rx["cut_row"].search(hs[last]) and last not in row_ok:
         partial = True

@@ -19,9 +19,9 @@ import polars as pl
 from forensics.schema import columns
 from parsers._common import _ANY_ENVELOPE, split_envelopes
 from parsers._common import json_detail as _json_detail
-from parsers._small import FallbackError, attempt, json_object
+from parsers._small import FallbackError, account_texts, attempt, json_object
 from parsers._sniff import head_text, may_match, required_literals
-from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
+from parsers.base import FileContext, ParseResult, account, numbered
 from parsers.nccl_tests import collector_time
 
 NAME = "perftest"
@@ -383,19 +383,7 @@ def _small(texts: list[str], ctx: FileContext) -> ParseResult:  # noqa: C901, PL
         cols["file"].append(ctx.path)
         cols["line"].append(first + i)
     comms = pl.DataFrame(cols, schema=COMMS_SCHEMA)
-    parsed = unrecognized = 0
-    examples: list[tuple[int, str]] = []
-    last = None
-    for i, text in enumerate(texts):
-        if not text.strip():
-            continue
-        last = i
-        if oks[i]:
-            parsed += 1
-            continue
-        unrecognized += 1
-        if len(examples) < MAX_EXAMPLES:
-            examples.append((first + i, text[:500]))
+    parsed, unrecognized, examples, last = account_texts(texts, oks, first)
     row_lines = {r[0] for r in rows}
     partial = last is not None and (
         flags[last] or (bool(rx["cut"].search(bodies[last])) and last not in row_lines)
