@@ -928,29 +928,26 @@ def _pool_pass(
                     break
         for fut in as_completed(owner):
             f, k = owner[fut]
-            if k == BATCH:
-                try:
-                    got = fut.result()
-                except BrokenProcessPool:
-                    lost.append(fut)
-                    continue
-                except Exception as exc:  # noqa: BLE001 - a failed task loses its files, not the run
-                    got = [_crashed(g, f"worker failed: {type(exc).__name__}: {exc}") for g in f]
-                for g, o in zip(f, got, strict=True):
-                    outcomes.append(o)
-                    tick(g)
-                continue
             try:
                 got = fut.result()
             except BrokenProcessPool:
                 lost.append(fut)
                 continue
-            except Exception as exc:  # noqa: BLE001 - a failed task loses one file, not the run
-                got = _crashed(f, f"worker failed: {type(exc).__name__}: {exc}")
-                if k != -1 and f.path not in settled:
-                    settled.add(f.path)
-                    _drop(results.pop(f.path, {}))
-                    k = -1
+            except Exception as exc:  # noqa: BLE001 - a failed task loses its files, not the run
+                why = f"worker failed: {type(exc).__name__}: {exc}"
+                if k == BATCH:
+                    got = [_crashed(g, why) for g in f]
+                else:
+                    got = _crashed(f, why)
+                    if k != -1 and f.path not in settled:
+                        settled.add(f.path)
+                        _drop(results.pop(f.path, {}))
+                        k = -1
+            if k == BATCH:
+                for g, o in zip(f, got, strict=True):
+                    outcomes.append(o)
+                    tick(g)
+                continue
             if f.path in settled and k != -1:
                 _drop({k: got})
                 continue

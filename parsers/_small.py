@@ -13,12 +13,23 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+import polars as pl
+
 from parsers.base import MAX_EXAMPLES, ParseResult
 
 MAX_BYTES = 1 << 18
 """Larger inputs take the vectorised path (where polars' per-call cost no longer dominates)."""
 UNSAFE = re.compile(r"[^\t\n\x20-\x7e]")
 """Characters outside printable ASCII: where Python's `re` and polars' engine may disagree."""
+
+
+def small_texts(lines: pl.Series, limit: int) -> list[str] | None:
+    """`lines` as Python strings when there are at most `limit` and none is null (a small path may read
+    them), else None."""
+    if len(lines) > limit:
+        return None
+    texts = lines.cast(pl.String).to_list()
+    return None if None in texts else texts
 
 
 class FallbackError(Exception):

@@ -33,7 +33,7 @@ import polars as pl
 from forensics.schema import columns
 from parsers._common import _ANY_ENVELOPE, split_envelopes
 from parsers._common import json_detail as _json_detail
-from parsers._small import FallbackError, account_texts, attempt
+from parsers._small import FallbackError, account_texts, attempt, small_texts
 from parsers._sniff import head_text, may_match, required_literals
 from parsers.base import FileContext, ParseResult, account, numbered
 from parsers.nccl_tests import collector_time
@@ -388,12 +388,10 @@ class _Gate:
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse InfiniBand tool output into NIC inventory, port-state events and counter readings."""
-    if len(lines) <= SMALL_LINES:
-        texts = lines.cast(pl.String).to_list()
-        if None not in texts:
-            small = _parse_small(texts, ctx)
-            if small is not None:
-                return small
+    texts = small_texts(lines, SMALL_LINES)
+    small = _parse_small(texts, ctx) if texts is not None else None
+    if small is not None:
+        return small
     frame = numbered(lines, ctx)
     gate = _Gate(lines)
     if gate.search(_COLLECTOR_TIME_NEED):

@@ -40,7 +40,7 @@ import polars as pl
 from forensics.schema import columns
 from parsers._common import _ANY_ENVELOPE, ENVELOPES, normalize_bus_id, split_envelopes
 from parsers._common import json_detail as _json_detail
-from parsers._small import FallbackError, account_texts, attempt, json_object
+from parsers._small import FallbackError, account_texts, attempt, json_object, small_texts
 from parsers._sniff import head_text, may_match, required_literals
 from parsers.base import FileContext, ParseResult, account, numbered
 
@@ -229,12 +229,10 @@ def _nccl_code_version(code: pl.Expr) -> pl.Expr:
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse nccl-tests text (and one-line JSON) output into comms rank/result/summary rows."""
-    if len(lines) <= SMALL_LINES:
-        texts = lines.cast(pl.String).to_list()
-        if None not in texts:
-            small = _parse_small(texts, ctx)
-            if small is not None:
-                return small
+    texts = small_texts(lines, SMALL_LINES)
+    small = _parse_small(texts, ctx) if texts is not None else None
+    if small is not None:
+        return small
     frame = numbered(lines, ctx)
     as_json = _json_file(frame, ctx)
     if as_json is not None:

@@ -19,7 +19,7 @@ import polars as pl
 from forensics.schema import columns
 from parsers._common import _ANY_ENVELOPE, split_envelopes
 from parsers._common import json_detail as _json_detail
-from parsers._small import FallbackError, account_texts, attempt, json_object
+from parsers._small import FallbackError, account_texts, attempt, json_object, small_texts
 from parsers._sniff import head_text, may_match, required_literals
 from parsers.base import FileContext, ParseResult, account, numbered
 from parsers.nccl_tests import collector_time
@@ -83,12 +83,10 @@ def json_detail(**fields: pl.Expr) -> pl.Expr:
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse perftest banners and result rows into comms `perftest` records."""
-    if len(lines) <= SMALL_LINES:
-        texts = lines.cast(pl.String).to_list()
-        if None not in texts:
-            small = _parse_small(texts, ctx)
-            if small is not None:
-                return small
+    texts = small_texts(lines, SMALL_LINES)
+    small = _parse_small(texts, ctx) if texts is not None else None
+    if small is not None:
+        return small
     frame = numbered(lines, ctx)
     no_time, line_ts = collector_time(pl.col("text"))
     frame = frame.with_columns(_ts_prefix=line_ts, _rest=no_time)
