@@ -113,19 +113,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         k2 = pair.struct.field("k2").str.strip_chars()
         return pl.when(k1 == key).then(pair.struct.field("v1")).when(k2 == key).then(pair.struct.field("v2"))
 
-    rfc = (
-        b.str.strip_chars()
-        .str.replace(r"^[A-Z][a-z]{2}, ", "")
-        .str.to_datetime("%d %b %Y %H:%M:%S %z", strict=False, time_unit="us")
-        .dt.convert_time_zone("UTC")
-    )
-    dflt = (
-        b.str.strip_chars()
-        .str.replace(r" (?:UTC|GMT) (\d{4})$", " $1")
-        .str.replace_all(r"\s+", " ")
-        .str.to_datetime("%a %b %d %H:%M:%S %Y", strict=False, time_unit="us")
-        .dt.replace_time_zone("UTC")
-    )
+    rfc, dflt = _date_times(b)
     # the banner (title, pairs) precedes its rows; a new title resets the banner fields
     reset = pl.when(pl.col("k_title")).then(pl.lit(""))
     f = f.with_columns(
@@ -266,6 +254,24 @@ def _num(tok: str) -> float:
 
 
 
+def _date_times(b: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """UTC times of `date` lines: the RFC 2822 form (`date -R`) and the default form (`date`)."""
+    rfc = (
+        b.str.strip_chars()
+        .str.replace(r"^[A-Z][a-z]{2}, ", "")
+        .str.to_datetime("%d %b %Y %H:%M:%S %z", strict=False, time_unit="us")
+        .dt.convert_time_zone("UTC")
+    )
+    dflt = (
+        b.str.strip_chars()
+        .str.replace(r" (?:UTC|GMT) (\d{4})$", " $1")
+        .str.replace_all(r"\s+", " ")
+        .str.to_datetime("%a %b %d %H:%M:%S %Y", strict=False, time_unit="us")
+        .dt.replace_time_zone("UTC")
+    )
+    return rfc, dflt
+
+
 def _parse_small(texts: list[str], ctx: FileContext) -> ParseResult | None:
     """`parse` in plain Python for a small capture, or None (see above)."""
     return attempt(texts, lambda _: _small(texts, ctx), _COLLECTOR_NEED.search, _ANY_ENV_TEXT.search)
@@ -281,19 +287,7 @@ def _small(texts: list[str], ctx: FileContext) -> ParseResult:  # noqa: C901, PL
     if any(is_date):
         idx = [i for i, d in enumerate(is_date) if d]
         b = pl.col("b")
-        rfc = (
-            b.str.strip_chars()
-            .str.replace(r"^[A-Z][a-z]{2}, ", "")
-            .str.to_datetime("%d %b %Y %H:%M:%S %z", strict=False, time_unit="us")
-            .dt.convert_time_zone("UTC")
-        )
-        dflt = (
-            b.str.strip_chars()
-            .str.replace(r" (?:UTC|GMT) (\d{4})$", " $1")
-            .str.replace_all(r"\s+", " ")
-            .str.to_datetime("%a %b %d %H:%M:%S %Y", strict=False, time_unit="us")
-            .dt.replace_time_zone("UTC")
-        )
+        rfc, dflt = _date_times(b)
         got = pl.DataFrame({"b": [bodies[i] for i in idx]}, schema={"b": pl.String})
         got = got.select(ts=pl.coalesce(rfc, dflt))
         date_ts = dict(zip(idx, got.get_column("ts").to_list(), strict=True))
