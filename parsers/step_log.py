@@ -460,23 +460,28 @@ def _strip_passes(seg: pl.DataFrame, passes: int = 3) -> pl.DataFrame:
     return seg
 
 
-def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Return (physical lines frame, segment frame with cleaned text, stream key, rank, host, own time)."""
-    if lines.len() < _LANE_MIN:
-        return _prepare_small(lines, ctx)
+def _segments(
+    lines: pl.Series, ctx: FileContext
+) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, bool], bool, pl.Expr]:
+    """What both preparations start with: the numbered lines, their `\\r` segments (`seg`), which cleaning
+    and prefix steps can change any line (`on`), whether ANSI codes are removed from inside lines (`dirty`),
+    and the text with them removed (`clean`).
+
+    Cheap checks skip the steps that cannot change any line (same result, fewer passes and collects). The
+    literal checks run once over the raw lines: every later step works on a suffix of the raw line (prefixes
+    stripped) unless ANSI codes are removed from its middle (`dirty`: then every step runs). The anchored
+    prefixes are checked where they are stripped, on the text they are stripped from.
+    """
     frame = numbered(lines, ctx)
     seg = frame
     if frame.height and bool(frame.get_column("text").str.contains("\r", literal=True).any()):
         # segment numbers exploded with the segments (what a window `int_range().over("line")` gave, cheaper)
         parts = pl.col("text").str.split("\r")
-        seg = frame.with_columns(parts, seg=pl.int_ranges(0, parts.list.len(), dtype=pl.Int64)).explode("text", "seg")
+        seg = frame.with_columns(parts, seg=pl.int_ranges(0, parts.list.len(), dtype=pl.Int64))
+        seg = seg.explode("text", "seg")
     else:
         seg = seg.with_columns(seg=pl.lit(0, dtype=pl.Int64))
     text = pl.col("text")
-    # Cheap checks skip the steps that cannot change any line (same result, fewer passes and collects). The
-    # literal checks run once over the raw lines: every later step works on a suffix of the raw line (prefixes
-    # stripped) unless ANSI codes are removed from its middle (`dirty`: then every step runs). The anchored
-    # prefixes are checked where they are stripped, on the text they are stripped from.
     flags = seg.select(
         esc=text.str.contains("\x1b", literal=True).any(),
         pasted=text.str.contains(g.ANSI_PASTED_RE).any(),
@@ -488,7 +493,17 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
     on = {k: bool(v) or dirty for k, v in flags.items()}
     clean = text.str.replace_all(g.ANSI_RE, "") if flags["esc"] else text
     if dirty:
-        clean = pl.when(clean.str.contains(g.ANSI_PASTED_RE)).then(clean.str.replace_all(g.ANSI_PASTED_RE, "")).otherwise(clean)
+        pasted = clean.str.contains(g.ANSI_PASTED_RE)
+        clean = pl.when(pasted).then(clean.str.replace_all(g.ANSI_PASTED_RE, "")).otherwise(clean)
+    return frame, seg, on, dirty, clean
+
+
+def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Return (physical lines frame, segment frame with cleaned text, stream key, rank, host, own time)."""
+    if lines.len() < _LANE_MIN:
+        return _prepare_small(lines, ctx)
+    frame, seg, on, dirty, clean = _segments(lines, ctx)
+    text = pl.col("text")
     triage = (
         text.str.contains_any(list(g.TRIAGE_LITERALS))
         | pl.col("_date")
@@ -717,33 +732,8 @@ def _own_time_lazy(lf: pl.LazyFrame, year: int | None, mmdd_on: bool, mllog_on: 
 def _prepare_small(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataFrame]:
     """`_prepare` for a few lines: one lazy query for the streams and times (the subset passes of `_prepare`
     cost more calls than they spare there)."""
-    frame = numbered(lines, ctx)
-    seg = frame
-    if frame.height and bool(frame.get_column("text").str.contains("\r", literal=True).any()):
-        # segment numbers exploded with the segments (what a window `int_range().over("line")` gave, cheaper)
-        parts = pl.col("text").str.split("\r")
-        seg = frame.with_columns(parts, seg=pl.int_ranges(0, parts.list.len(), dtype=pl.Int64))
-        seg = seg.explode("text", "seg")
-    else:
-        seg = seg.with_columns(seg=pl.lit(0, dtype=pl.Int64))
+    frame, seg, on, dirty, clean = _segments(lines, ctx)
     text = pl.col("text")
-    # Cheap checks skip the steps that cannot change any line (same result, fewer passes and collects). The
-    # literal checks run once over the raw lines: every later step works on a suffix of the raw line (prefixes
-    # stripped) unless ANSI codes are removed from its middle (`dirty`: then every step runs). The anchored
-    # prefixes are checked where they are stripped, on the text they are stripped from.
-    flags = seg.select(
-        esc=text.str.contains("\x1b", literal=True).any(),
-        pasted=text.str.contains(g.ANSI_PASTED_RE).any(),
-        banner=text.str.contains("global rank", literal=True).any(),
-        msg=text.str.contains("[Rank ", literal=True).any(),
-        mllog=text.str.contains(":::MLLOG", literal=True).any(),
-    ).row(0, named=True)
-    dirty = bool(flags["esc"] or flags["pasted"])
-    on = {k: bool(v) or dirty for k, v in flags.items()}
-    clean = text.str.replace_all(g.ANSI_RE, "") if flags["esc"] else text
-    if dirty:
-        pasted = clean.str.contains(g.ANSI_PASTED_RE)
-        clean = pl.when(pasted).then(clean.str.replace_all(g.ANSI_PASTED_RE, "")).otherwise(clean)
     triage = (
         text.str.contains_any(list(g.TRIAGE_LITERALS))
         | text.str.contains(g.TRIAGE_DATE_RE)
