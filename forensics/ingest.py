@@ -687,8 +687,14 @@ def _arrived(
     outcomes: list[FileOutcome],
     tick: Callable[[BundleFile], None],
 ) -> None:
-    """Take a task's result: a whole file's outcome (k = -1) at once; a byte range's (k >= 0) or the
-    checksum (k = -2) kept until the file's last one arrives, then the ranges merged (`_merge_spans`)."""
+    """Take a task's result: a whole file's outcome (k = -1) or a batch's outcomes (k = BATCH, `f` its files)
+    at once; a byte range's (k >= 0) or the checksum (k = -2) kept until the file's last one arrives, then
+    the ranges merged (`_merge_spans`)."""
+    if k == BATCH:
+        for g, o in zip(f, got, strict=True):  # type: ignore[call-overload]
+            outcomes.append(o)
+            tick(g)
+        return
     if k == -1:
         outcomes.append(got)
         tick(f)
@@ -755,6 +761,9 @@ def _run_parallel(
                 outcomes.append(task(f, limits, year_hint, collected, spill=work / "parts" / str(index[id(f)])))
                 tick(f)
             return outcomes
+        if not suspects and len(unsent) == len(pending):  # no task even started: narrow them down alone
+            alone += unsent
+            continue
         if unsent:
             rounds.append((unsent, batch))
         if suspects and batch > 1:
@@ -809,7 +818,7 @@ def _batched(tasks: list[tuple[BundleFile, int]], batch: int) -> list[tuple[Any,
         run, size = [], 0
 
     for f, k in tasks:
-        cost = f.size * (COMPRESSED_RATIO if f.compression else 1)
+        cost = _cost(f)
         if k != -1 or cost >= BATCH_BYTES:
             close()
             out.append((f, k))
@@ -832,13 +841,13 @@ def _tasks(files: list[BundleFile], splits: dict[str, _Split]) -> list[tuple[Bun
 
     A file that cannot be split (compressed, a monitoring loop read in order) may take longer than all
     the ranges of a split one: handed out after them, it alone would run on at the end. Costs are bytes
-    to parse (a compressed file's stored bytes, times `COMPRESSED_RATIO`); ties keep the files' order.
+    to parse (`_cost`); ties keep the files' order.
     """
     costed: list[tuple[float, int, int, BundleFile, int]] = []
     for i, f in enumerate(files):
         split = splits.get(f.path)
         if split is None:
-            costed.append((f.size * (COMPRESSED_RATIO if f.compression else 1), i, 0, f, -1))
+            costed.append((_cost(f), i, 0, f, -1))
             continue
         # a file's ranges all cost its longest one (they differ by a line), so they stay in file order
         span = max(end - start for start, end in split.spans)
@@ -850,6 +859,11 @@ def _tasks(files: list[BundleFile], splits: dict[str, _Split]) -> list[tuple[Bun
 
 COMPRESSED_RATIO = 5
 """About how many bytes of text a byte of a compressed log holds (gzip/zstd of logs: 4-10×)."""
+
+
+def _cost(f: BundleFile) -> float:
+    """Bytes of text to parse in a whole file (a compressed file's stored bytes times `COMPRESSED_RATIO`)."""
+    return f.size * (COMPRESSED_RATIO if f.compression else 1)
 
 
 class _PoolUnusable(Exception):
@@ -943,12 +957,7 @@ def _pool_pass(
                         settled.add(f.path)
                         _drop(results.pop(f.path, {}))
                         k = -1
-            if k == BATCH:
-                for g, o in zip(f, got, strict=True):
-                    outcomes.append(o)
-                    tick(g)
-                continue
-            if f.path in settled and k != -1:
+            if k != BATCH and f.path in settled and k != -1:
                 _drop({k: got})
                 continue
             _arrived(f, k, got, results, splits, outcomes, tick)
@@ -1020,22 +1029,20 @@ def _run_dask(
         # longest first (Dask runs tasks in about the order submitted); small files in batches
         for f, k in _batched(_tasks(files, splits), BATCH_FILES):
             if k == BATCH:
-                key, nones = f"batch-{index[id(f[0])]}-{f[0].path}", (None,) * len(f)
-                fut = client.submit(_ingest_batch, ingest_file, f, nones, limits, year_hint, collected, key=key, pure=False)
-                futures.append(fut)
-                owner[fut.key] = (f, k)
-                continue
-            i = index[id(f)]
-            if k == -1:
-                key = f"ingest-{i}-{f.path}"
+                key, spills = f"batch-{index[id(f[0])]}-{f[0].path}", (None,) * len(f)  # tables in memory
+                fut = client.submit(
+                    _ingest_batch, ingest_file, f, spills, limits, year_hint, collected, key=key, pure=False
+                )
+            elif k == -1:
+                key = f"ingest-{index[id(f)]}-{f.path}"
                 fut = client.submit(ingest_file, f, limits, year_hint, collected, key=key, pure=False)
             elif k == -2:
-                fut = client.submit(hash_file, f, key=f"hash-{i}-{f.path}", pure=False)
+                fut = client.submit(hash_file, f, key=f"hash-{index[id(f)]}-{f.path}", pure=False)
             else:
                 fut = client.submit(
                     ingest_file, f, limits, year_hint, collected,
                     span=splits[f.path].spans[k], parser_name=splits[f.path].parser,
-                    key=f"ingest-{i}-{k}-{f.path}", pure=False,
+                    key=f"ingest-{index[id(f)]}-{k}-{f.path}", pure=False,
                 )
             futures.append(fut)
             owner[fut.key] = (f, k)
@@ -1046,9 +1053,7 @@ def _run_dask(
                     got = fut.result()
                 except Exception as exc:  # noqa: BLE001 - a lost task loses its files, not the run
                     got = [_crashed(g, f"dask task failed: {type(exc).__name__}: {exc}") for g in f]
-                for g, o in zip(f, got, strict=True):
-                    outcomes.append(o)
-                    tick(g)
+                _arrived(f, k, got, results, splits, outcomes, tick)
                 continue
             if k != -1 and f.path not in results:
                 continue  # a range of a file already failed
@@ -1141,7 +1146,7 @@ def _ingest_bundle(
                 tick(f)
         else:
             outcomes = _run_parallel(files, jobs, work, limits, year_hint, collected, tick, splits=splits)
-    parsed_at = time.monotonic()
+    parsed = time.monotonic()
     outcomes.sort(key=lambda o: o.row["path"])
 
     tables: dict[str, Any] = {}
@@ -1154,7 +1159,7 @@ def _ingest_bundle(
     notes = list(bundle.notes)
     for o in outcomes:
         notes.extend(o.notes)
-    staged_at = time.monotonic()
+    merged = time.monotonic()
     tables = _bundle_stage("clock anchoring", timebase.anchor, tables, notes)
     tables = _bundle_stage("year reconciliation", years.reconcile, tables, notes)
     tables = _bundle_stage("GPU identity resolution", identity.resolve, tables, notes)
@@ -1166,7 +1171,7 @@ def _ingest_bundle(
     tables["files"] = files_df
 
     tmp_tables = work / "tables"
-    written_at = time.monotonic()
+    staged = time.monotonic()
     rows = {}
     for t in list(tables):
         df = tables.pop(t)
@@ -1200,10 +1205,10 @@ def _ingest_bundle(
         },
         "notes": notes,
         "timings_s": {  # where the ingest's time went (wall clock)
-            "parse": round(parsed_at - started, 3),
-            "merge": round(staged_at - parsed_at, 3),
-            "bundle_stages": round(written_at - staged_at, 3),
-            "write": round(time.monotonic() - written_at, 3),
+            "parse": round(parsed - started, 3),
+            "merge": round(merged - parsed, 3),
+            "bundle_stages": round(staged - merged, 3),
+            "write": round(time.monotonic() - staged, 3),
         },
         "files": [{**o.row, "unrecognized_examples": o.examples} for o in outcomes],
     }

@@ -631,3 +631,28 @@ def test_out_with_glob_characters_in_its_path(tmp_path: Path, monkeypatch: pytes
     for t in ("steps", "gpu_samples", "events"):
         assert read_table(out, t).height == m["totals"]["rows"][t]
     assert len(list((out / "tables" / "gpu_samples").glob("*.parquet"))) > 1
+
+
+def test_a_pool_that_breaks_before_any_task_starts_does_not_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When a pool breaks while the first tasks are handed out (no task started, none a suspect), the files
+    are narrowed down one at a time instead of being handed to fresh pools forever."""
+    from forensics.bundle import open_bundle
+
+    b = open_bundle(make_bundle(tmp_path, {f"node-{i:03d}/dmesg.log": xid_lines(3) for i in range(5)}), tmp_path / "s")
+    calls: list[int] = []
+
+    def fake(files: list, jobs: int, index: dict, work: Path, limits: Limits, year_hint: object,
+             collected: object, tick: object, outcomes: list, *a: object, **kw: object) -> tuple[list, list]:
+        calls.append(len(files))
+        assert len(calls) < 20, "looping"
+        if len(files) > 1:
+            return [], list(files)  # broke while handing out: nothing started, everything unsent
+        outcomes.append(ingest_file(files[0], limits, None, None))
+        return [], []
+
+    monkeypatch.setattr(ingest_mod, "_pool_pass", fake)
+    outs = ingest_mod._run_parallel(b.files, 2, tmp_path / "work", Limits(), None, None, lambda f: None)
+    assert sorted(o.row["path"] for o in outs) == sorted(f.path for f in b.files)
+    assert calls == [5, 1, 1, 1, 1, 1]
