@@ -7,7 +7,9 @@ For every file of a bundle, in one process (POLARS_MAX_THREADS=1 advised), CPU t
 - `floor`: `ingest_file` with every parse replaced by one that returns no rows (read + detect + machinery).
 
 Then the best ratio against `grep -rcE` on the same files any parser could reach on this machine with the
-ingest's per-file work: grep's seconds over (floor CPU / cores). Usage:
+ingest's per-file work: grep's seconds over (floor CPU / cores); and the CPU a 10 % ratio would leave once
+the fixed costs of any Python ingest are paid: starting the interpreter and importing the tool (in the
+parent and in each worker) and a plain open-and-read of every file. Usage:
 
     POLARS_MAX_THREADS=1 python bench/floor.py BUNDLE [--cores 2]
 """
@@ -15,7 +17,9 @@ ingest's per-file work: grep's seconds over (floor CPU / cores). Usage:
 from __future__ import annotations
 
 import argparse
+import resource
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -81,6 +85,28 @@ def main() -> None:
     best = 100 * grep / floor_wall
     print(f"best grep/ingest ratio with this per-file work on {a.cores} cores: {best:.2f} % "
           f"(the full ingest's CPU alone allows {full:.2f} %)")
+
+    imports = "import forensics.cli, forensics.ingest, parsers.registry"
+    startup = min(_child_cpu([sys.executable, "-c", imports]) for _ in range(2))
+    t = time.process_time()
+    for f in files:
+        with open(f.source, "rb") as fh:  # type: ignore[arg-type]
+            fh.read()
+    plain_read = time.process_time() - t
+    fixed = startup * (1 + a.cores) + plain_read
+    budget = a.cores * grep / 0.10
+    print(f"fixed costs: interpreter + imports {startup:.2f} s CPU per process (parent + {a.cores} workers), "
+          f"plain open+read of the files {plain_read:.2f} s: {fixed:.2f} s CPU; "
+          f"10 % of grep allows {budget:.2f} s CPU in all ({a.cores} cores x {grep / 0.10:.2f} s), "
+          f"leaving {max(0.0, budget - fixed) * 1e6 / n:.0f} us a file for detection, parsing and writing")
+
+
+def _child_cpu(cmd: list[str]) -> float:
+    """CPU seconds (user + system) of running `cmd` to completion."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def _timed(cmd: list[str]) -> float:
