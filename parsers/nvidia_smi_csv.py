@@ -26,7 +26,7 @@ from functools import lru_cache
 import polars as pl
 
 from parsers import _nvsmi_fields as F
-from parsers.base import FileContext, ParseResult, account, numbered
+from parsers.base import MAX_EXAMPLES, FileContext, ParseResult
 
 NAME = "nvidia-smi-csv"
 DESCRIPTION = "nvidia-smi --query-gpu CSV (any fields, units or not, looping, repeated headers)"
@@ -369,8 +369,16 @@ def _group_plan(fields: tuple[str, ...], many: frozenset[str]) -> _Plan:
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse every header group of the file; see the module docstring."""
-    frame = numbered(lines, ctx).with_columns(text=pl.col("text").fill_null(""))
-    frame = frame.with_columns(raw=pl.col("text"), host=pl.lit(None, dtype=pl.String))
+    text = lines.cast(pl.String).fill_null("")
+    n_lines = len(text)
+    frame = pl.DataFrame(
+        {
+            "line": pl.int_range(ctx.first_line, ctx.first_line + n_lines, dtype=pl.Int64, eager=True),
+            "text": text,
+            "raw": text,
+            "host": pl.repeat(None, n_lines, dtype=pl.String, eager=True),
+        }
+    )  # (= numbered(lines, ctx) with text nulls as "", raw = text, host null: one frame, no with_columns)
     frame, headers_ok = _hosts_and_headers(frame)
     is_header = pl.col("text").is_in(headers_ok)
     frame = frame.with_columns(
@@ -409,23 +417,49 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     ok = frame.get_column("is_header") | frame.get_column("is_fail")
     if data_lines:
         ok = ok.scatter(pl.concat(data_lines) - ctx.first_line, True)
-    parsed, unrecognized, examples = account(frame.select("line", "text").with_columns(ok=ok), pl.col("ok"))
-    notes: list[str] = []
-    orphan = frame.filter(pl.col("header").is_null()).filter(
-        ~pl.col("is_fail") & (pl.col("text").str.strip_chars() != "")
+    # (= base.account, and the count of orphan rows, in one select; the examples only when there are some)
+    blank = ~pl.col("text").str.contains(r"\S")
+    parsed, unrecognized, n_orphan = (
+        frame.select("text", "header", "is_fail")
+        .with_columns(ok=ok.fill_null(False))
+        .select(
+            parsed=(pl.col("ok") & ~blank).sum(),
+            unrecognized=(~pl.col("ok") & ~blank).sum(),
+            orphan=(
+                pl.col("header").is_null() & ~pl.col("is_fail") & (pl.col("text").str.strip_chars() != "")
+            ).sum(),
+        )
+        .row(0)
     )
-    if orphan.height:
+    examples: list[tuple[int, str]] = []
+    if unrecognized:
+        bad = (
+            frame.select("line", "text")
+            .with_columns(ok=ok.fill_null(False))
+            .filter(~pl.col("ok") & ~blank)
+            .head(MAX_EXAMPLES)
+            .select("line", "text")
+        )
+        examples = [(int(n), str(t)[:500]) for n, t in bad.iter_rows()]
+    notes: list[str] = []
+    if n_orphan:
         notes.append(
-            f"{orphan.height} line(s) before any CSV header (noheader output?): field list unknown, left unrecognized"
+            f"{n_orphan} line(s) before any CSV header (noheader output?): field list unknown,"
+            " left unrecognized"
         )
 
     samples_parts: list[pl.DataFrame] = []
     inv_parts: list[pl.DataFrame] = []
-    with_data = set(pl.concat([g.get_column("header") for _, g in groups]).to_list() if groups else [])
-    for hline, fields in header_fields.items():
-        if hline in with_data and "pid" in [canonical(f) for f in fields]:
-            # --query-compute-apps / --query-accounted-apps: one row per process, no GPU telemetry.
-            notes.append(f"header at line {hline}: per-process query (pid), rows understood, no GPU samples")
+    pid_headers = [h for h, fields in header_fields.items() if "pid" in _canon_list(tuple(fields))]
+    with_data: set[int] = set()
+    if pid_headers and groups:  # (which headers have rows: asked only when one is a per-process query)
+        with_data = set(pl.concat([g.get_column("header").unique() for _, g in groups]).to_list())
+    # --query-compute-apps / --query-accounted-apps: one row per process, no GPU telemetry.
+    notes.extend(
+        f"header at line {hline}: per-process query (pid), rows understood, no GPU samples"
+        for hline in pid_headers
+        if hline in with_data
+    )
     for fields, data in groups:
         canon = _canon_list(tuple(fields))
         if "pid" in canon:
@@ -454,16 +488,17 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     if samples_parts:
         samples = pl.concat(samples_parts, how="diagonal_relaxed").sort("line")
         # gpu_index from first appearance of the GPU's identity when `index` was not queried.
-        order = (
-            samples.filter(pl.col("ident").is_not_null())
-            .group_by("host", "ident")
-            .agg(first=pl.col("line").min())
-            .sort("first")
-            .select("host", "ident", ord=pl.int_range(pl.len()).over("host").cast(pl.Int32))
-        )
-        samples = samples.join(order, on=["host", "ident"], how="left", nulls_equal=True).with_columns(
-            gpu_index=pl.coalesce("gpu_index", "ord"),
-        )
+        if samples.get_column("gpu_index").null_count():  # (every row has its `index`: nothing to number)
+            order = (
+                samples.filter(pl.col("ident").is_not_null())
+                .group_by("host", "ident")
+                .agg(first=pl.col("line").min())
+                .sort("first")
+                .select("host", "ident", ord=pl.int_range(pl.len()).over("host").cast(pl.Int32))
+            )
+            samples = samples.join(order, on=["host", "ident"], how="left", nulls_equal=True).with_columns(
+                gpu_index=pl.coalesce("gpu_index", "ord"),
+            )
         samples = samples.with_columns(
             gpu_bus_id=F.normalized_bus_ids(samples.get_column("gpu_bus_id")),
             node=pl.coalesce(pl.col("host"), pl.lit(ctx.node)),
@@ -492,7 +527,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
                 ["host", "key", "gpu_index", "ident", "gpu_bus_id", "value"], keep="first", maintain_order=True
             )
         )
-        if samples is not None:
+        if samples is not None and long.get_column("gpu_index").null_count():
             # (of a long loop, the sample rows of the inventory's lines only: a small join)
             rel = samples
             if samples.height >= _MANY:

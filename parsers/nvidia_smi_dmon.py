@@ -69,7 +69,7 @@ def _group_frame(data: pl.DataFrame, fields: list[str]) -> pl.DataFrame:
     exprs = {}
     for f, col in _MAP.items():
         if f in cell:
-            v = _val(cell[f]).cast(pl.Float64, strict=False)
+            v = cell[f].cast(pl.Float64, strict=False)  # (`-` does not parse either: null, as _val makes it)
             exprs[col] = v.cast(pl.Int64) if col in F.INT_COLUMNS else v
     if "date" in cell and "time" in cell:
         ts = pl.concat_str([cell["date"], cell["time"]], separator=" ").str.strptime(
@@ -107,10 +107,13 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     is_u = htext.str.contains(UNITS_RE)
     head_pos = hpos.filter(is_h)
     sigs: dict[tuple[str, ...], int] = {}
-    sig_of_header = [
-        sigs.setdefault(tuple(f.lower() for f in t.lstrip("#").split()), len(sigs))
-        for t in htext.filter(is_h).to_list()
-    ]
+    # (dmon repeats its header every few rows: each distinct header text is split once)
+    head_texts = htext.filter(is_h).to_list()
+    sig_of_text = {
+        t: sigs.setdefault(tuple(f.lower() for f in t.lstrip("#").split()), len(sigs))
+        for t in dict.fromkeys(head_texts)
+    }
+    sig_of_header = [sig_of_text[t] for t in head_texts]
     marks = hpos.filter(is_h | is_u)
     pos = pl.int_range(0, n, dtype=pl.UInt32, eager=True)
     # index of the governing header (-1: none yet); header and units lines themselves are never data
@@ -133,11 +136,11 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     for fields_t, s in sigs.items():
         fields = list(fields_t)
         rx = "^" + " +".join(f"(?P<f{i}>[^ ]+)" for i in range(len(fields))) + "$"
-        data = (
-            frame.filter((pl.col("sig") == s) & ~pl.col("mark"))
-            .with_columns(cells=pl.col("stripped").str.extract_groups(rx))
-            .filter(pl.col("cells").struct.field("f0").is_not_null())
+        data = frame.filter((pl.col("sig") == s) & ~pl.col("mark")).with_columns(
+            cells=pl.col("stripped").str.extract_groups(rx)
         )
+        if data.get_column("cells").struct.field("f0").null_count():  # (no copy when every row fits)
+            data = data.filter(pl.col("cells").struct.field("f0").is_not_null())
         if data.height == 0:
             continue
         data_lines.append(data.get_column("line"))
