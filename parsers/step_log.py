@@ -905,36 +905,56 @@ _TITAN_CANON = (
 """torchtitan step lines whose `TITAN_RE` groups and key values `_titan_values` reads off their tokens."""
 
 
-def _titan_values(text: pl.Series) -> pl.DataFrame:
+_TITAN_CAP = (
+    rf"(?:^|\s)step: +(?P<s>\d+) +loss: +(?P<l>{g.NUM}) +(?:grad_norm: +(?P<g>{g.NUM}) +)?memory: +(?P<m>{g.NUM})GiB"
+    rf"\([0-9.]+%\) +(?:tps|wps): +(?P<t>{g.INT_SEP}(?:\.\d+)?) +tflops: +(?P<f>{g.NUM}) +mfu: +(?P<u>{g.NUM})%$"
+)
+"""`_TITAN_CANON` with its values captured (the tokens the split lane read: step, loss, grad_norm, memory, tps, ...)."""
+
+
+def _titan_canon(text: pl.Series) -> pl.DataFrame:
+    """Struct column `_c` of the `_TITAN_CAP` groups of each line, and bool column `_canon`: the line is one
+    `_titan_values` reads off its tokens (`_TITAN_CANON` with one `step:`)."""
+    c = pl.col("_c")
+    return (
+        pl.DataFrame({"text": text})
+        .select(
+            _c=pl.col("text").str.extract_groups(_TITAN_CAP),
+            _one=pl.col("text").str.count_matches("step:", literal=True) == 1,
+        )
+        .select("_c", _canon=c.struct.field("s").is_not_null() & pl.col("_one"))
+    )
+
+
+def _titan_values(text: pl.Series, canon_frame: pl.DataFrame | None = None) -> pl.DataFrame:
     """For torchtitan step lines: `_step`, `_loss` (the `TITAN_RE` groups) and `_k_<key>` (the `_key` of
     `TITAN_KEYS[key]` in `rest`).
 
     Split lane: a line with one `step:` whose end is `_TITAN_CANON` (`step: N  loss: X  [grad_norm: G  ]
     memory: MGiB(P%)  tps: T  tflops: F  mfu: U%`, blanks of spaces) has the regexes' matches there, each key
-    once, each value a whole token: the tokens are read from the end of the line split at its spaces. Other
-    lines take the regexes (`rest` is the line without its shortest prefix ending in the head: capture-free).
+    once, each value a whole token: the tokens are the groups of `_TITAN_CAP` (`canon_frame`: its
+    `_titan_canon`, when the caller has it). Other lines take the regexes (`rest` is the line without its
+    shortest prefix ending in the head: capture-free).
     """
     df = pl.DataFrame({"text": text})
-    one = pl.col("text").str.count_matches("step:", literal=True) == 1
     if df.height < _LANE_MIN:
-        canon = pl.Series([False] * df.height)
-    else:
-        canon = df.select(pl.col("text").str.contains(_TITAN_CANON) & one).to_series()
+        no = pl.Series("_c", [None] * df.height, dtype=pl.Struct(dict.fromkeys("slgmtfu", pl.String)))
+        canon_frame = pl.DataFrame({"_c": no, "_canon": pl.Series([False] * df.height, dtype=pl.Boolean)})
+    elif canon_frame is None:
+        canon_frame = _titan_canon(text)
+    canon = canon_frame.get_column("_canon")
     n_canon = int(canon.sum())
     cols = ["_step", "_loss", *(f"_k_{k}" for k in g.TITAN_KEYS)]
-    fast = df.filter(canon) if n_canon < df.height else df
-    tok = pl.col("_tok")
-    gn = tok.list.get(-10) == "grad_norm:"
-    el = pl.element()
-    fast = fast.select(_tok=pl.col("text").str.split(" "))
-    fast = fast.select(_tok=tok.list.eval(el.filter(el != ""))).select(
-        _step=pl.when(gn).then(tok.list.get(-13)).otherwise(tok.list.get(-11)),
-        _loss=pl.when(gn).then(tok.list.get(-11)).otherwise(tok.list.get(-9)),
-        _k_grad_norm=pl.when(gn).then(_num(tok.list.get(-9))),
-        _k_memory_gib=_num(tok.list.get(-7).str.splitn("GiB", 2).struct.field("field_0")),
-        _k_tps=_num(tok.list.get(-5)),
-        _k_tflops=_num(tok.list.get(-3)),
-        _k_mfu_pct=_num(tok.list.get(-1).str.strip_suffix("%")),
+    fast = canon_frame.filter(canon) if n_canon < df.height else canon_frame
+    c = pl.col("_c").struct.field
+    fast = fast.select(
+        _step=c("s"),
+        _loss=c("l"),
+        _k_grad_norm=_num(c("g")),
+        _k_memory_gib=_num(c("m")),
+        _k_tps=_num(c("t")),
+        _k_tflops=_num(c("f")),
+        _k_mfu_pct=_num(c("u")),
     )
     if n_canon == df.height:
         return fast.select(cols)
@@ -1063,14 +1083,28 @@ def _step_fragments(seg: pl.DataFrame, present: frozenset[str]) -> list[pl.DataF
         out.append(_frag(m, **cols))
 
     m = seg.clear()
+    titan_vals = None
     if "step:" in present and "loss:" in present:
         titan = txt.str.contains("loss:", literal=True) & txt.str.contains(g.TITAN_RE)
         if seg.height < _LANE_MIN:
             m = seg.filter(txt.str.contains("step:", literal=True) & titan)
-        else:  # (the regexes only on the lines with the literal)
-            m = seg.filter(txt.str.contains("step:", literal=True)).filter(titan)
+        else:  # (the regexes only on the lines with the literal; a `_TITAN_CANON` line matches `TITAN_RE`)
+            m = seg.filter(txt.str.contains("step:", literal=True))
+            if m.height >= _LANE_MIN:
+                cf = _titan_canon(m.get_column("text"))
+                canon = cf.get_column("_canon")
+                rest = (~canon).arg_true()
+                if rest.len():
+                    hit = m[rest].select(titan).to_series()
+                    keep = canon.clone().scatter(rest, hit)
+                    m, cf = m.filter(keep), cf.filter(keep)
+                titan_vals = _titan_values(m.get_column("text"), cf)
+            else:
+                m = m.filter(titan)
     if m.height:
-        m = m.with_columns(_titan_values(m.get_column("text")))
+        if titan_vals is None:
+            titan_vals = _titan_values(m.get_column("text"))
+        m = m.with_columns(titan_vals)
         k = {name: pl.col(f"_k_{name}") for name in g.TITAN_KEYS}
         loss = _num(pl.col("_loss"))
         out.append(
