@@ -364,6 +364,13 @@ def normalized_bus_ids(raw: pl.Series) -> pl.Series:
     return raw.replace_strict(u, norm, default=None, return_dtype=pl.String)
 
 
+def bus_id_map(raw: pl.Series) -> tuple[list[Any], list[Any] | None]:
+    """The distinct raw bus ids of a String column and their `normalize_bus_id` (what normalized_bus_ids
+    replaces them with), for a `replace_strict` folded into a select of the caller's."""
+    u = raw.unique(maintain_order=True).drop_nulls().to_list()
+    return u, _bus_ids_cached(u)
+
+
 _BUS_NORM: dict[str, str | None] = {}
 _EMPTY_TABLES: dict[str, pl.DataFrame] = {}
 
@@ -449,6 +456,36 @@ def conform_table(df: pl.DataFrame, table: str) -> pl.DataFrame:
 
 
 _EMPTY: dict[str, pl.DataFrame] = {}
+
+
+def conform_known(df: pl.DataFrame, table: str) -> pl.DataFrame:
+    """`conform_table(df.select(<df's columns that the table has>), table)` in one select (small files paid
+    the narrowing select apart: ~0.1-0.2 ms a table)."""
+    from forensics.schema import get_schema, validate
+
+    schema = get_schema(table)
+    have = tuple((c, d) for c, d in df.schema.items() if c in schema)
+    if not have:
+        return conform_table(df.select([]), table)
+    out = df.select(_conforming(table, have))
+    return validate(out, table, dict(out.schema))
+
+
+@lru_cache(maxsize=256)
+def _conforming(table: str, have: tuple[tuple[str, pl.DataType], ...]) -> list[pl.Expr]:
+    """The columns of `table` from a frame of columns `have` (forensics.schema.conform's select: present
+    columns cast non-strictly when their dtype differs, absent ones null)."""
+    from forensics.schema import get_schema
+
+    known = dict(have)
+    exprs = []
+    for name, dtype in get_schema(table).items():
+        if name in known:
+            col = pl.col(name)
+            exprs.append(col if known[name] == dtype else col.cast(dtype, strict=False))
+        else:
+            exprs.append(pl.lit(None, dtype=dtype).alias(name))
+    return exprs
 
 
 def _gpu_keys(df: pl.DataFrame, key: pl.Expr) -> list[pl.Expr]:

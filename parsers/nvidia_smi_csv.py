@@ -499,8 +499,10 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             samples = samples.join(order, on=["host", "ident"], how="left", nulls_equal=True).with_columns(
                 gpu_index=pl.coalesce("gpu_index", "ord"),
             )
+        # (bus ids normalised once per distinct value, in this select; the inventory's are among them)
+        bus_u, bus_norm = F.bus_id_map(samples.get_column("gpu_bus_id"))
         samples = samples.with_columns(
-            gpu_bus_id=F.normalized_bus_ids(samples.get_column("gpu_bus_id")),
+            gpu_bus_id=pl.col("gpu_bus_id").replace_strict(bus_u, bus_norm, default=None, return_dtype=pl.String),
             node=pl.coalesce(pl.col("host"), pl.lit(ctx.node)),
             file=pl.lit(ctx.path),
             source=pl.lit("nvidia-smi-csv"),
@@ -508,8 +510,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         )
         # Bus ids and UUIDs may be queried only on some rows' headers: fill per identity.
         events = F.transition_events(samples, ctx)
-        sample_cols = [c for c in samples.columns if c in F.SAMPLE_SCHEMA]
-        gpu_samples = F.conform_table(samples.select(sample_cols), "gpu_samples")
+        gpu_samples = F.conform_known(samples, "gpu_samples")
     else:
         samples = None
         events = F.conform_table(pl.DataFrame(), "events")
@@ -542,7 +543,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             component=comp,
             gpu_index=pl.when(comp == "gpu").then(pl.col("gpu_index")).otherwise(None).cast(pl.Int32),
             gpu_bus_id=pl.when(comp == "gpu")
-            .then(F.normalized_bus_ids(long.get_column("gpu_bus_id")))
+            .then(pl.col("gpu_bus_id").replace_strict(bus_u, bus_norm, default=None, return_dtype=pl.String))
             .otherwise(None),
             attribute=pl.col("key").str.split(":").list.last(),
             value=pl.col("value"),

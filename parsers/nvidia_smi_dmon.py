@@ -167,7 +167,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             gpu_bus_id=pl.lit(None, dtype=pl.String),
         )
         events = F.transition_events(samples, ctx)
-        gpu_samples = F.conform_table(samples.select([c for c in samples.columns if c in F.SAMPLE_SCHEMA]), "gpu_samples")
+        gpu_samples = F.conform_known(samples, "gpu_samples")
     else:
         events = F.conform_table(pl.DataFrame(), "events")
         gpu_samples = F.conform_table(pl.DataFrame(), "gpu_samples")
