@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import polars as pl
-import pyarrow.parquet as pq
 
 from forensics import __version__, identity, timebase, years
 from forensics.bundle import (
@@ -46,7 +45,7 @@ from forensics.bundle import (
     size_limit_reason,
 )
 from forensics.errors import BundleError, OutputError, UsageError
-from forensics.outputs import write_json, write_table
+from forensics.outputs import parquet_rows, write_json, write_table
 from forensics.schema import SCHEMA_VERSION, TABLES, conform, empty, get_schema
 from parsers import _mixed, registry
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, lines_from_bytes
@@ -1304,7 +1303,7 @@ class Outcomes(list):  # type: ignore[type-arg]
 
     def part_rows(self, table: str) -> int:
         """Rows of `table` in its spilled parts (read from the parts' footers)."""
-        return sum(pq.read_metadata(p.path).num_rows for p in self.parts.get(table, ()))
+        return sum(parquet_rows(p.path) for p in self.parts.get(table, ()))
 
     def rows(self, table: str) -> int:
         """Rows of `table` so far (in memory and in parts)."""
