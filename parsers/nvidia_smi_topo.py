@@ -46,6 +46,10 @@ _NVERR = re.compile(r"^(?P<counter>[A-Za-z][A-Za-z0-9 ]*?(?:Errors?|Counter|Coun
 
 def sniff(head: bytes, name: str) -> float:
     """0.95 for a topo matrix header + GPU0 row, or an nvlink GPU line + Link line."""
+    # Both matrix patterns need 'GPU0', both nvlink ones '(UUID: GPU-': a head with neither (and no escape
+    # code, whose removal could join them) scores 0 without a decode or regex (most heads of a bundle).
+    if b"GPU0" not in head and b"(UUID: GPU-" not in head and b"\x1b" not in head:
+        return 0.0
     text = _ANSI.sub("", head.decode("utf-8", "replace"))
     if re.search(r"^[ \t]+GPU0[ \t]+(?:GPU1|NIC0|mlx\w+|CPU Affinity)", text, re.M) and re.search(r"^GPU0[ \t]+X\b", text, re.M):
         return 0.95
@@ -58,6 +62,47 @@ def _split_header(text: str) -> list[str]:
     if "\t" in text:
         return [t.strip() for t in text.split("\t") if t.strip()]
     return [t.strip() for t in re.split(r"\s{2,}", text.strip()) if t.strip()]
+
+
+_LINES: dict[str, tuple[Any, ...]] = {}
+"""`_classify` of each distinct line seen by this process (a pure function of the line: nvlink listings
+repeat the same `Link k: ... Errors: 0` lines for every GPU and node)."""
+_LINES_MAX = 100_000
+
+
+def _classify(raw: str) -> tuple[Any, ...]:
+    """What `parse` needs to know of a line apart from its state: (kind, payload, row tokens, legend kind,
+    legend payload). kind: 1 failure line, 2 matrix header (device and affinity columns), 3 nvlink GPU line
+    (index, name, uuid), 4 nvlink Link line (link, rest), 0 none of these; row tokens: the split of a matrix
+    row (device label and a cell first), else None; legend kind: 1 a legend line, 2 a NIC legend entry
+    (NIC, device), 3 a shell prompt running nvidia-smi, 0 other."""
+    text = (_ANSI.sub("", raw) if "\x1b" in raw else raw).rstrip()
+    kind, payload = 0, None
+    if F.failure_event(text, 0, node="", path="") is not None:
+        kind = 1
+    elif (
+        text[:1] in (" ", "\t")
+        and "GPU0" in text  # (the header's first column: split only such lines)
+        and (head := _split_header(text))
+        and head[0] == "GPU0"
+        and len(head) > 1
+        and not _CELL.match(head[1])
+    ):
+        kind, payload = 2, ([h for h in head if _DEV.match(h)], [h for h in head if not _DEV.match(h)])
+    elif (m := _NVGPU.match(text)) is not None:
+        kind, payload = 3, (int(m.group("idx")), m.group("name"), m.group("uuid"))
+    elif (m := _NVLINK.match(raw.replace("\t", "    "))) is not None:
+        kind, payload = 4, (int(m.group("link")), m.group("rest"))
+    tok = text.split()
+    rowtok = tok if tok and _DEV.match(tok[0]) and len(tok) > 1 and _CELL.match(tok[1]) else None
+    leg, leg_payload = 0, None
+    if text.strip() in ("Legend:", "NIC Legend:") or _LEGEND.match(text):
+        leg = 1
+    elif (m := _NICLEG.match(text)) is not None:
+        leg, leg_payload = 2, (m.group("nic"), m.group("dev"))
+    elif re.match(r"^\s*\$?\s*nvidia-smi\b", text):
+        leg = 3
+    return kind, payload, rowtok, leg, leg_payload
 
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
@@ -74,44 +119,41 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     cur_nv: dict[str, Any] | None = None
     partial = False
     failures: list[dict[str, Any]] = []
+    classes = _LINES
+    if len(classes) > _LINES_MAX:
+        classes.clear()
     for i, raw in enumerate(texts):
         ln = first + i
         if blank[i]:
             continue
-        text = (_ANSI.sub("", raw) if "\x1b" in raw else raw).rstrip()
+        c = classes.get(raw)
+        if c is None:
+            c = classes[raw] = _classify(raw)
+        kind = c[0]
         ok = True
-        if (fe := F.failure_event(text, ln, node=ctx.node, path=ctx.path)) is not None:
+        if kind == 1:
+            text = (_ANSI.sub("", raw) if "\x1b" in raw else raw).rstrip()
+            fe = F.failure_event(text, ln, node=ctx.node, path=ctx.path)
+            assert fe is not None
             failures.append(fe)  # a lost GPU shows here too ('Unable to determine the device handle')
-        elif (
-            text[:1] in (" ", "\t")
-            and "GPU0" in text  # (the header's first column: split only such lines)
-            and (head := _split_header(text))
-            and head[0] == "GPU0"
-            and len(head) > 1
-            and not _CELL.match(head[1])
-        ):
-            devcols = [h for h in head if _DEV.match(h)]
-            affcols = [h for h in head if not _DEV.match(h)]
+        elif kind == 2:
+            devcols, affcols = list(c[1][0]), list(c[1][1])
             cur_nv = None
-        elif (m := _NVGPU.match(text)) is not None:
-            cur_nv = nv.setdefault(
-                int(m.group("idx")),
-                {"idx": int(m.group("idx")), "name": m.group("name"), "uuid": m.group("uuid"), "line": ln, "links": []},
-            )
-        elif (m := _NVLINK.match(raw.replace("\t", "    "))) is not None and cur_nv is not None:
-            cur_nv["links"].append((int(m.group("link")), m.group("rest"), ln))
-        elif devcols and (tok := text.split()) and _DEV.match(tok[0]) and len(tok) > 1 and _CELL.match(tok[1]):
+        elif kind == 3:
+            idx, name, uuid = c[1]
+            cur_nv = nv.setdefault(idx, {"idx": idx, "name": name, "uuid": uuid, "line": ln, "links": []})
+        elif kind == 4 and cur_nv is not None:
+            cur_nv["links"].append((c[1][0], c[1][1], ln))
+        elif devcols and (tok := c[2]) is not None:
             cells = tok[1 : 1 + len(devcols)]
             rest = tok[1 + len(devcols) :]
             if len(cells) < len(devcols):
                 partial = True
             rows.append((tok[0], cells, rest, ln))
-        elif text.strip() in ("Legend:", "NIC Legend:") or _LEGEND.match(text):
+        elif c[3] == 1:
             pass
-        elif (m := _NICLEG.match(text)) is not None:
-            legend[m.group("nic")] = m.group("dev")
-        elif re.match(r"^\s*\$?\s*nvidia-smi\b", text):
-            ok = False
+        elif c[3] == 2:
+            legend[c[4][0]] = c[4][1]
         else:
             ok = False
         tally.count(ok, ln, raw)
