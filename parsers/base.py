@@ -18,6 +18,7 @@ not. So `parsed + unrecognized + blank == lines` (see `check_accounting`).
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -136,12 +137,35 @@ HARNESS_LINE = r"^(?:#SOURCE:|#CMD:|#GAP|#FROM-COMMENT:|<!-- #SOURCE:)"
 """Fixture annotations (FORMATS.md §0) that test harnesses blank out, keeping line numbers."""
 
 
+READER_SPLIT_MIN = 1 << 20
+"""From this many bytes on, `lines_from_bytes` cuts lines with polars' CSV reader (one column, no quoting):
+half the CPU of decoding in Python and splitting (5 vs 10 ms per 16 MB chunk), ~0.2 ms more per call."""
+_BOM = b"\xef\xbb\xbf"
+_UNIT_SEPARATOR = b"\x1f"
+
+
 def lines_from_bytes(data: bytes) -> pl.Series:
     """Decode a file's bytes (invalid UTF-8 replaced) into a column of lines, line ends stripped.
 
     `\\n` and `\\r\\n` end lines; a file with `\\r` but no `\\n` at all (old Mac, captured terminals)
     is split on `\\r`. A final line ending does not make an extra empty line.
     """
+    big = len(data) >= READER_SPLIT_MIN
+    if big and b"\n" in data and not data.startswith(_BOM) and _UNIT_SEPARATOR not in data:
+        # The reader's rules are the same (lossy UTF-8 as Python's 'replace', `\\r\\n` or `\\n` ending a
+        # line, a lone `\\r` kept), except that it drops a leading BOM and cuts fields at its separator:
+        # neither is here. Empty lines come back null.
+        frame = pl.read_csv(
+            io.BytesIO(data),
+            has_header=False,
+            separator=_UNIT_SEPARATOR.decode(),
+            quote_char=None,
+            new_columns=["line"],
+            encoding="utf8-lossy",
+            infer_schema=False,
+            truncate_ragged_lines=True,
+        )
+        return frame.to_series().fill_null("").alias("line")
     text = data.decode("utf-8", errors="replace")
     if "\n" not in text and "\r" in text:
         text = text.replace("\r", "\n")

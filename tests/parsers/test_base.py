@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from parsers import base
 from parsers.base import lines_from_bytes
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_reader() -> Iterator[None]:
+    """Every input of two bytes or more takes the CSV-reader path of `lines_from_bytes`."""
+    mp = pytest.MonkeyPatch()
+    mp.setattr(base, "READER_SPLIT_MIN", 2)
+    yield
+    mp.undo()
 
 
 def _reference(data: bytes) -> list[str]:
@@ -35,3 +48,23 @@ def test_edge_cases() -> None:
     assert lines_from_bytes(b"a\rb\r").to_list() == ["a", "b"]
     assert lines_from_bytes(b"a\r\r\nb").to_list() == ["a\r", "b"]
     assert lines_from_bytes(b"a\nb").to_list() == ["a", "b"]
+
+
+_PIECES = [b"\n", b"\r", b"\r\n", b"a", b" ", b"\xff", "é".encode(), b"\t", b'"', b",", b"\x00"]
+_PIECES += [b"\xef\xbb\xbf", b"\x1f", b"\xf0\x9f"]
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=60))
+def test_the_reader_path_follows_the_same_rules(monkeypatch_reader: None, parts: list[bytes]) -> None:
+    """Large inputs are cut by polars' CSV reader: the same lines as the reference, whatever the bytes."""
+    data = b"".join(parts)
+    assert lines_from_bytes(data).to_list() == _reference(data)
+
+
+def test_the_reader_path_on_a_large_chunk() -> None:
+    rows = [f"{i}: NCCL INFO \"quoted\", comma\tand tab é \xff" if i % 7 else "" for i in range(200_000)]
+    data = "\r\n".join(rows).encode("utf-8", errors="surrogatepass") + b"\n\xff\xfe broken\nlast\r"
+    assert len(data) >= base.READER_SPLIT_MIN
+    assert lines_from_bytes(data).to_list() == _reference(data)
+    one_line = b"x" * (base.READER_SPLIT_MIN * 3) + b"\n"
+    assert lines_from_bytes(one_line).to_list() == _reference(one_line)
