@@ -403,28 +403,19 @@ def _strip_envelopes(seg: pl.DataFrame) -> pl.DataFrame:
     if seg.height < _LANE_MIN:
         return _strip_passes(seg)
     rest = seg.get_column("rest")
-    hit = rest.str.contains(_ENV_CAP)
-    n_hit = int(hit.sum())
-    if n_hit == 0:
+    prefix = rest.str.extract(_ENV_STACK, 0)  # (null where no envelope opens the line)
+    if prefix.null_count() == seg.height:
         return seg.with_columns(env_rank=pl.lit(None, dtype=pl.Int32), host=pl.lit(None, dtype=pl.String))
-    idx = None if n_hit == seg.height else hit.arg_true()
-    sub = rest if idx is None else rest.gather(idx)
-    stripped = sub.str.replace(_ENV_STACK, "")
-    cut = sub.str.len_chars() - stripped.str.len_chars()
-    prefix = pl.DataFrame({"p": sub, "n": cut}).select(pl.col("p").str.slice(0, pl.col("n"))).to_series()
-    uniq = prefix.unique(maintain_order=True)
+    uniq = prefix.drop_nulls().unique(maintain_order=True)
     meta = _strip_passes(pl.DataFrame({"rest": uniq}))
     if not (meta.get_column("rest") == "").all():  # (cannot happen; the passes, line by line, decide then)
         return _strip_passes(seg)
-    rank = prefix.replace_strict(uniq, meta.get_column("env_rank"), return_dtype=pl.Int32)
-    host = prefix.replace_strict(uniq, meta.get_column("host"), return_dtype=pl.String)
-    if idx is None:
-        return seg.with_columns(rest=stripped, env_rank=rank, host=host)
-    return seg.with_columns(
-        rest=rest.scatter(idx, stripped),
-        env_rank=pl.Series([None] * seg.height, dtype=pl.Int32).scatter(idx, rank),
-        host=pl.Series([None] * seg.height, dtype=pl.String).scatter(idx, host),
-    )
+    p = pl.col("_p")
+    return seg.with_columns(_p=prefix).with_columns(
+        rest=pl.col("rest").str.slice(p.str.len_chars().fill_null(0)),
+        env_rank=p.replace_strict(uniq, meta.get_column("env_rank"), default=None, return_dtype=pl.Int32),
+        host=p.replace_strict(uniq, meta.get_column("host"), default=None, return_dtype=pl.String),
+    ).drop("_p")
 
 
 def _strip_passes(seg: pl.DataFrame, passes: int = 3) -> pl.DataFrame:
@@ -637,19 +628,39 @@ def _own_time(seg: pl.DataFrame, year: int | None, mmdd_on: bool, mllog_on: bool
     o = pl.col("_o")
     fast = fast.select("text", _o=txt.str.find("[0-9]"))
     fast = fast.select(
-        _d=txt.str.slice(o, 10),
-        _t=txt.str.slice(o + 11, 8),
+        _dt=pl.concat_str(txt.str.slice(o, 10), pl.lit("T"), txt.str.slice(o + 11, 8)),
         _s=txt.str.slice(o + 19, 1),
         _f=txt.str.slice(o + 20, 9),
     )
-    f = pl.col("_f")
-    frac = pl.when(pl.col("_s").is_in([".", ","])).then(
-        pl.concat_str(pl.lit("."), f.str.slice(0, f.str.find("[^0-9]").fill_null(f.str.len_chars())))
+    f, fd = pl.col("_f"), pl.col("_fd")
+    fast = fast.select(
+        "_dt",
+        _fd=pl.when(pl.col("_s").is_in([".", ","])).then(
+            f.str.slice(0, f.str.find("[^0-9]").fill_null(f.str.len_chars()))
+        ),
     )
-    naive = pl.concat_str([pl.col("_d"), pl.lit("T"), pl.col("_t"), frac.fill_null("")]).str.to_datetime(
-        "%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us"
-    )
-    fast = fast.select(_n=naive).select(
+    # the date and time parsed once per distinct second, the fraction (up to 6 digits) added as microseconds;
+    # a longer fraction or a leap second (`:60`) takes the whole text's parse
+    odd = fast.select(
+        ~fd.str.len_bytes().is_between(1, 6).fill_null(True) | pl.col("_dt").str.ends_with(":60")
+    ).to_series()
+    uniq = fast.get_column("_dt").unique()
+    base = uniq.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us")
+    us = fd.str.pad_end(6, "0").cast(pl.Int64, strict=False).fill_null(0)
+    naive = pl.col("_dt").replace_strict(uniq, base, return_dtype=pl.Datetime("us")) + pl.duration(microseconds=us)
+    n_odd = int(odd.sum())
+    if n_odd:
+        i = odd.arg_true()
+        whole = fast[i].select(
+            pl.concat_str([pl.col("_dt"), pl.concat_str(pl.lit("."), fd).fill_null("")]).str.to_datetime(
+                "%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us"
+            )
+        ).to_series()
+        fast = fast.select(_n=naive)
+        fast = fast.with_columns(fast.get_column("_n").scatter(i, whole))
+    else:
+        fast = fast.select(_n=naive)
+    fast = fast.select(
         ts=pl.col("_n").dt.replace_time_zone("UTC"),
         ts_quality=pl.when(pl.col("_n").is_not_null()).then(pl.lit("local_assumed_utc")),
     )
