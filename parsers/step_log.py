@@ -647,7 +647,8 @@ def _own_time(seg: pl.DataFrame, year: int | None, mmdd_on: bool, mllog_on: bool
     uniq = fast.get_column("_dt").unique()
     base = uniq.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us")
     us = fd.str.pad_end(6, "0").cast(pl.Int64, strict=False).fill_null(0)
-    naive = pl.col("_dt").replace_strict(uniq, base, return_dtype=pl.Datetime("us")) + pl.duration(microseconds=us)
+    naive = pl.col("_dt").replace_strict(uniq, base, return_dtype=pl.Datetime("us"))
+    naive = naive + pl.duration(microseconds=us)
     n_odd = int(odd.sum())
     if n_odd:
         i = odd.arg_true()
@@ -917,10 +918,11 @@ _TITAN_CANON = (
 
 
 _TITAN_CAP = (
-    rf"(?:^|\s)step: +(?P<s>\d+) +loss: +(?P<l>{g.NUM}) +(?:grad_norm: +(?P<g>{g.NUM}) +)?memory: +(?P<m>{g.NUM})GiB"
-    rf"\([0-9.]+%\) +(?:tps|wps): +(?P<t>{g.INT_SEP}(?:\.\d+)?) +tflops: +(?P<f>{g.NUM}) +mfu: +(?P<u>{g.NUM})%$"
+    rf"(?:^|\s)step: +(?P<s>\d+) +loss: +(?P<l>{g.NUM}) +(?:grad_norm: +(?P<g>{g.NUM}) +)?"
+    rf"memory: +(?P<m>{g.NUM})GiB\([0-9.]+%\) +(?:tps|wps): +(?P<t>{g.INT_SEP}(?:\.\d+)?) +"
+    rf"tflops: +(?P<f>{g.NUM}) +mfu: +(?P<u>{g.NUM})%$"
 )
-"""`_TITAN_CANON` with its values captured (the tokens the split lane read: step, loss, grad_norm, memory, tps, ...)."""
+"""`_TITAN_CANON` with its values captured (the tokens: step, loss, grad_norm, memory, tps, tflops, mfu)."""
 
 
 def _titan_canon(text: pl.Series) -> pl.DataFrame:
