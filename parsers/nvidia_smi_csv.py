@@ -381,10 +381,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     )  # (= numbered(lines, ctx) with text nulls as "", raw = text, host null: one frame, no with_columns)
     frame, headers_ok = _hosts_and_headers(frame)
     is_header = pl.col("text").is_in(headers_ok)
-    frame = frame.with_columns(
-        header=pl.when(is_header).then(pl.col("line")).otherwise(None).forward_fill().over("host"), is_header=is_header
-    )
-    headers = frame.filter(pl.col("is_header")).select("line", "text")
+    headers = frame.filter(is_header).select("line", "text")
     header_fields = {int(ln): [f.strip() for f in t.rstrip(", ").split(",")] for ln, t in headers.iter_rows()}
     # Headers repeated by loops and restarts share one field list: their rows are handled together (one
     # filter per distinct field list, not one full-frame filter per header line).
@@ -393,27 +390,40 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     for hline, fields in header_fields.items():
         sig_of[hline] = sigs.setdefault(tuple(fields), len(sigs))
     fail_hit, fail_events = F.failure_events(frame, ctx)
-    frame = frame.with_columns(
-        is_fail=fail_hit, sig=pl.col("header").replace_strict(sig_of, default=None, return_dtype=pl.Int64)
+    # (header, flags and field list of every line in one query)
+    frame = (
+        frame.lazy()
+        .with_columns(
+            header=pl.when(is_header).then(pl.col("line")).otherwise(None).forward_fill().over("host"),
+            is_header=is_header,
+            is_fail=fail_hit,
+        )
+        .with_columns(sig=pl.col("header").replace_strict(sig_of, default=None, return_dtype=pl.Int64))
+        .collect(engine="in-memory")
     )
     # A data row has as many cells as its header has fields: split into one more than that, the last cell
-    # must exist and the one after it must not (no separate count of the commas).
-    cand = frame.filter(pl.col("sig").is_not_null() & ~pl.col("is_header") & ~pl.col("is_fail"))
+    # must exist and the one after it must not (no separate count of the commas). One field list (the usual
+    # case): its rows filtered, split and checked in one query.
+    is_cand = pl.col("sig").is_not_null() & ~pl.col("is_header") & ~pl.col("is_fail")
+    cand = frame.filter(is_cand).lazy() if len(sigs) > 1 else frame.lazy().filter(is_cand)
     groups: list[tuple[list[str], pl.DataFrame]] = []
     data_lines: list[pl.Series] = []
     for fields_t, sig in sigs.items():
         n = len(fields_t)
-        rows = cand.filter(pl.col("sig") == sig) if len(sigs) > 1 else cand
-        if rows.height == 0:
-            continue
         names = [f"_c{i}" for i in range(n + 1)]
         cells = pl.col("text").str.split_exact(",", n).struct.rename_fields(names)
-        rows = rows.with_columns(cells.alias("_cells")).unnest("_cells")
-        rows = rows.filter(pl.col(f"_c{n - 1}").is_not_null() & pl.col(f"_c{n}").is_null())
+        rows = (
+            (cand.filter(pl.col("sig") == sig) if len(sigs) > 1 else cand)
+            .with_columns(cells.alias("_cells"))
+            .unnest("_cells")
+            .filter(pl.col(f"_c{n - 1}").is_not_null() & pl.col(f"_c{n}").is_null())
+            .drop(f"_c{n}")
+            .collect(engine="in-memory")
+        )
         if rows.height == 0:
             continue
         data_lines.append(rows.get_column("line"))
-        groups.append((list(fields_t), rows.drop(f"_c{n}")))
+        groups.append((list(fields_t), rows))
     ok = frame.get_column("is_header") | frame.get_column("is_fail")
     if data_lines:
         ok = ok.scatter(pl.concat(data_lines) - ctx.first_line, True)
@@ -470,23 +480,32 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             probe = data.head(_PROBE).select(pl.col(f"_c{i}").n_unique() for i in range(len(canon))).row(0)
             many = frozenset(c for c, k in zip(canon, probe, strict=True) if k * 4 <= _PROBE)
         plan = _group_plan(tuple(fields), many)
+        q = data.lazy()
         if plan.mask is not None:
-            data = data.with_columns(_mask=plan.mask)  # parsed once, not once per bit
-        samples_parts.append(data.select(plan.part))
+            q = q.with_columns(_mask=plan.mask)  # parsed once, not once per bit
+        samples_parts.append(q.select(plan.part).collect(engine="in-memory"))
         if plan.wide:
             # Rows repeating an earlier row of the same header in every cell the inventory reads give rows
             # the deduplication below drops anyway (same key, later line): they are dropped first.
             # (a small group is not worth the extra operation: the deduplication below does it all)
-            wide = (data.filter(plan.first) if data.height >= _MANY else data).select(plan.wide)
-            long = wide.unpivot(
-                index=["line", "host", "header", "ident", "gpu_index", "gpu_bus_id"],
-                variable_name="key",
-                value_name="value",
-            ).with_columns(_k=plan.key_order)
-            inv_parts.append(long.drop_nulls("value"))
+            q = data.lazy().filter(plan.first) if data.height >= _MANY else data.lazy()
+            long = (
+                q.select(plan.wide)
+                .unpivot(
+                    index=["line", "host", "header", "ident", "gpu_index", "gpu_bus_id"],
+                    variable_name="key",
+                    value_name="value",
+                )
+                .with_columns(_k=plan.key_order)
+                .drop_nulls("value")
+                .collect(engine="in-memory")
+            )
+            inv_parts.append(long)
 
     if samples_parts:
-        samples = pl.concat(samples_parts, how="diagonal_relaxed").sort("line")
+        samples = pl.concat(samples_parts, how="diagonal_relaxed") if len(samples_parts) > 1 else samples_parts[0]
+        if len(samples_parts) > 1 or not samples.get_column("line").is_sorted():
+            samples = samples.sort("line")  # (one field list's rows are in line order already)
         # gpu_index from first appearance of the GPU's identity when `index` was not queried.
         if samples.get_column("gpu_index").null_count():  # (every row has its `index`: nothing to number)
             order = (
@@ -523,10 +542,12 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         # same rows survive.
         long = (
             pl.concat(inv_parts, how="diagonal_relaxed")
+            .lazy()
             .sort("header", "_k", "line", maintain_order=True)
             .unique(
                 ["host", "key", "gpu_index", "ident", "gpu_bus_id", "value"], keep="first", maintain_order=True
             )
+            .collect(engine="in-memory")
         )
         if samples is not None and long.get_column("gpu_index").null_count():
             # (of a long loop, the sample rows of the inventory's lines only: a small join)
@@ -556,7 +577,8 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         inventory = F.conform_table(pl.DataFrame(), "inventory")
     if fail_events.height:
         events = pl.concat([events, fail_events], how="vertical").sort("line")
-    hosts = frame.get_column("host").drop_nulls().unique()
+    host_col = frame.get_column("host")
+    hosts = host_col.drop_nulls().unique() if host_col.null_count() < len(host_col) else host_col.head(0)
     return ParseResult(
         node=hosts[0] if len(hosts) == 1 else None,
         tables={"inventory": inventory, "gpu_samples": gpu_samples, "events": events},
