@@ -459,6 +459,31 @@ def _literal_rows(msgs: list[str | None]) -> list[int]:
     return sorted(i for i in hits if msgs[i] is not None)
 
 
+_BRACKET = "  ["
+"""The AER literal of status-bit lines ('pcieport 0000:00:01.0:    [ 0] RxErr'), also in common ordinary lines
+(rsyslog's 'imjournal: journal files changed, reloading...  [v8.2112.0 try https://www.rsyslog.com/e/0 ]')."""
+_OTHER_LITERALS = [lit for lit in _HAS_LITERALS if lit != _BRACKET]
+
+
+def _without_bracket_noise(cand: pl.DataFrame) -> pl.DataFrame:
+    """The candidates less those whose only literal is `_BRACKET` and which are no AER line (`AER_LINE_RE`).
+
+    No grammar can use such a line: every grammar but the AER blocks keeps only lines holding one of its
+    own literals (all in `_HAS_LITERALS`), and the AER blocks only lines matching `AER_LINE_RE`; the
+    literals `has` finds are the same but `_BRACKET`, which only gates the AER blocks. Dropping them keeps
+    the candidates few (the small paths) where an ordinary message repeats the literal.
+    """
+    if cand.height <= LITERAL_ROWS:
+        return cand
+    msg = pl.col("msg")
+    noise = cand.select(
+        msg.str.contains(_BRACKET, literal=True)
+        & ~msg.str.contains_any(_OTHER_LITERALS)
+        & ~msg.str.contains(AER_LINE_RE)
+    ).to_series()
+    return cand.filter(~noise) if noise.any() else cand
+
+
 def extract(stamped: pl.DataFrame, ctx: FileContext) -> dict[str, pl.DataFrame]:
     """Return the `events` and `inventory` tables of one kernel-log file."""
     cols = ["line", "text", "ts", "ts_quality", "uptime_s", "host", "msg", "style", "seq", "boot_seg", "crash_record"]
@@ -470,6 +495,7 @@ def extract(stamped: pl.DataFrame, ctx: FileContext) -> dict[str, pl.DataFrame]:
         cand = m if len(rows) == m.height else m[rows] if rows else m.clear()
     else:
         cand = m.filter(pl.col("msg").str.contains(_ALL_LITERALS_RX))
+        cand = _without_bracket_noise(cand)
     # /dev/kmsg may repeat a record (same seq, time and text): keep the first
     if cand.height and cand.get_column("seq").null_count() < cand.height:
         cand = cand.unique(subset=["seq", "uptime_s", "msg"], keep="first", maintain_order=True)

@@ -476,6 +476,55 @@ def _fast_strict(hit: pl.DataFrame, style: str) -> pl.DataFrame:
     raise ValueError(style)
 
 
+_LANE_TIME = re.compile(r"[A-Z][a-z]{2} [ 0-3][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9]", re.ASCII)
+_LANE_HOST_TAG = re.compile(r"[^\s:\[\]]+ [^\s:\[\]]+(?:\[[0-9]+\])?", re.ASCII)
+
+
+def _syslog_lane(sub: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The rows of `sub` (line, body) that `_fast_strict` reads by its quick split, found and split without
+    a regex over every line: (their line, msg, mon, day, hms, host, tag, as `_fast_strict` gives them; the
+    other rows of `sub`).
+
+    A lane line is 'Mon DD HH:MM:SS[.frac] host tag[pid]: msg' with an ASCII prefix: the time (its first 15
+    characters) and the 'host tag[pid]' part are checked once per distinct value (a chunk holds a few
+    thousand of each), the fraction by one regex over its few characters. Such a line matches
+    `STRICT["syslog"]`, its first ': ' ends the tag and its prefix holds 2 colons: `_fast_strict`'s quick
+    split applies and gives these slices.
+    """
+    body = pl.col("body")
+    g = sub.select(
+        "line",
+        "body",
+        _c=body.str.find(": ", literal=True),
+        _t=body.str.slice(0, 15),
+        _s=body.str.slice(15).str.find(" ", literal=True).cast(pl.Int64),
+    )
+    times = [v for v in g.get_column("_t").unique().to_list() if v is not None and _LANE_TIME.fullmatch(v)]
+    # (offsets in bytes, slices in characters: they agree on the ASCII prefix the checks below demand)
+    start = 16 + pl.col("_s")
+    g = g.with_columns(_ht=body.str.slice(start, (pl.col("_c").cast(pl.Int64) - start).clip(0)))
+    pairs = [
+        v for v in g.get_column("_ht").unique().to_list() if v is not None and v.isascii() and _LANE_HOST_TAG.fullmatch(v)
+    ]
+    ok = pl.col("_c").is_not_null() & pl.col("_t").is_in(times) & pl.col("_ht").is_in(pairs)
+    if g.get_column("_s").max() or 0:  # short-precise: '.frac' before the space
+        ok = ok & ((pl.col("_s") == 0) | body.str.slice(15, pl.col("_s")).str.contains(r"^\.[0-9]+$"))
+    g = g.with_columns(_ok=ok.fill_null(False))
+    lane = g.filter(pl.col("_ok"))
+    other = g.filter(~pl.col("_ok")).select("line", "body") if lane.height < g.height else sub.clear()
+    lane = lane.with_columns(_sp=pl.col("_ht").str.find(" ", literal=True))
+    lane = lane.select(
+        "line",
+        msg=body.str.slice(pl.col("_c") + 2),
+        mon=body.str.slice(0, 3),
+        day=body.str.slice(4, 2).str.strip_prefix(" "),
+        hms=body.str.slice(7, 8),
+        host=pl.col("_ht").str.slice(0, pl.col("_sp")),
+        tag=pl.col("_ht").str.slice(pl.col("_sp") + 1),
+    )
+    return lane, other
+
+
 def _py_texts(col: pl.Series) -> list[str | None] | None:
     """The values of a short column when Python's `re` (ASCII mode) matches them as polars does (see
     `parsers._kernel_events._py_msgs`): a polars regex pass costs ~0.1-0.5 ms on a few lines."""
@@ -590,12 +639,17 @@ def _style_rows(sub: pl.DataFrame, style: str, pattern: str) -> pl.DataFrame:
         if py is not None:
             return _style_frame(py, style, names) if py.height else _empty_stamp()
     if style in STRICT:
+        lane = None
+        if style == "syslog":
+            lane, sub = _syslog_lane(sub)
+            if sub.height == 0:
+                return _style_frame(lane, style, names)
         strict = _contains(sub.get_column("body"), STRICT[style])
         fast = sub.filter(strict)
         other = sub if fast.height == 0 else sub.filter(~strict)
         hit = _filter(other, pattern) if other.height else other
         if fast.height == 0 and hit.height == 0:
-            return _empty_stamp()
+            return _style_frame(lane, style, names) if lane is not None and lane.height else _empty_stamp()
         g = _fast_strict(fast, style) if fast.height else None
         if hit.height:
             # NOTE: one `extract` per needed group is 3-6x faster than `extract_groups` of the whole prefix
@@ -605,6 +659,8 @@ def _style_rows(sub: pl.DataFrame, style: str, pattern: str) -> pl.DataFrame:
                 **{n: pl.col("body").str.extract(pattern, index[n]) for n in NEEDED[style]},
             )
             g = slow if g is None else pl.concat([g, slow]).sort("line")
+        if lane is not None and lane.height:
+            g = pl.concat([lane, g]).sort("line")
         return _style_frame(g, style, names)
     hit = _filter(sub, pattern)
     if hit.height == 0:
@@ -1192,6 +1248,8 @@ def stamp(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str
 
 
 _EMB_RX = r"^\[\s*(\d+\.\d+)\]\s?"
+_EMB_MATCH = r"^(\[\s*\d+\.\d+\]\s?)"
+"""What `_EMB_RX` matches, captured whole."""
 _EMB_STRICT = r"^\[ *\d+\.\d+\](?:$|[^\s]| )"
 """The common shape of an embedded printk time: split by position (the ']' is the first one)."""
 
@@ -1246,9 +1304,16 @@ def _embedded_printk(out: pl.DataFrame) -> pl.DataFrame:
         py = _py_embedded_printk(out)
         if py is not None:
             return _patch(out, py)
-    emb = out.select("line", "msg", "style").filter(pl.col("msg").str.starts_with("[") & (pl.col("style") != "dmesg_raw")).select("line", "msg")
+    emb = out.select("msg", "style", _i=pl.int_range(pl.len(), dtype=pl.UInt32)).filter(
+        pl.col("msg").str.starts_with("[") & (pl.col("style") != "dmesg_raw")
+    )
     if emb.height == 0:
         return out
+    # The new message of a line is its old one less a prefix: each line gets the prefix's length in
+    # characters (0 on the others) and the whole column one slice, instead of values scattered into a
+    # copy. The few lines' messages copied first: string operations on rows gathered from a long column
+    # are several times slower than on fresh strings.
+    emb = emb.select("_i", msg=pl.col("msg") + "")
     strict = emb.get_column("msg").str.contains(_EMB_STRICT)
     fast = emb.filter(strict)
     other = emb.filter(~strict) if fast.height else emb
@@ -1258,21 +1323,29 @@ def _embedded_printk(out: pl.DataFrame) -> pl.DataFrame:
         close = pl.col("_c")
         got.append(
             fast.select(
-                "line",
+                "_i",
                 uptime_s=pl.col("msg").str.slice(1, close - 1).str.strip_chars_start(" ").cast(pl.Float64, strict=False),
-                msg=pl.col("msg").str.slice(close + 1).str.strip_prefix(" "),
+                # = len(msg) - len(msg.str.slice(close + 1).str.strip_prefix(" ")), in characters
+                _off=(close + 1).cast(pl.Int64)
+                + (pl.col("msg").str.slice(close + 1, 1) == " ").cast(pl.Int64),
             )
         )
     if other.height:
         got.append(
             other.select(
-                "line",
+                "_i",
                 uptime_s=pl.col("msg").str.extract(_EMB_RX, 1).cast(pl.Float64, strict=False),
-                msg=pl.col("msg").str.replace(_EMB_RX, ""),
+                # the prefix `str.replace(_EMB_RX, "")` removes
+                _off=pl.col("msg").str.extract(_EMB_MATCH, 1).str.len_chars().cast(pl.Int64),
             )
         )
     part = (got[0] if len(got) == 1 else pl.concat(got)).filter(pl.col("uptime_s").is_not_null())
-    return _patch(out, part)
+    if part.height == 0:
+        return out
+    idx = part.get_column("_i")
+    off = pl.repeat(0, out.height, dtype=pl.Int64, eager=True).scatter(idx, part.get_column("_off"))
+    uptime = out.get_column("uptime_s").clone().scatter(idx, part.get_column("uptime_s"))
+    return out.with_columns(uptime_s=uptime, msg=pl.col("msg").str.slice(off))
 
 
 def _short_host(host: str) -> str | None:
@@ -1524,6 +1597,36 @@ def _syslog_times(out: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, li
     py = _py_syslog_times(out, ctx)
     if py is not None:
         return py
+    by_run = _syslog_times_by_run(out, ctx) if out.height > kev.SMALL_ROWS else None
+    return by_run if by_run is not None else _syslog_times_rows(out, ctx)
+
+
+_SYS_STYLES = ["syslog", "dmesg_reltime"]
+
+
+def _syslog_times_by_run(out: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str]] | None:
+    """`_syslog_times_rows` worked out once per run of consecutive rows with the same style, month, day and
+    time of day (a syslog file holds a few such runs per second of log), then spread over the run's rows.
+
+    A row's time depends on those columns and on the number of month wraps before it; a wrap is a row whose
+    month is below the previous row's month, so within a run there is none and the runs' first rows see the
+    same wraps, last month and years as all rows do. None when runs are not much fewer than rows.
+    """
+    ids = out.select(pl.struct("style", "mon_raw", "day", "hms").rle_id()).to_series()
+    if (ids.item(-1) + 1) * 4 > out.height:
+        return None
+    starts = ids.is_first_distinct().arg_true()
+    cols = ["style", "ts", "ts_quality", "mon_raw", "day", "hms"]
+    reps, notes = _syslog_times_rows(out.select(cols).gather(starts), ctx)
+    is_sys = pl.col("style").is_in(_SYS_STYLES)
+    return out.with_columns(
+        ts=pl.when(is_sys).then(reps.get_column("ts").gather(ids)).otherwise("ts"),
+        ts_quality=pl.when(is_sys).then(reps.get_column("ts_quality").gather(ids)).otherwise("ts_quality"),
+    ), notes
+
+
+def _syslog_times_rows(out: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str]]:
+    """`_syslog_times` by polars expressions over every row."""
     notes: list[str] = []
     is_sys = pl.col("style").is_in(["syslog", "dmesg_reltime"])
     # month numbers of the few distinct month tokens, mapped back (same values as `_month_num` row by row)
