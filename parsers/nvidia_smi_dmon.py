@@ -63,7 +63,7 @@ def _val(e: pl.Expr) -> pl.Expr:
     return pl.when(e == "-").then(None).otherwise(e)
 
 
-def _group_frame(data: pl.DataFrame, fields: list[str]) -> pl.DataFrame:
+def _group_frame(data: pl.LazyFrame, fields: list[str]) -> pl.LazyFrame:
     """Typed columns of the data rows of one header field list (`cells`: struct of the row's tokens)."""
     cell = {f: pl.col("cells").struct.field(f"f{i}") for i, f in enumerate(fields)}
     exprs = {}
@@ -136,15 +136,18 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     for fields_t, s in sigs.items():
         fields = list(fields_t)
         rx = "^" + " +".join(f"(?P<f{i}>[^ ]+)" for i in range(len(fields))) + "$"
-        data = frame.filter((pl.col("sig") == s) & ~pl.col("mark")).with_columns(
-            cells=pl.col("stripped").str.extract_groups(rx)
+        # (the rows of the field list, their cells and typed columns in one query)
+        data = (
+            frame.lazy()
+            .filter((pl.col("sig") == s) & ~pl.col("mark"))
+            .with_columns(cells=pl.col("stripped").str.extract_groups(rx))
+            .filter(pl.col("cells").struct.field("f0").is_not_null())
         )
-        if data.get_column("cells").struct.field("f0").null_count():  # (no copy when every row fits)
-            data = data.filter(pl.col("cells").struct.field("f0").is_not_null())
-        if data.height == 0:
+        part = _group_frame(data, fields).collect(engine="in-memory")
+        if part.height == 0:
             continue
-        data_lines.append(data.get_column("line"))
-        parts.append(_group_frame(data, fields))
+        data_lines.append(part.get_column("line"))
+        parts.append(part)
     ok = mark
     if data_lines:
         first = ctx.first_line
@@ -159,7 +162,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     ]
 
     if parts:
-        samples = pl.concat(parts, how="diagonal_relaxed").sort("line").with_columns(
+        # (one field list's rows are in line order already)
+        samples = pl.concat(parts, how="diagonal_relaxed").sort("line") if len(parts) > 1 else parts[0]
+        samples = samples.with_columns(
             node=pl.lit(ctx.node),
             file=pl.lit(ctx.path),
             source=pl.lit("nvidia-smi-dmon"),
