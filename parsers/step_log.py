@@ -238,6 +238,11 @@ def _num(expr: pl.Expr) -> pl.Expr:
     return expr.str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False)
 
 
+def _nulls(name: str, n: int, dtype: pl.DataType) -> pl.Series:
+    """`pl.Series(name, [None] * n, dtype=dtype)` without the Python list."""
+    return pl.repeat(None, n, dtype=dtype, eager=True).alias(name)
+
+
 def _key(text: pl.Expr, pattern: str) -> pl.Expr:
     """Float value of the single `(?P<v>…)` group of `pattern` in `text` (null when absent)."""
     return _num(text.str.extract(pattern, 1))
@@ -336,8 +341,12 @@ def _json_obj(**fields: pl.Expr) -> pl.Expr:
 
 def _timers(**fields: pl.Expr) -> pl.Expr:
     """A one-element timer list built from the given fields."""
-    full = {k: fields.get(k, pl.lit(None)).cast(t) for k, t in _TIMER.to_schema().items()}
-    return pl.concat_list(pl.struct(**full))
+    return pl.concat_list(_timer(**fields))
+
+
+def _timer(**fields: pl.Expr) -> pl.Expr:
+    """A timer struct built from the given fields."""
+    return pl.struct(**{k: fields.get(k, pl.lit(None)).cast(t) for k, t in _TIMER.to_schema().items()})
 
 
 _TITAN_HEAD = g.TITAN_RE.split("(?P<rest>")[0]
@@ -523,7 +532,7 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
     # (the c10 time is looked for after the logging prefix is stripped)
     mmdd_hit = rest_s.str.contains(g.MMDD_TS_RE)
     on["mmdd"] = bool(mmdd_hit.any())
-    msg = pl.Series("msg_rank", [None] * seg.height, dtype=pl.Int32)
+    msg = _nulls("msg_rank", seg.height, pl.Int32)
     if on["msg"]:
         i = rest_s.str.contains("[Rank ", literal=True).arg_true()
         msg = msg.scatter(i, rest_s.gather(i).str.extract(g.MSG_RANK_RE, 1).cast(pl.Int32, strict=False))
@@ -572,8 +581,8 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
         i = need.arg_true()
         own = _own_time(seg[i], year, mmdd_on, on["mllog"])
         seg = seg.with_columns(
-            ts=pl.Series([None] * seg.height, dtype=UTC_US).scatter(i, own.get_column("ts")),
-            ts_quality=pl.Series([None] * seg.height, dtype=pl.String).scatter(
+            ts=_nulls("", seg.height, UTC_US).scatter(i, own.get_column("ts")),
+            ts_quality=_nulls("", seg.height, pl.String).scatter(
                 i, own.get_column("ts_quality")
             ),
         )
@@ -671,7 +680,7 @@ def _own_time(seg: pl.DataFrame, year: int | None, mmdd_on: bool, mllog_on: bool
     i_fast, i_slow = canon.arg_true(), (~canon).arg_true()
     return pl.DataFrame(
         {
-            c: pl.Series(c, [None] * seg.height, dtype=slow.schema[c])
+            c: _nulls(c, seg.height, slow.schema[c])
             .scatter(i_fast, fast.get_column(c))
             .scatter(i_slow, slow.get_column(c))
             for c in ("ts", "ts_quality")
@@ -885,7 +894,7 @@ def _megatron_values(text: pl.Series) -> pl.DataFrame:
     ex = ex.filter(~pl.col("_r").is_in(bad.implode()))
     mapping = _megatron_name_keys(ex.get_column("name").unique().to_list())
     pairs = [(nm, k) for nm, ks in mapping.items() for k in ks]
-    cols = {f"_k_{k}": pl.Series(f"_k_{k}", [None] * n, dtype=pl.Float64) for k in g.MEGATRON_KEYS}
+    cols = {f"_k_{k}": _nulls(f"_k_{k}", n, pl.Float64) for k in g.MEGATRON_KEYS}
     if pairs:
         table = pl.DataFrame({"name": [p[0] for p in pairs], "key": [p[1] for p in pairs]})
         got = (
@@ -951,7 +960,7 @@ def _titan_values(text: pl.Series, canon_frame: pl.DataFrame | None = None) -> p
     """
     df = pl.DataFrame({"text": text})
     if df.height < _LANE_MIN:
-        no = pl.Series("_c", [None] * df.height, dtype=pl.Struct(dict.fromkeys("slgmtfu", pl.String)))
+        no = _nulls("_c", df.height, pl.Struct(dict.fromkeys("slgmtfu", pl.String)))
         canon_frame = pl.DataFrame({"_c": no, "_canon": pl.Series([False] * df.height, dtype=pl.Boolean)})
     elif canon_frame is None:
         canon_frame = _titan_canon(text)
@@ -985,7 +994,7 @@ def _titan_values(text: pl.Series, canon_frame: pl.DataFrame | None = None) -> p
     i_fast, i_slow = canon.arg_true(), (~canon).arg_true()
     out = {}
     for c in cols:
-        full = pl.Series(c, [None] * df.height, dtype=slow.schema[c])
+        full = _nulls(c, df.height, slow.schema[c])
         out[c] = full.scatter(i_fast, fast.get_column(c)).scatter(i_slow, slow.get_column(c))
     return pl.DataFrame(out)
 
@@ -1625,19 +1634,32 @@ def _block_fragments(
         mm = tb.filter(pl.col("t_mode").str.starts_with("(min, max)") & pl.col("t_mm"))
         if mm.height:
             mm = mm.with_columns(m=_minmax_groups(mm.get_column("text")))
-            out.append(
-                _one_per_block(
-                    _frag(
-                        mm.filter(~_f("name").is_in(list(g.NON_STEP_TIMERS))),
-                        kind=pl.lit("timer_block"),
-                        framework=pl.lit("megatron"),
-                        prio=pl.lit(1),
-                        anchor=pl.lit(False),
-                        attach_line=pl.col("t_blk"),
-                        timers=_timers(name=_f("name"), min_ms=_num(_f("min")), max_ms=_num(_f("max"))),
+            ent = mm.filter(~_f("name").is_in(list(g.NON_STEP_TIMERS)))
+            cols = {
+                "kind": pl.lit("timer_block"),
+                "framework": pl.lit("megatron"),
+                "prio": pl.lit(1),
+                "anchor": pl.lit(False),
+            }
+            if ent.height < _LANE_MIN:
+                timers = _timers(name=_f("name"), min_ms=_num(_f("min")), max_ms=_num(_f("max")))
+                out.append(_one_per_block(_frag(ent, **cols, attach_line=pl.col("t_blk"), timers=timers)))
+            else:
+                # the entries of each block combined first, from the few columns they set (what
+                # `_one_per_block` does to their fragments: first line, seg and rank, first non-null other
+                # value, timers in order); the values are NUMs (no `,` for `_num` to drop)
+                num = {v: _f(v).cast(pl.Float64, strict=False) for v in ("min", "max")}
+                entry = _timer(name=_f("name"), min_ms=num["min"], max_ms=num["max"])
+                blocks = (
+                    ent.select(*_BASE, attach_line=pl.col("t_blk"), _t=entry)
+                    .group_by("key", "attach_line", maintain_order=True)
+                    .agg(
+                        pl.col("line", "seg", "rank").first(),
+                        pl.col("host", "ts", "ts_quality").drop_nulls().first(),
+                        timers="_t",
                     )
                 )
-            )
+                out.append(_frag(blocks, **cols, attach_line=pl.col("attach_line"), timers=pl.col("timers")))
         sg = _match(tb, g.TIMER_SINGLE_RE, pl.col("t_mode").is_in(["max time", "min time"]))
         if sg.height:
             v = _num(_f("v"))
@@ -2008,7 +2030,7 @@ def _phase_values(rows: pl.DataFrame) -> dict[str, pl.Series]:
     out = {}
     for col in g.PHASES:
         got = firsts.filter(pl.col("_col") == col)
-        full = pl.Series(col, [None] * rows.height, dtype=pl.Float64)
+        full = _nulls(col, rows.height, pl.Float64)
         if got.height:
             full = full.scatter(got.get_column("_r"), got.get_column("v"))
         out[col] = full.rechunk()
@@ -2099,7 +2121,7 @@ def _times(rows: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
     extra = {"ts": narrow.get_column("ts"), "ts_quality": narrow.get_column("ts_quality")}
     for part, cols in ((cum, ("d_cum", "d_step")), (own, ("d_ts", "d_step_ts"))):
         for c in cols:
-            full = pl.Series(c, [None] * n, dtype=part.schema[c])
+            full = _nulls(c, n, part.schema[c])
             extra[c] = full.scatter(part.get_column("_p"), part.get_column(c)) if part.height else full
     rows = rows.with_columns(**extra)
     return _derived_step_time(rows)
@@ -2415,7 +2437,7 @@ def _step_detail(rows: pl.DataFrame, fields: dict[str, pl.Expr]) -> pl.Series:
     schema = rows.select(**fields).schema
     kept = {name: e for name, e in fields.items() if probe.get_column(name)[0]}
     if not kept:
-        return pl.Series("detail", [None] * rows.height, dtype=pl.String)
+        return _nulls("detail", rows.height, pl.String)
     enc = dict(kept)
     if "timers" in kept:
         # same for the members of the timer objects, provided each object keeps a non-null one (its name)
@@ -2469,7 +2491,7 @@ def _encode_by_null_pattern(rows: pl.DataFrame, enc: dict[str, pl.Expr]) -> pl.D
     code = narrow.select(
         pl.sum_horizontal(*(pl.col(n).is_not_null().cast(pl.Int64) * (1 << i) for i, n in enumerate(names)))
     ).to_series()
-    out = pl.Series("_enc", [None] * rows.height, dtype=pl.String)
+    out = _nulls("_enc", rows.height, pl.String)
     for c in code.unique().to_list():
         if not c:
             continue
