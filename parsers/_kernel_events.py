@@ -1188,7 +1188,11 @@ def _inventory(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext, has=lambda
         parts.append(_inv(fw, ctx, "nic", "firmware_version", g.struct.field("fw"), None, None, device_bus=g.struct.field("bus")))
     bw = hit(("available PCIe bandwidth (",), PCIE_BW_RE)
     if bw is not None:
-        link = pl.format("{} x{} ({} Gb/s)", g.struct.field("speed"), g.struct.field("width"), g.struct.field("gbps"))
+        # (concat_str, not pl.format: polars 2.1's format panics here on some chunks, 'assertion failed:
+        # i < self.len()', e.g. a 16 MB `bench/big_kernel.py` short-iso log; the regex captures all three)
+        link = pl.concat_str(
+            [g.struct.field("speed"), pl.lit(" x"), g.struct.field("width"), pl.lit(" ("), g.struct.field("gbps"), pl.lit(" Gb/s)")]
+        )
         comp = pl.when(g.struct.field("driver").str.starts_with("mlx")).then(pl.lit("nic")).otherwise(pl.lit("pci"))
         parts.append(_inv(bw, ctx, comp, "pcie_link", link, None, None, device_bus=g.struct.field("bus")))
     # who handles PCIe AER: '_OSC: platform does not support [.. AER ..]' = firmware first (no native AER lines)

@@ -93,6 +93,8 @@ def _slow_parse(monkeypatch: pytest.MonkeyPatch, lines: pl.Series, ctx: FileCont
         mp.setattr(
             kev, "_ALL_LITERALS_RX", "|".join(re.escape(x) for x in kev.ALL_LITERALS + kev.INVENTORY_LITERALS)
         )
+        mp.setattr(kernel_log, "_syslog_times_by_run", lambda out, ctx: None)
+        mp.setattr(kev, "_without_bracket_noise", lambda cand: cand)
         return kernel_log.parse(lines, ctx)
 
 
@@ -292,3 +294,63 @@ def test_small_generated_logs_python_paths_equal_polars(
         mod.write(path, 0.03, seed=seed, style=style)
         lines = lines_from_bytes(path.read_bytes())
         assert_same_result(kernel_log.parse(lines, CTX), _polars_parse(monkeypatch, lines, CTX))
+
+
+def test_pcie_link_inventory_on_a_16mb_chunk(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The vectorised inventory of a 16 MB short-iso chunk: polars' `pl.format` panicked there ('assertion
+    failed: i < self.len()') building the PCIe link value, and the whole file was lost."""
+    path = tmp_path / "journal_iso.log"
+    _big_kernel().write(path, 16, seed=7, style="journal_iso")
+    lines = lines_from_bytes(path.read_bytes())
+    monkeypatch.setattr(kev, "_py_inventory", lambda cand, m, ctx: None)
+    inv = kernel_log.parse(lines, CTX).tables["inventory"]
+    links = inv.filter(pl.col("attribute") == "pcie_link").get_column("value").unique().to_list()
+    assert links == ["32.0 GT/s x16 (504.112 Gb/s)"]
+
+
+def test_syslog_lane_edges_equal_general(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines at the edges of the syslog lane (`kernel_log._syslog_lane`) among many ordinary ones, so that
+    the vectorised paths run: the same result as the general regex path."""
+    ordinary = [
+        "Nov 29 10:20:23 gpu-882-04 kernel: [41105.973371] [UFW BLOCK] IN=eth0 OUT= SRC=10.31.196.109",
+        "Nov 29 10:20:23 gpu-488-01 systemd[1]: Created slice user-1000.slice - User Slice of UID 1003.",
+        "Nov 29 10:20:24 gpu-102-02 rsyslogd[5987]: imjournal: journal files changed, reloading...  [v8]",
+        "Nov 29 10:20:24 gpu-102-02 kernel: [  123.000001] NVRM: Xid (PCI:0000:18:00): 79, pid=1, name=x, y",
+        "Nov 29 10:20:25 gpu-102-02 kernel: [  124.5] pcieport 0000:00:01.0:    [ 0] RxErr         (First)",
+    ]
+    edges = TRICKY.splitlines() + [
+        "Nov 29 10:20:25 gpu-1 tag[12]:",
+        "Nov 29 10:20:25 gpu-1 tag: ",
+        "Nov 29 10:20:25 gpu-1 tag:x: y",
+        "Nov 29 10:20:25  gpu-1 tag: two spaces",
+        "Nov 29 10:20:25 gpu-1 tag[x]: y",
+        "Nov 29 10:20:25 gpu-1 tag]: y",
+        "Nov 29 10:20:25.5 gpu-1 tag: frac",
+        "Nov 29 10:20:25. gpu-1 tag: frac",
+        "Nov 29 10:20:25.5x gpu-1 tag: frac",
+        "Nov 29 10:20:25.٣ gpu-1 tag: frac",
+        "Nov 29 10:20:25 gpu\u00e9-1 tag: name",
+        "Nov 29 10:20:25 gpu-1 tág: name",
+        "Nov 29 10:20:25 gpu-1 kernel: [123.5] [124.5] twice",
+        "Nov 29 10:20:25 gpu-1 kernel: [ 123.5]  two spaces",
+        "Nov 29 10:20:25 gpu-1 kernel: [\u3000123.5] ideographic",
+        "Nov 29 10:20:25 gpu-1 kernel: [123.5]x",
+        "Nov 29 10:20:25 gpu-1 kernel: [123.5]",
+        "Nov 29 10:20:25 gpu-1 kernel: [1e5] not a time",
+        "Dec 31 23:59:59 gpu-1 kernel: before the wrap",
+        "Jan  1 00:00:00 gpu-1 kernel: after the wrap",
+        "Jan 01 00:00:00 gpu-1 kernel: zero padded",
+        "Feb 30 00:00:00 gpu-1 kernel: no such day",
+        "Nov 29 24:00:00 gpu-1 kernel: hour 24",
+        "<13>Nov 29 10:20:25 gpu-1 tag: priority",
+        "",
+        "   continuation",
+    ]
+    rng = random.Random(5)
+    text = [rng.choice(ordinary) for _ in range(3000)]
+    for e in edges:
+        text.insert(rng.randrange(len(text)), e)
+    lines = lines_from_bytes("\n".join(text).encode())
+    fast = kernel_log.parse(lines, CTX)
+    assert check_accounting(fast, lines)
+    assert_same_result(fast, _slow_parse(monkeypatch, lines, CTX))
