@@ -13,6 +13,7 @@ kept in `extra` and ts stays null. dmon prints no bus id: gpu_bus_id stays null.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 import polars as pl
 
@@ -25,6 +26,10 @@ TABLES = ("gpu_samples", "events")
 FILENAME_HINTS = ("*dmon*",)
 DETECTS = "a '# gpu  pwr  gtemp ...' (or '#Date Time gpu ...') header followed by a '# Idx  W  C ...' units line"
 PRIORITY = 15
+
+_MANY, _PROBE = 8192, 4096
+"""Lines of a chunk from which a field list's `extra` fields may be encoded once per distinct value (when the
+first _PROBE rows repeat them)."""
 
 HEADER_RE = r"^#\s*(?:Date\s+)?(?:Time\s+)?gpu(?:\s+[A-Za-z][\w]*)*\s*$"
 UNITS_RE = r"^#\s*(?:YYYYMMDD\s+)?(?:HH:MM:SS\s+)?Idx\b"
@@ -63,9 +68,66 @@ def _val(e: pl.Expr) -> pl.Expr:
     return pl.when(e == "-").then(None).otherwise(e)
 
 
-def _group_frame(data: pl.LazyFrame, fields: list[str]) -> pl.LazyFrame:
-    """Typed columns of the data rows of one header field list (`cells`: struct of the row's tokens)."""
-    cell = {f: pl.col("cells").struct.field(f"f{i}") for i, f in enumerate(fields)}
+def _skip(fields: list[str] | tuple[str, ...]) -> set[str]:
+    """The fields that are neither mapped nor `extra`."""
+    return {"gpu", "date", "time"} if "date" in fields else {"gpu"}
+
+
+@lru_cache(maxsize=256)
+def _layout(fields: tuple[str, ...]) -> tuple[str, tuple[tuple[str, tuple[str, ...]], ...]] | None:
+    """The row regex of a field list whose consecutive `extra` fields are captured as one run (a group per
+    run of two or more, named r<i>; other fields f<i>), and the runs of `extra` fields (group, fields) in
+    order; None when no run has two fields or a field repeats (then `extra` keeps each field's own cell)."""
+    if len(set(fields)) != len(fields):
+        return None
+    skip = _skip(fields)
+    is_rest = [f not in _MAP and f not in skip for f in fields]
+    parts: list[str] = []
+    runs: list[tuple[str, tuple[str, ...]]] = []
+    i = 0
+    while i < len(fields):
+        j = i
+        if is_rest[i]:
+            while j + 1 < len(fields) and is_rest[j + 1]:
+                j += 1
+        if j > i:
+            parts.append(f"(?P<r{i}>[^ ]+(?: +[^ ]+){{{j - i}}})")
+            runs.append((f"r{i}", fields[i : j + 1]))
+        else:
+            parts.append(f"(?P<f{i}>[^ ]+)")
+            if is_rest[i]:
+                runs.append((f"f{i}", (fields[i],)))
+        i = j + 1
+    if all(len(fs) == 1 for _, fs in runs):
+        return None
+    return "^" + " +".join(parts) + "$", tuple(runs)
+
+
+def _row_regex(fields: list[str]) -> str:
+    return "^" + " +".join(f"(?P<f{i}>[^ ]+)" for i in range(len(fields))) + "$"
+
+
+def _extra_per_value(runs: tuple[tuple[str, tuple[str, ...]], ...]) -> pl.Expr:
+    """The `extra` JSON from the run cells, encoded once per distinct text of the runs and mapped back: the
+    runs are split into the fields' cells again (tokens separated by spaces, as in the row regex), so each
+    value is the one the per-field cells give."""
+    runs_cells = [pl.col("cells").struct.field(g) for g, _ in runs]
+    key = runs_cells[0] if len(runs_cells) == 1 else pl.concat_str(runs_cells, separator=" ")
+    rest = [f for _, fs in runs for f in fs]
+    rx = "^" + " +".join(f"(?P<g{k}>[^ ]+)" for k in range(len(rest))) + "$"
+    u = key.unique(maintain_order=True)
+    toks = u.str.extract_groups(rx)
+    js = pl.struct(**{f: _val(toks.struct.field(f"g{k}")) for k, f in enumerate(rest)}).struct.json_encode()
+    return key.replace_strict(u, js, default=None, return_dtype=pl.String)
+
+
+def _group_frame(
+    data: pl.LazyFrame, fields: list[str], runs: tuple[tuple[str, tuple[str, ...]], ...] | None = None
+) -> pl.LazyFrame:
+    """Typed columns of the data rows of one header field list (`cells`: struct of the row's tokens; with
+    `runs`, the cells of `_layout`'s regex: `extra` encoded per distinct text of its runs)."""
+    in_run = {f for _, fs in runs for f in fs} if runs else set()
+    cell = {f: pl.col("cells").struct.field(f"f{i}") for i, f in enumerate(fields) if f not in in_run}
     exprs = {}
     for f, col in _MAP.items():
         if f in cell:
@@ -77,14 +139,18 @@ def _group_frame(data: pl.LazyFrame, fields: list[str]) -> pl.LazyFrame:
         ).dt.replace_time_zone("UTC")
     else:
         ts = pl.lit(None, dtype=F.UTC)
-    skip = {"gpu", "date", "time"} if "date" in cell else {"gpu"}
+    skip = _skip(fields)
     rest = {f: _val(e) for f, e in cell.items() if f not in _MAP and f not in skip}
+    if runs:
+        extra = _extra_per_value(runs)
+    else:
+        extra = pl.struct(**rest).struct.json_encode() if rest else pl.lit(None, dtype=pl.String)
     return data.select(
         "line",
         "text",
         ts=ts,
         gpu_index=cell["gpu"].cast(pl.Int32, strict=False) if "gpu" in cell else pl.lit(None, dtype=pl.Int32),
-        extra=pl.struct(**rest).struct.json_encode() if rest else pl.lit(None, dtype=pl.String),
+        extra=extra,
         **exprs,
     )
 
@@ -135,15 +201,31 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     data_lines: list[pl.Series] = []
     for fields_t, s in sigs.items():
         fields = list(fields_t)
-        rx = "^" + " +".join(f"(?P<f{i}>[^ ]+)" for i in range(len(fields))) + "$"
+        rx = _row_regex(fields)
+        # A long group whose `extra` fields repeat their values (idle encoders: `0 0 0 0`) captures each run
+        # of `extra` fields as one cell (fewer captures) and encodes `extra` once per distinct run text.
+        layout = _layout(fields_t) if n >= _MANY else None
+        runs = None
+        if layout is not None:
+            probe = (
+                frame.lazy()
+                .filter((pl.col("sig") == s) & ~pl.col("mark"))
+                .head(_PROBE)
+                .select(cells=pl.col("stripped").str.extract_groups(layout[0]))
+                .select(pl.concat_str([pl.col("cells").struct.field(g) for g, _ in layout[1]], separator=" "))
+                .collect(engine="in-memory")
+                .to_series()
+            )
+            if probe.len() and probe.n_unique() * 4 <= probe.len():
+                rx, runs = layout
         # (the rows of the field list, their cells and typed columns in one query)
         data = (
             frame.lazy()
             .filter((pl.col("sig") == s) & ~pl.col("mark"))
             .with_columns(cells=pl.col("stripped").str.extract_groups(rx))
-            .filter(pl.col("cells").struct.field("f0").is_not_null())
+            .filter(pl.col("cells").struct.field(rx[rx.index("<") + 1 : rx.index(">")]).is_not_null())
         )
-        part = _group_frame(data, fields).collect(engine="in-memory")
+        part = _group_frame(data, fields, runs).collect(engine="in-memory")
         if part.height == 0:
             continue
         data_lines.append(part.get_column("line"))
