@@ -875,7 +875,7 @@ def _nccl_rows(
     coll = lit.filter(msg.str.contains(" opCount ", literal=True)) if has[" opCount "] else lit.clear()
     if coll.height:
         coll = coll_fields(attach(coll, "node", "pid", "dev")).filter(pl.col("c").struct.field("op").is_not_null())
-    n_coll = coll.height + fast.coll.height
+    n_coll = coll.height + _coll_lines(fast)
     if n_coll:
         cf = pl.col("c").struct.field
         c2 = None if coll.height == 0 else coll.select(
@@ -890,7 +890,7 @@ def _nccl_rows(
             nranks=cf("nranks").cast(pl.Int32, strict=False),
         )
         if fast.coll.height:
-            agg = _coll_merge(c2 if coll.height else None, _coll_partials(fast.coll, fast.coll_tails, heads))
+            agg = _coll_merge(c2 if coll.height else None, _coll_partials(fast.coll, heads))
         else:
             agg = c2.group_by("node", "pid", "comm", "op", maintain_order=True).agg(
                 calls=pl.len(),
@@ -1260,6 +1260,8 @@ _COLL_FAST = (
 other message filter of `_nccl_rows` (none of their prefixes or literals), so it only counts for the COLL
 aggregate, which needs its group key (op, comm; root for Send/Recv) and the fields of each group's first and
 last line only."""
+_COLL_MID = r"^[0-9a-fA-F]+ sendbuff (?:0x[0-9a-fA-F]+|\(nil\)) recvbuff (?:0x[0-9a-fA-F]+|\(nil\))$"
+"""`_COLL_HEAD` after its op and `: opCount ` (opCount, buffers)."""
 _COLL_HEAD = r"^[A-Za-z]+: opCount [0-9a-fA-F]+ sendbuff (?:0x[0-9a-fA-F]+|\(nil\)) recvbuff (?:0x[0-9a-fA-F]+|\(nil\))$"
 _COLL_TAIL = (
     r"^count [0-9]+ datatype [0-9]+ op [0-9]+ root (?P<root>-?[0-9]+) comm (?P<comm>0x[0-9a-fA-F]+) \[nranks=[0-9]+\]"
@@ -1284,9 +1286,7 @@ class FastLane:
     rest: pl.DataFrame
     """The records that are not strict COLL lines: line, text, hc, level, msg (`_N_SCHEMA`)."""
     coll: pl.DataFrame
-    """Strict COLL lines (`_COLL_FAST`): line, hc, op, sid (tail id), msg."""
-    coll_tails: pl.DataFrame
-    """sid, comm, root of the strict COLL lines' distinct tails."""
+    """Strict COLL lines (`_COLL_FAST`) aggregated per head, op and tail (`_COLL_GROUPS`, `_strict_coll`)."""
     texts: pl.DataFrame
     """line, text of every fast-lane record (for whole-file literal checks)."""
 
@@ -1303,15 +1303,14 @@ def _empty_lane(height: int, first: int) -> FastLane:
         heads=heads,
         rows=pl.DataFrame(schema={"line": pl.Int64, "hc": pl.UInt32}),
         rest=pl.DataFrame(schema=_N_SCHEMA),
-        coll=_empty_coll()[0],
-        coll_tails=_empty_coll()[1],
+        coll=_empty_coll(),
         texts=pl.DataFrame(schema={"line": pl.Int64, "text": pl.String}),
     )
 
 
 def _fast_lane(base: pl.DataFrame, ctx: FileContext) -> FastLane:
     """Take the lines `_FAST_HEAD` reads from `base` (line, text): their heads are worked out once per distinct
-    line start; the rest of `family_rows` sees them only as rows of `n` (or COLL partial aggregates)."""
+    line start; the rest of `family_rows` sees them only as rows of `n` or as COLL groups (`_strict_coll`)."""
     text = pl.col("text")
     keyed = base.select(
         "line", "text", _k=text.str.head(text.str.find(" NCCL ", literal=True) + _FAST_KEY_CHARS)
@@ -1365,65 +1364,121 @@ def _fast_lane(base: pl.DataFrame, ctx: FileContext) -> FastLane:
         mask = mask & ~base.get_column("text").str.contains("](http", literal=True).fill_null(False)
     if not mask.any():
         return _empty_lane(base.height, ctx.first_line)
-    rows = rows.filter(mask).select("line", "text", "hc", "level", msg=text.str.slice(pl.col("msg_off")))
-    info = pl.col("level") == "INFO"
-    cand = rows.filter(info & pl.col("msg").str.contains(" opCount ", literal=True))
-    coll, sufs = _strict_coll(cand)
-    if coll.height:
-        rest = rows.join(coll.select("line"), on="line", how="anti", maintain_order="left")
-    else:
-        rest = rows
+    rows = rows.filter(mask).select("line", "text", "hc", "level", "msg_off")
+    coll, strict = _strict_coll(rows)
+    rest = rows.filter(~strict) if coll.height else rows
     heads = u.select(*_HEAD_COLS, "env_len", "env_rank_source", "env_host", "env_pid")
     return FastLane(
         mask=mask.alias("fast"),
         first=ctx.first_line,
         heads=heads,
         rows=rows.select("line", "hc"),
-        rest=rest.select(*_N_SCHEMA),
+        rest=rest.select("line", "text", "hc", "level", msg=text.str.slice(pl.col("msg_off"))),
         coll=coll,
-        coll_tails=sufs,
         texts=rows.select("line", "text"),
     )
 
 
-def _strict_coll(cand: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The `_COLL_FAST` lines among `cand` (line, hc, msg): (line, hc, op, sid, msg) and their distinct tails
-    `count … [nranks=N] [stream S]` (sid, comm, root). A line is cut at its first ` count `: its head (op,
-    opCount, buffers) is checked per line, its tail (few distinct ones) once; both match exactly when the
-    whole line matches `_COLL_FAST` (no head token can be `count`)."""
-    if cand.height == 0:
-        return _empty_coll()
-    m = pl.col("msg")
-    at = m.str.find(" count ", literal=True)
-    c = cand.select("line", "hc", "msg", _pre=m.str.head(at), _suf=m.str.slice(at + 1))
-    g = pl.col("g").struct.field
-    sufs = (
-        c.get_column("_suf")
-        .drop_nulls()
-        .unique()
-        .to_frame("_suf")
-        .with_columns(g=pl.col("_suf").str.extract_groups(_COLL_TAIL))
-        .filter(g("comm").is_not_null())
-        .with_row_index("sid")
-        .select("sid", "_suf", comm=g("comm"), root=g("root"))
+def _strict_coll(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    """The `_COLL_FAST` lines among fast-lane `rows` (line, text, hc, level, msg_off), aggregated per (head,
+    op, tail `count … [nranks=N] [stream S]`), and the per-row mask of those lines.
+
+    A message is cut at its first `: opCount ` and its first ` count `: the op before (letters only: checked
+    once per group), the middle (opCount, buffers: `_COLL_MID`, checked per line) and the tail after (few
+    distinct ones: `_COLL_TAIL` once per group); the message matches `_COLL_FAST` exactly when all three do.
+    Offsets are bytes and slices characters: the line up to the message is ASCII (`_FAST_HEAD`), and a
+    non-ASCII character before the tail fails the op or middle check, so the cuts agree whenever all pass.
+    Groups: hc, op, comm, root, calls, first_line, line, first_msg, last_msg (`_COLL_GROUPS`)."""
+    text = pl.col("text")
+    off = pl.col("msg_off")
+    info = rows.get_column("level") == "INFO"
+    c = rows.select(
+        oc=pl.when(pl.lit(info)).then(text.str.find(": opCount ", literal=True))
+    ).get_column("oc")
+    cand = (c >= rows.get_column("msg_off")).fill_null(False)
+    if not cand.any():
+        return _empty_coll(), cand
+    oc, d = pl.col("oc"), pl.col("d")
+    cf = (
+        rows.with_columns(oc=c, _i=pl.int_range(pl.len(), dtype=pl.UInt32))
+        .filter(cand)
+        .with_columns(d=text.str.find(" count ", literal=True))
+        .filter(d > oc + 9)
+        .select(
+            "_i",
+            "line",
+            "hc",
+            "msg_off",
+            op=text.str.slice(off, oc - off),
+            tail=text.str.slice(d + 1),
+            ok=text.str.slice(oc + 10, d - oc - 10).str.contains(_COLL_MID),
+        )
     )
-    if sufs.height == 0:
-        return _empty_coll()
-    c = c.filter(pl.col("_pre").str.contains(_COLL_HEAD)).join(
-        sufs.select("_suf", "sid"), on="_suf", how="inner", maintain_order="left"
+    groups = (
+        cf.group_by("hc", "op", "tail", "ok")
+        .agg(
+            calls=pl.len(),
+            first_line=pl.col("line").first(),
+            line=pl.col("line").last(),
+            _if=pl.col("_i").first(),
+            _il=pl.col("_i").last(),
+            msg_off=pl.col("msg_off").first(),
+        )
+        .with_columns(g=pl.col("tail").str.extract_groups(_COLL_TAIL))
+        .with_columns(
+            good=pl.col("ok")
+            & pl.col("op").str.contains(r"^[A-Za-z]+$")
+            & pl.col("g").struct.field("comm").is_not_null()
+        )
     )
-    pre = pl.col("_pre")
-    coll = c.select("line", "hc", op=pre.str.head(pre.str.find(":", literal=True)), sid="sid", msg="msg")
-    return coll, sufs.select("sid", "comm", "root")
+    good = groups.get_column("good")
+    if not good.any():
+        return _empty_coll(), pl.Series("strict", [False] * rows.height, dtype=pl.Boolean)
+    if good.all():
+        pos = cf.get_column("_i")
+    else:
+        bad = groups.filter(~pl.col("good")).select("hc", "op", "tail", "ok")
+        pos = cf.join(bad, on=["hc", "op", "tail", "ok"], how="anti").get_column("_i")
+    strict = pl.Series("strict", [False] * rows.height, dtype=pl.Boolean).scatter(pos, True)
+    groups = groups.filter(pl.col("good"))
+    texts = rows.get_column("text")
+    ends = pl.DataFrame(
+        {"_f": texts.gather(groups.get_column("_if")), "_l": texts.gather(groups.get_column("_il"))}
+    )
+    coll = groups.hstack(ends).select(
+        "hc",
+        "op",
+        comm=pl.col("g").struct.field("comm"),
+        root=pl.col("g").struct.field("root"),
+        calls=pl.col("calls").cast(pl.UInt32),
+        first_line="first_line",
+        line="line",
+        first_msg=pl.col("_f").str.slice(pl.col("msg_off")),
+        last_msg=pl.col("_l").str.slice(pl.col("msg_off")),
+    )
+    return coll, strict
 
 
-def _empty_coll() -> tuple[pl.DataFrame, pl.DataFrame]:
-    return (
-        pl.DataFrame(
-            schema={"line": pl.Int64, "hc": pl.UInt32, "op": pl.String, "sid": pl.UInt32, "msg": pl.String}
-        ),
-        pl.DataFrame(schema={"sid": pl.UInt32, "comm": pl.String, "root": pl.String}),
-    )
+_COLL_GROUPS = {
+    "hc": pl.UInt32,
+    "op": pl.String,
+    "comm": pl.String,
+    "root": pl.String,
+    "calls": pl.UInt32,
+    "first_line": pl.Int64,
+    "line": pl.Int64,
+    "first_msg": pl.String,
+    "last_msg": pl.String,
+}
+
+
+def _empty_coll() -> pl.DataFrame:
+    return pl.DataFrame(schema=_COLL_GROUPS)
+
+
+def _coll_lines(fast: FastLane) -> int:
+    """The number of strict COLL lines the fast lane aggregated."""
+    return int(fast.coll.get_column("calls").sum()) if fast.coll.height else 0
 
 
 _INIT_BUS_ID = pl.when(pl.col("i").struct.field("bus").is_not_null()).then(
@@ -1468,36 +1523,22 @@ def _init_fields(init: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([a, b], how="vertical").sort("line")
 
 
-def _coll_partials(coll: pl.DataFrame, tails: pl.DataFrame, heads: pl.DataFrame) -> pl.DataFrame:
-    """Strict COLL lines aggregated per (head, op, tail): calls, first/last line and the first/last line's
-    fields (read by `coll_fields` like every other COLL line), the root; keyed by node, pid, comm."""
-    part = (
-        coll.select("line", "hc", "op", "sid")
-        .with_row_index("_i")
-        .group_by("hc", "op", "sid")
-        .agg(
-            calls=pl.len(),
-            first_line=pl.col("line").first(),
-            line=pl.col("line").last(),
-            _if=pl.col("_i").first(),
-            _il=pl.col("_i").last(),
-        )
-        .join(tails, on="sid", how="left")
-    )
-    ends = pl.concat([part.get_column("_if"), part.get_column("_il")]).unique()
+def _coll_partials(groups: pl.DataFrame, heads: pl.DataFrame) -> pl.DataFrame:
+    """The fast lane's COLL groups (`_COLL_GROUPS`) as partial aggregates: calls, first/last line and the
+    first/last line's fields (read by `coll_fields` like every other COLL line), the root; keyed by node,
+    pid, comm."""
     cf = pl.col("c").struct.field
-    vals = coll_fields(coll[ends].select("line", "msg")).select(
-        "line",
-        opc=cf("opc").str.to_integer(base=16, strict=False),
-        cnt=cf("count").cast(pl.Int64, strict=False),
-        dt=cf("dt").cast(pl.Int64, strict=False),
-        ro=cf("redop").cast(pl.Int64, strict=False),
-        nranks=cf("nranks").cast(pl.Int32, strict=False),
-    )
-    first = vals.select("line", first_opcount="opc")
-    part = part.join(first, left_on="first_line", right_on="line", how="left").join(
-        vals, on="line", how="left"
-    )
+    vals = {
+        name: coll_fields(groups.select(msg=name)).select(
+            opc=cf("opc").str.to_integer(base=16, strict=False),
+            cnt=cf("count").cast(pl.Int64, strict=False),
+            dt=cf("dt").cast(pl.Int64, strict=False),
+            ro=cf("redop").cast(pl.Int64, strict=False),
+            nranks=cf("nranks").cast(pl.Int32, strict=False),
+        )
+        for name in ("first_msg", "last_msg")
+    }
+    part = groups.hstack(vals["last_msg"]).with_columns(first_opcount=vals["first_msg"].get_column("opc"))
     return part.hstack(heads.select("node", "pid", "dev")[part.get_column("hc")]).select(
         "node",
         "pid",
@@ -1604,7 +1645,16 @@ def family_rows_frame(
     """`family_rows` over a frame of `line`, `text` in line order whose numbers need not follow one another:
     some of a file's lines, those in between left out (the caller makes sure that what the grammar reads
     across lines sees the same neighbours; `wrap_width` gives the whole file's wrap width)."""
-    fast = _fast_lane(base, ctx) if FAST_LANE else _empty_lane(base.height, ctx.first_line)
+    try:
+        return _family_rows_frame(base, ctx, wrap_width, FAST_LANE)
+    except _CollJoinedError:
+        return _family_rows_frame(base, ctx, wrap_width, False)
+
+
+def _family_rows_frame(
+    base: pl.DataFrame, ctx: FileContext, wrap_width: Callable[[], int | None] | None, lane: bool
+) -> FamilyRows:
+    fast = _fast_lane(base, ctx) if lane else _empty_lane(base.height, ctx.first_line)
     nfast = fast.rows.height
     slow = _prepare_frame(base.filter(~fast.mask) if nfast else base)
     # a line that is nothing but a paste artefact (`> ` quote) is understood as such
@@ -1825,6 +1875,10 @@ def _drop_fast(fast: FastLane, lines: pl.Series, numbers: pl.Series) -> FastLane
     """The fast lane without the records of `lines` (they go back to the full path); `numbers` are the line
     numbers of the mask's positions."""
     drop = pl.col("line").is_in(lines.implode())
+    rest = fast.rest.filter(~drop)
+    if fast.rest.height - rest.height != lines.n_unique():
+        # a strict COLL line among them (a wrap is only joined onto a WARN/error record, which none is)
+        raise _CollJoinedError
     pos = numbers.search_sorted(lines, side="left").cast(pl.UInt32)
     mask = fast.mask.scatter(pos, False)
     return FastLane(
@@ -1832,11 +1886,14 @@ def _drop_fast(fast: FastLane, lines: pl.Series, numbers: pl.Series) -> FastLane
         first=fast.first,
         heads=fast.heads,
         rows=fast.rows.filter(~drop),
-        rest=fast.rest.filter(~drop),
-        coll=fast.coll.filter(~drop),
-        coll_tails=fast.coll_tails,
+        rest=rest,
+        coll=fast.coll,
         texts=fast.texts.filter(~drop),
     )
+
+
+class _CollJoinedError(Exception):
+    """A wrap was joined onto a COLL line the fast lane aggregated: the chunk is read without the lane."""
 
 
 def _may_wrap(slow: pl.DataFrame, fast: FastLane) -> bool:

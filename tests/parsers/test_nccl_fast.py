@@ -136,6 +136,25 @@ COLL = [
     "Channel: opCount {o} sendbuff 0x1 recvbuff 0x2 count {c} datatype 7 op 0 root 0 comm {m} [nranks=2] stream 0x55",
     "AllReduce: opCount {o} sendbuff 0x1 recvbuff 0x2 count {c} datatype 7 op 0 root 0 comm {m} [nranks=2] - Init COMPLETE",
     "AllReduce: opCount zz sendbuff 0x1 recvbuff 0x2 count {c} datatype 7 op 0 root 0 comm {m} [nranks=2] stream 0x5",
+    # the fast lane cuts at the first `: opCount ` and ` count `: odd ops, middles and tails (with non-ASCII
+    # text where byte offsets and character slices part), some sharing a good line's head and tail
+    *(
+        head + tail.replace("{t2}", " count {c} datatype 7 op 0 root 0 comm {m} [nranks=2]")
+        for head, tail in (
+            ("AllReduce: opCount zz sendbuff 0x7f00 recvbuff 0x7f10", "{t2} stream 0x55"),
+            ("AllRéduce: opCount {o} sendbuff 0x7f00 recvbuff 0x7f10", "{t2} stream 0x55"),
+            ("AllReduce: opCount {o} sendbuff 0x7fé0 recvbuff 0x7f10", "{t2} stream 0x55"),
+            ("AllReduce: opCount {o} sendbuff 0x7f00 recvbuff 0x7f10", "{t2} stream 0xé5"),
+            ("AllReduce: opCount count sendbuff 0x1 recvbuff 0x2", "{t2} stream 0x55"),
+            ("Send: opCount {o} sendbuff 0x1 recvbuff 0x2", "{t2}:"),
+            ("Recv: opCount {o} sendbuff 0x1 recvbuff 0x2", "{t2}: opCount 1"),
+            ("x AllReduce: opCount {o} sendbuff 0x7f00 recvbuff 0x7f10", "{t2}"),
+            (": opCount {o} sendbuff 0x7f00 recvbuff 0x7f10", "{t2} stream 0x55"),
+            ("AllReduce : opCount {o} sendbuff 0x7f00 recvbuff 0x7f10", "{t2}"),
+            ("AllReduce: opCount {o} sendbuff 0x7f00 recvbuff 0x7f10 ", "{t2}"),
+            ("é: opCount {o} sendbuff 0x7f00 recvbuff 0x7f10", "{t2} stream 0x55"),
+        )
+    ),
 ]
 MESSAGES = [
     "NCCL version 2.21.5+cuda12.4",
