@@ -141,6 +141,8 @@ def _known(fields: list[str]) -> set[str]:
 
 def sniff(head: bytes, name: str) -> float:
     """0.95 for a --query-gpu header in the first lines; 0.4 for header-less rows that look like it."""
+    if b"," not in head:  # (both need commas: no decode for a head without one)
+        return 0.0
     text = head.decode("utf-8", "replace")
     lines = [ln for ln in text.splitlines()[:30] if ln.strip() and not ln.startswith("#")]
     lines = [m.group("rest") if (m := re.match(PDSH_RE, ln)) else ln for ln in lines]

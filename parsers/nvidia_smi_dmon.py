@@ -49,6 +49,8 @@ _MAP = {
 
 def sniff(head: bytes, name: str) -> float:
     """0.95 for a dmon names line followed by its units line."""
+    if b"Idx" not in head or b"gpu" not in head:  # (literals of the units and names lines: no decode)
+        return 0.0
     text = head.decode("utf-8", "replace")
     if re.search(HEADER_RE, text, re.M) and re.search(UNITS_RE, text, re.M):
         return 0.95

@@ -57,6 +57,8 @@ _HEADING = re.compile("|".join(re.escape(h) for h in _HEADINGS))
 
 def sniff(head: bytes, name: str) -> float:
     """1.0 on the `| NVIDIA-SMI x  Driver Version: y` banner row near the top, 0.9 anywhere in the head."""
+    if b"NVIDIA-SMI" not in head:  # (the banner's literal: most heads of a bundle end here, no decode)
+        return 0.0
     text = head.decode("utf-8", "replace")
     m = re.search(r"^[ \t]*\|\s*NVIDIA-SMI \S+\s+Driver Version:", text, re.M)
     if not m:

@@ -138,6 +138,8 @@ _DOCTYPE = re.compile(r"<!DOCTYPE[^>\[]*(\[.*?\])?\s*>", re.S)
 
 def sniff(head: bytes, name: str) -> float:
     """1.0 when the head holds an <nvidia_smi_log> element."""
+    if b"<nvidia_smi_log" not in head:  # (no decode for most heads)
+        return 0.0
     text = head.decode("utf-8", "replace")
     if "<nvidia_smi_log" in text:
         return 1.0 if text.lstrip().startswith("<") or "<?xml" in text[:400] else 0.9
