@@ -31,7 +31,7 @@ from datetime import date
 import polars as pl
 
 from parsers import _kernel_events as kev
-from parsers._sniff import any_of
+from parsers._sniff import any_of, required_literals
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
 
 NAME = "kernel-log"
@@ -177,6 +177,8 @@ _SNIFF_PDSH = re.compile(PDSH_RE)
 # each list joined into one regex (parsers._sniff.alternation): one call per line instead of 10 + 3
 _SNIFF_STRONG_ANY = any_of(_SNIFF_STRONG)
 _SNIFF_WEAK_ANY = any_of(_SNIFF_WEAK)
+_BARE_LITERALS = required_literals(_BARE)
+"""One of these is in every line `_BARE` matches (None: none known)."""
 
 
 def sniff(head: bytes, name: str) -> float:
@@ -193,25 +195,39 @@ def sniff(head: bytes, name: str) -> float:
         return 0.9  # /proc/stat: gives the boot time (btime)
     if "Time zone: " in text and _TIMEDATECTL.search(text) and "Local time: " in text and re.search(r"^\s*Local time: ", text, re.M):
         return 0.9  # timedatectl: gives the zone of the node's local-time logs
-    lines = [ln for ln in text.splitlines()[:300] if ln.strip() and not ln.startswith("#")]
+    # (`ln and not ln.isspace()` is `ln.strip()`'s truth without a copy)
+    lines = [ln for ln in text.splitlines()[:300] if ln and not ln.isspace() and ln[0] != "#"]
     if not lines:
         return 0.0
-    strong = weak = 0
-    for ln in lines:
-        body = ln
-        m = _SNIFF_PDSH.match(ln)
-        if m:
-            body = m.group("rest")
-        if _SNIFF_STRONG_ANY.match(body):
-            strong += 1
-        elif _SNIFF_WEAK_ANY.match(ln):
-            weak += 1
-    share = (strong + weak) / len(lines)
+    n = len(lines)
+    # The lines with a strong prefix are counted first, alone, the first 60 % of the lines at once: unless
+    # the head may hold bare kernel lines, the score is 0 when the lines left cannot bring them to 40 % (a
+    # strong share below it scores 0, and so does no strong line without bare ones), which most heads of
+    # other formats reach there. The weak prefixes are tried on the other lines only where the score
+    # depends on them.
+    maybe_bare = _BARE_LITERALS is None or any(lit in text for lit in _BARE_LITERALS)
+    bodies = lines
+    if ": " in text:  # (`PDSH_RE` needs one)
+        pdsh = list(map(_SNIFF_PDSH.match, lines))
+        if pdsh.count(None) < n:
+            bodies = [ln if m is None else m.group("rest") for ln, m in zip(lines, pdsh)]
+    cut = n if maybe_bare else min(n, int(0.6 * n) + 1)
+    hits = list(map(_SNIFF_STRONG_ANY.match, bodies[:cut]))
+    strong = cut - hits.count(None)
+    if cut < n:
+        if (strong + n - cut) / n < 0.4:
+            return 0.0
+        hits += map(_SNIFF_STRONG_ANY.match, bodies[cut:])
+        strong = n - hits.count(None)
     if strong == 0:
         # K12: kernel lines pasted without their stamp ('kernel: NVRM: Xid ...'); NVRM lines are unambiguous
         bare = sum(1 for ln in lines if _BARE.match(ln))
-        return 0.6 if bare / len(lines) >= 0.6 else 0.0
-    if strong / len(lines) < 0.4 or share < 0.6:
+        return 0.6 if bare / n >= 0.6 else 0.0
+    if strong / n < 0.4:
+        return 0.0
+    weak = sum(1 for ln, hit in zip(lines, hits) if hit is None and _SNIFF_WEAK_ANY.match(ln))
+    share = (strong + weak) / n
+    if share < 0.6:
         return 0.0
     kernelish = bool(_KERNELISH.search(text))
     if kernelish:
