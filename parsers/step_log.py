@@ -31,7 +31,7 @@ import polars as pl
 from forensics.schema import UTC_US, conform
 from parsers import _step_grammars as g
 from parsers._common import ENVELOPES
-from parsers._sniff import head_text, may_match, required_literals
+from parsers._sniff import any_of, head_text, required_literals
 from parsers.base import FileContext, ParseResult, account, numbered
 
 NAME = "step-log"
@@ -188,21 +188,80 @@ _SNIFF_OTHER_LITS = required_literals(_SNIFF_OTHER)
 _SNIFF_WEAK_LITS = required_literals(_SNIFF_WEAK)
 
 
+def _anchor_groups(lits: set[str], k: int = 4) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """`lits` in groups sharing a substring of `k` characters (the anchor), largest groups first: a literal is
+    in a text only if its anchor is, so one search of an absent anchor rules out its whole group."""
+    left, groups = set(lits), []
+    while left:
+        count: dict[str, int] = {}
+        for lit in sorted(left):
+            for sub in sorted({lit[i : i + k] for i in range(len(lit) - k + 1)}):
+                count[sub] = count.get(sub, 0) + 1
+        best = max(count, key=lambda sub: (count[sub], sub), default=None)
+        if best is None or count[best] < 2:
+            groups += [(lit, (lit,)) for lit in sorted(left)]
+            break
+        members = tuple(sorted(lit for lit in left if best in lit))
+        groups.append((best, members))
+        left -= set(members)
+    return tuple(groups)
+
+
+def _lits_in(text: str, groups: tuple[tuple[str, tuple[str, ...]], ...]) -> set[str]:
+    """The literals of `groups` (see `_anchor_groups`) that occur in `text`."""
+    out: set[str] = set()
+    for anchor, members in groups:
+        if anchor in text:
+            out.update(lit for lit in members if lit in text)
+    return out
+
+
+def _may(lits: tuple[str, ...] | None, found: set[str]) -> bool:
+    """`may_match(lits, text)` given `found`, the literals of `text` (among them every one of `lits`)."""
+    return lits is None or any(lit in found for lit in lits)
+
+
+_SNIFF_GATE_GROUPS = _anchor_groups(
+    {lit for lits in (*_SNIFF_STRONG_LITS, _SNIFF_WEAK_LITS) if lits for lit in lits}
+)
+_SNIFF_REST_GROUPS = _anchor_groups(
+    {lit for lits in (*_SNIFF_SUPPORT_LITS, _SNIFF_OTHER_LITS) if lits for lit in lits}
+)
+_SNIFF_ANY: dict[tuple[str, tuple[int, ...]], object] = {}
+"""One regex (`any_of`) per set of strong / support regexes a head leaves to test line by line (few sets)."""
+
+
+def _sniff_any(kind: str, keep: tuple[int, ...]) -> object:
+    """`any_of` the `_SNIFF_STRONG` (kind "strong") or `_SNIFF_SUPPORT` regexes numbered `keep`, cached."""
+    got = _SNIFF_ANY.get((kind, keep))
+    if got is None:
+        res = _SNIFF_STRONG if kind == "strong" else _SNIFF_SUPPORT
+        got = any_of([res[i] for i in keep]) if keep else None
+        if len(_SNIFF_ANY) < 512:
+            _SNIFF_ANY[(kind, keep)] = got
+    return got
+
+
 def sniff(head: bytes, name: str) -> float:
     """Score by how much step-line shapes dominate the head's recognisable lines (NCCL/kernel lines compete)."""
     text = head_text(head)
-    strong_res, support_res = _SNIFF_STRONG, _SNIFF_SUPPORT
+    strong_keep = tuple(range(len(_SNIFF_STRONG)))
+    support_keep = tuple(range(len(_SNIFF_SUPPORT)))
     other_re: re.Pattern[str] | None = _SNIFF_OTHER
     weak_re: re.Pattern[str] | None = _SNIFF_WEAK
     if "\x1b" not in text:
         # without ANSI codes to strip, every string tested below is a substring of `text`: drop the regexes
         # whose required literals are absent (exact), and stop when no step line or preamble can be found
-        strong_res = [r for r, lits in zip(_SNIFF_STRONG, _SNIFF_STRONG_LITS) if may_match(lits, text)]
-        weak_re = _SNIFF_WEAK if may_match(_SNIFF_WEAK_LITS, text) else None
-        if not strong_res and weak_re is None:
+        found = _lits_in(text, _SNIFF_GATE_GROUPS)
+        strong_keep = tuple(i for i, lits in enumerate(_SNIFF_STRONG_LITS) if _may(lits, found))
+        weak_re = _SNIFF_WEAK if _may(_SNIFF_WEAK_LITS, found) else None
+        if not strong_keep and weak_re is None:
             return 0.0  # strong == 0 and weak is False below, whatever the other counts
-        support_res = [r for r, lits in zip(_SNIFF_SUPPORT, _SNIFF_SUPPORT_LITS) if may_match(lits, text)]
-        other_re = _SNIFF_OTHER if may_match(_SNIFF_OTHER_LITS, text) else None
+        found = _lits_in(text, _SNIFF_REST_GROUPS)
+        support_keep = tuple(i for i, lits in enumerate(_SNIFF_SUPPORT_LITS) if _may(lits, found))
+        other_re = _SNIFF_OTHER if _may(_SNIFF_OTHER_LITS, found) else None
+    strong_re = _sniff_any("strong", strong_keep)
+    support_re = _sniff_any("support", support_keep)
     strong = support = other = 0
     weak = False
     for raw in text.splitlines()[:2000]:
@@ -211,9 +270,9 @@ def sniff(head: bytes, name: str) -> float:
                 continue
             s = _SNIFF_COLLECTOR.sub("", _ANSI_PY.sub("", seg), count=1)
             s = _SNIFF_PYLOG.sub("", _SNIFF_STRIP.sub("", s, count=1), count=1)
-            if any(r.search(s) for r in strong_res):
+            if strong_re is not None and strong_re.search(s):  # type: ignore[attr-defined]
                 strong += 1
-            elif any(r.search(s) for r in support_res):
+            elif support_re is not None and support_re.search(s):  # type: ignore[attr-defined]
                 support += 1
             elif other_re is not None and other_re.search(s):
                 other += 1
