@@ -492,9 +492,11 @@ def _fast_strict(hit: pl.DataFrame, style: str) -> pl.DataFrame:
     raise ValueError(style)
 
 
-_LANE_TIME = r"^[A-Z][a-z]{2} [ 0-3][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9]$"
-_LANE_HOST_TAG = r"^[!-9;-Z\\^-~]+ [!-9;-Z\\^-~]+(?:\[[0-9]+\])?$"
-"""'host tag[pid]' of printable ASCII characters but ':', '[' and ']' (a sub-language of `STRICT`'s)."""
+_LANE_WORD = r"[!-9;-Z\\^-~]+"
+"""Printable ASCII characters but ':', '[' and ']' (a sub-language of `STRICT`'s host and tag tokens)."""
+_LANE_PREFIX = (
+    rf"^[A-Z][a-z]{{2}} [ 0-3][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9](?P<frac>\.[0-9]+)? {_LANE_WORD} {_LANE_WORD}(?:\[[0-9]+\])?$"
+)
 
 
 def _syslog_lane(sub: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -502,30 +504,27 @@ def _syslog_lane(sub: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     a regex over whole lines: (their line, msg, mon, day, hms, host, tag, as `_fast_strict` gives them; the
     other rows of `sub`).
 
-    A lane line is 'Mon DD HH:MM:SS[.frac] host tag[pid]: msg' with an ASCII prefix: the time (its first 15
-    characters), the fraction and the 'host tag[pid]' part before the first ': ' are checked by short
-    regexes on those few characters. Such a line matches `STRICT["syslog"]`, its first ': ' ends the tag
-    and its prefix holds 2 colons: `_fast_strict`'s quick split applies and gives these slices.
+    A lane line is 'Mon DD HH:MM:SS[.frac] host tag[pid]: msg' whose part before the first ': ' is ASCII and
+    matches `_LANE_PREFIX` (one short regex on that part). Such a line matches `STRICT["syslog"]`, its first
+    ': ' ends the tag and its prefix holds 2 colons: `_fast_strict`'s quick split applies and gives these
+    slices.
     """
     body = pl.col("body")
-    g = sub.select(
-        "line",
-        "body",
-        _c=body.str.find(": ", literal=True),
-        _t=body.str.slice(0, 15),
-        _s=body.str.slice(15).str.find(" ", literal=True).cast(pl.Int64),
-    )
-    # (offsets in bytes, slices in characters: they agree on the ASCII prefix the checks below demand)
-    start = 16 + pl.col("_s")
-    g = g.with_columns(_ht=body.str.slice(start, (pl.col("_c").cast(pl.Int64) - start).clip(0)))
-    ok = pl.col("_c").is_not_null() & pl.col("_t").str.contains(_LANE_TIME) & pl.col("_ht").str.contains(_LANE_HOST_TAG)
-    if g.get_column("_s").max() or 0:  # short-precise: '.frac' before the space
-        ok = ok & ((pl.col("_s") == 0) | body.str.slice(15, pl.col("_s")).str.contains(r"^\.[0-9]+$"))
+    g = sub.select("line", "body", _c=body.str.find(": ", literal=True))
+    # (`find` gives bytes, `slice` characters: they agree on the ASCII prefix the regex demands)
+    ok = pl.col("_c").is_not_null() & body.str.slice(0, pl.col("_c")).str.contains(_LANE_PREFIX)
     g = g.with_columns(_ok=ok.fill_null(False))
     lane = g.filter(pl.col("_ok"))
     other = g.filter(~pl.col("_ok")).select("line", "body") if lane.height < g.height else sub.clear()
+    if lane.height == 0:
+        return lane.select("line", msg=body, mon=body, day=body, hms=body, host=body, tag=body), other
+    # 'host tag[pid]' starts after the time's space (and the fraction's characters, short-precise)
+    first = pl.lit(16, dtype=pl.Int64)
+    if lane.select((body.str.slice(15, 1) == ".").any()).item():
+        first = 16 + body.str.slice(15).str.find(" ", literal=True).cast(pl.Int64)
+    lane = lane.with_columns(_ht=body.str.slice(first, pl.col("_c").cast(pl.Int64) - first))
     lane = lane.with_columns(_sp=pl.col("_ht").str.find(" ", literal=True))
-    lane = lane.select(
+    out = lane.select(
         "line",
         msg=body.str.slice(pl.col("_c") + 2),
         mon=body.str.slice(0, 3),
@@ -534,7 +533,7 @@ def _syslog_lane(sub: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         host=pl.col("_ht").str.slice(0, pl.col("_sp")),
         tag=pl.col("_ht").str.slice(pl.col("_sp") + 1),
     )
-    return lane, other
+    return out, other
 
 
 def _py_texts(col: pl.Series) -> list[str | None] | None:
@@ -739,6 +738,19 @@ def _py_style_frame(g: pl.DataFrame, style: str, names: set[str]) -> pl.DataFram
     )
 
 
+def _per_run(df: pl.DataFrame, keys: list[str], expr: pl.Expr) -> pl.Series | None:
+    """`df.select(expr)` for an `expr` that depends on the columns `keys` of its row only, worked out once
+    per run of consecutive rows with the same keys (a log's lines share their second) and spread over the
+    run; None when runs are not much fewer than rows (or the frame is short)."""
+    if df.height <= kev.SMALL_ROWS:
+        return None
+    ids = df.select(pl.struct(keys).rle_id()).to_series()
+    if (ids.item(-1) + 1) * 4 > df.height:
+        return None
+    reps = df.select(keys).gather(ids.is_first_distinct().arg_true())
+    return reps.select(expr).to_series().gather(ids)
+
+
 def _style_frame(g: pl.DataFrame, style: str, names: set[str]) -> pl.DataFrame:
     """The stamp columns of one style's rows from their extracted prefix fields."""
     if g.height <= kev.SMALL_ROWS and style not in ("dmesg_ctime", "journal_full", "journal_json"):
@@ -757,8 +769,15 @@ def _style_frame(g: pl.DataFrame, style: str, names: set[str]) -> pl.DataFrame:
         uptime = pl.col("up").cast(pl.Float64, strict=False)
         quality = "unanchored"
     elif style == "dmesg_ctime":
+        # the 'Y-M-D' text once per run of lines of the same day (month names mapped, numbers padded),
+        # then joined with each line's time: the same text `pl.format` gave row by row
+        date = pl.format("{}-{}-{}", pl.col("year"), _pad(_month_num(pl.col("mon"))), _pad(pl.col("day")))
+        by_run = _per_run(g, ["year", "mon", "day"], date)
+        if by_run is not None:
+            g = g.with_columns(_date=by_run)
+            date = pl.col("_date")
         ts = (
-            pl.format("{}-{}-{} {}", pl.col("year"), _pad(_month_num(pl.col("mon"))), _pad(pl.col("day")), pl.col("hms"))
+            pl.concat_str([date, pl.lit(" "), pl.col("hms")])
             .str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S", strict=False)
             .dt.replace_time_zone("UTC")
         )
@@ -1033,9 +1052,10 @@ def _iso_arith(raw: pl.Series) -> pl.Series:
     """UTC time of `_ISO_SHAPE` stamps: midnight of the date + time of day + fraction - offset."""
     f = pl.DataFrame({"r": raw})
     r = pl.col("r")
+    # date and time of day in one strptime (what the date's midnight plus `to_time` of the time gave,
+    # null where either is invalid, at half the cost)
     f = f.select(
-        _d=r.str.slice(0, 10),
-        _t=r.str.slice(11, 8).str.to_time("%H:%M:%S", strict=False).cast(pl.Int64) // 1000,
+        _dt=r.str.slice(0, 19).str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False).cast(pl.Int64),
         _has_f=r.str.slice(19, 1).is_in([".", ","]),
         _r=r.str.slice(19),
     )
@@ -1043,8 +1063,6 @@ def _iso_arith(raw: pl.Series) -> pl.Series:
         _f=pl.when(pl.col("_has_f")).then(pl.col("_r").str.slice(1, 6).cast(pl.Int64, strict=False)).otherwise(0),
         _o=pl.when(pl.col("_has_f")).then(pl.col("_r").str.slice(7)).otherwise(pl.col("_r")),
     )
-    dates = f.get_column("_d").unique().drop_nulls()
-    mid = dict(zip(dates.to_list(), dates.str.strptime(pl.Datetime("us"), "%Y-%m-%d", strict=False).dt.epoch("us").to_list()))
     offs = {}
     for o in f.get_column("_o").unique().drop_nulls().to_list():
         if o == "Z":
@@ -1053,15 +1071,7 @@ def _iso_arith(raw: pl.Series) -> pl.Series:
             sign = -1 if o[0] == "-" else 1
             hh, mm = int(o[1:3]), int(o[-2:])
             offs[o] = sign * (hh * 3600 + mm * 60) * 1_000_000
-    mid = {k: v for k, v in mid.items() if v is not None}
-    if not mid:
-        return pl.repeat(None, len(raw), dtype=UTC_US, eager=True)
-    us = (
-        pl.col("_d").replace_strict(mid, default=None, return_dtype=pl.Int64)
-        + pl.col("_t")
-        + pl.col("_f")
-        - pl.col("_o").replace_strict(offs, default=None, return_dtype=pl.Int64)
-    )
+    us = pl.col("_dt") + pl.col("_f") - pl.col("_o").replace_strict(offs, default=None, return_dtype=pl.Int64)
     return f.select(us.cast(UTC_US)).to_series()
 
 
