@@ -418,13 +418,15 @@ def frames(
         present = set().union(*rows)
         bus = _bus_ids_cached([r.get("gpu_bus_id") for r in rows]) if "gpu_bus_id" in present else None
         # one construction from the rows (not one Series per column); bus ids replaced by their normal form
-        df = pl.from_dicts(rows, schema={c: t for c, t in schema.items() if c in present}, strict=False)
+        # (every column of the table: absent ones come out null, in the table's order, as conform would make
+        # them, and conform below only validates)
+        df = pl.from_dicts(rows, schema=schema, strict=False)
         if bus is not None:
             df = df.with_columns(pl.Series("gpu_bus_id", bus, dtype=schema["gpu_bus_id"], strict=False))
-        if "gpu_bus_id" in df.columns and bus is None:
+        if "gpu_bus_id" in present and bus is None:
             df = df.with_columns(gpu_bus_id=normalize_bus_id(pl.col("gpu_bus_id")))
         if table == "inventory":
-            key = [c for c in ("node", "component", "gpu_bus_id", "gpu_index", "device", "attribute", "value") if c in df.columns]
+            key = [c for c in ("node", "component", "gpu_bus_id", "gpu_index", "device", "attribute", "value") if c in present]
             df = df.unique(key, keep="first", maintain_order=True)
         out[table] = conform(df, table)
     return out
