@@ -53,7 +53,7 @@ import polars as pl
 
 from parsers import _nccl_small
 from parsers import torch_distributed as td
-from parsers._common import _ANY_ENVELOPE, envelope_struct, nccl_bus_id
+from parsers._common import _ANY_ENVELOPE, _ENVELOPE_FIELDS, ENVELOPES, envelope_struct, nccl_bus_id
 from parsers._sniff import head_text, may_match, required_literals
 from parsers.base import FileContext, ParseResult, account, numbered
 
@@ -278,7 +278,7 @@ def _prepare_frame(frame: pl.DataFrame) -> pl.DataFrame:
                 pre_ts_quality=pl.lit(None, dtype=pl.String),
             )
         return _pre_ts(frame)
-    frame = frame.with_columns(_env=envelope_struct(pl.col("_b")))
+    frame = frame.with_columns(_env=_envelopes(frame.get_column("_b")))
     env = {name: pl.col("_env").struct.field(name) for name in ("rest", "rank", "rank_source", "host", "pid")}
     if frame.select(env["host"].is_not_null().any()).item():
         is_ip = env["host"].str.contains(r"^(?:\d{1,3}\.){3}\d{1,3}$")
@@ -304,6 +304,48 @@ def _prepare_frame(frame: pl.DataFrame) -> pl.DataFrame:
             pre_ts=pl.lit(None, dtype=pl.Datetime("us", "UTC")), pre_ts_quality=pl.lit(None, dtype=pl.String)
         )
     return _pre_ts(frame)
+
+
+_PY_ENVELOPES = tuple(
+    (name, re.compile(p.replace("(?<", "(?P<")), frozenset(re.findall(r"\(\?<(\w+)>", p)))
+    for name, p in ENVELOPES
+)
+_PY_ENVELOPE_ROWS = 256
+"""Up to this many lines (printable ASCII) are split by `_py_envelope`: `envelope_struct` costs ~30 regex
+passes, each a compile once polars' per-thread regex cache is full (a big chunk's few non-fast-lane lines)."""
+_UNSAFE = re.compile(r"[^\t\x20-\x7e]")
+"""Characters outside printable ASCII: where Python's `re` and polars' engine may read a pattern otherwise."""
+
+
+def _envelopes(texts: pl.Series) -> pl.Series:
+    """`envelope_struct` of a column of strings (no nulls): in Python for a few printable-ASCII lines."""
+    if len(texts) <= _PY_ENVELOPE_ROWS:
+        values = texts.to_list()
+        if None not in values and not any(_UNSAFE.search(t) for t in values):
+            rows = [_py_envelope(t) for t in values]
+            return pl.DataFrame(rows, schema=_ENVELOPE_FIELDS, orient="row").to_struct("_env")
+    return pl.select(_env=envelope_struct(pl.lit(texts))).to_series()
+
+
+def _py_envelope(text: str) -> tuple[str, int | None, str | None, str | None, int | None]:
+    """`parsers._common._split_all` of one line: three rounds of every envelope, outermost first (rest, rank,
+    rank_source, host, pid); a number too large for the column's type is null, as polars' cast makes it."""
+    rest, rank, source, host, pid = text, None, None, None, None
+    for _ in range(3):
+        for name, rx, groups in _PY_ENVELOPES:
+            m = rx.match(rest)
+            if m is None:
+                continue
+            if "rank" in groups:
+                v = int(m.group("rank"))
+                rank, source = (v if v < 2**31 else None), name
+            if "host" in groups:
+                host = m.group("host")
+            if "pid" in groups:
+                v = int(m.group("pid"))
+                pid = v if v < 2**63 else None
+            rest = rest[m.end() :]
+    return rest, rank, source, host, pid
 
 
 def _pre_ts(frame: pl.DataFrame) -> pl.DataFrame:
