@@ -176,9 +176,10 @@ def _hosts_and_headers(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
             host=env.get_column("host").str.split(".").list.first(),
             text=pl.coalesce(env.get_column("rest"), pl.col("text")),
         )
-    candidate = pl.col("text").str.contains(HEADER_RE) & pl.col("text").str.contains(",", literal=True)
+    # (the comma test on the lines of the header's shape only: they are few)
+    shaped = frame.get_column("text").filter(frame.get_column("text").str.contains(HEADER_RE))
     # A header names at least one known field (data rows such as `P0, Enabled` also fit the token shape).
-    cands = frame.filter(candidate).get_column("text").unique().to_list()
+    cands = shaped.filter(shaped.str.contains(",", literal=True)).unique().to_list()
     return frame, [t for t in cands if _known(t.split(","))]
 
 
@@ -189,8 +190,8 @@ def carry(lines: pl.Series) -> list[str]:
     text = lines.cast(pl.String).fill_null("")
     if not text.str.contains(": ", literal=True).any():
         # No line can carry a pdsh prefix (see _hosts_and_headers): the last known header line, if any.
-        cand = text.str.contains(HEADER_RE) & text.str.contains(",", literal=True)
-        rows = text.filter(cand)
+        rows = text.filter(text.str.contains(HEADER_RE))
+        rows = rows.filter(rows.str.contains(",", literal=True))  # (on the few lines of the header's shape)
         known = {t for t in rows.unique().to_list() if _known(t.split(","))}
         return next(([t] for t in reversed(rows.to_list()) if t in known), [])
     frame = pl.DataFrame({"i": pl.int_range(0, len(text), eager=True), "raw": text, "text": text}).with_columns(
