@@ -1327,7 +1327,7 @@ def _embedded_printk(out: pl.DataFrame) -> pl.DataFrame:
         if py is not None:
             return _patch(out, py)
     emb = out.select("msg", "style", _i=pl.int_range(pl.len(), dtype=pl.UInt32)).filter(
-        pl.col("msg").str.starts_with("[") & (pl.col("style") != "dmesg_raw")
+        (pl.col("msg").str.slice(0, 1) == "[") & (pl.col("style") != "dmesg_raw")  # (= starts_with, cheaper)
     )
     if emb.height == 0:
         return out
@@ -1482,7 +1482,7 @@ def _boot_segments() -> pl.Expr:
     up = pl.col("uptime_s")
     prev = up.forward_fill().shift(1)
     reset = (up.is_not_null() & prev.is_not_null() & (up < prev - 5.0)) | (
-        pl.col("msg").str.starts_with("Linux version ") & (pl.int_range(pl.len()) > 0)
+        (pl.col("msg").str.slice(0, 14) == "Linux version ") & (pl.int_range(pl.len()) > 0)
     )
     k = reset.fill_null(False).cast(pl.Int32).cum_sum()
     return (k.max() - k).cast(pl.Int32)
@@ -1519,13 +1519,11 @@ def _boot_segments_by_host(out: pl.DataFrame) -> pl.Series:
     version' lines only (in a day of multi-host syslog, a fraction of the lines). A 'Linux version'
     line starts a boot unless it is its host's first line in the file, as in `_boot_segments`.
     """
+    linux = out.select(pl.col("msg").str.slice(0, 14) == "Linux version ").to_series()  # (= starts_with, cheaper)
+    # (no such line: the host's first occurrence is not needed, and a false `_lv` acts as its nulls did)
+    lv = pl.lit(linux) & ~pl.col("host").is_first_distinct() if linux.any() else pl.lit(False)
     sub = (
-        out.select(
-            "uptime_s",
-            "host",
-            _i=pl.int_range(pl.len(), dtype=pl.UInt32),
-            _lv=pl.col("msg").str.starts_with("Linux version ") & ~pl.col("host").is_first_distinct(),
-        )
+        out.select("uptime_s", "host", _i=pl.int_range(pl.len(), dtype=pl.UInt32), _lv=lv)
         .filter(pl.col("uptime_s").is_not_null() | pl.col("_lv"))
     )
     up = pl.col("uptime_s")
