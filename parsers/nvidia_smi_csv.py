@@ -432,27 +432,32 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         ok = ok.scatter(pl.concat(data_lines) - ctx.first_line, True)
     # (= base.account, and the count of orphan rows, in one select; the examples only when there are some)
     blank = ~pl.col("text").str.contains(r"\S")
-    parsed, unrecognized, n_orphan = (
-        frame.select("text", "header", "is_fail")
-        .with_columns(ok=ok.fill_null(False))
-        .select(
-            parsed=(pl.col("ok") & ~blank).sum(),
-            unrecognized=(~pl.col("ok") & ~blank).sum(),
-            orphan=(
-                pl.col("header").is_null() & ~pl.col("is_fail") & (pl.col("text").str.strip_chars() != "")
-            ).sum(),
+    orphan = pl.col("header").is_null() & ~pl.col("is_fail") & (pl.col("text").str.strip_chars() != "")
+    okf = ok.fill_null(False)
+    if all(len(f) >= 2 for f in sigs):
+        # Understood lines are never blank then (header and data lines hold a comma, failure lines their
+        # words) and orphans are not understood: the tests run on the other lines only (few).
+        rest = frame.select("line", "text", "header", "is_fail").filter(~okf)
+        unrecognized, n_orphan = rest.select(unrecognized=(~blank).sum(), orphan=orphan.sum()).row(0)
+        parsed = len(okf) - rest.height
+        bad = rest.filter(~blank) if unrecognized else None
+    else:
+        parsed, unrecognized, n_orphan = (
+            frame.select("text", "header", "is_fail")
+            .with_columns(ok=okf)
+            .select(
+                parsed=(pl.col("ok") & ~blank).sum(),
+                unrecognized=(~pl.col("ok") & ~blank).sum(),
+                orphan=orphan.sum(),
+            )
+            .row(0)
         )
-        .row(0)
-    )
+        bad = None
+        if unrecognized:
+            bad = frame.select("line", "text").with_columns(ok=okf).filter(~pl.col("ok") & ~blank)
     examples: list[tuple[int, str]] = []
-    if unrecognized:
-        bad = (
-            frame.select("line", "text")
-            .with_columns(ok=ok.fill_null(False))
-            .filter(~pl.col("ok") & ~blank)
-            .head(MAX_EXAMPLES)
-            .select("line", "text")
-        )
+    if bad is not None:
+        bad = bad.head(MAX_EXAMPLES).select("line", "text")
         examples = [(int(n), str(t)[:500]) for n, t in bad.iter_rows()]
     notes: list[str] = []
     if n_orphan:
@@ -506,7 +511,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             inv_parts.append(long)
 
     if samples_parts:
-        samples = pl.concat(samples_parts, how="diagonal_relaxed") if len(samples_parts) > 1 else samples_parts[0]
+        samples = samples_parts[0]
+        if len(samples_parts) > 1:
+            samples = pl.concat(samples_parts, how="diagonal_relaxed")
         if len(samples_parts) > 1 or not samples.get_column("line").is_sorted():
             samples = samples.sort("line")  # (one field list's rows are in line order already)
         # gpu_index from first appearance of the GPU's identity when `index` was not queried.
@@ -524,7 +531,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         # (bus ids normalised once per distinct value, in this select; the inventory's are among them)
         bus_u, bus_norm = F.bus_id_map(samples.get_column("gpu_bus_id"))
         samples = samples.with_columns(
-            gpu_bus_id=pl.col("gpu_bus_id").replace_strict(bus_u, bus_norm, default=None, return_dtype=pl.String),
+            gpu_bus_id=pl.col("gpu_bus_id").replace_strict(
+                bus_u, bus_norm, default=None, return_dtype=pl.String
+            ),
             node=pl.coalesce(pl.col("host"), pl.lit(ctx.node)),
             file=pl.lit(ctx.path),
             source=pl.lit("nvidia-smi-csv"),
