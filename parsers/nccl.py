@@ -1293,6 +1293,9 @@ _FAST_NOT_HEADS = ("collective:", "Communicators...")
 left to the full path."""
 _FAST_LITERALS = (td.RESULT_HEAD_TEXT, "launch configs:", td.LAST_ERROR_TEXT)
 """Literals of whole-file checks (torchrun blocks, `Last error:`) that a fast-lane line may hold in its message."""
+_LANE_LITERALS = ("](http", *_FAST_LITERALS)
+_LANE_LITERALS_RE = "|".join(re.escape(x) for x in _LANE_LITERALS)
+"""`_fast_lane`'s one literal pass (a regex of literals: one SIMD search on many lines)."""
 _COLL_FAST = (
     r"^(?P<op>[A-Za-z]+): opCount [0-9a-fA-F]+ sendbuff (?:0x[0-9a-fA-F]+|\(nil\)) recvbuff (?:0x[0-9a-fA-F]+|\(nil\)) "
     r"count [0-9]+ datatype [0-9]+ op [0-9]+ root (?P<root>-?[0-9]+) comm (?P<comm>0x[0-9a-fA-F]+) \[nranks=[0-9]+\]"
@@ -1331,6 +1334,8 @@ class FastLane:
     """Strict COLL lines (`_COLL_FAST`) aggregated per head, op and tail (`_COLL_GROUPS`, `_strict_coll`)."""
     texts: pl.DataFrame
     """line, text of every fast-lane record (for whole-file literal checks)."""
+    hits: pl.DataFrame
+    """line, text of the fast-lane records holding one of `_FAST_LITERALS` (for the whole-file checks)."""
 
 
 def _empty_lane(height: int, first: int) -> FastLane:
@@ -1347,6 +1352,7 @@ def _empty_lane(height: int, first: int) -> FastLane:
         rest=pl.DataFrame(schema=_N_SCHEMA),
         coll=_empty_coll(),
         texts=pl.DataFrame(schema={"line": pl.Int64, "text": pl.String}),
+        hits=pl.DataFrame(schema={"line": pl.Int64, "text": pl.String}),
     )
 
 
@@ -1401,11 +1407,23 @@ def _fast_lane(base: pl.DataFrame, ctx: FileContext) -> FastLane:
     u = head_columns(u.filter(pl.col("host").is_not_null()), ctx).with_row_index("hc")
     rows = keyed.join(u.select("_k", "hc", "msg_off", "level"), on="_k", how="left", maintain_order="left")
     mask = rows.get_column("hc").is_not_null()
-    if base.select(text.str.contains("](http", literal=True).any()).item():
+    # one literal pass: markdown auto-links and the whole-file checks' literals (`_FAST_LITERALS`)
+    texts = base.get_column("text")
+    if base.height > _SMALL:
+        hit = texts.str.contains(_LANE_LITERALS_RE)
+    else:
+        hit = texts.str.contains_any(list(_LANE_LITERALS))
+    at = hit.fill_null(False).arg_true()
+    hits = base[at]
+    if len(at) and hits.select(text.str.contains("](http", literal=True).any()).item():
         # a markdown auto-link anywhere in the line is rewritten by `prepare`: full path
-        mask = mask & ~base.get_column("text").str.contains("](http", literal=True).fill_null(False)
+        link = hits.get_column("text").str.contains("](http", literal=True)
+        mask = mask.scatter(at.filter(link), False)
     if not mask.any():
         return _empty_lane(base.height, ctx.first_line)
+    hits = hits.filter(mask.gather(at)) if len(at) else hits
+    if hits.height:
+        hits = hits.filter(text.str.contains_any(list(_FAST_LITERALS)))
     rows = rows.filter(mask).select("line", "text", "hc", "level", "msg_off")
     coll, strict = _strict_coll(rows)
     rest = rows.filter(~strict) if coll.height else rows
@@ -1418,6 +1436,7 @@ def _fast_lane(base: pl.DataFrame, ctx: FileContext) -> FastLane:
         rest=rest.select("line", "text", "hc", "level", msg=text.str.slice(pl.col("msg_off"))),
         coll=coll,
         texts=rows.select("line", "text"),
+        hits=hits,
     )
 
 
@@ -1570,17 +1589,16 @@ def _coll_partials(groups: pl.DataFrame, heads: pl.DataFrame) -> pl.DataFrame:
     first/last line's fields (read by `coll_fields` like every other COLL line), the root; keyed by node,
     pid, comm."""
     cf = pl.col("c").struct.field
-    vals = {
-        name: coll_fields(groups.select(msg=name)).select(
-            opc=cf("opc").str.to_integer(base=16, strict=False),
-            cnt=cf("count").cast(pl.Int64, strict=False),
-            dt=cf("dt").cast(pl.Int64, strict=False),
-            ro=cf("redop").cast(pl.Int64, strict=False),
-            nranks=cf("nranks").cast(pl.Int32, strict=False),
-        )
-        for name in ("first_msg", "last_msg")
-    }
-    part = groups.hstack(vals["last_msg"]).with_columns(first_opcount=vals["first_msg"].get_column("opc"))
+    n = groups.height
+    msgs = pl.concat([groups.get_column("first_msg"), groups.get_column("last_msg")]).to_frame("msg")
+    vals = coll_fields(msgs).select(
+        opc=cf("opc").str.to_integer(base=16, strict=False),
+        cnt=cf("count").cast(pl.Int64, strict=False),
+        dt=cf("dt").cast(pl.Int64, strict=False),
+        ro=cf("redop").cast(pl.Int64, strict=False),
+        nranks=cf("nranks").cast(pl.Int32, strict=False),
+    )
+    part = groups.hstack(vals.slice(n)).with_columns(first_opcount=vals.get_column("opc").head(n))
     return part.hstack(heads.select("node", "pid", "dev")[part.get_column("hc")]).select(
         "node",
         "pid",
@@ -1737,9 +1755,7 @@ def _family_rows_frame(
         continued = slow.filter(pl.col("cont")).get_column("line")
     else:
         slow = slow.with_columns(cont=pl.lit(False))
-    fast_hits = (
-        fast.texts.filter(pl.col("text").str.contains_any(list(_FAST_LITERALS))) if nfast else fast.texts
-    )
+    fast_hits = fast.hits
     body = pl.col("body")
     root_cause = (
         body.str.contains(td.ROOT_CAUSE_RE)
@@ -1931,6 +1947,7 @@ def _drop_fast(fast: FastLane, lines: pl.Series, numbers: pl.Series) -> FastLane
         rest=rest,
         coll=fast.coll,
         texts=fast.texts.filter(~drop),
+        hits=fast.hits.filter(~drop),
     )
 
 

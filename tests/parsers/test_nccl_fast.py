@@ -246,6 +246,23 @@ def test_fast_lane_same_as_full_path_on_random_mixes(lines: list[str], first_lin
     same_understood(series, first_line=first_line)
 
 
+def test_fast_lane_same_as_full_path_on_a_big_random_mix() -> None:
+    """Over `nccl._SMALL` lines the lane's literal pass is a regex (links, whole-file check literals)."""
+    rnd = random.Random(11)
+    lines = []
+    for _ in range(nccl._SMALL + 300):
+        if rnd.random() < 0.1:
+            lines.append(rnd.choice(OTHER))
+            continue
+        coll = rnd.choice(COLL).format(o="1f", c="8", m="0x55", r="1")
+        msg = rnd.choice(MESSAGES) if rnd.random() < 0.5 else coll
+        lines.append(f"{rnd.choice(ENVELOPES[:8])}{rnd.choice(HEADS)} NCCL {rnd.choice(LEVELS)} {msg}")
+    series = pl.Series("line", lines, dtype=pl.String)
+    fast, full = both(series)
+    assert_same_result(fast, full)
+    assert check_accounting(fast, series)
+
+
 def test_fast_lane_takes_plain_records_only() -> None:
     lines = pl.Series(
         [
