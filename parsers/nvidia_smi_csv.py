@@ -258,9 +258,15 @@ _MANY, _PROBE = 8192, 4096
 distinct cell and mapped back, instead of once per row (when the first _PROBE rows repeat its cells)."""
 
 
-def _per_value(e: pl.Expr, fn: Callable[[pl.Expr], pl.Expr], dtype: pl.DataType, distinct: bool) -> pl.Expr:
-    """`fn(e)`; when `distinct`, computed on the distinct values of `e` (in order of appearance), mapped
-    back."""
+def _per_value(
+    e: pl.Expr, fn: Callable[[pl.Expr], pl.Expr], dtype: pl.DataType, distinct: bool, runs: bool = False
+) -> pl.Expr:
+    """`fn(e)` (an elementwise conversion); when `runs`, computed on the first cell of each run of equal
+    cells and spread over the run (a column that seldom changes: clocks, flags, link state); when `distinct`,
+    computed on the distinct values of `e` (in order of appearance), mapped back."""
+    if runs:
+        rid = e.rle_id()
+        return fn(e.filter(rid.diff().fill_null(1) != 0)).gather(rid)
     if not distinct:
         return fn(e)
     u = e.unique(maintain_order=True)
@@ -284,14 +290,14 @@ class _Plan:
 
 
 @lru_cache(maxsize=256)
-def _group_plan(fields: tuple[str, ...], many: frozenset[str]) -> _Plan:
+def _group_plan(fields: tuple[str, ...], many: frozenset[str], runs: frozenset[str] = frozenset()) -> _Plan:
     """The plan of a field list (built once: a loop's files repeat their header); `many`: the fields whose
-    cells are converted once per distinct cell."""
+    cells are converted once per distinct cell; `runs`: once per run of equal cells."""
     canon = _canon_list(fields)
     cell = {c: pl.col(f"_c{i}") for i, c in enumerate(canon)}
 
     def conv(c: str, fn: Callable[[pl.Expr], pl.Expr], dtype: pl.DataType) -> pl.Expr:
-        return _per_value(cell[c], fn, dtype, c in many)
+        return _per_value(cell[c], fn, dtype, c in many, c in runs)
 
     exprs: dict[str, pl.Expr] = {}
     best: dict[str, int] = {}
@@ -483,11 +489,23 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         if "pid" in canon:
             continue
         # Columns whose cells repeat (a probe of the first rows says so) are converted per distinct cell.
+        # Columns that seldom change from one row to the next (few runs of equal cells) are converted once
+        # per run.
         many: frozenset[str] = frozenset()
+        runs: frozenset[str] = frozenset()
         if data.height >= _MANY:
-            probe = data.head(_PROBE).select(pl.col(f"_c{i}").n_unique() for i in range(len(canon))).row(0)
-            many = frozenset(c for c, k in zip(canon, probe, strict=True) if k * 4 <= _PROBE)
-        plan = _group_plan(tuple(fields), many)
+            k = len(canon)
+            probe = (
+                data.head(_PROBE)
+                .select(
+                    *(pl.col(f"_c{i}").n_unique() for i in range(k)),
+                    *(pl.col(f"_c{i}").rle_id().max().alias(f"_r{i}") for i in range(k)),
+                )
+                .row(0)
+            )
+            many = frozenset(c for c, n_u in zip(canon, probe[:k], strict=True) if n_u * 4 <= _PROBE)
+            runs = frozenset(c for c, r in zip(canon, probe[k:], strict=True) if (r + 1) * 16 <= _PROBE)
+        plan = _group_plan(tuple(fields), many, runs)
         q = data.lazy()
         if plan.mask is not None:
             q = q.with_columns(_mask=plan.mask)  # parsed once, not once per bit
