@@ -494,9 +494,8 @@ def _fast_strict(hit: pl.DataFrame, style: str) -> pl.DataFrame:
 
 _LANE_WORD = r"[!-9;-Z\\^-~]+"
 """Printable ASCII characters but ':', '[' and ']' (a sub-language of `STRICT`'s host and tag tokens)."""
-_LANE_PREFIX = (
-    rf"^[A-Z][a-z]{{2}} [ 0-3][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9](?P<frac>\.[0-9]+)? {_LANE_WORD} {_LANE_WORD}(?:\[[0-9]+\])?$"
-)
+_LANE_FRAC = r"(?:\.[0-9]+)?"
+_LANE_PREFIX = rf"^[A-Z][a-z]{{2}} [ 0-3][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9]{_LANE_FRAC} {_LANE_WORD} {_LANE_WORD}(?:\[[0-9]+\])?$"
 
 
 def _syslog_lane(sub: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -510,9 +509,14 @@ def _syslog_lane(sub: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     slices.
     """
     body = pl.col("body")
+    # short-precise (a fraction after the seconds) seen in the head: lines may have one; otherwise lines
+    # with one are left to the general path and 'host tag[pid]' starts at the 17th character of the others
+    precise = any(len(t) > 15 and t[15] == "." for t in sub.get_column("body").head(1000).to_list() if t)
     g = sub.select("line", "body", _c=body.str.find(": ", literal=True))
     # (`find` gives bytes, `slice` characters: they agree on the ASCII prefix the regex demands)
-    ok = pl.col("_c").is_not_null() & body.str.slice(0, pl.col("_c")).str.contains(_LANE_PREFIX)
+    ok = pl.col("_c").is_not_null() & body.str.slice(0, pl.col("_c")).str.contains(
+        _LANE_PREFIX if precise else _LANE_PREFIX.replace(_LANE_FRAC, "")
+    )
     g = g.with_columns(_ok=ok.fill_null(False))
     lane = g.filter(pl.col("_ok"))
     other = g.filter(~pl.col("_ok")).select("line", "body") if lane.height < g.height else sub.clear()
@@ -520,7 +524,7 @@ def _syslog_lane(sub: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         return lane.select("line", msg=body, mon=body, day=body, hms=body, host=body, tag=body), other
     # 'host tag[pid]' starts after the time's space (and the fraction's characters, short-precise)
     first = pl.lit(16, dtype=pl.Int64)
-    if lane.select((body.str.slice(15, 1) == ".").any()).item():
+    if precise:
         first = 16 + body.str.slice(15).str.find(" ", literal=True).cast(pl.Int64)
     lane = lane.with_columns(_ht=body.str.slice(first, pl.col("_c").cast(pl.Int64) - first))
     lane = lane.with_columns(_sp=pl.col("_ht").str.find(" ", literal=True))
