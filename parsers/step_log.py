@@ -1556,12 +1556,41 @@ def _bar_fragments(seg: pl.DataFrame, present: frozenset[str]) -> tuple[list[pl.
                 .drop("_total", "_n", "_blank", "_best")
             )
         if bars.height:
+            # values read off the description and the postfix (regexes), each a function of that text alone
+            dv = {
+                "_tt_has": tt.struct.field("step").is_not_null(),
+                "_tt_step": tt.struct.field("step").cast(pl.Int64, strict=False),
+                "_tt_loss": _num(tt.struct.field("loss")),
+                "_tt_epoch": _num(tt.struct.field("epoch")),
+                "_ep_hit": desc.str.contains(r"Epoch \d+"),
+                "_ep": _num(desc.str.extract(r"Epoch (\d+)", 1)),
+            }
+            if bars.height < _LANE_MIN:
+                v = dv | {f"_k_{name}": e for name, e in k.items()}
+            else:  # worked out once per distinct description and postfix (a few per file), joined to the bars
+                bars = bars.with_columns(_desc=desc, _post=post)
+                # (the expressions read `m`'s struct: the distinct texts are put back in one)
+                by_desc = (
+                    bars.select(pl.col("_desc").unique())
+                    .with_columns(m=pl.struct(desc=pl.col("_desc")))
+                    .select("_desc", **dv)
+                )
+                by_post = (
+                    bars.select(pl.col("_post").unique())
+                    .with_columns(m=pl.struct(post=pl.col("_post")))
+                    .select("_post", **{f"_k_{name}": e for name, e in k.items()})
+                )
+                bars = bars.join(
+                    by_desc, on="_desc", how="left", nulls_equal=True, maintain_order="left"
+                ).join(by_post, on="_post", how="left", nulls_equal=True, maintain_order="left")
+                v = {c: pl.col(c) for c in dv} | {f"_k_{name}": pl.col(f"_k_{name}") for name in k}
+            kv = {name: v[f"_k_{name}"] for name in k}
             fw = (
-                pl.when(tt.struct.field("step").is_not_null())
+                pl.when(v["_tt_has"])
                 .then(pl.lit("torchtune"))
-                .when(k["global_step"].is_not_null() | k["consumed_samples"].is_not_null())
+                .when(kv["global_step"].is_not_null() | kv["consumed_samples"].is_not_null())
                 .then(pl.lit("nemo"))
-                .when(desc.str.contains(r"Epoch \d+"))
+                .when(v["_ep_hit"])
                 .then(pl.lit("lightning"))
                 .otherwise(pl.lit("tqdm"))
             )
@@ -1572,19 +1601,19 @@ def _bar_fragments(seg: pl.DataFrame, present: frozenset[str]) -> tuple[list[pl.
                     framework=fw,
                     prio=pl.lit(3),
                     anchor=pl.lit(True),
-                    step=pl.coalesce(tt.struct.field("step").cast(pl.Int64, strict=False), _f("n").cast(pl.Int64)),
+                    step=pl.coalesce(v["_tt_step"], _f("n").cast(pl.Int64)),
                     total_steps=_f("total").cast(pl.Int64),
-                    loss=pl.coalesce(_num(tt.struct.field("loss")), k["loss"], k["reduced_loss"]),
-                    step_time_s=pl.coalesce(k["step_s"], 1.0 / it_s),
-                    step_time_source=pl.when(k["step_s"].is_not_null())
+                    loss=pl.coalesce(v["_tt_loss"], kv["loss"], kv["reduced_loss"]),
+                    step_time_s=pl.coalesce(kv["step_s"], 1.0 / it_s),
+                    step_time_source=pl.when(kv["step_s"].is_not_null())
                     .then(pl.lit("reported"))
                     .when(it_s > 0)
                     .then(pl.lit("tqdm_rate")),
                     throughput=it_s,
                     throughput_unit=pl.when(it_s.is_not_null()).then(pl.lit("it/s")),
-                    global_step=k["global_step"],
-                    consumed_samples=k["consumed_samples"],
-                    epoch=pl.coalesce(_num(tt.struct.field("epoch")), _num(desc.str.extract(r"Epoch (\d+)", 1))),
+                    global_step=kv["global_step"],
+                    consumed_samples=kv["consumed_samples"],
+                    epoch=pl.coalesce(v["_tt_epoch"], v["_ep"]),
                 )
             )
     m = _match(seg, g.RICH_BAR_RE, txt.str.starts_with("Epoch "), gate=("Epoch ",), present=present)
