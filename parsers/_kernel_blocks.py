@@ -265,12 +265,17 @@ def _aer_blocks(m: pl.DataFrame, ctx: FileContext, apei: pl.DataFrame) -> tuple[
         agg = pl.concat([agg.filter(pl.col("primary")), follow.select(agg.columns)]).sort("line")
     # ≲4.18 'id=00e0' = bus << 8 | devfn, in the reporting port's domain
     devfn = pl.col("hid").str.slice(2, 2).str.to_integer(base=16, strict=False)
-    decoded = pl.format(
-        "{}:{}:{}.{}",
-        pl.coalesce(pl.col("port"), pl.col("err_dev")).str.extract(r"^([0-9a-fA-F]{4,8}):", 1),
-        pl.col("hid").str.slice(0, 2),
-        _dev_hex().get(devfn // 8),
-        (devfn % 8).cast(pl.String),
+    # (concat_str, not pl.format, which panics in polars 2.1 on some inputs: see `_kernel_events._inventory`)
+    decoded = pl.concat_str(
+        [
+            pl.coalesce(pl.col("port"), pl.col("err_dev")).str.extract(r"^([0-9a-fA-F]{4,8}):", 1),
+            pl.lit(":"),
+            pl.col("hid").str.slice(0, 2),
+            pl.lit(":"),
+            _dev_hex().get(devfn // 8),
+            pl.lit("."),
+            (devfn % 8).cast(pl.String),
+        ]
     )
     device = pl.coalesce(pl.col("err_dev"), pl.col("header_src"), pl.when(pl.col("hid").is_not_null()).then(decoded), pl.col("port"))
     sev = pl.col("sev_text").str.to_lowercase()

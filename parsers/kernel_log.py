@@ -774,8 +774,9 @@ def _style_frame(g: pl.DataFrame, style: str, names: set[str]) -> pl.DataFrame:
         quality = "unanchored"
     elif style == "dmesg_ctime":
         # the 'Y-M-D' text once per run of lines of the same day (month names mapped, numbers padded),
-        # then joined with each line's time: the same text `pl.format` gave row by row
-        date = pl.format("{}-{}-{}", pl.col("year"), _pad(_month_num(pl.col("mon"))), _pad(pl.col("day")))
+        # then joined with each line's time: the same text `pl.format` gave row by row (concat_str: see
+        # `parsers._kernel_events._inventory`)
+        date = pl.concat_str([pl.col("year"), pl.lit("-"), _pad(_month_num(pl.col("mon"))), pl.lit("-"), _pad(pl.col("day"))])
         by_run = _per_run(g, ["year", "mon", "day"], date)
         if by_run is not None:
             g = g.with_columns(_date=by_run)
@@ -1710,7 +1711,7 @@ def _ymd_hms_utc(out: pl.DataFrame, rows: pl.Expr) -> pl.Series:
     take the strptime path.
     """
     full = (
-        pl.format("{}-{}-{} {}", pl.col("_year"), _pad(pl.col("_month")), _pad(pl.col("day")), pl.col("hms"))
+        pl.concat_str([pl.col("_year"), pl.lit("-"), _pad(pl.col("_month")), pl.lit("-"), _pad(pl.col("day")), pl.lit(" "), pl.col("hms")])
         .str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S", strict=False)
         .dt.replace_time_zone("UTC")
     )
