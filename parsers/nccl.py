@@ -646,7 +646,9 @@ def _nccl_rows(
     heads = fast.heads.select(_HEAD_COLS)
     heads = pl.concat([heads, ns.select(_HEAD_COLS)], how="vertical") if ns.height else heads
     ns = ns.select("line", "text", hc=pl.int_range(base, base + pl.len(), dtype=pl.UInt32), level="level", msg="msg")
-    n = fast.rest.merge_sorted(ns, key="line") if (ns.height and fast.rest.height) else (ns if ns.height else fast.rest)
+    # `n` is the fast lane's rows and the slow NCCL rows in line order; each filter below runs on both pieces
+    # and merges what it keeps (merging all of `n` first would copy every row)
+    pieces = [d for d in (fast.rest, ns) if d.height] or [fast.rest]
 
     def attach(df: pl.DataFrame, *cols: str) -> pl.DataFrame:
         """Rows of `n` (or a subset) with the named head fields added."""
@@ -654,12 +656,19 @@ def _nccl_rows(
 
     msg = pl.col("msg")
     # each message filter below is a prefix or a literal: one pass sorts out the rows any of them can take
-    n = n.with_columns(_p=msg.str.head(4))
-    pre = n.filter(pl.col("_p").is_in(_MSG_PREFIXES))
-    if n.height > _SMALL:
-        lit = n.filter(msg.str.contains(_MSG_LITERALS_RE))
+    pieces = [d.with_columns(_p=msg.str.head(4)) for d in pieces]
+
+    def keep(cond: pl.Expr) -> pl.DataFrame:
+        """The rows of `n` where `cond` holds, in line order."""
+        got = [d.filter(cond) for d in pieces]
+        return got[0] if len(got) == 1 else got[0].merge_sorted(got[1], key="line")
+
+    pre = keep(pl.col("_p").is_in(_MSG_PREFIXES))
+    n_height = sum(d.height for d in pieces)
+    if n_height > _SMALL:
+        lit = keep(msg.str.contains(_MSG_LITERALS_RE))
     else:
-        lit = n.filter(msg.str.contains_any(list(_MSG_LITERALS))) if n.height else n
+        lit = keep(msg.str.contains_any(list(_MSG_LITERALS))) if n_height else pieces[0]
     has = dict.fromkeys(_MSG_STARTS + _MSG_LITERALS, False)
     if pre.height:
         has.update(pre.select(**{k: msg.str.starts_with(k).any() for k in _MSG_STARTS}).row(0, named=True))
@@ -984,8 +993,10 @@ def _nccl_rows(
 
     # a CONN_RE match starting with Channel/Ring/Tree/Connected starts with one of _CONN_PREFIXES
     conn_p = pl.col("_p").is_in(_CONN_PREFIXES)
-    flags = n.select(conn=conn_p.any(), warn=pl.col("level").is_in(["WARN", "ERROR", "ABORT"]).any()).row(0, named=True)
-    conn = int(n.select((conn_p & msg.str.contains(CONN_RE)).sum()).item()) if flags["conn"] else 0
+    warn_p = pl.col("level").is_in(["WARN", "ERROR", "ABORT"])
+    got = [d.select(conn=conn_p.any(), warn=warn_p.any()).row(0, named=True) for d in pieces]
+    flags = {k: any(g[k] for g in got) for k in ("conn", "warn")}
+    conn = sum(int(d.select((conn_p & msg.str.contains(CONN_RE)).sum()).item()) for d in pieces) if flags["conn"] else 0
     if conn:
         notes.append(f"{conn} ring/tree/channel lines")
 
@@ -1008,7 +1019,7 @@ def _nccl_rows(
             )
         )
     )
-    nw = n.filter(pl.col("level").is_in(["WARN", "ERROR", "ABORT"])) if flags["warn"] else n.clear()
+    nw = keep(warn_p) if flags["warn"] else pieces[0].clear()
     wparts = [
         attach(nw, *_HEAD_COLS).select(
             "line",
