@@ -166,6 +166,11 @@ def _dev_hex() -> pl.Expr:
     return pl.lit(pl.Series([f"{i:02x}" for i in range(32)]))
 
 
+def _no_aer(m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
+    """The `events` rows of no AER block (built only when needed: a few calls)."""
+    return _events(m.head(0), ctx, "pcie_aer", pl.lit(None), pl.lit("low"), pl.lit(None), {})
+
+
 def _aer_blocks(m: pl.DataFrame, ctx: FileContext, apei: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.Series]:
     """Group each PCIe AER report into one `pcie_aer` event; return (events, lines used, APEI lines merged).
 
@@ -174,17 +179,16 @@ def _aer_blocks(m: pl.DataFrame, ctx: FileContext, apei: pl.DataFrame) -> tuple[
     block (one event, at the APEI block's first line).
     """
     cand = m.filter(pl.col("msg").str.contains_any(list(AER_LITERALS)) & pl.col("msg").str.contains(AER_LINE_RE))
-    empty = _events(cand.head(0), ctx, "pcie_aer", pl.lit(None), pl.lit("low"), pl.lit(None), {})
     none = pl.Series("line", [], dtype=pl.Int64)
     if cand.height == 0:
-        return empty, cand.select("line"), none
+        return _no_aer(m, ctx), cand.select("line"), none
     cand = cand.with_columns(a=pl.col("msg").str.extract_groups(AER_LINE_RE)).unnest("a")
     cls = pl.lit(None, dtype=pl.String)
     for name, rx in reversed(AER_CLASSES):
         cls = pl.when(pl.col("rest").str.contains(rx)).then(pl.lit(name)).otherwise(cls)
     cand = cand.with_columns(cls=cls).filter(pl.col("cls").is_not_null()).sort("line")
     if cand.height == 0:
-        return empty, cand.select("line"), none
+        return _no_aer(m, ctx), cand.select("line"), none
     for name, rx in AER_CLASSES:
         cand = cand.with_columns(
             pl.when(pl.col("cls") == name).then(pl.col("rest").str.extract_groups(rx)).alias(f"_{name}")
