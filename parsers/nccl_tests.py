@@ -130,8 +130,20 @@ _SNIFF_NCCL_FAST = re.compile(r"(?m)^\S+:\d+:\d+ \[\d+\] NCCL ")
 r"""Counts what `_SNIFF_NCCL` counts (`\S*?\S+` and `\S+` accept the same names; a match is one line, one
 per line start) in linear time: `\S*?\S+` is quadratic on a long run of non-blanks."""
 _SNIFF_DEVICE_LITS = required_literals(_SNIFF_DEVICE)
-_SNIFF_ROW_LITS = required_literals(_SNIFF_ROW)
+_SNIFF_ROW_LITS = ("bfloat16", "double", "float", "fp8", "half", "int8", "int32", "int64")
+"""Every `_SNIFF_ROW` match holds one of these (its type word; `required_literals` names `int` for
+`u?int(?:8|32|64)`, which most heads hold)."""
 _SNIFF_JSON_LITS = required_literals(_SNIFF_JSON_FILE)
+
+
+def _two(rx: re.Pattern[str], text: str) -> int:
+    """The number of `rx.findall(text)` matches, counted up to 2."""
+    n = 0
+    for _ in rx.finditer(text):
+        n += 1
+        if n == 2:
+            break
+    return n
 
 
 def sniff(head: bytes, name: str) -> float:
@@ -143,8 +155,13 @@ def sniff(head: bytes, name: str) -> float:
         if _SNIFF_JSON_FILE.search(text) and any(ln.strip() and not ln.startswith("#SOURCE") for ln in text.splitlines()):
             return 0.95
     strong = any(all(may_match(g, text) for g in need) and r.search(text) for r, need in _SNIFF_STRONG_EACH)
-    devices = len(_SNIFF_DEVICE.findall(text)) if may_match(_SNIFF_DEVICE_LITS, text) else 0
-    rows = len(_SNIFF_ROW.findall(text)) if may_match(_SNIFF_ROW_LITS, text) else 0
+    # (the score only asks whether there are none, one or more device lines and rows, and not at all when a
+    # strong marker is there or there are two device lines: counting stops where the score is settled)
+    devices = rows = 0
+    if not strong:
+        devices = _two(_SNIFF_DEVICE, text) if may_match(_SNIFF_DEVICE_LITS, text) else 0
+        if devices < 2:
+            rows = _two(_SNIFF_ROW, text) if may_match(_SNIFF_ROW_LITS, text) else 0
     if not (strong or devices or rows):
         return 0.0
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#SOURCE")]
