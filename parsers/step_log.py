@@ -563,13 +563,19 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
         return _prepare_small(lines, ctx)
     frame, seg, on, dirty, clean = _segments(lines, ctx)
     text = pl.col("text")
-    triage = (
-        text.str.contains_any(list(g.TRIAGE_LITERALS))
-        | pl.col("_date")
-        | text.str.strip_chars_end().str.ends_with(":")
-    )
+    triage = text.str.contains_any(list(g.TRIAGE_LITERALS)) | text.str.strip_chars_end().str.ends_with(":")
     frame_seg = seg
-    seg = seg.with_columns(raw=text, _date=text.str.contains(g.TRIAGE_DATE_RE)).with_columns(triage=triage)
+    seg = seg.with_columns(raw=text, _date=text.str.contains(g.TRIAGE_DATE_RE))
+    # a dated line is triaged: the literal tests run on the others (all of them when most lines have no date)
+    date = seg.get_column("_date")
+    undated = (~date).arg_true()
+    if undated.len() > seg.height // 2:
+        seg = seg.with_columns(triage=triage | pl.col("_date"))
+    elif undated.len() == 0:
+        seg = seg.with_columns(triage=pl.col("_date"))
+    else:
+        rest = seg.select(pl.col("text").gather(undated)).select(triage).to_series()
+        seg = seg.with_columns(triage=date.clone().scatter(undated, rest))
     n_all = seg.height
     tri = seg.get_column("triage").arg_true()
     seg = seg.filter(pl.col("triage")).with_columns(clean=clean)
