@@ -354,3 +354,40 @@ def test_syslog_lane_edges_equal_general(monkeypatch: pytest.MonkeyPatch) -> Non
     fast = kernel_log.parse(lines, CTX)
     assert check_accounting(fast, lines)
     assert_same_result(fast, _slow_parse(monkeypatch, lines, CTX))
+
+
+def test_journal_iso_lane_edges_equal_general(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`kernel_log._journal_iso_lane` edges among ordinary short-iso lines: as the general path."""
+    ordinary = [
+        "2025-11-29T00:00:02+0000 gpu-431-00 kernel: [UFW BLOCK] IN=eth0 OUT= SRC=10.31.196.109",
+        "2025-11-29T00:00:02+0000 gpu-431-00 systemd[1]: Started session-12.scope - Session 12 of User x.",
+        "2025-11-29T00:00:03+0000 gpu-431-00 kernel: NVRM: Xid (PCI:0000:18:00): 79, pid=1, name=x, y",
+    ]
+    edges = [
+        "2025-11-29T00:00:03Z gpu-1 kernel: zulu",
+        "2025-11-29T00:00:03.123456+00:00 gpu-1 kernel: fraction and colon offset",
+        "2025-11-29T00:00:03,123456+00:00 gpu-1 kernel: comma fraction",
+        "2025-11-29T00:00:03-0800 gpu-1 tag[12]: negative offset",
+        "2025-11-29T00:00:03+0000 gpu-1 tag[x]: odd pid",
+        "2025-11-29T00:00:03+0000 gpu-1 k:ernel: x: y",
+        "2025-11-29T00:00:03+0000 gpu-1 kernel:x",
+        "2025-11-29T00:00:03+0000 gpu-1 kernel:",
+        "2025-11-29T00:00:03+0000 gpu-1 kernel: ",
+        "2025-11-29T00:00:03+0000 gpu-1 a b kernel: four words",
+        "2025-11-29T00:00:03+0000  gpu-1 kernel: two spaces",
+        "2025-11-29T00:00:03+0000 gpu\u00e9-1 kernel: name",
+        "2025-11-29T24:00:03+0000 gpu-1 kernel: hour 24",
+        "2025-02-30T00:00:03+0000 gpu-1 kernel: no such day",
+        "2025-11-29T00:00:03+0000 gpu-1 kernel: [  12.5] embedded",
+        "2025-11-29 00:00:03+0000 gpu-1 kernel: space for T",
+        "<6>2025-11-29T00:00:03+0000 gpu-1 kernel: priority",
+        "",
+    ]
+    rng = random.Random(6)
+    text = [rng.choice(ordinary) for _ in range(3000)]
+    for e in edges:
+        text.insert(rng.randrange(len(text)), e)
+    lines = lines_from_bytes("\n".join(text).encode())
+    fast = kernel_log.parse(lines, CTX)
+    assert check_accounting(fast, lines)
+    assert_same_result(fast, _slow_parse(monkeypatch, lines, CTX))
