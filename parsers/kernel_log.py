@@ -495,7 +495,10 @@ def _fast_strict(hit: pl.DataFrame, style: str) -> pl.DataFrame:
 _LANE_WORD = r"[!-9;-Z\\^-~]+"
 """Printable ASCII characters but ':', '[' and ']' (a sub-language of `STRICT`'s host and tag tokens)."""
 _LANE_FRAC = r"(?:\.[0-9]+)?"
-_LANE_PREFIX = rf"^[A-Z][a-z]{{2}} [ 0-3][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9]{_LANE_FRAC} {_LANE_WORD} {_LANE_WORD}(?:\[[0-9]+\])?$"
+_LANE_PREFIX = (
+    rf"^[A-Z][a-z]{{2}} [ 0-3][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9]{_LANE_FRAC}"
+    rf" {_LANE_WORD} {_LANE_WORD}(?:\[[0-9]+\])?$"
+)
 
 
 def _syslog_lane(sub: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -560,7 +563,8 @@ def _journal_iso_lane(sub: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     if lane.height == 0:
         return lane.select("line", msg=body, ts=body, host=body, tag=body), other
     lane = lane.with_columns(_s=body.str.find(" ", literal=True).cast(pl.Int64))
-    lane = lane.with_columns(_ht=body.str.slice(pl.col("_s") + 1, pl.col("_c").cast(pl.Int64) - pl.col("_s") - 1))
+    start = pl.col("_s") + 1
+    lane = lane.with_columns(_ht=body.str.slice(start, pl.col("_c").cast(pl.Int64) - start))
     lane = lane.with_columns(_sp=pl.col("_ht").str.find(" ", literal=True))
     out = lane.select(
         "line",
@@ -808,7 +812,9 @@ def _style_frame(g: pl.DataFrame, style: str, names: set[str]) -> pl.DataFrame:
         # the 'Y-M-D' text once per run of lines of the same day (month names mapped, numbers padded),
         # then joined with each line's time: the same text `pl.format` gave row by row (concat_str: see
         # `parsers._kernel_events._inventory`)
-        date = pl.concat_str([pl.col("year"), pl.lit("-"), _pad(_month_num(pl.col("mon"))), pl.lit("-"), _pad(pl.col("day"))])
+        date = pl.concat_str(
+            [pl.col("year"), pl.lit("-"), _pad(_month_num(pl.col("mon"))), pl.lit("-"), _pad(pl.col("day"))]
+        )
         by_run = _per_run(g, ["year", "mon", "day"], date)
         if by_run is not None:
             g = g.with_columns(_date=by_run)
