@@ -403,3 +403,34 @@ def test_small_path_leaves_other_chunks_alone() -> None:
     ):
         assert _nccl_small.parse(pl.Series("line", [info, extra]), ctx) is None
     assert _nccl_small.parse(pl.Series("line", [info, "", "  "]), ctx) is not None
+
+
+def test_wrap_joined_onto_an_aggregated_coll_line_reads_the_chunk_without_the_lane(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`_drop_fast` refuses to take back a strict COLL line (the lane aggregated it); the chunk is then read
+    as the full path reads it. (No wrap can be joined onto one: forced here.)"""
+    coll = (
+        "h:1:2 [0] NCCL INFO AllReduce: opCount 1 sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0 root 0 "
+        "comm 0x55 [nranks=2] stream 0x3"
+    )
+    warn = "h:1:2 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer gpu<4188>"
+    tail = "and the rest of the warning that was wrapped here"
+    lines = pl.Series("line", [coll, warn, tail, coll], dtype=pl.String)
+    ctx = FileContext(path="x", node="n")
+    lane = nccl._fast_lane(nccl.numbered(lines, ctx), ctx)
+    assert lane.coll.height == 1
+    with pytest.raises(nccl._CollJoinedError):
+        nccl._drop_fast(lane, pl.Series("line", [1], dtype=pl.Int64), pl.Series("line", [1, 2, 3, 4]))
+    real = nccl._drop_fast
+    refused = []
+
+    def refuse(fast: nccl.FastLane, joined: pl.Series, numbers: pl.Series) -> nccl.FastLane:
+        real(fast, joined, numbers)  # the WARN line alone: taken back
+        refused.append(joined.to_list())
+        raise nccl._CollJoinedError
+
+    monkeypatch.setattr(nccl, "_drop_fast", refuse)
+    fast, full = both(lines)
+    assert refused == [[2]]
+    assert_same_result(fast, full)
