@@ -999,17 +999,26 @@ _TITAN_CAP = (
 """`_TITAN_CANON` with its values captured (the tokens: step, loss, grad_norm, memory, tps, tflops, mfu)."""
 
 
+_TITAN_TAIL = "^" + _TITAN_CAP.removeprefix(r"(?:^|\s)step:")
+"""`_TITAN_CAP` after its `step:`, anchored: what follows the one `step:` of a canonical line."""
+
+
 def _titan_canon(text: pl.Series) -> pl.DataFrame:
     """Struct column `_c` of the `_TITAN_CAP` groups of each line, and bool column `_canon`: the line is one
-    `_titan_values` reads off its tokens (`_TITAN_CANON` with one `step:`)."""
+    `_titan_values` reads off its tokens (`_TITAN_CANON` with one `step:`).
+
+    The line is cut at its first `step:`: it is canonical iff the text after it matches `_TITAN_TAIL` (which
+    holds no other `step:`) and the text before it is empty or ends in a blank.
+    """
     c = pl.col("_c")
     return (
         pl.DataFrame({"text": text})
+        .select(_s=pl.col("text").str.splitn("step:", 2))
         .select(
-            _c=pl.col("text").str.extract_groups(_TITAN_CAP),
-            _one=pl.col("text").str.count_matches("step:", literal=True) == 1,
+            _c=pl.col("_s").struct.field("field_1").str.extract_groups(_TITAN_TAIL),
+            _h=pl.col("_s").struct.field("field_0").str.contains(r"(?:^|\s)$"),
         )
-        .select("_c", _canon=c.struct.field("s").is_not_null() & pl.col("_one"))
+        .select("_c", _canon=c.struct.field("s").is_not_null() & pl.col("_h"))
     )
 
 
