@@ -288,7 +288,7 @@ def _family(lines: pl.Series, ctx: FileContext, lit: pl.Series | None = None) ->
 
 def _false(n: int) -> pl.Series:
     """A new all-false column (`Series.scatter` writes in place)."""
-    return pl.Series("f", [False] * n, dtype=pl.Boolean)
+    return pl.repeat(False, n, dtype=pl.Boolean, eager=True).alias("f")
 
 
 def _whole(lines: pl.Series, ctx: FileContext) -> tuple[nccl.FamilyRows, int]:

@@ -1356,7 +1356,7 @@ def _empty_lane(height: int, first: int) -> FastLane:
         schema={**head_cols, "env_len": pl.Int64, "env_rank_source": pl.String, "env_host": pl.String, "env_pid": pl.Int64}
     )
     return FastLane(
-        mask=pl.Series("fast", [False] * height, dtype=pl.Boolean),
+        mask=pl.repeat(False, height, dtype=pl.Boolean, eager=True).alias("fast"),
         first=first,
         heads=heads,
         rows=pl.DataFrame(schema={"line": pl.Int64, "hc": pl.UInt32}),
@@ -1505,13 +1505,13 @@ def _strict_coll(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     )
     good = groups.get_column("good")
     if not good.any():
-        return _empty_coll(), pl.Series("strict", [False] * rows.height, dtype=pl.Boolean)
+        return _empty_coll(), pl.repeat(False, rows.height, dtype=pl.Boolean, eager=True).alias("strict")
     if good.all():
         pos = cf.get_column("_i")
     else:
         bad = groups.filter(~pl.col("good")).select("hc", "op", "tail", "ok")
         pos = cf.join(bad, on=["hc", "op", "tail", "ok"], how="anti").get_column("_i")
-    strict = pl.Series("strict", [False] * rows.height, dtype=pl.Boolean).scatter(pos, True)
+    strict = pl.repeat(False, rows.height, dtype=pl.Boolean, eager=True).alias("strict").scatter(pos, True)
     groups = groups.filter(pl.col("good"))
     texts = rows.get_column("text")
     ends = pl.DataFrame(
@@ -1816,7 +1816,7 @@ def _family_rows_frame(
         if torch_ev.height:
             parts["events"].append(torch_ev)
     else:
-        torch_ok = pl.Series("_ok", [False] * td_frame.height, dtype=pl.Boolean)
+        torch_ok = pl.repeat(False, td_frame.height, dtype=pl.Boolean, eager=True).alias("_ok")
     if last_rows is not None:
         last = td.last_error_events(last_rows, ctx)
         if last is not None:
@@ -1834,7 +1834,7 @@ def _family_rows_frame(
         .to_series()
     )
     if nfast:
-        understood = pl.Series("known", [True] * base.height, dtype=pl.Boolean)
+        understood = pl.repeat(True, base.height, dtype=pl.Boolean, eager=True).alias("known")
         understood = understood.scatter((~fast.mask).arg_true(), slow_ok) if len(slow_ok) else understood
     else:
         understood = slow_ok
