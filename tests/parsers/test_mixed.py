@@ -207,3 +207,22 @@ def test_family_pass_reads_few_lines_of_a_step_log() -> None:
 def test_every_family_mark_holds_a_family_literal() -> None:
     """`_mixed.parse` looks for the marks among the lines holding a family literal only."""
     assert all(any(lit in mark for lit in _mixed.FAMILY_LITERALS) for mark in _mixed.FAMILY_MARKS)
+
+
+def test_literal_tests_of_big_chunks_equal_contains_any() -> None:
+    """Over `SMALL_LINES` lines a literal test is one regex alternation: the same booleans (nulls too)."""
+    rnd = random.Random(3)
+    sets = (
+        (_mixed.FAMILY_LITERALS, _mixed._FAMILY_ANY),
+        (_mixed.FAMILY_MARKS, _mixed._MARKS_ANY),
+        (step_log.STEP_LINE_LITERALS, _mixed._STEP_ANY),
+    )
+    pool = [lit for lits, _ in sets for lit in lits] + ["", "x", "é", "\\", ".*", "(", "[", "NCCL", "ste"]
+    values = [
+        None if rnd.random() < 0.01 else "".join(rnd.choice(pool) for _ in range(rnd.randint(0, 3)))
+        for _ in range(_mixed.SMALL_LINES + 50)
+    ]
+    lines = pl.Series("line", values, dtype=pl.String)
+    for lits, pattern in sets:
+        got = _mixed._holds_any(lines, lits, pattern)
+        assert got.to_list() == lines.str.contains_any(list(lits)).to_list()
