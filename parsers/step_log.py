@@ -2339,6 +2339,9 @@ def _events(
                     unit=x.struct.field("unit"),
                     rank=x.struct.field("rank").cast(pl.Int32, strict=False),
                 )
+        # (each item's regex run once: eager selects evaluate a repeated subexpression each time it appears)
+        m = m.with_columns(**{f"_item_{name}": e for name, e in items.items()})
+        items = {name: pl.col(f"_item_{name}") for name in items}
         slow = pl.coalesce(items["MnEtpt"].struct.field("rank"), items["MxRtt"].struct.field("rank"))
         fast = pl.coalesce(items["MxEtpt"].struct.field("rank"), items["MnRtt"].struct.field("rank"))
         frames.append(
