@@ -243,12 +243,19 @@ def _family(lines: pl.Series, ctx: FileContext, lit: pl.Series | None = None) ->
     frame = frame.with_columns(
         **{k: _false(len(lines)).scatter(at, kinds.get_column(k)) for k in kinds.columns}
     )
-    wrapped, wrap_cut = _reach(pl.col("wrap"), text.str.len_chars() >= 80, WRAP_REACH)
-    nccl_line = text.str.contains(" NCCL ", literal=True).fill_null(False)
-    traced, _ = _reach(pl.col("tb"), pl.col("tb") | nccl_line)
-    quoted, _ = _reach(pl.col("le"), pl.col("le"))
+    # (a kind no candidate line is reaches no line: its closure is all false, not worked out)
+    has = kinds.select(pl.all().any()).row(0, named=True)
+    no = pl.lit(False)
+    wrapped, wrap_cut = no, no
+    if has["wrap"]:
+        wrapped, wrap_cut = _reach(pl.col("wrap"), text.str.len_chars() >= 80, WRAP_REACH)
+    traced = no
+    if has["tb"]:
+        nccl_line = text.str.contains(" NCCL ", literal=True).fill_null(False)
+        traced, _ = _reach(pl.col("tb"), pl.col("tb") | nccl_line)
+    quoted = _reach(pl.col("le"), pl.col("le"))[0] if has["le"] else no
     blocked, block_cut = pl.lit(False), pl.lit(False)
-    if kinds.get_column("bh").any():
+    if has["bh"]:
         kv = text.str.contains(BLOCK_KV).fill_null(False)
         blocked, block_cut = _reach(pl.col("bh"), pl.col("bh") | kv, BLOCK_REACH)
     marks = frame.select(
