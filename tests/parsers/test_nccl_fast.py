@@ -314,6 +314,8 @@ def test_torch_shortcut_only_skips_when_torch_events_gives_nothing(monkeypatch: 
 def test_strict_coll_head_and_tail_make_the_whole_pattern() -> None:
     head = nccl._COLL_HEAD.replace("[A-Za-z]+", "(?P<op>[A-Za-z]+)", 1).removesuffix("$")
     assert nccl._COLL_FAST == head + " " + nccl._COLL_TAIL.removeprefix("^")
+    # the lane checks the op (letters) and the middle after `: opCount ` apart
+    assert nccl._COLL_HEAD == "^[A-Za-z]+: opCount " + nccl._COLL_MID.removeprefix("^")
 
 
 @settings(max_examples=200, deadline=None)
