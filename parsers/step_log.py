@@ -702,7 +702,7 @@ def _own_time(seg: pl.DataFrame, year: int | None, mmdd_on: bool, mllog_on: bool
     o = pl.col("_o")
     fast = fast.select("text", _o=txt.str.find("[0-9]"))
     fast = fast.select(
-        _dt=pl.concat_str(txt.str.slice(o, 10), pl.lit("T"), txt.str.slice(o + 11, 8)),
+        _dt=txt.str.slice(o, 19),  # (date, ` ` or `T`, time: made `T` on the distinct values alone)
         _s=txt.str.slice(o + 19, 1),
         _f=txt.str.slice(o + 20, 9),
     )
@@ -719,15 +719,18 @@ def _own_time(seg: pl.DataFrame, year: int | None, mmdd_on: bool, mllog_on: bool
         ~fd.str.len_bytes().is_between(1, 6).fill_null(True) | pl.col("_dt").str.ends_with(":60")
     ).to_series()
     uniq = fast.get_column("_dt").unique()
-    base = uniq.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us")
+    base = (uniq.str.slice(0, 10) + "T" + uniq.str.slice(11)).str.to_datetime(
+        "%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us"
+    )
     us = fd.str.pad_end(6, "0").cast(pl.Int64, strict=False).fill_null(0)
     naive = pl.col("_dt").replace_strict(uniq, base, return_dtype=pl.Datetime("us"))
     naive = naive + pl.duration(microseconds=us)
     n_odd = int(odd.sum())
     if n_odd:
         i = odd.arg_true()
+        dt, frac = pl.col("_dt"), pl.concat_str(pl.lit("."), fd).fill_null("")
         whole = fast[i].select(
-            pl.concat_str([pl.col("_dt"), pl.concat_str(pl.lit("."), fd).fill_null("")]).str.to_datetime(
+            pl.concat_str(dt.str.slice(0, 10), pl.lit("T"), dt.str.slice(11), frac).str.to_datetime(
                 "%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us"
             )
         ).to_series()
@@ -1043,14 +1046,15 @@ def _titan_values(text: pl.Series, canon_frame: pl.DataFrame | None = None) -> p
     cols = ["_step", "_loss", *(f"_k_{k}" for k in g.TITAN_KEYS)]
     fast = canon_frame.filter(canon) if n_canon < df.height else canon_frame
     c = pl.col("_c").struct.field
+    # (`NUM` holds no `,`: those groups are cast as they are, `_num`'s separator removal being a no-op there)
     fast = fast.select(
         _step=c("s"),
         _loss=c("l"),
-        _k_grad_norm=_num(c("g")),
-        _k_memory_gib=_num(c("m")),
+        _k_grad_norm=c("g").cast(pl.Float64, strict=False),
+        _k_memory_gib=c("m").cast(pl.Float64, strict=False),
         _k_tps=_num(c("t")),
-        _k_tflops=_num(c("f")),
-        _k_mfu_pct=_num(c("u")),
+        _k_tflops=c("f").cast(pl.Float64, strict=False),
+        _k_mfu_pct=c("u").cast(pl.Float64, strict=False),
     )
     if n_canon == df.height:
         return fast.select(cols)
@@ -1974,6 +1978,22 @@ def _timer_line_pairs(tl: pl.DataFrame) -> pl.DataFrame:
 def _rows(frags: pl.DataFrame) -> pl.DataFrame:
     """Group fragments into step rows (see the module docstring) and take each value from the best fragment."""
     # the column steps between the sorts run as one lazy query (one collect); the sorts stay eager (tie order)
+    value_cols = [c for c in _FRAG if c not in ("line", "seg", "key", "timers", "anchor", "standalone", "attach_line")]
+    if frags.height >= _LANE_MIN:
+        # anchors of one grammar that is no bar: none continues the row of the one above it (`same_step`
+        # asks for another grammar or a bar redraw), so each fragment is a group of its own and no orphan,
+        # what the query below gives them
+        one = frags.select(
+            pl.col("anchor").all(ignore_nulls=False).fill_null(False)
+            & pl.col("kind").is_not_null().all()
+            & (pl.col("kind") == pl.col("kind").first()).all()
+            & ~pl.col("kind").first().is_in(["tqdm", "rich_bar"]).fill_null(True)
+        ).item()
+        if one:
+            f = frags.sort("key", "line", "seg").with_columns(
+                group=pl.int_range(1, frags.height + 1, dtype=pl.UInt32), orphan=pl.lit(False)
+            )
+            return _single_rows(f, f.height, None, value_cols)
     f = frags.sort("key", "line", "seg").lazy().with_columns(
         attach_line=pl.coalesce(pl.col("attach_line"), pl.col("line")),
         standalone=pl.col("standalone").fill_null(False),
@@ -2016,7 +2036,6 @@ def _rows(frags: pl.DataFrame) -> pl.DataFrame:
         | (~pl.col("anchor") & orphan_start)
     )
     f = f.with_columns(group=start.cum_sum(), orphan=~pl.col("anchor") & ~attached)
-    value_cols = [c for c in _FRAG if c not in ("line", "seg", "key", "timers", "anchor", "standalone", "attach_line")]
     if frags.height < _LANE_MIN:  # (few fragments: all aggregated, `orphan_group` in this query's collect)
         f = f.with_columns(orphan_group=pl.col("orphan").all().over("group")).collect()
         n_single, single = 0, None
@@ -2026,6 +2045,14 @@ def _rows(frags: pl.DataFrame) -> pl.DataFrame:
         f = f.with_columns(_single=start & start.shift(-1).fill_null(True)).collect()
         single = f.get_column("_single")
         n_single = int(single.sum())
+    return _single_rows(f, n_single, single, value_cols)
+
+
+def _single_rows(
+    f: pl.DataFrame, n_single: int, single: pl.Series | None, value_cols: list[str]
+) -> pl.DataFrame:
+    """The rows of `_rows` from its grouped fragments `f` (columns `group`, `orphan`; `single`: the groups of
+    one fragment, `n_single` of them; `orphan_group` instead when there is none)."""
     if n_single == 0:
         rows = _group_rows(f, value_cols)
     else:
