@@ -426,12 +426,41 @@ _GATES = ('iteration', 'iter time (s)', 'step=', 'SamplesPerSec=', 'step:', 'los
 of a block grammar: `across ranks`, `[batch=`, `performance:`) contains it."""
 
 
-def _present(seg: pl.DataFrame) -> frozenset[str]:
-    """The `_GATES` that occur in the cleaned text of `seg` (one Aho-Corasick pass over the column)."""
+def _present(seg: pl.DataFrame, titan: tuple[pl.Series, pl.DataFrame] | None = None) -> frozenset[str]:
+    """The `_GATES` that occur in the cleaned text of `seg` (one Aho-Corasick pass over the column).
+
+    `titan` (`_titan_pre`): a canonical torchtitan line is scanned up to its first `step:` alone; its tail
+    (`_TITAN_TAIL`) holds `loss:` and no other gate, and no gate runs from the head into it (`_TAIL_GATES`).
+    """
     if seg.height == 0:
         return frozenset()
-    found = seg.select(pl.col("text").str.extract_many(list(_GATES), overlapping=True).explode().drop_nulls().unique())
-    return frozenset(found.to_series().to_list())
+    text = seg.get_column("text")
+    if titan is not None:
+        idx, cf = titan
+        canon = cf.get_column("_canon")
+        n_canon = int(canon.sum())
+        if n_canon:
+            ci = idx.filter(canon)
+            other = pl.repeat(True, seg.height, dtype=pl.Boolean, eager=True).scatter(ci, False)
+            heads = cf.filter(canon).get_column("_h0") + "step:"
+            text = pl.concat([text.filter(other), heads])
+    found = text.str.extract_many(list(_GATES), overlapping=True).explode().drop_nulls().unique()
+    got = frozenset(found.to_list())
+    return got | _TAIL_GATES if titan is not None and n_canon else got
+
+
+def _titan_pre(seg: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame] | None:
+    """On big chunks where `_step_fragments` reads torchtitan lines by `_titan_canon` (at least `_LANE_MIN`
+    lines with `step:`, `loss:` somewhere), the positions of the lines with `step:` and their `_titan_canon`
+    frame."""
+    if seg.height < _LANE_MIN:
+        return None
+    text = seg.get_column("text")
+    step = text.str.contains("step:", literal=True)
+    if int(step.sum()) < _LANE_MIN or not text.str.contains("loss:", literal=True).any():
+        return None
+    idx = step.arg_true()
+    return idx, _titan_canon(text.gather(idx))
 
 
 # ----------------------------------------------------------------------------- preparation
@@ -699,8 +728,9 @@ def _own_time(seg: pl.DataFrame, year: int | None, mmdd_on: bool, mllog_on: bool
     if n_canon == 0:
         return _own_time_re(seg, year, mmdd_on, mllog_on)
     fast = seg.filter(canon) if n_canon < seg.height else seg
-    o = pl.col("_o")
     fast = fast.select("text", _o=txt.str.find("[0-9]"))
+    lo, hi = fast.select(pl.col("_o").min(), pl.col("_o").max().alias("_hi")).row(0)
+    o = pl.lit(lo) if lo == hi else pl.col("_o")  # (one offset, as on most logs: plain slices, cheaper)
     fast = fast.select(
         _dt=txt.str.slice(o, 19),  # (date, ` ` or `T`, time: made `T` on the distinct values alone)
         _s=txt.str.slice(o + 19, 1),
@@ -718,12 +748,17 @@ def _own_time(seg: pl.DataFrame, year: int | None, mmdd_on: bool, mllog_on: bool
     odd = fast.select(
         ~fd.str.len_bytes().is_between(1, 6).fill_null(True) | pl.col("_dt").str.ends_with(":60")
     ).to_series()
-    uniq = fast.get_column("_dt").unique()
-    base = (uniq.str.slice(0, 10) + "T" + uniq.str.slice(11)).str.to_datetime(
-        "%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us"
-    )
     us = fd.str.pad_end(6, "0").cast(pl.Int64, strict=False).fill_null(0)
-    naive = pl.col("_dt").replace_strict(uniq, base, return_dtype=pl.Datetime("us"))
+    n_t = int(fast.select(pl.col("_dt").str.contains("T", literal=True).sum()).item())
+    if n_t in (0, fast.height):  # one separator (` ` or `T`) in all: one parse with it in the format (cached)
+        sep = "T" if n_t else " "
+        naive = pl.col("_dt").str.to_datetime(f"%Y-%m-%d{sep}%H:%M:%S%.f", strict=False, time_unit="us")
+    else:
+        uniq = fast.get_column("_dt").unique()
+        base = (uniq.str.slice(0, 10) + "T" + uniq.str.slice(11)).str.to_datetime(
+            "%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us"
+        )
+        naive = pl.col("_dt").replace_strict(uniq, base, return_dtype=pl.Datetime("us"))
     naive = naive + pl.duration(microseconds=us)
     n_odd = int(odd.sum())
     if n_odd:
@@ -1005,6 +1040,16 @@ _TITAN_CAP = (
 _TITAN_TAIL = "^" + _TITAN_CAP.removeprefix(r"(?:^|\s)step:")
 """`_TITAN_CAP` after its `step:`, anchored: what follows the one `step:` of a canonical line."""
 
+_TAIL_GATES = frozenset(("loss:",))
+"""The `_GATES` in the text from the first `step:` of a canonical torchtitan line (`step:` and its tail): the
+tail's keys, numbers and blanks hold `loss:` alone, and no gate holds `step:` or an end of it followed by a
+blank (the tail's first character)."""
+assert all(
+    not (("step:".endswith(gate[:k]) or gate[:k].endswith("step:")) and gate[k] == " ")
+    for gate in _GATES
+    for k in range(1, len(gate))
+) and "step:" in _GATES and "loss:" in _GATES
+
 
 def _titan_canon(text: pl.Series) -> pl.DataFrame:
     """Struct column `_c` of the `_TITAN_CAP` groups of each line, and bool column `_canon`: the line is one
@@ -1019,9 +1064,11 @@ def _titan_canon(text: pl.Series) -> pl.DataFrame:
         .select(_s=pl.col("text").str.splitn("step:", 2))
         .select(
             _c=pl.col("_s").struct.field("field_1").str.extract_groups(_TITAN_TAIL),
-            _h=pl.col("_s").struct.field("field_0").str.contains(r"(?:^|\s)$"),
+            _h0=pl.col("_s").struct.field("field_0"),
         )
-        .select("_c", _canon=c.struct.field("s").is_not_null() & pl.col("_h"))
+        .select(
+            "_c", "_h0", _canon=c.struct.field("s").is_not_null() & pl.col("_h0").str.contains(r"(?:^|\s)$")
+        )
     )
 
 
@@ -1077,8 +1124,10 @@ def _titan_values(text: pl.Series, canon_frame: pl.DataFrame | None = None) -> p
     return pl.DataFrame(out)
 
 
-def _step_fragments(seg: pl.DataFrame, present: frozenset[str]) -> list[pl.DataFrame]:
-    """Fragments of the one-line step grammars."""
+def _step_fragments(
+    seg: pl.DataFrame, present: frozenset[str], pre: tuple[pl.Series, pl.DataFrame] | None = None
+) -> list[pl.DataFrame]:
+    """Fragments of the one-line step grammars (`pre`: `_titan_pre` of `seg`, when the caller has it)."""
     out: list[pl.DataFrame] = []
     txt = pl.col("text")
 
@@ -1189,9 +1238,9 @@ def _step_fragments(seg: pl.DataFrame, present: frozenset[str]) -> list[pl.DataF
         if seg.height < _LANE_MIN:
             m = seg.filter(txt.str.contains("step:", literal=True) & titan)
         else:  # (the regexes only on the lines with the literal; a `_TITAN_CANON` line matches `TITAN_RE`)
-            m = seg.filter(txt.str.contains("step:", literal=True))
+            m = seg.filter(txt.str.contains("step:", literal=True)) if pre is None else seg[pre[0]]
             if m.height >= _LANE_MIN:
-                cf = _titan_canon(m.get_column("text"))
+                cf = _titan_canon(m.get_column("text")) if pre is None else pre[1]
                 canon = cf.get_column("_canon")
                 rest = (~canon).arg_true()
                 if rest.len():
@@ -1206,7 +1255,7 @@ def _step_fragments(seg: pl.DataFrame, present: frozenset[str]) -> list[pl.DataF
             titan_vals = _titan_values(m.get_column("text"))
         m = m.with_columns(titan_vals)
         k = {name: pl.col(f"_k_{name}") for name in g.TITAN_KEYS}
-        loss = _num(pl.col("_loss"))
+        loss = pl.col("_loss").cast(pl.Float64, strict=False)  # (a `NUM` group: no separator to drop)
         out.append(
             _frag(
                 m,
@@ -2491,8 +2540,9 @@ def _noise_lines(seg: pl.DataFrame, understood: pl.Series) -> pl.Series:
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse a training log into `steps` rows and straggler `events` (see the module docstring)."""
     frame, seg = _prepare(lines, ctx)
-    present = _present(seg)
-    frags = _step_fragments(seg, present)
+    titan = _titan_pre(seg)
+    present = _present(seg, titan)
+    frags = _step_fragments(seg, present, titan)
     bars, bar_lines = _bar_fragments(seg, present)
     blocks, block_lines, nv = _block_fragments(seg, present)
     frags += bars + blocks
