@@ -2039,11 +2039,11 @@ def _rows(frags: pl.DataFrame) -> pl.DataFrame:
             & ~pl.col("kind").first().is_in(["tqdm", "rich_bar"]).fill_null(True)
         ).item()
         if one:
-            f = frags.sort("key", "line", "seg").with_columns(
+            f = _sort_frags(frags).with_columns(
                 group=pl.int_range(1, frags.height + 1, dtype=pl.UInt32), orphan=pl.lit(False)
             )
             return _single_rows(f, f.height, None, value_cols)
-    f = frags.sort("key", "line", "seg").lazy().with_columns(
+    f = _sort_frags(frags).lazy().with_columns(
         attach_line=pl.coalesce(pl.col("attach_line"), pl.col("line")),
         standalone=pl.col("standalone").fill_null(False),
     )
@@ -2095,6 +2095,35 @@ def _rows(frags: pl.DataFrame) -> pl.DataFrame:
         single = f.get_column("_single")
         n_single = int(single.sum())
     return _single_rows(f, n_single, single, value_cols)
+
+
+def _sort_frags(frags: pl.DataFrame) -> pl.DataFrame:
+    """`frags.sort("key", "line", "seg")`; on many fragments whose (key, line, seg) are all distinct (one order
+    only), by one integer sort key: the key's rank among the distinct keys, the line and the segment packed in
+    63 bits (a sort by the three columns costs several times more)."""
+    if frags.height < _LANE_MIN:
+        return frags.sort("key", "line", "seg")
+    line, seg = pl.col("line"), pl.col("seg")
+    st = frags.select(
+        n=pl.col("key").null_count() + line.null_count() + seg.null_count(),
+        lo=pl.min_horizontal(line.min(), seg.min()),
+        hl=line.max(),
+        hs=seg.max(),
+    ).row(0, named=True)
+    keys = frags.get_column("key").unique().sort()
+    if st["n"] or st["lo"] < 0 or st["hl"] >= 1 << 36 or st["hs"] >= 1 << 16 or keys.len() >= 1 << 11:
+        return frags.sort("key", "line", "seg")
+    rank = pl.DataFrame({"key": keys, "_kr": pl.int_range(keys.len(), eager=True, dtype=pl.Int64)})
+    packed = (
+        frags.select("key", "line", "seg")
+        .join(rank, on="key", how="left", maintain_order="left")
+        .select((pl.col("_kr") * (1 << 52)) + (line * (1 << 16)) + seg)
+        .to_series()
+    )
+    order = packed.arg_sort()
+    if not bool((packed.gather(order).diff().drop_nulls() > 0).all()):  # (a repeated triple: ties)
+        return frags.sort("key", "line", "seg")
+    return frags[order]
 
 
 def _single_rows(
@@ -2242,19 +2271,27 @@ def _times(rows: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
     below has one answer whatever the order it starts from) the work runs on narrow frames and the results go
     back by row position: the wide frame is gathered once at most; `_times_general` is the plain form.
     """
-    if rows.height < _LANE_MIN or rows.select(pl.struct("key", "line").is_duplicated().any()).item():
+    if rows.height < _LANE_MIN:
+        return _times_general(rows, seg)
+    # (in (key, line) order a repeated pair is one next to its like)
+    key, line = pl.col("key"), pl.col("line")
+    if rows.select(((key == key.shift(1)) & (line == line.shift(1))).any()).item():
         return _times_general(rows, seg)
     n = rows.height
     quality = pl.when(pl.col("ts").is_not_null()).then(pl.col("ts_quality"))
     narrow = rows.select(
         "key", "line", "ts", "kind", "framework", "step", "cum_time_s", ts_quality=quality, _i=pl.int_range(n)
     )
-    stamped = seg.filter(pl.col("ts").is_not_null())
-    stamped = stamped.select("key", src_line=pl.col("line"), src_ts=pl.col("ts"))
-    if stamped.select(pl.struct("key", "src_line").is_duplicated().any()).item():
-        stamped = stamped.unique(["key", "src_line"], keep="first", maintain_order=True)
-    # (the seg frame is in line order and a line has one key: `stamped` is sorted by `src_line` as it is)
-    narrow = narrow.with_columns(prev_row_line=pl.col("line").shift(1).over("key"))
+    # (a row with its own time keeps it: nothing to inherit when every row has one)
+    inherit = rows.get_column("ts").null_count() > 0
+    stamped = seg.clear().select("key", src_line=pl.col("line"), src_ts=pl.col("ts"))
+    if inherit:
+        stamped = seg.filter(pl.col("ts").is_not_null())
+        stamped = stamped.select("key", src_line=pl.col("line"), src_ts=pl.col("ts"))
+        if stamped.select(pl.struct("key", "src_line").is_duplicated().any()).item():
+            stamped = stamped.unique(["key", "src_line"], keep="first", maintain_order=True)
+        # (the seg frame is in line order and a line has one key: `stamped` is sorted by `src_line` as it is)
+        narrow = narrow.with_columns(prev_row_line=pl.col("line").shift(1).over("key"))
     if stamped.height:
         j = narrow.sort("line").join_asof(
             stamped,
@@ -2279,8 +2316,11 @@ def _times(rows: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
         ).sort("_i")
         narrow = narrow.with_columns(j.get_column("ts"), j.get_column("ts_quality"))
     narrow = narrow.with_columns(pl.col("ts_quality").fill_null("none"))
-    order = narrow.select(pl.arg_sort_by("key", "framework", "line")).to_series()
-    if not order.equals(pl.Series(range(n), dtype=order.dtype), check_names=False):
+    # (rows in (key, line) order, pairs unique: with one framework in all they are in this order already)
+    fw = pl.col("framework")
+    one_fw = narrow.select(fw.eq_missing(fw.first()).all()).item()
+    order = None if one_fw else narrow.select(pl.arg_sort_by("key", "framework", "line")).to_series()
+    if order is not None and not order.equals(pl.Series(range(n), dtype=order.dtype), check_names=False):
         narrow = narrow[order]
         rows = rows[order]
     grp = ["key", "framework"]
