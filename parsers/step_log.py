@@ -426,27 +426,58 @@ _GATES = ('iteration', 'iter time (s)', 'step=', 'SamplesPerSec=', 'step:', 'los
 of a block grammar: `across ranks`, `[batch=`, `performance:`) contains it."""
 
 
-def _present(seg: pl.DataFrame, titan: tuple[pl.Series, pl.DataFrame] | None = None) -> frozenset[str]:
+def _present(
+    seg: pl.DataFrame, titan: tuple[pl.Series, pl.DataFrame] | None = None, minmax: pl.Series | None = None
+) -> frozenset[str]:
     """The `_GATES` that occur in the cleaned text of `seg` (one Aho-Corasick pass over the column).
 
     `titan` (`_titan_pre`): a canonical torchtitan line is scanned up to its first `step:` alone; its tail
     (`_TITAN_TAIL`) holds `loss:` and no other gate, and no gate runs from the head into it (`_TAIL_GATES`).
+    `minmax` (`_minmax_pre`): a Megatron `(min, max)` timer entry is scanned up to its first `(`, once per
+    distinct text there (timer names repeat); what follows it holds no gate (`_MINMAX_TAIL_CHARS`).
     """
     if seg.height == 0:
         return frozenset()
     text = seg.get_column("text")
+    other: pl.Series | None = None
+    heads: list[pl.Series] = []
+    got: frozenset[str] = frozenset()
     if titan is not None:
         idx, cf = titan
         canon = cf.get_column("_canon")
-        n_canon = int(canon.sum())
-        if n_canon:
-            ci = idx.filter(canon)
-            other = pl.repeat(True, seg.height, dtype=pl.Boolean, eager=True).scatter(ci, False)
-            heads = cf.filter(canon).get_column("_h0") + "step:"
-            text = pl.concat([text.filter(other), heads])
+        if canon.any():
+            other = pl.repeat(True, seg.height, dtype=pl.Boolean, eager=True)
+            other = other.scatter(idx.filter(canon), False)
+            heads.append(cf.filter(canon).get_column("_h0") + "step:")
+            got = _TAIL_GATES
+    if minmax is not None and minmax.any():
+        other = ~minmax if other is None else other & ~minmax
+        mm = text.filter(minmax)
+        heads.append(mm.str.slice(0, mm.str.find("(", literal=True) + 1).unique())
+    if other is not None:
+        text = pl.concat([text.filter(other), *heads])
     found = text.str.extract_many(list(_GATES), overlapping=True).explode().drop_nulls().unique()
-    got = frozenset(found.to_list())
-    return got | _TAIL_GATES if titan is not None and n_canon else got
+    return got | frozenset(found.to_list())
+
+
+_MINMAX_TAIL_CHARS = frozenset(" \t\n\r\f\v0123456789.,+-eEnaif)")
+r"""The characters of what can follow the first `(` of a `TIMER_MINMAX_RE` line (`\s*NUM,\s*NUM\s*\)\s*`; its
+ASCII ones: a gate with other characters, such as `%`, `|`, a capital, is not one of them)."""
+assert all(set(gate) - _MINMAX_TAIL_CHARS for gate in _GATES)  # no gate inside such a tail
+assert all(  # no gate runs on past such a `(`
+    gate[k] not in _MINMAX_TAIL_CHARS for gate in _GATES for k in range(1, len(gate)) if gate[k - 1] == "("
+)
+
+
+def _minmax_pre(seg: pl.DataFrame) -> pl.Series | None:
+    """On big chunks with `across ranks` somewhere (where `_block_fragments` computes it): which lines match
+    `TIMER_MINMAX_RE`."""
+    if seg.height < _LANE_MIN:
+        return None
+    text = seg.get_column("text")
+    if not text.str.contains("across ranks", literal=True).any():
+        return None
+    return text.str.contains(g.TIMER_MINMAX_RE)
 
 
 def _titan_pre(seg: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame] | None:
@@ -489,7 +520,8 @@ _ENV_STACK = "^(?:" + re.sub(r"\(\?P<\w+>", "(?:", _ENV_RE.removeprefix("^")) + 
 
 
 def _strip_envelopes(seg: pl.DataFrame) -> pl.DataFrame:
-    """`_strip_passes(seg)`, with the rank and host worked out once per distinct prefix.
+    """`_strip_passes(seg)`, with the rank and host worked out once per distinct prefix (and, on big inputs
+    that have one, column `_key`: the stream key of that rank and host, see `_prepare`).
 
     One capture-free replace strips the stack of envelopes from each line that opens with one (the passes
     strip the leftmost-first match of the alternation up to three times, which is the greedy `{1,3}` of
@@ -508,10 +540,17 @@ def _strip_envelopes(seg: pl.DataFrame) -> pl.DataFrame:
     if not (meta.get_column("rest") == "").all():  # (cannot happen; the passes, line by line, decide then)
         return _strip_passes(seg)
     p = pl.col("_p")
+    # (`_key`: the stream key `_prepare` builds from the host and envelope rank, per distinct prefix too)
+    keys = meta.select(
+        pl.concat_str(
+            [pl.col("host").fill_null(""), pl.col("env_rank").cast(pl.String).fill_null("")], separator="|"
+        )
+    ).to_series()
     return seg.with_columns(_p=prefix).with_columns(
         rest=pl.col("rest").str.slice(p.str.len_chars().fill_null(0)),
         env_rank=p.replace_strict(uniq, meta.get_column("env_rank"), default=None, return_dtype=pl.Int32),
         host=p.replace_strict(uniq, meta.get_column("host"), default=None, return_dtype=pl.String),
+        _key=p.replace_strict(uniq, keys, default="|", return_dtype=pl.String),
     ).drop("_p")
 
 
@@ -649,11 +688,10 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
     else:
         lf = lf.with_columns(banner=pl.lit(False), banner_rank=pl.lit(None, dtype=pl.Int32))
     stream_rank = pl.coalesce(pl.col("env_rank"), pl.col("banner_rank"))
-    lf = lf.with_columns(
-        key=pl.concat_str([pl.col("host").fill_null(""), stream_rank.cast(pl.String).fill_null("")], separator="|"),
-        rank=pl.coalesce(stream_rank, pl.col("msg_rank")),
-        text=pl.col("rest"),
-    )
+    key = pl.concat_str([pl.col("host").fill_null(""), stream_rank.cast(pl.String).fill_null("")], separator="|")
+    if "_key" in seg.columns and not on["banner"]:  # (the stream rank is the envelope's: the key per prefix)
+        key = pl.col("_key")
+    lf = lf.with_columns(key=key, rank=pl.coalesce(stream_rank, pl.col("msg_rank")), text=pl.col("rest"))
     seg = lf.collect()
     # own timestamp (a collector's clock, being exact, wins over the framework's local one), worked out on the
     # lines that can hold one: a collector time, a date (the raw line holds the text's unless ANSI codes were
@@ -1710,11 +1748,12 @@ def _bar_fragments(seg: pl.DataFrame, present: frozenset[str]) -> tuple[list[pl.
 
 
 def _block_fragments(
-    seg: pl.DataFrame, present: frozenset[str]
+    seg: pl.DataFrame, present: frozenset[str], minmax: pl.Series | None = None
 ) -> tuple[list[pl.DataFrame], pl.DataFrame, pl.DataFrame]:
     """Header + indented-entry blocks (Megatron timers, composer batches, NVRx reports) and one-line timers.
 
-    Returns (fragments, lines understood, NVRx rank-score rows for events).
+    Returns (fragments, lines understood, NVRx rank-score rows for events). `minmax`: `_minmax_pre(seg)`, when
+    the caller has it.
     """
     out: list[pl.DataFrame] = []
     txt = pl.col("text")
@@ -1727,7 +1766,7 @@ def _block_fragments(
     ents, t_mm, t_ent = seg, txt.str.contains(g.TIMER_MINMAX_RE), None
     if t_on and seg.height >= _LANE_MIN:
         text = seg.get_column("text")
-        mm_s = text.str.contains(g.TIMER_MINMAX_RE)
+        mm_s = text.str.contains(g.TIMER_MINMAX_RE) if minmax is None else minmax
         idx = (~mm_s).arg_true()
         other = text.gather(idx).str.contains(_TIMER_OTHER)
         ents = seg.with_columns(t_mm=mm_s, t_ent=mm_s.clone().scatter(idx, other))
@@ -2581,10 +2620,11 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse a training log into `steps` rows and straggler `events` (see the module docstring)."""
     frame, seg = _prepare(lines, ctx)
     titan = _titan_pre(seg)
-    present = _present(seg, titan)
+    minmax = _minmax_pre(seg)
+    present = _present(seg, titan, minmax)
     frags = _step_fragments(seg, present, titan)
     bars, bar_lines = _bar_fragments(seg, present)
-    blocks, block_lines, nv = _block_fragments(seg, present)
+    blocks, block_lines, nv = _block_fragments(seg, present, minmax)
     frags += bars + blocks
     events, event_lines = _events(seg, nv, ctx, present)
 
