@@ -1,5 +1,5 @@
-"""The step-log lanes of the fourth performance round give what the paths they replace give: the gate scan that
-reads canonical torchtitan lines and Megatron `(min, max)` entries up to their first `step:` / `(`, the packed
+"""The step-log lanes of the fourth performance round give what the paths they replace give: the gate scan
+that reads canonical torchtitan lines and Megatron `(min, max)` entries up to their first `step:` / `(`, the packed
 fragment sort, and `_times` on rows that all have their own time or one framework."""
 
 from __future__ import annotations
@@ -13,13 +13,19 @@ from hypothesis import strategies as st
 
 from parsers import step_log
 
-_HEADS = ["", "x ", "completed ", "iteration 5 ", "Step ", "[batch=1] ", "{ ", "time (ms) ", "iter ", "\t", "a%|b "]
+_HEADS = [
+    *("", "x ", "completed ", "iteration 5 ", "Step ", "[batch=1] "),
+    *("{ ", "time (ms) ", "iter ", "\t", "a%|b "),
+]
 _TITAN_TAILS = [
     "step: 5  loss:  2.5  memory: 63.5GiB(79.98%)  tps: 16,466  tflops: 793.33  mfu: 80.22%",
     "step: 7  loss: nan  grad_norm:  0.8  memory: 1GiB(1%)  wps: 1,234.5  tflops: 1  mfu: 2%",
     "step: 7  loss: 1  memory: 1GiB(1%)  tps: 1  tflops: 1  mfu: 2% step: 3",
 ]
-_TIMER_NAMES = ["forward-compute", "iteration", "Step ", "time (ms)", "iter time", "dt", "{x}", "Epoch ", "%|"]
+_TIMER_NAMES = [
+    *("forward-compute", "iteration", "Step ", "time (ms)"),
+    *("iter time", "dt", "{x}", "Epoch ", "%|"),
+]
 
 
 @settings(max_examples=150, deadline=None)
@@ -33,7 +39,9 @@ _TIMER_NAMES = ["forward-compute", "iteration", "Step ", "time (ms)", "iter time
                 st.sampled_from([" ....: ", ": ", " .: "]),
                 st.sampled_from(["(1.5, 2.5)", "( 3, nan )", "(1e3,2)  ", "(1, 2) x"]),
             ).map("".join),
-            st.sampled_from(["(min, max) time across ranks (ms):", "iteration 3/ 10 | loss: 1 |", "", "plain"]),
+            st.sampled_from(
+                ["(min, max) time across ranks (ms):", "iteration 3/ 10 | loss: 1 |", "", "plain"]
+            ),
         ),
         min_size=1,
         max_size=12,
@@ -87,7 +95,8 @@ def test_times_shortcuts_equal_the_general_form(case: str) -> None:
                 "line": [3 * i + 1 for i in range(n)],
                 "step": [i // 4 for i in range(n)],
                 "framework": [
-                    "torchtitan" if case in ("one_framework", "both") or i % 5 else "megatron" for i in range(n)
+                    "torchtitan" if case in ("one_framework", "both") or i % 5 else "megatron"
+                    for i in range(n)
                 ],
                 "kind": ["torchtitan"] * n,
                 "_ms": [i * 900 + rnd.randrange(0, 50) for i in range(n)],
