@@ -1,6 +1,6 @@
 """The step-log lanes of the fourth performance round give what the paths they replace give: the gate scan
-that reads canonical torchtitan lines and Megatron `(min, max)` entries up to their first `step:` / `(`, the packed
-fragment sort, and `_times` on rows that all have their own time or one framework."""
+that reads canonical torchtitan lines and Megatron `(min, max)` entries up to their first `step:` / `(`, the
+packed fragment sort, and `_times` on rows that all have their own time or one framework."""
 
 from __future__ import annotations
 
