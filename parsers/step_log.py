@@ -488,8 +488,12 @@ def _titan_pre(seg: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame] | None:
         return None
     text = seg.get_column("text")
     step = text.str.contains("step:", literal=True)
-    if int(step.sum()) < _LANE_MIN or not text.str.contains("loss:", literal=True).any():
+    if int(step.sum()) < _LANE_MIN:
         return None
+    # (`loss:` looked for in the first lines, then, only when not there, in all)
+    if not text.head(_LANE_MIN).str.contains("loss:", literal=True).any():
+        if not text.str.contains("loss:", literal=True).any():
+            return None
     idx = step.arg_true()
     return idx, _titan_canon(text.gather(idx))
 
@@ -539,19 +543,29 @@ def _strip_envelopes(seg: pl.DataFrame) -> pl.DataFrame:
     meta = _strip_passes(pl.DataFrame({"rest": uniq}))
     if not (meta.get_column("rest") == "").all():  # (cannot happen; the passes, line by line, decide then)
         return _strip_passes(seg)
-    p = pl.col("_p")
     # (`_key`: the stream key `_prepare` builds from the host and envelope rank, per distinct prefix too)
     keys = meta.select(
         pl.concat_str(
             [pl.col("host").fill_null(""), pl.col("env_rank").cast(pl.String).fill_null("")], separator="|"
         )
     ).to_series()
-    return seg.with_columns(_p=prefix).with_columns(
-        rest=pl.col("rest").str.slice(p.str.len_chars().fill_null(0)),
-        env_rank=p.replace_strict(uniq, meta.get_column("env_rank"), default=None, return_dtype=pl.Int32),
-        host=p.replace_strict(uniq, meta.get_column("host"), default=None, return_dtype=pl.String),
-        _key=p.replace_strict(uniq, keys, default="|", return_dtype=pl.String),
-    ).drop("_p")
+    # the rank, host and key of each line's prefix by one join (the prefixes in `uniq` are distinct; a line
+    # without one matches none and gets nulls, the key `|`)
+    table = pl.DataFrame(
+        {
+            "_p": uniq,
+            "env_rank": meta.get_column("env_rank").cast(pl.Int32),
+            "host": meta.get_column("host").cast(pl.String),
+            "_key": keys,
+        }
+    )
+    got = pl.DataFrame({"_p": prefix}).join(table, on="_p", how="left", maintain_order="left")
+    return seg.with_columns(
+        rest=pl.col("rest").str.slice(prefix.str.len_chars().fill_null(0)),
+        env_rank=got.get_column("env_rank"),
+        host=got.get_column("host"),
+        _key=got.get_column("_key").fill_null("|"),
+    )
 
 
 def _strip_passes(seg: pl.DataFrame, passes: int = 3) -> pl.DataFrame:
