@@ -1789,15 +1789,20 @@ def _block_fragments(
     # a timer entry matches one of four regexes: the (min, max) one (most entries), the other three as one
     # alternation (same truth value), on big inputs only on the lines the first does not take
     ents, t_mm, t_ent = seg, txt.str.contains(g.TIMER_MINMAX_RE), None
+    t_hdr = txt.str.extract(g.TIMER_HDR_RE, 1)
     if t_on and seg.height >= _LANE_MIN:
         text = seg.get_column("text")
         mm_s = text.str.contains(g.TIMER_MINMAX_RE) if minmax is None else minmax
         idx = (~mm_s).arg_true()
         other = text.gather(idx).str.contains(_TIMER_OTHER)
-        ents = seg.with_columns(t_mm=mm_s, t_ent=mm_s.clone().scatter(idx, other))
-        t_mm, t_ent = pl.col("t_mm"), pl.col("t_ent")
+        # (a header holds `across ranks`: the regex only on the lines with it)
+        hi = text.str.contains("across ranks", literal=True).arg_true()
+        hdr = text.gather(hi).str.extract(g.TIMER_HDR_RE, 1)
+        hdr = _nulls("t_hdr", seg.height, pl.String).scatter(hi, hdr)
+        ents = seg.with_columns(t_mm=mm_s, t_ent=mm_s.clone().scatter(idx, other), t_hdr=hdr)
+        t_mm, t_ent, t_hdr = pl.col("t_mm"), pl.col("t_ent"), pl.col("t_hdr")
     b = ents.lazy().with_columns(
-        t_hdr=txt.str.extract(g.TIMER_HDR_RE, 1) if t_on else no_str,
+        t_hdr=t_hdr if t_on else no_str,
         t_mm=t_mm if t_on else no,
         t_ent=(t_ent if t_ent is not None else t_mm | txt.str.contains(_TIMER_OTHER)) if t_on else no,
         c_hdr=txt.str.contains(g.COMPOSER_HDR_RE) if c_on else no,
