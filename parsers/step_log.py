@@ -325,15 +325,20 @@ def _match(
     col: str = "text",
     gate: tuple[str, ...] = (),
     present: frozenset[str] | None = None,
+    must: str | None = None,
 ) -> pl.DataFrame:
     """Rows of `base` whose text matches `pattern`, with its groups in struct column `m`.
 
     `gate`: literals every match contains; when one of them is not in `present` (the `_GATES` found in the
-    file, see `_present`), no row can match and `base` is returned empty without scanning it.
+    file, see `_present`), no row can match and `base` is returned empty without scanning it. `must`: a group
+    every match sets (outside any optional part): the groups are extracted once and the rows where it is null
+    (no match) dropped, without a separate match test.
     """
     if present is not None and not all(lit in present for lit in gate):
         return base.clear()
     sub = base if prefilter is None else base.filter(prefilter)
+    if must is not None:
+        return sub.with_columns(m=pl.col(col).str.extract_groups(pattern)).filter(_f(must).is_not_null())
     return sub.filter(pl.col(col).str.contains(pattern)).with_columns(m=pl.col(col).str.extract_groups(pattern))
 
 
@@ -408,6 +413,7 @@ def _timer(**fields: pl.Expr) -> pl.Expr:
     return pl.struct(**{k: fields.get(k, pl.lit(None)).cast(t) for k, t in _TIMER.to_schema().items()})
 
 
+assert "(?P<step>\\d+)\\s*/" in g.MEGATRON_ITER_RE  # (`must="step"`: a mandatory group)
 _TITAN_HEAD = g.TITAN_RE.split("(?P<rest>")[0]
 assert g.TITAN_RE == _TITAN_HEAD + "(?P<rest>.*(?:memory|tps|wps|tflops|mfu):.*)$"
 _TITAN_HEAD_NC = re.sub(r"\(\?P<\w+>", "(?:", _TITAN_HEAD)
@@ -1195,7 +1201,14 @@ def _step_fragments(
     txt = pl.col("text")
 
     # Megatron family
-    m = _match(seg, g.MEGATRON_ITER_RE, txt.str.contains("iteration", literal=True), gate=("iteration",), present=present)
+    m = _match(
+        seg,
+        g.MEGATRON_ITER_RE,
+        txt.str.contains("iteration", literal=True),
+        gate=("iteration",),
+        present=present,
+        must="step",
+    )
     if m.height >= _LANE_MIN:
         m = m.with_columns(_megatron_values(m.get_column("text")))
         k = {name: pl.col(f"_k_{name}") for name in g.MEGATRON_KEYS}
