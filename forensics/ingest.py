@@ -888,6 +888,26 @@ def _worker_alive() -> bool:
     return True
 
 
+class _Workers(dict):  # type: ignore[type-arg]
+    """The pool's table of worker processes, whose `values()` is a snapshot.
+
+    CPython's pool manager thread iterates `_processes.values()` (`get_n_children_alive`,
+    `join_executor_internals`) while `submit` in the main thread may add a worker to it: a worker that died
+    made that a `RuntimeError: dictionary changed size during iteration` in the manager thread now and then
+    (cpython gh-87664 fixed only one of those loops). A list copy is made under the GIL in one step.
+    """
+
+    def values(self) -> list[Any]:  # type: ignore[override]
+        return list(super().values())
+
+
+def _new_pool(jobs: int) -> ProcessPoolExecutor:
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=_worker_init)
+    if type(getattr(pool, "_processes", None)) is dict:  # before the manager thread takes it (first submit)
+        pool._processes = _Workers(pool._processes)  # type: ignore[attr-defined]
+    return pool
+
+
 def _pool_pass(
     files: list[BundleFile],
     jobs: int,
@@ -917,7 +937,7 @@ def _pool_pass(
     lost: list[Any] = []
     """futures failed by a broken pool"""
     results: dict[str, dict[int, Any]] = {}
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=_worker_init)
+    pool = _new_pool(jobs)
     try:
         with _children_ignore_sigint():
             probe = pool.submit(_worker_alive)
