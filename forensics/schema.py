@@ -238,14 +238,15 @@ def conform(df: pl.DataFrame, table: str) -> pl.DataFrame:
         raise SchemaError(f"table '{table}' has no column(s) {', '.join(repr(c) for c in unknown)}")
     if list(have.items()) == list(schema.items()):
         return validate(df, table, have)
-    out = df.select(_conforming(table, tuple(have.items())))
+    out = df.select(conforming(table, tuple(have.items())))
     return validate(out, table, dict(out.schema))
 
 
 @functools.lru_cache(maxsize=512)
-def _conforming(table: str, have: tuple[tuple[str, pl.DataType], ...]) -> list[pl.Expr]:
-    """The select that conforms a frame of columns `have` to `table`, built once per input schema (building
-    ~20 expressions took about as long as running them on a small frame: ~0.3 ms per call)."""
+def conforming(table: str, have: tuple[tuple[str, pl.DataType], ...]) -> list[pl.Expr]:
+    """The select that conforms a frame of columns `have` to `table` (present columns cast non-strictly when
+    their dtype differs, absent ones null), built once per input schema (building ~20 expressions took about
+    as long as running them on a small frame: ~0.3 ms per call)."""
     known = dict(have)
     exprs = []
     for name, dtype in get_schema(table).items():

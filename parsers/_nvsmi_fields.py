@@ -463,31 +463,14 @@ _EMPTY: dict[str, pl.DataFrame] = {}
 def conform_known(df: pl.DataFrame, table: str) -> pl.DataFrame:
     """`conform_table(df.select(<df's columns that the table has>), table)` in one select (small files paid
     the narrowing select apart: ~0.1-0.2 ms a table)."""
-    from forensics.schema import get_schema, validate
+    from forensics.schema import conforming, get_schema, validate
 
     schema = get_schema(table)
     have = tuple((c, d) for c, d in df.schema.items() if c in schema)
     if not have:
         return conform_table(df.select([]), table)
-    out = df.select(_conforming(table, have))
+    out = df.select(conforming(table, have))
     return validate(out, table, dict(out.schema))
-
-
-@lru_cache(maxsize=256)
-def _conforming(table: str, have: tuple[tuple[str, pl.DataType], ...]) -> list[pl.Expr]:
-    """The columns of `table` from a frame of columns `have` (forensics.schema.conform's select: present
-    columns cast non-strictly when their dtype differs, absent ones null)."""
-    from forensics.schema import get_schema
-
-    known = dict(have)
-    exprs = []
-    for name, dtype in get_schema(table).items():
-        if name in known:
-            col = pl.col(name)
-            exprs.append(col if known[name] == dtype else col.cast(dtype, strict=False))
-        else:
-            exprs.append(pl.lit(None, dtype=dtype).alias(name))
-    return exprs
 
 
 def _gpu_keys(df: pl.DataFrame, key: pl.Expr) -> list[pl.Expr]:
