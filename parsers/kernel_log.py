@@ -426,6 +426,17 @@ def _host_tag_msg(df: pl.DataFrame, rest: str) -> pl.DataFrame:
     return df.with_columns(tag=pl.col("_tm").struct.field("field_0"), msg=pl.col("_tm").struct.field("field_1").str.strip_prefix(" ")).drop("_tm")
 
 
+def _rfc3164_fields(body: pl.Expr) -> dict[str, pl.Expr]:
+    """Message, month, day and time of an RFC 3164 line `Mon DD HH:MM:SS host tag: msg` by position (`_c`:
+    where its first ': ' is)."""
+    return {
+        "msg": body.str.slice(pl.col("_c") + 2),
+        "mon": body.str.slice(0, 3),
+        "day": body.str.slice(4, 2).str.strip_prefix(" "),
+        "hms": body.str.slice(7, 8),
+    }
+
+
 def _fast_strict(hit: pl.DataFrame, style: str) -> pl.DataFrame:
     """Fields of lines matching `STRICT[style]`, by position; same columns as the regex path."""
     body = pl.col("body")
@@ -450,10 +461,7 @@ def _fast_strict(hit: pl.DataFrame, style: str) -> pl.DataFrame:
         if style == "syslog":
             quick = quick.select(
                 "line",
-                msg=body.str.slice(pl.col("_c") + 2),
-                mon=body.str.slice(0, 3),
-                day=body.str.slice(4, 2).str.strip_prefix(" "),
-                hms=body.str.slice(7, 8),
+                **_rfc3164_fields(body),
                 host=words.list.get(-2),
                 tag=words.list.get(-1),
             )
@@ -533,10 +541,7 @@ def _syslog_lane(sub: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     lane = lane.with_columns(_sp=pl.col("_ht").str.find(" ", literal=True))
     out = lane.select(
         "line",
-        msg=body.str.slice(pl.col("_c") + 2),
-        mon=body.str.slice(0, 3),
-        day=body.str.slice(4, 2).str.strip_prefix(" "),
-        hms=body.str.slice(7, 8),
+        **_rfc3164_fields(body),
         host=pl.col("_ht").str.slice(0, pl.col("_sp")),
         tag=pl.col("_ht").str.slice(pl.col("_sp") + 1),
     )

@@ -346,14 +346,7 @@ def test_syslog_lane_edges_equal_general(monkeypatch: pytest.MonkeyPatch) -> Non
         "",
         "   continuation",
     ]
-    rng = random.Random(5)
-    text = [rng.choice(ordinary) for _ in range(3000)]
-    for e in edges:
-        text.insert(rng.randrange(len(text)), e)
-    lines = lines_from_bytes("\n".join(text).encode())
-    fast = kernel_log.parse(lines, CTX)
-    assert check_accounting(fast, lines)
-    assert_same_result(fast, _slow_parse(monkeypatch, lines, CTX))
+    _edges_among_ordinary_equal_general(monkeypatch, ordinary, edges, seed=5)
 
 
 def test_journal_iso_lane_edges_equal_general(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -383,7 +376,15 @@ def test_journal_iso_lane_edges_equal_general(monkeypatch: pytest.MonkeyPatch) -
         "<6>2025-11-29T00:00:03+0000 gpu-1 kernel: priority",
         "",
     ]
-    rng = random.Random(6)
+    _edges_among_ordinary_equal_general(monkeypatch, ordinary, edges, seed=6)
+
+
+def _edges_among_ordinary_equal_general(
+    monkeypatch: pytest.MonkeyPatch, ordinary: list[str], edges: list[str], seed: int
+) -> None:
+    """`edges` scattered among 3,000 `ordinary` lines (so the vectorised paths run): the same result as the
+    general path, with exact line accounting."""
+    rng = random.Random(seed)
     text = [rng.choice(ordinary) for _ in range(3000)]
     for e in edges:
         text.insert(rng.randrange(len(text)), e)
