@@ -645,6 +645,26 @@ def _segments(
     return frame, seg, on, dirty, clean
 
 
+def _with_banner(lf: pl.LazyFrame, present: bool) -> pl.LazyFrame:
+    """`lf` with `banner` (a Composer rank banner line) and `banner_rank` (the rank its `Begin` opened, until
+    its `End`; null outside) read off `rest`; when `present` is false no line is one."""
+    if not present:
+        return lf.with_columns(banner=pl.lit(False), banner_rank=pl.lit(None, dtype=pl.Int32))
+    # regex structs are materialised once as columns: eager with_columns does not share subexpressions
+    lf = lf.with_columns(_bn=pl.col("rest").str.extract_groups(g.COMPOSER_BANNER_RE))
+    banner = pl.col("_bn")
+    lf = lf.with_columns(
+        banner=banner.struct.field("what").is_not_null(),
+        banner_rank=pl.when(banner.struct.field("what") == "Begin")
+        .then(banner.struct.field("rank").cast(pl.Int32, strict=False))
+        .when(banner.struct.field("what") == "End")
+        .then(pl.lit(-1, dtype=pl.Int32))
+        .otherwise(pl.lit(None, dtype=pl.Int32))
+        .forward_fill(),
+    ).drop("_bn")
+    return lf.with_columns(banner_rank=pl.when(pl.col("banner_rank") >= 0).then(pl.col("banner_rank")))
+
+
 def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Return (physical lines frame, segment frame with cleaned text, stream key, rank, host, own time)."""
     if lines.len() < _LANE_MIN:
@@ -702,22 +722,7 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
         msg = msg.scatter(i, rest_s.gather(i).str.extract(g.MSG_RANK_RE, 1).cast(pl.Int32, strict=False))
     seg = seg.with_columns(rest=rest_s, msg_rank=msg)
     lf = seg.lazy()
-    if on["banner"]:
-        # regex structs are materialised once as columns: eager with_columns does not share subexpressions
-        lf = lf.with_columns(_bn=pl.col("rest").str.extract_groups(g.COMPOSER_BANNER_RE))
-        banner = pl.col("_bn")
-        lf = lf.with_columns(
-            banner=banner.struct.field("what").is_not_null(),
-            banner_rank=pl.when(banner.struct.field("what") == "Begin")
-            .then(banner.struct.field("rank").cast(pl.Int32, strict=False))
-            .when(banner.struct.field("what") == "End")
-            .then(pl.lit(-1, dtype=pl.Int32))
-            .otherwise(pl.lit(None, dtype=pl.Int32))
-            .forward_fill(),
-        ).drop("_bn")
-        lf = lf.with_columns(banner_rank=pl.when(pl.col("banner_rank") >= 0).then(pl.col("banner_rank")))
-    else:
-        lf = lf.with_columns(banner=pl.lit(False), banner_rank=pl.lit(None, dtype=pl.Int32))
+    lf = _with_banner(lf, on["banner"])
     stream_rank = pl.coalesce(pl.col("env_rank"), pl.col("banner_rank"))
     key = pl.concat_str([pl.col("host").fill_null(""), stream_rank.cast(pl.String).fill_null("")], separator="|")
     if "_key" in seg.columns and not on["banner"]:  # (the stream rank is the envelope's: the key per prefix)
@@ -964,22 +969,7 @@ def _prepare_small(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl
     lf = seg.lazy()
     if on["pylog"]:
         lf = lf.with_columns(rest=pl.col("rest").str.replace(g.PYLOG_PREFIX_RE, ""))
-    if on["banner"]:
-        # regex structs are materialised once as columns: eager with_columns does not share subexpressions
-        lf = lf.with_columns(_bn=pl.col("rest").str.extract_groups(g.COMPOSER_BANNER_RE))
-        banner = pl.col("_bn")
-        lf = lf.with_columns(
-            banner=banner.struct.field("what").is_not_null(),
-            banner_rank=pl.when(banner.struct.field("what") == "Begin")
-            .then(banner.struct.field("rank").cast(pl.Int32, strict=False))
-            .when(banner.struct.field("what") == "End")
-            .then(pl.lit(-1, dtype=pl.Int32))
-            .otherwise(pl.lit(None, dtype=pl.Int32))
-            .forward_fill(),
-        ).drop("_bn")
-        lf = lf.with_columns(banner_rank=pl.when(pl.col("banner_rank") >= 0).then(pl.col("banner_rank")))
-    else:
-        lf = lf.with_columns(banner=pl.lit(False), banner_rank=pl.lit(None, dtype=pl.Int32))
+    lf = _with_banner(lf, on["banner"])
     lf = lf.with_columns(
         msg_rank=pl.col("rest").str.extract(g.MSG_RANK_RE, 1).cast(pl.Int32, strict=False)
         if on["msg"]
