@@ -46,7 +46,7 @@ from forensics.bundle import (
 )
 from forensics.errors import BundleError, OutputError, UsageError
 from forensics.outputs import parquet_rows, write_json, write_table
-from forensics.schema import SCHEMA_VERSION, TABLES, conform, empty, get_schema
+from forensics.schema import SCHEMA_VERSION, TABLES, conform, conforming, empty, get_schema
 from parsers import _mixed, registry
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, lines_from_bytes
 
@@ -497,19 +497,12 @@ def _remove_parts(parts: dict[str, list[Part]]) -> None:
 
 def _read_part(p: Part, table: str) -> pl.DataFrame:
     """A spilled part's rows as `table` (the columns it left out null) with its line offset and content node."""
-    df = _with_all_columns(pl.read_parquet(p.path, glob=False), table)
+    df = pl.read_parquet(p.path, glob=False)
+    if df.columns != list(get_schema(table)):  # the columns a part left out, back as nulls
+        df = df.select(conforming(table, tuple(df.schema.items())))
     if p.line_offset and "line" in df.columns:
         df = df.with_columns(pl.col("line") + p.line_offset)
     return _fill_node(df, p.node) if p.node else df
-
-
-def _with_all_columns(df: pl.DataFrame, table: str) -> pl.DataFrame:
-    """`df` with the columns of `table` it lacks added as nulls, in the table's order."""
-    schema = get_schema(table)
-    if df.columns == list(schema):
-        return df
-    have = set(df.columns)
-    return df.select(pl.col(c) if c in have else pl.lit(None, dtype).alias(c) for c, dtype in schema.items())
 
 
 def _worker_init() -> None:
@@ -1460,7 +1453,8 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path) -> int:
     def close_run() -> None:
         nonlocal run, size
         if run:
-            pieces.append((_pair_range(run[0], run[-1]), holding(_pair_range(run[0], run[-1]))))
+            pair_range = _pair_range(run[0], run[-1])
+            pieces.append((pair_range, holding(pair_range)))
         run, size = [], 0
 
     for node, file, n, lo, hi in counts.iter_rows():
