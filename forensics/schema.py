@@ -7,7 +7,6 @@ Every table keeps `file` and `line` so evidence can be quoted verbatim. Times ar
 from __future__ import annotations
 
 import functools
-
 from enum import Enum
 
 import polars as pl
