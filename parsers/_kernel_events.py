@@ -610,16 +610,11 @@ def _py_rule_events(m: pl.DataFrame, msgs: list[str | None], rule: Rule, ctx: Fi
         return m.clear()
     names = list(rx.groupindex)
     sub = m[idx] if len(idx) < m.height else m
-    ts_null = sub.get_column("ts").is_null().to_list()
-    ups = sub.get_column("uptime_s").to_list()
-    hosts = sub.get_column("host").to_list()
-    segs = sub.get_column("boot_seg").to_list()
-    crash = sub.get_column("crash_record").to_list()
     codes: list[str | None] = []
     sevs: list[str] = []
     buses: list[str | None] = []
-    details: list[str] = []
-    for k, g in enumerate(groups):
+    details: list[dict[str, object]] = []
+    for g in groups:
         if "code" in names:
             code = g["code"]
             if code is None:
@@ -645,32 +640,11 @@ def _py_rule_events(m: pl.DataFrame, msgs: list[str | None], rule: Rule, ctx: Fi
                 v = g[n]
                 v = None if v is None else v.strip(_WS)
                 detail[n] = v if v else None
-        mono = ups[k] is not None and ts_null[k]
-        detail["boot_seg"] = segs[k] if mono else None
-        detail["crash_record"] = True if mono and crash[k] else None
         codes.append(code)
         sevs.append(sev)
         buses.append(g.get("bus"))
-        details.append(_py_json(detail))
-    n = len(idx)
-    q = sub.get_column("ts_quality").to_list()
-    return pl.DataFrame(
-        [
-            sub.get_column("ts"),
-            pl.Series("ts_quality", ["none" if v is None else v for v in q], dtype=pl.String),
-            sub.get_column("uptime_s"),
-            pl.Series("node", [ctx.node if h is None else h for h in hosts], dtype=pl.String),
-            normalized_bus(pl.Series("gpu_bus_id", buses, dtype=pl.String)),
-            pl.Series("source", ["kernel"] * n, dtype=pl.String),
-            pl.Series("kind", [rule.kind] * n, dtype=pl.String),
-            pl.Series("code", codes, dtype=pl.String),
-            pl.Series("severity", sevs, dtype=pl.String),
-            sub.get_column("text").alias("message"),
-            pl.Series("detail", details, dtype=pl.String),
-            pl.Series("file", [ctx.path] * n, dtype=pl.String),
-            sub.get_column("line"),
-        ]
-    )
+        details.append(detail)
+    return _py_events(sub, ctx, rule.kind, codes, sevs, buses, details)
 
 
 def _rule_events(m: pl.DataFrame, rule: Rule, ctx: FileContext) -> pl.DataFrame:
