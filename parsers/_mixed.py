@@ -20,6 +20,7 @@ torchrun blocks, `Last error:` quotes), each gap left as one blank line, not the
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from types import ModuleType
 
 import polars as pl
@@ -78,21 +79,48 @@ def has_step_lines(lines: pl.Series) -> bool:
 
 def parse(parser: ModuleType, lines: pl.Series, ctx: FileContext) -> ParseResult:
     """`parser.parse(lines, ctx)`, or both grammars when a training-stdout chunk mixes them."""
+    both, lit = _mixes(parser, lines)
+    return _both(lines, ctx, lit) if both else parser.parse(lines, ctx)
+
+
+def parse_many(parser: ModuleType, items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
+    """`[parse(parser, lines, ctx) for lines, ctx in items]` (whole small files of one format): the files that
+    go to `parser.parse` alone are read in one `parser.parse_many` call when the parser has one."""
+    many = getattr(parser, "parse_many", None)
+    if many is None or len(items) < 2:
+        return [parse(parser, lines, ctx) for lines, ctx in items]
+    out: list[ParseResult | None] = [None] * len(items)
+    alone: list[int] = []
+    for i, (lines, ctx) in enumerate(items):
+        both, lit = _mixes(parser, lines)
+        if both:
+            out[i] = _both(lines, ctx, lit)
+        else:
+            alone.append(i)
+    if len(alone) == 1:
+        out[alone[0]] = parser.parse(*items[alone[0]])
+    elif alone:
+        for i, result in zip(alone, many([items[i] for i in alone]), strict=True):
+            out[i] = result
+    return out  # type: ignore[return-value]
+
+
+def _mixes(parser: ModuleType, lines: pl.Series) -> tuple[bool, pl.Series | None]:
+    """Whether `lines` of `parser`'s format also hold the other grammar of training stdout (and, for a
+    training log, which lines hold a family literal, for `_both`)."""
     if parser is step_log:
         if len(lines) <= SMALL_LINES and not lines.null_count():
             # a small chunk: the marks looked for in its text (an automaton of all the literals costs more)
             text = "\n".join(lines.to_list())
             if not any(mark in text for mark in FAMILY_MARKS):
-                return parser.parse(lines, ctx)
+                return False, None
         # `has_family_lines`, over the lines holding a family literal only (each line with a mark is one)
         lit = _holds_any(lines, FAMILY_LITERALS, _FAMILY_ANY).fill_null(False)
         at = lit.arg_true()
-        if len(at) and _holds_any(lines.gather(at), FAMILY_MARKS, _MARKS_ANY).any():
-            return _both(lines, ctx, lit)
-    elif parser is nccl or (parser is td and td._dump_span(lines) is None):
-        if has_step_lines(lines):
-            return _both(lines, ctx)
-    return parser.parse(lines, ctx)
+        return bool(len(at) and _holds_any(lines.gather(at), FAMILY_MARKS, _MARKS_ANY).any()), lit
+    if parser is nccl or (parser is td and td._dump_span(lines) is None):
+        return has_step_lines(lines), None
+    return False, None
 
 
 FAMILY_LITERALS = (

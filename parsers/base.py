@@ -10,6 +10,12 @@ force at the end of `lines`. The ingest parses a file in 16 MB chunks; it parses
 carried header and the previous chunk's last lines (numbered before the chunk, their rows dropped and their
 lines not counted again), and does not cut such a file into parallel byte ranges.
 
+Optional: `parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]`, the same as
+`[parse(lines, ctx) for lines, ctx in items]` — the same tables (rows, order, dtypes), counts, examples,
+notes, `partial` and `node` for every file — in fewer polars calls. The ingest hands it whole small files of
+one format (each one chunk, at most a few MB in all) that a worker read together: a small file's cost is
+mostly the fixed cost of a parse (dozens of small polars calls), which one call over all of them pays once.
+
 Line accounting: `lines` is the number of lines of the file; blank lines are neither parsed nor
 unrecognized. A line is *parsed* when it matches the format's grammar (whether or not it produced a
 row: an ordinary dmesg line is understood, it just is no event); it is *unrecognized* when it does
