@@ -12,12 +12,13 @@ from __future__ import annotations
 import gc
 import itertools
 import os
+import re
 import signal
 import shutil
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from concurrent.futures.process import BrokenProcessPool
@@ -179,13 +180,22 @@ def ingest_file(
     try:
         return _ingest_file(f, row, limits, year_hint, collected_at, chunk_bytes, spill, span, parser_name)
     except Exception as exc:  # noqa: BLE001 - a bug in the ingest itself still loses one file only
-        row.update(format=row.get("format"), lines=0, parsed=0, unrecognized=0)
-        row["status"] = f"error: ingest failed: {type(exc).__name__}: {str(exc)[:300]}"
-        return FileOutcome(row, notes=[f"{f.path}: {traceback.format_exc(limit=-3)}"])
+        return _failed(f, row, exc)
 
 
 SPILL_BYTES = 16 * 1024**2
 """A file's tables larger than this (estimated, in memory) are spilled to Parquet parts by workers."""
+
+
+@dataclass
+class _Opened:
+    """A file read up to its parser: what `_parse_chunks` goes on from."""
+
+    reader: ChunkReader
+    parser: Any
+    by_bytes: bool
+    first: bytes
+    chunks: Iterator[bytes]
 
 
 def _ingest_file(
@@ -203,6 +213,18 @@ def _ingest_file(
         reader = ChunkReader(f, limits, chunk_bytes, span)
         parser = registry.get_parser(parser_name)
         return _parse_chunks(f, row, reader, parser, year_hint, collected_at, spill, by_bytes=False, span=True)
+    opened = _open_file(f, row, limits, chunk_bytes)
+    if isinstance(opened, FileOutcome):
+        return opened
+    return _parse_chunks(
+        f, row, opened.reader, opened.parser, year_hint, collected_at, spill, opened.by_bytes,
+        first=opened.first, chunks=opened.chunks,
+    )
+
+
+def _open_file(f: BundleFile, row: dict[str, Any], limits: Limits, chunk_bytes: int) -> FileOutcome | _Opened:
+    """Read a file's first chunk and detect its format: the file's outcome when it ends there (skipped,
+    unreadable, empty, binary, not recognised), else what parsing it goes on from."""
     if f.skip_reason or f.source is None:
         row["status"] = f"skipped: {f.skip_reason or 'not readable'}"
         return FileOutcome(row)
@@ -263,9 +285,73 @@ def _ingest_file(
     # `parse_bytes` is for binary forms (e.g. a Flight Recorder pickle); text goes through `parse`
     # line by line even for a parser that has both, so lines are counted and numbered the same way
     by_bytes = binary and hasattr(parser, "parse_bytes")
-    return _parse_chunks(
-        f, row, reader, parser, year_hint, collected_at, spill, by_bytes, first=first, chunks=chunks
-    )
+    return _Opened(reader, parser, by_bytes, first, chunks)
+
+
+def ingest_files(
+    files: Sequence[BundleFile],
+    limits: Limits,
+    year_hint: int | None,
+    collected_at: datetime | None,
+    spills: Sequence[Path | None],
+) -> list[FileOutcome]:
+    """`[ingest_file(f, ..., spill=s) for f, s in zip(files, spills)]`, with the whole small text files of a
+    format that has `parse_many` read in one call of it (`parsers._mixed.parse_many`): a small file's cost
+    is mostly the fixed cost of a parse, which the files then share.
+
+    A file that needs more than one chunk, or binary parsing, goes the single-file way. When the shared
+    call fails, each of its files is parsed alone, so a parser bug still costs only the file that has it.
+    """
+    out: list[FileOutcome | None] = [None] * len(files)
+    waiting: dict[str, list[tuple[int, dict[str, Any], _Opened]]] = {}
+    for i, (f, spill) in enumerate(zip(files, spills, strict=True)):
+        row = _new_row(f)
+        try:
+            opened = _open_file(f, row, limits, CHUNK_BYTES)
+            if isinstance(opened, _Opened) and not opened.by_bytes and hasattr(opened.parser, "parse_many"):
+                more = next(opened.chunks, None)  # a whole small file is one chunk
+                if more is None and not opened.reader.too_large:
+                    waiting.setdefault(opened.parser.NAME, []).append((i, row, opened))
+                    continue
+                opened.chunks = itertools.chain([] if more is None else [more], opened.chunks)
+            out[i] = opened if isinstance(opened, FileOutcome) else _parse_chunks(
+                f, row, opened.reader, opened.parser, year_hint, collected_at, spill, opened.by_bytes,
+                first=opened.first, chunks=opened.chunks,
+            )
+        except Exception as exc:  # noqa: BLE001 - as in `ingest_file`
+            out[i] = _failed(f, row, exc)
+    for group in waiting.values():
+        results: list[tuple[ParseResult, int]] | None = None
+        if len(group) > 1:
+            items = [
+                (lines_from_bytes(o.first), FileContext(
+                    path=files[i].path, node=files[i].node, year_hint=year_hint, collected_at=collected_at
+                ))
+                for i, _, o in group
+            ]
+            try:
+                got = _mixed.parse_many(group[0][2].parser, items)
+                results = [(r, len(lines)) for r, (lines, _) in zip(got, items, strict=True)]
+            except Exception:  # noqa: BLE001 - each file is parsed alone below
+                results = None
+            del items
+        for j, (i, row, o) in enumerate(group):
+            f = files[i]
+            try:
+                out[i] = _parse_chunks(
+                    f, row, o.reader, o.parser, year_hint, collected_at, spills[i], o.by_bytes,
+                    first=o.first, chunks=o.chunks, parsed=results[j] if results else None,
+                )
+            except Exception as exc:  # noqa: BLE001 - as in `ingest_file`
+                out[i] = _failed(f, row, exc)
+    return out  # type: ignore[return-value]
+
+
+def _failed(f: BundleFile, row: dict[str, Any], exc: Exception) -> FileOutcome:
+    """The outcome of a file whose ingest itself failed (a parser's failure is contained in `_parse_chunks`)."""
+    row.update(format=row.get("format"), lines=0, parsed=0, unrecognized=0)
+    row["status"] = f"error: ingest failed: {type(exc).__name__}: {str(exc)[:300]}"
+    return FileOutcome(row, notes=[f"{f.path}: {traceback.format_exc(limit=-3)}"])
 
 
 def _open_chunks(reader: ChunkReader, row: dict[str, Any]) -> tuple[Iterator[bytes], bytes | None] | None:
@@ -300,8 +386,10 @@ def _parse_chunks(
     span: bool = False,
     first: bytes | None = None,
     chunks: Iterator[bytes] | None = None,
+    parsed: tuple[ParseResult, int] | None = None,
 ) -> FileOutcome:
-    """Parse the chunks `reader` yields (the first already read, for detection) with `parser`."""
+    """Parse the chunks `reader` yields (the first already read, for detection) with `parser`; `parsed` is
+    the first chunk's result and line count when it was parsed already (`ingest_files`)."""
     if chunks is None:
         opened = _open_chunks(reader, row)
         if opened is None:
@@ -332,7 +420,9 @@ def _parse_chunks(
             ctx = FileContext(
                 path=f.path, node=f.node, first_line=first_line, year_hint=year_hint, collected_at=collected_at
             )
-            if by_bytes:
+            if parsed is not None:
+                (result, nlines), parsed = parsed, None
+            elif by_bytes:
                 result: ParseResult = parser.parse_bytes(chunk, ctx)
                 nlines = result.parsed + result.unrecognized
             else:
@@ -804,38 +894,55 @@ def _ingest_batch(
     year_hint: int | None,
     collected: datetime | None,
 ) -> list[FileOutcome]:
-    """`task` for each of `files` in turn, in one worker call."""
+    """`task` for each of `files` in turn, in one worker call (`ingest_files` for the ingest itself: the files
+    of a format with `parse_many` are parsed together)."""
+    if task is ingest_file:
+        return ingest_files(files, limits, year_hint, collected, spills)
     return [task(f, limits, year_hint, collected, spill=spill) for f, spill in zip(files, spills, strict=True)]
 
 
 def _batched(tasks: list[tuple[BundleFile, int]], batch: int) -> list[tuple[Any, int]]:
-    """`tasks` with runs of small whole files joined into batches: (tuple of files, BATCH)."""
+    """`tasks` with small whole files joined into batches: (tuple of files, BATCH).
+
+    A batch holds files of one name shape (`_shape`: per-node copies of the same file), which are most
+    likely of one format, so that their parser reads them in one call (`ingest_files`). Tasks keep their
+    order (longest first), a batch taking the place of its first file."""
     if batch <= 1:
         return list(tasks)
-    out: list[tuple[Any, int]] = []
-    run: list[BundleFile] = []
-    size = 0
+    out: list[tuple[Any, int] | None] = []
+    runs: dict[str, tuple[int, list[BundleFile], float]] = {}
+    """name shape -> (its place in `out`, its files, their bytes)"""
 
-    def close() -> None:
-        nonlocal run, size
-        if len(run) == 1:
-            out.append((run[0], -1))
-        elif run:
-            out.append((tuple(run), BATCH))
-        run, size = [], 0
+    def close(shape: str) -> None:
+        at, run, _ = runs.pop(shape)
+        out[at] = (run[0], -1) if len(run) == 1 else (tuple(run), BATCH)
 
     for f, k in tasks:
         cost = _cost(f)
         if k != -1 or cost >= BATCH_BYTES:
-            close()
             out.append((f, k))
             continue
-        if len(run) >= batch or size + cost > BATCH_BYTES:
-            close()
-        run.append(f)
-        size += cost
-    close()
-    return out
+        shape = _shape(f)
+        if shape in runs:
+            at, run, size = runs[shape]
+            if len(run) < batch and size + cost <= BATCH_BYTES:
+                run.append(f)
+                runs[shape] = (at, run, size + cost)
+                continue
+            close(shape)
+        runs[shape] = (len(out), [f], cost)
+        out.append(None)
+    for shape in list(runs):
+        close(shape)
+    return [t for t in out if t is not None]
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+def _shape(f: BundleFile) -> str:
+    """A file's base name with its digits masked: `r01n07/train_rank3.log` -> `train_rank#.log`."""
+    return _DIGITS.sub("#", f.path.rsplit("/", 1)[-1])
 
 
 HASH_COST = 0.1
@@ -1168,9 +1275,14 @@ def _ingest_bundle(
     else:
         splits = {} if jobs <= 1 or small else {f.path: s for f in files if (s := _plan_split(f, limits))}
         if jobs <= 1 or small or (len(files) < 2 and not splits):
-            for i, f in enumerate(files):
-                outcomes.append(ingest_file(f, limits, year_hint, collected, spill=work / "parts" / str(i)))
-                tick(f)
+            place = {id(f): i for i, f in enumerate(files)}
+            for f, k in _batched(_tasks(files, {}), BATCH_FILES):
+                group = f if k == BATCH else (f,)
+                spills = [work / "parts" / str(place[id(g)]) for g in group]
+                got = ingest_files(group, limits, year_hint, collected, spills)
+                for g, o in zip(group, got, strict=True):
+                    outcomes.append(o)
+                    tick(g)
         else:
             outcomes = _run_parallel(files, jobs, work, limits, year_hint, collected, tick, splits=splits)
     parsed = time.monotonic()

@@ -658,3 +658,96 @@ def test_a_pool_that_breaks_before_any_task_starts_does_not_loop(
     outs = ingest_mod._run_parallel(b.files, 2, tmp_path / "work", Limits(), None, None, lambda f: None)
     assert sorted(o.row["path"] for o in outs) == sorted(f.path for f in b.files)
     assert calls == [5, 1, 1, 1, 1, 1]
+
+
+def _many_parser(boom: bool, calls: list[int]) -> types.ModuleType:
+    """`_fake_parser` with a `parse_many` that reads its files in one call (and fails on BOOM when `boom`)."""
+    mod = _fake_parser(boom=False)
+    one = mod.parse
+
+    def parse_many(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
+        calls.append(len(items))
+        if boom and any("BOOM" in x for lines, _ in items for x in lines.to_list()):
+            raise ZeroDivisionError("batch bug")
+        return [one(lines, ctx) for lines, ctx in items]
+
+    mod.parse_many = parse_many
+    return mod
+
+
+def _outcomes_equal(a: ingest_mod.FileOutcome, b: ingest_mod.FileOutcome) -> None:
+    assert a.row == b.row and a.examples == b.examples and a.notes == b.notes
+    assert a.tables.keys() == b.tables.keys()
+    assert all(a.tables[t].equals(b.tables[t], null_equal=True) for t in a.tables)
+
+
+def test_small_files_of_one_format_are_parsed_in_one_call_with_the_same_outcomes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr(registry, "PARSERS", (_many_parser(boom=False, calls=calls), *registry.PARSERS))
+    texts = {
+        "n1/a.log": "FAKEFORMAT\nFAKE 1\nnot fake\n",
+        "n2/a.log": "FAKEFORMAT\n\nFAKE 2\n",
+        "n3/dmesg.log": xid_lines(3),  # another format, no parse_many: alone
+        "n4/a.log": "",  # empty: never parsed
+        "n5/a.log": "FAKEFORMAT\r\nFAKE crlf\r\n",
+        "n6/a.bin": "FAKEFORMAT\n" + "\x00" * 200,  # binary: skipped before parsing
+    }
+    files = []
+    for path, text in texts.items():
+        p = tmp_path / path.replace("/", "_")
+        p.write_text(text)
+        files.append(_bf(p, path=path, node=path.split("/")[0]))
+    spills = [tmp_path / "spill" / str(i) for i in range(len(files))]
+    got = ingest_mod.ingest_files(files, Limits(), 2026, None, spills)
+    assert calls == [3]
+    for f, o in zip(files, got, strict=True):
+        _outcomes_equal(o, ingest_file(f, Limits(), 2026, None))
+    assert [o.row["status"] for o in got] == ["ok", "ok", "ok", "skipped: empty file", "ok", "skipped: binary content"]
+
+
+def test_a_failing_parse_many_falls_back_to_each_file_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr(registry, "PARSERS", (_many_parser(boom=True, calls=calls), *registry.PARSERS))
+    files = []
+    for i, text in enumerate(["FAKEFORMAT\nFAKE ok\n", "FAKEFORMAT\nFAKE BOOM\n", "FAKEFORMAT\nbad\n"]):
+        p = tmp_path / f"{i}.log"
+        p.write_text(text)
+        files.append(_bf(p))
+    got = ingest_mod.ingest_files(files, Limits(), None, None, [None] * 3)
+    assert calls == [3]
+    assert [(o.row["status"], o.row["parsed"], o.row["unrecognized"]) for o in got] == [
+        ("ok", 2, 0), ("ok", 2, 0), ("ok", 1, 1)
+    ]
+
+
+def test_a_file_of_several_chunks_is_not_handed_to_parse_many(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr(registry, "PARSERS", (_many_parser(boom=False, calls=calls), *registry.PARSERS))
+    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 1000)
+    big, small = tmp_path / "big.log", tmp_path / "small.log"
+    big.write_text("FAKEFORMAT\n" + "FAKE line\n" * 500)
+    small.write_text("FAKEFORMAT\nFAKE x\n")
+    got = ingest_mod.ingest_files([_bf(big), _bf(small)], Limits(), None, None, [None, None])
+    assert calls == []  # the one file left is parsed alone
+    assert got[0].row["lines"] == 501 and got[0].row["parsed"] == 501 and got[1].row["parsed"] == 2
+
+
+def test_batches_hold_files_of_one_name_shape_in_task_order() -> None:
+    def bf(path: str, size: int) -> BundleFile:
+        return BundleFile(path, None, size, "n", "path", None)
+
+    files = [bf(f"r{i:02d}/train_rank{i}.log", 1000 - i) for i in range(5)]
+    files += [bf(f"r{i:02d}/dmesg.log", 900 - i) for i in range(3)]
+    big = bf("x/huge.log", 10 * 1024**2)
+    tasks = ingest_mod._tasks([*files, big], {})
+    batched = ingest_mod._batched(tasks, 2)
+    assert batched == [
+        (big, -1),
+        (tuple(files[0:2]), ingest_mod.BATCH),
+        (tuple(files[2:4]), ingest_mod.BATCH),
+        (files[4], -1),
+        (tuple(files[5:7]), ingest_mod.BATCH),
+        (files[7], -1),
+    ]
