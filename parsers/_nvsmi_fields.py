@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import gc
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -389,46 +389,107 @@ def _bus_ids_cached(values: list[Any]) -> list[Any] | None:
     return [None if v is None else _BUS_NORM[v] for v in values]
 
 
+_TABLE_NAMES = ("inventory", "gpu_samples", "events")
+_INV_KEY = ("node", "component", "gpu_bus_id", "gpu_index", "device", "attribute", "value")
+
+
+def _empty_table(table: str) -> pl.DataFrame:
+    from forensics.schema import TABLES, conform
+
+    if table not in _EMPTY_TABLES:
+        _EMPTY_TABLES[table] = conform(pl.DataFrame(schema=TABLES[table]), table)
+    return _EMPTY_TABLES[table].clone()
+
+
+def _new_facts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Inventory rows whose raw key does not repeat an earlier row's (repeated dumps restate the same facts;
+    the normalised key is a function of the raw one, so the rows the frame's deduplication keeps survive)."""
+    seen: set[tuple[Any, ...]] = set()
+    kept = []
+    for r in rows:
+        k = tuple(map(r.get, _INV_KEY))
+        if k not in seen:
+            seen.add(k)
+            kept.append(r)
+    return kept
+
+
+def _table_frame(rows: list[dict[str, Any]], table: str, file_of: pl.Series | None = None) -> pl.DataFrame:
+    """One table from its rows (not empty): one construction, bus ids replaced by their normal form, the
+    inventory deduplicated on its normalised key (per file: `file_of`, the file number of each row, joins
+    the key when the rows are several files'), conformed. With `file_of`, a `_f` column holds the file
+    number of each row kept (before conforming, which drops it)."""
+    from forensics.schema import TABLES
+
+    schema = TABLES[table]
+    present = set().union(*rows)
+    bus = _bus_ids_cached([r.get("gpu_bus_id") for r in rows]) if "gpu_bus_id" in present else None
+    # one construction from the rows (not one Series per column); bus ids replaced by their normal form
+    # (every column of the table: absent ones come out null, in the table's order, as conform would make
+    # them, and conform only validates)
+    df = pl.from_dicts(rows, schema=schema, strict=False)
+    if bus is not None:
+        df = df.with_columns(pl.Series("gpu_bus_id", bus, dtype=schema["gpu_bus_id"], strict=False))
+    if "gpu_bus_id" in present and bus is None:
+        df = df.with_columns(gpu_bus_id=normalize_bus_id(pl.col("gpu_bus_id")))
+    if file_of is not None:
+        df = df.with_columns(file_of.alias("_f"))
+    if table == "inventory":
+        key = [c for c in _INV_KEY if c in present]
+        df = df.unique([*key, "_f"] if file_of is not None else key, keep="first", maintain_order=True)
+    return df
+
+
 def frames(
     inv: list[dict[str, Any]], samples: list[dict[str, Any]], events: list[dict[str, Any]]
 ) -> dict[str, pl.DataFrame]:
     """Build the three tables, normalising bus ids and dropping repeated identical inventory facts."""
-    from forensics.schema import TABLES, conform
+    from forensics.schema import conform
 
     out: dict[str, pl.DataFrame] = {}
-    for table, rows in (("inventory", inv), ("gpu_samples", samples), ("events", events)):
-        schema = TABLES[table]
+    for table, rows in zip(_TABLE_NAMES, (inv, samples, events), strict=True):
         if not rows:
-            if table not in _EMPTY_TABLES:
-                _EMPTY_TABLES[table] = conform(pl.DataFrame(schema=schema), table)
-            out[table] = _EMPTY_TABLES[table].clone()
+            out[table] = _empty_table(table)
             continue
         if table == "inventory":
-            # Repeated dumps restate the same facts: drop rows whose raw key repeats an earlier row's before
-            # building the frame (the normalised key below is a function of it, so the same rows survive).
-            raw_key = ("node", "component", "gpu_bus_id", "gpu_index", "device", "attribute", "value")
-            seen: set[tuple[Any, ...]] = set()
-            kept = []
-            for r in rows:
-                k = tuple(map(r.get, raw_key))
-                if k not in seen:
-                    seen.add(k)
-                    kept.append(r)
-            rows = kept
-        present = set().union(*rows)
-        bus = _bus_ids_cached([r.get("gpu_bus_id") for r in rows]) if "gpu_bus_id" in present else None
-        # one construction from the rows (not one Series per column); bus ids replaced by their normal form
-        # (every column of the table: absent ones come out null, in the table's order, as conform would make
-        # them, and conform below only validates)
-        df = pl.from_dicts(rows, schema=schema, strict=False)
-        if bus is not None:
-            df = df.with_columns(pl.Series("gpu_bus_id", bus, dtype=schema["gpu_bus_id"], strict=False))
-        if "gpu_bus_id" in present and bus is None:
-            df = df.with_columns(gpu_bus_id=normalize_bus_id(pl.col("gpu_bus_id")))
+            rows = _new_facts(rows)
+        out[table] = conform(_table_frame(rows, table), table)
+    return out
+
+
+def frames_many(
+    parts: Sequence[tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]],
+) -> list[dict[str, pl.DataFrame]]:
+    """`[frames(*p) for p in parts]` (the rows of several files) in one construction per table: the rows of
+    all files together, the inventory's deduplication keyed by file too, then cut back per file (each
+    file's rows are contiguous and in their order)."""
+    from forensics.schema import conform
+
+    out: list[dict[str, pl.DataFrame]] = [{} for _ in parts]
+    for t, table in enumerate(_TABLE_NAMES):
+        per = [p[t] for p in parts]
         if table == "inventory":
-            key = [c for c in ("node", "component", "gpu_bus_id", "gpu_index", "device", "attribute", "value") if c in present]
-            df = df.unique(key, keep="first", maintain_order=True)
-        out[table] = conform(df, table)
+            per = [_new_facts(rows) if rows else rows for rows in per]
+        counts = [len(rows) for rows in per]
+        rows = [r for rs in per for r in rs]
+        if not rows:
+            for o in out:
+                o[table] = _empty_table(table)
+            continue
+        file_of = None
+        if table == "inventory":
+            file_of = pl.Series("_f", [k for k, n in enumerate(counts) for _ in range(n)], dtype=pl.Int32)
+        df = _table_frame(rows, table, file_of)
+        if file_of is not None:
+            if df.height < len(rows):  # (rows dropped: count each file's rows again)
+                bounds = df.get_column("_f").search_sorted(pl.Series(range(len(parts) + 1), dtype=pl.Int32))
+                counts = bounds.diff().drop_nulls().to_list()
+            df = df.drop("_f")
+        df = conform(df, table)
+        offset = 0
+        for o, n in zip(out, counts, strict=True):
+            o[table] = df.slice(offset, n) if n else _empty_table(table)
+            offset += n
     return out
 
 

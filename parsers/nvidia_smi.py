@@ -14,9 +14,11 @@ index order). A dump taken with `-i N` would thus number its only GPU 0.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from functools import lru_cache
+from itertools import accumulate
 from typing import Any
 
 import polars as pl
@@ -337,14 +339,49 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     first; each host's dumps are parsed on their own and their rows take that host as node.
     """
     with F.gc_paused():
-        return _parse(lines, ctx)
+        kept, banner_rows = _prepare(lines)
+        rows, result = _parse(kept, banner_rows, ctx)
+        return ParseResult(tables=F.frames(*rows), **result)
 
 
-def _parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
+def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
+    """`[parse(lines, ctx) for lines, ctx in items]`: the lines of all files prepared in one pass (blank
+    test, banner search), each file walked on its own (the walk is per line), the tables of all files built
+    in one construction per table (`F.frames_many`) and cut back per file."""
+    if not items:
+        return []
+    with F.gc_paused():
+        sizes = [len(lines) for lines, _ in items]
+        kept, banner_rows = _prepare(pl.concat([lines.cast(pl.String) for lines, _ in items], how="vertical"))
+        starts = list(accumulate(sizes, initial=0))
+        per_file: list[list[int]] = [[] for _ in items]
+        for i in banner_rows:
+            f = bisect_right(starts, i) - 1
+            per_file[f].append(i - starts[f])
+        rows = []
+        results = []
+        for k, (_lines, ctx) in enumerate(items):
+            r, result = _parse(kept[starts[k] : starts[k + 1]], per_file[k], ctx)
+            rows.append(r)
+            results.append(result)
+        tables = F.frames_many(rows)
+        return [ParseResult(tables=t, **result) for t, result in zip(tables, results, strict=True)]
+
+
+def _prepare(lines: pl.Series) -> tuple[list[str | None], list[int]]:
+    """The lines as Python strings, None for a blank one (not parsed, not counted), and the positions of
+    the lines holding the banner literal."""
     text = lines.cast(pl.String).fill_null("")
     blank_s = text.str.strip_chars().str.len_bytes() == 0  # = F.blank_flags
-    # one column: the line, or None when blank (not parsed, not counted)
     kept: list[str | None] = pl.select(pl.when(blank_s).then(None).otherwise(text)).to_series().to_list()
+    banner_rows = text.str.contains("NVSMI LOG", literal=True).arg_true().to_list()
+    return kept, banner_rows
+
+
+def _parse(
+    kept: list[str | None], banner_rows: list[int], ctx: FileContext
+) -> tuple[tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]], dict[str, Any]]:
+    """The rows of the three tables and the other `ParseResult` fields of one file (`_prepare`'s output)."""
     first = ctx.first_line
 
     def orig(ln: int) -> str:
@@ -353,7 +390,6 @@ def _parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
 
     groups: dict[str | None, Iterable[tuple[int, str]]] = {}
     # A capture needs a prefixed banner line: look at the few banner lines before matching every line.
-    banner_rows = text.str.contains("NVSMI LOG", literal=True).arg_true().to_list()
     banner_prefixed = any(
         (t := kept[i]) is not None and (m := PDSH_RE.match(t)) is not None and "NVSMI LOG" in m.group("rest")
         for i in banner_rows
@@ -376,15 +412,14 @@ def _parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     samples = [r for p in parts for r in p[1]]
     events = [r for p in parts for r in p[2]]
     named = [h for h in groups if h is not None]
-    return ParseResult(
-        tables=F.frames(inv, samples, events),
-        parsed=sum(p[3] for p in parts),
-        unrecognized=sum(p[4] for p in parts),
-        unrecognized_examples=sorted(e for p in parts for e in p[5])[:20],
-        notes=[n for p in parts for n in p[6]],
-        partial=any(p[7] for p in parts),
-        node=named[0] if len(named) == 1 else None,
-    )
+    return (inv, samples, events), {
+        "parsed": sum(p[3] for p in parts),
+        "unrecognized": sum(p[4] for p in parts),
+        "unrecognized_examples": sorted(e for p in parts for e in p[5])[:20],
+        "notes": [n for p in parts for n in p[6]],
+        "partial": any(p[7] for p in parts),
+        "node": named[0] if len(named) == 1 else None,
+    }
 
 
 _CLASSES: dict[str, tuple] = {}  # type: ignore[type-arg]

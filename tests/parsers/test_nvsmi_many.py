@@ -1,0 +1,125 @@
+"""`parse_many` of the nvidia-smi parsers equals per-file `parse` (every table, dtype and accounting field).
+
+Batches are built from the fixtures of each format, variants of them (CRLF kept in the lines, pdsh-style
+prefixes, a cut last line, an empty file, a file of unknown lines, other nodes and paths) and seeded random
+mixes of fixture lines.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from parsers import nvidia_smi, nvidia_smi_csv, nvidia_smi_dmon, nvidia_smi_xml
+from parsers.base import HARNESS_LINE, FileContext, ParseResult, lines_from_bytes
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+ALL = (nvidia_smi, nvidia_smi_dmon, nvidia_smi_xml, nvidia_smi_csv)
+MODULES = {m.NAME: m for m in ALL if hasattr(m, "parse_many")}
+
+
+def fixture_lines(name: str) -> list[tuple[str, list[str]]]:
+    """(file name, lines) of every fixture of the format, harness annotations blanked."""
+    out = []
+    for p in sorted((FIXTURES / name).iterdir()):
+        if p.name.endswith(".expected.jsonl"):
+            continue
+        lines = lines_from_bytes(p.read_bytes())
+        lines = pl.select(pl.when(lines.str.contains(HARNESS_LINE)).then(pl.lit("")).otherwise(lines))
+        out.append((p.name, lines.to_series().to_list()))
+    return out
+
+
+def variants(name: str, lines: list[str]) -> dict[str, list[str | None]]:
+    """Other shapes of one fixture's lines."""
+    cut = lines[:-1] + [lines[-1][: len(lines[-1]) // 2]] if lines else []
+    return {
+        "as is": lines,
+        "crlf kept": [t + "\r" for t in lines],
+        "prefixed": [f"node{7 if i % 3 else 8}: {t}" for i, t in enumerate(lines)],
+        "cut last line": cut,
+        "first half": lines[: len(lines) // 2],
+        "second half": lines[len(lines) // 2 :],
+        "tabs": [t.replace("    ", "\t") for t in lines],
+        "empty": [],
+        "unknown": ["hello world", "", "  something: else", "# gpu but no units"],
+        "doubled": lines + lines,
+        "nulls": [None if i % 7 == 3 else t for i, t in enumerate(lines)],
+    }
+
+
+def same(r1: ParseResult, r2: ParseResult) -> None:
+    assert (r1.parsed, r1.unrecognized, r1.unrecognized_examples, r1.notes, r1.partial, r1.node) == (
+        r2.parsed,
+        r2.unrecognized,
+        r2.unrecognized_examples,
+        r2.notes,
+        r2.partial,
+        r2.node,
+    )
+    assert set(r1.tables) == set(r2.tables)
+    for k, t in r1.tables.items():
+        assert t.schema == r2.tables[k].schema, k
+        assert t.equals(r2.tables[k], null_equal=True), k
+
+
+def check(module, files: list[tuple[str, str, list[str]]]) -> None:  # noqa: ANN001
+    """parse_many over (path, node, lines) files == parse of each."""
+    items = [
+        (pl.Series("line", lines, dtype=pl.String), FileContext(path=path, node=node, year_hint=2025))
+        for path, node, lines in files
+    ]
+    many = module.parse_many(items)
+    assert len(many) == len(items)
+    for (lines, ctx), got in zip(items, many, strict=True):
+        same(module.parse(lines, ctx), got)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_every_fixture_alone_and_together(name: str) -> None:
+    module = MODULES[name]
+    fx = fixture_lines(name)
+    for fname, lines in fx:
+        check(module, [(f"{name}/{fname}", "n1", lines)])
+    check(module, [(f"{name}/{fname}", f"n{i % 3}", lines) for i, (fname, lines) in enumerate(fx)])
+    # the same file twice, same node and path: rows must not merge across files
+    check(module, [(f"{name}/{fname}", "n1", lines) for fname, lines in fx for _ in range(2)])
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_variants_mixed_in_batches(name: str) -> None:
+    module = MODULES[name]
+    files = [
+        (f"{fname}:{v}", f"node-{i % 4}", vl)
+        for i, (fname, lines) in enumerate(fixture_lines(name))
+        for v, vl in variants(name, lines).items()
+    ]
+    check(module, files)
+    check(module, files[::-1])
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+@pytest.mark.parametrize("seed", range(6))
+def test_random_batches_of_fixture_lines(name: str, seed: int) -> None:
+    module = MODULES[name]
+    rng = random.Random(seed)
+    fx = fixture_lines(name)
+    pool = [t for _, lines in fx for t in lines]
+    files = []
+    for k in range(rng.randint(2, 9)):
+        how = rng.random()
+        if how < 0.4:  # a whole fixture, maybe cut
+            lines = rng.choice(fx)[1]
+            if rng.random() < 0.5:
+                a = rng.randrange(len(lines) + 1)
+                lines = lines[a : a + rng.randint(0, len(lines))]
+        elif how < 0.7:  # two fixtures' slices one after the other
+            a, b = rng.choice(fx)[1], rng.choice(fx)[1]
+            lines = a[: rng.randint(0, len(a))] + b[rng.randint(0, len(b)) :]
+        else:  # random lines of the format
+            lines = [rng.choice(pool) for _ in range(rng.randint(0, 60))]
+        files.append((f"f{k % 3}.txt", rng.choice(["a", "b", "c"]), lines))
+    check(module, files)
