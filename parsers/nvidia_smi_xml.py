@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from functools import lru_cache
+from itertools import accumulate
 from typing import Any
 
 import polars as pl
@@ -224,11 +226,41 @@ def _documents(texts: list[str]) -> list[tuple[int, int]]:
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse each XML document of the file; see the module docstring."""
     with F.gc_paused():
-        return _parse(lines, ctx)
+        texts, blank = _prepare(lines)
+        rows, result = _parse(texts, blank, ctx)
+        return ParseResult(tables=F.frames(*rows), **result)
 
 
-def _parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
+def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
+    """`[parse(lines, ctx) for lines, ctx in items]`: the lines of all files prepared in one pass, each file's
+    documents read on their own, the tables of all files built in one construction per table
+    (`F.frames_many`) and cut back per file."""
+    if not items:
+        return []
+    with F.gc_paused():
+        texts, blank = _prepare(pl.concat([lines.cast(pl.String) for lines, _ in items], how="vertical"))
+        starts = list(accumulate((len(lines) for lines, _ in items), initial=0))
+        rows = []
+        results = []
+        for k, (_lines, ctx) in enumerate(items):
+            a, b = starts[k], starts[k + 1]
+            r, result = _parse(texts[a:b], blank[a:b], ctx)
+            rows.append(r)
+            results.append(result)
+        tables = F.frames_many(rows)
+        return [ParseResult(tables=t, **result) for t, result in zip(tables, results, strict=True)]
+
+
+def _prepare(lines: pl.Series) -> tuple[list[str], list[bool]]:
+    """The lines as Python strings ('' for a null) and their blank flags (`F.blank_flags`)."""
     texts: list[str] = [t if t is not None else "" for t in lines.cast(pl.String).to_list()]
+    return texts, F.blank_flags(lines)
+
+
+def _parse(
+    texts: list[str], blank: list[bool], ctx: FileContext
+) -> tuple[tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]], dict[str, Any]]:
+    """The rows of the three tables and the other `ParseResult` fields of one file (`_prepare`'s output)."""
     first = ctx.first_line
     inv: list[dict[str, Any]] = []
     samples: list[dict[str, Any]] = []
@@ -308,14 +340,12 @@ def _parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             samples.append(row)
             events += ev
         del keep
-    blank = F.blank_flags(lines)
     parsed = sum(1 for o, b in zip(ok, blank, strict=True) if o and not b)
     unrec_idx = [i for i, (o, b) in enumerate(zip(ok, blank, strict=True)) if not o and not b]
-    return ParseResult(
-        tables=F.frames(inv, samples, events),
-        parsed=parsed,
-        unrecognized=len(unrec_idx),
-        unrecognized_examples=[(first + i, texts[i][:500]) for i in unrec_idx[:20]],
-        notes=notes,
-        partial=partial,
-    )
+    return (inv, samples, events), {
+        "parsed": parsed,
+        "unrecognized": len(unrec_idx),
+        "unrecognized_examples": [(first + i, texts[i][:500]) for i in unrec_idx[:20]],
+        "notes": notes,
+        "partial": partial,
+    }
