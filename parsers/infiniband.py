@@ -26,6 +26,7 @@ perfquery does not print the device name: it is taken from `-C <ca>` on a preced
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 
 import polars as pl
@@ -33,7 +34,8 @@ import polars as pl
 from forensics.schema import columns
 from parsers._common import _ANY_ENVELOPE, split_envelopes
 from parsers._common import json_detail as _json_detail
-from parsers._small import FallbackError, account_texts, attempt, small_texts
+from parsers._small import MAX_BYTES, FallbackError, account_texts, small_texts
+from parsers._small import UNSAFE as _UNSAFE
 from parsers._sniff import head_text, may_match, required_literals
 from parsers.base import FileContext, ParseResult, account, numbered
 from parsers.nccl_tests import collector_time
@@ -390,8 +392,24 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse InfiniBand tool output into NIC inventory, port-state events and counter readings."""
     texts = small_texts(lines, SMALL_LINES)
     small = _parse_small(texts, ctx) if texts is not None else None
-    if small is not None:
-        return small
+    return small if small is not None else _parse_frames(lines, ctx)
+
+
+def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
+    """`[parse(lines, ctx) for lines, ctx in items]`: the small files the plain-Python path reads are read
+    together (each table built once for all of them, then cut per file); the others are parsed one by one."""
+    texts = [small_texts(lines, SMALL_LINES) for lines, _ in items]
+    small = _small_many([(t, ctx) for t, (_, ctx) in zip(texts, items) if t is not None])
+    it = iter(small)
+    out: list[ParseResult] = []
+    for t, (lines, ctx) in zip(texts, items):
+        got = next(it) if t is not None else None
+        out.append(got if got is not None else _parse_frames(lines, ctx))
+    return out
+
+
+def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
+    """`parse` with polars expressions over the column of lines (any input)."""
     frame = numbered(lines, ctx)
     gate = _Gate(lines)
     if gate.search(_COLLECTOR_TIME_NEED):
@@ -1022,188 +1040,305 @@ def _detail_ok(*vals: str | None) -> bool:
 
 def _parse_small(texts: list[str], ctx: FileContext) -> ParseResult | None:
     """`parse` in plain Python for a small file of the plain forms, or None (see above)."""
-    read = lambda joined: _small(texts, joined, ctx)  # noqa: E731
-    return attempt(texts, read, _COLLECTOR_TIME_NEED.search, _ANY_ENV_PY.search)
+    return _small_many([(texts, ctx)])[0]
 
 
-def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # noqa: C901, PLR0912, PLR0915
+_LINES: dict[str, tuple] = {}
+"""`_classify` of each distinct line seen by this process (a pure function of the line: ibstat and perfquery
+dumps repeat the same lines for every device, node and reading)."""
+_TIMES: dict[str, tuple] = {}
+"""`_timestamps` of each distinct timestamp-candidate line (trailing blanks stripped) seen by this process."""
+_CACHE_MAX = 100_000
+_BLANK_LINE = (False, None, False, None, None, None, None, None, False, None, False, None, False, True)
+
+
+def _classify(text: str) -> tuple:  # noqa: C901, PLR0912
+    """What the small path needs to know of a line apart from the state it is read in.
+
+    (fallback, timestamp candidate, block start, tool / device / port named here (None: not named),
+    perfquery header (lid, port, what), key/value (key, val), a `Port N:` / `port: N` line, perfquery
+    counter (name, value), mlxlink key/value line, sysfs (dev, port, group, key, value), understood whatever
+    the state, blank). fallback: the line needs the vectorised path (what `_small.attempt` and the per-line
+    checks decline: printable ASCII only, no collector time or launcher prefix, no `==> path <==` /
+    `cat path` / ibdev2netdev / ibpanic / pdsh line, numbers the strict casts would reject, sysfs paths the
+    value split cannot read).
+    `_small.attempt`'s tests of the joined text hold for it when they hold for one of its lines (none of their
+    patterns can match across a line end), so they are made per line here and cached with the rest.
+    """
+    if _UNSAFE.search(text) or _COLLECTOR_TIME_NEED.search(text) or _ANY_ENV_PY.search(text):
+        return (True, *_BLANK_LINE[1:])
+    b = text.rstrip()
+    if not b:
+        return _BLANK_LINE
     pats = _P
-    # which of the costlier regexes can match at all (their literals occur in the file)
-    live = {k: may_match(_literals(pats[k].pattern), joined) for k in _GATED}
-    if live["head"] or live["cat"] or live["i2n"] or live["panic"]:
-        # (their literals are rare: the lines themselves are checked only when one occurs)
-        for b in texts:
-            b = b.rstrip()
-            for k in ("head", "cat", "i2n", "panic"):
-                if live[k] and pats[k].search(b):
-                    raise FallbackError
-    # `date`-style lines: the few short lines that look like a time are read by the vectorised expression
-    # (`_timestamps`, one select over those lines only), so the times are polars' own
-    ts_of: dict[int, tuple] = {}
-    if _TIME_NEED.search(joined) is not None:
-        stripped = (t.rstrip() for t in texts)
-        cands = [(i, b) for i, b in enumerate(stripped) if b and len(b) < 80 and _CAND.search(b)]
-        if cands:
-            is_ts, ts_v, ts_q = _timestamps(pl.col("b"))
-            got = pl.DataFrame({"b": [b for _, b in cands]}, schema={"b": pl.String}).select(
-                k=is_ts.fill_null(False), ts=ts_v, q=ts_q
+    if any(pats[k].search(b) for k in ("head", "cat", "i2n", "panic")) or (
+        ": " in b and pats["pdsh"].search(b)
+    ):
+        return (True, *_BLANK_LINE[1:])
+    cand = b if len(b) < 80 and _CAND.search(b) else None
+    k_sysfs = bool(
+        "/" in b
+        and pats["sysfs"].search(b)
+        and (b.startswith("/sys/class/infiniband/") or _SYSFS_PORTS.search(b))
+    )
+    c0 = b[0]
+    ws = c0 == " " or c0 == "\t"
+    k_ca = pats["ca"].search(b) if b.startswith("CA '") else None
+    k_ibs = pats["ibstatus"].search(b) if b.startswith("Infiniband device '") else None
+    k_hca = pats["hca"].search(b) if b.startswith("hca_id:") else None
+    k_port = pats["port"].search(b) if ws else None
+    k_dvport = pats["dvport"].search(b) if ws else None
+    k_kv = pats["kv"].search(b) if ws else None
+    k_pqhdr = pats["pqhdr"].search(b) if c0 == "#" else None
+    k_pqctr = pats["pqctr"].search(b) if ":." in b else None
+    k_mlxsec = pats["mlxsec"].search(b) if "Info" in b else None
+    k_mlxkv = pats["mlxkv"].search(b) if " :" in b or "\t:" in b else None
+    k_rule = pats["rule"].search(b) if "---" in b or "===" in b or "***" in b else None
+    k_marker = pats["marker"].search(b)
+    k_cmd = pats["cmd"].search(b)
+    f_here = d_here = p_here = None
+    if k_ca:
+        f_here = "ibstat"
+    elif k_ibs:
+        f_here = "ibstatus"
+    elif k_hca:
+        f_here = "ibv_devinfo"
+    elif k_pqhdr:
+        f_here = "perfquery"
+    elif k_mlxsec or (k_cmd and _W_MLXLINK.search(b)):
+        f_here = "mlxlink"
+    elif k_sysfs:
+        f_here = "sysfs"
+    elif k_cmd and _W_PERFQUERY.search(b):
+        f_here = "perfquery"
+    if k_ca:
+        d_here = k_ca.group(1)
+    elif k_ibs:
+        d_here = k_ibs.group(1)
+    elif k_hca:
+        d_here = k_hca.group(1)
+    elif k_marker:
+        d_here = k_marker.group(1)
+    elif k_cmd and _W_PERFQUERY.search(b):
+        m = pats["pq_ca"].search(b)
+        d_here = m.group(1) if m else ""
+    elif k_cmd and _W_MLXLINK.search(b):
+        m = pats["mlx_dev"].search(b)
+        d_here = m.group(1) if m else ""
+    if k_ibs:
+        p_here = k_ibs.group(2)
+    elif k_port:
+        p_here = k_port.group(1)
+    elif k_dvport:
+        p_here = k_dvport.group(1)
+    elif k_marker:
+        p_here = k_marker.group(2) or ""
+    elif k_ca or k_hca or k_cmd:
+        p_here = ""
+    pqhdr = None
+    if k_pqhdr:
+        lid_s, port_s = k_pqhdr.group("lid"), k_pqhdr.group("port")
+        if len(lid_s) > 18 or len(port_s) > 9:  # (the strict casts of the vectorised path)
+            return (True, *_BLANK_LINE[1:])
+        pqhdr = (int(lid_s), int(port_s), k_pqhdr.group("what"))
+    pqctr = None
+    if k_pqctr:
+        name, rest = b.split(":", 1)
+        pqctr = (name, rest.lstrip(".").strip() or ".")
+    sysfs = None
+    if k_sysfs:
+        # `path<sep>value`: the path is the leading run without blanks or `:` (see `sy_part`)
+        path_s = _SY_HEAD.search(b).group(1)
+        g = _SY_PATH.search(path_s)
+        if g is None:
+            return (True, *_BLANK_LINE[1:])
+        val = b[len(path_s) :]
+        val = (val[1:] if val.startswith(":") else val).strip()
+        sysfs = (g.group("dev"), g.group("port"), g.group("grp"), g.group("key"), val)
+    return (
+        False,
+        cand,
+        bool(k_ca or k_ibs or k_hca or k_pqhdr),
+        f_here,
+        d_here,
+        p_here,
+        pqhdr,
+        (k_kv.group("key"), k_kv.group("val")) if k_kv else None,
+        bool(k_port or k_dvport),
+        pqctr,
+        bool(k_mlxkv),
+        sysfs,
+        bool(k_ca or k_ibs or k_hca or k_pqhdr or k_mlxsec or k_rule or k_marker or k_cmd or k_sysfs),
+        False,
+    )
+
+
+def _read_times(classes: list[list[tuple]]) -> None:
+    """Put the timestamp candidates of these files not yet in `_TIMES` there: they are read by the vectorised
+    expression (`_timestamps`, one select over those lines only), so the times are polars' own."""
+    new = list(dict.fromkeys(c[1] for cls in classes for c in cls if c[1] is not None and c[1] not in _TIMES))
+    if not new:
+        return
+    if len(_TIMES) > _CACHE_MAX:
+        _TIMES.clear()
+    is_ts, ts_v, ts_q = _timestamps(pl.col("b"))
+    got = pl.DataFrame({"b": new}, schema={"b": pl.String}).select(k=is_ts.fill_null(False), ts=ts_v, q=ts_q)
+    for b, k, tv, tq in zip(new, *(got.get_column(c).to_list() for c in ("k", "ts", "q"))):
+        _TIMES[b] = (k, tv, tq)
+
+
+def _small_many(files: list[tuple[list[str], FileContext]]) -> list[ParseResult | None]:
+    """`parse` in plain Python for small files of the plain forms (None for a file it declines, see above),
+    each table built once for all the files and cut per file."""
+    lines = _LINES
+    if len(lines) > _CACHE_MAX:
+        lines.clear()
+    classes: list[list[tuple] | None] = []
+    for texts, _ctx in files:
+        if sum(map(len, texts)) + len(texts) - 1 > MAX_BYTES:
+            classes.append(None)
+            continue
+        get = lines.get
+        cls = [get(t) or _classify_new(t) for t in texts]
+        classes.append(None if any(c[0] for c in cls) else cls)
+    _read_times([c for c in classes if c is not None])
+    inv = _Cols(9)
+    ev = _Cols(11)
+    co = _Cols(10)
+    got: list[tuple | None] = []
+    for (texts, ctx), cls in zip(files, classes):
+        if cls is None:
+            got.append(None)
+            continue
+        marks = (inv.n, ev.n, co.n)
+        try:
+            acc = _small_file(texts, cls, ctx, inv, ev, co)
+        except FallbackError:
+            got.append(None)
+            continue
+        got.append((marks, (inv.n, ev.n, co.n), acc))
+    if all(g is None for g in got):
+        return [None] * len(files)
+    frames = (inv.frame(INVENTORY_SCHEMA), ev.frame(EVENTS_SCHEMA), co.frame(COMMS_SCHEMA))
+    out: list[ParseResult | None] = []
+    for g in got:
+        if g is None:
+            out.append(None)
+            continue
+        start, end, (parsed, unrecognized, examples, partial) = g
+        inventory, events, comms = (fr.slice(s, e - s) for fr, s, e in zip(frames, start, end))
+        out.append(
+            ParseResult(
+                tables={"inventory": inventory, "events": events, "comms": comms},
+                parsed=parsed,
+                unrecognized=unrecognized,
+                unrecognized_examples=examples,
+                partial=partial,
+                node=None,
             )
-            for (i, _), k, tv, tq in zip(cands, *(got.get_column(c).to_list() for c in ("k", "ts", "q"))):
-                ts_of[i] = (k, tv, tq)
+        )
+    return out
+
+
+def _classify_new(text: str) -> tuple:
+    c = _LINES[text] = _classify(text)
+    return c
+
+
+class _Cols:
+    """Column lists of one table for a batch of files."""
+
+    def __init__(self, width: int) -> None:
+        self.cols: list[list] = [[] for _ in range(width)]
+        self.n = 0
+
+    def add(self, *cols: list) -> None:
+        for mine, theirs in zip(self.cols, cols):
+            mine.extend(theirs)
+        self.n = len(self.cols[-1])
+
+    def frame(self, schema: dict) -> pl.DataFrame:
+        return pl.DataFrame(dict(zip(schema, self.cols)), schema=schema)
+
+
+def _port_int(p: str | None) -> int | None:
+    if not p:
+        return None
+    v = int(p)
+    return v if v < _INT32 else None
+
+
+def _small_file(  # noqa: C901, PLR0912, PLR0913, PLR0915
+    texts: list[str], cls: list[tuple], ctx: FileContext, inv: _Cols, ev_out: _Cols, co: _Cols
+) -> tuple[int, int, list[tuple[int, str]], bool]:
+    """Read one file's classified lines in order (the state: tool, device, port, block, perfquery header, time
+    in force), add its rows to `inv`, `ev_out` and `co`, and return its (parsed, unrecognized, examples,
+    partial). Raises FallbackError (having added nothing) where only the vectorised path can promise the
+    result."""
+    times = _TIMES
     cur_ts = cur_q = None  # time and its quality in force (forward-filled apart, like the vectorised path)
-    pdsh_live, sysfs_live, marker_live, cmd_live = live["pdsh"], live["sysfs"], live["marker"], live["cmd"]
-    re_ca, re_ibs, re_hca = pats["ca"], pats["ibstatus"], pats["hca"]
-    re_port, re_dvport, re_kv = pats["port"], pats["dvport"], pats["kv"]
-    re_pqhdr, re_pqctr, re_mlxsec, re_mlxkv = pats["pqhdr"], pats["pqctr"], pats["mlxsec"], pats["mlxkv"]
-    re_rule, re_marker, re_cmd = pats["rule"], pats["marker"], pats["cmd"]
-    node = ctx.node
-    first = ctx.first_line
     fmt = dev = port = None  # forward-filled context (raw strings as the extractions give them)
     pq_lid = pq_port = pq_what = None
     block = 0
     oks: list[bool] = []
-    kv_rows: list[tuple] = []  # (i, fmt, dev, port, block, key, val)
+    kv_rows: list[tuple] = []  # (i, fmt, dev, port, block, key, val, ts, ts_quality)
     pq_rows: list[tuple] = []  # (i, dev, pq_lid, pq_port, pq_what, name, val, ts)
     sy_rows: list[tuple] = []  # (i, dev, port, group, key, val, block, ts, ts_quality)
-    for i, text in enumerate(texts):
-        b = text.rstrip()
-        if not b:
+    for i, c in enumerate(cls):
+        (_fb, cand, blk, f_here, d_here, p_here, pqhdr, kv, portline, pqctr, mlxkv, sysfs, ok, blank) = c
+        if blank:
             oks.append(True)
             continue
         k_ts = False
-        if i in ts_of:
-            k_ts, tv, tq = ts_of[i]
+        if cand is not None:
+            k_ts, tv, tq = times[cand]
             cur_ts = tv if tv is not None else cur_ts
             cur_q = tq if tq is not None else cur_q
-        if pdsh_live and ": " in b and pats["pdsh"].search(b):
-            raise FallbackError
-        k_sysfs = bool(
-            sysfs_live and "/" in b and pats["sysfs"].search(b)
-            and (b.startswith("/sys/class/infiniband/") or _SYSFS_PORTS.search(b))
-        )  # fmt: skip
-        # Each regex only where a literal it needs is there (a line of another kind fails the cheap test)
-        c0 = b[0]
-        ws = c0 == " " or c0 == "\t"
-        k_ca = re_ca.search(b) if b.startswith("CA '") else None
-        k_ibs = re_ibs.search(b) if b.startswith("Infiniband device '") else None
-        k_hca = re_hca.search(b) if b.startswith("hca_id:") else None
-        k_port = re_port.search(b) if ws else None
-        k_dvport = re_dvport.search(b) if ws else None
-        k_kv = re_kv.search(b) if ws else None
-        k_pqhdr = re_pqhdr.search(b) if c0 == "#" else None
-        k_pqctr = re_pqctr.search(b) if ":." in b else None
-        k_mlxsec = re_mlxsec.search(b) if "Info" in b else None
-        k_mlxkv = re_mlxkv.search(b) if " :" in b or "\t:" in b else None
-        k_rule = re_rule.search(b) if "---" in b or "===" in b or "***" in b else None
-        k_marker = re_marker.search(b) if marker_live else None
-        k_cmd = re_cmd.search(b) if cmd_live else None
-        if k_ca or k_ibs or k_hca or k_pqhdr:
+        if blk:
             block += 1
-        # tool, device and port named by this line (None: not named here)
-        f_here = d_here = p_here = None
-        if k_ca:
-            f_here = "ibstat"
-        elif k_ibs:
-            f_here = "ibstatus"
-        elif k_hca:
-            f_here = "ibv_devinfo"
-        elif k_pqhdr:
-            f_here = "perfquery"
-        elif k_mlxsec or (k_cmd and _W_MLXLINK.search(b)):
-            f_here = "mlxlink"
-        elif k_sysfs:
-            f_here = "sysfs"
-        elif k_cmd and _W_PERFQUERY.search(b):
-            f_here = "perfquery"
-        if k_ca:
-            d_here = k_ca.group(1)
-        elif k_ibs:
-            d_here = k_ibs.group(1)
-        elif k_hca:
-            d_here = k_hca.group(1)
-        elif k_marker:
-            d_here = k_marker.group(1)
-        elif k_cmd and _W_PERFQUERY.search(b):
-            m = pats["pq_ca"].search(b)
-            d_here = m.group(1) if m else ""
-        elif k_cmd and _W_MLXLINK.search(b):
-            m = pats["mlx_dev"].search(b)
-            d_here = m.group(1) if m else ""
-        if k_ibs:
-            p_here = k_ibs.group(2)
-        elif k_port:
-            p_here = k_port.group(1)
-        elif k_dvport:
-            p_here = k_dvport.group(1)
-        elif k_marker:
-            p_here = k_marker.group(2) or ""
-        elif k_ca or k_hca or k_cmd:
-            p_here = ""
         if f_here is not None:
             fmt = f_here
         if d_here is not None:
             dev = d_here
         if p_here is not None:
             port = p_here
-        if k_pqhdr:
-            lid_s, port_s = k_pqhdr.group("lid"), k_pqhdr.group("port")
-            if len(lid_s) > 18 or len(port_s) > 9:  # (the strict casts of the vectorised path)
-                raise FallbackError
-            pq_lid, pq_port, pq_what = int(lid_s), int(port_s), k_pqhdr.group("what")
+        if pqhdr is not None:
+            pq_lid, pq_port, pq_what = pqhdr
         dev_v = dev or None
-        in_block = fmt in ("ibstat", "ibstatus", "ibv_devinfo") and dev_v is not None
-        if fmt == "mlxlink" and k_mlxkv:
+        in_block = (fmt == "ibstat" or fmt == "ibstatus" or fmt == "ibv_devinfo") and dev_v is not None
+        if mlxkv and fmt == "mlxlink":
             raise FallbackError  # mlxlink key/value lines: the vectorised path
-        pq_line = bool(k_pqctr) and fmt == "perfquery" and pq_port is not None
-        if k_kv and in_block and not k_port and not k_dvport:
-            kv_rows.append((i, fmt, dev_v, port, block, k_kv.group("key"), k_kv.group("val"), cur_ts, cur_q))
+        pq_line = pqctr is not None and fmt == "perfquery" and pq_port is not None
+        if kv is not None and in_block and not portline:
+            kv_rows.append((i, fmt, dev_v, port, block, kv[0], kv[1], cur_ts, cur_q))
         if pq_line:
-            name, rest = b.split(":", 1)
-            val = rest.lstrip(".").strip() or "."
-            pq_rows.append((i, dev_v, pq_lid, pq_port, pq_what, name, val, cur_ts))
-        if k_sysfs:
-            # `path<sep>value`: the path is the leading run without blanks or `:` (see `sy_part`)
-            path_s = _SY_HEAD.search(b).group(1)
-            g = _SY_PATH.search(path_s)
-            if g is None:
-                raise FallbackError
-            val = b[len(path_s) :]
-            val = (val[1:] if val.startswith(":") else val).strip()
-            sy_rows.append((i, g.group("dev"), g.group("port"), g.group("grp"), g.group("key"), val, block,
-                            cur_ts, cur_q))  # fmt: skip
+            pq_rows.append((i, dev_v, pq_lid, pq_port, pq_what, pqctr[0], pqctr[1], cur_ts))
+        if sysfs is not None:
+            sy_rows.append((i, *sysfs[:5], block, cur_ts, cur_q))
         oks.append(
-            bool(
-                k_ca or k_ibs or k_hca or ((k_port or k_dvport) and dev_v is not None) or (k_kv and in_block)
-                or k_pqhdr or pq_line or k_mlxsec or k_rule or k_marker or k_cmd or k_ts or k_sysfs
-            )
-        )  # fmt: skip
+            ok or (portline and dev_v is not None) or (kv is not None and in_block) or pq_line or k_ts
+        )
 
-    def port_int(p: str | None) -> int | None:
-        if not p:
-            return None
-        v = int(p)
-        return v if v < _INT32 else None
-
-    path = ctx.path
+    first = ctx.first_line
     # ---- attributes (ibstat / ibstatus / ibv_devinfo key/value lines)
     attrs: list[list] = []  # [i, dev, port, block, attribute, val, source, value]
-    times: dict[int, tuple] = {}  # line index -> (ts, ts_quality) of the attribute lines
+    at_times: dict[int, tuple] = {}  # line index -> (ts, ts_quality) of the attribute lines
     for i, f_, d_, p_, blk, key, val, tv, tq in kv_rows:
-        times[i] = (tv, tq)
+        at_times[i] = (tv, tq)
         lk = key.strip().lower()
         keys = IBSTAT_KEYS if f_ == "ibstat" else IBSTATUS_KEYS if f_ == "ibstatus" else DEVINFO_KEYS
         attribute = keys.get(lk)
         if attribute is None:
             continue
-        attrs.append([i, d_, port_int(p_), blk, attribute, val, f_, _normalise_py(attribute, val.strip())])
+        attrs.append([i, d_, _port_int(p_), blk, attribute, val, f_, _normalise_py(attribute, val.strip())])
     if sy_rows:
         for i, d_, p_, grp, key, val, blk, tv, tq in sy_rows:
             attribute = SYSFS_KEYS.get(key)
             if grp is not None or attribute is None:
                 continue
-            times[i] = (tv, tq)
+            at_times[i] = (tv, tq)
             value = _normalise_py(attribute, val.strip())
-            attrs.append([i, d_, port_int(p_), blk, attribute, val, "sysfs", value])
+            attrs.append([i, d_, _port_int(p_), blk, attribute, val, "sysfs", value])
         attrs.sort(key=lambda a: a[0])
     extra_rows: list[list] = []
     widths = [a for a in attrs if a[4] == "active_width"]
@@ -1226,21 +1361,6 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
                 extra_rows.append([*a[:4], "rate", a[5], a[6], str(int(total))])
     if extra_rows:
         attrs = sorted(attrs + extra_rows, key=lambda a: a[0])
-    inv = [a for a in attrs if a[7]]
-    inventory = pl.DataFrame(
-        {
-            "node": [node] * len(inv),
-            "component": ["nic"] * len(inv),
-            "device": [a[1] for a in inv],
-            "port": [a[2] for a in inv],
-            "attribute": [a[4] for a in inv],
-            "value": [a[7] for a in inv],
-            "source": [a[6] for a in inv],
-            "file": [path] * len(inv),
-            "line": [first + a[0] for a in inv],
-        },
-        schema=INVENTORY_SCHEMA,
-    )
     # ---- events: ports not Active
     extra: dict[tuple, dict[str, str]] = {}
     for a in attrs:
@@ -1261,25 +1381,9 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
             f'"{k_}":{v}' if k_ == "port" else f'"{k_}":"{v}"' for k_, v in fields if v is not None
         )
         kind = "ib_port_down" if a[7] == "Down" else "ib_port_not_active"
-        ev.append((a[0], kind, a[7], texts[a[0]].strip(), "{" + detail + "}", *times[a[0]]))
+        ev.append((a[0], kind, a[7], texts[a[0]].strip(), "{" + detail + "}", *at_times[a[0]]))
     ev.sort(key=lambda e: e[0])
-    events = pl.DataFrame(
-        {
-            "ts": [e[5] for e in ev],
-            "ts_quality": [e[6] or "none" for e in ev],
-            "node": [node] * len(ev),
-            "source": ["ib"] * len(ev),
-            "kind": [e[1] for e in ev],
-            "code": [e[2] for e in ev],
-            "severity": ["medium"] * len(ev),
-            "message": [e[3] for e in ev],
-            "detail": [e[4] for e in ev],
-            "file": [path] * len(ev),
-            "line": [first + e[0] for e in ev],
-        },
-        schema=EVENTS_SCHEMA,
-    )
-    # ---- counters (perfquery)
+    # ---- counters (perfquery, sysfs)
     readings: dict[tuple, int] = {}
     c_dev: list[str] = []
     c_port: list[int] = []
@@ -1302,7 +1406,7 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
     if sy_rows:
         for i, d_, p_, grp, key, val, _blk, tv, _tq in sy_rows:
             if grp in ("counters", "hw_counters") and d_ is not None:
-                ctr.append((i, d_, port_int(p_), key, None, grp, val, None, "sysfs", tv))
+                ctr.append((i, d_, _port_int(p_), key, None, grp, val, None, "sysfs", tv))
         ctr.sort(key=lambda c: c[0])
     for i, device, p_, counter, name, what, raw, lid, tool, tv in ctr:
         if _DIGITS.search(raw):
@@ -1329,30 +1433,40 @@ def _small(texts: list[str], joined: str, ctx: FileContext) -> ParseResult:  # n
         else:
             c_detail.append(f'{{"reading":{r},"group":"{what}","tool":"sysfs"{raw_part}}}')
         c_line.append(first + i)
-    n = len(c_line)
-    comms = pl.DataFrame(
-        {
-            "record": ["ib_counter"] * n,
-            "ts": c_ts,
-            "node": [node] * n,
-            "device": c_dev,
-            "port": c_port,
-            "counter": c_counter,
-            "value": c_value,
-            "detail": c_detail,
-            "file": [path] * n,
-            "line": c_line,
-        },
-        schema=COMMS_SCHEMA,
-    )
     # ---- accounting
     parsed, unrecognized, examples, last = account_texts(texts, oks, first)
-    last_ok = True if last is None else oks[last]
-    return ParseResult(
-        tables={"inventory": inventory, "events": events, "comms": comms},
-        parsed=parsed,
-        unrecognized=unrecognized,
-        unrecognized_examples=examples,
-        partial=not last_ok,
-        node=None,
+    partial = not (True if last is None else oks[last])
+    # ---- the rows (nothing was added before: a FallbackError above leaves the tables as they were)
+    node, path = ctx.node, ctx.path
+    inv_rows = [a for a in attrs if a[7]]
+    n = len(inv_rows)
+    inv.add(
+        [node] * n,
+        ["nic"] * n,
+        [a[1] for a in inv_rows],
+        [a[2] for a in inv_rows],
+        [a[4] for a in inv_rows],
+        [a[7] for a in inv_rows],
+        [a[6] for a in inv_rows],
+        [path] * n,
+        [first + a[0] for a in inv_rows],
     )
+    n = len(ev)
+    ev_out.add(
+        [e[5] for e in ev],
+        [e[6] or "none" for e in ev],
+        [node] * n,
+        ["ib"] * n,
+        [e[1] for e in ev],
+        [e[2] for e in ev],
+        ["medium"] * n,
+        [e[3] for e in ev],
+        [e[4] for e in ev],
+        [path] * n,
+        [first + e[0] for e in ev],
+    )
+    n = len(c_line)
+    co.add(
+        ["ib_counter"] * n, c_ts, [node] * n, c_dev, c_port, c_counter, c_value, c_detail, [path] * n, c_line
+    )
+    return parsed, unrecognized, examples, partial
