@@ -558,6 +558,46 @@ def transition_events(samples: pl.DataFrame, ctx: Any) -> pl.DataFrame:
     `samples` needs `line`, `text` (the verbatim row), `node`, `gpu_index`, `gpu_bus_id`, `ts`,
     `ts_quality` and whichever gpu_samples columns the source has; `ident` (bus id/UUID) keys GPUs.
     """
+    events = _transitions(samples, pl.lit(ctx.path), None)
+    if events is None:
+        return conform_table(pl.DataFrame(), "events")
+    return conform_table(events.sort("line"), "events")
+
+
+def transition_events_many(samples: pl.DataFrame, files: int) -> list[pl.DataFrame]:
+    """`transition_events` of the samples of several files at once: `samples` holds the rows of `files` files
+    (`_f`: the file number, rows in (file, line) order; `file`: its path) and the list holds each file's
+    events. A GPU's previous sample is looked for in its own file only. Where two events of a file share a
+    line, their order is the one of `transition_events` (its sort by line need not keep ties in rule order),
+    so such a file's events are computed by it."""
+    empty = conform_table(pl.DataFrame(), "events")
+    events = _transitions(samples, pl.col("file"), "_f")
+    if events is None:
+        return [empty.clone() for _ in range(files)]
+    events = events.sort("_f", "line", maintain_order=True)
+    fcol = events.get_column("_f")
+    bounds = fcol.search_sorted(pl.Series(range(files + 1), dtype=fcol.dtype)).to_list()
+    tied = set(events.filter(pl.struct("_f", "line").is_duplicated()).get_column("_f").unique().to_list())
+    out = conform_table(events.drop("_f"), "events")
+    result = []
+    for k in range(files):
+        if k in tied:
+            mine = samples.filter(pl.col("_f") == k)
+            result.append(transition_events(mine.drop("_f"), _Path(mine.get_column("file")[0])))
+        else:
+            size = bounds[k + 1] - bounds[k]
+            result.append(out.slice(bounds[k], size) if size else empty.clone())
+    return result
+
+
+@dataclass(frozen=True)
+class _Path:
+    path: str
+
+
+def _transitions(samples: pl.DataFrame, file: pl.Expr, by: str | None) -> pl.DataFrame | None:
+    """The events of `transition_events`, not yet sorted by line nor conformed (None: no event). `by`: the
+    column numbering the files of a batch (it keys the GPUs too, and is kept in the events)."""
     cols = set(samples.columns)
     missing: dict[str, pl.DataType] = {}
 
@@ -640,16 +680,20 @@ def transition_events(samples: pl.DataFrame, ctx: Any) -> pl.DataFrame:
     ]
     rules = [r for r, p in zip(rules, possible, strict=True) if p]
     if not rules:
-        return conform_table(pl.DataFrame(), "events")
+        return None
     line = samples.get_column("line")
     # (already in line order: no sort, which would copy every column; only strictly increasing lines are
     # taken as sorted, so that ties keep whatever order the sort gives them)
-    in_order = line.is_sorted() and (n < 2 or bool((line.diff().drop_nulls() > 0).all()))
-    df = samples if in_order else samples.sort("line")
+    if by is None:
+        in_order = line.is_sorted() and (n < 2 or bool((line.diff().drop_nulls() > 0).all()))
+        df = samples if in_order else samples.sort("line")
+    else:  # (the caller's rows are in (file, line) order)
+        df = samples
     if missing:
         df = df.with_columns(**{n: pl.lit(None, dtype=t) for n, t in missing.items()})
     df = df.with_columns(_i=pl.int_range(pl.len(), dtype=pl.Int64))
-    df = df.with_columns(_prev=pl.col("_i").shift(1).over(_gpu_keys(df, key)))
+    keys = _gpu_keys(df, key)
+    df = df.with_columns(_prev=pl.col("_i").shift(1).over([*keys, pl.col(by)] if by else keys))
     # All triggers in one pass over the samples; the triggered rows are tested against their GPU's previous
     # sample (gathered for them only), then the few hit rows are turned into events rule by rule (same rows,
     # same order as one filter per rule).
@@ -659,7 +703,7 @@ def transition_events(samples: pl.DataFrame, ctx: Any) -> pl.DataFrame:
     )
     cand = df.filter(pl.any_horizontal(*(pl.col(f"_t{i}") for i in range(len(rules)))))
     if cand.height == 0:
-        return conform_table(pl.DataFrame(), "events")
+        return None
     prev_of = [f"_t{i}" if i not in rising_v else f"_v{i}" for i in range(len(rules))]
     at_prev = pl.lit(cand.get_column("_prev"))
     prev = df.select(pl.col(c).gather(at_prev).alias(f"_p{i}") for i, c in enumerate(prev_of))
@@ -691,13 +735,14 @@ def transition_events(samples: pl.DataFrame, ctx: Any) -> pl.DataFrame:
                     severity=pl.lit(sev),
                     message=pl.col("text").str.strip_chars(),
                     detail=pl.col("_detail"),
-                    file=pl.lit(ctx.path),
+                    file=file,
                     line=pl.col("line"),
+                    **({by: pl.col(by)} if by else {}),
                 )
             )
     if not out:
-        return conform_table(pl.DataFrame(), "events")
-    return conform_table(pl.concat(out, how="diagonal_relaxed").sort("line"), "events")
+        return None
+    return pl.concat(out, how="diagonal_relaxed")
 
 
 # ----------------------------------------------------------------------------- tool-level failure lines

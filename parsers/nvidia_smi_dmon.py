@@ -13,7 +13,9 @@ kept in `extra` and ts stays null. dmon prints no bus id: gpu_bus_id stays null.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
+from itertools import accumulate
 
 import polars as pl
 
@@ -124,10 +126,14 @@ def _extra_per_value(runs: tuple[tuple[str, tuple[str, ...]], ...]) -> pl.Expr:
 
 
 def _group_frame(
-    data: pl.LazyFrame, fields: list[str], runs: tuple[tuple[str, tuple[str, ...]], ...] | None = None
+    data: pl.LazyFrame,
+    fields: list[str],
+    runs: tuple[tuple[str, tuple[str, ...]], ...] | None = None,
+    keep: tuple[str, ...] = ("line", "text"),
 ) -> pl.LazyFrame:
     """Typed columns of the data rows of one header field list (`cells`: struct of the row's tokens; with
-    `runs`, the cells of `_layout`'s regex: `extra` encoded per distinct text of its runs)."""
+    `runs`, the cells of `_layout`'s regex: `extra` encoded per distinct text of its runs; `keep`: the
+    columns of `data` kept as they are)."""
     in_run = {f for _, fs in runs for f in fs} if runs else set()
     cell = {f: pl.col("cells").struct.field(f"f{i}") for i, f in enumerate(fields) if f not in in_run}
     exprs = {}
@@ -148,8 +154,7 @@ def _group_frame(
     else:
         extra = pl.struct(**rest).struct.json_encode() if rest else pl.lit(None, dtype=pl.String)
     return data.select(
-        "line",
-        "text",
+        *keep,
         ts=ts,
         gpu_index=cell["gpu"].cast(pl.Int32, strict=False) if "gpu" in cell else pl.lit(None, dtype=pl.Int32),
         extra=extra,
@@ -266,3 +271,139 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         unrecognized=unrecognized,
         unrecognized_examples=examples,
     )
+
+
+def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
+    """`[parse(lines, ctx) for lines, ctx in items]` in one pass over the lines of all files: every line is
+    governed by the last header above it in its own file, the rows of one field list are read in one query
+    whatever file they are in, the accounting is counted per file from the flags of all lines, and the
+    events are found per GPU of each file (`F.transition_events_many`). Files of `_MANY` lines or more (whose
+    `extra` may be encoded per distinct value) are parsed alone."""
+    out: list[ParseResult | None] = [None] * len(items)
+    batch = [k for k, (lines, _ctx) in enumerate(items) if len(lines) < _MANY]
+    if len(batch) < 2:
+        batch = []
+    for k, (lines, ctx) in enumerate(items):
+        if k not in batch:
+            out[k] = parse(lines, ctx)
+    if batch:
+        for k, result in zip(batch, _parse_batch([items[k] for k in batch]), strict=True):
+            out[k] = result
+    return out  # type: ignore[return-value]
+
+
+def _parse_batch(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
+    """`parse_many` of files of fewer than `_MANY` lines each."""
+    nf = len(items)
+    sizes = [len(lines) for lines, _ in items]
+    starts = list(accumulate(sizes, initial=0))
+    n = starts[-1]
+    text = pl.concat([lines.cast(pl.String) for lines, _ in items], how="vertical").fill_null("")
+    stripped = text.str.strip_chars()
+    blank = stripped.str.len_bytes() == 0
+    pos = pl.int_range(0, n, dtype=pl.UInt32, eager=True)
+    # the file of each line, and its line number there
+    file_of = pl.Series(starts[1:], dtype=pl.UInt32).search_sorted(pos, side="right").cast(pl.Int64)
+    line_off = pl.Series([ctx.first_line - starts[k] for k, (_l, ctx) in enumerate(items)], dtype=pl.Int64)
+    hpos = text.str.starts_with("#").arg_true()
+    htext = text.gather(hpos)
+    is_h = htext.str.contains(HEADER_RE)
+    is_u = htext.str.contains(UNITS_RE)
+    head_pos = hpos.filter(is_h)
+    sigs: dict[tuple[str, ...], int] = {}
+    head_texts = htext.filter(is_h).to_list()
+    sig_of_text = {
+        t: sigs.setdefault(tuple(f.lower() for f in t.lstrip("#").split()), len(sigs))
+        for t in dict.fromkeys(head_texts)
+    }
+    sig_of_header = [sig_of_text[t] for t in head_texts]
+    marks = hpos.filter(is_h | is_u)
+    # index of the governing header (-1: none yet): the last one above the line, when in the line's file
+    hi = head_pos.search_sorted(pos, side="right").cast(pl.Int64)
+    head_file = pl.Series([-1, *file_of.gather(head_pos).to_list()], dtype=pl.Int64)
+    sig_s = pl.Series([None, *sig_of_header], dtype=pl.Int64)
+    mark = pl.repeat(False, n, dtype=pl.Boolean, eager=True)
+    if len(marks):
+        mark = mark.scatter(marks, True)
+    frame = pl.DataFrame(
+        {"_pos": pos, "_f": file_of, "_hi": hi, "text": text, "stripped": stripped, "mark": mark}
+    ).select(
+        "_pos",
+        "_f",
+        line=pl.col("_pos").cast(pl.Int64) + pl.lit(line_off).gather(pl.col("_f")),
+        text="text",
+        stripped="stripped",
+        sig=pl.when(pl.lit(head_file).gather(pl.col("_hi")) == pl.col("_f")).then(
+            pl.lit(sig_s).gather(pl.col("_hi"))
+        ),
+        mark="mark",
+    )
+    parts = []
+    data_pos: list[pl.Series] = []
+    for fields_t, s in sigs.items():
+        fields = list(fields_t)
+        rx = _row_regex(fields)
+        data = (
+            frame.lazy()
+            .filter((pl.col("sig") == s) & ~pl.col("mark"))
+            .with_columns(cells=pl.col("stripped").str.extract_groups(rx))
+            .filter(pl.col("cells").struct.field(rx[rx.index("<") + 1 : rx.index(">")]).is_not_null())
+        )
+        part = _group_frame(data, fields, None, ("_pos", "_f", "line", "text")).collect(engine="in-memory")
+        if part.height == 0:
+            continue
+        data_pos.append(part.get_column("_pos"))
+        parts.append(part)
+    ok = mark
+    if data_pos:
+        ok = ok.scatter(pl.concat(data_pos), True)
+    bad = ~ok & ~blank
+    bad_pos = bad.arg_true()
+    cut = pl.Series(starts, dtype=pl.UInt32)
+    bad_at = bad_pos.search_sorted(cut).to_list()
+    blank_at = blank.arg_true().search_sorted(cut).to_list()
+    # examples: the first MAX_EXAMPLES bad lines of each file, read in one gather
+    ex_pos = [bad_pos.slice(bad_at[k], min(MAX_EXAMPLES, bad_at[k + 1] - bad_at[k])) for k in range(nf)]
+    ex_all = pl.concat(ex_pos)
+    ex_text = text.gather(ex_all).to_list() if len(ex_all) else []
+    ex_at = list(accumulate((len(e) for e in ex_pos), initial=0))
+    ex_num = ex_all.to_list()
+
+    samples_of: list[pl.DataFrame]
+    events_of: list[pl.DataFrame]
+    if parts:
+        samples = pl.concat(parts, how="diagonal_relaxed").sort("_pos") if len(parts) > 1 else parts[0]
+        nodes = pl.Series([ctx.node for _, ctx in items], dtype=pl.String)
+        paths = pl.Series([ctx.path for _, ctx in items], dtype=pl.String)
+        samples = samples.with_columns(
+            node=pl.lit(nodes).gather(pl.col("_f")),
+            file=pl.lit(paths).gather(pl.col("_f")),
+            source=pl.lit("nvidia-smi-dmon"),
+            ts_quality=pl.when(pl.col("ts").is_not_null()).then(pl.lit("local_assumed_utc")).otherwise(pl.lit("none")),
+            gpu_bus_id=pl.lit(None, dtype=pl.String),
+        )
+        events_of = F.transition_events_many(samples, nf)
+        fcol = samples.get_column("_f")
+        at = fcol.search_sorted(pl.Series(range(nf + 1), dtype=fcol.dtype)).to_list()
+        conformed = F.conform_known(samples, "gpu_samples")
+        empty = F.conform_table(pl.DataFrame(), "gpu_samples")
+        samples_of = [conformed.slice(a, b - a) if b > a else empty.clone() for a, b in zip(at, at[1:])]
+    else:
+        events_of = [F.conform_table(pl.DataFrame(), "events") for _ in range(nf)]
+        samples_of = [F.conform_table(pl.DataFrame(), "gpu_samples") for _ in range(nf)]
+    out = []
+    for k, (_lines, ctx) in enumerate(items):
+        unrecognized = bad_at[k + 1] - bad_at[k]
+        examples = [
+            (ctx.first_line + p - starts[k], str(t)[:500])
+            for p, t in zip(ex_num[ex_at[k] : ex_at[k + 1]], ex_text[ex_at[k] : ex_at[k + 1]], strict=True)
+        ]
+        out.append(
+            ParseResult(
+                tables={"gpu_samples": samples_of[k], "events": events_of[k]},
+                parsed=sizes[k] - unrecognized - (blank_at[k + 1] - blank_at[k]),
+                unrecognized=unrecognized,
+                unrecognized_examples=examples,
+            )
+        )
+    return out

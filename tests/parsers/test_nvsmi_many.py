@@ -123,3 +123,20 @@ def test_random_batches_of_fixture_lines(name: str, seed: int) -> None:
             lines = [rng.choice(pool) for _ in range(rng.randint(0, 60))]
         files.append((f"f{k % 3}.txt", rng.choice(["a", "b", "c"]), lines))
     check(module, files)
+
+
+def tied_dmon(rows: int) -> list[str]:
+    """dmon rows of one GPU where every other row raises both an ECC and a gpu_error event (same line)."""
+    out = ["# gpu    pwr     sm  dbecc    enc", "# Idx      W      %      -      %"]
+    for i in range(rows):
+        out.append(f"    0  {'ERR!' if i % 2 == 0 else '100'}     50  {i + 1}  0")
+    return out
+
+
+def test_dmon_events_sharing_a_line_keep_the_per_file_order() -> None:
+    if "nvidia-smi-dmon" not in MODULES:
+        pytest.skip("no parse_many")
+    files = [("a.txt", "n1", tied_dmon(80)), ("b.txt", "n1", tied_dmon(6)), ("c.txt", "n2", tied_dmon(200))]
+    check(nvidia_smi_dmon, files)
+    r = nvidia_smi_dmon.parse_many([(pl.Series(f[2]), FileContext(path=f[0], node=f[1])) for f in files])
+    assert r[0].tables["events"].height > 40
