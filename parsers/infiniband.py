@@ -34,7 +34,7 @@ import polars as pl
 from forensics.schema import columns
 from parsers._common import _ANY_ENVELOPE, split_envelopes
 from parsers._common import json_detail as _json_detail
-from parsers._small import MAX_BYTES, FallbackError, account_texts, small_texts
+from parsers._small import MAX_BYTES, FallbackError, account_texts, json_object, small_texts
 from parsers._small import UNSAFE as _UNSAFE
 from parsers._sniff import head_text, may_match, required_literals
 from parsers.base import FileContext, ParseResult, account, numbered
@@ -989,7 +989,7 @@ _PLAIN_DEC = re.compile(r"^\d+(?:\.\d+)?$")
 _RAW_MARK = re.compile(r"[Ee]|0x")
 _SY_HEAD = re.compile(r"^([^\s:]+)")
 _SY_PATH = re.compile(SYSFS_PATH_RE)
-_GATED = ("head", "cat", "i2n", "panic", "pdsh", "sysfs", "marker", "cmd")
+_IB_DEVICE = re.compile(r"IB device '([^']+)'")
 _GUID_ATTRS = frozenset(("node_guid", "sys_image_guid", "port_guid"))
 _INT32 = 2**31
 _INT64 = 2**63
@@ -1049,7 +1049,7 @@ dumps repeat the same lines for every device, node and reading)."""
 _TIMES: dict[str, tuple] = {}
 """`_timestamps` of each distinct timestamp-candidate line (trailing blanks stripped) seen by this process."""
 _CACHE_MAX = 100_000
-_BLANK_LINE = (False, None, False, None, None, None, None, None, False, None, False, None, False, True)
+_BLANK_LINE = (False, None, False, None, None, None, None, None, False, None, False, None, False, True, None)
 
 
 def _classify(text: str) -> tuple:  # noqa: C901, PLR0912
@@ -1071,7 +1071,7 @@ def _classify(text: str) -> tuple:  # noqa: C901, PLR0912
     if not b:
         return _BLANK_LINE
     pats = _P
-    if any(pats[k].search(b) for k in ("head", "cat", "i2n", "panic")) or (
+    if any(pats[k].search(b) for k in ("head", "cat", "i2n")) or (
         ": " in b and pats["pdsh"].search(b)
     ):
         return (True, *_BLANK_LINE[1:])
@@ -1145,6 +1145,12 @@ def _classify(text: str) -> tuple:  # noqa: C901, PLR0912
     if k_pqctr:
         name, rest = b.split(":", 1)
         pqctr = (name, rest.lstrip(".").strip() or ".")
+    panic = None
+    if b.startswith(("ibpanic:", "ibwarn:", "iberror:")) and (k_panic := pats["panic"].search(b)):
+        pid_s = k_panic.group("pid")
+        if pid_s is not None and len(pid_s) > 18:  # (the strict cast of the vectorised path)
+            return (True, *_BLANK_LINE[1:])
+        panic = (k_panic.group("tool"), None if pid_s is None else int(pid_s), k_panic.group("msg"))
     sysfs = None
     if k_sysfs:
         # `path<sep>value`: the path is the leading run without blanks or `:` (see `sy_part`)
@@ -1168,8 +1174,11 @@ def _classify(text: str) -> tuple:  # noqa: C901, PLR0912
         pqctr,
         bool(k_mlxkv),
         sysfs,
-        bool(k_ca or k_ibs or k_hca or k_pqhdr or k_mlxsec or k_rule or k_marker or k_cmd or k_sysfs),
+        bool(
+            k_ca or k_ibs or k_hca or k_pqhdr or k_mlxsec or k_rule or k_marker or k_cmd or k_sysfs or panic
+        ),
         False,
+        panic,
     )
 
 
@@ -1284,8 +1293,9 @@ def _small_file(  # noqa: C901, PLR0912, PLR0913, PLR0915
     kv_rows: list[tuple] = []  # (i, fmt, dev, port, block, key, val, ts, ts_quality)
     pq_rows: list[tuple] = []  # (i, dev, pq_lid, pq_port, pq_what, name, val, ts)
     sy_rows: list[tuple] = []  # (i, dev, port, group, key, val, block, ts, ts_quality)
+    pan_rows: list[tuple] = []  # (i, tool, pid, message, ts, ts_quality)
     for i, c in enumerate(cls):
-        (_fb, cand, blk, f_here, d_here, p_here, pqhdr, kv, portline, pqctr, mlxkv, sysfs, ok, blank) = c
+        (_, cand, blk, f_here, d_here, p_here, pqhdr, kv, portline, pqctr, mlxkv, sysfs, ok, blank, panic) = c
         if blank:
             oks.append(True)
             continue
@@ -1313,6 +1323,8 @@ def _small_file(  # noqa: C901, PLR0912, PLR0913, PLR0915
             kv_rows.append((i, fmt, dev_v, port, block, kv[0], kv[1], cur_ts, cur_q))
         if pq_line:
             pq_rows.append((i, dev_v, pq_lid, pq_port, pq_what, pqctr[0], pqctr[1], cur_ts))
+        if panic is not None:
+            pan_rows.append((i, *panic, cur_ts, cur_q))
         if sysfs is not None:
             sy_rows.append((i, *sysfs[:5], block, cur_ts, cur_q))
         oks.append(
@@ -1381,7 +1393,15 @@ def _small_file(  # noqa: C901, PLR0912, PLR0913, PLR0915
             f'"{k_}":{v}' if k_ == "port" else f'"{k_}":"{v}"' for k_, v in fields if v is not None
         )
         kind = "ib_port_down" if a[7] == "Down" else "ib_port_not_active"
-        ev.append((a[0], kind, a[7], texts[a[0]].strip(), "{" + detail + "}", *at_times[a[0]]))
+        ev.append((a[0], kind, a[7], texts[a[0]].strip(), "{" + detail + "}", *at_times[a[0]], "medium"))
+    # tool aborts and warnings (ibpanic, iberror, ibwarn)
+    for i, tool, pid, msg, tv, tq in pan_rows:
+        m = _IB_DEVICE.search(msg)
+        device = m.group(1) if m else None
+        detail = json_object(("tool", tool), ("pid", pid), ("device", device), ("reason", msg))
+        warn = tool == "ibwarn"
+        kind = "ib_tool_warning" if warn else "ib_tool_error"
+        ev.append((i, kind, None, texts[i].strip(), detail, tv, tq, "low" if warn else "medium"))
     ev.sort(key=lambda e: e[0])
     # ---- counters (perfquery, sysfs)
     readings: dict[tuple, int] = {}
@@ -1435,7 +1455,7 @@ def _small_file(  # noqa: C901, PLR0912, PLR0913, PLR0915
         c_line.append(first + i)
     # ---- accounting
     parsed, unrecognized, examples, last = account_texts(texts, oks, first)
-    partial = not (True if last is None else oks[last])
+    partial = not (True if last is None else oks[last]) or any(p[1] != "ibwarn" for p in pan_rows)
     # ---- the rows (nothing was added before: a FallbackError above leaves the tables as they were)
     node, path = ctx.node, ctx.path
     inv_rows = [a for a in attrs if a[7]]
@@ -1459,7 +1479,7 @@ def _small_file(  # noqa: C901, PLR0912, PLR0913, PLR0915
         ["ib"] * n,
         [e[1] for e in ev],
         [e[2] for e in ev],
-        ["medium"] * n,
+        [e[7] for e in ev],
         [e[3] for e in ev],
         [e[4] for e in ev],
         [path] * n,
