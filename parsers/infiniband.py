@@ -800,7 +800,7 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
             message=pl.col("evmsg"),
             detail=json_detail(
                 tool=pl.col("tool"),
-                pid=pl.col("pid").cast(pl.Int64),
+                pid=pl.col("pid").cast(pl.Int64, strict=False),
                 device=pl.col("msg").str.extract(r"IB device '([^']+)'", 1),
                 reason=pl.col("msg"),
             ),
