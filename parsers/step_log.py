@@ -25,6 +25,7 @@ How a file becomes rows (all vectorised over the column of lines):
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import polars as pl
 
@@ -32,7 +33,7 @@ from forensics.schema import UTC_US, conform
 from parsers import _step_grammars as g
 from parsers._common import ENVELOPES
 from parsers._sniff import any_of, head_text, required_literals
-from parsers.base import FileContext, ParseResult, account, numbered
+from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
 
 NAME = "step-log"
 DESCRIPTION = (
@@ -608,7 +609,7 @@ def _strip_passes(seg: pl.DataFrame, passes: int = 3) -> pl.DataFrame:
 
 
 def _segments(
-    lines: pl.Series, ctx: FileContext
+    lines: pl.Series, ctx: FileContext, batch: _Batch | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, bool], bool, pl.Expr]:
     """What both preparations start with: the numbered lines, their `\\r` segments (`seg`), which cleaning
     and prefix steps can change any line (`on`), whether ANSI codes are removed from inside lines (`dirty`),
@@ -619,7 +620,7 @@ def _segments(
     stripped) unless ANSI codes are removed from its middle (`dirty`: then every step runs). The anchored
     prefixes are checked where they are stripped, on the text they are stripped from.
     """
-    frame = numbered(lines, ctx)
+    frame = numbered(lines, ctx) if batch is None else batch.frame
     seg = frame
     if frame.height and bool(frame.get_column("text").str.contains("\r", literal=True).any()):
         # segment numbers exploded with the segments (what a window `int_range().over("line")` gave, cheaper)
@@ -645,31 +646,39 @@ def _segments(
     return frame, seg, on, dirty, clean
 
 
-def _with_banner(lf: pl.LazyFrame, present: bool) -> pl.LazyFrame:
+def _with_banner(lf: pl.LazyFrame, present: bool, batch: _Batch | None = None) -> pl.LazyFrame:
     """`lf` with `banner` (a Composer rank banner line) and `banner_rank` (the rank its `Begin` opened, until
-    its `End`; null outside) read off `rest`; when `present` is false no line is one."""
+    its `End`; null outside) read off `rest`; when `present` is false no line is one. (`batch`: the lines of
+    several files, see `parse_many`: a banner's rank holds until the end of its file at most.)"""
     if not present:
         return lf.with_columns(banner=pl.lit(False), banner_rank=pl.lit(None, dtype=pl.Int32))
     # regex structs are materialised once as columns: eager with_columns does not share subexpressions
     lf = lf.with_columns(_bn=pl.col("rest").str.extract_groups(g.COMPOSER_BANNER_RE))
     banner = pl.col("_bn")
-    lf = lf.with_columns(
-        banner=banner.struct.field("what").is_not_null(),
-        banner_rank=pl.when(banner.struct.field("what") == "Begin")
+    rank = (
+        pl.when(banner.struct.field("what") == "Begin")
         .then(banner.struct.field("rank").cast(pl.Int32, strict=False))
         .when(banner.struct.field("what") == "End")
         .then(pl.lit(-1, dtype=pl.Int32))
         .otherwise(pl.lit(None, dtype=pl.Int32))
-        .forward_fill(),
-    ).drop("_bn")
+        .forward_fill()
+    )
+    if batch is not None:
+        rank = rank.over(batch.file_of(pl.col("line")))
+    lf = lf.with_columns(banner=banner.struct.field("what").is_not_null(), banner_rank=rank).drop("_bn")
     return lf.with_columns(banner_rank=pl.when(pl.col("banner_rank") >= 0).then(pl.col("banner_rank")))
 
 
-def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Return (physical lines frame, segment frame with cleaned text, stream key, rank, host, own time)."""
+def _prepare(
+    lines: pl.Series, ctx: FileContext, batch: _Batch | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Return (physical lines frame, segment frame with cleaned text, stream key, rank, host, own time).
+
+    `batch`: `lines` are the lines of several files (`parse_many`), numbered by `batch.frame`; the stream key
+    does not yet hold the file (the caller adds it)."""
     if lines.len() < _LANE_MIN:
-        return _prepare_small(lines, ctx)
-    frame, seg, on, dirty, clean = _segments(lines, ctx)
+        return _prepare_small(lines, ctx, batch)
+    frame, seg, on, dirty, clean = _segments(lines, ctx, batch)
     text = pl.col("text")
     triage = text.str.contains_any(list(g.TRIAGE_LITERALS)) | text.str.strip_chars_end().str.ends_with(":")
     frame_seg = seg
@@ -722,7 +731,7 @@ def _prepare(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataF
         msg = msg.scatter(i, rest_s.gather(i).str.extract(g.MSG_RANK_RE, 1).cast(pl.Int32, strict=False))
     seg = seg.with_columns(rest=rest_s, msg_rank=msg)
     lf = seg.lazy()
-    lf = _with_banner(lf, on["banner"])
+    lf = _with_banner(lf, on["banner"], batch)
     stream_rank = pl.coalesce(pl.col("env_rank"), pl.col("banner_rank"))
     key = pl.concat_str([pl.col("host").fill_null(""), stream_rank.cast(pl.String).fill_null("")], separator="|")
     if "_key" in seg.columns and not on["banner"]:  # (the stream rank is the envelope's: the key per prefix)
@@ -927,10 +936,12 @@ def _own_time_lazy(lf: pl.LazyFrame, year: int | None, mmdd_on: bool, mllog_on: 
     )
 
 
-def _prepare_small(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _prepare_small(
+    lines: pl.Series, ctx: FileContext, batch: _Batch | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """`_prepare` for a few lines: one lazy query for the streams and times (the subset passes of `_prepare`
     cost more calls than they spare there)."""
-    frame, seg, on, dirty, clean = _segments(lines, ctx)
+    frame, seg, on, dirty, clean = _segments(lines, ctx, batch)
     text = pl.col("text")
     triage = (
         text.str.contains_any(list(g.TRIAGE_LITERALS))
@@ -969,7 +980,7 @@ def _prepare_small(lines: pl.Series, ctx: FileContext) -> tuple[pl.DataFrame, pl
     lf = seg.lazy()
     if on["pylog"]:
         lf = lf.with_columns(rest=pl.col("rest").str.replace(g.PYLOG_PREFIX_RE, ""))
-    lf = _with_banner(lf, on["banner"])
+    lf = _with_banner(lf, on["banner"], batch)
     lf = lf.with_columns(
         msg_rank=pl.col("rest").str.extract(g.MSG_RANK_RE, 1).cast(pl.Int32, strict=False)
         if on["msg"]
@@ -1647,17 +1658,32 @@ def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([fast, slow]).sort("line", "seg")
 
 
-def _bar_fragments(seg: pl.DataFrame, present: frozenset[str]) -> tuple[list[pl.DataFrame], pl.DataFrame]:
-    """tqdm and rich progress bars; returns (fragments, lines understood)."""
+def _bar_fragments(
+    seg: pl.DataFrame, present: frozenset[str], batch: _Batch | None = None
+) -> tuple[list[pl.DataFrame], pl.DataFrame]:
+    """tqdm and rich progress bars; returns (fragments, lines understood). (`batch`: the lines of several
+    files, see `parse_many`: a file's `Total optimization steps` select its own bars.)"""
     out: list[pl.DataFrame] = []
     txt = pl.col("text")
     m = _tqdm_match(seg) if "%|" in present else seg.clear()
     seen = [m.select("line")]
     if m.height:
         totals = seg.filter(txt.str.contains("Total optimization steps = ", literal=True)).select(
-            n=txt.str.extract(g.HF_TOTAL_STEPS_RE, 1).str.replace_all(",", "").cast(pl.Int64, strict=False)
+            "line",
+            n=txt.str.extract(g.HF_TOTAL_STEPS_RE, 1).str.replace_all(",", "").cast(pl.Int64, strict=False),
         )
         hf_total = totals.get_column("n").drop_nulls()
+        by_file = batch is not None and hf_total.len() > 0
+        if by_file:  # (`parse_many`: each file's bars are checked against its own totals, if it has any)
+            assert batch is not None
+            fi = batch.file_of(pl.col("line"))
+            pairs = totals.filter(pl.col("n").is_not_null()).select(
+                fi=fi, p=pl.concat_str(fi.cast(pl.String), pl.lit(":"), pl.col("n").cast(pl.String))
+            )
+            with_total = pairs.get_column("fi").unique().implode()
+            in_file_total = ~fi.is_in(with_total) | pl.concat_str(
+                fi.cast(pl.String), pl.lit(":"), _f("total").cast(pl.Int64).cast(pl.String)
+            ).is_in(pairs.get_column("p").implode())
         desc = _f("desc")
         post = _f("post")
         k = {name: _key(post, pat) for name, pat in g.TQDM_POST_KEYS.items()}
@@ -1667,17 +1693,19 @@ def _bar_fragments(seg: pl.DataFrame, present: frozenset[str]) -> tuple[list[pl.
         # a rate in other units (`examples/s`, `B/s`) marks a data bar, not a training loop
         units_ok = _f("unit").is_not_null() | _f("rate").is_null()
         keep = (_f("n").cast(pl.Int64) > 0) & ~desc.str.contains(g.EVAL_DESC_RE) & units_ok
-        if hf_total.len() > 0:
+        if by_file:
+            keep = keep & in_file_total
+        elif hf_total.len() > 0:
             keep = keep & _f("total").cast(pl.Int64).is_in(hf_total.implode())
         bars = m.filter(keep)
-        if hf_total.len() == 0 and bars.height:
+        if (hf_total.len() == 0 or by_file) and bars.height:
             # unlabelled bars of several lengths (HF evaluation inside training): keep the stream's main loop,
             # the total with the most distinct positions
             bars = bars.with_columns(
                 _total=_f("total").cast(pl.Int64), _n=_f("n").cast(pl.Int64), _blank=desc.str.strip_chars() == ""
             )
             best = (
-                bars.filter("_blank")
+                bars.filter(pl.col("_blank") & ~fi.is_in(with_total) if by_file else pl.col("_blank"))
                 .group_by("key", "_total")
                 .agg(_k=pl.col("_n").n_unique())
                 .sort("_k", "_total", descending=True)
@@ -2492,11 +2520,11 @@ def _derived_step_time(rows: pl.DataFrame, *drop: str) -> pl.DataFrame:
 
 
 def _events(
-    seg: pl.DataFrame, nv: pl.DataFrame, ctx: FileContext, present: frozenset[str]
+    seg: pl.DataFrame, nv: pl.DataFrame, node: pl.Expr, path: pl.Expr, present: frozenset[str]
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Straggler-detector reports → events; returns (events, lines understood)."""
+    """Straggler-detector reports → events; returns (events, lines understood). `node`, `path`: the `node`
+    and `file` of an event (the line's host or the file's node, the file's path)."""
     txt = pl.col("text")
-    node = pl.coalesce(pl.col("host"), pl.lit(ctx.node))
     frames: list[pl.DataFrame] = []
     seen: list[pl.DataFrame] = []
 
@@ -2509,7 +2537,7 @@ def _events(
             "kind": pl.lit("straggler_report"),
             "severity": pl.lit("info"),
             "message": pl.col("raw"),
-            "file": pl.lit(ctx.path),
+            "file": path,
             "line": pl.col("line"),
         }
         return df.select(**(base | cols))
@@ -2652,25 +2680,52 @@ def _noise_lines(seg: pl.DataFrame, understood: pl.Series) -> pl.Series:
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse a training log into `steps` rows and straggler `events` (see the module docstring)."""
     frame, seg = _prepare(lines, ctx)
+    node = pl.coalesce(pl.col("host"), pl.lit(ctx.node))
+    steps, events, understood = _read(seg, node, pl.lit(ctx.path))
+    parsed, unrecognized, examples = account(frame, pl.col("line").is_in(understood.implode()))
+    tables = {"steps": conform(steps, "steps")}
+    hosts = seg.get_column("host").drop_nulls().unique().to_list()
+    if events.height:
+        tables["events"] = conform(events, "events")
+    return ParseResult(
+        tables=tables,
+        parsed=parsed,
+        unrecognized=unrecognized,
+        unrecognized_examples=examples,
+        partial=_cut_last_line(frame),
+        node=hosts[0] if len(hosts) == 1 else None,
+    )
+
+
+def _read(
+    seg: pl.DataFrame, node: pl.Expr, path: pl.Expr, batch: _Batch | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.Series]:
+    """The `steps` and `events` rows (not conformed) of the prepared lines `seg` and the lines understood
+    (distinct). `node`, `path`: a row's `node` and `file` (over a row's `host` and `line`). `batch`: see
+    `parse_many`."""
     titan = _titan_pre(seg)
     minmax = _minmax_pre(seg)
     present = _present(seg, titan, minmax)
     frags = _step_fragments(seg, present, titan)
-    bars, bar_lines = _bar_fragments(seg, present)
+    bars, bar_lines = _bar_fragments(seg, present, batch)
     blocks, block_lines, nv = _block_fragments(seg, present, minmax)
     frags += bars + blocks
-    events, event_lines = _events(seg, nv, ctx, present)
+    events, event_lines = _events(seg, nv, node, path, present)
 
     understood_lines = pl.concat(
         [f.select("line") for f in frags] + [bar_lines, block_lines, event_lines], how="vertical_relaxed"
     ).get_column("line")
-    understood_lines = pl.concat([understood_lines, _noise_lines(seg, understood_lines)])
-    parsed, unrecognized, examples = account(frame, pl.col("line").is_in(understood_lines.unique().implode()))
+    understood_lines = pl.concat([understood_lines, _noise_lines(seg, understood_lines)]).unique()
 
     if frags:
-        rows = _rows(pl.concat(frags, how="vertical_relaxed"))
+        all_frags = pl.concat(frags, how="vertical_relaxed")
+        if batch is not None:
+            batch.note_single_divisions(all_frags)
+        rows = _rows(all_frags)
     else:
         rows = pl.DataFrame(schema=_FRAG).drop("seg").with_columns(orphan_group=pl.lit(None, dtype=pl.Boolean))
+    if batch is not None:
+        batch.note_single_phases(rows)
     rows = _phases(rows)
     rows = _times(rows, seg)
     extras = {c: pl.col(c) for c in _EXTRAS}
@@ -2681,7 +2736,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     steps = rows.select(
         "ts",
         "ts_quality",
-        node=pl.coalesce(pl.col("host"), pl.lit(ctx.node)),
+        node=node,
         rank=pl.col("rank"),
         step=pl.col("step"),
         step_time_s=pl.col("step_time_s"),
@@ -2699,21 +2754,172 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         phase_spread_name=pl.col("phase_spread_name"),
         framework=pl.col("framework").fill_null("unknown"),
         detail=pl.col("_detail"),
-        file=pl.lit(ctx.path),
+        file=path,
         line=pl.col("line"),
     )
-    tables = {"steps": conform(steps, "steps")}
-    hosts = seg.get_column("host").drop_nulls().unique().to_list()
+    return steps, events, understood_lines
+
+
+_FILE_GAP = 64
+"""`parse_many` numbers the files' lines one after the other with this many numbers left out between two files
+(more than any line-distance rule spans, though the stream key holds the file too)."""
+
+_DIVIDED_KINDS = ("megatron_iteration", "nanogpt", "nanochat", "modded_nanogpt", "litgpt", "llmc")
+"""Fragment kinds whose values are divided by a literal (ms to s) on the frame of a grammar's matches."""
+
+
+class _Batch:
+    """The lines of several files read as one (`parse_many`): file i's line n is line n + `offsets[i]` of the
+    batch, its lines starting at batch line `starts[i]`; `frame` is `numbered` of them all."""
+
+    def __init__(self, items: Sequence[tuple[pl.Series, FileContext]]) -> None:
+        ns = [len(lines) for lines, _ in items]
+        starts, offsets, nxt = [], [], 1
+        for (_, ctx), n in zip(items, ns, strict=True):
+            starts.append(nxt)
+            offsets.append(nxt - ctx.first_line)
+            nxt += n + _FILE_GAP
+        self.n = len(items)
+        self.starts = pl.Series("start", starts, dtype=pl.Int64)
+        self.offsets = pl.Series("offset", offsets, dtype=pl.Int64)
+        self.paths = pl.Series("path", [ctx.path for _, ctx in items], dtype=pl.String)
+        self.nodes = pl.Series("node", [ctx.node for _, ctx in items], dtype=pl.String)
+        text = pl.concat([lines.cast(pl.String) for lines, _ in items], rechunk=True).alias("text")
+        spans = pl.DataFrame({"s": starts, "n": ns}, schema={"s": pl.Int64, "n": pl.Int64})
+        spans = spans.filter(pl.col("n") > 0)  # (an empty range explodes to a null)
+        line = spans.select(pl.int_ranges("s", pl.col("s") + pl.col("n"), dtype=pl.Int64)).to_series()
+        line = line.explode()
+        self.lines = text
+        self.frame = pl.DataFrame({"line": line.alias("line"), "text": text})
+        self.alone: set[int] = set()
+        """Files to read by `parse` after all: their reading divides on a frame of one row (polars divides a
+        column of one row by a literal exactly, of more rows by its reciprocal: the last digit may differ)."""
+
+    def file_of(self, line: pl.Expr) -> pl.Expr:
+        """The index of the file of batch line `line`."""
+        return pl.lit(self.starts).search_sorted(line, side="right").cast(pl.Int64) - 1
+
+    def note_single_divisions(self, frags: pl.DataFrame) -> None:
+        """Note the files with one fragment of a `_DIVIDED_KINDS` kind (a grammar's frame of one row)."""
+        one = (
+            frags.filter(pl.col("kind").is_in(_DIVIDED_KINDS))
+            .group_by(self.file_of(pl.col("line")).alias("_fi"), "kind")
+            .len()
+            .filter(pl.col("len") == 1)
+        )
+        self.alone.update(one.get_column("_fi").to_list())
+
+    def note_single_phases(self, rows: pl.DataFrame) -> None:
+        """Note the files of one row that has timers (`_phases` evaluates that one-row frame)."""
+        if rows.height == 0:
+            return
+        one = (
+            rows.group_by(self.file_of(pl.col("line")).alias("_fi"))
+            .agg(n=pl.len(), t=(pl.col("timers").list.len().fill_null(0) > 0).any())
+            .filter((pl.col("n") == 1) & pl.col("t"))
+        )
+        self.alone.update(one.get_column("_fi").to_list())
+
+
+def _year(ctx: FileContext) -> int | None:
+    return ctx.year_hint or (ctx.collected_at.year if ctx.collected_at else None)
+
+
+def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
+    """`[parse(lines, ctx) for lines, ctx in items]`, the files read as one column of lines (see `_Batch`).
+
+    Every rule that spans lines is kept within a file: the stream key starts with the file's index (so the
+    windows, groups and joins by stream, which all gap rules are, stay in it), a Composer banner's rank and a
+    file's `Total optimization steps` hold in their file only, and the lines are numbered apart. The results
+    are cut per file: rows in line order are contiguous per file, the events are put in file order (stable);
+    lines are renumbered, the accounting, `partial` and `node` worked out per file in one pass each. Files
+    whose reading divides on a one-row frame (`_Batch.alone`) and batches whose files need another year
+    (or that fail) are read by `parse`.
+    """
+    items = list(items)
+    if len(items) < 2 or len({_year(ctx) for _, ctx in items}) > 1:
+        return [parse(lines, ctx) for lines, ctx in items]
+    try:
+        return _parse_batch(items)
+    except Exception:  # (the file that fails raises again, alone, as `parse` of it does)
+        return [parse(lines, ctx) for lines, ctx in items]
+
+
+def _parse_batch(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
+    """`parse_many` of two or more files of one year."""
+    batch = _Batch(items)
+    k = batch.n
+    frame, seg = _prepare(batch.lines, items[0][1], batch)
+    fi = batch.file_of(pl.col("line"))
+    seg = seg.with_columns(key=pl.concat_str(fi.cast(pl.String).str.zfill(6), pl.lit("#"), pl.col("key")))
+    node = pl.coalesce(pl.col("host"), pl.lit(batch.nodes).gather(fi))
+    steps, events, understood = _read(seg, node, pl.lit(batch.paths).gather(fi), batch)
+    local = pl.col("line") - pl.lit(batch.offsets).gather(fi)
+
+    # rows in line order: file i's are those from the first at or after its first line
+    cut = steps.get_column("line").search_sorted(batch.starts, side="left").to_list() + [steps.height]
+    steps = conform(steps.with_columns(line=local), "steps")
+    ev_cut = [0] * (k + 1)
     if events.height:
-        tables["events"] = conform(events, "events")
-    return ParseResult(
-        tables=tables,
-        parsed=parsed,
-        unrecognized=unrecognized,
-        unrecognized_examples=examples,
-        partial=_cut_last_line(frame),
-        node=hosts[0] if len(hosts) == 1 else None,
+        events = events.with_columns(_fi=fi, line=local).sort("_fi", maintain_order=True)
+        firsts = pl.Series(range(k), dtype=pl.Int64)
+        ev_cut = events.get_column("_fi").search_sorted(firsts, side="left").to_list()
+        ev_cut.append(events.height)
+        events = conform(events.drop("_fi"), "events")
+
+    # accounting (as `account`), last lines (`_cut_last_line`) and hosts, per file
+    txt = pl.col("text")
+    flagged = frame.select(
+        _fi=fi,
+        line=local,
+        text=txt,
+        blank=~txt.str.contains(r"\S"),
+        ok=pl.col("line").is_in(understood.implode()).fill_null(False),
     )
+    bad_e = ~pl.col("ok") & ~pl.col("blank")
+    counts = {
+        int(f): (int(p), int(u))
+        for f, p, u in flagged.group_by("_fi")
+        .agg(p=(pl.col("ok") & ~pl.col("blank")).sum(), u=bad_e.sum())
+        .iter_rows()
+    }
+    examples: list[list[tuple[int, str]]] = [[] for _ in range(k)]
+    bad = flagged.filter(bad_e).filter(pl.int_range(pl.len()).over("_fi") < MAX_EXAMPLES)
+    for f, n, t in bad.select("_fi", "line", "text").iter_rows():
+        examples[f].append((int(n), str(t)[:500]))
+    last = dict(
+        frame.filter(txt.str.strip_chars() != "").group_by(fi.alias("_fi")).agg(txt.last()).iter_rows()
+    )
+    hosts: dict[int, list[str]] = {}
+    if seg.get_column("host").null_count() < seg.height:
+        hosts = dict(
+            seg.filter(pl.col("host").is_not_null())
+            .group_by(fi.alias("_fi"))
+            .agg(pl.col("host").unique())
+            .iter_rows()
+        )
+
+    out: list[ParseResult] = []
+    for i, (lines, ctx) in enumerate(items):
+        if i in batch.alone:
+            out.append(parse(lines, ctx))
+            continue
+        tables = {"steps": steps.slice(cut[i], cut[i + 1] - cut[i])}
+        if ev_cut[i + 1] > ev_cut[i]:
+            tables["events"] = events.slice(ev_cut[i], ev_cut[i + 1] - ev_cut[i])
+        parsed, unrecognized = counts.get(i, (0, 0))
+        h = hosts.get(i, [])
+        out.append(
+            ParseResult(
+                tables=tables,
+                parsed=parsed,
+                unrecognized=unrecognized,
+                unrecognized_examples=examples[i],
+                partial=i in last and _cut_text(last[i]),
+                node=h[0] if len(h) == 1 else None,
+            )
+        )
+    return out
 
 
 _NULL_MEMBER = r',"\w+":null|"\w+":null,'
@@ -2804,9 +3010,12 @@ def _cut_last_line(frame: pl.DataFrame) -> bool:
     last = frame.tail(64).filter(pl.col("text").str.strip_chars() != "").tail(1).get_column("text")
     if last.len() == 0 and frame.height > 64:
         last = frame.filter(pl.col("text").str.strip_chars() != "").tail(1).get_column("text")
-    if last.len() == 0:
-        return False
-    text = last[0].rstrip()
+    return last.len() > 0 and _cut_text(last[0])
+
+
+def _cut_text(last: str) -> bool:
+    """`_cut_last_line` of a file whose last non-blank line is `last`."""
+    text = last.rstrip()
     if re.search(g.MEGATRON_ITER_RE, text):
         return not text.endswith("|")
     return text.lstrip().startswith("{'") and not text.endswith("}")
