@@ -45,7 +45,7 @@ Rows:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -2038,6 +2038,18 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         if small is not None:
             return small
     return parse_family(lines, ctx)
+
+
+def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
+    """`[parse(lines, ctx) for lines, ctx in items]`: the small chunks of plain INFO records read together
+    (`parsers._nccl_small.parse_many`: each table built once for them all), the others one by one."""
+    items = list(items)
+    out: list[ParseResult | None] = [None] * len(items)
+    if SMALL_PATH and FAST_LANE:
+        small = [i for i, (lines, _ctx) in enumerate(items) if len(lines) <= _nccl_small.MAX_LINES]
+        for i, result in zip(small, _nccl_small.parse_many([items[i] for i in small]), strict=True):
+            out[i] = result
+    return [r if r is not None else parse_family(*items[i]) for i, r in enumerate(out)]
 
 
 SMALL_PATH = True

@@ -1,0 +1,140 @@
+"""`nccl.parse_many` gives exactly `[nccl.parse(lines, ctx) for lines, ctx in items]`.
+
+Small files of plain INFO records are read together (`parsers._nccl_small.parse_many`: the line starts and
+network lines read once for the batch, each table built once and cut per file); every other file is parsed
+on its own. Checked on every fixture, on simulated per-node logs, on batches mixing them with variants
+(CRLF, launcher prefixes, a cut last line, empty files, unknown lines, WARN records, other nodes and paths,
+chunks not starting at line 1) and on seeded random batches of fixture and simulated lines.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from parsers import _nccl_small, nccl
+from parsers.base import HARNESS_LINE, FileContext, lines_from_bytes
+from tests.conftest import assert_same_result
+
+FIX = Path(__file__).parent.parent / "fixtures"
+FIXTURES = sorted(
+    p
+    for d in ("nccl", "torch-distributed")
+    for p in (FIX / d).glob("*")
+    if p.is_file() and not p.name.endswith((".jsonl", ".golden", ".json")) and "golden" not in p.name
+)
+
+
+def _lines(data: bytes) -> pl.Series:
+    lines = lines_from_bytes(data)
+    return pl.select(pl.when(lines.str.contains(HARNESS_LINE)).then(pl.lit("")).otherwise(lines)).to_series()
+
+
+def _ctx(i: int, node: str = "unknown", first_line: int = 1) -> FileContext:
+    return FileContext(path=f"n{i}/worker.log", node=node, first_line=first_line, year_hint=2025)
+
+
+def check(items: list[tuple[pl.Series, FileContext]]) -> list:
+    many = nccl.parse_many(items)
+    assert len(many) == len(items)
+    for (lines, ctx), got in zip(items, many, strict=True):
+        assert_same_result(got, nccl.parse(lines, ctx))
+    return many
+
+
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory: pytest.TempPathFactory) -> list[bytes]:
+    """The NCCL logs of two simulated bundles (the two fleet styles' file shapes; faults on some nodes)."""
+    from forensics.simulate import FaultSpec
+    from forensics.simulate.job import simulate
+    from parsers import registry
+
+    out = []
+    for seed, kinds in ((1, ("drift_nccl", "gpu_lost")), (3, ("ib_flap",))):
+        root = tmp_path_factory.mktemp("sim")
+        faults = [FaultSpec(k) for k in kinds]
+        simulate(root, nodes=4, gpus_per_node=8, hours=0.05, faults=faults, seed=seed)
+        files = [p for p in sorted(root.rglob("*")) if p.is_file()]
+        out += [b for p in files if registry.detect((b := p.read_bytes())[:16384], p.name).parser is nccl]
+    assert len(out) >= 8
+    return out
+
+
+def test_fixtures_one_by_one_and_all_together() -> None:
+    items = [(_lines(p.read_bytes()), _ctx(i, first_line=1 + 5 * (i % 2))) for i, p in enumerate(FIXTURES)]
+    for item in items:
+        check([item, item])
+    check(items)
+
+
+def test_simulated_logs_take_the_batched_small_path(simulated: list[bytes]) -> None:
+    items = [(_lines(b), _ctx(i)) for i, b in enumerate(simulated)]
+    small = [r for r in _nccl_small.parse_many(items) if r is not None]
+    assert len(small) >= 4  # (the logs with an IB flap's WARNs take the vectorised path)
+    check(items)
+
+
+def _variants(data: bytes) -> list[bytes]:
+    text = data.decode()
+    lines = text.splitlines()
+    return [
+        data,
+        text.replace("\n", "\r\n").encode(),  # CRLF
+        "".join(f"{i % 4}: {line}\n" for i, line in enumerate(lines)).encode(),  # srun -l prefixes
+        data[: len(data) * 2 // 3],  # cut inside a line
+        b"",
+        b"\n\n  \n",
+        b"some unknown line\nanother one\n",
+        "\n".join([*lines[:5], "h9:1:1 [0] NCCL WARN NET/IB : error 12", *lines[5:9]]).encode(),
+        "\n".join(x.replace("INFO", "TRACE", 1) if i % 3 else x for i, x in enumerate(lines)).encode(),
+        "\n".join(x.replace("NCCL INFO", "NCCL TRACE", 1) for x in lines[:40]).encode(),
+        "\n".join(["NCCL version 2.18.5+cuda12.2", *lines[:20]]).encode(),
+        "\n".join(line.replace(":", ".example.com:", 1) for line in lines[:30]).encode(),  # FQDN hosts
+    ]
+
+
+def test_variants_in_mixed_batches(simulated: list[bytes]) -> None:
+    items = []
+    for i, data in enumerate(simulated[:3]):
+        for j, v in enumerate(_variants(data)):
+            items.append((_lines(v), _ctx(10 * i + j, node=f"n{i}", first_line=1 + (j % 3) * 100)))
+    check(items)
+    rng = random.Random(5)
+    for _ in range(4):
+        check(rng.sample(items, 7))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_batches_of_fixture_and_simulated_lines(simulated: list[bytes], seed: int) -> None:
+    rng = random.Random(seed)
+    pool = [line for p in FIXTURES[:: 3] for line in p.read_text(errors="replace").splitlines()]
+    sim = [b.decode().splitlines() for b in simulated]
+    items = []
+    for i in range(rng.randint(2, 9)):
+        base = rng.choice(sim)
+        k = rng.randint(0, len(base))
+        take = base[k : k + rng.choice([1, 10, 60, 400])]
+        if rng.random() < 0.3:
+            take = [*take, *rng.sample(pool, 3)]
+        if rng.random() < 0.3:
+            take = sorted(take, key=lambda _: rng.random())
+        items.append((pl.Series("line", take, dtype=pl.String), _ctx(i, first_line=rng.choice([1, 1, 77]))))
+    check(items)
+
+
+def test_without_the_small_path(simulated: list[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(nccl, "SMALL_PATH", False)
+    check([(_lines(b), _ctx(i)) for i, b in enumerate(simulated[:3])])
+
+
+def test_json_and_safety_shortcuts_are_the_plain_ones() -> None:
+    import json
+    import re
+
+    for v in ("plain", "with space", 'q"uote', "back\\slash", "tab\there", "\x7f", "é", "", "a:null,"):
+        assert _nccl_small._dumps(v) == json.dumps(v)
+    for text in ("abc\tdef\nghi", "abc\x00", "é", "a\rb", "\x7f", "~ !"):
+        assert _nccl_small._safe(text) == (not re.search(r"[^\t\x20-\x7e]", text.replace("\n", " ")))
