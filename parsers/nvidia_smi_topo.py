@@ -17,12 +17,13 @@ NIC rows give component 'nic' rows (device = NIC name) with `gpu_affinity`.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import polars as pl
 
 from parsers import _nvsmi_fields as F
-from parsers.base import FileContext, ParseResult, Tally
+from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, Tally
 
 NAME = "nvidia-smi-topo"
 DESCRIPTION = "nvidia-smi topo -m (GPU/NIC affinity matrix) and nvlink -s/-e/-c listings"
@@ -73,7 +74,8 @@ _LINES_MAX = 100_000
 def _classify(raw: str) -> tuple[Any, ...]:
     """What `parse` needs to know of a line apart from its state: (kind, payload, row tokens, legend kind,
     legend payload). kind: 1 failure line, 2 matrix header (device and affinity columns), 3 nvlink GPU line
-    (index, name, uuid), 4 nvlink Link line (link, rest), 0 none of these; row tokens: the split of a matrix
+    (index, name, uuid), 4 nvlink Link line (link, rest, whether rest is a speed or `<inactive>`, error
+    counter (name, count) or None), 0 none of these; row tokens: the split of a matrix
     row (device label and a cell first), else None; legend kind: 1 a legend line, 2 a NIC legend entry
     (NIC, device), 3 a shell prompt running nvidia-smi, 0 other."""
     text = (_ANSI.sub("", raw) if "\x1b" in raw else raw).rstrip()
@@ -92,7 +94,11 @@ def _classify(raw: str) -> tuple[Any, ...]:
     elif (m := _NVGPU.match(text)) is not None:
         kind, payload = 3, (int(m.group("idx")), m.group("name"), m.group("uuid"))
     elif (m := _NVLINK.match(raw.replace("\t", "    "))) is not None:
-        kind, payload = 4, (int(m.group("link")), m.group("rest"))
+        rest = m.group("rest")
+        em = _NVERR.match(rest)
+        speed = _SPEED.match(rest) is not None or rest == "<inactive>"
+        err = (em.group("counter"), int(em.group("val"))) if em else None
+        kind, payload = 4, (int(m.group("link")), rest, speed, err)
     tok = text.split()
     rowtok = tok if tok and _DEV.match(tok[0]) and len(tok) > 1 and _CELL.match(tok[1]) else None
     leg, leg_payload = 0, None
@@ -108,9 +114,47 @@ def _classify(raw: str) -> tuple[Any, ...]:
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse topo matrices and nvlink listings; see the module docstring."""
     texts: list[str] = [t if t is not None else "" for t in lines.cast(pl.String).to_list()]
-    blank = F.blank_flags(lines)
+    inv, events, tally, partial = _read(texts, F.blank_flags(lines), ctx)
+    return _result(F.frames(inv, [], events), tally, partial)
+
+
+def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
+    """`[parse(lines, ctx) for lines, ctx in items]`: the blank test made once over all the files' lines, each
+    file walked on its own, each table built once for all of them (`_nvsmi_fields.frames_many`) and cut per
+    file."""
+    if not items:
+        return []
+    col = pl.concat([lines.cast(pl.String) for lines, _ in items])
+    every = col.fill_null("").to_list()
+    blank = F.blank_flags(col)
+    read = []
+    offset = 0
+    for lines, ctx in items:
+        n = len(lines)
+        read.append(_read(every[offset : offset + n], blank[offset : offset + n], ctx))
+        offset += n
+    tables = F.frames_many([(inv, [], events) for inv, events, _, _ in read])
+    return [_result(t, tally, partial) for t, (_, _, tally, partial) in zip(tables, read, strict=True)]
+
+
+def _result(tables: dict[str, pl.DataFrame], tally: Tally, partial: bool) -> ParseResult:
+    return ParseResult(
+        tables={"inventory": tables["inventory"], "events": tables["events"]},
+        parsed=tally.parsed,
+        unrecognized=tally.unrecognized,
+        unrecognized_examples=tally.examples,
+        partial=partial,
+    )
+
+
+def _read(  # noqa: C901, PLR0912, PLR0915
+    texts: list[str], blank: list[bool], ctx: FileContext
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Tally, bool]:
+    """Walk one file's lines: its inventory rows, its events (NVLink and failure lines), its line accounting
+    and whether it was cut."""
     first = ctx.first_line
-    tally = Tally()
+    parsed = unrecognized = 0
+    examples: list[tuple[int, str]] = []
     devcols: list[str] = []
     affcols: list[str] = []
     rows: list[tuple[str, list[str], list[str], int]] = []
@@ -143,7 +187,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             idx, name, uuid = c[1]
             cur_nv = nv.setdefault(idx, {"idx": idx, "name": name, "uuid": uuid, "line": ln, "links": []})
         elif kind == 4 and cur_nv is not None:
-            cur_nv["links"].append((c[1][0], c[1][1], ln))
+            cur_nv["links"].append((*c[1], ln))
         elif devcols and (tok := c[2]) is not None:
             cells = tok[1 : 1 + len(devcols)]
             rest = tok[1 + len(devcols) :]
@@ -156,7 +200,13 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             legend[c[4][0]] = c[4][1]
         else:
             ok = False
-        tally.count(ok, ln, raw)
+        if ok:  # (Tally.count, inline)
+            parsed += 1
+        else:
+            unrecognized += 1
+            if len(examples) < MAX_EXAMPLES:
+                examples.append((ln, raw[:500]))
+    tally = Tally(parsed, unrecognized, examples)
 
     gpu_rows = [r for r in rows if r[0].startswith("GPU")]
     if gpu_rows and affcols and gpu_rows[-1] is rows[-1] and len(rows[-1][2]) < len(affcols):
@@ -198,7 +248,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     for idx, g in sorted(nv.items()):
         put("gpu", idx, None, "name", g["name"], g["line"])
         put("gpu", idx, None, "uuid", g["uuid"], g["line"])
-        speeds = [(k, r, ln) for k, r, ln in g["links"] if _SPEED.match(r) or r == "<inactive>"]
+        speeds = [(k, r, ln) for k, r, sp, _, ln in g["links"] if sp]
         if speeds:
             active = [r for _, r, _ in speeds if r != "<inactive>"]
             inactive = [(k, ln) for k, r, ln in speeds if r == "<inactive>"]
@@ -210,20 +260,12 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
                 if active:
                     events.append(_event(ctx, idx, "nvlink_inactive", None, "medium", texts[inactive[0][1] - first],
                                          inactive[0][1], {"inactive_links": [k for k, _ in inactive], "active_links": len(active)}))
-        for k, r, ln in g["links"]:
-            m = _NVERR.match(r)
-            if m and int(m.group("val")) > 0:
-                counter = m.group("counter")
+        for k, _, _, err, ln in g["links"]:
+            if err is not None and err[1] > 0:
+                counter = err[0]
                 sev = "medium" if "recovery" in counter.lower() else "low"
-                events.append(_event(ctx, idx, "nvlink_errors", counter, sev, texts[ln - first], ln, {"link": k, "count": int(m.group("val"))}))
-    tables = F.frames(inv, [], events + failures)
-    return ParseResult(
-        tables={"inventory": tables["inventory"], "events": tables["events"]},
-        parsed=tally.parsed,
-        unrecognized=tally.unrecognized,
-        unrecognized_examples=tally.examples,
-        partial=partial,
-    )
+                events.append(_event(ctx, idx, "nvlink_errors", counter, sev, texts[ln - first], ln, {"link": k, "count": err[1]}))
+    return inv, events + failures, tally, partial
 
 
 def _event(ctx: FileContext, idx: int, kind: str, code: str | None, sev: str, text: str, ln: int, detail: dict[str, Any]) -> dict[str, Any]:
