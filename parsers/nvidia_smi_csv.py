@@ -19,9 +19,11 @@ Events are emitted on transitions only (the first sample of a run of a fault), s
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import accumulate
+from typing import Any
 
 import polars as pl
 
@@ -617,3 +619,279 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         unrecognized_examples=examples,
         notes=notes,
     )
+
+
+def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
+    """`[parse(lines, ctx) for lines, ctx in items]` in one pass over the lines of all files (see
+    `_parse_batch`). Files of `_MANY` lines or more (whose columns may be converted per distinct cell or run)
+    and files that may be pdsh/clush captures (half their lines hold ': ') are parsed alone."""
+    out: list[ParseResult | None] = [None] * len(items)
+    batch = [k for k, (lines, _ctx) in enumerate(items) if len(lines) < _MANY]
+    if len(batch) >= 2:
+        text = pl.concat([items[k][0].cast(pl.String) for k in batch], how="vertical").fill_null("")
+        starts = list(accumulate((len(items[k][0]) for k in batch), initial=0))
+        prefixed = _per_file(text.str.contains(": ", literal=True), starts)
+        if any(prefixed):
+            # = the test of `_hosts_and_headers`: half the non-blank lines hold ': ' and have a host prefix
+            nonblank = _per_file(text.str.strip_chars() != "", starts)
+            hosted = _per_file(text.str.contains(PDSH_RE), starts)
+            capture = {
+                batch[i]
+                for i, (p, nb, h) in enumerate(zip(prefixed, nonblank, hosted, strict=True))
+                if nb and p * 2 >= nb and h * 2 >= nb
+            }
+            if capture:
+                batch = [k for k in batch if k not in capture]
+                text = None  # (the lines are concatenated again without these files)
+        if len(batch) >= 2:
+            for k, result in zip(batch, _parse_batch([items[k] for k in batch], text), strict=True):
+                out[k] = result
+        else:
+            batch = []
+    for k, (lines, ctx) in enumerate(items):
+        if out[k] is None:
+            out[k] = parse(lines, ctx)
+    return out  # type: ignore[return-value]
+
+
+def _per_file(flags: pl.Series, starts: list[int]) -> list[int]:
+    """How many of each file's lines are flagged (`starts`: the first line of each file, then the end)."""
+    at = flags.arg_true().search_sorted(pl.Series(starts, dtype=pl.UInt32)).to_list()
+    return [b - a for a, b in zip(at, at[1:])]
+
+
+def _parse_batch(items: Sequence[tuple[pl.Series, FileContext]], text: pl.Series | None) -> list[ParseResult]:
+    """`parse` of several files (none a pdsh capture, each of fewer than `_MANY` lines) in one pass: every
+    line is governed by the last header above it in its own file (`_f`, the file number, partitions the
+    forward fill, the GPU numbering, the deduplication and the transitions), the rows of one field list are
+    read in one query whatever file they are in, then everything is cut back per file."""
+    nf = len(items)
+    starts = list(accumulate((len(lines) for lines, _ in items), initial=0))
+    n = starts[-1]
+    if text is None:
+        text = pl.concat([lines.cast(pl.String) for lines, _ in items], how="vertical").fill_null("")
+    pos = pl.int_range(0, n, dtype=pl.UInt32, eager=True)
+    file_of = pl.Series(starts[1:], dtype=pl.UInt32).search_sorted(pos, side="right").cast(pl.Int64)
+    line_off = pl.Series([ctx.first_line - starts[k] for k, (_l, ctx) in enumerate(items)], dtype=pl.Int64)
+    nodes = pl.Series([ctx.node for _, ctx in items], dtype=pl.String)
+    paths = pl.Series([ctx.path for _, ctx in items], dtype=pl.String)
+    frame = pl.DataFrame({"_pos": pos, "_f": file_of, "text": text}).select(
+        "_pos",
+        "_f",
+        line=pl.col("_pos").cast(pl.Int64) + pl.lit(line_off).gather(pl.col("_f")),
+        text="text",
+        raw="text",
+        host=pl.lit(None, dtype=pl.String),
+    )
+    # (no file is a capture, so neither is the batch: the hosts stay null; a header is known by its text)
+    frame, headers_ok = _hosts_and_headers(frame)
+    is_header = pl.col("text").is_in(headers_ok)
+    headers = frame.filter(is_header).select("_pos", "_f", "line", "text")
+    header_fields: dict[int, tuple[int, int, list[str]]] = {
+        int(p): (int(f), int(ln), [x.strip() for x in t.rstrip(", ").split(",")])
+        for p, f, ln, t in headers.iter_rows()
+    }
+    sig_of: dict[int, int] = {}
+    sigs: dict[tuple[str, ...], int] = {}
+    for hpos, (_f, _ln, fields) in header_fields.items():
+        sig_of[hpos] = sigs.setdefault(tuple(fields), len(sigs))
+    # failure lines (F.failure_events per file)
+    fail_cand = frame.filter(pl.col("text").str.contains(F.FAILURE_ALT)).select("_pos", "_f", "line", "text")
+    fail_rows: list[list[dict[str, Any]]] = [[] for _ in range(nf)]
+    fail_pos = []
+    for p, f, ln, t in fail_cand.iter_rows():
+        ctx = items[f][1]
+        e = F.failure_event(t, ln, node=ctx.node, path=ctx.path)
+        if e is not None:
+            fail_rows[f].append(e)
+            fail_pos.append(p)
+    frame = (
+        frame.lazy()
+        .with_columns(
+            _hp=pl.when(is_header).then(pl.col("_pos")).otherwise(None).forward_fill().over("_f"),
+            is_header=is_header,
+            is_fail=pl.col("_pos").is_in(pl.Series(fail_pos, dtype=pl.UInt32).implode()),
+        )
+        .with_columns(
+            header=pl.col("_hp").cast(pl.Int64) + pl.lit(line_off).gather(pl.col("_f")),
+            sig=pl.col("_hp").replace_strict(sig_of, default=None, return_dtype=pl.Int64),
+        )
+        .collect(engine="in-memory")
+    )
+    is_cand = pl.col("sig").is_not_null() & ~pl.col("is_header") & ~pl.col("is_fail")
+    cand = frame.filter(is_cand).lazy() if len(sigs) > 1 else frame.lazy().filter(is_cand)
+    groups: list[tuple[list[str], pl.DataFrame]] = []
+    data_pos: list[pl.Series] = []
+    for fields_t, sig in sigs.items():
+        k = len(fields_t)
+        names = [f"_c{i}" for i in range(k + 1)]
+        cells = pl.col("text").str.split_exact(",", k).struct.rename_fields(names)
+        rows = (
+            (cand.filter(pl.col("sig") == sig) if len(sigs) > 1 else cand)
+            .with_columns(cells.alias("_cells"))
+            .unnest("_cells")
+            .filter(pl.col(f"_c{k - 1}").is_not_null() & pl.col(f"_c{k}").is_null())
+            .drop(f"_c{k}")
+            .collect(engine="in-memory")
+        )
+        if rows.height == 0:
+            continue
+        data_pos.append(rows.get_column("_pos"))
+        groups.append((list(fields_t), rows))
+    ok = frame.get_column("is_header") | frame.get_column("is_fail")
+    if data_pos:
+        ok = ok.scatter(pl.concat(data_pos), True)
+    # (= base.account and the orphan rows, per file)
+    blank = ~pl.col("text").str.contains(r"\S")
+    orphan = pl.col("header").is_null() & ~pl.col("is_fail") & (pl.col("text").str.strip_chars() != "")
+    flags = frame.select("_f", "line", "text", bad=~ok.fill_null(False) & ~blank, orphan=orphan)
+    counts = flags.group_by("_f").agg(bad=pl.col("bad").sum(), orphan=pl.col("orphan").sum())
+    by_file = {int(f): (int(b), int(o)) for f, b, o in counts.iter_rows()}
+    n_blank = _per_file(frame.select(blank).to_series(), starts)
+    examples: list[list[tuple[int, str]]] = [[] for _ in range(nf)]
+    if any(b for b, _o in by_file.values()):
+        bad = flags.filter(pl.col("bad")).filter(pl.int_range(pl.len()).over("_f") < MAX_EXAMPLES)
+        for f, ln, t in bad.select("_f", "line", "text").iter_rows():
+            examples[f].append((int(ln), str(t)[:500]))
+    notes: list[list[str]] = [[] for _ in range(nf)]
+    for f in range(nf):
+        n_orphan = by_file.get(f, (0, 0))[1]
+        if n_orphan:
+            notes[f].append(
+                f"{n_orphan} line(s) before any CSV header (noheader output?): field list unknown,"
+                " left unrecognized"
+            )
+    pid_headers = [h for h, (_f, _ln, fields) in header_fields.items() if "pid" in _canon_list(tuple(fields))]
+    with_data: set[int] = set()
+    if pid_headers and groups:
+        with_data = set(pl.concat([g.get_column("_hp").unique() for _, g in groups]).to_list())
+    for h in pid_headers:
+        if h in with_data:
+            f, ln, _fields = header_fields[h]
+            notes[f].append(f"header at line {ln}: per-process query (pid), rows understood, no GPU samples")
+
+    samples_parts: list[pl.DataFrame] = []
+    inv_parts: list[pl.DataFrame] = []
+    for fields, data in groups:
+        if "pid" in _canon_list(tuple(fields)):
+            continue
+        plan = _group_plan(tuple(fields), frozenset(), frozenset())
+        q = data.lazy()
+        if plan.mask is not None:
+            q = q.with_columns(_mask=plan.mask)
+        samples_parts.append(q.select(*plan.part, pl.col("_f")).collect(engine="in-memory"))
+        if plan.wide:
+            long = (
+                data.lazy()
+                .select(*plan.wide, pl.col("_f"))
+                .unpivot(
+                    index=["_f", "line", "host", "header", "ident", "gpu_index", "gpu_bus_id"],
+                    variable_name="key",
+                    value_name="value",
+                )
+                .with_columns(_k=plan.key_order)
+                .drop_nulls("value")
+                .collect(engine="in-memory")
+            )
+            inv_parts.append(long)
+
+    empty_events = F.conform_table(pl.DataFrame(), "events")
+    samples = None
+    if samples_parts:
+        samples = samples_parts[0]
+        if len(samples_parts) > 1:
+            samples = pl.concat(samples_parts, how="diagonal_relaxed").sort("_f", "line")
+        if samples.get_column("gpu_index").null_count():
+            order = (
+                samples.filter(pl.col("ident").is_not_null())
+                .group_by("_f", "host", "ident")
+                .agg(first=pl.col("line").min())
+                .sort("_f", "first")
+                .select("_f", "host", "ident", ord=pl.int_range(pl.len()).over("_f", "host").cast(pl.Int32))
+            )
+            samples = samples.join(
+                order, on=["_f", "host", "ident"], how="left", nulls_equal=True, maintain_order="left"
+            ).with_columns(gpu_index=pl.coalesce("gpu_index", "ord"))
+        bus_u, bus_norm = F.bus_id_map(samples.get_column("gpu_bus_id"))
+        samples = samples.with_columns(
+            gpu_bus_id=pl.col("gpu_bus_id").replace_strict(
+                bus_u, bus_norm, default=None, return_dtype=pl.String
+            ),
+            node=pl.coalesce(pl.col("host"), pl.lit(nodes).gather(pl.col("_f"))),
+            file=pl.lit(paths).gather(pl.col("_f")),
+            source=pl.lit("nvidia-smi-csv"),
+            ts_quality=pl.when(pl.col("ts").is_not_null()).then(pl.lit("local_assumed_utc")).otherwise(pl.lit("none")),
+        )
+        events_of = F.transition_events_many(samples, nf)
+        samples_of = _cut(F.conform_known(samples, "gpu_samples"), samples.get_column("_f"), nf)
+    else:
+        events_of = [empty_events.clone() for _ in range(nf)]
+        samples_of = [F.conform_table(pl.DataFrame(), "gpu_samples") for _ in range(nf)]
+
+    if inv_parts:
+        long = (
+            pl.concat(inv_parts, how="diagonal_relaxed")
+            .lazy()
+            .sort("_f", "header", "_k", "line", maintain_order=True)
+            .unique(
+                ["_f", "host", "key", "gpu_index", "ident", "gpu_bus_id", "value"],
+                keep="first",
+                maintain_order=True,
+            )
+            .collect(engine="in-memory")
+        )
+        if samples is not None and long.get_column("gpu_index").null_count():
+            idx = samples.select("_f", "line", gi=pl.col("gpu_index"))
+            long = long.join(idx, on=["_f", "line"], how="left", maintain_order="left").with_columns(
+                gpu_index=pl.coalesce("gpu_index", "gi")
+            )
+        comp = pl.col("key").str.split(":").list.first()
+        inventory = long.select(
+            "_f",
+            node=pl.coalesce(pl.col("host"), pl.lit(nodes).gather(pl.col("_f"))),
+            component=comp,
+            gpu_index=pl.when(comp == "gpu").then(pl.col("gpu_index")).otherwise(None).cast(pl.Int32),
+            gpu_bus_id=pl.when(comp == "gpu")
+            .then(pl.col("gpu_bus_id").replace_strict(bus_u, bus_norm, default=None, return_dtype=pl.String))
+            .otherwise(None),
+            attribute=pl.col("key").str.split(":").list.last(),
+            value=pl.col("value"),
+            source=pl.lit("nvidia-smi-csv"),
+            file=pl.lit(paths).gather(pl.col("_f")),
+            line=pl.col("line"),
+        ).unique(
+            ["_f", "node", "component", "gpu_index", "gpu_bus_id", "attribute", "value"],
+            keep="first",
+            maintain_order=True,
+        )
+        inv_f = inventory.get_column("_f")
+        inventory_of = _cut(F.conform_table(inventory.drop("_f"), "inventory"), inv_f, nf)
+    else:
+        inventory_of = [F.conform_table(pl.DataFrame(), "inventory") for _ in range(nf)]
+
+    out = []
+    for f in range(nf):
+        events = events_of[f]
+        if fail_rows[f]:
+            fail_events = F.frames([], [], fail_rows[f])["events"]
+            events = pl.concat([events, fail_events], how="vertical").sort("line")
+        bad_n = by_file.get(f, (0, 0))[0]
+        size = starts[f + 1] - starts[f]
+        out.append(
+            ParseResult(
+                node=None,
+                tables={"inventory": inventory_of[f], "gpu_samples": samples_of[f], "events": events},
+                parsed=size - bad_n - n_blank[f],
+                unrecognized=bad_n,
+                unrecognized_examples=examples[f],
+                notes=notes[f],
+            )
+        )
+    return out
+
+
+def _cut(df: pl.DataFrame, file_of: pl.Series, files: int) -> list[pl.DataFrame]:
+    """`df` (a conformed table, rows in file order; `file_of`: their file numbers) cut into each file's rows
+    (a file without rows gets an empty frame of the table, as `F.conform_table` makes it)."""
+    at = file_of.search_sorted(pl.Series(range(files + 1), dtype=file_of.dtype)).to_list()
+    return [df.slice(a, b - a) if b > a else df.clear() for a, b in zip(at, at[1:], strict=False)]

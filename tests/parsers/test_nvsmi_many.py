@@ -48,6 +48,8 @@ def variants(name: str, lines: list[str]) -> dict[str, list[str | None]]:
         "unknown": ["hello world", "", "  something: else", "# gpu but no units"],
         "doubled": lines + lines,
         "nulls": [None if i % 7 == 3 else t for i, t in enumerate(lines)],
+        "colons": [t + ": x" if i % 2 else t for i, t in enumerate(lines)],
+        "some prefixed": [f"node7: {t}" if i % 3 == 0 else t for i, t in enumerate(lines)],
     }
 
 
@@ -127,10 +129,8 @@ def test_random_batches_of_fixture_lines(name: str, seed: int) -> None:
 
 def tied_dmon(rows: int) -> list[str]:
     """dmon rows of one GPU where every other row raises both an ECC and a gpu_error event (same line)."""
-    out = ["# gpu    pwr     sm  dbecc    enc", "# Idx      W      %      -      %"]
-    for i in range(rows):
-        out.append(f"    0  {'ERR!' if i % 2 == 0 else '100'}     50  {i + 1}  0")
-    return out
+    head = ["# gpu    pwr     sm  dbecc    enc", "# Idx      W      %      -      %"]
+    return head + [f"    0  {'ERR!' if i % 2 == 0 else '100'}     50  {i + 1}  0" for i in range(rows)]
 
 
 def test_dmon_events_sharing_a_line_keep_the_per_file_order() -> None:
@@ -140,3 +140,91 @@ def test_dmon_events_sharing_a_line_keep_the_per_file_order() -> None:
     check(nvidia_smi_dmon, files)
     r = nvidia_smi_dmon.parse_many([(pl.Series(f[2]), FileContext(path=f[0], node=f[1])) for f in files])
     assert r[0].tables["events"].height > 40
+
+
+CSV_FIELDS = [
+    "timestamp",
+    "index",
+    "name",
+    "pci.bus_id",
+    "uuid",
+    "serial",
+    "utilization.gpu [%]",
+    "memory.used [MiB]",
+    "temperature.gpu",
+    "power.draw [W]",
+    "clocks.sm [MHz]",
+    "clocks_event_reasons.active",
+    "clocks_event_reasons.hw_slowdown",
+    "clocks_event_reasons.hw_thermal_slowdown",
+    "ecc.errors.uncorrected.volatile.total",
+    "ecc.errors.uncorrected.aggregate.total",
+    "pcie.link.gen.current",
+    "pcie.link.gen.max",
+    "pcie.link.width.current",
+    "pcie.link.width.max",
+    "pstate",
+    "driver_version",
+    "remapped_rows.pending",
+    "fan.speed [%]",
+    "vbios_version",
+]
+
+
+def csv_cell(field: str, gpu: int, t: int, rng: random.Random) -> str:
+    if rng.random() < 0.05:
+        return rng.choice(["[N/A]", "[Not Supported]", "[GPU requires reset]", "[Unknown Error]", ""])
+    f = field.split(" [")[0]
+    return {
+        "timestamp": f"2025/08/15 18:{t // 60 % 60:02d}:{t % 60:02d}.{t % 1000:03d}",
+        "index": str(gpu),
+        "name": "NVIDIA H100 80GB HBM3",
+        "pci.bus_id": rng.choice(["00000000", "0000"]) + f":{0x18 + gpu:02X}:00.0",
+        "uuid": f"GPU-{gpu:08x}-0000-0000-0000-000000000000",
+        "serial": str(1650000000 + gpu),
+        "clocks_event_reasons.active": rng.choice(
+            ["0x0000000000000001", "0x0000000000000008", "0x0000000000000040"]
+        ),
+        "pstate": rng.choice(["P0", "P2", "P8"]),
+        "driver_version": "535.104.05",
+        "vbios_version": "96.00.5E.00.01",
+    }.get(f, rng.choice(["0", "1", "2", "16", "8", "Active", "Not Active", "Yes", "No", "35 %", "700.1 W"]))
+
+
+def random_csv(rng: random.Random) -> list[str]:
+    """A --query-gpu file: one to three runs of random field lists, rows of a few GPUs, and now and then
+    a header-less row, a failure line, a blank line, a per-process query or an unknown line."""
+    out: list[str] = []
+    t = rng.randrange(10_000)
+    for _run in range(rng.randint(1, 3)):
+        if rng.random() < 0.15:
+            out.append("pid, process_name, used_gpu_memory [MiB]")
+            out += [f"{1000 + i}, python, 100 MiB" for i in range(rng.randint(0, 3))]
+            continue
+        fields = rng.sample(CSV_FIELDS, rng.randint(2, 10))
+        if rng.random() < 0.2 and out:
+            out.append(", ".join(rng.sample(CSV_FIELDS, 3)))  # a header with no rows
+        out.append(", ".join(fields))
+        for _ in range(rng.randint(0, 12)):
+            t += 1
+            for gpu in range(rng.randint(1, 3)):
+                out.append(", ".join(csv_cell(f, gpu, t, rng) for f in fields))
+            r = rng.random()
+            if r < 0.05:
+                out.append("Unable to determine the device handle for GPU 0000:18:00.0: Unknown Error")
+            elif r < 0.1:
+                out.append("")
+            elif r < 0.13:
+                out.append("something else entirely")
+    if rng.random() < 0.2:
+        out.insert(0, "0, NVIDIA H100, 00000000:18:00.0")  # a row before any header
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_csv_random_files(seed: int) -> None:
+    if "nvidia-smi-csv" not in MODULES:
+        pytest.skip("no parse_many")
+    rng = random.Random(seed)
+    files = [(f"q{k}.csv", rng.choice(["n1", "n2"]), random_csv(rng)) for k in range(rng.randint(2, 8))]
+    check(nvidia_smi_csv, files)
