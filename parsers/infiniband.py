@@ -970,7 +970,6 @@ _CAND = re.compile(r"\d\d:\d\d:\d\d|^\D{0,20}\d{10}(?:\.\d+)?\D{0,5}$")
 _SYSFS_PORTS = re.compile(r"^[\w.-]+/ports/\d+/")
 _W_MLXLINK = re.compile(r"\bmlxlink\b")
 _W_PERFQUERY = re.compile(r"\bperfquery\b")
-_DIGITS = re.compile(r"^\d+$")
 _HEX = re.compile(r"(?i)^0x[0-9a-f]+$")
 _N_CODE1 = re.compile(r"^(\d+):")
 _N_CODE2 = re.compile(r"\((\d+)\)\s*$")
@@ -990,6 +989,8 @@ _RAW_MARK = re.compile(r"[Ee]|0x")
 _SY_HEAD = re.compile(r"^([^\s:]+)")
 _SY_PATH = re.compile(SYSFS_PATH_RE)
 _IB_DEVICE = re.compile(r"IB device '([^']+)'")
+_ENV_LITS = required_literals(_ANY_ENVELOPE)
+_MARKER_LITS = required_literals(MARKER_RE)
 _GUID_ATTRS = frozenset(("node_guid", "sys_image_guid", "port_guid"))
 _INT32 = 2**31
 _INT64 = 2**63
@@ -1065,14 +1066,22 @@ def _classify(text: str) -> tuple:  # noqa: C901, PLR0912
     `_small.attempt`'s tests of the joined text hold for it when they hold for one of its lines (none of their
     patterns can match across a line end), so they are made per line here and cached with the rest.
     """
-    if _UNSAFE.search(text) or _COLLECTOR_TIME_NEED.search(text) or _ANY_ENV_PY.search(text):
+    # (each regex only where a literal it needs is there: a line of another kind fails the cheap test)
+    if (
+        _UNSAFE.search(text)
+        or ("-" in text and _COLLECTOR_TIME_NEED.search(text))
+        or (may_match(_ENV_LITS, text) and _ANY_ENV_PY.search(text))
+    ):
         return (True, *_BLANK_LINE[1:])
     b = text.rstrip()
     if not b:
         return _BLANK_LINE
     pats = _P
-    if any(pats[k].search(b) for k in ("head", "cat", "i2n")) or (
-        ": " in b and pats["pdsh"].search(b)
+    if (
+        (b.startswith("==> ") and pats["head"].search(b))
+        or ("/sys/class/infiniband/" in b and pats["cat"].search(b))
+        or (" port " in b and pats["i2n"].search(b))
+        or (": " in b and pats["pdsh"].search(b))
     ):
         return (True, *_BLANK_LINE[1:])
     cand = b if len(b) < 80 and _CAND.search(b) else None
@@ -1094,7 +1103,7 @@ def _classify(text: str) -> tuple:  # noqa: C901, PLR0912
     k_mlxsec = pats["mlxsec"].search(b) if "Info" in b else None
     k_mlxkv = pats["mlxkv"].search(b) if " :" in b or "\t:" in b else None
     k_rule = pats["rule"].search(b) if "---" in b or "===" in b or "***" in b else None
-    k_marker = pats["marker"].search(b)
+    k_marker = pats["marker"].search(b) if may_match(_MARKER_LITS, b) else None
     k_cmd = pats["cmd"].search(b)
     f_here = d_here = p_here = None
     if k_ca:
@@ -1429,19 +1438,20 @@ def _small_file(  # noqa: C901, PLR0912, PLR0913, PLR0915
                 ctr.append((i, d_, _port_int(p_), key, None, grp, val, None, "sysfs", tv))
         ctr.sort(key=lambda c: c[0])
     for i, device, p_, counter, name, what, raw, lid, tool, tv in ctr:
-        if _DIGITS.search(raw):
+        raw_part = ""
+        if raw.isdigit():  # (`^\d+$` on ASCII text; `_RAW_MARK` cannot match it)
             value = float(raw)
         elif _HEX.search(raw):
             n = int(raw[2:], 16)
             if n >= _INT64:
                 raise FallbackError
             value = float(n)
+            raw_part = f',"raw":"{raw}"' if _RAW_MARK.search(raw) else ""
         else:
             raise FallbackError  # (polars' float parsing: exponents, signs, words)
         key = (device, p_, counter)
         r = readings.get(key, 0)
         readings[key] = r + 1
-        raw_part = f',"raw":"{raw}"' if _RAW_MARK.search(raw) else ""
         c_dev.append(device)
         c_ts.append(tv)
         c_port.append(p_)
