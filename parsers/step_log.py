@@ -2202,7 +2202,7 @@ def _sort_frags(frags: pl.DataFrame) -> pl.DataFrame:
     only), by one integer sort key: the key's rank among the distinct keys, the line and the segment packed in
     63 bits (a sort by the three columns costs several times more)."""
     if frags.height < _LANE_MIN:
-        return frags.sort("key", "line", "seg")
+        return frags.sort("key", "line", "seg", maintain_order=True)
     line, seg = pl.col("line"), pl.col("seg")
     st = frags.select(
         n=pl.col("key").null_count() + line.null_count() + seg.null_count(),
@@ -2212,7 +2212,7 @@ def _sort_frags(frags: pl.DataFrame) -> pl.DataFrame:
     ).row(0, named=True)
     keys = frags.get_column("key").unique().sort()
     if st["n"] or st["lo"] < 0 or st["hl"] >= 1 << 36 or st["hs"] >= 1 << 16 or keys.len() >= 1 << 11:
-        return frags.sort("key", "line", "seg")
+        return frags.sort("key", "line", "seg", maintain_order=True)
     rank = pl.DataFrame({"key": keys, "_kr": pl.int_range(keys.len(), eager=True, dtype=pl.Int64)})
     packed = (
         frags.select("key", "line", "seg")
@@ -2221,7 +2221,7 @@ def _sort_frags(frags: pl.DataFrame) -> pl.DataFrame:
         .to_series()
     )
     if not bool((packed.sort().diff().drop_nulls() > 0).all()):  # (a repeated triple: ties)
-        return frags.sort("key", "line", "seg")
+        return frags.sort("key", "line", "seg", maintain_order=True)
     # (the frame's own sort: a gather by index is slow on the list-of-struct timers)
     return frags.with_columns(_sk=packed).sort("_sk").drop("_sk")
 
@@ -2261,7 +2261,7 @@ def _single_rows(
         | pl.col("loss").is_not_null()
         | pl.col("throughput").is_not_null()
     )
-    return rows.sort("key", "line")
+    return rows.sort("key", "line", maintain_order=True)
 
 
 def _group_rows(f: pl.DataFrame, value_cols: list[str]) -> pl.DataFrame:
@@ -2270,7 +2270,7 @@ def _group_rows(f: pl.DataFrame, value_cols: list[str]) -> pl.DataFrame:
         f = f.with_columns(orphan_group=pl.col("orphan").all().over("group"))
     return (
         f.rechunk()
-        .sort("group", "prio", "line", "seg")
+        .sort("group", "prio", "line", "seg", maintain_order=True)
         .group_by("group", maintain_order=True)
         .agg(
             pl.col("line").first(),
@@ -2474,7 +2474,9 @@ def _times_general(rows: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
             ts=pl.when(ok).then(pl.col("src_ts")).otherwise(pl.col("ts")),
             ts_quality=pl.when(ok).then(pl.lit("inherited")).otherwise(pl.col("ts_quality")),
         ).drop("src_line", "src_ts")
-    rows = rows.with_columns(ts_quality=pl.col("ts_quality").fill_null("none")).sort("key", "framework", "line")
+    rows = rows.with_columns(ts_quality=pl.col("ts_quality").fill_null("none")).sort(
+        "key", "framework", "line", maintain_order=True
+    )
 
     grp = ["key", "framework"]
     has_step = pl.col("step").is_not_null()

@@ -190,3 +190,26 @@ def test_random_files_of_fixture_lines() -> None:
                 lines = [f"{rnd.randint(0, 3)}: " + t for t in lines]
             items.append((_series(lines), _ctx(i, year=2025)))
         _check(items)
+
+
+def _bars(n: int, per_line: int) -> list[str]:
+    """tqdm redraws of `n` steps, `per_line` in each physical line (`\\r`-separated), HF dicts between."""
+    bars = [
+        f"{100 * i // n:3d}%|##   | {i}/{n} [00:{i % 60:02d}<01:00,  {1 + i % 7}.{i % 10}1it/s, loss=2.0]"
+        for i in range(1, n + 1)
+    ]
+    out = ["{'loss': 2.1, 'learning_rate': 1e-05, 'epoch': 0.5}"]
+    for k in range(0, n, per_line):
+        out += ["\r".join(bars[k : k + per_line]), "{'loss': 2.1, 'learning_rate': 1e-05, 'epoch': 0.5}"]
+    return out
+
+
+def test_rows_of_one_physical_line_keep_their_order() -> None:
+    """Rows sharing a line (bar redraws) are sorted stably: in segment order, whatever is in the batch."""
+    items = [
+        (_series(_bars(n, per)), _ctx(i)) for i, (n, per) in enumerate(((450, 400), (300, 7), (120, 120)))
+    ]
+    _check(items)
+    for lines, ctx in items:
+        steps = step_log.parse(lines, ctx).tables["steps"]
+        assert steps.get_column("step").drop_nulls().is_sorted()
