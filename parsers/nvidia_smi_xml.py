@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from collections import deque
 from collections.abc import Sequence
 from functools import lru_cache
 from itertools import accumulate
@@ -21,7 +22,7 @@ from typing import Any
 import polars as pl
 
 from parsers import _nvsmi_fields as F
-from parsers.base import FileContext, ParseResult
+from parsers.base import MAX_EXAMPLES, FileContext, ParseResult
 
 NAME = "nvidia-smi-xml"
 DESCRIPTION = "nvidia-smi -q -x XML dumps (any DTD version; truncated documents parsed as far as they go)"
@@ -201,23 +202,68 @@ def _map(snap: F.GpuSnapshot, path: str, value: str, line: int) -> None:
             snap.totals[arg] = (value, line)
 
 
+_CHILD: dict[tuple[str, Any], tuple[str, tuple[tuple[str, str, int], ...]] | None] = {}
+"""(parent tag path, child tag) -> (child tag path, its `_plan`), None for a skipped child (tag paths repeat
+in every GPU block and dump)."""
+_MARKER_RE = re.compile("|".join(re.escape(m) for m in F.ERROR_MARKERS))
+
+
 def _walk(el: ET.Element, prefix: str, lines: dict[int, int], snap: F.GpuSnapshot) -> None:
+    """`_map` every leaf under `el` (tag path `prefix`), skipping the `_SKIP` subtrees."""
+    child_of = _CHILD
+    if len(child_of) > 100_000:
+        child_of.clear()
     for child in el:
-        tag = child.tag.lower() if isinstance(child.tag, str) else ""
-        if not tag or tag in _SKIP:
+        key = (prefix, child.tag)
+        got = child_of.get(key, False)
+        if got is False:
+            tag = child.tag.lower() if isinstance(child.tag, str) else ""
+            if not tag or tag in _SKIP:
+                got = None
+            else:
+                path = f"{prefix}/{tag}" if prefix else tag
+                got = (path, _plan(path))
+            child_of[key] = got
+        if got is None:
             continue
-        path = f"{prefix}/{tag}" if prefix else tag
         if len(child):
-            _walk(child, path, lines, snap)
-        else:
-            _map(snap, path, " ".join((child.text or "").split()), lines.get(id(child), snap.line))
+            _walk(child, got[0], lines, snap)
+            continue
+        # = _map(snap, path, value, line)
+        value = " ".join((child.text or "").split())
+        line = lines.get(id(child), snap.line)
+        if _MARKER_RE.search(value) is not None:  # = snap.note
+            snap.errors.append((value, line))
+        for op, arg, pri in got[1]:
+            if op == "inv":
+                snap.put_inv(arg, value, line)
+            elif op == "sample":
+                snap.put_sample(arg, value, line, pri)
+            elif op == "extra":
+                snap.put_extra(arg, value, line)
+            elif op == "part":
+                snap.parts.setdefault(arg, []).append((value, line))
+            else:  # total
+                snap.totals[arg] = (value, line)
 
 
 def _documents(texts: list[str]) -> list[tuple[int, int]]:
     """Split the file into documents at each `<?xml` or `<nvidia_smi_log` that starts a new one."""
-    starts = [i for i, t in enumerate(texts) if t.lstrip("\ufeff \t").startswith("<?xml")]
-    if not starts:
-        starts = [i for i, t in enumerate(texts) if "<nvidia_smi_log" in t][:1] or [0]
+    joined = "\n".join(texts)
+    if joined.count("\n") == len(texts) - 1:
+        # (the lines holding the literals found in the joined text: a line holds it iff the text does there)
+        starts = [
+            i
+            for i in dict.fromkeys(joined.count("\n", 0, m.start()) for m in re.finditer(r"<\?xml", joined))
+            if texts[i].lstrip("\ufeff \t").startswith("<?xml")
+        ]
+        if not starts:
+            at = joined.find("<nvidia_smi_log")
+            starts = [joined.count("\n", 0, at)] if at >= 0 else [0]
+    else:  # (a line holding a newline itself)
+        starts = [i for i, t in enumerate(texts) if t.lstrip("\ufeff \t").startswith("<?xml")]
+        if not starts:
+            starts = [i for i, t in enumerate(texts) if "<nvidia_smi_log" in t][:1] or [0]
     starts = sorted(set(starts))
     ends = [*starts[1:], len(texts)]
     return list(zip(starts, ends, strict=True))
@@ -265,7 +311,7 @@ def _parse(
     inv: list[dict[str, Any]] = []
     samples: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
-    ok = [False] * len(texts)
+    spans: list[tuple[int, int]] = []  # the lines of each document read (in order, disjoint)
     partial = False
     notes: list[str] = []
 
@@ -278,27 +324,39 @@ def _parse(
         # Blank the DOCTYPE (and any internal subset) keeping its newlines: nothing is fetched or expanded.
         chunk = _DOCTYPE.sub(lambda m: "\n" * m.group(0).count("\n"), chunk)
         doc_lines = chunk.split("\n")
-        parser = ET.XMLPullParser(events=("start", "end"))
+        # = ET.XMLPullParser(events=("start", "end")), its feed and read_events without their Python layers:
+        # the parser puts the events of each fed line in `queue` (the pull parser's own construction)
+        parser = ET.XMLParser(target=ET.TreeBuilder())
+        queue: deque[tuple[str, ET.Element]] = deque()
+        parser._setevents(queue, ("start", "end"))
+        feed, next_event = parser.feed, queue.popleft
         el_line: dict[int, int] = {}
         root: ET.Element | None = None
         keep: list[ET.Element] = []
         failed_at: int | None = None
         closed_at: int | None = None  # line index (in the document) where the root element closed
+        at = first + start
         for j, t in enumerate(doc_lines):
+            error: SyntaxError | None = None
             try:
-                parser.feed(t + "\n")
-                for ev, el in parser.read_events():
-                    if ev == "end":
-                        if el is root:
-                            closed_at = j
-                        continue
-                    if root is None:
-                        root = el
-                    el_line[id(el)] = first + start + j
-                    keep.append(el)
-            except ET.ParseError as exc:
+                feed(t + "\n")
+            except SyntaxError as exc:  # (the pull parser reads it after the line's events)
+                error = exc
+            while queue:
+                ev, el = next_event()
+                if ev == "end":
+                    if el is root:
+                        closed_at = j
+                    continue
+                if root is None:
+                    root = el
+                el_line[id(el)] = at + j
+                keep.append(el)
+            if error is not None:
+                if not isinstance(error, ET.ParseError):
+                    raise error
                 failed_at = j
-                notes.append(f"XML document at line {first + start}: {exc}")
+                notes.append(f"XML document at line {first + start}: {error}")
                 break
             if closed_at is not None:
                 break  # anything after the root (a shell prompt, stderr) is not this document
@@ -313,12 +371,9 @@ def _parse(
         else:
             partial = True
         upto = end if failed_at is None else min(end, start + failed_at)
-        for k in range(start, upto):
-            ok[k] = True
         if root is None or root.tag != "nvidia_smi_log":
-            for k in range(start, upto):
-                ok[k] = False
             continue
+        spans.append((start, upto))
         ts_el = root.find("timestamp")
         ts = F.parse_local_ts(ts_el.text if ts_el is not None else None)
         node_attrs = []
@@ -340,12 +395,19 @@ def _parse(
             samples.append(row)
             events += ev
         del keep
-    parsed = sum(1 for o, b in zip(ok, blank, strict=True) if o and not b)
-    unrec_idx = [i for i, (o, b) in enumerate(zip(ok, blank, strict=True)) if not o and not b]
+    # parsed: the non-blank lines of the spans read; unrecognized: the non-blank lines between them
+    parsed = sum(b - a - blank[a:b].count(True) for a, b in spans)
+    unrecognized = 0
+    examples: list[tuple[int, str]] = []
+    for a, b in zip([0, *(e for _, e in spans)], [*(s for s, _ in spans), len(texts)], strict=True):
+        if b > a:
+            unrecognized += b - a - blank[a:b].count(True)
+            if len(examples) < MAX_EXAMPLES:
+                examples += [(first + i, texts[i][:500]) for i in range(a, b) if not blank[i]]
     return (inv, samples, events), {
         "parsed": parsed,
-        "unrecognized": len(unrec_idx),
-        "unrecognized_examples": [(first + i, texts[i][:500]) for i in unrec_idx[:20]],
+        "unrecognized": unrecognized,
+        "unrecognized_examples": examples[:MAX_EXAMPLES],
         "notes": notes,
         "partial": partial,
     }
