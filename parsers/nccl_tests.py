@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import polars as pl
@@ -258,8 +259,11 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse nccl-tests text (and one-line JSON) output into comms rank/result/summary rows."""
     texts = small_texts(lines, SMALL_LINES)
     small = _parse_small(texts, ctx) if texts is not None else None
-    if small is not None:
-        return small
+    return small if small is not None else _parse_frames(lines, ctx)
+
+
+def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
+    """`parse` with polars expressions over the column of lines (any input)."""
     frame = numbered(lines, ctx)
     as_json = _json_file(frame, ctx)
     if as_json is not None:
@@ -965,7 +969,77 @@ def _parse_small(texts: list[str], ctx: FileContext) -> ParseResult | None:
     )
 
 
-def _small(texts: list[str], ctx: FileContext, *, envelopes: bool = True) -> ParseResult:  # noqa: C901, PLR0912, PLR0915
+def _small(texts: list[str], ctx: FileContext, *, envelopes: bool = True) -> ParseResult:
+    return _results([_small_rows(texts, ctx, envelopes=envelopes)])[0]
+
+
+def _parse_small_many(files: list[tuple[list[str], FileContext]]) -> list[ParseResult | None]:
+    """`_parse_small` of each file, each table built once for all the files it reads and cut per file."""
+    rows = [
+        attempt(  # (hands back what its reader returns: the file's rows here)
+            texts,
+            lambda joined, texts=texts, ctx=ctx: _small_rows(
+                texts, ctx, envelopes=_ANY_ENV_TEXT.search(joined) is not None
+            ),
+            _COLLECTOR_NEED.search,
+            lambda joined: JSON_ID in joined or "failure" in joined,
+            lambda _, texts=texts: any(t.lstrip().startswith("{") for t in texts),
+        )
+        for texts, ctx in files
+    ]
+    read = iter(_results([r for r in rows if r is not None]))
+    return [next(read) if r is not None else None for r in rows]
+
+
+def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
+    """`[parse(lines, ctx) for lines, ctx in items]`: the small files the plain-Python path reads are read
+    together (each table built once for all of them, then cut per file); the others are parsed one by one."""
+    texts = [small_texts(lines, SMALL_LINES) for lines, _ in items]
+    small = iter(_parse_small_many([(t, ctx) for t, (_, ctx) in zip(texts, items) if t is not None]))
+    out: list[ParseResult] = []
+    for t, (lines, ctx) in zip(texts, items):
+        got = next(small) if t is not None else None
+        out.append(got if got is not None else _parse_frames(lines, ctx))
+    return out
+
+
+def _results(files: list[tuple]) -> list[ParseResult]:
+    """ParseResults of files read by `_small_rows`: each table one frame for all of them, sliced per file."""
+    comms_cols: dict[str, list] = {c: [] for c in COMMS_SCHEMA}
+    inv_cols: dict[str, list] = {c: [] for c in INVENTORY_SCHEMA}
+    ev_cols: dict[str, list] = {c: [] for c in EVENTS_SCHEMA}
+    spans = []
+    for comms, inv, ev, *_ in files:
+        start = [len(comms_cols["line"]), len(inv_cols["line"]), len(ev_cols["line"])]
+        for whole, part in ((comms_cols, comms), (inv_cols, inv), (ev_cols, ev)):
+            for c, vals in part.items():
+                whole[c].extend(vals)
+        spans.append((start, [len(comms["line"]), len(inv["line"]), len(ev["line"])]))
+    frames = (
+        pl.DataFrame(comms_cols, schema=COMMS_SCHEMA),
+        pl.DataFrame(inv_cols, schema=INVENTORY_SCHEMA),
+        pl.DataFrame(ev_cols, schema=EVENTS_SCHEMA),
+    )
+    out = []
+    for (start, count), (_, _, _, parsed, unrecognized, examples, notes, partial, node) in zip(spans, files):
+        comms, inventory, ev = (fr.slice(s, n) for fr, s, n in zip(frames, start, count))
+        out.append(
+            ParseResult(
+                tables={"comms": comms, "inventory": inventory, "events": ev},
+                parsed=parsed,
+                unrecognized=unrecognized,
+                unrecognized_examples=examples,
+                notes=notes,
+                partial=partial,
+                node=node,
+            )
+        )
+    return out
+
+
+def _small_rows(texts: list[str], ctx: FileContext, *, envelopes: bool = True) -> tuple:  # noqa: C901, PLR0912, PLR0915
+    """One file read line by line: (comms, inventory and events columns as lists, parsed, unrecognized,
+    examples, notes, partial, node)."""
     rx = _RX
     first, path = ctx.first_line, ctx.path
     n = len(texts)
@@ -1182,26 +1256,20 @@ def _small(texts: list[str], ctx: FileContext, *, envelopes: bool = True) -> Par
             cols[c].append(rec.get(c))
         cols["line"][-1] = first + i
         cols["file"][-1] = path
-    comms = pl.DataFrame(cols, schema=COMMS_SCHEMA)
-    inventory = pl.DataFrame(
-        {
-            "node": [x[0] for x in inv], "component": ["gpu"] * len(inv), "gpu_bus_id": [x[1] for x in inv],
-            "attribute": ["name"] * len(inv), "value": [x[2] for x in inv], "source": [NAME] * len(inv),
-            "file": [path] * len(inv), "line": [x[3] for x in inv],
-        },
-        schema=INVENTORY_SCHEMA,
-    )  # fmt: skip
+    comms = cols
+    inventory = {
+        "node": [x[0] for x in inv], "component": ["gpu"] * len(inv), "gpu_bus_id": [x[1] for x in inv],
+        "attribute": ["name"] * len(inv), "value": [x[2] for x in inv], "source": [NAME] * len(inv),
+        "file": [path] * len(inv), "line": [x[3] for x in inv],
+    }  # fmt: skip
     events.sort(key=lambda e: e[0])
     ne = len(events)
-    ev = pl.DataFrame(
-        {
-            "ts": [None] * ne, "ts_quality": ["none"] * ne, "node": [e[1] for e in events],
-            "source": [NAME] * ne, "kind": [e[2] for e in events], "code": [e[3] for e in events],
-            "severity": [e[4] for e in events], "message": [e[5] for e in events],
-            "detail": [e[6] for e in events], "file": [path] * ne, "line": [first + e[0] for e in events],
-        },
-        schema=EVENTS_SCHEMA,
-    )  # fmt: skip
+    ev = {
+        "ts": [None] * ne, "ts_quality": ["none"] * ne, "node": [e[1] for e in events],
+        "source": [NAME] * ne, "kind": [e[2] for e in events], "code": [e[3] for e in events],
+        "severity": [e[4] for e in events], "message": [e[5] for e in events],
+        "detail": [e[6] for e in events], "file": [path] * ne, "line": [first + e[0] for e in events],
+    }  # fmt: skip
     # ---- accounting
     oks = [okl[i] or (i in row_ok and not debug[i]) for i in range(len(texts))]
     parsed, unrecognized, examples, last = account_texts(texts, oks, first)
@@ -1213,15 +1281,9 @@ def _small(texts: list[str], ctx: FileContext, *, envelopes: bool = True) -> Par
         started = any(flags[j][0] or flags[j][1] or flags[j][2] or j in row_ok for j in tail)
         partial = started and not any(flags[j][3] for j in tail)
     hosts = {d[5] for d in devs}
-    return ParseResult(
-        tables={"comms": comms, "inventory": inventory, "events": ev},
-        parsed=parsed,
-        unrecognized=unrecognized,
-        unrecognized_examples=examples,
-        notes=[f"{n_debug} NCCL debug line(s) left to the NCCL parser (counted unrecognized here)"]
-        if n_debug
-        else [],
-        partial=partial,
-        node=next(iter(hosts)) if len(hosts) == 1 else None,
-    )
+    notes = []
+    if n_debug:
+        notes.append(f"{n_debug} NCCL debug line(s) left to the NCCL parser (counted unrecognized here)")
+    node = next(iter(hosts)) if len(hosts) == 1 else None
+    return comms, inventory, ev, parsed, unrecognized, examples, notes, partial, node
 
