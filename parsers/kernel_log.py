@@ -26,6 +26,7 @@ A line naming its own host (syslog/journal host field, pdsh prefix, talos node) 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import date
 
 import polars as pl
@@ -261,6 +262,121 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     )
 
 
+GROUP_ROWS = kev.SMALL_ROWS
+"""`parse_many` stamps and reads the files of one `_plan` together, in groups of at most this many lines (so
+the small paths' Python branches read them, as they read each file alone)."""
+_SHIFT = 40
+"""A grouped file's line numbers are moved up by its index in the group times 2**_SHIFT: no window, gap,
+next-line or nearest-line rule reaches from one file into another (the largest gap a rule allows is 200)."""
+_SOLO_STYLES = frozenset({"syslog", "dmesg_reltime", "continuation", "bare", "dmesg_delta", "header"})
+"""Styles whose times depend on other lines of the file (year inference, inherited clocks): such files are
+parsed one by one."""
+
+
+def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
+    """`[parse(lines, ctx) for lines, ctx in items]`, the small files of the same `_plan` stamped and read in
+    one pass (`_parse_group`); others (long, non-ASCII, /proc/stat, timedatectl, pdsh, colour, pstore) and
+    groups whose lines need more than row-by-row rules (see `_parse_group`) one by one."""
+    items = list(items)
+    out: list[ParseResult | None] = [None] * len(items)
+    groups: dict[tuple[str, ...], list[list[tuple[int, list[str], _Plan]]]] = {}
+    for i, (lines, _ctx) in enumerate(items):
+        texts = _groupable(lines)
+        if texts is None:
+            continue
+        plan = _plan(texts[:300])
+        if plan[0] or plan[1] or plan[4]:
+            continue
+        chunks = groups.setdefault(tuple(name for name, _p in plan[2]), [[]])
+        if sum(len(t) for _i, t, _p in chunks[-1]) + len(texts) > GROUP_ROWS:
+            chunks.append([])
+        chunks[-1].append((i, texts, plan))
+    for chunks in groups.values():
+        for chunk in chunks:
+            if len(chunk) < 2:
+                continue
+            got = _parse_group([(items[i][1], texts) for i, texts, _p in chunk], chunk[0][2])
+            if got is not None:
+                for (i, _t, _p), result in zip(chunk, got, strict=True):
+                    out[i] = result
+    return [r if r is not None else parse(*items[i]) for i, r in enumerate(out)]
+
+
+def _groupable(lines: pl.Series) -> list[str] | None:
+    """The lines of a file `parse_many` may read in a group (a few hundred ASCII lines, not /proc/stat or
+    timedatectl output), else None."""
+    if not 0 < len(lines) <= GROUP_ROWS // 2 or lines.null_count():
+        return None
+    texts: list[str] = lines.to_list()
+    if not "\n".join(texts).isascii():
+        return None
+    if _proc_stat_head(texts) or _timedatectl_head(texts):
+        return None
+    return texts
+
+
+def _parse_group(files: list[tuple[FileContext, list[str]]], plan: _Plan) -> list[ParseResult] | None:
+    """`parse` of each file, the files stamped and read as one frame (line numbers moved apart: `_SHIFT`),
+    then cut per file; None when a rule that reads across lines of a file went beyond row-by-row reading
+    (syslog year inference, inherited clocks, monotonic clocks and boot segments, hosts named by lines)."""
+    ctx0 = files[0][0]
+    numbers: list[int] = []
+    texts: list[str] = []
+    bounds = [0]
+    for k, (ctx, t) in enumerate(files):
+        first = (k << _SHIFT) + ctx.first_line
+        numbers.extend(range(first, first + len(t)))
+        texts.extend(t)
+        bounds.append(len(texts))
+    frame = pl.DataFrame(
+        [pl.Series("line", numbers, dtype=pl.Int64), pl.Series("text", texts, dtype=pl.String)]
+    )
+    group_ctx = FileContext(path="", node="", year_hint=ctx0.year_hint, collected_at=ctx0.collected_at)
+    stamped, notes = stamp(frame, group_ctx, plan)
+    if notes or stamped.height != len(texts):
+        return None
+    styles = set(stamped.get_column("style").unique().to_list())
+    if styles & _SOLO_STYLES:
+        return None
+    if stamped.get_column("host").null_count() < stamped.height:
+        return None
+    if stamped.get_column("uptime_s").null_count() < stamped.height:
+        return None
+    oks = stamped.get_column("ok").to_list()
+    # every row's node is its file's (no line names a host): a marker per file, for the rules that compare
+    # nodes (inventory's first row per node and value), replaced by the file's node below
+    marks = [f"\x00{k}" for k in range(len(files))]
+    host = pl.Series("host", [marks[k] for k in range(len(files)) for _ in range(bounds[k + 1] - bounds[k])])
+    tables = kev.extract(stamped.with_columns(host), group_ctx)
+    nodes = pl.Series("node", [ctx.node for ctx, _t in files], dtype=pl.String)
+    paths = pl.Series("file", [ctx.path for ctx, _t in files], dtype=pl.String)
+    starts = pl.Series([k << _SHIFT for k in range(len(files) + 1)], dtype=pl.Int64)
+    cut: dict[str, list[pl.DataFrame]] = {}
+    for name, df in tables.items():
+        line = df.get_column("line")
+        if not line.is_sorted():
+            return None
+        k = line // (1 << _SHIFT)
+        df = df.with_columns(nodes.gather(k), paths.gather(k), line - k * (1 << _SHIFT))
+        at = line.search_sorted(starts, side="left").to_list()
+        cut[name] = [df.slice(at[j], at[j + 1] - at[j]) for j in range(len(files))]
+    out = []
+    for k, (ctx, t) in enumerate(files):
+        parsed, unrecognized, examples = _py_account(t, oks[bounds[k] : bounds[k + 1]], ctx.first_line)
+        out.append(
+            ParseResult(
+                tables={name: parts[k] for name, parts in cut.items()},
+                parsed=parsed,
+                unrecognized=unrecognized,
+                unrecognized_examples=examples,
+                notes=[],
+                partial=_truncated_texts(t),
+                node=None,
+            )
+        )
+    return out
+
+
 def _distinct_hosts(out: pl.DataFrame) -> list[str]:
     """The distinct non-null hosts of the frame (in no particular order)."""
     col = out.get_column("host")
@@ -278,23 +394,12 @@ def _account(stamped: pl.DataFrame) -> tuple[int, int, list[tuple[int, str]]]:
     character (regex `\\S`: the complement of the White_Space property `strip_chars` trims) rather than by
     stripping a copy of every line."""
     if stamped.height <= kev.SMALL_ROWS:
-        # a few lines: in Python (a line is blank when stripping the White_Space characters leaves nothing)
-        parsed = unrecognized = 0
-        examples: list[tuple[int, str]] = []
         texts = stamped.get_column("text").to_list()
         oks = stamped.get_column("ok").to_list()
-        lines = None
-        for i, (t, ok) in enumerate(zip(texts, oks)):
-            if t is None or not t.strip(WHITE_SPACE):
-                continue
-            if ok:
-                parsed += 1
-                continue
-            unrecognized += 1
-            if len(examples) < MAX_EXAMPLES:
-                lines = stamped.get_column("line").to_list() if lines is None else lines
-                examples.append((int(lines[i]), str(t)[:500]))
-        return parsed, unrecognized, examples
+        if not texts:
+            return 0, 0, []
+        # (`stamped` is `numbered`: its lines are consecutive)
+        return _py_account(texts, oks, stamped.get_column("line").item(0))
     flagged = stamped.select(nonblank=pl.col("text").str.contains(r"\S"), ok=pl.col("ok").fill_null(False))
     parsed, unrecognized = flagged.select(
         parsed=(pl.col("ok") & pl.col("nonblank")).sum(), unrecognized=(~pl.col("ok") & pl.col("nonblank")).sum()
@@ -306,12 +411,35 @@ def _account(stamped: pl.DataFrame) -> tuple[int, int, list[tuple[int, str]]]:
     return int(parsed), int(unrecognized), examples
 
 
+def _py_account(
+    texts: list[str | None], oks: list[bool], first_line: int
+) -> tuple[int, int, list[tuple[int, str]]]:
+    """`_account` of a few lines, in Python (a line is blank when stripping the White_Space characters leaves
+    nothing); `first_line`: the number of the first."""
+    parsed = unrecognized = 0
+    examples: list[tuple[int, str]] = []
+    for i, (t, ok) in enumerate(zip(texts, oks)):
+        if t is None or not t.strip(WHITE_SPACE):
+            continue
+        if ok:
+            parsed += 1
+            continue
+        unrecognized += 1
+        if len(examples) < MAX_EXAMPLES:
+            examples.append((first_line + i, str(t)[:500]))
+    return parsed, unrecognized, examples
+
+
 _PROC_STAT = re.compile(r"^btime \d{9,11}\s*$", re.M)
 PROC_STAT_LINE = r"^(?:cpu\d* |intr |ctxt |btime |processes |procs_running |procs_blocked |softirq |page |swap )"
 
 
 def _is_proc_stat(frame: pl.DataFrame) -> bool:
-    head = "\n".join(t for t in frame.get_column("text").head(50).to_list() if t)
+    return _proc_stat_head(frame.get_column("text").head(50).to_list())
+
+
+def _proc_stat_head(texts: list[str | None]) -> bool:
+    head = "\n".join(t for t in texts[:50] if t)
     return bool(_PROC_STAT.search(head) and re.search(r"^cpu\d* +\d+ \d+", head, re.M))
 
 
@@ -341,7 +469,11 @@ TIMEDATECTL_LINE = (
 
 
 def _is_timedatectl(frame: pl.DataFrame) -> bool:
-    head = "\n".join(t for t in frame.get_column("text").head(30).to_list() if t)
+    return _timedatectl_head(frame.get_column("text").head(30).to_list())
+
+
+def _timedatectl_head(texts: list[str | None]) -> bool:
+    head = "\n".join(t for t in texts[:30] if t)
     return bool(_TIMEDATECTL.search(head) and re.search(r"^\s*Local time: ", head, re.M))
 
 
@@ -364,16 +496,21 @@ def _parse_timedatectl(frame: pl.DataFrame, ctx: FileContext) -> ParseResult:
 def _truncated(frame: pl.DataFrame) -> bool:
     """A file whose last non-blank line is a cut prefix (no message after the stamp) is partial."""
     if frame.height <= kev.SMALL_ROWS:
-        last = next((t for t in reversed(frame.get_column("text").to_list()) if t is not None and t.strip(WHITE_SPACE)), None)
-        if last is None:
-            return False
-        return bool(re.match(r"^(?:<\d+>)?\[\s*[\d.]*$|^\d+,\d+,\d*$|^\d{4}-\d\d-\d\dT[\d:,.]*$", last))
+        return _truncated_texts(frame.get_column("text").to_list())
     tail = frame.tail(64).filter(pl.col("text").str.strip_chars() != "").tail(1)  # (the last lines first)
     if tail.height == 0:
         tail = frame.filter(pl.col("text").str.strip_chars() != "").tail(1)
     if tail.height == 0:
         return False
     last = tail.item(0, "text")
+    return bool(re.match(r"^(?:<\d+>)?\[\s*[\d.]*$|^\d+,\d+,\d*$|^\d{4}-\d\d-\d\dT[\d:,.]*$", last))
+
+
+def _truncated_texts(texts: list[str | None]) -> bool:
+    """`_truncated` of a few lines."""
+    last = next((t for t in reversed(texts) if t is not None and t.strip(WHITE_SPACE)), None)
+    if last is None:
+        return False
     return bool(re.match(r"^(?:<\d+>)?\[\s*[\d.]*$|^\d+,\d+,\d*$|^\d{4}-\d\d-\d\dT[\d:,.]*$", last))
 
 
@@ -1166,21 +1303,40 @@ def _unnamed(pattern: str) -> str:
 _INHERITING = ("continuation", "bare", "dmesg_delta")
 
 
-def stamp(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str]]:
+_Plan = tuple[bool, bool, tuple[tuple[str, str], ...], dict[str, int], bool]
+"""What `stamp` reads from a file's first 300 lines: pdsh prefixes, colour codes, the order the styles are
+tried in (most frequent in the head first) and the head's count of each, pstore records."""
+
+
+def _plan(first: list[str | None]) -> _Plan:
+    """The `_Plan` of a file whose first (up to 300) lines are `first`."""
+    head = [t for t in first if t and t.strip()]
+    use_pdsh = sum(1 for t in head if re.match(PDSH_RE, t)) > len(head) // 2 if head else False
+    color = any("\x1b[" in t for t in head)
+    if color:
+        head = [re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", t) for t in head]
+    counts = {name: sum(1 for t in head if rx.match(re.sub(PDSH_RE, r"\g<rest>", t) if use_pdsh else t)) for name, rx in _STYLE_RE.items()}
+    order = tuple(sorted(STYLES, key=lambda s: -counts[s[0]]))
+    is_pstore = any(t.startswith(("dmesg-", "Panic#", "Oops#")) for t in head)
+    return use_pdsh, color, order, counts, is_pstore
+
+
+def stamp(frame: pl.DataFrame, ctx: FileContext, plan: _Plan | None = None) -> tuple[pl.DataFrame, list[str]]:
     """Recognise every line's prefix; return frame + ts, ts_quality, uptime_s, host, tag, msg, ok, style, ...
 
     Styles are tried most-frequent-in-head first, each only on the lines still unmatched, so a file of one
     style costs one regex pass. Later steps run only when a style (or line kind) that needs them is present.
+    `plan`: the file's `_plan`, when the caller made it (`parse_many` stamps the files of one plan together).
     """
     notes: list[str] = []
     texts = frame.get_column("text")
-    head = [t for t in texts.head(300).to_list() if t and t.strip()]
-    use_pdsh = sum(1 for t in head if re.match(PDSH_RE, t)) > len(head) // 2 if head else False
+    if plan is None:
+        plan = _plan(texts.head(300).to_list())
+    use_pdsh, color, order, counts, is_pstore = plan
     body: pl.Expr | pl.Series = texts.alias("body")
-    if any("\x1b[" in t for t in head):
+    if color:
         body = pl.col("text")  # `dmesg --color=always`, pasted terminals (FORMATS.md §1.1)
         body = body.str.replace_all(r"\x1b\[[0-9;]*[A-Za-z]", "")
-        head = [re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", t) for t in head]
     if use_pdsh or not isinstance(body, pl.Series):
         base = frame.with_columns(
             body=body.str.replace(PDSH_RE, "${rest}") if use_pdsh else body,
@@ -1188,8 +1344,6 @@ def stamp(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str
         )
     else:
         base = frame.hstack([body, _constant("pdsh", None, frame.height, pl.String)])
-    counts = {name: sum(1 for t in head if rx.match(re.sub(PDSH_RE, r"\g<rest>", t) if use_pdsh else t)) for name, rx in _STYLE_RE.items()}
-    order = sorted(STYLES, key=lambda s: -counts[s[0]])
     parts = []
     present: set[str] = set()
     rest = pl.DataFrame([base.get_column("line"), base.get_column("body")])
@@ -1265,7 +1419,6 @@ def stamp(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, list[str
             present.update(loose.get_column("style").unique().to_list())
             out = _patch(out, loose)
     # pstore/ERST records hold an earlier boot: flag their rows (timebase never gives them today's boot time)
-    is_pstore = any(t.startswith(("dmesg-", "Panic#", "Oops#")) for t in head)
     if is_pstore or out.height > kev.SMALL_ROWS:
         out = out.with_columns(
             crash_record=(pl.col("body").str.contains(CRASH_RECORD_RE).cum_sum() > 0) if is_pstore else pl.lit(False),

@@ -1,0 +1,135 @@
+"""`kernel_log.parse_many` gives exactly `[kernel_log.parse(lines, ctx) for lines, ctx in items]`.
+
+Small files of the same style plan are stamped and read as one frame (line numbers moved apart per file),
+then cut per file; files or groups that need per-file state beyond row-by-row rules are parsed one by one.
+Checked on every fixture, on simulated dmesg files, on batches mixing them with variants (CRLF, prefixed and
+unknown lines, a cut last line, empty files, other nodes, paths and first lines, styles that infer a year or
+inherit clocks) and on seeded random batches of fixture and simulated lines.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from parsers import kernel_log
+from parsers.base import HARNESS_LINE, FileContext, lines_from_bytes
+from tests.conftest import assert_same_result
+
+FIX = Path(__file__).parent.parent / "fixtures"
+FIXTURES = sorted(
+    p
+    for p in (FIX / "kernel-log").glob("*")
+    if p.is_file() and not p.name.endswith((".jsonl", ".golden", ".json")) and "golden" not in p.name
+)
+
+
+def _lines(data: bytes) -> pl.Series:
+    lines = lines_from_bytes(data)
+    return pl.select(pl.when(lines.str.contains(HARNESS_LINE)).then(pl.lit("")).otherwise(lines)).to_series()
+
+
+def _ctx(i: int, node: str = "unknown", first_line: int = 1) -> FileContext:
+    return FileContext(path=f"n{i}/dmesg.log", node=node, first_line=first_line, year_hint=2025)
+
+
+def check(items: list[tuple[pl.Series, FileContext]]) -> list:
+    many = kernel_log.parse_many(items)
+    assert len(many) == len(items)
+    for (lines, ctx), got in zip(items, many, strict=True):
+        assert_same_result(got, kernel_log.parse(lines, ctx))
+    return many
+
+
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory: pytest.TempPathFactory) -> list[bytes]:
+    """The kernel logs of two simulated bundles (the two fleet styles' dmesg forms; an XID on one node)."""
+    from forensics.simulate import FaultSpec
+    from forensics.simulate.job import simulate
+    from parsers import registry
+
+    out = []
+    for seed, kinds in ((1, ("gpu_lost", "pcie_degraded")), (3, ("ecc_dbe", "nvlink"))):
+        root = tmp_path_factory.mktemp("sim")
+        faults = [FaultSpec(k) for k in kinds]
+        simulate(root, nodes=4, gpus_per_node=8, hours=0.05, faults=faults, seed=seed)
+        files = [p for p in sorted(root.rglob("*")) if p.is_file()]
+        detect = registry.detect
+        out += [b for p in files if detect((b := p.read_bytes())[:16384], p.name).parser is kernel_log]
+    assert len(out) >= 8
+    return out
+
+
+def test_fixtures_one_by_one_and_all_together() -> None:
+    items = [(_lines(p.read_bytes()), _ctx(i, first_line=1 + 5 * (i % 2))) for i, p in enumerate(FIXTURES)]
+    for item in items:
+        check([item, item])
+    check(items)
+
+
+def test_simulated_logs_are_read_in_groups(simulated: list[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
+    items = [(_lines(b), _ctx(i, node=f"n{i % 3}")) for i, b in enumerate(simulated)]
+    calls = []
+    group = kernel_log._parse_group
+
+    def spy(files, plan):  # noqa: ANN001, ANN202
+        got = group(files, plan)
+        calls.append((len(files), got is not None))
+        return got
+
+    monkeypatch.setattr(kernel_log, "_parse_group", spy)
+    check(items)
+    assert sum(n for n, ok in calls if ok) == len(items)
+
+
+def _variants(data: bytes) -> list[bytes]:
+    text = data.decode()
+    lines = text.splitlines()
+    return [
+        data,
+        text.replace("\n", "\r\n").encode(),  # CRLF
+        "".join(f"{line}\n" if i % 5 else f"garbage {i}\n" for i, line in enumerate(lines)).encode(),
+        data[: len(data) * 2 // 3],  # cut inside a line
+        b"",
+        b"\n\n  \n",
+        b"some unknown line\nanother one\n",
+        "\n".join([*lines[:5], "  continued line", *lines[5:9]]).encode(),  # an inherited clock
+        b"Jan 12 10:00:01 host1 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n",
+        b"[   12.5] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n[    1.0] reboot\n",
+        "\n".join(lines[:3]).encode(),
+        ("\n".join(lines[:4]) + "\n2025-03-23T19:19:26,99").encode(),  # a cut stamp: partial
+    ]
+
+
+def test_variants_in_mixed_batches(simulated: list[bytes]) -> None:
+    items = []
+    for i, data in enumerate(simulated[:4]):
+        for j, v in enumerate(_variants(data)):
+            items.append((_lines(v), _ctx(20 * i + j, node=f"n{i}", first_line=1 + (j % 3) * 100)))
+    check(items)
+    rng = random.Random(5)
+    for _ in range(4):
+        check(rng.sample(items, 9))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_batches_of_fixture_and_simulated_lines(simulated: list[bytes], seed: int) -> None:
+    rng = random.Random(seed)
+    pool = [line for p in FIXTURES[::2] for line in p.read_text(errors="replace").splitlines()]
+    sim = [b.decode().splitlines() for b in simulated]
+    items = []
+    for i in range(rng.randint(2, 12)):
+        base = rng.choice(sim)
+        k = rng.randint(0, len(base))
+        take = base[k : k + rng.choice([1, 5, 30, 200])]
+        if rng.random() < 0.3:
+            take = [*take, *rng.sample(pool, 3)]
+        if rng.random() < 0.3:
+            take = sorted(take, key=lambda _: rng.random())
+        node = rng.choice(["a", "b", "unknown"])
+        ctx = _ctx(i, node=node, first_line=rng.choice([1, 1, 77]))
+        items.append((pl.Series("line", take, dtype=pl.String), ctx))
+    check(items)
