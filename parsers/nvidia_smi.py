@@ -388,7 +388,7 @@ def _parse(
         t = kept[ln - first]
         return t if t is not None else ""
 
-    groups: dict[str | None, Iterable[tuple[int, str]]] = {}
+    groups: dict[str | None, Iterable[tuple[int, str | None]]] = {}
     # A capture needs a prefixed banner line: look at the few banner lines before matching every line.
     banner_prefixed = any(
         (t := kept[i]) is not None and (m := PDSH_RE.match(t)) is not None and "NVSMI LOG" in m.group("rest")
@@ -406,7 +406,7 @@ def _parse(
         else:
             groups[None] = items
     else:
-        groups[None] = ((first + i, t) for i, t in enumerate(kept) if t is not None)
+        groups[None] = enumerate(kept, first)  # (blank lines are None: skipped by the walk)
     parts = [_parse_items(g, orig, host or ctx.node, ctx) for host, g in groups.items()]
     inv = [r for p in parts for r in p[0]]
     samples = [r for p in parts for r in p[1]]
@@ -427,15 +427,33 @@ _CLASSES: dict[str, tuple] = {}  # type: ignore[type-arg]
 _CLASSES_MAX = 100_000
 
 
+class _KeyPath:
+    """One key path of a GPU block (its header keys) and, by key, its child headers' paths and the leaf
+    steps of its leaves (`_leaf_ops`, and whether the leaf is right under the GPU line): pure functions of
+    the path, kept for the process (dumps repeat their paths)."""
+
+    __slots__ = ("tokens", "sub", "leaves")
+
+    def __init__(self, tokens: tuple[str, ...]) -> None:
+        self.tokens = tokens
+        self.sub: dict[str, _KeyPath] = {}
+        self.leaves: dict[str, tuple[tuple[tuple[int, str, int], ...], bool]] = {}
+
+
+_ROOT = [_KeyPath(())]
+_PATHS = [0]
+_PATHS_MAX = 100_000
+
+
 def _parse_items(
-    items: Iterable[tuple[int, str]], orig: Callable[[int], str], node: str, ctx: FileContext
+    items: Iterable[tuple[int, str | None]], orig: Callable[[int], str], node: str, ctx: FileContext
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], int, int, list[tuple[int, str]], list[str], bool]:
-    """Parse the non-blank (line number, text) items of one host; see `parse`."""
+    """Parse the (line number, text) items of one host (None for a blank line); see `parse`."""
     dumps: list[_Dump] = []
     dump: _Dump | None = None
     snap: F.GpuSnapshot | None = None
     keys1: list[str] = []
-    stack: list[tuple[int, str, tuple[str, ...], dict[str, Any]]] = []  # (indent, key, key path, leaf steps)
+    stack: list[tuple[int, _KeyPath]] = []  # (indent, key path) of the open headers
     tally = Tally()
     last_header_empty = False
     failures: list[dict[str, Any]] = []
@@ -449,15 +467,18 @@ def _parse_items(
     classes = _CLASSES  # lines recur across files too (the same keys, mostly the same values)
     if len(classes) > _CLASSES_MAX:
         classes.clear()
-    paths: dict[tuple[str, ...], tuple[str, ...]] = {(): ()}
-    # The leaf steps of each key path's children, looked up by the leaf key (one dict per interned path,
-    # kept with the open header on the stack; `root` for leaves right under the GPU line).
-    children: dict[tuple[str, ...], dict[str, tuple[tuple[tuple[int, str, int], ...], bool]]] = {}
-    root = children.setdefault((), {})
+    # The key paths of the open headers are on the stack (`root`: the path of leaves right under the GPU
+    # line); each knows its children's paths and its leaves' steps by key.
+    if _PATHS[0] > _PATHS_MAX:
+        _ROOT[0], _PATHS[0] = _KeyPath(()), 0
+    root = _ROOT[0]
     parsed = 0
     inv_d: dict[str, tuple[str, int]] = {}
     ln: int | None = None
-    for ln, raw in items:  # (the last line number is used below)
+    for at, raw in items:
+        if raw is None:  # a blank line (not parsed, not counted)
+            continue
+        ln = at  # (the last line number is used below)
         c = classes.get(raw)
         if c is None:
             c = classes[raw] = _classify(raw)
@@ -468,12 +489,11 @@ def _parse_items(
                 while stack and stack[-1][0] >= indent:
                     stack.pop()
                 key = c[2]
-                kids = stack[-1][3] if stack else root
-                got = kids.get(key)
+                path = stack[-1][1] if stack else root
+                got = path.leaves.get(key)
                 if got is None:
-                    parent = stack[-1][2] if stack else ()
-                    tokens = (*parent, key)
-                    got = kids[key] = (_leaf_ops(tokens), len(tokens) == 1)
+                    tokens = (*path.tokens, key)
+                    got = path.leaves[key] = (_leaf_ops(tokens), len(tokens) == 1)
                 ops, top = got
                 if top:
                     keys1.append(c[5])
@@ -539,18 +559,23 @@ def _parse_items(
             indent, key = c[1], c[2]
             while stack and stack[-1][0] >= indent:
                 stack.pop()
-            tokens = (*stack[-1][2], key) if stack else (key,)
-            tokens = paths.setdefault(tokens, tokens)  # one object per key path
-            if len(tokens) == 1:
-                keys1.append(c[3])
-            kids = children.get(tokens)
-            if kids is None:
-                kids = children[tokens] = {}
-            stack.append((indent, key, tokens, kids))
+            if stack:
+                path = stack[-1][1]
+            else:
+                path = root
+                keys1.append(c[3])  # (a section right under the GPU line)
+            sub = path.sub.get(key)
+            if sub is None:
+                sub = path.sub[key] = _KeyPath((*path.tokens, key))
+                _PATHS[0] += 1
+            stack.append((indent, sub))
             last_header_empty = True
         else:
             ok = False
-        tally.count(ok, ln, orig(ln))
+        if ok:  # = tally.count(ok, ...)
+            parsed += 1
+        else:
+            tally.count(False, ln, orig(ln))
     close_gpu(ln if ln is not None else ctx.first_line)
 
     def text_of(line: int) -> str:
