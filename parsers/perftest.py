@@ -13,6 +13,7 @@ preceding `date` line (RFC 2822 or `date` default form). The node is the file's 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import polars as pl
 
@@ -85,8 +86,11 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse perftest banners and result rows into comms `perftest` records."""
     texts = small_texts(lines, SMALL_LINES)
     small = _parse_small(texts, ctx) if texts is not None else None
-    if small is not None:
-        return small
+    return small if small is not None else _parse_frames(lines, ctx)
+
+
+def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
+    """`parse` with polars expressions over the column of lines (any input)."""
     frame = numbered(lines, ctx)
     no_time, line_ts = collector_time(pl.col("text"))
     frame = frame.with_columns(_ts_prefix=line_ts, _rest=no_time)
@@ -274,23 +278,87 @@ def _date_times(b: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
 
 def _parse_small(texts: list[str], ctx: FileContext) -> ParseResult | None:
     """`parse` in plain Python for a small capture, or None (see above)."""
-    return attempt(texts, lambda _: _small(texts, ctx), _COLLECTOR_NEED.search, _ANY_ENV_TEXT.search)
+    return _parse_small_many([(texts, ctx)])[0]
 
 
-def _small(texts: list[str], ctx: FileContext) -> ParseResult:  # noqa: C901, PLR0912, PLR0915
+def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
+    """`[parse(lines, ctx) for lines, ctx in items]`: the small files the plain-Python path reads are read
+    together (`date` lines in one select, the table built once for all of them, then cut per file); the
+    others are parsed one by one."""
+    texts = [small_texts(lines, SMALL_LINES) for lines, _ in items]
+    small = iter(_parse_small_many([(t, ctx) for t, (_, ctx) in zip(texts, items) if t is not None]))
+    out: list[ParseResult] = []
+    for t, (lines, ctx) in zip(texts, items):
+        got = next(small) if t is not None else None
+        out.append(got if got is not None else _parse_frames(lines, ctx))
+    return out
+
+
+def _prepare(texts: list[str]) -> tuple[list[str], list[bool]]:
+    """A file's lines without trailing blanks, and which are `date` lines."""
+    rx = _RX
+    bodies = [t.rstrip() for t in texts]
+    return bodies, [bool(b) and bool(rx["rfc"].search(b) or rx["dflt"].search(b)) for b in bodies]
+
+
+def _parse_small_many(files: list[tuple[list[str], FileContext]]) -> list[ParseResult | None]:
+    """`_parse_small` of each file: the `date` lines of all the files it reads in one select, the table built
+    once for all of them and cut per file."""
+    prepared = [
+        attempt(texts, lambda _, texts=texts: _prepare(texts), _COLLECTOR_NEED.search, _ANY_ENV_TEXT.search)
+        for texts, _ in files
+    ]  # (attempt hands back what its reader returns)
+    # `date` lines: read by the vectorised expressions (on those lines only), so the times are polars' own
+    dates = [b for p in prepared if p is not None for b, d in zip(*p) if d]
+    times = iter([])
+    if dates:
+        rfc, dflt = _date_times(pl.col("b"))
+        got = pl.DataFrame({"b": dates}, schema={"b": pl.String}).select(ts=pl.coalesce(rfc, dflt))
+        times = iter(got.get_column("ts").to_list())
+    read: list[tuple | None] = []
+    for (texts, ctx), p in zip(files, prepared):
+        if p is None:
+            read.append(None)
+            continue
+        bodies, is_date = p
+        date_ts = {i: next(times) for i, d in enumerate(is_date) if d}
+        try:
+            read.append(_small_rows(texts, ctx, bodies, is_date, date_ts))
+        except FallbackError:
+            read.append(None)
+    cols: dict[str, list] = {c: [] for c in COMMS_SCHEMA}
+    for r in read:
+        if r is not None:
+            for c, vals in r[0].items():
+                cols[c].extend(vals)
+    comms = pl.DataFrame(cols, schema=COMMS_SCHEMA)
+    out: list[ParseResult | None] = []
+    offset = 0
+    for r in read:
+        if r is None:
+            out.append(None)
+            continue
+        part, parsed, unrecognized, examples, partial = r
+        n = len(part["line"])
+        out.append(
+            ParseResult(
+                tables={"comms": comms.slice(offset, n)},
+                parsed=parsed,
+                unrecognized=unrecognized,
+                unrecognized_examples=examples,
+                partial=partial,
+            )
+        )
+        offset += n
+    return out
+
+
+def _small_rows(  # noqa: C901, PLR0912, PLR0915
+    texts: list[str], ctx: FileContext, bodies: list[str], is_date: list[bool], date_ts: dict[int, object]
+) -> tuple[dict[str, list], int, int, list[tuple[int, str]], bool]:
+    """One file read line by line: (its comms columns as lists, parsed, unrecognized, examples, partial)."""
     rx = _RX
     first = ctx.first_line
-    bodies = [t.rstrip() for t in texts]
-    # `date` lines: read by the vectorised expressions (on those lines only), so the times are polars' own
-    is_date = [bool(b) and bool(rx["rfc"].search(b) or rx["dflt"].search(b)) for b in bodies]
-    date_ts: dict[int, object] = {}
-    if any(is_date):
-        idx = [i for i, d in enumerate(is_date) if d]
-        b = pl.col("b")
-        rfc, dflt = _date_times(b)
-        got = pl.DataFrame({"b": [bodies[i] for i in idx]}, schema={"b": pl.String})
-        got = got.select(ts=pl.coalesce(rfc, dflt))
-        date_ts = dict(zip(idx, got.get_column("ts").to_list(), strict=True))
     test = title = unit = ts = None
     banner: dict[str, str | None] = dict.fromkeys(("Device", "Link type", "GID index", "Connection type"))
     oks: list[bool] = [True] * len(texts)
@@ -374,16 +442,9 @@ def _small(texts: list[str], ctx: FileContext) -> ParseResult:  # noqa: C901, PL
         )
         cols["file"].append(ctx.path)
         cols["line"].append(first + i)
-    comms = pl.DataFrame(cols, schema=COMMS_SCHEMA)
     parsed, unrecognized, examples, last = account_texts(texts, oks, first)
     row_lines = {r[0] for r in rows}
     partial = last is not None and (
         flags[last] or (bool(rx["cut"].search(bodies[last])) and last not in row_lines)
     )
-    return ParseResult(
-        tables={"comms": comms},
-        parsed=parsed,
-        unrecognized=unrecognized,
-        unrecognized_examples=examples,
-        partial=partial,
-    )
+    return cols, parsed, unrecognized, examples, partial
