@@ -2879,19 +2879,16 @@ def _parse_batch(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResult
         ok=pl.col("line").is_in(understood.implode()).fill_null(False),
     )
     bad_e = ~pl.col("ok") & ~pl.col("blank")
-    counts = {
-        int(f): (int(p), int(u))
-        for f, p, u in flagged.group_by("_fi")
-        .agg(p=(pl.col("ok") & ~pl.col("blank")).sum(), u=bad_e.sum())
-        .iter_rows()
-    }
+    per = flagged.group_by("_fi").agg(
+        p=(pl.col("ok") & ~pl.col("blank")).sum(),
+        u=bad_e.sum(),
+        last=txt.filter(~pl.col("blank")).last(),  # (`\S`: what `strip_chars() != ""` keeps)
+    )
+    counts = {int(f): (int(p), int(u), t) for f, p, u, t in per.iter_rows()}
     examples: list[list[tuple[int, str]]] = [[] for _ in range(k)]
-    bad = flagged.filter(bad_e).filter(pl.int_range(pl.len()).over("_fi") < MAX_EXAMPLES)
+    bad = flagged.filter(bad_e & (bad_e.cum_sum().over("_fi") <= MAX_EXAMPLES))
     for f, n, t in bad.select("_fi", "line", "text").iter_rows():
         examples[f].append((int(n), str(t)[:500]))
-    last = dict(
-        frame.filter(txt.str.strip_chars() != "").group_by(fi.alias("_fi")).agg(txt.last()).iter_rows()
-    )
     hosts: dict[int, list[str]] = {}
     if seg.get_column("host").null_count() < seg.height:
         hosts = dict(
@@ -2909,7 +2906,7 @@ def _parse_batch(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResult
         tables = {"steps": steps.slice(cut[i], cut[i + 1] - cut[i])}
         if ev_cut[i + 1] > ev_cut[i]:
             tables["events"] = events.slice(ev_cut[i], ev_cut[i + 1] - ev_cut[i])
-        parsed, unrecognized = counts.get(i, (0, 0))
+        parsed, unrecognized, last = counts.get(i, (0, 0, None))
         h = hosts.get(i, [])
         out.append(
             ParseResult(
@@ -2917,7 +2914,7 @@ def _parse_batch(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResult
                 parsed=parsed,
                 unrecognized=unrecognized,
                 unrecognized_examples=examples[i],
-                partial=i in last and _cut_text(last[i]),
+                partial=last is not None and _cut_text(last),
                 node=h[0] if len(h) == 1 else None,
             )
         )
