@@ -1049,8 +1049,10 @@ _LINES: dict[str, tuple] = {}
 dumps repeat the same lines for every device, node and reading)."""
 _TIMES: dict[str, tuple] = {}
 """`_timestamps` of each distinct timestamp-candidate line (trailing blanks stripped) seen by this process."""
-_CACHE_MAX = 100_000
-_BLANK_LINE = (False, None, False, None, None, None, None, None, False, None, False, None, False, True, None)
+_CACHE_MAX = 50_000
+_BLANK_LINE = (
+    False, None, False, None, None, None, None, None, False, None, False, None, False, True, None, 0,
+)  # fmt: skip
 
 
 def _classify(text: str) -> tuple:  # noqa: C901, PLR0912
@@ -1059,12 +1061,13 @@ def _classify(text: str) -> tuple:  # noqa: C901, PLR0912
     (fallback, timestamp candidate, block start, tool / device / port named here (None: not named),
     perfquery header (lid, port, what), key/value (key, val), a `Port N:` / `port: N` line, perfquery
     counter (name, value), mlxlink key/value line, sysfs (dev, port, group, key, value), understood whatever
-    the state, blank). fallback: the line needs the vectorised path (what `_small.attempt` and the per-line
-    checks decline: printable ASCII only, no collector time or launcher prefix, no `==> path <==` /
-    `cat path` / ibdev2netdev / ibpanic / pdsh line, numbers the strict casts would reject, sysfs paths the
-    value split cannot read).
-    `_small.attempt`'s tests of the joined text hold for it when they hold for one of its lines (none of their
-    patterns can match across a line end), so they are made per line here and cached with the rest.
+    the state, blank, ibpanic / iberror / ibwarn (tool, pid, message), lane: 1 a plain key/value line, 2 a
+    plain counter line (neither changes any state), 0 other).
+    fallback: the line needs the vectorised path (what `_small.attempt` and the per-line checks decline:
+    printable ASCII only, no collector time or launcher prefix, no `==> path <==` / `cat path` / ibdev2netdev
+    / pdsh line, numbers the strict casts would reject, sysfs paths the value split cannot read).
+    `_small.attempt`'s tests of the joined text hold for it when they hold for one of its lines (none of
+    their patterns can match across a line end), so they are made per line here and cached with the rest.
     """
     # (each regex only where a literal it needs is there: a line of another kind fails the cheap test)
     if (
@@ -1170,10 +1173,16 @@ def _classify(text: str) -> tuple:  # noqa: C901, PLR0912
         val = b[len(path_s) :]
         val = (val[1:] if val.startswith(":") else val).strip()
         sysfs = (g.group("dev"), g.group("port"), g.group("grp"), g.group("key"), val)
+    blk = bool(k_ca or k_ibs or k_hca or k_pqhdr)
+    # a key/value or counter line that changes no state and holds nothing else: the walk's short lane
+    plain = not (cand or blk or k_port or k_dvport or k_mlxkv or sysfs or panic or pqhdr) and (
+        f_here is None and d_here is None and p_here is None
+    )
+    lane = 1 if plain and k_kv and not pqctr else 2 if plain and pqctr and not k_kv else 0
     return (
         False,
         cand,
-        bool(k_ca or k_ibs or k_hca or k_pqhdr),
+        blk,
         f_here,
         d_here,
         p_here,
@@ -1188,6 +1197,7 @@ def _classify(text: str) -> tuple:  # noqa: C901, PLR0912
         ),
         False,
         panic,
+        lane,
     )
 
 
@@ -1303,8 +1313,28 @@ def _small_file(  # noqa: C901, PLR0912, PLR0913, PLR0915
     pq_rows: list[tuple] = []  # (i, dev, pq_lid, pq_port, pq_what, name, val, ts)
     sy_rows: list[tuple] = []  # (i, dev, port, group, key, val, block, ts, ts_quality)
     pan_rows: list[tuple] = []  # (i, tool, pid, message, ts, ts_quality)
+    dev_v = None  # (what the state above gives: the device, whether key/value lines are read, counter lines)
+    in_block = pq_ok = False
     for i, c in enumerate(cls):
-        (_, cand, blk, f_here, d_here, p_here, pqhdr, kv, portline, pqctr, mlxkv, sysfs, ok, blank, panic) = c
+        lane = c[15]
+        if lane == 1:  # a plain key/value line
+            if in_block:
+                kv_rows.append((i, fmt, dev_v, port, block, *c[7], cur_ts, cur_q))
+                oks.append(True)
+            else:
+                oks.append(c[12])
+            continue
+        if lane == 2:  # a plain counter line
+            if pq_ok:
+                pq_rows.append((i, dev_v, pq_lid, pq_port, pq_what, *c[9], cur_ts))
+                oks.append(True)
+            else:
+                oks.append(c[12])
+            continue
+        (
+            _, cand, blk, f_here, d_here, p_here, pqhdr, kv, portline, pqctr, mlxkv, sysfs, ok, blank, panic,
+            _,
+        ) = c  # fmt: skip
         if blank:
             oks.append(True)
             continue
@@ -1325,9 +1355,10 @@ def _small_file(  # noqa: C901, PLR0912, PLR0913, PLR0915
             pq_lid, pq_port, pq_what = pqhdr
         dev_v = dev or None
         in_block = (fmt == "ibstat" or fmt == "ibstatus" or fmt == "ibv_devinfo") and dev_v is not None
+        pq_ok = fmt == "perfquery" and pq_port is not None
         if mlxkv and fmt == "mlxlink":
             raise FallbackError  # mlxlink key/value lines: the vectorised path
-        pq_line = pqctr is not None and fmt == "perfquery" and pq_port is not None
+        pq_line = pqctr is not None and pq_ok
         if kv is not None and in_block and not portline:
             kv_rows.append((i, fmt, dev_v, port, block, kv[0], kv[1], cur_ts, cur_q))
         if pq_line:
