@@ -244,15 +244,28 @@ def snapshot_rows(
         if seen.last.get(gpu) == state:
             items = {}.items()
         seen.last[gpu] = state
+    index, bus = snap.index, snap.bus_raw
+    keys = seen.keys if seen is not None else None
     for a, (v, ln) in items:
         vs = v.strip()
-        if seen is not None:
-            k = (node, "gpu", snap.bus_raw, snap.index, None, a, vs)
-            if k in seen.keys:
+        if keys is not None:
+            k = (node, "gpu", bus, index, None, a, vs)
+            if k in keys:
                 continue
-            seen.keys.add(k)
-        row = {"component": "gpu", "attribute": a, "value": vs, "source": source, "file": path, "line": ln}
-        inv.append({**base, **row})
+            keys.add(k)
+        inv.append(
+            {
+                "node": node,
+                "gpu_index": index,
+                "gpu_bus_id": bus,
+                "component": "gpu",
+                "attribute": a,
+                "value": vs,
+                "source": source,
+                "file": path,
+                "line": ln,
+            }
+        )
     q = "local_assumed_utc" if ts is not None else "none"
     row: dict[str, Any] = {**base, "ts": ts, "ts_quality": q, "source": source, "file": path, "line": snap.line}
     lines: dict[str, int] = {}
@@ -441,9 +454,13 @@ def _table_frame(rows: list[dict[str, Any]], table: str, file_of: pl.Series | No
 
 
 def frames(
-    inv: list[dict[str, Any]], samples: list[dict[str, Any]], events: list[dict[str, Any]]
+    inv: list[dict[str, Any]],
+    samples: list[dict[str, Any]],
+    events: list[dict[str, Any]],
+    inv_unique: bool = False,
 ) -> dict[str, pl.DataFrame]:
-    """Build the three tables, normalising bus ids and dropping repeated identical inventory facts."""
+    """Build the three tables, normalising bus ids and dropping repeated identical inventory facts
+    (`inv_unique`: no two inventory rows have the same raw key, as `Stated` makes them)."""
     from forensics.schema import conform
 
     out: dict[str, pl.DataFrame] = {}
@@ -451,7 +468,7 @@ def frames(
         if not rows:
             out[table] = _empty_table(table)
             continue
-        if table == "inventory":
+        if table == "inventory" and not inv_unique:
             rows = _new_facts(rows)
         out[table] = conform(_table_frame(rows, table), table)
     return out
@@ -459,16 +476,17 @@ def frames(
 
 def frames_many(
     parts: Sequence[tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]],
+    inv_unique: bool = False,
 ) -> list[dict[str, pl.DataFrame]]:
-    """`[frames(*p) for p in parts]` (the rows of several files) in one construction per table: the rows of
-    all files together, the inventory's deduplication keyed by file too, then cut back per file (each
-    file's rows are contiguous and in their order)."""
+    """`[frames(*p, inv_unique) for p in parts]` (the rows of several files) in one construction per table:
+    the rows of all files together, the inventory's deduplication keyed by file too, then cut back per file
+    (each file's rows are contiguous and in their order)."""
     from forensics.schema import conform
 
     out: list[dict[str, pl.DataFrame]] = [{} for _ in parts]
     for t, table in enumerate(_TABLE_NAMES):
         per = [p[t] for p in parts]
-        if table == "inventory":
+        if table == "inventory" and not inv_unique:
             per = [_new_facts(rows) if rows else rows for rows in per]
         counts = [len(rows) for rows in per]
         rows = [r for rs in per for r in rs]

@@ -341,7 +341,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     with F.gc_paused():
         kept, banner_rows = _prepare(lines)
         rows, result = _parse(kept, banner_rows, ctx)
-        return ParseResult(tables=F.frames(*rows), **result)
+        return ParseResult(tables=F.frames(*rows, inv_unique=True), **result)
 
 
 def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
@@ -364,7 +364,7 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
             r, result = _parse(kept[starts[k] : starts[k + 1]], per_file[k], ctx)
             rows.append(r)
             results.append(result)
-        tables = F.frames_many(rows)
+        tables = F.frames_many(rows, inv_unique=True)
         return [ParseResult(tables=t, **result) for t, result in zip(tables, results, strict=True)]
 
 
@@ -407,7 +407,9 @@ def _parse(
             groups[None] = items
     else:
         groups[None] = enumerate(kept, first)  # (blank lines are None: skipped by the walk)
-    parts = [_parse_items(g, orig, host or ctx.node, ctx) for host, g in groups.items()]
+    # (the inventory facts stated so far in the file: its inventory rows are unique, see F.frames)
+    seen = F.Stated()
+    parts = [_parse_items(g, orig, host or ctx.node, ctx, seen) for host, g in groups.items()]
     inv = [r for p in parts for r in p[0]]
     samples = [r for p in parts for r in p[1]]
     events = [r for p in parts for r in p[2]]
@@ -446,9 +448,15 @@ _PATHS_MAX = 100_000
 
 
 def _parse_items(
-    items: Iterable[tuple[int, str | None]], orig: Callable[[int], str], node: str, ctx: FileContext
+    items: Iterable[tuple[int, str | None]],
+    orig: Callable[[int], str],
+    node: str,
+    ctx: FileContext,
+    seen_inv: F.Stated,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], int, int, list[tuple[int, str]], list[str], bool]:
-    """Parse the (line number, text) items of one host (None for a blank line); see `parse`."""
+    """Parse the (line number, text) items of one host (None for a blank line); see `parse`. `seen_inv`: the
+    inventory facts the file stated so far (GPU facts already stated by an earlier dump or host, node facts
+    too): the rows repeating one are not built."""
     dumps: list[_Dump] = []
     dump: _Dump | None = None
     snap: F.GpuSnapshot | None = None
@@ -584,7 +592,6 @@ def _parse_items(
     inv: list[dict[str, Any]] = []
     samples: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = list(failures)
-    seen_inv = F.Stated()  # GPU facts already stated by an earlier dump (see F.frames)
     partial = False
     notes: list[str] = []
     for d in dumps:
@@ -595,7 +602,11 @@ def _parse_items(
             for k, attr in (("Driver Version", "driver_version"), ("CUDA Version", "cuda_version"), ("Hostname", "hostname"))
             if k in d.top
         ]
-        inv += F.node_rows(node_attrs, node=node, path=ctx.path, source="nvidia-smi-q")
+        for r in F.node_rows(node_attrs, node=node, path=ctx.path, source="nvidia-smi-q"):
+            k = (r["node"], "node", None, None, None, r["attribute"], r["value"])  # (F._INV_KEY of the row)
+            if k not in seen_inv.keys:
+                seen_inv.keys.add(k)
+                inv.append(r)
         for s, _k, _last in d.gpus:
             if "bus_id" not in s.inv and s.bus_raw:
                 s.put_inv("bus_id", s.bus_raw, s.line)
