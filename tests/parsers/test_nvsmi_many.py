@@ -68,11 +68,15 @@ def same(r1: ParseResult, r2: ParseResult) -> None:
         assert t.equals(r2.tables[k], null_equal=True), k
 
 
-def check(module, files: list[tuple[str, str, list[str]]]) -> None:  # noqa: ANN001
-    """parse_many over (path, node, lines) files == parse of each."""
+def check(module, files: list[tuple[str, str, list[str]]], first_lines: bool = False) -> None:  # noqa: ANN001
+    """parse_many over (path, node, lines) files == parse of each (`first_lines`: the files' lines numbered
+    from other lines than 1, their columns named differently)."""
     items = [
-        (pl.Series("line", lines, dtype=pl.String), FileContext(path=path, node=node, year_hint=2025))
-        for path, node, lines in files
+        (
+            pl.Series(f"l{k}" if first_lines else "line", lines, dtype=pl.String),
+            FileContext(path=path, node=node, year_hint=2025, first_line=1 + 7 * k if first_lines else 1),
+        )
+        for k, (path, node, lines) in enumerate(files)
     ]
     many = module.parse_many(items)
     assert len(many) == len(items)
@@ -100,7 +104,7 @@ def test_variants_mixed_in_batches(name: str) -> None:
         for v, vl in variants(name, lines).items()
     ]
     check(module, files)
-    check(module, files[::-1])
+    check(module, files[::-1], first_lines=True)
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
@@ -228,3 +232,28 @@ def test_csv_random_files(seed: int) -> None:
     rng = random.Random(seed)
     files = [(f"q{k}.csv", rng.choice(["n1", "n2"]), random_csv(rng)) for k in range(rng.randint(2, 8))]
     check(nvidia_smi_csv, files)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_common_shapes_take_the_batched_path(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No fixture is parsed alone by parse_many but a pdsh capture (CSV) or a file of _MANY lines or more."""
+    module = MODULES[name]
+    alone: list[str] = []
+    real = module.parse
+
+    def spy(lines: pl.Series, ctx: FileContext) -> ParseResult:
+        alone.append(ctx.path)
+        return real(lines, ctx)
+
+    monkeypatch.setattr(module, "parse", spy)
+    fx = fixture_lines(name)
+    files = [(f, lines) for f, lines in fx] + [(f + ":head", lines[:5]) for f, lines in fx]
+    module.parse_many([(pl.Series(t, dtype=pl.String), FileContext(path=f, node="n")) for f, t in files])
+    assert [p for p in alone if "pdsh" not in p] == []
+    if name == "nvidia-smi-csv":
+        pdsh = "csv_pdsh_two_hosts_interleaved.csv"
+        assert sorted(alone) == [pdsh, pdsh + ":head"]
+    if name == "nvidia-smi-dmon":
+        big = [(pl.Series(tied_dmon(9000)), FileContext(path="big", node="n"))] * 2
+        module.parse_many(big + [(pl.Series(tied_dmon(9)), FileContext(path="small", node="n"))] * 2)
+        assert alone == ["big", "big"]
