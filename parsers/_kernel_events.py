@@ -317,6 +317,9 @@ def _catalog_severity(kind: str) -> dict[str, str]:
     return {str(e.code): e.severity for e in entries(kind)}
 
 
+FILE_SHIFT = 40
+"""`kernel_log.parse_many` reads several files as one frame, file k's line numbers moved up by
+k << FILE_SHIFT: the rules that take one row per file (the RTC boot time) take one per `line >> FILE_SHIFT`."""
 SMALL_ROWS = 1000
 """Frames up to this many rows are matched with Python's `re` (see `_py_msgs`): a polars pass costs
 ~0.1-0.3 ms whatever the row count (plan, Aho-Corasick build, regex cache evicted by other formats),
@@ -498,7 +501,12 @@ def extract(stamped: pl.DataFrame, ctx: FileContext) -> dict[str, pl.DataFrame]:
         cand = _without_bracket_noise(cand)
     # /dev/kmsg may repeat a record (same seq, time and text): keep the first
     if cand.height and cand.get_column("seq").null_count() < cand.height:
-        cand = cand.unique(subset=["seq", "uptime_s", "msg"], keep="first", maintain_order=True)
+        # (per file: `kernel_log.parse_many` may read several, line numbers apart by FILE_SHIFT)
+        cand = (
+            cand.with_columns(_f=pl.col("line") // (1 << FILE_SHIFT))
+            .unique(subset=["seq", "uptime_s", "msg", "_f"], keep="first", maintain_order=True)
+            .drop("_f")
+        )
     # The literals the candidates hold, found in one Aho-Corasick pass (overlapping: a literal inside another
     # counts too): a grammar whose literals are in none of them cannot match (its rows would be empty), so
     # it is not run.
@@ -1088,8 +1096,9 @@ def _py_inventory(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext) -> pl.D
     if rtc:
         ups = cand.get_column("uptime_s").to_list()
         segs = cand.get_column("boot_seg").to_list()
+        done: set[int] = set()  # (the first per file)
         for i, mt in rtc:
-            if ups[i] is None or segs[i] != 0:
+            if ups[i] is None or segs[i] != 0 or lines[i] >> FILE_SHIFT in done:
                 continue
             up_us = ups[i] * 1e6
             if len(mt["epoch"]) > 12 or not abs(up_us) < 2**62:
@@ -1102,7 +1111,7 @@ def _py_inventory(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext) -> pl.D
                 return None
             value = boot.strftime("%Y-%m-%dT%H:%M:%S.") + f"{boot.microsecond:06d}+00:00"
             rows.append((node[i], "node", None, None, "boot_time", value, "kernel", path, lines[i]))
-            break
+            done.add(lines[i] >> FILE_SHIFT)
     if not rows:
         return pl.DataFrame(schema=_INV_SCHEMA)
     # bus ids normalised (each distinct one once per process), rows without a value dropped, first of each
@@ -1186,7 +1195,9 @@ def _inventory(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext, has=lambda
         boot = pl.from_epoch(g.struct.field("epoch").cast(pl.Int64), time_unit="s").dt.replace_time_zone("UTC") - pl.duration(
             microseconds=(pl.col("uptime_s") * 1e6).cast(pl.Int64)
         )
-        parts.append(_inv(rtc, ctx, "node", "boot_time", boot.dt.to_string("%Y-%m-%dT%H:%M:%S%.6f+00:00"), None, None).head(1))
+        value = boot.dt.to_string("%Y-%m-%dT%H:%M:%S%.6f+00:00")
+        first = pl.int_range(pl.len()).over(pl.col("line") // (1 << FILE_SHIFT)) == 0  # (the first per file)
+        parts.append(_inv(rtc, ctx, "node", "boot_time", value, None, None).filter(first))
     inv = pl.concat(parts, how="vertical_relaxed").collect() if parts else None
     if inv is None or inv.height == 0:
         return pl.DataFrame(schema=_INV_SCHEMA)

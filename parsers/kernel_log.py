@@ -241,12 +241,17 @@ def sniff(head: bytes, name: str) -> float:
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse each line's timestamp style, then extract events and inventory rows from the messages."""
+    return _parse(lines, ctx)
+
+
+def _parse(lines: pl.Series, ctx: FileContext, plan: _Plan | None = None) -> ParseResult:
+    """`parse`; `plan`: the file's `_plan` when the caller made it."""
     frame = numbered(lines, ctx)
     if _is_proc_stat(frame):
         return _parse_proc_stat(frame, ctx)
     if _is_timedatectl(frame):
         return _parse_timedatectl(frame, ctx)
-    stamped, notes = stamp(frame, ctx)
+    stamped, notes = stamp(frame, ctx, plan)
     parsed, unrecognized, examples = _account(stamped)
     tables = kev.extract(stamped, ctx)
     hosts = _distinct_hosts(stamped)
@@ -265,66 +270,78 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
 GROUP_ROWS = kev.SMALL_ROWS
 """`parse_many` stamps and reads the files of one `_plan` together, in groups of at most this many lines (so
 the small paths' Python branches read them, as they read each file alone)."""
-_SHIFT = 40
-"""A grouped file's line numbers are moved up by its index in the group times 2**_SHIFT: no window, gap,
-next-line or nearest-line rule reaches from one file into another (the largest gap a rule allows is 200)."""
-_SOLO_STYLES = frozenset({"syslog", "dmesg_reltime", "continuation", "bare", "dmesg_delta", "header"})
-"""Styles whose times depend on other lines of the file (year inference, inherited clocks): such files are
-parsed one by one."""
+_SOLO_STYLES = frozenset({"syslog", "dmesg_reltime"})
+"""Styles whose times depend on the other lines of the file (year inference): files holding them are parsed
+one by one."""
 
 
 def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
     """`[parse(lines, ctx) for lines, ctx in items]`, the small files of the same `_plan` stamped and read in
-    one pass (`_parse_group`); others (long, non-ASCII, /proc/stat, timedatectl, pdsh, colour, pstore) and
-    groups whose lines need more than row-by-row rules (see `_parse_group`) one by one."""
+    one pass (`_parse_group`); others (long files, control characters, /proc/stat, timedatectl, pdsh, colour,
+    pstore) and groups whose lines need more than row-by-row rules (see `_parse_group`) one by one."""
     items = list(items)
     out: list[ParseResult | None] = [None] * len(items)
-    groups: dict[tuple[str, ...], list[list[tuple[int, list[str], _Plan]]]] = {}
+    plans: dict[int, _Plan] = {}
+    groups: dict[tuple[object, ...], list[list[tuple[int, list[str], _Plan]]]] = {}
     for i, (lines, _ctx) in enumerate(items):
-        texts = _groupable(lines)
-        if texts is None:
+        got = _groupable(lines)
+        if got is None:
             continue
-        plan = _plan(texts[:300])
-        if plan[0] or plan[1] or plan[4]:
+        texts, ascii_only = got
+        plan = plans[i] = _plan(texts[:300])
+        if plan[0] or plan[1] or plan[4] or any(plan[3][name] for name in _SOLO_STYLES):
             continue
-        chunks = groups.setdefault(tuple(name for name, _p in plan[2]), [[]])
+        # (ASCII files apart: the small paths read them in Python, alone as in a group)
+        chunks = groups.setdefault((ascii_only, *(name for name, _p in plan[2])), [[]])
         if sum(len(t) for _i, t, _p in chunks[-1]) + len(texts) > GROUP_ROWS:
             chunks.append([])
         chunks[-1].append((i, texts, plan))
     for chunks in groups.values():
         for chunk in chunks:
-            if len(chunk) < 2:
-                continue
-            got = _parse_group([(items[i][1], texts) for i, texts, _p in chunk], chunk[0][2])
-            if got is not None:
+            while len(chunk) >= 2:
+                got = _parse_group([(items[i][1], texts) for i, texts, _p in chunk], chunk[0][2])
+                if isinstance(got, set):  # (files to read alone: the group again without them)
+                    chunk = [c for k, c in enumerate(chunk) if k not in got] if got else []
+                    continue
                 for (i, _t, _p), result in zip(chunk, got, strict=True):
                     out[i] = result
-    return [r if r is not None else parse(*items[i]) for i, r in enumerate(out)]
+                break
+    return [r if r is not None else _parse(*items[i], plans.get(i)) for i, r in enumerate(out)]
 
 
-def _groupable(lines: pl.Series) -> list[str] | None:
-    """The lines of a file `parse_many` may read in a group (a few hundred ASCII lines, not /proc/stat or
-    timedatectl output), else None."""
+_PRINTABLE = bytes(range(0x20, 0x7F)) + b"\t" + bytes(range(0x80, 0x100))
+
+
+def _groupable(lines: pl.Series) -> tuple[list[str], bool] | None:
+    """The lines of a file `parse_many` may read in a group (a few hundred lines without control characters,
+    not /proc/stat or timedatectl output) and whether they are ASCII, else None."""
     if not 0 < len(lines) <= GROUP_ROWS // 2 or lines.null_count():
         return None
     texts: list[str] = lines.to_list()
-    if not "\n".join(texts).isascii():
+    joined = "\t".join(texts)
+    if joined.encode("utf-8", "surrogatepass").translate(None, _PRINTABLE):
         return None
     if _proc_stat_head(texts) or _timedatectl_head(texts):
         return None
-    return texts
+    return texts, joined.isascii()
 
 
-def _parse_group(files: list[tuple[FileContext, list[str]]], plan: _Plan) -> list[ParseResult] | None:
-    """`parse` of each file, the files stamped and read as one frame (line numbers moved apart: `_SHIFT`),
-    then cut per file; None when a rule that reads across lines of a file went beyond row-by-row reading
-    (syslog year inference, inherited clocks, monotonic clocks and boot segments, hosts named by lines)."""
+def _parse_group(files: list[tuple[FileContext, list[str]]], plan: _Plan) -> list[ParseResult] | set[int]:
+    """`parse` of each file, the files stamped and read as one frame, then cut per file; or the files (their
+    indices) whose lines need a rule a group does not keep per file (syslog year inference).
+
+    Each file's line numbers are moved up by its index << `kev.FILE_SHIFT` (no gap, next-line or nearest-line
+    rule reaches across), its boot segments are its own (`stamp(bounds=)`), and each row's host carries a
+    mark of its file while the events and inventory are read (the rules that compare nodes compare them
+    within a file), taken off again with the line numbers.
+    """
+    shift = kev.FILE_SHIFT
     ctx0 = files[0][0]
     numbers: list[int] = []
     texts: list[str] = []
     bounds = [0]
     for k, (ctx, t) in enumerate(files):
-        first = (k << _SHIFT) + ctx.first_line
+        first = (k << shift) + ctx.first_line
         numbers.extend(range(first, first + len(t)))
         texts.extend(t)
         bounds.append(len(texts))
@@ -332,37 +349,46 @@ def _parse_group(files: list[tuple[FileContext, list[str]]], plan: _Plan) -> lis
         [pl.Series("line", numbers, dtype=pl.Int64), pl.Series("text", texts, dtype=pl.String)]
     )
     group_ctx = FileContext(path="", node="", year_hint=ctx0.year_hint, collected_at=ctx0.collected_at)
-    stamped, notes = stamp(frame, group_ctx, plan)
-    if notes or stamped.height != len(texts):
-        return None
-    styles = set(stamped.get_column("style").unique().to_list())
-    if styles & _SOLO_STYLES:
-        return None
-    if stamped.get_column("host").null_count() < stamped.height:
-        return None
-    if stamped.get_column("uptime_s").null_count() < stamped.height:
-        return None
+    stamped, notes = stamp(frame, group_ctx, plan, bounds)
+    if stamped.height != len(texts):
+        return set(range(len(files)))
+    styles = stamped.get_column("style").to_list()
+    if notes or _SOLO_STYLES.intersection(styles):
+        alone = {k for k in range(len(files)) if _SOLO_STYLES.intersection(styles[bounds[k] : bounds[k + 1]])}
+        return alone or set(range(len(files)))
     oks = stamped.get_column("ok").to_list()
-    # every row's node is its file's (no line names a host): a marker per file, for the rules that compare
-    # nodes (inventory's first row per node and value), replaced by the file's node below
-    marks = [f"\x00{k}" for k in range(len(files))]
-    host = pl.Series("host", [marks[k] for k in range(len(files)) for _ in range(bounds[k + 1] - bounds[k])])
-    tables = kev.extract(stamped.with_columns(host), group_ctx)
+    hosts = stamped.get_column("host").to_list()
+    # a host named by a line: 'host\x00k'; none: '\x01k' (k: the file; the texts hold no control character)
+    marked = [
+        f"\x01{k}" if h is None else f"{h}\x00{k}"
+        for k in range(len(files))
+        for h in hosts[bounds[k] : bounds[k + 1]]
+    ]
+    tables = kev.extract(stamped.with_columns(pl.Series("host", marked, dtype=pl.String)), group_ctx)
     nodes = pl.Series("node", [ctx.node for ctx, _t in files], dtype=pl.String)
     paths = pl.Series("file", [ctx.path for ctx, _t in files], dtype=pl.String)
-    starts = pl.Series([k << _SHIFT for k in range(len(files) + 1)], dtype=pl.Int64)
+    starts = pl.Series([k << shift for k in range(len(files) + 1)], dtype=pl.Int64)
     cut: dict[str, list[pl.DataFrame]] = {}
     for name, df in tables.items():
         line = df.get_column("line")
         if not line.is_sorted():
-            return None
-        k = line // (1 << _SHIFT)
-        df = df.with_columns(nodes.gather(k), paths.gather(k), line - k * (1 << _SHIFT))
+            return set(range(len(files)))
+        k = line // (1 << shift)
+        node = df.get_column("node")
+        df = df.with_columns(
+            pl.when(node.str.starts_with("\x01"))
+            .then(nodes.gather(k))
+            .otherwise(node.str.replace(r"\x00\d+$", ""))
+            .alias("node"),
+            paths.gather(k),
+            line - k * (1 << shift),
+        )
         at = line.search_sorted(starts, side="left").to_list()
         cut[name] = [df.slice(at[j], at[j + 1] - at[j]) for j in range(len(files))]
     out = []
     for k, (ctx, t) in enumerate(files):
         parsed, unrecognized, examples = _py_account(t, oks[bounds[k] : bounds[k + 1]], ctx.first_line)
+        named = {h for h in hosts[bounds[k] : bounds[k + 1]] if h is not None}
         out.append(
             ParseResult(
                 tables={name: parts[k] for name, parts in cut.items()},
@@ -371,7 +397,7 @@ def _parse_group(files: list[tuple[FileContext, list[str]]], plan: _Plan) -> lis
                 unrecognized_examples=examples,
                 notes=[],
                 partial=_truncated_texts(t),
-                node=None,
+                node=named.pop() if len(named) == 1 else None,
             )
         )
     return out
@@ -1321,12 +1347,16 @@ def _plan(first: list[str | None]) -> _Plan:
     return use_pdsh, color, order, counts, is_pstore
 
 
-def stamp(frame: pl.DataFrame, ctx: FileContext, plan: _Plan | None = None) -> tuple[pl.DataFrame, list[str]]:
+def stamp(
+    frame: pl.DataFrame, ctx: FileContext, plan: _Plan | None = None, bounds: list[int] | None = None
+) -> tuple[pl.DataFrame, list[str]]:
     """Recognise every line's prefix; return frame + ts, ts_quality, uptime_s, host, tag, msg, ok, style, ...
 
     Styles are tried most-frequent-in-head first, each only on the lines still unmatched, so a file of one
     style costs one regex pass. Later steps run only when a style (or line kind) that needs them is present.
     `plan`: the file's `_plan`, when the caller made it (`parse_many` stamps the files of one plan together).
+    `bounds`: where each file's rows start (and the last ends) when `frame` holds several files: the boot
+    segments are each file's own.
     """
     notes: list[str] = []
     texts = frame.get_column("text")
@@ -1435,11 +1465,18 @@ def stamp(frame: pl.DataFrame, ctx: FileContext, plan: _Plan | None = None) -> t
     if present & {*_INHERITING, "header"}:
         inherit = pl.col("style").is_in(list(_INHERITING))
         has_clock = pl.col("ts").is_not_null() | pl.col("uptime_s").is_not_null()
+        if bounds is None:
+            ffill = pl.Expr.forward_fill
+        else:  # (several files: each file's lines inherit from its own lines only)
+
+            def ffill(e: pl.Expr) -> pl.Expr:
+                return e.forward_fill().over(pl.col("line") // (1 << kev.FILE_SHIFT))
+
         carried = out.with_columns(
-            _ts=pl.when(pl.col("style").is_in(["header"])).then(None).otherwise("ts").forward_fill(),
-            _up=pl.col("uptime_s").forward_fill(),
-            _host=pl.col("host").forward_fill(),
-            _q=pl.when(has_clock).then("ts_quality").forward_fill(),
+            _ts=ffill(pl.when(pl.col("style").is_in(["header"])).then(None).otherwise("ts")),
+            _up=ffill(pl.col("uptime_s")),
+            _host=ffill(pl.col("host")),
+            _q=ffill(pl.when(has_clock).then("ts_quality")),
         )
         out = carried.with_columns(
             ts=pl.when(inherit).then("_ts").otherwise("ts"),
@@ -1461,7 +1498,9 @@ def stamp(frame: pl.DataFrame, ctx: FileContext, plan: _Plan | None = None) -> t
     if any(v != k for k, v in names.items()):  # (all names already short: the mapping is the identity)
         out = out.with_columns(host=pl.col("host").replace_strict(names, default=None, return_dtype=pl.String))
         hosts = [v for v in set(names.values()) if v is not None]
-    if out.get_column("uptime_s").null_count() == out.height:
+    if bounds is not None:
+        out = out.hstack([_group_boot_segments(out, bounds)])
+    elif out.get_column("uptime_s").null_count() == out.height:
         out = out.hstack([_constant("boot_seg", 0, out.height, pl.Int32)])
     elif len(hosts) + int(out.get_column("host").null_count() > 0) <= 1:
         out = out.hstack([_py_boot_segments(out)]) if out.height <= kev.SMALL_ROWS else out.with_columns(boot_seg=_boot_segments())
@@ -1657,10 +1696,33 @@ def _patch(out: pl.DataFrame, part: pl.DataFrame) -> pl.DataFrame:
     return out.with_columns(new)
 
 
-def _py_boot_segments(out: pl.DataFrame) -> pl.Series:
-    """`_boot_segments()` of a short frame, in Python."""
+def _group_boot_segments(out: pl.DataFrame, bounds: list[int]) -> pl.Series:
+    """The boot segments `stamp` gives each file of a group (rows `bounds[k]:bounds[k + 1]`) on its own."""
     ups = out.get_column("uptime_s").to_list()
     msgs = out.get_column("msg").to_list()
+    hosts = out.get_column("host").to_list()
+    segs: list[int | None] = []
+    for a, b in zip(bounds, bounds[1:]):
+        up = ups[a:b]
+        if all(v is None for v in up):
+            segs += [0] * (b - a)
+            continue
+        host = hosts[a:b]
+        if len({h for h in host if h is not None}) + int(None in host) <= 1:
+            segs += _boot_segment_list(up, msgs[a:b])
+        else:
+            segs += _boot_segment_list_by_host(up, msgs[a:b], host)
+    return pl.Series("boot_seg", segs, dtype=pl.Int32)
+
+
+def _py_boot_segments(out: pl.DataFrame) -> pl.Series:
+    """`_boot_segments()` of a short frame, in Python."""
+    segs = _boot_segment_list(out.get_column("uptime_s").to_list(), out.get_column("msg").to_list())
+    return pl.Series("boot_seg", segs, dtype=pl.Int32)
+
+
+def _boot_segment_list(ups: list[float | None], msgs: list[str | None]) -> list[int]:
+    """`_py_boot_segments` of the columns uptime_s and msg."""
     prev = None
     k = 0
     ks: list[int] = []
@@ -1672,7 +1734,7 @@ def _py_boot_segments(out: pl.DataFrame) -> pl.Series:
         ks.append(k)
         if up is not None:
             prev = up
-    return pl.Series("boot_seg", [k - x for x in ks], dtype=pl.Int32)
+    return [k - x for x in ks]
 
 
 def _boot_segments() -> pl.Expr:
@@ -1694,6 +1756,13 @@ def _py_boot_segments_by_host(out: pl.DataFrame) -> pl.Series:
     ups = out.get_column("uptime_s").to_list()
     msgs = out.get_column("msg").to_list()
     hosts = out.get_column("host").to_list()
+    return pl.Series("boot_seg", _boot_segment_list_by_host(ups, msgs, hosts), dtype=pl.Int32)
+
+
+def _boot_segment_list_by_host(
+    ups: list[float | None], msgs: list[str | None], hosts: list[str | None]
+) -> list[int | None]:
+    """`_py_boot_segments_by_host` of the columns uptime_s, msg and host."""
     seen: set[str | None] = set()
     prev: dict[str | None, float] = {}
     k: dict[str | None, int] = {}
@@ -1709,7 +1778,7 @@ def _py_boot_segments_by_host(out: pl.DataFrame) -> pl.Series:
         seg[i] = k[host]
         if up is not None:
             prev[host] = up
-    return pl.Series("boot_seg", [None if v is None else k[hosts[i]] - v for i, v in enumerate(seg)], dtype=pl.Int32)
+    return [None if v is None else k[hosts[i]] - v for i, v in enumerate(seg)]
 
 
 def _boot_segments_by_host(out: pl.DataFrame) -> pl.Series:

@@ -77,7 +77,7 @@ def test_simulated_logs_are_read_in_groups(simulated: list[bytes], monkeypatch: 
 
     def spy(files, plan):  # noqa: ANN001, ANN202
         got = group(files, plan)
-        calls.append((len(files), got is not None))
+        calls.append((len(files), isinstance(got, list)))
         return got
 
     monkeypatch.setattr(kernel_log, "_parse_group", spy)
@@ -133,3 +133,42 @@ def test_random_batches_of_fixture_and_simulated_lines(simulated: list[bytes], s
         ctx = _ctx(i, node=node, first_line=rng.choice([1, 1, 77]))
         items.append((pl.Series("line", take, dtype=pl.String), ctx))
     check(items)
+
+
+RAW = [
+    "[    0.000000] Linux version 5.15.0-119-generic (buildd@lcy02) #129-Ubuntu SMP",
+    "[    1.250000] rtc_cmos 00:02: setting system clock to 2025-03-02T14:29:44 UTC (1740925784)",
+    "[    2.000000] mlx5_core 0000:1a:00.0: firmware version: 28.39.1002",
+    "[   12.500000] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.",
+    "  continued message of the line before",
+    "[    0.500000] Linux version 5.15.0-119-generic (buildd@lcy02) #129-Ubuntu SMP",
+    "[    1.750000] rtc_cmos 00:02: setting system clock to 2025-03-03T10:00:00 UTC (1740996000)",
+    "[    3.000000] mlx5_core 0000:1a:00.0: firmware version: 28.39.1002",
+]
+KMSG = [
+    "5,0,0,-;Linux version 5.15.0-119-generic (buildd@lcy02) #129-Ubuntu SMP",
+    "6,1,1250000,-;rtc_cmos 00:02: setting system clock to 2025-03-02T14:29:44 UTC (1740925784)",
+    "6,1,1250000,-;rtc_cmos 00:02: setting system clock to 2025-03-02T14:29:44 UTC (1740925784)",
+    "4,2,12500000,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.",
+]
+JOURNAL = [
+    "2025-03-02T14:29:44+0000 gpu-node-7 kernel: mlx5_core 0000:1a:00.0: firmware version: 28.39.1002",
+    "2025-03-02T14:29:45+0000 gpu-node-7 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off",
+    "2025-03-02T14:29:46+0000 gpu-node-8.example.com kernel: [   12.5] Linux version 5.15.0-119-generic #1",
+]
+
+
+@pytest.mark.parametrize("small_rows", [1000, 3])
+def test_per_file_state_in_groups(monkeypatch: pytest.MonkeyPatch, small_rows: int) -> None:
+    """Boot segments, the first RTC boot time, /dev/kmsg duplicates, inherited clocks and hosts stay per file
+    (also through the vectorised paths: `small_rows` 3)."""
+    from parsers import _kernel_events as kev
+
+    monkeypatch.setattr(kev, "SMALL_ROWS", small_rows)
+    variants = [RAW, RAW[3:], RAW[4:], KMSG, KMSG[1:], JOURNAL, JOURNAL[::-1], [JOURNAL[0], "  x"], RAW[:2]]
+    ctxs = [_ctx(i, node="same" if i % 2 else f"n{i}", first_line=i % 3 + 1) for i in range(2 * len(variants))]
+    items = [(pl.Series("line", v, dtype=pl.String), ctx) for v, ctx in zip(variants * 2, ctxs, strict=True)]
+    check(items)
+    rng = random.Random(small_rows)
+    for _ in range(3):
+        check(rng.sample(items, 6))
