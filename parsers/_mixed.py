@@ -19,6 +19,8 @@ torchrun blocks, `Last error:` quotes), each gap left as one blank line, not the
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 from collections.abc import Sequence
 from types import ModuleType
@@ -91,8 +93,9 @@ def parse_many(parser: ModuleType, items: Sequence[tuple[pl.Series, FileContext]
         return [parse(parser, lines, ctx) for lines, ctx in items]
     out: list[ParseResult | None] = [None] * len(items)
     alone: list[int] = []
+    marked = _marked(items) if parser is step_log else [True] * len(items)
     for i, (lines, ctx) in enumerate(items):
-        both, lit = _mixes(parser, lines)
+        both, lit = _mixes(parser, lines) if marked[i] else (False, None)
         if both:
             out[i] = _both(lines, ctx, lit)
         else:
@@ -103,6 +106,20 @@ def parse_many(parser: ModuleType, items: Sequence[tuple[pl.Series, FileContext]
         for i, result in zip(alone, many([items[i] for i in alone]), strict=True):
             out[i] = result
     return out  # type: ignore[return-value]
+
+
+def _marked(items: Sequence[tuple[pl.Series, FileContext]]) -> list[bool]:
+    """Per file: whether a line may hold one of `FAMILY_MARKS` (False: the file is surely a training log
+    alone, as `_mixes` would find), for all the small files in one pass over their lines."""
+    small = [len(lines) <= SMALL_LINES and not lines.null_count() for lines, _ in items]
+    if sum(small) < 2:
+        return [True] * len(items)
+    picked = [lines for (lines, _), ok in zip(items, small, strict=True) if ok]
+    at = pl.concat(picked).str.contains_any(FAMILY_MARKS).arg_true().to_list()  # (marks are rare)
+    ends = list(itertools.accumulate(len(x) for x in picked))
+    starts = [end - len(x) for end, x in zip(ends, picked, strict=True)]
+    marks = iter([bisect.bisect_left(at, a) < bisect.bisect_left(at, b) for a, b in zip(starts, ends)])
+    return [next(marks) if ok else True for ok in small]
 
 
 def _mixes(parser: ModuleType, lines: pl.Series) -> tuple[bool, pl.Series | None]:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parsers import _mixed, nccl, step_log
-from parsers.base import FileContext, check_accounting
+from parsers.base import FileContext, ParseResult, check_accounting
 
 CTX = FileContext(path="node-001/train.log", node="node-001")
 
@@ -226,3 +226,37 @@ def test_literal_tests_of_big_chunks_equal_contains_any() -> None:
     for lits, pattern in sets:
         got = _mixed._holds_any(lines, lits, pattern)
         assert got.to_list() == lines.str.contains_any(list(lits)).to_list()
+
+
+def _same(a: ParseResult, b: ParseResult) -> None:
+    assert (a.parsed, a.unrecognized, a.unrecognized_examples, a.notes, a.partial, a.node) == (
+        b.parsed, b.unrecognized, b.unrecognized_examples, b.notes, b.partial, b.node
+    )
+    ta = {t: df for t, df in a.tables.items() if df.height}
+    tb = {t: df for t, df in b.tables.items() if df.height}
+    assert ta.keys() == tb.keys() and all(ta[t].equals(tb[t], null_equal=True) for t in ta)
+
+
+@given(st.lists(st.lists(KINDS, max_size=30), min_size=2, max_size=6), st.sampled_from(["nccl", "step-log"]))
+@settings(max_examples=25, deadline=None)
+def test_parse_many_equals_parse_per_file(files: list[list[str]], winner: str) -> None:
+    """Files that mix both grammars take `_both`, the others the parser's `parse_many`, with the results of
+    `parse` for each file (the marks of the small step logs looked for in one pass over all their lines)."""
+    parser = step_log if winner == "step-log" else nccl
+    items = [
+        (series([TEXT[k](i) for i, k in enumerate(kinds)]), FileContext(path=f"n{j}/train.log", node=f"n{j}"))
+        for j, kinds in enumerate(files)
+    ]
+    for (lines, ctx), got in zip(items, _mixed.parse_many(parser, items), strict=True):
+        _same(got, _mixed.parse(parser, lines, ctx))
+
+
+def test_marked_finds_the_files_holding_a_family_mark() -> None:
+    items = [
+        (series([step(1), step(2)]), CTX),
+        (series([]), CTX),
+        (series([step(3), WATCHDOG]), CTX),
+        (series([IB_WARN]), CTX),
+        (series([step(4)]), CTX),
+    ]
+    assert _mixed._marked(items) == [False, False, True, True, False]
