@@ -166,7 +166,8 @@ def test_per_file_state_in_groups(monkeypatch: pytest.MonkeyPatch, small_rows: i
 
     monkeypatch.setattr(kev, "SMALL_ROWS", small_rows)
     variants = [RAW, RAW[3:], RAW[4:], KMSG, KMSG[1:], JOURNAL, JOURNAL[::-1], [JOURNAL[0], "  x"], RAW[:2]]
-    ctxs = [_ctx(i, node="same" if i % 2 else f"n{i}", first_line=i % 3 + 1) for i in range(2 * len(variants))]
+    n = len(variants) * 2
+    ctxs = [_ctx(i, node="same" if i % 2 else f"n{i}", first_line=i % 3 + 1) for i in range(n)]
     items = [(pl.Series("line", v, dtype=pl.String), ctx) for v, ctx in zip(variants * 2, ctxs, strict=True)]
     check(items)
     rng = random.Random(small_rows)
