@@ -26,6 +26,7 @@ perfquery does not print the device name: it is taken from `-C <ca>` on a preced
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -1053,9 +1054,27 @@ _CACHE_MAX = 50_000
 _BLANK_LINE = (
     False, None, False, None, None, None, None, None, False, None, False, None, False, True, None, 0,
 )  # fmt: skip
+_FALLBACK_LINE = (True, *_BLANK_LINE[1:])
+_NOTHING_LINE = (False, *_BLANK_LINE[1:13], False, *_BLANK_LINE[14:])
+"""A line no pattern of the small path reads (and that does not send the file to the vectorised path)."""
+_PUNCTUATION = frozenset(("Pd", "Ps", "Pe", "Pi", "Pf", "Po"))
 
 
-def _classify(text: str) -> tuple:  # noqa: C901, PLR0912
+def _classify(text: str) -> tuple:
+    """`_read_line` of a printable ASCII line (tab allowed). Other characters: where Python's `re` and polars'
+    engine may disagree (`\\w`, `\\s`, `\\d`, case folding, stripping), so the line is left to the vectorised
+    path; except punctuation (Unicode P* but connectors: `—`, `§`, ...), which both read as neither word,
+    digit nor space, on a line no pattern reads (a comment: unrecognized in both; only its text is quoted)."""
+    if _UNSAFE.search(text) is None:
+        return _read_line(text)
+    if all(unicodedata.category(ch) in _PUNCTUATION for ch in _UNSAFE.findall(text)):
+        got = _read_line(text)
+        if got == _NOTHING_LINE:
+            return got
+    return _FALLBACK_LINE
+
+
+def _read_line(text: str) -> tuple:  # noqa: C901, PLR0912
     """What the small path needs to know of a line apart from the state it is read in.
 
     (fallback, timestamp candidate, block start, tool / device / port named here (None: not named),
@@ -1071,11 +1090,10 @@ def _classify(text: str) -> tuple:  # noqa: C901, PLR0912
     """
     # (each regex only where a literal it needs is there: a line of another kind fails the cheap test)
     if (
-        _UNSAFE.search(text)
-        or ("-" in text and _COLLECTOR_TIME_NEED.search(text))
+        ("-" in text and _COLLECTOR_TIME_NEED.search(text))
         or (may_match(_ENV_LITS, text) and _ANY_ENV_PY.search(text))
     ):
-        return (True, *_BLANK_LINE[1:])
+        return _FALLBACK_LINE
     b = text.rstrip()
     if not b:
         return _BLANK_LINE
@@ -1086,7 +1104,7 @@ def _classify(text: str) -> tuple:  # noqa: C901, PLR0912
         or (" port " in b and pats["i2n"].search(b))
         or (": " in b and pats["pdsh"].search(b))
     ):
-        return (True, *_BLANK_LINE[1:])
+        return _FALLBACK_LINE
     cand = b if len(b) < 80 and _CAND.search(b) else None
     k_sysfs = bool(
         "/" in b
@@ -1151,7 +1169,7 @@ def _classify(text: str) -> tuple:  # noqa: C901, PLR0912
     if k_pqhdr:
         lid_s, port_s = k_pqhdr.group("lid"), k_pqhdr.group("port")
         if len(lid_s) > 18 or len(port_s) > 9:  # (the strict casts of the vectorised path)
-            return (True, *_BLANK_LINE[1:])
+            return _FALLBACK_LINE
         pqhdr = (int(lid_s), int(port_s), k_pqhdr.group("what"))
     pqctr = None
     if k_pqctr:
@@ -1161,7 +1179,7 @@ def _classify(text: str) -> tuple:  # noqa: C901, PLR0912
     if b.startswith(("ibpanic:", "ibwarn:", "iberror:")) and (k_panic := pats["panic"].search(b)):
         pid_s = k_panic.group("pid")
         if pid_s is not None and len(pid_s) > 18:  # (the strict cast of the vectorised path)
-            return (True, *_BLANK_LINE[1:])
+            return _FALLBACK_LINE
         panic = (k_panic.group("tool"), None if pid_s is None else int(pid_s), k_panic.group("msg"))
     sysfs = None
     if k_sysfs:
@@ -1169,7 +1187,7 @@ def _classify(text: str) -> tuple:  # noqa: C901, PLR0912
         path_s = _SY_HEAD.search(b).group(1)
         g = _SY_PATH.search(path_s)
         if g is None:
-            return (True, *_BLANK_LINE[1:])
+            return _FALLBACK_LINE
         val = b[len(path_s) :]
         val = (val[1:] if val.startswith(":") else val).strip()
         sysfs = (g.group("dev"), g.group("port"), g.group("grp"), g.group("key"), val)

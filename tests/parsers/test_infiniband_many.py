@@ -33,6 +33,10 @@ EDGE = [
     "ibpanic: [99999999999999999999] x",
     'ibwarn: [12] a "quoted" reason',
     "\t\tState: Act\u00efve",
+    "\t\tState: Down \u2014 see \u00a74",
+    "CA '\u00abmlx5_0\u00bb'",
+    "Sat Jun 14 10:10:00 UTC 2025 \u2014",
+    "# note \u2014 see \u00a74 \u2192 x",
     # lines the small path reads
     "ibwarn: [123] mad_rpc: _do_madrpc failed; dport (Lid 12)",
     "ibpanic: [1400444] main: stat of IB device 'mlx5_8' failed: No such file or directory",
@@ -59,6 +63,7 @@ EDGE = [
     "\t\t\tactive_width:\t\t4X (2)",
     "\t\t\tactive_speed:\t\t25.0 Gbps (32)",
     "garbage",
+    "# note \u2014 see FORMATS.md \u00a74 \u00abquoted\u00bb",
     "",
     "   ",
 ]
@@ -148,10 +153,9 @@ def test_plain_files_take_the_batched_path(monkeypatch: pytest.MonkeyPatch) -> N
     plain = [
         (name, lines)
         for name, lines in fixture_lines()
-        if name.endswith(":harness")
-        and name.split(":")[0].startswith(("ibstat", "ibstatus", "ibv_", "perfquery", "sysfs_class"))
-    ]
-    assert len(plain) >= 7
+        if name.split(":")[0].startswith(("ibstat", "ibstatus", "ibv_", "perfquery", "sysfs_class"))
+    ]  # (as is, with their `#SOURCE:` lines, and blanked)
+    assert len(plain) >= 14
     calls: list[str] = []
     real = infiniband._parse_frames
     monkeypatch.setattr(
@@ -180,7 +184,7 @@ def test_random_batches(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
                     parts += lines[a : a + rng.randint(1, 60)]
                 else:
                     parts += [
-                        rng.choice(EDGE[11:] if rng.random() < 0.7 else EDGE)
+                        rng.choice(EDGE[15:] if rng.random() < 0.7 else EDGE)
                         for _ in range(rng.randint(1, 4))
                     ]
             files.append((f"mix/{seed}/{b}/{k}", rng.choice(["node-a", "node-b", "unknown"]), parts))
@@ -192,3 +196,18 @@ def test_random_batches(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
         for (lines, ctx), got in zip(items_of(files), many, strict=True):
             same(infiniband.parse(lines, ctx), got)
         monkeypatch.undo()
+
+
+def test_punctuation_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A comment line with non-ASCII punctuation keeps a file on the small path; such a character on a line
+    the grammar reads sends the file to the vectorised path. Both as the vectorised path reads them."""
+    ibstat = dict(fixture_lines())["ibstat_h100_8x400g_some_down.txt:harness"]
+    ctx = FileContext(path="p", node="n")
+    kept = ["# collected \u2014 see FORMATS.md \u00a74 \u00abibstat\u00bb", *ibstat, "\u2014\u2014\u2014"]
+    declined = [*ibstat[:20], "\t\tState: Down \u2014 see \u00a74", *ibstat[20:]]
+    assert infiniband._parse_small(kept, ctx) is not None
+    assert infiniband._parse_small(declined, ctx) is None
+    many = infiniband.parse_many(items_of([("a", "n", kept), ("b", "n", declined)]))
+    monkeypatch.setattr(infiniband, "SMALL_LINES", -1)
+    for (lines, c), got in zip(items_of([("a", "n", kept), ("b", "n", declined)]), many, strict=True):
+        same(infiniband.parse(lines, c), got)
