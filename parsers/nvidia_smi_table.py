@@ -12,7 +12,10 @@ Several tables in one file (`watch`/`-l` captures) each give their own snapshot.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
+from collections.abc import Sequence
 from datetime import datetime
+from itertools import accumulate
 from typing import Any
 
 import polars as pl
@@ -69,7 +72,42 @@ def sniff(head: bytes, name: str) -> float:
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse every table in the file; see the module docstring."""
     texts: list[str] = [t if t is not None else "" for t in lines.cast(pl.String).to_list()]
-    blank = F.blank_flags(lines)
+    rows, result = _parse(texts, F.blank_flags(lines), set(_failure_candidates(lines)), ctx)
+    return ParseResult(tables=F.frames(*rows), **result)
+
+
+def _failure_candidates(lines: pl.Series) -> list[int]:
+    """Positions of the lines holding one of `F.FAILURE_LITERALS`."""
+    return lines.cast(pl.String).str.contains_any(list(F.FAILURE_LITERALS)).arg_true().to_list()
+
+
+def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
+    """`[parse(lines, ctx) for lines, ctx in items]`: the lines of all files read in one pass (strings, blank
+    flags), each file walked on its own, the tables of all files built by `F.frames_many`."""
+    if not items:
+        return []
+    text = pl.concat([lines.cast(pl.String) for lines, _ in items], how="vertical")
+    texts: list[str] = [t if t is not None else "" for t in text.to_list()]
+    blank = F.blank_flags(text)
+    starts = list(accumulate((len(lines) for lines, _ in items), initial=0))
+    cand: list[set[int]] = [set() for _ in items]
+    for i in _failure_candidates(text):
+        k = bisect_right(starts, i) - 1
+        cand[k].add(i - starts[k])
+    rows, results = [], []
+    for k, (_lines, ctx) in enumerate(items):
+        a, b = starts[k], starts[k + 1]
+        r, result = _parse(texts[a:b], blank[a:b], cand[k], ctx)
+        rows.append(r)
+        results.append(result)
+    return [ParseResult(tables=t, **r) for t, r in zip(F.frames_many(rows), results, strict=True)]
+
+
+def _parse(
+    texts: list[str], blank: list[bool], maybe_failure: set[int], ctx: FileContext
+) -> tuple[tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]], dict[str, Any]]:
+    """The rows of the three tables and the other `ParseResult` fields of one file (`maybe_failure`: the
+    positions of its lines holding a failure literal)."""
     first = ctx.first_line
     tally = Tally()
     inv: list[dict[str, Any]] = []
@@ -88,7 +126,6 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         return t
 
     # lines that may be nvidia-smi failure lines (one literal scan; `failure_event` needs one of these)
-    maybe_failure = set(lines.cast(pl.String).str.contains_any(list(F.FAILURE_LITERALS)).arg_true().to_list())
     for i, raw in enumerate(texts):
         ln = first + i
         text = raw.rstrip()
@@ -179,10 +216,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             samples.append(r)
             events += ev
     partial = bool(tables) and texts and not texts[-1].strip().startswith("+") and not texts[-1].strip().endswith("|")
-    return ParseResult(
-        tables=F.frames(inv, samples, events),
-        parsed=tally.parsed,
-        unrecognized=tally.unrecognized,
-        unrecognized_examples=tally.examples,
-        partial=bool(partial),
-    )
+    return (inv, samples, events), {
+        "parsed": tally.parsed,
+        "unrecognized": tally.unrecognized,
+        "unrecognized_examples": tally.examples,
+        "partial": bool(partial),
+    }
