@@ -3,8 +3,10 @@
 For every file of a bundle, in one process (POLARS_MAX_THREADS=1 advised), CPU time of:
 - `read`: open, read and checksum the file (ChunkReader), cut its lines (`lines_from_bytes`);
 - `detect`: format detection of its head (all sniffers);
-- `ingest`: the whole `ingest_file` (read, detect, parse, tables);
-- `floor`: `ingest_file` with every parse replaced by one that returns no rows (read + detect + machinery).
+- `ingest`: the whole ingest of each file as the workers do it (read, detect, parse, tables), in the same
+  batches (`ingest_files`: the small files of one format parsed together where the parser has `parse_many`);
+- `alone`: the same, every file on its own (`ingest_file`);
+- `floor`: `ingest` with every parse replaced by one that returns no rows (read + detect + machinery).
 
 Then the best ratio against `grep -rcE` on the same files any parser could reach on this machine with the
 ingest's per-file work: grep's seconds over (floor CPU / cores); and the CPU a 10 % ratio would leave once
@@ -33,6 +35,17 @@ def _no_rows(parser: object, lines: object, ctx: object) -> ParseResult:
     return ParseResult({}, parsed=len(lines), unrecognized=0)  # type: ignore[arg-type]
 
 
+def _no_rows_many(parser: object, items: list[tuple[object, object]]) -> list[ParseResult]:
+    return [_no_rows(parser, lines, ctx) for lines, ctx in items]
+
+
+def _ingest_all(files: list[bundle.BundleFile], lim: bundle.Limits) -> None:
+    """Every file ingested in the tasks the workers get (batches of small files of one name shape)."""
+    for f, k in ingest._batched(ingest._tasks(files, {}), ingest.BATCH_FILES):
+        group = f if k == ingest.BATCH else (f,)
+        ingest.ingest_files(group, lim, None, None, [None] * len(group))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("bundle", type=Path)
@@ -58,19 +71,23 @@ def main() -> None:
     cpu["detect"] = time.process_time() - t
 
     t = time.process_time()
-    for f in files:
-        ingest.ingest_file(f, lim, None, None)
+    _ingest_all(files, lim)
     cpu["ingest"] = time.process_time() - t
 
-    real = _mixed.parse
+    t = time.process_time()
+    for f in files:
+        ingest.ingest_file(f, lim, None, None)
+    cpu["alone"] = time.process_time() - t
+
+    real, real_many = _mixed.parse, _mixed.parse_many
     _mixed.parse = _no_rows  # type: ignore[assignment]
+    _mixed.parse_many = _no_rows_many  # type: ignore[assignment]
     try:
         t = time.process_time()
-        for f in files:
-            ingest.ingest_file(f, lim, None, None)
+        _ingest_all(files, lim)
         cpu["floor"] = time.process_time() - t
     finally:
-        _mixed.parse = real  # type: ignore[assignment]
+        _mixed.parse, _mixed.parse_many = real, real_many  # type: ignore[assignment]
 
     grep = min(
         _timed(["grep", "-rcE", "NCCL WARN|NVRM: Xid", str(a.bundle)]) for _ in range(2)
