@@ -283,12 +283,10 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
     out: list[ParseResult | None] = [None] * len(items)
     plans: dict[int, _Plan] = {}
     groups: dict[tuple[object, ...], list[list[tuple[int, list[str], _Plan]]]] = {}
-    for i, (lines, _ctx) in enumerate(items):
-        got = _groupable(lines)
-        if got is None:
-            continue
-        texts, ascii_only = got
-        plan = plans[i] = _plan(texts[:300])
+    found = [(i, got) for i, (lines, _ctx) in enumerate(items) if (got := _groupable(lines)) is not None]
+    counts = _head_counts([(i, texts) for i, (texts, ascii_only) in found if ascii_only])
+    for i, (texts, ascii_only) in found:
+        plan = plans[i] = _plan(texts[:300], counts.get(i))
         if plan[0] or plan[1] or plan[4] or any(plan[3][name] for name in _SOLO_STYLES):
             continue
         # (ASCII files apart: the small paths read them in Python, alone as in a group)
@@ -307,6 +305,27 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
                     out[i] = result
                 break
     return [r if r is not None else _parse(*items[i], plans.get(i)) for i, r in enumerate(out)]
+
+
+def _head_counts(files: list[tuple[int, list[str]]]) -> dict[int, dict[str, int]]:
+    """For each file (key, lines) of printable ASCII (without control characters), how many of its `_head`
+    lines `PDSH_RE` ('pdsh') and each style's prefix match: what `_plan` counts with Python's `re`, in one
+    polars query for all the files (on such text both engines read these patterns alike)."""
+    keys: list[int] = []
+    heads: list[str] = []
+    for key, texts in files:
+        head = _head(texts[:300])
+        keys += [key] * len(head)
+        heads += head
+    if not heads:
+        return {}
+    frame = pl.DataFrame([pl.Series("f", keys, dtype=pl.Int64), pl.Series("t", heads, dtype=pl.String)])
+    text = pl.col("t")
+    got = frame.group_by("f", maintain_order=True).agg(
+        pdsh=text.str.contains(PDSH_RE).sum(),
+        **{name: text.str.contains(pattern).sum() for name, pattern in STYLES},
+    )
+    return {row.pop("f"): row for row in got.iter_rows(named=True)}
 
 
 _PRINTABLE = bytes(range(0x20, 0x7F)) + b"\t" + bytes(range(0x80, 0x100))
@@ -1334,9 +1353,21 @@ _Plan = tuple[bool, bool, tuple[tuple[str, str], ...], dict[str, int], bool]
 tried in (most frequent in the head first) and the head's count of each, pstore records."""
 
 
-def _plan(first: list[str | None]) -> _Plan:
-    """The `_Plan` of a file whose first (up to 300) lines are `first`."""
-    head = [t for t in first if t and t.strip()]
+def _head(first: list[str | None]) -> list[str]:
+    """The non-blank lines of a file's first (up to 300) lines: what `_plan` reads."""
+    return [t for t in first if t and t.strip()]
+
+
+def _plan(first: list[str | None], counts: dict[str, int] | None = None) -> _Plan:
+    """The `_Plan` of a file whose first (up to 300) lines are `first`. `counts`: how many of its `_head`
+    lines `PDSH_RE` ('pdsh') and each style match, when the caller counted them (`_head_counts`)."""
+    head = _head(first)
+    if counts is not None:
+        use_pdsh = counts["pdsh"] > len(head) // 2 if head else False
+        if not use_pdsh:
+            order = tuple(sorted(STYLES, key=lambda s: -counts[s[0]]))
+            is_pstore = any(t.startswith(("dmesg-", "Panic#", "Oops#")) for t in head)
+            return False, False, order, {name: counts[name] for name, _p in STYLES}, is_pstore
     use_pdsh = sum(1 for t in head if re.match(PDSH_RE, t)) > len(head) // 2 if head else False
     color = any("\x1b[" in t for t in head)
     if color:

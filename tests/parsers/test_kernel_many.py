@@ -173,3 +173,19 @@ def test_per_file_state_in_groups(monkeypatch: pytest.MonkeyPatch, small_rows: i
     rng = random.Random(small_rows)
     for _ in range(3):
         check(rng.sample(items, 6))
+
+
+def test_head_counts_are_what_plan_counts(simulated: list[bytes]) -> None:
+    """`_head_counts` (one polars query for a batch) gives the plan `_plan` works out with Python's `re`."""
+    odd = ["x  12 10:00:01 h kernel: a", "<6>[ 1.5] b", "Jan  1 00:00:00 h k[1]: \t c", " ", ""]
+    files = [_lines(b) for b in simulated] + [_lines(p.read_bytes()) for p in FIXTURES]
+    files.append(pl.Series("line", odd, dtype=pl.String))
+    texts = {}
+    for k, lines in enumerate(files):
+        got = kernel_log._groupable(lines)
+        if got is not None and got[1]:
+            texts[k] = got[0]
+    assert len(texts) > 30
+    counts = kernel_log._head_counts(list(texts.items()))
+    for k, t in texts.items():
+        assert kernel_log._plan(t[:300], counts.get(k)) == kernel_log._plan(t[:300])
