@@ -482,6 +482,8 @@ def _parse_items(
     root = _ROOT[0]
     parsed = 0
     inv_d: dict[str, tuple[str, int]] = {}
+    sample_d: dict[str, tuple[str, int, int]] = {}
+    extra_d: dict[str, str] = {}
     ln: int | None = None
     for at, raw in items:
         if raw is None:  # a blank line (not parsed, not counted)
@@ -514,9 +516,14 @@ def _parse_items(
                             if arg not in inv_d and value != "":
                                 inv_d[arg] = (value, ln)
                         elif op == 1:
-                            snap.put_sample(arg, value, ln, pri)
+                            if arg in sample_d:
+                                snap.put_sample(arg, value, ln, pri)
+                            else:  # = snap.put_sample of a column not yet set
+                                sample_d[arg] = (value, ln, pri)
                         elif op == 2:
-                            snap.put_extra(arg, value, ln)
+                            if arg not in extra_d:  # = snap.put_extra
+                                extra_d[arg] = value.strip()
+                                snap.extra_lines[arg] = ln
                         elif op == 3:
                             snap.extra.setdefault(arg, value.strip())
                         elif op == 4:
@@ -548,7 +555,7 @@ def _parse_items(
                 dumps.append(dump)
             close_gpu(ln - 1)
             snap = F.GpuSnapshot(index=len(dump.gpus), bus_raw=c[1], line=ln)
-            inv_d = snap.inv
+            inv_d, sample_d, extra_d = snap.inv, snap.sample, snap.extra
             keys1 = []
             stack = []
             last_header_empty = False
