@@ -369,6 +369,21 @@ def node_rows(attrs: list[tuple[str, str, int]], *, node: str, path: str, source
     ]
 
 
+def new_node_rows(
+    attrs: list[tuple[str, str, int]], *, node: str, path: str, source: str, seen: Stated
+) -> list[dict[str, Any]]:
+    """`node_rows` less the rows whose raw key (`_INV_KEY`) `seen` holds, which it then holds too: with
+    `snapshot_rows(..., seen=seen)` for the GPU rows, a file's inventory rows are unique on their raw key
+    (`frames(..., inv_unique=True)`)."""
+    out = []
+    for r in node_rows(attrs, node=node, path=path, source=source):
+        k = (r["node"], "node", None, None, None, r["attribute"], r["value"])  # (= _INV_KEY of the row)
+        if k not in seen.keys:
+            seen.keys.add(k)
+            out.append(r)
+    return out
+
+
 def normalized_bus_ids(raw: pl.Series) -> pl.Series:
     """`normalize_bus_id` of a column, computed once per distinct value (a loop repeats a few bus ids)."""
     raw = raw.cast(pl.String)

@@ -609,11 +609,7 @@ def _parse_items(
             for k, attr in (("Driver Version", "driver_version"), ("CUDA Version", "cuda_version"), ("Hostname", "hostname"))
             if k in d.top
         ]
-        for r in F.node_rows(node_attrs, node=node, path=ctx.path, source="nvidia-smi-q"):
-            k = (r["node"], "node", None, None, None, r["attribute"], r["value"])  # (F._INV_KEY of the row)
-            if k not in seen_inv.keys:
-                seen_inv.keys.add(k)
-                inv.append(r)
+        inv += F.new_node_rows(node_attrs, node=node, path=ctx.path, source="nvidia-smi-q", seen=seen_inv)
         for s, _k, _last in d.gpus:
             if "bus_id" not in s.inv and s.bus_raw:
                 s.put_inv("bus_id", s.bus_raw, s.line)

@@ -274,7 +274,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     with F.gc_paused():
         texts, blank = _prepare(lines)
         rows, result = _parse(texts, blank, ctx)
-        return ParseResult(tables=F.frames(*rows), **result)
+        return ParseResult(tables=F.frames(*rows, inv_unique=True), **result)
 
 
 def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
@@ -293,7 +293,7 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
             r, result = _parse(texts[a:b], blank[a:b], ctx)
             rows.append(r)
             results.append(result)
-        tables = F.frames_many(rows)
+        tables = F.frames_many(rows, inv_unique=True)
         return [ParseResult(tables=t, **result) for t, result in zip(tables, results, strict=True)]
 
 
@@ -312,6 +312,7 @@ def _parse(
     samples: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
     spans: list[tuple[int, int]] = []  # the lines of each document read (in order, disjoint)
+    seen = F.Stated()  # the inventory facts stated so far: the file's inventory rows are unique (F.frames)
     partial = False
     notes: list[str] = []
 
@@ -381,7 +382,7 @@ def _parse(
             e = root.find(tag)
             if e is not None and (e.text or "").strip():
                 node_attrs.append((attr, (e.text or "").strip(), el_line.get(id(e), first + start)))
-        inv += F.node_rows(node_attrs, node=ctx.node, path=ctx.path, source="nvidia-smi-xml")
+        inv += F.new_node_rows(node_attrs, node=ctx.node, path=ctx.path, source="nvidia-smi-xml", seen=seen)
         for idx, gpu in enumerate(root.findall("gpu")):
             snap = F.GpuSnapshot(index=idx, bus_raw=gpu.get("id"), line=el_line.get(id(gpu), first + start))
             _walk(gpu, "", el_line, snap)
@@ -389,7 +390,9 @@ def _parse(
                 snap.put_inv("bus_id", snap.bus_raw, snap.line)
             if snap.bus_raw is None and "bus_id" in snap.inv:
                 snap.bus_raw = snap.inv["bus_id"][0]
-            gi, row, ev = F.snapshot_rows(snap, node=ctx.node, path=ctx.path, source="nvidia-smi-xml", ts=ts, text_of=text_of)
+            gi, row, ev = F.snapshot_rows(
+                snap, node=ctx.node, path=ctx.path, source="nvidia-smi-xml", ts=ts, text_of=text_of, seen=seen
+            )
             row["source"] = "nvidia-smi-xml"
             inv += gi
             samples.append(row)
