@@ -70,15 +70,44 @@ def _int(s: str | None, limit: int) -> int | None:
     return v if -limit <= v < limit else None
 
 
+def _plain(v: str) -> bool:
+    """A string `json.dumps` writes between quotes as it is (and holding no quote a null-member pattern of
+    `_json` could start at)."""
+    return v.isascii() and v.isprintable() and '"' not in v and "\\" not in v
+
+
 def _dumps(v: Any) -> str:
     """`json.dumps(v)`, a plain string without a look at the encoder."""
-    if isinstance(v, str) and v.isascii() and v.isprintable() and '"' not in v and "\\" not in v:
+    if isinstance(v, str) and _plain(v):
         return f'"{v}"'
     return json.dumps(v)
 
 
 def _json(**fields: Any) -> str:
     """`nccl.json_detail` of plain values: `struct.json_encode`, then its null members dropped."""
+    parts = []
+    plain = True  # (no string holds a quote or backslash: the null members are just left out)
+    for k, v in fields.items():
+        if v is None:
+            continue
+        if isinstance(v, bool):
+            enc = "true" if v else "false"
+        elif isinstance(v, int):
+            enc = str(v)
+        elif isinstance(v, list):
+            plain = plain and all(not isinstance(x, str) or _plain(x) for x in v)
+            enc = "[" + ",".join(_dumps(x) for x in v) + "]"
+        else:
+            plain = plain and (not isinstance(v, str) or _plain(v))
+            enc = _dumps(v)
+        parts.append(f'"{k}":{enc}')
+    if plain:  # (`_json_nulls` gives the same: only a null member makes a `":null` there)
+        return "{" + ",".join(parts) + "}"
+    return _json_nulls(fields)
+
+
+def _json_nulls(fields: dict[str, Any]) -> str:
+    """`_json` the way `nccl.json_detail` works: every member encoded, then the null ones cut out by regex."""
     parts = []
     for k, v in fields.items():
         if v is None:
@@ -88,10 +117,10 @@ def _json(**fields: Any) -> str:
         elif isinstance(v, int):
             enc = str(v)
         elif isinstance(v, list):
-            enc = "[" + ",".join(_dumps(x) for x in v) + "]"
+            enc = "[" + ",".join(json.dumps(x) for x in v) + "]"
         else:
-            enc = _dumps(v)
-        parts.append(f'"{k}":{enc}')
+            enc = json.dumps(v)
+        parts.append(f"{json.dumps(k)}:{enc}")
     js = "{" + ",".join(parts) + "}"
     if "null" not in js:  # (each pattern below holds it)
         return js
@@ -223,9 +252,60 @@ class _Rows:
     parsed: int
 
 
+def _classify(msg: str) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    """What `nccl._nccl_rows` reads in a record's message: (kind, values) for each row kind it gives ('conn':
+    a ring/tree/channel line; the others the fields `_rows` keeps), in `_rows`' order."""
+    from parsers import nccl
+
+    rx = _rx
+    out: list[tuple[str, tuple[Any, ...]]] = []
+    if msg[:4] in nccl._CONN_PREFIXES and rx(nccl.CONN_RE).search(msg):
+        out.append(("conn", ()))
+    if msg.startswith("NCCL version"):
+        m = rx(nccl.VERSION_RE).search(msg)
+        if m:
+            out.append(("ver", (m.group("ver"), m.group("cuda"))))
+    elif msg.startswith("cudaDriverVersion"):
+        m = rx(nccl.CUDA_DRIVER_RE).search(msg)
+        if m:
+            out.append(("drv", (_int(m.group(1), _I64),)))
+    if msg.startswith("NCCL_"):
+        m = rx(nccl.ENV_RE).search(msg)
+        if m:
+            out.append(("env", (m.group("var"), m.group("val"))))
+    if msg.startswith("Bootstrap"):
+        m = rx(nccl.BOOTSTRAP_RE).search(msg)
+        if m:
+            out.append(("bs", (m.group("ifname"), m.group("ip"))))
+    elif msg.startswith("NET/IB"):
+        m = rx(nccl.NET_IB_RE).search(msg)
+        if m:
+            out.append(("ib", (msg, m)))
+    elif msg.startswith("NET/Socket"):
+        if rx(nccl.NET_SOCKET_RE).search(msg):
+            out.append(("sock", (msg,)))
+    elif msg.startswith("Using network"):
+        m = rx(nccl.USING_NET_RE).search(msg)
+        if m:
+            out.append(("using", (m.group(1),)))
+    if "NET/OFI Selected" in msg:
+        m = rx(nccl.OFI_RE).search(msg)
+        if m:
+            out.append(("ofi", (m.group("prov"), _int(m.group("nics"), _I64))))
+    if " - Init " in msg:
+        m = rx(nccl.INIT_RE).search(msg)
+        if m:
+            out.append(("init", (m,)))
+    if " nNodes " in msg:
+        m = rx(nccl.TOPO_RE).search(msg)
+        if m:
+            out.append(("topo", (m,)))
+    return tuple(out)
+
+
 def _rows(recs: list[tuple[int, dict[str, Any], str]], ctx: FileContext, memo: dict[Any, Any]) -> _Rows:
-    """A file's rows (`nccl._nccl_rows` for its records). `memo`: network lines read before (a network line's
-    rows follow from its message, and the ranks of a node print the same ones)."""
+    """A file's rows (`nccl._nccl_rows` for its records). `memo`: messages and network lines read before (a
+    message's rows follow from its text, and the ranks and nodes of a job print the same ones)."""
     from parsers import nccl
 
     path = ctx.path
@@ -243,49 +323,19 @@ def _rows(recs: list[tuple[int, dict[str, Any], str]], ctx: FileContext, memo: d
     bs_ips: list[tuple[Any, ...]] = []
     conn = 0
     rx = _rx
+    kinds = {
+        "ver": ver, "drv": cuda_drv, "env": env, "bs": bs_ips, "ib": ib, "sock": sock, "using": using,
+        "ofi": ofi, "init": init, "topo": topo,
+    }
     for line, h, msg in recs:
-        p4 = msg[:4]
-        if p4 in nccl._CONN_PREFIXES and rx(nccl.CONN_RE).search(msg):
-            conn += 1
-        if msg.startswith("NCCL version"):
-            m = rx(nccl.VERSION_RE).search(msg)
-            if m:
-                ver.append((h, line, m.group("ver"), m.group("cuda")))
-        elif msg.startswith("cudaDriverVersion"):
-            m = rx(nccl.CUDA_DRIVER_RE).search(msg)
-            if m:
-                cuda_drv.append((h, line, _int(m.group(1), _I64)))
-        if msg.startswith("NCCL_"):
-            m = rx(nccl.ENV_RE).search(msg)
-            if m:
-                env.append((h, line, m.group("var"), m.group("val")))
-        if msg.startswith("Bootstrap"):
-            m = rx(nccl.BOOTSTRAP_RE).search(msg)
-            if m:
-                bs_ips.append((h, line, m.group("ifname"), m.group("ip")))
-        elif msg.startswith("NET/IB"):
-            m = rx(nccl.NET_IB_RE).search(msg)
-            if m:
-                ib.append((h, line, msg, m))
-        elif msg.startswith("NET/Socket"):
-            if rx(nccl.NET_SOCKET_RE).search(msg):
-                sock.append((h, line, msg))
-        elif msg.startswith("Using network"):
-            m = rx(nccl.USING_NET_RE).search(msg)
-            if m:
-                using.append((h, line, m.group(1)))
-        if "NET/OFI Selected" in msg:
-            m = rx(nccl.OFI_RE).search(msg)
-            if m:
-                ofi.append((h, line, m.group("prov"), _int(m.group("nics"), _I64)))
-        if " - Init " in msg:
-            m = rx(nccl.INIT_RE).search(msg)
-            if m:
-                init.append((h, line, m))
-        if " nNodes " in msg:
-            m = rx(nccl.TOPO_RE).search(msg)
-            if m:
-                topo.append((h, line, m))
+        got = memo.get(msg)
+        if got is None:
+            got = memo[msg] = _classify(msg)
+        for kind, value in got:
+            if kind == "conn":
+                conn += 1
+            else:
+                kinds[kind].append((h, line, *value))
     for h, line, v, cuda in ver:
         inv.append((h["node"], "software", None, "nccl_version", v, "nccl", path, line))
     for h, line, v, cuda in ver:

@@ -138,3 +138,10 @@ def test_json_and_safety_shortcuts_are_the_plain_ones() -> None:
         assert _nccl_small._dumps(v) == json.dumps(v)
     for text in ("abc\tdef\nghi", "abc\x00", "é", "a\rb", "\x7f", "~ !"):
         assert _nccl_small._safe(text) == (not re.search(r"[^\t\x20-\x7e]", text.replace("\n", " ")))
+    rng = random.Random(1)
+    values = [None, None, True, 0, -3, 2.5, "x", "0x5f", 'q"', "a\\b", "k\":null,", ":null", "null", "é"]
+    values += [["a", 'b"'], ["a", "b"], []]
+    keys = ["a", "bb", "c_d", "e", "nnodes"]
+    for _ in range(3000):
+        fields = {k: rng.choice(values) for k in rng.sample(keys, rng.randint(1, 5))}
+        assert _nccl_small._json(**fields) == _nccl_small._json_nulls(fields), fields
