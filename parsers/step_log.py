@@ -366,17 +366,21 @@ def _one_per_block(fr: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _minmax_groups(text: pl.Series) -> pl.Series:
+def _minmax_groups(text: pl.Series, cut: pl.DataFrame | None = None) -> pl.Series:
     r"""`text.str.extract_groups(TIMER_MINMAX_RE)` (fields name, min, max) for lines known to match it, by splitting.
 
     In a match, the first `(` of the line opens the `(min, max)` pair (the name and the dots before it hold no
     `(`), so the text before it is `\s+ name \s*\.*: \s*` and the text after it `\s*min,\s*max\s*)\s*` (NUM holds no
     `,` or space). The lazy name is the first character plus the rest with the longest `\s*\.*:\s*` suffix
     removed, computed once per distinct head (timer names repeat every iteration). Regex capture of 300k timer
-    entries was the largest single cost on Megatron logs.
+    entries was the largest single cost on Megatron logs. (`cut`: columns `_h`, `_t`, the lines cut at their
+    first `(` already, see `_minmax_pre`.)
     """
-    parts = text.str.splitn("(", 2).struct.unnest()
-    head, tail = parts.get_column("field_0"), parts.get_column("field_1")
+    if cut is None:
+        parts = text.str.splitn("(", 2).struct.unnest()
+        head, tail = parts.get_column("field_0"), parts.get_column("field_1")
+    else:
+        head, tail = cut.get_column("_h"), cut.get_column("_t")
     heads = head.unique()
     h = heads.str.strip_chars_start()
     names = (h.str.slice(0, 1) + h.str.slice(1).str.strip_chars_end().str.strip_suffix(":").str.strip_chars_end(".").str.strip_chars_end())
@@ -434,14 +438,18 @@ of a block grammar: `across ranks`, `[batch=`, `performance:`) contains it."""
 
 
 def _present(
-    seg: pl.DataFrame, titan: tuple[pl.Series, pl.DataFrame] | None = None, minmax: pl.Series | None = None
+    seg: pl.DataFrame,
+    titan: tuple[pl.Series, pl.DataFrame] | None = None,
+    minmax: tuple[pl.DataFrame, pl.Series] | None = None,
 ) -> frozenset[str]:
     """The `_GATES` that occur in the cleaned text of `seg` (one Aho-Corasick pass over the column).
 
     `titan` (`_titan_pre`): a canonical torchtitan line is scanned up to its first `step:` alone; its tail
     (`_TITAN_TAIL`) holds `loss:` and no other gate, and no gate runs from the head into it (`_TAIL_GATES`).
     `minmax` (`_minmax_pre`): a Megatron `(min, max)` timer entry is scanned up to its first `(`, once per
-    distinct text there (timer names repeat); what follows it holds no gate (`_MINMAX_TAIL_CHARS`).
+    distinct text there (timer names repeat); what follows it holds no gate (`_MINMAX_TAIL_CHARS`). (The
+    heads scanned are those `_minmax_pre` found: each one with its `(` is a prefix of a line, which is either
+    scanned in full or a timer entry scanned that far.)
     """
     if seg.height == 0:
         return frozenset()
@@ -457,10 +465,10 @@ def _present(
             other = other.scatter(idx.filter(canon), False)
             heads.append(cf.filter(canon).get_column("_h0") + "step:")
             got = _TAIL_GATES
-    if minmax is not None and minmax.any():
-        other = ~minmax if other is None else other & ~minmax
-        mm = text.filter(minmax)
-        heads.append(mm.str.slice(0, mm.str.find("(", literal=True) + 1).unique())
+    if minmax is not None and minmax[0].get_column("_mm").any():
+        mm = minmax[0].get_column("_mm")
+        other = ~mm if other is None else other & ~mm
+        heads.append(minmax[1] + "(")
     if other is not None:
         text = pl.concat([text.filter(other), *heads])
     found = text.str.extract_many(list(_GATES), overlapping=True).explode().drop_nulls().unique()
@@ -476,15 +484,37 @@ assert all(  # no gate runs on past such a `(`
 )
 
 
-def _minmax_pre(seg: pl.DataFrame) -> pl.Series | None:
-    """On big chunks with `across ranks` somewhere (where `_block_fragments` computes it): which lines match
-    `TIMER_MINMAX_RE`."""
+_MM_HEAD = r"^\s+[^\s(][^(]*?\s*\.*:\s*$"
+_MM_TAIL = rf"^\s*{g.NUM},\s*{g.NUM}\s*\)\s*$"
+assert re.sub(r"\(\?P<\w+>", "(?:", g.TIMER_MINMAX_RE) == (
+    _MM_HEAD.removesuffix("$").replace("[^\\s(][^(]*?", "(?:[^\\s(][^(]*?)")
+    + "\\("
+    + _MM_TAIL.removeprefix("^").replace(g.NUM, f"(?:{g.NUM})")
+), "TIMER_MINMAX_RE is no longer `_MM_HEAD` `(` `_MM_TAIL`"
+
+
+def _minmax_pre(seg: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series] | None:
+    r"""On big chunks with `across ranks` somewhere (where `_block_fragments` computes it): column `_mm`,
+    which lines match `TIMER_MINMAX_RE`, and the lines cut at their first `(`: `_h` the text before it (the
+    whole line when there is none), `_t` the text after it (null when there is none); and the distinct heads
+    of the lines with a `(` that match `_MM_HEAD` (each one a prefix of some line's text).
+
+    The regex is `_MM_HEAD` without its `$`, then `\(`, then `_MM_TAIL` without its `^`; the part before the
+    `\(` matches no `(`, so in a match it is the line's first `(`: a line matches iff it holds a `(`, its
+    head matches `_MM_HEAD` and its tail `_MM_TAIL`. The head test runs once per distinct head (timer names
+    repeat every iteration), the tail one on the short tails.
+    """
     if seg.height < _LANE_MIN:
         return None
     text = seg.get_column("text")
     if not text.str.contains("across ranks", literal=True).any():
         return None
-    return text.str.contains(g.TIMER_MINMAX_RE)
+    parts = text.str.splitn("(", 2).struct.unnest()
+    head, tail = parts.get_column("field_0").alias("_h"), parts.get_column("field_1").alias("_t")
+    heads = head.filter(tail.is_not_null()).unique()
+    heads = heads.filter(heads.str.contains(_MM_HEAD))
+    mm = tail.str.contains(_MM_TAIL).fill_null(False) & head.is_in(heads.implode())
+    return pl.DataFrame([mm.alias("_mm"), head, tail]), heads
 
 
 def _titan_pre(seg: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame] | None:
@@ -753,10 +783,10 @@ def _prepare(
         need = need | text_s.str.contains(":::MLLOG", literal=True)
     n_need = int(need.sum())
     if n_need == seg.height:
-        seg = seg.with_columns(_own_time(seg, year, mmdd_on, on["mllog"]))
+        seg = seg.with_columns(_own_time(seg.select("text", "coll_ts"), year, mmdd_on, on["mllog"]))
     else:
         i = need.arg_true()
-        own = _own_time(seg[i], year, mmdd_on, on["mllog"])
+        own = _own_time(seg.select("text", "coll_ts")[i], year, mmdd_on, on["mllog"])
         seg = seg.with_columns(
             ts=_nulls("", seg.height, UTC_US).scatter(i, own.get_column("ts")),
             ts_quality=_nulls("", seg.height, pl.String).scatter(
@@ -1804,7 +1834,7 @@ def _bar_fragments(
 
 
 def _block_fragments(
-    seg: pl.DataFrame, present: frozenset[str], minmax: pl.Series | None = None
+    seg: pl.DataFrame, present: frozenset[str], minmax: tuple[pl.DataFrame, pl.Series] | None = None
 ) -> tuple[list[pl.DataFrame], pl.DataFrame, pl.DataFrame]:
     """Header + indented-entry blocks (Megatron timers, composer batches, NVRx reports) and one-line timers.
 
@@ -1823,7 +1853,7 @@ def _block_fragments(
     t_hdr = txt.str.extract(g.TIMER_HDR_RE, 1)
     if t_on and seg.height >= _LANE_MIN:
         text = seg.get_column("text")
-        mm_s = text.str.contains(g.TIMER_MINMAX_RE) if minmax is None else minmax
+        mm_s = text.str.contains(g.TIMER_MINMAX_RE) if minmax is None else minmax[0].get_column("_mm")
         idx = (~mm_s).arg_true()
         other = text.gather(idx).str.contains(_TIMER_OTHER)
         # (a header holds `across ranks`: the regex only on the lines with it)
@@ -1831,6 +1861,8 @@ def _block_fragments(
         hdr = text.gather(hi).str.extract(g.TIMER_HDR_RE, 1)
         hdr = _nulls("t_hdr", seg.height, pl.String).scatter(hi, hdr)
         ents = seg.with_columns(t_mm=mm_s, t_ent=mm_s.clone().scatter(idx, other), t_hdr=hdr)
+        if minmax is not None:  # (the lines cut at their first `(`, for `_minmax_groups`)
+            ents = ents.with_columns(minmax[0].select("_h", "_t"))
         t_mm, t_ent, t_hdr = pl.col("t_mm"), pl.col("t_ent"), pl.col("t_hdr")
     b = ents.lazy().with_columns(
         t_hdr=t_hdr if t_on else no_str,
@@ -1879,8 +1911,9 @@ def _block_fragments(
 
     # Megatron timer blocks
     # (only the columns the timer fragments use are gathered)
+    cut = ["_h", "_t"] if "_h" in b.columns else []
     tb = (
-        b.select(*_BASE, "text", "t_ent", "t_mm", "t_blk", "t_mode").filter(
+        b.select(*_BASE, "text", "t_ent", "t_mm", "t_blk", "t_mode", *cut).filter(
             pl.col("t_ent") & (pl.col("t_blk") > 0)
         )
         if t_on
@@ -1889,7 +1922,7 @@ def _block_fragments(
     if tb.height:
         mm = tb.filter(pl.col("t_mode").str.starts_with("(min, max)") & pl.col("t_mm"))
         if mm.height:
-            mm = mm.with_columns(m=_minmax_groups(mm.get_column("text")))
+            mm = mm.with_columns(m=_minmax_groups(mm.get_column("text"), mm.select(cut) if cut else None))
             ent = mm.filter(~_f("name").is_in(list(g.NON_STEP_TIMERS)))
             cols = {
                 "kind": pl.lit("timer_block"),
