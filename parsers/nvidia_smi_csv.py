@@ -255,6 +255,11 @@ def _timestamp(col: pl.Expr) -> pl.Expr:
     return ts.dt.replace_time_zone("UTC")
 
 
+_NO_CSE = pl.QueryOptFlags(comm_subexpr_elim=False)
+"""The queries of a field list's columns run without common-subexpression elimination: with a column converted
+per distinct cell (`_per_value`: the distinct cells appear several times in the expression), polars 2.1
+panicked on some long groups (`assertion left == right failed`)."""
+
 _MANY, _PROBE = 8192, 4096
 """Rows of one field list from which a repetitive column (percentages, clocks, flags) is converted once per
 distinct cell and mapped back, instead of once per row (when the first _PROBE rows repeat its cells)."""
@@ -511,7 +516,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         q = data.lazy()
         if plan.mask is not None:
             q = q.with_columns(_mask=plan.mask)  # parsed once, not once per bit
-        samples_parts.append(q.select(plan.part).collect(engine="in-memory"))
+        samples_parts.append(q.select(plan.part).collect(engine="in-memory", optimizations=_NO_CSE))
         if plan.wide:
             # Rows repeating an earlier row of the same header in every cell the inventory reads give rows
             # the deduplication below drops anyway (same key, later line): they are dropped first.
@@ -526,7 +531,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
                 )
                 .with_columns(_k=plan.key_order)
                 .drop_nulls("value")
-                .collect(engine="in-memory")
+                .collect(engine="in-memory", optimizations=_NO_CSE)
             )
             inv_parts.append(long)
 
@@ -791,7 +796,7 @@ def _parse_batch(items: Sequence[tuple[pl.Series, FileContext]], text: pl.Series
                 )
                 .with_columns(_k=plan.key_order)
                 .drop_nulls("value")
-                .collect(engine="in-memory")
+                .collect(engine="in-memory", optimizations=_NO_CSE)
             )
             inv_parts.append(long)
 

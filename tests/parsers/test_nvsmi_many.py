@@ -257,3 +257,33 @@ def test_common_shapes_take_the_batched_path(name: str, monkeypatch: pytest.Monk
         big = [(pl.Series(tied_dmon(9000)), FileContext(path="big", node="n"))] * 2
         module.parse_many(big + [(pl.Series(tied_dmon(9)), FileContext(path="small", node="n"))] * 2)
         assert alone == ["big", "big"]
+
+
+def long_csv(files: int = 18) -> list[list[str]]:
+    """Query files of one field list whose cells repeat (pstate, flags, link state): together (or as one
+    file) a group of more than _MANY rows, whose repetitive columns are converted per distinct cell."""
+    rng = random.Random(7)
+    fields = ["timestamp", "index", "pci.bus_id", "name", "utilization.gpu [%]", "temperature.gpu"]
+    fields += ["clocks_event_reasons.active", "clocks_event_reasons.hw_slowdown", "pstate", "power.draw [W]"]
+    fields += ["ecc.errors.uncorrected.volatile.total", "pcie.link.width.current", "pcie.link.width.max"]
+    out = []
+    for k in range(files):
+        rows = [", ".join(fields)]
+        for t in range(60):
+            for gpu in range(8):
+                cells = [csv_cell(f, gpu, 1000 * k + t, rng) if rng.random() < 0.3 else "" for f in fields]
+                fixed = [csv_cell(f, gpu, 0, random.Random(gpu)) for f in fields]
+                rows.append(", ".join(c or d for c, d in zip(cells, fixed, strict=True)))
+        out.append(rows)
+    return out
+
+
+def test_csv_long_group_converted_per_distinct_cell(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long group parses (polars 2.1 panicked on its query with common-subexpression elimination) to the
+    rows the elementwise conversions give."""
+    lines = pl.Series([t for i, rows in enumerate(long_csv()) for t in (rows if i == 0 else rows[1:])])
+    assert len(lines) > nvidia_smi_csv._MANY
+    ctx = FileContext(path="q.csv", node="n")
+    per_value = nvidia_smi_csv.parse(lines, ctx)
+    monkeypatch.setattr(nvidia_smi_csv, "_MANY", 10**9)
+    same(per_value, nvidia_smi_csv.parse(lines, ctx))
