@@ -383,6 +383,24 @@ def _group_plan(fields: tuple[str, ...], many: frozenset[str], runs: frozenset[s
     return _Plan(mask, part, first, wide, key_order)
 
 
+def _repetitive(data: pl.DataFrame, canon: list[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """The fields (canonical names) of a long group whose cells repeat in its first _PROBE rows (converted
+    once per distinct cell), and those whose cells seldom change from one row to the next (few runs of
+    equal cells: converted once per run)."""
+    k = len(canon)
+    probe = (
+        data.head(_PROBE)
+        .select(
+            *(pl.col(f"_c{i}").n_unique() for i in range(k)),
+            *(pl.col(f"_c{i}").rle_id().max().alias(f"_r{i}") for i in range(k)),
+        )
+        .row(0)
+    )
+    many = frozenset(c for c, n_u in zip(canon, probe[:k], strict=True) if n_u * 4 <= _PROBE)
+    runs = frozenset(c for c, r in zip(canon, probe[k:], strict=True) if (r + 1) * 16 <= _PROBE)
+    return many, runs
+
+
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse every header group of the file; see the module docstring."""
     text = lines.cast(pl.String).fill_null("")
@@ -501,17 +519,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         many: frozenset[str] = frozenset()
         runs: frozenset[str] = frozenset()
         if data.height >= _MANY:
-            k = len(canon)
-            probe = (
-                data.head(_PROBE)
-                .select(
-                    *(pl.col(f"_c{i}").n_unique() for i in range(k)),
-                    *(pl.col(f"_c{i}").rle_id().max().alias(f"_r{i}") for i in range(k)),
-                )
-                .row(0)
-            )
-            many = frozenset(c for c, n_u in zip(canon, probe[:k], strict=True) if n_u * 4 <= _PROBE)
-            runs = frozenset(c for c, r in zip(canon, probe[k:], strict=True) if (r + 1) * 16 <= _PROBE)
+            many, runs = _repetitive(data, canon)
         plan = _group_plan(tuple(fields), many, runs)
         q = data.lazy()
         if plan.mask is not None:
@@ -780,11 +788,18 @@ def _parse_batch(items: Sequence[tuple[pl.Series, FileContext]], text: pl.Series
     for fields, data in groups:
         if "pid" in _canon_list(tuple(fields)):
             continue
-        plan = _group_plan(tuple(fields), frozenset(), frozenset())
+        # Columns whose cells repeat in the rows of all files are converted per distinct cell or per run of
+        # equal cells, as `parse` does for a long group (the same values: the conversions are elementwise).
+        many: frozenset[str] = frozenset()
+        runs: frozenset[str] = frozenset()
+        if data.height >= _MANY:
+            many, runs = _repetitive(data, _canon_list(tuple(fields)))
+        plan = _group_plan(tuple(fields), many, runs)
         q = data.lazy()
         if plan.mask is not None:
             q = q.with_columns(_mask=plan.mask)
-        samples_parts.append(q.select(*plan.part, pl.col("_f")).collect(engine="in-memory"))
+        part = q.select(*plan.part, pl.col("_f"))
+        samples_parts.append(part.collect(engine="in-memory", optimizations=_NO_CSE))
         if plan.wide:
             long = (
                 data.lazy()

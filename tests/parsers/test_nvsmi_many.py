@@ -287,3 +287,13 @@ def test_csv_long_group_converted_per_distinct_cell(monkeypatch: pytest.MonkeyPa
     per_value = nvidia_smi_csv.parse(lines, ctx)
     monkeypatch.setattr(nvidia_smi_csv, "_MANY", 10**9)
     same(per_value, nvidia_smi_csv.parse(lines, ctx))
+
+
+def test_csv_files_whose_rows_together_make_a_long_group() -> None:
+    """Small files of one field list, _MANY rows or more together: repetitive columns are converted per
+    distinct cell or run in the batch (as parse does for a long file), with the same values."""
+    if "nvidia-smi-csv" not in MODULES:
+        pytest.skip("no parse_many")
+    files = [(f"q{k}.csv", f"n{k % 5}", rows) for k, rows in enumerate(long_csv())]
+    assert sum(len(f[2]) for f in files) > nvidia_smi_csv._MANY
+    check(nvidia_smi_csv, files)
