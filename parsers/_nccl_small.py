@@ -28,6 +28,9 @@ MAX_LINES = 2000
 """Chunks of more lines take the vectorised path."""
 _SAFE = re.compile(r"[^\t\x20-\x7e]")
 _IPV4 = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
+_C10 = re.compile(r"\[rank\d+\]:\s?")
+"""The PyTorch c10 launcher prefix (`parsers._common.ENVELOPES` 'c10'): INFO records read the same after it
+(its rank goes to WARN events only); a record with another prefix after it is left to the vectorised path."""
 _I64 = 2**63
 _I32 = 2**31
 _INV_SCHEMA = columns(
@@ -163,6 +166,7 @@ def _head(key: str) -> dict[str, Any] | None:
     env_len = len(env) if env is not None else 0
     sp = m.group("sp")
     return {
+        "env": env is not None,
         "node": host if _IPV4.search(host) else host.split(".", 1)[0],
         "host": host,
         "pid": _int(h.group("pid"), _I64),
@@ -220,6 +224,9 @@ def records(
     for i, t in enumerate(texts):
         if not t.strip(" \t"):
             continue
+        c10 = t.startswith("[rank") and _C10.match(t)
+        if c10:  # (a PyTorch `[rankN]:` prefix: stripped as `nccl.prepare` does, read as the line after it)
+            t = t[c10.end() :]
         at = t.find(" NCCL ")
         if at < 0:
             return None
@@ -232,7 +239,7 @@ def records(
         h = heads.get(key, False)
         if h is False:
             h = heads[key] = _head(t[: at + keys])
-        if h is None or h["level"] not in ("INFO", "TRACE"):
+        if h is None or h["level"] not in ("INFO", "TRACE") or (c10 and h["env"]):
             return None
         recs.append((n + i, h, t[h["msg_off"] :]))
     return recs or None

@@ -145,3 +145,30 @@ def test_json_and_safety_shortcuts_are_the_plain_ones() -> None:
     for _ in range(3000):
         fields = {k: rng.choice(values) for k in rng.sample(keys, rng.randint(1, 5))}
         assert _nccl_small._json(**fields) == _nccl_small._json_nulls(fields), fields
+
+
+def test_c10_prefixed_records_read_as_the_vectorised_path(simulated: list[bytes]) -> None:
+    """The small path reads records after a PyTorch `[rankN]:` prefix (a fleet style of the simulator,
+    torchrun logs) as `nccl.parse` without it does; other prefixes after that one go to the vectorised
+    path."""
+    from tests.parsers.test_nccl_fast import info_records, small_and_vectorised
+
+    rng = random.Random(2)
+    bad = ("[rank1]:[rank1]:", "[rank2]:3: ", "[rank5]:  ")
+    sources = [info_records(p) for p in FIXTURES[::2]]
+    sources += [b.decode().splitlines()[:80] for b in simulated[:3]]
+    taken = 0
+    for recs in sources:
+        if not any(x.strip() for x in recs):
+            continue
+        for pref in ("[rank0]:", "[rank12]: ", "[rank3]:\t", *bad, "mix"):
+            if pref == "mix":
+                lines = [f"[rank{rng.randint(0, 20)}]:{x}" if rng.random() < 0.5 else x for x in recs]
+            else:
+                lines = [pref + x if x.strip() else x for x in recs]
+            small, vec = small_and_vectorised(pl.Series("line", lines, dtype=pl.String), first_line=3)
+            if small is not None:
+                taken += 1
+                assert_same_result(small, vec)
+            assert small is None or pref not in bad
+    assert taken >= 20
