@@ -442,22 +442,33 @@ def _new_facts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return kept
 
 
-def _table_frame(rows: list[dict[str, Any]], table: str, file_of: pl.Series | None = None) -> pl.DataFrame:
+def _table_frame(
+    rows: list[dict[str, Any]], table: str, file_of: pl.Series | None = None, plain: bool = False
+) -> pl.DataFrame:
     """One table from its rows (not empty): one construction, bus ids replaced by their normal form, the
     inventory deduplicated on its normalised key (per file: `file_of`, the file number of each row, joins
-    the key when the rows are several files'), conformed. With `file_of`, a `_f` column holds the file
-    number of each row kept (before conforming, which drops it)."""
+    the key when the rows are several files'), to be conformed. With `file_of`, a `_f` column holds the file
+    number of each row kept (before conforming, which drops it). `plain`: the rows' values are str, int or
+    None (the column of each key is then built from a list, fewer operations than from the dicts; the
+    table's other columns are added by conforming)."""
     from forensics.schema import TABLES
 
     schema = TABLES[table]
     present = set().union(*rows)
-    bus = _bus_ids_cached([r.get("gpu_bus_id") for r in rows]) if "gpu_bus_id" in present else None
-    # one construction from the rows (not one Series per column); bus ids replaced by their normal form
-    # (every column of the table: absent ones come out null, in the table's order, as conform would make
-    # them, and conform only validates)
-    df = pl.from_dicts(rows, schema=schema, strict=False)
-    if bus is not None:
-        df = df.with_columns(pl.Series("gpu_bus_id", bus, dtype=schema["gpu_bus_id"], strict=False))
+    if plain:
+        cols = {c: [r.get(c) for r in rows] for c in schema if c in present}
+        bus = _bus_ids_cached(cols["gpu_bus_id"]) if "gpu_bus_id" in cols else None
+        if bus is not None:
+            cols["gpu_bus_id"] = bus
+        df = pl.DataFrame(cols, schema={c: schema[c] for c in cols}, strict=False)
+    else:
+        bus = _bus_ids_cached([r.get("gpu_bus_id") for r in rows]) if "gpu_bus_id" in present else None
+        # one construction from the rows (not one Series per column); bus ids replaced by their normal form
+        # (every column of the table: absent ones come out null, in the table's order, as conform would make
+        # them, and conform only validates)
+        df = pl.from_dicts(rows, schema=schema, strict=False)
+        if bus is not None:
+            df = df.with_columns(pl.Series("gpu_bus_id", bus, dtype=schema["gpu_bus_id"], strict=False))
     if "gpu_bus_id" in present and bus is None:
         df = df.with_columns(gpu_bus_id=normalize_bus_id(pl.col("gpu_bus_id")))
     if file_of is not None:
@@ -475,7 +486,8 @@ def frames(
     inv_unique: bool = False,
 ) -> dict[str, pl.DataFrame]:
     """Build the three tables, normalising bus ids and dropping repeated identical inventory facts
-    (`inv_unique`: no two inventory rows have the same raw key, as `Stated` makes them)."""
+    (`inv_unique`: no two inventory rows have the same raw key, as `Stated` makes them, and their values are
+    str, int or None, as `snapshot_rows` and `node_rows` make them)."""
     from forensics.schema import conform
 
     out: dict[str, pl.DataFrame] = {}
@@ -485,7 +497,7 @@ def frames(
             continue
         if table == "inventory" and not inv_unique:
             rows = _new_facts(rows)
-        out[table] = conform(_table_frame(rows, table), table)
+        out[table] = conform(_table_frame(rows, table, plain=inv_unique and table == "inventory"), table)
     return out
 
 
@@ -512,7 +524,7 @@ def frames_many(
         file_of = None
         if table == "inventory":
             file_of = pl.Series("_f", [k for k, n in enumerate(counts) for _ in range(n)], dtype=pl.Int32)
-        df = _table_frame(rows, table, file_of)
+        df = _table_frame(rows, table, file_of, plain=inv_unique and table == "inventory")
         if file_of is not None:
             if df.height < len(rows):  # (rows dropped: count each file's rows again)
                 bounds = df.get_column("_f").search_sorted(pl.Series(range(len(parts) + 1), dtype=pl.Int32))
