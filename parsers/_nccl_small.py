@@ -28,9 +28,10 @@ MAX_LINES = 2000
 """Chunks of more lines take the vectorised path."""
 _SAFE = re.compile(r"[^\t\x20-\x7e]")
 _IPV4 = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
-_C10 = re.compile(r"\[rank\d+\]:\s?")
-"""The PyTorch c10 launcher prefix (`parsers._common.ENVELOPES` 'c10'): INFO records read the same after it
-(its rank goes to WARN events only); a record with another prefix after it is left to the vectorised path."""
+_C10 = re.compile(r"\[(?:rank|default)\d+\]:\s?")
+"""The PyTorch launcher prefixes `[rankN]:` and `[defaultN]:` (`parsers._common.ENVELOPES` 'c10', 'torchrun'):
+INFO records read the same after them (their rank goes to WARN events only); a record with another prefix
+after one is left to the vectorised path."""
 _I64 = 2**63
 _I32 = 2**31
 _INV_SCHEMA = columns(
@@ -224,8 +225,8 @@ def records(
     for i, t in enumerate(texts):
         if not t.strip(" \t"):
             continue
-        c10 = t.startswith("[rank") and _C10.match(t)
-        if c10:  # (a PyTorch `[rankN]:` prefix: stripped as `nccl.prepare` does, read as the line after it)
+        c10 = t.startswith(("[rank", "[default")) and _C10.match(t)
+        if c10:  # (a PyTorch launcher prefix: stripped as `nccl.prepare` does, read as the line after it)
             t = t[c10.end() :]
         at = t.find(" NCCL ")
         if at < 0:

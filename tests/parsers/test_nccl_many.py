@@ -147,23 +147,26 @@ def test_json_and_safety_shortcuts_are_the_plain_ones() -> None:
         assert _nccl_small._json(**fields) == _nccl_small._json_nulls(fields), fields
 
 
-def test_c10_prefixed_records_read_as_the_vectorised_path(simulated: list[bytes]) -> None:
-    """The small path reads records after a PyTorch `[rankN]:` prefix (a fleet style of the simulator,
-    torchrun logs) as `nccl.parse` without it does; other prefixes after that one go to the vectorised
-    path."""
+def test_torch_prefixed_records_read_as_the_vectorised_path(simulated: list[bytes]) -> None:
+    """The small path reads records after a PyTorch `[rankN]:` or `[defaultN]:` prefix (fleet styles of the
+    simulator, torchrun logs) as `nccl.parse` without it does; other prefixes after that one go to the
+    vectorised path."""
     from tests.parsers.test_nccl_fast import info_records, small_and_vectorised
 
     rng = random.Random(2)
-    bad = ("[rank1]:[rank1]:", "[rank2]:3: ", "[rank5]:  ")
+    bad = ("[rank1]:[rank1]:", "[rank2]:3: ", "[rank5]:  ",
+           "[default1]:[rank1]:", "[default0]:[1,0]<stderr>:")
+    kinds = ["rank", "default"]
     sources = [info_records(p) for p in FIXTURES[::2]]
     sources += [b.decode().splitlines()[:80] for b in simulated[:3]]
     taken = 0
     for recs in sources:
         if not any(x.strip() for x in recs):
             continue
-        for pref in ("[rank0]:", "[rank12]: ", "[rank3]:\t", *bad, "mix"):
+        for pref in ("[rank0]:", "[rank12]: ", "[rank3]:\t", "[default0]:", "[default7]: ", *bad, "mix"):
             if pref == "mix":
-                lines = [f"[rank{rng.randint(0, 20)}]:{x}" if rng.random() < 0.5 else x for x in recs]
+                pre = [rng.choice([f"[{rng.choice(kinds)}{rng.randrange(9)}]:", ""]) for _x in recs]
+                lines = [p + x for p, x in zip(pre, recs, strict=True)]
             else:
                 lines = [pref + x if x.strip() else x for x in recs]
             small, vec = small_and_vectorised(pl.Series("line", lines, dtype=pl.String), first_line=3)
