@@ -202,37 +202,49 @@ def _map(snap: F.GpuSnapshot, path: str, value: str, line: int) -> None:
             snap.totals[arg] = (value, line)
 
 
-_CHILD: dict[tuple[str, Any], tuple[str, tuple[tuple[str, str, int], ...]] | None] = {}
-"""(parent tag path, child tag) -> (child tag path, its `_plan`), None for a skipped child (tag paths repeat
+_CHILD: dict[str, dict[Any, tuple[str, tuple[tuple[str, str, int], ...]] | None]] = {}
+"""parent tag path -> child tag -> (child tag path, its `_plan`), None for a skipped child (tag paths repeat
 in every GPU block and dump)."""
+_TEXT: dict[str | None, tuple[str, bool]] = {}
+"""A leaf's text -> (its value: words joined by one space, whether it holds an error marker); texts repeat."""
 _MARKER_RE = re.compile("|".join(re.escape(m) for m in F.ERROR_MARKERS))
 
 
 def _walk(el: ET.Element, prefix: str, lines: dict[int, int], snap: F.GpuSnapshot) -> None:
     """`_map` every leaf under `el` (tag path `prefix`), skipping the `_SKIP` subtrees."""
-    child_of = _CHILD
-    if len(child_of) > 100_000:
-        child_of.clear()
+    kids = _CHILD.get(prefix)
+    if kids is None:
+        if len(_CHILD) > 10_000:
+            _CHILD.clear()
+        kids = _CHILD[prefix] = {}
+    texts = _TEXT
+    if len(texts) > 100_000:
+        texts.clear()
     for child in el:
-        key = (prefix, child.tag)
-        got = child_of.get(key, False)
+        tag = child.tag
+        got = kids.get(tag, False)
         if got is False:
-            tag = child.tag.lower() if isinstance(child.tag, str) else ""
-            if not tag or tag in _SKIP:
+            low = tag.lower() if isinstance(tag, str) else ""
+            if not low or low in _SKIP:
                 got = None
             else:
-                path = f"{prefix}/{tag}" if prefix else tag
+                path = f"{prefix}/{low}" if prefix else low
                 got = (path, _plan(path))
-            child_of[key] = got
+            kids[tag] = got
         if got is None:
             continue
         if len(child):
             _walk(child, got[0], lines, snap)
             continue
         # = _map(snap, path, value, line)
-        value = " ".join((child.text or "").split())
+        t = child.text
+        known = texts.get(t)
+        if known is None:
+            v = " ".join((t or "").split())
+            known = texts[t] = (v, _MARKER_RE.search(v) is not None)
+        value = known[0]
         line = lines.get(id(child), snap.line)
-        if _MARKER_RE.search(value) is not None:  # = snap.note
+        if known[1]:  # = snap.note
             snap.errors.append((value, line))
         for op, arg, pri in got[1]:
             if op == "inv":
