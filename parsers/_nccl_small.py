@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import polars as pl
 
@@ -28,6 +28,8 @@ MAX_LINES = 2000
 """Chunks of more lines take the vectorised path."""
 _SAFE = re.compile(r"[^\t\x20-\x7e]")
 _IPV4 = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
+_BLANK_START = ("", " ", "\t")
+"""How a line the small path takes as blank (nothing but spaces and tabs) starts."""
 _C10 = re.compile(r"\[(?:rank|default)\d+\]:\s?")
 """The PyTorch launcher prefixes `[rankN]:` and `[defaultN]:` (`parsers._common.ENVELOPES` 'c10', 'torchrun'):
 INFO records read the same after them (their rank goes to WARN events only); a record with another prefix
@@ -149,17 +151,16 @@ def _bus_id(bus: str | None) -> str | None:
 
 def _head(key: str) -> dict[str, Any] | None:
     """The fast lane's reading of a line start (None: not one it takes)."""
-    from parsers import nccl
-
-    m = _rx(nccl._FAST_HEAD).match(key)
+    rx = _patterns()
+    m = rx.fast_head.match(key)
     if m is None:
         return None
     head = m.group("head")
-    if head.startswith(nccl._FAST_NOT_HEADS):
+    if head.startswith(rx.not_heads):
         return None
-    if key[4:5] == "-" and _rx(nccl._COLLECTOR_TS).search(key):
+    if key[4:5] == "-" and rx.collector_ts.search(key):
         return None
-    h = _rx(nccl.NCCL_HEAD_RE).search(head)
+    h = rx.head.search(head)
     if h is None:
         return None
     host = h.group("host")
@@ -223,7 +224,7 @@ def records(
     n = first_line
     keys = nccl._FAST_KEY_CHARS
     for i, t in enumerate(texts):
-        if not t.strip(" \t"):
+        if t[:1] in _BLANK_START and not t.strip(" \t"):
             continue
         c10 = t.startswith(("[rank", "[default")) and _C10.match(t)
         if c10:  # (a PyTorch launcher prefix: stripped as `nccl.prepare` does, read as the line after it)
@@ -260,52 +261,84 @@ class _Rows:
     parsed: int
 
 
-def _classify(msg: str) -> tuple[tuple[str, tuple[Any, ...]], ...]:
-    """What `nccl._nccl_rows` reads in a record's message: (kind, values) for each row kind it gives ('conn':
-    a ring/tree/channel line; the others the fields `_rows` keeps), in `_rows`' order."""
+class _Rx(NamedTuple):
+    """The `nccl` patterns and literals the small path reads with (compiled once)."""
+
+    fast_head: re.Pattern[str]
+    not_heads: tuple[str, ...]
+    collector_ts: re.Pattern[str]
+    head: re.Pattern[str]
+    conn_prefixes: tuple[str, ...]
+    conn: re.Pattern[str]
+    version: re.Pattern[str]
+    cuda_driver: re.Pattern[str]
+    env: re.Pattern[str]
+    bootstrap: re.Pattern[str]
+    net_ib: re.Pattern[str]
+    net_socket: re.Pattern[str]
+    using_net: re.Pattern[str]
+    ofi: re.Pattern[str]
+    init: re.Pattern[str]
+    topo: re.Pattern[str]
+
+
+@cache
+def _patterns() -> _Rx:
     from parsers import nccl
 
-    rx = _rx
+    return _Rx(
+        *(_rx(nccl._FAST_HEAD), nccl._FAST_NOT_HEADS, _rx(nccl._COLLECTOR_TS), _rx(nccl.NCCL_HEAD_RE)),
+        nccl._CONN_PREFIXES,
+        *(_rx(x) for x in (nccl.CONN_RE, nccl.VERSION_RE, nccl.CUDA_DRIVER_RE, nccl.ENV_RE)),
+        _rx(nccl.BOOTSTRAP_RE),
+        *(_rx(x) for x in (nccl.NET_IB_RE, nccl.NET_SOCKET_RE, nccl.USING_NET_RE, nccl.OFI_RE)),
+        *(_rx(x) for x in (nccl.INIT_RE, nccl.TOPO_RE)),
+    )
+
+
+def _classify(msg: str, rx: _Rx) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    """What `nccl._nccl_rows` reads in a record's message: (kind, values) for each row kind it gives ('conn':
+    a ring/tree/channel line; the others the fields `_rows` keeps), in `_rows`' order."""
     out: list[tuple[str, tuple[Any, ...]]] = []
-    if msg[:4] in nccl._CONN_PREFIXES and rx(nccl.CONN_RE).search(msg):
+    if msg[:4] in rx.conn_prefixes and rx.conn.search(msg):
         out.append(("conn", ()))
     if msg.startswith("NCCL version"):
-        m = rx(nccl.VERSION_RE).search(msg)
+        m = rx.version.search(msg)
         if m:
             out.append(("ver", (m.group("ver"), m.group("cuda"))))
     elif msg.startswith("cudaDriverVersion"):
-        m = rx(nccl.CUDA_DRIVER_RE).search(msg)
+        m = rx.cuda_driver.search(msg)
         if m:
             out.append(("drv", (_int(m.group(1), _I64),)))
     if msg.startswith("NCCL_"):
-        m = rx(nccl.ENV_RE).search(msg)
+        m = rx.env.search(msg)
         if m:
             out.append(("env", (m.group("var"), m.group("val"))))
     if msg.startswith("Bootstrap"):
-        m = rx(nccl.BOOTSTRAP_RE).search(msg)
+        m = rx.bootstrap.search(msg)
         if m:
             out.append(("bs", (m.group("ifname"), m.group("ip"))))
     elif msg.startswith("NET/IB"):
-        m = rx(nccl.NET_IB_RE).search(msg)
+        m = rx.net_ib.search(msg)
         if m:
             out.append(("ib", (msg, m)))
     elif msg.startswith("NET/Socket"):
-        if rx(nccl.NET_SOCKET_RE).search(msg):
+        if rx.net_socket.search(msg):
             out.append(("sock", (msg,)))
     elif msg.startswith("Using network"):
-        m = rx(nccl.USING_NET_RE).search(msg)
+        m = rx.using_net.search(msg)
         if m:
             out.append(("using", (m.group(1),)))
     if "NET/OFI Selected" in msg:
-        m = rx(nccl.OFI_RE).search(msg)
+        m = rx.ofi.search(msg)
         if m:
             out.append(("ofi", (m.group("prov"), _int(m.group("nics"), _I64))))
     if " - Init " in msg:
-        m = rx(nccl.INIT_RE).search(msg)
+        m = rx.init.search(msg)
         if m:
             out.append(("init", (m,)))
     if " nNodes " in msg:
-        m = rx(nccl.TOPO_RE).search(msg)
+        m = rx.topo.search(msg)
         if m:
             out.append(("topo", (m,)))
     return tuple(out)
@@ -331,6 +364,7 @@ def _rows(recs: list[tuple[int, dict[str, Any], str]], ctx: FileContext, memo: d
     bs_ips: list[tuple[Any, ...]] = []
     conn = 0
     rx = _rx
+    pats = _patterns()
     kinds = {
         "ver": ver, "drv": cuda_drv, "env": env, "bs": bs_ips, "ib": ib, "sock": sock, "using": using,
         "ofi": ofi, "init": init, "topo": topo,
@@ -338,7 +372,7 @@ def _rows(recs: list[tuple[int, dict[str, Any], str]], ctx: FileContext, memo: d
     for line, h, msg in recs:
         got = memo.get(msg)
         if got is None:
-            got = memo[msg] = _classify(msg)
+            got = memo[msg] = _classify(msg, pats)
         for kind, value in got:
             if kind == "conn":
                 conn += 1
