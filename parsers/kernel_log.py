@@ -290,7 +290,9 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
         if plan[0] or plan[1] or plan[4] or any(plan[3][name] for name in _SOLO_STYLES):
             continue
         # (ASCII files apart: the small paths read them in Python, alone as in a group)
-        chunks = groups.setdefault((ascii_only, *(name for name, _p in plan[2])), [[]])
+        ctx = items[i][1]
+        key = (ascii_only, ctx.year_hint, ctx.collected_at, *(name for name, _p in plan[2]))
+        chunks = groups.setdefault(key, [[]])
         if sum(len(t) for _i, t, _p in chunks[-1]) + len(texts) > GROUP_ROWS:
             chunks.append([])
         chunks[-1].append((i, texts, plan))
