@@ -228,11 +228,13 @@ def snapshot_rows(
     ts: datetime | None,
     text_of: Callable[[int], str],
     seen: Stated | None = None,
-) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
+    tuples: bool = False,
+) -> tuple[list[Any], dict[str, Any], list[dict[str, Any]]]:
     """Return (inventory rows, the gpu_samples row, events) of one GPU snapshot (bus ids still raw).
 
     `seen`: the inventory facts returned so far for this file (kept up to date); a row repeating one is not
-    built, as `frames` would drop it (repeated dumps restate the same facts).
+    built, as `frames` would drop it (repeated dumps restate the same facts). `tuples`: the inventory rows as
+    tuples of the `INV_TUPLE` columns (for `frames(..., inv_tuples=True)`), not dicts.
     """
     base = {"node": node, "gpu_index": snap.index, "gpu_bus_id": snap.bus_raw}
     inv = []
@@ -253,6 +255,9 @@ def snapshot_rows(
             if k in keys:
                 continue
             keys.add(k)
+        if tuples:
+            inv.append((node, index, bus, "gpu", a, vs, source, path, ln))  # (INV_TUPLE)
+            continue
         inv.append(
             {
                 "node": node,
@@ -371,16 +376,16 @@ def node_rows(attrs: list[tuple[str, str, int]], *, node: str, path: str, source
 
 def new_node_rows(
     attrs: list[tuple[str, str, int]], *, node: str, path: str, source: str, seen: Stated
-) -> list[dict[str, Any]]:
-    """`node_rows` less the rows whose raw key (`_INV_KEY`) `seen` holds, which it then holds too: with
-    `snapshot_rows(..., seen=seen)` for the GPU rows, a file's inventory rows are unique on their raw key
-    (`frames(..., inv_unique=True)`)."""
+) -> list[tuple[Any, ...]]:
+    """`node_rows` as `INV_TUPLE` tuples, less the rows whose raw key (`_INV_KEY`) `seen` holds, which it then
+    holds too: with `snapshot_rows(..., seen=seen, tuples=True)` for the GPU rows, a file's inventory rows are
+    unique on their raw key (`frames(..., inv_tuples=True)`)."""
     out = []
     for r in node_rows(attrs, node=node, path=path, source=source):
         k = (r["node"], "node", None, None, None, r["attribute"], r["value"])  # (= _INV_KEY of the row)
         if k not in seen.keys:
             seen.keys.add(k)
-            out.append(r)
+            out.append((r["node"], None, None, "node", r["attribute"], r["value"], source, path, r["line"]))
     return out
 
 
@@ -419,6 +424,8 @@ def _bus_ids_cached(values: list[Any]) -> list[Any] | None:
 
 _TABLE_NAMES = ("inventory", "gpu_samples", "events")
 _INV_KEY = ("node", "component", "gpu_bus_id", "gpu_index", "device", "attribute", "value")
+INV_TUPLE = ("node", "gpu_index", "gpu_bus_id", "component", "attribute", "value", "source", "file", "line")
+"""The inventory columns of a row given as a tuple (`snapshot_rows(..., tuples=True)`, `new_node_rows`)."""
 
 
 def _empty_table(table: str) -> pl.DataFrame:
@@ -443,25 +450,25 @@ def _new_facts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _table_frame(
-    rows: list[dict[str, Any]], table: str, file_of: pl.Series | None = None, plain: bool = False
+    rows: list[Any], table: str, file_of: pl.Series | None = None, tuples: bool = False
 ) -> pl.DataFrame:
     """One table from its rows (not empty): one construction, bus ids replaced by their normal form, the
     inventory deduplicated on its normalised key (per file: `file_of`, the file number of each row, joins
     the key when the rows are several files'), to be conformed. With `file_of`, a `_f` column holds the file
-    number of each row kept (before conforming, which drops it). `plain`: the rows' values are str, int or
-    None (the column of each key is then built from a list, fewer operations than from the dicts; the
-    table's other columns are added by conforming)."""
+    number of each row kept (before conforming, which drops it). `tuples`: the rows are `INV_TUPLE` tuples of
+    str, int or None (one list per column; the table's other columns are added by conforming)."""
     from forensics.schema import TABLES
 
     schema = TABLES[table]
-    present = set().union(*rows)
-    if plain:
-        cols = {c: [r.get(c) for r in rows] for c in schema if c in present}
-        bus = _bus_ids_cached(cols["gpu_bus_id"]) if "gpu_bus_id" in cols else None
+    if tuples:
+        present = set(INV_TUPLE)
+        cols = dict(zip(INV_TUPLE, map(list, zip(*rows, strict=True)), strict=True))
+        bus = _bus_ids_cached(cols["gpu_bus_id"])
         if bus is not None:
             cols["gpu_bus_id"] = bus
-        df = pl.DataFrame(cols, schema={c: schema[c] for c in cols}, strict=False)
+        df = pl.DataFrame(cols, schema={c: schema[c] for c in INV_TUPLE}, strict=False)
     else:
+        present = set().union(*rows)
         bus = _bus_ids_cached([r.get("gpu_bus_id") for r in rows]) if "gpu_bus_id" in present else None
         # one construction from the rows (not one Series per column); bus ids replaced by their normal form
         # (every column of the table: absent ones come out null, in the table's order, as conform would make
@@ -483,11 +490,11 @@ def frames(
     inv: list[dict[str, Any]],
     samples: list[dict[str, Any]],
     events: list[dict[str, Any]],
-    inv_unique: bool = False,
+    inv_tuples: bool = False,
 ) -> dict[str, pl.DataFrame]:
     """Build the three tables, normalising bus ids and dropping repeated identical inventory facts
-    (`inv_unique`: no two inventory rows have the same raw key, as `Stated` makes them, and their values are
-    str, int or None, as `snapshot_rows` and `node_rows` make them)."""
+    (`inv_tuples`: the inventory rows are `INV_TUPLE` tuples, no two with the same raw key, as
+    `snapshot_rows(..., seen=, tuples=True)` and `new_node_rows` of one `Stated` make them)."""
     from forensics.schema import conform
 
     out: dict[str, pl.DataFrame] = {}
@@ -495,17 +502,17 @@ def frames(
         if not rows:
             out[table] = _empty_table(table)
             continue
-        if table == "inventory" and not inv_unique:
+        if table == "inventory" and not inv_tuples:
             rows = _new_facts(rows)
-        out[table] = conform(_table_frame(rows, table, plain=inv_unique and table == "inventory"), table)
+        out[table] = conform(_table_frame(rows, table, tuples=inv_tuples and table == "inventory"), table)
     return out
 
 
 def frames_many(
     parts: Sequence[tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]],
-    inv_unique: bool = False,
+    inv_tuples: bool = False,
 ) -> list[dict[str, pl.DataFrame]]:
-    """`[frames(*p, inv_unique) for p in parts]` (the rows of several files) in one construction per table:
+    """`[frames(*p, inv_tuples) for p in parts]` (the rows of several files) in one construction per table:
     the rows of all files together, the inventory's deduplication keyed by file too, then cut back per file
     (each file's rows are contiguous and in their order)."""
     from forensics.schema import conform
@@ -513,7 +520,7 @@ def frames_many(
     out: list[dict[str, pl.DataFrame]] = [{} for _ in parts]
     for t, table in enumerate(_TABLE_NAMES):
         per = [p[t] for p in parts]
-        if table == "inventory" and not inv_unique:
+        if table == "inventory" and not inv_tuples:
             per = [_new_facts(rows) if rows else rows for rows in per]
         counts = [len(rows) for rows in per]
         rows = [r for rs in per for r in rs]
@@ -524,7 +531,7 @@ def frames_many(
         file_of = None
         if table == "inventory":
             file_of = pl.Series("_f", [k for k, n in enumerate(counts) for _ in range(n)], dtype=pl.Int32)
-        df = _table_frame(rows, table, file_of, plain=inv_unique and table == "inventory")
+        df = _table_frame(rows, table, file_of, tuples=inv_tuples and table == "inventory")
         if file_of is not None:
             if df.height < len(rows):  # (rows dropped: count each file's rows again)
                 bounds = df.get_column("_f").search_sorted(pl.Series(range(len(parts) + 1), dtype=pl.Int32))

@@ -341,7 +341,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     with F.gc_paused():
         kept, banner_rows = _prepare(lines)
         rows, result = _parse(kept, banner_rows, ctx)
-        return ParseResult(tables=F.frames(*rows, inv_unique=True), **result)
+        return ParseResult(tables=F.frames(*rows, inv_tuples=True), **result)
 
 
 def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
@@ -364,7 +364,7 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
             r, result = _parse(kept[starts[k] : starts[k + 1]], per_file[k], ctx)
             rows.append(r)
             results.append(result)
-        tables = F.frames_many(rows, inv_unique=True)
+        tables = F.frames_many(rows, inv_tuples=True)
         return [ParseResult(tables=t, **result) for t, result in zip(tables, results, strict=True)]
 
 
@@ -380,7 +380,7 @@ def _prepare(lines: pl.Series) -> tuple[list[str | None], list[int]]:
 
 def _parse(
     kept: list[str | None], banner_rows: list[int], ctx: FileContext
-) -> tuple[tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]], dict[str, Any]]:
+) -> tuple[tuple[list[Any], list[dict[str, Any]], list[dict[str, Any]]], dict[str, Any]]:
     """The rows of the three tables and the other `ParseResult` fields of one file (`_prepare`'s output)."""
     first = ctx.first_line
 
@@ -453,7 +453,7 @@ def _parse_items(
     node: str,
     ctx: FileContext,
     seen_inv: F.Stated,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], int, int, list[tuple[int, str]], list[str], bool]:
+) -> tuple[list[Any], list[dict[str, Any]], list[dict[str, Any]], int, int, list[tuple[int, str]], list[str], bool]:
     """Parse the (line number, text) items of one host (None for a blank line); see `parse`. `seen_inv`: the
     inventory facts the file stated so far (GPU facts already stated by an earlier dump or host, node facts
     too): the rows repeating one are not built."""
@@ -596,7 +596,7 @@ def _parse_items(
     def text_of(line: int) -> str:
         return orig(line)
 
-    inv: list[dict[str, Any]] = []
+    inv: list[Any] = []  # (F.INV_TUPLE tuples)
     samples: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = list(failures)
     partial = False
@@ -614,7 +614,14 @@ def _parse_items(
             if "bus_id" not in s.inv and s.bus_raw:
                 s.put_inv("bus_id", s.bus_raw, s.line)
             gi, row, ev = F.snapshot_rows(
-                s, node=node, path=ctx.path, source="nvidia-smi-q", ts=ts, text_of=text_of, seen=seen_inv
+                s,
+                node=node,
+                path=ctx.path,
+                source="nvidia-smi-q",
+                ts=ts,
+                text_of=text_of,
+                seen=seen_inv,
+                tuples=True,
             )
             inv += gi
             samples.append(row)

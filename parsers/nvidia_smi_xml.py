@@ -286,7 +286,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     with F.gc_paused():
         texts, blank = _prepare(lines)
         rows, result = _parse(texts, blank, ctx)
-        return ParseResult(tables=F.frames(*rows, inv_unique=True), **result)
+        return ParseResult(tables=F.frames(*rows, inv_tuples=True), **result)
 
 
 def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
@@ -305,7 +305,7 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
             r, result = _parse(texts[a:b], blank[a:b], ctx)
             rows.append(r)
             results.append(result)
-        tables = F.frames_many(rows, inv_unique=True)
+        tables = F.frames_many(rows, inv_tuples=True)
         return [ParseResult(tables=t, **result) for t, result in zip(tables, results, strict=True)]
 
 
@@ -317,10 +317,10 @@ def _prepare(lines: pl.Series) -> tuple[list[str], list[bool]]:
 
 def _parse(
     texts: list[str], blank: list[bool], ctx: FileContext
-) -> tuple[tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]], dict[str, Any]]:
+) -> tuple[tuple[list[Any], list[dict[str, Any]], list[dict[str, Any]]], dict[str, Any]]:
     """The rows of the three tables and the other `ParseResult` fields of one file (`_prepare`'s output)."""
     first = ctx.first_line
-    inv: list[dict[str, Any]] = []
+    inv: list[Any] = []  # (F.INV_TUPLE tuples)
     samples: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
     spans: list[tuple[int, int]] = []  # the lines of each document read (in order, disjoint)
@@ -403,7 +403,14 @@ def _parse(
             if snap.bus_raw is None and "bus_id" in snap.inv:
                 snap.bus_raw = snap.inv["bus_id"][0]
             gi, row, ev = F.snapshot_rows(
-                snap, node=ctx.node, path=ctx.path, source="nvidia-smi-xml", ts=ts, text_of=text_of, seen=seen
+                snap,
+                node=ctx.node,
+                path=ctx.path,
+                source="nvidia-smi-xml",
+                ts=ts,
+                text_of=text_of,
+                seen=seen,
+                tuples=True,
             )
             row["source"] = "nvidia-smi-xml"
             inv += gi
