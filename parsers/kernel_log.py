@@ -267,9 +267,10 @@ def _parse(lines: pl.Series, ctx: FileContext, plan: _Plan | None = None) -> Par
     )
 
 
-GROUP_ROWS = kev.SMALL_ROWS
-"""`parse_many` stamps and reads the files of one `_plan` together, in groups of at most this many lines (so
-the small paths' Python branches read them, as they read each file alone)."""
+GROUP_ROWS = 4000
+"""`parse_many` stamps and reads the files of one `_plan` together, in groups of at most this many lines."""
+FILE_ROWS = kev.SMALL_ROWS // 2
+"""Files of more lines are parsed one by one (their fixed cost is a small part of their cost)."""
 _SOLO_STYLES = frozenset({"syslog", "dmesg_reltime"})
 """Styles whose times depend on the other lines of the file (year inference): files holding them are parsed
 one by one."""
@@ -336,7 +337,7 @@ _PRINTABLE = bytes(range(0x20, 0x7F)) + b"\t" + bytes(range(0x80, 0x100))
 def _groupable(lines: pl.Series) -> tuple[list[str], bool] | None:
     """The lines of a file `parse_many` may read in a group (a few hundred lines without control characters,
     not /proc/stat or timedatectl output) and whether they are ASCII, else None."""
-    if not 0 < len(lines) <= GROUP_ROWS // 2 or lines.null_count():
+    if not 0 < len(lines) <= FILE_ROWS or lines.null_count():
         return None
     texts: list[str] = lines.to_list()
     joined = "\t".join(texts)

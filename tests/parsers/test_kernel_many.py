@@ -70,7 +70,15 @@ def test_fixtures_one_by_one_and_all_together() -> None:
     check(items)
 
 
-def test_simulated_logs_are_read_in_groups(simulated: list[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("small_rows", [1000, 100])
+def test_simulated_logs_are_read_in_groups(
+    simulated: list[bytes], monkeypatch: pytest.MonkeyPatch, small_rows: int
+) -> None:
+    """(`small_rows` 100: a file alone is read by the small paths' Python branches, a group of them by the
+    vectorised ones.)"""
+    from parsers import _kernel_events as kev
+
+    monkeypatch.setattr(kev, "SMALL_ROWS", small_rows)
     items = [(_lines(b), _ctx(i, node=f"n{i % 3}")) for i, b in enumerate(simulated)]
     calls = []
     group = kernel_log._parse_group
@@ -104,7 +112,13 @@ def _variants(data: bytes) -> list[bytes]:
     ]
 
 
-def test_variants_in_mixed_batches(simulated: list[bytes]) -> None:
+@pytest.mark.parametrize("small_rows", [1000, 100])
+def test_variants_in_mixed_batches(
+    simulated: list[bytes], monkeypatch: pytest.MonkeyPatch, small_rows: int
+) -> None:
+    from parsers import _kernel_events as kev
+
+    monkeypatch.setattr(kev, "SMALL_ROWS", small_rows)
     items = []
     for i, data in enumerate(simulated[:4]):
         for j, v in enumerate(_variants(data)):
