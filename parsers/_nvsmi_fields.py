@@ -274,21 +274,25 @@ def snapshot_rows(
     q = "local_assumed_utc" if ts is not None else "none"
     row: dict[str, Any] = {**base, "ts": ts, "ts_quality": q, "source": source, "file": path, "line": snap.line}
     lines: dict[str, int] = {}
+    sample, totals, parts = snap.sample, snap.totals, snap.parts
     for col in FLOAT_COLUMNS:
-        if col in snap.sample:
-            v, ln, _ = snap.sample[col]
-            row[col] = num(v)
-            lines[col] = ln
+        got = sample.get(col)
+        if got is not None:
+            row[col] = num(got[0])
+            lines[col] = got[1]
     for col in INT_COLUMNS:
-        n, ln = _counter(snap, col)
-        row[col] = n
-        if ln is not None:
-            lines[col] = ln
+        if col in totals or col in sample or col in parts:
+            n, ln = _counter(snap, col)
+            row[col] = n
+            if ln is not None:
+                lines[col] = ln
+        else:  # = _counter of a column never printed
+            row[col] = None
     for col in BOOL_COLUMNS:
-        if col in snap.sample:
-            v, ln, _ = snap.sample[col]
-            row[col] = flag(v)
-            lines[col] = ln
+        got = sample.get(col)
+        if got is not None:
+            row[col] = flag(got[0])
+            lines[col] = got[1]
     uuid = snap.inv.get("uuid")
     row["gpu_uuid"] = uuid[0].strip() if uuid else None
     row["extra"] = to_json(snap.extra) if snap.extra else None
