@@ -297,3 +297,55 @@ def test_csv_files_whose_rows_together_make_a_long_group() -> None:
     files = [(f"q{k}.csv", f"n{k % 5}", rows) for k, rows in enumerate(long_csv())]
     assert sum(len(f[2]) for f in files) > nvidia_smi_csv._MANY
     check(nvidia_smi_csv, files)
+
+
+XML_SMALL = [
+    '<?xml version="1.0" ?>',
+    '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">',
+    "<nvidia_smi_log>",
+    "\t<timestamp>Fri Jun 21 02:03:08 2024</timestamp>",
+    "\t<driver_version>535.104.05</driver_version>",
+    '\t<gpu id="00000000:18:00.0">',
+    "\t\t<product_name>NVIDIA H100 80GB HBM3</product_name>",
+    "\t\t<fb_memory_usage><total>81559 MiB</total><used>3 MiB</used></fb_memory_usage>",
+    "\t\t<remapped_rows><remapped_row_pending>Yes</remapped_row_pending></remapped_rows>",
+    "\t\t<temperature>",
+    "\t\t\t<gpu_temp>35 C</gpu_temp>",
+    "\t\t</temperature>",
+    "\t\t<clocks_event_reasons><clocks_event_reason_hw_slowdown>Active</clocks_event_reason_hw_slowdown>",
+    "\t\t</clocks_event_reasons>",
+    "\t\t<ecc_errors><volatile><dram_uncorrectable>2</dram_uncorrectable></volatile></ecc_errors>",
+    "\t\t<gpu_recovery_action>GPU requires reset</gpu_recovery_action>",
+    "\t</gpu>",
+    "</nvidia_smi_log>",
+]
+
+
+def xml_shapes() -> dict[str, list[str]]:
+    """Documents that end, break or carry on in the ways the pull parser's events and errors tell apart."""
+    d = XML_SMALL
+    return {
+        "whole": d,
+        "junk after the root on its line": [*d[:-1], "</nvidia_smi_log>$ nvidia-smi -q -x"],
+        "junk on the next line": [*d, "$ exit"],
+        "error after elements on a line": [*d[:8], "\t\t<a><b>1</b></c>", *d[8:]],
+        "cut inside a tag": [*d[:10], "\t\t\t<gpu_te"],
+        "cut between elements": d[:12],
+        "two documents": [*d, *d],
+        "two roots no declaration": [*d[2:], *d[2:]],
+        "prompt before": ["$ nvidia-smi -q -x", *d],
+        "other root": ['<?xml version="1.0" ?>', "<other>", "<x>1</x>", "</other>"],
+        "entity declared": [d[0], '<!DOCTYPE nvidia_smi_log [<!ENTITY e "x">]>', *d[2:4], "<a>&e;</a>"],
+        "bom": ["\ufeff" + d[0], *d[1:]],
+        "multi-line start tag": [*d[:5], "\t<gpu", '\t id="00000000:2A:00.0">', *d[6:]],
+        "empty": [],
+    }
+
+
+def test_xml_shapes_in_one_batch() -> None:
+    if "nvidia-smi-xml" not in MODULES:
+        pytest.skip("no parse_many")
+    shapes = xml_shapes()
+    files = [(f"{k}.xml", f"n{i % 2}", v) for i, (k, v) in enumerate(shapes.items())]
+    check(nvidia_smi_xml, files)
+    check(nvidia_smi_xml, files[::-1], first_lines=True)
