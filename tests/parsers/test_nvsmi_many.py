@@ -266,14 +266,14 @@ def long_csv(files: int = 18) -> list[list[str]]:
     fields = ["timestamp", "index", "pci.bus_id", "name", "utilization.gpu [%]", "temperature.gpu"]
     fields += ["clocks_event_reasons.active", "clocks_event_reasons.hw_slowdown", "pstate", "power.draw [W]"]
     fields += ["ecc.errors.uncorrected.volatile.total", "pcie.link.width.current", "pcie.link.width.max"]
+    fixed = {gpu: [csv_cell(f, gpu, 0, random.Random(gpu)) for f in fields] for gpu in range(8)}
     out = []
     for k in range(files):
         rows = [", ".join(fields)]
         for t in range(60):
             for gpu in range(8):
                 cells = [csv_cell(f, gpu, 1000 * k + t, rng) if rng.random() < 0.3 else "" for f in fields]
-                fixed = [csv_cell(f, gpu, 0, random.Random(gpu)) for f in fields]
-                rows.append(", ".join(c or d for c, d in zip(cells, fixed, strict=True)))
+                rows.append(", ".join(c or d for c, d in zip(cells, fixed[gpu], strict=True)))
         out.append(rows)
     return out
 
