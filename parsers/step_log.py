@@ -2288,7 +2288,10 @@ def _single_rows(
     f: pl.DataFrame, n_single: int, single: pl.Series | None, value_cols: list[str]
 ) -> pl.DataFrame:
     """The rows of `_rows` from its grouped fragments `f` (columns `group`, `orphan`; `single`: the groups of
-    one fragment, `n_single` of them; `orphan_group` instead when there is none)."""
+    one fragment, `n_single` of them; `orphan_group` instead when there is none), in (key, line) order.
+
+    `f` comes in (key, line, seg) order (`_sort_frags`): when every group is a single fragment the rows are
+    in (key, line) order already, and the stable sort that puts them there otherwise is left out."""
     if n_single == 0:
         rows = _group_rows(f, value_cols)
     else:
@@ -2319,6 +2322,8 @@ def _single_rows(
         | pl.col("loss").is_not_null()
         | pl.col("throughput").is_not_null()
     )
+    if n_single == f.height:  # (one chunk, as the sort would give it)
+        return rows.rechunk()
     return rows.sort("key", "line", maintain_order=True)
 
 
