@@ -445,6 +445,7 @@ class _KeyPath:
 _ROOT = [_KeyPath(())]
 _PATHS = [0]
 _PATHS_MAX = 100_000
+"""The tree is started again (before a walk) once it holds this many paths and leaves."""
 
 
 def _parse_items(
@@ -504,6 +505,7 @@ def _parse_items(
                 if got is None:
                     tokens = (*path.tokens, key)
                     got = path.leaves[key] = (_leaf_ops(tokens), len(tokens) == 1)
+                    _PATHS[0] += 1
                 ops, top = got
                 if top:
                     keys1.append(c[5])
