@@ -205,6 +205,8 @@ def _map(snap: F.GpuSnapshot, path: str, value: str, line: int) -> None:
 _CHILD: dict[str, dict[Any, tuple[str, tuple[tuple[str, str, int], ...]] | None]] = {}
 """parent tag path -> child tag -> (child tag path, its `_plan`), None for a skipped child (tag paths repeat
 in every GPU block and dump)."""
+_CHILDREN = [0]
+"""How many children `_CHILD` holds: it is emptied (before a document's walk) past 100,000."""
 _TEXT: dict[str | None, tuple[str, bool]] = {}
 """A leaf's text -> (its value: words joined by one space, whether it holds an error marker); texts repeat."""
 _MARKER_RE = re.compile("|".join(re.escape(m) for m in F.ERROR_MARKERS))
@@ -214,8 +216,6 @@ def _walk(el: ET.Element, prefix: str, lines: dict[int, int], snap: F.GpuSnapsho
     """`_map` every leaf under `el` (tag path `prefix`), skipping the `_SKIP` subtrees."""
     kids = _CHILD.get(prefix)
     if kids is None:
-        if len(_CHILD) > 10_000:
-            _CHILD.clear()
         kids = _CHILD[prefix] = {}
     texts = _TEXT
     if len(texts) > 100_000:
@@ -231,6 +231,7 @@ def _walk(el: ET.Element, prefix: str, lines: dict[int, int], snap: F.GpuSnapsho
                 path = f"{prefix}/{low}" if prefix else low
                 got = (path, _plan(path))
             kids[tag] = got
+            _CHILDREN[0] += 1
         if got is None:
             continue
         if len(child):
@@ -397,6 +398,9 @@ def _parse(
         inv += F.new_node_rows(node_attrs, node=ctx.node, path=ctx.path, source="nvidia-smi-xml", seen=seen)
         for idx, gpu in enumerate(root.findall("gpu")):
             snap = F.GpuSnapshot(index=idx, bus_raw=gpu.get("id"), line=el_line.get(id(gpu), first + start))
+            if _CHILDREN[0] > 100_000:
+                _CHILD.clear()
+                _CHILDREN[0] = 0
             _walk(gpu, "", el_line, snap)
             if "bus_id" not in snap.inv and snap.bus_raw:
                 snap.put_inv("bus_id", snap.bus_raw, snap.line)
