@@ -283,9 +283,9 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
     batch = [k for k, (lines, _ctx) in enumerate(items) if len(lines) < _MANY]
     if len(batch) < 2:
         batch = []
-    for k, (lines, ctx) in enumerate(items):
-        if k not in batch:
-            out[k] = parse(lines, ctx)
+    alone = set(range(len(items))).difference(batch)
+    for k in sorted(alone):
+        out[k] = parse(*items[k])
     if batch:
         for k, result in zip(batch, _parse_batch([items[k] for k in batch]), strict=True):
             out[k] = result
