@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
+from itertools import accumulate
 from typing import Any
 
 import polars as pl
@@ -73,12 +75,55 @@ def _norm_status(s: str) -> str:
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Dispatch on the content: JSON diag, a dcgmi table, or a hostengine log."""
     texts: list[str] = [t if t is not None else "" for t in lines.cast(pl.String).to_list()]
-    body = "\n".join(texts)
-    if re.search(r'"DCGM (?:GPU )?Diagnostic"\s*:', body):
-        return _parse_json(texts, F.blank_flags(lines), ctx)
+    read = _reader(texts)
+    if read is None:
+        return _parse_hostengine(lines, ctx)
+    rows, result = read(texts, F.blank_flags(lines), ctx)
+    return _result(F.frames(*rows), result)
+
+
+def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
+    """`[parse(lines, ctx) for lines, ctx in items]`: the lines of all files read in one pass (strings, blank
+    flags), each diag JSON or dcgmi table read on its own and their tables built by `F.frames_many`; a
+    hostengine log (a vectorised parse of its own) is parsed alone."""
+    if not items:
+        return []
+    text = pl.concat([lines.cast(pl.String) for lines, _ in items], how="vertical")
+    texts_all: list[str] = [t if t is not None else "" for t in text.to_list()]
+    blank_all = F.blank_flags(text)
+    starts = list(accumulate((len(lines) for lines, _ in items), initial=0))
+    out: list[ParseResult | None] = [None] * len(items)
+    read_k: list[int] = []
+    rows: list[tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]] = []
+    results: list[dict[str, Any]] = []
+    for k, (lines, ctx) in enumerate(items):
+        texts = texts_all[starts[k] : starts[k + 1]]
+        read = _reader(texts)
+        if read is None:
+            out[k] = _parse_hostengine(lines, ctx)
+            continue
+        r, result = read(texts, blank_all[starts[k] : starts[k + 1]], ctx)
+        read_k.append(k)
+        rows.append(r)
+        results.append(result)
+    for k, tables, result in zip(read_k, F.frames_many(rows), results, strict=True):
+        out[k] = _result(tables, result)
+    return out  # type: ignore[return-value]
+
+
+def _reader(texts: list[str]) -> Any:  # noqa: ANN401
+    """The reader of a diag JSON or dcgmi tables file (`_parse_json`, `_parse_tables`), None for a hostengine
+    log."""
+    if re.search(r'"DCGM (?:GPU )?Diagnostic"\s*:', "\n".join(texts)):
+        return _parse_json
     if any(_ROW.match(t) for t in texts[:400]):
-        return _parse_tables(texts, F.blank_flags(lines), ctx)
-    return _parse_hostengine(lines, ctx)
+        return _parse_tables
+    return None
+
+
+def _result(tables: dict[str, pl.DataFrame], result: dict[str, Any]) -> ParseResult:
+    """The ParseResult of a JSON or table file: its inventory and events (dcgm has no samples)."""
+    return ParseResult(tables={"inventory": tables["inventory"], "events": tables["events"]}, **result)
 
 
 # ----------------------------------------------------------------------------- tables
@@ -101,7 +146,10 @@ def _cells(texts: list[str]) -> int:
     return w
 
 
-def _parse_tables(texts: list[str], blank: list[bool], ctx: FileContext) -> ParseResult:
+def _parse_tables(
+    texts: list[str], blank: list[bool], ctx: FileContext
+) -> tuple[tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]], dict[str, Any]]:
+    """The rows (inventory, no samples, events) and the other `ParseResult` fields of a dcgmi tables file."""
     first = ctx.first_line
     width = _cells(texts)
     tally = Tally()
@@ -238,20 +286,21 @@ def _parse_tables(texts: list[str], blank: list[bool], ctx: FileContext) -> Pars
                 notes = [f"{kind}: {txt}" for kind, g, txt in test["notes"] if g is None or gpu is None or g == gpu]
                 event("dcgm_diag", test["name"], status, gpu, ln,
                       {"section": test["section"], "status": status, "notes": notes})
-    tables = F.frames(inv, [], events)
-    return ParseResult(
-        tables={"inventory": tables["inventory"], "events": tables["events"]},
-        parsed=tally.parsed,
-        unrecognized=tally.unrecognized,
-        unrecognized_examples=tally.examples,
-        partial=bool(cut),
-    )
+    return (inv, [], events), {
+        "parsed": tally.parsed,
+        "unrecognized": tally.unrecognized,
+        "unrecognized_examples": tally.examples,
+        "partial": bool(cut),
+    }
 
 
 # ----------------------------------------------------------------------------- JSON
 
 
-def _parse_json(texts: list[str], blanks: list[bool], ctx: FileContext) -> ParseResult:
+def _parse_json(
+    texts: list[str], blanks: list[bool], ctx: FileContext
+) -> tuple[tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]], dict[str, Any]]:
+    """The rows (inventory, no samples, events) and the other `ParseResult` fields of a diag JSON file."""
     first = ctx.first_line
     start = next((i for i, t in enumerate(texts) if t.lstrip().startswith("{")), 0)
     body = "\n".join(texts[start:])
@@ -318,15 +367,15 @@ def _parse_json(texts: list[str], blanks: list[bool], ctx: FileContext) -> Parse
     unrec = start - sum(blanks[:start])
     if obj is None:
         parsed, unrec = 0, len(texts) - blank
-    tables = F.frames(inv, [], events)
-    return ParseResult(
-        tables={"inventory": tables["inventory"], "events": tables["events"]},
-        parsed=parsed,
-        unrecognized=unrec,
-        unrecognized_examples=[(first + i, texts[i][:500]) for i in range(min(start, 20)) if not blanks[i]],
-        notes=notes,
-        partial=partial,
-    )
+    return (inv, [], events), {
+        "parsed": parsed,
+        "unrecognized": unrec,
+        "unrecognized_examples": [
+            (first + i, texts[i][:500]) for i in range(min(start, 20)) if not blanks[i]
+        ],
+        "notes": notes,
+        "partial": partial,
+    }
 
 
 # ----------------------------------------------------------------------------- hostengine

@@ -13,11 +13,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from parsers import nvidia_smi, nvidia_smi_csv, nvidia_smi_dmon, nvidia_smi_table, nvidia_smi_xml
+from parsers import dcgm, nvidia_smi, nvidia_smi_csv, nvidia_smi_dmon, nvidia_smi_table, nvidia_smi_xml
 from parsers.base import HARNESS_LINE, FileContext, ParseResult, lines_from_bytes
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
-ALL = (nvidia_smi, nvidia_smi_dmon, nvidia_smi_xml, nvidia_smi_csv, nvidia_smi_table)
+ALL = (nvidia_smi, nvidia_smi_dmon, nvidia_smi_xml, nvidia_smi_csv, nvidia_smi_table, dcgm)
 MODULES = {m.NAME: m for m in ALL if hasattr(m, "parse_many")}
 
 
