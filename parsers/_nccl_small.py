@@ -530,7 +530,10 @@ def _rank_rows(init: list[Any], topo: list[Any], ver: list[Any], path: str) -> l
         groups.setdefault((r["node"], r["pid"], r["comm"], r["rank"]), []).append(r)
 
     def first(rs: list[dict[str, Any]], f: str) -> Any:
-        return next((r[f] for r in rs if r[f] is not None), None)
+        for r in rs:
+            if r[f] is not None:
+                return r[f]
+        return None
 
     vers = {v for _h, _line, v, _c in ver}
     one_ver = next(iter(vers)) if len(vers) == 1 else None
@@ -541,18 +544,19 @@ def _rank_rows(init: list[Any], topo: list[Any], ver: list[Any], path: str) -> l
     out = []
     for (node, pid, comm, rk), rs in groups.items():
         r0 = rs[0]
+        phases = sorted({r["phase"] for r in rs})
+        nvml, nnodes, lrank = first(rs, "nvml_dev"), first(rs, "nnodes"), first(rs, "local_rank")
+        # `_json(comm=, phase=, phases=, nvml_dev=, nnodes=, local_rank=)`: the comm pointer (`0x` and hex
+        # digits) and the phases (START, COMPLETE, topology) are plain strings, the others ints or None
+        detail = f'{{"comm":"{comm}","phase":"{r0["phase"]}","phases":["' + '","'.join(phases) + '"]'
+        for name, v in (("nvml_dev", nvml), ("nnodes", nnodes), ("local_rank", lrank)):
+            if v is not None:
+                detail += f',"{name}":{v}'
         out.append(
             (
                 "rank", node, r0["comm_id"], rk, first(rs, "nranks"), first(rs, "cuda_dev"),
                 first(rs, "gpu_bus_id"), pid, pver.get((node, pid)) if pid is not None else None,
-                _json(
-                    comm=comm,
-                    phase=r0["phase"],
-                    phases=sorted({r["phase"] for r in rs}),
-                    nvml_dev=first(rs, "nvml_dev"),
-                    nnodes=first(rs, "nnodes"),
-                    local_rank=first(rs, "local_rank"),
-                ),
+                detail + "}",
                 path, r0["line"],
             )
         )
