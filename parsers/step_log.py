@@ -366,8 +366,14 @@ def _one_per_block(fr: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+_WS = "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f"
+_WS += "\u205f\u3000"
+"""The characters `\\s` matches and `str.strip_chars()` strips (Unicode White_Space)."""
+
+
 def _minmax_groups(text: pl.Series, cut: pl.DataFrame | None = None) -> pl.Series:
-    r"""`text.str.extract_groups(TIMER_MINMAX_RE)` (fields name, min, max) for lines known to match it, by splitting.
+    r"""`text.str.extract_groups(TIMER_MINMAX_RE)` (fields name, min, max) for lines known to match it, by
+    splitting.
 
     In a match, the first `(` of the line opens the `(min, max)` pair (the name and the dots before it hold no
     `(`), so the text before it is `\s+ name \s*\.*: \s*` and the text after it `\s*min,\s*max\s*)\s*` (NUM holds no
@@ -382,16 +388,26 @@ def _minmax_groups(text: pl.Series, cut: pl.DataFrame | None = None) -> pl.Serie
     else:
         head, tail = cut.get_column("_h"), cut.get_column("_t")
     heads = head.unique()
-    h = heads.str.strip_chars_start()
-    names = (h.str.slice(0, 1) + h.str.slice(1).str.strip_chars_end().str.strip_suffix(":").str.strip_chars_end(".").str.strip_chars_end())
+    names = _timer_names(heads)
     nums = tail.str.splitn(",", 2).struct.unnest()
     return pl.DataFrame(
         {
             "name": head.replace_strict(heads, names, return_dtype=pl.String),
             "min": nums.get_column("field_0").str.strip_chars(),
-            "max": nums.get_column("field_1").str.strip_chars().str.strip_suffix(")").str.strip_chars_end(),
+            # (`\s*NUM\s*)\s*`: its blanks and `)` stripped from both ends leave NUM, which neither starts nor
+            # ends with one of them)
+            "max": nums.get_column("field_1").str.strip_chars(_WS + ")"),
         }
     ).to_struct("m")
+
+
+def _timer_names(heads: pl.Series) -> pl.Series:
+    r"""The `name` group of `TIMER_MINMAX_RE` from the text before the `(` of a matching line (see
+    `_minmax_groups`)."""
+    h = heads.str.strip_chars_start()
+    return h.str.slice(0, 1) + h.str.slice(1).str.strip_chars_end().str.strip_suffix(":").str.strip_chars_end(
+        "."
+    ).str.strip_chars_end()
 
 
 def _f(name: str) -> pl.Expr:
@@ -1947,8 +1963,14 @@ def _block_fragments(
     if tb.height:
         mm = tb.filter(pl.col("t_mode").str.starts_with("(min, max)") & pl.col("t_mm"))
         if mm.height:
-            mm = mm.with_columns(m=_minmax_groups(mm.get_column("text"), mm.select(cut) if cut else None))
-            ent = mm.filter(~_f("name").is_in(list(g.NON_STEP_TIMERS)))
+            m = _minmax_groups(mm.get_column("text"), mm.select(cut) if cut else None)
+            # (only the columns the fragments use go through the filter; none when no head of a (min, max)
+            # entry that `_minmax_pre` found names a timer to drop)
+            mm = mm.select(*_BASE, "t_blk").with_columns(m=m)
+            if minmax is not None and not _timer_names(minmax[1]).is_in(list(g.NON_STEP_TIMERS)).any():
+                ent = mm
+            else:
+                ent = mm.filter(~_f("name").is_in(list(g.NON_STEP_TIMERS)))
             cols = {
                 "kind": pl.lit("timer_block"),
                 "framework": pl.lit("megatron"),

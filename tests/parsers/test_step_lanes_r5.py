@@ -13,7 +13,7 @@ _PIECES = [
     *(" ", "  ", "\t", "(", ")", "((", ",", ", ", ".", "....", ":", ": ", "-", "+", "e", "E", "nan", "inf"),
     *("1", "12.5", "-3", ".5", "7.", "1e3", "2E-4", "forward-compute", "optimizer", "a b", "x(y)"),
     *("across ranks",),
-    *("ms", "é", "|"),
+    *("ms", "é", "|", "\u3000", "\xa0", "\x85", "\u2009"),
 ]
 
 
@@ -27,8 +27,9 @@ def _lines(n: int, seed: int) -> list[str]:
             out.append(
                 f"{rnd.choice([' ', '    ', chr(9)])}{name} {'.' * rnd.randint(0, 5)}:{rnd.choice(['', ' '])}"
                 f"({rnd.choice(['', ' '])}{rnd.choice(['1.5', '-2', 'nan', '3e2', '.7'])},"
-                f"{rnd.choice(['', ' '])}{rnd.choice(['4', '5.25', '+inf', '1E-3'])}{rnd.choice(['', ' '])})"
-                f"{rnd.choice(['', ' ', '  x'])}"
+                f"{rnd.choice(['', ' '])}{rnd.choice(['4', '5.25', '+inf', '1E-3'])}"
+                f"{rnd.choice(['', ' ', chr(0xA0)])})"
+                f"{rnd.choice(['', ' ', '  x', chr(0x3000)])}"
             )
         else:  # random pieces
             out.append("".join(rnd.choice(_PIECES) for _ in range(rnd.randint(0, 12))))
@@ -73,3 +74,9 @@ def test_megatron_values_are_the_key_regexes() -> None:
     for k, p in g.MEGATRON_KEYS.items():
         want = pl.DataFrame({"t": text}).select(S._key(pl.col("t"), p)).to_series()
         assert got.get_column(f"_k_{k}").equals(want, null_equal=True), k
+
+
+def test_blank_set_is_unicode_white_space() -> None:
+    chars = pl.Series([chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF])
+    assert sorted(chars.filter(chars.str.contains(r"^\s$")).to_list()) == sorted(S._WS)
+    assert sorted(chars.filter(chars.str.strip_chars() == "").to_list()) == sorted(S._WS)
