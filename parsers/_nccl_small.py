@@ -425,7 +425,9 @@ def _rows(recs: list[tuple[int, dict[str, Any], str]], ctx: FileContext, memo: d
         net.append((h["node"], h["pid"], line, dev, detail, "network", path))
         inv.extend((h["node"], "node", g[0], "ip", g[1], "nccl", path, line) for g in addrs)
     for h, line, netname in using:
-        detail = _json(transport=netname, selected=True)
+        detail = memo.get(("using", netname))
+        if detail is None:
+            detail = memo[("using", netname)] = _json(transport=netname, selected=True)
         net.append((h["node"], h["pid"], line, None, detail, "network", path))
     for h, line, prov, nics in ofi:
         detail = _json(transport="OFI", provider=prov, nics=nics)
