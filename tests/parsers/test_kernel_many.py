@@ -203,3 +203,18 @@ def test_head_counts_are_what_plan_counts(simulated: list[bytes]) -> None:
     counts = kernel_log._head_counts(list(texts.items()))
     for k, t in texts.items():
         assert kernel_log._plan(t[:300], counts.get(k)) == kernel_log._plan(t[:300])
+
+
+@pytest.mark.parametrize("style", ["dmesg_raw", "dmesg_iso", "journal_iso", "rfc5424", "dmesg_ctime"])
+def test_longer_files_in_groups(tmp_path: Path, style: str) -> None:
+    """Files of a few hundred to a few thousand lines (read alone by the small paths' Python branches or the
+    vectorised ones) in groups: `bench/big_kernel.py` logs, events of every family included."""
+    from bench import big_kernel
+
+    items = []
+    for i, mb in enumerate((0.03, 0.15, 0.3, 0.05)):
+        path = tmp_path / f"{i}.log"
+        big_kernel.write(path, mb, seed=i, style=style)
+        items.append((_lines(path.read_bytes()), _ctx(i, node=f"n{i % 2}")))
+    assert max(len(lines) for lines, _c in items) > 1000
+    check(items)
