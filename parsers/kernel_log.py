@@ -272,11 +272,6 @@ GROUP_ROWS = 16000
 group past the small paths' size is read by the vectorised branches, which give the same rows)."""
 FILE_ROWS = 4000
 """Files of more lines are parsed one by one (a 2,400-line dmesg costs 10.6 ms alone, 4.5 in a group of 8)."""
-_SOLO_STYLES = frozenset({"syslog", "dmesg_reltime"})
-"""Styles whose times depend on the other lines of the file (year inference): files holding them are parsed
-one by one."""
-
-
 def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
     """`[parse(lines, ctx) for lines, ctx in items]`, the small files of the same `_plan` stamped and read in
     one pass (`_parse_group`); others (long files, control characters, /proc/stat, timedatectl, pdsh, colour,
@@ -289,7 +284,7 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
     counts = _head_counts([(i, texts) for i, (texts, ascii_only) in found if ascii_only])
     for i, (texts, ascii_only) in found:
         plan = plans[i] = _plan(texts[:300], counts.get(i))
-        if plan[0] or plan[1] or plan[4] or any(plan[3][name] for name in _SOLO_STYLES):
+        if plan[0] or plan[1] or plan[4]:
             continue
         # (ASCII files apart: the small paths read them in Python, alone as in a group)
         ctx = items[i][1]
@@ -351,12 +346,12 @@ def _groupable(lines: pl.Series) -> tuple[list[str], bool] | None:
 
 def _parse_group(files: list[tuple[FileContext, list[str]]], plan: _Plan) -> list[ParseResult] | set[int]:
     """`parse` of each file, the files stamped and read as one frame, then cut per file; or the files (their
-    indices) whose lines need a rule a group does not keep per file (syslog year inference).
+    indices) to read alone (none today: all of them when the group came out unlike its files).
 
     Each file's line numbers are moved up by its index << `kev.FILE_SHIFT` (no gap, next-line or nearest-line
-    rule reaches across), its boot segments are its own (`stamp(bounds=)`), and each row's host carries a
-    mark of its file while the events and inventory are read (the rules that compare nodes compare them
-    within a file), taken off again with the line numbers.
+    rule reaches across), its syslog years, inherited clocks, boot segments and notes are its own
+    (`stamp(bounds=)`), and each row's host carries a mark of its file while the events and inventory are
+    read (the rules that compare nodes compare them within a file), taken off again with the line numbers.
     """
     shift = kev.FILE_SHIFT
     ctx0 = files[0][0]
@@ -372,13 +367,10 @@ def _parse_group(files: list[tuple[FileContext, list[str]]], plan: _Plan) -> lis
         [pl.Series("line", numbers, dtype=pl.Int64), pl.Series("text", texts, dtype=pl.String)]
     )
     group_ctx = FileContext(path="", node="", year_hint=ctx0.year_hint, collected_at=ctx0.collected_at)
-    stamped, notes = stamp(frame, group_ctx, plan, bounds)
-    if stamped.height != len(texts):
+    file_notes: list[list[str]] = [[] for _ in files]
+    stamped, notes = stamp(frame, group_ctx, plan, bounds, file_notes)
+    if notes or stamped.height != len(texts):
         return set(range(len(files)))
-    styles = stamped.get_column("style").to_list()
-    if notes or _SOLO_STYLES.intersection(styles):
-        alone = {k for k in range(len(files)) if _SOLO_STYLES.intersection(styles[bounds[k] : bounds[k + 1]])}
-        return alone or set(range(len(files)))
     oks = stamped.get_column("ok").to_list()
     hosts = stamped.get_column("host").to_list()
     # a host named by a line: 'host\x00k'; none: '\x01k' (k: the file; the texts hold no control character)
@@ -418,7 +410,7 @@ def _parse_group(files: list[tuple[FileContext, list[str]]], plan: _Plan) -> lis
                 parsed=parsed,
                 unrecognized=unrecognized,
                 unrecognized_examples=examples,
-                notes=[],
+                notes=file_notes[k],
                 partial=_truncated_texts(t),
                 node=named.pop() if len(named) == 1 else None,
             )
@@ -1383,15 +1375,19 @@ def _plan(first: list[str | None], counts: dict[str, int] | None = None) -> _Pla
 
 
 def stamp(
-    frame: pl.DataFrame, ctx: FileContext, plan: _Plan | None = None, bounds: list[int] | None = None
+    frame: pl.DataFrame,
+    ctx: FileContext,
+    plan: _Plan | None = None,
+    bounds: list[int] | None = None,
+    file_notes: list[list[str]] | None = None,
 ) -> tuple[pl.DataFrame, list[str]]:
     """Recognise every line's prefix; return frame + ts, ts_quality, uptime_s, host, tag, msg, ok, style, ...
 
     Styles are tried most-frequent-in-head first, each only on the lines still unmatched, so a file of one
     style costs one regex pass. Later steps run only when a style (or line kind) that needs them is present.
     `plan`: the file's `_plan`, when the caller made it (`parse_many` stamps the files of one plan together).
-    `bounds`: where each file's rows start (and the last ends) when `frame` holds several files: the boot
-    segments are each file's own.
+    `bounds`: where each file's rows start (and the last ends) when `frame` holds several files: syslog years,
+    inherited clocks and boot segments are each file's own, and each file's notes go to `file_notes[k]`.
     """
     notes: list[str] = []
     texts = frame.get_column("text")
@@ -1453,8 +1449,17 @@ def stamp(
             out = _patch(out, mono)
     # syslog: month/day without year
     if present & {"syslog", "dmesg_reltime"}:
-        out, syslog_notes = _syslog_times(out, ctx)
-        notes.extend(syslog_notes)
+        if bounds is None:
+            out, syslog_notes = _syslog_times(out, ctx)
+            notes.extend(syslog_notes)
+        else:  # (several files: each file's years are inferred from its own lines, its notes its own)
+            parts = []
+            for k, (a, b) in enumerate(zip(bounds, bounds[1:])):
+                part, syslog_notes = _syslog_times(out.slice(a, b - a), ctx)
+                parts.append(part)
+                if file_notes is not None:
+                    file_notes[k].extend(syslog_notes)
+            out = pl.concat(parts)
     # embedded printk time (K8b, journal with printk stamps): 'kernel: [12345.678901] msg'
     if present - {"dmesg_raw"}:
         out = _embedded_printk(out)

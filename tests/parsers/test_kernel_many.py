@@ -205,7 +205,9 @@ def test_head_counts_are_what_plan_counts(simulated: list[bytes]) -> None:
         assert kernel_log._plan(t[:300], counts.get(k)) == kernel_log._plan(t[:300])
 
 
-@pytest.mark.parametrize("style", ["dmesg_raw", "dmesg_iso", "journal_iso", "rfc5424", "dmesg_ctime"])
+@pytest.mark.parametrize(
+    "style", ["dmesg_raw", "dmesg_iso", "journal_iso", "rfc5424", "dmesg_ctime", "syslog", "journal_precise"]
+)
 def test_longer_files_in_groups(tmp_path: Path, style: str) -> None:
     """Files of a few hundred to a few thousand lines (read alone by the small paths' Python branches or the
     vectorised ones) in groups: `bench/big_kernel.py` logs, events of every family included."""
@@ -218,3 +220,24 @@ def test_longer_files_in_groups(tmp_path: Path, style: str) -> None:
         items.append((_lines(path.read_bytes()), _ctx(i, node=f"n{i % 2}")))
     assert max(len(lines) for lines, _c in items) > 1000
     check(items)
+
+
+SYSLOG = [
+    "Dec 31 23:59:58 node-a kernel: [ 100.5] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off",
+    "Jan  1 00:00:01 node-a kernel: mlx5_core 0000:1a:00.0: firmware version: 28.39.1002",
+    "Jan  1 00:00:02 node-a kernel: [   1.0] Linux version 5.15.0-119-generic (b) #1",
+]
+
+
+@pytest.mark.parametrize("collected", [None, "2026-01-02"])
+def test_syslog_years_and_notes_per_file(collected: str | None) -> None:
+    """Each file of a group infers its syslog years (month wraps) and gets its notes from its own lines."""
+    from datetime import UTC, datetime
+
+    at = None if collected is None else datetime.fromisoformat(collected).replace(tzinfo=UTC)
+    variants = [SYSLOG, SYSLOG[1:], SYSLOG[:1], [s.replace("Jan", "Foo") for s in SYSLOG[1:]], SYSLOG[::-1]]
+    ctxs = [FileContext(path=f"{i}/kern.log", node="n", year_hint=2026, collected_at=at) for i in range(10)]
+    items = [(pl.Series("line", v, dtype=pl.String), ctx) for v, ctx in zip(variants * 2, ctxs, strict=True)]
+    results = check(items)
+    wrap = "syslog months wrap 1 time(s) in the file: year advanced at each wrap"
+    assert wrap in results[0].notes and wrap not in results[1].notes
