@@ -2629,7 +2629,10 @@ def _events(
         }
         return df.select(**(base | cols))
 
-    m = seg.filter(txt.str.contains(g.STRAGGLER_LINE_RE)) if "/Rnk: " in present else seg.clear()
+    # (the regex on the lines with its literal `/Rnk: ` alone: one literal scan of the rest)
+    assert g.STRAGGLER_LINE_RE.endswith("/Rnk: ")
+    m = seg.filter(txt.str.contains("/Rnk: ", literal=True)) if "/Rnk: " in present else seg.clear()
+    m = m.filter(txt.str.contains(g.STRAGGLER_LINE_RE))
     if m.height:
         seen.append(m.select("line"))
         items = {}
