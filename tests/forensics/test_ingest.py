@@ -751,3 +751,17 @@ def test_batches_hold_files_of_one_name_shape_in_task_order() -> None:
         (tuple(files[5:7]), ingest_mod.BATCH),
         (files[7], -1),
     ]
+
+
+def test_a_batch_sends_each_table_as_one_frame(tmp_path: Path) -> None:
+    files = []
+    for i in range(3):
+        p = tmp_path / f"dmesg{i}.log"
+        p.write_text(xid_lines(2 + i, start=10 * i))
+        files.append(_bf(p, path=f"n{i}/dmesg.log", node=f"n{i}"))
+    alone = [ingest_file(f, Limits(), 2026, None) for f in files]
+    got = ingest_mod._ingest_batch(ingest_file, tuple(files), (None, None, None), Limits(), 2026, None)
+    assert [o.row for o in got] == [o.row for o in alone]
+    assert got[1].tables == {} and got[2].tables == {}
+    want = pl.concat([o.tables["events"] for o in alone])
+    assert got[0].tables["events"].equals(want)
