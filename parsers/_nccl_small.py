@@ -28,6 +28,9 @@ MAX_LINES = 2000
 """Chunks of more lines take the vectorised path."""
 _SAFE = re.compile(r"[^\t\x20-\x7e]")
 _IPV4 = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
+_SRUN = re.compile(r"\s*\d+: ")
+"""The srun `-l` launcher prefix (`parsers._common.ENVELOPES` 'srun') before a bare version line."""
+_SRUN_START = tuple(" \t0123456789")
 _BLANK_START = ("", " ", "\t")
 """How a line the small path takes as blank (nothing but spaces and tabs) starts."""
 _C10 = re.compile(r"\[(?:rank|default)\d+\]:\s?")
@@ -180,10 +183,10 @@ def _head(key: str) -> dict[str, Any] | None:
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     """`nccl.parse(lines, ctx)` for a small chunk of plain INFO records (and blank lines), else None."""
-    recs = records(lines, ctx.first_line, {})
-    if recs is None:
+    got = records(lines, ctx.first_line, {})
+    if got is None:
         return None
-    return results([_rows(recs, ctx, {})])[0]
+    return results([_rows(*got, ctx, {})])[0]
 
 
 def parse_many(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResult | None]:
@@ -195,18 +198,22 @@ def parse_many(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResult |
     out: list[ParseResult | None] = [None] * len(items)
     done: list[tuple[int, _Rows]] = []
     for i, (lines, ctx) in enumerate(items):
-        recs = records(lines, ctx.first_line, heads)
-        if recs is not None:
-            done.append((i, _rows(recs, ctx, memo)))
+        got = records(lines, ctx.first_line, heads)
+        if got is not None:
+            done.append((i, _rows(*got, ctx, memo)))
     for (i, _r), result in zip(done, results([r for _i, r in done]), strict=True):
         out[i] = result
     return out
 
 
+_Rec = tuple[int, dict[str, Any], str]
+
+
 def records(
     lines: pl.Series, first_line: int, heads: dict[str, dict[str, Any] | None]
-) -> list[tuple[int, dict[str, Any], str]] | None:
-    """The (line, head, message) of each record of a chunk of plain INFO records (and blank lines), else None.
+) -> tuple[list[_Rec], list[_Rec]] | None:
+    """The (line, head, message) of each record of a chunk of plain INFO records (and blank lines) and the
+    (line, head of the record before, match) of its bare `NCCL version` lines, else None.
 
     `heads`: the line starts read so far (`_head` depends on the key alone), shared by the files of a batch.
     """
@@ -220,7 +227,8 @@ def records(
         return None
     if any(lit in joined for lit in nccl._FAST_LITERALS):
         return None
-    recs: list[tuple[int, dict[str, Any], str]] = []  # (line, head, message)
+    recs: list[_Rec] = []  # (line, head, message)
+    bares: list[_Rec] = []
     n = first_line
     keys = nccl._FAST_KEY_CHARS
     for i, t in enumerate(texts):
@@ -229,6 +237,17 @@ def records(
         c10 = t.startswith(("[rank", "[default")) and _C10.match(t)
         if c10:  # (a PyTorch launcher prefix: stripped as `nccl.prepare` does, read as the line after it)
             t = t[c10.end() :]
+        body = t
+        if not c10 and t[:1] in _SRUN_START and (srun := _SRUN.match(t)):
+            body = t[srun.end() :]
+        if body.startswith("NCCL version"):
+            # a bare version line (rank 0, NCCL <= 2.21), after an NCCL record: the node is that record's
+            bare = _bare_version(body) if recs else None
+            if bare is None:
+                return None
+            bares.append((n + i, recs[-1][1], bare))
+            recs.append((n + i, recs[-1][1], ""))  # (a record of the line count and the file's hosts)
+            continue
         at = t.find(" NCCL ")
         if at < 0:
             return None
@@ -244,7 +263,7 @@ def records(
         if h is None or h["level"] not in ("INFO", "TRACE") or (c10 and h["env"]):
             return None
         recs.append((n + i, h, t[h["msg_off"] :]))
-    return recs or None
+    return (recs, bares) if recs else None
 
 
 @dataclass
@@ -268,6 +287,7 @@ class _Rx(NamedTuple):
     not_heads: tuple[str, ...]
     collector_ts: re.Pattern[str]
     head: re.Pattern[str]
+    bare_version: re.Pattern[str]
     conn_prefixes: tuple[str, ...]
     conn: re.Pattern[str]
     version: re.Pattern[str]
@@ -288,12 +308,18 @@ def _patterns() -> _Rx:
 
     return _Rx(
         *(_rx(nccl._FAST_HEAD), nccl._FAST_NOT_HEADS, _rx(nccl._COLLECTOR_TS), _rx(nccl.NCCL_HEAD_RE)),
+        _rx(nccl.BARE_VERSION_RE),
         nccl._CONN_PREFIXES,
         *(_rx(x) for x in (nccl.CONN_RE, nccl.VERSION_RE, nccl.CUDA_DRIVER_RE, nccl.ENV_RE)),
         _rx(nccl.BOOTSTRAP_RE),
         *(_rx(x) for x in (nccl.NET_IB_RE, nccl.NET_SOCKET_RE, nccl.USING_NET_RE, nccl.OFI_RE)),
         *(_rx(x) for x in (nccl.INIT_RE, nccl.TOPO_RE)),
     )
+
+
+def _bare_version(text: str) -> re.Match[str] | None:
+    """`nccl.BARE_VERSION_RE` on a line (the whole line: `^...$`)."""
+    return _patterns().bare_version.match(text)
 
 
 def _classify(msg: str, rx: _Rx) -> tuple[tuple[str, tuple[Any, ...]], ...]:
@@ -344,7 +370,7 @@ def _classify(msg: str, rx: _Rx) -> tuple[tuple[str, tuple[Any, ...]], ...]:
     return tuple(out)
 
 
-def _rows(recs: list[tuple[int, dict[str, Any], str]], ctx: FileContext, memo: dict[Any, Any]) -> _Rows:
+def _rows(recs: list[_Rec], bares: list[_Rec], ctx: FileContext, memo: dict[Any, Any]) -> _Rows:
     """A file's rows (`nccl._nccl_rows` for its records). `memo`: messages and network lines read before (a
     message's rows follow from its text, and the ranks and nodes of a job print the same ones)."""
     from parsers import nccl
@@ -378,6 +404,9 @@ def _rows(recs: list[tuple[int, dict[str, Any], str]], ctx: FileContext, memo: d
                 conn += 1
             else:
                 kinds[kind].append((h, line, *value))
+    for line, h, m in bares:  # (after the prefixed ones, as `nccl._nccl_rows` concatenates them)
+        cuda = m.group("cuda") if m.group("cuda") is not None else m.group("cuda2")
+        ver.append(({"node": h["node"], "pid": None}, line, m.group("ver"), cuda))
     for h, line, v, cuda in ver:
         inv.append((h["node"], "software", None, "nccl_version", v, "nccl", path, line))
     for h, line, v, cuda in ver:

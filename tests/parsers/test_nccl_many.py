@@ -175,3 +175,38 @@ def test_torch_prefixed_records_read_as_the_vectorised_path(simulated: list[byte
                 assert_same_result(small, vec)
             assert small is None or pref not in bad
     assert taken >= 20
+
+
+BARE = [
+    "NCCL version 2.18.5+cuda12.2",
+    "0: NCCL version 2.21.5+cuda12.4",
+    " 12: NCCL version 2.21.5+cuda12.4",
+    "[rank0]:NCCL version 2.20.5+cuda12.4",
+    "NCCL version 2.19.3 compiled with CUDA 12.3",
+    "NCCL version 2.18.5+cuda12.2  ",
+    "NCCL version x+cuda1",
+    "[rank0]:0: NCCL version 2.1+cuda1",
+    "0: [rank0]:NCCL version 2.1+cuda1",
+]
+
+
+def test_bare_version_lines_read_as_the_vectorised_path(simulated: list[bytes]) -> None:
+    """Rank 0's bare `NCCL version` line (NCCL <= 2.21; plain, after srun's or PyTorch's prefix) is read
+    by the small path as `nccl.parse` without it reads it (node of the record before it); other forms go
+    to the vectorised path."""
+    from tests.parsers.test_nccl_fast import info_records, small_and_vectorised
+
+    sources = [info_records(p) for p in FIXTURES[::4]]
+    sources += [b.decode().splitlines()[:40] for b in simulated[:2]]
+    taken = 0
+    for k, recs in enumerate(sources):
+        if not any(x.strip() for x in recs):
+            continue
+        for pos in (k % 2, len(recs) // (2 + k % 2)):
+            for bare in BARE:
+                lines = [*recs[:pos], bare, *recs[pos:]]
+                small, vec = small_and_vectorised(pl.Series("line", lines, dtype=pl.String), first_line=2)
+                if small is not None:
+                    taken += 1
+                    assert_same_result(small, vec)
+    assert taken >= 30
