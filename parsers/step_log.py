@@ -371,7 +371,9 @@ _WS += "\u205f\u3000"
 """The characters `\\s` matches and `str.strip_chars()` strips (Unicode White_Space)."""
 
 
-def _minmax_groups(text: pl.Series, cut: pl.DataFrame | None = None) -> pl.Series:
+def _minmax_groups(
+    text: pl.Series, cut: pl.DataFrame | None = None, heads: pl.Series | None = None
+) -> pl.Series:
     r"""`text.str.extract_groups(TIMER_MINMAX_RE)` (fields name, min, max) for lines known to match it, by
     splitting.
 
@@ -379,20 +381,22 @@ def _minmax_groups(text: pl.Series, cut: pl.DataFrame | None = None) -> pl.Serie
     `(`), so the text before it is `\s+ name \s*\.*: \s*` and the text after it `\s*min,\s*max\s*)\s*` (NUM holds no
     `,` or space). The lazy name is the first character plus the rest with the longest `\s*\.*:\s*` suffix
     removed, computed once per distinct head (timer names repeat every iteration). Regex capture of 300k timer
-    entries was the largest single cost on Megatron logs. (`cut`: columns `_h`, `_t`, the lines cut at their
-    first `(` already, see `_minmax_pre`.)
+    entries was the largest single cost on Megatron logs. (`cut`: the lines cut at their first `(` already, see
+    `_minmax_pre`: columns `_hc`, the index of each line's head in `heads`, and `_t`.)
     """
     if cut is None:
         parts = text.str.splitn("(", 2).struct.unnest()
         head, tail = parts.get_column("field_0"), parts.get_column("field_1")
+        heads = head.unique()
+        name = head.replace_strict(heads, _timer_names(heads), return_dtype=pl.String)
     else:
-        head, tail = cut.get_column("_h"), cut.get_column("_t")
-    heads = head.unique()
-    names = _timer_names(heads)
+        assert heads is not None
+        tail = cut.get_column("_t")
+        name = _timer_names(heads).gather(cut.get_column("_hc"))
     nums = tail.str.splitn(",", 2).struct.unnest()
     return pl.DataFrame(
         {
-            "name": head.replace_strict(heads, names, return_dtype=pl.String),
+            "name": name,
             "min": nums.get_column("field_0").str.strip_chars(),
             # (`\s*NUM\s*)\s*`: its blanks and `)` stripped from both ends leave NUM, which neither starts nor
             # ends with one of them)
@@ -511,9 +515,9 @@ assert re.sub(r"\(\?P<\w+>", "(?:", g.TIMER_MINMAX_RE) == (
 
 def _minmax_pre(seg: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series] | None:
     r"""On big chunks with `across ranks` somewhere (where `_block_fragments` computes it): column `_mm`,
-    which lines match `TIMER_MINMAX_RE`, and the lines cut at their first `(`: `_h` the text before it (the
-    whole line when there is none), `_t` the text after it (null when there is none); and the distinct heads
-    of the lines with a `(` that match `_MM_HEAD` (each one a prefix of some line's text).
+    which lines match `TIMER_MINMAX_RE`, and the lines cut at their first `(`: `_t` the text after it (null
+    when there is none), `_hc` the index of the text before it in the distinct heads of the lines with a `(`
+    that match `_MM_HEAD` (null for other lines); and those heads (each one a prefix of some line's text).
 
     The regex is `_MM_HEAD` without its `$`, then `\(`, then `_MM_TAIL` without its `^`; the part before the
     `\(` matches no `(`, so in a match it is the line's first `(`: a line matches iff it holds a `(`, its
@@ -529,8 +533,9 @@ def _minmax_pre(seg: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series] | None:
     head, tail = parts.get_column("field_0").alias("_h"), parts.get_column("field_1").alias("_t")
     heads = head.filter(tail.is_not_null()).unique()
     heads = heads.filter(heads.str.contains(_MM_HEAD))
-    mm = tail.str.contains(_MM_TAIL).fill_null(False) & head.is_in(heads.implode())
-    return pl.DataFrame([mm.alias("_mm"), head, tail]), heads
+    code = head.replace_strict(heads, pl.int_range(heads.len(), dtype=pl.UInt32, eager=True), default=None)
+    mm = tail.str.contains(_MM_TAIL).fill_null(False) & code.is_not_null()
+    return pl.DataFrame([mm.alias("_mm"), code.alias("_hc"), tail]), heads
 
 
 def _titan_pre(seg: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame] | None:
@@ -1903,7 +1908,7 @@ def _block_fragments(
         hdr = _nulls("t_hdr", seg.height, pl.String).scatter(hi, hdr)
         ents = seg.with_columns(t_mm=mm_s, t_ent=mm_s.clone().scatter(idx, other), t_hdr=hdr)
         if minmax is not None:  # (the lines cut at their first `(`, for `_minmax_groups`)
-            ents = ents.with_columns(minmax[0].select("_h", "_t"))
+            ents = ents.with_columns(minmax[0].select("_hc", "_t"))
         t_mm, t_ent, t_hdr = pl.col("t_mm"), pl.col("t_ent"), pl.col("t_hdr")
     b = ents.lazy().with_columns(
         t_hdr=t_hdr if t_on else no_str,
@@ -1951,19 +1956,23 @@ def _block_fragments(
         b = seg
 
     # Megatron timer blocks
-    # (only the columns the timer fragments use are gathered)
-    cut = ["_h", "_t"] if "_h" in b.columns else []
-    tb = (
-        b.select(*_BASE, "text", "t_ent", "t_mm", "t_blk", "t_mode", *cut).filter(
-            pl.col("t_ent") & (pl.col("t_blk") > 0)
-        )
-        if t_on
-        else seg.clear()
-    )
-    if tb.height:
-        mm = tb.filter(pl.col("t_mode").str.starts_with("(min, max)") & pl.col("t_mm"))
+    # (only the columns the timer fragments use are gathered: the entries in blocks are cut into the (min,
+    # max) ones `mm` and the others `tb`, whose grammars below take no (min, max) entry)
+    cut = ["_hc", "_t"] if "_hc" in b.columns else []
+    mm = tb = seg.clear()
+    if t_on:
+        in_blk = pl.col("t_ent") & (pl.col("t_blk") > 0)
+        is_mm = (pl.col("t_mode").str.starts_with("(min, max)") & pl.col("t_mm")).fill_null(False)
+        sel = b.select(mm=in_blk & is_mm, tb=in_blk & ~is_mm)
+        mm = b.select(*_BASE, "t_blk", *(cut or ["text"])).filter(sel.get_column("mm"))
+        tb = b.select(*_BASE, "text", "t_ent", "t_mm", "t_blk", "t_mode").filter(sel.get_column("tb"))
+    if tb.height or mm.height:
         if mm.height:
-            m = _minmax_groups(mm.get_column("text"), mm.select(cut) if cut else None)
+            m = (
+                _minmax_groups(mm.get_column("_t"), mm.select(cut), minmax[1])
+                if cut and minmax is not None
+                else _minmax_groups(mm.get_column("text"))
+            )
             # (only the columns the fragments use go through the filter; none when no head of a (min, max)
             # entry that `_minmax_pre` found names a timer to drop)
             mm = mm.select(*_BASE, "t_blk").with_columns(m=m)

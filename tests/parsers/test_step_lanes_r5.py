@@ -44,11 +44,14 @@ def test_minmax_pre_is_the_regex() -> None:
     want = text.str.contains(g.TIMER_MINMAX_RE)
     assert cut.get_column("_mm").to_list() == want.to_list()
     assert int(want.sum()) > 500
-    # each head is a line's text before its first `(`
-    assert set(heads.to_list()) <= set(text.str.splitn("(", 2).struct.field("field_0").to_list())
+    # each head is a line's text before its first `(`; `_hc` points at the line's own head
+    before = text.str.splitn("(", 2).struct.field("field_0")
+    assert set(heads.to_list()) <= set(before.to_list())
+    hc = cut.get_column("_hc")
+    assert heads.gather(hc.drop_nulls()).to_list() == before.filter(hc.is_not_null()).to_list()
     # the groups from the cut lines are the regex's
     mm = want.arg_true()
-    groups = S._minmax_groups(text.gather(mm), cut[mm].select("_h", "_t"))
+    groups = S._minmax_groups(text.gather(mm).str.splitn("(", 2).struct.field("field_1"), cut[mm], heads)
     ref = text.gather(mm).str.extract_groups(g.TIMER_MINMAX_RE)
     for f in ("name", "min", "max"):
         assert groups.struct.field(f).to_list() == ref.struct.field(f).to_list()
