@@ -201,7 +201,11 @@ def parse_many(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResult |
         got = records(lines, ctx.first_line, heads)
         if got is not None:
             done.append((i, _rows(*got, ctx, memo)))
-    for (i, _r), result in zip(done, results([r for _i, r in done]), strict=True):
+    try:
+        got = results([r for _i, r in done])
+    except Exception:  # noqa: BLE001 - each file's frames on their own: `parse` of the file that fails fails
+        got = [results([r])[0] for _i, r in done]
+    for (i, _r), result in zip(done, got, strict=True):
         out[i] = result
     return out
 

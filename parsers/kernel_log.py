@@ -296,7 +296,10 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
     for chunks in groups.values():
         for chunk in chunks:
             while len(chunk) >= 2:
-                got = _parse_group([(items[i][1], texts) for i, texts, _p in chunk], chunk[0][2])
+                try:
+                    got = _parse_group([(items[i][1], texts) for i, texts, _p in chunk], chunk[0][2])
+                except Exception:  # noqa: BLE001 - what the group could not read, each file's parse reads (or raises on)
+                    got = set(range(len(chunk)))
                 if isinstance(got, set):  # (files to read alone: the group again without them)
                     chunk = [c for k, c in enumerate(chunk) if k not in got] if got else []
                     continue

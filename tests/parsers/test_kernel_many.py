@@ -241,3 +241,17 @@ def test_syslog_years_and_notes_per_file(collected: str | None) -> None:
     results = check(items)
     wrap = "syslog months wrap 1 time(s) in the file: year advanced at each wrap"
     assert wrap in results[0].notes and wrap not in results[1].notes
+
+
+def test_a_group_that_fails_is_read_file_by_file(
+    simulated: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stamp = kernel_log.stamp
+
+    def failing(frame, ctx, plan=None, bounds=None, file_notes=None):  # noqa: ANN001, ANN202
+        if bounds is not None:
+            raise ValueError("group")
+        return stamp(frame, ctx, plan)
+
+    monkeypatch.setattr(kernel_log, "stamp", failing)
+    check([(_lines(b), _ctx(i)) for i, b in enumerate(simulated[:4])])
