@@ -1147,17 +1147,18 @@ def _megatron_values(text: pl.Series) -> pl.DataFrame:
     cols = {f"_k_{k}": _nulls(f"_k_{k}", n, pl.Float64) for k in g.MEGATRON_KEYS}
     if pairs:
         table = pl.DataFrame({"name": [p[0] for p in pairs], "key": [p[1] for p in pairs]})
-        # (each line's first field of each key: the fields in line and field order, kept by the join, the
-        # first of each (line, key) kept by the dedup; then one frame per key)
         got = (
-            ex.select("_r", "name", "val")
-            .join(table, on="name", how="inner", maintain_order="left")
-            .unique(subset=["_r", "key"], keep="first", maintain_order=True)
-            .select("_r", "key", val=pl.col("val").cast(pl.Float64, strict=False))
-            .partition_by("key", as_dict=True, include_key=False)
+            ex.with_columns(_pos=pl.int_range(pl.len(), dtype=pl.Int64))
+            .join(table, on="name", how="inner")
+            .sort("_r", "_pos")
+            .group_by("_r", "key", maintain_order=True)
+            .agg(pl.col("val").first())
         )
-        for (k,), sub in got.items():
-            cols[f"_k_{k}"] = cols[f"_k_{k}"].scatter(sub.get_column("_r"), sub.get_column("val"))
+        for k in g.MEGATRON_KEYS:
+            sub = got.filter(pl.col("key") == k)
+            if sub.height:
+                val = sub.get_column("val").cast(pl.Float64, strict=False)
+                cols[f"_k_{k}"] = cols[f"_k_{k}"].scatter(sub.get_column("_r"), val)
     slow = (~shape | pl.int_range(n, dtype=pl.Int64, eager=True).is_in(bad.implode())).arg_true()
     if slow.len():
         sub = pl.DataFrame({"text": text.gather(slow)}).select(
