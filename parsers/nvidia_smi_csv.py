@@ -294,6 +294,26 @@ class _Plan:
     first: pl.Expr | None
     wide: tuple[pl.Expr, ...]
     key_order: pl.Expr | None
+    distinct: tuple[tuple[str, str, Callable[[pl.Expr], pl.Expr], pl.DataType], ...] = ()
+    """The columns converted once per distinct cell, which `_distinct_values` adds to the rows before the
+    plan's queries read them: (column, cell column, conversion, dtype)."""
+
+
+def _distinct_values(data: pl.DataFrame, plan: _Plan) -> pl.DataFrame:
+    """`data` with the plan's columns converted per distinct cell: each cell column's distinct values found
+    once and converted, then mapped back (the values of `_per_value` in the query, which, with common-
+    subexpression elimination off, found the distinct values twice per conversion)."""
+    if not plan.distinct:
+        return data
+    uniq: dict[str, pl.Series] = {}
+    cols = {}
+    for name, cell, fn, dtype in plan.distinct:
+        if cell not in uniq:
+            uniq[cell] = data.get_column(cell).unique(maintain_order=True)
+        u = uniq[cell]
+        v = pl.select(fn(pl.lit(u))).to_series()
+        cols[name] = pl.col(cell).replace_strict(u, v, default=None, return_dtype=dtype)
+    return data.with_columns(**cols)
 
 
 @lru_cache(maxsize=256)
@@ -302,8 +322,14 @@ def _group_plan(fields: tuple[str, ...], many: frozenset[str], runs: frozenset[s
     cells are converted once per distinct cell; `runs`: once per run of equal cells."""
     canon = _canon_list(fields)
     cell = {c: pl.col(f"_c{i}") for i, c in enumerate(canon)}
+    at = {c: i for i, c in enumerate(canon)}
+    distinct: dict[str, tuple[str, str, Callable[[pl.Expr], pl.Expr], pl.DataType]] = {}
 
     def conv(c: str, fn: Callable[[pl.Expr], pl.Expr], dtype: pl.DataType) -> pl.Expr:
+        if c in many and c not in runs:  # (added by `_distinct_values`)
+            name = f"_d{at[c]}{fn.__name__}"
+            distinct.setdefault(name, (name, f"_c{at[c]}", fn, dtype))
+            return pl.col(name)
         return _per_value(cell[c], fn, dtype, c in many, c in runs)
 
     exprs: dict[str, pl.Expr] = {}
@@ -365,7 +391,7 @@ def _group_plan(fields: tuple[str, ...], many: frozenset[str], runs: frozenset[s
     inv_cells = [c for c in _INV if c in cell]
     node_cells = [c for c in _NODE if c in cell]
     if not inv_cells and not node_cells:
-        return _Plan(mask, part, None, (), None)
+        return _Plan(mask, part, None, (), None, tuple(distinct.values()))
     keyed = [c for c in dict.fromkeys([*inv_cells, *node_cells, "index", ident_c, "pci.bus_id"]) if c]
     first = pl.struct("host", "header", *(cell[c] for c in keyed if c in cell)).is_first_distinct()
     values = {f"gpu:{_INV[c]}": conv(c, _value, pl.String) for c in inv_cells}
@@ -380,7 +406,7 @@ def _group_plan(fields: tuple[str, ...], many: frozenset[str], runs: frozenset[s
         *(e.alias(k) for k, e in values.items()),
     )
     key_order = pl.col("key").replace_strict({k: i for i, k in enumerate(values)}, return_dtype=pl.Int64)
-    return _Plan(mask, part, first, wide, key_order)
+    return _Plan(mask, part, first, wide, key_order, tuple(distinct.values()))
 
 
 def _repetitive(data: pl.DataFrame, canon: list[str]) -> tuple[frozenset[str], frozenset[str]]:
@@ -521,6 +547,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         if data.height >= _MANY:
             many, runs = _repetitive(data, canon)
         plan = _group_plan(tuple(fields), many, runs)
+        data = _distinct_values(data, plan)
         q = data.lazy()
         if plan.mask is not None:
             q = q.with_columns(_mask=plan.mask)  # parsed once, not once per bit
@@ -795,6 +822,7 @@ def _parse_batch(items: Sequence[tuple[pl.Series, FileContext]], text: pl.Series
         if data.height >= _MANY:
             many, runs = _repetitive(data, _canon_list(tuple(fields)))
         plan = _group_plan(tuple(fields), many, runs)
+        data = _distinct_values(data, plan)
         q = data.lazy()
         if plan.mask is not None:
             q = q.with_columns(_mask=plan.mask)
