@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from itertools import accumulate
 
+import numpy as np
 import polars as pl
 
 from parsers import _nvsmi_fields as F
@@ -162,6 +163,152 @@ def _group_frame(
     )
 
 
+_FAST_MIN = 1024
+"""Rows of one field list from which its rows of dmon's fixed-width layout are read as columns of bytes."""
+
+_U64 = np.uint64
+
+
+def _digits8(z: np.ndarray) -> np.ndarray:
+    """The numbers written by 8 bytes of digit values (0-9, most significant first) per uint64 (SWAR)."""
+    z = ((z & _U64(0x0F0F0F0F0F0F0F0F)) * _U64(2561)) >> _U64(8)
+    z = ((z & _U64(0x00FF00FF00FF00FF)) * _U64(6553601)) >> _U64(16)
+    return ((z & _U64(0x0000FFFF0000FFFF)) * _U64(42949672960001)) >> _U64(32)
+
+
+def _fixed_width(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, pl.Series] | None:
+    """The columns `_group_frame` (runs None) gives the rows (`line`, `text`: the rows of one field list) that
+    have dmon's layout, and the `line`s of the others (left to the row regex); None for a short group, a field
+    list with a repeated field or no such layout.
+
+    A row has the layout when it has the most common length, is printable ASCII, and its tokens (runs of
+    non-spaces) end at the byte positions where a reference row's one token per field end (dmon right-aligns
+    its columns): each field's bytes are then spaces and its token, the tokens the row regex gives. A numeric
+    cell is read from its bytes when it is 1-8 digits or `-` (else the row is left to the regex): the value
+    the cast of its text gives. Dates, times and `extra` cells are decoded once per run of rows with the same
+    bytes there."""
+    nf = len(fields)
+    if rows.height < _FAST_MIN or len(set(fields)) != nf:
+        return None
+    lens = rows.get_column("text").str.len_bytes()
+    width = int(lens.mode().min())  # type: ignore[arg-type]
+    same = lens == width
+    cand = rows.filter(same)
+    m = cand.height
+    if m < _FAST_MIN or width == 0:
+        return None
+    pad = 8  # (spaces before the first row: every field's last 8 bytes can be read as one word)
+    texts = pl.concat([pl.Series([" " * pad]), cand.get_column("text")])
+    buf = texts.str.join("").cast(pl.Binary).item()
+    del texts
+    if len(buf) != pad + m * width:
+        return None
+    mat = np.frombuffer(buf, dtype=np.uint8, offset=pad).reshape(m, width)
+    ends: list[int] | None = None
+    for r in range(min(m, 16)):
+        found = [t.end() for t in re.finditer(rb"[^ ]+", mat[r].tobytes())]
+        if len(found) == nf:
+            ends = found
+            break
+    if ends is None:
+        return None
+    # tokens end where a non-space is followed by a space or the end of the row: at the reference's ends only
+    ns = np.empty((m, width + 1), dtype=bool)
+    np.greater(mat, 32, out=ns[:, :width])
+    ns[:, width] = False
+    ref = np.zeros(width, dtype=bool)
+    ref[[e - 1 for e in ends]] = True
+    ok = (np.packbits(ns[:, :width] & ~ns[:, 1:], axis=1) == np.packbits(ref)).all(axis=1)
+    if int(mat.min()) < 32 or int(mat.max()) > 126:
+        ok &= (mat >= 32).all(axis=1) & (mat <= 126).all(axis=1)
+    lo = dict(zip(fields, [0, *ends[:-1]], strict=True))
+    hi = dict(zip(fields, ends, strict=True))
+
+    def word(end: int) -> np.ndarray:
+        """Bytes end-8 .. end-1 of every row as one little-endian uint64 (before the row: spaces)."""
+        return np.ndarray((m,), dtype="<u8", buffer=buf, offset=pad + end - 8, strides=(width,)).copy()
+
+    nums = [f for f in fields if f in _MAP or f == "gpu"]
+    values: dict[str, pl.Series] = {}
+    if nums:
+        words = np.empty((m, len(nums)), dtype=_U64)
+        for k, f in enumerate(nums):
+            w = word(hi[f])
+            before = 8 - (hi[f] - lo[f])
+            if before > 0:  # (the bytes of the fields before: spaces)
+                keep = _U64((1 << (64 - 8 * before)) - 1) << _U64(8 * before)
+                w = (w & keep) | (_U64(0x2020202020202020) & ~keep)
+            elif before < 0:  # (a wider field: its token is 8 bytes at most)
+                ok &= mat[:, hi[f] - 9] == 32
+            words[:, k] = w
+        g = words.view(np.uint8)
+        d = g - 48
+        digit = d <= 9
+        good = (digit | (g == 32)).view(_U64) == _U64(0x0101010101010101)
+        dash = (words >> _U64(48)) == _U64(0x2D20)  # (`-` after a space: N/A)
+        ok &= (good | dash).all(axis=1)
+        d *= digit
+        num = _digits8(d.view(_U64)).astype(np.float64)
+        num[dash] = np.nan
+        for k, f in enumerate(nums):
+            values[f] = pl.Series(f, num[:, k], nan_to_null=True)
+
+    def tokens(names: list[str]) -> tuple[dict[str, pl.Series], np.ndarray]:
+        """The tokens of fields `names` once per run of rows with the same bytes there, and each row's run."""
+        change = np.zeros(m, dtype=bool)
+        change[0] = True
+        for f in names:
+            for e in range(min(hi[f], lo[f] + 8), hi[f] + 8, 8):
+                end = min(e, hi[f])
+                w = word(end)
+                if end - 8 < lo[f]:  # (only the field's bytes)
+                    w &= _U64((1 << (64 - 8 * (lo[f] - end + 8))) - 1) << _U64(8 * (lo[f] - end + 8))
+                change[1:] |= w[1:] != w[:-1]
+        first = np.flatnonzero(change)
+        rows_first = mat[first]
+        out = {}
+        for f in names:
+            part = np.concatenate(
+                [rows_first[:, lo[f] : hi[f]], np.full((len(first), 1), 10, dtype=np.uint8)], axis=1
+            )
+            cells = pl.Series([part.tobytes().decode("latin-1")]).str.split("\n").explode().head(len(first))
+            out[f] = cells.str.strip_chars(" ")
+        return out, np.cumsum(change) - 1
+
+    cols: dict[str, pl.Series] = {}
+    if "date" in lo and "time" in lo:
+        tok, run = tokens(["date", "time"])
+        ts = pl.select(
+            pl.concat_str([pl.lit(tok["date"]), pl.lit(tok["time"])], separator=" ")
+            .str.strptime(pl.Datetime("us"), "%Y%m%d %H:%M:%S", strict=False)
+            .dt.replace_time_zone("UTC")
+        ).to_series()
+        cols["ts"] = ts.gather(run)
+    else:
+        cols["ts"] = pl.repeat(None, m, dtype=F.UTC, eager=True)
+    cols["gpu_index"] = (
+        values["gpu"].cast(pl.Int32) if "gpu" in values else pl.repeat(None, m, dtype=pl.Int32, eager=True)
+    )
+    skip = _skip(fields)
+    rest = [f for f in fields if f not in _MAP and f not in skip]
+    if rest:
+        tok, run = tokens(rest)
+        encoded = pl.struct(**{f: _val(pl.lit(tok[f])) for f in rest}).struct.json_encode()
+        extra = pl.select(encoded).to_series()
+        cols["extra"] = extra.gather(run)
+    else:
+        cols["extra"] = pl.repeat(None, m, dtype=pl.String, eager=True)
+    for f, col in _MAP.items():
+        if f in values:
+            cols[col] = values[f].cast(pl.Int64) if col in F.INT_COLUMNS else values[f]
+    keep = pl.Series("_ok", ok)
+    fast = pl.DataFrame(
+        [cand.get_column("line"), cand.get_column("text"), *(v.alias(k) for k, v in cols.items())]
+    )
+    slow = pl.concat([rows.get_column("line").filter(~same), cand.get_column("line").filter(~keep)])
+    return fast.filter(keep), slow
+
+
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse every header group; see the module docstring.
 
@@ -209,9 +356,17 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     for fields_t, s in sigs.items():
         fields = list(fields_t)
         rx = _row_regex(fields)
+        rows = frame.lazy().filter((pl.col("sig") == s) & ~pl.col("mark"))
+        fast = None
+        if n >= _MANY:
+            # (a long group: its rows of dmon's fixed-width layout read as columns of bytes, the rest below)
+            got = _fixed_width(rows.select("line", "text").collect(engine="in-memory"), fields)
+            if got is not None:
+                fast, slow = got
+                rows = frame.lazy().filter(pl.col("line").is_in(slow.implode())) if len(slow) else None
         # A long group whose `extra` fields repeat their values (idle encoders: `0 0 0 0`) captures each run
         # of `extra` fields as one cell (fewer captures) and encodes `extra` once per distinct run text.
-        layout = _layout(fields_t) if n >= _MANY else None
+        layout = _layout(fields_t) if n >= _MANY and fast is None else None
         runs = None
         if layout is not None:
             probe = (
@@ -225,14 +380,16 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             )
             if probe.len() and probe.n_unique() * 4 <= probe.len():
                 rx, runs = layout
-        # (the rows of the field list, their cells and typed columns in one query)
-        data = (
-            frame.lazy()
-            .filter((pl.col("sig") == s) & ~pl.col("mark"))
-            .with_columns(cells=pl.col("stripped").str.extract_groups(rx))
-            .filter(pl.col("cells").struct.field(rx[rx.index("<") + 1 : rx.index(">")]).is_not_null())
-        )
-        part = _group_frame(data, fields, runs).collect(engine="in-memory")
+        if rows is not None:
+            # (the rows of the field list, their cells and typed columns in one query)
+            data = rows.with_columns(cells=pl.col("stripped").str.extract_groups(rx)).filter(
+                pl.col("cells").struct.field(rx[rx.index("<") + 1 : rx.index(">")]).is_not_null()
+            )
+            part = _group_frame(data, fields, runs).collect(engine="in-memory")
+            if fast is not None:
+                part = pl.concat([fast, part], how="vertical").sort("line") if part.height else fast
+        else:
+            part = fast
         if part.height == 0:
             continue
         data_lines.append(part.get_column("line"))
