@@ -176,6 +176,19 @@ def _digits8(z: np.ndarray) -> np.ndarray:
     return ((z & _U64(0x0000FFFF0000FFFF)) * _U64(42949672960001)) >> _U64(32)
 
 
+def _token_ends(mat: np.ndarray) -> np.ndarray:
+    """Per row of bytes, the positions where a non-space (a byte above 32) is followed by a space or the end
+    of the row, as bits (first byte: most significant bit of the first word) in big-endian-packed uint64s."""
+    m, width = mat.shape
+    words = -(-(width + 1) // 64)
+    bits = np.zeros((m, words * 8), dtype=np.uint8)
+    bits[:, : (width + 7) // 8] = np.packbits(mat > 32, axis=1)
+    b = bits.view(">u8").astype(_U64)
+    after = b << _U64(1)  # (the next position's bit, across words)
+    after[:, :-1] |= b[:, 1:] >> _U64(63)
+    return b & ~after
+
+
 def _fixed_width(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, pl.Series] | None:
     """The columns `_group_frame` (runs None) gives the rows (`line`, `text`: the rows of one field list) that
     have dmon's layout, and the `line`s of the others (left to the row regex); None for a short group, a field
@@ -213,12 +226,9 @@ def _fixed_width(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, p
     if ends is None:
         return None
     # tokens end where a non-space is followed by a space or the end of the row: at the reference's ends only
-    ns = np.empty((m, width + 1), dtype=bool)
-    np.greater(mat, 32, out=ns[:, :width])
-    ns[:, width] = False
-    ref = np.zeros(width, dtype=bool)
-    ref[[e - 1 for e in ends]] = True
-    ok = (np.packbits(ns[:, :width] & ~ns[:, 1:], axis=1) == np.packbits(ref)).all(axis=1)
+    ref = np.zeros((1, width), dtype=np.uint8)
+    ref[0, [e - 1 for e in ends]] = 33
+    ok = (_token_ends(mat) == _token_ends(ref)).all(axis=1)
     if int(mat.min()) < 32 or int(mat.max()) > 126:
         ok &= (mat >= 32).all(axis=1) & (mat <= 126).all(axis=1)
     lo = dict(zip(fields, [0, *ends[:-1]], strict=True))
@@ -301,12 +311,15 @@ def _fixed_width(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, p
     for f, col in _MAP.items():
         if f in values:
             cols[col] = values[f].cast(pl.Int64) if col in F.INT_COLUMNS else values[f]
-    keep = pl.Series("_ok", ok)
     fast = pl.DataFrame(
         [cand.get_column("line"), cand.get_column("text"), *(v.alias(k) for k, v in cols.items())]
     )
-    slow = pl.concat([rows.get_column("line").filter(~same), cand.get_column("line").filter(~keep)])
-    return fast.filter(keep), slow
+    slow = rows.get_column("line").filter(~same)
+    if not ok.all():
+        keep = pl.Series("_ok", ok)
+        fast = fast.filter(keep)
+        slow = pl.concat([slow, cand.get_column("line").filter(~keep)])
+    return fast, slow
 
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
