@@ -1,0 +1,191 @@
+"""The long-group paths of the dmon and `--query-gpu` CSV parsers give what the row-by-row paths give.
+
+- dmon: a long field-list group's rows of dmon's fixed-width layout are read as columns of bytes
+  (`nvidia_smi_dmon._fixed_width`); the result must equal the row regex's (the byte path switched off) on
+  generated monitoring loops (`bench/big_nvsmi.py`) and on seeded mutations of their rows (cells one byte
+  wider, signs, leading zeros, dots, tabs, CR, NBSP, long digit runs, cut rows, other field lists: a `-o T`
+  time kept in `extra`, a date without time, a repeated field, a lone `gpu`).
+- CSV: a long group's repetitive cells converted once per distinct cell (`_distinct_values`) or per run must
+  equal the conversion of every cell (the probe switched off).
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from parsers import nvidia_smi_csv, nvidia_smi_dmon
+from parsers.base import FileContext, ParseResult, lines_from_bytes
+
+CTX = FileContext(path="node-1/nvidia-smi-dmon.log", node="node-1", year_hint=2026)
+
+
+def assert_same(a: ParseResult, b: ParseResult) -> None:
+    assert (a.parsed, a.unrecognized, a.unrecognized_examples, a.notes, a.partial, a.node) == (
+        b.parsed, b.unrecognized, b.unrecognized_examples, b.notes, b.partial, b.node
+    )
+    assert set(a.tables) == set(b.tables)
+    for name in a.tables:
+        assert a.tables[name].schema == b.tables[name].schema, name
+        assert a.tables[name].equals(b.tables[name], null_equal=True), name
+
+
+def generated(tmp_path: Path, kind: str, mb: float, seed: int) -> list[str]:
+    from bench import big_nvsmi
+
+    out = tmp_path / f"{kind}{seed}.log"
+    big_nvsmi.write(out, mb, seed, kind)
+    return lines_from_bytes(out.read_bytes()).to_list()
+
+
+def dmon_both(lines: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[ParseResult, ParseResult, int]:
+    """(byte path, regex only, rows the byte path read)."""
+    s = pl.Series("line", lines, dtype=pl.String)
+    seen = [0]
+    real = nvidia_smi_dmon._fixed_width
+
+    def counting(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, pl.Series] | None:
+        got = real(rows, fields)
+        seen[0] += got[0].height if got is not None else 0
+        return got
+
+    with monkeypatch.context() as mp:
+        mp.setattr(nvidia_smi_dmon, "_fixed_width", counting)
+        fast = nvidia_smi_dmon.parse(s, CTX)
+    with monkeypatch.context() as mp:
+        mp.setattr(nvidia_smi_dmon, "_fixed_width", lambda rows, fields: None)
+        slow = nvidia_smi_dmon.parse(s, CTX)
+    return fast, slow, seen[0]
+
+
+HEADERS = [  # (names line, units line) of dmon selections
+    (
+        "#Date       Time        gpu    pwr  gtemp  mtemp     sm    mem    enc    dec"
+        "    jpg    ofa   mclk   pclk",
+        "#YYYYMMDD   HH:MM:SS    Idx      W      C      C      %      %      %      %"
+        "      %      %    MHz    MHz",
+    ),
+    ("# gpu    pwr  gtemp  mtemp  sbecc  dbecc     sm", "# Idx      W      C      C   errs   errs      %"),
+    ("#Time        gpu    pwr  gtemp     sm    mem", "#HH:MM:SS    Idx      W      C      %      %"),
+    ("#Date       gpu    pwr  gtemp     sm    mem", "#YYYYMMDD    Idx      W      C      %      %"),
+    ("# gpu    pwr  pwr     sm", "# Idx      W      W      %"),
+    ("# gpu", "# Idx"),
+    ("# gpu    pwr    fb   bar1  rxpci  txpci", "# Idx      W    MB     MB   MB/s   MB/s"),
+]
+
+
+ODD_TOKENS = ["-", "--", "-5", "+5", "1.5", "N/A", "1e3", "0x1", "é", "5-", "9" * 9, "9" * 8, "00000000"]
+
+
+def mutate(line: str, rng: random.Random) -> str:
+    if not line or line.startswith("#"):
+        return line
+    k = rng.randrange(20)
+    toks = line.split()
+    if k == 0:
+        i = rng.randrange(len(toks))
+        toks[i] = rng.choice(ODD_TOKENS)
+        return "   ".join(toks)
+    if k in (1, 2, 3):  # a byte before a token (same width): leading zero, sign, dot, letter
+        spots = [j for j in range(1, len(line)) if line[j - 1] == " " and line[j] != " "]
+        if spots:
+            j = rng.choice(spots) - 1
+            return line[:j] + rng.choice("00000+-.x") + line[j + 1 :]
+        return line
+    if k == 4:
+        i = rng.randrange(1, len(line))
+        return line[:i] + "9" + line[i:]  # a cell one byte wider
+    if k == 5:
+        i = rng.randrange(len(line))
+        return line[:i] + rng.choice(" -\t\r\u00a0") + line[i + 1 :]
+    if k == 6:
+        return line[: rng.randrange(len(line))]
+    if k == 7:
+        return line + rng.choice([" ", "\t", "\r", "     99"])
+    if k == 8:
+        return line.replace("  ", " ", 1)
+    if k == 9:
+        return rng.choice(["", "garbage line", line[1:] + " "])
+    return line
+
+
+def mutated(base: list[str], seed: int) -> list[str]:
+    rng = random.Random(seed)
+    out: list[str] = []
+    i = rng.randrange(1000)
+    while len(out) < 9000:
+        if rng.random() < 0.002:
+            names, units = rng.choice(HEADERS)
+            out += [names, units]
+            fields = names.lstrip("#").lower().split()
+            for r in range(rng.randrange(50, 2000)):
+                cells = []
+                for f in fields:
+                    if f == "date":
+                        cells.append(" 20261128")
+                    elif f == "time":
+                        cells.append(f"   00:00:{r // 8 % 60:02d}")
+                    else:
+                        cells.append(f"{rng.choice([str(r % 8), str(rng.randrange(1000)), '-', '0']):>7}")
+                row = "".join(cells)
+                out.append(mutate(row, rng) if rng.random() < 0.02 else row)
+            continue
+        line = base[i % len(base)]
+        i += 1
+        out.append(mutate(line, rng) if rng.random() < rng.choice([0.0, 0.001, 0.02, 0.2]) else line)
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_dmon_bytes_equal_regex_on_generated_loops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    lines = generated(tmp_path, "dmon", 1.5, seed)
+    fast, slow, by_bytes = dmon_both(lines, monkeypatch)
+    assert by_bytes > 0.9 * fast.tables["gpu_samples"].height > 0
+    assert_same(fast, slow)
+
+
+def test_dmon_bytes_equal_regex_on_mutated_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    base = generated(tmp_path, "dmon", 0.5, 3)
+    total = 0
+    for seed in range(12):
+        fast, slow, by_bytes = dmon_both(mutated(base, seed), monkeypatch)
+        assert_same(fast, slow)
+        total += by_bytes
+    assert total > 50_000
+
+
+def test_dmon_bytes_chunk_with_carried_header(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chunk that starts inside a group (its header carried from the previous chunk)."""
+    lines = generated(tmp_path, "dmon", 2, 4)
+    cut = len(lines) // 2
+    carried = nvidia_smi_dmon.carry(pl.Series(lines[:cut]))
+    fast, slow, by_bytes = dmon_both(carried + lines[cut:], monkeypatch)
+    assert by_bytes
+    assert_same(fast, slow)
+
+
+ODD_CELLS = ["", " ", " [N/A]", " [Unknown Error]", " 12.5 W", " 0x0000000000000088", " Active", " 7"]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_csv_per_value_equals_per_cell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    lines = generated(tmp_path, "csv", 3, seed)
+    rng = random.Random(seed)
+    for i in rng.sample(range(1, len(lines)), 200):  # odd cells: states, empty, spaces, other units
+        cells = lines[i].split(",")
+        j = rng.randrange(len(cells))
+        cells[j] = rng.choice(ODD_CELLS)
+        lines[i] = ",".join(cells)
+    s = pl.Series("line", lines, dtype=pl.String)
+    ctx = FileContext(path="node-1/nvidia-smi-query.csv", node="node-1", year_hint=2026)
+    long = nvidia_smi_csv.parse(s, ctx)
+    with monkeypatch.context() as mp:
+        mp.setattr(nvidia_smi_csv, "_MANY", 10**9)
+        per_cell = nvidia_smi_csv.parse(s, ctx)
+    assert long.tables["gpu_samples"].height > nvidia_smi_csv._MANY
+    assert_same(long, per_cell)
