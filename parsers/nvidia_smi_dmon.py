@@ -332,8 +332,6 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """
     text = lines.cast(pl.String).fill_null("")
     n = len(text)
-    stripped = text.str.strip_chars()
-    blank = stripped.str.len_bytes() == 0
     hpos = text.str.starts_with("#").arg_true()
     htext = text.gather(hpos)
     is_h = htext.str.contains(HEADER_RE)
@@ -359,7 +357,6 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         {
             "line": pl.int_range(ctx.first_line, ctx.first_line + n, dtype=pl.Int64, eager=True),
             "text": text,
-            "stripped": stripped,
             "sig": sig,
             "mark": mark,
         }
@@ -386,7 +383,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
                 frame.lazy()
                 .filter((pl.col("sig") == s) & ~pl.col("mark"))
                 .head(_PROBE)
-                .select(cells=pl.col("stripped").str.extract_groups(layout[0]))
+                .select(cells=pl.col("text").str.strip_chars().str.extract_groups(layout[0]))
                 .select(pl.concat_str([pl.col("cells").struct.field(g) for g, _ in layout[1]], separator=" "))
                 .collect(engine="in-memory")
                 .to_series()
@@ -395,7 +392,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
                 rx, runs = layout
         if rows is not None:
             # (the rows of the field list, their cells and typed columns in one query)
-            data = rows.with_columns(cells=pl.col("stripped").str.extract_groups(rx)).filter(
+            data = rows.with_columns(cells=pl.col("text").str.strip_chars().str.extract_groups(rx)).filter(
                 pl.col("cells").struct.field(rx[rx.index("<") + 1 : rx.index(">")]).is_not_null()
             )
             part = _group_frame(data, fields, runs).collect(engine="in-memory")
@@ -411,10 +408,12 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     if data_lines:
         first = ctx.first_line
         ok = ok.scatter(pl.concat(data_lines) - first, True)
-    bad = ~ok & ~blank
-    unrecognized = int(bad.sum())
-    parsed = n - unrecognized - int(blank.sum())
-    bad_idx = bad.arg_true().head(MAX_EXAMPLES)
+    # (blank lines are neither header, units nor data lines: looked for among the other lines only)
+    rest = (~ok).arg_true()
+    blank = text.gather(rest).str.strip_chars().str.len_bytes() == 0
+    unrecognized = len(rest) - int(blank.sum())
+    parsed = n - len(rest)
+    bad_idx = rest.filter(~blank).head(MAX_EXAMPLES)
     examples = [
         (ctx.first_line + int(i), str(t)[:500])
         for i, t in zip(bad_idx.to_list(), text.gather(bad_idx).to_list(), strict=True)
