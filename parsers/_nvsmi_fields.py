@@ -683,7 +683,9 @@ def _transitions(samples: pl.DataFrame, file: pl.Expr, by: str | None) -> pl.Dat
     ps = c("_pstate", pl.String).str.strip_chars()
     busy = ps.is_null() | ps.is_in(["P0", "", "N/A", "[N/A]"])
     # Error markers are rare: the extraction runs only when some row holds one (else no row does: null).
-    has_marker = bool(samples.height and samples.get_column("text").str.contains(_MARKER_ALT).any())
+    # (`contains_any`: the markers are literals; twice as fast as their regex alternation)
+    texts = samples.get_column("text")
+    has_marker = bool(samples.height and texts.str.contains_any(list(ERROR_MARKERS)).any())
     if has_marker:
         marker = pl.col("text").str.extract("(" + _MARKER_ALT + ")", 1)
     else:
