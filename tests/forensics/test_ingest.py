@@ -765,3 +765,32 @@ def test_a_batch_sends_each_table_as_one_frame(tmp_path: Path) -> None:
     assert got[1].tables == {} and got[2].tables == {}
     want = pl.concat([o.tables["events"] for o in alone])
     assert got[0].tables["events"].equals(want)
+
+
+_KEY_VALUES = {
+    "s": st.one_of(st.none(), st.sampled_from(["", "a", "b", "node-10", "node-9", "é", "Z"])),
+    "i": st.one_of(st.none(), st.integers(-3, 3), st.integers(-(2**40), 2**40)),
+    "big": st.one_of(st.none(), st.integers(-(2**61), 2**61)),  # (spans up to 2^62: packed, alone)
+    "t": st.one_of(st.none(), st.integers(0, 2**45)),
+}
+
+
+@given(st.lists(st.tuples(*(_KEY_VALUES[k] for k in ("s", "i", "big", "t", "s"))), min_size=2, max_size=60))
+@settings(max_examples=150, deadline=None)
+def test_packed_sort_order_is_the_stable_multi_column_sort(rows: list[tuple]) -> None:
+    df = pl.DataFrame(
+        rows, schema={"a": pl.String, "b": pl.Int64, "c": pl.Int64, "d": pl.Int64, "e": pl.String}, orient="row"
+    ).with_columns(pl.col("d").cast(pl.Datetime("us", "UTC")), tag=pl.int_range(pl.len()))
+    for keys in (["a", "b", "d", "e"], ["c", "a", "c", "d"], ["b"], ["d", "c", "b", "a", "e"]):
+        want = df.sort(keys, nulls_last=True, maintain_order=True)
+        order = ingest_mod.sort_order(df, keys)
+        assert order is not None and df[order].equals(want, null_equal=True)
+
+
+def test_packed_sort_order_gives_way_to_values_it_cannot_pack() -> None:
+    df = pl.DataFrame({"x": [2**62, -(2**62), 0], "y": [1.5, 0.5, 0.1]})
+    assert ingest_mod.sort_order(df, ["x"]) is None  # (a span of 2^63)
+    assert ingest_mod.sort_order(df, ["y"]) is None  # (floats are not packed)
+    assert ingest_mod._sorted(df.rename({"x": "node"}).with_columns(pl.col("node").cast(pl.String)), "files").equals(
+        df.rename({"x": "node"}).with_columns(pl.col("node").cast(pl.String))
+    )
