@@ -93,7 +93,7 @@ def parse_many(parser: ModuleType, items: Sequence[tuple[pl.Series, FileContext]
         return [parse(parser, lines, ctx) for lines, ctx in items]
     out: list[ParseResult | None] = [None] * len(items)
     alone: list[int] = []
-    marked = _marked(items) if parser is step_log else [True] * len(items)
+    marked = _marked(parser, items)
     for i, (lines, ctx) in enumerate(items):
         both, lit = _mixes(parser, lines) if marked[i] else (False, None)
         if both:
@@ -108,18 +108,20 @@ def parse_many(parser: ModuleType, items: Sequence[tuple[pl.Series, FileContext]
     return out  # type: ignore[return-value]
 
 
-def _marked(items: Sequence[tuple[pl.Series, FileContext]]) -> list[bool]:
-    """Per file: whether a line may hold one of `FAMILY_MARKS` (False: the file is surely a training log
-    alone, as `_mixes` would find), for all the small files in one pass over their lines."""
-    small = [len(lines) <= SMALL_LINES and not lines.null_count() for lines, _ in items]
-    if sum(small) < 2:
+def _marked(parser: ModuleType, items: Sequence[tuple[pl.Series, FileContext]]) -> list[bool]:
+    """Per file: whether it may hold both grammars (False: `_mixes` would find it does not), from one pass
+    over all the files' lines: a training log needs a line with one of `FAMILY_MARKS`, an NCCL log one with
+    a step-line literal."""
+    if parser is step_log:
+        literals, pattern = FAMILY_MARKS, _MARKS_ANY
+    elif parser is nccl and step_log.STEP_LINE_LITERALS:
+        literals, pattern = list(step_log.STEP_LINE_LITERALS), _STEP_ANY
+    else:
         return [True] * len(items)
-    picked = [lines for (lines, _), ok in zip(items, small, strict=True) if ok]
-    at = pl.concat(picked).str.contains_any(FAMILY_MARKS).arg_true().to_list()  # (marks are rare)
-    ends = list(itertools.accumulate(len(x) for x in picked))
-    starts = [end - len(x) for end, x in zip(ends, picked, strict=True)]
-    marks = iter([bisect.bisect_left(at, a) < bisect.bisect_left(at, b) for a, b in zip(starts, ends)])
-    return [next(marks) if ok else True for ok in small]
+    at = _holds_any(pl.concat([lines for lines, _ in items]), literals, pattern).arg_true().to_list()
+    ends = list(itertools.accumulate(len(lines) for lines, _ in items))
+    starts = [end - len(lines) for end, (lines, _) in zip(ends, items, strict=True)]
+    return [bisect.bisect_left(at, a) < bisect.bisect_left(at, b) for a, b in zip(starts, ends, strict=True)]
 
 
 def _mixes(parser: ModuleType, lines: pl.Series) -> tuple[bool, pl.Series | None]:

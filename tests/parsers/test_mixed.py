@@ -259,4 +259,5 @@ def test_marked_finds_the_files_holding_a_family_mark() -> None:
         (series([IB_WARN]), CTX),
         (series([step(4)]), CTX),
     ]
-    assert _mixed._marked(items) == [False, False, True, True, False]
+    assert _mixed._marked(step_log, items) == [False, False, True, True, False]
+    assert _mixed._marked(nccl, items) == [True, False, True, False, True]
