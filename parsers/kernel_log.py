@@ -32,7 +32,7 @@ from datetime import date
 import polars as pl
 
 from parsers import _kernel_events as kev
-from parsers._sniff import any_of, required_literals
+from parsers._sniff import any_of, head_text, required_literals
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
 
 NAME = "kernel-log"
@@ -181,6 +181,56 @@ _SNIFF_WEAK_ANY = any_of(_SNIFF_WEAK)
 _BARE_LITERALS = required_literals(_BARE)
 """One of these is in every line `_BARE` matches (None: none known)."""
 
+# Upper bound on the strong lines, from C-speed scans of the whole head (no line loop). Every style of
+# `_SNIFF_STRONG` needs, inside the line (or its pdsh rest), one feature of its group:
+#   dmesg_raw '[ 12.3', dmesg_ctime '[Mon ', talos '[2024-' ....................... a '['
+#   dmesg_iso, journal_iso, syslog, journal_full: 'HH:MM:SS' (two ':'), then dmesg_iso ',123' and '+', '-'
+#     or 'Z'; journal_iso '+', '-' or 'Z' (maybe after '.123'); syslog and journal_full (likewise) one to
+#     three blank-separated words (host, tag; zone, host, tag), the last maybe with '[pid]', and a ':'
+#   kmsg '6,12,345,...;' (a ';', ',\d+,\d+,'), rfc5424 '<13>1 ', journal_json '"__REALTIME_TIMESTAMP"'.
+# A feature never spans a line break (the classes below exclude every `str.splitlines` separator), so
+# its non-overlapping count over the head is at least the number of lines holding it; each group's
+# bound is the smaller of a 1-char count and the feature count.
+_IN_LINE_WS = r"[^\S\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]"  # `\s` within one line
+_FEAT_BRACKET = re.compile(r"\[(?:" + _IN_LINE_WS + r"*\d+\.\d|[^\s\d\[\]]{2,5}\.?,? |\d{4}-\d\d-\d\dT)")
+_TOKEN = r"[^\s:\[\]]++"  # `_HOST` / `_TAG`'s name
+_FEAT_HMS = re.compile(
+    r":\d\d:\d\d(?:,\d+[Z+\-]|(?:\.\d+)?(?:[Z+\-]|(?:"
+    + _IN_LINE_WS + "++" + _TOKEN + r"){1,3}(?:\[\d+\])?:))"
+)
+_FEAT_KMSG = re.compile(r",\d+,\d+,")
+
+
+def _strong_bound(text: str, stop: int) -> int:
+    """At least the number of lines whose body a `_SNIFF_STRONG` style matches (any value >= `stop` once
+    the sum reaches it)."""
+    bound = 0
+    c = text.count("[")
+    if c:
+        bound += min(c, len(_FEAT_BRACKET.findall(text)))
+        if bound >= stop:
+            return bound
+    c = text.count(":") // 2
+    if c:
+        bound += min(c, len(_FEAT_HMS.findall(text)))
+        if bound >= stop:
+            return bound
+    c = text.count(";")
+    if c:
+        bound += min(c, len(_FEAT_KMSG.findall(text)))
+    # (a 1-char `in` is a memchr: far cheaper than a longer needle's search where the char is absent)
+    if ">" in text and ">1 " in text:
+        bound += text.count(">1 ")
+    if '"' in text and '"__REALTIME_TIMESTAMP"' in text:
+        bound += text.count('"__REALTIME_TIMESTAMP"')
+    return bound
+
+
+def _lines_at_least(text: str) -> int:
+    """At most the sniff's line count: the lines it counts among those of the head's first 2,048
+    characters (the same lines, the last one maybe cut short: counted only if its whole would be)."""
+    return sum(1 for ln in text[:2048].splitlines()[:300] if ln and not ln.isspace() and ln[0] != "#")
+
 
 def sniff(head: bytes, name: str) -> float:
     """Score by the share of head lines carrying a kernel-log/syslog prefix; kernel-ish content adds certainty.
@@ -188,14 +238,21 @@ def sniff(head: bytes, name: str) -> float:
     Strict on purpose: NCCL logs, nvidia-smi output and step logs have none of these prefixes, and a
     bare ISO timestamp (common to many loggers) does not count on its own.
     """
-    text = head.decode("utf-8", "replace")
-    if "\x1b[" in text:
+    text = head_text(head)
+    if "\x1b" in text and "\x1b[" in text:
         text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)
     # literal guards first: `^\s*` in multi-line mode is quadratic over thousands of blank lines
     if "btime " in text and _PROC_STAT.search(text) and re.search(r"^cpu\d* +\d+ \d+", text, re.M):
         return 0.9  # /proc/stat: gives the boot time (btime)
     if "Time zone: " in text and _TIMEDATECTL.search(text) and "Local time: " in text and re.search(r"^\s*Local time: ", text, re.M):
         return 0.9  # timedatectl: gives the zone of the node's local-time logs
+    maybe_bare = _BARE_LITERALS is None or any(lit in text for lit in _BARE_LITERALS)
+    if not maybe_bare:
+        # no bare line: the score is 0 unless strong lines are >= 40 % of the n counted lines (n <= 300);
+        # `strong <= bound` and `n >= _lines_at_least`, and 5 * strong < 2 * n is `strong / n < 0.4`
+        bound = _strong_bound(text, 120)
+        if bound == 0 or (bound < 120 and 5 * bound < 2 * _lines_at_least(text)):
+            return 0.0
     # (`ln and not ln.isspace()` is `ln.strip()`'s truth without a copy)
     lines = [ln for ln in text.splitlines()[:300] if ln and not ln.isspace() and ln[0] != "#"]
     if not lines:
@@ -206,7 +263,6 @@ def sniff(head: bytes, name: str) -> float:
     # strong share below it scores 0, and so does no strong line without bare ones), which most heads of
     # other formats reach there. The weak prefixes are tried on the other lines only where the score
     # depends on them.
-    maybe_bare = _BARE_LITERALS is None or any(lit in text for lit in _BARE_LITERALS)
     bodies = lines
     if ": " in text:  # (`PDSH_RE` needs one)
         pdsh = list(map(_SNIFF_PDSH.match, lines))
