@@ -141,3 +141,123 @@ class _AnyOf:
 def any_of(patterns: list[re.Pattern[str]] | tuple[re.Pattern[str], ...]) -> re.Pattern[str] | _AnyOf:
     """`alternation(patterns)`, or when they cannot be joined an object whose match/search try each in turn."""
     return alternation(patterns) or _AnyOf(patterns)
+
+
+RARITY = "&^$Z*`?!\\{}@~|+J<\";QY>'qXK=%[]j#,W/zH_F-EVTO()LGSNUhRPACxvwBMD.bmgutcyIf7k89634521d 0:aeilnoprs"
+"""Printable ASCII, the characters fewest log heads hold first (share of 16 KiB heads holding each, measured
+on the fixtures, the real logs and simulated bundles). Only speed depends on it."""
+_RANK = {c: i for i, c in enumerate(RARITY)}
+
+
+def guard_char(lit: str) -> str:
+    """The character of `lit` (non-empty) that the fewest heads hold (any non-ASCII one first).
+
+    `guard in text` for one character is a memchr, far cheaper than `lit in text` for a longer needle:
+    testing it first (`guard in text and lit in text`) gives the same truth and skips the long search on
+    most heads.
+    """
+    return min(lit, key=lambda c: _RANK.get(c, -1))
+
+
+def requirement_sets(pattern: re.Pattern[str] | str, flags: int = 0) -> list[tuple[str, ...]]:
+    """Every requirement of `pattern` that `required_literals` weighs, not only its pick: tuples of strings,
+    at least one string of each tuple occurring in every match (all of them must hold at once); a repeat
+    'c{n,}' of one character also gives n c's. Empty when none can be named (case-insensitive or unusual
+    patterns). Sound on the same grounds as `required_literals`; a branch gives the union of one requirement
+    of each alternative (their cheapest; their most selective)."""
+    if isinstance(pattern, re.Pattern):
+        flags |= pattern.flags
+        pattern = pattern.pattern
+    if _p is None or flags & re.IGNORECASE:
+        return []
+    try:
+        tree = _p.parse(pattern, flags)
+    except Exception:  # noqa: BLE001 - no shortcut is always correct
+        return []
+    if tree.state.flags & re.IGNORECASE:
+        return []
+    try:
+        found = _seq_all(list(tree))
+    except Exception:  # noqa: BLE001
+        return []
+    return sorted({tuple(sorted(s)) for s in found if s and all(s)})
+
+
+def _seq_all(items: list) -> list[frozenset[str]]:  # type: ignore[type-arg]
+    out: list[frozenset[str]] = []
+    run: list[str] = []
+    for op, av in items:
+        if op is _c.LITERAL:
+            run.append(chr(av))
+            continue
+        if run:
+            out.append(frozenset(["".join(run)]))
+            run = []
+        if op is _c.SUBPATTERN:
+            _group, add_flags, _del_flags, sub = av
+            if not add_flags & re.IGNORECASE:
+                out += _seq_all(list(sub))
+        elif op is _c.BRANCH:
+            alts = [_seq_all(list(a)) for a in av[1]]
+            if alts and all(alts):  # (the cheapest requirement of each alternative; their most selective)
+                out.append(frozenset().union(*(min(a, key=_set_cost) for a in alts)))
+                out.append(frozenset().union(*(max(a, key=_selectivity) for a in alts)))
+        elif op in (_c.MAX_REPEAT, _c.MIN_REPEAT, getattr(_c, "POSSESSIVE_REPEAT", None)):
+            lo, _hi, sub = av
+            if lo >= 1:
+                out += _seq_all(list(sub))
+            sub = list(sub)
+            if lo >= 2 and len(sub) == 1 and sub[0][0] is _c.LITERAL:  # 'c{lo,}': lo c's in a row
+                out.append(frozenset([chr(sub[0][1]) * lo]))
+        elif op is getattr(_c, "ATOMIC_GROUP", None):
+            out += _seq_all(list(av))
+    if run:
+        out.append(frozenset(["".join(run)]))
+    return [s for s in out if s and all(s)]
+
+
+def _set_cost(s: frozenset[str] | tuple[str, ...]) -> tuple[float, float]:
+    """How likely a head holds some string of `s` (its guards' ranks, summed), then shortest first-missed."""
+    return (sum(_RANK.get(guard_char(x), -1) + 1 for x in s), -min(map(len, s)))
+
+
+def _selectivity(s: frozenset[str] | tuple[str, ...]) -> tuple[int, int]:
+    """Longer strings, fewer of them: the likelier a requirement is to be missing from a head."""
+    return (min(map(len, s)), -len(s))
+
+
+def _scan_form(x: str) -> str:
+    """`x` without its leading and trailing blanks (a substring, so still required) unless that leaves under 5
+    characters: a blank in a needle defeats the search's skips over the many blanks of aligned tool output."""
+    y = x.strip(" ")
+    return y if len(y) >= 5 else x
+
+
+def cheap_requirements(pattern: re.Pattern[str] | str, k: int = 3) -> tuple[tuple[tuple[str, str], ...], ...]:
+    """Up to `k` requirements of `pattern` (`requirement_sets`) as ((guard, string), ...) tuples, in the order
+    to test them: those of single characters first (a memchr each), then the likeliest to be missing from a
+    head, and the one with the longest strings (the most selective) among them. Strings lose their leading
+    and trailing blanks (`_scan_form`).
+
+    `holds(reqs, text)` is False only when some requirement has none of its strings in `text`, so `pattern`
+    cannot match any substring of `text`."""
+    sets = sorted(requirement_sets(pattern), key=_set_cost)
+    pick = sets[:k]
+    if sets:
+        longest = max(sets, key=_selectivity)
+        if longest not in pick:
+            pick = pick[: k - 1] + [longest] if k > 1 else [longest]
+    pick.sort(key=lambda s: (max(map(len, s)) > 1, _set_cost(s)))
+    return tuple(tuple(dict.fromkeys((guard_char(y), y) for y in map(_scan_form, s))) for s in pick)
+
+
+def holds(reqs: tuple[tuple[tuple[str, str], ...], ...], text: str) -> bool:
+    """Whether every requirement of `reqs` (`cheap_requirements`) has a string in `text` (each string's guard
+    character looked for first: a memchr)."""
+    for req in reqs:
+        for g, x in req:
+            if g in text and (len(x) == 1 or x in text):
+                break
+        else:
+            return False
+    return True
