@@ -23,6 +23,7 @@ import polars as pl
 
 from parsers import _nvsmi_fields as F
 from parsers._common import json_detail
+from parsers._sniff import cheap_requirements, guard_char, head_text, holds
 from parsers.base import FileContext, ParseResult, Tally, account, numbered
 
 NAME = "dcgm"
@@ -46,18 +47,43 @@ _GPUREF = re.compile(r"^GPU\s*(?P<gpu>\d+)\b")
 _SEV = {"fail": "high", "failure": "high", "warn": "medium", "warning": "medium"}
 
 
+_SNIFF_GUARD = {
+    lit: guard_char(lit)
+    for lit in (
+        "Diagnostic",
+        "Successfully ran diagnostic",
+        "Health Monitor Report",
+        "GPUs found.",
+        "Device Information",
+        '"DCGM ',
+    )
+}
+"""The rarest character of each literal the sniff looks for (`parsers._sniff.guard_char`): a memchr first."""
+_SNIFF_HOSTENGINE_REQS = cheap_requirements(HOSTENGINE_RE)
+"""Requirements of `HOSTENGINE_RE`: a head lacking one has no hostengine line."""
+
+
+def _has(text: str, lit: str) -> bool:
+    """`lit in text`, its guard character looked for first."""
+    return _SNIFF_GUARD[lit] in text and lit in text
+
+
 def sniff(head: bytes, name: str) -> float:
     """1.0 for dcgmi table or JSON signatures; 0.8 for hostengine log lines."""
-    text = head.decode("utf-8", "replace")
+    text = head_text(head)
     # (each regex only where its literal is: a search of a 64 KB head costs ~0.2 ms)
-    if "Diagnostic" in text and re.search(r"^\|\s*Diagnostic\s+\|\s*Result\s+\|", text, re.M):
+    if _has(text, "Diagnostic") and re.search(r"^\|\s*Diagnostic\s+\|\s*Result\s+\|", text, re.M):
         return 1.0
-    if "Successfully ran diagnostic" in text:
+    if _has(text, "Successfully ran diagnostic"):
         return 1.0
-    if "Health Monitor Report" in text or ("GPUs found." in text and "Device Information" in text):
+    if _has(text, "Health Monitor Report"):
         return 1.0
-    if '"DCGM ' in text and re.search(r'"DCGM (?:GPU )?Diagnostic"\s*:', text):
+    if _has(text, "GPUs found.") and _has(text, "Device Information"):
         return 1.0
+    if _has(text, '"DCGM ') and re.search(r'"DCGM (?:GPU )?Diagnostic"\s*:', text):
+        return 1.0
+    if not holds(_SNIFF_HOSTENGINE_REQS, text):
+        return 0.0  # no line can match HOSTENGINE_RE: no hit
     lines = [ln for ln in text.splitlines()[:50] if ln.strip() and not ln.startswith("#")]
     hits = sum(1 for ln in lines if re.match(HOSTENGINE_RE, ln))
     if lines and hits / len(lines) >= 0.5 and re.search(r"dcgm|hostengine|nvvs", text, re.I):
