@@ -159,6 +159,13 @@ def guard_char(lit: str) -> str:
     return min(lit, key=lambda c: _RANK.get(c, -1))
 
 
+def guarded(lit: str) -> tuple[str, str, str]:
+    """(guard, second guard, lit): `lit`'s two rarest distinct characters (the same one twice if it has one),
+    each looked for by a memchr before `lit` itself (`holds`)."""
+    chars = sorted(set(lit), key=lambda c: _RANK.get(c, -1))
+    return (chars[0], chars[1] if len(chars) > 1 else chars[0], lit)
+
+
 def requirement_sets(pattern: re.Pattern[str] | str, flags: int = 0) -> list[tuple[str, ...]]:
     """Every requirement of `pattern` that `required_literals` weighs, not only its pick: tuples of strings,
     at least one string of each tuple occurring in every match (all of them must hold at once); a repeat
@@ -233,8 +240,12 @@ def _scan_form(x: str) -> str:
     return y if len(y) >= 5 else x
 
 
-def cheap_requirements(pattern: re.Pattern[str] | str, k: int = 3) -> tuple[tuple[tuple[str, str], ...], ...]:
-    """Up to `k` requirements of `pattern` (`requirement_sets`) as ((guard, string), ...) tuples, in the order
+Requirements = tuple[tuple[tuple[str, str, str], ...], ...]
+"""`cheap_requirements`'s value: requirements, each a tuple of `guarded` strings (one of which must occur)."""
+
+
+def cheap_requirements(pattern: re.Pattern[str] | str, k: int = 3) -> Requirements:
+    """Up to `k` requirements of `pattern` (`requirement_sets`) as tuples of `guarded` strings, in the order
     to test them: those of single characters first (a memchr each), then the likeliest to be missing from a
     head, and the one with the longest strings (the most selective) among them. Strings lose their leading
     and trailing blanks (`_scan_form`).
@@ -248,16 +259,22 @@ def cheap_requirements(pattern: re.Pattern[str] | str, k: int = 3) -> tuple[tupl
         if longest not in pick:
             pick = pick[: k - 1] + [longest] if k > 1 else [longest]
     pick.sort(key=lambda s: (max(map(len, s)) > 1, _set_cost(s)))
-    return tuple(tuple(dict.fromkeys((guard_char(y), y) for y in map(_scan_form, s))) for s in pick)
+    return tuple(tuple(dict.fromkeys(guarded(y) for y in map(_scan_form, s))) for s in pick)
 
 
-def holds(reqs: tuple[tuple[tuple[str, str], ...], ...], text: str) -> bool:
-    """Whether every requirement of `reqs` (`cheap_requirements`) has a string in `text` (each string's guard
-    character looked for first: a memchr)."""
+def holds(reqs: Requirements, text: str) -> bool:
+    """Whether every requirement of `reqs` (`cheap_requirements`) has a string in `text` (each string's two
+    guard characters looked for first: a memchr each)."""
     for req in reqs:
-        for g, x in req:
-            if g in text and (len(x) == 1 or x in text):
+        for g, g2, x in req:
+            if g in text and g2 in text and (len(x) == 1 or x in text):
                 break
         else:
             return False
     return True
+
+
+def contains(text: str, lit: tuple[str, str, str]) -> bool:
+    """`lit[2] in text` for a `guarded` string, its two guard characters looked for first (a memchr each)."""
+    g, g2, x = lit
+    return g in text and g2 in text and x in text

@@ -32,7 +32,7 @@ from datetime import date
 import polars as pl
 
 from parsers import _kernel_events as kev
-from parsers._sniff import any_of, head_text, required_literals
+from parsers._sniff import any_of, contains, guarded, head_text, required_literals
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
 
 NAME = "kernel-log"
@@ -180,6 +180,9 @@ _SNIFF_STRONG_ANY = any_of(_SNIFF_STRONG)
 _SNIFF_WEAK_ANY = any_of(_SNIFF_WEAK)
 _BARE_LITERALS = required_literals(_BARE)
 """One of these is in every line `_BARE` matches (None: none known)."""
+_BARE_GUARDED = tuple(map(guarded, _BARE_LITERALS or ()))
+_SNIFF_BTIME = guarded("btime ")
+_SNIFF_TZ = guarded("Time zone: ")
 
 # Upper bound on the strong lines, from C-speed scans of the whole head (no line loop). Every style of
 # `_SNIFF_STRONG` needs, inside the line (or its pdsh rest), one feature of its group:
@@ -242,11 +245,18 @@ def sniff(head: bytes, name: str) -> float:
     if "\x1b" in text and "\x1b[" in text:
         text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)
     # literal guards first: `^\s*` in multi-line mode is quadratic over thousands of blank lines
-    if "btime " in text and _PROC_STAT.search(text) and re.search(r"^cpu\d* +\d+ \d+", text, re.M):
+    # (each literal's two rarest characters looked for first: a memchr each)
+    btime = contains(text, _SNIFF_BTIME)
+    if btime and _PROC_STAT.search(text) and re.search(r"^cpu\d* +\d+ \d+", text, re.M):
         return 0.9  # /proc/stat: gives the boot time (btime)
-    if "Time zone: " in text and _TIMEDATECTL.search(text) and "Local time: " in text and re.search(r"^\s*Local time: ", text, re.M):
+    if (
+        contains(text, _SNIFF_TZ)
+        and _TIMEDATECTL.search(text)
+        and "Local time: " in text
+        and re.search(r"^\s*Local time: ", text, re.M)
+    ):
         return 0.9  # timedatectl: gives the zone of the node's local-time logs
-    maybe_bare = _BARE_LITERALS is None or any(lit in text for lit in _BARE_LITERALS)
+    maybe_bare = _BARE_LITERALS is None or any(contains(text, lit) for lit in _BARE_GUARDED)
     if not maybe_bare:
         # no bare line: the score is 0 unless strong lines are >= 40 % of the n counted lines (n <= 300);
         # `strong <= bound` and `n >= _lines_at_least`, and 5 * strong < 2 * n is `strong / n < 0.4`
