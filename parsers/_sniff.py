@@ -278,3 +278,40 @@ def contains(text: str, lit: tuple[str, str, str]) -> bool:
     """`lit[2] in text` for a `guarded` string, its two guard characters looked for first (a memchr each)."""
     g, g2, x = lit
     return g in text and g2 in text and x in text
+
+
+def opens_with_digit(pattern: str) -> bool:
+    """Whether every match of `pattern` starts at the string's start with a `\\d` (a character `str.isdecimal`
+    accepts, for a str pattern): each top-level branch opens with `^` then a digit, however grouped or
+    repeated (at least once). False when that cannot be shown (so no shortcut is taken)."""
+    if _p is None:
+        return False
+    try:
+        tree = _p.parse(pattern)
+    except Exception:  # noqa: BLE001
+        return False
+    if tree.state.flags & re.MULTILINE:  # ('^' after each newline too)
+        return False
+    items = list(tree)
+    if items and items[0][0] is _c.BRANCH and len(items) == 1:
+        return all(_anchored_digit(list(alt)) for alt in items[0][1][1])
+    return _anchored_digit(items)
+
+
+def _anchored_digit(items: list) -> bool:  # type: ignore[type-arg]
+    return bool(items) and items[0] == (_c.AT, _c.AT_BEGINNING) and _digit_first(items[1:])
+
+
+def _digit_first(items: list) -> bool:  # type: ignore[type-arg]
+    if not items:
+        return False
+    op, av = items[0]
+    if op is _c.IN:
+        return list(av) == [(_c.CATEGORY, _c.CATEGORY_DIGIT)]
+    if op in (_c.MAX_REPEAT, _c.MIN_REPEAT, getattr(_c, "POSSESSIVE_REPEAT", None)):
+        return av[0] >= 1 and _digit_first(list(av[2]))
+    if op is _c.SUBPATTERN:
+        return _digit_first(list(av[3]))
+    if op is _c.BRANCH:
+        return all(_digit_first(list(a)) for a in av[1])
+    return False

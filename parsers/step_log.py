@@ -32,7 +32,7 @@ import polars as pl
 from forensics.schema import UTC_US, conform
 from parsers import _step_grammars as g
 from parsers._common import ENVELOPES
-from parsers._sniff import any_of, cheap_requirements, head_text, holds, required_literals
+from parsers._sniff import any_of, cheap_requirements, head_text, holds, opens_with_digit, required_literals
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
 
 NAME = "step-log"
@@ -174,6 +174,16 @@ _SNIFF_STRIP = re.compile(
 _ANSI_PY = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _SNIFF_COLLECTOR = re.compile(g.COLLECTOR_RE)
 _SNIFF_PYLOG = re.compile(g.PYLOG_PREFIX_RE)
+
+# The sniff skips a substitution that cannot match its line: every branch of COLLECTOR_RE opens with `^\d`
+# (a first character `str.isdecimal` accepts), PYLOG_PREFIX_RE with one of its level words (else no skip).
+_COLLECTOR_DIGIT_FIRST = opens_with_digit(g.COLLECTOR_RE)
+_PYLOG_LEVELS = "DEBUG|INFO|WARNING|ERROR|CRITICAL"
+_PYLOG_FIRST = (
+    frozenset(w[0] for w in _PYLOG_LEVELS.split("|"))
+    if g.PYLOG_PREFIX_RE.startswith(f"^(?:{_PYLOG_LEVELS}):")
+    else None
+)
 # literals one of which each sniff regex needs (see parsers._sniff): a regex none of whose literals is in the
 # head cannot match any of its lines, so it is not run line by line
 _SNIFF_STRONG_LITS = [required_literals(r) for r in _SNIFF_STRONG]
@@ -226,12 +236,17 @@ def sniff(head: bytes, name: str) -> float:
     support_re = _sniff_any("support", support_keep)
     strong = support = other = 0
     weak = False
+    ansi = "\x1b" in text
     for raw in text.splitlines()[:2000]:
         for seg in raw.split("\r"):
             if not seg.strip() or seg.startswith("#SOURCE"):
                 continue
-            s = _SNIFF_COLLECTOR.sub("", _ANSI_PY.sub("", seg), count=1)
-            s = _SNIFF_PYLOG.sub("", _SNIFF_STRIP.sub("", s, count=1), count=1)
+            s = _ANSI_PY.sub("", seg) if ansi else seg
+            if not _COLLECTOR_DIGIT_FIRST or s[:1].isdecimal():
+                s = _SNIFF_COLLECTOR.sub("", s, count=1)
+            s = _SNIFF_STRIP.sub("", s, count=1)
+            if _PYLOG_FIRST is None or s[:1] in _PYLOG_FIRST:
+                s = _SNIFF_PYLOG.sub("", s, count=1)
             if strong_re is not None and strong_re.search(s):  # type: ignore[attr-defined]
                 strong += 1
             elif support_re is not None and support_re.search(s):  # type: ignore[attr-defined]
