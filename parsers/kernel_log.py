@@ -180,22 +180,33 @@ _SNIFF_STRONG_ANY = any_of(_SNIFF_STRONG)
 _SNIFF_WEAK_ANY = any_of(_SNIFF_WEAK)
 _BARE_LITERALS = required_literals(_BARE)
 """One of these is in every line `_BARE` matches (None: none known)."""
-_BARE_GUARDED = tuple(map(guarded, _BARE_LITERALS or ()))
+_BARE_GUARDED = tuple(
+    map(guarded, ("NVRM: ", "nvidia-nvswitch", "nvidia-peermem: ", "mlx5_core: ", "pcieport: "))
+    if BARE_RE == r"^(?:kernel:\s*)?(?:NVRM|nvidia-nvswitch\d*|nvidia-peermem|mlx5_core|pcieport): "
+    else map(guarded, _BARE_LITERALS or ())
+)
+"""What a `_BARE` line holds (one of them): its name and ': ' (the longer needle is the faster search)."""
 _SNIFF_BTIME = guarded("btime ")
 _SNIFF_TZ = guarded("Time zone: ")
 
 # Upper bound on the strong lines, from C-speed scans of the whole head (no line loop). Every style of
 # `_SNIFF_STRONG` needs, inside the line (or its pdsh rest), one feature of its group:
-#   dmesg_raw '[ 12.3', dmesg_ctime '[Mon ', talos '[2024-' ....................... a '['
+#   dmesg_raw '[ 12.3', dmesg_ctime '[Mon ', talos '[2024-': a '[' that opens the line or its pdsh rest
+#     (after a line break or at the head's start), or follows a '<prio>' or the ': ' of a pdsh host, of a
+#     `--decode` level or of talos' fields
 #   dmesg_iso, journal_iso, syslog, journal_full: 'HH:MM:SS' (two ':'), then dmesg_iso ',123' and '+', '-'
 #     or 'Z'; journal_iso '+', '-' or 'Z' (maybe after '.123'); syslog and journal_full (likewise) one to
 #     three blank-separated words (host, tag; zone, host, tag), the last maybe with '[pid]', and a ':'
-#   kmsg '6,12,345,...;' (a ';', ',\d+,\d+,'), rfc5424 '<13>1 ', journal_json '"__REALTIME_TIMESTAMP"'.
-# A feature never spans a line break (the classes below exclude every `str.splitlines` separator), so
-# its non-overlapping count over the head is at least the number of lines holding it; each group's
-# bound is the smaller of a 1-char count and the feature count.
-_IN_LINE_WS = r"[^\S\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]"  # `\s` within one line
-_FEAT_BRACKET = re.compile(r"\[(?:" + _IN_LINE_WS + r"*\d+\.\d|[^\s\d\[\]]{2,5}\.?,? |\d{4}-\d\d-\d\dT)")
+#   kmsg '6,12,345,...;' (',\d+,\d+,'), rfc5424 '<13>1 ', journal_json '"__REALTIME_TIMESTAMP"'.
+# A feature never spans a line break (the classes below exclude every `str.splitlines` separator; the
+# look-behinds only look), so its non-overlapping count over the head is at least the number of lines
+# holding it.
+_LINE_BREAKS = r"\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029"
+_IN_LINE_WS = r"[^\S" + _LINE_BREAKS + "]"  # `\s` within one line
+_FEAT_BRACKET = re.compile(
+    r"\[(?:(?<=[" + _LINE_BREAKS + r">]\[)|(?<=: \[)|(?<![\s\S]\[))"
+    r"(?:" + _IN_LINE_WS + r"*\d+\.\d|[^\s\d\[\]]{2,5}\.?,? |\d{4}-\d\d-\d\dT)"
+)
 _TOKEN = r"[^\s:\[\]]++"  # `_HOST` / `_TAG`'s name
 _FEAT_HMS = re.compile(
     r":\d\d:\d\d(?:,\d+[Z+\-]|(?:\.\d+)?(?:[Z+\-]|(?:"
@@ -208,20 +219,17 @@ def _strong_bound(text: str, stop: int) -> int:
     """At least the number of lines whose body a `_SNIFF_STRONG` style matches (any value >= `stop` once
     the sum reaches it)."""
     bound = 0
-    c = text.count("[")
-    if c:
-        bound += min(c, len(_FEAT_BRACKET.findall(text)))
+    # (a 1-char `in` is a memchr: far cheaper than a regex's or a longer needle's scan where it is absent)
+    if "[" in text:
+        bound += len(_FEAT_BRACKET.findall(text))
         if bound >= stop:
             return bound
-    c = text.count(":") // 2
-    if c:
-        bound += min(c, len(_FEAT_HMS.findall(text)))
+    if ":" in text:
+        bound += len(_FEAT_HMS.findall(text))
         if bound >= stop:
             return bound
-    c = text.count(";")
-    if c:
-        bound += min(c, len(_FEAT_KMSG.findall(text)))
-    # (a 1-char `in` is a memchr: far cheaper than a longer needle's search where the char is absent)
+    if ";" in text:  # (kmsg's prefix ends with one)
+        bound += len(_FEAT_KMSG.findall(text))
     if ">" in text and ">1 " in text:
         bound += text.count(">1 ")
     if '"' in text and '"__REALTIME_TIMESTAMP"' in text:
