@@ -315,3 +315,49 @@ def _digit_first(items: list) -> bool:  # type: ignore[type-arg]
     if op is _c.BRANCH:
         return all(_digit_first(list(a)) for a in av[1])
     return False
+
+
+SharedRequirements = tuple[tuple[tuple[str, str, str, str], ...], ...]
+"""`share_anchors`' requirements: (guard, second guard, string, anchor) tuples."""
+
+
+def share_anchors(lists: list[Requirements], k: int = 4) -> tuple[list[SharedRequirements], tuple[str, ...]]:
+    """`lists` of requirements with an anchor added to each string: a k-character substring it shares with
+    other strings of `lists`, so that one search of an absent anchor (`holds_shared`, which remembers each
+    anchor's answer for the head) rules out all its strings; else for a string with blanks its longest
+    blank-free piece (6 characters or more), a faster search; else "". Also the anchors."""
+    strings = sorted({x for reqs in lists for req in reqs for _g, _g2, x in req if len(x) >= k})
+    count: dict[str, int] = {}
+    for x in strings:
+        for sub in {x[i : i + k] for i in range(len(x) - k + 1)}:
+            count[sub] = count.get(sub, 0) + 1
+    anchor = {}
+    for x in strings:
+        subs = sorted({x[i : i + k] for i in range(len(x) - k + 1)}, key=lambda sub: (-count[sub], sub))
+        if subs and count[subs[0]] >= 2 and " " not in subs[0] and len(set(subs[0])) > 1:
+            anchor[x] = subs[0]
+        elif " " in x:  # a long blank-free piece first: blanks in a needle slow its search over aligned text
+            piece = max(x.split(" "), key=len)
+            if len(piece) >= 6:
+                anchor[x] = piece
+    out = [tuple(tuple((g, g2, x, anchor.get(x, "")) for g, g2, x in req) for req in reqs) for reqs in lists]
+    return out, tuple(sorted(set(anchor.values())))
+
+
+def holds_shared(reqs: SharedRequirements, text: str, seen: dict[str, bool]) -> bool:
+    """`holds` for `share_anchors` requirements: a string is looked for only where its guards are and its
+    anchor is (`seen` keeps each anchor's answer for this `text`)."""
+    for req in reqs:
+        for g, g2, x, a in req:
+            if g in text and g2 in text:
+                if a:
+                    got = seen.get(a)
+                    if got is None:
+                        got = seen[a] = a in text
+                    if not got:
+                        continue
+                if len(x) == 1 or x in text:
+                    break
+        else:
+            return False
+    return True

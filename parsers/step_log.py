@@ -32,7 +32,15 @@ import polars as pl
 from forensics.schema import UTC_US, conform
 from parsers import _step_grammars as g
 from parsers._common import ENVELOPES
-from parsers._sniff import any_of, cheap_requirements, head_text, holds, opens_with_digit, required_literals
+from parsers._sniff import (
+    any_of,
+    cheap_requirements,
+    head_text,
+    holds_shared,
+    opens_with_digit,
+    required_literals,
+    share_anchors,
+)
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
 
 NAME = "step-log"
@@ -196,10 +204,16 @@ STEP_LINE_LITERALS: tuple[str, ...] = (
 `parsers._mixed` scans a chunk of NCCL output for them before looking for step lines."""
 # several requirements of each regex (`parsers._sniff.cheap_requirements`), the likeliest missing first: most
 # heads lack one char a regex needs (a memchr finds that), so few long searches run
-_SNIFF_STRONG_REQS = [cheap_requirements(r) for r in _SNIFF_STRONG]
-_SNIFF_WEAK_REQS = cheap_requirements(_SNIFF_WEAK)
-_SNIFF_SUPPORT_REQS = [cheap_requirements(r) for r in _SNIFF_SUPPORT]
-_SNIFF_OTHER_REQS = cheap_requirements(_SNIFF_OTHER)
+# (and strings sharing a 4-character substring searched for only where it is: `share_anchors`)
+_reqs, _ = share_anchors(
+    [*map(cheap_requirements, _SNIFF_STRONG), cheap_requirements(_SNIFF_WEAK)]
+    + [*map(cheap_requirements, _SNIFF_SUPPORT), cheap_requirements(_SNIFF_OTHER)],
+)
+_SNIFF_STRONG_REQS = _reqs[: len(_SNIFF_STRONG)]
+_SNIFF_WEAK_REQS = _reqs[len(_SNIFF_STRONG)]
+_SNIFF_SUPPORT_REQS = _reqs[len(_SNIFF_STRONG) + 1 : -1]
+_SNIFF_OTHER_REQS = _reqs[-1]
+del _reqs
 _SNIFF_ANY: dict[tuple[str, tuple[int, ...]], object] = {}
 """One regex (`any_of`) per set of strong / support regexes a head leaves to test line by line (few sets)."""
 
@@ -226,12 +240,15 @@ def sniff(head: bytes, name: str) -> float:
         # without ANSI codes to strip, every string tested below is a substring of `text`: drop the regexes
         # a requirement of which is absent (exact), and stop when no step line or preamble can be found
         # (a regex kept that cannot match changes no count: only which regexes run differs)
-        strong_keep = tuple(i for i, reqs in enumerate(_SNIFF_STRONG_REQS) if holds(reqs, text))
-        weak_re = _SNIFF_WEAK if holds(_SNIFF_WEAK_REQS, text) else None
+        seen: dict[str, bool] = {}
+        strong_keep = tuple(i for i, reqs in enumerate(_SNIFF_STRONG_REQS) if holds_shared(reqs, text, seen))
+        weak_re = _SNIFF_WEAK if holds_shared(_SNIFF_WEAK_REQS, text, seen) else None
         if not strong_keep and weak_re is None:
             return 0.0  # strong == 0 and weak is False below, whatever the other counts
-        support_keep = tuple(i for i, reqs in enumerate(_SNIFF_SUPPORT_REQS) if holds(reqs, text))
-        other_re = _SNIFF_OTHER if holds(_SNIFF_OTHER_REQS, text) else None
+        support_keep = tuple(
+            i for i, reqs in enumerate(_SNIFF_SUPPORT_REQS) if holds_shared(reqs, text, seen)
+        )
+        other_re = _SNIFF_OTHER if holds_shared(_SNIFF_OTHER_REQS, text, seen) else None
     strong_re = _sniff_any("strong", strong_keep)
     support_re = _sniff_any("support", support_keep)
     strong = support = other = 0
