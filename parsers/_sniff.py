@@ -240,14 +240,23 @@ def _scan_form(x: str) -> str:
     return y if len(y) >= 5 else x
 
 
-Requirements = tuple[tuple[tuple[str, str, str], ...], ...]
-"""`cheap_requirements`'s value: requirements, each a tuple of `guarded` strings (one of which must occur)."""
+def probed(lit: str) -> tuple[str, str, str, str]:
+    """`guarded(lit)` plus a probe: for a string with blanks, its longest blank-free piece when that has 5
+    characters or more (searched for first: a blank in a needle slows its search over aligned text), else
+    ""."""
+    piece = max(lit.split(" "), key=len) if " " in lit else ""
+    return (*guarded(lit), piece if len(piece) >= 5 else "")
+
+
+Requirements = tuple[tuple[tuple[str, str, str, str], ...], ...]
+"""`cheap_requirements`'s value: requirements, each a tuple of `probed` strings (one of which must occur)."""
 
 
 def cheap_requirements(pattern: re.Pattern[str] | str, k: int = 3) -> Requirements:
-    """Up to `k` requirements of `pattern` (`requirement_sets`) as tuples of `guarded` strings, in the order
+    """Up to `k` requirements of `pattern` (`requirement_sets`) as tuples of `probed` strings, in the order
     to test them: those of single characters first (a memchr each), then the likeliest to be missing from a
-    head, and the one with the longest strings (the most selective) among them. Strings lose their leading
+    head (those with a 2-character string last), and the one with the longest strings (the most selective)
+    among them. Strings lose their leading
     and trailing blanks (`_scan_form`).
 
     `holds(reqs, text)` is False only when some requirement has none of its strings in `text`, so `pattern`
@@ -258,16 +267,17 @@ def cheap_requirements(pattern: re.Pattern[str] | str, k: int = 3) -> Requiremen
         longest = max(sets, key=_selectivity)
         if longest not in pick:
             pick = pick[: k - 1] + [longest] if k > 1 else [longest]
-    pick.sort(key=lambda s: (max(map(len, s)) > 1, _set_cost(s)))
-    return tuple(tuple(dict.fromkeys(guarded(y) for y in map(_scan_form, s))) for s in pick)
+    # (single characters first; a 2-character needle last: its search is slow and it is in most heads)
+    pick.sort(key=lambda s: (0 if max(map(len, s)) == 1 else 2 if min(map(len, s)) == 2 else 1, _set_cost(s)))
+    return tuple(tuple(dict.fromkeys(probed(y) for y in map(_scan_form, s))) for s in pick)
 
 
 def holds(reqs: Requirements, text: str) -> bool:
     """Whether every requirement of `reqs` (`cheap_requirements`) has a string in `text` (each string's two
-    guard characters looked for first: a memchr each)."""
+    guard characters looked for first, a memchr each, then its probe)."""
     for req in reqs:
-        for g, g2, x in req:
-            if g in text and g2 in text and (len(x) == 1 or x in text):
+        for g, g2, x, p in req:
+            if g in text and g2 in text and (not p or p in text) and (len(x) == 1 or x in text):
                 break
         else:
             return False
@@ -317,16 +327,11 @@ def _digit_first(items: list) -> bool:  # type: ignore[type-arg]
     return False
 
 
-SharedRequirements = tuple[tuple[tuple[str, str, str, str], ...], ...]
-"""`share_anchors`' requirements: (guard, second guard, string, anchor) tuples."""
-
-
-def share_anchors(lists: list[Requirements], k: int = 4) -> tuple[list[SharedRequirements], tuple[str, ...]]:
-    """`lists` of requirements with an anchor added to each string: a k-character substring it shares with
-    other strings of `lists`, so that one search of an absent anchor (`holds_shared`, which remembers each
-    anchor's answer for the head) rules out all its strings; else for a string with blanks its longest
-    blank-free piece (6 characters or more), a faster search; else "". Also the anchors."""
-    strings = sorted({x for reqs in lists for req in reqs for _g, _g2, x in req if len(x) >= k})
+def share_anchors(lists: list[Requirements], k: int = 4) -> list[Requirements]:
+    """`lists` of requirements with each string's probe replaced by a k-character substring it shares with
+    other strings of `lists` where there is one, so that one search of an absent anchor (`holds_shared`,
+    which remembers each anchor's answer for the head) rules out all its strings."""
+    strings = sorted({x for reqs in lists for req in reqs for _g, _g2, x, _p in req if len(x) >= k})
     count: dict[str, int] = {}
     for x in strings:
         for sub in {x[i : i + k] for i in range(len(x) - k + 1)}:
@@ -336,17 +341,13 @@ def share_anchors(lists: list[Requirements], k: int = 4) -> tuple[list[SharedReq
         subs = sorted({x[i : i + k] for i in range(len(x) - k + 1)}, key=lambda sub: (-count[sub], sub))
         if subs and count[subs[0]] >= 2 and " " not in subs[0] and len(set(subs[0])) > 1:
             anchor[x] = subs[0]
-        elif " " in x:  # a long blank-free piece first: blanks in a needle slow its search over aligned text
-            piece = max(x.split(" "), key=len)
-            if len(piece) >= 6:
-                anchor[x] = piece
-    out = [tuple(tuple((g, g2, x, anchor.get(x, "")) for g, g2, x in req) for req in reqs) for reqs in lists]
-    return out, tuple(sorted(set(anchor.values())))
+    return [
+        tuple(tuple((g, g2, x, anchor.get(x, p)) for g, g2, x, p in req) for req in reqs) for reqs in lists
+    ]
 
 
-def holds_shared(reqs: SharedRequirements, text: str, seen: dict[str, bool]) -> bool:
-    """`holds` for `share_anchors` requirements: a string is looked for only where its guards are and its
-    anchor is (`seen` keeps each anchor's answer for this `text`)."""
+def holds_shared(reqs: Requirements, text: str, seen: dict[str, bool]) -> bool:
+    """`holds` for `share_anchors` requirements, each probe's answer kept in `seen` for this `text`."""
     for req in reqs:
         for g, g2, x, a in req:
             if g in text and g2 in text:

@@ -21,7 +21,7 @@ from forensics.schema import columns
 from parsers._common import _ANY_ENVELOPE, split_envelopes
 from parsers._common import json_detail as _json_detail
 from parsers._small import FallbackError, account_texts, attempt, json_object, small_texts
-from parsers._sniff import cheap_requirements, guarded, head_text, holds, required_literals
+from parsers._sniff import cheap_requirements, head_text, holds, probed, required_literals
 from parsers.base import FileContext, ParseResult, account, numbered
 from parsers.nccl_tests import collector_time
 
@@ -62,7 +62,7 @@ _SNIFF_HDR_LITS = required_literals(_SNIFF_HDR)
 # the same gates as several requirements each, tested cheapest first (`parsers._sniff.cheap_requirements`)
 _SNIFF_BANNER_REQS = (
     *cheap_requirements(_SNIFF_BANNER),
-    tuple(guarded(x) for x in _SNIFF_BANNER_LITS),
+    tuple(map(probed, _SNIFF_BANNER_LITS)),
 )
 _SNIFF_PAIR_REQS = cheap_requirements(_SNIFF_PAIR)
 _SNIFF_HDR_REQS = cheap_requirements(_SNIFF_HDR)

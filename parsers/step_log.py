@@ -205,7 +205,7 @@ STEP_LINE_LITERALS: tuple[str, ...] = (
 # several requirements of each regex (`parsers._sniff.cheap_requirements`), the likeliest missing first: most
 # heads lack one char a regex needs (a memchr finds that), so few long searches run
 # (and strings sharing a 4-character substring searched for only where it is: `share_anchors`)
-_reqs, _ = share_anchors(
+_reqs = share_anchors(
     [*map(cheap_requirements, _SNIFF_STRONG), cheap_requirements(_SNIFF_WEAK)]
     + [*map(cheap_requirements, _SNIFF_SUPPORT), cheap_requirements(_SNIFF_OTHER)],
 )
