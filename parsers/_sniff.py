@@ -228,6 +228,12 @@ def _set_cost(s: frozenset[str] | tuple[str, ...]) -> tuple[float, float]:
     return (sum(_RANK.get(guard_char(x), -1) + 1 for x in s), -min(map(len, s)))
 
 
+def _guards_held(x: str) -> float:
+    """Roughly how likely a head is to hold `x`'s two guard characters (`guarded`), from their ranks."""
+    g, g2, _x = guarded(x)
+    return (_RANK.get(g, -1) + 1) * (_RANK.get(g2, -1) + 1) / len(RARITY) ** 2
+
+
 def _selectivity(s: frozenset[str] | tuple[str, ...]) -> tuple[int, int]:
     """Longer strings, fewer of them: the likelier a requirement is to be missing from a head."""
     return (min(map(len, s)), -len(s))
@@ -253,11 +259,10 @@ Requirements = tuple[tuple[tuple[str, str, str, str], ...], ...]
 
 
 def cheap_requirements(pattern: re.Pattern[str] | str, k: int = 3) -> Requirements:
-    """Up to `k` requirements of `pattern` (`requirement_sets`) as tuples of `probed` strings, in the order
-    to test them: those of single characters first (a memchr each), then the likeliest to be missing from a
-    head (those with a 2-character string last), and the one with the longest strings (the most selective)
-    among them. Strings lose their leading
-    and trailing blanks (`_scan_form`).
+    """Up to `k` requirements of `pattern` (`requirement_sets`) as tuples of `probed` strings: the likeliest
+    to be missing from a head and the one with the longest strings (the most selective), in the order to
+    test them: those of single characters first (a memchr each), then those whose strings' guards a head is
+    the least likely to hold. Strings lose their leading and trailing blanks (`_scan_form`).
 
     `holds(reqs, text)` is False only when some requirement has none of its strings in `text`, so `pattern`
     cannot match any substring of `text`."""
@@ -267,8 +272,8 @@ def cheap_requirements(pattern: re.Pattern[str] | str, k: int = 3) -> Requiremen
         longest = max(sets, key=_selectivity)
         if longest not in pick:
             pick = pick[: k - 1] + [longest] if k > 1 else [longest]
-    # (single characters first; a 2-character needle last: its search is slow and it is in most heads)
-    pick.sort(key=lambda s: (0 if max(map(len, s)) == 1 else 2 if min(map(len, s)) == 2 else 1, _set_cost(s)))
+    # (single characters first, then by how likely a head is to hold both guards of some string)
+    pick.sort(key=lambda s: (max(map(len, s)) > 1, max(map(_guards_held, s))))
     return tuple(tuple(dict.fromkeys(probed(y) for y in map(_scan_form, s))) for s in pick)
 
 
