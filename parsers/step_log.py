@@ -236,21 +236,19 @@ def sniff(head: bytes, name: str) -> float:
     support_keep = tuple(range(len(_SNIFF_SUPPORT)))
     other_re: re.Pattern[str] | None = _SNIFF_OTHER
     weak_re: re.Pattern[str] | None = _SNIFF_WEAK
-    if "\x1b" not in text:
+    seen: dict[str, bool] = {}
+    rest_pending = "\x1b" not in text
+    if rest_pending:
         # without ANSI codes to strip, every string tested below is a substring of `text`: drop the regexes
         # a requirement of which is absent (exact), and stop when no step line or preamble can be found
-        # (a regex kept that cannot match changes no count: only which regexes run differs)
-        seen: dict[str, bool] = {}
+        # (a regex kept that cannot match changes no count: only which regexes run differs); the support
+        # and other regexes are sorted out at the first line no strong regex matches (none needs them before)
         strong_keep = tuple(i for i, reqs in enumerate(_SNIFF_STRONG_REQS) if holds_shared(reqs, text, seen))
         weak_re = _SNIFF_WEAK if holds_shared(_SNIFF_WEAK_REQS, text, seen) else None
         if not strong_keep and weak_re is None:
             return 0.0  # strong == 0 and weak is False below, whatever the other counts
-        support_keep = tuple(
-            i for i, reqs in enumerate(_SNIFF_SUPPORT_REQS) if holds_shared(reqs, text, seen)
-        )
-        other_re = _SNIFF_OTHER if holds_shared(_SNIFF_OTHER_REQS, text, seen) else None
     strong_re = _sniff_any("strong", strong_keep)
-    support_re = _sniff_any("support", support_keep)
+    support_re = None if rest_pending else _sniff_any("support", support_keep)
     strong = support = other = 0
     weak = False
     ansi = "\x1b" in text
@@ -266,7 +264,15 @@ def sniff(head: bytes, name: str) -> float:
                 s = _SNIFF_PYLOG.sub("", s, count=1)
             if strong_re is not None and strong_re.search(s):  # type: ignore[attr-defined]
                 strong += 1
-            elif support_re is not None and support_re.search(s):  # type: ignore[attr-defined]
+                continue
+            if rest_pending:
+                rest_pending = False
+                support_keep = tuple(
+                    i for i, reqs in enumerate(_SNIFF_SUPPORT_REQS) if holds_shared(reqs, text, seen)
+                )
+                other_re = _SNIFF_OTHER if holds_shared(_SNIFF_OTHER_REQS, text, seen) else None
+                support_re = _sniff_any("support", support_keep)
+            if support_re is not None and support_re.search(s):  # type: ignore[attr-defined]
                 support += 1
             elif other_re is not None and other_re.search(s):
                 other += 1
