@@ -23,7 +23,7 @@ import polars as pl
 
 from parsers import _nvsmi_fields as F
 from parsers._common import json_detail
-from parsers._sniff import cheap_requirements, guard_char, head_text, holds
+from parsers._sniff import cheap_requirements, head_text, holds, opens_with_digit, probed
 from parsers.base import FileContext, ParseResult, Tally, account, numbered
 
 NAME = "dcgm"
@@ -48,7 +48,7 @@ _SEV = {"fail": "high", "failure": "high", "warn": "medium", "warning": "medium"
 
 
 _SNIFF_GUARD = {
-    lit: guard_char(lit)
+    lit: ((probed(lit),),)
     for lit in (
         "Diagnostic",
         "Successfully ran diagnostic",
@@ -58,14 +58,18 @@ _SNIFF_GUARD = {
         '"DCGM ',
     )
 }
-"""The rarest character of each literal the sniff looks for (`parsers._sniff.guard_char`): a memchr first."""
+"""Each literal the sniff looks for as a one-string requirement (`parsers._sniff.probed`: its two rarest
+characters looked for first, then its longest blank-free piece)."""
 _SNIFF_HOSTENGINE_REQS = cheap_requirements(HOSTENGINE_RE)
 """Requirements of `HOSTENGINE_RE`: a head lacking one has no hostengine line."""
+_SNIFF_HOSTENGINE = re.compile(HOSTENGINE_RE)
+_SNIFF_HOSTENGINE_DIGIT = opens_with_digit(HOSTENGINE_RE)
+"""Whether a hostengine line opens with a decimal digit (then no other line is tried)."""
 
 
 def _has(text: str, lit: str) -> bool:
-    """`lit in text`, its guard character looked for first."""
-    return _SNIFF_GUARD[lit] in text and lit in text
+    """`lit in text`, its guard characters and probe looked for first."""
+    return holds(_SNIFF_GUARD[lit], text)
 
 
 def sniff(head: bytes, name: str) -> float:
@@ -84,8 +88,13 @@ def sniff(head: bytes, name: str) -> float:
         return 1.0
     if not holds(_SNIFF_HOSTENGINE_REQS, text):
         return 0.0  # no line can match HOSTENGINE_RE: no hit
-    lines = [ln for ln in text.splitlines()[:50] if ln.strip() and not ln.startswith("#")]
-    hits = sum(1 for ln in lines if re.match(HOSTENGINE_RE, ln))
+    # (the first 50 lines: from the first 8,192 characters when those hold 50 lines besides the last, which
+    # may be cut short)
+    raw = text[:8192].splitlines()[:-1] if len(text) > 8192 else []
+    raw = raw[:50] if len(raw) >= 50 else text.splitlines()[:50]
+    lines = [ln for ln in raw if ln.strip() and not ln.startswith("#")]
+    digit = _SNIFF_HOSTENGINE_DIGIT
+    hits = sum(1 for ln in lines if (not digit or ln[:1].isdecimal()) and _SNIFF_HOSTENGINE.match(ln))
     if lines and hits / len(lines) >= 0.5 and re.search(r"dcgm|hostengine|nvvs", text, re.I):
         return 0.8
     return 0.0
