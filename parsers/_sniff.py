@@ -141,3 +141,229 @@ class _AnyOf:
 def any_of(patterns: list[re.Pattern[str]] | tuple[re.Pattern[str], ...]) -> re.Pattern[str] | _AnyOf:
     """`alternation(patterns)`, or when they cannot be joined an object whose match/search try each in turn."""
     return alternation(patterns) or _AnyOf(patterns)
+
+
+RARITY = "&^$Z*`?!\\{}@~|+J<\";QY>'qXK=%[]j#,W/zH_F-EVTO()LGSNUhRPACxvwBMD.bmgutcyIf7k89634521d 0:aeilnoprs"
+"""Printable ASCII, the characters fewest log heads hold first (share of 16 KiB heads holding each, measured
+on the fixtures, the real logs and simulated bundles). Only speed depends on it."""
+_RANK = {c: i for i, c in enumerate(RARITY)}
+
+
+def guard_char(lit: str) -> str:
+    """The character of `lit` (non-empty) that the fewest heads hold (any non-ASCII one first).
+
+    `guard in text` for one character is a memchr, far cheaper than `lit in text` for a longer needle:
+    testing it first (`guard in text and lit in text`) gives the same truth and skips the long search on
+    most heads.
+    """
+    return min(lit, key=lambda c: _RANK.get(c, -1))
+
+
+def guarded(lit: str) -> tuple[str, str, str]:
+    """(guard, second guard, lit): `lit`'s two rarest distinct characters (the same one twice if it has one),
+    each looked for by a memchr before `lit` itself (`holds`)."""
+    chars = sorted(set(lit), key=lambda c: _RANK.get(c, -1))
+    return (chars[0], chars[1] if len(chars) > 1 else chars[0], lit)
+
+
+def requirement_sets(pattern: re.Pattern[str] | str, flags: int = 0) -> list[tuple[str, ...]]:
+    """Every requirement of `pattern` that `required_literals` weighs, not only its pick: tuples of strings,
+    at least one string of each tuple occurring in every match (all of them must hold at once); a repeat
+    'c{n,}' of one character also gives n c's. Empty when none can be named (case-insensitive or unusual
+    patterns). Sound on the same grounds as `required_literals`; a branch gives the union of one requirement
+    of each alternative (their cheapest; their most selective)."""
+    if isinstance(pattern, re.Pattern):
+        flags |= pattern.flags
+        pattern = pattern.pattern
+    if _p is None or flags & re.IGNORECASE:
+        return []
+    try:
+        tree = _p.parse(pattern, flags)
+    except Exception:  # noqa: BLE001 - no shortcut is always correct
+        return []
+    if tree.state.flags & re.IGNORECASE:
+        return []
+    try:
+        found = _seq_all(list(tree))
+    except Exception:  # noqa: BLE001
+        return []
+    return sorted({tuple(sorted(s)) for s in found if s and all(s)})
+
+
+def _seq_all(items: list) -> list[frozenset[str]]:  # type: ignore[type-arg]
+    out: list[frozenset[str]] = []
+    run: list[str] = []
+    for op, av in items:
+        if op is _c.LITERAL:
+            run.append(chr(av))
+            continue
+        if run:
+            out.append(frozenset(["".join(run)]))
+            run = []
+        if op is _c.SUBPATTERN:
+            _group, add_flags, _del_flags, sub = av
+            if not add_flags & re.IGNORECASE:
+                out += _seq_all(list(sub))
+        elif op is _c.BRANCH:
+            alts = [_seq_all(list(a)) for a in av[1]]
+            if alts and all(alts):  # (the cheapest requirement of each alternative; their most selective)
+                out.append(frozenset().union(*(min(a, key=_set_cost) for a in alts)))
+                out.append(frozenset().union(*(max(a, key=_selectivity) for a in alts)))
+        elif op in (_c.MAX_REPEAT, _c.MIN_REPEAT, getattr(_c, "POSSESSIVE_REPEAT", None)):
+            lo, _hi, sub = av
+            if lo >= 1:
+                out += _seq_all(list(sub))
+            sub = list(sub)
+            if lo >= 2 and len(sub) == 1 and sub[0][0] is _c.LITERAL:  # 'c{lo,}': lo c's in a row
+                out.append(frozenset([chr(sub[0][1]) * lo]))
+        elif op is getattr(_c, "ATOMIC_GROUP", None):
+            out += _seq_all(list(av))
+    if run:
+        out.append(frozenset(["".join(run)]))
+    return [s for s in out if s and all(s)]
+
+
+def _set_cost(s: frozenset[str] | tuple[str, ...]) -> tuple[float, float]:
+    """How likely a head holds some string of `s` (its guards' ranks, summed), then shortest first-missed."""
+    return (sum(_RANK.get(guard_char(x), -1) + 1 for x in s), -min(map(len, s)))
+
+
+def _guards_held(x: str) -> float:
+    """Roughly how likely a head is to hold `x`'s two guard characters (`guarded`), from their ranks."""
+    g, g2, _x = guarded(x)
+    return (_RANK.get(g, -1) + 1) * (_RANK.get(g2, -1) + 1) / len(RARITY) ** 2
+
+
+def _selectivity(s: frozenset[str] | tuple[str, ...]) -> tuple[int, int]:
+    """Longer strings, fewer of them: the likelier a requirement is to be missing from a head."""
+    return (min(map(len, s)), -len(s))
+
+
+def _scan_form(x: str) -> str:
+    """`x` without its leading and trailing blanks (a substring, so still required) unless that leaves under 5
+    characters: a blank in a needle defeats the search's skips over the many blanks of aligned tool output."""
+    y = x.strip(" ")
+    return y if len(y) >= 5 else x
+
+
+def probed(lit: str) -> tuple[str, str, str, str]:
+    """`guarded(lit)` plus a probe: for a string with blanks, its longest blank-free piece when that has 5
+    characters or more (searched for first: a blank in a needle slows its search over aligned text), else
+    ""."""
+    piece = max(lit.split(" "), key=len) if " " in lit else ""
+    return (*guarded(lit), piece if len(piece) >= 5 else "")
+
+
+Requirements = tuple[tuple[tuple[str, str, str, str], ...], ...]
+"""`cheap_requirements`'s value: requirements, each a tuple of `probed` strings (one of which must occur)."""
+
+
+def cheap_requirements(pattern: re.Pattern[str] | str, k: int = 3) -> Requirements:
+    """Up to `k` requirements of `pattern` (`requirement_sets`) as tuples of `probed` strings: the likeliest
+    to be missing from a head and the one with the longest strings (the most selective), in the order to
+    test them: those of single characters first (a memchr each), then those whose strings' guards a head is
+    the least likely to hold. Strings lose their leading and trailing blanks (`_scan_form`).
+
+    `holds(reqs, text)` is False only when some requirement has none of its strings in `text`, so `pattern`
+    cannot match any substring of `text`."""
+    sets = sorted(requirement_sets(pattern), key=_set_cost)
+    pick = sets[:k]
+    if sets:
+        longest = max(sets, key=_selectivity)
+        if longest not in pick:
+            pick = pick[: k - 1] + [longest] if k > 1 else [longest]
+    # (single characters first, then by how likely a head is to hold both guards of some string)
+    pick.sort(key=lambda s: (max(map(len, s)) > 1, max(map(_guards_held, s))))
+    return tuple(tuple(dict.fromkeys(probed(y) for y in map(_scan_form, s))) for s in pick)
+
+
+def holds(reqs: Requirements, text: str) -> bool:
+    """Whether every requirement of `reqs` (`cheap_requirements`) has a string in `text` (each string's two
+    guard characters looked for first, a memchr each, then its probe)."""
+    for req in reqs:
+        for g, g2, x, p in req:
+            if g in text and g2 in text and (not p or p in text) and (len(x) == 1 or x in text):
+                break
+        else:
+            return False
+    return True
+
+
+def contains(text: str, lit: tuple[str, str, str]) -> bool:
+    """`lit[2] in text` for a `guarded` string, its two guard characters looked for first (a memchr each)."""
+    g, g2, x = lit
+    return g in text and g2 in text and x in text
+
+
+def opens_with_digit(pattern: str) -> bool:
+    """Whether every match of `pattern` starts at the string's start with a `\\d` (a character `str.isdecimal`
+    accepts, for a str pattern): each top-level branch opens with `^` then a digit, however grouped or
+    repeated (at least once). False when that cannot be shown (so no shortcut is taken)."""
+    if _p is None:
+        return False
+    try:
+        tree = _p.parse(pattern)
+    except Exception:  # noqa: BLE001
+        return False
+    if tree.state.flags & re.MULTILINE:  # ('^' after each newline too)
+        return False
+    items = list(tree)
+    if items and items[0][0] is _c.BRANCH and len(items) == 1:
+        return all(_anchored_digit(list(alt)) for alt in items[0][1][1])
+    return _anchored_digit(items)
+
+
+def _anchored_digit(items: list) -> bool:  # type: ignore[type-arg]
+    return bool(items) and items[0] == (_c.AT, _c.AT_BEGINNING) and _digit_first(items[1:])
+
+
+def _digit_first(items: list) -> bool:  # type: ignore[type-arg]
+    if not items:
+        return False
+    op, av = items[0]
+    if op is _c.IN:
+        return list(av) == [(_c.CATEGORY, _c.CATEGORY_DIGIT)]
+    if op in (_c.MAX_REPEAT, _c.MIN_REPEAT, getattr(_c, "POSSESSIVE_REPEAT", None)):
+        return av[0] >= 1 and _digit_first(list(av[2]))
+    if op is _c.SUBPATTERN:
+        return _digit_first(list(av[3]))
+    if op is _c.BRANCH:
+        return all(_digit_first(list(a)) for a in av[1])
+    return False
+
+
+def share_anchors(lists: list[Requirements], k: int = 4) -> list[Requirements]:
+    """`lists` of requirements with each string's probe replaced by a k-character substring it shares with
+    other strings of `lists` where there is one, so that one search of an absent anchor (`holds_shared`,
+    which remembers each anchor's answer for the head) rules out all its strings."""
+    strings = sorted({x for reqs in lists for req in reqs for _g, _g2, x, _p in req if len(x) >= k})
+    count: dict[str, int] = {}
+    for x in strings:
+        for sub in {x[i : i + k] for i in range(len(x) - k + 1)}:
+            count[sub] = count.get(sub, 0) + 1
+    anchor = {}
+    for x in strings:
+        subs = sorted({x[i : i + k] for i in range(len(x) - k + 1)}, key=lambda sub: (-count[sub], sub))
+        if subs and count[subs[0]] >= 2 and " " not in subs[0] and len(set(subs[0])) > 1:
+            anchor[x] = subs[0]
+    return [
+        tuple(tuple((g, g2, x, anchor.get(x, p)) for g, g2, x, p in req) for req in reqs) for reqs in lists
+    ]
+
+
+def holds_shared(reqs: Requirements, text: str, seen: dict[str, bool]) -> bool:
+    """`holds` for `share_anchors` requirements, each probe's answer kept in `seen` for this `text`."""
+    for req in reqs:
+        for g, g2, x, a in req:
+            if g in text and g2 in text:
+                if a:
+                    got = seen.get(a)
+                    if got is None:
+                        got = seen[a] = a in text
+                    if not got:
+                        continue
+                if len(x) == 1 or x in text:
+                    break
+        else:
+            return False
+    return True

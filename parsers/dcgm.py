@@ -25,6 +25,7 @@ import polars as pl
 
 from parsers import _nvsmi_fields as F
 from parsers._common import json_detail
+from parsers._sniff import cheap_requirements, head_text, holds, opens_with_digit, probed
 from parsers.base import FileContext, ParseResult, Tally, account, numbered
 
 NAME = "dcgm"
@@ -48,20 +49,54 @@ _GPUREF = re.compile(r"^GPU\s*(?P<gpu>\d+)\b")
 _SEV = {"fail": "high", "failure": "high", "warn": "medium", "warning": "medium"}
 
 
+_SNIFF_GUARD = {
+    lit: ((probed(lit),),)
+    for lit in (
+        "Diagnostic",
+        "Successfully ran diagnostic",
+        "Health Monitor Report",
+        "GPUs found.",
+        "Device Information",
+        '"DCGM ',
+    )
+}
+"""Each literal the sniff looks for as a one-string requirement (`parsers._sniff.probed`: its two rarest
+characters looked for first, then its longest blank-free piece)."""
+_SNIFF_HOSTENGINE_REQS = cheap_requirements(HOSTENGINE_RE)
+"""Requirements of `HOSTENGINE_RE`: a head lacking one has no hostengine line."""
+_SNIFF_HOSTENGINE = re.compile(HOSTENGINE_RE)
+_SNIFF_HOSTENGINE_DIGIT = opens_with_digit(HOSTENGINE_RE)
+"""Whether a hostengine line opens with a decimal digit (then no other line is tried)."""
+
+
+def _has(text: str, lit: str) -> bool:
+    """`lit in text`, its guard characters and probe looked for first."""
+    return holds(_SNIFF_GUARD[lit], text)
+
+
 def sniff(head: bytes, name: str) -> float:
     """1.0 for dcgmi table or JSON signatures; 0.8 for hostengine log lines."""
-    text = head.decode("utf-8", "replace")
+    text = head_text(head)
     # (each regex only where its literal is: a search of a 64 KB head costs ~0.2 ms)
-    if "Diagnostic" in text and re.search(r"^\|\s*Diagnostic\s+\|\s*Result\s+\|", text, re.M):
+    if _has(text, "Diagnostic") and re.search(r"^\|\s*Diagnostic\s+\|\s*Result\s+\|", text, re.M):
         return 1.0
-    if "Successfully ran diagnostic" in text:
+    if _has(text, "Successfully ran diagnostic"):
         return 1.0
-    if "Health Monitor Report" in text or ("GPUs found." in text and "Device Information" in text):
+    if _has(text, "Health Monitor Report"):
         return 1.0
-    if '"DCGM ' in text and re.search(r'"DCGM (?:GPU )?Diagnostic"\s*:', text):
+    if _has(text, "GPUs found.") and _has(text, "Device Information"):
         return 1.0
-    lines = [ln for ln in text.splitlines()[:50] if ln.strip() and not ln.startswith("#")]
-    hits = sum(1 for ln in lines if re.match(HOSTENGINE_RE, ln))
+    if _has(text, '"DCGM ') and re.search(r'"DCGM (?:GPU )?Diagnostic"\s*:', text):
+        return 1.0
+    if not holds(_SNIFF_HOSTENGINE_REQS, text):
+        return 0.0  # no line can match HOSTENGINE_RE: no hit
+    # (the first 50 lines: from the first 8,192 characters when those hold 50 lines besides the last, which
+    # may be cut short)
+    raw = text[:8192].splitlines()[:-1] if len(text) > 8192 else []
+    raw = raw[:50] if len(raw) >= 50 else text.splitlines()[:50]
+    lines = [ln for ln in raw if ln.strip() and not ln.startswith("#")]
+    digit = _SNIFF_HOSTENGINE_DIGIT
+    hits = sum(1 for ln in lines if (not digit or ln[:1].isdecimal()) and _SNIFF_HOSTENGINE.match(ln))
     if lines and hits / len(lines) >= 0.5 and re.search(r"dcgm|hostengine|nvvs", text, re.I):
         return 0.8
     return 0.0

@@ -37,7 +37,7 @@ from parsers._common import _ANY_ENVELOPE, split_envelopes
 from parsers._common import json_detail as _json_detail
 from parsers._small import MAX_BYTES, FallbackError, account_texts, json_object, small_texts
 from parsers._small import UNSAFE as _UNSAFE
-from parsers._sniff import head_text, may_match, required_literals
+from parsers._sniff import cheap_requirements, head_text, holds, may_match, required_literals
 from parsers.base import FileContext, ParseResult, account, numbered
 from parsers.nccl_tests import collector_time
 
@@ -182,14 +182,18 @@ _SNIFF_LITS = tuple(
     (required_literals(a), required_literals(b) if b is not None else None) for a, b, _ in _SNIFF
 )
 """Literals each signature's regexes need (parsers._sniff): a regex runs only when one is in the head."""
+_SNIFF_REQS = tuple(
+    (cheap_requirements(a), cheap_requirements(b) if b is not None else None) for a, b, _ in _SNIFF
+)
+"""The same gates as several requirements each, cheapest first (`parsers._sniff.cheap_requirements`)."""
 
 
 def sniff(head: bytes, name: str) -> float:
     """Score the strongest InfiniBand tool signature found in the head."""
     text = head_text(head)
     best = 0.0
-    for (first, second, score), (lits1, lits2) in zip(_SNIFF, _SNIFF_LITS):
-        if score <= best or not may_match(lits1, text) or (second is not None and not may_match(lits2, text)):
+    for (first, second, score), (reqs1, reqs2) in zip(_SNIFF, _SNIFF_REQS):
+        if score <= best or not holds(reqs1, text) or (reqs2 is not None and not holds(reqs2, text)):
             continue
         if first.search(text) and (second is None or second.search(text)):
             best = max(best, score)

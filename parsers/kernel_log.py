@@ -32,7 +32,7 @@ from datetime import date
 import polars as pl
 
 from parsers import _kernel_events as kev
-from parsers._sniff import any_of, required_literals
+from parsers._sniff import any_of, contains, guarded, head_text, required_literals
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
 
 NAME = "kernel-log"
@@ -180,6 +180,67 @@ _SNIFF_STRONG_ANY = any_of(_SNIFF_STRONG)
 _SNIFF_WEAK_ANY = any_of(_SNIFF_WEAK)
 _BARE_LITERALS = required_literals(_BARE)
 """One of these is in every line `_BARE` matches (None: none known)."""
+_BARE_GUARDED = tuple(
+    map(guarded, ("NVRM: ", "nvidia-nvswitch", "nvidia-peermem: ", "mlx5_core: ", "pcieport: "))
+    if BARE_RE == r"^(?:kernel:\s*)?(?:NVRM|nvidia-nvswitch\d*|nvidia-peermem|mlx5_core|pcieport): "
+    else map(guarded, _BARE_LITERALS or ())
+)
+"""What a `_BARE` line holds (one of them): its name and ': ' (the longer needle is the faster search)."""
+_SNIFF_BTIME = guarded("btime ")
+_SNIFF_TZ = guarded("Time zone: ")
+
+# Upper bound on the strong lines, from C-speed scans of the whole head (no line loop). Every style of
+# `_SNIFF_STRONG` needs, inside the line (or its pdsh rest), one feature of its group:
+#   dmesg_raw '[ 12.3', dmesg_ctime '[Mon ', talos '[2024-': a '[' that opens the line or its pdsh rest
+#     (after a line break or at the head's start), or follows a '<prio>' or the ': ' of a pdsh host, of a
+#     `--decode` level or of talos' fields
+#   dmesg_iso, journal_iso, syslog, journal_full: 'HH:MM:SS' (two ':'), then dmesg_iso ',123' and '+', '-'
+#     or 'Z'; journal_iso '+', '-' or 'Z' (maybe after '.123'); syslog and journal_full (likewise) one to
+#     three blank-separated words (host, tag; zone, host, tag), the last maybe with '[pid]', and a ':'
+#   kmsg '6,12,345,...;' (',\d+,\d+,'), rfc5424 '<13>1 ', journal_json '"__REALTIME_TIMESTAMP"'.
+# A feature never spans a line break (the classes below exclude every `str.splitlines` separator; the
+# look-behinds only look), so its non-overlapping count over the head is at least the number of lines
+# holding it.
+_LINE_BREAKS = r"\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029"
+_IN_LINE_WS = r"[^\S" + _LINE_BREAKS + "]"  # `\s` within one line
+_FEAT_BRACKET = re.compile(
+    r"\[(?:(?<=[" + _LINE_BREAKS + r">]\[)|(?<=: \[)|(?<![\s\S]\[))"
+    r"(?:" + _IN_LINE_WS + r"*\d+\.\d|[^\s\d\[\]]{2,5}\.?,? |\d{4}-\d\d-\d\dT)"
+)
+_TOKEN = r"[^\s:\[\]]++"  # `_HOST` / `_TAG`'s name
+_FEAT_HMS = re.compile(
+    r":\d\d:\d\d(?:,\d+[Z+\-]|(?:\.\d+)?(?:[Z+\-]|(?:"
+    + _IN_LINE_WS + "++" + _TOKEN + r"){1,3}(?:\[\d+\])?:))"
+)
+_FEAT_KMSG = re.compile(r",\d+,\d+,")
+
+
+def _strong_bound(text: str, stop: int) -> int:
+    """At least the number of lines whose body a `_SNIFF_STRONG` style matches (any value >= `stop` once
+    the sum reaches it)."""
+    bound = 0
+    # (a 1-char `in` is a memchr: far cheaper than a regex's or a longer needle's scan where it is absent)
+    if "[" in text:
+        bound += len(_FEAT_BRACKET.findall(text))
+        if bound >= stop:
+            return bound
+    if ":" in text:
+        bound += len(_FEAT_HMS.findall(text))
+        if bound >= stop:
+            return bound
+    if ";" in text:  # (kmsg's prefix ends with one)
+        bound += len(_FEAT_KMSG.findall(text))
+    if ">" in text and ">1 " in text:
+        bound += text.count(">1 ")
+    if '"' in text and '"__REALTIME_TIMESTAMP"' in text:
+        bound += text.count('"__REALTIME_TIMESTAMP"')
+    return bound
+
+
+def _lines_at_least(text: str) -> int:
+    """At most the sniff's line count: the lines it counts among those of the head's first 2,048
+    characters (the same lines, the last one maybe cut short: counted only if its whole would be)."""
+    return sum(1 for ln in text[:2048].splitlines()[:300] if ln and not ln.isspace() and ln[0] != "#")
 
 
 def sniff(head: bytes, name: str) -> float:
@@ -188,14 +249,28 @@ def sniff(head: bytes, name: str) -> float:
     Strict on purpose: NCCL logs, nvidia-smi output and step logs have none of these prefixes, and a
     bare ISO timestamp (common to many loggers) does not count on its own.
     """
-    text = head.decode("utf-8", "replace")
-    if "\x1b[" in text:
+    text = head_text(head)
+    if "\x1b" in text and "\x1b[" in text:
         text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)
     # literal guards first: `^\s*` in multi-line mode is quadratic over thousands of blank lines
-    if "btime " in text and _PROC_STAT.search(text) and re.search(r"^cpu\d* +\d+ \d+", text, re.M):
+    # (each literal's two rarest characters looked for first: a memchr each)
+    btime = contains(text, _SNIFF_BTIME)
+    if btime and _PROC_STAT.search(text) and re.search(r"^cpu\d* +\d+ \d+", text, re.M):
         return 0.9  # /proc/stat: gives the boot time (btime)
-    if "Time zone: " in text and _TIMEDATECTL.search(text) and "Local time: " in text and re.search(r"^\s*Local time: ", text, re.M):
+    if (
+        contains(text, _SNIFF_TZ)
+        and _TIMEDATECTL.search(text)
+        and "Local time: " in text
+        and re.search(r"^\s*Local time: ", text, re.M)
+    ):
         return 0.9  # timedatectl: gives the zone of the node's local-time logs
+    maybe_bare = _BARE_LITERALS is None or any(contains(text, lit) for lit in _BARE_GUARDED)
+    if not maybe_bare:
+        # no bare line: the score is 0 unless strong lines are >= 40 % of the n counted lines (n <= 300);
+        # `strong <= bound` and `n >= _lines_at_least`, and 5 * strong < 2 * n is `strong / n < 0.4`
+        bound = _strong_bound(text, 120)
+        if bound == 0 or (bound < 120 and 5 * bound < 2 * _lines_at_least(text)):
+            return 0.0
     # (`ln and not ln.isspace()` is `ln.strip()`'s truth without a copy)
     lines = [ln for ln in text.splitlines()[:300] if ln and not ln.isspace() and ln[0] != "#"]
     if not lines:
@@ -206,7 +281,6 @@ def sniff(head: bytes, name: str) -> float:
     # strong share below it scores 0, and so does no strong line without bare ones), which most heads of
     # other formats reach there. The weak prefixes are tried on the other lines only where the score
     # depends on them.
-    maybe_bare = _BARE_LITERALS is None or any(lit in text for lit in _BARE_LITERALS)
     bodies = lines
     if ": " in text:  # (`PDSH_RE` needs one)
         pdsh = list(map(_SNIFF_PDSH.match, lines))

@@ -54,7 +54,7 @@ import polars as pl
 from parsers import _nccl_small
 from parsers import torch_distributed as td
 from parsers._common import _ANY_ENVELOPE, _ENVELOPE_FIELDS, ENVELOPES, envelope_struct, nccl_bus_id
-from parsers._sniff import head_text, may_match, required_literals
+from parsers._sniff import contains, guarded, head_text, may_match, required_literals
 from parsers.base import FileContext, ParseResult, account, numbered
 
 NAME = "nccl"
@@ -169,12 +169,44 @@ _SNIFF_NAME_CHAR = re.compile(r"[^\s:\[\]]")
 _SNIFF_BARE_LITS = required_literals(_SNIFF_BARE)
 _SNIFF_NCCLTESTS_LITS = required_literals(_SNIFF_NCCLTESTS)
 _SNIFF_OFI_LITS = required_literals(_SNIFF_OFI)
+# the literals above (and the gate's), each behind a memchr of its two rarest characters (`parsers._sniff`)
+_SNIFF_G_NCCL = guarded("NCCL ")
+_SNIFF_G_COMMS = guarded("Communicators...")
+_SNIFF_G_VERSION = guarded("NCCL version")
+_SNIFF_G_BARE = tuple(map(guarded, _SNIFF_BARE_LITS or ()))
+_SNIFF_G_NCCLTESTS = tuple(map(guarded, _SNIFF_NCCLTESTS_LITS or ()))
+_SNIFF_G_OFI = tuple(map(guarded, _SNIFF_OFI_LITS or ()))
+
+
+def _any_in(text: str, lits: tuple[tuple[str, str, str], ...], known: bool) -> bool:
+    """`may_match` over `guarded` literals (`known`: the literals were named, else True)."""
+    return not known or any(contains(text, lit) for lit in lits)
+
+
+_SNIFF_LINE_ANCHOR = re.compile(r":(?<=[^\s:\[\]]:)" + _SNIFF_LINE.pattern.removeprefix(r"[^\s:\[\]]+:"))
+r"""`_SNIFF_LINE` from the colon after its host name, the name's last character checked behind it: it opens
+with a literal, which the regex engine finds by a fast scan. A `_SNIFF_LINE` match's name runs from its
+start to the first ':' (a name character cannot be one), so each match has one anchor there, where this
+matches and ends where it ends; the leftmost match from a position s is at the first anchor c > s (the name
+needs a character at c - 1 >= s). So the two give the same matches unless one of these starts right where
+the previous one ended (c = s, then counted the old way)."""
+assert _SNIFF_LINE.pattern.startswith(r"[^\s:\[\]]+:")
 
 
 def _sniff_hits(text: str) -> int:
     """`len(_SNIFF_LINE.findall(text))`, without its quadratic time on a long line."""
     if "NCCL " not in text:
         return 0
+    n, end = 0, -1
+    for m in _SNIFF_LINE_ANCHOR.finditer(text):
+        if m.start() == end:
+            return _sniff_hits_by_start(text)
+        n, end = n + 1, m.end()
+    return n
+
+
+def _sniff_hits_by_start(text: str) -> int:
+    """`_sniff_hits` by `_SNIFF_LINE_START` (each name start tried)."""
     ends = [m.end() for m in _SNIFF_LINE_START.finditer(text)]
     # a leftmost _SNIFF_LINE match starts at a name start (else it would start one character earlier),
     # except right after a previous match that ends inside a name ("...NCCL INFOx"): then count the slow way
@@ -186,19 +218,22 @@ def _sniff_hits(text: str) -> int:
 def sniff(head: bytes, name: str) -> float:
     """Score by the share of head lines carrying the NCCL `host:pid:tid [dev] NCCL` prefix (or RAS/OFI forms)."""
     text = head_text(head)
-    if "NCCL " not in text and "Communicators..." not in text and not may_match(_SNIFF_OFI_LITS, text):
+    nccl = contains(text, _SNIFF_G_NCCL)
+    comms = contains(text, _SNIFF_G_COMMS)
+    ofi = _any_in(text, _SNIFF_G_OFI, _SNIFF_OFI_LITS is not None)
+    if not nccl and not comms and not ofi:
         return 0.0  # no NCCL line, bare version line, ncclras report or OFI line can match (each needs one)
     lines = [ln for ln in text.splitlines()[:400] if ln.strip() and not ln.startswith("#SOURCE")]
     if not lines:
         return 0.0
-    hits = _sniff_hits(text)
-    if may_match(_SNIFF_NCCLTESTS_LITS, text) and _SNIFF_NCCLTESTS.search(text):
+    hits = _sniff_hits(text) if nccl else 0  # (it is 0 without "NCCL ")
+    if _any_in(text, _SNIFF_G_NCCLTESTS, _SNIFF_NCCLTESTS_LITS is not None) and _SNIFF_NCCLTESTS.search(text):
         return 0.4 if hits else 0.0  # nccl-tests output carries NCCL lines too; its parser should win
-    if ("NCCL version" in text or "Communicators..." in text) and _SNIFF_RAS.search(text):
+    if (comms or (nccl and contains(text, _SNIFF_G_VERSION))) and _SNIFF_RAS.search(text):
         return 0.9
-    if may_match(_SNIFF_OFI_LITS, text) and _SNIFF_OFI.search(text):
+    if ofi and _SNIFF_OFI.search(text):
         return 0.8
-    bare = len(_SNIFF_BARE.findall(text)) if may_match(_SNIFF_BARE_LITS, text) else 0
+    bare = len(_SNIFF_BARE.findall(text)) if _any_in(text, _SNIFF_G_BARE, _SNIFF_BARE_LITS is not None) else 0
     if not hits and not bare:
         return 0.0
     share = (hits + bare) / len(lines)

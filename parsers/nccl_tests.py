@@ -42,7 +42,7 @@ from forensics.schema import columns
 from parsers._common import _ANY_ENVELOPE, ENVELOPES, normalize_bus_id, split_envelopes
 from parsers._common import json_detail as _json_detail
 from parsers._small import FallbackError, account_texts, attempt, json_object, small_texts
-from parsers._sniff import head_text, may_match, required_literals
+from parsers._sniff import cheap_requirements, head_text, holds, required_literals
 from parsers.base import FileContext, ParseResult, account, numbered
 
 NAME = "nccl-tests"
@@ -135,6 +135,17 @@ _SNIFF_ROW_LITS = ("bfloat16", "double", "float", "fp8", "half", "int8", "int32"
 """Every `_SNIFF_ROW` match holds one of these (its type word; `required_literals` names `int` for
 `u?int(?:8|32|64)`, which most heads hold)."""
 _SNIFF_JSON_LITS = required_literals(_SNIFF_JSON_FILE)
+# the same gates, each as several requirements tested cheapest first (`parsers._sniff.cheap_requirements`:
+# single characters by memchr, longer needles only where their rarest character is)
+_SNIFF_STRONG_REQS = tuple((r, cheap_requirements(r)) for r, _need in _SNIFF_STRONG_EACH)
+_SNIFF_DEVICE_REQS = cheap_requirements(_SNIFF_DEVICE)
+_SNIFF_ROW_HINTS = tuple(
+    re.compile(p)
+    for p in (r"float(?:16)?\s+\w+\s", r"half\s+\w+\s", r"double\s+\w+\s", r"int(?:8|32|64)\s+\w+\s", r"fp8\w*\s+\w+\s")
+)
+"""Every `_SNIFF_ROW` match holds one of these (its type word, 'bfloat16' and 'uint8' included, and the blanks
+and word after it): each opens with a literal, which the regex engine finds by a fast scan."""
+_SNIFF_JSON_REQS = cheap_requirements(_SNIFF_JSON_FILE)
 
 
 def _two(rx: re.Pattern[str], text: str) -> int:
@@ -152,17 +163,17 @@ def sniff(head: bytes, name: str) -> float:
     text = head_text(head)
     # each regex runs only when a literal it needs is in the head (parsers._sniff): same scores, and the
     # multi-line ones (`^\s*` spanning blank lines, `[\s\S]*`) never run over text they cannot match
-    if ('"minimum_bytes"' in text or '"results"' in text) and may_match(_SNIFF_JSON_LITS, text):
+    if '"' in text and ('"minimum_bytes"' in text or '"results"' in text) and holds(_SNIFF_JSON_REQS, text):
         if _SNIFF_JSON_FILE.search(text) and any(ln.strip() and not ln.startswith("#SOURCE") for ln in text.splitlines()):
             return 0.95
-    strong = any(all(may_match(g, text) for g in need) and r.search(text) for r, need in _SNIFF_STRONG_EACH)
+    strong = any(holds(reqs, text) and r.search(text) for r, reqs in _SNIFF_STRONG_REQS)
     # (the score only asks whether there are none, one or more device lines and rows, and not at all when a
     # strong marker is there or there are two device lines: counting stops where the score is settled)
     devices = rows = 0
     if not strong:
-        devices = _two(_SNIFF_DEVICE, text) if may_match(_SNIFF_DEVICE_LITS, text) else 0
+        devices = _two(_SNIFF_DEVICE, text) if holds(_SNIFF_DEVICE_REQS, text) else 0
         if devices < 2:
-            rows = _two(_SNIFF_ROW, text) if may_match(_SNIFF_ROW_LITS, text) else 0
+            rows = _two(_SNIFF_ROW, text) if any(h.search(text) for h in _SNIFF_ROW_HINTS) else 0
     if not (strong or devices or rows):
         return 0.0
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#SOURCE")]

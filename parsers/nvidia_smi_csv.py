@@ -28,6 +28,7 @@ from typing import Any
 import polars as pl
 
 from parsers import _nvsmi_fields as F
+from parsers._sniff import head_text
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult
 
 NAME = "nvidia-smi-csv"
@@ -145,9 +146,15 @@ def sniff(head: bytes, name: str) -> float:
     """0.95 for a --query-gpu header in the first lines; 0.4 for header-less rows that look like it."""
     if b"," not in head:  # (both need commas: no decode for a head without one)
         return 0.0
-    text = head.decode("utf-8", "replace")
-    lines = [ln for ln in text.splitlines()[:30] if ln.strip() and not ln.startswith("#")]
-    lines = [m.group("rest") if (m := re.match(PDSH_RE, ln)) else ln for ln in lines]
+    text = head_text(head)
+    # (what follows reads the first 5 counted lines among the first 30 (and whether there is one): from the
+    # lines of the first 4,096 characters but the last, maybe cut short, when they settle it)
+    raw = text[:4096].splitlines()[:-1] if len(text) > 4096 else None
+    if raw is not None and len(raw) < 30:
+        raw = raw if sum(1 for ln in raw if ln.strip() and not ln.startswith("#")) >= 5 else None
+    raw = (text.splitlines() if raw is None else raw)[:30]
+    lines = [ln for ln in raw if ln.strip() and not ln.startswith("#")]
+    lines = [m.group("rest") if (m := re.match(PDSH_RE, ln)) else ln for ln in lines[:5]]
     for ln in lines[:5]:
         if "," in ln and re.match(HEADER_RE, ln):
             fields = ln.split(",")

@@ -23,6 +23,7 @@ from typing import Any
 import polars as pl
 
 from parsers import _nvsmi_fields as F
+from parsers._sniff import head_text
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, Tally
 
 NAME = "nvidia-smi-topo"
@@ -51,10 +52,22 @@ def sniff(head: bytes, name: str) -> float:
     # code, whose removal could join them) scores 0 without a decode or regex (most heads of a bundle).
     if b"GPU0" not in head and b"(UUID: GPU-" not in head and b"\x1b" not in head:
         return 0.0
-    text = _ANSI.sub("", head.decode("utf-8", "replace"))
-    if re.search(r"^[ \t]+GPU0[ \t]+(?:GPU1|NIC0|mlx\w+|CPU Affinity)", text, re.M) and re.search(r"^GPU0[ \t]+X\b", text, re.M):
+    text = head_text(head)
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    # (each pair of multi-line searches only where the literal its first regex needs is: a failed `^...`
+    # search in multi-line mode visits every position of the head)
+    if (
+        "GPU0" in text
+        and re.search(r"^[ \t]+GPU0[ \t]+(?:GPU1|NIC0|mlx\w+|CPU Affinity)", text, re.M)
+        and re.search(r"^GPU0[ \t]+X\b", text, re.M)
+    ):
         return 0.95
-    if re.search(r"^GPU \d+: .+\(UUID: GPU-", text, re.M) and re.search(r"^\s+Link \d+:", text, re.M):
+    if (
+        "(UUID: GPU-" in text
+        and re.search(r"^GPU \d+: .+\(UUID: GPU-", text, re.M)
+        and re.search(r"^\s+Link \d+:", text, re.M)
+    ):
         return 0.95
     return 0.0
 

@@ -21,7 +21,7 @@ from forensics.schema import columns
 from parsers._common import _ANY_ENVELOPE, split_envelopes
 from parsers._common import json_detail as _json_detail
 from parsers._small import FallbackError, account_texts, attempt, json_object, small_texts
-from parsers._sniff import head_text, may_match, required_literals
+from parsers._sniff import cheap_requirements, head_text, holds, probed, required_literals
 from parsers.base import FileContext, ParseResult, account, numbered
 from parsers.nccl_tests import collector_time
 
@@ -59,15 +59,22 @@ _SNIFF_HDR = re.compile(r"(?m)^\s*#bytes\s+#iterations\s+(?:BW peak|t_min)")
 _SNIFF_BANNER_LITS = ("BW Test", "Lat Test", "Latency Test")  # `(?:BW|Lat|Latency) Test`
 _SNIFF_PAIR_LITS = required_literals(_SNIFF_PAIR)
 _SNIFF_HDR_LITS = required_literals(_SNIFF_HDR)
+# the same gates as several requirements each, tested cheapest first (`parsers._sniff.cheap_requirements`)
+_SNIFF_BANNER_REQS = (
+    *cheap_requirements(_SNIFF_BANNER),
+    tuple(map(probed, _SNIFF_BANNER_LITS)),
+)
+_SNIFF_PAIR_REQS = cheap_requirements(_SNIFF_PAIR)
+_SNIFF_HDR_REQS = cheap_requirements(_SNIFF_HDR)
 
 
 def sniff(head: bytes, name: str) -> float:
     """Score the perftest banner and result header."""
     text = head_text(head)
     banner, pairs, hdr = (
-        may_match(_SNIFF_BANNER_LITS, text) and bool(_SNIFF_BANNER.search(text)),
-        len(_SNIFF_PAIR.findall(text)) if may_match(_SNIFF_PAIR_LITS, text) else 0,
-        may_match(_SNIFF_HDR_LITS, text) and bool(_SNIFF_HDR.search(text)),
+        holds(_SNIFF_BANNER_REQS, text) and bool(_SNIFF_BANNER.search(text)),
+        len(_SNIFF_PAIR.findall(text)) if holds(_SNIFF_PAIR_REQS, text) else 0,
+        holds(_SNIFF_HDR_REQS, text) and bool(_SNIFF_HDR.search(text)),
     )
     if (banner and pairs >= 2) or hdr:
         return 0.95

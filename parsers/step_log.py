@@ -32,7 +32,15 @@ import polars as pl
 from forensics.schema import UTC_US, conform
 from parsers import _step_grammars as g
 from parsers._common import ENVELOPES
-from parsers._sniff import any_of, head_text, required_literals
+from parsers._sniff import (
+    any_of,
+    cheap_requirements,
+    head_text,
+    holds_shared,
+    opens_with_digit,
+    required_literals,
+    share_anchors,
+)
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
 
 NAME = "step-log"
@@ -174,6 +182,16 @@ _SNIFF_STRIP = re.compile(
 _ANSI_PY = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _SNIFF_COLLECTOR = re.compile(g.COLLECTOR_RE)
 _SNIFF_PYLOG = re.compile(g.PYLOG_PREFIX_RE)
+
+# The sniff skips a substitution that cannot match its line: every branch of COLLECTOR_RE opens with `^\d`
+# (a first character `str.isdecimal` accepts), PYLOG_PREFIX_RE with one of its level words (else no skip).
+_COLLECTOR_DIGIT_FIRST = opens_with_digit(g.COLLECTOR_RE)
+_PYLOG_LEVELS = "DEBUG|INFO|WARNING|ERROR|CRITICAL"
+_PYLOG_FIRST = (
+    frozenset(w[0] for w in _PYLOG_LEVELS.split("|"))
+    if g.PYLOG_PREFIX_RE.startswith(f"^(?:{_PYLOG_LEVELS}):")
+    else None
+)
 # literals one of which each sniff regex needs (see parsers._sniff): a regex none of whose literals is in the
 # head cannot match any of its lines, so it is not run line by line
 _SNIFF_STRONG_LITS = [required_literals(r) for r in _SNIFF_STRONG]
@@ -184,50 +202,18 @@ STEP_LINE_LITERALS: tuple[str, ...] = (
 )
 """Every step-line shape the sniffer knows contains one of these (empty if some shape has no literal):
 `parsers._mixed` scans a chunk of NCCL output for them before looking for step lines."""
-_SNIFF_SUPPORT_LITS = [required_literals(r) for r in _SNIFF_SUPPORT]
-_SNIFF_OTHER_LITS = required_literals(_SNIFF_OTHER)
-_SNIFF_WEAK_LITS = required_literals(_SNIFF_WEAK)
-
-
-def _anchor_groups(lits: set[str], k: int = 4) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """`lits` in groups sharing a substring of `k` characters (the anchor), largest groups first: a literal is
-    in a text only if its anchor is, so one search of an absent anchor rules out its whole group."""
-    left, groups = set(lits), []
-    while left:
-        count: dict[str, int] = {}
-        for lit in sorted(left):
-            for sub in sorted({lit[i : i + k] for i in range(len(lit) - k + 1)}):
-                count[sub] = count.get(sub, 0) + 1
-        best = max(count, key=lambda sub: (count[sub], sub), default=None)
-        if best is None or count[best] < 2:
-            groups += [(lit, (lit,)) for lit in sorted(left)]
-            break
-        members = tuple(sorted(lit for lit in left if best in lit))
-        groups.append((best, members))
-        left -= set(members)
-    return tuple(groups)
-
-
-def _lits_in(text: str, groups: tuple[tuple[str, tuple[str, ...]], ...]) -> set[str]:
-    """The literals of `groups` (see `_anchor_groups`) that occur in `text`."""
-    out: set[str] = set()
-    for anchor, members in groups:
-        if anchor in text:
-            out.update(lit for lit in members if lit in text)
-    return out
-
-
-def _may(lits: tuple[str, ...] | None, found: set[str]) -> bool:
-    """`may_match(lits, text)` given `found`, the literals of `text` (among them every one of `lits`)."""
-    return lits is None or any(lit in found for lit in lits)
-
-
-_SNIFF_GATE_GROUPS = _anchor_groups(
-    {lit for lits in (*_SNIFF_STRONG_LITS, _SNIFF_WEAK_LITS) if lits for lit in lits}
+# several requirements of each regex (`parsers._sniff.cheap_requirements`), the likeliest missing first: most
+# heads lack one char a regex needs (a memchr finds that), so few long searches run
+# (and strings sharing a 4-character substring searched for only where it is: `share_anchors`)
+_reqs = share_anchors(
+    [*map(cheap_requirements, _SNIFF_STRONG), cheap_requirements(_SNIFF_WEAK)]
+    + [*map(cheap_requirements, _SNIFF_SUPPORT), cheap_requirements(_SNIFF_OTHER)],
 )
-_SNIFF_REST_GROUPS = _anchor_groups(
-    {lit for lits in (*_SNIFF_SUPPORT_LITS, _SNIFF_OTHER_LITS) if lits for lit in lits}
-)
+_SNIFF_STRONG_REQS = _reqs[: len(_SNIFF_STRONG)]
+_SNIFF_WEAK_REQS = _reqs[len(_SNIFF_STRONG)]
+_SNIFF_SUPPORT_REQS = _reqs[len(_SNIFF_STRONG) + 1 : -1]
+_SNIFF_OTHER_REQS = _reqs[-1]
+del _reqs
 _SNIFF_ANY: dict[tuple[str, tuple[int, ...]], object] = {}
 """One regex (`any_of`) per set of strong / support regexes a head leaves to test line by line (few sets)."""
 
@@ -250,30 +236,43 @@ def sniff(head: bytes, name: str) -> float:
     support_keep = tuple(range(len(_SNIFF_SUPPORT)))
     other_re: re.Pattern[str] | None = _SNIFF_OTHER
     weak_re: re.Pattern[str] | None = _SNIFF_WEAK
-    if "\x1b" not in text:
+    seen: dict[str, bool] = {}
+    rest_pending = "\x1b" not in text
+    if rest_pending:
         # without ANSI codes to strip, every string tested below is a substring of `text`: drop the regexes
-        # whose required literals are absent (exact), and stop when no step line or preamble can be found
-        found = _lits_in(text, _SNIFF_GATE_GROUPS)
-        strong_keep = tuple(i for i, lits in enumerate(_SNIFF_STRONG_LITS) if _may(lits, found))
-        weak_re = _SNIFF_WEAK if _may(_SNIFF_WEAK_LITS, found) else None
+        # a requirement of which is absent (exact), and stop when no step line or preamble can be found
+        # (a regex kept that cannot match changes no count: only which regexes run differs); the support
+        # and other regexes are sorted out at the first line no strong regex matches (none needs them before)
+        strong_keep = tuple(i for i, reqs in enumerate(_SNIFF_STRONG_REQS) if holds_shared(reqs, text, seen))
+        weak_re = _SNIFF_WEAK if holds_shared(_SNIFF_WEAK_REQS, text, seen) else None
         if not strong_keep and weak_re is None:
             return 0.0  # strong == 0 and weak is False below, whatever the other counts
-        found = _lits_in(text, _SNIFF_REST_GROUPS)
-        support_keep = tuple(i for i, lits in enumerate(_SNIFF_SUPPORT_LITS) if _may(lits, found))
-        other_re = _SNIFF_OTHER if _may(_SNIFF_OTHER_LITS, found) else None
     strong_re = _sniff_any("strong", strong_keep)
-    support_re = _sniff_any("support", support_keep)
+    support_re = None if rest_pending else _sniff_any("support", support_keep)
     strong = support = other = 0
     weak = False
+    ansi = "\x1b" in text
     for raw in text.splitlines()[:2000]:
         for seg in raw.split("\r"):
             if not seg.strip() or seg.startswith("#SOURCE"):
                 continue
-            s = _SNIFF_COLLECTOR.sub("", _ANSI_PY.sub("", seg), count=1)
-            s = _SNIFF_PYLOG.sub("", _SNIFF_STRIP.sub("", s, count=1), count=1)
+            s = _ANSI_PY.sub("", seg) if ansi else seg
+            if not _COLLECTOR_DIGIT_FIRST or s[:1].isdecimal():
+                s = _SNIFF_COLLECTOR.sub("", s, count=1)
+            s = _SNIFF_STRIP.sub("", s, count=1)
+            if _PYLOG_FIRST is None or s[:1] in _PYLOG_FIRST:
+                s = _SNIFF_PYLOG.sub("", s, count=1)
             if strong_re is not None and strong_re.search(s):  # type: ignore[attr-defined]
                 strong += 1
-            elif support_re is not None and support_re.search(s):  # type: ignore[attr-defined]
+                continue
+            if rest_pending:
+                rest_pending = False
+                support_keep = tuple(
+                    i for i, reqs in enumerate(_SNIFF_SUPPORT_REQS) if holds_shared(reqs, text, seen)
+                )
+                other_re = _SNIFF_OTHER if holds_shared(_SNIFF_OTHER_REQS, text, seen) else None
+                support_re = _sniff_any("support", support_keep)
+            if support_re is not None and support_re.search(s):  # type: ignore[attr-defined]
                 support += 1
             elif other_re is not None and other_re.search(s):
                 other += 1

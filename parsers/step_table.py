@@ -18,6 +18,7 @@ import re
 import polars as pl
 
 from forensics.schema import UTC_US, conform, empty
+from parsers._sniff import head_text
 from parsers.base import FileContext, ParseResult, account, numbered
 
 NAME = "step-table"
@@ -100,7 +101,13 @@ def _qualifies(fields: dict[str, str]) -> bool:
 
 
 def _first_lines(head: bytes) -> list[str]:
-    text = head.decode("utf-8", "replace")
+    """The head's first non-blank lines not opening with '#' (at least the first 5: all the sniff reads)."""
+    text = head_text(head)
+    if len(text) > 4096:
+        # the lines of the first 4,096 characters but the last (maybe cut short) are the head's first lines
+        got = [ln for ln in text[:4096].splitlines()[:-1] if ln.strip() and not ln.startswith("#")][:5]
+        if len(got) == 5:
+            return got
     return [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")][:20]
 
 

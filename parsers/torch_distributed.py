@@ -39,7 +39,7 @@ from typing import Any
 import polars as pl
 
 from parsers._common import to_json
-from parsers._sniff import head_text, may_match, required_literals
+from parsers._sniff import cheap_requirements, head_text, holds, required_literals
 from parsers.base import FileContext, ParseResult
 
 NAME = "torch-distributed"
@@ -157,6 +157,9 @@ _SNIFF_STRONG = re.compile(
 _SNIFF_FR = re.compile(r'["\']pg_status["\']\s*:|["\']pg_config["\']\s*:|["\']collective_seq_id["\']\s*:')
 _SNIFF_FR_LITS = required_literals(_SNIFF_FR)
 _SNIFF_STRONG_LITS = required_literals(_SNIFF_STRONG)
+# the same gates as several requirements each, tested cheapest first (`parsers._sniff.cheap_requirements`)
+_SNIFF_FR_REQS = cheap_requirements(_SNIFF_FR)
+_SNIFF_STRONG_REQS = cheap_requirements(_SNIFF_STRONG)
 _NCCL_LINE = re.compile(r"^\S+:\d+:\d+ \[\d+\] .*NCCL (?:INFO|WARN|TRACE)", re.M)
 
 
@@ -166,9 +169,9 @@ def sniff(head: bytes, name: str) -> float:
         return 0.9 if b"entries" in head[:65536] or b"pg_config" in head[:65536] else 0.5
     text = head_text(head)
     # (each regex tried only when a literal it needs is there: a scan for a literal is much cheaper)
-    if may_match(_SNIFF_FR_LITS, text) and _SNIFF_FR.search(text):
+    if holds(_SNIFF_FR_REQS, text) and _SNIFF_FR.search(text):
         return 0.95
-    strong = len(_SNIFF_STRONG.findall(text)) if may_match(_SNIFF_STRONG_LITS, text) else 0
+    strong = len(_SNIFF_STRONG.findall(text)) if holds(_SNIFF_STRONG_REQS, text) else 0
     if not strong:
         return 0.0
     nccl_lines = len(_NCCL_LINE.findall(text))
