@@ -244,27 +244,28 @@ def _fixed_width(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, p
     nums = [f for f in fields if f in _MAP or f == "gpu"]
     values: dict[str, pl.Series] = {}
     if nums:
-        words = np.empty((m, len(nums)), dtype=_U64)
+        words = np.empty((len(nums), m), dtype=_U64)  # (a field's cells contiguous)
         for k, f in enumerate(nums):
-            w = word(hi[f])
+            w = words[k]
+            w[:] = np.ndarray((m,), dtype="<u8", buffer=buf, offset=pad + hi[f] - 8, strides=(width,))
             before = 8 - (hi[f] - lo[f])
             if before > 0:  # (the bytes of the fields before: spaces)
                 keep = _U64((1 << (64 - 8 * before)) - 1) << _U64(8 * before)
-                w = (w & keep) | (_U64(0x2020202020202020) & ~keep)
+                w &= keep
+                w |= _U64(0x2020202020202020) & ~keep
             elif before < 0:  # (a wider field: its token is 8 bytes at most)
                 ok &= mat[:, hi[f] - 9] == 32
-            words[:, k] = w
         g = words.view(np.uint8)
         d = g - 48
         digit = d <= 9
         good = (digit | (g == 32)).view(_U64) == _U64(0x0101010101010101)
         dash = (words >> _U64(48)) == _U64(0x2D20)  # (`-` after a space: N/A)
-        ok &= (good | dash).all(axis=1)
+        ok &= (good | dash).all(axis=0)
         d *= digit
         num = _digits8(d.view(_U64)).astype(np.float64)
         num[dash] = np.nan
         for k, f in enumerate(nums):
-            values[f] = pl.Series(f, num[:, k], nan_to_null=True)
+            values[f] = pl.Series(f, num[k], nan_to_null=True)
 
     def tokens(names: list[str]) -> tuple[dict[str, pl.Series], np.ndarray]:
         """The tokens of fields `names` once per run of rows with the same bytes there, and each row's run."""
