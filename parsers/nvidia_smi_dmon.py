@@ -350,10 +350,11 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     }
     sig_of_header = [sig_of_text[t] for t in head_texts]
     marks = hpos.filter(is_h | is_u)
-    pos = pl.int_range(0, n, dtype=pl.UInt32, eager=True)
-    # index of the governing header (-1: none yet); header and units lines themselves are never data
-    hi = head_pos.search_sorted(pos, side="right").cast(pl.Int64) - 1
-    sig = pl.Series([None, *sig_of_header], dtype=pl.Int64).gather(hi + 1)
+    # the field list of the governing header (the last one above; null: none yet); header and units lines
+    # themselves are never data
+    sig = pl.repeat(None, n, dtype=pl.Int64, eager=True)
+    if len(head_pos):
+        sig = sig.scatter(head_pos, pl.Series(sig_of_header, dtype=pl.Int64)).forward_fill()
     mark = pl.repeat(False, n, dtype=pl.Boolean, eager=True)
     if len(marks):
         mark = mark.scatter(marks, True)
@@ -374,7 +375,8 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         fast = None
         if n >= _MANY:
             # (a long group: its rows of dmon's fixed-width layout read as columns of bytes, the rest below)
-            got = _fixed_width(rows.select("line", "text").collect(engine="in-memory"), fields)
+            sel = (frame.get_column("sig") == s) & ~mark
+            got = _fixed_width(frame.select("line", "text").filter(sel), fields)
             if got is not None:
                 fast, slow = got
                 rows = frame.lazy().filter(pl.col("line").is_in(slow.implode())) if len(slow) else None
