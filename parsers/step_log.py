@@ -2776,6 +2776,41 @@ def _noise_lines(seg: pl.DataFrame, understood: pl.Series) -> pl.Series:
     return rest.filter(hit).get_column("line")
 
 
+_PYWARN_LIT = "Warning: "
+_PYWARN_RE = r"^(.*?)(?:[A-Za-z]:)?[^\s:][^:]*?(?:\.py|>):\d+: [A-Z]\w*Warning: "
+"""A Python warning as `warnings.formatwarning` writes it (`FILE:LINE: CategoryWarning: message`; FILE may be
+`<frozen importlib._bootstrap>`), behind whatever prefix the launcher put before it (group 1)."""
+
+
+def _warning_lines(seg: pl.DataFrame) -> pl.Series:
+    """Lines understood without a row: Python warnings, and the source line Python prints under one (two
+    spaces, then the code: `  warnings.warn(`) when it is the next line and has the same prefix. Training
+    logs hold thousands (deprecations, graph breaks, scaling recipes); they say nothing about step times."""
+    raw = seg.get_column("raw")
+    at = raw.str.contains(_PYWARN_LIT, literal=True).arg_true()
+    none = pl.Series("line", [], dtype=pl.Int64)
+    if at.len() == 0:
+        return none
+    heads = seg.select(pl.col("line").gather(at), env=pl.col("raw").gather(at).str.extract(_PYWARN_RE, 1))
+    heads = heads.filter(pl.col("env").is_not_null())
+    if heads.height == 0:
+        return none
+    # the next line's first segment (`seg` is in (line, seg) order)
+    lines = seg.get_column("line")
+    after = heads.get_column("line") + 1
+    pos = lines.search_sorted(after, side="left").clip(0, seg.height - 1)
+    nxt = pl.DataFrame(
+        {"line": after, "env": heads.get_column("env"), "at": lines.gather(pos), "raw": raw.gather(pos)}
+    )
+    indent = pl.concat_str(pl.col("env"), pl.lit("  "))
+    source = nxt.filter(
+        (pl.col("at") == pl.col("line"))
+        & pl.col("raw").str.starts_with(indent)
+        & pl.col("raw").str.slice(indent.str.len_chars(), 1).str.contains(r"^\S")
+    )
+    return pl.concat([heads.get_column("line"), source.get_column("line")])
+
+
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse a training log into `steps` rows and straggler `events` (see the module docstring)."""
     frame, seg = _prepare(lines, ctx)
@@ -2814,7 +2849,9 @@ def _read(
     understood_lines = pl.concat(
         [f.select("line") for f in frags] + [bar_lines, block_lines, event_lines], how="vertical_relaxed"
     ).get_column("line")
-    understood_lines = pl.concat([understood_lines, _noise_lines(seg, understood_lines)]).unique()
+    understood_lines = pl.concat(
+        [understood_lines, _noise_lines(seg, understood_lines), _warning_lines(seg)]
+    ).unique()
 
     if frags:
         all_frags = pl.concat(frags, how="vertical_relaxed")
