@@ -25,6 +25,7 @@ from functools import lru_cache
 from itertools import accumulate
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from parsers import _nvsmi_fields as F
@@ -302,6 +303,8 @@ class _Plan:
     wide: tuple[pl.Expr, ...]
     key_order: pl.Expr | None
     distinct: tuple[tuple[str, str, Callable[[pl.Expr], pl.Expr], pl.DataType], ...] = ()
+    stamps: tuple[tuple[str, str], ...] = ()
+    """The timestamp columns `_distinct_values` adds (`_stamps` of a cell column): (column, cell column)."""
     """The columns converted once per distinct cell, which `_distinct_values` adds to the rows before the
     plan's queries read them: (column, cell column, conversion, dtype)."""
 
@@ -310,7 +313,7 @@ def _distinct_values(data: pl.DataFrame, plan: _Plan) -> pl.DataFrame:
     """`data` with the plan's columns converted per distinct cell: each cell column's distinct values found
     once and converted, then mapped back (the values of `_per_value` in the query, which, with common-
     subexpression elimination off, found the distinct values twice per conversion)."""
-    if not plan.distinct:
+    if not plan.distinct and not plan.stamps:
         return data
     uniq: dict[str, pl.Series] = {}
     cols = {}
@@ -320,11 +323,58 @@ def _distinct_values(data: pl.DataFrame, plan: _Plan) -> pl.DataFrame:
         u = uniq[cell]
         v = pl.select(fn(pl.lit(u))).to_series()
         cols[name] = pl.col(cell).replace_strict(u, v, default=None, return_dtype=dtype)
+    for name, cell in plan.stamps:
+        cols[name] = _stamps(data.get_column(cell))
     return data.with_columns(**cols)
 
 
+_DIGIT_AT = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18, 20, 21, 22]
+_DAYS_IN = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])
+
+
+def _stamps(cells: pl.Series) -> pl.Series:
+    """`_timestamp` of the cells: those of the form the loops print (`YYYY/MM/DD HH:MM:SS.fff`, a date of
+    1970-2200 that exists and a time of day without leap second) computed from their bytes, the others (and
+    nulls) parsed by `_timestamp` itself."""
+    usual = (cells.str.len_bytes() == 23).fill_null(False)
+    at = usual.arg_true()
+    micros = pl.repeat(None, len(cells), dtype=pl.Int64, eager=True)
+    fast = pl.Series([], dtype=pl.UInt32)
+    if len(at):
+        raw = cells.gather(at).str.join("").cast(pl.Binary).item()
+        b = np.frombuffer(raw, dtype=np.uint8).reshape(len(at), 23)
+        d = b.astype(np.int64) - 48
+        ok = (b[:, 4] == 47) & (b[:, 7] == 47) & (b[:, 10] == 32) & (b[:, 13] == 58) & (b[:, 16] == 58)
+        ok &= (b[:, 19] == 46) & ((d[:, _DIGIT_AT] >= 0) & (d[:, _DIGIT_AT] <= 9)).all(axis=1)
+        year = d[:, 0] * 1000 + d[:, 1] * 100 + d[:, 2] * 10 + d[:, 3]
+        month, day = d[:, 5] * 10 + d[:, 6], d[:, 8] * 10 + d[:, 9]
+        hour, minute, sec = d[:, 11] * 10 + d[:, 12], d[:, 14] * 10 + d[:, 15], d[:, 17] * 10 + d[:, 18]
+        milli = d[:, 20] * 100 + d[:, 21] * 10 + d[:, 22]
+        leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
+        last = _DAYS_IN[np.clip(month, 0, 12)] + ((month == 2) & leap)
+        ok &= (year >= 1970) & (year <= 2200) & (month >= 1) & (month <= 12) & (day >= 1) & (day <= last)
+        ok &= (hour <= 23) & (minute <= 59) & (sec <= 59)
+        # days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil)
+        y = year - (month <= 2)
+        era = y // 400
+        yoe = y - era * 400
+        doy = (153 * ((month + 9) % 12) + 2) // 5 + day - 1
+        days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
+        value = ((days * 86400 + hour * 3600 + minute * 60 + sec) * 1000 + milli) * 1000
+        fast = at.filter(pl.Series(ok))
+        micros = micros.scatter(fast, pl.Series(value[ok]))
+    ts = micros.cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
+    if len(fast) < len(cells):
+        rest = pl.repeat(True, len(cells), dtype=pl.Boolean, eager=True)
+        rest = (rest.scatter(fast, False) if len(fast) else rest).arg_true()
+        ts = ts.scatter(rest, pl.select(_timestamp(pl.lit(cells.gather(rest)))).to_series())
+    return ts
+
+
 @lru_cache(maxsize=256)
-def _group_plan(fields: tuple[str, ...], many: frozenset[str], runs: frozenset[str] = frozenset()) -> _Plan:
+def _group_plan(
+    fields: tuple[str, ...], many: frozenset[str], runs: frozenset[str] = frozenset(), long: bool = False
+) -> _Plan:
     """The plan of a field list (built once: a loop's files repeat their header); `many`: the fields whose
     cells are converted once per distinct cell; `runs`: once per run of equal cells."""
     canon = _canon_list(fields)
@@ -332,7 +382,12 @@ def _group_plan(fields: tuple[str, ...], many: frozenset[str], runs: frozenset[s
     at = {c: i for i, c in enumerate(canon)}
     distinct: dict[str, tuple[str, str, Callable[[pl.Expr], pl.Expr], pl.DataType]] = {}
 
+    stamps: dict[str, tuple[str, str]] = {}
+
     def conv(c: str, fn: Callable[[pl.Expr], pl.Expr], dtype: pl.DataType) -> pl.Expr:
+        if long and fn is _timestamp and c not in many and c not in runs:  # (added by `_distinct_values`)
+            stamps.setdefault(f"_s{at[c]}", (f"_s{at[c]}", f"_c{at[c]}"))
+            return pl.col(f"_s{at[c]}")
         if c in many and c not in runs:  # (added by `_distinct_values`)
             name = f"_d{at[c]}{fn.__name__}"
             distinct.setdefault(name, (name, f"_c{at[c]}", fn, dtype))
@@ -398,7 +453,7 @@ def _group_plan(fields: tuple[str, ...], many: frozenset[str], runs: frozenset[s
     inv_cells = [c for c in _INV if c in cell]
     node_cells = [c for c in _NODE if c in cell]
     if not inv_cells and not node_cells:
-        return _Plan(mask, part, None, (), None, tuple(distinct.values()))
+        return _Plan(mask, part, None, (), None, tuple(distinct.values()), tuple(stamps.values()))
     keyed = [c for c in dict.fromkeys([*inv_cells, *node_cells, "index", ident_c, "pci.bus_id"]) if c]
     first = pl.struct("host", "header", *(cell[c] for c in keyed if c in cell)).is_first_distinct()
     values = {f"gpu:{_INV[c]}": conv(c, _value, pl.String) for c in inv_cells}
@@ -413,7 +468,7 @@ def _group_plan(fields: tuple[str, ...], many: frozenset[str], runs: frozenset[s
         *(e.alias(k) for k, e in values.items()),
     )
     key_order = pl.col("key").replace_strict({k: i for i, k in enumerate(values)}, return_dtype=pl.Int64)
-    return _Plan(mask, part, first, wide, key_order, tuple(distinct.values()))
+    return _Plan(mask, part, first, wide, key_order, tuple(distinct.values()), tuple(stamps.values()))
 
 
 def _repetitive(data: pl.DataFrame, canon: list[str]) -> tuple[frozenset[str], frozenset[str]]:
@@ -553,7 +608,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         runs: frozenset[str] = frozenset()
         if data.height >= _MANY:
             many, runs = _repetitive(data, canon)
-        plan = _group_plan(tuple(fields), many, runs)
+        plan = _group_plan(tuple(fields), many, runs, data.height >= _MANY)
         data = _distinct_values(data, plan)
         q = data.lazy()
         if plan.mask is not None:
@@ -828,7 +883,7 @@ def _parse_batch(items: Sequence[tuple[pl.Series, FileContext]], text: pl.Series
         runs: frozenset[str] = frozenset()
         if data.height >= _MANY:
             many, runs = _repetitive(data, _canon_list(tuple(fields)))
-        plan = _group_plan(tuple(fields), many, runs)
+        plan = _group_plan(tuple(fields), many, runs, data.height >= _MANY)
         data = _distinct_values(data, plan)
         q = data.lazy()
         if plan.mask is not None:

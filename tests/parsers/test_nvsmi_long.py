@@ -189,3 +189,28 @@ def test_csv_per_value_equals_per_cell(tmp_path: Path, monkeypatch: pytest.Monke
         per_cell = nvidia_smi_csv.parse(s, ctx)
     assert long.tables["gpu_samples"].height > nvidia_smi_csv._MANY
     assert_same(long, per_cell)
+
+
+def test_csv_timestamps_from_bytes_equal_strptime() -> None:
+    """`_stamps` (the usual `YYYY/MM/DD HH:MM:SS.fff` cells from their bytes) equals `_timestamp` on every
+    cell: leap years, impossible dates and times, leap seconds, years out of range, other shapes, nulls."""
+    rng = random.Random(7)
+
+    def cell() -> str | None:
+        y = rng.choice([1969, 1970, 2000, 2024, 2025, 2026, 2100, 2200, 2201, 0, rng.randrange(10000)])
+        mo, da = rng.choice([0, 1, 2, 12, 13, rng.randrange(100)]), rng.choice([0, 1, 28, 29, 30, 31, 32])
+        h, mi, se = rng.choice([0, 23, 24]), rng.choice([0, 59, 60]), rng.choice([0, 59, 60, 61])
+        s = f"{y:04d}/{mo:02d}/{da:02d} {h:02d}:{mi:02d}:{se:02d}.{rng.randrange(1000):03d}"
+        k = rng.randrange(8)
+        if k == 0:
+            i = rng.randrange(len(s))
+            return s[:i] + rng.choice("0 /:.-aé\t+") + s[i + 1 :]
+        if k == 1:
+            return rng.choice(["", "[N/A]", None, " " + s, s + "0", s[:-1], s[:19], s[1:] + " "])
+        return s
+
+    cells = pl.Series("c", [cell() for _ in range(20000)], dtype=pl.String)
+    fast = nvidia_smi_csv._stamps(cells)
+    assert fast.dtype == pl.Datetime("us", "UTC")
+    assert fast.equals(pl.select(nvidia_smi_csv._timestamp(pl.lit(cells))).to_series(), check_names=False)
+    assert fast.drop_nulls().len() > 2000
