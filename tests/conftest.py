@@ -9,10 +9,11 @@ import tarfile
 import zipfile
 from pathlib import Path
 
+import polars as pl
 import pytest
 from hypothesis import HealthCheck, settings
 
-from parsers.base import ParseResult
+from parsers.base import HARNESS_LINE, ParseResult, lines_from_bytes
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -115,3 +116,44 @@ def assert_same_result(a: ParseResult, b: ParseResult) -> None:
         x, y = a.tables[name], b.tables[name]
         assert x.schema == y.schema, name
         assert x.equals(y, null_equal=True), (name, x, y)
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def fixture_lines(folder: str, *, harness: bool = True, raw: bool = True) -> list[tuple[str, list[str]]]:
+    """(file name, lines) of every fixture in `tests/fixtures/<folder>`: as is (`raw`) and, as `NAME:harness`,
+    with the harness annotations blanked (`harness`; under the plain name when it is the only form)."""
+    out = []
+    for p in sorted((FIXTURES / folder).iterdir()):
+        if p.name.endswith(".expected.jsonl"):
+            continue
+        data = p.read_bytes()
+        if raw:
+            out.append((p.name, lines_from_bytes(data).to_list()))
+        if harness:
+            out.append((p.name + ":harness" if raw else p.name, harness_blanked(data).to_list()))
+    return out
+
+
+def harness_blanked(data: bytes) -> pl.Series:
+    """A fixture's lines with its harness annotations (`#SOURCE:` ...) blanked, line numbers kept."""
+    lines = lines_from_bytes(data)
+    return pl.select(pl.when(lines.str.contains(HARNESS_LINE)).then(pl.lit("")).otherwise(lines)).to_series()
+
+
+def variants(lines: list[str]) -> dict[str, list[str | None]]:
+    """Other shapes of one file's lines, for checking a batched or fast path against the general one."""
+    cut = lines[:-1] + [lines[-1][: len(lines[-1]) // 2]] if lines else []
+    return {
+        "as is": lines,
+        "crlf kept": [t + "\r" for t in lines],
+        "prefixed": [f"node{7 if i % 3 else 8}: {t}" for i, t in enumerate(lines)],
+        "cut last line": cut,
+        "first half": lines[: len(lines) // 2],
+        "second half": lines[len(lines) // 2 :],
+        "empty": [],
+        "unknown": ["hello world", "", "  something: else", "# gpu but no units"],
+        "doubled": lines + lines,
+        "nulls": [None if i % 7 == 3 else t for i, t in enumerate(lines)],
+    }

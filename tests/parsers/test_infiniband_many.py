@@ -9,15 +9,13 @@ the random mixes are also read with the caches emptied and compared with the vec
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import polars as pl
 import pytest
 
 from parsers import infiniband
-from parsers.base import HARNESS_LINE, FileContext, ParseResult, lines_from_bytes
-
-FIXTURES = Path(__file__).parent.parent / "fixtures"
+from parsers.base import FileContext, ParseResult
+from tests.conftest import assert_same_result, fixture_lines, variants
 
 EDGE = [
     # lines that send a file the vectorised way (or test the edges of the small path)
@@ -69,49 +67,10 @@ EDGE = [
 ]
 
 
-def fixture_lines() -> list[tuple[str, list[str]]]:
-    """(file name, lines) of every infiniband fixture, as is and with the harness annotations blanked."""
-    out = []
-    for p in sorted((FIXTURES / "infiniband").iterdir()):
-        if p.name.endswith(".expected.jsonl"):
-            continue
-        lines = lines_from_bytes(p.read_bytes())
-        blanked = pl.select(pl.when(lines.str.contains(HARNESS_LINE)).then(pl.lit("")).otherwise(lines))
-        out.append((p.name, lines.to_list()))
-        out.append((p.name + ":harness", blanked.to_series().to_list()))
-    return out
 
 
-def variants(lines: list[str]) -> dict[str, list[str | None]]:
-    """Other shapes of one fixture's lines."""
-    cut = lines[:-1] + [lines[-1][: len(lines[-1]) // 2]] if lines else []
-    return {
-        "as is": lines,
-        "crlf kept": [t + "\r" for t in lines],
-        "prefixed": [f"node{7 if i % 3 else 8}: {t}" for i, t in enumerate(lines)],
-        "cut last line": cut,
-        "first half": lines[: len(lines) // 2],
-        "second half": lines[len(lines) // 2 :],
-        "empty": [],
-        "unknown": ["hello world", "", "  something: else", "# gpu but no units"],
-        "doubled": lines + lines,
-        "nulls": [None if i % 7 == 3 else t for i, t in enumerate(lines)],
-    }
 
 
-def same(r1: ParseResult, r2: ParseResult) -> None:
-    assert (r1.parsed, r1.unrecognized, r1.unrecognized_examples, r1.notes, r1.partial, r1.node) == (
-        r2.parsed,
-        r2.unrecognized,
-        r2.unrecognized_examples,
-        r2.notes,
-        r2.partial,
-        r2.node,
-    )
-    assert list(r1.tables) == list(r2.tables)
-    for k, t in r1.tables.items():
-        assert t.schema == r2.tables[k].schema, k
-        assert t.equals(r2.tables[k], null_equal=True), k
 
 
 def items_of(files: list[tuple[str, str, list[str | None]]]) -> list[tuple[pl.Series, FileContext]]:
@@ -127,12 +86,12 @@ def check(files: list[tuple[str, str, list[str | None]]]) -> list[ParseResult]:
     many = infiniband.parse_many(items)
     assert len(many) == len(items)
     for (lines, ctx), got in zip(items, many, strict=True):
-        same(infiniband.parse(lines, ctx), got)
+        assert_same_result(infiniband.parse(lines, ctx), got)
     return many
 
 
 def test_each_fixture_alone_and_all_together() -> None:
-    files = [(f"ib/{name}", "node-a", lines) for name, lines in fixture_lines()]
+    files = [(f"ib/{name}", "node-a", lines) for name, lines in fixture_lines("infiniband")]
     for f in files:
         check([f])
     check(files)
@@ -140,7 +99,7 @@ def test_each_fixture_alone_and_all_together() -> None:
 
 
 def test_variants_batched_with_other_files() -> None:
-    fixtures = [f for f in fixture_lines() if f[0].endswith(":harness")]
+    fixtures = [f for f in fixture_lines("infiniband") if f[0].endswith(":harness")]
     for k, (name, lines) in enumerate(fixtures):
         batch = [(f"{name}/{v}", f"n{k}-{j}", ls) for j, (v, ls) in enumerate(variants(lines).items())]
         other = fixtures[(k + 3) % len(fixtures)]
@@ -152,7 +111,7 @@ def test_plain_files_take_the_batched_path(monkeypatch: pytest.MonkeyPatch) -> N
     """ibstat, ibstatus, ibv_devinfo, perfquery and sysfs dumps of the plain forms are read together."""
     plain = [
         (name, lines)
-        for name, lines in fixture_lines()
+        for name, lines in fixture_lines("infiniband")
         if name.split(":")[0].startswith(("ibstat", "ibstatus", "ibv_", "perfquery", "sysfs_class"))
     ]  # (as is, with their `#SOURCE:` lines, and blanked)
     assert len(plain) >= 14
@@ -166,13 +125,13 @@ def test_plain_files_take_the_batched_path(monkeypatch: pytest.MonkeyPatch) -> N
     assert calls == []
     monkeypatch.undo()
     for (lines, ctx), got in zip(items_of(files), many, strict=True):
-        same(infiniband.parse(lines, ctx), got)
+        assert_same_result(infiniband.parse(lines, ctx), got)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_random_batches(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(seed)
-    fixtures = fixture_lines()
+    fixtures = fixture_lines("infiniband")
     for b in range(6):
         files = []
         for k in range(rng.randint(1, 12)):
@@ -194,14 +153,14 @@ def test_random_batches(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
         # the same with empty caches against the vectorised path
         monkeypatch.setattr(infiniband, "SMALL_LINES", -1)
         for (lines, ctx), got in zip(items_of(files), many, strict=True):
-            same(infiniband.parse(lines, ctx), got)
+            assert_same_result(infiniband.parse(lines, ctx), got)
         monkeypatch.undo()
 
 
 def test_punctuation_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     """A comment line with non-ASCII punctuation keeps a file on the small path; such a character on a line
     the grammar reads sends the file to the vectorised path. Both as the vectorised path reads them."""
-    ibstat = dict(fixture_lines())["ibstat_h100_8x400g_some_down.txt:harness"]
+    ibstat = dict(fixture_lines("infiniband"))["ibstat_h100_8x400g_some_down.txt:harness"]
     ctx = FileContext(path="p", node="n")
     kept = ["# collected \u2014 see FORMATS.md \u00a74 \u00abibstat\u00bb", *ibstat, "\u2014\u2014\u2014"]
     declined = [*ibstat[:20], "\t\tState: Down \u2014 see \u00a74", *ibstat[20:]]
@@ -210,4 +169,4 @@ def test_punctuation_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     many = infiniband.parse_many(items_of([("a", "n", kept), ("b", "n", declined)]))
     monkeypatch.setattr(infiniband, "SMALL_LINES", -1)
     for (lines, c), got in zip(items_of([("a", "n", kept), ("b", "n", declined)]), many, strict=True):
-        same(infiniband.parse(lines, c), got)
+        assert_same_result(infiniband.parse(lines, c), got)

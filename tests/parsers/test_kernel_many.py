@@ -16,8 +16,8 @@ import polars as pl
 import pytest
 
 from parsers import kernel_log
-from parsers.base import HARNESS_LINE, FileContext, lines_from_bytes
-from tests.conftest import assert_same_result
+from parsers.base import FileContext
+from tests.conftest import assert_same_result, harness_blanked
 
 FIX = Path(__file__).parent.parent / "fixtures"
 FIXTURES = sorted(
@@ -27,9 +27,6 @@ FIXTURES = sorted(
 )
 
 
-def _lines(data: bytes) -> pl.Series:
-    lines = lines_from_bytes(data)
-    return pl.select(pl.when(lines.str.contains(HARNESS_LINE)).then(pl.lit("")).otherwise(lines)).to_series()
 
 
 def _ctx(i: int, node: str = "unknown", first_line: int = 1) -> FileContext:
@@ -64,7 +61,9 @@ def simulated(tmp_path_factory: pytest.TempPathFactory) -> list[bytes]:
 
 
 def test_fixtures_one_by_one_and_all_together() -> None:
-    items = [(_lines(p.read_bytes()), _ctx(i, first_line=1 + 5 * (i % 2))) for i, p in enumerate(FIXTURES)]
+    items = [
+        (harness_blanked(p.read_bytes()), _ctx(i, first_line=1 + 5 * (i % 2))) for i, p in enumerate(FIXTURES)
+    ]
     for item in items:
         check([item, item])
     check(items)
@@ -79,7 +78,7 @@ def test_simulated_logs_are_read_in_groups(
     from parsers import _kernel_events as kev
 
     monkeypatch.setattr(kev, "SMALL_ROWS", small_rows)
-    items = [(_lines(b), _ctx(i, node=f"n{i % 3}")) for i, b in enumerate(simulated)]
+    items = [(harness_blanked(b), _ctx(i, node=f"n{i % 3}")) for i, b in enumerate(simulated)]
     calls = []
     group = kernel_log._parse_group
 
@@ -122,7 +121,7 @@ def test_variants_in_mixed_batches(
     items = []
     for i, data in enumerate(simulated[:4]):
         for j, v in enumerate(_variants(data)):
-            items.append((_lines(v), _ctx(20 * i + j, node=f"n{i}", first_line=1 + (j % 3) * 100)))
+            items.append((harness_blanked(v), _ctx(20 * i + j, node=f"n{i}", first_line=1 + (j % 3) * 100)))
     check(items)
     rng = random.Random(5)
     for _ in range(4):
@@ -130,7 +129,7 @@ def test_variants_in_mixed_batches(
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_random_batches_of_fixture_and_simulated_lines(simulated: list[bytes], seed: int) -> None:
+def test_random_batches_of_fixture_and_simulatedharness_blanked(simulated: list[bytes], seed: int) -> None:
     rng = random.Random(seed)
     pool = [line for p in FIXTURES[::2] for line in p.read_text(errors="replace").splitlines()]
     sim = [b.decode().splitlines() for b in simulated]
@@ -192,7 +191,7 @@ def test_per_file_state_in_groups(monkeypatch: pytest.MonkeyPatch, small_rows: i
 def test_head_counts_are_what_plan_counts(simulated: list[bytes]) -> None:
     """`_head_counts` (one polars query for a batch) gives the plan `_plan` works out with Python's `re`."""
     odd = ["x  12 10:00:01 h kernel: a", "<6>[ 1.5] b", "Jan  1 00:00:00 h k[1]: \t c", " ", ""]
-    files = [_lines(b) for b in simulated] + [_lines(p.read_bytes()) for p in FIXTURES]
+    files = [harness_blanked(b) for b in simulated] + [harness_blanked(p.read_bytes()) for p in FIXTURES]
     files.append(pl.Series("line", odd, dtype=pl.String))
     texts = {}
     for k, lines in enumerate(files):
@@ -217,7 +216,7 @@ def test_longer_files_in_groups(tmp_path: Path, style: str) -> None:
     for i, mb in enumerate((0.03, 0.15, 0.3, 0.05)):
         path = tmp_path / f"{i}.log"
         big_kernel.write(path, mb, seed=i, style=style)
-        items.append((_lines(path.read_bytes()), _ctx(i, node=f"n{i % 2}")))
+        items.append((harness_blanked(path.read_bytes()), _ctx(i, node=f"n{i % 2}")))
     assert max(len(lines) for lines, _c in items) > 1000
     check(items)
 
@@ -254,4 +253,4 @@ def test_a_group_that_fails_is_read_file_by_file(
         return stamp(frame, ctx, plan)
 
     monkeypatch.setattr(kernel_log, "stamp", failing)
-    check([(_lines(b), _ctx(i)) for i, b in enumerate(simulated[:4])])
+    check([(harness_blanked(b), _ctx(i)) for i, b in enumerate(simulated[:4])])

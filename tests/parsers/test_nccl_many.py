@@ -16,8 +16,8 @@ import polars as pl
 import pytest
 
 from parsers import _nccl_small, nccl
-from parsers.base import HARNESS_LINE, FileContext, lines_from_bytes
-from tests.conftest import assert_same_result
+from parsers.base import FileContext
+from tests.conftest import assert_same_result, harness_blanked
 
 FIX = Path(__file__).parent.parent / "fixtures"
 FIXTURES = sorted(
@@ -28,9 +28,6 @@ FIXTURES = sorted(
 )
 
 
-def _lines(data: bytes) -> pl.Series:
-    lines = lines_from_bytes(data)
-    return pl.select(pl.when(lines.str.contains(HARNESS_LINE)).then(pl.lit("")).otherwise(lines)).to_series()
 
 
 def _ctx(i: int, node: str = "unknown", first_line: int = 1) -> FileContext:
@@ -64,14 +61,16 @@ def simulated(tmp_path_factory: pytest.TempPathFactory) -> list[bytes]:
 
 
 def test_fixtures_one_by_one_and_all_together() -> None:
-    items = [(_lines(p.read_bytes()), _ctx(i, first_line=1 + 5 * (i % 2))) for i, p in enumerate(FIXTURES)]
+    items = [
+        (harness_blanked(p.read_bytes()), _ctx(i, first_line=1 + 5 * (i % 2))) for i, p in enumerate(FIXTURES)
+    ]
     for item in items:
         check([item, item])
     check(items)
 
 
 def test_simulated_logs_take_the_batched_small_path(simulated: list[bytes]) -> None:
-    items = [(_lines(b), _ctx(i)) for i, b in enumerate(simulated)]
+    items = [(harness_blanked(b), _ctx(i)) for i, b in enumerate(simulated)]
     small = [r for r in _nccl_small.parse_many(items) if r is not None]
     assert len(small) >= 4  # (the logs with an IB flap's WARNs take the vectorised path)
     check(items)
@@ -100,7 +99,7 @@ def test_variants_in_mixed_batches(simulated: list[bytes]) -> None:
     items = []
     for i, data in enumerate(simulated[:3]):
         for j, v in enumerate(_variants(data)):
-            items.append((_lines(v), _ctx(10 * i + j, node=f"n{i}", first_line=1 + (j % 3) * 100)))
+            items.append((harness_blanked(v), _ctx(10 * i + j, node=f"n{i}", first_line=1 + (j % 3) * 100)))
     check(items)
     rng = random.Random(5)
     for _ in range(4):
@@ -108,7 +107,7 @@ def test_variants_in_mixed_batches(simulated: list[bytes]) -> None:
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_random_batches_of_fixture_and_simulated_lines(simulated: list[bytes], seed: int) -> None:
+def test_random_batches_of_fixture_and_simulatedharness_blanked(simulated: list[bytes], seed: int) -> None:
     rng = random.Random(seed)
     pool = [line for p in FIXTURES[:: 3] for line in p.read_text(errors="replace").splitlines()]
     sim = [b.decode().splitlines() for b in simulated]
@@ -127,7 +126,7 @@ def test_random_batches_of_fixture_and_simulated_lines(simulated: list[bytes], s
 
 def test_without_the_small_path(simulated: list[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(nccl, "SMALL_PATH", False)
-    check([(_lines(b), _ctx(i)) for i, b in enumerate(simulated[:3])])
+    check([(harness_blanked(b), _ctx(i)) for i, b in enumerate(simulated[:3])])
 
 
 def test_json_and_safety_shortcuts_are_the_plain_ones() -> None:

@@ -8,64 +8,31 @@ mixes of fixture lines.
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import polars as pl
 import pytest
 
 from parsers import dcgm, nvidia_smi, nvidia_smi_csv, nvidia_smi_dmon, nvidia_smi_table, nvidia_smi_xml
-from parsers.base import HARNESS_LINE, FileContext, ParseResult, lines_from_bytes
+from parsers.base import FileContext, ParseResult
+from tests.conftest import assert_same_result, fixture_lines
+from tests.conftest import variants as shared_variants
 
-FIXTURES = Path(__file__).parent.parent / "fixtures"
 ALL = (nvidia_smi, nvidia_smi_dmon, nvidia_smi_xml, nvidia_smi_csv, nvidia_smi_table, dcgm)
 MODULES = {m.NAME: m for m in ALL if hasattr(m, "parse_many")}
 
 
-def fixture_lines(name: str) -> list[tuple[str, list[str]]]:
-    """(file name, lines) of every fixture of the format, harness annotations blanked."""
-    out = []
-    for p in sorted((FIXTURES / name).iterdir()):
-        if p.name.endswith(".expected.jsonl"):
-            continue
-        lines = lines_from_bytes(p.read_bytes())
-        lines = pl.select(pl.when(lines.str.contains(HARNESS_LINE)).then(pl.lit("")).otherwise(lines))
-        out.append((p.name, lines.to_series().to_list()))
-    return out
 
 
 def variants(name: str, lines: list[str]) -> dict[str, list[str | None]]:
     """Other shapes of one fixture's lines."""
-    cut = lines[:-1] + [lines[-1][: len(lines[-1]) // 2]] if lines else []
     return {
-        "as is": lines,
-        "crlf kept": [t + "\r" for t in lines],
-        "prefixed": [f"node{7 if i % 3 else 8}: {t}" for i, t in enumerate(lines)],
-        "cut last line": cut,
-        "first half": lines[: len(lines) // 2],
-        "second half": lines[len(lines) // 2 :],
+        **shared_variants(lines),
         "tabs": [t.replace("    ", "\t") for t in lines],
-        "empty": [],
-        "unknown": ["hello world", "", "  something: else", "# gpu but no units"],
-        "doubled": lines + lines,
-        "nulls": [None if i % 7 == 3 else t for i, t in enumerate(lines)],
         "colons": [t + ": x" if i % 2 else t for i, t in enumerate(lines)],
         "some prefixed": [f"node7: {t}" if i % 3 == 0 else t for i, t in enumerate(lines)],
     }
 
 
-def same(r1: ParseResult, r2: ParseResult) -> None:
-    assert (r1.parsed, r1.unrecognized, r1.unrecognized_examples, r1.notes, r1.partial, r1.node) == (
-        r2.parsed,
-        r2.unrecognized,
-        r2.unrecognized_examples,
-        r2.notes,
-        r2.partial,
-        r2.node,
-    )
-    assert set(r1.tables) == set(r2.tables)
-    for k, t in r1.tables.items():
-        assert t.schema == r2.tables[k].schema, k
-        assert t.equals(r2.tables[k], null_equal=True), k
 
 
 def check(module, files: list[tuple[str, str, list[str]]], first_lines: bool = False) -> None:  # noqa: ANN001
@@ -81,13 +48,13 @@ def check(module, files: list[tuple[str, str, list[str]]], first_lines: bool = F
     many = module.parse_many(items)
     assert len(many) == len(items)
     for (lines, ctx), got in zip(items, many, strict=True):
-        same(module.parse(lines, ctx), got)
+        assert_same_result(module.parse(lines, ctx), got)
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_every_fixture_alone_and_together(name: str) -> None:
     module = MODULES[name]
-    fx = fixture_lines(name)
+    fx = fixture_lines(name, raw=False)
     for fname, lines in fx:
         check(module, [(f"{name}/{fname}", "n1", lines)])
     check(module, [(f"{name}/{fname}", f"n{i % 3}", lines) for i, (fname, lines) in enumerate(fx)])
@@ -100,7 +67,7 @@ def test_variants_mixed_in_batches(name: str) -> None:
     module = MODULES[name]
     files = [
         (f"{fname}:{v}", f"node-{i % 4}", vl)
-        for i, (fname, lines) in enumerate(fixture_lines(name))
+        for i, (fname, lines) in enumerate(fixture_lines(name, raw=False))
         for v, vl in variants(name, lines).items()
     ]
     check(module, files)
@@ -112,7 +79,7 @@ def test_variants_mixed_in_batches(name: str) -> None:
 def test_random_batches_of_fixture_lines(name: str, seed: int) -> None:
     module = MODULES[name]
     rng = random.Random(seed)
-    fx = fixture_lines(name)
+    fx = fixture_lines(name, raw=False)
     pool = [t for _, lines in fx for t in lines]
     files = []
     for k in range(rng.randint(2, 9)):
@@ -246,7 +213,7 @@ def test_common_shapes_take_the_batched_path(name: str, monkeypatch: pytest.Monk
         return real(lines, ctx)
 
     monkeypatch.setattr(module, "parse", spy)
-    fx = fixture_lines(name)
+    fx = fixture_lines(name, raw=False)
     files = [(f, lines) for f, lines in fx] + [(f + ":head", lines[:5]) for f, lines in fx]
     module.parse_many([(pl.Series(t, dtype=pl.String), FileContext(path=f, node="n")) for f, t in files])
     assert [p for p in alone if "pdsh" not in p] == []
@@ -286,7 +253,7 @@ def test_csv_long_group_converted_per_distinct_cell(monkeypatch: pytest.MonkeyPa
     ctx = FileContext(path="q.csv", node="n")
     per_value = nvidia_smi_csv.parse(lines, ctx)
     monkeypatch.setattr(nvidia_smi_csv, "_MANY", 10**9)
-    same(per_value, nvidia_smi_csv.parse(lines, ctx))
+    assert_same_result(per_value, nvidia_smi_csv.parse(lines, ctx))
 
 
 def test_csv_files_whose_rows_together_make_a_long_group() -> None:

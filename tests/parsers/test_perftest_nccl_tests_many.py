@@ -9,16 +9,14 @@ send a file to the vectorised path (collector time prefixes, JSON, odd numbers).
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from types import ModuleType
 
 import polars as pl
 import pytest
 
 from parsers import nccl_tests, perftest
-from parsers.base import HARNESS_LINE, FileContext, ParseResult, lines_from_bytes
-
-FIXTURES = Path(__file__).parent.parent / "fixtures"
+from parsers.base import FileContext
+from tests.conftest import assert_same_result, fixture_lines, variants
 
 EDGE = {
     "nccl-tests": [
@@ -55,49 +53,10 @@ EDGE = {
 MODULES = {"nccl-tests": nccl_tests, "perftest": perftest}
 
 
-def fixture_lines(folder: str) -> list[tuple[str, list[str]]]:
-    """(file name, lines) of every fixture of the format, as is and with the harness annotations blanked."""
-    out = []
-    for p in sorted((FIXTURES / folder).iterdir()):
-        if p.name.endswith(".expected.jsonl"):
-            continue
-        lines = lines_from_bytes(p.read_bytes())
-        blanked = pl.select(pl.when(lines.str.contains(HARNESS_LINE)).then(pl.lit("")).otherwise(lines))
-        out.append((p.name, lines.to_list()))
-        out.append((p.name + ":harness", blanked.to_series().to_list()))
-    return out
 
 
-def variants(lines: list[str]) -> dict[str, list[str | None]]:
-    """Other shapes of one fixture's lines."""
-    cut = lines[:-1] + [lines[-1][: len(lines[-1]) // 2]] if lines else []
-    return {
-        "as is": lines,
-        "crlf kept": [t + "\r" for t in lines],
-        "prefixed": [f"node{7 if i % 3 else 8}: {t}" for i, t in enumerate(lines)],
-        "cut last line": cut,
-        "first half": lines[: len(lines) // 2],
-        "second half": lines[len(lines) // 2 :],
-        "empty": [],
-        "unknown": ["hello world", "", "  something: else", "# gpu but no units"],
-        "doubled": lines + lines,
-        "nulls": [None if i % 7 == 3 else t for i, t in enumerate(lines)],
-    }
 
 
-def same(r1: ParseResult, r2: ParseResult) -> None:
-    assert (r1.parsed, r1.unrecognized, r1.unrecognized_examples, r1.notes, r1.partial, r1.node) == (
-        r2.parsed,
-        r2.unrecognized,
-        r2.unrecognized_examples,
-        r2.notes,
-        r2.partial,
-        r2.node,
-    )
-    assert list(r1.tables) == list(r2.tables)
-    for k, t in r1.tables.items():
-        assert t.schema == r2.tables[k].schema, k
-        assert t.equals(r2.tables[k], null_equal=True), k
 
 
 def check(module: ModuleType, files: list[tuple[str, str, list[str | None]]]) -> None:
@@ -109,7 +68,7 @@ def check(module: ModuleType, files: list[tuple[str, str, list[str | None]]]) ->
     many = module.parse_many(items)
     assert len(many) == len(items)
     for (lines, ctx), got in zip(items, many, strict=True):
-        same(module.parse(lines, ctx), got)
+        assert_same_result(module.parse(lines, ctx), got)
 
 
 @pytest.mark.parametrize("fmt", list(MODULES))

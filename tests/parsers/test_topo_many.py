@@ -10,15 +10,13 @@ the cache emptied.
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import polars as pl
 import pytest
 
 from parsers import nvidia_smi_topo as topo
-from parsers.base import HARNESS_LINE, FileContext, ParseResult, lines_from_bytes
-
-FIXTURES = Path(__file__).parent.parent / "fixtures"
+from parsers.base import FileContext
+from tests.conftest import assert_same_result, fixture_lines, variants
 
 EDGE = [
     "GPU 3: NVIDIA H100 80GB HBM3 (UUID: GPU-a235c418-d0a7-4292-ba31-5a23a727a186)",
@@ -41,50 +39,10 @@ EDGE = [
 ]
 
 
-def fixture_lines() -> list[tuple[str, list[str]]]:
-    """(file name, lines) of every topo fixture, as is and with the harness annotations blanked."""
-    out = []
-    for p in sorted((FIXTURES / "nvidia-smi-topo").iterdir()):
-        if p.name.endswith(".expected.jsonl"):
-            continue
-        lines = lines_from_bytes(p.read_bytes())
-        blanked = pl.select(pl.when(lines.str.contains(HARNESS_LINE)).then(pl.lit("")).otherwise(lines))
-        out.append((p.name, lines.to_list()))
-        out.append((p.name + ":harness", blanked.to_series().to_list()))
-    return out
 
 
-def variants(lines: list[str]) -> dict[str, list[str | None]]:
-    """Other shapes of one fixture's lines."""
-    cut = lines[:-1] + [lines[-1][: len(lines[-1]) // 2]] if lines else []
-    return {
-        "as is": lines,
-        "crlf kept": [t + "\r" for t in lines],
-        "prefixed": [f"node{7 if i % 3 else 8}: {t}" for i, t in enumerate(lines)],
-        "cut last line": cut,
-        "first half": lines[: len(lines) // 2],
-        "second half": lines[len(lines) // 2 :],
-        "tabs": [t.replace("    ", "\t") for t in lines],
-        "empty": [],
-        "unknown": ["hello world", "", "  something: else", "# gpu but no units"],
-        "doubled": lines + lines,
-        "nulls": [None if i % 7 == 3 else t for i, t in enumerate(lines)],
-    }
 
 
-def same(r1: ParseResult, r2: ParseResult) -> None:
-    assert (r1.parsed, r1.unrecognized, r1.unrecognized_examples, r1.notes, r1.partial, r1.node) == (
-        r2.parsed,
-        r2.unrecognized,
-        r2.unrecognized_examples,
-        r2.notes,
-        r2.partial,
-        r2.node,
-    )
-    assert list(r1.tables) == list(r2.tables)
-    for k, t in r1.tables.items():
-        assert t.schema == r2.tables[k].schema, k
-        assert t.equals(r2.tables[k], null_equal=True), k
 
 
 def check(files: list[tuple[str, str, list[str | None]]], first_line: int = 1) -> None:
@@ -99,11 +57,11 @@ def check(files: list[tuple[str, str, list[str | None]]], first_line: int = 1) -
     many = topo.parse_many(items)
     assert len(many) == len(items)
     for (lines, ctx), got in zip(items, many, strict=True):
-        same(topo.parse(lines, ctx), got)
+        assert_same_result(topo.parse(lines, ctx), got)
 
 
 def test_each_fixture_alone_and_all_together() -> None:
-    files = [(f"topo/{name}", "node-a", lines) for name, lines in fixture_lines()]
+    files = [(f"topo/{name}", "node-a", lines) for name, lines in fixture_lines("nvidia-smi-topo")]
     for f in files:
         check([f])
     check(files)
@@ -112,9 +70,10 @@ def test_each_fixture_alone_and_all_together() -> None:
 
 
 def test_variants_batched_with_other_files() -> None:
-    fixtures = fixture_lines()
+    fixtures = fixture_lines("nvidia-smi-topo")
     for k, (name, lines) in enumerate(fixtures):
-        batch = [(f"{name}/{v}", f"n{k}-{j}", ls) for j, (v, ls) in enumerate(variants(lines).items())]
+        shapes = {**variants(lines), "tabs": [t.replace("    ", "\t") for t in lines]}
+        batch = [(f"{name}/{v}", f"n{k}-{j}", ls) for j, (v, ls) in enumerate(shapes.items())]
         other = fixtures[(k + 3) % len(fixtures)]
         batch.insert(3, (f"other/{other[0]}", "node-b", other[1]))
         check(batch)
@@ -123,7 +82,7 @@ def test_variants_batched_with_other_files() -> None:
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_random_batches(seed: int) -> None:
     rng = random.Random(seed)
-    fixtures = fixture_lines()
+    fixtures = fixture_lines("nvidia-smi-topo")
     for b in range(8):
         files = []
         for k in range(rng.randint(1, 12)):
