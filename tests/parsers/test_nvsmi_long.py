@@ -213,4 +213,4 @@ def test_csv_timestamps_from_bytes_equal_strptime() -> None:
     fast = nvidia_smi_csv._stamps(cells)
     assert fast.dtype == pl.Datetime("us", "UTC")
     assert fast.equals(pl.select(nvidia_smi_csv._timestamp(pl.lit(cells))).to_series(), check_names=False)
-    assert fast.drop_nulls().len() > 2000
+    assert fast.drop_nulls().len() > 1000  # (cells read from their bytes or by strptime: valid ones)
