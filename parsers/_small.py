@@ -11,11 +11,11 @@ the same inputs (tests/parsers/test_small_paths.py).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import polars as pl
 
-from parsers.base import MAX_EXAMPLES, ParseResult
+from parsers.base import MAX_EXAMPLES, FileContext, ParseResult
 
 MAX_BYTES = 1 << 18
 """Larger inputs take the vectorised path (where polars' per-call cost no longer dominates)."""
@@ -98,3 +98,21 @@ def account_texts(
         if len(examples) < MAX_EXAMPLES:
             examples.append((first_line + i, text[:500]))
     return parsed, unrecognized, examples, last
+
+
+def parse_many(
+    items: Sequence[tuple[pl.Series, FileContext]],
+    limit: int,
+    read_small: Callable[[list[tuple[list[str], FileContext]]], list[ParseResult | None]],
+    read_frames: Callable[[pl.Series, FileContext], ParseResult],
+) -> list[ParseResult]:
+    """A parser's `parse_many` when its plain-Python path reads small files: the files that path may take
+    (`small_texts` with `limit`) read together by `read_small` (a result per file, None where it declines),
+    the others, and those it declined, by the vectorised `read_frames` one by one."""
+    texts = [small_texts(lines, limit) for lines, _ in items]
+    small = iter(read_small([(t, ctx) for t, (_, ctx) in zip(texts, items, strict=True) if t is not None]))
+    out: list[ParseResult] = []
+    for t, (lines, ctx) in zip(texts, items, strict=True):
+        got = next(small) if t is not None else None
+        out.append(got if got is not None else read_frames(lines, ctx))
+    return out

@@ -21,6 +21,7 @@ from forensics.schema import columns
 from parsers._common import _ANY_ENVELOPE, split_envelopes
 from parsers._common import json_detail as _json_detail
 from parsers._small import FallbackError, account_texts, attempt, json_object, small_texts
+from parsers._small import parse_many as small_parse_many
 from parsers._sniff import cheap_requirements, head_text, holds, probed, required_literals
 from parsers.base import FileContext, ParseResult, account, numbered
 from parsers.nccl_tests import collector_time
@@ -292,13 +293,7 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
     """`[parse(lines, ctx) for lines, ctx in items]`: the small files the plain-Python path reads are read
     together (`date` lines in one select, the table built once for all of them, then cut per file); the
     others are parsed one by one."""
-    texts = [small_texts(lines, SMALL_LINES) for lines, _ in items]
-    small = iter(_parse_small_many([(t, ctx) for t, (_, ctx) in zip(texts, items) if t is not None]))
-    out: list[ParseResult] = []
-    for t, (lines, ctx) in zip(texts, items):
-        got = next(small) if t is not None else None
-        out.append(got if got is not None else _parse_frames(lines, ctx))
-    return out
+    return small_parse_many(items, SMALL_LINES, _parse_small_many, _parse_frames)
 
 
 def _prepare(texts: list[str]) -> tuple[list[str], list[bool]]:
