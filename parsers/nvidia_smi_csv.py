@@ -25,7 +25,6 @@ from functools import lru_cache
 from itertools import accumulate
 from typing import Any
 
-import numpy as np
 import polars as pl
 
 from parsers import _nvsmi_fields as F
@@ -329,13 +328,15 @@ def _distinct_values(data: pl.DataFrame, plan: _Plan) -> pl.DataFrame:
 
 
 _DIGIT_AT = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18, 20, 21, 22]
-_DAYS_IN = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])
+_DAYS_IN = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 
 def _stamps(cells: pl.Series) -> pl.Series:
     """`_timestamp` of the cells: those of the form the loops print (`YYYY/MM/DD HH:MM:SS.fff`, a date of
     1970-2200 that exists and a time of day without leap second) computed from their bytes, the others (and
     nulls) parsed by `_timestamp` itself."""
+    import numpy as np  # (here: a worker that reads no long CSV loop never imports it)
+
     usual = (cells.str.len_bytes() == 23).fill_null(False)
     at = usual.arg_true()
     micros = pl.repeat(None, len(cells), dtype=pl.Int64, eager=True)
@@ -351,7 +352,7 @@ def _stamps(cells: pl.Series) -> pl.Series:
         hour, minute, sec = d[:, 11] * 10 + d[:, 12], d[:, 14] * 10 + d[:, 15], d[:, 17] * 10 + d[:, 18]
         milli = d[:, 20] * 100 + d[:, 21] * 10 + d[:, 22]
         leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
-        last = _DAYS_IN[np.clip(month, 0, 12)] + ((month == 2) & leap)
+        last = np.array(_DAYS_IN)[np.clip(month, 0, 12)] + ((month == 2) & leap)
         ok &= (year >= 1970) & (year <= 2200) & (month >= 1) & (month <= 12) & (day >= 1) & (day <= last)
         ok &= (hour <= 23) & (minute <= 59) & (sec <= 59)
         # days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil)

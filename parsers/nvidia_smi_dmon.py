@@ -16,9 +16,12 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 from itertools import accumulate
+from typing import TYPE_CHECKING
 
-import numpy as np
 import polars as pl
+
+if TYPE_CHECKING:
+    import numpy as np
 
 from parsers import _nvsmi_fields as F
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult
@@ -166,19 +169,24 @@ def _group_frame(
 _FAST_MIN = 1024
 """Rows of one field list from which its rows of dmon's fixed-width layout are read as columns of bytes."""
 
-_U64 = np.uint64
 
 
 def _digits8(z: np.ndarray) -> np.ndarray:
     """The numbers written by 8 bytes of digit values (0-9, most significant first) per uint64 (SWAR)."""
-    z = ((z & _U64(0x0F0F0F0F0F0F0F0F)) * _U64(2561)) >> _U64(8)
-    z = ((z & _U64(0x00FF00FF00FF00FF)) * _U64(6553601)) >> _U64(16)
-    return ((z & _U64(0x0000FFFF0000FFFF)) * _U64(42949672960001)) >> _U64(32)
+    import numpy as np  # (here: a worker that reads no long dmon loop never imports it)
+
+    u64 = np.uint64
+    z = ((z & u64(0x0F0F0F0F0F0F0F0F)) * u64(2561)) >> u64(8)
+    z = ((z & u64(0x00FF00FF00FF00FF)) * u64(6553601)) >> u64(16)
+    return ((z & u64(0x0000FFFF0000FFFF)) * u64(42949672960001)) >> u64(32)
 
 
 def _token_ends(mat: np.ndarray) -> np.ndarray:
     """Per row of bytes, the positions where a non-space (a byte above 32) is followed by a space or the end
     of the row, as bits (first byte: most significant bit of the first word) in big-endian-packed uint64s."""
+    import numpy as np  # (here: a worker that reads no long dmon loop never imports it)
+
+    u64 = np.uint64
     m, width = mat.shape
     words = -(-(width + 1) // 64)
     bits = np.zeros((m, words * 8), dtype=np.uint8)
@@ -186,9 +194,9 @@ def _token_ends(mat: np.ndarray) -> np.ndarray:
         bits[:, : (width + 7) // 8] = np.packbits(mat > 32, axis=1)
     else:  # (rows of whole bytes: the rows' bits packed in one run, 3x faster)
         bits[:, : width // 8] = np.packbits((mat > 32).ravel()).reshape(m, width // 8)
-    b = bits.view(">u8").astype(_U64)
-    after = b << _U64(1)  # (the next position's bit, across words)
-    after[:, :-1] |= b[:, 1:] >> _U64(63)
+    b = bits.view(">u8").astype(u64)
+    after = b << u64(1)  # (the next position's bit, across words)
+    after[:, :-1] |= b[:, 1:] >> u64(63)
     return b & ~after
 
 
@@ -203,6 +211,9 @@ def _fixed_width(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, p
     cell is read from its bytes when it is 1-8 digits or `-` (else the row is left to the regex): the value
     the cast of its text gives. Dates, times and `extra` cells are decoded once per run of rows with the same
     bytes there."""
+    import numpy as np  # (here: a worker that reads no long dmon loop never imports it)
+
+    u64 = np.uint64
     nf = len(fields)
     if rows.height < _FAST_MIN or len(set(fields)) != nf:
         return None
@@ -244,25 +255,25 @@ def _fixed_width(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, p
     nums = [f for f in fields if f in _MAP or f == "gpu"]
     values: dict[str, pl.Series] = {}
     if nums:
-        words = np.empty((len(nums), m), dtype=_U64)  # (a field's cells contiguous)
+        words = np.empty((len(nums), m), dtype=u64)  # (a field's cells contiguous)
         for k, f in enumerate(nums):
             w = words[k]
             w[:] = np.ndarray((m,), dtype="<u8", buffer=buf, offset=pad + hi[f] - 8, strides=(width,))
             before = 8 - (hi[f] - lo[f])
             if before > 0:  # (the bytes of the fields before: spaces)
-                keep = _U64((1 << (64 - 8 * before)) - 1) << _U64(8 * before)
+                keep = u64((1 << (64 - 8 * before)) - 1) << u64(8 * before)
                 w &= keep
-                w |= _U64(0x2020202020202020) & ~keep
+                w |= u64(0x2020202020202020) & ~keep
             elif before < 0:  # (a wider field: its token is 8 bytes at most)
                 ok &= mat[:, hi[f] - 9] == 32
         g = words.view(np.uint8)
         d = g - 48
         digit = d <= 9
-        good = (digit | (g == 32)).view(_U64) == _U64(0x0101010101010101)
-        dash = (words >> _U64(48)) == _U64(0x2D20)  # (`-` after a space: N/A)
+        good = (digit | (g == 32)).view(u64) == u64(0x0101010101010101)
+        dash = (words >> u64(48)) == u64(0x2D20)  # (`-` after a space: N/A)
         ok &= (good | dash).all(axis=0)
         d *= digit
-        num = _digits8(d.view(_U64)).astype(np.float64)
+        num = _digits8(d.view(u64)).astype(np.float64)
         num[dash] = np.nan
         for k, f in enumerate(nums):
             values[f] = pl.Series(f, num[k], nan_to_null=True)
@@ -276,7 +287,7 @@ def _fixed_width(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, p
                 end = min(e, hi[f])
                 w = word(end)
                 if end - 8 < lo[f]:  # (only the field's bytes)
-                    w &= _U64((1 << (64 - 8 * (lo[f] - end + 8))) - 1) << _U64(8 * (lo[f] - end + 8))
+                    w &= u64((1 << (64 - 8 * (lo[f] - end + 8))) - 1) << u64(8 * (lo[f] - end + 8))
                 change[1:] |= w[1:] != w[:-1]
         first = np.flatnonzero(change)
         rows_first = mat[first]
