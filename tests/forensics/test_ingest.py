@@ -103,8 +103,12 @@ def test_spilled_parts_hold_the_same_rows(tmp_path: Path) -> None:
     assert "events" not in spilled.tables and len(spilled.parts["events"]) > 1
     got = pl.concat([ingest_mod._read_part(x, "events") for x in spilled.parts["events"]])
     assert got.equals(whole.tables["events"])
-    # a part keeps the columns with values only; the reader puts the others back as nulls
-    assert pl.read_parquet(spilled.parts["events"][0].path).width < got.width
+    # a part keeps the columns with values only; the reader puts the others back as nulls, and the string
+    # columns of one value in every row (node, file) back from `Part.consts`
+    part = spilled.parts["events"][0]
+    kept = pl.read_parquet(part.path).columns
+    assert len(kept) < got.width and "node" not in kept and "file" not in kept
+    assert dict(part.consts)["node"] == "node-001" and dict(part.consts)["file"] == "dmesg.log"
 
 
 def test_big_file_through_the_whole_ingest_in_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
