@@ -779,26 +779,26 @@ def _syslog_lane(sub: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     # with one are left to the general path and 'host tag[pid]' starts at the 17th character of the others
     precise = any(len(t) > 15 and t[15] == "." for t in sub.get_column("body").head(1000).to_list() if t)
     g = sub.select("line", "body", _c=body.str.find(": ", literal=True))
-    # (`find` gives bytes, `slice` characters: they agree on the ASCII prefix the regex demands)
-    ok = pl.col("_c").is_not_null() & body.str.slice(0, pl.col("_c")).str.contains(
-        _LANE_PREFIX if precise else _LANE_PREFIX.replace(_LANE_FRAC, "")
-    )
+    # the part before the first ': ' (null without one), kept for the host and tag: `find` gives bytes,
+    # `head` characters; they agree on the ASCII prefix the regex demands
+    g = g.with_columns(_p=body.str.head(pl.col("_c")))
+    ok = pl.col("_p").str.contains(_LANE_PREFIX if precise else _LANE_PREFIX.replace(_LANE_FRAC, ""))
     g = g.with_columns(_ok=ok.fill_null(False))
     lane = g.filter(pl.col("_ok"))
     other = g.filter(~pl.col("_ok")).select("line", "body") if lane.height < g.height else sub.clear()
     if lane.height == 0:
         return lane.select("line", msg=body, mon=body, day=body, hms=body, host=body, tag=body), other
-    # 'host tag[pid]' starts after the time's space (and the fraction's characters, short-precise)
+    # 'host tag[pid]' starts after the time's space (and the fraction's characters, short-precise) and ends
+    # the prefix; it holds one space (`_LANE_WORD` has none)
     first = pl.lit(16, dtype=pl.Int64)
     if precise:
-        first = 16 + body.str.slice(15).str.find(" ", literal=True).cast(pl.Int64)
-    lane = lane.with_columns(_ht=body.str.slice(first, pl.col("_c").cast(pl.Int64) - first))
-    lane = lane.with_columns(_sp=pl.col("_ht").str.find(" ", literal=True))
+        first = 16 + pl.col("_p").str.slice(15).str.find(" ", literal=True).cast(pl.Int64)
+    lane = lane.with_columns(_ht=pl.col("_p").str.slice(first).str.split_exact(" ", 1))
     out = lane.select(
         "line",
         **_rfc3164_fields(body),
-        host=pl.col("_ht").str.slice(0, pl.col("_sp")),
-        tag=pl.col("_ht").str.slice(pl.col("_sp") + 1),
+        host=pl.col("_ht").struct.field("field_0"),
+        tag=pl.col("_ht").struct.field("field_1"),
     )
     return out, other
 
