@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
+from itertools import accumulate
 from typing import Any
 
 import polars as pl
@@ -852,6 +853,14 @@ def failure_events(frame: pl.DataFrame, ctx: Any) -> tuple[pl.Expr, pl.DataFrame
     if not rows:
         return hit, conform_table(pl.DataFrame(), "events")
     return hit, frames([], [], rows)["events"]
+
+
+def batch_lines(items: Sequence[tuple[pl.Series, Any]]) -> tuple[pl.Series, list[str], list[bool], list[int]]:
+    """The lines of a `parse_many` batch's files as one column, as strings (a null line: ""), their blank
+    flags (`blank_flags`), and where each file starts in them (with the end last)."""
+    text = pl.concat([lines.cast(pl.String) for lines, _ in items], how="vertical")
+    texts: list[str] = text.fill_null("").to_list()
+    return text, texts, blank_flags(text), list(accumulate((len(lines) for lines, _ in items), initial=0))
 
 
 def blank_flags(lines: pl.Series) -> list[bool]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from itertools import accumulate
 from typing import Any
 
 import polars as pl
@@ -123,10 +122,7 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
     hostengine log (a vectorised parse of its own) is parsed alone."""
     if not items:
         return []
-    text = pl.concat([lines.cast(pl.String) for lines, _ in items], how="vertical")
-    texts_all: list[str] = [t if t is not None else "" for t in text.to_list()]
-    blank_all = F.blank_flags(text)
-    starts = list(accumulate((len(lines) for lines, _ in items), initial=0))
+    text, texts_all, blank_all, starts = F.batch_lines(items)
     out: list[ParseResult | None] = [None] * len(items)
     read_k: list[int] = []
     rows: list[tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]] = []

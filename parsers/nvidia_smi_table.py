@@ -15,7 +15,6 @@ import re
 from bisect import bisect_right
 from collections.abc import Sequence
 from datetime import datetime
-from itertools import accumulate
 from typing import Any
 
 import polars as pl
@@ -86,10 +85,7 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
     flags), each file walked on its own, the tables of all files built by `F.frames_many`."""
     if not items:
         return []
-    text = pl.concat([lines.cast(pl.String) for lines, _ in items], how="vertical")
-    texts: list[str] = [t if t is not None else "" for t in text.to_list()]
-    blank = F.blank_flags(text)
-    starts = list(accumulate((len(lines) for lines, _ in items), initial=0))
+    text, texts, blank, starts = F.batch_lines(items)
     cand: list[set[int]] = [set() for _ in items]
     for i in _failure_candidates(text):
         k = bisect_right(starts, i) - 1

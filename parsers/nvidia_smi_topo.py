@@ -137,9 +137,7 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
     file."""
     if not items:
         return []
-    col = pl.concat([lines.cast(pl.String) for lines, _ in items])
-    every = col.fill_null("").to_list()
-    blank = F.blank_flags(col)
+    _, every, blank, _ = F.batch_lines(items)
     read = []
     offset = 0
     for lines, ctx in items:
