@@ -1,0 +1,49 @@
+"""`step_log._own_time`'s split lane (dates read by offsets) gives what the regexes (`_own_time_re`) give."""
+
+from __future__ import annotations
+
+import random
+
+import polars as pl
+import pytest
+
+from parsers import step_log as S  # noqa: N812
+
+_PREFIXES = ("", "[titan] ", "INFO ", "[rank0]: ", "x" * 39, "x" * 41, "é ", "- ", "a1 ")
+_TAILS = (" - root - INFO - step: 1", "", "Z rest", "+01:00 x", " x", "x", "\u0663 x", ".5", ",7 x")
+
+
+def _line(rnd: random.Random) -> str:
+    date = f"{rnd.choice(['2025', '2024', '1999'])}-{rnd.choice(['01', '02', '12', '13'])}-"
+    date += rnd.choice(["01", "28", "29", "30", "31"])
+    time = f"{rnd.randint(0, 24):02d}:{rnd.randint(0, 59):02d}:{rnd.choice(['00', '59', '60', '07'])}"
+    k = rnd.choice([0, 1, 2, 3, 3, 3, 6, 7, 9, 10])
+    frac = "" if k == 0 else rnd.choice(".,") + "".join(rnd.choice("0123456789") for _ in range(k))
+    if rnd.random() < 0.05:
+        frac = rnd.choice([".", ",", ".x", ",\u0663", "\u0663"])
+    return rnd.choice(_PREFIXES) + date + rnd.choice("  T") + time + frac + rnd.choice(_TAILS)
+
+
+def _uniform(rnd: random.Random, sep: str, k: int) -> str:
+    frac = "".join(rnd.choice("0123456789") for _ in range(k))
+    date = f"2025-03-0{rnd.randint(1, 9)}"
+    return f"[titan] {date}{sep}0{rnd.randint(0, 9)}:1{rnd.randint(0, 9)}:2{rnd.randint(0, 9)},{frac} - x"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_own_time_lane_equals_regexes(seed: int) -> None:
+    rnd = random.Random(seed)
+    n = S._LANE_MIN + rnd.randint(0, 3000)
+    if seed % 2:  # one separator, offset and fraction length (plain slices), one odd line or none
+        sep, k = rnd.choice(" T"), rnd.choice([1, 3, 6])
+        rows = [_uniform(rnd, sep, k) for _ in range(n)]
+        if seed % 3:
+            rows[rnd.randrange(n)] = _line(rnd)
+    else:
+        rows = [_line(rnd) for _ in range(n)]
+    coll = [None if rnd.random() < 0.97 else "2025-01-01T00:00:00Z" for _ in range(n)]
+    seg = pl.DataFrame({"text": rows, "coll_ts": coll}, schema={"text": pl.String, "coll_ts": pl.String})
+    for args in [(2026, False, False), (2026, True, True), (None, False, True)]:
+        got, want = S._own_time(seg, *args), S._own_time_re(seg, *args)
+        assert got.schema == want.schema
+        assert got.equals(want, null_equal=True), args
