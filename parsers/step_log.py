@@ -482,7 +482,10 @@ def _present(
         if canon.any():
             other = pl.repeat(True, seg.height, dtype=pl.Boolean, eager=True)
             other = other.scatter(idx.filter(canon), False)
-            heads.append(cf.filter(canon).get_column("_h0") + "step:")
+            # (a gate in `_h0` + `step:` lies in `_h0` or ends in that `step:`, and then lies in the last
+            # `_STEP_REACH` characters of `_h0` and the `step:`: those ends are few distinct texts)
+            h0 = cf.filter(canon).get_column("_h0")
+            heads += [h0, (h0.str.slice(-_STEP_REACH).unique() + "step:")]
             got = _TAIL_GATES
     if minmax is not None and minmax[0].get_column("_mm").any():
         mm = minmax[0].get_column("_mm")
@@ -492,6 +495,10 @@ def _present(
         text = pl.concat([text.filter(other), *heads])
     found = text.str.extract_many(list(_GATES), overlapping=True).explode().drop_nulls().unique()
     return got | frozenset(found.to_list())
+
+
+_STEP_REACH = max(len(gate) - 1 for gate in _GATES if any(gate.endswith("step:"[:k]) for k in range(1, 6)))
+"""How far into the text before it a gate that ends inside a `step:` can start (`completed step:`)."""
 
 
 _MINMAX_TAIL_CHARS = frozenset(" \t\n\r\f\v0123456789.,+-eEnaif)")

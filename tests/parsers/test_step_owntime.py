@@ -47,3 +47,35 @@ def test_own_time_lane_equals_regexes(seed: int) -> None:
         got, want = S._own_time(seg, *args), S._own_time_re(seg, *args)
         assert got.schema == want.schema
         assert got.equals(want, null_equal=True), args
+
+
+_TITAN_TAIL = "step:  7  loss:  2.0  memory: 63.04GiB(79.98%)  tps: 16,596  tflops: 799.60  mfu: 80.85%"
+_HEADS = (
+    "[titan] 2025-03-05 19:33:34,104 - root - INFO - ",
+    "",
+    "x completed ",
+    "completed ",
+    "(min, max) time across rank",
+    "across rank",
+    " iteration 3 ",
+    "tok/",
+    "Step ",
+)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_present_with_titan_heads(seed: int) -> None:
+    """`_present` given `_titan_pre` finds the gates the full scan finds, gates running into `step:` too."""
+    rnd = random.Random(seed)
+    n = S._LANE_MIN + rnd.randint(0, 500)
+    rows = [_HEADS[0] + _TITAN_TAIL] * n
+    for _ in range(rnd.randint(0, 3)):
+        rows[rnd.randrange(n)] = rnd.choice(_HEADS) + _TITAN_TAIL
+    if seed < 2:  # (`completed step:` only across the cut: the lines without a `step:` hold no gate)
+        rows[rnd.randrange(n)] = rnd.choice(_HEADS[2:4]) + _TITAN_TAIL
+    if seed % 2:
+        rows[rnd.randrange(n)] = rnd.choice(_HEADS) + "step: x"
+    seg = pl.DataFrame({"text": rows})
+    pre = S._titan_pre(seg)
+    assert pre is not None
+    assert S._present(seg, titan=pre) == S._present(seg)
