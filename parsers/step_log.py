@@ -2413,13 +2413,64 @@ _PHASE_NAMES = pl.DataFrame(
 )
 
 
+_SIG_MAX = 64
+"""At most this many distinct timer-name lists for `_phase_values` to read positions per list."""
+
+
 def _phase_values(rows: pl.DataFrame) -> dict[str, pl.Series]:
     """Per phase column, the ms value of its most specific timer name present in each row's timers (null if none).
 
     A name's value is that of its first timer in the row (`max_ms`, else `ms`); the column takes the first name
-    of its `g.PHASES` list whose value is not null. Computed on the exploded timers with one join (it was one
-    list evaluation per name, ~37 per call).
+    of its `g.PHASES` list whose value is not null.
+
+    By position where the rows' lists of timer names are few (Megatron prints the same timers every
+    iteration): per distinct list, the positions of the first timer of each of the column's names, in the
+    order of its `g.PHASES` list; the value is the first non-null of the row's values there.
     """
+    el = pl.element().struct
+    lists = rows.select(
+        _n=pl.col("timers").list.eval(el.field("name")),
+        _v=pl.col("timers").list.eval(el.field("max_ms").fill_null(el.field("ms"))),
+    )
+    groups = lists.select("_n").with_row_index("_r").group_by("_n").agg("_r")
+    if groups.height > _SIG_MAX:
+        return _phase_values_join(rows)
+    picks: dict[str, list[tuple[pl.Series, list[int]]]] = {col: [] for col in g.PHASES}
+    for names, idx in groups.iter_rows():
+        first: dict[str, int] = {}
+        for i, name in enumerate(names or ()):
+            if name is not None:
+                first.setdefault(name, i)
+        for col, phase_names in g.PHASES.items():
+            pos = [first[name] for name in phase_names if name in first]
+            if pos:
+                picks[col].append((pl.Series(idx, dtype=pl.UInt32), pos))
+    out = {}
+    n = rows.height
+    for col in g.PHASES:
+        full = _nulls(col, n, pl.Float64)
+        if picks[col]:
+            depth = max(len(pos) for _, pos in picks[col])
+            at = []
+            for k in range(depth):
+                col_k = _nulls(f"_p{k}", n, pl.Int64)
+                for idx, pos in picks[col]:
+                    if k < len(pos):
+                        col_k = col_k.scatter(idx, pos[k])
+                at.append(col_k)
+            v = pl.col("_v")
+            full = (
+                lists.select("_v", *at)
+                .select(pl.coalesce(*(v.list.get(pl.col(f"_p{k}"), null_on_oob=True) for k in range(depth))))
+                .to_series()
+                .alias(col)
+            )
+        out[col] = full.rechunk()
+    return out
+
+
+def _phase_values_join(rows: pl.DataFrame) -> dict[str, pl.Series]:
+    """`_phase_values` on the exploded timers by one join (was one list evaluation per name, ~37 a call)."""
     ex = rows.select(_r=pl.int_range(pl.len(), dtype=pl.Int64), t=pl.col("timers")).explode("t")
     t = pl.col("t").struct
     firsts = (

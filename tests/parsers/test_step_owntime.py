@@ -7,6 +7,7 @@ import random
 import polars as pl
 import pytest
 
+from parsers import _step_grammars as g
 from parsers import step_log as S  # noqa: N812
 
 _PREFIXES = ("", "[titan] ", "INFO ", "[rank0]: ", "x" * 39, "x" * 41, "é ", "- ", "a1 ")
@@ -79,3 +80,38 @@ def test_present_with_titan_heads(seed: int) -> None:
     pre = S._titan_pre(seg)
     assert pre is not None
     assert S._present(seg, titan=pre) == S._present(seg)
+
+
+def _timer_rows(rnd: random.Random, n: int, lists: int) -> pl.DataFrame:
+    names = [name for phase in g.PHASES.values() for name in phase][::3]
+    names += ["optimizer", "data-iterator", None]
+    shapes = [[rnd.choice(names) for _ in range(rnd.randint(0, 8))] for _ in range(lists)]
+    rows = []
+    for _ in range(n):
+        if rnd.random() < 0.03:
+            rows.append(None)
+            continue
+        timers = []
+        for name in rnd.choice(shapes):
+            if rnd.random() < 0.02:
+                timers.append(None)
+                continue
+            max_ms = None if rnd.random() < 0.1 else rnd.random() * 100
+            ms = None if rnd.random() < 0.5 else rnd.random() * 100
+            timers.append(
+                {"name": name, "ms": ms, "min_ms": None, "max_ms": max_ms, "min_rank": None, "max_rank": None}
+            )
+        rows.append(timers)
+    return pl.DataFrame({"timers": pl.Series(rows, dtype=pl.List(S._TIMER))})
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_phase_values_by_position_equals_join(seed: int) -> None:
+    rnd = random.Random(seed)
+    lists = [1, 3, 20, S._SIG_MAX + 40, 2, 1][seed]
+    rows = _timer_rows(rnd, rnd.choice([0, 1, 50, 3000]) if seed % 3 else 2000, lists)
+    got, want = S._phase_values(rows), S._phase_values_join(rows)
+    assert list(got) == list(want)
+    for col in want:
+        assert got[col].name == want[col].name and got[col].dtype == want[col].dtype
+        assert got[col].equals(want[col], null_equal=True), col
