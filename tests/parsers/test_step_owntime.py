@@ -1,4 +1,6 @@
-"""`step_log._own_time`'s split lane (dates read by offsets) gives what the regexes (`_own_time_re`) give."""
+"""step_log lanes of the big-chunk throughput round (issue 10) against their plain forms: `_own_time` (dates
+read by offsets) against `_own_time_re`, `_present` given `_titan_pre` against the full scan, `_phase_values`
+(by position per distinct timer-name list) against `_phase_values_join`."""
 
 from __future__ import annotations
 
