@@ -524,29 +524,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         .with_columns(sig=pl.col("header").replace_strict(sig_of, default=None, return_dtype=pl.Int64))
         .collect(engine="in-memory")
     )
-    # A data row has as many cells as its header has fields: split into one more than that, the last cell
-    # must exist and the one after it must not (no separate count of the commas). One field list (the usual
-    # case): its rows filtered, split and checked in one query.
-    is_cand = pl.col("sig").is_not_null() & ~pl.col("is_header") & ~pl.col("is_fail")
-    cand = frame.filter(is_cand).lazy() if len(sigs) > 1 else frame.lazy().filter(is_cand)
-    groups: list[tuple[list[str], pl.DataFrame]] = []
-    data_lines: list[pl.Series] = []
-    for fields_t, sig in sigs.items():
-        n = len(fields_t)
-        names = [f"_c{i}" for i in range(n + 1)]
-        cells = pl.col("text").str.split_exact(",", n).struct.rename_fields(names)
-        rows = (
-            (cand.filter(pl.col("sig") == sig) if len(sigs) > 1 else cand)
-            .with_columns(cells.alias("_cells"))
-            .unnest("_cells")
-            .filter(pl.col(f"_c{n - 1}").is_not_null() & pl.col(f"_c{n}").is_null())
-            .drop(f"_c{n}")
-            .collect(engine="in-memory")
-        )
-        if rows.height == 0:
-            continue
-        data_lines.append(rows.get_column("line"))
-        groups.append((list(fields_t), rows))
+    groups, data_lines = _data_rows(frame, sigs, "line")
     ok = frame.get_column("is_header") | frame.get_column("is_fail")
     if data_lines:
         ok = ok.scatter(pl.concat(data_lines) - ctx.first_line, True)
@@ -821,26 +799,7 @@ def _parse_batch(items: Sequence[tuple[pl.Series, FileContext]], text: pl.Series
         )
         .collect(engine="in-memory")
     )
-    is_cand = pl.col("sig").is_not_null() & ~pl.col("is_header") & ~pl.col("is_fail")
-    cand = frame.filter(is_cand).lazy() if len(sigs) > 1 else frame.lazy().filter(is_cand)
-    groups: list[tuple[list[str], pl.DataFrame]] = []
-    data_pos: list[pl.Series] = []
-    for fields_t, sig in sigs.items():
-        k = len(fields_t)
-        names = [f"_c{i}" for i in range(k + 1)]
-        cells = pl.col("text").str.split_exact(",", k).struct.rename_fields(names)
-        rows = (
-            (cand.filter(pl.col("sig") == sig) if len(sigs) > 1 else cand)
-            .with_columns(cells.alias("_cells"))
-            .unnest("_cells")
-            .filter(pl.col(f"_c{k - 1}").is_not_null() & pl.col(f"_c{k}").is_null())
-            .drop(f"_c{k}")
-            .collect(engine="in-memory")
-        )
-        if rows.height == 0:
-            continue
-        data_pos.append(rows.get_column("_pos"))
-        groups.append((list(fields_t), rows))
+    groups, data_pos = _data_rows(frame, sigs, "_pos")
     ok = frame.get_column("is_header") | frame.get_column("is_fail")
     if data_pos:
         ok = ok.scatter(pl.concat(data_pos), True)
@@ -1006,3 +965,35 @@ def _cut(df: pl.DataFrame, file_of: pl.Series, files: int) -> list[pl.DataFrame]
     (a file without rows gets an empty frame of the table, as `F.conform_table` makes it)."""
     at = file_of.search_sorted(pl.Series(range(files + 1), dtype=file_of.dtype)).to_list()
     return [df.slice(a, b - a) if b > a else df.clear() for a, b in zip(at, at[1:], strict=False)]
+
+
+def _data_rows(
+    frame: pl.DataFrame, sigs: dict[tuple[str, ...], int], at: str
+) -> tuple[list[tuple[list[str], pl.DataFrame]], list[pl.Series]]:
+    """Per field list (`sigs`: field list -> its `sig`), the rows of `frame` that are its data rows, split
+    into their cells `_c0`...; and their `at` column (which lines they are).
+
+    A data row has as many cells as its header has fields: split into one more than that, the last cell must
+    exist and the one after it must not (no separate count of the commas). One field list (the usual case):
+    its rows filtered, split and checked in one query."""
+    is_cand = pl.col("sig").is_not_null() & ~pl.col("is_header") & ~pl.col("is_fail")
+    cand = frame.filter(is_cand).lazy() if len(sigs) > 1 else frame.lazy().filter(is_cand)
+    groups: list[tuple[list[str], pl.DataFrame]] = []
+    found: list[pl.Series] = []
+    for fields_t, sig in sigs.items():
+        n = len(fields_t)
+        names = [f"_c{i}" for i in range(n + 1)]
+        cells = pl.col("text").str.split_exact(",", n).struct.rename_fields(names)
+        rows = (
+            (cand.filter(pl.col("sig") == sig) if len(sigs) > 1 else cand)
+            .with_columns(cells.alias("_cells"))
+            .unnest("_cells")
+            .filter(pl.col(f"_c{n - 1}").is_not_null() & pl.col(f"_c{n}").is_null())
+            .drop(f"_c{n}")
+            .collect(engine="in-memory")
+        )
+        if rows.height == 0:
+            continue
+        found.append(rows.get_column(at))
+        groups.append((list(fields_t), rows))
+    return groups, found
