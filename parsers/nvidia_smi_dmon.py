@@ -347,20 +347,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """
     text = lines.cast(pl.String).fill_null("")
     n = len(text)
-    hpos = text.str.starts_with("#").arg_true()
-    htext = text.gather(hpos)
-    is_h = htext.str.contains(HEADER_RE)
-    is_u = htext.str.contains(UNITS_RE)
-    head_pos = hpos.filter(is_h)
-    sigs: dict[tuple[str, ...], int] = {}
-    # (dmon repeats its header every few rows: each distinct header text is split once)
-    head_texts = htext.filter(is_h).to_list()
-    sig_of_text = {
-        t: sigs.setdefault(tuple(f.lower() for f in t.lstrip("#").split()), len(sigs))
-        for t in dict.fromkeys(head_texts)
-    }
-    sig_of_header = [sig_of_text[t] for t in head_texts]
-    marks = hpos.filter(is_h | is_u)
+    head_pos, marks, sigs, sig_of_header = _headers(text)
     # the field list of the governing header (the last one above; null: none yet); header and units lines
     # themselves are never data
     sig = pl.repeat(None, n, dtype=pl.Int64, eager=True)
@@ -491,19 +478,7 @@ def _parse_batch(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseRe
     # the file of each line, and its line number there
     file_of = pl.Series(starts[1:], dtype=pl.UInt32).search_sorted(pos, side="right").cast(pl.Int64)
     line_off = pl.Series([ctx.first_line - starts[k] for k, (_l, ctx) in enumerate(items)], dtype=pl.Int64)
-    hpos = text.str.starts_with("#").arg_true()
-    htext = text.gather(hpos)
-    is_h = htext.str.contains(HEADER_RE)
-    is_u = htext.str.contains(UNITS_RE)
-    head_pos = hpos.filter(is_h)
-    sigs: dict[tuple[str, ...], int] = {}
-    head_texts = htext.filter(is_h).to_list()
-    sig_of_text = {
-        t: sigs.setdefault(tuple(f.lower() for f in t.lstrip("#").split()), len(sigs))
-        for t in dict.fromkeys(head_texts)
-    }
-    sig_of_header = [sig_of_text[t] for t in head_texts]
-    marks = hpos.filter(is_h | is_u)
+    head_pos, marks, sigs, sig_of_header = _headers(text)
     # index of the governing header (-1: none yet): the last one above the line, when in the line's file
     hi = head_pos.search_sorted(pos, side="right").cast(pl.Int64)
     head_file = pl.Series([-1, *file_of.gather(head_pos).to_list()], dtype=pl.Int64)
@@ -593,3 +568,20 @@ def _parse_batch(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseRe
             )
         )
     return out
+
+
+def _headers(text: pl.Series) -> tuple[pl.Series, pl.Series, dict[tuple[str, ...], int], list[int]]:
+    """The header lines of `text`: their positions, those of the header and units lines together, the field
+    lists (field list -> its number `sig`, in order of appearance) and each header's `sig`. dmon repeats its
+    header every few rows: each distinct header text is split once."""
+    hpos = text.str.starts_with("#").arg_true()
+    htext = text.gather(hpos)
+    is_h = htext.str.contains(HEADER_RE)
+    is_u = htext.str.contains(UNITS_RE)
+    sigs: dict[tuple[str, ...], int] = {}
+    head_texts = htext.filter(is_h).to_list()
+    sig_of_text = {
+        t: sigs.setdefault(tuple(f.lower() for f in t.lstrip("#").split()), len(sigs))
+        for t in dict.fromkeys(head_texts)
+    }
+    return hpos.filter(is_h), hpos.filter(is_h | is_u), sigs, [sig_of_text[t] for t in head_texts]
