@@ -187,20 +187,6 @@ def _plan(path: str) -> tuple[tuple[str, str, int], ...]:
     return tuple(steps)
 
 
-def _map(snap: F.GpuSnapshot, path: str, value: str, line: int) -> None:
-    snap.note(value, line)
-    for op, arg, pri in _plan(path):
-        if op == "inv":
-            snap.put_inv(arg, value, line)
-        elif op == "sample":
-            snap.put_sample(arg, value, line, pri)
-        elif op == "extra":
-            snap.put_extra(arg, value, line)
-        elif op == "part":
-            snap.parts.setdefault(arg, []).append((value, line))
-        else:  # total
-            snap.totals[arg] = (value, line)
-
 
 _CHILD: dict[str, dict[Any, tuple[str, tuple[tuple[str, str, int], ...]] | None]] = {}
 """parent tag path -> child tag -> (child tag path, its `_plan`), None for a skipped child (tag paths repeat
@@ -237,7 +223,7 @@ def _walk(el: ET.Element, prefix: str, lines: dict[int, int], snap: F.GpuSnapsho
         if len(child):
             _walk(child, got[0], lines, snap)
             continue
-        # = _map(snap, path, value, line)
+        # the leaf's value noted (an error marker) and put where its tag path's `_plan` says
         t = child.text
         known = texts.get(t)
         if known is None:
