@@ -157,3 +157,28 @@ def variants(lines: list[str]) -> dict[str, list[str | None]]:
         "doubled": lines + lines,
         "nulls": [None if i % 7 == 3 else t for i, t in enumerate(lines)],
     }
+
+
+def check_many(parser: object, items: list) -> list[ParseResult]:
+    """`parser.parse_many(items)` equals `parser.parse` of each item (`assert_same_result`); its results."""
+    many = parser.parse_many(items)  # type: ignore[attr-defined]
+    assert len(many) == len(items)
+    for (lines, ctx), got in zip(items, many, strict=True):
+        assert_same_result(got, parser.parse(lines, ctx))  # type: ignore[attr-defined]
+    return many
+
+
+def simulated_files(root: Path, parser: object, runs: tuple[tuple[int, tuple[str, ...]], ...]) -> list[bytes]:
+    """The files of `parser`'s format in small simulated bundles (4 nodes, 3 minutes), one per (seed, fault
+    kinds) of `runs`, made under `root`."""
+    from forensics.simulate import FaultSpec
+    from forensics.simulate.job import simulate
+    from parsers import registry
+
+    out = []
+    for seed, kinds in runs:
+        where = root / f"sim{seed}"
+        simulate(where, nodes=4, gpus_per_node=8, hours=0.05, faults=[FaultSpec(k) for k in kinds], seed=seed)
+        files = [p for p in sorted(where.rglob("*")) if p.is_file()]
+        out += [b for p in files if registry.detect((b := p.read_bytes())[:16384], p.name).parser is parser]
+    return out

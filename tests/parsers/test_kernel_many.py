@@ -17,7 +17,7 @@ import pytest
 
 from parsers import kernel_log
 from parsers.base import FileContext
-from tests.conftest import assert_same_result, harness_blanked
+from tests.conftest import check_many, harness_blanked, simulated_files
 
 FIX = Path(__file__).parent.parent / "fixtures"
 FIXTURES = sorted(
@@ -27,35 +27,19 @@ FIXTURES = sorted(
 )
 
 
-
-
 def _ctx(i: int, node: str = "unknown", first_line: int = 1) -> FileContext:
     return FileContext(path=f"n{i}/dmesg.log", node=node, first_line=first_line, year_hint=2025)
 
 
 def check(items: list[tuple[pl.Series, FileContext]]) -> list:
-    many = kernel_log.parse_many(items)
-    assert len(many) == len(items)
-    for (lines, ctx), got in zip(items, many, strict=True):
-        assert_same_result(got, kernel_log.parse(lines, ctx))
-    return many
+    return check_many(kernel_log, items)
 
 
 @pytest.fixture(scope="module")
 def simulated(tmp_path_factory: pytest.TempPathFactory) -> list[bytes]:
     """The kernel logs of two simulated bundles (the two fleet styles' dmesg forms; an XID on one node)."""
-    from forensics.simulate import FaultSpec
-    from forensics.simulate.job import simulate
-    from parsers import registry
-
-    out = []
-    for seed, kinds in ((1, ("gpu_lost", "pcie_degraded")), (3, ("ecc_dbe", "nvlink"))):
-        root = tmp_path_factory.mktemp("sim")
-        faults = [FaultSpec(k) for k in kinds]
-        simulate(root, nodes=4, gpus_per_node=8, hours=0.05, faults=faults, seed=seed)
-        files = [p for p in sorted(root.rglob("*")) if p.is_file()]
-        detect = registry.detect
-        out += [b for p in files if detect((b := p.read_bytes())[:16384], p.name).parser is kernel_log]
+    runs = ((1, ("gpu_lost", "pcie_degraded")), (3, ("ecc_dbe", "nvlink")))
+    out = simulated_files(tmp_path_factory.mktemp("sim"), kernel_log, runs)
     assert len(out) >= 8
     return out
 

@@ -17,7 +17,7 @@ import pytest
 
 from parsers import _nccl_small, nccl
 from parsers.base import FileContext
-from tests.conftest import assert_same_result, harness_blanked
+from tests.conftest import assert_same_result, check_many, harness_blanked, simulated_files
 
 FIX = Path(__file__).parent.parent / "fixtures"
 FIXTURES = sorted(
@@ -28,34 +28,19 @@ FIXTURES = sorted(
 )
 
 
-
-
 def _ctx(i: int, node: str = "unknown", first_line: int = 1) -> FileContext:
     return FileContext(path=f"n{i}/worker.log", node=node, first_line=first_line, year_hint=2025)
 
 
 def check(items: list[tuple[pl.Series, FileContext]]) -> list:
-    many = nccl.parse_many(items)
-    assert len(many) == len(items)
-    for (lines, ctx), got in zip(items, many, strict=True):
-        assert_same_result(got, nccl.parse(lines, ctx))
-    return many
+    return check_many(nccl, items)
 
 
 @pytest.fixture(scope="module")
 def simulated(tmp_path_factory: pytest.TempPathFactory) -> list[bytes]:
     """The NCCL logs of two simulated bundles (the two fleet styles' file shapes; faults on some nodes)."""
-    from forensics.simulate import FaultSpec
-    from forensics.simulate.job import simulate
-    from parsers import registry
-
-    out = []
-    for seed, kinds in ((1, ("drift_nccl", "gpu_lost")), (3, ("ib_flap",))):
-        root = tmp_path_factory.mktemp("sim")
-        faults = [FaultSpec(k) for k in kinds]
-        simulate(root, nodes=4, gpus_per_node=8, hours=0.05, faults=faults, seed=seed)
-        files = [p for p in sorted(root.rglob("*")) if p.is_file()]
-        out += [b for p in files if registry.detect((b := p.read_bytes())[:16384], p.name).parser is nccl]
+    runs = ((1, ("drift_nccl", "gpu_lost")), (3, ("ib_flap",)))
+    out = simulated_files(tmp_path_factory.mktemp("sim"), nccl, runs)
     assert len(out) >= 8
     return out
 
