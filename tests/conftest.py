@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import random
 import tarfile
 import zipfile
 from pathlib import Path
@@ -182,3 +183,16 @@ def simulated_files(root: Path, parser: object, runs: tuple[tuple[int, tuple[str
         files = [p for p in sorted(where.rglob("*")) if p.is_file()]
         out += [b for p in files if registry.detect((b := p.read_bytes())[:16384], p.name).parser is parser]
     return out
+
+
+def mixed_lines(rng: random.Random, sources: list[list[str]], pool: list[str], spans: list[int]) -> list[str]:
+    """A random file for batch tests: a slice (of a length from `spans`) of one of `sources`, with three lines
+    of `pool` added now and then and its lines shuffled now and then."""
+    base = rng.choice(sources)
+    k = rng.randint(0, len(base))
+    take = base[k : k + rng.choice(spans)]
+    if rng.random() < 0.3:
+        take = [*take, *rng.sample(pool, 3)]
+    if rng.random() < 0.3:
+        take = sorted(take, key=lambda _: rng.random())
+    return take

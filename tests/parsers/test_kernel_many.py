@@ -17,7 +17,7 @@ import pytest
 
 from parsers import kernel_log
 from parsers.base import FileContext
-from tests.conftest import check_many, harness_blanked, simulated_files
+from tests.conftest import check_many, harness_blanked, mixed_lines, simulated_files
 
 FIX = Path(__file__).parent.parent / "fixtures"
 FIXTURES = sorted(
@@ -113,19 +113,13 @@ def test_variants_in_mixed_batches(
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_random_batches_of_fixture_and_simulatedharness_blanked(simulated: list[bytes], seed: int) -> None:
+def test_random_batches_of_fixture_and_simulated_lines(simulated: list[bytes], seed: int) -> None:
     rng = random.Random(seed)
     pool = [line for p in FIXTURES[::2] for line in p.read_text(errors="replace").splitlines()]
     sim = [b.decode().splitlines() for b in simulated]
     items = []
     for i in range(rng.randint(2, 12)):
-        base = rng.choice(sim)
-        k = rng.randint(0, len(base))
-        take = base[k : k + rng.choice([1, 5, 30, 200])]
-        if rng.random() < 0.3:
-            take = [*take, *rng.sample(pool, 3)]
-        if rng.random() < 0.3:
-            take = sorted(take, key=lambda _: rng.random())
+        take = mixed_lines(rng, sim, pool, [1, 5, 30, 200])
         node = rng.choice(["a", "b", "unknown"])
         ctx = _ctx(i, node=node, first_line=rng.choice([1, 1, 77]))
         items.append((pl.Series("line", take, dtype=pl.String), ctx))
