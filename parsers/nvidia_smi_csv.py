@@ -598,18 +598,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             # the deduplication below drops anyway (same key, later line): they are dropped first.
             # (a small group is not worth the extra operation: the deduplication below does it all)
             q = data.lazy().filter(plan.first) if data.height >= _MANY else data.lazy()
-            long = (
-                q.select(plan.wide)
-                .unpivot(
-                    index=["line", "host", "header", "ident", "gpu_index", "gpu_bus_id"],
-                    variable_name="key",
-                    value_name="value",
-                )
-                .with_columns(_k=plan.key_order)
-                .drop_nulls("value")
-                .collect(engine="in-memory", optimizations=_NO_CSE)
-            )
-            inv_parts.append(long)
+            inv_parts.append(_inventory_long(q, plan))
 
     if samples_parts:
         samples = samples_parts[0]
@@ -851,19 +840,7 @@ def _parse_batch(items: Sequence[tuple[pl.Series, FileContext]], text: pl.Series
         part = q.select(*plan.part, pl.col("_f"))
         samples_parts.append(part.collect(engine="in-memory", optimizations=_NO_CSE))
         if plan.wide:
-            long = (
-                data.lazy()
-                .select(*plan.wide, pl.col("_f"))
-                .unpivot(
-                    index=["_f", "line", "host", "header", "ident", "gpu_index", "gpu_bus_id"],
-                    variable_name="key",
-                    value_name="value",
-                )
-                .with_columns(_k=plan.key_order)
-                .drop_nulls("value")
-                .collect(engine="in-memory", optimizations=_NO_CSE)
-            )
-            inv_parts.append(long)
+            inv_parts.append(_inventory_long(data.lazy(), plan, "_f"))
 
     empty_events = F.conform_table(pl.DataFrame(), "events")
     samples = None
@@ -997,3 +974,19 @@ def _data_rows(
         found.append(rows.get_column(at))
         groups.append((list(fields_t), rows))
     return groups, found
+
+
+def _inventory_long(q: pl.LazyFrame, plan: _Plan, *keep: str) -> pl.DataFrame:
+    """The inventory cells of the rows of `q` (`plan.wide`, and the `keep` columns), one row per set cell:
+    its `key`, `value` and `_k` (`plan.key_order`)."""
+    return (
+        q.select(*plan.wide, *keep)
+        .unpivot(
+            index=[*keep, "line", "host", "header", "ident", "gpu_index", "gpu_bus_id"],
+            variable_name="key",
+            value_name="value",
+        )
+        .with_columns(_k=plan.key_order)
+        .drop_nulls("value")
+        .collect(engine="in-memory", optimizations=_NO_CSE)
+    )
