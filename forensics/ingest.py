@@ -218,9 +218,22 @@ def _ingest_file(
     opened = _open_file(f, row, limits, chunk_bytes)
     if isinstance(opened, FileOutcome):
         return opened
+    return _parse_opened(f, row, opened, year_hint, collected_at, spill)
+
+
+def _parse_opened(
+    f: BundleFile,
+    row: dict[str, Any],
+    o: _Opened,
+    year_hint: int | None,
+    collected_at: datetime | None,
+    spill: Path | None,
+    parsed: tuple[ParseResult, int] | None = None,
+) -> FileOutcome:
+    """`_parse_chunks` of a file `_open_file` opened (`parsed`: its one chunk's result, see there)."""
     return _parse_chunks(
-        f, row, opened.reader, opened.parser, year_hint, collected_at, spill, opened.by_bytes,
-        first=opened.first, chunks=opened.chunks,
+        f, row, o.reader, o.parser, year_hint, collected_at, spill, o.by_bytes,
+        first=o.first, chunks=o.chunks, parsed=parsed,
     )
 
 
@@ -316,9 +329,8 @@ def ingest_files(
                     waiting.setdefault(opened.parser.NAME, []).append((i, row, opened))
                     continue
                 opened.chunks = itertools.chain([] if more is None else [more], opened.chunks)
-            out[i] = opened if isinstance(opened, FileOutcome) else _parse_chunks(
-                f, row, opened.reader, opened.parser, year_hint, collected_at, spill, opened.by_bytes,
-                first=opened.first, chunks=opened.chunks,
+            out[i] = opened if isinstance(opened, FileOutcome) else _parse_opened(
+                f, row, opened, year_hint, collected_at, spill
             )
         except Exception as exc:  # noqa: BLE001 - as in `ingest_file`
             out[i] = _failed(f, row, exc)
@@ -340,10 +352,8 @@ def ingest_files(
         for j, (i, row, o) in enumerate(group):
             f = files[i]
             try:
-                out[i] = _parse_chunks(
-                    f, row, o.reader, o.parser, year_hint, collected_at, spills[i], o.by_bytes,
-                    first=o.first, chunks=o.chunks, parsed=results[j] if results else None,
-                )
+                done = results[j] if results else None
+                out[i] = _parse_opened(f, row, o, year_hint, collected_at, spills[i], done)
             except Exception as exc:  # noqa: BLE001 - as in `ingest_file`
                 out[i] = _failed(f, row, exc)
     return out  # type: ignore[return-value]
