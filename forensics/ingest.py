@@ -1060,9 +1060,21 @@ class _Workers(dict):  # type: ignore[type-arg]
 
 
 def _new_pool(jobs: int) -> ProcessPoolExecutor:
+    """A spawn pool of `jobs` workers, all started now.
+
+    CPython (3.11-3.13) starts a spawn pool's workers one per `submit` as they are needed. When a worker dies,
+    its manager thread marks the pool broken without the lock `submit` holds, so a `submit` already past its
+    check can still start a worker after the manager has terminated the others; the manager then joins
+    that worker forever (it waits on the call queue), and so does `shutdown`. Seen once in ~40 runs of the
+    test of a worker dying amid many small files. With every worker started before the first task, no
+    `submit` starts one.
+    """
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=_worker_init)
     if type(getattr(pool, "_processes", None)) is dict:  # before the manager thread takes it (first submit)
         pool._processes = _Workers(pool._processes)  # type: ignore[attr-defined]
+    launch = getattr(pool, "_launch_processes", None)
+    if launch is not None and not getattr(pool, "_executor_manager_thread", True):
+        launch()
     return pool
 
 
