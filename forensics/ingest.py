@@ -634,7 +634,7 @@ def _completed(df: pl.DataFrame, p: Part, table: str) -> pl.DataFrame:
 
 
 def _worker_init() -> None:
-    os.environ["POLARS_MAX_THREADS"] = "1"
+    os.environ.update(WORKER_ENV)  # (for what the worker starts; its own polars was sized before this ran)
     # The modules are loaded: the collector need not walk them again, and parsers that build many small
     # Python objects (small files, -q walks) pay fewer collections (~3-6 % of a small file's CPU).
     gc.freeze()
@@ -1069,13 +1069,36 @@ def _new_pool(jobs: int) -> ProcessPoolExecutor:
     test of a worker dying amid many small files. With every worker started before the first task, no
     `submit` starts one.
     """
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=_worker_init)
-    if type(getattr(pool, "_processes", None)) is dict:  # before the manager thread takes it (first submit)
-        pool._processes = _Workers(pool._processes)  # type: ignore[attr-defined]
-    launch = getattr(pool, "_launch_processes", None)
-    if launch is not None and not getattr(pool, "_executor_manager_thread", True):
-        launch()
+    with _workers_environment():
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=_worker_init)
+        if type(getattr(pool, "_processes", None)) is dict:  # before the manager thread takes it (first submit)
+            pool._processes = _Workers(pool._processes)  # type: ignore[attr-defined]
+        launch = getattr(pool, "_launch_processes", None)
+        if launch is not None and not getattr(pool, "_executor_manager_thread", True):
+            launch()
     return pool
+
+
+WORKER_ENV = {"POLARS_MAX_THREADS": "1"}
+"""The environment a worker starts with. Each worker is one process on one core: polars' thread pool of one
+thread (it is sized when polars is first imported, which in a spawn worker is before any initializer runs,
+as the main module and the initializer's module import it; a pool of the machine's cores in every worker
+cost ~15 % more CPU on the 4 GB mix, threads contending with the other worker's)."""
+
+
+@contextmanager
+def _workers_environment() -> Iterator[None]:
+    """`WORKER_ENV` set in this process's environment while workers start (a spawned process inherits it)."""
+    saved = {k: os.environ.get(k) for k in WORKER_ENV}
+    os.environ.update(WORKER_ENV)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _pool_pass(

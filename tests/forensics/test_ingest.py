@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import types
 from pathlib import Path
 
@@ -662,6 +663,20 @@ def test_a_pool_that_breaks_before_any_task_starts_does_not_loop(
     outs = ingest_mod._run_parallel(b.files, 2, tmp_path / "work", Limits(), None, None, lambda f: None)
     assert sorted(o.row["path"] for o in outs) == sorted(f.path for f in b.files)
     assert calls == [5, 1, 1, 1, 1, 1]
+
+
+def test_workers_start_with_one_polars_thread_and_leave_the_environment_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each worker is one process on one core: its polars pool (sized when polars is first imported, before any
+    initializer runs) has one thread, whatever this process's environment says."""
+    monkeypatch.setenv("POLARS_MAX_THREADS", "7")
+    pool = ingest_mod._new_pool(1)
+    try:
+        assert pool.submit(pl.thread_pool_size).result(timeout=120) == 1
+    finally:
+        pool.shutdown()
+    assert os.environ["POLARS_MAX_THREADS"] == "7"
 
 
 def _many_parser(boom: bool, calls: list[int]) -> types.ModuleType:
