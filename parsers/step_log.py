@@ -2867,6 +2867,15 @@ def _warning_lines(seg: pl.DataFrame) -> pl.Series:
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse a training log into `steps` rows and straggler `events` (see the module docstring)."""
+    if len(lines) >= _LANE_MIN:
+        got = _titan_lane(lines, ctx)
+        if got is not None:
+            return got
+    return _parse(lines, ctx)
+
+
+def _parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
+    """`parse` by the general reading."""
     frame, seg = _prepare(lines, ctx)
     node = pl.coalesce(pl.col("host"), pl.lit(ctx.node))
     steps, events, understood = _read(seg, node, pl.lit(ctx.path))
@@ -2948,6 +2957,131 @@ def _read(
         line=pl.col("line"),
     )
     return steps, events, understood_lines
+
+
+# ----------------------------------------------------------------------------- torchtitan lane
+
+_D = r"[0-9]{1,15}(?:\.[0-9]{1,15})?"
+_TITAN_LINE = (
+    r"^\[rank([0-9]{1,9})\]:\[titan\] "
+    r"([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-5][0-9])[.,]([0-9]{1,6})"
+    rf" - root - INFO - step: +([0-9]{{1,18}}) +loss: +({_D}) +(?:grad_norm: +({_D}) +)?memory: +({_D})GiB"
+    rf"\([0-9.]+%\) +(?:tps|wps): +([0-9][0-9,]{{0,20}}(?:\.[0-9]{{1,15}})?) +tflops: +({_D}) +mfu: +({_D})%$"
+)
+"""A torchtitan step line of the one shape `_titan_lane` reads off its groups (rank, date-time, fraction,
+step, loss, grad_norm, memory, tps, tflops, mfu): a `[rankN]:` envelope, a `[titan]` logging header, the
+step line `_TITAN_CANON` reads with ASCII digits in bounded runs (every value finite and in range)."""
+_TITAN_LINE_LIT = " - root - INFO - step: "
+assert re.compile(_TITAN_LINE).groups == 10 and _TITAN_LINE_LIT in _TITAN_LINE.replace("\\", "")
+
+
+def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
+    """`_parse(lines, ctx)` of a log whose step lines are torchtitan's in the shape `_TITAN_LINE` (at least
+    `_LANE_MIN` of them) while no other line holds a `_GATES` literal or an ANSI code; None otherwise.
+
+    There the general reading makes one row of each such line and nothing else holds a row or event: the
+    gates it finds are `step:` and `loss:`, which run the torchtitan grammar alone, on those lines alone
+    (they are canonical: `_titan_values` reads their tokens); each fragment is a row of its own (one
+    grammar, all anchors), whose stream is its `[rankN]:` envelope's rank (no host: the key `|N`) and whose
+    own time is its `[titan]` date-time (`_TS_CANON`, `local_assumed_utc`); rows with a time inherit none,
+    and step times are the timestamp deltas between a rank's consecutive rows (`_times`).
+
+    The other lines are read by `_parse` with the step lines blank (same line numbers): what it understands
+    of them (timestamped chatter, warnings, noise) does not depend on the step lines, which no rule spanning
+    lines takes (a warning's source line is indented under its envelope; a blank line is no more one).
+    Its rows must be none (else None: the general reading of the whole decides). A step line whose date
+    does not parse also sends the whole to the general reading.
+    """
+    text = lines.cast(pl.String)
+    cand = text.str.contains(_TITAN_LINE_LIT, literal=True).fill_null(False)
+    if int(cand.sum()) < _LANE_MIN:
+        return None
+    at = cand.arg_true()
+    m = text.gather(at).str.extract_groups(_TITAN_LINE)
+    ok = m.struct.field("1").is_not_null()
+    n_fast = int(ok.sum())
+    if n_fast < _LANE_MIN:
+        return None
+    if n_fast < at.len():
+        at, m = at.filter(ok), m.filter(ok)
+    fast = pl.repeat(False, len(text), dtype=pl.Boolean, eager=True).scatter(at, True)
+    others = text.filter(~fast)
+    if others.len():
+        bad = others.str.contains_any([*_GATES, "\x1b"]) | others.str.contains(g.ANSI_PASTED_RE)
+        if bad.any():
+            return None
+    f = pl.col("_m").struct.field
+    v = pl.DataFrame({"_m": m}).select(
+        line=pl.lit(at).cast(pl.Int64) + ctx.first_line,
+        rank=f("1").cast(pl.Int32),
+        _n=f("2").str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
+        + pl.duration(microseconds=f("3").str.pad_end(6, "0").cast(pl.Int64)),
+        step=f("4").cast(pl.Int64),
+        loss=f("5").cast(pl.Float64),
+        grad_norm=f("6").cast(pl.Float64),
+        memory_gib=f("7").cast(pl.Float64),
+        throughput=_num(f("8")),
+        tflops=f("9").cast(pl.Float64),
+        mfu_pct=f("10").cast(pl.Float64),
+    )
+    if v.get_column("_n").null_count():
+        return None
+    rest = _parse(text.scatter(at, ""), ctx) if others.len() else None
+    if rest is not None and (rest.tables["steps"].height or "events" in rest.tables):
+        return None
+    # step times: timestamp deltas between a rank's consecutive rows (in line order within each rank)
+    grp = "rank"
+    d_ts = ((pl.col("ts") - pl.col("ts").shift(1)).dt.total_microseconds() / 1e6).over(grp)
+    d_step = (pl.col("step") - pl.col("step").shift(1)).over(grp)
+    v = v.with_columns(ts=pl.col("_n").dt.replace_time_zone("UTC")).with_columns(_dts=d_ts, _dst=d_step)
+    from_ts = pl.when((pl.col("_dst") > 0) & (pl.col("_dts") > 0)).then(pl.col("_dts") / pl.col("_dst"))
+    detail = _encode_by_null_pattern(
+        v, {c: pl.col(c) for c in ("grad_norm", "mfu_pct", "memory_gib")}
+    ).get_column("_enc")
+    null_f, null_s = pl.lit(None, dtype=pl.Float64), pl.lit(None, dtype=pl.String)
+    steps = v.select(
+        "ts",
+        ts_quality=pl.lit("local_assumed_utc"),
+        node=pl.lit(ctx.node, dtype=pl.String),
+        rank=pl.col("rank"),
+        step=pl.col("step"),
+        step_time_s=from_ts,
+        step_time_source=pl.when(from_ts.is_not_null()).then(pl.lit("ts_delta")),
+        forward_s=null_f,
+        backward_s=null_f,
+        optimizer_s=null_f,
+        comm_wait_s=null_f,
+        data_s=null_f,
+        throughput=pl.col("throughput"),
+        throughput_unit=pl.lit("tokens/s/GPU"),
+        tflops=pl.col("tflops"),
+        loss=pl.col("loss"),
+        phase_spread_s=null_f,
+        phase_spread_name=null_s,
+        framework=pl.lit("torchtitan"),
+        detail=detail,
+        file=pl.lit(ctx.path, dtype=pl.String),
+        line=pl.col("line"),
+    )
+    tables = {"steps": conform(steps, "steps")}
+    if rest is None:
+        return ParseResult(
+            tables=tables,
+            parsed=n_fast,
+            unrecognized=0,
+            unrecognized_examples=[],
+            partial=_cut_last_line(pl.DataFrame({"text": text})),
+            node=None,
+        )
+    return ParseResult(
+        tables=tables,
+        parsed=rest.parsed + n_fast,
+        unrecognized=rest.unrecognized,
+        unrecognized_examples=rest.unrecognized_examples,
+        notes=rest.notes,
+        partial=_cut_last_line(pl.DataFrame({"text": text})),
+        node=rest.node,
+    )
 
 
 _FILE_GAP = 64
