@@ -1634,15 +1634,17 @@ def _coll_partials(groups: pl.DataFrame, heads: pl.DataFrame) -> pl.DataFrame:
     """The fast lane's COLL groups (`_COLL_GROUPS`) as partial aggregates: calls, first/last line and the
     first/last line's fields (read by `coll_fields` like every other COLL line), the root; keyed by node,
     pid, comm."""
-    cf = pl.col("c").struct.field
     n = groups.height
     msgs = pl.concat([groups.get_column("first_msg"), groups.get_column("last_msg")]).to_frame("msg")
-    vals = coll_fields(msgs).select(
-        opc=cf("opc").str.to_integer(base=16, strict=False),
-        cnt=cf("count").cast(pl.Int64, strict=False),
-        dt=cf("dt").cast(pl.Int64, strict=False),
-        ro=cf("redop").cast(pl.Int64, strict=False),
-        nranks=cf("nranks").cast(pl.Int32, strict=False),
+    # every message matches `_COLL_FAST` whole: `coll_fields` would find each keyword in place, so its fields
+    # are read by position without the checks
+    f = pl.col("_t").struct.field
+    vals = msgs.select(_t=pl.col("msg").str.split_exact(" ", 18)).select(
+        opc=f("field_2").str.to_integer(base=16, strict=False),
+        cnt=f("field_8").cast(pl.Int64, strict=False),
+        dt=f("field_10").cast(pl.Int64, strict=False),
+        ro=f("field_12").cast(pl.Int64, strict=False),
+        nranks=f("field_17").str.extract(r"(\d+)", 1).cast(pl.Int32, strict=False),
     )
     part = groups.hstack(vals.slice(n)).with_columns(first_opcount=vals.get_column("opc").head(n))
     return part.hstack(heads.select("node", "pid", "dev")[part.get_column("hc")]).select(
