@@ -666,7 +666,7 @@ def _strip_passes(seg: pl.DataFrame, passes: int = 3) -> pl.DataFrame:
 
 
 def _segments(
-    lines: pl.Series, ctx: FileContext, batch: _Batch | None = None
+    lines: pl.Series, ctx: FileContext, batch: _Batch | None = None, numbers: pl.Series | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, bool], bool, pl.Expr]:
     """What both preparations start with: the numbered lines, their `\\r` segments (`seg`), which cleaning
     and prefix steps can change any line (`on`), whether ANSI codes are removed from inside lines (`dirty`),
@@ -677,7 +677,10 @@ def _segments(
     stripped) unless ANSI codes are removed from its middle (`dirty`: then every step runs). The anchored
     prefixes are checked where they are stripped, on the text they are stripped from.
     """
-    frame = numbered(lines, ctx) if batch is None else batch.frame
+    if numbers is not None:  # (lines of a file with others left out between them, see `_titan_lane`)
+        frame = pl.DataFrame({"line": numbers.cast(pl.Int64), "text": lines.cast(pl.String)})
+    else:
+        frame = numbered(lines, ctx) if batch is None else batch.frame
     seg = frame
     if frame.height and bool(frame.get_column("text").str.contains("\r", literal=True).any()):
         # segment numbers exploded with the segments (what a window `int_range().over("line")` gave, cheaper)
@@ -727,15 +730,16 @@ def _with_banner(lf: pl.LazyFrame, present: bool, batch: _Batch | None = None) -
 
 
 def _prepare(
-    lines: pl.Series, ctx: FileContext, batch: _Batch | None = None
+    lines: pl.Series, ctx: FileContext, batch: _Batch | None = None, numbers: pl.Series | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Return (physical lines frame, segment frame with cleaned text, stream key, rank, host, own time).
 
     `batch`: `lines` are the lines of several files (`parse_many`), numbered by `batch.frame`; the stream key
-    does not yet hold the file (the caller adds it)."""
+    does not yet hold the file (the caller adds it). `numbers`: the line numbers of `lines` (ascending), when
+    they are not `ctx.first_line` onwards."""
     if lines.len() < _LANE_MIN:
-        return _prepare_small(lines, ctx, batch)
-    frame, seg, on, dirty, clean = _segments(lines, ctx, batch)
+        return _prepare_small(lines, ctx, batch, numbers)
+    frame, seg, on, dirty, clean = _segments(lines, ctx, batch, numbers)
     text = pl.col("text")
     triage = text.str.contains_any(list(g.TRIAGE_LITERALS)) | text.str.strip_chars_end().str.ends_with(":")
     frame_seg = seg
@@ -1016,11 +1020,11 @@ def _own_time_lazy(lf: pl.LazyFrame, year: int | None, mmdd_on: bool, mllog_on: 
 
 
 def _prepare_small(
-    lines: pl.Series, ctx: FileContext, batch: _Batch | None = None
+    lines: pl.Series, ctx: FileContext, batch: _Batch | None = None, numbers: pl.Series | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """`_prepare` for a few lines: one lazy query for the streams and times (the subset passes of `_prepare`
     cost more calls than they spare there)."""
-    frame, seg, on, dirty, clean = _segments(lines, ctx, batch)
+    frame, seg, on, dirty, clean = _segments(lines, ctx, batch, numbers)
     text = pl.col("text")
     triage = (
         text.str.contains_any(list(g.TRIAGE_LITERALS))
@@ -2874,9 +2878,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     return _parse(lines, ctx)
 
 
-def _parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
-    """`parse` by the general reading."""
-    frame, seg = _prepare(lines, ctx)
+def _parse(lines: pl.Series, ctx: FileContext, numbers: pl.Series | None = None) -> ParseResult:
+    """`parse` by the general reading (`numbers`: see `_prepare`)."""
+    frame, seg = _prepare(lines, ctx, numbers=numbers)
     node = pl.coalesce(pl.col("host"), pl.lit(ctx.node))
     steps, events, understood = _read(seg, node, pl.lit(ctx.path))
     parsed, unrecognized, examples = account(frame, pl.col("line").is_in(understood.implode()))
@@ -2961,16 +2965,17 @@ def _read(
 
 # ----------------------------------------------------------------------------- torchtitan lane
 
-_D = r"[0-9]{1,15}(?:\.[0-9]{1,15})?"
+_D = r"[0-9]+(?:\.[0-9]+)?"
 _TITAN_LINE = (
-    r"^\[rank([0-9]{1,9})\]:\[titan\] "
+    r"^\[rank([0-9]+)\]:\[titan\] "
     r"([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-5][0-9])[.,]([0-9]{1,6})"
-    rf" - root - INFO - step: +([0-9]{{1,18}}) +loss: +({_D}) +(?:grad_norm: +({_D}) +)?memory: +({_D})GiB"
-    rf"\([0-9.]+%\) +(?:tps|wps): +([0-9][0-9,]{{0,20}}(?:\.[0-9]{{1,15}})?) +tflops: +({_D}) +mfu: +({_D})%$"
+    rf" - root - INFO - step: +([0-9]+) +loss: +({_D}) +(?:grad_norm: +({_D}) +)?memory: +({_D})GiB"
+    rf"\([0-9.]+%\) +(?:tps|wps): +([0-9][0-9,]*(?:\.[0-9]+)?) +tflops: +({_D}) +mfu: +({_D})%$"
 )
 """A torchtitan step line of the one shape `_titan_lane` reads off its groups (rank, date-time, fraction,
 step, loss, grad_norm, memory, tps, tflops, mfu): a `[rankN]:` envelope, a `[titan]` logging header, the
-step line `_TITAN_CANON` reads with ASCII digits in bounded runs (every value finite and in range)."""
+step line `_TITAN_CANON` reads, with ASCII digits. (Runs of digits are not bounded, which costs ~10 % more
+in the regex: a rank or step out of range, a number that reads infinite send the whole to `_parse`.)"""
 _TITAN_LINE_LIT = " - root - INFO - step: "
 assert re.compile(_TITAN_LINE).groups == 10 and _TITAN_LINE_LIT in _TITAN_LINE.replace("\\", "")
 
@@ -2986,11 +2991,11 @@ def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     own time is its `[titan]` date-time (`_TS_CANON`, `local_assumed_utc`); rows with a time inherit none,
     and step times are the timestamp deltas between a rank's consecutive rows (`_times`).
 
-    The other lines are read by `_parse` with the step lines blank (same line numbers): what it understands
-    of them (timestamped chatter, warnings, noise) does not depend on the step lines, which no rule spanning
-    lines takes (a warning's source line is indented under its envelope; a blank line is no more one).
-    Its rows must be none (else None: the general reading of the whole decides). A step line whose date
-    does not parse also sends the whole to the general reading.
+    The other lines are read by `_parse` with their own line numbers: what it understands of them
+    (timestamped chatter, warnings, noise) does not depend on the step lines, which no rule spanning lines
+    takes (a warning's source line is the next line, indented under its envelope). Its rows must be none
+    (else None: the general reading of the whole decides). A step line whose date does not parse, whose rank
+    or step is out of range or whose number reads infinite also sends the whole to the general reading.
     """
     text = lines.cast(pl.String)
     cand = text.str.contains(_TITAN_LINE_LIT, literal=True).fill_null(False)
@@ -2998,25 +3003,27 @@ def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
         return None
     at = cand.arg_true()
     m = text.gather(at).str.extract_groups(_TITAN_LINE)
-    ok = m.struct.field("1").is_not_null()
-    n_fast = int(ok.sum())
-    if n_fast < _LANE_MIN:
+    miss = m.struct.field("1").is_null()
+    n_miss = int(miss.sum())
+    if at.len() - n_miss < _LANE_MIN:
         return None
-    if n_fast < at.len():
-        at, m = at.filter(ok), m.filter(ok)
-    fast = pl.repeat(False, len(text), dtype=pl.Boolean, eager=True).scatter(at, True)
-    others = text.filter(~fast)
+    if n_miss:  # (candidates of another shape: other lines)
+        cand = cand.scatter(at.filter(miss), False)
+        at, m = at.filter(~miss), m.filter(~miss)
+    others = (~cand).arg_true()
     if others.len():
-        bad = others.str.contains_any([*_GATES, "\x1b"]) | others.str.contains(g.ANSI_PASTED_RE)
+        rest_text = text.gather(others)
+        bad = rest_text.str.contains_any([*_GATES, "\x1b"]) | rest_text.str.contains(g.ANSI_PASTED_RE)
         if bad.any():
             return None
     f = pl.col("_m").struct.field
+    floats = ("loss", "grad_norm", "memory_gib", "throughput", "tflops", "mfu_pct")
     v = pl.DataFrame({"_m": m}).select(
         line=pl.lit(at).cast(pl.Int64) + ctx.first_line,
-        rank=f("1").cast(pl.Int32),
+        rank=f("1").cast(pl.Int32, strict=False),
         _n=f("2").str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
         + pl.duration(microseconds=f("3").str.pad_end(6, "0").cast(pl.Int64)),
-        step=f("4").cast(pl.Int64),
+        step=f("4").cast(pl.Int64, strict=False),
         loss=f("5").cast(pl.Float64),
         grad_norm=f("6").cast(pl.Float64),
         memory_gib=f("7").cast(pl.Float64),
@@ -3024,11 +3031,16 @@ def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
         tflops=f("9").cast(pl.Float64),
         mfu_pct=f("10").cast(pl.Float64),
     )
-    if v.get_column("_n").null_count():
+    if not v.select(
+        pl.all_horizontal(pl.col("rank", "_n", "step").null_count() == 0)
+        & pl.all_horizontal(pl.col(*floats).is_infinite().any().not_())
+    ).item():
         return None
-    rest = _parse(text.scatter(at, ""), ctx) if others.len() else None
-    if rest is not None and (rest.tables["steps"].height or "events" in rest.tables):
-        return None
+    rest = None
+    if others.len():
+        rest = _parse(rest_text, ctx, numbers=others.cast(pl.Int64) + ctx.first_line)
+        if rest.tables["steps"].height or "events" in rest.tables:
+            return None
     # step times: timestamp deltas between a rank's consecutive rows (in line order within each rank)
     grp = "rank"
     d_ts = ((pl.col("ts") - pl.col("ts").shift(1)).dt.total_microseconds() / 1e6).over(grp)
@@ -3063,26 +3075,16 @@ def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
         file=pl.lit(ctx.path, dtype=pl.String),
         line=pl.col("line"),
     )
-    tables = {"steps": conform(steps, "steps")}
-    if rest is None:
-        return ParseResult(
-            tables=tables,
-            parsed=n_fast,
-            unrecognized=0,
-            unrecognized_examples=[],
-            partial=_cut_last_line(pl.DataFrame({"text": text})),
-            node=None,
-        )
+    n_fast = at.len()
     return ParseResult(
-        tables=tables,
-        parsed=rest.parsed + n_fast,
-        unrecognized=rest.unrecognized,
-        unrecognized_examples=rest.unrecognized_examples,
-        notes=rest.notes,
+        tables={"steps": conform(steps, "steps")},
+        parsed=n_fast + (rest.parsed if rest else 0),
+        unrecognized=rest.unrecognized if rest else 0,
+        unrecognized_examples=rest.unrecognized_examples if rest else [],
+        notes=rest.notes if rest else [],
         partial=_cut_last_line(pl.DataFrame({"text": text})),
-        node=rest.node,
+        node=rest.node if rest else None,
     )
-
 
 _FILE_GAP = 64
 """`parse_many` numbers the files' lines one after the other with this many numbers left out between two files
