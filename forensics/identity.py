@@ -37,10 +37,23 @@ def resolve(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFrame], l
         df = tables.get(t)
         if df is None or (isinstance(df, pl.DataFrame) and df.height == 0):
             continue  # (a LazyFrame, a table too large to hold, is joined lazily)
+        # a row changes only where one of index and bus id is missing, on a node the inventory maps: when
+        # no row is such, the joins are skipped (5.9 M samples of a node without inventory: ~1.3 s of CPU)
+        one_missing = pl.col("gpu_index").is_null() != pl.col("gpu_bus_id").is_null()
+        mapped = pl.col("node").is_in(m.get_column("node").unique().implode())
+        if df.lazy().filter(one_missing & mapped).select("node").head(1).collect().height == 0:
+            continue
         mm = m.lazy() if isinstance(df, pl.LazyFrame) else m
-        by_bus = df.join(mm.rename({"gpu_index": "_idx"}), on=["node", "gpu_bus_id"], how="left")
+        # (rows kept in their order: the parts of a large table arrive sorted, and are written so unless
+        # a stage moved them)
+        by_bus = df.join(
+            mm.rename({"gpu_index": "_idx"}), on=["node", "gpu_bus_id"], how="left", maintain_order="left"
+        )
         by_idx = by_bus.join(
-            mm.rename({"gpu_bus_id": "_bus"}).unique(subset=["node", "gpu_index"]), on=["node", "gpu_index"], how="left"
+            mm.rename({"gpu_bus_id": "_bus"}).unique(subset=["node", "gpu_index"]),
+            on=["node", "gpu_index"],
+            how="left",
+            maintain_order="left",
         )
         out[t] = by_idx.with_columns(
             gpu_index=pl.coalesce("gpu_index", "_idx"), gpu_bus_id=pl.coalesce("gpu_bus_id", "_bus")

@@ -557,6 +557,11 @@ class _Accumulator:
         assert self.spill is not None
         for t, frames in self.frames.items():
             df = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
+            if t in LARGE_TABLES:
+                # sorted here, on one core of the pool, while the rows are few: a part the parent writes as it
+                # is (one range of a large file, `_write_in_parts`) is then in order unless a bundle stage
+                # moved its rows, and the parent's sort finds it so and gathers nothing
+                df = _sorted(df, t)
             target = self.spill / f"{t}-{len(self.parts.get(t, []))}.parquet"
             target.parent.mkdir(parents=True, exist_ok=True)
             # A part keeps only the columns that hold a value (a dmon range fills 15 of gpu_samples' 44): the
@@ -1070,8 +1075,10 @@ def _new_pool(jobs: int) -> ProcessPoolExecutor:
     `submit` starts one.
     """
     with _workers_environment():
-        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=_worker_init)
-        if type(getattr(pool, "_processes", None)) is dict:  # before the manager thread takes it (first submit)
+        pool = ProcessPoolExecutor(
+            max_workers=jobs, mp_context=get_context("spawn"), initializer=_worker_init
+        )
+        if type(getattr(pool, "_processes", None)) is dict:  # before the manager thread takes it (1st submit)
             pool._processes = _Workers(pool._processes)  # type: ignore[attr-defined]
         launch = getattr(pool, "_launch_processes", None)
         if launch is not None and not getattr(pool, "_executor_manager_thread", True):
@@ -1674,11 +1681,10 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path) -> int:
     for node, file, n, lo, hi in counts.iter_rows():
         if lo is not None and n > part_rows:
             close_run()
-            cuts = -(-n // part_rows)
-            step = max(1, -(-(hi - lo + 1) // cuts))
             pair = (pl.col("node") == node) & (pl.col("file") == file)
-            for i in range(cuts):  # line ranges; rows without a line number go with the first
-                a, b = lo + i * step, lo + (i + 1) * step
+            spans = by_part.filter(pair & pl.col("lo").is_not_null()).sort("lo").select("lo", "hi", "n")
+            for i, (a, b) in enumerate(_line_cuts(spans.rows(), lo, hi, n, part_rows)):
+                # line ranges; rows without a line number go with the first
                 in_range = pl.col("line").is_between(a, b, closed="left")
                 overlaps = (pl.col("lo") < b) & (pl.col("hi") >= a)
                 if i == 0:
@@ -1701,6 +1707,48 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path) -> int:
     return total
 
 
+def _line_cuts(
+    spans: list[tuple[int, int, int]], lo: int, hi: int, n: int, part_rows: int
+) -> list[tuple[int, int]]:
+    """Half-open line ranges that cut a (node, file) of `n` rows, lines `lo`..`hi`, into pieces of at most
+    about `part_rows` rows; `spans`: (first line, last line, rows) of its rows in each part that has some,
+    in order.
+
+    When the parts hold disjoint line ranges (a large file's byte ranges, each spilled, sorted, by a worker),
+    a part of `part_rows // SOLO_SHARE` rows or more is a piece of its own (several if it holds more than
+    `part_rows`): a piece that is one sorted part is written without a sort. Smaller parts in a row are one
+    piece, up to `part_rows`. Otherwise the lines are cut into equal ranges.
+    """
+
+    def equal(lo: int, end: int, n: int) -> list[tuple[int, int]]:
+        step = max(1, -(-(end - lo) // -(-n // part_rows)))
+        return [(a, min(a + step, end)) for a in range(lo, end, step)]
+
+    if len(spans) < 2 or any(prev[1] >= nxt[0] for prev, nxt in zip(spans, spans[1:], strict=False)):
+        return equal(lo, hi + 1, n)
+    ends = [s[0] for s in spans[1:]] + [hi + 1]
+    cuts: list[tuple[int, int]] = []
+    group: list[int] = []  # [first line, end, rows] of the small parts gathered so far
+    for (a, _, m), end in zip(spans, ends, strict=True):
+        if group and (m >= part_rows // SOLO_SHARE or group[2] + m > part_rows):
+            cuts.append((group[0], group[1]))
+            group = []
+        if m >= part_rows // SOLO_SHARE:
+            cuts.extend(equal(a, end, m))
+        elif group:
+            group[1:] = [end, group[2] + m]
+        else:
+            group = [a, end, m]
+    if group:
+        cuts.append((group[0], group[1]))
+    return cuts
+
+
+SOLO_SHARE = 16
+"""`_line_cuts`: a part of a large file is written alone when it holds at least 1/SOLO_SHARE of a written
+part's rows (the written parts of a large table stay that large)."""
+
+
 def _pair_range(first: tuple[str, str], last: tuple[str, str]) -> pl.Expr:
     """Rows whose (node, file) lies between `first` and `last` in lexicographic order, both included."""
     node, file = pl.col("node"), pl.col("file")
@@ -1715,11 +1763,16 @@ def _sorted(df: pl.DataFrame, table: str) -> pl.DataFrame:
     if not keys or df.height < 2:
         return df
     order = sort_order(df, keys)
-    return df.sort(keys, nulls_last=True, maintain_order=True) if order is None else df[order]
+    if order is None:
+        return df.sort(keys, nulls_last=True, maintain_order=True)
+    # rows already in order (a worker's sorted range, the stages keeping it) are not gathered again: a gather
+    # of a million rows of 44 columns is ~0.3 s of CPU
+    return df if order.flags["SORTED_ASC"] else df[order]
 
 
 def sort_order(df: pl.DataFrame, keys: list[str]) -> pl.Series | None:
-    """The row order of `df.sort(keys, nulls_last=True, maintain_order=True)`, sorted by packed integer keys.
+    """The row order of `df.sort(keys, nulls_last=True, maintain_order=True)`, sorted by packed integer keys
+    (flagged sorted when it is `0, 1, 2, ...`: the rows are in order already).
 
     Each key becomes a dense code that sorts as it does, null last: a string its place among the sorted
     distinct values, an integer or a time its distance from the column's minimum. The codes are packed into
@@ -1771,10 +1824,23 @@ def sort_order(df: pl.DataFrame, keys: list[str]) -> pl.Series | None:
             shift += bits
         packed.append(expr)
     frame = df.select(*(e.alias(f"_k{j}") for j, e in enumerate(packed)))
+    if _in_order(frame):
+        return order.set_sorted()
     for j in reversed(range(len(packed))):
         key = frame.get_column(f"_k{j}").gather(order)
         order = order.gather(pl.DataFrame({"k": key}).select(pl.arg_sort_by("k", maintain_order=True)).to_series())
     return order
+
+
+def _in_order(frame: pl.DataFrame) -> bool:
+    """Whether the rows of `frame` (its columns the words of a packed key, most significant first) are in
+    non-decreasing order already."""
+    names = frame.columns
+    ok = pl.col(names[-1]) <= pl.col(names[-1]).shift(-1)
+    for name in reversed(names[:-1]):
+        k, after = pl.col(name), pl.col(name).shift(-1)
+        ok = (k < after) | ((k == after) & ok)
+    return bool(frame.select(ok.fill_null(True).all()).item())
 
 
 def _packable(dtype: pl.DataType) -> bool:

@@ -804,6 +804,44 @@ def test_packed_sort_order_is_the_stable_multi_column_sort(rows: list[tuple]) ->
         want = df.sort(keys, nulls_last=True, maintain_order=True)
         order = ingest_mod.sort_order(df, keys)
         assert order is not None and df[order].equals(want, null_equal=True)
+        # flagged sorted exactly when the rows are in order already (`_sorted` then leaves them as they are)
+        assert order.flags["SORTED_ASC"] == order.equals(pl.int_range(df.height, dtype=pl.UInt32, eager=True))
+        again = ingest_mod.sort_order(want, keys)
+        assert again is not None and again.flags["SORTED_ASC"]
+        assert want[again].equals(want, null_equal=True)
+
+
+def test_a_large_files_parts_become_written_parts_of_their_own() -> None:
+    """`_line_cuts`: the byte ranges of a large file (disjoint line ranges) are written one per part, parts too
+    small to stand alone together; overlapping parts fall back to equal line ranges. The cuts always cover
+    the lines from the first to the last, without gap or overlap."""
+    cuts = ingest_mod._line_cuts
+    assert cuts([(1, 99, 90), (100, 180, 80), (181, 300, 95)], 1, 300, 265, 100) == [(1, 100), (100, 181), (181, 301)]
+    # parts of fewer than part_rows // SOLO_SHARE rows go together, up to part_rows
+    small = [(i * 10 + 1, i * 10 + 9, 2) for i in range(10)]
+    assert cuts(small, 1, 99, 20, 64) == [(1, 100)]
+    assert cuts([*small[:3], (31, 400, 50), *[(s + 400, e + 400, m) for s, e, m in small[:2]]], 1, 419, 60, 64) == [
+        (1, 31), (31, 401), (401, 420)
+    ]
+    # a part larger than part_rows is cut in equal line ranges; overlapping parts too
+    assert cuts([(1, 100, 300), (101, 110, 10)], 1, 110, 310, 100) == [(1, 35), (35, 69), (69, 101), (101, 111)]
+    assert cuts([(1, 100, 50), (50, 150, 100)], 1, 150, 150, 100) == [(1, 76), (76, 151)]
+
+
+@given(st.lists(st.tuples(st.integers(1, 50), st.integers(0, 40), st.integers(1, 300)), min_size=1, max_size=12),
+       st.integers(1, 200), st.booleans())
+@settings(max_examples=200, deadline=None)
+def test_line_cuts_cover_every_line_once(parts: list[tuple[int, int, int]], part_rows: int, overlap: bool) -> None:
+    spans, at = [], 1
+    for gap, width, n in parts:
+        first = at + gap - (60 if overlap and spans else 0)
+        spans.append((max(1, first), max(1, first) + width, n))
+        at = max(1, first) + width + 1
+    spans.sort()
+    lo, hi, n = spans[0][0], max(e for _, e, _ in spans), sum(m for _, _, m in spans)
+    got = ingest_mod._line_cuts(spans, lo, hi, n, part_rows)
+    assert got[0][0] == lo and got[-1][1] == hi + 1
+    assert all(a < b for a, b in got) and all(b == c for (_, b), (c, _) in zip(got, got[1:], strict=False))
 
 
 def test_packed_sort_order_gives_way_to_values_it_cannot_pack() -> None:

@@ -1,0 +1,65 @@
+"""Identity resolution: GPU index from bus id and back, per node, from the inventory."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from forensics import identity
+from forensics.schema import conform
+
+
+def _inventory() -> pl.DataFrame:
+    rows = [
+        {"node": "n1", "component": "gpu", "gpu_index": i, "gpu_bus_id": f"00000000:{0x18 + i:02X}:00.0"}
+        for i in range(4)
+    ]
+    rows.append({"node": "unknown", "component": "gpu", "gpu_index": 0, "gpu_bus_id": "00000000:AA:00.0"})
+    return conform(pl.DataFrame(rows).with_columns(_REQUIRED), "inventory")
+
+
+_REQUIRED = [pl.lit("x").alias(c) for c in ("source", "file", "device", "attribute", "value")]
+
+
+def _samples() -> pl.DataFrame:
+    return conform(
+        pl.DataFrame(
+            {
+                "node": ["n1", "n1", "n1", "n2", "n1", "unknown"],
+                "gpu_index": [3, None, 1, 0, None, None],
+                "gpu_bus_id": [
+                    None, "00000000:1A:00.0", "00000000:19:00.0", None, "00000000:FF:00.0", "00000000:AA:00.0"
+                ],
+                "line": [1, 2, 3, 4, 5, 6],
+            }
+        ).with_columns(_REQUIRED[:2]),
+        "gpu_samples",
+    )
+
+
+def test_index_and_bus_id_fill_each_other_on_mapped_nodes_only_rows_in_order() -> None:
+    tables, notes = identity.resolve({"inventory": _inventory(), "gpu_samples": _samples()})
+    got = tables["gpu_samples"].select("node", "gpu_index", "gpu_bus_id", "line")
+    assert got.rows() == [
+        ("n1", 3, "00000000:1B:00.0", 1),  # bus id from the index
+        ("n1", 2, "00000000:1A:00.0", 2),  # index from the bus id
+        ("n1", 1, "00000000:19:00.0", 3),  # both known: as it was
+        ("n2", 0, None, 4),  # a node the inventory does not map
+        ("n1", None, "00000000:FF:00.0", 5),  # a bus id the node does not have
+        ("unknown", None, "00000000:AA:00.0", 6),  # no node: not one inventory
+    ]
+    assert notes == []
+
+
+def test_a_lazy_table_resolves_as_the_eager_one() -> None:
+    eager, _ = identity.resolve({"inventory": _inventory(), "gpu_samples": _samples()})
+    lazy, _ = identity.resolve({"inventory": _inventory(), "gpu_samples": _samples().lazy()})
+    assert isinstance(lazy["gpu_samples"], pl.LazyFrame)
+    assert lazy["gpu_samples"].collect().equals(eager["gpu_samples"], null_equal=True)
+
+
+def test_a_table_with_nothing_to_fill_is_left_as_it_is() -> None:
+    """No row misses exactly one of index and bus id on a mapped node: the table object comes back unchanged
+    (no joins planned over a large table's rows)."""
+    samples = _samples().filter(pl.col("line").is_in([3, 4, 6])).lazy()
+    tables, _ = identity.resolve({"inventory": _inventory(), "gpu_samples": samples})
+    assert tables["gpu_samples"] is samples
