@@ -2898,6 +2898,10 @@ def _parse(lines: pl.Series, ctx: FileContext, numbers: pl.Series | None = None)
     )
 
 
+_EMPTY_STEPS = {"line": pl.Int64}
+"""The columns of `_read`'s rows when there are none (the callers conform them: the table's columns)."""
+
+
 def _read(
     seg: pl.DataFrame, node: pl.Expr, path: pl.Expr, batch: _Batch | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.Series]:
@@ -2907,6 +2911,12 @@ def _read(
     titan = _titan_pre(seg)
     minmax = _minmax_pre(seg)
     present = _present(seg, titan, minmax)
+    if not present:
+        # no grammar runs (each match holds a gate): no fragment, bar, block line or event; the lines
+        # understood are the noise and the warnings, the rows none (the callers conform them)
+        none = pl.Series("line", [], dtype=pl.Int64)
+        understood = pl.concat([_noise_lines(seg, none), _warning_lines(seg)]).unique()
+        return pl.DataFrame(schema=_EMPTY_STEPS), pl.DataFrame(), understood
     frags = _step_fragments(seg, present, titan)
     bars, bar_lines = _bar_fragments(seg, present, batch)
     blocks, block_lines, nv = _block_fragments(seg, present, minmax)
@@ -2968,14 +2978,15 @@ def _read(
 _D = r"[0-9]+(?:\.[0-9]+)?"
 _TITAN_LINE = (
     r"^\[rank([0-9]+)\]:\[titan\] "
-    r"([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-5][0-9])[.,]([0-9]{1,6})"
+    r"([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-5][0-9]),([0-9]{3})"
     rf" - root - INFO - step: +([0-9]+) +loss: +({_D}) +(?:grad_norm: +({_D}) +)?memory: +({_D})GiB"
     rf"\([0-9.]+%\) +(?:tps|wps): +([0-9][0-9,]*(?:\.[0-9]+)?) +tflops: +({_D}) +mfu: +({_D})%$"
 )
-"""A torchtitan step line of the one shape `_titan_lane` reads off its groups (rank, date-time, fraction,
-step, loss, grad_norm, memory, tps, tflops, mfu): a `[rankN]:` envelope, a `[titan]` logging header, the
-step line `_TITAN_CANON` reads, with ASCII digits. (Runs of digits are not bounded, which costs ~10 % more
-in the regex: a rank or step out of range, a number that reads infinite send the whole to `_parse`.)"""
+"""A torchtitan step line of the one shape `_titan_lane` reads off its groups (rank, date-time, milliseconds,
+step, loss, grad_norm, memory, tps, tflops, mfu): a `[rankN]:` envelope, a `[titan]` logging header (the
+`logging` module's time: `,` and three digits), the step line `_TITAN_CANON` reads, with ASCII digits.
+(Runs of digits are not bounded, which costs ~10 % more in the regex: a rank or step out of range, a
+number that reads infinite send the whole to `_parse`.)"""
 _TITAN_LINE_LIT = " - root - INFO - step: "
 assert re.compile(_TITAN_LINE).groups == 10 and _TITAN_LINE_LIT in _TITAN_LINE.replace("\\", "")
 
@@ -3022,7 +3033,7 @@ def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
         line=pl.lit(at).cast(pl.Int64) + ctx.first_line,
         rank=f("1").cast(pl.Int32, strict=False),
         _n=f("2").str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
-        + pl.duration(microseconds=f("3").str.pad_end(6, "0").cast(pl.Int64)),
+        + pl.duration(microseconds=f("3").cast(pl.Int64) * 1000),
         step=f("4").cast(pl.Int64, strict=False),
         loss=f("5").cast(pl.Float64),
         grad_norm=f("6").cast(pl.Float64),
@@ -3047,9 +3058,12 @@ def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     d_step = (pl.col("step") - pl.col("step").shift(1)).over(grp)
     v = v.with_columns(ts=pl.col("_n").dt.replace_time_zone("UTC")).with_columns(_dts=d_ts, _dst=d_step)
     from_ts = pl.when((pl.col("_dst") > 0) & (pl.col("_dts") > 0)).then(pl.col("_dts") / pl.col("_dst"))
-    detail = _encode_by_null_pattern(
-        v, {c: pl.col(c) for c in ("grad_norm", "mfu_pct", "memory_gib")}
-    ).get_column("_enc")
+    # (`_step_detail`: the object of the set fields, encoded once per pattern of set fields, here one or two)
+    detail_fields = {c: pl.col(c) for c in ("grad_norm", "mfu_pct", "memory_gib")}
+    if v.get_column("grad_norm").null_count() == 0:
+        detail = v.select(pl.struct(**detail_fields).struct.json_encode()).to_series()
+    else:
+        detail = _encode_by_null_pattern(v, detail_fields).get_column("_enc")
     null_f, null_s = pl.lit(None, dtype=pl.Float64), pl.lit(None, dtype=pl.String)
     steps = v.select(
         "ts",

@@ -35,8 +35,7 @@ def _num(rnd: random.Random, lo: float, hi: float) -> str:
 
 def _step_line(rnd: random.Random, rank: int, t: datetime, step: int, odd: bool) -> str:
     sp = (lambda: " " * rnd.choice([1, 2, 2, 2, 3])) if odd else (lambda: "  ")
-    digits = rnd.choice([1, 2, 3, 3, 3, 6]) if odd else 3
-    frac = (rnd.choice(",.") if odd else ",") + f"{t.microsecond:06d}"[:digits]
+    frac = f",{t.microsecond // 1000:03d}"
     r = f"{rank:03d}" if odd and rnd.random() < 0.05 else str(rank)
     tps = rnd.uniform(100, 2_000_000)
     tps_s = rnd.choice([f"{tps:,.0f}", f"{tps:.0f}", f"{tps:,.2f}"]) if odd else f"{tps:,.0f}"
@@ -115,6 +114,14 @@ def test_lane_equals_general_reading(seed: int) -> None:
         "[rank2]:[0mpasted colour",
         "[rank3]:[titan] 2025-02-30 08:00:00,123 - root - INFO - step: 3  loss:  2.0  memory: 1GiB(2%)  "
         "tps: 10  tflops: 1.0  mfu: 1.0%",  # a date that does not parse
+        "[rank3]:[titan] 2025-03-03 08:00:00.123 - root - INFO - step: 3  loss:  2.0  memory: 1GiB(2%)  "
+        "tps: 10  tflops: 1.0  mfu: 1.0%",  # another time format
+        "[rank3]:[titan] 2025-03-03 08:00:00,123 - root - INFO - step: 3  loss:  1e400  memory: 1GiB(2%)  "
+        "tps: 10  tflops: 1.0  mfu: 1.0%",
+        "[rank99999999999]:[titan] 2025-03-03 08:00:00,123 - root - INFO - step: 3  loss:  2.0  "
+        "memory: 1GiB(2%)  tps: 10  tflops: 1.0  mfu: 1.0%",  # a rank out of range
+        "[rank3]:[titan] 2025-03-03 08:00:00,123 - root - INFO - step: 3  loss:  2.0  memory: 1GiB(2%)  "
+        "tps: 10  tflops: 1.0  mfu: 1" + "0" * 400 + ".0%",  # a number that reads infinite
         "{'loss': 1.0, 'epoch': 1.0}",
     ],
 )
