@@ -869,7 +869,85 @@ def _xids(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame
     return _events(hit, ctx, "xid", code, severity, g.struct.field("bus"), detail)
 
 
+def _py_sxids(m: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+    """`_sxids` of a few ASCII candidates in Python (see `_py_msgs`); None where it does not apply.
+
+    The same steps row by row: a primary line names Fatal/Non-fatal or is no continuation, continuations
+    go to the nearest earlier primary line of their switch and code within 4 lines, severity from the
+    catalog bounded by the line's own Fatal/Non-fatal word."""
+    msgs = _py_msgs(m)
+    if msgs is None:
+        return None
+    rx = _py_rx(SXID_RE)
+    idx: list[int] = []
+    groups: list[dict[str, str | None]] = []
+    for i, s in enumerate(msgs):
+        if s is not None and "SXid" in s:
+            mt = rx.search(s)
+            if mt is not None:
+                idx.append(i)
+                groups.append(mt.groupdict())
+    hit = m[idx] if idx and len(idx) < m.height else m if idx else m.clear()
+    lines = hit.select("line")
+    if not idx:
+        return _empty_events(m), lines
+    cont_rx = _py_rx(SXID_CONT_RE)
+    hit_lines = hit.get_column("line").to_list()
+    primary = [
+        g["fatality"] is not None or (not cont_rx.search(g["text"] or "") and len(g["text"] or "") >= 12)
+        for g in groups
+    ]
+    continuation: dict[int, list[tuple[int, str]]] = {}
+    if any(primary) and not all(primary):
+        # (rows in line order, as the frame is; per switch and code the last primary line so far)
+        owner: dict[tuple[str | None, str | None], int] = {}
+        for line, g, is_p in sorted(zip(hit_lines, groups, primary), key=lambda r: r[0]):
+            key = (g["switch"], g["code"])
+            if is_p:
+                owner[key] = line
+            elif key in owner and line - owner[key] <= 4:
+                continuation.setdefault(owner[key], []).append((line, g["text"]))
+    sev_cat = _catalog_severity("sxid")
+    codes: list[str | None] = []
+    sevs: list[str] = []
+    buses: list[str | None] = []
+    details: list[dict] = []
+    keep: list[int] = []
+    for k, (line, g, is_p) in enumerate(zip(hit_lines, groups, primary)):
+        if not is_p:
+            continue
+        keep.append(k)
+        code = int(g["code"])
+        code_s = str(code) if -_I64 <= code < _I64 else None
+        catalog = sev_cat.get(code_s) if code_s is not None else None
+        fatal = None if g["fatality"] is None else g["fatality"].lower()
+        if fatal in ("non-fatal", "nonfatal"):
+            sev = catalog if catalog in ("low", "info") else "medium"
+        elif fatal == "fatal":
+            sev = catalog if catalog in ("critical", "high") else "high"
+        else:
+            sev = catalog if catalog is not None else "medium"
+        cont = continuation.get(line)
+        details.append(
+            {
+                "switch": g["switch"],
+                "fatality": g["fatality"],
+                "link": g["link"],
+                "text": g["text"],
+                "continuation": None if cont is None else " | ".join(t for _l, t in sorted(cont)),
+            }
+        )
+        codes.append(code_s)
+        sevs.append(sev)
+        buses.append(g["bus"])
+    sub = hit if len(keep) == hit.height else hit[keep]
+    return _py_events(sub, ctx, "sxid", codes, sevs, buses, details), lines
+
+
 def _sxids(m: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataFrame]:
+    py = _py_sxids(m, ctx) if PY_SXIDS else None
+    if py is not None:
+        return py
     hit = _hit(m, ("SXid",), SXID_RE)
     lines = hit.select("line")
     g = pl.col("g")
@@ -925,6 +1003,10 @@ def _sxids(m: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataFram
         "continuation": pl.col("continuation"),
     }
     return _events(primary, ctx, "sxid", code, severity, g.struct.field("bus"), detail), lines
+
+
+PY_SXIDS = True
+"""Read a few SXid candidates in Python (`_py_sxids`; tests compare both readings)."""
 
 
 def _fallen_off_multiline(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame:
