@@ -189,10 +189,11 @@ def _aer_blocks(m: pl.DataFrame, ctx: FileContext, apei: pl.DataFrame) -> tuple[
     cand = cand.with_columns(cls=cls).filter(pl.col("cls").is_not_null()).sort("line")
     if cand.height == 0:
         return _no_aer(m, ctx), cand.select("line"), none
-    for name, rx in AER_CLASSES:
-        cand = cand.with_columns(
-            pl.when(pl.col("cls") == name).then(pl.col("rest").str.extract_groups(rx)).alias(f"_{name}")
-        ).unnest(f"_{name}")
+    # each class's groups on its own lines (the classes' group names are distinct): one pass for all
+    cand = cand.with_columns(
+        pl.when(pl.col("cls") == name).then(pl.col("rest").str.extract_groups(rx)).alias(f"_{name}")
+        for name, rx in AER_CLASSES
+    ).unnest(*(f"_{name}" for name, _rx in AER_CLASSES))
     prev_cls = pl.col("cls").shift(1)
     gap = pl.col("line") - pl.col("line").shift(1)
     start = (
@@ -296,7 +297,7 @@ def _aer_blocks(m: pl.DataFrame, ctx: FileContext, apei: pl.DataFrame) -> tuple[
     )
     agg = agg.with_columns(_code=code, _dev=device)
     detail = {
-        "reporting_port": normalize_bus_id(pl.col("port")),
+        "reporting_port": _REPORTING_PORT,
         "severity_text": pl.col("sev_text"),
         "type": pl.col("err_type"),
         "agent": pl.col("agent"),
@@ -312,16 +313,40 @@ def _aer_blocks(m: pl.DataFrame, ctx: FileContext, apei: pl.DataFrame) -> tuple[
         "firmware_first": pl.col("firmware_first"),
         "lines": pl.col("n_lines"),
     }
-    events = _events(
-        agg,
-        ctx,
-        "pcie_aer",
-        pl.col("_code"),
-        pl.col("_code").replace_strict(AER_SEVERITY, default="medium", return_dtype=pl.String),
-        pl.col("_dev"),
-        detail,
-    )
+    severity = pl.col("_code").replace_strict(AER_SEVERITY, default="medium", return_dtype=pl.String)
+    events = _py_aer_events(agg, m, ctx, severity, detail) if PY_AER_EVENTS else None
+    if events is None:
+        events = _events(agg, ctx, "pcie_aer", pl.col("_code"), severity, pl.col("_dev"), detail)
     return events, cand.select("line"), merged
+
+
+_REPORTING_PORT = normalize_bus_id(pl.col("port"))
+"""The reporting port's PCI address (the expression built once: it is dozens of nodes)."""
+PY_AER_EVENTS = True
+"""Shape a few AER blocks' events in Python (`_py_aer_events`; tests compare both)."""
+
+
+def _py_aer_events(
+    agg: pl.DataFrame, m: pl.DataFrame, ctx: FileContext, severity: pl.Expr, detail: dict[str, pl.Expr]
+) -> pl.DataFrame | None:
+    """`_events` of the AER blocks `agg` by `_kernel_events._py_events`: their code, severity, device and
+    detail values in one select, the JSON in Python. None unless the blocks are few and every message of
+    `m` (where all their values come from) is ASCII without a newline, where `_py_json` writes what
+    `struct.json_encode` writes."""
+    from parsers import _kernel_events as kev
+
+    if agg.height > 64 or kev._py_msgs(m) is None:
+        return None
+    # (the reporting port normalised by `normalized_bus`: the expression's fixed cost is most of the work)
+    exprs = {k: pl.col("port") if e is _REPORTING_PORT else e for k, e in detail.items()}
+    vals = agg.select(_code="_code", _sev=severity, _dev=pl.col("_dev").cast(pl.String), **exprs)
+    if "reporting_port" in vals.columns:
+        vals = vals.with_columns(normalized_bus(vals.get_column("reporting_port")))
+    codes = vals.get_column("_code").to_list()
+    sevs = vals.get_column("_sev").to_list()
+    buses = vals.get_column("_dev").to_list()
+    details = vals.drop("_code", "_sev", "_dev").to_dicts()
+    return kev._py_events(agg, ctx, "pcie_aer", codes, sevs, buses, details)
 
 
 def _apei_agg(m: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
