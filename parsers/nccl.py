@@ -1180,6 +1180,10 @@ def warn_events(warns: pl.DataFrame, ctx: FileContext, rank_map: pl.DataFrame | 
 
     Also used by torch_distributed for the WARN text PyTorch quotes after `Last error:`.
     """
+    if PY_WARNS:
+        py = _py_warn_events(warns, ctx, rank_map, source)
+        if py is not None:
+            return py
     msg = pl.col("msg")
     rx = _Guarded(warns.get_column("msg"))
     kind = pl.lit("nccl_warn")
@@ -1260,6 +1264,178 @@ def warn_events(warns: pl.DataFrame, ctx: FileContext, rank_map: pl.DataFrame | 
             retcode=rx.extract(r"retcode (\d+)", 1).cast(pl.Int64, strict=False),
             local_rank=rx.extract(r"by localRank (\d+)", 1).cast(pl.Int64, strict=False),
         ),
+        file=pl.lit(ctx.path),
+        line="line",
+    )
+
+
+PY_WARNS = True
+"""Read a few WARN messages in Python (`_py_warn_events`; tests compare both readings)."""
+_PY_WARN_ROWS = 200
+_I64 = 2**63
+_PY_RX: dict[str, re.Pattern[str]] = {}
+
+
+def _py_rx(pattern: str) -> re.Pattern[str]:
+    rx = _PY_RX.get(pattern)
+    if rx is None:
+        rx = _PY_RX[pattern] = re.compile(pattern, re.ASCII)
+    return rx
+
+
+def _py_i64(v: str | None) -> int | None:
+    """`cast(pl.Int64, strict=False)` of a string of ASCII digits (a regex group of digits)."""
+    if v is None:
+        return None
+    n = int(v)
+    return n if -_I64 <= n < _I64 else None
+
+
+_PY_JSON_NULLS = (
+    (re.compile(r'"[^"]+":null,'), ""),
+    (re.compile(r',"[^"]+":null\}'), "}"),
+    (re.compile(r'\{"[^"]+":null\}'), "{}"),
+)
+
+
+def _py_json_detail(fields: dict[str, object]) -> str:
+    """`json_detail` of one row: `struct.json_encode`'s text (json.dumps' escapes, compact), nulls dropped."""
+    import json
+
+    enc = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+    for rx, rep in _PY_JSON_NULLS:
+        enc = rx.sub(rep, enc)
+    return enc
+
+
+def _py_warn_events(
+    warns: pl.DataFrame, ctx: FileContext, rank_map: pl.DataFrame | None, source: str
+) -> pl.DataFrame | None:
+    """`warn_events` of a few WARN messages in Python; None unless every message is ASCII without a newline
+    (where Python's `re` with re.ASCII reads them as polars' engine does: `parsers._kernel_events._py_msgs`).
+
+    The classification, groups and detail fields row by row as the expressions give them; the rank and bus
+    of the (node, pid, cudaDev) from `rank_map` as the join gives them; the output columns in one select."""
+    if warns.height == 0 or warns.height > _PY_WARN_ROWS:
+        return None
+    msgs = warns.get_column("msg").to_list()
+    if any(m is not None and (not m.isascii() or "\n" in m) for m in msgs):
+        return None
+    rm: dict[tuple, tuple] = {}
+    if rank_map is not None and rank_map.height:
+        rmf = (
+            rank_map.filter(pl.col("nranks") == pl.col("nranks").max().over("node", "pid", "cuda_dev"))
+            .group_by("node", "pid", "cuda_dev")
+            .agg(
+                nccl_rank=pl.col("rank").first(),
+                n=pl.col("rank").n_unique(),
+                bus=pl.col("gpu_bus_id").first(),
+            )
+            .filter(pl.col("n") == 1)
+        )
+        rank_dtype = rmf.schema["nccl_rank"]
+        for node, pid, dev, rank, bus in rmf.select("node", "pid", "cuda_dev", "nccl_rank", "bus").rows():
+            if node is not None and pid is not None and dev is not None:
+                rm[(node, pid, dev)] = (rank, bus)
+    else:
+        rank_dtype = pl.Int32
+    kinds_rx = [(k, _py_rx(k_rx), sev) for k, k_rx, sev in WARN_KINDS]
+    ib_rx, asy_rx, ibv_rx, cu_rx, peer_rx = (
+        _py_rx(x) for x in (IB_COMPLETION_RE, ASYNC_RE, IBV_RE, CUDA_FAIL_RE, PEER_RE)
+    )
+    field_rx = {k: _py_rx(f_rx) for k, f_rx in IB_FIELDS.items()}
+    gid_ip = _py_rx(r"^::ffff:(\d+\.\d+\.\d+\.\d+)$")
+    peer_rank_rx, retcode_rx, local_rank_rx = (
+        _py_rx(x) for x in (r"from rank (\d+)", r"retcode (\d+)", r"by localRank (\d+)")
+    )
+
+    def groups(rx: re.Pattern[str], m: str | None) -> dict[str, str | None]:
+        mt = None if m is None else rx.search(m)
+        return mt.groupdict() if mt is not None else dict.fromkeys(rx.groupindex)
+
+    def extract(rx: re.Pattern[str], m: str | None, group: int = 1) -> str | None:
+        mt = None if m is None else rx.search(m)
+        return None if mt is None else mt.group(group)
+
+    cols = {c: warns.get_column(c).to_list() for c in ("node", "pid", "tid", "dev", "src", "srcline", "func")}
+    kinds: list[str] = []
+    sevs: list[str] = []
+    codes: list[str | None] = []
+    ranks: list[int | None] = []
+    buses: list[str | None] = []
+    details: list[str] = []
+    for i, m in enumerate(msgs):
+        kind, sev = "nccl_warn", "medium"
+        for k, krx, ksev in kinds_rx:
+            if m is not None and krx.search(m):
+                kind, sev = k, ksev
+                break
+        ib, asy, ibv, cu, peer = (groups(x, m) for x in (ib_rx, asy_rx, ibv_rx, cu_rx, peer_rx))
+        status = _py_i64(ib["status"])
+        is_ib = kind == "nccl_ib_error"
+        if is_ib and status == 5:
+            sev = "medium"
+        code = {
+            "nccl_ib_error": ib["status"],
+            "nccl_ibv_error": ibv["call"],
+            "nccl_cuda_error": cu["err"],
+            "nccl_ib_async_event": asy["event"],
+        }.get(kind)
+        key = (cols["node"][i], cols["pid"][i], cols["dev"][i])
+        rank, bus = rm.get(key, (None, None)) if None not in key else (None, None)
+        ibd = {k: extract(frx, m) for k, frx in field_rx.items() if k != "direction"}
+        d1 = extract(field_rx["direction"], m)
+        ibd["direction"] = d1 if d1 is not None else extract(field_rx["direction"], m, 2)
+        src, srcline = cols["src"][i], cols["srcline"][i]
+        remote = ibd["remote_gid"] if is_ib else None
+        detail = {
+            "pid": cols["pid"][i],
+            "tid": cols["tid"][i],
+            "cuda_dev": cols["dev"][i],
+            "src": None if src is None or srcline is None else f"{src}:{srcline}",
+            "func": cols["func"][i],
+            "text": m,
+            "peer": ib["peer"] if ib["peer"] is not None else peer["peer"],
+            "peer_port": _py_i64(ib["peer_port"] if ib["peer_port"] is not None else peer["peer_port"]),
+            "status": status if is_ib else None,
+            "status_name": ib["status_name"],
+            "opcode": _py_i64(ibd["opcode"]) if is_ib else None,
+            "len": _py_i64(ibd["len"]) if is_ib else None,
+            "vendor_err": _py_i64(ibd["vendor_err"]) if is_ib else None,
+            "direction": ibd["direction"] if is_ib else None,
+            "local_gid": ibd["local_gid"] if is_ib else None,
+            "remote_gid": remote,
+            "remote_gid_ip": None if remote is None else extract(gid_ip, remote),
+            "hca": ibd["hca"] if is_ib and ibd["hca"] is not None else asy["hca"],
+            "port": _py_i64(asy["port"]),
+            "ibv_call": ibv["call"],
+            "error": ibv["err"] if ibv["err"] is not None else cu["err"],
+            "peer_rank": _py_i64(extract(peer_rank_rx, m)),
+            "retcode": _py_i64(extract(retcode_rx, m)),
+            "local_rank": _py_i64(extract(local_rank_rx, m)),
+        }
+        kinds.append(kind)
+        sevs.append(sev)
+        codes.append(code)
+        ranks.append(rank)
+        buses.append(bus)
+        details.append(_py_json_detail(detail))
+    return warns.select(
+        ts="ts",
+        ts_quality="ts_quality",
+        node="node",
+        rank=pl.coalesce(
+            pl.lit(pl.Series(ranks, dtype=rank_dtype)).cast(pl.Int32),
+            pl.col("env_global_rank"),
+            pl.col("env_rank"),
+        ),
+        gpu_bus_id=pl.lit(pl.Series(buses, dtype=pl.String)),
+        source=pl.lit(source),
+        kind=pl.lit(pl.Series(kinds, dtype=pl.String)),
+        code=pl.lit(pl.Series(codes, dtype=pl.String)),
+        severity=pl.lit(pl.Series(sevs, dtype=pl.String)),
+        message="text",
+        detail=pl.lit(pl.Series(details, dtype=pl.String)),
         file=pl.lit(ctx.path),
         line="line",
     )
