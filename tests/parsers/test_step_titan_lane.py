@@ -151,3 +151,37 @@ def test_lane_keeps_line_distances() -> None:
     s = pl.Series(lines)
     got = S.parse(s, FileContext(path="n/train.log", node="n", year_hint=2026))
     assert (at + 3, f"[rank1]:{_WARN[1]}") in got.unrecognized_examples
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_read_without_gates_equals_full_reading(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """`_read` of a text holding no gate returns at once what the full reading returns (no grammar matches):
+    the full reading forced by a `_present` that reports a gate no line holds (its grammar finds nothing)."""
+    rnd = random.Random(seed)
+    lines = [line for line in _log(seed) if " - root - INFO - step: " not in line]
+    lines += [
+        "-----Begin global rank 3 STDOUT-----",
+        "[rank3]:[W0302 01:41:32.203077686 CUDAAllocatorConfig.h:28] Warning: expandable_segments",
+        "-----End global rank 3 STDOUT-----",
+        "2025-03-03T08:00:00.5Z stdout F [rank0]:[titan] 2025-03-03 08:00:00,123 - root - INFO - chatter",
+        "INFO:megatron.core.utils:hello",
+        "[Rank 3] chatter",
+        "a\rb\rc",
+    ]
+    rnd.shuffle(lines)
+    lines *= 1 + seed  # (seed 2: more than `_LANE_MIN` lines, the big preparation)
+    s = pl.Series(lines)
+    ctx = FileContext(path="n/train.log", node="n", first_line=5, year_hint=2026)
+    got = S._parse(s, ctx)
+    present = S._present
+    monkeypatch.setattr(S, "_present", lambda *a: present(*a) or frozenset({"iteration"}))
+    want = S._parse(s, ctx)
+    assert got.tables["steps"].equals(want.tables["steps"]) and got.tables["steps"].height == 0
+    assert sorted(got.tables) == sorted(want.tables) == ["steps"]
+    assert (got.parsed, got.unrecognized, got.unrecognized_examples, got.partial, got.node) == (
+        want.parsed,
+        want.unrecognized,
+        want.unrecognized_examples,
+        want.partial,
+        want.node,
+    )
