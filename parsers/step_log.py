@@ -2977,14 +2977,14 @@ def _read(
 
 _D = r"[0-9]+(?:\.[0-9]+)?"
 _TITAN_LINE = (
-    r"^\[rank([0-9]+)\]:\[titan\] "
+    r"^(?:\[rank([0-9]+)\]:)?\[titan\] "
     r"([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-5][0-9]),([0-9]{3})"
     rf" - root - INFO - step: +([0-9]+) +loss: +({_D}) +(?:grad_norm: +({_D}) +)?memory: +({_D})GiB"
     rf"\([0-9.]+%\) +(?:tps|wps): +([0-9][0-9,]*(?:\.[0-9]+)?) +tflops: +({_D}) +mfu: +({_D})%$"
 )
 """A torchtitan step line of the one shape `_titan_lane` reads off its groups (rank, date-time, milliseconds,
-step, loss, grad_norm, memory, tps, tflops, mfu): a `[rankN]:` envelope, a `[titan]` logging header (the
-`logging` module's time: `,` and three digits), the step line `_TITAN_CANON` reads, with ASCII digits.
+step, loss, grad_norm, memory, tps, tflops, mfu): a `[rankN]:` envelope or none, a `[titan]` logging header
+(the `logging` module's time: `,` and three digits), the step line `_TITAN_CANON` reads, with ASCII digits.
 (Runs of digits are not bounded, which costs ~10 % more in the regex: a rank or step out of range, a
 number that reads infinite send the whole to `_parse`.)"""
 _TITAN_LINE_LIT = " - root - INFO - step: "
@@ -2998,9 +2998,10 @@ def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     There the general reading makes one row of each such line and nothing else holds a row or event: the
     gates it finds are `step:` and `loss:`, which run the torchtitan grammar alone, on those lines alone
     (they are canonical: `_titan_values` reads their tokens); each fragment is a row of its own (one
-    grammar, all anchors), whose stream is its `[rankN]:` envelope's rank (no host: the key `|N`) and whose
-    own time is its `[titan]` date-time (`_TS_CANON`, `local_assumed_utc`); rows with a time inherit none,
-    and step times are the timestamp deltas between a rank's consecutive rows (`_times`).
+    grammar, all anchors), whose stream is its `[rankN]:` envelope's rank (no host: the key `|N`; without
+    an envelope no rank, the key `|`, unless a Composer banner gives one: then None) and whose own time is
+    its `[titan]` date-time (`_TS_CANON`, `local_assumed_utc`); rows with a time inherit none, and step
+    times are the timestamp deltas between consecutive rows of a rank (`_times`).
 
     The other lines are read by `_parse` with their own line numbers: what it understands of them
     (timestamped chatter, warnings, noise) does not depend on the step lines, which no rule spanning lines
@@ -3018,7 +3019,7 @@ def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
         return None
     at = cand.arg_true()
     m = text.gather(at).str.extract_groups(_TITAN_LINE)
-    miss = m.struct.field("1").is_null()
+    miss = m.struct.field("2").is_null()
     n_miss = int(miss.sum())
     if at.len() - n_miss < _LANE_MIN:
         return None
@@ -3046,11 +3047,16 @@ def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
         tflops=f("9").cast(pl.Float64),
         mfu_pct=f("10").cast(pl.Float64),
     )
-    if not v.select(
-        pl.all_horizontal(pl.col("rank", "_n", "step").null_count() == 0)
+    ok = v.select(
+        pl.all_horizontal(pl.col("_n", "step").null_count() == 0)
         & pl.all_horizontal(pl.col(*floats).is_infinite().any().not_())
-    ).item():
+        & (pl.col("rank").null_count() == pl.lit(m.struct.field("1").null_count(), dtype=pl.UInt32)),
+        bare=pl.col("rank").is_null().any(),
+    ).row(0)
+    if not ok[0]:
         return None
+    if ok[1] and others.len() and rest_text.str.contains("global rank", literal=True).any():
+        return None  # (a line without an envelope takes the rank of a Composer banner above it)
     rest = None
     if others.len():
         rest = _parse(rest_text, ctx, numbers=others.cast(pl.Int64) + ctx.first_line)

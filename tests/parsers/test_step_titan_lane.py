@@ -33,25 +33,26 @@ def _num(rnd: random.Random, lo: float, hi: float) -> str:
     return rnd.choice(forms)
 
 
-def _step_line(rnd: random.Random, rank: int, t: datetime, step: int, odd: bool) -> str:
+def _step_line(rnd: random.Random, rank: int, t: datetime, step: int, odd: bool, bare: float = 0.0) -> str:
     sp = (lambda: " " * rnd.choice([1, 2, 2, 2, 3])) if odd else (lambda: "  ")
     frac = f",{t.microsecond // 1000:03d}"
     r = f"{rank:03d}" if odd and rnd.random() < 0.05 else str(rank)
+    env = "" if rnd.random() < bare else f"[rank{r}]:"
     tps = rnd.uniform(100, 2_000_000)
     tps_s = rnd.choice([f"{tps:,.0f}", f"{tps:.0f}", f"{tps:,.2f}"]) if odd else f"{tps:,.0f}"
     grad = f"grad_norm:{sp()}{_num(rnd, 0.1, 3)}{sp()}" if not odd or rnd.random() < 0.8 else ""
     key = rnd.choice(["tps", "wps"]) if odd else "tps"
     return (
-        f"[rank{r}]:[titan] {t:%Y-%m-%d %H:%M:%S}{frac} - root - INFO - step:{sp()}{step:2}{sp()}"
+        f"{env}[titan] {t:%Y-%m-%d %H:%M:%S}{frac} - root - INFO - step:{sp()}{step:2}{sp()}"
         f"loss:{sp()}{_num(rnd, 0.5, 12)}{sp()}{grad}memory:{sp()}{_num(rnd, 1, 80)}GiB({_num(rnd, 1, 99)}%)"
         f"{sp()}{key}:{sp()}{tps_s}{sp()}tflops:{sp()}{_num(rnd, 1, 999)}{sp()}mfu:{sp()}{_num(rnd, 1, 99)}%"
     )
 
 
-def _log(seed: int, extra: str | None = None) -> list[str]:
-    """A torchtitan log of 8 ranks (`odd`: field spacing, fractions, ranks, values varied; steps that repeat
-    or go back, clocks that stand still or go back), with chatter, warnings, tracebacks and blank lines;
-    `extra`: one line of another kind put somewhere in it."""
+def _log(seed: int, extra: str | None = None, bare: float = 0.0) -> list[str]:
+    """A torchtitan log of 8 ranks (`odd`: field spacing, ranks, values varied; steps that repeat or go
+    back, clocks that stand still or go back), with chatter, warnings, tracebacks and blank lines; `extra`:
+    one line of another kind put somewhere in it; `bare`: the share of step lines without an envelope."""
     rnd = random.Random(seed)
     odd = seed % 2 == 1
     t = datetime(2025, 3, 3, 8, 0, 0, 123456)
@@ -65,7 +66,7 @@ def _log(seed: int, extra: str | None = None) -> list[str]:
                 t -= timedelta(seconds=rnd.uniform(0, 3))
             elif not odd or rnd.random() < 0.9:
                 t += timedelta(microseconds=rnd.randint(0, 2000))
-            out.append(_step_line(rnd, rank, t, step, odd))
+            out.append(_step_line(rnd, rank, t, step, odd, bare))
         x = rnd.random()
         r = rnd.randrange(8)
         if x < 0.05:
@@ -104,6 +105,15 @@ def test_lane_equals_general_reading(seed: int) -> None:
     assert _check(_log(seed), first_line=1 + seed * 1000)
 
 
+@pytest.mark.parametrize(("seed", "bare"), [(0, 1.0), (1, 1.0), (2, 0.3)])
+def test_lane_without_envelopes(seed: int, bare: float) -> None:
+    """Step lines of a rank's own file (no `[rankN]:`; no rank, one stream), or some of them."""
+    assert _check(_log(seed, bare=bare))
+    assert _check(_log(seed, "[rank3]:x", bare=bare))
+    # (a Composer banner gives a line without an envelope a rank: handed back)
+    assert not _check(_log(seed, "-----Begin global rank 3 STDOUT-----", bare=bare))
+
+
 @pytest.mark.parametrize(
     "extra",
     [
@@ -129,7 +139,10 @@ def test_lane_hands_back(extra: str) -> None:
     assert not _check(_log(0, extra))
 
 
-@pytest.mark.parametrize("extra", ["[rank4]:a\rb\rc", "[rank4]:Begin global rank 3 STDOUT", "\t"])
+@pytest.mark.parametrize(
+    "extra",
+    ["[rank4]:a\rb\rc", "[rank4]:Begin global rank 3 STDOUT", "-----Begin global rank 3 STDOUT-----", "\t"],
+)
 def test_lane_takes_other_lines(extra: str) -> None:
     assert _check(_log(1, extra))
 
