@@ -3010,9 +3010,10 @@ def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     or step is out of range or whose number reads infinite also sends the whole to the general reading.
     """
     text = lines.cast(pl.String)
-    # (one line in 16 looked at first: a log whose step lines are most of it has one there; other logs pay
-    # that small scan, not one of every line; a log whose step lines all miss the sample is read in full)
-    if not text.gather_every(16).str.contains(_TITAN_LINE_LIT, literal=True).any():
+    # (one line in 31 looked at first: a log with thousands of step lines has some there, unless they repeat
+    # with a period that is a multiple of 31 lines; other logs pay that small scan, not one of every line; a
+    # log whose step lines all miss the sample is read in full)
+    if not text.gather_every(31).str.contains(_TITAN_LINE_LIT, literal=True).any():
         return None
     cand = text.str.contains(_TITAN_LINE_LIT, literal=True).fill_null(False)
     if int(cand.sum()) < _LANE_MIN:

@@ -198,3 +198,12 @@ def test_read_without_gates_equals_full_reading(monkeypatch: pytest.MonkeyPatch,
         want.partial,
         want.node,
     )
+
+
+def test_lane_found_whatever_the_period() -> None:
+    """8 lines of chatter, then the 8 ranks' step lines, every step (a period of 16 lines): the sample the
+    lane looks at first still holds step lines."""
+    steps = [line for line in _log(0) if " - root - INFO - step: " in line]
+    chatter = "[rank0]:[titan] 2025-03-03 08:00:00,000 - root - INFO - [GC] collection 0.01 seconds"
+    lines = [x for i in range(0, len(steps) - 7, 8) for x in [chatter] * 8 + steps[i : i + 8]]
+    assert _check(lines)
