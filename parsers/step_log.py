@@ -2977,7 +2977,7 @@ def _read(
 
 _D = r"[0-9]+(?:\.[0-9]+)?"
 _TITAN_LINE = (
-    r"^(?:\[rank([0-9]+)\]:)?\[titan\] "
+    r"^\[rank([0-9]+)\]:\[titan\] "
     r"([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-5][0-9]),([0-9]{3})"
     rf" - root - INFO - step: +([0-9]+) +loss: +({_D}) +(?:grad_norm: +({_D}) +)?memory: +({_D})GiB"
     rf"\([0-9.]+%\) +(?:tps|wps): +([0-9][0-9,]*(?:\.[0-9]+)?) +tflops: +({_D}) +mfu: +({_D})%$"
@@ -2989,6 +2989,10 @@ step, loss, grad_norm, memory, tps, tflops, mfu): a `[rankN]:` envelope or none,
 number that reads infinite send the whole to `_parse`.)"""
 _TITAN_LINE_LIT = " - root - INFO - step: "
 assert re.compile(_TITAN_LINE).groups == 10 and _TITAN_LINE_LIT in _TITAN_LINE.replace("\\", "")
+_TITAN_BARE = _TITAN_LINE.replace(r"^\[rank([0-9]+)\]:", r"^(?:\[rank([0-9]+)\]:){0}", 1)
+"""`_TITAN_LINE` of a line without an envelope (group 1 never set). (One regex with the envelope optional
+costs twice as much: the line's first `[` no longer tells the way, the capture takes a slower engine.)"""
+assert _TITAN_BARE != _TITAN_LINE and re.compile(_TITAN_BARE).groups == 10
 
 
 def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
@@ -3019,8 +3023,13 @@ def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     if int(cand.sum()) < _LANE_MIN:
         return None
     at = cand.arg_true()
-    m = text.gather(at).str.extract_groups(_TITAN_LINE)
+    cand_text = text.gather(at)
+    m = cand_text.str.extract_groups(_TITAN_LINE)
     miss = m.struct.field("2").is_null()
+    if miss.any():  # (lines without an envelope; those with one fail that regex at their second character)
+        bare = cand_text.str.extract_groups(_TITAN_BARE)
+        m = pl.select(pl.when(miss).then(pl.lit(bare)).otherwise(pl.lit(m))).to_series()
+        miss = m.struct.field("2").is_null()
     n_miss = int(miss.sum())
     if at.len() - n_miss < _LANE_MIN:
         return None
