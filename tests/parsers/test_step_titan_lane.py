@@ -207,3 +207,41 @@ def test_lane_found_whatever_the_period() -> None:
     chatter = "[rank0]:[titan] 2025-03-03 08:00:00,000 - root - INFO - [GC] collection 0.01 seconds"
     lines = [x for i in range(0, len(steps) - 7, 8) for x in [chatter] * 8 + steps[i : i + 8]]
     assert _check(lines)
+
+
+_POOL = "0123456789 .,:-+ex%()[]\t\u0663\u00a0Z"
+
+
+def _mutate(rnd: random.Random, s: str, keep: bool) -> str:
+    """`s` with one character changed, inserted or deleted (`keep`: after the `step:`, a digit for a digit, a
+    digit more or less in a run of them, a blank more or less in a run of blanks: the same shape)."""
+    if keep:
+        lo = s.index("step:") + 5
+        at = [k for k in range(lo, len(s) - 1) if s[k].isdigit() or (s[k] == " " and s[k - 1] == " ")]
+        k = rnd.choice(at)
+        if s[k] == " ":
+            return s[:k] + rnd.choice(["", "  "]) + s[k + 1 :]
+        op, d = rnd.randrange(3), rnd.choice("0123456789")
+        if op == 0 or not (s[k - 1].isdigit() or s[k + 1].isdigit()):
+            return s[:k] + d + s[k + 1 :]
+        return s[:k] + d + s[k:] if op == 1 else s[:k] + s[k + 1 :]
+    k = rnd.randrange(len(s))
+    op, c = rnd.randrange(3), rnd.choice(_POOL)
+    return s[:k] + c + s[k + 1 :] if op == 0 else s[:k] + c + s[k:] if op == 1 else s[:k] + s[k + 1 :]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_lane_on_mutated_step_lines(seed: int) -> None:
+    """Step lines with a character changed, inserted or deleted here and there: the lane reads the ones its
+    regex takes as the general reading does, and hands back the log when a line of another shape holds a
+    gate or a date does not parse."""
+    rnd = random.Random(100 + seed)
+    lines = _log(seed % 2)
+    at = [i for i, line in enumerate(lines) if " - root - INFO - step: " in line]
+    for i in rnd.sample(at, 200):
+        lines[i] = _mutate(rnd, lines[i], keep=True)
+    if seed >= 5:
+        i = rnd.choice(at)
+        lines[i] = _mutate(rnd, lines[i], keep=False)
+    took = _check(lines)
+    assert took or seed >= 5
