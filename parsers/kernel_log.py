@@ -788,19 +788,45 @@ def _syslog_lane(sub: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     other = g.filter(~pl.col("_ok")).select("line", "body") if lane.height < g.height else sub.clear()
     if lane.height == 0:
         return lane.select("line", msg=body, mon=body, day=body, hms=body, host=body, tag=body), other
+    if not precise:
+        # 'Mon DD HH:MM:SS host tag[pid]' is five words at single spaces (`_LANE_WORD` has none) unless the
+        # day is padded with a space ('Dec  1'): one split gives all but the message; the padded rows (an
+        # empty second word) are read by position below
+        w = pl.col("_w").struct.field
+        out = lane.with_columns(_w=pl.col("_p").str.split_exact(" ", 4)).select(
+            "line",
+            msg=body.str.slice(pl.col("_c") + 2),
+            mon=w("field_0"),
+            day=w("field_1"),
+            hms=w("field_2"),
+            host=w("field_3"),
+            tag=w("field_4"),
+        )
+        padded = out.get_column("day") == ""
+        if padded.any():
+            at = padded.arg_true()
+            fix = _syslog_lane_fields(lane[at], pl.lit(16, dtype=pl.Int64))
+            out = out.with_columns(
+                out.get_column(c).scatter(at, fix.get_column(c)) for c in ("day", "hms", "host", "tag")
+            )
+        return out, other
+    first = 16 + pl.col("_p").str.slice(15).str.find(" ", literal=True).cast(pl.Int64)
+    return _syslog_lane_fields(lane, first), other
+
+
+def _syslog_lane_fields(lane: pl.DataFrame, first: pl.Expr) -> pl.DataFrame:
+    """`_syslog_lane`'s columns of lane rows (line, body, _c, _p) by position, 'host tag[pid]' from
+    `first`."""
+    body = pl.col("body")
     # 'host tag[pid]' starts after the time's space (and the fraction's characters, short-precise) and ends
     # the prefix; it holds one space (`_LANE_WORD` has none)
-    first = pl.lit(16, dtype=pl.Int64)
-    if precise:
-        first = 16 + pl.col("_p").str.slice(15).str.find(" ", literal=True).cast(pl.Int64)
     lane = lane.with_columns(_ht=pl.col("_p").str.slice(first).str.split_exact(" ", 1))
-    out = lane.select(
+    return lane.select(
         "line",
         **_rfc3164_fields(body),
         host=pl.col("_ht").struct.field("field_0"),
         tag=pl.col("_ht").struct.field("field_1"),
     )
-    return out, other
 
 
 _LANE_ISO_PREFIX = (
