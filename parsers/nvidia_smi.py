@@ -14,7 +14,6 @@ index order). A dump taken with `-i N` would thus number its only GPU 0.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from functools import lru_cache
@@ -345,27 +344,286 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
 
 
 def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
-    """`[parse(lines, ctx) for lines, ctx in items]`: the lines of all files prepared in one pass (blank
-    test, banner search), each file walked on its own (the walk is per line), the tables of all files built
-    in one construction per table (`F.frames_many`) and cut back per file."""
+    """`[parse(lines, ctx) for lines, ctx in items]`: the lines of all files prepared in one pass, the
+    tables of all files built in one construction per table (`F.frames_many`), cut back per file.
+
+    A file is not walked line by line when a file of the same *shape* was seen before (`_shapes`: each line
+    with the value behind its first ': ' cut off; dumps of one machine type repeat it): the walk of that file,
+    with its values replaced by tokens, is kept as a `_Template`, and the file's values are read into it in
+    one polars pass over the batch (`_instantiate`). Files the shape cannot vouch for (tabs, error markers,
+    failure lines, pdsh captures) are walked as `parse` walks them; so is a file's first sighting.
+    """
     if not items:
         return []
     with F.gc_paused():
-        sizes = [len(lines) for lines, _ in items]
-        kept, banner_rows = _prepare(pl.concat([lines.cast(pl.String) for lines, _ in items], how="vertical"))
-        starts = list(accumulate(sizes, initial=0))
-        per_file: list[list[int]] = [[] for _ in items]
-        for i in banner_rows:
-            f = bisect_right(starts, i) - 1
-            per_file[f].append(i - starts[f])
+        text = pl.concat([lines.cast(pl.String) for lines, _ in items], how="vertical").fill_null("")
+        starts = list(accumulate((len(lines) for lines, _ in items), initial=0))
+        lines_f, files_f = _shapes(text, [len(lines) for lines, _ in items])
+        shapes: list[str] = [""] * len(items)  # (a file of no lines has no group)
+        bad: list[bool] = [False] * len(items)
+        for k, sh, b in files_f.iter_rows():
+            shapes[k], bad[k] = sh, b
+        plans: list[_Template | None] = []
+        for k, (_lines, ctx) in enumerate(items):
+            tmpl = None
+            if not bad[k]:
+                key = (ctx.first_line, starts[k + 1] - starts[k], shapes[k])
+                tmpl = _TEMPLATES.get(key)
+                if tmpl is None:
+                    h = hash(key)
+                    if h in _SIGHTED:  # (seen before: worth a template)
+                        lo, hi = starts[k], starts[k + 1]
+                        kept, prefix = _kept(lines_f.slice(lo, hi - lo))
+                        tmpl = _template(kept, prefix, ctx)
+                        if len(_TEMPLATES) >= _TEMPLATES_MAX:
+                            _TEMPLATES.clear()
+                        _TEMPLATES[key] = tmpl if tmpl is not None else _NO_TEMPLATE
+                    else:
+                        if len(_SIGHTED) >= _SIGHTED_MAX:
+                            _SIGHTED.clear()
+                        _SIGHTED.add(h)
+                if tmpl is _NO_TEMPLATE:
+                    tmpl = None
+            plans.append(tmpl)
+        # the values of the templated files' lines, in one pass
+        idx = [starts[k] + p for k, t in enumerate(plans) if t is not None for p in (*t.dyn, *t.blanks)]
+        values: list[str] = []
+        if idx:
+            values = (
+                text.gather(idx).str.splitn(": ", 2).struct.field("field_1").str.strip_chars().to_list()
+            )
         rows = []
         results = []
+        at = 0
         for k, (_lines, ctx) in enumerate(items):
-            r, result = _parse(kept[starts[k] : starts[k + 1]], per_file[k], ctx)
-            rows.append(r)
-            results.append(result)
+            tmpl = plans[k]
+            got = None
+            if tmpl is not None:
+                nd, nb = len(tmpl.dyn), len(tmpl.blanks)
+                vals = values[at : at + nd]
+                blanks = values[at + nd : at + nd + nb]
+                at += nd + nb
+                # (no value the template holds non-blank is blank here, and the reverse)
+                if "" not in vals and blanks.count("") == nb:
+                    got = _instantiate(tmpl, vals, text, starts[k], ctx)
+            if got is None:
+                lo, hi = starts[k], starts[k + 1]
+                kept, _prefix = _kept(lines_f.slice(lo, hi - lo))
+                banner_rows = lines_f.slice(lo, hi - lo).get_column("banner").arg_true().to_list()
+                got = _parse(kept, banner_rows, ctx)
+            rows.append(got[0])
+            results.append(got[1])
         tables = F.frames_many(rows, inv_tuples=True)
         return [ParseResult(tables=t, **result) for t, result in zip(tables, results, strict=True)]
+
+
+_BAD = re.compile(
+    "[\t\x01\x1c-\x1f]|" + "|".join(re.escape(m) for m in (*F.ERROR_MARKERS, *F.FAILURE_LITERALS))
+).pattern
+"""A line matching this makes its file's shape no promise: tabs (expanded in values), error markers and
+failure literals (the walk reads the values), the separators Python strips and polars does not, the token
+mark. (One regex: faster here than `contains_any` of the literals.)"""
+
+
+def _shapes(text: pl.Series, sizes: list[int]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Per line of a batch (`text`, nulls as ""): `blank` (by the accounting's rule), `banner` (holds the
+    banner literal), `prefix` (the shape is the line up to its first ': ', inclusive: not blank, no banner);
+    per file: its lines' shapes joined by newlines (`shape`; blank lines as "", other lines whole),
+    and `bad` (a line of `_BAD`)."""
+    t = pl.col("t")
+    f = pl.int_range(0, len(sizes), dtype=pl.Int32).repeat_by(pl.Series(sizes, dtype=pl.UInt32)).explode()
+    lines_f = (
+        pl.DataFrame({"t": text, "f": pl.select(f).to_series()})
+        .lazy()
+        .with_columns(
+            pos=t.str.find(": ", literal=True),
+            blank=t.str.strip_chars().str.len_bytes() == 0,
+            banner=t.str.contains("NVSMI LOG", literal=True),
+            bad=t.str.contains(_BAD),
+        )
+        .with_columns(
+            prefix=~(pl.col("pos").is_null() | pl.col("banner") | pl.col("blank"))
+        )
+        .collect()
+    )
+    # (a byte offset taken as a count of characters: on non-ASCII lines the shape keeps more, never less)
+    shape = (
+        pl.when(pl.col("prefix"))
+        .then(t.str.slice(0, pl.col("pos") + 2))
+        .when(pl.col("blank"))
+        .then(pl.lit(""))
+        .otherwise(t)
+    )
+    files_f = lines_f.group_by("f", maintain_order=True).agg(
+        shape.str.join("\n").alias("shape"), pl.col("bad").any()
+    )
+    return lines_f, files_f
+
+
+def _kept(lines_f: pl.DataFrame) -> tuple[list[str | None], list[bool]]:
+    """A file's lines (`_shapes`' rows) as `_prepare` keeps them (None: blank), and their prefix flags."""
+    got = lines_f.select(kept=pl.when(pl.col("blank")).then(None).otherwise(pl.col("t")), prefix="prefix")
+    return got.get_column("kept").to_list(), got.get_column("prefix").to_list()
+
+
+class _RecSnap(F.GpuSnapshot):
+    """A template walk's snapshot: its `put_sample` calls (a column's later candidates) kept, not applied."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.later: list[tuple[str, str, int, int]] = []
+
+    def put_sample(self, col: str, value: str, line: int, priority: int = 0) -> None:
+        self.later.append((col, value, line, priority))
+
+
+class _Template:
+    """The walk of one file shape (`_template`). Values are indices into the file's values: the values of the
+    lines `dyn` (positions in the file, their value behind the first ': ', stripped: none blank) then, from
+    the end, `statics` (values the shape fixes). The values of the lines `blanks` must be blank."""
+
+    __slots__ = (
+        "dyn", "blanks", "statics", "dumps", "parsed", "unrecognized", "examples", "last_header_empty"
+    )  # fmt: skip
+
+    def __init__(self) -> None:
+        self.dyn: list[int] = []
+        self.blanks: list[int] = []
+        self.statics: list[str] = []
+        self.dumps: list[tuple[int, list[tuple[str, int, int]], list[tuple[Any, list[str], int]]]] = []
+        self.parsed = 0
+        self.unrecognized = 0
+        self.examples: list[int] = []
+        self.last_header_empty = False
+
+
+_TEMPLATES: dict[tuple[int, int, str], _Template] = {}
+_TEMPLATES_MAX = 64
+_NO_TEMPLATE = _Template()
+"""Marks a shape whose walk could not be made a template."""
+_SIGHTED: set[int] = set()
+"""Hashes of the (first line, number of lines, shape) keys of the files seen (a template is made on the
+second sighting)."""
+_SIGHTED_MAX = 4096
+
+
+def _template(kept: list[str | None], prefix: list[bool], ctx: FileContext) -> _Template | None:
+    """Walk one file with the value of each `prefix` line replaced by a token naming the line, and keep where
+    the walk put each token. None when the shape cannot promise the same walk for another file of that
+    shape."""
+    first = ctx.first_line
+    fed: list[str | None] = []
+    tokens: dict[str, int] = {}
+    tm = _Template()
+    for i, (t, pf) in enumerate(zip(kept, prefix, strict=True)):
+        if t is not None and pf:
+            head, _sep, rest = t.partition(": ")
+            if not rest.strip():  # (a blank value: walked as is, and must be blank in the template's files)
+                tm.blanks.append(i)
+                fed.append(t)
+                continue
+            tok = f"\x01{i}"
+            tokens[tok] = i
+            fed.append(f"{head}: {tok}")
+        else:
+            fed.append(t)
+    banner_rows = [i for i, t in enumerate(kept) if t is not None and "NVSMI LOG" in t]
+    for i in banner_rows:
+        m = PDSH_RE.match(kept[i] or "")
+        if m is not None and "NVSMI LOG" in m.group("rest"):
+            return None
+
+    def orig(ln: int) -> str:
+        t = fed[ln - first]
+        return t if t is not None else ""
+
+    dumps, failures, parsed, unrecognized, examples, last_header_empty = _walk(
+        enumerate(fed, first), orig, ctx.node, ctx, _RecSnap
+    )
+    if failures:
+        return None
+    where: dict[int, int] = {}
+    static_at: dict[str, int] = {}
+
+    def ref(v: str) -> int:
+        i = tokens.get(v)
+        if i is not None:
+            j = where.get(i)
+            if j is None:
+                j = where[i] = len(tm.dyn)
+                tm.dyn.append(i)
+            return j
+        j = static_at.get(v)
+        if j is None:
+            j = static_at[v] = -1 - len(tm.statics)
+            tm.statics.append(v)
+        return j
+
+    for d in dumps:
+        top = [(k, ref(v), ln) for k, (v, ln) in d.top.items()]
+        gpus = []
+        for s, keys1, last in d.gpus:
+            assert isinstance(s, _RecSnap)
+            if s.errors:
+                return None
+            spec = (
+                s.index,
+                s.bus_raw,
+                s.line,
+                [(a, ref(v), ln) for a, (v, ln) in s.inv.items()],
+                [(c, ref(v), ln, p) for c, (v, ln, p) in s.sample.items()],
+                [(c, ref(v), ln, p) for c, v, ln, p in s.later],
+                [(k, ref(v)) for k, v in s.extra.items()],
+                dict(s.extra_lines),
+                [(k, [(ref(v), ln) for v, ln in lst]) for k, lst in s.parts.items()],
+                [(k, ref(v), ln) for k, (v, ln) in s.totals.items()],
+            )
+            gpus.append((spec, list(keys1), last))
+        tm.dumps.append((d.line, top, gpus))
+    tm.parsed, tm.unrecognized, tm.last_header_empty = parsed, unrecognized, last_header_empty
+    tm.examples = [ln for ln, _t in examples]
+    tm.statics.reverse()  # (static j: values[j] of values = dyn values + statics)
+    return tm
+
+
+def _instantiate(
+    tm: _Template, dyn: list[str], text: pl.Series, start: int, ctx: FileContext
+) -> tuple[tuple[list[Any], list[dict[str, Any]], list[dict[str, Any]]], dict[str, Any]]:
+    """`_parse` of a file of the template's shape whose `dyn` values are these."""
+    vals = dyn + tm.statics
+    first = ctx.first_line
+    dumps = []
+    for line, top, gpus in tm.dumps:
+        d = _Dump(line)
+        d.top = {k: (vals[j], ln) for k, j, ln in top}
+        for (index, bus, sline, inv, sample, later, extra, extra_lines, parts, totals), keys1, last in gpus:
+            s = F.GpuSnapshot(index=index, bus_raw=bus, line=sline)
+            s.inv = {a: (vals[j], ln) for a, j, ln in inv}
+            s.sample = {c: (vals[j], ln, p) for c, j, ln, p in sample}
+            for c, j, ln, p in later:
+                s.put_sample(c, vals[j], ln, p)
+            s.extra = {k: vals[j] for k, j in extra}  # (= value.strip(): the values are stripped)
+            s.extra_lines = dict(extra_lines)
+            s.parts = {k: [(vals[j], ln) for j, ln in lst] for k, lst in parts}
+            s.totals = {k: (vals[j], ln) for k, j, ln in totals}
+            d.gpus.append((s, list(keys1), last))
+        dumps.append(d)
+
+    def orig(ln: int) -> str:
+        return text[start + ln - first]
+
+    examples = [(ln, orig(ln)[:500]) for ln in tm.examples]
+    p = _rows(
+        dumps, [], tm.parsed, tm.unrecognized, examples, tm.last_header_empty, orig, ctx.node, ctx, F.Stated()
+    )
+    return (p[0], p[1], p[2]), {
+        "parsed": p[3],
+        "unrecognized": p[4],
+        "unrecognized_examples": sorted(p[5])[:20],
+        "notes": p[6],
+        "partial": p[7],
+        "node": None,
+    }
 
 
 def _prepare(lines: pl.Series) -> tuple[list[str | None], list[int]]:
@@ -448,16 +706,39 @@ _PATHS_MAX = 100_000
 """The tree is started again (before a walk) once it holds this many paths and leaves."""
 
 
+_HostRows = tuple[
+    list[Any], list[dict[str, Any]], list[dict[str, Any]], int, int, list[tuple[int, str]], list[str], bool
+]
+"""What `_parse_items` returns: inventory, sample, event rows; parsed, unrecognized, examples; notes,
+partial."""
+
+
 def _parse_items(
     items: Iterable[tuple[int, str | None]],
     orig: Callable[[int], str],
     node: str,
     ctx: FileContext,
     seen_inv: F.Stated,
-) -> tuple[list[Any], list[dict[str, Any]], list[dict[str, Any]], int, int, list[tuple[int, str]], list[str], bool]:
+) -> _HostRows:
     """Parse the (line number, text) items of one host (None for a blank line); see `parse`. `seen_inv`: the
     inventory facts the file stated so far (GPU facts already stated by an earlier dump or host, node facts
     too): the rows repeating one are not built."""
+    walked = _walk(items, orig, node, ctx)
+    return _rows(*walked, orig, node, ctx, seen_inv)
+
+
+_Walked = tuple[list[_Dump], list[dict[str, Any]], int, int, list[tuple[int, str]], bool]
+"""What `_walk` returns: dumps, failure events, parsed and unrecognized counts, examples, ends on a header."""
+
+
+def _walk(
+    items: Iterable[tuple[int, str | None]],
+    orig: Callable[[int], str],
+    node: str,
+    ctx: FileContext,
+    snap_cls: type[F.GpuSnapshot] = F.GpuSnapshot,
+) -> _Walked:
+    """The line walk of `_parse_items`: the dumps and their GPU snapshots (`snap_cls`: their class)."""
     dumps: list[_Dump] = []
     dump: _Dump | None = None
     snap: F.GpuSnapshot | None = None
@@ -556,7 +837,7 @@ def _parse_items(
                 dump = _Dump(ln)
                 dumps.append(dump)
             close_gpu(ln - 1)
-            snap = F.GpuSnapshot(index=len(dump.gpus), bus_raw=c[1], line=ln)
+            snap = snap_cls(index=len(dump.gpus), bus_raw=c[1], line=ln)
             inv_d, sample_d, extra_d = snap.inv, snap.sample, snap.extra
             keys1 = []
             stack = []
@@ -594,6 +875,22 @@ def _parse_items(
         else:
             tally.count(False, ln, orig(ln))
     close_gpu(ln if ln is not None else ctx.first_line)
+    return dumps, failures, tally.parsed + parsed, tally.unrecognized, tally.examples, last_header_empty
+
+
+def _rows(
+    dumps: list[_Dump],
+    failures: list[dict[str, Any]],
+    n_parsed: int,
+    n_unrecognized: int,
+    examples: list[tuple[int, str]],
+    last_header_empty: bool,
+    orig: Callable[[int], str],
+    node: str,
+    ctx: FileContext,
+    seen_inv: F.Stated,
+) -> _HostRows:
+    """The rows of `_walk`'s dumps (the tail of `_parse_items`)."""
 
     def text_of(line: int) -> str:
         return orig(line)
@@ -653,4 +950,4 @@ def _parse_items(
         partial = True
     if partial:
         notes.append("dump ends inside a GPU block: truncated")
-    return inv, samples, events, tally.parsed + parsed, tally.unrecognized, tally.examples, notes, partial
+    return inv, samples, events, n_parsed, n_unrecognized, examples, notes, partial

@@ -1,0 +1,123 @@
+"""`nvidia_smi.parse_many`'s shape templates (a file of a shape seen before is read into the kept walk of that
+shape, not walked): every result equals per-file `parse`, for files of one shape with their values changed
+(numbers, N/A, blank or whitespace values, error markers, failure literals, tabs, the banner literal, the
+separators Python strips and polars does not, non-ASCII), pdsh banners, CRLF, and seeded random mutations.
+"""
+
+from __future__ import annotations
+
+import random
+
+import polars as pl
+import pytest
+
+from parsers import nvidia_smi
+from parsers.base import FileContext
+from tests.conftest import check_many, fixture_lines
+
+FIXTURES = fixture_lines("nvidia-smi", raw=False)
+NAMES = [name for name, _ in FIXTURES]
+
+VALUES = (
+    "0", "1", "17", "523.73 W", "N/A", "[N/A]", "", " ", "\r", "Yes", "No", "Active", "Not Active", "Pending",
+    "Unknown Error", "[GPU requires reset]", "ERR!", "GPU is lost", "Unable to determine the device handle",
+    "a\tb", "NVSMI LOG", "x\x1c", "\x1fy", "é 5 C", "P0", "P8", "16x", "8x", "Enabled", "Disabled", "a: b",
+    "\x01", "Not Supported",
+)  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _fresh_templates() -> None:
+    nvidia_smi._TEMPLATES.clear()
+    nvidia_smi._SIGHTED.clear()
+
+
+def items_of(files: list[list[str | None]], first_line: int = 1) -> list[tuple[pl.Series, FileContext]]:
+    return [
+        (
+            pl.Series("line", lines, dtype=pl.String),
+            FileContext(path=f"d/f{k}.txt", node=f"n{k % 3}", year_hint=2025, first_line=first_line),
+        )
+        for k, lines in enumerate(files)
+    ]
+
+
+def mutate(lines: list[str], rng: random.Random, n: int) -> list[str | None]:
+    """`n` lines of `lines` with the value behind their first ': ' replaced (the shape kept, mostly)."""
+    out: list[str | None] = list(lines)
+    kv = [i for i, t in enumerate(lines) if ": " in t]
+    for i in rng.sample(kv, min(n, len(kv))):
+        head, _sep, _rest = lines[i].partition(": ")
+        out[i] = f"{head}: {rng.choice(VALUES)}"
+    return out
+
+
+def used_templates() -> int:
+    return sum(1 for t in nvidia_smi._TEMPLATES.values() if t is not nvidia_smi._NO_TEMPLATE)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_same_file_again_takes_a_template(name: str) -> None:
+    lines = dict(FIXTURES)[name]
+    check_many(nvidia_smi, items_of([lines, lines, lines]))
+    check_many(nvidia_smi, items_of([lines]))  # (a template kept across batches)
+
+
+def test_common_dump_is_templated() -> None:
+    lines = dict(FIXTURES)["q_h100_535_hw_power_brake_active.txt"]
+    check_many(nvidia_smi, items_of([lines, lines]))
+    assert used_templates() == 1
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("seed", range(3))
+def test_values_changed_under_a_template(name: str, seed: int) -> None:
+    rng = random.Random(f"{name}-{seed}")
+    lines = dict(FIXTURES)[name]
+    files = [lines, lines] + [mutate(lines, rng, n) for n in (1, 1, 2, 5, 40)]
+    check_many(nvidia_smi, items_of(files))
+    check_many(nvidia_smi, items_of(files[::-1]))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_value_in_each_place(name: str) -> None:
+    """Every kind of value once in a batch of files of the template's shape (one line changed each)."""
+    rng = random.Random(name)
+    lines = dict(FIXTURES)[name]
+    kv = [i for i, t in enumerate(lines) if ": " in t]
+    files: list[list[str | None]] = [lines, lines]
+    for v in VALUES:
+        for i in rng.sample(kv, min(4, len(kv))):
+            f: list[str | None] = list(lines)
+            f[i] = lines[i].partition(": ")[0] + ": " + v
+            files.append(f)
+    for k in range(0, len(files), 48):
+        check_many(nvidia_smi, items_of(files[k : k + 48]))
+
+
+def test_pdsh_banner_and_crlf_and_blank_lines() -> None:
+    lines = dict(FIXTURES)["q_h100_535_hw_power_brake_active.txt"]
+    banner = next(i for i, t in enumerate(lines) if "NVSMI LOG" in t)
+    pdsh = list(lines)
+    pdsh[banner] = "node01: " + lines[banner]
+    crlf = [t + "\r" for t in lines]
+    spaced = [t + "  " for t in lines]
+    nulls: list[str | None] = [None if i % 5 == 2 else t for i, t in enumerate(lines)]
+    blanks = ["   " if t == "" else t for t in lines]
+    files = [lines, lines, pdsh, pdsh, crlf, crlf, spaced, spaced, nulls, nulls, blanks, blanks]
+    files += [[], [""], [], [""]]
+    check_many(nvidia_smi, items_of(files))
+    check_many(nvidia_smi, items_of(files, first_line=5))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_line_mixes(seed: int) -> None:
+    """Files of random fixture lines, each sent twice or more (templates of odd shapes)."""
+    rng = random.Random(seed)
+    pool = [t for _, lines in FIXTURES for t in lines]
+    files: list[list[str | None]] = []
+    for _ in range(6):
+        f: list[str | None] = [rng.choice(pool) for _ in range(rng.randrange(1, 300))]
+        files += [f, f, mutate([t or "" for t in f], rng, 3)]
+    rng.shuffle(files)
+    check_many(nvidia_smi, items_of(files))
