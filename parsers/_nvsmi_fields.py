@@ -230,12 +230,14 @@ def snapshot_rows(
     text_of: Callable[[int], str],
     seen: Stated | None = None,
     tuples: bool = False,
+    inventory: bool = True,
 ) -> tuple[list[Any], dict[str, Any], list[dict[str, Any]]]:
     """Return (inventory rows, the gpu_samples row, events) of one GPU snapshot (bus ids still raw).
 
     `seen`: the inventory facts returned so far for this file (kept up to date); a row repeating one is not
     built, as `frames` would drop it (repeated dumps restate the same facts). `tuples`: the inventory rows as
-    tuples of the `INV_TUPLE` columns (for `frames(..., inv_tuples=True)`), not dicts.
+    tuples of the `INV_TUPLE` columns (for `frames(..., inv_tuples=True)`), not dicts. `inventory=False`: no
+    inventory rows (the caller builds them).
     """
     base = {"node": node, "gpu_index": snap.index, "gpu_bus_id": snap.bus_raw}
     inv = []
@@ -247,6 +249,8 @@ def snapshot_rows(
         if seen.last.get(gpu) == state:
             items = {}.items()
         seen.last[gpu] = state
+    if not inventory:
+        items = {}.items()
     index, bus = snap.index, snap.bus_raw
     keys = seen.keys if seen is not None else None
     for a, (v, ln) in items:

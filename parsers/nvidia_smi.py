@@ -387,14 +387,14 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
             plans.append(tmpl)
         # the values of the templated files' lines, in one pass
         idx = [starts[k] + p for k, t in enumerate(plans) if t is not None for p in (*t.dyn, *t.blanks)]
-        values: list[str] = []
+        values_s = pl.Series([], dtype=pl.String)
         if idx:
-            values = (
-                text.gather(idx).str.splitn(": ", 2).struct.field("field_1").str.strip_chars().to_list()
-            )
+            values_s = text.gather(idx).str.splitn(": ", 2).struct.field("field_1").str.strip_chars()
+        values: list[str] = values_s.to_list()
         rows = []
         results = []
         at = 0
+        inv_groups: dict[int, tuple[_Template, list[int], list[int]]] = {}  # id -> template, files, offsets
         for k, (_lines, ctx) in enumerate(items):
             tmpl = plans[k]
             got = None
@@ -406,6 +406,10 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
                 # (no value the template holds non-blank is blank here, and the reverse)
                 if "" not in vals and blanks.count("") == nb:
                     got = _instantiate(tmpl, vals, text, starts[k], ctx)
+                    if tmpl.inventory is not None and tmpl.inventory.height:
+                        g = inv_groups.setdefault(id(tmpl), (tmpl, [], []))
+                        g[1].append(k)
+                        g[2].append(at - nd - nb)
             if got is None:
                 lo, hi = starts[k], starts[k + 1]
                 kept, _prefix = _kept(lines_f.slice(lo, hi - lo))
@@ -414,6 +418,11 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
             rows.append(got[0])
             results.append(got[1])
         tables = F.frames_many(rows, inv_tuples=True)
+        for tmpl, ks, offsets in inv_groups.values():
+            inv = _inventories(tmpl, values_s, offsets, [items[k][1] for k in ks])
+            r = tmpl.inventory.height if tmpl.inventory is not None else 0
+            for i, k in enumerate(ks):
+                tables[k]["inventory"] = inv.slice(i * r, r)
         return [ParseResult(tables=t, **result) for t, result in zip(tables, results, strict=True)]
 
 
@@ -483,7 +492,8 @@ class _Template:
     the end, `statics` (values the shape fixes). The values of the lines `blanks` must be blank."""
 
     __slots__ = (
-        "dyn", "blanks", "statics", "dumps", "parsed", "unrecognized", "examples", "last_header_empty"
+        "dyn", "blanks", "statics", "dumps", "parsed", "unrecognized", "examples", "last_header_empty",
+        "inventory",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -495,6 +505,7 @@ class _Template:
         self.unrecognized = 0
         self.examples: list[int] = []
         self.last_header_empty = False
+        self.inventory: pl.DataFrame | None = None  # (`_inventory_layout`)
 
 
 _TEMPLATES: dict[tuple[int, int, str], _Template] = {}
@@ -582,8 +593,87 @@ def _template(kept: list[str | None], prefix: list[bool], ctx: FileContext) -> _
         tm.dumps.append((d.line, top, gpus))
     tm.parsed, tm.unrecognized, tm.last_header_empty = parsed, unrecognized, last_header_empty
     tm.examples = [ln for ln, _t in examples]
+    if len(tm.dumps) <= 1:
+        tm.inventory = _inventory_layout(tm)
     tm.statics.reverse()  # (static j: values[j] of values = dyn values + statics)
     return tm
+
+
+_NODE_KEYS = (
+    ("Driver Version", "driver_version"), ("CUDA Version", "cuda_version"), ("Hostname", "hostname")
+)  # fmt: skip
+"""The top-level keys of a dump that make node inventory rows, and their attribute names."""
+
+
+def _inventory_layout(tm: _Template) -> pl.DataFrame:
+    """The inventory rows `_rows` makes of a template of one dump (or none), less node and file: per row its
+    columns, the value as `_j` (index of a dyn value) or `_s` (the value the shape fixes). In one dump no row
+    repeats another's key (GPUs by position, attributes by name), so none is dropped, by `F.Stated` or the
+    deduplication of `F.frames_many`. (Before `statics` is reversed: static j is statics[-1 - j].)"""
+    from forensics.schema import TABLES
+
+    rows: list[tuple[int | None, str | None, str, str, int | None, str | None, int]] = []
+
+    def add(index: int | None, bus: str | None, comp: str, attr: str, j: int, ln: int) -> None:
+        if j >= 0:
+            rows.append((index, bus, comp, attr, j, None, ln))
+        elif (v := tm.statics[-1 - j].strip()) or comp == "gpu":  # (node rows: only with a value)
+            rows.append((index, bus, comp, attr, None, v, ln))
+
+    for _line, top, gpus in tm.dumps:
+        topd = {k: (j, ln) for k, j, ln in top}
+        for k, attr in _NODE_KEYS:
+            if k in topd:
+                add(None, None, "node", attr, *topd[k])
+        for (index, bus, sline, inv, *_rest), _keys1, _last in gpus:
+            for a, j, ln in inv:
+                add(index, bus, "gpu", a, j, ln)
+            if bus and all(a != "bus_id" for a, _j, _ln in inv):  # (= the put_inv of `_rows`)
+                rows.append((index, bus, "gpu", "bus_id", None, bus.strip(), sline))
+    schema = TABLES["inventory"]
+    cols = list(zip(*rows, strict=True)) if rows else [[] for _ in range(7)]
+    bus_norm = F._bus_ids_cached(list(cols[1]))
+    return pl.DataFrame(
+        {
+            "gpu_index": pl.Series(cols[0], dtype=schema["gpu_index"], strict=False),
+            "gpu_bus_id": pl.Series(cols[1] if bus_norm is None else bus_norm, dtype=schema["gpu_bus_id"]),
+            "component": pl.Series(cols[2], dtype=schema["component"]),
+            "attribute": pl.Series(cols[3], dtype=schema["attribute"]),
+            "_j": pl.Series(cols[4], dtype=pl.Int64),
+            "_s": pl.Series(cols[5], dtype=pl.String),
+            "line": pl.Series(cols[6], dtype=schema["line"]),
+        }
+    )
+
+
+def _inventories(
+    tm: _Template, values: pl.Series, offsets: list[int], ctxs: list[FileContext]
+) -> pl.DataFrame:
+    """The conformed inventory of files of one template (`tm.inventory`), their rows in file order: `values`,
+    the batch's gathered values, each file's dyn values from its offset."""
+    from forensics.schema import TABLES, conform
+
+    lay = tm.inventory
+    assert lay is not None
+    n, r = len(ctxs), lay.height
+    fi = pl.select(pl.int_range(0, n, dtype=pl.Int64).repeat_by(r).explode()).to_series()
+    big = pl.concat([lay] * n, how="vertical", rechunk=True)
+    at = pl.Series(offsets, dtype=pl.Int64).gather(fi) + big.get_column("_j")
+    schema = TABLES["inventory"]
+    df = pl.DataFrame(
+        {
+            "node": pl.Series([c.node for c in ctxs], dtype=schema["node"]).gather(fi),
+            "gpu_index": big.get_column("gpu_index"),
+            "gpu_bus_id": big.get_column("gpu_bus_id"),
+            "component": big.get_column("component"),
+            "attribute": big.get_column("attribute"),
+            "value": values.gather(at).fill_null(big.get_column("_s")),
+            "source": pl.repeat("nvidia-smi-q", n * r, dtype=schema["source"], eager=True),
+            "file": pl.Series([c.path for c in ctxs], dtype=schema["file"]).gather(fi),
+            "line": big.get_column("line"),
+        }
+    )
+    return conform(df, "inventory")
 
 
 def _instantiate(
@@ -613,9 +703,8 @@ def _instantiate(
         return text[start + ln - first]
 
     examples = [(ln, orig(ln)[:500]) for ln in tm.examples]
-    p = _rows(
-        dumps, [], tm.parsed, tm.unrecognized, examples, tm.last_header_empty, orig, ctx.node, ctx, F.Stated()
-    )
+    lhe, stated, inv = tm.last_header_empty, F.Stated(), tm.inventory is None
+    p = _rows(dumps, [], tm.parsed, tm.unrecognized, examples, lhe, orig, ctx.node, ctx, stated, inv)
     return (p[0], p[1], p[2]), {
         "parsed": p[3],
         "unrecognized": p[4],
@@ -889,8 +978,9 @@ def _rows(
     node: str,
     ctx: FileContext,
     seen_inv: F.Stated,
+    inventory: bool = True,
 ) -> _HostRows:
-    """The rows of `_walk`'s dumps (the tail of `_parse_items`)."""
+    """The rows of `_walk`'s dumps (the tail of `_parse_items`); `inventory=False`: no inventory rows."""
 
     def text_of(line: int) -> str:
         return orig(line)
@@ -905,10 +995,11 @@ def _rows(
         ts: datetime | None = F.parse_local_ts(ts_raw[0]) if ts_raw else None
         node_attrs = [
             (attr, d.top[k][0], d.top[k][1])
-            for k, attr in (("Driver Version", "driver_version"), ("CUDA Version", "cuda_version"), ("Hostname", "hostname"))
+            for k, attr in _NODE_KEYS
             if k in d.top
         ]
-        inv += F.new_node_rows(node_attrs, node=node, path=ctx.path, source="nvidia-smi-q", seen=seen_inv)
+        if inventory:
+            inv += F.new_node_rows(node_attrs, node=node, path=ctx.path, source="nvidia-smi-q", seen=seen_inv)
         for s, _k, _last in d.gpus:
             if "bus_id" not in s.inv and s.bus_raw:
                 s.put_inv("bus_id", s.bus_raw, s.line)
@@ -921,6 +1012,7 @@ def _rows(
                 text_of=text_of,
                 seen=seen_inv,
                 tuples=True,
+                inventory=inventory,
             )
             inv += gi
             samples.append(row)
