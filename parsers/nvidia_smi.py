@@ -344,47 +344,35 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
 
 
 def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
-    """`[parse(lines, ctx) for lines, ctx in items]`: the lines of all files prepared in one pass, the
-    tables of all files built in one construction per table (`F.frames_many`), cut back per file.
+    """`[parse(lines, ctx) for lines, ctx in items]`: the lines of all files checked in one pass, the tables
+    of all files built in one construction per table (`F.frames_many`), cut back per file.
 
-    A file is not walked line by line when a file of the same *shape* was seen before (`_shapes`: each line
-    with the value behind its first ': ' cut off; dumps of one machine type repeat it): the walk of that file,
-    with its values replaced by tokens, is kept as a `_Template`, and the file's values are read into it in
-    one polars pass over the batch (`_instantiate`). Files the shape cannot vouch for (tabs, error markers,
-    failure lines, pdsh captures) are walked as `parse` walks them; so is a file's first sighting.
+    A file is read into the kept walk of a file of the same *shape* (`_Template`: each line cut after its
+    first ': ' — dumps of one machine type repeat it), not walked line by line: one polars pass over the batch
+    checks each file against the template of the last file of its length (`_verify`), one gathers the values.
+    A file of a new shape is walked once to make its template. Files the shape cannot vouch for (tabs, error
+    markers, failure lines, pdsh captures) are walked as `parse` walks them.
     """
     if not items:
         return []
     with F.gc_paused():
         text = pl.concat([lines.cast(pl.String) for lines, _ in items], how="vertical").fill_null("")
-        starts = list(accumulate((len(lines) for lines, _ in items), initial=0))
-        lines_f, files_f = _shapes(text, [len(lines) for lines, _ in items])
-        shapes: list[str] = [""] * len(items)  # (a file of no lines has no group)
-        bad: list[bool] = [False] * len(items)
-        for k, sh, b in files_f.iter_rows():
-            shapes[k], bad[k] = sh, b
+        sizes = [len(lines) for lines, _ in items]
+        starts = list(accumulate(sizes, initial=0))
+        cands = [_CANDIDATES.get((ctx.first_line, n)) for (_l, ctx), n in zip(items, sizes, strict=True)]
+        bad, ok = _verify(text, sizes, cands)
         plans: list[_Template | None] = []
         for k, (_lines, ctx) in enumerate(items):
-            tmpl = None
-            if not bad[k]:
-                key = (ctx.first_line, starts[k + 1] - starts[k], shapes[k])
-                tmpl = _TEMPLATES.get(key)
-                if tmpl is None:
-                    h = hash(key)
-                    if h in _SIGHTED:  # (seen before: worth a template)
-                        lo, hi = starts[k], starts[k + 1]
-                        kept, prefix = _kept(lines_f.slice(lo, hi - lo))
-                        tmpl = _template(kept, prefix, ctx)
-                        if len(_TEMPLATES) >= _TEMPLATES_MAX:
-                            _TEMPLATES.clear()
-                        _TEMPLATES[key] = tmpl if tmpl is not None else _NO_TEMPLATE
-                    else:
-                        if len(_SIGHTED) >= _SIGHTED_MAX:
-                            _SIGHTED.clear()
-                        _SIGHTED.add(h)
-                if tmpl is _NO_TEMPLATE:
-                    tmpl = None
-            plans.append(tmpl)
+            tmpl = cands[k]
+            if bad[k]:
+                tmpl = None
+            elif tmpl is None or not ok[k]:  # (a new shape: walked once for its template)
+                kept, _banner_rows = _prepare(text.slice(starts[k], sizes[k]))
+                tmpl = _template(kept, ctx)
+                if len(_CANDIDATES) >= _CANDIDATES_MAX:
+                    _CANDIDATES.clear()
+                _CANDIDATES[(ctx.first_line, sizes[k])] = tmpl
+            plans.append(tmpl if tmpl is not None and tmpl.valid else None)
         # the values of the templated files' lines, in one pass
         idx = [starts[k] + p for k, t in enumerate(plans) if t is not None for p in (*t.dyn, *t.blanks)]
         values_s = pl.Series([], dtype=pl.String)
@@ -411,9 +399,7 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
                         g[1].append(k)
                         g[2].append(at - nd - nb)
             if got is None:
-                lo, hi = starts[k], starts[k + 1]
-                kept, _prefix = _kept(lines_f.slice(lo, hi - lo))
-                banner_rows = lines_f.slice(lo, hi - lo).get_column("banner").arg_true().to_list()
+                kept, banner_rows = _prepare(text.slice(starts[k], sizes[k]))
                 got = _parse(kept, banner_rows, ctx)
             rows.append(got[0])
             results.append(got[1])
@@ -429,50 +415,55 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
 _BAD = re.compile(
     "[\t\x01\x1c-\x1f]|" + "|".join(re.escape(m) for m in (*F.ERROR_MARKERS, *F.FAILURE_LITERALS))
 ).pattern
-"""A line matching this makes its file's shape no promise: tabs (expanded in values), error markers and
-failure literals (the walk reads the values), the separators Python strips and polars does not, the token
-mark. (One regex: faster here than `contains_any` of the literals.)"""
+"""A line matching this makes its file no template's: tabs (expanded in values), error markers and failure
+literals (the walk reads the values), the separators Python strips and polars does not, the token mark.
+(One regex: faster here than `contains_any` of the literals.)"""
+
+_BLANK, _PREFIX, _WHOLE = 0, 1, 2
+"""The kinds of a template's lines (`_Template.kind`): blank (by the accounting's rule); a line whose value
+behind its first ': ' may differ (no banner literal); a line that must be the same."""
 
 
-def _shapes(text: pl.Series, sizes: list[int]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Per line of a batch (`text`, nulls as ""): `blank` (by the accounting's rule), `banner` (holds the
-    banner literal), `prefix` (the shape is the line up to its first ': ', inclusive: not blank, no banner);
-    per file: its lines' shapes joined by newlines (`shape`; blank lines as "", other lines whole),
-    and `bad` (a line of `_BAD`)."""
+def _verify(
+    text: pl.Series, sizes: list[int], cands: list[_Template | None]
+) -> tuple[list[bool], list[bool]]:
+    """Per file of a batch (`text`: the files' lines, nulls as ""): whether a line matches `_BAD`, and whether
+    the file has the shape of its candidate template (False without one): each line blank where the
+    template's is, the same where it is `_WHOLE`, and where it is `_PREFIX`, starting with the template's line
+    up to its first ': ' (so its own first ': ' is there) and free of the banner literal."""
     t = pl.col("t")
     f = pl.int_range(0, len(sizes), dtype=pl.Int32).repeat_by(pl.Series(sizes, dtype=pl.UInt32)).explode()
-    lines_f = (
-        pl.DataFrame({"t": text, "f": pl.select(f).to_series()})
+    cols: dict[str, Any] = {"t": text, "f": pl.select(f).to_series()}
+    if any(c is not None for c in cands):
+        shape, kind = [], []
+        for c, n in zip(cands, sizes, strict=True):
+            shape.append(c.shape if c is not None else pl.repeat(None, n, dtype=pl.String, eager=True))
+            kind.append(c.kind if c is not None else pl.repeat(None, n, dtype=pl.Int8, eager=True))
+        cols["s"] = pl.concat(shape, rechunk=True)
+        cols["k"] = pl.concat(kind, rechunk=True)
+        k = pl.col("k")
+        ok = (
+            pl.when(k == _PREFIX)
+            .then(t.str.starts_with(pl.col("s")) & ~t.str.contains(BANNER, literal=True))
+            .when(k == _WHOLE)
+            .then(t == pl.col("s"))
+            .when(k == _BLANK)
+            .then(t.str.strip_chars().str.len_bytes() == 0)  # (= F.blank_flags)
+            .otherwise(False)
+        )
+    else:
+        ok = pl.lit(False)
+    per = (
+        pl.DataFrame(cols)
         .lazy()
-        .with_columns(
-            pos=t.str.find(": ", literal=True),
-            blank=t.str.strip_chars().str.len_bytes() == 0,
-            banner=t.str.contains("NVSMI LOG", literal=True),
-            bad=t.str.contains(_BAD),
-        )
-        .with_columns(
-            prefix=~(pl.col("pos").is_null() | pl.col("banner") | pl.col("blank"))
-        )
+        .group_by("f")
+        .agg(bad=t.str.contains(_BAD).any(), ok=ok.all())
         .collect()
     )
-    # (a byte offset taken as a count of characters: on non-ASCII lines the shape keeps more, never less)
-    shape = (
-        pl.when(pl.col("prefix"))
-        .then(t.str.slice(0, pl.col("pos") + 2))
-        .when(pl.col("blank"))
-        .then(pl.lit(""))
-        .otherwise(t)
-    )
-    files_f = lines_f.group_by("f", maintain_order=True).agg(
-        shape.str.join("\n").alias("shape"), pl.col("bad").any()
-    )
-    return lines_f, files_f
-
-
-def _kept(lines_f: pl.DataFrame) -> tuple[list[str | None], list[bool]]:
-    """A file's lines (`_shapes`' rows) as `_prepare` keeps them (None: blank), and their prefix flags."""
-    got = lines_f.select(kept=pl.when(pl.col("blank")).then(None).otherwise(pl.col("t")), prefix="prefix")
-    return got.get_column("kept").to_list(), got.get_column("prefix").to_list()
+    bad, good = [False] * len(sizes), [False] * len(sizes)  # (a file of no lines has no group)
+    for k_, b, g in per.iter_rows():
+        bad[k_], good[k_] = b, g
+    return bad, good
 
 
 class _RecSnap(F.GpuSnapshot):
@@ -487,16 +478,19 @@ class _RecSnap(F.GpuSnapshot):
 
 
 class _Template:
-    """The walk of one file shape (`_template`). Values are indices into the file's values: the values of the
-    lines `dyn` (positions in the file, their value behind the first ': ', stripped: none blank) then, from
-    the end, `statics` (values the shape fixes). The values of the lines `blanks` must be blank."""
+    """The walk of one file (`_template`), for the files of its shape (`shape`, `kind`: per line, what a
+    file's line must be, see `_verify`; `valid`: False when the shape cannot promise the same walk: a pdsh
+    capture). Values are indices into a file's values: the values of the lines `dyn` (positions in the file; the value
+    behind the first ': ', stripped: none blank) then, from the end, `statics` (values the shape fixes). The
+    values of the lines `blanks` must be blank."""
 
     __slots__ = (
-        "dyn", "blanks", "statics", "dumps", "parsed", "unrecognized", "examples", "last_header_empty",
-        "inventory",
+        "shape", "kind", "valid", "dyn", "blanks", "statics", "dumps", "parsed", "unrecognized", "examples",
+        "last_header_empty", "inventory",
     )  # fmt: skip
 
-    def __init__(self) -> None:
+    def __init__(self, shape: pl.Series, kind: pl.Series) -> None:
+        self.shape, self.kind, self.valid = shape, kind, True
         self.dyn: list[int] = []
         self.blanks: list[int] = []
         self.statics: list[str] = []
@@ -508,51 +502,75 @@ class _Template:
         self.inventory: pl.DataFrame | None = None  # (`_inventory_layout`)
 
 
-_TEMPLATES: dict[tuple[int, int, str], _Template] = {}
-_TEMPLATES_MAX = 64
-_NO_TEMPLATE = _Template()
-"""Marks a shape whose walk could not be made a template."""
-_SIGHTED: set[int] = set()
-"""Hashes of the (first line, number of lines, shape) keys of the files seen (a template is made on the
-second sighting)."""
-_SIGHTED_MAX = 4096
+_CANDIDATES: dict[tuple[int, int], _Template] = {}
+"""By (first line, number of lines): the template of the last file of that length seen."""
+_CANDIDATES_MAX = 64
 
 
-def _template(kept: list[str | None], prefix: list[bool], ctx: FileContext) -> _Template | None:
-    """Walk one file with the value of each `prefix` line replaced by a token naming the line, and keep where
-    the walk put each token. None when the shape cannot promise the same walk for another file of that
-    shape."""
+def _template(kept: list[str | None], ctx: FileContext) -> _Template:
+    """Walk one file (`_prepare`'s lines: no line of `_BAD`) with the value of each `_PREFIX` line replaced by
+    a token naming the line, and keep where the walk put each token. (A token line's class is the real line's
+    with the token as value: `_classify` reads the part before the first ': ' the same, and its value is no
+    error marker.)"""
     first = ctx.first_line
     fed: list[str | None] = []
     tokens: dict[str, int] = {}
-    tm = _Template()
-    for i, (t, pf) in enumerate(zip(kept, prefix, strict=True)):
-        if t is not None and pf:
-            head, _sep, rest = t.partition(": ")
-            if not rest.strip():  # (a blank value: walked as is, and must be blank in the template's files)
-                tm.blanks.append(i)
-                fed.append(t)
-                continue
-            tok = f"\x01{i}"
-            tokens[tok] = i
-            fed.append(f"{head}: {tok}")
-        else:
+    shape: list[str] = []
+    kind: list[int] = []
+    classes: dict[str, tuple] = {}  # type: ignore[type-arg]
+    blanks: list[int] = []
+    if len(_CLASSES) > _CLASSES_MAX:
+        _CLASSES.clear()
+    for i, t in enumerate(kept):
+        if t is None:
+            shape.append("")
+            kind.append(_BLANK)
+            fed.append(None)
+            continue
+        c = _CLASSES.get(t)
+        if c is None:
+            c = _CLASSES[t] = _classify(t)
+        if BANNER in t or ": " not in t:
+            shape.append(t)
+            kind.append(_WHOLE)
             fed.append(t)
-    banner_rows = [i for i, t in enumerate(kept) if t is not None and "NVSMI LOG" in t]
-    for i in banner_rows:
-        m = PDSH_RE.match(kept[i] or "")
-        if m is not None and "NVSMI LOG" in m.group("rest"):
-            return None
+            classes[t] = c
+            continue
+        head, _sep, rest = t.partition(": ")
+        shape.append(head + ": ")
+        kind.append(_PREFIX)
+        if not rest.strip():  # (a blank value: walked as is, and must be blank in the template's files)
+            blanks.append(i)
+            fed.append(t)
+            classes[t] = c
+            continue
+        tok = f"\x01{i}"
+        tokens[tok] = i
+        line = f"{head}: {tok}"
+        fed.append(line)
+        if c[0] == "leaf":
+            classes[line] = (c[0], c[1], c[2], tok, False, c[5])
+        elif c[0] == "top":
+            classes[line] = (c[0], c[1], tok)
+        else:  # ('other': the value is not read)
+            classes[line] = c
+    tm = _Template(pl.Series(shape, dtype=pl.String), pl.Series(kind, dtype=pl.Int8))
+    tm.blanks = blanks
+    for i, t in enumerate(kept):
+        if t is not None and BANNER in t and (m := PDSH_RE.match(t)) is not None and BANNER in m["rest"]:
+            tm.valid = False  # (a pdsh capture: `_parse` splits it by host)
+            return tm
 
     def orig(ln: int) -> str:
         t = fed[ln - first]
         return t if t is not None else ""
 
     dumps, failures, parsed, unrecognized, examples, last_header_empty = _walk(
-        enumerate(fed, first), orig, ctx.node, ctx, _RecSnap
+        enumerate(fed, first), orig, ctx.node, ctx, _RecSnap, classes
     )
     if failures:
-        return None
+        tm.valid = False
+        return tm
     where: dict[int, int] = {}
     static_at: dict[str, int] = {}
 
@@ -576,7 +594,8 @@ def _template(kept: list[str | None], prefix: list[bool], ctx: FileContext) -> _
         for s, keys1, last in d.gpus:
             assert isinstance(s, _RecSnap)
             if s.errors:
-                return None
+                tm.valid = False
+                return tm
             spec = (
                 s.index,
                 s.bus_raw,
@@ -826,8 +845,10 @@ def _walk(
     node: str,
     ctx: FileContext,
     snap_cls: type[F.GpuSnapshot] = F.GpuSnapshot,
+    classes: dict[str, tuple] | None = None,  # type: ignore[type-arg]
 ) -> _Walked:
-    """The line walk of `_parse_items`: the dumps and their GPU snapshots (`snap_cls`: their class)."""
+    """The line walk of `_parse_items`: the dumps and their GPU snapshots (`snap_cls`: their class; `classes`:
+    the `_classify` of the lines, when not `_CLASSES`)."""
     dumps: list[_Dump] = []
     dump: _Dump | None = None
     snap: F.GpuSnapshot | None = None
@@ -843,9 +864,10 @@ def _walk(
             dump.gpus.append((snap, list(keys1), last))
         snap = None
 
-    classes = _CLASSES  # lines recur across files too (the same keys, mostly the same values)
-    if len(classes) > _CLASSES_MAX:
-        classes.clear()
+    if classes is None:
+        classes = _CLASSES  # lines recur across files too (the same keys, mostly the same values)
+        if len(classes) > _CLASSES_MAX:
+            classes.clear()
     # The key paths of the open headers are on the stack (`root`: the path of leaves right under the GPU
     # line); each knows its children's paths and its leaves' steps by key.
     if _PATHS[0] > _PATHS_MAX:

@@ -28,8 +28,7 @@ VALUES = (
 
 @pytest.fixture(autouse=True)
 def _fresh_templates() -> None:
-    nvidia_smi._TEMPLATES.clear()
-    nvidia_smi._SIGHTED.clear()
+    nvidia_smi._CANDIDATES.clear()
 
 
 def items_of(files: list[list[str | None]], first_line: int = 1) -> list[tuple[pl.Series, FileContext]]:
@@ -53,7 +52,7 @@ def mutate(lines: list[str], rng: random.Random, n: int) -> list[str | None]:
 
 
 def used_templates() -> int:
-    return sum(1 for t in nvidia_smi._TEMPLATES.values() if t is not nvidia_smi._NO_TEMPLATE)
+    return sum(1 for t in nvidia_smi._CANDIDATES.values() if t.valid)
 
 
 @pytest.mark.parametrize("name", NAMES)
