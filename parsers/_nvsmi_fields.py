@@ -242,15 +242,15 @@ def snapshot_rows(
     base = {"node": node, "gpu_index": snap.index, "gpu_bus_id": snap.bus_raw}
     inv = []
     items = snap.inv.items()
-    if seen is not None:
+    if not inventory:
+        items = {}.items()
+    elif seen is not None:
         # The same attributes and values as this GPU's previous snapshot: every row was stated already.
         gpu = (node, snap.bus_raw, snap.index)
         state = (list(snap.inv), [v for v, _ in snap.inv.values()])
         if seen.last.get(gpu) == state:
             items = {}.items()
         seen.last[gpu] = state
-    if not inventory:
-        items = {}.items()
     index, bus = snap.index, snap.bus_raw
     keys = seen.keys if seen is not None else None
     for a, (v, ln) in items:
@@ -285,14 +285,38 @@ def snapshot_rows(
         if got is not None:
             row[col] = num(got[0])
             lines[col] = got[1]
-    for col in INT_COLUMNS:
-        if col in totals or col in sample or col in parts:
-            n, ln = _counter(snap, col)
-            row[col] = n
-            if ln is not None:
-                lines[col] = ln
-        else:  # = _counter of a column never printed
+    for col in INT_COLUMNS:  # (= _counter, inlined)
+        got = totals.get(col)
+        if got is not None and (n := num(got[0])) is not None:
+            row[col] = int(n)
+            lines[col] = got[1]
+            continue
+        got = sample.get(col)
+        if got is not None:
+            n = num(got[0])
+            row[col] = int(n) if n is not None else None
+            lines[col] = got[1]
+            continue
+        ps = parts.get(col)
+        if not ps:  # (never printed, or only a total without a number)
             row[col] = None
+            continue
+        total, first, nonzero = 0, None, None
+        for v, ln in ps:
+            n = num(v)
+            if n is not None:
+                i = int(n)
+                total += i
+                if first is None:
+                    first = ln
+                if i and nonzero is None:
+                    nonzero = ln
+        if first is None:
+            row[col] = None
+            lines[col] = ps[0][1]
+        else:
+            row[col] = total
+            lines[col] = nonzero if nonzero is not None else first
     for col in BOOL_COLUMNS:
         got = sample.get(col)
         if got is not None:
