@@ -1277,6 +1277,54 @@ def _titan_values(text: pl.Series, canon_frame: pl.DataFrame | None = None) -> p
     return pl.DataFrame(out)
 
 
+def _megatron_frag(m: pl.DataFrame) -> pl.DataFrame:
+    """The `megatron_iteration` fragments of the `MEGATRON_ITER_RE` matches `m` (base columns, `text`, the
+    groups in `m`; at least one row)."""
+    txt = pl.col("text")
+    if m.height >= _LANE_MIN:
+        m = m.with_columns(_megatron_values(m.get_column("text")))
+        k = {name: pl.col(f"_k_{name}") for name in g.MEGATRON_KEYS}
+    else:
+        k = {name: _key(txt, pat) for name, pat in g.MEGATRON_KEYS.items()}
+    sps = k["samples_per_s"]
+    tok = k["tokens_per_gpu_s"]
+    fw = (
+        pl.when(txt.str.contains(r"iteration=\s*\d"))
+        .then(pl.lit("megatron-deepspeed"))
+        .when(txt.str.contains(r"^\s*samples/sec:|approx flops per GPU"))
+        .then(pl.lit("gpt-neox"))
+        .otherwise(pl.lit("megatron"))
+    )
+    return _frag(
+        m,
+        kind=pl.lit("megatron_iteration"),
+        framework=fw,
+        prio=pl.lit(0),
+        anchor=pl.lit(True),
+        step=_f("step").cast(pl.Int64),
+        total_steps=_f("total").cast(pl.Int64),
+        step_time_s=k["elapsed_ms"] / 1000.0,
+        step_time_source=pl.when(k["elapsed_ms"].is_not_null()).then(pl.lit("reported")),
+        throughput=pl.coalesce(sps, tok, k["tflops"]),
+        throughput_unit=pl.when(sps.is_not_null())
+        .then(pl.lit("samples/s"))
+        .when(tok.is_not_null())
+        .then(pl.lit("tokens/s/GPU"))
+        .when(k["tflops"].is_not_null())
+        .then(pl.lit("TFLOP/s/GPU")),
+        tflops=k["tflops"],
+        loss=pl.coalesce(k["lm_loss"], k["loss"]),
+        lr=k["lr"],
+        grad_norm=k["grad_norm"],
+        loss_scale=k["loss_scale"],
+        consumed_samples=k["consumed_samples"],
+        global_batch_size=k["global_batch_size"],
+        skipped_iterations=k["skipped_iterations"].cast(pl.Int64),
+        nan_iterations=k["nan_iterations"].cast(pl.Int64),
+        tokens_per_s=tok,
+    )
+
+
 def _step_fragments(
     seg: pl.DataFrame, present: frozenset[str], pre: tuple[pl.Series, pl.DataFrame] | None = None
 ) -> list[pl.DataFrame]:
@@ -1293,51 +1341,8 @@ def _step_fragments(
         present=present,
         must="step",
     )
-    if m.height >= _LANE_MIN:
-        m = m.with_columns(_megatron_values(m.get_column("text")))
-        k = {name: pl.col(f"_k_{name}") for name in g.MEGATRON_KEYS}
-    else:
-        k = {name: _key(txt, pat) for name, pat in g.MEGATRON_KEYS.items()}
     if m.height:
-        sps = k["samples_per_s"]
-        tok = k["tokens_per_gpu_s"]
-        fw = (
-            pl.when(txt.str.contains(r"iteration=\s*\d"))
-            .then(pl.lit("megatron-deepspeed"))
-            .when(txt.str.contains(r"^\s*samples/sec:|approx flops per GPU"))
-            .then(pl.lit("gpt-neox"))
-            .otherwise(pl.lit("megatron"))
-        )
-        out.append(
-            _frag(
-                m,
-                kind=pl.lit("megatron_iteration"),
-                framework=fw,
-                prio=pl.lit(0),
-                anchor=pl.lit(True),
-                step=_f("step").cast(pl.Int64),
-                total_steps=_f("total").cast(pl.Int64),
-                step_time_s=k["elapsed_ms"] / 1000.0,
-                step_time_source=pl.when(k["elapsed_ms"].is_not_null()).then(pl.lit("reported")),
-                throughput=pl.coalesce(sps, tok, k["tflops"]),
-                throughput_unit=pl.when(sps.is_not_null())
-                .then(pl.lit("samples/s"))
-                .when(tok.is_not_null())
-                .then(pl.lit("tokens/s/GPU"))
-                .when(k["tflops"].is_not_null())
-                .then(pl.lit("TFLOP/s/GPU")),
-                tflops=k["tflops"],
-                loss=pl.coalesce(k["lm_loss"], k["loss"]),
-                lr=k["lr"],
-                grad_norm=k["grad_norm"],
-                loss_scale=k["loss_scale"],
-                consumed_samples=k["consumed_samples"],
-                global_batch_size=k["global_batch_size"],
-                skipped_iterations=k["skipped_iterations"].cast(pl.Int64),
-                nan_iterations=k["nan_iterations"].cast(pl.Int64),
-                tokens_per_s=tok,
-            )
-        )
+        out.append(_megatron_frag(m))
 
     m = _match(seg, g.DS_PIPE_RE, txt.str.contains("iter time (s)", literal=True), gate=("iter time (s)",), present=present)
     if m.height:
@@ -2873,6 +2878,8 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse a training log into `steps` rows and straggler `events` (see the module docstring)."""
     if len(lines) >= _LANE_MIN:
         got = _titan_lane(lines, ctx)
+        if got is None:
+            got = _megatron_lane(lines, ctx)
         if got is not None:
             return got
     return _parse(lines, ctx)
@@ -2939,6 +2946,11 @@ def _read(
         rows = pl.DataFrame(schema=_FRAG).drop("seg").with_columns(orphan_group=pl.lit(None, dtype=pl.Boolean))
     if batch is not None:
         batch.note_single_phases(rows)
+    return _finish(rows, seg, node, path), events, understood_lines
+
+
+def _finish(rows: pl.DataFrame, seg: pl.DataFrame, node: pl.Expr, path: pl.Expr) -> pl.DataFrame:
+    """The `steps` rows (not conformed) of `_rows`' rows: phases, times, detail (see `_read`)."""
     rows = _phases(rows)
     rows = _times(rows, seg)
     extras = {c: pl.col(c) for c in _EXTRAS}
@@ -2970,7 +2982,7 @@ def _read(
         file=path,
         line=pl.col("line"),
     )
-    return steps, events, understood_lines
+    return steps
 
 
 # ----------------------------------------------------------------------------- torchtitan lane
@@ -3119,6 +3131,201 @@ def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
         partial=_cut_last_line(pl.DataFrame({"text": text})),
         node=rest.node if rest else None,
     )
+
+# ----------------------------------------------------------------------------- Megatron lane
+
+_MEG_I = (
+    r"^\s*([0-9]{1,9}): ( *\[([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-5][0-9])\] "
+    r"iteration +([0-9]{1,18})/ *([0-9]{1,18}) \|[^\r\x1b\[]*)$"
+)
+"""A Megatron iteration line under `srun -l` of the shape the lane takes: srun rank, the text after the
+envelope, date-time, step, total (the values: `_megatron_frag` on that text, as the general reading)."""
+_MEG_I_LIT = "] iteration "
+_MEG_H_LIT = ": (min, max) time across ranks (ms):"
+_MEG_H = r"^\s*([0-9]{1,9}): \(min, max\) time across ranks \(ms\):$"
+_MEG_E_LIT = ".: ("
+_MEG_E = rf"^\s*([0-9]{{1,9}}):  +([A-Za-z0-9_][A-Za-z0-9_/-]*) \.*: \(({_D}), ({_D})\)$"
+"""A (min, max) timer entry of the lane: srun rank, name (no blank, dot, `:` or `(`: the `TIMER_MINMAX_RE`
+name of the line), min, max."""
+_SRUN = r"^\s*[0-9]{1,9}: "
+_MEG_MIN = 4096
+"""The fewest units `_megatron_lane` takes (its own bound, not `_LANE_MIN`, which tests set to 0: the lane
+works on the big frames the general reading computes with its split lanes)."""
+_TIMER_ANY = f"(?:{g.TIMER_MINMAX_RE})|{_TIMER_OTHER}"
+
+
+def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
+    """`_parse(lines, ctx)` of a Megatron log under `srun -l` whose iteration lines are each followed in their
+    stream (srun rank) by a `(min, max) time across ranks` block (`_MEG_I`, `_MEG_H`, `_MEG_E`; at least
+    `_LANE_MIN` such units); None otherwise (the caller reads the whole by `_parse`).
+
+    A unit is an iteration line, the next line of its stream a header at most `ATTACH_GAP` lines below it,
+    and the run of entry lines of the stream after that: what the general reading makes one row of (the
+    iteration fragment the anchor, the block attached to it). Its values come from `_megatron_frag` (the
+    general code) on the iteration lines, the timers from the entries' groups, and `_finish` does the rest.
+    The other lines are read by `_parse` with their own line numbers (as `_titan_lane`); the whole goes back
+    to the general reading when they hold a row, a carriage return, an ANSI code, a Composer banner, a line
+    without an srun envelope, a line with a gate literal in a unit's stream at most `ATTACH_GAP` lines below
+    its iteration line (a breakdown that could attach to it), or a timer entry right after a unit in its
+    stream (which would continue its block), or an envelope inside whose rank is another unit stream's.
+    """
+    text = lines.cast(pl.String)
+    if not text.gather_every(31).str.contains(_MEG_H_LIT, literal=True).any():
+        return None
+    n = text.len()
+    ci = text.str.contains(_MEG_I_LIT, literal=True).arg_true()
+    if ci.len() < _MEG_MIN:
+        return None
+    mi = text.gather(ci).str.extract_groups(_MEG_I)
+    ok_i = mi.struct.field("1").is_not_null() & ~text.gather(ci).str.contains("global rank", literal=True)
+    ci, mi = ci.filter(ok_i), mi.filter(ok_i)
+    if ci.len() < _MEG_MIN:
+        return None
+    ch = text.str.ends_with(_MEG_H_LIT).arg_true()
+    mh = text.gather(ch).str.extract(_MEG_H, 1)
+    ch, mh = ch.filter(mh.is_not_null()), mh.drop_nulls()
+    ce = text.str.contains(_MEG_E_LIT, literal=True).arg_true()
+    me = text.gather(ce).str.extract_groups(_MEG_E)
+    ok_e = me.struct.field("1").is_not_null()
+    ce, me = ce.filter(ok_e), me.filter(ok_e)
+    typ = pl.repeat(0, n, dtype=pl.Int8, eager=True)
+    typ = typ.scatter(ci, 1).scatter(ch, 2).scatter(ce, 3)
+    # the stream (srun rank) of each line: lane-shaped lines from their groups, the others from their envelope
+    others = (typ == 0).arg_true()
+    o_text = text.gather(others)
+    # (the lane-shaped lines hold no carriage return or escape: their regexes do not take one)
+    if o_text.str.contains_any(["\r", "\x1b", "global rank"]).any():
+        return None
+    if o_text.str.contains(g.ANSI_PASTED_RE).any():
+        return None
+    pref = o_text.str.extract(_SRUN, 0)
+    content = o_text.str.slice(pref.str.len_chars().fill_null(0))
+    o_rank = pref.str.strip_chars().str.strip_suffix(":").cast(pl.Int32, strict=False)
+    lane_ranks = mi.struct.field("1").cast(pl.Int32).unique()
+    nested = content.str.contains(_ENV_RE).arg_true()
+    if nested.len():  # (the innermost envelope's rank and host make the stream key: a host, another stream)
+        inner = _strip_passes(pl.DataFrame({"rest": content.gather(nested)}))
+        r_in = pl.select(
+            pl.when(pl.lit(inner.get_column("host")).is_null()).then(
+                pl.coalesce(pl.lit(inner.get_column("env_rank")), pl.lit(o_rank.gather(nested)))
+            )
+        ).to_series()
+        o_rank = o_rank.scatter(nested, r_in)
+    rank = pl.repeat(None, n, dtype=pl.Int32, eager=True)
+    rank = rank.scatter(others, o_rank).scatter(ci, mi.struct.field("1").cast(pl.Int32))
+    rank = rank.scatter(ch, mh.cast(pl.Int32)).scatter(ce, me.struct.field("1").cast(pl.Int32))
+    # lines of the unit streams, in line order: which form units
+    s = (
+        pl.DataFrame({"pos": pl.int_range(n, dtype=pl.Int64, eager=True), "r": rank, "t": typ})
+        .filter(pl.col("r").is_in(lane_ranks.implode()))
+    )
+    t, pos = pl.col("t"), pl.col("pos")
+    s = s.with_columns(
+        nt=t.shift(-1).over("r"),
+        npos=pos.shift(-1).over("r"),
+        pt=t.shift(1).over("r"),
+        ppos=pos.shift(1).over("r"),
+    )
+    vi = (t == 1) & (pl.col("nt") == 2) & ((pl.col("npos") - pos) <= ATTACH_GAP)
+    vh = (t == 2) & (pl.col("pt") == 1) & ((pos - pl.col("ppos")) <= ATTACH_GAP)
+    s = s.with_columns(vi=vi.fill_null(False), vh=vh.fill_null(False))
+    head_h = pl.when(t != 3).then(pl.col("vh")).forward_fill().over("r")
+    s = s.with_columns(inu=pl.col("vi") | pl.col("vh") | ((t == 3) & head_h.fill_null(False)))
+    s = s.with_columns(
+        last_i=pl.when(pl.col("vi")).then(pos).forward_fill().over("r"),
+        after_unit=(~pl.col("inu") & pl.col("inu").shift(1).over("r")).fill_null(False),
+    )
+    n_units = int(s.get_column("vi").sum())
+    if n_units < _MEG_MIN:
+        return None
+    # the other lines of the unit streams: near an iteration line (could attach) or right after a unit
+    near = s.filter(~pl.col("inu") & ((pos - pl.col("last_i")) <= ATTACH_GAP)).get_column("pos")
+    if near.len() and text.gather(near).str.contains_any(list(_GATES)).any():
+        return None
+    after = s.filter(pl.col("after_unit")).get_column("pos")
+    if after.len():
+        c = text.gather(after).str.replace(_ENV_STACK, "")
+        if c.str.contains(_TIMER_ANY).any():
+            return None
+    inu = s.filter(pl.col("inu")).select("pos", "t", u=pl.col("vi").cum_sum().over("r"), r="r")
+    # units numbered in line order of their iteration line
+    i_pos = inu.filter(pl.col("t") == 1).get_column("pos")
+    unit_no = inu.filter(pl.col("t") == 1).select("r", "u", k=pl.int_range(pl.len(), dtype=pl.Int64))
+    ent = inu.filter(pl.col("t") == 3)
+    ent = ent.join(unit_no, on=["r", "u"], how="left", maintain_order="left")
+    e_at = ce.search_sorted(ent.get_column("pos"))
+    em = me.gather(e_at)
+    names = em.struct.field("2")
+    if names.is_in(list(g.NON_STEP_TIMERS)).any():
+        return None
+    tm = pl.DataFrame({"k": ent.get_column("k"), "m": em}).select(
+        "k",
+        _t=_timer(
+            name=pl.col("m").struct.field("2"),
+            min_ms=pl.col("m").struct.field("3").cast(pl.Float64),
+            max_ms=pl.col("m").struct.field("4").cast(pl.Float64),
+        ),
+    )
+    tl = tm.group_by("k", maintain_order=True).agg(timers="_t")
+    # the iteration fragments, by the general code
+    i_at = ci.search_sorted(i_pos)
+    im = mi.gather(i_at)
+    base = pl.DataFrame({"m": im}).select(
+        line=pl.lit(i_pos) + ctx.first_line,
+        seg=pl.lit(0, dtype=pl.Int64),
+        key=pl.lit("|") + pl.col("m").struct.field("1").cast(pl.Int32).cast(pl.String),
+        host=pl.lit(None, dtype=pl.String),
+        rank=pl.col("m").struct.field("1").cast(pl.Int32),
+        ts=pl.col("m").struct.field("3").str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
+        .dt.replace_time_zone("UTC"),
+        ts_quality=pl.lit("local_assumed_utc"),
+        text=pl.col("m").struct.field("2"),
+        m=pl.struct(step=pl.col("m").struct.field("4"), total=pl.col("m").struct.field("5")),
+    )
+    if base.get_column("ts").null_count():
+        return None
+    fr = _megatron_frag(base)
+    if fr.select(pl.col("step_time_s").null_count() + pl.col("step").null_count()).item():
+        return None
+    skip = ("line", "seg", "key", "timers", "anchor", "standalone", "attach_line")
+    value_cols = [c for c in _FRAG if c not in skip]
+    fr = fr.drop("timers").with_columns(k=pl.int_range(fr.height, dtype=pl.Int64))
+    fr = fr.join(tl, on="k", how="left", maintain_order="left")
+    rows = fr.select(
+        pl.int_range(1, fr.height + 1, dtype=pl.UInt32).alias("group"),
+        "line",
+        "key",
+        orphan_group=pl.lit(False),
+        rank=pl.col("rank"),
+        *[c for c in value_cols if c != "rank"],
+        timers=pl.col("timers").fill_null(pl.lit([], dtype=pl.List(_TIMER))),
+    ).sort("key", "line", maintain_order=True)
+    # the other lines
+    lane_pos = inu.get_column("pos").sort()
+    rest_pos = (typ == 0).arg_true().cast(pl.Int64)
+    if rest_pos.len() + lane_pos.len() != n:  # (lane-shaped lines outside a unit: read with the others)
+        all_pos = pl.int_range(n, dtype=pl.Int64, eager=True)
+        rest_pos = all_pos.filter(~all_pos.is_in(lane_pos.implode()))
+    rest = None
+    if rest_pos.len():
+        rest = _parse(text.gather(rest_pos), ctx, numbers=rest_pos + ctx.first_line)
+        if rest.tables["steps"].height:
+            return None
+    stub = pl.DataFrame(schema={"key": pl.String, "line": pl.Int64, "ts": UTC_US})
+    steps = _finish(rows, stub, pl.coalesce(pl.col("host"), pl.lit(ctx.node)), pl.lit(ctx.path))
+    tables = {"steps": conform(steps, "steps")}
+    if rest is not None and "events" in rest.tables:
+        tables["events"] = rest.tables["events"]
+    return ParseResult(
+        tables=tables,
+        parsed=lane_pos.len() + (rest.parsed if rest else 0),
+        unrecognized=rest.unrecognized if rest else 0,
+        unrecognized_examples=rest.unrecognized_examples if rest else [],
+        notes=rest.notes if rest else [],
+        partial=_cut_last_line(pl.DataFrame({"text": text})),
+        node=rest.node if rest else None,
+    )
+
 
 _FILE_GAP = 64
 """`parse_many` numbers the files' lines one after the other with this many numbers left out between two files

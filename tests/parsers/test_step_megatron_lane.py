@@ -1,0 +1,171 @@
+"""step_log's Megatron lane (`_megatron_lane`: the rows of `srun -l` iteration lines and their `(min, max)
+time across ranks` blocks read off captures, the other lines by the general reading) against the general
+reading `_parse` of the same lines: same tables, accounting, examples, `partial` and `node`, on seeded
+random logs, both those the lane takes and those it must hand back."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta
+
+import polars as pl
+import pytest
+
+from parsers import step_log as S  # noqa: N812
+from parsers.base import FileContext
+
+_TIMERS = (
+    "forward-backward",
+    "forward-compute",
+    "backward-compute",
+    "batch-generator",
+    "all-grads-sync",
+    "params-all-gather",
+    "optimizer-copy-to-main-grad",
+    "optimizer-inner-step",
+    "optimizer",
+    "layernorm-grads-all-reduce",
+    "embedding-grads-all-reduce",
+    "optimizer-clip-main-grad",
+    "optimizer-count-zeros",
+    "optimizer-copy-main-to-model-params",
+)
+_WARN = (
+    "/usr/local/lib/python3.10/dist-packages/torch/utils/checkpoint.py:464: UserWarning: "
+    "torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly.",
+    "  return fn(*args, **kwargs)",
+)
+
+
+def _log(
+    seed: int, n_iter: int = 4300, extra: str | None = None, extra_at: int = 7, k: int | None = None
+) -> list[str]:
+    """A Megatron log under `srun -l` (the last of 16 ranks prints the iterations and timer blocks; the
+    others chatter, sometimes between an iteration line and its block), with memory reports, validation
+    lines, save-checkpoint blocks of rank 0, c10 warnings, straggler reports and blank lines. `extra`: one
+    line (with `{r}` for the iteration rank) put after the `extra_at`-th line of some unit; `k`: the number
+    of timers (else random: with few, the validation line lies close enough to its iteration line for a
+    breakdown there to attach to it, and the lane hands back)."""
+    rnd = random.Random(seed)
+    last = 15
+    t = datetime(2025, 5, 1, 7, 0, 0)
+    out: list[str] = []
+    total = 500_000
+    k = rnd.randint(3, len(_TIMERS)) if k is None else k
+    names = _TIMERS[:k]
+    put = rnd.randrange(100, n_iter - 100)
+    for it in range(1, n_iter + 1):
+        t += timedelta(seconds=rnd.uniform(0.5, 5))
+        dt = rnd.uniform(500, 5000)
+        unit = [
+            f"{last:2}:  [{t:%Y-%m-%d %H:%M:%S}] iteration {it:>8}/{total:>8} | "
+            f"consumed samples: {it * 512:>12} | elapsed time per iteration (ms): {dt:.1f} | "
+            f"throughput per GPU (TFLOP/s/GPU): {rnd.uniform(100, 500):.1f} | "
+            f"learning rate: {3e-4 * min(1.0, it / 2000):.6E} | global batch size:   512 | "
+            f"lm loss: {rnd.uniform(1.5, 9):.6E} | loss scale: 1.0 | grad norm: {rnd.uniform(0.1, 3):.3f} | "
+            f"number of skipped iterations:   0 | number of nan iterations:   0 |"
+        ]
+        if rnd.random() < 0.03:  # memory reports of other ranks between the iteration line and its block
+            mem = "(after {it} iterations) memory (MB) | allocated: 41234.5"
+            unit += [f"{r:2}: [Rank {r}] {mem.format(it=it)}" for r in (0, 8)]
+        unit.append(f"{last:2}: (min, max) time across ranks (ms):")
+        for name in names:
+            lo = rnd.uniform(10, dt)
+            unit.append(f"{last:2}:     {name} {'.' * max(3, 40 - len(name))}: ({lo:.2f}, {lo * 1.01:.2f})")
+        if extra is not None and it == put:
+            unit.insert(min(extra_at, len(unit)), extra.format(r=last))
+        out += unit
+        x = rnd.random()
+        if x < 0.05:
+            r = rnd.randrange(16)
+            out += [f"{r:2}: {_WARN[0]}", f"{r:2}: {_WARN[1]}"]
+        elif x < 0.07:
+            r = rnd.randrange(16)
+            c10 = "[W501 07:00:00.000000000 ProcessGroupNCCL.cpp:4561] Guessing device ID"
+            out.append(f"{r:2}: [rank{r}]:{c10}")
+        elif x < 0.08:
+            out.append("")
+        if it % 100 == 0:
+            out.append(
+                f" 0: INFO:megatron.core.utils:[{t:%Y-%m-%d %H:%M:%S}] | MnRtt/Rnk: 3588.90ms/3 | MxRtt/Rnk: "
+                f"4386.44ms/5 | MnPwr/Rnk: 612000W/5 | MxPwr/Rnk: 700000W/3"
+            )
+        if it % 500 == 0:
+            val = f"{last:2}:  validation loss at iteration {it} | lm loss value: 2.0E+00 | "
+            out += [f"{last:2}: {'-' * 60}", val]
+        if it % 1000 == 0:
+            out += [
+                f" 0: saving checkpoint at iteration {it:>7} to /ckpt in torch_dist format",
+                " 0: (min, max) time across ranks (ms):",
+                " 0:     save-checkpoint ................................: (21234.50, 21301.70)",
+            ]
+    return out
+
+
+def _ctx() -> FileContext:
+    return FileContext(path="n1/train.log", node="n1", first_line=1, year_hint=2026, collected_at=None)
+
+
+def _same(lines: list[str], taken: bool | None) -> None:
+    """`parse` (the lane when it takes the lines) is `_parse`; `taken`: whether the lane must take them."""
+    s = pl.Series("literal", lines, dtype=pl.String)
+    want = S._parse(s, _ctx())
+    lane = S._megatron_lane(s, _ctx())
+    if taken is not None:
+        assert (lane is not None) == taken
+    got = S.parse(s, _ctx())
+    assert set(got.tables) == set(want.tables)
+    for name, df in want.tables.items():
+        assert got.tables[name].schema == df.schema
+        assert got.tables[name].equals(df, null_equal=True), name
+    assert (got.parsed, got.unrecognized, got.partial, got.node) == (
+        want.parsed,
+        want.unrecognized,
+        want.partial,
+        want.node,
+    )
+    assert got.unrecognized_examples == want.unrecognized_examples
+    assert got.notes == want.notes
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_lane_takes_megatron_logs(seed: int) -> None:
+    _same(_log(seed, k=len(_TIMERS)), taken=True)
+
+
+@pytest.mark.parametrize("seed", [3, 6, 7])
+def test_lane_or_not_same_rows(seed: int) -> None:
+    _same(_log(seed), taken=None)
+
+
+def test_lane_takes_a_cut_first_block() -> None:
+    lines = _log(3, k=len(_TIMERS))
+    head = next(i for i, x in enumerate(lines) if "iteration" in x)
+    _same(lines[head + 3 :], taken=True)  # (entries without their iteration line and header)
+
+
+_ROW = "{r}: [2025-05-01 08:00:00] iteration 5/ 10 | elapsed time per iteration (ms): 1.0 |"
+
+
+@pytest.mark.parametrize(
+    ("extra", "at"),
+    [
+        (_ROW, 1),  # another row between an iteration line and its block
+        (_ROW, 99),  # another row after a block
+        ("{r}:     extra-timer ......: (1.0, 2.0)x", 99),  # no entry of the lane, after a block
+        ("{r}:     extra-timer ......: 1.5", 99),  # a timer entry of another kind continuing the block
+        ("{r}:     extra-timer ......: (1.0, 2.0)", 2),  # an entry right after the header
+        ("{r}: step: 3 loss: 1.0", 1),  # a gate between the iteration line and its header
+        ("{r}: some text with a | time (ms) | marker", 99),  # a gate after a block
+        ("[rank{r}]: a line without srun envelope in the unit stream", 99),
+        ("{r}: \x1b[32mcoloured\x1b[0m", 99),
+        ("{r}: [32mpasted colour[0m", 99),
+        ("", 1),
+    ],
+)
+def test_lane_hands_back_or_reads_the_same(extra: str, at: int) -> None:
+    _same(_log(4, extra=extra, extra_at=at, k=len(_TIMERS)), taken=None)
+
+
+def test_lane_hands_back_rows_elsewhere() -> None:
+    _same(_log(5, extra=_ROW, extra_at=99, k=len(_TIMERS)), taken=False)
