@@ -367,8 +367,9 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
             if bad[k]:
                 tmpl = None
             elif tmpl is None or not ok[k]:  # (a new shape: walked once for its template)
-                kept, _banner_rows = _prepare(text.slice(starts[k], sizes[k]))
-                tmpl = _template(kept, ctx)
+                raw = text.slice(starts[k], sizes[k])
+                kept, _banner_rows = _prepare(raw)
+                tmpl = _template(raw.to_list(), kept, ctx)
                 if len(_CANDIDATES) >= _CANDIDATES_MAX:
                     _CANDIDATES.clear()
                 _CANDIDATES[(ctx.first_line, sizes[k])] = tmpl
@@ -377,7 +378,8 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
         idx = [starts[k] + p for k, t in enumerate(plans) if t is not None for p in (*t.dyn, *t.blanks)]
         values_s = pl.Series([], dtype=pl.String)
         if idx:
-            values_s = text.gather(idx).str.splitn(": ", 2).struct.field("field_1").str.strip_chars()
+            cut = [c for t in plans if t is not None for c in t.cut]
+            values_s = text.gather(idx).str.slice(pl.Series(cut, dtype=pl.Int64)).str.strip_chars()
         values: list[str] = values_s.to_list()
         rows = []
         results = []
@@ -419,21 +421,21 @@ _BAD = re.compile(
 literals (the walk reads the values), the separators Python strips and polars does not, the token mark.
 (One regex: faster here than `contains_any` of the literals.)"""
 
-_BLANK, _PREFIX, _WHOLE = 0, 1, 2
-"""The kinds of a template's lines (`_Template.kind`): blank (by the accounting's rule); a line whose value
-behind its first ': ' may differ (no banner literal); a line that must be the same."""
+_PREFIX, _WHOLE = 1, 2
+"""The kinds of a template's lines (`_Template.kind`): a line whose value behind its first ': ' may differ; a
+line that must be the same (no ': ', the banner literal, or blank)."""
 
 
 def _verify(
     text: pl.Series, sizes: list[int], cands: list[_Template | None]
 ) -> tuple[list[bool], list[bool]]:
     """Per file of a batch (`text`: the files' lines, nulls as ""): whether a line matches `_BAD`, and whether
-    the file has the shape of its candidate template (False without one): each line blank where the
-    template's is, the same where it is `_WHOLE`, and where it is `_PREFIX`, starting with the template's line
-    up to its first ': ' (so its own first ': ' is there) and free of the banner literal."""
+    the file has the shape of its candidate template (False without one): each line the same where the
+    template's is `_WHOLE`, and where it is `_PREFIX`, starting with the template's line up to its first ': '
+    (so its own first ': ' is there: the same key, indentation and kind of line; see `_template` for why a
+    banner literal in the value changes nothing). Per-file counts from running sums (no group_by)."""
     t = pl.col("t")
-    f = pl.int_range(0, len(sizes), dtype=pl.Int32).repeat_by(pl.Series(sizes, dtype=pl.UInt32)).explode()
-    cols: dict[str, Any] = {"t": text, "f": pl.select(f).to_series()}
+    cols: dict[str, Any] = {"t": text}
     if any(c is not None for c in cands):
         shape, kind = [], []
         for c, n in zip(cands, sizes, strict=True):
@@ -441,28 +443,22 @@ def _verify(
             kind.append(c.kind if c is not None else pl.repeat(None, n, dtype=pl.Int8, eager=True))
         cols["s"] = pl.concat(shape, rechunk=True)
         cols["k"] = pl.concat(kind, rechunk=True)
-        k = pl.col("k")
-        ok = (
-            pl.when(k == _PREFIX)
-            .then(t.str.starts_with(pl.col("s")) & ~t.str.contains(BANNER, literal=True))
-            .when(k == _WHOLE)
-            .then(t == pl.col("s"))
-            .when(k == _BLANK)
-            .then(t.str.strip_chars().str.len_bytes() == 0)  # (= F.blank_flags)
-            .otherwise(False)
-        )
+        ok = pl.when(pl.col("k") == _PREFIX).then(t.str.starts_with(pl.col("s"))).otherwise(t == pl.col("s"))
+        nok = (~ok).fill_null(True)
     else:
-        ok = pl.lit(False)
-    per = (
-        pl.DataFrame(cols)
-        .lazy()
-        .group_by("f")
-        .agg(bad=t.str.contains(_BAD).any(), ok=ok.all())
-        .collect()
+        nok = pl.lit(True)
+    sums = pl.DataFrame(cols).select(
+        bad=t.str.contains(_BAD).cast(pl.UInt32).cum_sum(), nok=nok.cast(pl.UInt32).cum_sum()
     )
-    bad, good = [False] * len(sizes), [False] * len(sizes)  # (a file of no lines has no group)
-    for k_, b, g in per.iter_rows():
-        bad[k_], good[k_] = b, g
+    ends = [e - 1 for e in accumulate(sizes)]
+    at_end = sums.select(pl.all().gather([max(e, 0) for e in ends])).rows() if ends else []
+    bad, good = [False] * len(sizes), [False] * len(sizes)
+    prev = (0, 0)
+    for k, n in enumerate(sizes):
+        if n:  # (a file of no lines: no template, nothing bad)
+            b, o = at_end[k]
+            bad[k], good[k] = b > prev[0], o == prev[1] and cands[k] is not None
+            prev = (b, o)
     return bad, good
 
 
@@ -479,20 +475,22 @@ class _RecSnap(F.GpuSnapshot):
 
 class _Template:
     """The walk of one file (`_template`), for the files of its shape (`shape`, `kind`: per line, what a
-    file's line must be, see `_verify`; `valid`: False when the shape cannot promise the same walk: a pdsh
-    capture). Values are indices into a file's values: the values of the lines `dyn` (positions in the file; the value
-    behind the first ': ', stripped: none blank) then, from the end, `statics` (values the shape fixes). The
-    values of the lines `blanks` must be blank."""
+    file's line must be, see `_verify`; `valid`: False when the shape cannot promise the same walk, e.g. a
+    pdsh capture). Values are indices into a file's values: the values of the lines `dyn` (positions in the
+    file; the value behind the first ': ', stripped: none blank) then, from the end, `statics` (values the
+    shape fixes). The values of the lines `blanks` must be blank. `cut`: where the values of the lines `dyn`
+    then `blanks` start (characters)."""
 
     __slots__ = (
-        "shape", "kind", "valid", "dyn", "blanks", "statics", "dumps", "parsed", "unrecognized", "examples",
-        "last_header_empty", "inventory",
+        "shape", "kind", "valid", "dyn", "blanks", "cut", "statics", "dumps", "parsed", "unrecognized",
+        "examples", "last_header_empty", "inventory",
     )  # fmt: skip
 
     def __init__(self, shape: pl.Series, kind: pl.Series) -> None:
         self.shape, self.kind, self.valid = shape, kind, True
         self.dyn: list[int] = []
         self.blanks: list[int] = []
+        self.cut: list[int] = []
         self.statics: list[str] = []
         self.dumps: list[tuple[int, list[tuple[str, int, int]], list[tuple[Any, list[str], int]]]] = []
         self.parsed = 0
@@ -507,11 +505,14 @@ _CANDIDATES: dict[tuple[int, int], _Template] = {}
 _CANDIDATES_MAX = 64
 
 
-def _template(kept: list[str | None], ctx: FileContext) -> _Template:
-    """Walk one file (`_prepare`'s lines: no line of `_BAD`) with the value of each `_PREFIX` line replaced by
-    a token naming the line, and keep where the walk put each token. (A token line's class is the real line's
-    with the token as value: `_classify` reads the part before the first ': ' the same, and its value is no
-    error marker.)"""
+def _template(raw: list[str], kept: list[str | None], ctx: FileContext) -> _Template:
+    """Walk one file (`raw`: its lines, nulls as ""; `kept`: as `_prepare` keeps them; no line of `_BAD`)
+    with the value of each `_PREFIX` line replaced by a token naming the line, and keep where the walk put
+    each token. A token line's class is the real line's with the token as value: `_classify` reads the part
+    before the first ': ' the same, and the value is no error marker nor failure (`_BAD`). A banner literal
+    in the value of a file of this shape changes nothing either: `_classify` takes a line for the banner only
+    when it starts with '=', and `_parse` for a pdsh capture only when the banner line starts with a host
+    name and ':' (the template is no valid one when a `_PREFIX` line does either)."""
     first = ctx.first_line
     fed: list[str | None] = []
     tokens: dict[str, int] = {}
@@ -521,10 +522,11 @@ def _template(kept: list[str | None], ctx: FileContext) -> _Template:
     blanks: list[int] = []
     if len(_CLASSES) > _CLASSES_MAX:
         _CLASSES.clear()
+    valid = True
     for i, t in enumerate(kept):
         if t is None:
-            shape.append("")
-            kind.append(_BLANK)
+            shape.append(raw[i])  # (a blank line: the same blank line)
+            kind.append(_WHOLE)
             fed.append(None)
             continue
         c = _CLASSES.get(t)
@@ -535,10 +537,13 @@ def _template(kept: list[str | None], ctx: FileContext) -> _Template:
             kind.append(_WHOLE)
             fed.append(t)
             classes[t] = c
+            valid = valid and "\x01" not in t  # (a value that could read as a token)
             continue
         head, _sep, rest = t.partition(": ")
         shape.append(head + ": ")
         kind.append(_PREFIX)
+        if head.lstrip().startswith("=") or PDSH_RE.match(t) is not None:  # (see the docstring)
+            valid = False
         if not rest.strip():  # (a blank value: walked as is, and must be blank in the template's files)
             blanks.append(i)
             fed.append(t)
@@ -556,10 +561,12 @@ def _template(kept: list[str | None], ctx: FileContext) -> _Template:
             classes[line] = c
     tm = _Template(pl.Series(shape, dtype=pl.String), pl.Series(kind, dtype=pl.Int8))
     tm.blanks = blanks
-    for i, t in enumerate(kept):
+    for t in kept:
         if t is not None and BANNER in t and (m := PDSH_RE.match(t)) is not None and BANNER in m["rest"]:
-            tm.valid = False  # (a pdsh capture: `_parse` splits it by host)
-            return tm
+            valid = False  # (a pdsh capture: `_parse` splits it by host)
+    if not valid:
+        tm.valid = False
+        return tm
 
     def orig(ln: int) -> str:
         t = fed[ln - first]
@@ -615,6 +622,8 @@ def _template(kept: list[str | None], ctx: FileContext) -> _Template:
     if len(tm.dumps) <= 1:
         tm.inventory = _inventory_layout(tm)
     tm.statics.reverse()  # (static j: values[j] of values = dyn values + statics)
+    # where each gathered line's value starts (characters): after the first ': ' of the template's line
+    tm.cut = [len(shape[p]) for p in (*tm.dyn, *tm.blanks)]
     return tm
 
 

@@ -120,3 +120,22 @@ def test_random_line_mixes(seed: int) -> None:
         files += [f, f, mutate([t or "" for t in f], rng, 3)]
     rng.shuffle(files)
     check_many(nvidia_smi, items_of(files))
+
+
+def test_heads_that_could_read_a_banner_value() -> None:
+    """A key starting with '=' or with a host name and ':' (a banner literal in its value would make the line
+    a banner, or the file a pdsh capture): such files are walked, whatever their values."""
+    lines = dict(FIXTURES)["q_h100_535_hw_power_brake_active.txt"]
+    kv = [i for i, t in enumerate(lines) if ": " in t]
+    files: list[list[str | None]] = []
+    for head in ("==== x", "  =y", "node01", "10.0.0.1", "gpu7node"):
+        for value in ("1", "NVSMI LOG", "==NVSMI LOG==", " NVSMI LOG x"):
+            for i in kv[:3] + kv[-2:]:
+                f: list[str | None] = list(lines)
+                f[i] = f"{head}: {value}"
+                files.append(f)
+    banner = next(i for i, t in enumerate(lines) if "NVSMI LOG" in t)
+    prefixed = [f"node01: {t}" if t else t for i, t in enumerate(lines) if i != banner]
+    files += [[*prefixed, f"node01: {v}"] for v in ("x", "NVSMI LOG")]  # (the banner gone, hosts' lines)
+    for k in range(0, len(files), 40):
+        check_many(nvidia_smi, items_of(files[k : k + 40]))
