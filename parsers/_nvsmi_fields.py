@@ -21,6 +21,7 @@ Fault rules (events, source 'nvidia-smi'):
 from __future__ import annotations
 
 import gc
+import json
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -147,6 +148,10 @@ def parse_local_ts(text: str | None) -> datetime | None:
         except ValueError:
             continue
     return None
+
+
+_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+"""`to_json`'s encoder, made once (json.dumps makes one per call)."""
 
 
 @dataclass
@@ -324,7 +329,7 @@ def snapshot_rows(
             lines[col] = got[1]
     uuid = snap.inv.get("uuid")
     row["gpu_uuid"] = uuid[0].strip() if uuid else None
-    row["extra"] = to_json(snap.extra) if snap.extra else None
+    row["extra"] = _JSON.encode(snap.extra) if snap.extra else None  # (= to_json)
 
     events: list[dict[str, Any]] = []
 

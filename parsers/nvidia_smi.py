@@ -375,11 +375,15 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
                 _CANDIDATES[(ctx.first_line, sizes[k])] = tmpl
             plans.append(tmpl if tmpl is not None and tmpl.valid else None)
         # the values of the templated files' lines, in one pass
-        idx = [starts[k] + p for k, t in enumerate(plans) if t is not None for p in (*t.dyn, *t.blanks)]
         values_s = pl.Series([], dtype=pl.String)
-        if idx:
-            cut = [c for t in plans if t is not None for c in t.cut]
-            values_s = text.gather(idx).str.slice(pl.Series(cut, dtype=pl.Int64)).str.strip_chars()
+        used = [(starts[k], t) for k, t in enumerate(plans) if t is not None and t.cut]
+        if used:
+            pos = pl.concat([t.at for _s, t in used])
+            at = pl.Series([s for s, _t in used], dtype=pl.Int64).repeat_by(
+                pl.Series([len(t.cut) for _s, t in used], dtype=pl.UInt32)
+            )
+            cut = pl.concat([t.cuts for _s, t in used])
+            values_s = text.gather(at.explode() + pos).str.slice(cut).str.strip_chars()
         values: list[str] = values_s.to_list()
         rows = []
         results = []
@@ -482,7 +486,7 @@ class _Template:
     then `blanks` start (characters)."""
 
     __slots__ = (
-        "shape", "kind", "valid", "dyn", "blanks", "cut", "statics", "dumps", "parsed", "unrecognized",
+        "shape", "kind", "valid", "dyn", "blanks", "cut", "at", "cuts", "statics", "dumps", "parsed", "unrecognized",
         "examples", "last_header_empty", "inventory",
     )  # fmt: skip
 
@@ -491,6 +495,7 @@ class _Template:
         self.dyn: list[int] = []
         self.blanks: list[int] = []
         self.cut: list[int] = []
+        self.at = self.cuts = pl.Series([], dtype=pl.Int64)  # (`dyn` then `blanks`, and `cut`, as columns)
         self.statics: list[str] = []
         self.dumps: list[tuple[int, list[tuple[str, int, int]], list[tuple[Any, list[str], int]]]] = []
         self.parsed = 0
@@ -624,6 +629,8 @@ def _template(raw: list[str], kept: list[str | None], ctx: FileContext) -> _Temp
     tm.statics.reverse()  # (static j: values[j] of values = dyn values + statics)
     # where each gathered line's value starts (characters): after the first ': ' of the template's line
     tm.cut = [len(shape[p]) for p in (*tm.dyn, *tm.blanks)]
+    tm.at = pl.Series([*tm.dyn, *tm.blanks], dtype=pl.Int64)
+    tm.cuts = pl.Series(tm.cut, dtype=pl.Int64)
     return tm
 
 
@@ -1049,7 +1056,9 @@ def _rows(
             samples.append(row)
             events += ev
     # A failure line (lost GPU, driver gone) takes the time of the dump it was printed with.
-    stamps = [(d.line, F.parse_local_ts(d.top["Timestamp"][0])) for d in dumps if "Timestamp" in d.top]
+    stamps = []  # (only read for failures)
+    if failures:
+        stamps = [(d.line, F.parse_local_ts(d.top["Timestamp"][0])) for d in dumps if "Timestamp" in d.top]
     for e in failures:
         after = [t for ln0, t in stamps if ln0 > e["line"] and t is not None]
         before = [t for ln0, t in stamps if ln0 <= e["line"] and t is not None]
