@@ -359,21 +359,37 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
         text = pl.concat([lines.cast(pl.String) for lines, _ in items], how="vertical").fill_null("")
         sizes = [len(lines) for lines, _ in items]
         starts = list(accumulate(sizes, initial=0))
-        cands = [_CANDIDATES.get((ctx.first_line, n)) for (_l, ctx), n in zip(items, sizes, strict=True)]
+        keys = [(ctx.first_line, n) for (_l, ctx), n in zip(items, sizes, strict=True)]
+        cands = [_CANDIDATES.get(key) for key in keys]
         bad, ok = _verify(text, sizes, cands)
-        plans: list[_Template | None] = []
-        for k, (_lines, ctx) in enumerate(items):
-            tmpl = cands[k]
-            if bad[k]:
-                tmpl = None
-            elif tmpl is None or not ok[k]:  # (a new shape: walked once for its template)
+        plans: list[_Template | None] = [c if ok[k] and not bad[k] else None for k, c in enumerate(cands)]
+        new: dict[tuple[int, int], _Template] = {}  # (templates made in this batch, by key)
+        for _round in range(2):
+            # a file of a new shape is walked for its template; the other files of its length are checked
+            # against it (in one more pass) before they are walked for theirs
+            again = []
+            for k, (_lines, ctx) in enumerate(items):
+                if bad[k] or ok[k]:
+                    continue
+                if _round == 0 and keys[k] in new:
+                    again.append(k)
+                    continue
                 raw = text.slice(starts[k], sizes[k])
                 kept, _banner_rows = _prepare(raw)
-                tmpl = _template(raw.to_list(), kept, ctx)
+                tmpl = new[keys[k]] = _template(raw.to_list(), kept, ctx)
                 if len(_CANDIDATES) >= _CANDIDATES_MAX:
                     _CANDIDATES.clear()
-                _CANDIDATES[(ctx.first_line, sizes[k])] = tmpl
-            plans.append(tmpl if tmpl is not None and tmpl.valid else None)
+                _CANDIDATES[keys[k]] = tmpl
+                ok[k] = True
+                plans[k] = tmpl
+            if not again:
+                break
+            sub = pl.concat([text.slice(starts[k], sizes[k]) for k in again])
+            _bad, ok2 = _verify(sub, [sizes[k] for k in again], [new[keys[k]] for k in again])
+            for k, o in zip(again, ok2, strict=True):
+                if o:
+                    ok[k], plans[k] = True, new[keys[k]]
+        plans = [p if p is not None and p.valid else None for p in plans]
         # the values of the templated files' lines, in one pass
         values_s = pl.Series([], dtype=pl.String)
         used = [(starts[k], t) for k, t in enumerate(plans) if t is not None and t.cut]
@@ -486,8 +502,8 @@ class _Template:
     then `blanks` start (characters)."""
 
     __slots__ = (
-        "shape", "kind", "valid", "dyn", "blanks", "cut", "at", "cuts", "statics", "dumps", "parsed", "unrecognized",
-        "examples", "last_header_empty", "inventory",
+        "shape", "kind", "valid", "dyn", "blanks", "cut", "at", "cuts", "statics", "dumps", "parsed",
+        "unrecognized", "examples", "last_header_empty", "inventory",
     )  # fmt: skip
 
     def __init__(self, shape: pl.Series, kind: pl.Series) -> None:

@@ -139,3 +139,18 @@ def test_heads_that_could_read_a_banner_value() -> None:
     files += [[*prefixed, f"node01: {v}"] for v in ("x", "NVSMI LOG")]  # (the banner gone, hosts' lines)
     for k in range(0, len(files), 40):
         check_many(nvidia_smi, items_of(files[k : k + 40]))
+
+
+def test_shapes_of_one_length_alternating() -> None:
+    """Files of one length and two shapes (a key renamed, a value moved to its own line), in and across
+    batches: each checked against the last template of its length, walked when it is not of its shape."""
+    lines = dict(FIXTURES)["q_rtx4090_535_idle_pcie_gen1.txt"]
+    kv = [i for i, t in enumerate(lines) if ": " in t]
+    renamed: list[str | None] = list(lines)
+    renamed[kv[5]] = lines[kv[5]].replace(":", " X:", 1)
+    split: list[str | None] = list(lines)
+    split[kv[7]] = lines[kv[7]].partition(": ")[0]
+    rng = random.Random(5)
+    files = [rng.choice((lines, renamed, split)) for _ in range(40)]
+    for k in range(0, len(files), 7):
+        check_many(nvidia_smi, items_of(files[k : k + 7]))
