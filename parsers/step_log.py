@@ -1109,7 +1109,67 @@ def _megatron_name_keys(names: list[str]) -> dict[str, tuple[str, ...]]:
     return {n: _MEGATRON_NAME_KEYS[n] for n in names}
 
 
+_MEG_V = r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
+"""The ASCII `g.NUM`s without nan and inf (a value of `_megatron_fast`'s regex)."""
+_MEG_HEAD_RE = re.compile(_MEGATRON_HEAD)
+
+
+def _megatron_fast(text: pl.Series) -> tuple[pl.Series, dict[str, pl.Series]] | None:
+    """`_megatron_values` of the lines laid out as the first one (same field names in the same order, each
+    `| name: NUM |` with blanks around and a plain ASCII NUM, blanks after the last `|`): which lines are
+    (the mask) and their `_k_<k>` columns (null elsewhere); None when the first line has no such layout.
+
+    One regex built from the first line's names captures the values: a line it matches is one the split
+    lane takes (`_MEGATRON_HEAD` before the first `|`, every field a name without `:`, `=` or `|` and a
+    whole NUM), each field's name exactly the first line's, so each key takes the value of the first field
+    whose name maps to it (`_megatron_name_keys`), as the split lane does."""
+    first = text[0]
+    if first is None:
+        return None
+    parts = first.split("|")
+    if len(parts) < 3 or not _MEG_HEAD_RE.search(parts[0]) or parts[-1].strip(" "):
+        return None
+    names = []
+    for p in parts[1:-1]:
+        kv = p.split(":", 1)
+        name = kv[0].strip()
+        if len(kv) < 2 or not name or "=" in name or name != kv[0].strip(" "):
+            return None
+        names.append(name)
+    head = _MEGATRON_HEAD.removeprefix("^").removesuffix("$")
+    # (a test without groups, the values then cut at the `|` and `:` of the lines it takes: a capture of
+    # the groups costs three times more)
+    rx = "^" + head + r"\|" + "".join(rf" *{re.escape(nm)}: *{_MEG_V} *\|" for nm in names) + " *$"
+    ok = text.str.contains(rx).fill_null(False)
+    mapping = _megatron_name_keys(sorted(set(names)))
+    fields = text.str.splitn("|", len(names) + 2).struct.unnest()
+    cols = {}
+    for k in g.MEGATRON_KEYS:
+        at = next((i for i, nm in enumerate(names) if k in mapping[nm]), None)
+        if at is None:
+            cols[f"_k_{k}"] = _nulls(f"_k_{k}", text.len(), pl.Float64)
+        else:
+            val = fields.get_column(f"field_{at + 1}").str.splitn(":", 2).struct.field("field_1")
+            val = val.str.strip_chars(" ").cast(pl.Float64, strict=False)
+            cols[f"_k_{k}"] = pl.select(pl.when(pl.lit(ok)).then(pl.lit(val))).to_series().alias(f"_k_{k}")
+    return ok, cols
+
+
 def _megatron_values(text: pl.Series) -> pl.DataFrame:
+    """`_key(text, g.MEGATRON_KEYS[k])` for every key k (columns `_k_<k>`), for Megatron iteration lines:
+    `_megatron_fast` for the lines laid out as the first one, `_megatron_split` for the others."""
+    fast = _megatron_fast(text) if text.len() else None
+    if fast is None:
+        return _megatron_split(text)
+    ok, cols = fast
+    if bool(ok.all()):
+        return pl.DataFrame(list(cols.values()))
+    idx = (~ok).arg_true()
+    sub = _megatron_split(text.gather(idx))
+    return pl.DataFrame([c.scatter(idx, sub.get_column(name)) for name, c in cols.items()])
+
+
+def _megatron_split(text: pl.Series) -> pl.DataFrame:
     """`_key(text, g.MEGATRON_KEYS[k])` for every key k (columns `_k_<k>`), for Megatron iteration lines.
 
     Split lane: a line `HEAD | name: NUM | … | name: NUM |` (HEAD the timestamp and `iteration N/M`, every
@@ -3220,20 +3280,26 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
         .filter(pl.col("r").is_in(lane_ranks.implode()))
     )
     t, pos = pl.col("t"), pl.col("pos")
+
+    def ov(e: pl.Expr) -> pl.Expr:  # (by stream; one stream, the usual case: no window)
+        return e if lane_ranks.len() == 1 else e.over("r")
+
     s = s.with_columns(
-        nt=t.shift(-1).over("r"),
-        npos=pos.shift(-1).over("r"),
-        pt=t.shift(1).over("r"),
-        ppos=pos.shift(1).over("r"),
+        nt=ov(t.shift(-1)),
+        npos=ov(pos.shift(-1)),
+        pt=ov(t.shift(1)),
+        ppos=ov(pos.shift(1)),
     )
     vi = (t == 1) & (pl.col("nt") == 2) & ((pl.col("npos") - pos) <= ATTACH_GAP)
     vh = (t == 2) & (pl.col("pt") == 1) & ((pos - pl.col("ppos")) <= ATTACH_GAP)
     s = s.with_columns(vi=vi.fill_null(False), vh=vh.fill_null(False))
-    head_h = pl.when(t != 3).then(pl.col("vh")).forward_fill().over("r")
+    head_h = ov(pl.when(t != 3).then(pl.col("vh")).forward_fill())
     s = s.with_columns(inu=pl.col("vi") | pl.col("vh") | ((t == 3) & head_h.fill_null(False)))
+    # (`k`: the unit of a line, units numbered in line order of their iteration lines)
     s = s.with_columns(
-        last_i=pl.when(pl.col("vi")).then(pos).forward_fill().over("r"),
-        after_unit=(~pl.col("inu") & pl.col("inu").shift(1).over("r")).fill_null(False),
+        last_i=ov(pl.when(pl.col("vi")).then(pos).forward_fill()),
+        after_unit=(~pl.col("inu") & ov(pl.col("inu").shift(1))).fill_null(False),
+        k=ov(pl.when(pl.col("vi")).then(pl.col("vi").cum_sum().cast(pl.Int64) - 1).forward_fill()),
     )
     n_units = int(s.get_column("vi").sum())
     if n_units < _MEG_MIN:
@@ -3247,12 +3313,9 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
         c = text.gather(after).str.replace(_ENV_STACK, "")
         if c.str.contains(_TIMER_ANY).any():
             return None
-    inu = s.filter(pl.col("inu")).select("pos", "t", u=pl.col("vi").cum_sum().over("r"), r="r")
-    # units numbered in line order of their iteration line
+    inu = s.filter(pl.col("inu")).select("pos", "t", "k")
     i_pos = inu.filter(pl.col("t") == 1).get_column("pos")
-    unit_no = inu.filter(pl.col("t") == 1).select("r", "u", k=pl.int_range(pl.len(), dtype=pl.Int64))
     ent = inu.filter(pl.col("t") == 3)
-    ent = ent.join(unit_no, on=["r", "u"], how="left", maintain_order="left")
     e_at = ce.search_sorted(ent.get_column("pos"))
     em = me.gather(e_at)
     names = em.struct.field("2")
