@@ -362,6 +362,8 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
         keys = [(ctx.first_line, n) for (_l, ctx), n in zip(items, sizes, strict=True)]
         cands = [_CANDIDATES.get(key) for key in keys]
         bad, ok = _verify(text, sizes, cands)
+        for k, n in enumerate(sizes):
+            bad[k] = bad[k] or n > _TEMPLATE_LINES_MAX  # (a long file is walked: no template kept of it)
         plans: list[_Template | None] = [c if ok[k] and not bad[k] else None for k, c in enumerate(cands)]
         new: dict[tuple[int, int], _Template] = {}  # (templates made in this batch, by key)
         for _round in range(2):
@@ -524,6 +526,9 @@ class _Template:
 _CANDIDATES: dict[tuple[int, int], _Template] = {}
 """By (first line, number of lines): the template of the last file of that length seen."""
 _CANDIDATES_MAX = 64
+_TEMPLATE_LINES_MAX = 50_000
+"""Files of more lines are walked (a `-q -l` loop's dumps, a chunk of one): their templates would take memory
+and seldom serve again."""
 
 
 def _template(raw: list[str], kept: list[str | None], ctx: FileContext) -> _Template:

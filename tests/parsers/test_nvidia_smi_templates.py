@@ -154,3 +154,10 @@ def test_shapes_of_one_length_alternating() -> None:
     files = [rng.choice((lines, renamed, split)) for _ in range(40)]
     for k in range(0, len(files), 7):
         check_many(nvidia_smi, items_of(files[k : k + 7]))
+
+
+def test_long_files_are_walked(monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = dict(FIXTURES)["q_h100_535_hw_power_brake_active.txt"]
+    monkeypatch.setattr(nvidia_smi, "_TEMPLATE_LINES_MAX", len(lines) - 1)
+    check_many(nvidia_smi, items_of([lines, lines, lines[:-2], lines[:-2]]))
+    assert used_templates() == 1  # (the shorter file's)
