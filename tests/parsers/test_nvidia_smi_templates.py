@@ -22,7 +22,7 @@ VALUES = (
     "0", "1", "17", "523.73 W", "N/A", "[N/A]", "", " ", "\r", "Yes", "No", "Active", "Not Active", "Pending",
     "Unknown Error", "[GPU requires reset]", "ERR!", "GPU is lost", "Unable to determine the device handle",
     "a\tb", "NVSMI LOG", "x\x1c", "\x1fy", "é 5 C", "P0", "P8", "16x", "8x", "Enabled", "Disabled", "a: b",
-    "\x01", "Not Supported",
+    "\x01", "Not Supported", "\xa0 7 \u3000", "\u2003", "5\x85", "\u200b 3",
 )  # fmt: skip
 
 
