@@ -647,6 +647,11 @@ def _template(raw: list[str], kept: list[str | None], ctx: FileContext) -> _Temp
     tm.examples = [ln for ln, _t in examples]
     if len(tm.dumps) <= 1:
         tm.inventory = _inventory_layout(tm)
+        # the inventory is the layout's: of a snapshot's inventory only what `_rows` reads is needed
+        for _line, _top, gpus in tm.dumps:
+            for g, (spec, keys1, last) in enumerate(gpus):
+                inv = [x for x in spec[3] if x[0] in _INV_READ]
+                gpus[g] = ((*spec[:3], inv, *spec[4:]), keys1, last)
     tm.statics.reverse()  # (static j: values[j] of values = dyn values + statics)
     # where each gathered line's value starts (characters): after the first ': ' of the template's line
     tm.cut = [len(shape[p]) for p in (*tm.dyn, *tm.blanks)]
@@ -654,6 +659,14 @@ def _template(raw: list[str], kept: list[str | None], ctx: FileContext) -> _Temp
     tm.cuts = pl.Series(tm.cut, dtype=pl.Int64)
     return tm
 
+
+_INV_READ = frozenset(
+    (
+        "bus_id", "uuid", "reset_required", "drain_and_reset_recommended", "gpu_recovery_action",
+        "fabric_status", "fabric_state",
+    )
+)  # fmt: skip
+"""The inventory attributes of a snapshot that `_rows` and `F.snapshot_rows(..., inventory=False)` read."""
 
 _NODE_KEYS = (
     ("Driver Version", "driver_version"), ("CUDA Version", "cuda_version"), ("Hostname", "hostname")
@@ -743,16 +756,21 @@ def _instantiate(
         d = _Dump(line)
         d.top = {k: (vals[j], ln) for k, j, ln in top}
         for (index, bus, sline, inv, sample, later, extra, extra_lines, parts, totals), keys1, last in gpus:
-            s = F.GpuSnapshot(index=index, bus_raw=bus, line=sline)
-            s.inv = {a: (vals[j], ln) for a, j, ln in inv}
-            s.sample = {c: (vals[j], ln, p) for c, j, ln, p in sample}
+            s = F.GpuSnapshot(
+                index=index,
+                bus_raw=bus,
+                line=sline,
+                inv={a: (vals[j], ln) for a, j, ln in inv},
+                sample={c: (vals[j], ln, p) for c, j, ln, p in sample},
+                parts={k: [(vals[j], ln) for j, ln in lst] for k, lst in parts},
+                totals={k: (vals[j], ln) for k, j, ln in totals},
+                extra={k: vals[j] for k, j in extra},  # (= value.strip(): the values are stripped)
+                errors=[],
+                extra_lines=dict(extra_lines),
+            )
             for c, j, ln, p in later:
                 s.put_sample(c, vals[j], ln, p)
-            s.extra = {k: vals[j] for k, j in extra}  # (= value.strip(): the values are stripped)
-            s.extra_lines = dict(extra_lines)
-            s.parts = {k: [(vals[j], ln) for j, ln in lst] for k, lst in parts}
-            s.totals = {k: (vals[j], ln) for k, j, ln in totals}
-            d.gpus.append((s, list(keys1), last))
+            d.gpus.append((s, keys1, last))  # (keys1: read only)
         dumps.append(d)
 
     def orig(ln: int) -> str:
