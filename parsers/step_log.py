@@ -3009,10 +3009,15 @@ def _read(
     return _finish(rows, seg, node, path), events, understood_lines
 
 
-def _finish(rows: pl.DataFrame, seg: pl.DataFrame, node: pl.Expr, path: pl.Expr) -> pl.DataFrame:
-    """The `steps` rows (not conformed) of `_rows`' rows: phases, times, detail (see `_read`)."""
+def _finish(
+    rows: pl.DataFrame, seg: pl.DataFrame, node: pl.Expr, path: pl.Expr, times: bool = True
+) -> pl.DataFrame:
+    """The `steps` rows (not conformed) of `_rows`' rows: phases, times, detail (see `_read`). `times`
+    False: every row has its own time and a step time (`_times` changes nothing then but the order, which
+    the sort by line here sets)."""
     rows = _phases(rows)
-    rows = _times(rows, seg)
+    if times:
+        rows = _times(rows, seg)
     extras = {c: pl.col(c) for c in _EXTRAS}
     rows = rows.sort("line")
     rows = rows.with_columns(
@@ -3365,17 +3370,22 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     ).sort("key", "line", maintain_order=True)
     # the other lines
     lane_pos = inu.get_column("pos").sort()
-    rest_pos = (typ == 0).arg_true().cast(pl.Int64)
-    if rest_pos.len() + lane_pos.len() != n:  # (lane-shaped lines outside a unit: read with the others)
-        all_pos = pl.int_range(n, dtype=pl.Int64, eager=True)
-        rest_pos = all_pos.filter(~all_pos.is_in(lane_pos.implode()))
+    # (blank lines, which count as neither, left out when every other line without an srun envelope is
+    # blank too: then they alone make the stream without envelope, `|`, and no rule takes them; `_mixed`
+    # blanks the lines it gives another parser, most of the others in a log with NCCL lines)
+    blank = ~o_text.str.contains(r"\S")
+    drop = bool(blank.any()) and not bool((pref.is_null() & ~blank).any())
+    rest_pos = (others.filter(~blank) if drop else others).cast(pl.Int64)
+    if others.len() + lane_pos.len() != n:  # (lane-shaped lines outside a unit: read with the others)
+        shaped = (typ != 0).arg_true().cast(pl.Int64)
+        rest_pos = pl.concat([rest_pos, shaped.filter(~shaped.is_in(lane_pos.implode()))]).sort()
     rest = None
     if rest_pos.len():
         rest = _parse(text.gather(rest_pos), ctx, numbers=rest_pos + ctx.first_line)
         if rest.tables["steps"].height:
             return None
     stub = pl.DataFrame(schema={"key": pl.String, "line": pl.Int64, "ts": UTC_US})
-    steps = _finish(rows, stub, pl.coalesce(pl.col("host"), pl.lit(ctx.node)), pl.lit(ctx.path))
+    steps = _finish(rows, stub, pl.coalesce(pl.col("host"), pl.lit(ctx.node)), pl.lit(ctx.path), times=False)
     tables = {"steps": conform(steps, "steps")}
     if rest is not None and "events" in rest.tables:
         tables["events"] = rest.tables["events"]
