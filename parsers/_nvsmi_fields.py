@@ -177,6 +177,7 @@ class GpuSnapshot:
     extra: dict[str, str] = field(default_factory=dict)
     errors: list[tuple[str, int]] = field(default_factory=list)  # (value, line) carrying an error marker
     extra_lines: dict[str, int] = field(default_factory=dict)  # line of each `extra` value (evidence)
+    extra_default_lines: dict[str, int] = field(default_factory=dict)  # (-q: line of an `extra` set if absent)
 
     def put_extra(self, key: str, value: str, line: int) -> None:
         if key not in self.extra:

@@ -14,6 +14,7 @@ index order). A dump taken with `-i N` would thus number its only GPU 0.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from functools import lru_cache
@@ -350,8 +351,10 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
     A file is read into the kept walk of a file of the same *shape* (`_Template`: each line cut after its
     first ': ' — dumps of one machine type repeat it), not walked line by line: one polars pass over the batch
     checks each file against the template of the last file of its length (`_verify`), one gathers the values.
-    A file of a new shape is walked once to make its template. Files the shape cannot vouch for (tabs, error
-    markers, failure lines, pdsh captures) are walked as `parse` walks them.
+    A file of a new shape is walked, its shape kept (a probe); the next file of that shape is walked once
+    more to make the template (so a bundle of shapes that do not repeat costs little more than walking).
+    Files the shape cannot vouch for (tabs, error markers, failure lines, pdsh captures) are walked as
+    `parse` walks them.
     """
     if not items:
         return []
@@ -364,33 +367,52 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
         bad, ok = _verify(text, sizes, cands)
         for k, n in enumerate(sizes):
             bad[k] = bad[k] or n > _TEMPLATE_LINES_MAX  # (a long file is walked: no template kept of it)
-        plans: list[_Template | None] = [c if ok[k] and not bad[k] else None for k, c in enumerate(cands)]
-        new: dict[tuple[int, int], _Template] = {}  # (templates made in this batch, by key)
-        for _round in range(2):
-            # a file of a new shape is walked for its template; the other files of its length are checked
-            # against it (in one more pass) before they are walked for theirs
-            again = []
-            for k, (_lines, ctx) in enumerate(items):
-                if bad[k] or ok[k]:
-                    continue
-                if _round == 0 and keys[k] in new:
-                    again.append(k)
-                    continue
-                raw = text.slice(starts[k], sizes[k])
-                kept, _banner_rows = _prepare(raw)
-                tmpl = new[keys[k]] = _template(raw.to_list(), kept, ctx)
-                if len(_CANDIDATES) >= _CANDIDATES_MAX:
-                    _CANDIDATES.clear()
-                _CANDIDATES[keys[k]] = tmpl
-                ok[k] = True
-                plans[k] = tmpl
-            if not again:
-                break
-            sub = pl.concat([text.slice(starts[k], sizes[k]) for k in again])
-            _bad, ok2 = _verify(sub, [sizes[k] for k in again], [new[keys[k]] for k in again])
-            for k, o in zip(again, ok2, strict=True):
+        plans: list[_Template | None] = [None] * len(items)
+        new: dict[tuple[int, int], _Template] = {}  # (probes and templates made in this batch, by key)
+        made: dict[tuple[int, int], _Template] = {}  # (templates made in this batch from a probe's shape)
+        build: list[pl.DataFrame] = []  # (`_build_columns` of the batch for probes, once needed)
+
+        def columns(k: int) -> pl.DataFrame:
+            if not build:
+                build.append(_build_columns(text, full=False))
+            return build[0].slice(starts[k], sizes[k])
+
+        def keep(key: tuple[int, int], tmpl: _Template) -> None:
+            if len(_CANDIDATES) >= _CANDIDATES_MAX:
+                _CANDIDATES.clear()
+            _CANDIDATES[key] = new[key] = tmpl
+
+        def adopt(k: int, c: _Template) -> _Template:
+            """The template of file k, of the shape of `c`: `c`, or when `c` is a probe (the shape of a file
+            walked before: the shape repeats) one made of file k."""
+            if not c.probe:
+                return c
+            if keys[k] not in made:
+                lines = text.slice(starts[k], sizes[k])
+                kept, _banner_rows = _prepare(lines)
+                made[keys[k]] = _template(kept, _build_columns(lines), items[k][1])
+                keep(keys[k], made[keys[k]])
+            return made[keys[k]]
+
+        # A file of a length with no template of its shape is walked, its shape kept as a probe; a file of
+        # the probe's shape is walked once more to make the template. The files of a length that got a probe
+        # or template in this batch are checked against it in one more pass.
+        pending = []
+        for k, c in enumerate(cands):
+            if bad[k]:
+                continue
+            if c is not None and ok[k]:
+                plans[k] = adopt(k, c)
+            elif keys[k] in new:
+                pending.append(k)
+            else:
+                keep(keys[k], _probe(columns(k)))
+        if pending:
+            sub = pl.concat([text.slice(starts[k], sizes[k]) for k in pending])
+            _bad, ok2 = _verify(sub, [sizes[k] for k in pending], [new[keys[k]] for k in pending])
+            for k, o in zip(pending, ok2, strict=True):
                 if o:
-                    ok[k], plans[k] = True, new[keys[k]]
+                    plans[k] = adopt(k, new[keys[k]])
         plans = [p if p is not None and p.valid else None for p in plans]
         # the values of the templated files' lines, in one pass
         values_s = pl.Series([], dtype=pl.String)
@@ -403,13 +425,11 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
             cut = pl.concat([t.cuts for _s, t in used])
             values_s = text.gather(at.explode() + pos).str.slice(cut).str.strip_chars()
         values: list[str] = values_s.to_list()
-        rows = []
-        results = []
+        got: list[Any] = [None] * len(items)  # (rows, other ParseResult fields) per file
         at = 0
         inv_groups: dict[int, tuple[_Template, list[int], list[int]]] = {}  # id -> template, files, offsets
         for k, (_lines, ctx) in enumerate(items):
             tmpl = plans[k]
-            got = None
             if tmpl is not None:
                 nd, nb = len(tmpl.dyn), len(tmpl.blanks)
                 vals = values[at : at + nd]
@@ -417,16 +437,23 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
                 at += nd + nb
                 # (no value the template holds non-blank is blank here, and the reverse)
                 if "" not in vals and blanks.count("") == nb:
-                    got = _instantiate(tmpl, vals, text, starts[k], ctx)
+                    got[k] = _instantiate(tmpl, vals, text, starts[k], ctx)
                     if tmpl.inventory is not None and tmpl.inventory.height:
                         g = inv_groups.setdefault(id(tmpl), (tmpl, [], []))
                         g[1].append(k)
                         g[2].append(at - nd - nb)
-            if got is None:
-                kept, banner_rows = _prepare(text.slice(starts[k], sizes[k]))
-                got = _parse(kept, banner_rows, ctx)
-            rows.append(got[0])
-            results.append(got[1])
+        walk = [k for k in range(len(items)) if got[k] is None]
+        if walk:  # (the files walked: their lines prepared in one pass)
+            kept, banner_rows = _prepare(pl.concat([text.slice(starts[k], sizes[k]) for k in walk]))
+            begin = list(accumulate((sizes[k] for k in walk), initial=0))
+            per_file: list[list[int]] = [[] for _ in walk]
+            for i in banner_rows:
+                w = bisect_right(begin, i) - 1
+                per_file[w].append(i - begin[w])
+            for w, k in enumerate(walk):
+                got[k] = _parse(kept[begin[w] : begin[w + 1]], per_file[w], items[k][1])
+        rows = [g[0] for g in got]
+        results = [g[1] for g in got]
         tables = F.frames_many(rows, inv_tuples=True)
         for tmpl, ks, offsets in inv_groups.values():
             inv = _inventories(tmpl, values_s, offsets, [items[k][1] for k in ks])
@@ -498,18 +525,18 @@ class _RecSnap(F.GpuSnapshot):
 class _Template:
     """The walk of one file (`_template`), for the files of its shape (`shape`, `kind`: per line, what a
     file's line must be, see `_verify`; `valid`: False when the shape cannot promise the same walk, e.g. a
-    pdsh capture). Values are indices into a file's values: the values of the lines `dyn` (positions in the
-    file; the value behind the first ': ', stripped: none blank) then, from the end, `statics` (values the
-    shape fixes). The values of the lines `blanks` must be blank. `cut`: where the values of the lines `dyn`
-    then `blanks` start (characters)."""
+    pdsh capture; `probe`: only the shape of a file walked, see `parse_many`). Values are indices into a
+    file's values: the values of the lines `dyn` (positions in the file; the value behind the first ': ',
+    stripped: none blank) then, from the end, `statics` (values the shape fixes). The values of the lines
+    `blanks` must be blank. `cut`: where the values of the lines `dyn` then `blanks` start (characters)."""
 
     __slots__ = (
-        "shape", "kind", "valid", "dyn", "blanks", "cut", "at", "cuts", "statics", "dumps", "parsed",
+        "shape", "kind", "valid", "probe", "dyn", "blanks", "cut", "at", "cuts", "statics", "dumps", "parsed",
         "unrecognized", "examples", "last_header_empty", "inventory",
     )  # fmt: skip
 
     def __init__(self, shape: pl.Series, kind: pl.Series) -> None:
-        self.shape, self.kind, self.valid = shape, kind, True
+        self.shape, self.kind, self.valid, self.probe = shape, kind, True, False
         self.dyn: list[int] = []
         self.blanks: list[int] = []
         self.cut: list[int] = []
@@ -531,85 +558,88 @@ _TEMPLATE_LINES_MAX = 50_000
 and seldom serve again."""
 
 
-def _template(raw: list[str], kept: list[str | None], ctx: FileContext) -> _Template:
-    """Walk one file (`raw`: its lines, nulls as ""; `kept`: as `_prepare` keeps them; no line of `_BAD`)
-    with the value of each `_PREFIX` line replaced by a token naming the line, and keep where the walk put
-    each token. A token line's class is the real line's with the token as value: `_classify` reads the part
-    before the first ': ' the same, and the value is no error marker nor failure (`_BAD`). A banner literal
-    in the value of a file of this shape changes nothing either: `_classify` takes a line for the banner only
-    when it starts with '=', and `_parse` for a pdsh capture only when the banner line starts with a host
-    name and ':' (the template is no valid one when a `_PREFIX` line does either)."""
+def _build_columns(text: pl.Series, full: bool = True) -> pl.DataFrame:
+    """Per line of a batch (nulls as ""), what `_template` needs (`full`; else what `_probe` needs): `shape`
+    (the line up to its first ': ', inclusive, for a `_PREFIX` line: not blank, no banner literal; else the
+    line), `kind`, `blank_value` (a `_PREFIX` line with nothing but blanks behind its first ': '), `banner`
+    (holds the banner literal), `check` (a `_PREFIX` line not indented, or starting with '=' after blanks:
+    `_template` looks at its key)."""
+    t = pl.col("t")
+    pos = t.str.find(": ", literal=True)
+    banner = t.str.contains(BANNER, literal=True)
+    prefix = pos.is_not_null() & ~banner & (t.str.strip_chars().str.len_bytes() > 0)
+    cols = {
+        # (`pos` counts bytes, slice characters: on a non-ASCII line the shape keeps more, never less)
+        "shape": pl.when(prefix).then(t.str.slice(0, pos + 2)).otherwise(t),
+        "kind": pl.when(prefix).then(pl.lit(_PREFIX, pl.Int8)).otherwise(pl.lit(_WHOLE, pl.Int8)),
+    }
+    if full:
+        cols |= {
+            "blank_value": prefix & (t.str.splitn(": ", 2).struct.field("field_1").str.strip_chars() == ""),
+            "banner": banner,
+            "check": prefix & (~t.str.starts_with(" ") | t.str.strip_chars_start().str.starts_with("=")),
+        }
+    return pl.DataFrame({"t": text}).lazy().select(**cols).collect()
+
+
+def _probe(cols: pl.DataFrame) -> _Template:
+    """A probe: the shape of a file (its `_build_columns`), no walk (`valid` False). (The columns copied: a
+    slice would keep the whole batch's.)"""
+    tm = _Template(
+        pl.Series(cols.get_column("shape").to_list(), dtype=pl.String),
+        pl.Series(cols.get_column("kind").to_list(), dtype=pl.Int8),
+    )
+    tm.valid, tm.probe = False, True
+    return tm
+
+
+def _template(kept: list[str | None], cols: pl.DataFrame, ctx: FileContext) -> _Template:
+    """Walk one file (`kept`: its lines as `_prepare` keeps them, none of `_BAD`; `cols`: its
+    `_build_columns`) and keep, for each value the walk stored, its line (every stored value is the value of
+    the line it records): the value of a `_PREFIX` line is the file's own, any other a value of the shape.
+
+    Another file of the shape (`_verify`) walks the same: `_classify` reads a `_PREFIX` line's part before
+    its first ': ' the same, and its value is no error marker nor failure (`_BAD`); blank values are where
+    they were (`blanks`, checked by `parse_many`), so the inventory's first non-blank value comes from the
+    same line. A banner literal in a value changes nothing either: `_classify` takes a line for the banner
+    only when it starts with '=', and `_parse` a file for a pdsh capture only when a banner line starts with
+    a host name and ':' (the template is no valid one when a `_PREFIX` line does either)."""
     first = ctx.first_line
-    fed: list[str | None] = []
-    tokens: dict[str, int] = {}
-    shape: list[str] = []
-    kind: list[int] = []
-    classes: dict[str, tuple] = {}  # type: ignore[type-arg]
-    blanks: list[int] = []
-    if len(_CLASSES) > _CLASSES_MAX:
-        _CLASSES.clear()
+    tm = _probe(cols)
+    tm.probe = False
+    tm.blanks = cols.get_column("blank_value").arg_true().to_list()
     valid = True
-    for i, t in enumerate(kept):
-        if t is None:
-            shape.append(raw[i])  # (a blank line: the same blank line)
-            kind.append(_WHOLE)
-            fed.append(None)
-            continue
-        c = _CLASSES.get(t)
-        if c is None:
-            c = _CLASSES[t] = _classify(t)
-        if BANNER in t or ": " not in t:
-            shape.append(t)
-            kind.append(_WHOLE)
-            fed.append(t)
-            classes[t] = c
-            valid = valid and "\x01" not in t  # (a value that could read as a token)
-            continue
-        head, _sep, rest = t.partition(": ")
-        shape.append(head + ": ")
-        kind.append(_PREFIX)
-        if head.lstrip().startswith("=") or PDSH_RE.match(t) is not None:  # (see the docstring)
+    for i in cols.get_column("check").arg_true().to_list():
+        t = kept[i] or ""
+        if t.partition(": ")[0].lstrip().startswith("=") or PDSH_RE.match(t) is not None:
             valid = False
-        if not rest.strip():  # (a blank value: walked as is, and must be blank in the template's files)
-            blanks.append(i)
-            fed.append(t)
-            classes[t] = c
-            continue
-        tok = f"\x01{i}"
-        tokens[tok] = i
-        line = f"{head}: {tok}"
-        fed.append(line)
-        if c[0] == "leaf":
-            classes[line] = (c[0], c[1], c[2], tok, False, c[5])
-        elif c[0] == "top":
-            classes[line] = (c[0], c[1], tok)
-        else:  # ('other': the value is not read)
-            classes[line] = c
-    tm = _Template(pl.Series(shape, dtype=pl.String), pl.Series(kind, dtype=pl.Int8))
-    tm.blanks = blanks
-    for t in kept:
-        if t is not None and BANNER in t and (m := PDSH_RE.match(t)) is not None and BANNER in m["rest"]:
+    for i in cols.get_column("banner").arg_true().to_list():
+        t = kept[i]
+        if t is not None and (m := PDSH_RE.match(t)) is not None and BANNER in m["rest"]:
             valid = False  # (a pdsh capture: `_parse` splits it by host)
     if not valid:
         tm.valid = False
         return tm
+    tm.valid = True
 
     def orig(ln: int) -> str:
-        t = fed[ln - first]
+        t = kept[ln - first]
         return t if t is not None else ""
 
     dumps, failures, parsed, unrecognized, examples, last_header_empty = _walk(
-        enumerate(fed, first), orig, ctx.node, ctx, _RecSnap, classes
+        enumerate(kept, first), orig, ctx.node, ctx, _RecSnap
     )
     if failures:
         tm.valid = False
         return tm
+    kinds: list[int] = tm.kind.to_list()
+    blank_at = set(tm.blanks)
     where: dict[int, int] = {}
     static_at: dict[str, int] = {}
 
-    def ref(v: str) -> int:
-        i = tokens.get(v)
-        if i is not None:
+    def ref(v: str, ln: int) -> int:
+        i = ln - first
+        if kinds[i] == _PREFIX and i not in blank_at:
             j = where.get(i)
             if j is None:
                 j = where[i] = len(tm.dyn)
@@ -622,24 +652,25 @@ def _template(raw: list[str], kept: list[str | None], ctx: FileContext) -> _Temp
         return j
 
     for d in dumps:
-        top = [(k, ref(v), ln) for k, (v, ln) in d.top.items()]
+        top = [(k, ref(v, ln), ln) for k, (v, ln) in d.top.items()]
         gpus = []
         for s, keys1, last in d.gpus:
             assert isinstance(s, _RecSnap)
             if s.errors:
                 tm.valid = False
                 return tm
+            at = {**s.extra_default_lines, **s.extra_lines}
             spec = (
                 s.index,
                 s.bus_raw,
                 s.line,
-                [(a, ref(v), ln) for a, (v, ln) in s.inv.items()],
-                [(c, ref(v), ln, p) for c, (v, ln, p) in s.sample.items()],
-                [(c, ref(v), ln, p) for c, v, ln, p in s.later],
-                [(k, ref(v)) for k, v in s.extra.items()],
+                [(a, ref(v, ln), ln) for a, (v, ln) in s.inv.items()],
+                [(c, ref(v, ln), ln, p) for c, (v, ln, p) in s.sample.items()],
+                [(c, ref(v, ln), ln, p) for c, v, ln, p in s.later],
+                [(k, ref(v, at[k])) for k, v in s.extra.items()],
                 dict(s.extra_lines),
-                [(k, [(ref(v), ln) for v, ln in lst]) for k, lst in s.parts.items()],
-                [(k, ref(v), ln) for k, (v, ln) in s.totals.items()],
+                [(k, [(ref(v, ln), ln) for v, ln in lst]) for k, lst in s.parts.items()],
+                [(k, ref(v, ln), ln) for k, (v, ln) in s.totals.items()],
             )
             gpus.append((spec, list(keys1), last))
         tm.dumps.append((d.line, top, gpus))
@@ -653,8 +684,8 @@ def _template(raw: list[str], kept: list[str | None], ctx: FileContext) -> _Temp
                 inv = [x for x in spec[3] if x[0] in _INV_READ]
                 gpus[g] = ((*spec[:3], inv, *spec[4:]), keys1, last)
     tm.statics.reverse()  # (static j: values[j] of values = dyn values + statics)
-    # where each gathered line's value starts (characters): after the first ': ' of the template's line
-    tm.cut = [len(shape[p]) for p in (*tm.dyn, *tm.blanks)]
+    # where each gathered line's value starts (characters): after the first ': '
+    tm.cut = [len((kept[p] or "").partition(": ")[0]) + 2 for p in (*tm.dyn, *tm.blanks)]
     tm.at = pl.Series([*tm.dyn, *tm.blanks], dtype=pl.Int64)
     tm.cuts = pl.Series(tm.cut, dtype=pl.Int64)
     return tm
@@ -974,7 +1005,9 @@ def _walk(
                                 extra_d[arg] = value.strip()
                                 snap.extra_lines[arg] = ln
                         elif op == 3:
-                            snap.extra.setdefault(arg, value.strip())
+                            if arg not in extra_d:  # (= setdefault)
+                                extra_d[arg] = value.strip()
+                                snap.extra_default_lines[arg] = ln
                         elif op == 4:
                             snap.parts.setdefault(arg, []).append((value, ln))
                         else:
