@@ -161,3 +161,26 @@ def test_long_files_are_walked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(nvidia_smi, "_TEMPLATE_LINES_MAX", len(lines) - 1)
     check_many(nvidia_smi, items_of([lines, lines, lines[:-2], lines[:-2]]))
     assert used_templates() == 1  # (the shorter file's)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_probes_and_templates_over_many_batches(seed: int) -> None:
+    """Several fixtures, each in a few shapes (a key renamed, a line indented, CRLF), their values mutated,
+    sent in small random batches: probes, templates made from them, replaced, and walks all agree with
+    `parse`."""
+    rng = random.Random(100 + seed)
+    names = rng.sample(NAMES, 4)
+    shapes: list[list[str]] = []
+    for name in names:
+        lines = dict(FIXTURES)[name]
+        kv = [i for i, t in enumerate(lines) if ": " in t]
+        renamed = list(lines)
+        i = rng.choice(kv)
+        renamed[i] = "  " + lines[i]
+        shapes += [lines, renamed, [t + "\r" for t in lines]]
+    files = [mutate(rng.choice(shapes), rng, rng.choice((0, 1, 3, 10))) for _ in range(60)]
+    k = 0
+    while k < len(files):
+        n = rng.randint(1, 9)
+        check_many(nvidia_smi, items_of(files[k : k + n]))
+        k += n
