@@ -3223,17 +3223,20 @@ _TIMER_ANY = f"(?:{g.TIMER_MINMAX_RE})|{_TIMER_OTHER}"
 def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     """`_parse(lines, ctx)` of a Megatron log under `srun -l` whose iteration lines are each followed in their
     stream (srun rank) by a `(min, max) time across ranks` block (`_MEG_I`, `_MEG_H`, `_MEG_E`; at least
-    `_LANE_MIN` such units); None otherwise (the caller reads the whole by `_parse`).
+    `_MEG_MIN` such units); None otherwise (the caller reads the whole by `_parse`).
 
     A unit is an iteration line, the next line of its stream a header at most `ATTACH_GAP` lines below it,
-    and the run of entry lines of the stream after that: what the general reading makes one row of (the
-    iteration fragment the anchor, the block attached to it). Its values come from `_megatron_frag` (the
-    general code) on the iteration lines, the timers from the entries' groups, and `_finish` does the rest.
+    and the run of entry lines of the stream after that (or an iteration line that ends its stream): what
+    the general reading makes one row of (the iteration fragment the anchor, the block attached to it). A
+    line's stream is the rank of its innermost envelope (`_strip_passes` on the lines with one inside the
+    srun one; one with a host is another stream). The values come from `_megatron_frag` (the general code)
+    on the iteration lines, the timers from the entries' groups, and `_finish` does the rest.
+
     The other lines are read by `_parse` with their own line numbers (as `_titan_lane`); the whole goes back
-    to the general reading when they hold a row, a carriage return, an ANSI code, a Composer banner, a line
-    without an srun envelope, a line with a gate literal in a unit's stream at most `ATTACH_GAP` lines below
-    its iteration line (a breakdown that could attach to it), or a timer entry right after a unit in its
-    stream (which would continue its block), or an envelope inside whose rank is another unit stream's.
+    to the general reading when they hold a row, a carriage return, an ANSI code or a Composer banner, when
+    a line of a unit's stream at most `ATTACH_GAP` lines below its iteration line holds a gate literal (a
+    breakdown that could attach to it), or when the line of its stream right after a unit is a timer entry
+    (which would continue its block).
     """
     text = lines.cast(pl.String)
     if not text.gather_every(31).str.contains(_MEG_H_LIT, literal=True).any():
@@ -3296,7 +3299,8 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
         pt=ov(t.shift(1)),
         ppos=ov(pos.shift(1)),
     )
-    vi = (t == 1) & (pl.col("nt") == 2) & ((pl.col("npos") - pos) <= ATTACH_GAP)
+    # (an iteration line that is the last line of its stream is a unit too: a row without timers)
+    vi = (t == 1) & (((pl.col("nt") == 2) & ((pl.col("npos") - pos) <= ATTACH_GAP)) | pl.col("nt").is_null())
     vh = (t == 2) & (pl.col("pt") == 1) & ((pos - pl.col("ppos")) <= ATTACH_GAP)
     s = s.with_columns(vi=vi.fill_null(False), vh=vh.fill_null(False))
     head_h = ov(pl.when(t != 3).then(pl.col("vh")).forward_fill())

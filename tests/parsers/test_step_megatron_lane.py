@@ -169,3 +169,10 @@ def test_lane_hands_back_or_reads_the_same(extra: str, at: int) -> None:
 
 def test_lane_hands_back_rows_elsewhere() -> None:
     _same(_log(5, extra=_ROW, extra_at=99, k=len(_TIMERS)), taken=False)
+
+
+@pytest.mark.parametrize("cut", [1, 2, 3])
+def test_lane_takes_a_log_cut_after_an_iteration_line(cut: int) -> None:
+    lines = _log(8, k=len(_TIMERS))
+    last = max(i for i, x in enumerate(lines) if "] iteration " in x)
+    _same(lines[: last + cut], taken=True)  # (the iteration line, its header, one entry last)
