@@ -3217,7 +3217,12 @@ _SRUN = r"^\s*[0-9]{1,9}: "
 _MEG_MIN = 4096
 """The fewest units `_megatron_lane` takes (its own bound, not `_LANE_MIN`, which tests set to 0: the lane
 works on the big frames the general reading computes with its split lanes)."""
-_TIMER_ANY = f"(?:{g.TIMER_MINMAX_RE})|{_TIMER_OTHER}"
+_BLOCK_ENTRY = "|".join(
+    "(?:" + re.sub(r"\(\?P<\w+>", "(?:", p) + ")"
+    for p in (g.TIMER_MINMAX_RE, g.COMPOSER_ENTRY_RE, g.NVRX_SUB_RE, g.NVRX_RANK_RE)
+) + f"|{_TIMER_OTHER}"
+"""An entry line of any block kind (timers, composer, NVRx): one right after a unit in its stream would
+continue a block there in the general reading (the unit's last line ends it: `_block_fragments`)."""
 
 
 def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
@@ -3321,7 +3326,7 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     after = s.filter(pl.col("after_unit")).get_column("pos")
     if after.len():
         c = text.gather(after).str.replace(_ENV_STACK, "")
-        if c.str.contains(_TIMER_ANY).any():
+        if c.str.contains(_BLOCK_ENTRY).any():
             return None
     inu = s.filter(pl.col("inu")).select("pos", "t", "k")
     i_pos = inu.filter(pl.col("t") == 1).get_column("pos")

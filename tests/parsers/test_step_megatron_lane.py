@@ -176,3 +176,21 @@ def test_lane_takes_a_log_cut_after_an_iteration_line(cut: int) -> None:
     lines = _log(8, k=len(_TIMERS))
     last = max(i for i, x in enumerate(lines) if "] iteration " in x)
     _same(lines[: last + cut], taken=True)  # (the iteration line, its header, one entry last)
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        ["{r}: GPU relative performance:", "{r}:   Rank=3 Node=n1 Score=0.5"],
+        ["{r}: GPU relative performance:", "{r}:  Worst performing 1/16 ranks:"],
+        ["{r}: [batch=3/100]:", "{r}:   Train loss: 1.5"],
+    ],
+)
+def test_lane_blocks_of_other_kinds_around_a_unit(block: list[str]) -> None:
+    """A block header of another kind before a unit, its entries right after it (the unit ends that block)."""
+    lines = _log(9, k=len(_TIMERS))
+    at = [i for i, x in enumerate(lines) if "] iteration " in x][200]
+    head, entry = (b.format(r=15) for b in block)
+    end = at + 2 + len(_TIMERS)
+    lines = lines[: at - 20] + [head] + lines[at - 20 : end] + [entry] + lines[end:]
+    _same(lines, taken=None)
