@@ -3210,9 +3210,10 @@ _MEG_I_LIT = "] iteration "
 _MEG_H_LIT = ": (min, max) time across ranks (ms):"
 _MEG_H = r"^\s*([0-9]{1,9}): \(min, max\) time across ranks \(ms\):$"
 _MEG_E_LIT = ".: ("
-_MEG_E = rf"^\s*([0-9]{{1,9}}):  +([A-Za-z0-9_][A-Za-z0-9_/-]*) \.*: \(({_D}), ({_D})\)$"
+_MEG_E = rf"^\s*([0-9]{{1,9}}):  +([A-Za-z0-9_][A-Za-z0-9_/-]*) \.\.+: \(({_D}), ({_D})\)$"
 """A (min, max) timer entry of the lane: srun rank, name (no blank, dot, `:` or `(`: the `TIMER_MINMAX_RE`
-name of the line), min, max."""
+name of the line), min, max. (Its dots hold `..`, a `g.TRIAGE_LITERALS` one, as the iteration line holds a
+date and the header ends with `:`: the general reading keeps them in their stream.)"""
 _SRUN = r"^\s*[0-9]{1,9}: "
 _MEG_MIN = 4096
 """The fewest units `_megatron_lane` takes (its own bound, not `_LANE_MIN`, which tests set to 0: the lane
@@ -3234,8 +3235,9 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     and the run of entry lines of the stream after that (or an iteration line that ends its stream): what
     the general reading makes one row of (the iteration fragment the anchor, the block attached to it). A
     line's stream is the rank of its innermost envelope (`_strip_passes` on the lines with one inside the
-    srun one; one with a host is another stream). The values come from `_megatron_frag` (the general code)
-    on the iteration lines, the timers from the entries' groups, and `_finish` does the rest.
+    srun one; one with a host is another stream; one the triage of `_prepare` leaves out is in none). The
+    values come from `_megatron_frag` (the general code) on the iteration lines, the timers from the
+    entries' groups, and `_finish` does the rest.
 
     The other lines are read by `_parse` with their own line numbers (as `_titan_lane`); the whole goes back
     to the general reading when they hold a row, a carriage return, an ANSI code or a Composer banner, when
@@ -3285,6 +3287,13 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
             )
         ).to_series()
         o_rank = o_rank.scatter(nested, r_in)
+    # (a line the triage of `_prepare` leaves out is in no stream: blank text, key `|`)
+    triaged = (
+        o_text.str.contains_any(list(g.TRIAGE_LITERALS))
+        | o_text.str.contains(g.TRIAGE_DATE_RE)
+        | o_text.str.strip_chars_end().str.ends_with(":")
+    )
+    o_rank = pl.select(pl.when(pl.lit(triaged)).then(pl.lit(o_rank))).to_series()
     rank = pl.repeat(None, n, dtype=pl.Int32, eager=True)
     rank = rank.scatter(others, o_rank).scatter(ci, mi.struct.field("1").cast(pl.Int32))
     rank = rank.scatter(ch, mh.cast(pl.Int32)).scatter(ce, me.struct.field("1").cast(pl.Int32))

@@ -194,3 +194,39 @@ def test_lane_blocks_of_other_kinds_around_a_unit(block: list[str]) -> None:
     end = at + 2 + len(_TIMERS)
     lines = lines[: at - 20] + [head] + lines[at - 20 : end] + [entry] + lines[end:]
     _same(lines, taken=None)
+
+
+_POOL = (
+    "{r}:     stray-timer .......: (1.00, 2.00)",
+    "{r}:     stray-timer .......: 1.5",
+    "{r}:     rank 3: 12.5",
+    "{r}: (min, max) time across ranks (ms):",
+    "{r}: max time across ranks (ms):",
+    "{r}: [rank{r}]:    nested-timer ....: (1.00, 2.00)",
+    "{r}: [rank{o}]: [2025-05-01 08:00:00] iteration 7/ 10 | lm loss: 1.0 |",
+    "{o}: [rank{r}]: some chatter",
+    "[rank{r}]: a line of the unit stream without srun envelope",
+    "\t{r}: tab before the srun envelope",
+    "{r}:\t    tabbed-timer ....: (1.00, 2.00)",
+    "{r}: ",
+    "",
+    "   ",
+    "{r}: {{'loss': 1.0, 'learning_rate': 1e-05}}",
+    "{r}: some text with time (ms) | forward: 1.0 | backward: 2.0",
+    "{r}:  validation loss at iteration 5 | lm loss value: 2.0E+00 |",
+    "{o}: " + _WARN[0],
+    "{o}: " + _WARN[1],
+    "host1: {r}: pdsh host before srun",
+)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_lane_random_lines_anywhere(seed: int) -> None:
+    """Lines of many kinds put at random places (in units, right after them, in other streams): `parse` is
+    `_parse` whether the lane takes the log or hands it back."""
+    rnd = random.Random(seed)
+    lines = _log(10 + seed, k=len(_TIMERS))
+    for _ in range(rnd.choice([1, 3, 30])):
+        at = rnd.randrange(len(lines))
+        lines.insert(at, rnd.choice(_POOL).format(r=15, o=rnd.randrange(15)))
+    _same(lines, taken=None)
