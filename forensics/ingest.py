@@ -1649,8 +1649,8 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path) -> int:
 
     The rows are cut by (node, file) in sorted order, a (node, file) with more rows than a part by line
     ranges; each part is collected, sorted by the table's keys and written (`write_table`), so memory
-    holds `WRITE_THREADS` parts at a time. Each part is sorted and the parts follow each other by node; a reader
-    that needs one order across parts sorts (`read_table` concatenates them in part order).
+    holds `WRITE_THREADS` parts at a time. Each part is sorted and the parts follow each other by node; a
+    reader that needs one order across parts sorts (`read_table` concatenates them in part order).
     """
     by_part = (
         lf.group_by("node", "file", PART_COLUMN)
