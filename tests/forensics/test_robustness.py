@@ -355,7 +355,7 @@ def test_cli_bad_input_bundle_gives_summary_not_traceback(tmp_path: Path) -> Non
             "node-001/dmesg.log": xids(3),
             "node-001/random.bin": os.urandom(3000),
             "node-001/corrupt.log.gz": corrupt_gz(300),
-            "node-002.tar.gz": b"\x1f\x8b\x08\x00" + os.urandom(300),
+            "node-002.tar.gz": corrupt_gz(300),
         },
     )
     gz = src / "node-001/corrupt.log.gz"
