@@ -252,28 +252,6 @@ def _leaf_ops(tokens: tuple[str, ...]) -> tuple[tuple[int, str, int], ...]:
     return tuple((_OPS[st[0]], st[1], int(st[2]) if st[0] == "sample" else 0) for st in _leaf_plan(tokens))
 
 
-def _apply_leaf(
-    snap: F.GpuSnapshot, plan: tuple[tuple[str, ...], ...], value: str, line: int, marked: bool
-) -> None:
-    """`map_leaf` with the path's plan precomputed (`marked`: the value may hold an error marker)."""
-    if marked:
-        snap.note(value, line)
-    for step in plan:
-        op = step[0]
-        if op == "inv":
-            snap.put_inv(step[1], value, line)
-        elif op == "sample":
-            snap.put_sample(step[1], value, line, int(step[2]))
-        elif op == "extra":
-            snap.put_extra(step[1], value, line)
-        elif op == "extra_default":
-            snap.extra.setdefault(step[1], value.strip())
-        elif op == "part":
-            snap.parts.setdefault(step[1], []).append((value, line))
-        else:  # total
-            snap.totals[step[1]] = (value, line)
-
-
 _MARKERS = re.compile("|".join(re.escape(m) for m in F.ERROR_MARKERS))
 
 
