@@ -3382,9 +3382,9 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
         pl.int_range(1, fr.height + 1, dtype=pl.UInt32).alias("group"),
         "line",
         "key",
+        *[c for c in value_cols if c != "rank"],
         orphan_group=pl.lit(False),
         rank=pl.col("rank"),
-        *[c for c in value_cols if c != "rank"],
         timers=pl.col("timers").fill_null(pl.lit([], dtype=pl.List(_TIMER))),
     ).sort("key", "line", maintain_order=True)
     # the other lines
