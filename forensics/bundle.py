@@ -603,6 +603,33 @@ def line_spans(f: BundleFile, span_bytes: int, probe: int = 1024**2) -> list[tup
     return list(itertools.pairwise(cuts))
 
 
+def span_first_lines(f: BundleFile, spans: list[tuple[int, int]]) -> list[int]:
+    """The line number of the first line of each of `spans` (from `line_spans`), counting lines as
+    `parsers.base.lines_from_bytes` does in each range: the rows of a range can be numbered where the
+    range is parsed, without the ranges before it. Reads the whole file (~0.3 s a GB, one core).
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    assert f.source is not None and f.compression is None
+    firsts, line = [], 1
+    with open(f.source, "rb") as fh:
+        for start, end in spans:
+            firsts.append(line)
+            fh.seek(start)
+            line += count_lines(fh.read(end - start))
+    return firsts
+
+
+def count_lines(data: bytes) -> int:
+    """How many lines `parsers.base.lines_from_bytes(data)` makes: `\\n` ends a line (`\\r` in text
+    without `\\n`), a last line without its end counts, a chunk of one line end alone makes none."""
+    for sep in (b"\n", b"\r"):
+        if sep in data:
+            return 0 if data == sep else data.count(sep) + (not data.endswith(sep))
+    return 1 if data else 0
+
+
 def _last_after(fh: BinaryIO, lo: int, hi: int, sep: bytes, probe: int) -> int | None:
     """Offset just after the last `sep` in bytes [lo, hi) of `fh`, or None."""
     end = hi

@@ -44,9 +44,10 @@ from forensics.bundle import (
     logical_name,
     open_bundle,
     size_limit_reason,
+    span_first_lines,
 )
 from forensics.errors import BundleError, OutputError, UsageError
-from forensics.outputs import parquet_rows, write_json, write_table
+from forensics.outputs import atomic_path, parquet_rows, write_json, write_table, write_table_file
 from forensics.schema import SCHEMA_VERSION, TABLES, conform, conforming, empty, get_schema
 from parsers import _mixed, registry
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, lines_from_bytes
@@ -79,6 +80,15 @@ class Part(NamedTuple):
     """Given to rows whose node is 'unknown' (the node the file's content names)."""
     consts: tuple[tuple[str, str], ...] = ()
     """String columns left out of the part because every row holds the same value: (column, value)."""
+    final: bool = False
+    """The part is written as a part of its table is (`outputs.write_table_file`: every column, sorted,
+    zstd), so that, with no offset, node or constant to apply and no bundle stage changing its rows, the
+    parent takes the file as it is (`_write_in_parts`)."""
+
+    @property
+    def as_is(self) -> bool:
+        """Whether the file holds the part's rows exactly as the table will (nothing left to apply)."""
+        return self.final and not self.line_offset and not self.node and not self.consts
 
 
 @dataclass
@@ -161,6 +171,7 @@ def ingest_file(
     spill: Path | None = None,
     span: tuple[int, int] | None = None,
     parser_name: str | None = None,
+    first_line: int = 1,
 ) -> FileOutcome:
     """Read, detect and parse one bundle file; never raises for bad input or a parser bug.
 
@@ -174,13 +185,15 @@ def ingest_file(
     tables there as Parquet parts (`FileOutcome.parts`) instead of returning them in memory.
 
     With `span` (start, end) and `parser_name`, only those bytes of an uncompressed file are parsed,
-    with that parser (the parent detected it once for the file), their lines numbered from 1, their
-    tables always spilled, and rows left with node 'unknown' for the parent: `_merge_spans` makes one
-    outcome of a file's ranges.
+    with that parser (the parent detected it once for the file), their lines numbered from `first_line`
+    (the range's place in the file when the parent counted it, else 1), their tables always spilled, and
+    rows left with node 'unknown' for the parent: `_merge_spans` makes one outcome of a file's ranges.
     """
     row = _new_row(f)
     try:
-        return _ingest_file(f, row, limits, year_hint, collected_at, chunk_bytes, spill, span, parser_name)
+        return _ingest_file(
+            f, row, limits, year_hint, collected_at, chunk_bytes, spill, span, parser_name, first_line
+        )
     except Exception as exc:  # noqa: BLE001 - a bug in the ingest itself still loses one file only
         return _failed(f, row, exc)
 
@@ -210,11 +223,15 @@ def _ingest_file(
     spill: Path | None,
     span: tuple[int, int] | None = None,
     parser_name: str | None = None,
+    first_line: int = 1,
 ) -> FileOutcome:
     if span is not None and parser_name is not None:
         reader = ChunkReader(f, limits, chunk_bytes, span)
         parser = registry.get_parser(parser_name)
-        return _parse_chunks(f, row, reader, parser, year_hint, collected_at, spill, by_bytes=False, span=True)
+        return _parse_chunks(
+            f, row, reader, parser, year_hint, collected_at, spill,
+            by_bytes=False, span=True, first_line=first_line,
+        )
     opened = _open_file(f, row, limits, chunk_bytes)
     if isinstance(opened, FileOutcome):
         return opened
@@ -399,9 +416,11 @@ def _parse_chunks(
     first: bytes | None = None,
     chunks: Iterator[bytes] | None = None,
     parsed: tuple[ParseResult, int] | None = None,
+    first_line: int = 1,
 ) -> FileOutcome:
-    """Parse the chunks `reader` yields (the first already read, for detection) with `parser`; `parsed` is
-    the first chunk's result and line count when it was parsed already (`ingest_files`)."""
+    """Parse the chunks `reader` yields (the first already read, for detection) with `parser`, lines numbered
+    from `first_line`; `parsed` is the first chunk's result and line count when it was parsed already
+    (`ingest_files`)."""
     if chunks is None:
         opened = _open_chunks(reader, row)
         if opened is None:
@@ -414,7 +433,6 @@ def _parse_chunks(
         _drain(reader, chunks, row)
 
     acc = _Accumulator(f, spill, always_spill=span)
-    first_line = 1
     n_chunks = 0
     held = [first] if first is not None else []  # so the first chunk is freed once parsed, like the others
     del first
@@ -557,13 +575,18 @@ class _Accumulator:
         assert self.spill is not None
         for t, frames in self.frames.items():
             df = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
-            if t in LARGE_TABLES:
-                # sorted here, on one core of the pool, while the rows are few: a part the parent writes as it
-                # is (one range of a large file, `_write_in_parts`) is then in order unless a bundle stage
-                # moved its rows, and the parent's sort finds it so and gathers nothing
-                df = _sorted(df, t)
             target = self.spill / f"{t}-{len(self.parts.get(t, []))}.parquet"
             target.parent.mkdir(parents=True, exist_ok=True)
+            if t in LARGE_TABLES:
+                # Written as a part of the table, sorted, here on one core of the pool while the rows are
+                # few: the parent takes the file as it is when nothing is left to do to its rows (a range of
+                # a large file numbered where it starts, `_Split.first_lines`), else reads it
+                # (`_write_in_parts`).
+                # ~15 ms more than the spill below for a 16 MB range; the parent's read, sort check and
+                # write of the same rows cost ~60 ms.
+                write_table_file(_sorted(df, t), t, target)
+                self.parts.setdefault(t, []).append(Part(str(target), final=True))
+                continue
             # A part keeps only the columns that hold a value (a dmon range fills 15 of gpu_samples' 44): the
             # readers put the others back as nulls. No statistics: a scan picks parts by their `__part` folder.
             # A 16 MB dmon range's spill: 40 -> ~28 ms.
@@ -740,6 +763,13 @@ class _Split:
     score: float
     runner_up: str | None
     spans: list[tuple[int, int]]
+    first_lines: list[int] | None = None
+    """The line number each range starts at, counted by the parent (`span_first_lines`) when the format
+    fills a table of `LARGE_TABLES`: a worker then writes a range's rows of it numbered as in the file, in a
+    part the parent keeps as it is. None: ranges are numbered from 1 and shifted by the parent."""
+
+    def first_line(self, k: int) -> int:
+        return self.first_lines[k] if self.first_lines else 1
 
 
 def _plan_split(f: BundleFile, limits: Limits) -> _Split | None:
@@ -764,17 +794,20 @@ def _plan_split(f: BundleFile, limits: Limits) -> _Split | None:
             # a parser with `carry` reads a chunk by lines of an earlier one (a CSV header): chunks in order
             return None
         spans = line_spans(f, CHUNK_BYTES)
+        if len(spans) < 2:
+            return None
+        # ~0.3 s a GB here saves the parent reading and writing again every row of the large tables
+        firsts = span_first_lines(f, spans) if set(det.parser.TABLES) & set(LARGE_TABLES) else None
     except OSError:
         return None
-    if len(spans) < 2:
-        return None
-    return _Split(det.parser.NAME, round(det.score, 3), det.runner_up, spans)
+    return _Split(det.parser.NAME, round(det.score, 3), det.runner_up, spans, firsts)
 
 
 def _merge_spans(f: BundleFile, split: _Split, ranges: list[FileOutcome], sha256: str | None) -> FileOutcome:
     """One file's outcome from the outcomes of its byte ranges (in file order).
 
-    Line numbers of each range's rows and examples are shifted by the lines of the ranges before it;
+    Line numbers of each range's rows and examples are shifted by the lines of the ranges before it (less
+    the line it was numbered from: nothing when the parent counted the lines before it right, `_Split`);
     rows without a node get the node the content names first (as a file parsed in chunks would).
     A parser failure in any range fails the file (its rows are dropped, as for a file parsed whole).
     """
@@ -797,15 +830,16 @@ def _merge_spans(f: BundleFile, split: _Split, ranges: list[FileOutcome], sha256
     parts: dict[str, list[Part]] = {}
     examples: list[tuple[int, str]] = []
     notes: list[str] = []
-    offset = 0
-    for r in ranges:
+    offset = 0  # lines before the range
+    for k, r in enumerate(ranges):
+        shift = offset - (split.first_line(k) - 1)
         for t, df in r.tables.items():
-            if "line" in df.columns and offset:
-                df = df.with_columns(pl.col("line") + offset)
+            if "line" in df.columns and shift:
+                df = df.with_columns(pl.col("line") + shift)
             tables.setdefault(t, []).append(_fill_node(df, fill) if fill else df)
         for t, ps in r.parts.items():
-            parts.setdefault(t, []).extend(p._replace(line_offset=offset, node=fill) for p in ps)
-        examples.extend((n + offset, text) for n, text in r.examples[: MAX_EXAMPLES - len(examples)])
+            parts.setdefault(t, []).extend(p._replace(line_offset=shift, node=fill) for p in ps)
+        examples.extend((n + shift, text) for n, text in r.examples[: MAX_EXAMPLES - len(examples)])
         notes.extend(n for n in r.notes if n not in notes)
         offset += r.row["lines"]
         for k in ("lines", "parsed", "unrecognized"):
@@ -1167,7 +1201,7 @@ def _pool_pass(
                         fut = pool.submit(
                             task, f, limits, year_hint, collected,
                             spill=work / "parts" / str(index[id(f)]) / str(k), span=split.spans[k],
-                            parser_name=split.parser,
+                            parser_name=split.parser, first_line=split.first_line(k),
                         )
                     owner[fut] = (f, k)
                     order[fut] = j
@@ -1276,6 +1310,7 @@ def _run_dask(
                 fut = client.submit(
                     ingest_file, f, limits, year_hint, collected,
                     span=splits[f.path].spans[k], parser_name=splits[f.path].parser,
+                    first_line=splits[f.path].first_line(k),
                     key=f"ingest-{index[id(f)]}-{k}-{f.path}", pure=False,
                 )
             futures.append(fut)
@@ -1395,6 +1430,7 @@ def _ingest_bundle(
         # a table too large to hold stays in its Parquet parts, a LazyFrame through the stages and the write
         big = t in LARGE_TABLES and (outcomes.rows(t) > HOLD_ROWS or outcomes.size_estimate(t) > HOLD_TABLE_BYTES)
         tables[t] = outcomes.lazy(t, work / "hive" / t) if big else outcomes.table(t)
+    lazy = {t: lf for t, lf in tables.items() if isinstance(lf, pl.LazyFrame)}
     notes = list(bundle.notes)
     for o in outcomes:
         notes.extend(o.notes)
@@ -1423,7 +1459,9 @@ def _ingest_bundle(
     with ThreadPoolExecutor(WRITE_THREADS) as threads:
         list(threads.map(write_held, list(held)))
     for t in list(tables):
-        rows[t] = _write_in_parts(tables.pop(t), t, tmp_tables)
+        # a stage that changed a large table's rows gave a new LazyFrame: then no part is kept as it is
+        as_is = outcomes.as_is.get(t, {}) if tables[t] is lazy.get(t) else {}
+        rows[t] = _write_in_parts(tables.pop(t), t, tmp_tables, as_is)
     rows = {t: rows[t] for t in order}
     final = out / "tables"
     old = work / "replaced-tables"
@@ -1516,6 +1554,9 @@ class Outcomes(list):  # type: ignore[type-arg]
         self.spill = spill
         self.held = 0
         self.n_spills = 0
+        self.as_is: dict[str, dict[int, Path]] = {}
+        """table -> {K: file} of the parts `lazy` moved to `__part=K` that hold their rows as the table will
+        (`Part.as_is`): `_write_in_parts` may take such a file as it is"""
 
     def append(self, o: FileOutcome) -> None:  # type: ignore[override]
         for t, df in o.tables.items():
@@ -1589,6 +1630,8 @@ class Outcomes(list):  # type: ignore[type-arg]
                 home.mkdir(parents=True, exist_ok=True)
                 paths.append(home / "part.parquet")
                 os.replace(p.path, paths[-1])
+                if p.as_is:
+                    self.as_is.setdefault(table, {})[k] = paths[-1]
                 if p.line_offset:
                     offsets[k] = p.line_offset
                 if p.node:
@@ -1644,14 +1687,19 @@ _SORT_KEYS = {
 }
 
 
-def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path) -> int:
+def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path, as_is: dict[int, Path] | None = None) -> int:
     """Write a table too large to hold as sorted parts of at most `PART_ROWS` rows; return its rows.
 
     The rows are cut by (node, file) in sorted order, a (node, file) with more rows than a part by line
     ranges; each part is collected, sorted by the table's keys and written (`write_table`), so memory
     holds `WRITE_THREADS` parts at a time. Each part is sorted and the parts follow each other by node; a
     reader that needs one order across parts sorts (`read_table` concatenates them in part order).
+
+    A part that is exactly the rows of one spilled part in `as_is` (K -> its file, which holds them as the
+    table will, `Outcomes.as_is`) is that file, linked (copied across file systems) and not read: a worker
+    wrote it so (4 GB mix: the parent's ~7 s of CPU reading, checking and writing 11.5 M rows again).
     """
+    as_is = as_is or {}
     by_part = (
         lf.group_by("node", "file", PART_COLUMN)
         .agg(n=pl.len(), lo=pl.col("line").min(), hi=pl.col("line").max())
@@ -1671,18 +1719,20 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path) -> int:
     # than a part: either way a condition of constant size (a bundle has thousands of pairs), which the
     # scan of the spilled parts applies as it reads.
     # Each piece also names the parts that hold its rows (from `by_part`), so its scan opens those only.
-    pieces: list[tuple[pl.Expr, pl.Expr]] = []
+    # A piece: its rows (a condition on the table), the parts that hold some (from `by_part`), and which
+    # rows of `by_part` it holds whole (a part all of whose rows it holds, and only those, is kept as is).
+    pieces: list[tuple[pl.Expr, list[int], pl.Expr]] = []
     run: list[tuple[str, str]] = []
     size = 0
 
-    def holding(where: pl.Expr) -> pl.Expr:
-        return pl.col(PART_COLUMN).is_in(by_part.filter(where).get_column(PART_COLUMN).unique().to_list())
+    def holding(where: pl.Expr) -> list[int]:
+        return sorted(by_part.filter(where).get_column(PART_COLUMN).unique().to_list())
 
     def close_run() -> None:
         nonlocal run, size
         if run:
             pair_range = _pair_range(run[0], run[-1])
-            pieces.append((pair_range, holding(pair_range)))
+            pieces.append((pair_range, holding(pair_range), pair_range))
         run, size = [], 0
 
     for node, file, n, lo, hi in counts.iter_rows():
@@ -1694,9 +1744,10 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path) -> int:
                 # line ranges; rows without a line number go with the first
                 in_range = pl.col("line").is_between(a, b, closed="left")
                 overlaps = (pl.col("lo") < b) & (pl.col("hi") >= a)
+                within = pair & (pl.col("lo") >= a) & (pl.col("hi") < b)
                 if i == 0:
                     in_range, overlaps = in_range | pl.col("line").is_null(), overlaps | pl.col("lo").is_null()
-                pieces.append((pair & in_range, holding(pair & overlaps)))
+                pieces.append((pair & in_range, holding(pair & overlaps), within))
             continue
         if size and size + n > part_rows:
             close_run()
@@ -1704,9 +1755,22 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path) -> int:
         size += n
     close_run()
 
+    def kept(k: int) -> Path | None:
+        """The file of the one part that piece `k` is, whole, when it is in `as_is`."""
+        _, held, within = pieces[k]
+        if len(held) != 1 or held[0] not in as_is:
+            return None
+        rows = by_part.filter(pl.col(PART_COLUMN) == held[0])
+        return as_is[held[0]] if rows.filter(within.fill_null(False)).height == rows.height else None
+
+    keep = {k: path for k in range(len(pieces)) if (path := kept(k)) is not None}
+
     def write(k: int) -> int:
-        df = lf.filter(pieces[k][1] & pieces[k][0]).collect().drop(PART_COLUMN)
-        write_table(_sorted(df, table), table, folder, name=f"part-{k:05d}.parquet")
+        name = f"part-{k:05d}.parquet"
+        if k in keep:
+            return _keep_part(keep[k], folder / table / name)
+        df = lf.filter(pl.col(PART_COLUMN).is_in(pieces[k][1]) & pieces[k][0]).collect().drop(PART_COLUMN)
+        write_table(_sorted(df, table), table, folder, name=name)
         return df.height
 
     # Two pieces at a time: the stretches of a piece's collect, sort and write that run on one thread leave
@@ -1716,6 +1780,21 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path) -> int:
     if total == 0:
         write_table(empty(table), table, folder)
     return total
+
+
+def _keep_part(part: Path, target: Path) -> int:
+    """Put a spilled part that holds its rows as the table will (`Part.as_is`) at `target` as it is (a hard
+    link; a copy across file systems), synced as `write_table` syncs; return its rows."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(part, target)
+    except OSError:
+        with atomic_path(target) as tmp:
+            shutil.copyfile(part, tmp)
+    else:
+        with open(target, "rb+") as fh:
+            os.fsync(fh.fileno())
+    return parquet_rows(target)
 
 
 def _line_cuts(

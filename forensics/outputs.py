@@ -88,13 +88,20 @@ def write_table(df: pl.DataFrame, table: str, folder: Path, name: str = "part-0.
 
     A table is one part, or several (`part-00000.parquet`, ...) when it was too large to hold at once.
     """
-    df = validate(df, table)
-    meta = {META_TABLE.decode(): table, META_VERSION.decode(): str(SCHEMA_VERSION)}
     target = folder / table / name
     with atomic_path(target) as tmp:
-        # polars' own writer: no Arrow copy of the table, ~3x faster than pyarrow's on string-heavy tables
-        df.write_parquet(tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS, metadata=meta)
+        write_table_file(df, table, tmp)
     return target
+
+
+def write_table_file(df: pl.DataFrame, table: str, path: Path) -> None:
+    """Validate `df` as `table` and write it to `path` as a part of the table (zstd, row groups of
+    `ROW_GROUP_ROWS`, the table name and schema version in the footer), not atomically: `write_table`
+    does that; an ingest worker writes a part of a large table so, for the parent to take as it is."""
+    df = validate(df, table)
+    meta = {META_TABLE.decode(): table, META_VERSION.decode(): str(SCHEMA_VERSION)}
+    # polars' own writer: no Arrow copy of the table, ~3x faster than pyarrow's on string-heavy tables
+    df.write_parquet(path, compression="zstd", row_group_size=ROW_GROUP_ROWS, metadata=meta)
 
 
 def footer_metadata(part: Path) -> dict[bytes, bytes]:

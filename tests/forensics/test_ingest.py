@@ -17,7 +17,7 @@ from forensics import ingest as ingest_mod
 from forensics.bundle import BundleFile, Limits
 from forensics.errors import BundleError, OutputError
 from forensics.ingest import ingest, ingest_file
-from forensics.outputs import read_table, read_tables, require_ingested
+from forensics.outputs import footer_metadata, read_table, read_tables, require_ingested
 from parsers import registry
 from parsers.base import FileContext, ParseResult, account, numbered
 from tests.conftest import make_bundle
@@ -595,6 +595,14 @@ def test_outcomes_keep_every_row_across_merges_and_spills(tmp_path: Path, monkey
     assert sorted(zip(got["file"], got["line"], strict=True)) == sorted(want)
 
 
+def _spy_on_kept_parts(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The written parts the parent takes as a worker wrote them (`_keep_part`), as they are taken."""
+    kept: list[Path] = []
+    keep = ingest_mod._keep_part
+    monkeypatch.setattr(ingest_mod, "_keep_part", lambda part, to: kept.append(to) or keep(part, to))
+    return kept
+
+
 def test_a_large_table_from_byte_ranges_written_in_parts_keeps_every_row(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -616,6 +624,7 @@ def test_a_large_table_from_byte_ranges_written_in_parts_keeps_every_row(
     monkeypatch.setattr(ingest_mod, "HOLD_ROWS", 100)
     monkeypatch.setattr(ingest_mod, "PART_ROWS", 700)
     assert len(ingest_mod._plan_split(_bundle_files(src, tmp_path)["node-001/train.log"], Limits()).spans) > 5
+    kept = _spy_on_kept_parts(monkeypatch)
     split = ingest(src, tmp_path / "split", jobs=2)
     assert split["totals"] == whole["totals"] and whole["totals"]["rows"]["steps"] == 3001
     a, b = read_table(tmp_path / "whole", "steps"), read_table(tmp_path / "split", "steps")
@@ -623,6 +632,121 @@ def test_a_large_table_from_byte_ranges_written_in_parts_keeps_every_row(
     assert b.sort(a.columns, nulls_last=True).equals(a.sort(a.columns, nulls_last=True))
     files = sorted((tmp_path / "split" / "tables" / "steps").glob("*.parquet"))
     assert len(files) >= 3001 // 700
+    # the parent counted the lines before each range, so the workers' parts (ranges of ~200 steps) were
+    # written numbered as in the file and are taken as they are; each is a sorted part of the table
+    assert len(kept) >= 3001 // 200 - 2 and {k.name for k in kept} <= {f.name for f in files}
+    for part in (f for f in files if f.name in {k.name for k in kept}):
+        df = pl.read_parquet(part)
+        assert df.height and df.equals(df.sort("node", "rank", "step", "file", "line", maintain_order=True))
+        assert footer_metadata(part)[b"gpu_forensics.table"] == b"steps"
+
+
+def test_ranges_numbered_from_a_wrong_count_are_shifted_and_not_kept_as_they_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Should the parent's count of the lines before a range be off (a file changed while read, a line end
+    counted otherwise than the reader counts it), the merge shifts the range's rows by the difference and
+    the parent rewrites its part: line numbers stay those of the file."""
+    lines = [
+        f"{i % 4}:  iteration {i:8d}/ 100000 | consumed samples: {i * 8:10d} | elapsed time per iteration "
+        f"(ms): {1000 + (i * 37) % 200:.1f} | learning rate: 1.0E-04 | global batch size: 8 | lm loss: 2.5"
+        for i in range(1, 1501)
+    ]
+    text = "\n".join(lines) + "\n"
+    src = make_bundle(tmp_path, {"node-001/train.log": text, "node-002/x.log": lines[0] + "\n"})
+    whole = ingest(src, tmp_path / "whole", jobs=1)
+    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 30_000)
+    monkeypatch.setattr(ingest_mod, "SPLIT_MIN_BYTES", 60_000)
+    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(ingest_mod, "HOLD_ROWS", 100)
+    monkeypatch.setattr(ingest_mod, "PART_ROWS", 700)
+    count = ingest_mod.span_first_lines
+    monkeypatch.setattr(ingest_mod, "span_first_lines", lambda f, sp: [n + 3 * (n > 1) for n in count(f, sp)])
+    kept = _spy_on_kept_parts(monkeypatch)
+    split = ingest(src, tmp_path / "split", jobs=2)
+    assert split["totals"] == whole["totals"]
+    a, b = read_table(tmp_path / "whole", "steps"), read_table(tmp_path / "split", "steps")
+    assert b.sort(a.columns, nulls_last=True).equals(a.sort(a.columns, nulls_last=True))
+    assert len(kept) == 1  # the first range only: its count (line 1) was right
+
+
+@pytest.mark.parametrize("inventory", [True, False])
+def test_a_bundle_stage_that_changes_a_large_table_has_every_part_written_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inventory: bool
+) -> None:
+    """dmon samples name a GPU by index only. With the node's `--query-gpu` CSV (index and bus id), identity
+    resolution fills the bus id of every sample, so no part the file was spilled in is taken as it is; without
+    it, nothing changes the samples and every part that is a written part of its own is taken as it is."""
+    head = (
+        "#Date       Time        gpu    pwr  gtemp  mtemp     sm    mem\n"
+        "#YYYYMMDD   HH:MM:SS    Idx      W      C      C      %      %\n"
+    )
+    dmon = head + "".join(
+        f" 20231114   13:{i // 60 % 60:02d}:{i % 60:02d}      {g}    612     63     70     98     41\n"
+        for i in range(1500) for g in range(2)
+    )
+    csv = (
+        "timestamp, index, pci.bus_id, uuid, temperature.gpu\n"
+        "2023/11/14 13:34:16.123, 0, 00000000:18:00.0, GPU-0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9, 63\n"
+        "2023/11/14 13:34:16.123, 1, 00000000:2A:00.0, GPU-1a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9, 64\n"
+    )
+    files = {"node-001/nvidia-smi-dmon.log": dmon} | ({"node-001/gpu-query.csv": csv} if inventory else {})
+    src = make_bundle(tmp_path, files)
+    whole = ingest(src, tmp_path / "whole", jobs=1)
+    # read in chunks of ~430 lines, each spilled as a part of its own; the table too large to hold
+    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 30_000)
+    monkeypatch.setattr(ingest_mod, "HOLD_ROWS", 100)
+    monkeypatch.setattr(ingest_mod, "PART_ROWS", 700)
+    kept = _spy_on_kept_parts(monkeypatch)
+    chunked = ingest(src, tmp_path / "chunked", jobs=1)
+    assert chunked["totals"] == whole["totals"]
+    a, b = read_table(tmp_path / "whole", "gpu_samples"), read_table(tmp_path / "chunked", "gpu_samples")
+    assert b.sort(a.columns, nulls_last=True).equals(a.sort(a.columns, nulls_last=True))
+    assert len(list((tmp_path / "chunked" / "tables" / "gpu_samples").glob("*.parquet"))) > 3
+    dmon_rows = b.filter(pl.col("file").str.ends_with("dmon.log"))
+    assert dmon_rows.height == 3000
+    if inventory:
+        assert kept == [] and dmon_rows.get_column("gpu_bus_id").null_count() == 0
+    else:
+        assert len(kept) >= 3 and dmon_rows.get_column("gpu_bus_id").null_count() == 3000
+
+
+@given(
+    data=st.lists(
+        st.binary(max_size=40)
+        | st.sampled_from([b"\n", b"\r", b"\r\n", b"\xef\xbb\xbf", b"\x1f", "é".encode()]),
+        max_size=40,
+    ),
+    big=st.booleans(),
+)
+@settings(max_examples=150, deadline=None)
+def test_count_lines_counts_the_lines_the_reader_makes(data: list[bytes], big: bool) -> None:
+    """`count_lines` (the parent's count before a range, without decoding it) is the length of
+    `lines_from_bytes`, on small chunks and on those of 1 MB or more (read by polars' CSV reader)."""
+    from forensics.bundle import count_lines
+    from parsers.base import READER_SPLIT_MIN, lines_from_bytes
+
+    body = b"".join(data)
+    if big:
+        body = (body or b"x") * (READER_SPLIT_MIN // max(1, len(body)) + 1)
+    assert count_lines(body) == len(lines_from_bytes(body))
+
+
+def test_span_first_lines_number_each_range_where_it_starts(tmp_path: Path) -> None:
+    from forensics.bundle import line_spans, span_first_lines
+    from parsers.base import lines_from_bytes
+
+    body = b"".join(b"line %d\n" % i if i % 7 else b"\r\n" for i in range(5000)) + b"tail without end"
+    p = tmp_path / "f.log"
+    p.write_bytes(body)
+    f = BundleFile("f.log", p, len(body), "n", "path")
+    spans = line_spans(f, 4096)
+    firsts = span_first_lines(f, spans)
+    assert len(spans) > 5 and firsts[0] == 1
+    for (start, end), first, nxt in zip(spans, firsts, [*firsts[1:], None], strict=True):
+        n = len(lines_from_bytes(body[start:end]))
+        assert nxt is None or nxt == first + n
+    assert firsts[-1] + len(lines_from_bytes(body[spans[-1][0]:])) - 1 == len(lines_from_bytes(body))
 
 
 def test_out_with_glob_characters_in_its_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
