@@ -1120,11 +1120,25 @@ def _new_pool(jobs: int) -> ProcessPoolExecutor:
     return pool
 
 
-WORKER_ENV = {"POLARS_MAX_THREADS": "1"}
-"""The environment a worker starts with. Each worker is one process on one core: polars' thread pool of one
-thread (it is sized when polars is first imported, which in a spawn worker is before any initializer runs,
-as the main module and the initializer's module import it; a pool of the machine's cores in every worker
-cost ~15 % more CPU on the 4 GB mix, threads contending with the other worker's)."""
+WORKER_ENV = {
+    "POLARS_MAX_THREADS": "1",
+    "_RJEM_MALLOC_CONF": "dirty_decay_ms:-1,muzzy_decay_ms:-1,background_thread:false",
+    "MALLOC_MMAP_THRESHOLD_": str(32 * 1024**2),
+    "MALLOC_TRIM_THRESHOLD_": str(1024**3),
+}
+"""The environment a worker starts with.
+
+- Each worker is one process on one core: polars' thread pool of one thread (it is sized when polars is first
+  imported, which in a spawn worker is before any initializer runs, as the main module and the initializer's
+  module import it; a pool of the machine's cores in every worker cost ~15 % more CPU on the 4 GB mix,
+  threads contending with the other worker's).
+- A worker keeps the memory it freed for its next chunk instead of handing it back to the system and taking
+  it again, page by page: polars' allocator (jemalloc, `_RJEM_MALLOC_CONF`) does not purge freed pages, and
+  Python's (glibc) keeps blocks up to 32 MB (a chunk's bytes) in its heap and does not trim it below 1 GB.
+  Each 16 MB chunk allocates and frees a few hundred MB: on the 4 GB mix, the workers' page faults went from
+  1.1 M to 0.19 M and their system CPU from 3.8 to 2.0 s (ingest 19.3 -> 17.5 s). A worker's memory stays
+  at its high-water mark, which the ingest's peak counts anyway.
+"""
 
 
 @contextmanager

@@ -795,12 +795,16 @@ def test_workers_start_with_one_polars_thread_and_leave_the_environment_as_it_wa
     """Each worker is one process on one core: its polars pool (sized when polars is first imported, before any
     initializer runs) has one thread, whatever this process's environment says."""
     monkeypatch.setenv("POLARS_MAX_THREADS", "7")
+    monkeypatch.delenv("_RJEM_MALLOC_CONF", raising=False)
     pool = ingest_mod._new_pool(1)
     try:
         assert pool.submit(pl.thread_pool_size).result(timeout=120) == 1
+        # (and its allocators keep the memory it frees: read by jemalloc and glibc as the process starts)
+        for k in ("_RJEM_MALLOC_CONF", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"):
+            assert pool.submit(os.getenv, k).result(timeout=60) == ingest_mod.WORKER_ENV[k]
     finally:
         pool.shutdown()
-    assert os.environ["POLARS_MAX_THREADS"] == "7"
+    assert os.environ["POLARS_MAX_THREADS"] == "7" and "_RJEM_MALLOC_CONF" not in os.environ
 
 
 def _many_parser(boom: bool, calls: list[int]) -> types.ModuleType:
