@@ -763,17 +763,47 @@ class _Split:
     score: float
     runner_up: str | None
     spans: list[tuple[int, int]]
-    first_lines: list[int] | None = None
-    """The line number each range starts at, counted by the parent (`span_first_lines`) when the format
-    fills a table of `LARGE_TABLES`: a worker then writes a range's rows of it numbered as in the file, in a
-    part the parent keeps as it is. None: ranges are numbered from 1 and shifted by the parent."""
+    first_lines: _LineCount | None = None
+    """The line number each range starts at, counted by the parent in a thread while the workers start and
+    take the first tasks, when the format fills a table of `LARGE_TABLES`: a worker then writes a range's
+    rows of it numbered as in the file, in a part the parent keeps as it is. None (or a count that failed):
+    ranges are numbered from 1 and shifted by the parent."""
 
     def first_line(self, k: int) -> int:
-        return self.first_lines[k] if self.first_lines else 1
+        """Where range `k` starts (waits for the count to get there)."""
+        return 1 if self.first_lines is None else self.first_lines.at(k)
 
 
-def _plan_split(f: BundleFile, limits: Limits) -> _Split | None:
-    """Detect a large uncompressed text file's format from its head and cut it into line-aligned ranges.
+class _LineCount:
+    """`span_first_lines(f, spans)` worked out in a thread, range by range: `at(k)` waits for range `k` only
+    (a 5 GB log's count takes ~1.5 s; its first ranges go to the workers as soon as they are counted)."""
+
+    def __init__(self, f: BundleFile, spans: list[tuple[int, int]]) -> None:
+        self.firsts: list[int] = []
+        self.failed = False
+        self.ready = threading.Condition()
+        threading.Thread(target=self._count, args=(f, spans), name="line-count", daemon=True).start()
+
+    def _count(self, f: BundleFile, spans: list[tuple[int, int]]) -> None:
+        try:
+            for first in span_first_lines(f, spans):
+                with self.ready:
+                    self.firsts.append(first)
+                    self.ready.notify_all()
+        except Exception:  # noqa: BLE001 - an unreadable file: its ranges are numbered from 1 and shifted
+            with self.ready:
+                self.failed = True
+                self.ready.notify_all()
+
+    def at(self, k: int) -> int:
+        with self.ready:
+            self.ready.wait_for(lambda: len(self.firsts) > k or self.failed)
+            return 1 if self.failed else self.firsts[k]
+
+
+def _plan_split(f: BundleFile, limits: Limits, count: bool = False) -> _Split | None:
+    """Detect a large uncompressed text file's format from its head and cut it into line-aligned ranges
+    (with `count`, the lines before each range are counted when the rows are worth it: `_Split.first_lines`).
 
     None (the file is one task, `ingest_file` decides everything) for small, compressed, skipped,
     ignored, binary, unrecognised or unreadable files: only a plain log the registry recognises is split.
@@ -794,12 +824,13 @@ def _plan_split(f: BundleFile, limits: Limits) -> _Split | None:
             # a parser with `carry` reads a chunk by lines of an earlier one (a CSV header): chunks in order
             return None
         spans = line_spans(f, CHUNK_BYTES)
-        if len(spans) < 2:
-            return None
-        # ~0.3 s a GB here saves the parent reading and writing again every row of the large tables
-        firsts = span_first_lines(f, spans) if set(det.parser.TABLES) & set(LARGE_TABLES) else None
     except OSError:
         return None
+    if len(spans) < 2:
+        return None
+    # ~0.3 s a GB, beside the workers, saves the parent reading and writing again every row of the large
+    # tables
+    firsts = _LineCount(f, spans) if count and set(det.parser.TABLES) & set(LARGE_TABLES) else None
     return _Split(det.parser.NAME, round(det.score, 3), det.runner_up, spans, firsts)
 
 
@@ -1422,7 +1453,9 @@ def _ingest_bundle(
     if dask_client is not None:
         outcomes = _run_dask(files, dask_client, limits, year_hint, collected, tick, work)
     else:
-        splits = {} if jobs <= 1 or small else {f.path: s for f in files if (s := _plan_split(f, limits))}
+        splits = {}
+        if jobs > 1 and not small:
+            splits = {f.path: s for f in files if (s := _plan_split(f, limits, count=True))}
         if jobs <= 1 or small or (len(files) < 2 and not splits):
             place = {id(f): i for i, f in enumerate(files)}
             for f, k in _batched(_tasks(files, {}), BATCH_FILES):
@@ -1685,7 +1718,11 @@ class Outcomes(list):  # type: ignore[type-arg]
         """One table from the merged frames and the spilled Parquet parts (row order: the sort decides)."""
         frames = list(self.frames.pop(table, []))
         self.merged.pop(table, None)
-        frames.extend(_read_part(p, table) for p in self.parts.get(table, ()))
+        parts = self.parts.get(table, [])
+        # (hundreds of small parts of a large file's ranges: read two at a time, as a read waits on the disk
+        # and its decoding leaves the GIL; they keep their order)
+        with ThreadPoolExecutor(WRITE_THREADS) as threads:
+            frames.extend(threads.map(lambda p: _read_part(p, table), parts))
         if not frames:
             return empty(table)
         return pl.concat(frames, how="vertical", rechunk=True) if len(frames) > 1 else frames[0]

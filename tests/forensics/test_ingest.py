@@ -732,6 +732,21 @@ def test_count_lines_counts_the_lines_the_reader_makes(data: list[bytes], big: b
     assert count_lines(body) == len(lines_from_bytes(body))
 
 
+def test_line_count_of_a_split_file_gives_each_range_its_first_line_or_1_when_the_file_cannot_be_read(
+    tmp_path: Path,
+) -> None:
+    from forensics.bundle import line_spans, span_first_lines
+
+    p = tmp_path / "f.log"
+    p.write_bytes(b"".join(b"line %d\n" % i for i in range(3000)))
+    f = BundleFile("f.log", p, p.stat().st_size, "n", "path")
+    spans = line_spans(f, 2048)
+    count = ingest_mod._LineCount(f, spans)
+    assert [count.at(k) for k in reversed(range(len(spans)))] == span_first_lines(f, spans)[::-1]
+    gone = ingest_mod._LineCount(BundleFile("g.log", tmp_path / "gone.log", 10, "n", "path"), spans)
+    assert gone.at(3) == 1 and gone.failed
+
+
 def test_span_first_lines_number_each_range_where_it_starts(tmp_path: Path) -> None:
     from forensics.bundle import line_spans, span_first_lines
     from parsers.base import lines_from_bytes
