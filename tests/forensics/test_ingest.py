@@ -732,6 +732,32 @@ def test_count_lines_counts_the_lines_the_reader_makes(data: list[bytes], big: b
     assert count_lines(body) == len(lines_from_bytes(body))
 
 
+def test_a_kept_part_is_linked_or_copied_where_links_fail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`_keep_part` hard-links a worker's part into the table's folder; across file systems (or where links
+    are refused) it copies it, atomically; either way the rows are there and the source stays."""
+    from forensics.outputs import write_table_file
+    from forensics.schema import conform
+
+    part = tmp_path / "work" / "steps-0.parquet"
+    part.parent.mkdir()
+    rows = {"node": ["n1"] * 3, "rank": [0, 1, 2], "step": [5] * 3, "framework": ["x"] * 3, "file": ["f"] * 3}
+    df = conform(pl.DataFrame({**rows, "line": [1, 2, 3]}), "steps")
+    write_table_file(df, "steps", part)
+    assert ingest_mod._keep_part(part, tmp_path / "t" / "steps" / "part-00000.parquet") == 3
+    assert os.stat(part).st_nlink == 2
+
+    def refuse(src: object, dst: object) -> None:
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(ingest_mod.os, "link", refuse)
+    target = tmp_path / "t" / "steps" / "part-00001.parquet"
+    assert ingest_mod._keep_part(part, target) == 3
+    assert pl.read_parquet(target).equals(df) and part.exists() and os.stat(target).st_nlink == 1
+    assert not [p for p in target.parent.iterdir() if p.name.startswith(".")]  # no temporary left
+
+
 def test_line_count_of_a_split_file_gives_each_range_its_first_line_or_1_when_the_file_cannot_be_read(
     tmp_path: Path,
 ) -> None:
