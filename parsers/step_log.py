@@ -3226,6 +3226,38 @@ _BLOCK_ENTRY = "|".join(
 continue a block there in the general reading (the unit's last line ends it: `_block_fragments`)."""
 
 
+_MEG_E_HEAD = r"^\s*([0-9]{1,9}):  +([A-Za-z0-9_][A-Za-z0-9_/-]*) \.\.+$"
+_MEG_E_TAIL = rf"^({_D}), ({_D})\)$"
+"""`_MEG_E` cut at its first `: (`: the part before (srun rank, name) and the part after (min, max)."""
+
+
+def _meg_entries(text: pl.Series) -> pl.DataFrame:
+    """The groups of `_MEG_E` on each line of `text` (columns `rank` Int32, `name`, `min_ms`, `max_ms`
+    Float64, all null where it does not match), as `text.str.extract_groups(_MEG_E)` and the casts.
+
+    A line `_MEG_E` matches holds `: (` first right after the dots (the blanks after the srun rank's `:` and
+    the name hold none), so it is the part before its first `: (` matching `_MEG_E_HEAD`, then `: (`, then
+    the part after matching `_MEG_E_TAIL`, and conversely; the groups are the same. The parts before are a
+    few distinct texts (rank and name, padded), which the regex reads once each; the parts after are short.
+    """
+    cut = pl.DataFrame({"_p": text.str.splitn(": (", 2)}).unnest("_p")
+    head, tail = cut.get_column("field_0"), cut.get_column("field_1")
+    heads = pl.DataFrame({"h": head.unique()}).with_columns(m=pl.col("h").str.extract_groups(_MEG_E_HEAD))
+    heads = heads.select(
+        "h", rank=pl.col("m").struct.field("1").cast(pl.Int32), name=pl.col("m").struct.field("2")
+    )
+    hv = pl.DataFrame({"h": head}).join(heads, on="h", how="left", maintain_order="left")
+    tv = tail.str.extract_groups(_MEG_E_TAIL)
+    ok = hv.get_column("rank").is_not_null() & tv.struct.field("1").is_not_null()
+    out = pl.DataFrame({"rank": hv.get_column("rank"), "name": hv.get_column("name"), "tv": tv, "ok": ok})
+    return out.select(
+        pl.when("ok").then("rank").alias("rank"),
+        pl.when("ok").then("name").alias("name"),
+        pl.when("ok").then(pl.col("tv").struct.field("1").cast(pl.Float64)).alias("min_ms"),
+        pl.when("ok").then(pl.col("tv").struct.field("2").cast(pl.Float64)).alias("max_ms"),
+    )
+
+
 def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     """`_parse(lines, ctx)` of a Megatron log under `srun -l` whose iteration lines are each followed in their
     stream (srun rank) by a `(min, max) time across ranks` block (`_MEG_I`, `_MEG_H`, `_MEG_E`; at least
@@ -3261,8 +3293,8 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     mh = text.gather(ch).str.extract(_MEG_H, 1)
     ch, mh = ch.filter(mh.is_not_null()), mh.drop_nulls()
     ce = text.str.contains(_MEG_E_LIT, literal=True).arg_true()
-    me = text.gather(ce).str.extract_groups(_MEG_E)
-    ok_e = me.struct.field("1").is_not_null()
+    me = _meg_entries(text.gather(ce))
+    ok_e = me.get_column("rank").is_not_null()
     ce, me = ce.filter(ok_e), me.filter(ok_e)
     typ = pl.repeat(0, n, dtype=pl.Int8, eager=True)
     typ = typ.scatter(ci, 1).scatter(ch, 2).scatter(ce, 3)
@@ -3296,7 +3328,7 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     o_rank = pl.select(pl.when(pl.lit(triaged)).then(pl.lit(o_rank))).to_series()
     rank = pl.repeat(None, n, dtype=pl.Int32, eager=True)
     rank = rank.scatter(others, o_rank).scatter(ci, mi.struct.field("1").cast(pl.Int32))
-    rank = rank.scatter(ch, mh.cast(pl.Int32)).scatter(ce, me.struct.field("1").cast(pl.Int32))
+    rank = rank.scatter(ch, mh.cast(pl.Int32)).scatter(ce, me.get_column("rank"))
     # lines of the unit streams, in line order: which form units
     s = (
         pl.DataFrame({"pos": pl.int_range(n, dtype=pl.Int64, eager=True), "r": rank, "t": typ})
@@ -3341,17 +3373,12 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     i_pos = inu.filter(pl.col("t") == 1).get_column("pos")
     ent = inu.filter(pl.col("t") == 3)
     e_at = ce.search_sorted(ent.get_column("pos"))
-    em = me.gather(e_at)
-    names = em.struct.field("2")
-    if names.is_in(list(g.NON_STEP_TIMERS)).any():
+    em = me.drop("rank")[e_at]
+    if em.get_column("name").is_in(list(g.NON_STEP_TIMERS)).any():
         return None
-    tm = pl.DataFrame({"k": ent.get_column("k"), "m": em}).select(
-        "k",
-        _t=_timer(
-            name=pl.col("m").struct.field("2"),
-            min_ms=pl.col("m").struct.field("3").cast(pl.Float64),
-            max_ms=pl.col("m").struct.field("4").cast(pl.Float64),
-        ),
+    tm = em.select(
+        k=ent.get_column("k"),
+        _t=_timer(name=pl.col("name"), min_ms=pl.col("min_ms"), max_ms=pl.col("max_ms")),
     )
     tl = tm.group_by("k", maintain_order=True).agg(timers="_t")
     # the iteration fragments, by the general code
