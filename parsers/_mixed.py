@@ -234,7 +234,8 @@ the next could too) the grammar reads every line."""
 
 def _reach(start: pl.Expr, carry: pl.Expr, limit: int | None = None) -> tuple[pl.Expr, pl.Expr]:
     """Booleans: (a `start` line or a line after one in the closure `x[j] = start[j] or (x[j-1] and
-    carry[j-1])`, at most `limit` lines after its start; the lines where that limit cut the closure short)."""
+    carry[j-1])`, at most `limit` lines after its start; the lines where that limit cut the closure short).
+    The dense form over every line (`_family` works out the same on a few lines: `_sparse_reach`)."""
     i = pl.int_range(pl.len(), dtype=pl.Int64)
     last = pl.when(start).then(i).forward_fill()
     run = pl.when(~carry.shift(1, fill_value=False)).then(i).forward_fill()
@@ -242,6 +243,48 @@ def _reach(start: pl.Expr, carry: pl.Expr, limit: int | None = None) -> tuple[pl
     if limit is None:
         return inside, pl.lit(False)
     return inside & (i - last <= limit), inside & (i - last == limit) & carry
+
+
+def _windows(starts: pl.Series, n: int, limit: int) -> pl.Series:
+    """The line numbers (Int64, ascending, each once) of the lines at most `limit` after a start (`starts`:
+    ascending line numbers below `n`), up to the next start: where `_reach(.., limit)` may be true."""
+    s = starts.cast(pl.Int64).rename("s").to_frame()
+    return s.select(
+        p=pl.int_ranges(
+            "s", pl.min_horizontal(pl.col("s") + limit, pl.col("s").shift(-1, fill_value=n) - 1, n - 1) + 1
+        )
+    ).get_column("p").explode()
+
+
+def _around(at: pl.Series, n: int) -> pl.Series:
+    """`at` (ascending line numbers) and the line after each, below `n`: ascending Int64, each once."""
+    a = at.cast(pl.Int64)
+    both = pl.concat([a, a + 1]).unique().sort()
+    return both.filter(both < n)
+
+
+def _sparse_reach(
+    pos: pl.Series, start: pl.Series, carry: pl.Series, limit: int | None = None
+) -> tuple[pl.Series, pl.Series]:
+    """`_reach(start, carry, limit)` over the lines `pos` only (ascending line numbers; `start`, `carry`:
+    their values; a null `carry` carries, as in `_reach`, but cuts nothing): (the line numbers it reaches;
+    those where the limit cuts it short). Exact when `pos` holds every start and, for every line it reaches,
+    each line from its latest start to it (`_windows` of the starts; or every start and carrying line with
+    the line after each, `_around`): a gap in `pos` breaks the closure, as a line of the gap would
+    (checked against `_reach` in tests/parsers/test_mixed_fam_reach.py)."""
+    i = pl.col("pos")
+    step = (i - i.shift(1)) == 1
+    last = pl.when("start").then(i).forward_fill()
+    run = pl.when(~(pl.col("carry").shift(1).fill_null(True) & step).fill_null(False)).then(i).forward_fill()
+    inside = (last >= run).fill_null(False)
+    if limit is None:
+        cut = pl.lit(False)
+    else:
+        cut = inside & (i - last == limit) & pl.col("carry").fill_null(False)
+        inside = inside & (i - last <= limit)
+    f = pl.DataFrame({"pos": pos.cast(pl.Int64), "start": start, "carry": carry})
+    f = f.select(k=inside, cut=cut, pos=i)
+    return f.filter("k").get_column("pos"), f.filter("cut").get_column("pos")
 
 
 def _family(lines: pl.Series, ctx: FileContext, lit: pl.Series | None = None) -> tuple[nccl.FamilyRows, int]:
@@ -256,30 +299,30 @@ def _family(lines: pl.Series, ctx: FileContext, lit: pl.Series | None = None) ->
     replaced by one blank line (its last): a blank line starts no wrap and is no traceback line, as none of
     the left-out lines is to the grammar. The wrap width is the whole chunk's. When the candidates hold a
     record read across more lines (torchrun block, `Last error:` quote, ncclras or torchfrtrace report), or
-    are most of the chunk, the grammar reads every line.
+    are most of the chunk, the grammar reads every line. What is read with the candidates is worked out on
+    the lines around them only (`_sparse_reach`), not over the whole chunk.
     """
     text = pl.col("text")
+    n = len(lines)
     if lit is None:  # (`lit`: the `FAMILY_LITERALS` test of each line, when the caller made it)
         lit = _holds_any(lines, FAMILY_LITERALS, _FAMILY_ANY).fill_null(False)
-    frame = pl.DataFrame({"text": lines, "lit": lit}).with_columns(
-        c=(
-            pl.col("lit")
-            | text.str.contains(FAMILY_SOURCES)
-            | text.str.contains(FAMILY_ENDS)
-            | text.str.contains(ONLY_PREFIXES)
-        ).fill_null(False)
-    )
-    c = frame.get_column("c")
+    c = (
+        lit
+        | lines.str.contains(FAMILY_SOURCES)
+        | lines.str.contains(FAMILY_ENDS)
+        | lines.str.contains(ONLY_PREFIXES)
+    ).fill_null(False)
     n_cand = int(c.sum())
     if n_cand == 0:  # no line the grammar reads
-        return nccl.FamilyRows(tables={}, understood=c, notes=[], hosts=[]), 0
-    if n_cand > SUBSET_SHARE * len(lines):
+        return nccl.FamilyRows(tables={}, understood=c.alias("c"), notes=[], hosts=[]), 0
+    if n_cand > SUBSET_SHARE * n:
         return _whole(lines, ctx)
-    at = c.arg_true()
+    at = c.arg_true().cast(pl.Int64)
     kinds = (
         lines.gather(at)
         .to_frame("text")
         .select(
+            at=at,
             wrap=text.str.contains(WRAP_HEAD),
             tb=text.str.contains('File "', literal=True),
             le=text.str.contains(td.LAST_ERROR_TEXT, literal=True),
@@ -287,52 +330,57 @@ def _family(lines: pl.Series, ctx: FileContext, lit: pl.Series | None = None) ->
         )
         .fill_null(False)
     )
-    frame = frame.with_columns(
-        **{k: _false(len(lines)).scatter(at, kinds.get_column(k)) for k in kinds.columns}
-    )
-    # (a kind no candidate line is reaches no line: its closure is all false, not worked out)
-    has = kinds.select(pl.all().any()).row(0, named=True)
-    no = pl.lit(False)
-    wrapped, wrap_cut = no, no
+    # (a kind no candidate line is reaches no line: its closure is empty, not worked out)
+    has = kinds.select(pl.exclude("at").any()).row(0, named=True)
+    kept = [at]
+    empty = at.clear()
+    wrap_cut, block_cut = empty, empty
     if has["wrap"]:
-        wrapped, wrap_cut = _reach(pl.col("wrap"), text.str.len_chars() >= 80, WRAP_REACH)
-    traced = no
+        heads = kinds.filter("wrap").get_column("at")
+        pos = _windows(heads, n, WRAP_REACH)
+        carry = lines.gather(pos).str.len_chars() >= 80
+        got, wrap_cut = _sparse_reach(pos, pos.is_in(heads.implode()), carry, WRAP_REACH)
+        kept.append(got)
     if has["tb"]:
-        nccl_line = text.str.contains(" NCCL ", literal=True).fill_null(False)
-        traced, _ = _reach(pl.col("tb"), pl.col("tb") | nccl_line)
-    quoted = _reach(pl.col("le"), pl.col("le"))[0] if has["le"] else no
-    blocked, block_cut = pl.lit(False), pl.lit(False)
+        # a carrying line (a `File "` or ` NCCL ` line) holds a family literal: it is a candidate
+        pos = _around(at, n)
+        tb = pos.is_in(kinds.filter("tb").get_column("at").implode())
+        nccl_line = lines.gather(pos).str.contains(" NCCL ", literal=True).fill_null(False)
+        got, _ = _sparse_reach(pos, tb, tb | nccl_line)
+        kept.append(got)
+    if has["le"]:
+        le = kinds.filter("le").get_column("at")
+        kept += [le, le + 1]
     if has["bh"]:
-        kv = text.str.contains(BLOCK_KV).fill_null(False)
-        blocked, block_cut = _reach(pl.col("bh"), pl.col("bh") | kv, BLOCK_REACH)
-    marks = frame.select(
-        k=pl.col("c") | wrapped | traced | quoted | blocked, wrap_cut=wrap_cut, block_cut=block_cut
-    )
-    keep = marks.get_column("k")
+        heads = kinds.filter("bh").get_column("at")
+        pos = _windows(heads, n, BLOCK_REACH)
+        bh = pos.is_in(heads.implode())
+        kv = lines.gather(pos).str.contains(BLOCK_KV).fill_null(False)
+        got, block_cut = _sparse_reach(pos, bh, bh | kv, BLOCK_REACH)
+        kept.append(got)
+    keep = pl.concat(kept).unique().sort() if len(kept) > 1 else at
+    keep = keep.filter(keep < n)
+    # each kept line and the line before it (a blank line standing for a run of left-out lines)
+    rows = pl.concat([keep, keep - 1]).unique().sort()
+    rows = rows.filter(rows >= 0)
     base = pl.DataFrame(
         {
-            "line": pl.int_range(ctx.first_line, ctx.first_line + len(lines), dtype=pl.Int64, eager=True),
-            "text": lines.cast(pl.String),
-            "_k": keep,
+            "line": rows + ctx.first_line,
+            "text": lines.cast(pl.String).gather(rows),
+            "_k": rows.is_in(keep.implode()),
         }
     )
-    base = base.filter(pl.col("_k") | pl.col("_k").shift(-1, fill_value=False)).select(
-        "line", text=pl.when(pl.col("_k")).then(text).otherwise(pl.lit(""))
-    )
+    base = base.select("line", text=pl.when("_k").then(text).otherwise(pl.lit("")))
     if base.select(text.str.contains("Not all ranks joining collective", literal=True).any()).item():
         return _whole(lines, ctx)
     fam = nccl.family_rows_frame(base, ctx, wrap_width=lambda: nccl._wrap_width(lines))
     if fam.whole:
         return _whole(lines, ctx)
-    cut = marks.get_column("wrap_cut")
-    if fam.continued is not None and len(fam.continued) and cut.any():
-        at_cut = (cut.arg_true().cast(pl.Int64) + ctx.first_line).is_in(fam.continued.implode())
-        if at_cut.any():
+    if fam.continued is not None and len(fam.continued) and len(wrap_cut):
+        if (wrap_cut + ctx.first_line).is_in(fam.continued.implode()).any():
             return _whole(lines, ctx)  # a wrapped record may go on past the lines read
-    pos = (base.get_column("line") - ctx.first_line).cast(pl.UInt32)
-    understood = _false(len(lines)).alias("known").scatter(pos, fam.understood.fill_null(False))
-    cut = marks.get_column("block_cut")
-    if cut.any() and (understood & cut).any():
+    understood = _false(n).alias("known").scatter(rows, fam.understood.fill_null(False))
+    if len(block_cut) and understood.gather(block_cut).any():
         return _whole(lines, ctx)  # a block may go on past the lines read
     texts = base.get_column("text")
     n_family = int((fam.understood.fill_null(False) & (texts.str.strip_chars().str.len_bytes() > 0)).sum())
