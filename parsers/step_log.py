@@ -3207,6 +3207,11 @@ _MEG_I = (
 """A Megatron iteration line under `srun -l` of the shape the lane takes: srun rank, the text after the
 envelope, date-time, step, total (the values: `_megatron_frag` on that text, as the general reading)."""
 _MEG_I_LIT = "] iteration "
+_MEG_I_HEAD = (
+    r"^(\s*([0-9]{1,9}): ) *\[([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-5][0-9])\] "
+    r"iteration +([0-9]{1,18})/ *([0-9]{1,18}) $"
+)
+"""`_MEG_I` before the first `|` of the line (the envelope, then srun rank, date-time, step, total)."""
 _MEG_H_LIT = ": (min, max) time across ranks (ms):"
 _MEG_H = r"^\s*([0-9]{1,9}): \(min, max\) time across ranks \(ms\):$"
 _MEG_E_LIT = ".: ("
@@ -3258,6 +3263,29 @@ def _meg_entries(text: pl.Series) -> pl.DataFrame:
     )
 
 
+def _meg_iterations(text: pl.Series) -> pl.Series:
+    """`text.str.extract_groups(_MEG_I)`: the line cut at its first `|`, the part before matching
+    `_MEG_I_HEAD` and the part after holding no carriage return, escape or `[` (a line `_MEG_I` matches has
+    its first `|` right after the total and its blank; the groups are the same, group 2 the line after the
+    envelope `_MEG_I_HEAD`'s first group takes). The capture reads the short part before only."""
+    cut = pl.DataFrame({"_p": text.str.splitn("|", 2)}).unnest("_p")
+    head = cut.get_column("field_0").str.extract_groups(_MEG_I_HEAD)
+    tail = cut.get_column("field_1")
+    ok = head.struct.field("1").is_not_null() & ~tail.str.contains_any(["\r", "\x1b", "["])
+    f = pl.DataFrame({"t": text, "h": head, "ok": ok.fill_null(False)})
+    h = pl.col("h").struct.field
+    ok_e = pl.col("ok")
+    return f.select(
+        pl.struct(
+            pl.when(ok_e).then(h("2")).alias("1"),
+            pl.when(ok_e).then(pl.col("t").str.slice(h("1").str.len_chars())).alias("2"),
+            pl.when(ok_e).then(h("3")).alias("3"),
+            pl.when(ok_e).then(h("4")).alias("4"),
+            pl.when(ok_e).then(h("5")).alias("5"),
+        ).alias(text.name)
+    ).to_series()
+
+
 def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     """`_parse(lines, ctx)` of a Megatron log under `srun -l` whose iteration lines are each followed in their
     stream (srun rank) by a `(min, max) time across ranks` block (`_MEG_I`, `_MEG_H`, `_MEG_E`; at least
@@ -3284,8 +3312,9 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     ci = text.str.contains(_MEG_I_LIT, literal=True).arg_true()
     if ci.len() < _MEG_MIN:
         return None
-    mi = text.gather(ci).str.extract_groups(_MEG_I)
-    ok_i = mi.struct.field("1").is_not_null() & ~text.gather(ci).str.contains("global rank", literal=True)
+    ti = text.gather(ci)
+    mi = _meg_iterations(ti)
+    ok_i = mi.struct.field("1").is_not_null() & ~ti.str.contains("global rank", literal=True)
     ci, mi = ci.filter(ok_i), mi.filter(ok_i)
     if ci.len() < _MEG_MIN:
         return None
@@ -3372,8 +3401,9 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     inu = s.filter(pl.col("inu")).select("pos", "t", "k")
     i_pos = inu.filter(pl.col("t") == 1).get_column("pos")
     ent = inu.filter(pl.col("t") == 3)
-    e_at = ce.search_sorted(ent.get_column("pos"))
-    em = me.drop("rank")[e_at]
+    em = me.drop("rank")
+    if ent.height < ce.len():  # (else the entries are all the lane-shaped ones, in the same order)
+        em = em[ce.search_sorted(ent.get_column("pos"))]
     if em.get_column("name").is_in(list(g.NON_STEP_TIMERS)).any():
         return None
     tm = em.select(
@@ -3382,8 +3412,7 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     )
     tl = tm.group_by("k", maintain_order=True).agg(timers="_t")
     # the iteration fragments, by the general code
-    i_at = ci.search_sorted(i_pos)
-    im = mi.gather(i_at)
+    im = mi if i_pos.len() == ci.len() else mi.gather(ci.search_sorted(i_pos))
     base = pl.DataFrame({"m": im}).select(
         line=pl.lit(i_pos) + ctx.first_line,
         seg=pl.lit(0, dtype=pl.Int64),

@@ -85,3 +85,47 @@ def test_entries_as_the_capture_on_mutations(edits: list[tuple[str, int, int, st
         at = min(at, len(line))
         lines.append(line[:at] + put + line[at + cut :])
     _same(lines + list(_GOOD))
+
+
+_ITER = (
+    "31:  [2025-03-16 13:59:00] iteration   327476/  500000 | consumed samples:    335335424 | "
+    "elapsed time per iteration (ms): 3725.3 | lm loss: 2.018012E+00 | loss scale: 1.0 |"
+)
+_ITER_ODD = (
+    "\u2003 3: [2025-03-16 13:59:00] iteration 1/ 2 |x",
+    "3: [2025-03-16 13:59:00] iteration 1/ 2 |",
+    "3: [2025-03-16 13:59:00] iteration 1/ 2 ",
+    "3: [2025-03-16 13:59:00] iteration 1/ 2 |a|b[",
+    "\r3: [2025-03-16 13:59:00] iteration 1/2 |a\n",
+    "3: [2025-03-16 13:59:00] iteration 1/2 |a\r",
+    "3: [2025-03-16 13:59:60] iteration 1/2 |a",
+    "",
+    None,
+)
+
+
+def _same_iterations(lines: list[str | None]) -> None:
+    text = pl.Series("t", lines, dtype=pl.String)
+    got = S._meg_iterations(text).struct.unnest()
+    want = text.str.extract_groups(S._MEG_I).struct.unnest()
+    assert got.schema == want.schema
+    assert got.equals(want, null_equal=True), [
+        (x, a, b) for x, a, b in zip(lines, got.iter_rows(), want.iter_rows(), strict=True) if a != b
+    ]
+
+
+def test_iterations_as_the_capture() -> None:
+    _same_iterations([_ITER, *_ITER_ODD])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 140), st.integers(0, 3), st.text(" |[]\r\x1b\n:0123456789/-\u2003", max_size=3)
+        )
+    )
+)
+def test_iterations_as_the_capture_on_mutations(edits: list[tuple[int, int, str]]) -> None:
+    """Each line an iteration line with a span replaced by a few characters (`|`, `[`, blanks, digits...)."""
+    _same_iterations([_ITER[:at] + put + _ITER[at + cut :] for at, cut, put in edits] + [_ITER])
