@@ -1753,10 +1753,12 @@ def _step_fragments(
 
 
 _TQDM_CANON = (
-    r"^[^\d%|]*[0-9]{1,3}%\|[^|]*\| *[0-9]+/[0-9]+ *\[[0-9:]+<[0-9:?]*, *"
-    r"(?:[0-9.]+|\?) *(?:s/it|it/s)[\],].*$"
+    r"^[^\d%|]*[0-9]{1,3}%\|[^|]*\| *[0-9]+/[0-9]+ *\[[0-9:]+<(?:[0-9:?]*, *"
+    r"(?:[0-9.]+|\?) *(?:s/it|it/s)[\],]|-).*$"
 )
-"""tqdm bars whose `TQDM_RE` groups the split lane of `_tqdm_match` finds (ASCII digits and blanks)."""
+"""tqdm bars whose `TQDM_RE` groups the split lane of `_tqdm_match` finds (ASCII digits and blanks): with a
+rate, or with a negative remaining time (`<-`, as tqdm prints past the total): no remaining time nor rate
+(`TQDM_RE`'s optional group wants a `,` after the remaining time's digits), `post` all after the `<`."""
 _TQDM_FIELDS = pl.Struct(dict.fromkeys(("desc", "n", "total", "rate", "unit", "post"), pl.String))
 
 
@@ -1790,14 +1792,17 @@ def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
         _at=r.str.find("[si]"),
     )
     sl, lb, c, at = pl.col("_sl"), pl.col("_lb"), pl.col("_c"), pl.col("_at")
+    # (a negative remaining time: the character after the first `<`, which the rate's bars hold a digit,
+    # `:`, `?` or `,` at)
+    neg = r.str.slice(r.str.find("<", literal=True) + 1, 1) == "-"
     fast = pl.concat([fast, parts], how="horizontal").with_columns(
         m=pl.struct(
             desc="_d",
             n=r.str.slice(0, sl).str.strip_chars(),
             total=r.str.slice(sl + 1, lb - sl - 1).str.strip_chars(),
-            rate=r.str.slice(c + 1, at - c - 1).str.strip_chars(),
-            unit=r.str.slice(at, 4),
-            post=r.str.slice(at + 4),
+            rate=pl.when(~neg).then(r.str.slice(c + 1, at - c - 1).str.strip_chars()),
+            unit=pl.when(~neg).then(r.str.slice(at, 4)),
+            post=pl.when(neg).then(r.str.slice(r.str.find("<", literal=True) + 1)).otherwise(r.str.slice(at + 4)),
         )
     ).drop("_d", "_r", "_sl", "_lb", "_c", "_at")
     if n_canon == bars.height:
