@@ -213,6 +213,10 @@ ONLY_PREFIXES = (
 )
 """Lines that are nothing but a quote mark, collector timestamp and launcher prefixes (the grammar counts them
 as paste artefacts): every line whose prepared body is blank (`nccl.prepare` strips those, in that order)."""
+_EDGES = f"(?:{FAMILY_ENDS})|(?:{ONLY_PREFIXES})"
+"""`FAMILY_ENDS` or `ONLY_PREFIXES`, in one regex pass (the cost of the first alone). (`FAMILY_SOURCES` is
+not joined to it, nor to `_FAMILY_ANY`: either costs more than the two passes on some logs: `.py:96:` in
+every line of DeepSpeed's, torchtitan's.)"""
 SUBSET_SHARE = 0.5
 """The family grammar reads the candidate lines only when they are at most this share of the chunk."""
 WRAP_HEAD = nccl._WRAPPABLE.replace("|^", "|")
@@ -256,11 +260,14 @@ def _windows(starts: pl.Series, n: int, limit: int) -> pl.Series:
     ).get_column("p").explode()
 
 
-def _around(at: pl.Series, n: int) -> pl.Series:
-    """`at` (ascending line numbers) and the line after each, below `n`: ascending Int64, each once."""
-    a = at.cast(pl.Int64)
-    both = pl.concat([a, a + 1]).unique().sort()
-    return both.filter(both < n)
+def _candidate_reach(at: pl.Series, start: pl.Series, carry: pl.Series) -> pl.Series:
+    """`_reach(start, carry)` (no limit) when every start and every carrying line is one of the lines `at`
+    (ascending; `start`, `carry`: their values, not null): the line numbers it reaches (the last may be the
+    line after the chunk). A chain runs over consecutive lines of `at`, then reaches one line more when its
+    last line carries."""
+    got, _ = _sparse_reach(at, start, carry)
+    on = at.filter(carry)
+    return pl.concat([got, got.filter(got.is_in(on.implode())) + 1])
 
 
 def _sparse_reach(
@@ -269,8 +276,8 @@ def _sparse_reach(
     """`_reach(start, carry, limit)` over the lines `pos` only (ascending line numbers; `start`, `carry`:
     their values; a null `carry` carries, as in `_reach`, but cuts nothing): (the line numbers it reaches;
     those where the limit cuts it short). Exact when `pos` holds every start and, for every line it reaches,
-    each line from its latest start to it (`_windows` of the starts; or every start and carrying line with
-    the line after each, `_around`): a gap in `pos` breaks the closure, as a line of the gap would
+    each line from its latest start to it (`_windows` of the starts): a gap in `pos` breaks the closure, as
+    a line of the gap would
     (checked against `_reach` in tests/parsers/test_mixed_fam_reach.py)."""
     i = pl.col("pos")
     step = (i - i.shift(1)) == 1
@@ -306,12 +313,7 @@ def _family(lines: pl.Series, ctx: FileContext, lit: pl.Series | None = None) ->
     n = len(lines)
     if lit is None:  # (`lit`: the `FAMILY_LITERALS` test of each line, when the caller made it)
         lit = _holds_any(lines, FAMILY_LITERALS, _FAMILY_ANY).fill_null(False)
-    c = (
-        lit
-        | lines.str.contains(FAMILY_SOURCES)
-        | lines.str.contains(FAMILY_ENDS)
-        | lines.str.contains(ONLY_PREFIXES)
-    ).fill_null(False)
+    c = (lit | lines.str.contains(FAMILY_SOURCES) | lines.str.contains(_EDGES)).fill_null(False)
     n_cand = int(c.sum())
     if n_cand == 0:  # no line the grammar reads
         return nccl.FamilyRows(tables={}, understood=c.alias("c"), notes=[], hosts=[]), 0
@@ -321,17 +323,16 @@ def _family(lines: pl.Series, ctx: FileContext, lit: pl.Series | None = None) ->
     kinds = (
         lines.gather(at)
         .to_frame("text")
-        .select(
+        .with_columns(
             at=at,
-            wrap=text.str.contains(WRAP_HEAD),
-            tb=text.str.contains('File "', literal=True),
-            le=text.str.contains(td.LAST_ERROR_TEXT, literal=True),
-            bh=text.str.contains(BLOCK_HEAD),
+            wrap=text.str.contains(WRAP_HEAD).fill_null(False),
+            tb=text.str.contains('File "', literal=True).fill_null(False),
+            le=text.str.contains(td.LAST_ERROR_TEXT, literal=True).fill_null(False),
+            bh=text.str.contains(BLOCK_HEAD).fill_null(False),
         )
-        .fill_null(False)
     )
     # (a kind no candidate line is reaches no line: its closure is empty, not worked out)
-    has = kinds.select(pl.exclude("at").any()).row(0, named=True)
+    has = kinds.select(pl.exclude("at", "text").any()).row(0, named=True)
     kept = [at]
     empty = at.clear()
     wrap_cut, block_cut = empty, empty
@@ -343,11 +344,8 @@ def _family(lines: pl.Series, ctx: FileContext, lit: pl.Series | None = None) ->
         kept.append(got)
     if has["tb"]:
         # a carrying line (a `File "` or ` NCCL ` line) holds a family literal: it is a candidate
-        pos = _around(at, n)
-        tb = pos.is_in(kinds.filter("tb").get_column("at").implode())
-        nccl_line = lines.gather(pos).str.contains(" NCCL ", literal=True).fill_null(False)
-        got, _ = _sparse_reach(pos, tb, tb | nccl_line)
-        kept.append(got)
+        carry = kinds.select(pl.col("tb") | text.str.contains(" NCCL ", literal=True).fill_null(False))
+        kept.append(_candidate_reach(at, kinds.get_column("tb"), carry.to_series()))
     if has["le"]:
         le = kinds.filter("le").get_column("at")
         kept += [le, le + 1]

@@ -1,5 +1,6 @@
 """`_mixed._family` works out what is read with the candidate lines on a few lines (`_sparse_reach` over
-`_windows` / `_around`): the same lines as the dense closure `_reach` over every line, on random inputs."""
+`_windows`, `_candidate_reach`): the same lines as the dense closure `_reach` over every line, on random
+inputs."""
 
 from __future__ import annotations
 
@@ -48,14 +49,13 @@ def test_sparse_reach_over_windows_equals_the_dense_closure(lines: list, limit: 
 @given(st.lists(st.tuples(st.booleans(), st.booleans(), st.booleans()), min_size=1, max_size=150))
 def test_sparse_reach_around_candidates_equals_the_dense_closure(lines: list) -> None:
     """A closure without a limit whose starting and carrying lines are all candidates (tracebacks): worked out
-    over the candidates and the line after each."""
+    over the candidates."""
     start = [s for s, _, _ in lines]
     carry = [c for _, c, _ in lines]
     cand = [s or c or x for s, c, x in lines]
-    at = pl.Series([i for i, x in enumerate(cand) if x], dtype=pl.UInt32)
-    pos = _mixed._around(at, len(lines))
-    assert pos.to_list() == sorted(set(pos.to_list()))
-    assert _sparse(pos, start, carry, None) == _dense(start, carry, None)
+    at = pl.Series([i for i, x in enumerate(cand) if x], dtype=pl.Int64)
+    got = _mixed._candidate_reach(at, pl.Series(start).gather(at), pl.Series(carry).gather(at))
+    assert sorted(set(got.to_list()) - {len(lines)}) == _dense(start, carry, None)[0]
 
 
 @given(st.lists(st.booleans(), min_size=1, max_size=100))
