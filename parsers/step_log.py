@@ -3385,11 +3385,13 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     s = s.with_columns(vi=vi.fill_null(False), vh=vh.fill_null(False))
     head_h = ov(pl.when(t != 3).then(pl.col("vh")).forward_fill())
     s = s.with_columns(inu=pl.col("vi") | pl.col("vh") | ((t == 3) & head_h.fill_null(False)))
-    # (`k`: the unit of a line, units numbered in line order of their iteration lines)
+    # (`k`: the unit of a line, units numbered in line order of their iteration lines, over all streams: the
+    # number of the unit's iteration line, then carried down its stream)
+    s = s.with_columns(_u=pl.when(pl.col("vi")).then(pl.col("vi").cum_sum().cast(pl.Int64) - 1))
     s = s.with_columns(
         last_i=ov(pl.when(pl.col("vi")).then(pos).forward_fill()),
         after_unit=(~pl.col("inu") & ov(pl.col("inu").shift(1))).fill_null(False),
-        k=ov(pl.when(pl.col("vi")).then(pl.col("vi").cum_sum().cast(pl.Int64) - 1).forward_fill()),
+        k=ov(pl.col("_u").forward_fill()),
     )
     n_units = int(s.get_column("vi").sum())
     if n_units < _MEG_MIN:
