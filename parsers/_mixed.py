@@ -401,8 +401,9 @@ def _both(lines: pl.Series, ctx: FileContext, lit: pl.Series | None = None) -> P
     family, n_family = _family(lines, ctx, lit)
     if n_family == 0:
         return step_log.parse(lines, ctx)
-    understood = family.understood.fill_null(False)
-    rest = step_log.parse(pl.select(pl.when(understood).then(pl.lit("")).otherwise(lines)).to_series(), ctx)
+    # the family's lines blanked (written in place in a copy: a select over every line costs ~8x more)
+    blanked = lines.clone().scatter(family.understood.fill_null(False).arg_true(), "").alias("literal")
+    rest = step_log.parse(blanked, ctx)
     tables = dict(family.tables)
     for name, df in rest.tables.items():
         if df.height:
