@@ -1752,10 +1752,9 @@ def _step_fragments(
     return out
 
 
-_TQDM_CANON = (
-    r"^[^\d%|]*[0-9]{1,3}%\|[^|]*\| *[0-9]+/[0-9]+ *\[[0-9:]+<(?:[0-9:?]*, *"
-    r"(?:[0-9.]+|\?) *(?:s/it|it/s)[\],]|-).*$"
-)
+_TQDM_CANON_HEAD = r"^[^\d%|]*[0-9]{1,3}%$"
+_TQDM_CANON_TAIL = r"^ *[0-9]+/[0-9]+ *\[[0-9:]+<(?:[0-9:?]*, *(?:[0-9.]+|\?) *(?:s/it|it/s)[\],]|-).*$"
+_TQDM_CANON = _TQDM_CANON_HEAD.removesuffix("$") + r"\|[^|]*\|" + _TQDM_CANON_TAIL.removeprefix("^")
 """tqdm bars whose `TQDM_RE` groups the split lane of `_tqdm_match` finds (ASCII digits and blanks): with a
 rate, or with a negative remaining time (`<-`, as tqdm prints past the total): no remaining time nor rate
 (`TQDM_RE`'s optional group wants a `,` after the remaining time's digits), `post` all after the `<`."""
@@ -1775,14 +1774,21 @@ def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
     if seg.height < _LANE_MIN:  # (every group of the regex, as before)
         return _match(seg, g.TQDM_RE, txt.str.contains("%|", literal=True))
     bars = seg.filter(txt.str.contains("%|", literal=True))
-    canon = bars.select(txt.str.contains(_TQDM_CANON)).to_series()
+    # one split at the first two `|` (`_TQDM_CANON` is the part before them, any text without `|` between
+    # them, and the part after: the regexes of the parts skip the bar's many block characters); in the rest
+    # (ASCII up to the unit, so byte offsets are character offsets) the fields are cut at the offsets of
+    # `/`, `[`, `,` and the unit
+    cut = bars.select(_s=txt.str.splitn("|", 3)).unnest("_s")
+    canon = cut.select(
+        (pl.col("field_0").str.contains(_TQDM_CANON_HEAD) & pl.col("field_2").str.contains(_TQDM_CANON_TAIL))
+        .fill_null(False)
+    ).to_series()
     n_canon = int(canon.sum())
     fast = bars.filter(canon) if n_canon < bars.height else bars
-    # one split at the first two `|`; in the rest (ASCII up to the unit, so byte offsets are character
-    # offsets) the fields are cut at the offsets of `/`, `[`, `,` and the unit
-    parts = fast.select(_s=txt.str.splitn("|", 3)).select(
-        _d=pl.col("_s").struct.field("field_0").str.strip_suffix("%").str.strip_chars_end("0123456789"),
-        _r=pl.col("_s").struct.field("field_2"),
+    cut = cut.filter(canon) if n_canon < bars.height else cut
+    parts = cut.select(
+        _d=pl.col("field_0").str.strip_suffix("%").str.strip_chars_end("0123456789"),
+        _r=pl.col("field_2"),
     )
     r = pl.col("_r")
     parts = parts.with_columns(
