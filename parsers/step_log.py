@@ -443,6 +443,41 @@ assert g.TITAN_RE == _TITAN_HEAD + "(?P<rest>.*(?:memory|tps|wps|tflops|mfu):.*)
 _TITAN_HEAD_NC = re.sub(r"\(\?P<\w+>", "(?:", _TITAN_HEAD)
 _TIMER_LINE_PREFIX = g.TIMER_LINE_RE.split("(?P<pairs>")[0]
 assert g.TIMER_LINE_RE == _TIMER_LINE_PREFIX + "(?P<pairs>.*)$"
+_TIMER_LINE_BEFORE = r"(?:^|\]\s*|rank=\d+\s+)$"
+_TIMER_LINE_AFTER = r"^\s*\|"
+_TIMER_LINE_MID = r"time \(ms\)"
+assert g.TIMER_LINE_RE == (
+    _TIMER_LINE_BEFORE.removesuffix("$")
+    + _TIMER_LINE_MID
+    + _TIMER_LINE_AFTER.removeprefix("^")
+    + "(?P<pairs>.*)$"
+)
+
+
+def _timer_line_hits(text: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """`text.str.contains(g.TIMER_LINE_RE)` for lines that hold `time (ms)`, and the text after the first
+    `time (ms)` of each line.
+
+    On many lines, those holding it once are cut there: a match of the regex is then the text before ending
+    as `_TIMER_LINE_BEFORE` wants (a regex anchored at its end, read backwards from there) and the text after
+    starting as `_TIMER_LINE_AFTER` wants (`.*$`, no line feed after the `|`, holds where the text after holds
+    none); the regex reads the others (with a line feed there, or `time (ms)` twice)."""
+    cut = pl.DataFrame({"_s": text.str.splitn("time (ms)", 2)}).unnest("_s")
+    if text.len() < _LANE_MIN:
+        return text.str.contains(g.TIMER_LINE_RE), cut.get_column("field_1")
+    before, after = pl.col("field_0"), pl.col("field_1")
+    got = cut.select(
+        once=~after.str.contains_any(["time (ms)", "\n"]),
+        hit=before.str.contains(_TIMER_LINE_BEFORE) & after.str.contains(_TIMER_LINE_AFTER),
+    )
+    once = got.get_column("once").fill_null(False)
+    hit = got.get_column("hit").fill_null(False)
+    if bool(once.all()):
+        return hit, cut.get_column("field_1")
+    many = (~once).arg_true()
+    return hit.scatter(many, text.gather(many).str.contains(g.TIMER_LINE_RE)), cut.get_column("field_1")
+
+
 _TIMER_OTHER = "|".join(
     "(?:" + re.sub(r"\(\?P<\w+>", "(?:", p) + ")"
     for p in (g.TIMER_SINGLE_RE, g.TIMER_NAME_RE, g.TIMER_RANK_RE)
@@ -2149,7 +2184,9 @@ def _block_fragments(
     # one-line timers
     tl = seg.clear()
     if "time (ms)" in present:
-        tl = seg.filter(txt.str.contains("time (ms)", literal=True)).filter(txt.str.contains(g.TIMER_LINE_RE))
+        tl = seg.filter(txt.str.contains("time (ms)", literal=True))
+        hits, after_tms = _timer_line_hits(tl.get_column("text"))
+        tl = tl.with_columns(_after_tms=after_tms).filter(hits)
     if tl.height:
         understood.append(tl.select("line"))
         # NOTE: split, not regex-captured (captures were most of the cost of DeepSpeed logs), same values:
@@ -2161,10 +2198,10 @@ def _block_fragments(
         if tl.height < _LANE_MIN:
             fast = pl.Series([False] * tl.height)
         else:
-            after = txt.str.splitn("time (ms)", 2).struct.field("field_1")
-            tl = tl.with_columns(_after=after.str.splitn("|", 2).struct.field("field_1"))
+            tl = tl.with_columns(_after=pl.col("_after_tms").str.splitn("|", 2).struct.field("field_1"))
             after = pl.col("_after")
             fast = tl.select(after.str.contains(_TIMER_PAIRS_FAST).fill_null(False)).to_series()
+        tl = tl.drop("_after_tms")
         n_fast = int(fast.sum())
         if n_fast == 0:
             tl = _timer_line_pairs(tl)
