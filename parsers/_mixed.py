@@ -277,8 +277,7 @@ def _sparse_reach(
     their values; a null `carry` carries, as in `_reach`, but cuts nothing): (the line numbers it reaches;
     those where the limit cuts it short). Exact when `pos` holds every start and, for every line it reaches,
     each line from its latest start to it (`_windows` of the starts): a gap in `pos` breaks the closure, as
-    a line of the gap would
-    (checked against `_reach` in tests/parsers/test_mixed_fam_reach.py)."""
+    a line of the gap would (checked against `_reach` in tests/parsers/test_mixed_fam_reach.py)."""
     i = pl.col("pos")
     step = (i - i.shift(1)) == 1
     last = pl.when("start").then(i).forward_fill()
