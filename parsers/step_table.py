@@ -115,7 +115,10 @@ def _header(line: str) -> tuple[str, list[str]] | None:
     """(separator, column names) of a CSV/TSV header line, or None."""
     for sep in (",", "\t", ";"):
         if line.count(sep) >= 1:
-            names = next(csv.reader([line], delimiter=sep))
+            try:
+                names = next(csv.reader([line], delimiter=sep))
+            except csv.Error:  # a carriage return inside the line (a lone one is kept in a line): no header
+                return None
             if len(names) >= 2:
                 return sep, [n.strip() for n in names]
     return None

@@ -6,7 +6,7 @@ import json
 from datetime import datetime, timezone
 
 import polars as pl
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from parsers import step_log
@@ -290,6 +290,8 @@ TABLE_PIECES = st.sampled_from(
 
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.one_of(TABLE_PIECES, st.text(max_size=30)), max_size=8))
+@example(["0\r\t"])  # a lone carriage return in a header-like line (csv.reader refused it)
+@example(["step,step_time_s\r,rank", "1,0.5,0"])
 def test_step_table_never_raises_and_accounts(pieces: list[str]) -> None:
     lines = pl.Series("line", "\n".join(pieces).split("\n"))
     result = step_table.parse(lines, CTX)
