@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, settings
 
-from parsers.base import HARNESS_LINE, ParseResult, lines_from_bytes
+from parsers.base import HARNESS_LINE, FileContext, ParseResult, lines_from_bytes
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -117,6 +117,32 @@ def assert_same_result(a: ParseResult, b: ParseResult) -> None:
         x, y = a.tables[name], b.tables[name]
         assert x.schema == y.schema, name
         assert x.equals(y, null_equal=True), (name, x, y)
+
+
+def assert_family_as_whole(lines: pl.Series, ctx: FileContext) -> None:
+    """`_mixed._family` (the family grammar on a training log's candidate lines and what is read with them)
+    agrees with `_mixed._whole` (the grammar on every line): count, understood lines, notes, hosts, tables."""
+    from parsers import _mixed
+
+    sub, n_sub = _mixed._family(lines, ctx)
+    whole, n_whole = _mixed._whole(lines, ctx)
+    assert n_sub == n_whole
+    assert sub.understood.to_list() == whole.understood.to_list()
+    assert (sub.notes, sub.hosts) == (whole.notes, whole.hosts)
+    assert list(sub.tables) == list(whole.tables)
+    for name in sub.tables:
+        assert sub.tables[name].schema == whole.tables[name].schema
+        assert sub.tables[name].equals(whole.tables[name], null_equal=True), name
+
+
+def mutated(rnd: random.Random, s: str, alphabet: str, edits: int, span: int) -> str:
+    """`s` with up to `edits` random edits: at a random place, up to `span` characters replaced by up to `span`
+    drawn from `alphabet` (fast paths checked against their regex on lines that almost match)."""
+    for _ in range(rnd.randint(0, edits)):
+        at = rnd.randrange(len(s) + 1)
+        put = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, span)))
+        s = s[:at] + put + s[at + rnd.randint(0, span) :]
+    return s
 
 
 FIXTURES = Path(__file__).parent / "fixtures"

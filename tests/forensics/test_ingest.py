@@ -595,6 +595,25 @@ def test_outcomes_keep_every_row_across_merges_and_spills(tmp_path: Path, monkey
     assert sorted(zip(got["file"], got["line"], strict=True)) == sorted(want)
 
 
+def _megatron_iterations(n: int) -> list[str]:
+    """`n` Megatron iteration lines of 4 srun ranks (`srun -l` prefixes)."""
+    return [
+        f"{i % 4}:  iteration {i:8d}/ 100000 | consumed samples: {i * 8:10d} | elapsed time per iteration (ms): "
+        f"{1000 + (i * 37) % 200:.1f} | learning rate: 1.0E-04 | global batch size:     8 | lm loss: 2.5E+00 |"
+        for i in range(1, n + 1)
+    ]
+
+
+def _cut_in_ranges_and_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file of 60 kB or more cut into 30 kB byte ranges, even in a small bundle; steps and gpu_samples of
+    more than 100 rows left in their parts, written in parts of 700 rows."""
+    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 30_000)
+    monkeypatch.setattr(ingest_mod, "SPLIT_MIN_BYTES", 60_000)
+    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(ingest_mod, "HOLD_ROWS", 100)
+    monkeypatch.setattr(ingest_mod, "PART_ROWS", 700)
+
+
 def _spy_on_kept_parts(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """The written parts the parent takes as a worker wrote them (`_keep_part`), as they are taken."""
     kept: list[Path] = []
@@ -609,20 +628,10 @@ def test_a_large_table_from_byte_ranges_written_in_parts_keeps_every_row(
     """A training log split into byte ranges whose steps are too many to hold: the ranges' parts (lines
     shifted by each range's offset) are read back piece by piece, each piece opening only the parts that hold
     its rows; the table has the rows of a plain sequential ingest, in sorted parts."""
-    lines = []
-    for i in range(1, 3001):
-        rank = i % 4
-        lines.append(
-            f"{rank}:  iteration {i:8d}/ 100000 | consumed samples: {i * 8:10d} | elapsed time per iteration (ms): "
-            f"{1000 + (i * 37) % 200:.1f} | learning rate: 1.0E-04 | global batch size:     8 | lm loss: 2.5E+00 |"
-        )
+    lines = _megatron_iterations(3000)
     src = make_bundle(tmp_path, {"node-001/train.log": "\n".join(lines) + "\n", "node-002/train.log": lines[0] + "\n"})
     whole = ingest(src, tmp_path / "whole", jobs=1)
-    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 30_000)
-    monkeypatch.setattr(ingest_mod, "SPLIT_MIN_BYTES", 60_000)
-    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(ingest_mod, "HOLD_ROWS", 100)
-    monkeypatch.setattr(ingest_mod, "PART_ROWS", 700)
+    _cut_in_ranges_and_parts(monkeypatch)
     assert len(ingest_mod._plan_split(_bundle_files(src, tmp_path)["node-001/train.log"], Limits()).spans) > 5
     kept = _spy_on_kept_parts(monkeypatch)
     split = ingest(src, tmp_path / "split", jobs=2)
@@ -647,19 +656,10 @@ def test_ranges_numbered_from_a_wrong_count_are_shifted_and_not_kept_as_they_are
     """Should the parent's count of the lines before a range be off (a file changed while read, a line end
     counted otherwise than the reader counts it), the merge shifts the range's rows by the difference and
     the parent rewrites its part: line numbers stay those of the file."""
-    lines = [
-        f"{i % 4}:  iteration {i:8d}/ 100000 | consumed samples: {i * 8:10d} | elapsed time per iteration "
-        f"(ms): {1000 + (i * 37) % 200:.1f} | learning rate: 1.0E-04 | global batch size: 8 | lm loss: 2.5"
-        for i in range(1, 1501)
-    ]
-    text = "\n".join(lines) + "\n"
-    src = make_bundle(tmp_path, {"node-001/train.log": text, "node-002/x.log": lines[0] + "\n"})
+    lines = _megatron_iterations(1500)
+    src = make_bundle(tmp_path, {"node-001/train.log": "\n".join(lines) + "\n", "node-002/x.log": lines[0] + "\n"})
     whole = ingest(src, tmp_path / "whole", jobs=1)
-    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 30_000)
-    monkeypatch.setattr(ingest_mod, "SPLIT_MIN_BYTES", 60_000)
-    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(ingest_mod, "HOLD_ROWS", 100)
-    monkeypatch.setattr(ingest_mod, "PART_ROWS", 700)
+    _cut_in_ranges_and_parts(monkeypatch)
     count = ingest_mod.span_first_lines
     monkeypatch.setattr(ingest_mod, "span_first_lines", lambda f, sp: [n + 3 * (n > 1) for n in count(f, sp)])
     kept = _spy_on_kept_parts(monkeypatch)

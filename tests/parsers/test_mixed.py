@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from parsers import _mixed, nccl, step_log
 from parsers.base import FileContext, ParseResult, check_accounting
+from tests.conftest import assert_family_as_whole
 
 CTX = FileContext(path="node-001/train.log", node="node-001")
 
@@ -172,15 +173,7 @@ def test_family_pass_on_candidate_lines_equals_the_whole_chunk(path: Path) -> No
     for i, how in enumerate(("block", "sprinkle", "tail")):
         lines = embedded(path, how, i)
         ctx = FileContext(path="train.log", node="node-001", first_line=1 + 500 * i, year_hint=2025)
-        sub, n_sub = _mixed._family(lines, ctx)
-        whole, n_whole = _mixed._whole(lines, ctx)
-        assert n_sub == n_whole
-        assert sub.understood.to_list() == whole.understood.to_list()
-        assert (sub.notes, sub.hosts) == (whole.notes, whole.hosts)
-        assert list(sub.tables) == list(whole.tables)
-        for name in sub.tables:
-            assert sub.tables[name].schema == whole.tables[name].schema
-            assert sub.tables[name].equals(whole.tables[name], null_equal=True), name
+        assert_family_as_whole(lines, ctx)
 
 
 def test_family_pass_reads_few_lines_of_a_step_log() -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from parsers import _mixed
 from parsers.base import FileContext
+from tests.conftest import assert_family_as_whole
 
 WATCHDOG = (
     "[rank3]:[E1129 10:30:12.984683378 ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog caught collective "
@@ -80,12 +81,4 @@ def test_family_pass_equals_the_whole_chunk_at_the_edges(seed: int) -> None:
         body += [step(900 + j) for j in range(rng.randint(1, 40))]
     lines = pl.Series("line", body, dtype=pl.String)
     ctx = FileContext(path="train.log", node="node-001", first_line=1 + seed, year_hint=2025)
-    sub, n_sub = _mixed._family(lines, ctx)
-    whole, n_whole = _mixed._whole(lines, ctx)
-    assert n_sub == n_whole
-    assert sub.understood.to_list() == whole.understood.to_list()
-    assert (sub.notes, sub.hosts) == (whole.notes, whole.hosts)
-    assert list(sub.tables) == list(whole.tables)
-    for name in sub.tables:
-        assert sub.tables[name].schema == whole.tables[name].schema
-        assert sub.tables[name].equals(whole.tables[name], null_equal=True), name
+    assert_family_as_whole(lines, ctx)

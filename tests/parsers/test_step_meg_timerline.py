@@ -10,6 +10,7 @@ import pytest
 
 from parsers import _step_grammars as g
 from parsers import step_log as S  # noqa: N812
+from tests.conftest import mutated
 
 _LINES = (
     "[default7]:[2025-03-02 12:09:04,335] [INFO] [logging.py:96:log_dist] [Rank 7] time (ms) | fwd: 446.11 | "
@@ -26,12 +27,7 @@ def test_timer_line_hits_as_the_regex(seed: int) -> None:
     rnd = random.Random(seed)
     lines = []
     for _ in range(3 * S._LANE_MIN):
-        s = rnd.choice(_LINES)
-        for _ in range(rnd.randint(0, 3)):
-            at = rnd.randrange(len(s) + 1)
-            put = "".join(rnd.choice(_ALPHABET) for _ in range(rnd.randint(0, 3)))
-            s = s[:at] + put + s[at + rnd.randint(0, 3) :]
-        lines.append(s)
+        lines.append(mutated(rnd, rnd.choice(_LINES), _ALPHABET, edits=3, span=3))
     lines += ["time (ms) | a: 1\n", "x]\ntime (ms)|", "a] time (ms) time (ms) |", "rank=1 time (ms)\n | a: 1"]
     text = pl.Series(lines).filter(pl.Series(lines).str.contains("time (ms)", literal=True))
     assert text.len() >= S._LANE_MIN

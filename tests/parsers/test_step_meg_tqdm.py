@@ -10,6 +10,7 @@ import pytest
 
 from parsers import _step_grammars as g
 from parsers import step_log as S  # noqa: N812
+from tests.conftest import mutated
 
 _BARS = (
     "202%|████████████████████| 405230/200000 [160:34:55<-4786:16, 1.35s/it]",
@@ -22,15 +23,7 @@ _ALPHABET = " |[]<>-,:0123456789/%?.sit\u0663\u00e9\r"
 
 def _segments(seed: int, n: int = 6000) -> list[str]:
     rnd = random.Random(seed)
-    out = []
-    for _ in range(n):
-        s = rnd.choice(_BARS)
-        for _ in range(rnd.randint(0, 2)):
-            at = rnd.randrange(len(s) + 1)
-            put = "".join(rnd.choice(_ALPHABET) for _ in range(rnd.randint(0, 2)))
-            s = s[:at] + put + s[at + rnd.randint(0, 2) :]
-        out.append(s)
-    return out
+    return [mutated(rnd, rnd.choice(_BARS), _ALPHABET, edits=2, span=2) for _ in range(n)]
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
