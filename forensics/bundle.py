@@ -603,22 +603,22 @@ def line_spans(f: BundleFile, span_bytes: int, probe: int = 1024**2) -> list[tup
     return list(itertools.pairwise(cuts))
 
 
-def span_first_lines(f: BundleFile, spans: list[tuple[int, int]]) -> list[int]:
-    """The line number of the first line of each of `spans` (from `line_spans`), counting lines as
-    `parsers.base.lines_from_bytes` does in each range: the rows of a range can be numbered where the
-    range is parsed, without the ranges before it. Reads the whole file (~0.3 s a GB, one core).
+def span_first_lines(f: BundleFile, spans: list[tuple[int, int]]) -> Iterator[int]:
+    """The line number of the first line of each of `spans` (from `line_spans`), range by range, counting
+    lines as `parsers.base.lines_from_bytes` does in each range: the rows of a range can be numbered where
+    the range is parsed, without the ranges before it. Reads the file up to the last range (~0.3 s a GB,
+    one core).
 
     Raises:
         OSError: the file cannot be read.
     """
     assert f.source is not None and f.compression is None
-    firsts, line = [], 1
+    line = 1
     with open(f.source, "rb") as fh:
         for start, end in spans:
-            firsts.append(line)
+            yield line
             fh.seek(start)
             line += count_lines(fh.read(end - start))
-    return firsts
 
 
 def count_lines(data: bytes) -> int:

@@ -662,7 +662,7 @@ def _completed(df: pl.DataFrame, p: Part, table: str) -> pl.DataFrame:
 
 
 def _worker_init() -> None:
-    os.environ.update(WORKER_ENV)  # (for what the worker starts; its own polars was sized before this ran)
+    os.environ.update(_worker_env())  # (for what the worker starts; its polars was sized before this ran)
     # The modules are loaded: the collector need not walk them again, and parsers that build many small
     # Python objects (small files, -q walks) pay fewer collections (~3-6 % of a small file's CPU).
     gc.freeze()
@@ -764,10 +764,10 @@ class _Split:
     runner_up: str | None
     spans: list[tuple[int, int]]
     first_lines: _LineCount | None = None
-    """The line number each range starts at, counted by the parent in a thread while the workers start and
-    take the first tasks, when the format fills a table of `LARGE_TABLES`: a worker then writes a range's
-    rows of it numbered as in the file, in a part the parent keeps as it is. None (or a count that failed):
-    ranges are numbered from 1 and shifted by the parent."""
+    """The line number each range starts at, counted by the parent (in a thread, while the workers start and
+    parse) when the format fills a table of `LARGE_TABLES`: a worker then writes a range's rows of it
+    numbered as in the file, in a part the parent keeps as it is. None (or a range the count did not reach):
+    the range is numbered from 1 and shifted by the parent."""
 
     def first_line(self, k: int) -> int:
         """Where range `k` starts (waits for the count to get there)."""
@@ -775,14 +775,16 @@ class _Split:
 
 
 class _LineCount:
-    """`span_first_lines(f, spans)` worked out in a thread, range by range: `at(k)` waits for range `k` only
-    (a 5 GB log's count takes ~1.5 s; its first ranges go to the workers as soon as they are counted)."""
+    """`span_first_lines(f, spans)` worked out by `counter` (one thread: the files one after the other, in the
+    order they were planned, which is the order their ranges go to the workers), range by range: `at(k)`
+    waits for range `k` only (a 5 GB log's count takes ~1.5 s; its first ranges go to the workers as soon as
+    they are counted)."""
 
-    def __init__(self, f: BundleFile, spans: list[tuple[int, int]]) -> None:
+    def __init__(self, f: BundleFile, spans: list[tuple[int, int]], counter: ThreadPoolExecutor) -> None:
         self.firsts: list[int] = []
-        self.failed = False
+        self.done = False
         self.ready = threading.Condition()
-        threading.Thread(target=self._count, args=(f, spans), name="line-count", daemon=True).start()
+        counter.submit(self._count, f, spans)
 
     def _count(self, f: BundleFile, spans: list[tuple[int, int]]) -> None:
         try:
@@ -790,20 +792,24 @@ class _LineCount:
                 with self.ready:
                     self.firsts.append(first)
                     self.ready.notify_all()
-        except Exception:  # noqa: BLE001 - an unreadable file: its ranges are numbered from 1 and shifted
+        except Exception:  # noqa: BLE001 - a file that cannot be read: the ranges not reached start at 1
+            pass
+        finally:
             with self.ready:
-                self.failed = True
+                self.done = True
                 self.ready.notify_all()
 
     def at(self, k: int) -> int:
+        """The first line of range `k`; 1 when the count could not get there (the merge shifts it)."""
         with self.ready:
-            self.ready.wait_for(lambda: len(self.firsts) > k or self.failed)
-            return 1 if self.failed else self.firsts[k]
+            self.ready.wait_for(lambda: len(self.firsts) > k or self.done)
+            return self.firsts[k] if k < len(self.firsts) else 1
 
 
-def _plan_split(f: BundleFile, limits: Limits, count: bool = False) -> _Split | None:
+def _plan_split(f: BundleFile, limits: Limits, counter: ThreadPoolExecutor | None = None) -> _Split | None:
     """Detect a large uncompressed text file's format from its head and cut it into line-aligned ranges
-    (with `count`, the lines before each range are counted when the rows are worth it: `_Split.first_lines`).
+    (with `counter`, the lines before each range are counted there when the rows are worth it:
+    `_Split.first_lines`).
 
     None (the file is one task, `ingest_file` decides everything) for small, compressed, skipped,
     ignored, binary, unrecognised or unreadable files: only a plain log the registry recognises is split.
@@ -828,9 +834,10 @@ def _plan_split(f: BundleFile, limits: Limits, count: bool = False) -> _Split | 
         return None
     if len(spans) < 2:
         return None
-    # ~0.3 s a GB, beside the workers, saves the parent reading and writing again every row of the large
+    # ~0.3 s a GB, while the workers parse, saves the parent reading and writing again every row of the large
     # tables
-    firsts = _LineCount(f, spans) if count and set(det.parser.TABLES) & set(LARGE_TABLES) else None
+    count = counter is not None and set(det.parser.TABLES) & set(LARGE_TABLES)
+    firsts = _LineCount(f, spans, counter) if count and counter is not None else None
     return _Split(det.parser.NAME, round(det.score, 3), det.runner_up, spans, firsts)
 
 
@@ -873,8 +880,8 @@ def _merge_spans(f: BundleFile, split: _Split, ranges: list[FileOutcome], sha256
         examples.extend((n + shift, text) for n, text in r.examples[: MAX_EXAMPLES - len(examples)])
         notes.extend(n for n in r.notes if n not in notes)
         offset += r.row["lines"]
-        for k in ("lines", "parsed", "unrecognized"):
-            row[k] += r.row[k]
+        for key in ("lines", "parsed", "unrecognized"):
+            row[key] += r.row[key]
     partial = next((r.row["status"] for r in ranges if r.row["status"].startswith("partial")), None)
     if partial:
         row["status"] = partial
@@ -1086,13 +1093,14 @@ def _tasks(files: list[BundleFile], splits: dict[str, _Split]) -> list[tuple[Bun
     to parse (`_cost`); ties keep the files' order.
     """
     costed: list[tuple[float, int, int, BundleFile, int]] = []
+    # every range costs the longest of all (they differ by a line), so they go in file order, range by range:
+    # the order in which the parent counts the lines before them (`_LineCount`)
+    span = max((end - start for split in splits.values() for start, end in split.spans), default=0)
     for i, f in enumerate(files):
         split = splits.get(f.path)
         if split is None:
             costed.append((_cost(f), i, 0, f, -1))
             continue
-        # a file's ranges all cost its longest one (they differ by a line), so they stay in file order
-        span = max(end - start for start, end in split.spans)
         costed.extend((span, i, k, f, k) for k in range(len(split.spans)))
         costed.append((f.size * HASH_COST, i, 0, f, -2))
     costed.sort(key=lambda t: (-t[0], t[1], t[2]))
@@ -1167,16 +1175,27 @@ WORKER_ENV = {
   it again, page by page: polars' allocator (jemalloc, `_RJEM_MALLOC_CONF`) does not purge freed pages, and
   Python's (glibc) keeps blocks up to 32 MB (a chunk's bytes) in its heap and does not trim it below 1 GB.
   Each 16 MB chunk allocates and frees a few hundred MB: on the 4 GB mix, the workers' page faults went from
-  1.1 M to 0.19 M and their system CPU from 3.8 to 2.0 s (ingest 19.3 -> 17.5 s). A worker's memory stays
-  at its high-water mark, which the ingest's peak counts anyway.
+  1.1 M to 0.19 M and their system CPU from 3.8 to 2.0 s (ingest 19.3 -> 17.5 s). A worker's memory then
+  stays at its own high-water mark, so the ingest's peak is the sum of the workers' peaks rather than the
+  peak of what they hold at once: 4 GB mix 0.97 -> 1.07 GB, the 1,000-node bundle (where the parent holds
+  most) 1.35 -> 1.44 GB. A user's own setting of glibc's variables is kept (`USER_MAY_SET`); jemalloc's is
+  not: polars puts its own defaults (500 ms decays) into `_RJEM_MALLOC_CONF` as it is imported, before
+  whatever the variable held, so the value a worker inherits would never tell the user's settings apart.
 """
+USER_MAY_SET = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+
+
+def _worker_env() -> dict[str, str]:
+    """`WORKER_ENV` without the variables of `USER_MAY_SET` this process's environment already sets."""
+    return {k: v for k, v in WORKER_ENV.items() if k not in USER_MAY_SET or k not in os.environ}
 
 
 @contextmanager
 def _workers_environment() -> Iterator[None]:
     """`WORKER_ENV` set in this process's environment while workers start (a spawned process inherits it)."""
-    saved = {k: os.environ.get(k) for k in WORKER_ENV}
-    os.environ.update(WORKER_ENV)
+    env = _worker_env()
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     try:
         yield
     finally:
@@ -1453,20 +1472,24 @@ def _ingest_bundle(
     if dask_client is not None:
         outcomes = _run_dask(files, dask_client, limits, year_hint, collected, tick, work)
     else:
-        splits = {}
-        if jobs > 1 and not small:
-            splits = {f.path: s for f in files if (s := _plan_split(f, limits, count=True))}
-        if jobs <= 1 or small or (len(files) < 2 and not splits):
-            place = {id(f): i for i, f in enumerate(files)}
-            for f, k in _batched(_tasks(files, {}), BATCH_FILES):
-                group = f if k == BATCH else (f,)
-                spills = [work / "parts" / str(place[id(g)]) for g in group]
-                got = ingest_files(group, limits, year_hint, collected, spills)
-                for g, o in zip(group, got, strict=True):
-                    outcomes.append(o)
-                    tick(g)
-        else:
-            outcomes = _run_parallel(files, jobs, work, limits, year_hint, collected, tick, splits=splits)
+        counter = ThreadPoolExecutor(1, thread_name_prefix="line-count")
+        try:
+            splits = {}
+            if jobs > 1 and not small:
+                splits = {f.path: s for f in files if (s := _plan_split(f, limits, counter))}
+            if jobs <= 1 or small or (len(files) < 2 and not splits):
+                place = {id(f): i for i, f in enumerate(files)}
+                for f, k in _batched(_tasks(files, {}), BATCH_FILES):
+                    group = f if k == BATCH else (f,)
+                    spills = [work / "parts" / str(place[id(g)]) for g in group]
+                    got = ingest_files(group, limits, year_hint, collected, spills)
+                    for g, o in zip(group, got, strict=True):
+                        outcomes.append(o)
+                        tick(g)
+            else:
+                outcomes = _run_parallel(files, jobs, work, limits, year_hint, collected, tick, splits=splits)
+        finally:
+            counter.shutdown(wait=False, cancel_futures=True)  # (nothing is left to count once parsed)
     parsed = time.monotonic()
     outcomes.sort(key=lambda o: o.row["path"])
 
@@ -1747,13 +1770,13 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path, as_is: dict[int,
     reader that needs one order across parts sorts (`read_table` concatenates them in part order).
 
     A part that is exactly the rows of one spilled part in `as_is` (K -> its file, which holds them as the
-    table will, `Outcomes.as_is`) is that file, linked (copied across file systems) and not read: a worker
-    wrote it so (4 GB mix: the parent's ~7 s of CPU reading, checking and writing 11.5 M rows again).
+    table will, `Outcomes.as_is`) is that file, hard-linked (copied where links are refused) and not read: a
+    worker wrote it so (4 GB mix: the parent's ~7 s of CPU reading, checking and writing 11.5 M rows again).
     """
     as_is = as_is or {}
     by_part = (
         lf.group_by("node", "file", PART_COLUMN)
-        .agg(n=pl.len(), lo=pl.col("line").min(), hi=pl.col("line").max())
+        .agg(n=pl.len(), lo=pl.col("line").min(), hi=pl.col("line").max(), nulls=pl.col("line").null_count())
         .collect()
     )
     counts = (
@@ -1796,8 +1819,10 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path, as_is: dict[int,
                 in_range = pl.col("line").is_between(a, b, closed="left")
                 overlaps = (pl.col("lo") < b) & (pl.col("hi") >= a)
                 within = pair & (pl.col("lo") >= a) & (pl.col("hi") < b)
-                if i == 0:
-                    in_range, overlaps = in_range | pl.col("line").is_null(), overlaps | pl.col("lo").is_null()
+                if i == 0:  # (the rows without a line, of whichever part, go with the first piece)
+                    in_range, overlaps = in_range | pl.col("line").is_null(), overlaps | (pl.col("nulls") > 0)
+                else:
+                    within = within & (pl.col("nulls") == 0)
                 pieces.append((pair & in_range, holding(pair & overlaps), within))
             continue
         if size and size + n > part_rows:

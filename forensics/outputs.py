@@ -29,15 +29,29 @@ META_VERSION = b"gpu_forensics.schema_version"
 ROW_GROUP_ROWS = 256 * 1024
 
 
+def _file_mode() -> int:
+    """The mode `open()` gives a new file here (0666 less the umask): `mkstemp`'s 0600 is for the temporary
+    name only, outputs are as readable as any other file the user writes (a kept part of a large table,
+    written by a worker with `open()`, has this mode too)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+FILE_MODE = _file_mode()
+
+
 @contextmanager
 def atomic_path(target: Path) -> Iterator[Path]:
-    """Yield a temporary path beside `target`; on success fsync and rename it over `target`."""
+    """Yield a temporary path beside `target`; on success give it `FILE_MODE`, fsync it and rename it over
+    `target`."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        os.chmod(tmp_path, FILE_MODE)
         with open(tmp_path, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp_path, target)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import types
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
@@ -17,7 +19,7 @@ from forensics import ingest as ingest_mod
 from forensics.bundle import BundleFile, Limits
 from forensics.errors import BundleError, OutputError
 from forensics.ingest import ingest, ingest_file
-from forensics.outputs import footer_metadata, read_table, read_tables, require_ingested
+from forensics.outputs import FILE_MODE, footer_metadata, read_table, read_tables, require_ingested
 from parsers import registry
 from parsers.base import FileContext, ParseResult, account, numbered
 from tests.conftest import make_bundle
@@ -644,6 +646,8 @@ def test_a_large_table_from_byte_ranges_written_in_parts_keeps_every_row(
     # the parent counted the lines before each range, so the workers' parts (ranges of ~200 steps) were
     # written numbered as in the file and are taken as they are; each is a sorted part of the table
     assert len(kept) >= 3001 // 200 - 2 and {k.name for k in kept} <= {f.name for f in files}
+    # kept or written by the parent, every part is as readable as a file the user writes
+    assert {stat.S_IMODE(f.stat().st_mode) for f in files} == {FILE_MODE}
     for part in (f for f in files if f.name in {k.name for k in kept}):
         df = pl.read_parquet(part)
         assert df.height and df.equals(df.sort("node", "rank", "step", "file", "line", maintain_order=True))
@@ -668,6 +672,72 @@ def test_ranges_numbered_from_a_wrong_count_are_shifted_and_not_kept_as_they_are
     a, b = read_table(tmp_path / "whole", "steps"), read_table(tmp_path / "split", "steps")
     assert b.sort(a.columns, nulls_last=True).equals(a.sort(a.columns, nulls_last=True))
     assert len(kept) == 1  # the first range only: its count (line 1) was right
+
+
+def test_parts_of_a_file_named_by_its_content_get_the_node_and_are_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A training log at the bundle's root whose lines name their host (`pdsh` prefixes): its ranges' steps
+    get that node from the parent (`Part.node`), so none of the workers' parts is taken as it is."""
+    lines = ["gpu-node-9: " + line for line in _megatron_iterations(3000)]
+    src = make_bundle(tmp_path, {"train.log": "\n".join(lines) + "\n", "node-002/x.log": lines[0] + "\n"})
+    whole = ingest(src, tmp_path / "whole", jobs=1)
+    _cut_in_ranges_and_parts(monkeypatch)
+    kept = _spy_on_kept_parts(monkeypatch)
+    split = ingest(src, tmp_path / "split", jobs=2)
+    assert split["totals"] == whole["totals"] and kept == []
+    a, b = read_table(tmp_path / "whole", "steps"), read_table(tmp_path / "split", "steps")
+    assert b.sort(a.columns, nulls_last=True).equals(a.sort(a.columns, nulls_last=True))
+    assert set(b.get_column("node")) == {"gpu-node-9"}
+
+
+def test_small_ranges_written_together_are_read_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ranges of a few dozen steps (fewer than 1/SOLO_SHARE of a written part) are written several to a part:
+    such a part is read from all of them, none is taken as it is, and no row is lost."""
+    lines = _megatron_iterations(3000)
+    text = "\n".join(lines) + "\n"
+    src = make_bundle(tmp_path, {"node-001/train.log": text, "node-002/x.log": lines[0] + "\n"})
+    whole = ingest(src, tmp_path / "whole", jobs=1)
+    _cut_in_ranges_and_parts(monkeypatch)
+    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 4_000)
+    monkeypatch.setattr(ingest_mod, "SPLIT_MIN_BYTES", 8_000)
+    kept = _spy_on_kept_parts(monkeypatch)
+    split = ingest(src, tmp_path / "split", jobs=2)
+    assert split["totals"] == whole["totals"] and kept == []
+    a, b = read_table(tmp_path / "whole", "steps"), read_table(tmp_path / "split", "steps")
+    assert b.height == 3001 and b.sort(a.columns, nulls_last=True).equals(a.sort(a.columns, nulls_last=True))
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_rows_without_a_line_in_a_later_part_are_written_once(tmp_path: Path, keep: bool) -> None:
+    """A (node, file) cut into line ranges: its rows without a line go with the first piece, whichever part
+    holds them (a part with some past the first range was read by no piece), and a part holding some is
+    not taken as it is for a later piece."""
+    from forensics.outputs import write_table_file
+    from forensics.schema import conform
+
+    outcomes = ingest_mod.Outcomes(tmp_path / "spill")
+    spans = [list(range(1, 1001)), [*range(1001, 1991), *[None] * 5], list(range(2001, 3001))]
+    for i, lines in enumerate(spans):
+        n = len(lines)
+        cols = {"node": ["n1"] * n, "source": ["dmon"] * n, "file": ["f.log"] * n, "gpu_index": [0] * n}
+        df = conform(pl.DataFrame(cols).with_columns(line=pl.Series(lines, dtype=pl.Int64)), "gpu_samples")
+        part = tmp_path / f"p{i}.parquet"
+        write_table_file(ingest_mod._sorted(df, "gpu_samples"), "gpu_samples", part)
+        outcomes.parts.setdefault("gpu_samples", []).append(ingest_mod.Part(str(part), final=True))
+    lf = outcomes.lazy("gpu_samples", tmp_path / "hive")
+    as_is = outcomes.as_is["gpu_samples"] if keep else {}
+    assert len(outcomes.as_is["gpu_samples"]) == 3
+    ingest_mod.PART_ROWS, saved = 1000, ingest_mod.PART_ROWS
+    try:
+        assert ingest_mod._write_in_parts(lf, "gpu_samples", tmp_path / "tables", as_is) == 2995
+    finally:
+        ingest_mod.PART_ROWS = saved
+    got = pl.read_parquet(sorted((tmp_path / "tables" / "gpu_samples").glob("*.parquet")))
+    assert got.height == 2995 and got.get_column("line").null_count() == 5
+    assert got.get_column("line").drop_nulls().n_unique() == 2990
 
 
 @pytest.mark.parametrize("inventory", [True, False])
@@ -761,16 +831,45 @@ def test_a_kept_part_is_linked_or_copied_where_links_fail(
 def test_line_count_of_a_split_file_gives_each_range_its_first_line_or_1_when_the_file_cannot_be_read(
     tmp_path: Path,
 ) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
     from forensics.bundle import line_spans, span_first_lines
 
     p = tmp_path / "f.log"
     p.write_bytes(b"".join(b"line %d\n" % i for i in range(3000)))
     f = BundleFile("f.log", p, p.stat().st_size, "n", "path")
     spans = line_spans(f, 2048)
-    count = ingest_mod._LineCount(f, spans)
-    assert [count.at(k) for k in reversed(range(len(spans)))] == span_first_lines(f, spans)[::-1]
-    gone = ingest_mod._LineCount(BundleFile("g.log", tmp_path / "gone.log", 10, "n", "path"), spans)
-    assert gone.at(3) == 1 and gone.failed
+    with ThreadPoolExecutor(1) as counter:
+        count = ingest_mod._LineCount(f, spans, counter)
+        missing = BundleFile("g.log", tmp_path / "gone.log", 10, "n", "path")
+        gone = ingest_mod._LineCount(missing, spans, counter)
+        assert [count.at(k) for k in reversed(range(len(spans)))] == list(span_first_lines(f, spans))[::-1]
+        assert gone.at(3) == 1 and gone.done
+
+
+def test_line_count_hands_out_each_range_once_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A range's first line is there as soon as the count gets to it, not after the whole file; a count that
+    stops short leaves the ranges it counted as counted, the others at 1."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    go = threading.Event()
+
+    def slow(f: object, spans: object) -> Iterator[int]:
+        yield 1
+        yield 40
+        go.wait(10)
+        raise OSError("gone")
+
+    monkeypatch.setattr(ingest_mod, "span_first_lines", slow)
+    with ThreadPoolExecutor(1) as counter:
+        f = BundleFile("f.log", tmp_path / "f.log", 1, "n", "path")
+        count = ingest_mod._LineCount(f, [(0, 1)] * 4, counter)
+        assert (count.at(0), count.at(1), count.done) == (1, 40, False)
+        go.set()
+        assert (count.at(1), count.at(3)) == (40, 1) and count.done
 
 
 def test_span_first_lines_number_each_range_where_it_starts(tmp_path: Path) -> None:
@@ -782,7 +881,7 @@ def test_span_first_lines_number_each_range_where_it_starts(tmp_path: Path) -> N
     p.write_bytes(body)
     f = BundleFile("f.log", p, len(body), "n", "path")
     spans = line_spans(f, 4096)
-    firsts = span_first_lines(f, spans)
+    firsts = list(span_first_lines(f, spans))
     assert len(spans) > 5 and firsts[0] == 1
     for (start, end), first, nxt in zip(spans, firsts, [*firsts[1:], None], strict=True):
         n = len(lines_from_bytes(body[start:end]))
@@ -836,16 +935,23 @@ def test_workers_start_with_one_polars_thread_and_leave_the_environment_as_it_wa
     """Each worker is one process on one core: its polars pool (sized when polars is first imported, before any
     initializer runs) has one thread, whatever this process's environment says."""
     monkeypatch.setenv("POLARS_MAX_THREADS", "7")
-    monkeypatch.delenv("_RJEM_MALLOC_CONF", raising=False)
+    monkeypatch.setenv("_RJEM_MALLOC_CONF", "dirty_decay_ms:500,muzzy_decay_ms:1000")  # (as polars leaves it)
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "12345")  # the user's own: kept
     pool = ingest_mod._new_pool(1)
     try:
         assert pool.submit(pl.thread_pool_size).result(timeout=120) == 1
         # (and its allocators keep the memory it frees: read by jemalloc and glibc as the process starts)
-        for k in ("_RJEM_MALLOC_CONF", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"):
-            assert pool.submit(os.getenv, k).result(timeout=60) == ingest_mod.WORKER_ENV[k]
+        # (polars, imported in the worker, reads the value it inherits after its own defaults: it wins)
+        conf = pool.submit(os.getenv, "_RJEM_MALLOC_CONF").result(timeout=60)
+        assert conf.endswith(ingest_mod.WORKER_ENV["_RJEM_MALLOC_CONF"])
+        mmap = pool.submit(os.getenv, "MALLOC_MMAP_THRESHOLD_").result(timeout=60)
+        assert mmap == ingest_mod.WORKER_ENV["MALLOC_MMAP_THRESHOLD_"]
+        assert pool.submit(os.getenv, "MALLOC_TRIM_THRESHOLD_").result(timeout=60) == "12345"
     finally:
         pool.shutdown()
-    assert os.environ["POLARS_MAX_THREADS"] == "7" and "_RJEM_MALLOC_CONF" not in os.environ
+    assert os.environ["POLARS_MAX_THREADS"] == "7" and os.environ["_RJEM_MALLOC_CONF"].endswith("1000")
+    assert "MALLOC_MMAP_THRESHOLD_" not in os.environ and os.environ["MALLOC_TRIM_THRESHOLD_"] == "12345"
 
 
 def _many_parser(boom: bool, calls: list[int]) -> types.ModuleType:
