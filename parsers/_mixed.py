@@ -236,22 +236,10 @@ WRAP_REACH = 16
 the next could too) the grammar reads every line."""
 
 
-def _reach(start: pl.Expr, carry: pl.Expr, limit: int | None = None) -> tuple[pl.Expr, pl.Expr]:
-    """Booleans: (a `start` line or a line after one in the closure `x[j] = start[j] or (x[j-1] and
-    carry[j-1])`, at most `limit` lines after its start; the lines where that limit cut the closure short).
-    The dense form over every line (`_family` works out the same on a few lines: `_sparse_reach`)."""
-    i = pl.int_range(pl.len(), dtype=pl.Int64)
-    last = pl.when(start).then(i).forward_fill()
-    run = pl.when(~carry.shift(1, fill_value=False)).then(i).forward_fill()
-    inside = (last >= run).fill_null(False)
-    if limit is None:
-        return inside, pl.lit(False)
-    return inside & (i - last <= limit), inside & (i - last == limit) & carry
-
-
 def _windows(starts: pl.Series, n: int, limit: int) -> pl.Series:
     """The line numbers (Int64, ascending, each once) of the lines at most `limit` after a start (`starts`:
-    ascending line numbers below `n`), up to the next start: where `_reach(.., limit)` may be true."""
+    ascending line numbers below `n`), up to the next start: where the closure of `_sparse_reach` with that
+    limit may reach."""
     s = starts.cast(pl.Int64).rename("s").to_frame()
     return s.select(
         p=pl.int_ranges(
@@ -261,7 +249,8 @@ def _windows(starts: pl.Series, n: int, limit: int) -> pl.Series:
 
 
 def _candidate_reach(at: pl.Series, start: pl.Series, carry: pl.Series) -> pl.Series:
-    """`_reach(start, carry)` (no limit) when every start and every carrying line is one of the lines `at`
+    """`_sparse_reach(.., start, carry)`'s closure (no limit) over a whole chunk, when every start and every
+    carrying line is one of the lines `at`
     (ascending; `start`, `carry`: their values, not null): the line numbers it reaches (the last may be the
     line after the chunk). A chain runs over consecutive lines of `at`, then reaches one line more when its
     last line carries."""
@@ -273,11 +262,12 @@ def _candidate_reach(at: pl.Series, start: pl.Series, carry: pl.Series) -> pl.Se
 def _sparse_reach(
     pos: pl.Series, start: pl.Series, carry: pl.Series, limit: int | None = None
 ) -> tuple[pl.Series, pl.Series]:
-    """`_reach(start, carry, limit)` over the lines `pos` only (ascending line numbers; `start`, `carry`:
-    their values; a null `carry` carries, as in `_reach`, but cuts nothing): (the line numbers it reaches;
-    those where the limit cuts it short). Exact when `pos` holds every start and, for every line it reaches,
-    each line from its latest start to it (`_windows` of the starts): a gap in `pos` breaks the closure, as
-    a line of the gap would (checked against `_reach` in tests/parsers/test_mixed_fam_reach.py)."""
+    """The closure `x[j] = start[j] or (x[j-1] and carry[j-1])`, at most `limit` lines after its latest start,
+    over the lines `pos` only (ascending line numbers; `start`, `carry`: their values; a null `carry`
+    carries but cuts nothing): (the line numbers it reaches; those where the limit cuts it short). Exact
+    when `pos` holds every start and, for every line it reaches, each line from its latest start to it
+    (`_windows` of the starts): a gap in `pos` breaks the closure, as a line of the gap would (checked
+    against the closure over every line in tests/parsers/test_mixed_fam_reach.py)."""
     i = pl.col("pos")
     step = (i - i.shift(1)) == 1
     last = pl.when("start").then(i).forward_fill()

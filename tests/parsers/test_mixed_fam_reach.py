@@ -1,6 +1,6 @@
 """`_mixed._family` works out what is read with the candidate lines on a few lines (`_sparse_reach` over
-`_windows`, `_candidate_reach`): the same lines as the dense closure `_reach` over every line, on random
-inputs."""
+`_windows`, `_candidate_reach`): the same lines as the dense closure `_reach` over every line (below, as
+`_family` worked it out before), on random inputs."""
 
 from __future__ import annotations
 
@@ -16,8 +16,21 @@ LINE = st.tuples(st.booleans(), CARRY)
 START_RARE = st.tuples(st.sampled_from([False] * 6 + [True]), CARRY)
 
 
+def _reach(start: pl.Expr, carry: pl.Expr, limit: int | None = None) -> tuple[pl.Expr, pl.Expr]:
+    """The closure over every line, as `_family` worked it out before `_sparse_reach`: booleans (a `start`
+    line or a line after one in `x[j] = start[j] or (x[j-1] and carry[j-1])`, at most `limit` lines after
+    its start; the lines where that limit cut the closure short)."""
+    i = pl.int_range(pl.len(), dtype=pl.Int64)
+    last = pl.when(start).then(i).forward_fill()
+    run = pl.when(~carry.shift(1, fill_value=False)).then(i).forward_fill()
+    inside = (last >= run).fill_null(False)
+    if limit is None:
+        return inside, pl.lit(False)
+    return inside & (i - last <= limit), inside & (i - last == limit) & carry
+
+
 def _dense(start: list[bool], carry: list[bool | None], limit: int | None) -> tuple[list[int], list[int]]:
-    inside, cut = _mixed._reach(pl.col("start"), pl.col("carry"), limit)
+    inside, cut = _reach(pl.col("start"), pl.col("carry"), limit)
     f = pl.DataFrame({"start": start, "carry": carry}, schema={"start": pl.Boolean, "carry": pl.Boolean})
     f = f.select(k=inside, cut=cut)
     return f.get_column("k").arg_true().to_list(), f.get_column("cut").arg_true().to_list()
