@@ -836,8 +836,9 @@ def _plan_split(f: BundleFile, limits: Limits, counter: ThreadPoolExecutor | Non
         return None
     # ~0.3 s a GB, while the workers parse, saves the parent reading and writing again every row of the large
     # tables
-    count = counter is not None and set(det.parser.TABLES) & set(LARGE_TABLES)
-    firsts = _LineCount(f, spans, counter) if count and counter is not None else None
+    firsts = None
+    if counter is not None and set(det.parser.TABLES) & set(LARGE_TABLES):
+        firsts = _LineCount(f, spans, counter)
     return _Split(det.parser.NAME, round(det.score, 3), det.runner_up, spans, firsts)
 
 
@@ -1860,7 +1861,7 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path, as_is: dict[int,
 
 def _keep_part(part: Path, target: Path) -> int:
     """Put a spilled part that holds its rows as the table will (`Part.as_is`) at `target` as it is (a hard
-    link; a copy across file systems), synced as `write_table` syncs; return its rows."""
+    link; a copy where links are refused), synced as `write_table` syncs; return its rows."""
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.link(part, target)
