@@ -1,0 +1,166 @@
+"""The sniffers' exact shortcuts of round 7 (nccl, kernel-log): the scores stay those of the sniffers as
+they were, kept here verbatim as references, on every fixture head and on mutated, mixed and random heads."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from parsers import nccl as ncm
+from parsers._sniff import contains, head_text
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+REAL = Path("/work/shared/real-logs")
+
+
+# ----------------------------------------------------------------------------- references (verbatim)
+
+
+def old_nccl_sniff(head: bytes, name: str) -> float:
+    """The NCCL sniffer before round 7."""
+    text = head_text(head)
+    nccl = contains(text, ncm._SNIFF_G_NCCL)
+    comms = contains(text, ncm._SNIFF_G_COMMS)
+    ofi = ncm._any_in(text, ncm._SNIFF_G_OFI, ncm._SNIFF_OFI_LITS is not None)
+    if not nccl and not comms and not ofi:
+        return 0.0  # no NCCL line, bare version line, ncclras report or OFI line can match (each needs one)
+    lines = [ln for ln in text.splitlines()[:400] if ln.strip() and not ln.startswith("#SOURCE")]
+    if not lines:
+        return 0.0
+    hits = ncm._sniff_hits(text) if nccl else 0  # (it is 0 without "NCCL ")
+    tests = ncm._any_in(text, ncm._SNIFF_G_NCCLTESTS, ncm._SNIFF_NCCLTESTS_LITS is not None)
+    if tests and ncm._SNIFF_NCCLTESTS.search(text):
+        return 0.4 if hits else 0.0  # nccl-tests output carries NCCL lines too; its parser should win
+    if (comms or (nccl and contains(text, ncm._SNIFF_G_VERSION))) and ncm._SNIFF_RAS.search(text):
+        return 0.9
+    if ofi and ncm._SNIFF_OFI.search(text):
+        return 0.8
+    may_bare = ncm._any_in(text, ncm._SNIFF_G_BARE, ncm._SNIFF_BARE_LITS is not None)
+    bare = len(ncm._SNIFF_BARE.findall(text)) if may_bare else 0
+    if not hits and not bare:
+        return 0.0
+    share = (hits + bare) / len(lines)
+    if share >= 0.4:
+        return 0.95
+    if share >= 0.15:
+        return 0.85
+    return 0.6
+
+
+# ----------------------------------------------------------------------------- heads
+
+
+def _files() -> list[Path]:
+    roots = [FIXTURES] + ([REAL] if REAL.is_dir() else [])
+    return sorted(p for r in roots for p in r.rglob("*") if p.is_file())
+
+
+FILES = _files()
+SPECIAL = [
+    "",
+    "   ",
+    "\t",
+    "#SOURCE node1 a:1:2 [0] NCCL INFO x",
+    "#SOURCE x",
+    "# comment",
+    "NCCL version 2.18.5+cuda12.2",
+    "node1: NCCL version 2.21.5+cuda12.4",
+    "a:1:2 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>",
+    "a:1:2 [0] NCCL WARN Call to ibv_poll_cq failed",
+    "gpu-01:1234:1290 [7] NCCL INFO Channel 00/02 :    0   1",
+    "a:1:2 [0] NCCL INFOx",
+    "x a:1:2 [0] NCCL INFO a:1:2 [0] NCCL INFO",
+    "Communicators... (0.00s)",
+    "#0-1 (0123abcd) OK",
+    "Job summary",
+    "#  nThread 1 nGpus 8 minBytes 8",
+    "#       size         count      type   redop    root     time   algbw   busbw",
+    "# Avg bus bandwidth    : 12.3",
+    "INFO: Function: ofi_init Line: 1200: NET/OFI Selected provider is efa",
+    "[  12.345678] NVRM: Xid (PCI:0000:18:00): 79, pid=1, GPU has fallen off the bus.",
+    "Mar  3 10:00:01 node1 kernel: [  12.3] mlx5_core 0000:1a:00.0: link down",
+]
+
+
+def _pool() -> list[str]:
+    pool: list[str] = []
+    for p in FILES:
+        lines = p.read_bytes()[:6000].decode("utf-8", "replace").splitlines()
+        pool += lines[:40]
+    return pool
+
+
+POOL = _pool()
+NCCLISH = [ln for ln in POOL if "NCCL" in ln] or SPECIAL[8:11]
+
+
+def _fixture_heads() -> list[bytes]:
+    out = []
+    for p in FILES:
+        data = p.read_bytes()[:16384]
+        out += [data, data[:4096], data[:700], data.replace(b"\n", b"\r\n"), data.replace(b"\n", b"\x0b")]
+    return out
+
+
+def _mixed_heads(seed: int, count: int) -> list[bytes]:
+    rnd = random.Random(seed)
+    out = []
+    for _ in range(count):
+        n = rnd.choice([1, 2, 3, 5, 8, 13, 30, 80, 200, 450])
+        share = rnd.random()
+        lines = []
+        for _i in range(n):
+            r = rnd.random()
+            if r < share:
+                lines.append(rnd.choice(NCCLISH))
+            elif r < share + 0.15:
+                lines.append(rnd.choice(SPECIAL))
+            else:
+                lines.append(rnd.choice(POOL))
+        sep = rnd.choice(["\n", "\n", "\n", "\r\n", "\r", "\x0c", "\u2028"])
+        text = sep.join(lines) + rnd.choice(["", "\n"])
+        out.append(text.encode("utf-8", "replace")[: rnd.choice([16384, 16384, 2000, 300])])
+    return out
+
+
+def _check(sniff_new, sniff_old, heads: list[bytes]) -> None:  # type: ignore[no-untyped-def]
+    bad = [(h[:200], o, n) for h in heads if (o := sniff_old(h, "x.log")) != (n := sniff_new(h, "x.log"))]
+    assert not bad, bad[:3]
+
+
+# ----------------------------------------------------------------------------- nccl
+
+
+def test_nccl_sniff_same_on_fixture_heads() -> None:
+    _check(ncm.sniff, old_nccl_sniff, _fixture_heads())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_nccl_sniff_same_on_mixed_heads(seed: int) -> None:
+    _check(ncm.sniff, old_nccl_sniff, _mixed_heads(seed, 600))
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(st.sampled_from(SPECIAL + NCCLISH[:50] + ["x", "NCCL ", " NCCL INFO", "a:1:2 [0]"]), max_size=60),
+    st.sampled_from(["\n", "\r\n", "\r", " "]),
+)
+def test_nccl_sniff_same_on_random_heads(parts: list[str], sep: str) -> None:
+    head = sep.join(parts).encode()
+    assert ncm.sniff(head, "f") == old_nccl_sniff(head, "f")
+
+
+def test_share_need_is_the_least_count_at_the_share() -> None:
+    for most in range(1, 401):
+        k = ncm._share_need(most)
+        assert k / most >= 0.4 and (k == 1 or (k - 1) / most < 0.4)
+
+
+@settings(max_examples=200)
+@given(st.text(alphabet="ab \n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029", max_size=80))
+def test_line_bound_is_a_bound(text: str) -> None:
+    assert ncm._line_bound(text) >= min(400, len(text.splitlines()))
