@@ -48,9 +48,18 @@ from forensics.bundle import (
 )
 from forensics.errors import BundleError, OutputError, UsageError
 from forensics.outputs import atomic_path, parquet_rows, write_json, write_table, write_table_file
-from forensics.schema import SCHEMA_VERSION, TABLES, conform, conforming, empty, get_schema
+from forensics.schema import (
+    SCHEMA_VERSION,
+    TABLES,
+    conform,
+    conform_all,
+    conforming,
+    conforms_later,
+    empty,
+    get_schema,
+)
 from parsers import _mixed, registry
-from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, lines_from_bytes
+from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, lines_from_bytes, lines_of_many
 
 PARALLEL_MIN_BYTES = 32 * 1024**2
 PARALLEL_MIN_FILES = 24
@@ -117,12 +126,18 @@ def _binary_reason(head: bytes) -> str | None:
     n = len(sample)
     if sample.count(0) > max(8, n // 50):
         return "binary content (NUL bytes)"
-    text_bytes = n - sum(sample.count(c) for c in range(32) if c not in (9, 10, 13, 27, 12, 8))
+    text_bytes = len(sample.translate(None, _CONTROL_BYTES))  # (one pass, not one count per control byte)
     if text_bytes / n < 0.85:
         return "binary content (mostly non-text bytes)"
+    if sample.isascii():  # (no replacement character can come of it)
+        return None
     if sample.decode("utf-8", errors="replace").count("\ufffd") > max(8, n // 20):
         return "binary content (not UTF-8 text)"
     return None
+
+
+_CONTROL_BYTES = bytes(c for c in range(32) if c not in (9, 10, 13, 27, 12, 8))
+"""The control bytes a text hardly holds (tab, line ends, form feed, backspace and escape are text)."""
 
 
 SNIFF_LONG_LINE = 4096
@@ -246,11 +261,14 @@ def _parse_opened(
     collected_at: datetime | None,
     spill: Path | None,
     parsed: tuple[ParseResult, int] | None = None,
+    *,
+    defer: bool = False,
 ) -> FileOutcome:
-    """`_parse_chunks` of a file `_open_file` opened (`parsed`: its one chunk's result, see there)."""
+    """`_parse_chunks` of a file `_open_file` opened (`parsed`: its one chunk's result; `defer`: see
+    there)."""
     return _parse_chunks(
         f, row, o.reader, o.parser, year_hint, collected_at, spill, o.by_bytes,
-        first=o.first, chunks=o.chunks, parsed=parsed,
+        first=o.first, chunks=o.chunks, parsed=parsed, defer=defer,
     )
 
 
@@ -333,6 +351,7 @@ def ingest_files(
 
     A file that needs more than one chunk, or binary parsing, goes the single-file way. When the shared
     call fails, each of its files is parsed alone, so a parser bug still costs only the file that has it.
+    The files' tables come back pooled: all of them held by the first outcome (`_pooled`).
     """
     out: list[FileOutcome | None] = [None] * len(files)
     waiting: dict[str, list[tuple[int, dict[str, Any], _Opened]]] = {}
@@ -347,7 +366,7 @@ def ingest_files(
                     continue
                 opened.chunks = itertools.chain([] if more is None else [more], opened.chunks)
             out[i] = opened if isinstance(opened, FileOutcome) else _parse_opened(
-                f, row, opened, year_hint, collected_at, spill
+                f, row, opened, year_hint, collected_at, spill, defer=True
             )
         except Exception as exc:  # noqa: BLE001 - as in `ingest_file`
             out[i] = _failed(f, row, exc)
@@ -355,10 +374,10 @@ def ingest_files(
         results: list[tuple[ParseResult, int]] | None = None
         if len(group) > 1:
             items = [
-                (lines_from_bytes(o.first), FileContext(
+                (lines, FileContext(
                     path=files[i].path, node=files[i].node, year_hint=year_hint, collected_at=collected_at
                 ))
-                for i, _, o in group
+                for (i, _, _), lines in zip(group, lines_of_many([o.first for _, _, o in group]), strict=True)
             ]
             try:
                 got = _mixed.parse_many(group[0][2].parser, items)
@@ -370,10 +389,10 @@ def ingest_files(
             f = files[i]
             try:
                 done = results[j] if results else None
-                out[i] = _parse_opened(f, row, o, year_hint, collected_at, spills[i], done)
+                out[i] = _parse_opened(f, row, o, year_hint, collected_at, spills[i], done, defer=True)
             except Exception as exc:  # noqa: BLE001 - as in `ingest_file`
                 out[i] = _failed(f, row, exc)
-    return out  # type: ignore[return-value]
+    return _pooled(out)  # type: ignore[arg-type]
 
 
 def _failed(f: BundleFile, row: dict[str, Any], exc: Exception) -> FileOutcome:
@@ -417,10 +436,12 @@ def _parse_chunks(
     chunks: Iterator[bytes] | None = None,
     parsed: tuple[ParseResult, int] | None = None,
     first_line: int = 1,
+    defer: bool = False,
 ) -> FileOutcome:
     """Parse the chunks `reader` yields (the first already read, for detection) with `parser`, lines numbered
     from `first_line`; `parsed` is the first chunk's result and line count when it was parsed already
-    (`ingest_files`)."""
+    (`ingest_files`). With `defer`, the tables come back as the parser made them where `conform` is sure to
+    succeed on them (`conforms_later`): `_pooled` conforms them, with those of the other files."""
     if chunks is None:
         opened = _open_chunks(reader, row)
         if opened is None:
@@ -432,7 +453,7 @@ def _parse_chunks(
     def finish_reading() -> None:
         _drain(reader, chunks, row)
 
-    acc = _Accumulator(f, spill, always_spill=span)
+    acc = _Accumulator(f, spill, always_spill=span, defer=defer)
     n_chunks = 0
     held = [first] if first is not None else []  # so the first chunk is freed once parsed, like the others
     del first
@@ -539,8 +560,12 @@ def _without_carried(result: ParseResult, first_line: int, carried: list[str]) -
 class _Accumulator:
     """Sums the counts of a file's chunks and gathers (or spills) their tables."""
 
-    def __init__(self, f: BundleFile, spill: Path | None, always_spill: bool = False) -> None:
+    def __init__(
+        self, f: BundleFile, spill: Path | None, always_spill: bool = False, defer: bool = False
+    ) -> None:
         self.f = f
+        self.defer = defer
+        """whether frames `conform` is sure to take are kept as they are (see `_parse_chunks`)"""
         self.spill = spill
         self.always_spill = always_spill
         self.lines = self.parsed = self.unrecognized = 0
@@ -564,8 +589,10 @@ class _Accumulator:
         self.node = self.node or result.node
         for t, df in result.tables.items():
             if df.height:
-                # parsers usually conform already; conforming again costs ~ms per file (validate runs at write)
-                cdf = df if list(df.schema.items()) == list(get_schema(t).items()) else conform(df, t)
+                # parsers usually conform already; conforming again costs ~0.1 ms a file
+                have = dict(df.schema)
+                ready = list(have.items()) == list(get_schema(t).items())
+                cdf = df if ready or (self.defer and conforms_later(df, t, have)) else conform(df, t)
                 self.frames.setdefault(t, []).append(cdf)
                 self.size += cdf.estimated_size()
         if self.spill is not None and (self.always_spill or n_chunk > 1 or self.size > SPILL_BYTES):
@@ -574,7 +601,7 @@ class _Accumulator:
     def _flush(self) -> None:
         assert self.spill is not None
         for t, frames in self.frames.items():
-            df = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
+            df = self._joined(t, frames)
             target = self.spill / f"{t}-{len(self.parts.get(t, []))}.parquet"
             target.parent.mkdir(parents=True, exist_ok=True)
             if t in LARGE_TABLES:
@@ -601,6 +628,13 @@ class _Accumulator:
         self.frames.clear()
         self.size = 0
 
+    def _joined(self, t: str, frames: list[pl.DataFrame], conformed: bool = True) -> pl.DataFrame:
+        """A table's frames as one, conformed (deferred frames too, unless `conformed` is False and there is
+        only one)."""
+        if self.defer and (conformed or len(frames) > 1):
+            return conform_all(frames, t)
+        return pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
+
     def discard(self) -> None:
         self.frames.clear()
         _remove_parts(self.parts)
@@ -610,7 +644,7 @@ class _Accumulator:
         """The file's in-memory tables and spilled parts; rows without a node get `content_node`."""
         if self.parts and self.frames:
             self._flush()
-        tables = {t: pl.concat(fr, how="vertical") if len(fr) > 1 else fr[0] for t, fr in self.frames.items()}
+        tables = {t: self._joined(t, fr, content_node is not None) for t, fr in self.frames.items()}
         if content_node:
             tables = {t: _fill_node(df, content_node) for t, df in tables.items()}
             if self.parts:
@@ -1013,27 +1047,22 @@ def _ingest_batch(
     """`task` for each of `files` in turn, in one worker call (`ingest_files` for the ingest itself: the files
     of a format with `parse_many` are parsed together)."""
     if task is ingest_file:
-        return _pooled(ingest_files(files, limits, year_hint, collected, spills))
+        return ingest_files(files, limits, year_hint, collected, spills)
     return [task(f, limits, year_hint, collected, spill=spill) for f, spill in zip(files, spills, strict=True)]
 
 
 def _pooled(outcomes: list[FileOutcome]) -> list[FileOutcome]:
-    """`outcomes` with each table's frames joined into one, held by the first outcome: the parent merges every
-    file's tables anyway, and one frame crosses the process boundary in a fraction of the time of dozens
-    (on 1,100 small files: 1,500 frames pickled and read back in 220 ms, pooled in 100)."""
+    """`outcomes` with each table's frames conformed and joined into one, held by the first outcome: the
+    parent merges every file's tables anyway, and one frame crosses the process boundary in a fraction of the
+    time of dozens (on 1,100 small files: 1,500 frames pickled and read back in 220 ms, pooled in 100). The
+    frames `_parse_chunks` left to conform (`defer`) are conformed here, those of one schema in one select."""
     by_table: dict[str, list[pl.DataFrame]] = {}
     for o in outcomes:
         for t, df in o.tables.items():
             by_table.setdefault(t, []).append(df)
-    if len(outcomes) < 2 or all(len(frames) < 2 for frames in by_table.values()):
-        return outcomes
-    try:
-        pooled = {t: pl.concat(frames, how="vertical") for t, frames in by_table.items()}
-    except pl.exceptions.PolarsError:  # (conformed tables share their schema; left apart if not)
-        return outcomes
-    for o in outcomes:
         o.tables = {}
-    outcomes[0].tables = pooled
+    if by_table:
+        outcomes[0].tables = {t: conform_all(frames, t) for t, frames in by_table.items()}
     return outcomes
 
 

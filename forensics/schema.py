@@ -241,6 +241,32 @@ def conform(df: pl.DataFrame, table: str) -> pl.DataFrame:
     return validate(out, table, dict(out.schema))
 
 
+def conforms_later(df: pl.DataFrame, table: str, have: dict[str, pl.DataType]) -> bool:
+    """Whether `conform(df, table)` is sure to succeed (`have` is `dict(df.schema)`): no column the table
+    lacks, and each required column there, of the table's dtype, without a null (a cast or an added column
+    could make nulls there). Then the frame may be conformed later, joined with others of its schema: one
+    select for a batch of small files instead of one per file (~0.1 ms each)."""
+    schema = get_schema(table)
+    if any(c not in schema for c in have):
+        return False
+    return all(
+        have.get(name) == schema[name] and df.get_column(name).null_count() == 0 for name in REQUIRED[table]
+    )
+
+
+def conform_all(frames: list[pl.DataFrame], table: str) -> pl.DataFrame:
+    """`pl.concat([conform(df, table) for df in frames])` for frames `conforms_later` accepted: the frames
+    of one schema next to each other conformed in one select."""
+    runs: list[pl.DataFrame] = []
+    start = 0
+    for i in range(1, len(frames) + 1):
+        if i == len(frames) or frames[i].schema != frames[start].schema:
+            run = frames[start:i]
+            runs.append(conform(pl.concat(run, how="vertical") if len(run) > 1 else run[0], table))
+            start = i
+    return pl.concat(runs, how="vertical") if len(runs) > 1 else runs[0]
+
+
 @functools.lru_cache(maxsize=512)
 def conforming(table: str, have: tuple[tuple[str, pl.DataType], ...]) -> list[pl.Expr]:
     """The select that conforms a frame of columns `have` to `table` (present columns cast non-strictly when

@@ -25,6 +25,7 @@ not. So `parsed + unrecognized + blank == lines` (see `check_accounting`).
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -182,3 +183,39 @@ def lines_from_bytes(data: bytes) -> pl.Series:
     if text.endswith("\n"):
         s = s.head(len(s) - 1)
     return s.str.strip_suffix("\r").alias("line") if "\r" in text else s.alias("line")
+
+
+def lines_of_many(datas: Sequence[bytes]) -> list[pl.Series]:
+    """`[lines_from_bytes(d) for d in datas]`, the small ones cut in one polars call: a call's fixed cost
+    (~40 us) was most of a few-KB file's (32 perfquery dumps: 48 -> 7 us a file).
+
+    Each file's lines are a slice of one column (no copy); inputs of `READER_SPLIT_MIN` bytes or more, and
+    those that make no line, go through `lines_from_bytes` alone."""
+    out: list[pl.Series | None] = [None] * len(datas)
+    texts: list[str] = []
+    at: list[int] = []
+    carriage = False
+    for i, data in enumerate(datas):
+        if len(data) >= READER_SPLIT_MIN:
+            continue
+        text = data.decode("utf-8", errors="replace")
+        if "\n" not in text and "\r" in text:
+            text = text.replace("\r", "\n")
+        if text.endswith("\n"):  # (a final line end makes no line)
+            text = text[:-1]
+        if not text:
+            continue  # (no line: `lines_from_bytes` makes the empty column)
+        carriage = carriage or "\r" in text
+        texts.append(text)
+        at.append(i)
+    if len(texts) > 1:
+        split = pl.Series("line", texts).str.split("\n")
+        counts = split.list.len().to_list()
+        lines = split.explode()
+        if carriage:  # (no line of a text without `\r` ends with one)
+            lines = lines.str.strip_suffix("\r")
+        offset = 0
+        for i, n in zip(at, counts, strict=True):
+            out[i] = lines.slice(offset, n).alias("line")
+            offset += n
+    return [lines_from_bytes(d) if s is None else s for d, s in zip(datas, out, strict=True)]

@@ -8,6 +8,7 @@ import os
 import stat
 import types
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
@@ -20,6 +21,7 @@ from forensics.bundle import BundleFile, Limits
 from forensics.errors import BundleError, OutputError
 from forensics.ingest import ingest, ingest_file
 from forensics.outputs import FILE_MODE, footer_metadata, read_table, read_tables, require_ingested
+from forensics.schema import conform, conform_all, conforms_later, get_schema
 from parsers import registry
 from parsers.base import FileContext, ParseResult, account, numbered
 from tests.conftest import make_bundle
@@ -969,12 +971,6 @@ def _many_parser(boom: bool, calls: list[int]) -> types.ModuleType:
     return mod
 
 
-def _outcomes_equal(a: ingest_mod.FileOutcome, b: ingest_mod.FileOutcome) -> None:
-    assert a.row == b.row and a.examples == b.examples and a.notes == b.notes
-    assert a.tables.keys() == b.tables.keys()
-    assert all(a.tables[t].equals(b.tables[t], null_equal=True) for t in a.tables)
-
-
 def test_small_files_of_one_format_are_parsed_in_one_call_with_the_same_outcomes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -996,8 +992,14 @@ def test_small_files_of_one_format_are_parsed_in_one_call_with_the_same_outcomes
     spills = [tmp_path / "spill" / str(i) for i in range(len(files))]
     got = ingest_mod.ingest_files(files, Limits(), 2026, None, spills)
     assert calls == [3]
-    for f, o in zip(files, got, strict=True):
-        _outcomes_equal(o, ingest_file(f, Limits(), 2026, None))
+    alone = [ingest_file(f, Limits(), 2026, None) for f in files]
+    for o, a in zip(got, alone, strict=True):
+        assert o.row == a.row and o.examples == a.examples and o.notes == a.notes
+    # the tables come back pooled: the first outcome holds every file's rows, in the files' order
+    assert all(not o.tables for o in got[1:])
+    expected = {t: pl.concat([a.tables[t] for a in alone if t in a.tables]) for a in alone for t in a.tables}
+    assert got[0].tables.keys() == expected.keys()
+    assert all(got[0].tables[t].equals(expected[t], null_equal=True) for t in expected)
     assert [o.row["status"] for o in got] == ["ok", "ok", "ok", "skipped: empty file", "ok", "skipped: binary content"]
 
 
@@ -1126,3 +1128,121 @@ def test_packed_sort_order_gives_way_to_values_it_cannot_pack() -> None:
     assert ingest_mod._sorted(df.rename({"x": "node"}).with_columns(pl.col("node").cast(pl.String)), "files").equals(
         df.rename({"x": "node"}).with_columns(pl.col("node").cast(pl.String))
     )
+
+
+def _raw_events_parser(calls: list[int]) -> types.ModuleType:
+    """A format whose parser returns events as it makes them: a few columns, out of the table's order, some
+    of another dtype (`line` Int64), and `BADNODE` files without their node (a required column)."""
+    mod = _fake_parser(boom=False)
+    one = mod.parse
+
+    def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
+        result = one(lines, ctx)
+        fr = numbered(lines, ctx).filter(pl.col("text").str.starts_with("FAKE "))
+        bad = any("BADNODE" in x for x in lines.to_list())
+        events = fr.select(
+            pl.col("line").cast(pl.Int64),
+            pl.col("text").alias("message"),
+            pl.lit(None if bad else ctx.node, dtype=pl.String).alias("node"),
+            pl.lit("fake").alias("source"),
+            pl.lit("fake").alias("kind"),
+            pl.lit("info").alias("severity"),
+            pl.lit(ctx.path).alias("file"),
+            *([pl.lit("7").alias("code")] if "CODE" in "".join(lines.to_list()) else []),
+        )
+        return replace(result, tables={"events": events})
+
+    def parse_many(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
+        calls.append(len(items))
+        return [parse(lines, ctx) for lines, ctx in items]
+
+    mod.parse, mod.parse_many = parse, parse_many
+    return mod
+
+
+def test_a_batch_conforms_its_files_tables_together_and_a_bad_frame_still_fails_its_own_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The frames of a batch are conformed after the batch (`_pooled`), those of one schema in one select: the
+    pooled table is the files' conformed tables one after the other, and a frame `conform` refuses (a null
+    in a required column) fails its own file, with the error it gets alone."""
+    calls: list[int] = []
+    monkeypatch.setattr(registry, "PARSERS", (_raw_events_parser(calls), *registry.PARSERS))
+    texts = [
+        "FAKEFORMAT\nFAKE 1\nFAKE 2\n",
+        "FAKEFORMAT\nFAKE 3\nnot fake\n",
+        "FAKEFORMAT\nFAKE CODE 4\n",  # another schema (a `code` column) between two of the first
+        "FAKEFORMAT\nFAKE BADNODE\n",
+        "FAKEFORMAT\nFAKE 5\n",
+    ]
+    files = []
+    for i, text in enumerate(texts):
+        p = tmp_path / f"{i}.log"
+        p.write_text(text)
+        files.append(_bf(p, path=f"n{i}/a.log", node=f"n{i}"))
+    got = ingest_mod.ingest_files(files, Limits(), 2026, None, [None] * len(files))
+    assert calls == [len(files)]
+    alone = [ingest_file(f, Limits(), 2026, None) for f in files]
+    assert [o.row for o in got] == [a.row for a in alone]
+    status = got[3].row["status"]
+    assert status.startswith("error: parser fake failed: SchemaError") and "'node' is required" in status
+    events = got[0].tables["events"]
+    assert events.schema == get_schema("events")
+    one_by_one = pl.concat([a.tables["events"] for a in alone if "events" in a.tables])
+    assert events.equals(one_by_one, null_equal=True)
+    assert events["message"].to_list() == ["FAKE 1", "FAKE 2", "FAKE 3", "FAKE CODE 4", "FAKE 5"]
+    assert events["code"].to_list() == [None, None, None, "7", None]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.sampled_from(["node", "code", "gpu_index", "rank", "detail"]), max_size=5), st.integers(0, 6)
+)
+def test_conform_all_is_each_frame_conformed_then_joined(extra: list[str], n: int) -> None:
+    frames = []
+    for i in range(n):
+        cols = {
+            "message": [f"m{i}"], "source": ["s"], "kind": ["k"], "severity": ["info"], "file": ["f"],
+            "line": [i], "node": [f"n{i}"],
+        }
+        for c in extra[: i % (len(extra) + 1)]:
+            cols[c] = [str(i)] if c in ("code", "detail", "node") else [i]
+        df = pl.DataFrame(cols)
+        assert conforms_later(df, "events", dict(df.schema))
+        frames.append(df)
+    if frames:
+        assert conform_all(frames, "events").equals(pl.concat([conform(df, "events") for df in frames]))
+    bad = pl.DataFrame({"message": ["m"], "nope": [1]})
+    assert not conforms_later(bad, "events", dict(bad.schema))
+    unfilled = pl.DataFrame({"message": ["m"], "node": [None]},
+                            schema={"message": pl.String, "node": pl.String})
+    assert not conforms_later(unfilled, "events", dict(unfilled.schema))
+
+
+def _binary_reference(head: bytes) -> str | None:
+    """`_binary_reason` written plainly: a share of NUL bytes, of control bytes other than text's (tab, line
+    ends, form feed, backspace, escape), or of bytes that are no UTF-8, in the first 8 KiB."""
+    sample = head[:8192]
+    n = len(sample)
+    if not n:
+        return None
+    if sample.count(0) > max(8, n // 50):
+        return "binary content (NUL bytes)"
+    if sum(1 for b in sample if b >= 32 or b in (9, 10, 13, 27, 12, 8)) / n < 0.85:
+        return "binary content (mostly non-text bytes)"
+    if sample.decode("utf-8", errors="replace").count("\ufffd") > max(8, n // 20):
+        return "binary content (not UTF-8 text)"
+    return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from([b"a", b" ", b"\n", b"\x00", b"\x01", b"\x1b", b"\x7f", "é".encode(), b"\xff"]),
+        max_size=400,
+    ),
+    st.integers(1, 40),
+)
+def test_binary_reason_follows_its_rules(parts: list[bytes], repeat: int) -> None:
+    head = b"".join(parts) * repeat
+    assert ingest_mod._binary_reason(head) == _binary_reference(head)

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from parsers import base
-from parsers.base import lines_from_bytes
+from parsers.base import lines_from_bytes, lines_of_many
 
 
 @pytest.fixture(scope="module")
@@ -68,3 +68,21 @@ def test_the_reader_path_on_a_large_chunk() -> None:
     assert lines_from_bytes(data).to_list() == _reference(data)
     one_line = b"x" * (base.READER_SPLIT_MIN * 3) + b"\n"
     assert lines_from_bytes(one_line).to_list() == _reference(one_line)
+
+
+@given(st.lists(st.lists(st.sampled_from([*_PIECES, b"line\n"]), max_size=20), max_size=8))
+def test_many_inputs_cut_together_give_each_its_own_lines(datas: list[list[bytes]]) -> None:
+    """`lines_of_many` (a batch of small files cut in one call) makes each input's lines as `lines_from_bytes`
+    does alone: empty inputs, `\\r`-only ones and inputs with and without `\\r` side by side."""
+    inputs = [b"".join(parts) for parts in datas]
+    got = lines_of_many(inputs)
+    assert len(got) == len(inputs)
+    for data, lines in zip(inputs, got, strict=True):
+        alone = lines_from_bytes(data)
+        assert lines.name == alone.name and lines.dtype == alone.dtype and lines.to_list() == _reference(data)
+
+
+def test_many_inputs_with_a_large_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(base, "READER_SPLIT_MIN", 8)  # the long input goes the reader's way, alone
+    inputs = [b"a\nb\n", b"a long line\r\nend", b"", b"\n", b"x\ry"]
+    assert [s.to_list() for s in lines_of_many(inputs)] == [_reference(d) for d in inputs]
