@@ -187,6 +187,11 @@ _BARE_GUARDED = tuple(
 )
 """What a `_BARE` line holds (one of them): its name and ': ' (the longer needle is the faster search)."""
 _SNIFF_BTIME = guarded("btime ")
+_LEAD_WORDS = r"(?:kernel:|NVRM|nvidia-|mlx5_core|pcieport|btime )"
+_LEAD = re.compile(_LEAD_WORDS)
+_LEAD_NL = re.compile("\n" + _LEAD_WORDS)
+_RARE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e"
+"""The ASCII line boundaries of `str.splitlines` but '\n'."""
 _SNIFF_TZ = guarded("Time zone: ")
 
 # Upper bound on the strong lines, from C-speed scans of the whole head (no line loop). Every style of
@@ -254,7 +259,13 @@ def sniff(head: bytes, name: str) -> float:
         text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)
     # literal guards first: `^\s*` in multi-line mode is quadratic over thousands of blank lines
     # (each literal's two rarest characters looked for first: a memchr each)
-    btime = contains(text, _SNIFF_BTIME)
+    # a bare line and /proc/stat's btime line open with one of `_LEAD`'s words: where the lines end at '\n'
+    # only (no other `str.splitlines` boundary; '^' of re.M is the text's start and after '\n'), one scan
+    # for them at the line starts rules both out (their literals anywhere cost a search each)
+    leads = not _LEAD_KNOWN or not text.isascii() or any(c in text for c in _RARE_BREAKS)
+    if not leads:
+        leads = bool(_LEAD.match(text) or _LEAD_NL.search(text))
+    btime = leads and contains(text, _SNIFF_BTIME)
     if btime and _PROC_STAT.search(text) and re.search(r"^cpu\d* +\d+ \d+", text, re.M):
         return 0.9  # /proc/stat: gives the boot time (btime)
     if (
@@ -264,7 +275,7 @@ def sniff(head: bytes, name: str) -> float:
         and re.search(r"^\s*Local time: ", text, re.M)
     ):
         return 0.9  # timedatectl: gives the zone of the node's local-time logs
-    maybe_bare = _BARE_LITERALS is None or any(contains(text, lit) for lit in _BARE_GUARDED)
+    maybe_bare = leads and (_BARE_LITERALS is None or any(contains(text, lit) for lit in _BARE_GUARDED))
     if not maybe_bare:
         # no bare line: the score is 0 unless strong lines are >= 40 % of the n counted lines (n <= 300);
         # `strong <= bound` and `n >= _lines_at_least`, and 5 * strong < 2 * n is `strong / n < 0.4`
@@ -548,7 +559,14 @@ def _py_account(
     return parsed, unrecognized, examples
 
 
-_PROC_STAT = re.compile(r"^btime \d{9,11}\s*$", re.M)
+_PROC_STAT_RE = r"^btime \d{9,11}\s*$"
+_PROC_STAT = re.compile(_PROC_STAT_RE, re.M)
+_LEAD_KNOWN = (
+    BARE_RE == r"^(?:kernel:\s*)?(?:NVRM|nvidia-nvswitch\d*|nvidia-peermem|mlx5_core|pcieport): "
+    and _PROC_STAT_RE == r"^btime \d{9,11}\s*$"
+)
+"""Every `BARE_RE` line opens with one of `_LEAD_WORDS` but 'btime ', every `_PROC_STAT` match with
+'btime '."""
 PROC_STAT_LINE = r"^(?:cpu\d* |intr |ctxt |btime |processes |procs_running |procs_blocked |softirq |page |swap )"
 
 

@@ -10,6 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import re
+
+from parsers import kernel_log as klm
 from parsers import nccl as ncm
 from parsers._sniff import contains, head_text
 
@@ -49,6 +52,69 @@ def old_nccl_sniff(head: bytes, name: str) -> float:
     if share >= 0.15:
         return 0.85
     return 0.6
+
+
+def old_kernel_sniff(head: bytes, name: str) -> float:
+    """The kernel-log sniffer before round 7."""
+    text = head_text(head)
+    if "\x1b" in text and "\x1b[" in text:
+        text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)
+    # literal guards first: `^\s*` in multi-line mode is quadratic over thousands of blank lines
+    # (each literal's two rarest characters looked for first: a memchr each)
+    btime = contains(text, klm._SNIFF_BTIME)
+    if btime and klm._PROC_STAT.search(text) and re.search(r"^cpu\d* +\d+ \d+", text, re.M):
+        return 0.9  # /proc/stat: gives the boot time (btime)
+    if (
+        contains(text, klm._SNIFF_TZ)
+        and klm._TIMEDATECTL.search(text)
+        and "Local time: " in text
+        and re.search(r"^\s*Local time: ", text, re.M)
+    ):
+        return 0.9  # timedatectl: gives the zone of the node's local-time logs
+    maybe_bare = klm._BARE_LITERALS is None or any(contains(text, lit) for lit in klm._BARE_GUARDED)
+    if not maybe_bare:
+        # no bare line: the score is 0 unless strong lines are >= 40 % of the n counted lines (n <= 300);
+        # `strong <= bound` and `n >= klm._lines_at_least`, and 5 * strong < 2 * n is `strong / n < 0.4`
+        bound = klm._strong_bound(text, 120)
+        if bound == 0 or (bound < 120 and 5 * bound < 2 * klm._lines_at_least(text)):
+            return 0.0
+    # (`ln and not ln.isspace()` is `ln.strip()`'s truth without a copy)
+    lines = [ln for ln in text.splitlines()[:300] if ln and not ln.isspace() and ln[0] != "#"]
+    if not lines:
+        return 0.0
+    n = len(lines)
+    # The lines with a strong prefix are counted first, alone, the first 60 % of the lines at once: unless
+    # the head may hold bare kernel lines, the score is 0 when the lines left cannot bring them to 40 % (a
+    # strong share below it scores 0, and so does no strong line without bare ones), which most heads of
+    # other formats reach there. The weak prefixes are tried on the other lines only where the score
+    # depends on them.
+    bodies = lines
+    if ": " in text:  # (`PDSH_RE` needs one)
+        pdsh = list(map(klm._SNIFF_PDSH.match, lines))
+        if pdsh.count(None) < n:
+            bodies = [ln if m is None else m.group("rest") for ln, m in zip(lines, pdsh)]
+    cut = n if maybe_bare else min(n, int(0.6 * n) + 1)
+    hits = list(map(klm._SNIFF_STRONG_ANY.match, bodies[:cut]))
+    strong = cut - hits.count(None)
+    if cut < n:
+        if (strong + n - cut) / n < 0.4:
+            return 0.0
+        hits += map(klm._SNIFF_STRONG_ANY.match, bodies[cut:])
+        strong = n - hits.count(None)
+    if strong == 0:
+        # K12: kernel lines pasted without their stamp ('kernel: NVRM: Xid ...'); NVRM lines are unambiguous
+        bare = sum(1 for ln in lines if klm._BARE.match(ln))
+        return 0.6 if bare / n >= 0.6 else 0.0
+    if strong / n < 0.4:
+        return 0.0
+    weak = sum(1 for ln, hit in zip(lines, hits) if hit is None and klm._SNIFF_WEAK_ANY.match(ln))
+    share = (strong + weak) / n
+    if share < 0.6:
+        return 0.0
+    kernelish = bool(klm._KERNELISH.search(text))
+    if kernelish:
+        return 0.95 if share > 0.9 else 0.85
+    return 0.6 if share > 0.9 else 0.4
 
 
 # ----------------------------------------------------------------------------- heads
@@ -164,3 +230,67 @@ def test_share_need_is_the_least_count_at_the_share() -> None:
 @given(st.text(alphabet="ab \n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029", max_size=80))
 def test_line_bound_is_a_bound(text: str) -> None:
     assert ncm._line_bound(text) >= min(400, len(text.splitlines()))
+
+
+# ----------------------------------------------------------------------------- kernel-log
+
+KERNELISH = [ln for ln in POOL if re.search(r"NVRM|kernel|\[ *\d+\.\d+\]|btime|Time zone", ln)]
+LEADS = [
+    "NVRM: Xid (PCI:0000:18:00): 79",
+    "kernel: NVRM: GPU at PCI:0000:18:00",
+    "nvidia-nvswitch3: link down",
+    "nvidia-peermem: loaded",
+    "mlx5_core: fw",
+    "pcieport: AER",
+    "btime 1700000000",
+    "cpu  1 2 3 4",
+    "cpu0 1 2 3",
+    "       Time zone: UTC (UTC, +0000)",
+    "      Local time: Mon 2024-01-01 00:00:00 UTC",
+    "kernel:   NVRM: x",
+    " NVRM: not at start",
+]
+
+
+def _kernel_heads(seed: int, count: int) -> list[bytes]:
+    rnd = random.Random(seed)
+    out = []
+    for _ in range(count):
+        n = rnd.choice([1, 2, 3, 5, 8, 13, 30, 80, 200, 450])
+        mix = [rnd.random() for _ in range(3)]
+        lines = []
+        for _i in range(n):
+            r = rnd.random()
+            if r < mix[0] * 0.5:
+                lines.append(rnd.choice(KERNELISH or LEADS))
+            elif r < mix[0] * 0.5 + mix[1] * 0.3:
+                lines.append(rnd.choice(LEADS))
+            elif r < mix[0] * 0.5 + mix[1] * 0.3 + 0.1:
+                lines.append(rnd.choice(SPECIAL))
+            else:
+                lines.append(rnd.choice(POOL))
+        sep = rnd.choice(["\n", "\n", "\n", "\r\n", "\r", "\x0c", "\u2028", "\x1e"])
+        text = sep.join(lines) + rnd.choice(["", "\n"])
+        if rnd.random() < 0.1:
+            text = "\x1b[1m" + text.replace(" ", " \x1b[0m", 3)
+        out.append(text.encode("utf-8", "replace")[: rnd.choice([16384, 16384, 2000, 300])])
+    return out
+
+
+def test_kernel_sniff_same_on_fixture_heads() -> None:
+    _check(klm.sniff, old_kernel_sniff, _fixture_heads())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_kernel_sniff_same_on_mixed_heads(seed: int) -> None:
+    _check(klm.sniff, old_kernel_sniff, _kernel_heads(seed, 600))
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(st.sampled_from(LEADS + SPECIAL + KERNELISH[:60] + ["x", "", "[ 1.0] a"]), max_size=60),
+    st.sampled_from(["\n", "\r\n", "\r", " ", "\x0b"]),
+)
+def test_kernel_sniff_same_on_random_heads(parts: list[str], sep: str) -> None:
+    head = sep.join(parts).encode()
+    assert klm.sniff(head, "f") == old_kernel_sniff(head, "f")
