@@ -255,8 +255,17 @@ def conforms_later(df: pl.DataFrame, table: str, have: dict[str, pl.DataType]) -
 
 
 def conform_all(frames: list[pl.DataFrame], table: str) -> pl.DataFrame:
-    """`pl.concat([conform(df, table) for df in frames])` for frames `conforms_later` accepted: the frames
-    of one schema next to each other conformed in one select."""
+    """`pl.concat([conform(df, table) for df in frames])` for frames `conforms_later` accepted, in one select
+    when they share their schema (else one a run of frames of one schema).
+
+    (`pl.concat` refuses frames of other column names or dtypes, except a column all null (dtype Null), which
+    takes the others' dtype: nulls either way once cast to the table's.)"""
+    if len(frames) == 1:
+        return conform(frames[0], table)
+    try:
+        return conform(pl.concat(frames, how="vertical"), table)
+    except (pl.exceptions.ShapeError, pl.exceptions.SchemaError):
+        pass
     runs: list[pl.DataFrame] = []
     start = 0
     for i in range(1, len(frames) + 1):
@@ -264,7 +273,7 @@ def conform_all(frames: list[pl.DataFrame], table: str) -> pl.DataFrame:
             run = frames[start:i]
             runs.append(conform(pl.concat(run, how="vertical") if len(run) > 1 else run[0], table))
             start = i
-    return pl.concat(runs, how="vertical") if len(runs) > 1 else runs[0]
+    return pl.concat(runs, how="vertical")
 
 
 @functools.lru_cache(maxsize=512)
