@@ -35,11 +35,11 @@ import polars as pl
 from forensics.schema import columns
 from parsers._common import _ANY_ENVELOPE, split_envelopes
 from parsers._common import json_detail as _json_detail
-from parsers._small import MAX_BYTES, FallbackError, account_texts, json_object, small_texts
+from parsers._small import MAX_BYTES, FallbackError, json_object, small_texts
 from parsers._small import UNSAFE as _UNSAFE
 from parsers._small import parse_many as small_parse_many
 from parsers._sniff import cheap_requirements, head_text, holds, may_match, required_literals
-from parsers.base import FileContext, ParseResult, account, numbered
+from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
 from parsers.nccl_tests import collector_time
 
 NAME = "infiniband"
@@ -1048,6 +1048,11 @@ _LINES: dict[str, tuple] = {}
 dumps repeat the same lines for every device, node and reading)."""
 _TIMES: dict[str, tuple] = {}
 """`_timestamps` of each distinct timestamp-candidate line (trailing blanks stripped) seen by this process."""
+_ATTRS: dict[str, dict[str, tuple | None]] = {f: {} for f in ("ibstat", "ibstatus", "ibv_devinfo")}
+"""Per format, `_attr_of` of each distinct key/value line read in a block of it by this process."""
+_PQ_NAMES: dict[tuple[str, str], tuple[str, str] | None] = {}
+"""`_pq_name` of each (counter name, header group) seen by this process."""
+_MISS = object()
 _CACHE_MAX = 50_000
 _BLANK_LINE = (
     False, None, False, None, None, None, None, None, False, None, False, None, False, True, None, 0,
@@ -1072,7 +1077,56 @@ def _classify(text: str) -> tuple:
     return _FALLBACK_LINE
 
 
-def _read_line(text: str) -> tuple:  # noqa: C901, PLR0912
+_FAST_KV = re.compile(r"\t+([A-Za-z][A-Za-z ]*[A-Za-z]): (0x[0-9a-f]+|[0-9]+)")
+_FAST_CTR = re.compile(r"([A-Za-z][A-Za-z0-9_]*):\.+([0-9]+)")
+
+
+def _read_line(text: str) -> tuple:
+    """`_read_line_full(text)`, for the two commonest lines that differ from file to file (an ibstat key with
+    a number or GUID, a perfquery counter with its reading) made without most of its tests.
+
+    Exact: on a line `_FAST_KV` matches whole (tabs, a key of letters and blanks, `: `, a decimal or
+    lower-case hex number) `_read_line_full` can only find a key/value line: it holds no `-` (collector
+    time), opens with a tab (no envelope, pdsh, command, ibpanic, CA / hca_id / ibstatus, perfquery header
+    or counter line), holds no `/`, `:.`, ` :`, `\t:`, rule or `'`, and no marker can match it (its value
+    is read by nothing after `: ` in MARKER_RE). Left to `_read_line_full`: `port` keys (`port: N`), lines
+    with ` port ` or `Info`, timestamp candidates. Likewise on a line `_FAST_CTR` matches whole (a name of
+    word characters, `:`, dots, digits): no `-`, space, `[`, `(`, `/`, `'` or `#` (so no envelope, head,
+    sysfs, pdsh, ibstat or perfquery header line), and no marker can match it (nothing in MARKER_RE reads a
+    `.`): a counter line. Left to `_read_line_full`: names the line openings of hca_id / ibpanic / ibwarn /
+    iberror, names with `Info`, commands (`CMD_RE`), timestamp candidates.
+    """
+    m = _FAST_KV.fullmatch(text)
+    if m is not None:
+        key = m.group(1)
+        if (
+            key != "port"
+            and " port " not in text
+            and "Info" not in text
+            and not (len(text) < 80 and _CAND.search(text))
+        ):
+            return (False, None, False, None, None, None, None, (key, m.group(2)), *_FAST_KV_TAIL)
+        return _read_line_full(text)
+    m = _FAST_CTR.fullmatch(text)
+    if m is not None:
+        name = m.group(1)
+        if (
+            name not in _FAST_CTR_NOT
+            and "Info" not in name
+            and not (len(text) < 80 and _CAND.search(text))
+            and not _P["cmd"].search(text)
+        ):
+            return (*_FAST_CTR_HEAD, (name, m.group(2)), *_FAST_CTR_TAIL)
+    return _read_line_full(text)
+
+
+_FAST_CTR_NOT = frozenset(("hca_id", "ibpanic", "ibwarn", "iberror"))
+_FAST_KV_TAIL = (False, None, False, None, False, False, None, 1)
+_FAST_CTR_HEAD = (False, None, False, None, None, None, None, None, False)
+_FAST_CTR_TAIL = (False, None, False, False, None, 2)
+
+
+def _read_line_full(text: str) -> tuple:  # noqa: C901, PLR0912
     """What the small path needs to know of a line apart from the state it is read in.
 
     (fallback, timestamp candidate, block start, tool / device / port named here (None: not named),
@@ -1237,6 +1291,9 @@ def _small_many(files: list[tuple[list[str], FileContext]]) -> list[ParseResult 
     lines = _LINES
     if len(lines) > _CACHE_MAX:
         lines.clear()
+    for cache in (*_ATTRS.values(), _PQ_NAMES):
+        if len(cache) > _CACHE_MAX:
+            cache.clear()
     classes: list[list[tuple] | None] = []
     for texts, _ctx in files:
         if sum(map(len, texts)) + len(texts) - 1 > MAX_BYTES:
@@ -1244,7 +1301,8 @@ def _small_many(files: list[tuple[list[str], FileContext]]) -> list[ParseResult 
             continue
         get = lines.get
         cls = [get(t) or _classify_new(t) for t in texts]
-        classes.append(None if any(c[0] for c in cls) else cls)
+        # (a line needing the vectorised path is `_FALLBACK_LINE`, the one class whose first field is True)
+        classes.append(None if _FALLBACK_LINE in cls else cls)
     _read_times([c for c in classes if c is not None])
     inv = _Cols(9)
     ev = _Cols(11)
@@ -1312,6 +1370,31 @@ def _port_int(p: str | None) -> int | None:
     return v if v < _INT32 else None
 
 
+def _attr_of(cache: dict, fmt: str, text: str, kv: tuple[str, str]) -> tuple[str, str | None] | None:
+    """(attribute, normalised value) of a key/value line read in a `fmt` block (None: not an attribute),
+    kept in `cache` (that format's, keyed by the line: a pure function of the two)."""
+    keys = IBSTAT_KEYS if fmt == "ibstat" else IBSTATUS_KEYS if fmt == "ibstatus" else DEVINFO_KEYS
+    attribute = keys.get(kv[0].strip().lower())
+    got = cache[text] = None if attribute is None else (attribute, _normalise_py(attribute, kv[1].strip()))
+    return got
+
+
+def _pq_name(name: str, what: str) -> tuple[str, str] | None:
+    """(counter, the detail's `,"name":...,"lid":` part) of a perfquery reading named `name` under a `what`
+    header (None: not a counter), kept in `_PQ_NAMES`. Raises FallbackError where the group needs escaping."""
+    if name in PQ_NOT_COUNTERS:
+        got = None
+    else:
+        if '"' in what or "\\" in what:
+            raise FallbackError
+        counter = PERFQUERY_COUNTERS.get(name, name)
+        if "extended" not in what and name in PQ_32BIT:
+            counter += "_32"
+        got = (counter, f',"name":"{name}","group":"{what}","lid":')
+    _PQ_NAMES[(name, what)] = got
+    return got
+
+
 def _small_file(  # noqa: C901, PLR0912, PLR0913, PLR0915
     texts: list[str], cls: list[tuple], ctx: FileContext, inv: _Cols, ev_out: _Cols, co: _Cols
 ) -> tuple[int, int, list[tuple[int, str]], bool]:
@@ -1320,39 +1403,65 @@ def _small_file(  # noqa: C901, PLR0912, PLR0913, PLR0915
     partial). Raises FallbackError (having added nothing) where only the vectorised path can promise the
     result."""
     times = _TIMES
+    first = ctx.first_line
     cur_ts = cur_q = None  # time and its quality in force (forward-filled apart, like the vectorised path)
     fmt = dev = port = None  # forward-filled context (raw strings as the extractions give them)
     pq_lid = pq_port = pq_what = None
     block = 0
-    oks: list[bool] = []
-    kv_rows: list[tuple] = []  # (i, fmt, dev, port, block, key, val, ts, ts_quality)
+    # accounting as `_small.account_texts` does it (a line is blank where `_read_line` says so: `rstrip` and
+    # `strip` leave nothing on the same lines), made in the walk
+    parsed = unrecognized = 0
+    examples: list[tuple[int, str]] = []
+    last_ok = True  # whether the last non-blank line is understood (True: there is none)
+    # attribute rows [i, dev, port, block, attribute, val, source, value, ts, ts_quality] of the key/value
+    # lines, in line order (the attribute and value of a line in a format kept in `_ATTRS`)
+    attrs: list[list] = []
     pq_rows: list[tuple] = []  # (i, dev, pq_lid, pq_port, pq_what, name, val, ts)
     sy_rows: list[tuple] = []  # (i, dev, port, group, key, val, block, ts, ts_quality)
     pan_rows: list[tuple] = []  # (i, tool, pid, message, ts, ts_quality)
-    dev_v = None  # (what the state above gives: the device, whether key/value lines are read, counter lines)
-    in_block = pq_ok = False
+    dev_v = port_i = acache = None  # (the device, the port as an attribute row holds it, `_ATTRS[fmt]`)
+    in_block = pq_ok = False  # (whether key/value lines are read, counter lines)
+    miss = _MISS
     for i, c in enumerate(cls):
         lane = c[15]
         if lane == 1:  # a plain key/value line
             if in_block:
-                kv_rows.append((i, fmt, dev_v, port, block, *c[7], cur_ts, cur_q))
-                oks.append(True)
+                text = texts[i]
+                a = acache.get(text, miss)
+                if a is miss:
+                    a = _attr_of(acache, fmt, text, c[7])
+                if a is not None:
+                    attrs.append([i, dev_v, port_i, block, a[0], c[7][1], fmt, a[1], cur_ts, cur_q])
+                parsed += 1
+                last_ok = True
+            elif c[12]:
+                parsed += 1
+                last_ok = True
             else:
-                oks.append(c[12])
+                unrecognized += 1
+                last_ok = False
+                if len(examples) < MAX_EXAMPLES:
+                    examples.append((first + i, texts[i][:500]))
             continue
         if lane == 2:  # a plain counter line
             if pq_ok:
                 pq_rows.append((i, dev_v, pq_lid, pq_port, pq_what, *c[9], cur_ts))
-                oks.append(True)
+                parsed += 1
+                last_ok = True
+            elif c[12]:
+                parsed += 1
+                last_ok = True
             else:
-                oks.append(c[12])
+                unrecognized += 1
+                last_ok = False
+                if len(examples) < MAX_EXAMPLES:
+                    examples.append((first + i, texts[i][:500]))
             continue
         (
             _, cand, blk, f_here, d_here, p_here, pqhdr, kv, portline, pqctr, mlxkv, sysfs, ok, blank, panic,
             _,
         ) = c  # fmt: skip
         if blank:
-            oks.append(True)
             continue
         k_ts = False
         if cand is not None:
@@ -1367,46 +1476,47 @@ def _small_file(  # noqa: C901, PLR0912, PLR0913, PLR0915
             dev = d_here
         if p_here is not None:
             port = p_here
+            port_i = _port_int(port)
         if pqhdr is not None:
             pq_lid, pq_port, pq_what = pqhdr
         dev_v = dev or None
         in_block = (fmt == "ibstat" or fmt == "ibstatus" or fmt == "ibv_devinfo") and dev_v is not None
+        if in_block:
+            acache = _ATTRS[fmt]
         pq_ok = fmt == "perfquery" and pq_port is not None
         if mlxkv and fmt == "mlxlink":
             raise FallbackError  # mlxlink key/value lines: the vectorised path
         pq_line = pqctr is not None and pq_ok
         if kv is not None and in_block and not portline:
-            kv_rows.append((i, fmt, dev_v, port, block, kv[0], kv[1], cur_ts, cur_q))
+            text = texts[i]
+            a = acache.get(text, miss)
+            if a is miss:
+                a = _attr_of(acache, fmt, text, kv)
+            if a is not None:
+                attrs.append([i, dev_v, port_i, block, a[0], kv[1], fmt, a[1], cur_ts, cur_q])
         if pq_line:
             pq_rows.append((i, dev_v, pq_lid, pq_port, pq_what, pqctr[0], pqctr[1], cur_ts))
         if panic is not None:
             pan_rows.append((i, *panic, cur_ts, cur_q))
         if sysfs is not None:
             sy_rows.append((i, *sysfs[:5], block, cur_ts, cur_q))
-        oks.append(
-            ok or (portline and dev_v is not None) or (kv is not None and in_block) or pq_line or k_ts
-        )
+        if ok or (portline and dev_v is not None) or (kv is not None and in_block) or pq_line or k_ts:
+            parsed += 1
+            last_ok = True
+        else:
+            unrecognized += 1
+            last_ok = False
+            if len(examples) < MAX_EXAMPLES:
+                examples.append((first + i, texts[i][:500]))
 
-    first = ctx.first_line
-    # ---- attributes (ibstat / ibstatus / ibv_devinfo key/value lines)
-    attrs: list[list] = []  # [i, dev, port, block, attribute, val, source, value]
-    at_times: dict[int, tuple] = {}  # line index -> (ts, ts_quality) of the attribute lines
-    for i, f_, d_, p_, blk, key, val, tv, tq in kv_rows:
-        at_times[i] = (tv, tq)
-        lk = key.strip().lower()
-        keys = IBSTAT_KEYS if f_ == "ibstat" else IBSTATUS_KEYS if f_ == "ibstatus" else DEVINFO_KEYS
-        attribute = keys.get(lk)
-        if attribute is None:
-            continue
-        attrs.append([i, d_, _port_int(p_), blk, attribute, val, f_, _normalise_py(attribute, val.strip())])
+    # ---- attributes (ibstat / ibstatus / ibv_devinfo key/value lines; sysfs files)
     if sy_rows:
         for i, d_, p_, grp, key, val, blk, tv, tq in sy_rows:
             attribute = SYSFS_KEYS.get(key)
             if grp is not None or attribute is None:
                 continue
-            at_times[i] = (tv, tq)
             value = _normalise_py(attribute, val.strip())
-            attrs.append([i, d_, _port_int(p_), blk, attribute, val, "sysfs", value])
+            attrs.append([i, d_, _port_int(p_), blk, attribute, val, "sysfs", value, tv, tq])
         attrs.sort(key=lambda a: a[0])
     extra_rows: list[list] = []
     widths = [a for a in attrs if a[4] == "active_width"]
@@ -1449,7 +1559,7 @@ def _small_file(  # noqa: C901, PLR0912, PLR0913, PLR0915
             f'"{k_}":{v}' if k_ == "port" else f'"{k_}":"{v}"' for k_, v in fields if v is not None
         )
         kind = "ib_port_down" if a[7] == "Down" else "ib_port_not_active"
-        ev.append((a[0], kind, a[7], texts[a[0]].strip(), "{" + detail + "}", *at_times[a[0]], "medium"))
+        ev.append((a[0], kind, a[7], texts[a[0]].strip(), "{" + detail + "}", a[8], a[9], "medium"))
     # tool aborts and warnings (ibpanic, iberror, ibwarn)
     for i, tool, pid, msg, tv, tq in pan_rows:
         m = _IB_DEVICE.search(msg)
@@ -1469,6 +1579,38 @@ def _small_file(  # noqa: C901, PLR0912, PLR0913, PLR0915
     c_line: list[int] = []
     c_ts: list = []
     ctr: list[tuple] = []  # (i, device, port, counter, name, group, raw, lid, tool, ts) in line order
+    if not sy_rows:  # perfquery readings only (the loop below, in one pass)
+        names = _PQ_NAMES
+        for i, d_, lid, p_, what, name, raw, tv in pq_rows:
+            named = names.get((name, what), miss)
+            if named is miss:
+                named = _pq_name(name, what)
+            if named is None:
+                continue
+            counter, mid = named
+            raw_part = ""
+            if raw.isdigit():  # (`^\d+$` on ASCII text; `_RAW_MARK` cannot match it)
+                value = float(raw)
+            elif _HEX.search(raw):
+                n = int(raw[2:], 16)
+                if n >= _INT64:
+                    raise FallbackError
+                value = float(n)
+                raw_part = f',"raw":"{raw}"' if _RAW_MARK.search(raw) else ""
+            else:
+                raise FallbackError  # (polars' float parsing: exponents, signs, words)
+            device = d_ if d_ is not None else f"lid:{lid}"
+            key = (device, p_, counter)
+            r = readings.get(key, 0)
+            readings[key] = r + 1
+            c_dev.append(device)
+            c_ts.append(tv)
+            c_port.append(p_)
+            c_counter.append(counter)
+            c_value.append(value)
+            c_detail.append(f'{{"reading":{r}{mid}{lid},"tool":"perfquery"{raw_part}}}')
+            c_line.append(first + i)
+        pq_rows = []
     for i, d_, lid, p_, what, name, raw, tv in pq_rows:
         if name in PQ_NOT_COUNTERS:
             continue
@@ -1511,8 +1653,7 @@ def _small_file(  # noqa: C901, PLR0912, PLR0913, PLR0915
             c_detail.append(f'{{"reading":{r},"group":"{what}","tool":"sysfs"{raw_part}}}')
         c_line.append(first + i)
     # ---- accounting
-    parsed, unrecognized, examples, last = account_texts(texts, oks, first)
-    partial = not (True if last is None else oks[last]) or any(p[1] != "ibwarn" for p in pan_rows)
+    partial = not last_ok or any(p[1] != "ibwarn" for p in pan_rows)
     # ---- the rows (nothing was added before: a FallbackError above leaves the tables as they were)
     node, path = ctx.node, ctx.path
     inv_rows = [a for a in attrs if a[7]]
