@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 from collections import deque
 from collections.abc import Sequence
 from functools import lru_cache
-from itertools import accumulate
+from itertools import accumulate, compress
 from typing import Any
 
 import polars as pl
@@ -271,8 +271,8 @@ def _documents(texts: list[str]) -> list[tuple[int, int]]:
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse each XML document of the file; see the module docstring."""
     with F.gc_paused():
-        texts, blank = _prepare(lines)
-        rows, result = _parse(texts, blank, ctx)
+        texts, blank, starts, tags = _prepare(lines)
+        rows, result = _parse(texts, blank, ctx, starts, tags)
         return ParseResult(tables=F.frames(*rows, inv_tuples=True), **result)
 
 
@@ -283,29 +283,166 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
     if not items:
         return []
     with F.gc_paused():
-        texts, blank = _prepare(pl.concat([lines.cast(pl.String) for lines, _ in items], how="vertical"))
+        texts, blank, st, tg = _prepare(pl.concat([lines.cast(pl.String) for lines, _ in items]))
         starts = list(accumulate((len(lines) for lines, _ in items), initial=0))
         rows = []
         results = []
         for k, (_lines, ctx) in enumerate(items):
             a, b = starts[k], starts[k + 1]
-            r, result = _parse(texts[a:b], blank[a:b], ctx)
+            r, result = _parse(texts[a:b], blank[a:b], ctx, st[a:b], tg[a:b])
             rows.append(r)
             results.append(result)
         tables = F.frames_many(rows, inv_tuples=True)
         return [ParseResult(tables=t, **result) for t, result in zip(tables, results, strict=True)]
 
 
-def _prepare(lines: pl.Series) -> tuple[list[str], list[bool]]:
-    """The lines as Python strings ('' for a null) and their blank flags (`F.blank_flags`)."""
-    texts: list[str] = [t if t is not None else "" for t in lines.cast(pl.String).to_list()]
-    return texts, F.blank_flags(lines)
+
+_Read = tuple[ET.Element | None, dict[int, int], int | None, str | None, bool, list[ET.Element]]
+"""A document read: its root, the line of each element (by id), the line index (in the document) where the
+lines read end (None: all), a note, whether it ends early, its elements (kept alive: ids are keys)."""
+
+
+def _read_lines(doc_lines: list[str], at: int) -> _Read:
+    """Read a document (its lines; `at`: its first line's number) line by line, as far as it is valid: each
+    element takes the line its start tag's events came with, the lines after the root's closing tag are not
+    read."""
+    # = ET.XMLPullParser(events=("start", "end")), its feed and read_events without their Python layers:
+    # the parser puts the events of each fed line in `queue` (the pull parser's own construction)
+    parser = ET.XMLParser(target=ET.TreeBuilder())
+    queue: deque[tuple[str, ET.Element]] = deque()
+    parser._setevents(queue, ("start", "end"))
+    feed, next_event = parser.feed, queue.popleft
+    el_line: dict[int, int] = {}
+    root: ET.Element | None = None
+    keep: list[ET.Element] = []
+    failed_at: int | None = None
+    closed_at: int | None = None  # line index (in the document) where the root element closed
+    note: str | None = None
+    partial = False
+    for j, t in enumerate(doc_lines):
+        error: SyntaxError | None = None
+        try:
+            feed(t + "\n")
+        except SyntaxError as exc:  # (the pull parser reads it after the line's events)
+            error = exc
+        while queue:
+            ev, el = next_event()
+            if ev == "end":
+                if el is root:
+                    closed_at = j
+                continue
+            if root is None:
+                root = el
+            el_line[id(el)] = at + j
+            keep.append(el)
+        if error is not None:
+            if not isinstance(error, ET.ParseError):
+                raise error
+            failed_at = j
+            note = f"XML document at line {at}: {error}"
+            break
+        if closed_at is not None:
+            break  # anything after the root (a shell prompt, stderr) is not this document
+    if closed_at is not None:
+        failed_at = closed_at + 1  # lines after the closing tag stay unrecognized unless blank
+    elif failed_at is None:
+        try:
+            parser.close()
+        except ET.ParseError as exc:
+            partial = True
+            note = f"XML document at line {at} ends early: {exc}"
+    else:
+        partial = True
+    return root, el_line, failed_at, note, partial, keep
+
+
+def _read_whole(
+    chunk: str, doc_lines: list[str], at: int, starts: list[int], tags: list[int]
+) -> _Read | None:
+    """`_read_lines` of a document (`chunk`, its DOCTYPE blanked; `doc_lines`: its lines as in the file,
+    each a line of `chunk`; `starts`, `tags`: their counts of tags by `_prepare`) fed at once, when the document
+    parses whole (ends on its root, then nothing but blanks and processing instructions) and its lines say
+    where each element starts; else None.
+
+    The lines say it when each holds as many '>' as '<', holds no '<!' but a DOCTYPE without an internal
+    subset alone on its line, and no '<?' but a processing instruction alone on its line. Then every '<'
+    opens markup (character data and attribute values hold none), each markup ends on its line (a start tag
+    ending on a later line would leave its first line one '>' short: its other '>' are in text or values,
+    and so on to the last line, which would have one too many), and the '<' followed by neither '/', '?' nor
+    '!' open the start tags. So fed line by line, each element comes with the line of its start tag, in
+    document (pre-)order, as `Element.iter` lists them; the root closes on the last line holding a tag (an
+    empty root's start tag, else its end tag), after which nothing is read."""
+    if -1 in starts:
+        return None
+    if -2 in starts:
+        starts = list(starts)
+        j = starts.index(-2)
+        while True:
+            t = doc_lines[j].strip(" \t\r\ufeff")
+            pi = t.startswith("<?") and t.endswith("?>") and len(t) >= 4 and t.count("<") == 1
+            if not (pi or _SIMPLE_DOCTYPE.fullmatch(t)):
+                return None
+            starts[j] = 0
+            if -2 not in starts:
+                break
+            j = starts.index(-2, j)
+    parser = ET.XMLParser(target=ET.TreeBuilder())
+    try:
+        parser.feed(chunk)
+        root = parser.close()
+    except Exception:  # noqa: BLE001 - read line by line: the same errors, where they are
+        return None
+    els = list(root.iter())
+    if max(starts, default=0) <= 1:
+        lines = list(compress(range(at, at + len(starts)), starts))
+    else:
+        lines = [at + j for j, n in enumerate(starts) if n for _ in range(n)]
+    if len(els) != len(lines):
+        return None
+    closed_at = next((j for j in range(len(tags) - 1, -1, -1) if tags[j]), None)
+    if closed_at is None:
+        return None
+    return root, dict(zip(map(id, els), lines, strict=True)), closed_at + 1, None, False, els
+
+
+_SIMPLE_DOCTYPE = re.compile(r"<!DOCTYPE[^<>\[]*>")
+"""A DOCTYPE without an internal subset (blanked before parsing)."""
+
+
+def _prepare(lines: pl.Series) -> tuple[list[str], list[bool], list[int], list[int]]:
+    """The lines as Python strings ('' for a null), their blank flags (`F.blank_flags`), and per line its
+    start tags ('<' followed by neither '/', '?' nor '!'), or -1 when it holds more or fewer '>' than '<', or
+    -2 when it holds '<?' or '<!' (`_read_whole` looks at it), and its start and end tags."""
+    text = lines.cast(pl.String).fill_null("")
+    t = pl.col("t")
+    lt, gt, et, pi, bang = (t.str.count_matches(x, literal=True) for x in ("<", ">", "</", "<?", "<!"))
+    flags = (
+        text.to_frame("t")
+        .lazy()
+        .select(
+            blank=t.str.strip_chars().str.len_bytes() == 0,  # (= F.blank_flags)
+            starts=pl.when(lt != gt).then(-1).when(pi + bang > 0).then(-2).otherwise(lt - et),
+            tags=lt - pi - bang,
+        )
+        .collect()
+    )
+    return (
+        text.to_list(),
+        flags.get_column("blank").to_list(),
+        flags.get_column("starts").to_list(),
+        flags.get_column("tags").to_list(),
+    )
 
 
 def _parse(
-    texts: list[str], blank: list[bool], ctx: FileContext
+    texts: list[str],
+    blank: list[bool],
+    ctx: FileContext,
+    starts: list[int] | None = None,
+    tags: list[int] | None = None,
 ) -> tuple[tuple[list[Any], list[dict[str, Any]], list[dict[str, Any]]], dict[str, Any]]:
-    """The rows of the three tables and the other `ParseResult` fields of one file (`_prepare`'s output)."""
+    """The rows of the three tables and the other `ParseResult` fields of one file (`_prepare`'s output;
+    without `starts` and `tags`, every document is read line by line)."""
     first = ctx.first_line
     inv: list[Any] = []  # (F.INV_TUPLE tuples)
     samples: list[dict[str, Any]] = []
@@ -324,52 +461,16 @@ def _parse(
         # Blank the DOCTYPE (and any internal subset) keeping its newlines: nothing is fetched or expanded.
         chunk = _DOCTYPE.sub(lambda m: "\n" * m.group(0).count("\n"), chunk)
         doc_lines = chunk.split("\n")
-        # = ET.XMLPullParser(events=("start", "end")), its feed and read_events without their Python layers:
-        # the parser puts the events of each fed line in `queue` (the pull parser's own construction)
-        parser = ET.XMLParser(target=ET.TreeBuilder())
-        queue: deque[tuple[str, ET.Element]] = deque()
-        parser._setevents(queue, ("start", "end"))
-        feed, next_event = parser.feed, queue.popleft
-        el_line: dict[int, int] = {}
-        root: ET.Element | None = None
-        keep: list[ET.Element] = []
-        failed_at: int | None = None
-        closed_at: int | None = None  # line index (in the document) where the root element closed
         at = first + start
-        for j, t in enumerate(doc_lines):
-            error: SyntaxError | None = None
-            try:
-                feed(t + "\n")
-            except SyntaxError as exc:  # (the pull parser reads it after the line's events)
-                error = exc
-            while queue:
-                ev, el = next_event()
-                if ev == "end":
-                    if el is root:
-                        closed_at = j
-                    continue
-                if root is None:
-                    root = el
-                el_line[id(el)] = at + j
-                keep.append(el)
-            if error is not None:
-                if not isinstance(error, ET.ParseError):
-                    raise error
-                failed_at = j
-                notes.append(f"XML document at line {first + start}: {error}")
-                break
-            if closed_at is not None:
-                break  # anything after the root (a shell prompt, stderr) is not this document
-        if closed_at is not None:
-            failed_at = closed_at + 1  # lines after the closing tag stay unrecognized unless blank
-        elif failed_at is None:
-            try:
-                parser.close()
-            except ET.ParseError as exc:
-                partial = True
-                notes.append(f"XML document at line {first + start} ends early: {exc}")
-        else:
-            partial = True
+        read = None
+        if starts is not None and tags is not None and len(doc_lines) == end - start:
+            read = _read_whole(chunk, texts[start:end], at, starts[start:end], tags[start:end])
+        if read is None:
+            read = _read_lines(doc_lines, at)
+        root, el_line, failed_at, note, partial_doc, _keep = read
+        if note is not None:
+            notes.append(note)
+        partial = partial or partial_doc
         upto = end if failed_at is None else min(end, start + failed_at)
         if root is None or root.tag != "nvidia_smi_log":
             continue
@@ -406,7 +507,7 @@ def _parse(
             inv += gi
             samples.append(row)
             events += ev
-        del keep
+        del read
     # parsed: the non-blank lines of the spans read; unrecognized: the non-blank lines between them
     parsed = sum(b - a - blank[a:b].count(True) for a, b in spans)
     unrecognized = 0
