@@ -449,9 +449,10 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
 def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
     """`[parse(lines, ctx) for lines, ctx in items]` in one pass over the lines of all files: every line is
     governed by the last header above it in its own file, the rows of one field list are read in one query
-    whatever file they are in, the accounting is counted per file from the flags of all lines, and the
-    events are found per GPU of each file (`F.transition_events_many`). Files of `_MANY` lines or more (whose
-    `extra` may be encoded per distinct value) are parsed alone."""
+    whatever file they are in (those of dmon's fixed-width layout as columns of bytes: `_fixed_width`), the
+    accounting is counted per file from the flags of all lines, and the events are found per GPU of each file
+    (`F.transition_events_many`). Files of `_MANY` lines or more (whose `extra` may be encoded per distinct
+    value) are parsed alone."""
     out: list[ParseResult | None] = [None] * len(items)
     batch = [k for k, (lines, _ctx) in enumerate(items) if len(lines) < _MANY]
     if len(batch) < 2:
@@ -504,13 +505,34 @@ def _parse_batch(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseRe
     for fields_t, s in sigs.items():
         fields = list(fields_t)
         rx = _row_regex(fields)
-        data = (
-            frame.lazy()
-            .filter((pl.col("sig") == s) & ~pl.col("mark"))
-            .with_columns(cells=pl.col("stripped").str.extract_groups(rx))
-            .filter(pl.col("cells").struct.field(rx[rx.index("<") + 1 : rx.index(">")]).is_not_null())
-        )
-        part = _group_frame(data, fields, None, ("_pos", "_f", "line", "text")).collect(engine="in-memory")
+        rows: pl.LazyFrame | None = frame.lazy().filter((pl.col("sig") == s) & ~pl.col("mark"))
+        fast = None
+        if n >= _FAST_MIN and rows is not None:
+            # (the rows of the field list in dmon's fixed-width layout, in all files, read as columns of
+            # bytes; the others by the row regex below)
+            group = rows.select(line=pl.col("_pos").cast(pl.Int64), text="text").collect()
+            got = _fixed_width(group, fields)
+            if got is not None:
+                cols, slow = got
+                pos = cols.get_column("line").cast(pl.UInt32)
+                f = file_of.gather(pos)
+                fast = cols.with_columns(
+                    _pos=pos, _f=f, line=pos.cast(pl.Int64) + line_off.gather(f)
+                ).select("_pos", "_f", "line", pl.exclude("_pos", "_f", "line"))
+                rows = None
+                if len(slow):
+                    rows = frame.lazy().filter(pl.col("_pos").is_in(slow.cast(pl.UInt32).implode()))
+        if rows is not None:
+            data = rows.with_columns(cells=pl.col("stripped").str.extract_groups(rx)).filter(
+                pl.col("cells").struct.field(rx[rx.index("<") + 1 : rx.index(">")]).is_not_null()
+            )
+            keep = ("_pos", "_f", "line", "text")
+            part = _group_frame(data, fields, None, keep).collect(engine="in-memory")
+            if fast is not None:
+                part = pl.concat([fast, part], how="vertical").sort("_pos") if part.height else fast
+        else:
+            assert fast is not None
+            part = fast
         if part.height == 0:
             continue
         data_pos.append(part.get_column("_pos"))
