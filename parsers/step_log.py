@@ -34,12 +34,16 @@ from parsers import _step_grammars as g
 from parsers._common import ENVELOPES
 from parsers._sniff import (
     any_of,
+    anywhere,
     cheap_requirements,
+    gate,
+    gate_plan,
     head_text,
     holds_shared,
     opens_with_digit,
     required_literals,
     share_anchors,
+    top_branches,
 )
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
 
@@ -229,6 +233,31 @@ def _sniff_any(kind: str, keep: tuple[int, ...]) -> object:
     return got
 
 
+# Patterns that may match some line of a head without ANSI codes (`parsers._sniff.gate`): the strong regexes
+# then each branch of the weak one, so that a head none of them can match in is told apart with a few literal
+# scans (None: the weak regex could not be cut into its branches, `holds_shared` serves instead).
+_WEAK_BRANCHES = top_branches(_SNIFF_WEAK)
+_SNIFF_GATE = gate_plan([*_SNIFF_STRONG, *_WEAK_BRANCHES]) if _WEAK_BRANCHES else None
+_N_STRONG = len(_SNIFF_STRONG)
+# The branches of the other regex freed of their anchors (`parsers._sniff.anywhere`): none matching anywhere
+# in a head, no line of it can count as `other` (None: not so derived, no shortcut).
+_OTHER_ANYWHERE = [anywhere(p) for p in top_branches(_SNIFF_OTHER) or [None]]
+_OTHER_GATE = (
+    (gate_plan(_OTHER_ANYWHERE), [p.search for p in _OTHER_ANYWHERE])  # type: ignore[arg-type, union-attr]
+    if all(_OTHER_ANYWHERE)
+    else None
+)
+
+
+def _no_other(text: str, seen: dict[str, bool]) -> bool:
+    """Whether no line of `text` (a head without ANSI codes) can match `_SNIFF_OTHER`, whatever prefixes the
+    sniff strips: no branch of it, freed of its anchors (`_OTHER_ANYWHERE`), matches anywhere in `text`."""
+    if _OTHER_GATE is None:
+        return False
+    plan, searches = _OTHER_GATE
+    return not any(searches[i](text) for i in gate(plan, text, seen))
+
+
 def sniff(head: bytes, name: str) -> float:
     """Score by how much step-line shapes dominate the head's recognisable lines (NCCL/kernel lines compete)."""
     text = head_text(head)
@@ -238,15 +267,25 @@ def sniff(head: bytes, name: str) -> float:
     weak_re: re.Pattern[str] | None = _SNIFF_WEAK
     seen: dict[str, bool] = {}
     rest_pending = "\x1b" not in text
+    # (whether `other` is known to stay 0: then the first strong line settles the score; None: not known yet)
+    no_other: bool | None = False
     if rest_pending:
         # without ANSI codes to strip, every string tested below is a substring of `text`: drop the regexes
-        # a requirement of which is absent (exact), and stop when no step line or preamble can be found
-        # (a regex kept that cannot match changes no count: only which regexes run differs); the support
-        # and other regexes are sorted out at the first line no strong regex matches (none needs them before)
-        strong_keep = tuple(i for i, reqs in enumerate(_SNIFF_STRONG_REQS) if holds_shared(reqs, text, seen))
-        weak_re = _SNIFF_WEAK if holds_shared(_SNIFF_WEAK_REQS, text, seen) else None
+        # that cannot match in it (`gate`: a requirement of theirs is absent; exact), and stop when no step
+        # line or preamble can be found (a regex kept that cannot match changes no count: only which regexes
+        # run differs); the support and other regexes are sorted out at the first line no strong regex
+        # matches (none needs them before)
+        if _SNIFF_GATE is not None:
+            alive = gate(_SNIFF_GATE, text, seen)
+            strong_keep = tuple(i for i in alive if i < _N_STRONG)
+            weak_re = _SNIFF_WEAK if alive and alive[-1] >= _N_STRONG else None
+        else:  # pragma: no cover - the weak regex not cut into its branches
+            reqs_of = _SNIFF_STRONG_REQS
+            strong_keep = tuple(i for i, reqs in enumerate(reqs_of) if holds_shared(reqs, text, seen))
+            weak_re = _SNIFF_WEAK if holds_shared(_SNIFF_WEAK_REQS, text, seen) else None
         if not strong_keep and weak_re is None:
             return 0.0  # strong == 0 and weak is False below, whatever the other counts
+        no_other = None if strong_keep else False
     strong_re = _sniff_any("strong", strong_keep)
     support_re = None if rest_pending else _sniff_any("support", support_keep)
     strong = support = other = 0
@@ -264,6 +303,11 @@ def sniff(head: bytes, name: str) -> float:
                 s = _SNIFF_PYLOG.sub("", s, count=1)
             if strong_re is not None and strong_re.search(s):  # type: ignore[attr-defined]
                 strong += 1
+                if no_other is None:
+                    no_other = _no_other(text, seen)
+                if no_other:
+                    # `other` stays 0 whatever the other lines are: share = evidence / evidence = 1.0
+                    return 0.92 + 0.06 * 1.0
                 continue
             if rest_pending:
                 rest_pending = False
