@@ -190,6 +190,8 @@ _SNIFF_BTIME = guarded("btime ")
 _LEAD_WORDS = r"(?:kernel:|NVRM|nvidia-|mlx5_core|pcieport|btime )"
 _LEAD = re.compile(_LEAD_WORDS)
 _LEAD_NL = re.compile("\n" + _LEAD_WORDS)
+_LEAD_GUARDS = (*_BARE_GUARDED, _SNIFF_BTIME) if _BARE_LITERALS is not None else ()
+"""A head holds neither a bare line nor a btime line unless it holds both guard characters of one of these."""
 _RARE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e"
 """The ASCII line boundaries of `str.splitlines` but '\n'."""
 _SNIFF_TZ = guarded("Time zone: ")
@@ -226,20 +228,54 @@ def _strong_bound(text: str, stop: int) -> int:
     bound = 0
     # (a 1-char `in` is a memchr: far cheaper than a regex's or a longer needle's scan where it is absent)
     if "[" in text:
-        bound += len(_FEAT_BRACKET.findall(text))
+        bound += _count(_FEAT_BRACKET, text, stop)
         if bound >= stop:
             return bound
     if ":" in text:
-        bound += len(_FEAT_HMS.findall(text))
+        bound += _count(_FEAT_HMS, text, stop - bound)
         if bound >= stop:
             return bound
     if ";" in text:  # (kmsg's prefix ends with one)
-        bound += len(_FEAT_KMSG.findall(text))
+        bound += _count(_FEAT_KMSG, text, stop - bound)
     if ">" in text and ">1 " in text:
         bound += text.count(">1 ")
     if '"' in text and '"__REALTIME_TIMESTAMP"' in text:
         bound += text.count('"__REALTIME_TIMESTAMP"')
     return bound
+
+
+def _count(rx: re.Pattern[str], text: str, most: int) -> int:
+    """`min(len(rx.findall(text)), most)` (`most` >= 1), the scan stopped there."""
+    n = 0
+    for _m in rx.finditer(text):
+        n += 1
+        if n >= most:
+            break
+    return n
+
+
+_OPENS = re.compile(r"[^\s#]")
+_OPENS_NL = re.compile(r"\n[^\s#]")
+_OPENS_KNOWN = all(p.startswith("^") for _n, p in STYLES) and PDSH_RE.startswith("^(?P<pdsh>[A-Za-z0-9]")
+r"""Every `_SNIFF_STRONG` style opens (after '^') with one of `\d`, `[a-z]`, `[A-Z]`, '<', '\[', '\{',
+`[\w.-]`, `[^\s\d:\[\]<>]` (tests/parsers/test_kn_sniff_equiv.py checks it): never with a `\s` character;
+a pdsh line's body is its rest, and it opens with `[A-Za-z0-9]`."""
+
+
+def _opened_lines(text: str, stop: int) -> int:
+    r"""At least the number of `text`'s lines (ending at '\n' only) that a `_SNIFF_STRONG` style may match, or
+    a pdsh prefix open: those whose first character is neither `\s` nor '#' (any value >= `stop` once the
+    count reaches it)."""
+    if not _OPENS_KNOWN:
+        return stop
+    n = 1 if _OPENS.match(text) else 0
+    if n >= stop:
+        return n
+    for _m in _OPENS_NL.finditer(text):
+        n += 1
+        if n >= stop:
+            break
+    return n
 
 
 def _lines_at_least(text: str) -> int:
@@ -262,9 +298,11 @@ def sniff(head: bytes, name: str) -> float:
     # a bare line and /proc/stat's btime line open with one of `_LEAD`'s words: where the lines end at '\n'
     # only (no other `str.splitlines` boundary; '^' of re.M is the text's start and after '\n'), one scan
     # for them at the line starts rules both out (their literals anywhere cost a search each)
-    leads = not _LEAD_KNOWN or not text.isascii() or any(c in text for c in _RARE_BREAKS)
-    if not leads:
-        leads = bool(_LEAD.match(text) or _LEAD_NL.search(text))
+    plain = text.isascii() and not any(c in text for c in _RARE_BREAKS)  # ('\n' the only line boundary)
+    if not _LEAD_GUARDS or any(g in text and g2 in text for g, g2, _x in _LEAD_GUARDS):
+        leads = not _LEAD_KNOWN or not plain or bool(_LEAD.match(text) or _LEAD_NL.search(text))
+    else:
+        leads = False  # (no bare-line literal and no 'btime ' in the head)
     btime = leads and contains(text, _SNIFF_BTIME)
     if btime and _PROC_STAT.search(text) and re.search(r"^cpu\d* +\d+ \d+", text, re.M):
         return 0.9  # /proc/stat: gives the boot time (btime)
@@ -279,9 +317,20 @@ def sniff(head: bytes, name: str) -> float:
     if not maybe_bare:
         # no bare line: the score is 0 unless strong lines are >= 40 % of the n counted lines (n <= 300);
         # `strong <= bound` and `n >= _lines_at_least`, and 5 * strong < 2 * n is `strong / n < 0.4`
-        bound = _strong_bound(text, 120)
-        if bound == 0 or (bound < 120 and 5 * bound < 2 * _lines_at_least(text)):
+        if plain and not _opened_lines(text, 1):
+            return 0.0  # no line opens as a strong line or a pdsh prefix can (`_OPENS`): indented output
+        # (first up to 8: a head of strong lines stops its scans there; below 8 the bound is exact)
+        bound = _strong_bound(text, 8)
+        if bound == 0:
             return 0.0
+        # (`_lines_at_least` counts lines of the first 2,048 characters: not needed where those are few)
+        few = plain and bound >= 8 and 5 * 8 >= 2 * (text.count("\n", 0, 2048) + 1)
+        least = 0 if few else _lines_at_least(text)
+        if bound < 8 or 5 * 8 < 2 * least:
+            if bound >= 8:
+                bound = _strong_bound(text, 120)
+            if bound < 120 and 5 * bound < 2 * least:
+                return 0.0
     # (`ln and not ln.isspace()` is `ln.strip()`'s truth without a copy)
     lines = [ln for ln in text.splitlines()[:300] if ln and not ln.isspace() and ln[0] != "#"]
     if not lines:

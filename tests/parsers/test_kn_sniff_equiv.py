@@ -4,13 +4,12 @@ they were, kept here verbatim as references, on every fixture head and on mutate
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import re
 
 from parsers import kernel_log as klm
 from parsers import nccl as ncm
@@ -294,3 +293,30 @@ def test_kernel_sniff_same_on_mixed_heads(seed: int) -> None:
 def test_kernel_sniff_same_on_random_heads(parts: list[str], sep: str) -> None:
     head = sep.join(parts).encode()
     assert klm.sniff(head, "f") == old_kernel_sniff(head, "f")
+
+
+def _kernel_lines() -> list[str]:
+    out = []
+    for p in sorted((FIXTURES / "kernel-log").rglob("*")):
+        if p.is_file():
+            out += p.read_bytes()[:20000].decode("utf-8", "replace").splitlines()[:200]
+    return out + LEADS + KERNELISH
+
+
+def test_no_strong_style_opens_with_a_blank() -> None:
+    # `kernel_log._opened_lines`: a line whose first character is `\s` is never strong, nor a pdsh line
+    lines = _kernel_lines()
+    assert sum(1 for ln in lines if klm._SNIFF_STRONG_ANY.match(ln)) > 100  # (the sample holds strong lines)
+    for ln in lines:
+        for ws in (" ", "\t", "\x1c", "\x1f", "\x0b", "\xa0", "\u3000"):
+            body = ws + ln.lstrip()
+            assert not any(rx.match(body) for rx in klm._SNIFF_STRONG), body
+            assert not klm._SNIFF_PDSH.match(body), body
+
+
+def test_bare_and_btime_lines_open_with_a_lead_word() -> None:
+    lines = _kernel_lines()
+    bare = [ln for ln in lines if klm._BARE.match(ln)]
+    assert bare
+    assert all(klm._LEAD.match(ln) for ln in bare)
+    assert all(klm._LEAD.match(m.group(0)) for ln in lines + ["btime 1700000000"] if (m := klm._PROC_STAT.search(ln)))
