@@ -211,7 +211,7 @@ def test_nccl_sniff_same_on_mixed_heads(seed: int) -> None:
 
 @settings(max_examples=300)
 @given(
-    st.lists(st.sampled_from(SPECIAL + NCCLISH[:50] + ["x", "NCCL ", " NCCL INFO", "a:1:2 [0]"]), max_size=60),
+    st.lists(st.sampled_from([*SPECIAL, *NCCLISH[:50], "x", "NCCL ", " NCCL INFO", "a:1:2 [0]"]), max_size=60),
     st.sampled_from(["\n", "\r\n", "\r", " "]),
 )
 def test_nccl_sniff_same_on_random_heads(parts: list[str], sep: str) -> None:
@@ -319,4 +319,6 @@ def test_bare_and_btime_lines_open_with_a_lead_word() -> None:
     bare = [ln for ln in lines if klm._BARE.match(ln)]
     assert bare
     assert all(klm._LEAD.match(ln) for ln in bare)
-    assert all(klm._LEAD.match(m.group(0)) for ln in lines + ["btime 1700000000"] if (m := klm._PROC_STAT.search(ln)))
+    stat = [m.group(0) for ln in [*lines, "btime 1700000000"] if (m := klm._PROC_STAT.search(ln))]
+    assert stat
+    assert all(klm._LEAD.match(x) for x in stat)
