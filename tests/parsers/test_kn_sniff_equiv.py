@@ -209,9 +209,12 @@ def test_nccl_sniff_same_on_mixed_heads(seed: int) -> None:
     _check(ncm.sniff, old_nccl_sniff, _mixed_heads(seed, 600))
 
 
+NCCL_PARTS = [*SPECIAL, *NCCLISH[:50], "x", "NCCL ", " NCCL INFO", "a:1:2 [0]"]
+
+
 @settings(max_examples=300)
 @given(
-    st.lists(st.sampled_from([*SPECIAL, *NCCLISH[:50], "x", "NCCL ", " NCCL INFO", "a:1:2 [0]"]), max_size=60),
+    st.lists(st.sampled_from(NCCL_PARTS), max_size=60),
     st.sampled_from(["\n", "\r\n", "\r", " "]),
 )
 def test_nccl_sniff_same_on_random_heads(parts: list[str], sep: str) -> None:
