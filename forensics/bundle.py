@@ -20,7 +20,7 @@ import shutil
 import stat
 import tarfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
@@ -151,8 +151,13 @@ def _archive_stem(name: str) -> str:
     return name
 
 
-def open_bundle(path: Path, staging: Path, limits: Limits | None = None) -> Bundle:
+def open_bundle(
+    path: Path, staging: Path, limits: Limits | None = None, walked: Callable[[Bundle], None] | None = None
+) -> Bundle:
     """List every file of the bundle at `path`, extracting archives into `staging`.
+
+    `walked` is called with the bundle listed so far after each folder of the walk (so the caller may start
+    work that the walk's size decides, while it goes on).
 
     Raises:
         BundleError: the path does not exist or is neither a folder nor a readable tar/zip archive.
@@ -180,7 +185,7 @@ def open_bundle(path: Path, staging: Path, limits: Limits | None = None) -> Bund
         return bundle
     else:
         raise BundleError(f"cannot open bundle '{path}': not a directory, tar or zip archive")
-    _walk(root, root, bundle, staging, budget, depth=0)
+    _walk(root, root, bundle, staging, budget, depth=0, walked=walked)
     _strip_common_wrapper(bundle)
     if damage:
         bundle.files.append(_skipped(path.name, _damaged(damage)))
@@ -206,9 +211,19 @@ class _Budget:
             )
 
 
-def _walk(root: Path, top: Path, bundle: Bundle, staging: Path, budget: _Budget, depth: int) -> None:
+def _walk(
+    root: Path,
+    top: Path,
+    bundle: Bundle,
+    staging: Path,
+    budget: _Budget,
+    depth: int,
+    walked: Callable[[Bundle], None] | None = None,
+) -> None:
     real_top = top.resolve()
     for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+        if walked is not None:
+            walked(bundle)
         dirnames.sort()
         dpath = Path(dirpath)
         for d in list(dirnames):

@@ -778,15 +778,55 @@ def ingest(
     shutil.rmtree(work, ignore_errors=True)
     staging = work / "staging"
     staging.mkdir(parents=True)
+    jobs = jobs or min(os.cpu_count() or 1, 8)
+    early = _EarlyPool(jobs) if client is None and jobs > 1 else None
     try:
-        bundle = open_bundle(bundle_path, staging, limits)
+        bundle = open_bundle(bundle_path, staging, limits, early.walked if early else None)
         _invalidate(out)
-        manifest = _ingest_bundle(bundle, out, work, limits, jobs, year, progress, client)
+        manifest = _ingest_bundle(bundle, out, work, limits, jobs, year, progress, client, early)
     finally:
+        if early is not None:
+            early.close()
         cleanup(work)
         if client is not None:
             client.close()
     return manifest
+
+
+class _EarlyPool:
+    """The worker pool, started while the bundle is walked as soon as the walk shows the bundle is not small
+    (`PARALLEL_MIN_FILES`, `PARALLEL_MIN_BYTES`): workers take ~1 s to start (a process, polars, the
+    parsers), which the walk of a bundle of thousands of files (~0.5-0.9 s) now covers. The first pool pass
+    takes it (`take`); unless taken, `close` shuts it down."""
+
+    def __init__(self, jobs: int) -> None:
+        self.jobs = jobs
+        self.pool: ProcessPoolExecutor | None = None
+        self.started = False
+        self.seen = 0
+        self.bytes = 0
+
+    def walked(self, bundle: Bundle) -> None:
+        if self.started:
+            return
+        for f in bundle.files[self.seen :]:
+            self.bytes += f.size
+        self.seen = len(bundle.files)
+        if self.seen >= PARALLEL_MIN_FILES or self.bytes >= PARALLEL_MIN_BYTES:
+            self.started = True
+            try:
+                self.pool = _new_pool(self.jobs)
+            except Exception:  # noqa: BLE001 - the pool pass starts its own, and reports why it cannot
+                self.pool = None
+
+    def take(self) -> ProcessPoolExecutor | None:
+        pool, self.pool = self.pool, None
+        return pool
+
+    def close(self) -> None:
+        pool = self.take()
+        if pool is not None:  # (idle; a pool that never had a task has no manager thread to stop its workers)
+            _kill_pool(pool)
 
 
 @dataclass(frozen=True)
@@ -979,8 +1019,10 @@ def _run_parallel(
     tick: Callable[[BundleFile], None],
     task: Callable[..., FileOutcome] = ingest_file,
     splits: dict[str, _Split] | None = None,
+    pool: ProcessPoolExecutor | None = None,
 ) -> list[FileOutcome]:
-    """Ingest `files` in a spawn pool of `jobs` workers; a worker that dies loses only its own file.
+    """Ingest `files` in a spawn pool of `jobs` workers (`pool`, started already, for the first pass); a
+    worker that dies loses only its own file.
 
     A file in `splits` (by path) is parsed as byte ranges in parallel plus a checksum task, then
     merged; if its pool breaks, it is retried whole. Small files go to the workers in batches
@@ -1002,7 +1044,8 @@ def _run_parallel(
     while rounds:
         pending, batch = rounds.pop(0)
         try:
-            suspects, unsent = _pool_pass(pending, jobs, *args, splits=splits or {}, batch=batch)
+            suspects, unsent = _pool_pass(pending, jobs, *args, splits=splits or {}, batch=batch, pool=pool)
+            pool = None
         except _PoolUnusable:
             for f in [*pending, *(f for fs, _ in rounds for f in fs), *alone]:
                 outcomes.append(task(f, limits, year_hint, collected, spill=work / "parts" / str(index[id(f)])))
@@ -1249,6 +1292,7 @@ def _pool_pass(
     task: Callable[..., FileOutcome] = ingest_file,
     splits: dict[str, _Split] | None = None,
     batch: int = 1,
+    pool: ProcessPoolExecutor | None = None,
 ) -> tuple[list[BundleFile], list[BundleFile]]:
     """One pool over `files`; append outcomes; when the pool breaks, return the files of the tasks that had
     started (suspects: the first `jobs + 1` unfinished tasks, as workers take tasks in order) and the
@@ -1265,7 +1309,7 @@ def _pool_pass(
     lost: list[Any] = []
     """futures failed by a broken pool"""
     results: dict[str, dict[int, Any]] = {}
-    pool = _new_pool(jobs)
+    pool = pool or _new_pool(jobs)
     try:
         with _children_ignore_sigint():
             probe = pool.submit(_worker_alive)
@@ -1482,6 +1526,7 @@ def _ingest_bundle(
     year: int | None,
     progress: ProgressCallback | None,
     dask_client: Any = None,
+    early: _EarlyPool | None = None,
 ) -> dict[str, Any]:
     started = time.monotonic()
     collected = datetime.fromtimestamp(bundle.collected_at, UTC) if bundle.collected_at else None
@@ -1517,7 +1562,10 @@ def _ingest_bundle(
                         outcomes.append(o)
                         tick(g)
             else:
-                outcomes = _run_parallel(files, jobs, work, limits, year_hint, collected, tick, splits=splits)
+                outcomes = _run_parallel(
+                    files, jobs, work, limits, year_hint, collected, tick, splits=splits,
+                    pool=early.take() if early else None,
+                )
         finally:
             counter.shutdown(wait=False, cancel_futures=True)  # (nothing is left to count once parsed)
     parsed = time.monotonic()

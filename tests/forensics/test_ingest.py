@@ -8,8 +8,10 @@ import os
 import stat
 import types
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -281,11 +283,33 @@ def test_every_table_is_written_and_readable(tmp_path: Path) -> None:
         assert isinstance(df, pl.DataFrame)
 
 
-def test_parallel_ingest_writes_the_same_tables_as_sequential(tmp_path: Path) -> None:
+def test_parallel_ingest_writes_the_same_tables_as_sequential(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     files = {f"node-{i:03d}/dmesg.log": xid_lines(3 + i) for i in range(26)}
     src = make_bundle(tmp_path, files)
+    pools: list[bool] = []  # per pool started: whether the bundle's walk was over
+    walking = [False]
+    new_pool, open_bundle = ingest_mod._new_pool, ingest_mod.open_bundle
+
+    def spy_pool(jobs: int) -> ProcessPoolExecutor:
+        pools.append(not walking[0])
+        return new_pool(jobs)
+
+    def spy_walk(*args: Any) -> Any:
+        walking[0] = True
+        try:
+            return open_bundle(*args)
+        finally:
+            walking[0] = False
+
+    monkeypatch.setattr(ingest_mod, "_new_pool", spy_pool)
+    monkeypatch.setattr(ingest_mod, "open_bundle", spy_walk)
     m1 = ingest(src, tmp_path / "seq", jobs=1)
+    assert pools == []
     m2 = ingest(src, tmp_path / "par", jobs=2)
+    # the workers were started during the walk, once it had seen `PARALLEL_MIN_FILES` files, and did the work
+    assert pools == [False]
     assert [f["status"] for f in m1["files"]] == [f["status"] for f in m2["files"]]
     assert m1["totals"] == m2["totals"]
     for t in ("events", "files"):
@@ -1248,3 +1272,23 @@ def _binary_reference(head: bytes) -> str | None:
 def test_binary_reason_follows_its_rules(parts: list[bytes], repeat: int) -> None:
     head = b"".join(parts) * repeat
     assert ingest_mod._binary_reason(head) == _binary_reference(head)
+
+
+def test_a_pool_started_early_and_not_taken_is_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
+    from forensics.bundle import Bundle
+
+    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_FILES", 3)
+    early = ingest_mod._EarlyPool(1)
+    bundle = Bundle(root="x")
+    bundle.files += [BundleFile(f"n/{i}.log", None, 10, "n", "path") for i in range(2)]
+    early.walked(bundle)
+    assert early.pool is None  # a small bundle so far: no workers
+    bundle.files.append(BundleFile("n/2.log", None, 10, "n", "path"))
+    early.walked(bundle)
+    pool = early.pool
+    assert pool is not None
+    procs = list(pool._processes.values())  # type: ignore[union-attr]
+    early.walked(bundle)
+    assert early.pool is pool  # started once
+    early.close()
+    assert early.pool is None and procs and not any(p.is_alive() for p in procs)
