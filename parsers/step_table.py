@@ -74,8 +74,11 @@ COLUMNS: dict[str, tuple[str, ...]] = {
 TIME_FIELDS = ("step_time_s", "step_time_ms", "cum_time_s", "ts")
 
 
+_SEPS = re.compile(r"[\s.\-]+")
+
+
 def _norm(name: str) -> str:
-    return re.sub(r"[\s.\-]+", "_", name.strip().strip('"').strip("'").lower())
+    return _SEPS.sub("_", name.strip().strip('"').strip("'").lower())
 
 
 _ALIASES = {alias: field for field, names in COLUMNS.items() for alias in names}
@@ -84,14 +87,15 @@ _ALIASES = {alias: field for field, names in COLUMNS.items() for alias in names}
 def _fields(names: list[str]) -> dict[str, str]:
     """Map canonical fields to the first matching original column name."""
     out: dict[str, str] = {}
-    for name in names:
-        field = _ALIASES.get(_norm(name))
+    normed = [_norm(name) for name in names]
+    for name, key in zip(names, normed, strict=True):
+        field = _ALIASES.get(key)
         if field and field not in out:
             out[field] = name
     # TensorBoard scalar export: `Wall time,Step,Value`
     if "ts" not in out:
-        for name in names:
-            if _norm(name) == "wall_time":
+        for name, key in zip(names, normed, strict=True):
+            if key == "wall_time":
                 out["ts"] = name
     return out
 
@@ -124,14 +128,30 @@ def _header(line: str) -> tuple[str, list[str]] | None:
     return None
 
 
+def _first_line(text: str) -> str | None:
+    """The first of `_first_lines` (a non-blank line not opening with '#'), or None: looked for in the head's
+    first 512 characters, then its first 4,096 (lines but the last, maybe cut short, of a prefix are lines of
+    the head), then in all of it."""
+    for size in (512, 4096):
+        if len(text) <= size:
+            break
+        for ln in text[:size].splitlines()[:-1]:
+            if ln.strip() and not ln.startswith("#"):
+                return ln
+    for ln in text.splitlines():
+        if ln.strip() and not ln.startswith("#"):
+            return ln
+    return None
+
+
 def sniff(head: bytes, name: str) -> float:
     """0.95 for a header/JSON object naming a step and a time column; 0 otherwise."""
-    lines = _first_lines(head)
-    if not lines:
+    first = _first_line(head_text(head))
+    if first is None:
         return 0.0
-    if lines[0].lstrip().startswith("{"):
+    if first.lstrip().startswith("{"):
         keys: list[str] = []
-        for ln in lines[:5]:
+        for ln in _first_lines(head)[:5]:
             try:
                 obj = json.loads(ln)
             except ValueError:
@@ -139,7 +159,13 @@ def sniff(head: bytes, name: str) -> float:
             if isinstance(obj, dict):
                 keys += [k for k in obj if k not in keys]
         return 0.95 if _qualifies(_fields(keys)) else 0.0
-    got = _header(lines[0])
+    # a header qualifies only with a step column, whose name holds 'step' or 'iter' (every alias of `step`
+    # does) once lower-cased (`_norm`: only the letters themselves lower-case to one of these, save 'İ', to an
+    # 'i' and a combining dot) and freed of the quotes the csv reader drops: an exact shortcut
+    low = first.replace('"', "").lower()
+    if "step" not in low and "iter" not in low:
+        return 0.0
+    got = _header(first)
     if got is None:
         return 0.0
     return 0.95 if _qualifies(_fields(got[1])) else 0.0

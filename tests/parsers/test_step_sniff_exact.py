@@ -326,3 +326,43 @@ def test_other_anywhere_finds_what_the_other_regex_finds_in_any_piece(
     piece = text[min(i, j) : max(i, j)]
     if step_log._SNIFF_OTHER.search(piece):
         assert any(p.search(text) for p in step_log._OTHER_ANYWHERE)
+
+
+_CSV_PIECES = [
+    "step",
+    "Step",
+    "ITER",
+    "time",
+    "ts",
+    "_runtime",
+    ",",
+    "\t",
+    ";",
+    '"',
+    "'",
+    " ",
+    "-",
+    ".",
+    "#",
+    "\n",
+    "\r",
+    "\r\n",
+    "\x0b",
+    "\x85",
+    "\u2028",
+    "İ",
+    "x" * 300,
+    "{",
+    '{"step": 1, "time": 2}',
+    "}",
+    ":",
+    "1",
+]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_CSV_PIECES), max_size=60), st.sampled_from([0, 500, 509, 4090, 5000]))
+def test_step_table_sniff_equals_its_plain_form_on_random_heads(parts: list[str], pad: int) -> None:
+    text = "".join(parts)
+    for head in ((" " * pad + "\n" + text).encode(), ("#" * pad + "\n" + text).encode(), text.encode()):
+        assert step_table.sniff(head, "x.csv") == plain_step_table_sniff(head, "x.csv")
