@@ -23,6 +23,7 @@ from typing import Any
 
 import polars as pl
 
+from parsers._sniff import head_text
 from parsers.base import FileContext, ParseResult
 
 NAME = "bug-report"
@@ -38,8 +39,12 @@ MAX_NOTES = 40
 
 def sniff(head: bytes, name: str) -> float:
     """1.0 on the bug report prologue."""
-    text = head.decode("utf-8", "replace")
-    if "Start of NVIDIA bug report log file" in text or "nvidia-bug-report.sh Version" in text:
+    text = head_text(head)  # (the decoding every sniffer shares)
+    # both prologue literals hold "report": one search of it (no blank: a needle with blanks is slow over the
+    # aligned text of tool output) rules both out on other files' heads
+    if "report" in text and (
+        "Start of NVIDIA bug report log file" in text or "nvidia-bug-report.sh Version" in text
+    ):
         return 1.0
     return 0.0
 

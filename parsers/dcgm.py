@@ -68,6 +68,10 @@ _SNIFF_HOSTENGINE_DIGIT = opens_with_digit(HOSTENGINE_RE)
 """Whether a hostengine line opens with a decimal digit (then no other line is tried)."""
 
 
+_SNIFF_IAGNOSTIC = ((probed("iagnostic"),),)
+"""In both 'Diagnostic' and 'Successfully ran diagnostic': one search rules out the two."""
+
+
 def _has(text: str, lit: str) -> bool:
     """`lit in text`, its guard characters and probe looked for first."""
     return holds(_SNIFF_GUARD[lit], text)
@@ -77,9 +81,10 @@ def sniff(head: bytes, name: str) -> float:
     """1.0 for dcgmi table or JSON signatures; 0.8 for hostengine log lines."""
     text = head_text(head)
     # (each regex only where its literal is: a search of a 64 KB head costs ~0.2 ms)
-    if _has(text, "Diagnostic") and re.search(r"^\|\s*Diagnostic\s+\|\s*Result\s+\|", text, re.M):
+    diag = holds(_SNIFF_IAGNOSTIC, text)
+    if diag and _has(text, "Diagnostic") and re.search(r"^\|\s*Diagnostic\s+\|\s*Result\s+\|", text, re.M):
         return 1.0
-    if _has(text, "Successfully ran diagnostic"):
+    if diag and _has(text, "Successfully ran diagnostic"):
         return 1.0
     if _has(text, "Health Monitor Report"):
         return 1.0

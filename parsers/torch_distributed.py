@@ -39,7 +39,7 @@ from typing import Any
 import polars as pl
 
 from parsers._common import to_json
-from parsers._sniff import cheap_requirements, head_text, holds, required_literals
+from parsers._sniff import cheap_requirements, head_text, holds, probed, required_literals
 from parsers.base import FileContext, ParseResult
 
 NAME = "torch-distributed"
@@ -158,8 +158,15 @@ _SNIFF_FR = re.compile(r'["\']pg_status["\']\s*:|["\']pg_config["\']\s*:|["\']co
 _SNIFF_FR_LITS = required_literals(_SNIFF_FR)
 _SNIFF_STRONG_LITS = required_literals(_SNIFF_STRONG)
 # the same gates as several requirements each, tested cheapest first (`parsers._sniff.cheap_requirements`)
-_SNIFF_FR_REQS = cheap_requirements(_SNIFF_FR)
-_SNIFF_STRONG_REQS = cheap_requirements(_SNIFF_STRONG)
+_SNIFF_FR_REQS = ((probed('"'), probed("'")), *cheap_requirements(_SNIFF_FR))
+"""(a flight-recorder key opens with a quote: two memchr rule it out on most heads)"""
+_SNIFF_STRONG_COVER = (
+    "elastic", "endezvous", "ollective", "torch.distributed.run", "[default]", "ProcessGroupNCCL.cpp:",
+    "Heartbeat", "local_rank", "enqueued",
+)  # fmt: skip
+"""Every alternative of `_SNIFF_STRONG` holds one of these (nine searches instead of thirteen: 'elastic' is in
+three alternatives, 'endezvous' and 'ollective' in two each; tests/parsers/test_sniff_equiv_s7ib.py)."""
+_SNIFF_STRONG_REQS = (tuple(map(probed, _SNIFF_STRONG_COVER)), *cheap_requirements(_SNIFF_STRONG))
 _NCCL_LINE = re.compile(r"^\S+:\d+:\d+ \[\d+\] .*NCCL (?:INFO|WARN|TRACE)", re.M)
 
 
