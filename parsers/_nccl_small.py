@@ -211,6 +211,14 @@ def parse_many(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResult |
 
 
 _Rec = tuple[int, dict[str, Any], str]
+_SPECIAL_FIRST = frozenset(["", " ", "\t", "[", "N", *"0123456789"])
+"""The first characters of the lines `records`' loop reads other than as a plain record (blank lines, PyTorch
+launcher prefixes, srun ranks, bare `NCCL version` lines)."""
+_SPECIAL_START = re.compile(r"\n[\n \t\[N0-9]")
+"""A line after the first opening with one of `_SPECIAL_FIRST` (or empty) in the lines joined by '\n'."""
+_GOOD = "\n"
+"""`records`' key (in `heads`) of the plain INFO heads read so far: {line start: (head, message offset)} (no
+line start holds a newline)."""
 
 
 def records(
@@ -235,6 +243,33 @@ def records(
     bares: list[_Rec] = []
     n = first_line
     keys = nccl._FAST_KEY_CHARS
+    if texts and texts[0][:1] not in _SPECIAL_FIRST and texts[-1] and not _SPECIAL_START.search(joined):
+        # no line is blank or opens with a launcher prefix, an srun rank or `NCCL version` (each opens with
+        # one of `_SPECIAL_FIRST`): each is a record, read by the loop below's last steps; a line start read
+        # before as a plain INFO head is looked up with its reading at once
+        good = heads.get(_GOOD)
+        if good is None:
+            good = heads[_GOOD] = {}  # type: ignore[assignment]
+        for i, t in enumerate(texts, n):
+            at = t.find(" NCCL ")
+            if at < 0:
+                return None
+            got = good.get(t[: at + 11])
+            if got is None:
+                key = t[: at + 11]
+                info = key.endswith(" NCCL INFO ")
+                if not info:
+                    key = t[: at + keys]
+                h = heads.get(key, False)
+                if h is False:
+                    h = heads[key] = _head(t[: at + keys])
+                if h is None or h["level"] not in ("INFO", "TRACE"):
+                    return None
+                got = (h, h["msg_off"])
+                if info:
+                    good[key] = got
+            recs.append((i, got[0], t[got[1] :]))
+        return (recs, bares) if recs else None
     for i, t in enumerate(texts):
         if t[:1] in _BLANK_START and not t.strip(" \t"):
             continue
@@ -304,6 +339,8 @@ class _Rx(NamedTuple):
     ofi: re.Pattern[str]
     init: re.Pattern[str]
     topo: re.Pattern[str]
+    conn_apart: bool
+    """`_starts_apart(conn_prefixes)`."""
 
 
 @cache
@@ -318,6 +355,7 @@ def _patterns() -> _Rx:
         _rx(nccl.BOOTSTRAP_RE),
         *(_rx(x) for x in (nccl.NET_IB_RE, nccl.NET_SOCKET_RE, nccl.USING_NET_RE, nccl.OFI_RE)),
         *(_rx(x) for x in (nccl.INIT_RE, nccl.TOPO_RE)),
+        _starts_apart(nccl._CONN_PREFIXES),
     )
 
 
@@ -330,8 +368,11 @@ def _classify(msg: str, rx: _Rx) -> tuple[tuple[str, tuple[Any, ...]], ...]:
     """What `nccl._nccl_rows` reads in a record's message: (kind, values) for each row kind it gives ('conn':
     a ring/tree/channel line; the others the fields `_rows` keeps), in `_rows`' order."""
     out: list[tuple[str, tuple[Any, ...]]] = []
-    if msg[:4] in rx.conn_prefixes and rx.conn.search(msg):
-        out.append(("conn", ()))
+    if msg[:4] in rx.conn_prefixes:
+        if rx.conn.search(msg):
+            out.append(("conn", ()))
+        if rx.conn_apart:  # (no word below opens such a message)
+            return _substring_kinds(msg, rx, out)
     if msg.startswith("NCCL version"):
         m = rx.version.search(msg)
         if m:
@@ -359,6 +400,14 @@ def _classify(msg: str, rx: _Rx) -> tuple[tuple[str, tuple[Any, ...]], ...]:
         m = rx.using_net.search(msg)
         if m:
             out.append(("using", (m.group(1),)))
+    return _substring_kinds(msg, rx, out)
+
+
+def _substring_kinds(
+    msg: str, rx: _Rx, out: list[tuple[str, tuple[Any, ...]]]
+) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    """`_classify`'s last checks (literals anywhere in the message), then its value (`_NOTHING` and
+    `_CONN_ONLY` shared: `_rows` tells them by identity)."""
     if "NET/OFI Selected" in msg:
         m = rx.ofi.search(msg)
         if m:
@@ -371,7 +420,24 @@ def _classify(msg: str, rx: _Rx) -> tuple[tuple[str, tuple[Any, ...]], ...]:
         m = rx.topo.search(msg)
         if m:
             out.append(("topo", (m,)))
+    if not out:
+        return _NOTHING
+    if len(out) == 1 and out[0] == _CONN_ONLY[0]:
+        return _CONN_ONLY
     return tuple(out)
+
+
+_NOTHING: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+_CONN_ONLY: tuple[tuple[str, tuple[Any, ...]], ...] = (("conn", ()),)
+
+
+def _starts_apart(prefixes: tuple[str, ...]) -> bool:
+    """No message opening with one of `prefixes` (4 characters each) opens with one of `_STARTS`."""
+    return all(len(p) == 4 for p in prefixes) and all(w[:4] not in prefixes and len(w) >= 4 for w in _STARTS)
+
+
+_STARTS = ("NCCL version", "cudaDriverVersion", "NCCL_", "Bootstrap", "NET/IB", "NET/Socket", "Using network")
+"""The words `_classify` looks for at a message's start."""
 
 
 def _rows(recs: list[_Rec], bares: list[_Rec], ctx: FileContext, memo: dict[Any, Any]) -> _Rows:
@@ -403,11 +469,14 @@ def _rows(recs: list[_Rec], bares: list[_Rec], ctx: FileContext, memo: dict[Any,
         got = memo.get(msg)
         if got is None:
             got = memo[msg] = _classify(msg, pats)
-        for kind, value in got:
-            if kind == "conn":
-                conn += 1
-            else:
-                kinds[kind].append((h, line, *value))
+        if got is _CONN_ONLY:
+            conn += 1
+        elif got:
+            for kind, value in got:
+                if kind == "conn":
+                    conn += 1
+                else:
+                    kinds[kind].append((h, line, *value))
     for line, h, m in bares:  # (after the prefixed ones, as `nccl._nccl_rows` concatenates them)
         cuda = m.group("cuda") if m.group("cuda") is not None else m.group("cuda2")
         ver.append(({"node": h["node"], "pid": None}, line, m.group("ver"), cuda))
