@@ -90,7 +90,9 @@ def _dumps(obj: Any) -> str:
     for k, v in obj.items():
         key = dumps(str(k) if not isinstance(k, str) else k)
         if isinstance(v, list) and len(v) > RECORD_LINES and all(isinstance(x, dict) for x in v):
-            body = ",\n".join("    " + dumps(x, None) for x in v)
+            # (one encoder for all records: `json.dumps` with options builds one a call, ~half its time)
+            encode = json.JSONEncoder(ensure_ascii=False, default=str).encode
+            body = ",\n".join("    " + encode(x) for x in v)
             items.append(f"  {key}: [\n{body}\n  ]")
         else:
             items.append(f"  {key}: " + dumps(v).replace("\n", "\n  "))
