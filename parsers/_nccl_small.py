@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -138,8 +138,9 @@ def _json_nulls(fields: dict[str, Any]) -> str:
     return re.sub(r'\{"[^"]+":null\}', "{}", js)
 
 
+@lru_cache(maxsize=4096)
 def _bus_id(bus: str | None) -> str | None:
-    """`parsers._common.nccl_bus_id` of a busId token."""
+    """`parsers._common.nccl_bus_id` of a busId token (the nodes of a job print the same few)."""
     if bus is None:
         return None
     s = bus.strip()
@@ -367,6 +368,9 @@ def _bare_version(text: str) -> re.Match[str] | None:
 def _classify(msg: str, rx: _Rx) -> tuple[tuple[str, tuple[Any, ...]], ...]:
     """What `nccl._nccl_rows` reads in a record's message: (kind, values) for each row kind it gives ('conn':
     a ring/tree/channel line; the others the fields `_rows` keeps), in `_rows`' order."""
+    if msg[:4] in rx.conn_prefixes and rx.conn_apart:
+        if " - Init " not in msg and " nNodes " not in msg and "NET/OFI Selected" not in msg:
+            return _CONN_ONLY if rx.conn.search(msg) else _NOTHING  # (`_substring_kinds` adds nothing)
     out: list[tuple[str, tuple[Any, ...]]] = []
     if msg[:4] in rx.conn_prefixes:
         if rx.conn.search(msg):
@@ -596,48 +600,47 @@ def _rank_rows(init: list[Any], topo: list[Any], ver: list[Any], path: str) -> l
     """The comms 'rank' rows (`nccl._nccl_rows`' rank map), as tuples in `_RANK_SCHEMA` order."""
     if not init and not topo:
         return []
-    rows: list[dict[str, Any]] = []
+    # a row: [node, pid, line, comm, comm_id, rank, nranks, cuda_dev, gpu_bus_id, phase, nvml_dev, prio,
+    # nnodes, local_rank]
+    rows: list[list[Any]] = []
     for h, line, m in init:
-        g = m.groupdict()
+        comm, commid, rank, nranks, dev, bus, phase, nvml = m.group(*_INIT_GROUPS)
         rows.append(
-            {
-                "node": h["node"], "pid": h["pid"], "line": line, "comm": g["comm"],
-                "comm_id": g["commid"] or g["comm"], "rank": _int(g["rank"], _I32),
-                "nranks": _int(g["nranks"], _I32), "cuda_dev": _int(g["dev"], _I32),
-                "gpu_bus_id": _bus_id(g["bus"]), "phase": g["phase"], "nvml_dev": _int(g["nvml"], _I32),
-                "prio": 0 if g["phase"] == "COMPLETE" else 1, "nnodes": None, "local_rank": None,
-            }
+            [
+                h["node"], h["pid"], line, comm, commid or comm, _int(rank, _I32), _int(nranks, _I32),
+                _int(dev, _I32), _bus_id(bus), phase, _int(nvml, _I32), 0 if phase == "COMPLETE" else 1,
+                None, None,
+            ]
         )
     for h, line, m in topo:
-        g = m.groupdict()
+        comm, rank, nranks, nnodes, lrank = m.group(*_TOPO_GROUPS)
         rows.append(
-            {
-                "node": h["node"], "pid": h["pid"], "line": line, "comm": g["comm"], "comm_id": g["comm"],
-                "rank": _int(g["rank"], _I32), "nranks": _int(g["nranks"], _I32), "cuda_dev": h["dev"],
-                "gpu_bus_id": None, "phase": "topology", "nvml_dev": None, "prio": 2,
-                "nnodes": _int(g["nnodes"], _I32), "local_rank": _int(g["lrank"], _I32),
-            }
+            [
+                h["node"], h["pid"], line, comm, comm, _int(rank, _I32), _int(nranks, _I32), h["dev"], None,
+                "topology", None, 2, _int(nnodes, _I32), _int(lrank, _I32),
+            ]
         )
     # commId (when some line printed it) wins for every row of the same process-local comm pointer
     cid: dict[tuple[Any, ...], str] = {}
     for r in rows:
-        k = (r["node"], r["pid"], r["comm"])
-        if r["comm_id"] != r["comm"] and k not in cid:
-            cid[k] = r["comm_id"]
+        if r[4] != r[3]:
+            k = (r[0], r[1], r[3])
+            if k not in cid:
+                cid[k] = r[4]
+    if cid:
+        for r in rows:
+            k = (r[0], r[1], r[3])
+            if k in cid and r[1] is not None:  # (a join: a null pid matches nothing)
+                r[4] = cid[k]
+    rows.sort(key=_BY_PRIO_LINE)
+    groups: dict[tuple[Any, ...], list[list[Any]]] = {}
     for r in rows:
-        k = (r["node"], r["pid"], r["comm"])
-        if k in cid and r["pid"] is not None:  # (a join: a null pid matches nothing)
-            r["comm_id"] = cid[k]
-    rows.sort(key=lambda r: (r["prio"], r["line"]))
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for r in rows:
-        groups.setdefault((r["node"], r["pid"], r["comm"], r["rank"]), []).append(r)
-
-    def first(rs: list[dict[str, Any]], f: str) -> Any:
-        for r in rs:
-            if r[f] is not None:
-                return r[f]
-        return None
+        k = (r[0], r[1], r[3], r[5])
+        g = groups.get(k)
+        if g is None:
+            groups[k] = [r]
+        else:
+            g.append(r)
 
     vers = {v for _h, _line, v, _c in ver}
     one_ver = next(iter(vers)) if len(vers) == 1 else None
@@ -648,20 +651,39 @@ def _rank_rows(init: list[Any], topo: list[Any], ver: list[Any], path: str) -> l
     out = []
     for (node, pid, comm, rk), rs in groups.items():
         r0 = rs[0]
-        phases = sorted({r["phase"] for r in rs})
-        nvml, nnodes, lrank = first(rs, "nvml_dev"), first(rs, "nnodes"), first(rs, "local_rank")
+        if len(rs) == 1:
+            phases = [r0[9]]
+            nranks, cuda_dev, bus, nvml, nnodes, lrank = r0[6], r0[7], r0[8], r0[10], r0[12], r0[13]
+        else:
+            phases = sorted({r[9] for r in rs})
+            nranks, cuda_dev, bus, nvml, nnodes, lrank = (_first(rs, i) for i in (6, 7, 8, 10, 12, 13))
         # `_json(comm=, phase=, phases=, nvml_dev=, nnodes=, local_rank=)`: the comm pointer (`0x` and hex
         # digits) and the phases (START, COMPLETE, topology) are plain strings, the others ints or None
-        detail = f'{{"comm":"{comm}","phase":"{r0["phase"]}","phases":["' + '","'.join(phases) + '"]'
-        for name, v in (("nvml_dev", nvml), ("nnodes", nnodes), ("local_rank", lrank)):
-            if v is not None:
-                detail += f',"{name}":{v}'
+        detail = f'{{"comm":"{comm}","phase":"{r0[9]}","phases":["' + '","'.join(phases) + '"]'
+        if nvml is not None:
+            detail += f',"nvml_dev":{nvml}'
+        if nnodes is not None:
+            detail += f',"nnodes":{nnodes}'
+        if lrank is not None:
+            detail += f',"local_rank":{lrank}'
+        v = pver.get((node, pid)) if pid is not None else None
         out.append(
             (
-                "rank", node, r0["comm_id"], rk, first(rs, "nranks"), first(rs, "cuda_dev"),
-                first(rs, "gpu_bus_id"), pid, pver.get((node, pid)) if pid is not None else None,
-                detail + "}",
-                path, r0["line"],
+                "rank", node, r0[4], rk, nranks, cuda_dev, bus, pid, v if v is not None else one_ver,
+                detail + "}", path, r0[2],
             )
         )
-    return [o[:8] + (o[8] if o[8] is not None else one_ver,) + o[9:] for o in out]
+    return out
+
+
+_INIT_GROUPS = ("comm", "commid", "rank", "nranks", "dev", "bus", "phase", "nvml")
+_TOPO_GROUPS = ("comm", "rank", "nranks", "nnodes", "lrank")
+_BY_PRIO_LINE = itemgetter(11, 2)
+
+
+def _first(rs: list[list[Any]], i: int) -> Any:
+    """The first value of field `i` among rows `rs` that is not None."""
+    for r in rs:
+        if r[i] is not None:
+            return r[i]
+    return None

@@ -66,6 +66,84 @@ def old_classify(msg: str, rx: small._Rx) -> tuple[tuple[str, tuple[Any, ...]], 
     return tuple(out)
 
 
+_int, _bus_id, _I32 = small._int, small._bus_id, small._I32  # (the reference's names)
+
+
+def old_rank_rows(init: list[Any], topo: list[Any], ver: list[Any], path: str) -> list[tuple[Any, ...]]:
+    """The comms 'rank' rows (`nccl._nccl_rows`' rank map), as tuples in `_RANK_SCHEMA` order."""
+    if not init and not topo:
+        return []
+    rows: list[dict[str, Any]] = []
+    for h, line, m in init:
+        g = m.groupdict()
+        rows.append(
+            {
+                "node": h["node"], "pid": h["pid"], "line": line, "comm": g["comm"],
+                "comm_id": g["commid"] or g["comm"], "rank": _int(g["rank"], _I32),
+                "nranks": _int(g["nranks"], _I32), "cuda_dev": _int(g["dev"], _I32),
+                "gpu_bus_id": _bus_id(g["bus"]), "phase": g["phase"], "nvml_dev": _int(g["nvml"], _I32),
+                "prio": 0 if g["phase"] == "COMPLETE" else 1, "nnodes": None, "local_rank": None,
+            }
+        )
+    for h, line, m in topo:
+        g = m.groupdict()
+        rows.append(
+            {
+                "node": h["node"], "pid": h["pid"], "line": line, "comm": g["comm"], "comm_id": g["comm"],
+                "rank": _int(g["rank"], _I32), "nranks": _int(g["nranks"], _I32), "cuda_dev": h["dev"],
+                "gpu_bus_id": None, "phase": "topology", "nvml_dev": None, "prio": 2,
+                "nnodes": _int(g["nnodes"], _I32), "local_rank": _int(g["lrank"], _I32),
+            }
+        )
+    # commId (when some line printed it) wins for every row of the same process-local comm pointer
+    cid: dict[tuple[Any, ...], str] = {}
+    for r in rows:
+        k = (r["node"], r["pid"], r["comm"])
+        if r["comm_id"] != r["comm"] and k not in cid:
+            cid[k] = r["comm_id"]
+    for r in rows:
+        k = (r["node"], r["pid"], r["comm"])
+        if k in cid and r["pid"] is not None:  # (a join: a null pid matches nothing)
+            r["comm_id"] = cid[k]
+    rows.sort(key=lambda r: (r["prio"], r["line"]))
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["node"], r["pid"], r["comm"], r["rank"]), []).append(r)
+
+    def first(rs: list[dict[str, Any]], f: str) -> Any:
+        for r in rs:
+            if r[f] is not None:
+                return r[f]
+        return None
+
+    vers = {v for _h, _line, v, _c in ver}
+    one_ver = next(iter(vers)) if len(vers) == 1 else None
+    pver: dict[tuple[Any, Any], str] = {}
+    for h, _line, v, _c in ver:
+        if h["pid"] is not None:
+            pver.setdefault((h["node"], h["pid"]), v)
+    out = []
+    for (node, pid, comm, rk), rs in groups.items():
+        r0 = rs[0]
+        phases = sorted({r["phase"] for r in rs})
+        nvml, nnodes, lrank = first(rs, "nvml_dev"), first(rs, "nnodes"), first(rs, "local_rank")
+        # `_json(comm=, phase=, phases=, nvml_dev=, nnodes=, local_rank=)`: the comm pointer (`0x` and hex
+        # digits) and the phases (START, COMPLETE, topology) are plain strings, the others ints or None
+        detail = f'{{"comm":"{comm}","phase":"{r0["phase"]}","phases":["' + '","'.join(phases) + '"]'
+        for name, v in (("nvml_dev", nvml), ("nnodes", nnodes), ("local_rank", lrank)):
+            if v is not None:
+                detail += f',"{name}":{v}'
+        out.append(
+            (
+                "rank", node, r0["comm_id"], rk, first(rs, "nranks"), first(rs, "cuda_dev"),
+                first(rs, "gpu_bus_id"), pid, pver.get((node, pid)) if pid is not None else None,
+                detail + "}",
+                path, r0["line"],
+            )
+        )
+    return [o[:8] + (o[8] if o[8] is not None else one_ver,) + o[9:] for o in out]
+
+
 def _record_lines() -> list[list[str]]:
     out = []
     for d in ("nccl", "torch-distributed"):
@@ -167,3 +245,58 @@ def test_classify_reads_like_before() -> None:
     assert len(msgs) > 500
     for m in msgs:
         assert _norm(small._classify(m, rx)) == _norm(old_classify(m, rx)), m
+
+
+INIT_LINES = [
+    "ncclCommInitRank comm 0x55b1f7d09a10 rank 2 nranks 4 cudaDev 0 nvmlDev 0 busId 18000 commId 0x9f2c "
+    "- Init START",
+    "ncclCommInitRank comm 0x55b1f7d09a10 rank 2 nranks 4 cudaDev 0 nvmlDev 0 busId 18000 commId 0x9f2c "
+    "- Init COMPLETE",
+    "ncclCommInitRank comm 0x55b1f7d09a10 rank 2 nranks 4 cudaDev 0 busId 18000 - Init COMPLETE",
+    "ncclCommInitRank comm 0x77 rank 0 nranks 8 cudaDev 1 nvmlDev 3 busId 2a000 commId 0x1 - Init START",
+    "ncclCommInitRank comm 0x77 rank 0 nranks 8 cudaDev 1 busId 2a000 - Init START",
+    "comm 0x55b1f7d09a10 rank 2 nRanks 4 nNodes 1 localRanks 4 localRank 2 MNNVL 0",
+    "comm 0x77 rank 0 nRanks 8 nNodes 2 localRanks 4 localRank 0 MNNVL 0",
+    "comm 0x99 rank 5 nRanks 8 nNodes 2 localRanks 4 localRank 1 MNNVL 0",
+]
+
+
+def test_rank_rows_read_like_before() -> None:
+    rx = small._patterns()
+    readings = [small._classify(m, rx) for m in INIT_LINES]
+    assert all(readings)
+    rnd = random.Random(7)
+    heads = [
+        {"node": "a", "pid": 1, "dev": 0},
+        {"node": "a", "pid": 2, "dev": 1},
+        {"node": "b", "pid": None, "dev": None},
+    ]
+    for _ in range(400):
+        init: list[Any] = []
+        topo: list[Any] = []
+        for line in range(rnd.randrange(12)):
+            h = rnd.choice(heads)
+            for kind, value in rnd.choice(readings):
+                (init if kind == "init" else topo).append((h, line, *value))
+        ver = [(rnd.choice(heads), 100 + i, rnd.choice(["2.18.5", "2.19.3"]), "12.2") for i in range(rnd.randrange(3))]
+        rnd.shuffle(init)
+        assert small._rank_rows(init, topo, ver, "p") == old_rank_rows(init, topo, ver, "p")
+
+
+def test_rank_rows_on_fixture_records() -> None:
+    calls = []
+    orig = small._rank_rows
+
+    def spy(*a: Any) -> Any:
+        calls.append(a)
+        return orig(*a)
+
+    small._rank_rows = spy
+    try:
+        for lines in [*SOURCES, *_variants(11)]:
+            small.parse(pl.Series("line", lines, dtype=pl.String), nccl.FileContext(path="p", node="n"))
+    finally:
+        small._rank_rows = orig
+    assert sum(1 for a in calls if a[0] or a[1]) >= 10
+    for a in calls:
+        assert orig(*a) == old_rank_rows(*a)
