@@ -261,6 +261,9 @@ INIT_LINES = [
 ]
 
 
+VERSIONS = ["2.18.5", "2.19.3"]
+
+
 def test_rank_rows_read_like_before() -> None:
     rx = small._patterns()
     readings = [small._classify(m, rx) for m in INIT_LINES]
@@ -278,7 +281,7 @@ def test_rank_rows_read_like_before() -> None:
             h = rnd.choice(heads)
             for kind, value in rnd.choice(readings):
                 (init if kind == "init" else topo).append((h, line, *value))
-        ver = [(rnd.choice(heads), 100 + i, rnd.choice(["2.18.5", "2.19.3"]), "12.2") for i in range(rnd.randrange(3))]
+        ver = [(rnd.choice(heads), 100 + i, rnd.choice(VERSIONS), "12.2") for i in range(rnd.randrange(3))]
         rnd.shuffle(init)
         assert small._rank_rows(init, topo, ver, "p") == old_rank_rows(init, topo, ver, "p")
 
