@@ -2,7 +2,9 @@
 
 Parsed with the standard library's incremental `xml.etree.ElementTree.XMLPullParser`, fed line by line
 so every element keeps the line it starts on and a truncated document yields what came before the
-cut (partial=True). The DOCTYPE is blanked before parsing (same line count), so no DTD or external
+cut (partial=True); a document whose lines each close their markup is fed whole, its elements numbered
+from the lines' tags (`_read_whole`), and `parse_many` reads a file of the shape of one read before from
+its lines (`parsers._nvsmi_xml_shapes`). The DOCTYPE is blanked before parsing (same line count), so no DTD or external
 entity is ever fetched or expanded; a document declaring entities of its own fails as malformed.
 Tags are mapped onto the same canonical fields as `-q` text (`parsers._nvsmi_fields`):
 `clocks_throttle_reason_*` (v11) and `clocks_event_reason_*` (v12+) alike. MIG device and process
@@ -22,6 +24,7 @@ from typing import Any
 import polars as pl
 
 from parsers import _nvsmi_fields as F
+from parsers import _nvsmi_xml_shapes as shapes
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult
 
 NAME = "nvidia-smi-xml"
@@ -198,14 +201,21 @@ _TEXT: dict[str | None, tuple[str, bool]] = {}
 _MARKER_RE = re.compile("|".join(re.escape(m) for m in F.ERROR_MARKERS))
 
 
-def _walk(el: ET.Element, prefix: str, lines: dict[int, int], snap: F.GpuSnapshot) -> None:
-    """`_map` every leaf under `el` (tag path `prefix`), skipping the `_SKIP` subtrees."""
+_Leaf = tuple[str | None, int, tuple[tuple[str, str, int], ...]]
+"""A leaf read under a GPU: its text, line and `_plan` steps."""
+_Gpu = tuple[int, str | None, int, list[_Leaf]]
+"""A GPU of a document: its position, `id` attribute, line and leaves (in document order)."""
+_Doc = tuple[tuple[str | None, int] | None, list[tuple[str, str | None, int]], list[_Gpu]]
+"""What `_rows` reads of a document: the text and line of its `timestamp` (None: none), the node attributes'
+(attribute, text, line) of the elements present, its GPUs."""
+
+
+def _walk(el: ET.Element, prefix: str, lines: dict[int, int], line: int, out: list[_Leaf]) -> None:
+    """The leaves under `el` (tag path `prefix`) with their lines (`line`: where none is known) and steps,
+    skipping the `_SKIP` subtrees."""
     kids = _CHILD.get(prefix)
     if kids is None:
         kids = _CHILD[prefix] = {}
-    texts = _TEXT
-    if len(texts) > 100_000:
-        texts.clear()
     for child in el:
         tag = child.tag
         got = kids.get(tag, False)
@@ -221,19 +231,25 @@ def _walk(el: ET.Element, prefix: str, lines: dict[int, int], snap: F.GpuSnapsho
         if got is None:
             continue
         if len(child):
-            _walk(child, got[0], lines, snap)
+            _walk(child, got[0], lines, line, out)
             continue
-        # the leaf's value noted (an error marker) and put where its tag path's `_plan` says
-        t = child.text
+        out.append((child.text, lines.get(id(child), line), got[1]))
+
+
+def _apply(leaves: list[_Leaf], snap: F.GpuSnapshot) -> None:
+    """Note each leaf's value (an error marker) and put it where its tag path's `_plan` says."""
+    texts = _TEXT
+    if len(texts) > 100_000:
+        texts.clear()
+    for t, line, steps in leaves:
         known = texts.get(t)
         if known is None:
             v = " ".join((t or "").split())
             known = texts[t] = (v, _MARKER_RE.search(v) is not None)
         value = known[0]
-        line = lines.get(id(child), snap.line)
         if known[1]:  # = snap.note
             snap.errors.append((value, line))
-        for op, arg, pri in got[1]:
+        for op, arg, pri in steps:
             if op == "inv":
                 snap.put_inv(arg, value, line)
             elif op == "sample":
@@ -277,24 +293,53 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
 
 
 def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
-    """`[parse(lines, ctx) for lines, ctx in items]`: the lines of all files prepared in one pass, each file's
-    documents read on their own, the tables of all files built in one construction per table
-    (`F.frames_many`) and cut back per file."""
+    """`[parse(lines, ctx) for lines, ctx in items]`: the lines of all files checked in one pass, the tables
+    of all files built in one construction per table (`F.frames_many`) and cut back per file.
+
+    A file of the *shape* of one read before (`shapes.Shape`: the same lines but for the texts of elements
+    alone on their line; dumps of one machine type repeat it) takes that file's documents with its own
+    texts, without being parsed: one polars pass over the batch checks each file against the shape of the
+    last file read whole of its length (`shapes.verify`) and cuts out the texts. The other files are parsed
+    (`_read_docs`), the shapes of those read whole kept (`shapes.keep_shapes`).
+    """
     if not items:
         return []
     with F.gc_paused():
-        texts, blank, st, tg = _prepare(pl.concat([lines.cast(pl.String) for lines, _ in items]))
-        starts = list(accumulate((len(lines) for lines, _ in items), initial=0))
-        rows = []
-        results = []
+        text = pl.concat([lines.cast(pl.String) for lines, _ in items]).fill_null("")
+        sizes = [len(lines) for lines, _ in items]
+        at = list(accumulate(sizes, initial=0))
+        keys = [(ctx.first_line, n) for (_l, ctx), n in zip(items, sizes, strict=True)]
+        cands = [shapes.SHAPES.get(key) for key in keys]
+        texts, blank, shaped, values = shapes.verify(text, sizes, cands)
+        got: list[Any] = [None] * len(items)  # (rows, other ParseResult fields) per file
         for k, (_lines, ctx) in enumerate(items):
-            a, b = starts[k], starts[k + 1]
-            r, result = _parse(texts[a:b], blank[a:b], ctx, st[a:b], tg[a:b])
-            rows.append(r)
-            results.append(result)
+            sh = cands[k]
+            if shaped[k] and sh is not None:
+                docs = sh.docs_of(values[k])
+                a, b = at[k], at[k + 1]
+                got[k] = _rows(docs, sh.spans, [], False, texts[a:b], blank[a:b], ctx)
+        read = [k for k in range(len(items)) if got[k] is None]
+        if read:  # (the files parsed: their tags counted in one pass)
+            sub = pl.concat([text.slice(at[k], sizes[k]) for k in read])
+            st, tg = _tag_counts(sub)
+            begin = list(accumulate((sizes[k] for k in read), initial=0))
+            made: list[tuple[int, list[_Doc], list[tuple[int, int]]]] = []
+            for r, k in enumerate(read):
+                a, b = at[k], at[k + 1]
+                ctx = items[k][1]
+                c, d = begin[r], begin[r + 1]
+                docs, spans, notes, partial, whole = _read_docs(texts[a:b], ctx, st[c:d], tg[c:d])
+                got[k] = _rows(docs, spans, notes, partial, texts[a:b], blank[a:b], ctx)
+                # (a shape kept of the first file of its length read whole, in order)
+                if whole and not notes and not partial and 0 < sizes[k] <= shapes.SHAPE_LINES_MAX:
+                    if all(keys[k] != keys[j] for j, _d, _s in made):
+                        made.append((k, docs, spans))
+            if made:
+                shapes.keep_shapes(text, at, sizes, keys, items, made)
+        rows = [g[0] for g in got]
+        results = [g[1] for g in got]
         tables = F.frames_many(rows, inv_tuples=True)
         return [ParseResult(tables=t, **result) for t, result in zip(tables, results, strict=True)]
-
 
 
 _Read = tuple[ET.Element | None, dict[int, int], int | None, str | None, bool, list[ET.Element]]
@@ -360,9 +405,9 @@ def _read_whole(
     chunk: str, doc_lines: list[str], at: int, starts: list[int], tags: list[int]
 ) -> _Read | None:
     """`_read_lines` of a document (`chunk`, its DOCTYPE blanked; `doc_lines`: its lines as in the file,
-    each a line of `chunk`; `starts`, `tags`: their counts of tags by `_prepare`) fed at once, when the document
-    parses whole (ends on its root, then nothing but blanks and processing instructions) and its lines say
-    where each element starts; else None.
+    each a line of `chunk`; `starts`, `tags`: their counts of tags by `_prepare`) fed at once, when the
+    document parses whole (ends on its root, then nothing but blanks and processing instructions) and its
+    lines say where each element starts; else None.
 
     The lines say it when each holds as many '>' as '<', holds no '<!' but a DOCTYPE without an internal
     subset alone on its line, and no '<?' but a processing instruction alone on its line. Then every '<'
@@ -410,28 +455,31 @@ _SIMPLE_DOCTYPE = re.compile(r"<!DOCTYPE[^<>\[]*>")
 
 
 def _prepare(lines: pl.Series) -> tuple[list[str], list[bool], list[int], list[int]]:
-    """The lines as Python strings ('' for a null), their blank flags (`F.blank_flags`), and per line its
-    start tags ('<' followed by neither '/', '?' nor '!'), or -1 when it holds more or fewer '>' than '<', or
-    -2 when it holds '<?' or '<!' (`_read_whole` looks at it), and its start and end tags."""
+    """The lines as Python strings ('' for a null), their blank flags (`F.blank_flags`) and `_tag_counts`."""
     text = lines.cast(pl.String).fill_null("")
+    return (
+        text.to_list(),
+        (text.str.strip_chars().str.len_bytes() == 0).to_list(),  # (= F.blank_flags)
+        *_tag_counts(text),
+    )
+
+
+def _tag_counts(text: pl.Series) -> tuple[list[int], list[int]]:
+    """Per line (no null), its start tags ('<' followed by neither '/', '?' nor '!'), or -1 when it holds more
+    or fewer '>' than '<', or -2 when it holds '<?' or '<!' (`_read_whole` looks at it); and its start and end
+    tags."""
     t = pl.col("t")
     lt, gt, et, pi, bang = (t.str.count_matches(x, literal=True) for x in ("<", ">", "</", "<?", "<!"))
     flags = (
         text.to_frame("t")
         .lazy()
         .select(
-            blank=t.str.strip_chars().str.len_bytes() == 0,  # (= F.blank_flags)
             starts=pl.when(lt != gt).then(-1).when(pi + bang > 0).then(-2).otherwise(lt - et),
             tags=lt - pi - bang,
         )
         .collect()
     )
-    return (
-        text.to_list(),
-        flags.get_column("blank").to_list(),
-        flags.get_column("starts").to_list(),
-        flags.get_column("tags").to_list(),
-    )
+    return flags.get_column("starts").to_list(), flags.get_column("tags").to_list()
 
 
 def _parse(
@@ -443,18 +491,21 @@ def _parse(
 ) -> tuple[tuple[list[Any], list[dict[str, Any]], list[dict[str, Any]]], dict[str, Any]]:
     """The rows of the three tables and the other `ParseResult` fields of one file (`_prepare`'s output;
     without `starts` and `tags`, every document is read line by line)."""
+    docs, spans, notes, partial, _whole = _read_docs(texts, ctx, starts, tags)
+    return _rows(docs, spans, notes, partial, texts, blank, ctx)
+
+
+def _read_docs(
+    texts: list[str], ctx: FileContext, starts: list[int] | None, tags: list[int] | None
+) -> tuple[list[_Doc], list[tuple[int, int]], list[str], bool, bool]:
+    """The documents of a file (see `_parse`): what `_rows` reads of each, the lines of each read (in
+    order, disjoint), notes, whether one ends early, and whether each was read whole (`_read_whole`)."""
     first = ctx.first_line
-    inv: list[Any] = []  # (F.INV_TUPLE tuples)
-    samples: list[dict[str, Any]] = []
-    events: list[dict[str, Any]] = []
-    spans: list[tuple[int, int]] = []  # the lines of each document read (in order, disjoint)
-    seen = F.Stated()  # the inventory facts stated so far: the file's inventory rows are unique (F.frames)
+    docs: list[_Doc] = []
+    spans: list[tuple[int, int]] = []
     partial = False
+    whole = True
     notes: list[str] = []
-
-    def text_of(line: int) -> str:
-        return texts[line - first]
-
     # Lines before the first document (e.g. a shell prompt) stay unrecognized.
     for start, end in _documents(texts):
         chunk = "\n".join(texts[start:end]).lstrip("\ufeff")
@@ -466,6 +517,7 @@ def _parse(
         if starts is not None and tags is not None and len(doc_lines) == end - start:
             read = _read_whole(chunk, texts[start:end], at, starts[start:end], tags[start:end])
         if read is None:
+            whole = False
             read = _read_lines(doc_lines, at)
         root, el_line, failed_at, note, partial_doc, _keep = read
         if note is not None:
@@ -476,19 +528,53 @@ def _parse(
             continue
         spans.append((start, upto))
         ts_el = root.find("timestamp")
-        ts = F.parse_local_ts(ts_el.text if ts_el is not None else None)
-        node_attrs = []
+        node_texts = []
         for tag, attr in (("driver_version", "driver_version"), ("cuda_version", "cuda_version")):
             e = root.find(tag)
-            if e is not None and (e.text or "").strip():
-                node_attrs.append((attr, (e.text or "").strip(), el_line.get(id(e), first + start)))
-        inv += F.new_node_rows(node_attrs, node=ctx.node, path=ctx.path, source="nvidia-smi-xml", seen=seen)
+            if e is not None:
+                node_texts.append((attr, e.text, el_line.get(id(e), at)))
+        gpus: list[_Gpu] = []
         for idx, gpu in enumerate(root.findall("gpu")):
-            snap = F.GpuSnapshot(index=idx, bus_raw=gpu.get("id"), line=el_line.get(id(gpu), first + start))
+            line = el_line.get(id(gpu), at)
             if _CHILDREN[0] > 100_000:
                 _CHILD.clear()
                 _CHILDREN[0] = 0
-            _walk(gpu, "", el_line, snap)
+            leaves: list[_Leaf] = []
+            _walk(gpu, "", el_line, line, leaves)
+            gpus.append((idx, gpu.get("id"), line, leaves))
+        ts = (ts_el.text, el_line.get(id(ts_el), at)) if ts_el is not None else None
+        docs.append((ts, node_texts, gpus))
+        del read
+    return docs, spans, notes, partial, whole
+
+
+def _rows(
+    docs: list[_Doc],
+    spans: list[tuple[int, int]],
+    notes: list[str],
+    partial: bool,
+    texts: list[str],
+    blank: list[bool],
+    ctx: FileContext,
+) -> tuple[tuple[list[Any], list[dict[str, Any]], list[dict[str, Any]]], dict[str, Any]]:
+    """The rows of the three tables and the other `ParseResult` fields of a file of these documents (see
+    `_read_docs`; `texts`, `blank`: the file's lines)."""
+    first = ctx.first_line
+    inv: list[Any] = []  # (F.INV_TUPLE tuples)
+    samples: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    seen = F.Stated()  # the inventory facts stated so far: the file's inventory rows are unique (F.frames)
+
+    def text_of(line: int) -> str:
+        return texts[line - first]
+
+    for ts_el, node_texts, gpus in docs:
+        ts = F.parse_local_ts(ts_el[0] if ts_el is not None else None)
+        node_attrs = [(attr, (t or "").strip(), ln) for attr, t, ln in node_texts if (t or "").strip()]
+        inv += F.new_node_rows(node_attrs, node=ctx.node, path=ctx.path, source="nvidia-smi-xml", seen=seen)
+        for idx, bus, line, leaves in gpus:
+            snap = F.GpuSnapshot(index=idx, bus_raw=bus, line=line)
+            _apply(leaves, snap)
             if "bus_id" not in snap.inv and snap.bus_raw:
                 snap.put_inv("bus_id", snap.bus_raw, snap.line)
             if snap.bus_raw is None and "bus_id" in snap.inv:
@@ -507,7 +593,6 @@ def _parse(
             inv += gi
             samples.append(row)
             events += ev
-        del read
     # parsed: the non-blank lines of the spans read; unrecognized: the non-blank lines between them
     parsed = sum(b - a - blank[a:b].count(True) for a, b in spans)
     unrecognized = 0

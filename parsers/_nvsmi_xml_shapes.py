@@ -1,0 +1,198 @@
+"""The shapes of `nvidia-smi -q -x` files read before, for `parsers.nvidia_smi_xml.parse_many`.
+
+Dumps of one machine type repeat their markup line for line: only the texts of the elements differ. A file
+read whole (`keep_shapes`) keeps its shape (`Shape`): per line, whether it must be the same or is an element
+alone on its line with its text (`VALUE`), and what the parser's walk read of its documents, each text as
+an index into a file's texts of its `VALUE` lines. Another file of that length is of that shape when its
+lines are (`verify`, one polars pass over a batch); its documents are then the shape's with its own texts
+(`Shape.docs_of`), what parsing it would give: the same markup parses to the same tree, and the text of an
+element alone on a line, holding no markup, reference or character XML forbids or normalises, is the line's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import accumulate
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from parsers.base import FileContext
+
+if TYPE_CHECKING:
+    from parsers.nvidia_smi_xml import _Doc
+
+WHOLE, VALUE = 1, 2
+"""The kinds of a shape's lines (`Shape.kind`): a line that must be the same; a line of one element and its
+text, whose text may differ (`Shape.shape` then holds the line up to the text, `suffix` the rest)."""
+VALUE_LINE = r"^(\s*<([A-Za-z_:][-.\w:]*)(?:\s(?:[^<>]*[^<>/])?)?>)([^<>&]*)(</([A-Za-z_:][-.\w:]*)\s*>\s*)$"
+"""A `VALUE` line (when both names are the same): a start tag (not of an empty element), text, end tag."""
+BAD_TEXT = r"[<>&\x00-\x08\x0a-\x1f\x7f-\x9f\x{FFFE}\x{FFFF}]"
+"""What the text of another file's `VALUE` line may not hold: markup, references, characters XML forbids
+or normalises (CR, LF), discouraged ones. (Where it holds none, the parser's text is the line's.)"""
+SHAPES: dict[tuple[int, int], Shape] = {}
+"""By (first line, number of lines): the shape of the last file of that length read whole."""
+SHAPES_MAX = 64
+SHAPE_LINES_MAX = 50_000
+"""Files of more lines keep no shape (they would take memory and seldom serve again)."""
+
+
+class Shape:
+    """A file read whole (`keep_shapes`), for the files of its shape: per line its `kind`, `shape` and
+    `suffix` (see `WHOLE`, `VALUE`), the lengths of both in characters (`plen`, `slen`); what
+    `nvidia_smi_xml._read_docs` gave (`docs`, `spans`) with each text as an index into a file's texts of its
+    `VALUE` lines, in order, then `statics` (texts the shape fixes; a text of a `VALUE` line where the parser
+    gives None is '', which `nvidia_smi_xml._rows` reads the same)."""
+
+    __slots__ = ("shape", "suffix", "plen", "slen", "kind", "n_values", "statics", "docs", "spans")
+
+    def __init__(self) -> None:
+        self.shape = self.suffix = pl.Series([], dtype=pl.String)
+        self.plen = self.slen = pl.Series([], dtype=pl.Int64)
+        self.kind = pl.Series([], dtype=pl.Int8)
+        self.n_values = 0
+        self.statics: list[str | None] = []
+        self.docs: list[Any] = []  # (as `_Doc`s, an index for each text)
+        self.spans: list[tuple[int, int]] = []
+
+    def docs_of(self, values: list[str]) -> list[_Doc]:
+        """The documents of a file of this shape whose `VALUE` lines hold these texts."""
+        v = values + self.statics
+        return [
+            (
+                None if ts is None else (v[ts[0]], ts[1]),
+                [(a, v[r], ln) for a, r, ln in nodes],
+                [(i, bus, line, [(v[r], ln, st) for r, ln, st in leaves]) for i, bus, line, leaves in gpus],
+            )
+            for ts, nodes, gpus in self.docs
+        ]
+
+
+_DTYPES = (pl.String, pl.String, pl.Int64, pl.Int64, pl.Int8)
+"""The dtypes of `Shape.shape`, `suffix`, `plen`, `slen`, `kind`."""
+
+
+def verify(
+    text: pl.Series, sizes: list[int], cands: list[Shape | None]
+) -> tuple[list[str], list[bool], list[bool], list[list[str]]]:
+    """The lines of a batch (`text`, no null) as strings, their blank flags, and per file whether it has the
+    shape of its candidate (False without one: each line the same where the shape's is `WHOLE`; where it is
+    `VALUE`, starting and ending as the shape's, the text between holding nothing of `BAD_TEXT`) and the
+    texts of its `VALUE` lines (where it has a candidate). Per-file counts from running sums."""
+    t = pl.col("t")
+    cols: dict[str, Any] = {"t": text}
+    exprs: dict[str, pl.Expr] = {"blank": t.str.strip_chars().str.len_bytes() == 0}
+    if any(c is not None for c in cands):
+        parts: dict[str, list[pl.Series]] = {"s": [], "x": [], "p": [], "q": [], "k": []}
+        for c, n in zip(cands, sizes, strict=True):
+            if c is None:
+                for name, dt in zip("sxpqk", _DTYPES, strict=True):
+                    parts[name].append(pl.repeat(None, n, dtype=dt, eager=True))
+            else:
+                for name, col in zip("sxpqk", (c.shape, c.suffix, c.plen, c.slen, c.kind), strict=True):
+                    parts[name].append(col)
+        cols |= {name: pl.concat(ps, rechunk=True) for name, ps in parts.items()}
+        p, q, k = pl.col("p"), pl.col("q"), pl.col("k")
+        n_chars = t.str.len_chars()
+        mid = t.str.slice(p, (n_chars - p - q).clip(lower_bound=0))
+        ok = (
+            pl.when(k == WHOLE)
+            .then(t == pl.col("s"))
+            .when(k == VALUE)
+            .then(
+                t.str.starts_with(pl.col("s"))
+                & t.str.ends_with(pl.col("x"))
+                & (n_chars >= p + q)
+                & ~mid.str.contains(BAD_TEXT)
+            )
+        )
+        exprs["nok"] = (~ok).fill_null(True).cast(pl.UInt32).cum_sum()
+        exprs["mid"] = pl.when(k == VALUE).then(mid)
+    got = pl.DataFrame(cols).lazy().select(**exprs).collect()
+    shaped, values = [False] * len(sizes), [[] for _ in sizes]
+    if "nok" not in got.columns:
+        return text.to_list(), got.get_column("blank").to_list(), shaped, values
+    ends = [e - 1 for e in accumulate(sizes)]
+    nok = got.get_column("nok").gather([max(e, 0) for e in ends]).to_list() if ends else []
+    mids: list[str] = got.get_column("mid").drop_nulls().to_list()
+    prev, m = 0, 0
+    for f, n in enumerate(sizes):
+        if n:
+            shaped[f] = nok[f] == prev and cands[f] is not None
+            prev = nok[f]
+        c = cands[f]
+        if c is not None:
+            nv = c.n_values
+            values[f] = mids[m : m + nv]
+            m += nv
+    return text.to_list(), got.get_column("blank").to_list(), shaped, values
+
+
+def keep_shapes(
+    text: pl.Series,
+    at: list[int],
+    sizes: list[int],
+    keys: list[tuple[int, int]],
+    items: Sequence[tuple[pl.Series, FileContext]],
+    made: list[tuple[int, list[_Doc], list[tuple[int, int]]]],
+) -> None:
+    """Keep the shape of each file of `made` (file number, what `nvidia_smi_xml._read_docs` gave), read whole,
+    no note, not ending early: its `VALUE` lines found in one pass over their lines (`text`, from `at`). A
+    text of the documents is the text of its element's line when that is a `VALUE` line (the element alone
+    on it), else fixed by the shape (the line is kept whole, and so are the others its text reaches: a
+    `VALUE` line begins with its start tag). No shape is kept when a `VALUE` line's element has another
+    text."""
+    sub = pl.concat([text.slice(at[k], sizes[k]) for k, _d, _s in made])
+    g = sub.to_frame("t").select(v=pl.col("t").str.extract_groups(VALUE_LINE)).unnest("v")
+    is_v = (pl.col("2") == pl.col("5")).fill_null(False)
+    cols = g.select(
+        kind=pl.when(is_v).then(pl.lit(VALUE, pl.Int8)).otherwise(pl.lit(WHOLE, pl.Int8)),
+        shape=pl.when(is_v).then(pl.col("1")).otherwise(sub),
+        suffix=pl.when(is_v).then(pl.col("4")),
+        plen=pl.when(is_v).then(pl.col("1").str.len_chars().cast(pl.Int64)),
+        slen=pl.when(is_v).then(pl.col("4").str.len_chars().cast(pl.Int64)),
+        mid=pl.when(is_v).then(pl.col("3")),
+    )
+    start = 0
+    for k, docs, spans in made:
+        n = sizes[k]
+        part = cols.slice(start, n)
+        start += n
+        kinds = part.get_column("kind").to_list()
+        mids = part.get_column("mid").to_list()
+        first = items[k][1].first_line
+        order: dict[int, int] = {}
+        for i, kd in enumerate(kinds):
+            if kd == VALUE:
+                order[i] = len(order)
+        sh = Shape()
+        static_at: dict[str | None, int] = {}
+
+        def ref(t: str | None, line: int) -> int:
+            i = line - first
+            j = order.get(i)
+            if j is not None:
+                if (t or "") != mids[i]:
+                    raise ValueError(i)
+                return j
+            r = static_at.get(t)
+            if r is None:
+                r = static_at[t] = len(order) + len(sh.statics)
+                sh.statics.append(t)
+            return r
+
+        try:
+            for ts_el, node_texts, gpus in docs:
+                ts = None if ts_el is None else (ref(*ts_el), ts_el[1])
+                nodes = [(a, ref(t, ln), ln) for a, t, ln in node_texts]
+                refs = [(i, bus, ln, [(ref(t, n), n, st) for t, n, st in lv]) for i, bus, ln, lv in gpus]
+                sh.docs.append((ts, nodes, refs))
+        except ValueError:
+            continue
+        sh.shape, sh.suffix, sh.plen, sh.slen, sh.kind = (
+            part.get_column(c) for c in ("shape", "suffix", "plen", "slen", "kind")
+        )
+        sh.n_values, sh.spans = len(order), spans
+        if len(SHAPES) >= SHAPES_MAX:
+            SHAPES.clear()
+        SHAPES[keys[k]] = sh
