@@ -1360,7 +1360,16 @@ class _Cols:
         self.n = len(self.cols[-1])
 
     def frame(self, schema: dict) -> pl.DataFrame:
-        return pl.DataFrame(dict(zip(schema, self.cols)), schema=schema)
+        if not self.n:  # (one empty frame per table kept: ~70 us a frame; files take slices of it)
+            got = _EMPTY.get(id(schema))
+            if got is None:
+                got = _EMPTY[id(schema)] = pl.DataFrame(dict(zip(schema, self.cols)), schema=schema)
+            return got
+        return pl.DataFrame([pl.Series(k, col, dtype=t) for (k, t), col in zip(schema.items(), self.cols)])
+
+
+_EMPTY: dict[int, pl.DataFrame] = {}
+"""`_Cols.frame` of no rows, by the id of its schema (a module constant)."""
 
 
 def _port_int(p: str | None) -> int | None:
