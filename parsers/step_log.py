@@ -24,6 +24,7 @@ How a file becomes rows (all vectorised over the column of lines):
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 
@@ -3212,10 +3213,42 @@ def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
         bad = rest_text.str.contains_any([*_GATES, "\x1b"]) | rest_text.str.contains(g.ANSI_PASTED_RE)
         if bad.any():
             return None
+    got = _titan_steps(m, pl.lit(at).cast(pl.Int64) + ctx.first_line, None, ctx.path, ctx.node)
+    if got is None:
+        return None
+    steps, bare = got
+    if bare and others.len() and rest_text.str.contains("global rank", literal=True).any():
+        return None  # (a line without an envelope takes the rank of a Composer banner above it)
+    rest = None
+    if others.len():
+        rest = _parse(rest_text, ctx, numbers=others.cast(pl.Int64) + ctx.first_line)
+        if rest.tables["steps"].height or "events" in rest.tables:
+            return None
+    n_fast = at.len()
+    return ParseResult(
+        tables={"steps": steps},
+        parsed=n_fast + (rest.parsed if rest else 0),
+        unrecognized=rest.unrecognized if rest else 0,
+        unrecognized_examples=rest.unrecognized_examples if rest else [],
+        notes=rest.notes if rest else [],
+        partial=_cut_last_line(pl.DataFrame({"text": text})),
+        node=rest.node if rest else None,
+    )
+
+
+def _titan_steps(
+    m: pl.Series, line: pl.Expr, fi: pl.Series | None, path: str | pl.Series, node: str | None | pl.Series
+) -> tuple[pl.DataFrame, bool] | None:
+    """The `steps` rows (conformed) of torchtitan step lines from their `_TITAN_LINE` groups `m` (the lines'
+    numbers `line`), and whether some line has no envelope; None where a date does not parse, a rank or step
+    is out of range or a number reads infinite. `fi`: for lines of several files, each line's file index
+    (`path`, `node`: per file then), the streams being the ranks of each file."""
     f = pl.col("_m").struct.field
     floats = ("loss", "grad_norm", "memory_gib", "throughput", "tflops", "mfu_pct")
-    v = pl.DataFrame({"_m": m}).select(
-        line=pl.lit(at).cast(pl.Int64) + ctx.first_line,
+    frame = pl.DataFrame({"_m": m}) if fi is None else pl.DataFrame({"_m": m, "_fi": fi})
+    v = frame.select(
+        *([] if fi is None else ["_fi"]),
+        line=line,
         rank=f("1").cast(pl.Int32, strict=False),
         _n=f("2").str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
         + pl.duration(microseconds=f("3").cast(pl.Int64) * 1000),
@@ -3235,15 +3268,8 @@ def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     ).row(0)
     if not ok[0]:
         return None
-    if ok[1] and others.len() and rest_text.str.contains("global rank", literal=True).any():
-        return None  # (a line without an envelope takes the rank of a Composer banner above it)
-    rest = None
-    if others.len():
-        rest = _parse(rest_text, ctx, numbers=others.cast(pl.Int64) + ctx.first_line)
-        if rest.tables["steps"].height or "events" in rest.tables:
-            return None
     # step times: timestamp deltas between a rank's consecutive rows (in line order within each rank)
-    grp = "rank"
+    grp = "rank" if fi is None else ["_fi", "rank"]
     d_ts = ((pl.col("ts") - pl.col("ts").shift(1)).dt.total_microseconds() / 1e6).over(grp)
     d_step = (pl.col("step") - pl.col("step").shift(1)).over(grp)
     v = v.with_columns(ts=pl.col("_n").dt.replace_time_zone("UTC")).with_columns(_dts=d_ts, _dst=d_step)
@@ -3255,10 +3281,14 @@ def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     else:
         detail = _encode_by_null_pattern(v, detail_fields).get_column("_enc")
     null_f, null_s = pl.lit(None, dtype=pl.Float64), pl.lit(None, dtype=pl.String)
+    if fi is None:
+        file_e, node_e = pl.lit(path, dtype=pl.String), pl.lit(node, dtype=pl.String)
+    else:
+        file_e, node_e = pl.lit(path).gather(pl.col("_fi")), pl.lit(node).gather(pl.col("_fi"))
     steps = v.select(
         "ts",
         ts_quality=pl.lit("local_assumed_utc"),
-        node=pl.lit(ctx.node, dtype=pl.String),
+        node=node_e,
         rank=pl.col("rank"),
         step=pl.col("step"),
         step_time_s=from_ts,
@@ -3276,19 +3306,58 @@ def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
         phase_spread_name=null_s,
         framework=pl.lit("torchtitan"),
         detail=detail,
-        file=pl.lit(ctx.path, dtype=pl.String),
+        file=file_e,
         line=pl.col("line"),
     )
-    n_fast = at.len()
-    return ParseResult(
-        tables={"steps": conform(steps, "steps")},
-        parsed=n_fast + (rest.parsed if rest else 0),
-        unrecognized=rest.unrecognized if rest else 0,
-        unrecognized_examples=rest.unrecognized_examples if rest else [],
-        notes=rest.notes if rest else [],
-        partial=_cut_last_line(pl.DataFrame({"text": text})),
-        node=rest.node if rest else None,
+    return conform(steps, "steps"), bool(ok[1])
+
+
+def _titan_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult] | None:
+    """`[parse(lines, ctx) for lines, ctx in items]` when every line of every file is a torchtitan step line
+    of the shape `_TITAN_LINE` (`_titan_lane` of each file, which there has no other line: one row a line,
+    read off one regex capture over all the files' lines); None otherwise (or where `_titan_steps` hands a
+    line back)."""
+    sizes = [len(lines) for lines, _ in items]
+    if not all(sizes):
+        return None
+    text = pl.concat([lines.cast(pl.String) for lines, _ in items], rechunk=True)
+    m = text.str.extract_groups(_TITAN_LINE)
+    miss = m.struct.field("2").is_null()
+    if miss.any():  # (lines without an envelope; those with one fail that regex at their second character)
+        bare = text.str.extract_groups(_TITAN_BARE)
+        m = pl.select(pl.when(miss).then(pl.lit(bare)).otherwise(pl.lit(m))).to_series()
+        if m.struct.field("2").null_count():
+            return None
+    k = len(items)
+    spans = pl.DataFrame(
+        {"s": [ctx.first_line for _, ctx in items], "n": sizes, "fi": range(k)},
+        schema={"s": pl.Int64, "n": pl.Int64, "fi": pl.Int32},
+    ).select(
+        line=pl.int_ranges("s", pl.col("s") + pl.col("n"), dtype=pl.Int64),
+        fi=pl.col("fi").repeat_by("n"),
     )
+    got = _titan_steps(
+        m,
+        pl.lit(spans.get_column("line").explode()),
+        spans.get_column("fi").explode(),
+        pl.Series([ctx.path for _, ctx in items], dtype=pl.String),
+        pl.Series([ctx.node for _, ctx in items], dtype=pl.String),
+    )
+    if got is None:
+        return None
+    steps = got[0]
+    ends = list(itertools.accumulate(sizes))
+    lasts = text.gather([e - 1 for e in ends]).to_list()
+    return [
+        ParseResult(
+            tables={"steps": steps.slice(end - n, n)},
+            parsed=n,
+            unrecognized=0,
+            partial=_cut_text(last),
+        )
+        for n, end, last in zip(sizes, ends, lasts, strict=True)
+    ]
+
 
 # ----------------------------------------------------------------------------- Megatron lane
 
@@ -3646,6 +3715,13 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
     (or that fail) are read by `parse`.
     """
     items = list(items)
+    if len(items) >= 2 and _TITAN_LINE_LIT in (items[0][0][0] if len(items[0][0]) else ""):
+        try:
+            got = _titan_many(items)
+        except Exception:  # noqa: BLE001 - (the general reading raises, or not, as `parse` does)
+            got = None
+        if got is not None:
+            return got
     if len(items) < 2 or len({_year(ctx) for _, ctx in items}) > 1:
         return [parse(lines, ctx) for lines, ctx in items]
     try:
