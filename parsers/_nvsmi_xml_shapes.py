@@ -23,8 +23,9 @@ if TYPE_CHECKING:
     from parsers.nvidia_smi_xml import _Doc
 
 WHOLE, VALUE = 1, 2
-"""The kinds of a shape's lines (`Shape.kind`): a line that must be the same; a line of one element and its
-text, whose text may differ (`Shape.shape` then holds the line up to the text, `suffix` the rest)."""
+"""The kinds of a shape's lines (`Shape.kind`): a line that must be the same (`Shape.shape` holds it, `suffix`
+is ''); a line of one element and its text, whose text may differ (`Shape.shape` holds the line up to the
+text, `suffix` the rest)."""
 VALUE_LINE = r"^(\s*<([A-Za-z_:][-.\w:]*)(?:\s(?:[^<>]*[^<>/])?)?>)([^<>&]*)(</([A-Za-z_:][-.\w:]*)\s*>\s*)$"
 """A `VALUE` line (when both names are the same): a start tag (not of an empty element), text, end tag."""
 BAD_TEXT = r"[<>&\x00-\x08\x0a-\x1f\x7f-\x9f\x{FFFE}\x{FFFF}]"
@@ -39,7 +40,7 @@ SHAPE_LINES_MAX = 50_000
 
 class Shape:
     """A file read whole (`keep_shapes`), for the files of its shape: per line its `kind`, `shape` and
-    `suffix` (see `WHOLE`, `VALUE`), the lengths of both in characters (`plen`, `slen`); what
+    `suffix` (see `WHOLE`, `VALUE`), the lengths of both in bytes (`plen`, `slen`); what
     `nvidia_smi_xml._read_docs` gave (`docs`, `spans`) with each text as an index into a file's texts of its
     `VALUE` lines, in order, then `statics` (texts the shape fixes; a text of a `VALUE` line where the parser
     gives None is '', which `nvidia_smi_xml._rows` reads the same)."""
@@ -74,11 +75,11 @@ _DTYPES = (pl.String, pl.String, pl.Int64, pl.Int64, pl.Int8)
 
 def verify(
     text: pl.Series, sizes: list[int], cands: list[Shape | None]
-) -> tuple[list[str], list[bool], list[bool], list[list[str]]]:
-    """The lines of a batch (`text`, no null) as strings, their blank flags, and per file whether it has the
-    shape of its candidate (False without one: each line the same where the shape's is `WHOLE`; where it is
-    `VALUE`, starting and ending as the shape's, the text between holding nothing of `BAD_TEXT`) and the
-    texts of its `VALUE` lines (where it has a candidate). Per-file counts from running sums."""
+) -> tuple[list[bool], list[bool], list[list[str]]]:
+    """The blank flags of the lines of a batch (`text`, no null) and per file whether it has the shape of its
+    candidate (False without one: each line starting and ending as the shape's, holding nothing between
+    where the shape's is `WHOLE`, and where it is `VALUE`, nothing of `BAD_TEXT`), and the texts of its
+    `VALUE` lines (where it has a candidate). Per-file counts from running sums."""
     t = pl.col("t")
     cols: dict[str, Any] = {"t": text}
     exprs: dict[str, pl.Expr] = {"blank": t.str.strip_chars().str.len_bytes() == 0}
@@ -92,26 +93,23 @@ def verify(
                 for name, col in zip("sxpqk", (c.shape, c.suffix, c.plen, c.slen, c.kind), strict=True):
                     parts[name].append(col)
         cols |= {name: pl.concat(ps, rechunk=True) for name, ps in parts.items()}
-        p, q, k = pl.col("p"), pl.col("q"), pl.col("k")
-        n_chars = t.str.len_chars()
-        mid = t.str.slice(p, (n_chars - p - q).clip(lower_bound=0))
+        s, x, p, q, k = (pl.col(c) for c in "sxpqk")
+        n_bytes = t.str.len_bytes()
+        # (between the shape's start and end: what is left of the line without them, when both are there)
+        mid = t.str.strip_prefix(s).str.strip_suffix(x)
         ok = (
-            pl.when(k == WHOLE)
-            .then(t == pl.col("s"))
-            .when(k == VALUE)
-            .then(
-                t.str.starts_with(pl.col("s"))
-                & t.str.ends_with(pl.col("x"))
-                & (n_chars >= p + q)
-                & ~mid.str.contains(BAD_TEXT)
-            )
+            t.str.starts_with(s)
+            & t.str.ends_with(x)
+            & (n_bytes >= p + q)
+            & ((k == VALUE) | (n_bytes == p))
+            & ~mid.str.contains(BAD_TEXT)
         )
         exprs["nok"] = (~ok).fill_null(True).cast(pl.UInt32).cum_sum()
         exprs["mid"] = pl.when(k == VALUE).then(mid)
     got = pl.DataFrame(cols).lazy().select(**exprs).collect()
     shaped, values = [False] * len(sizes), [[] for _ in sizes]
     if "nok" not in got.columns:
-        return text.to_list(), got.get_column("blank").to_list(), shaped, values
+        return got.get_column("blank").to_list(), shaped, values
     ends = [e - 1 for e in accumulate(sizes)]
     nok = got.get_column("nok").gather([max(e, 0) for e in ends]).to_list() if ends else []
     mids: list[str] = got.get_column("mid").drop_nulls().to_list()
@@ -122,11 +120,9 @@ def verify(
             prev = nok[f]
         c = cands[f]
         if c is not None:
-            nv = c.n_values
-            values[f] = mids[m : m + nv]
-            m += nv
-    return text.to_list(), got.get_column("blank").to_list(), shaped, values
-
+            values[f] = mids[m : m + c.n_values]
+            m += c.n_values
+    return got.get_column("blank").to_list(), shaped, values
 
 def keep_shapes(
     text: pl.Series,
@@ -145,12 +141,14 @@ def keep_shapes(
     sub = pl.concat([text.slice(at[k], sizes[k]) for k, _d, _s in made])
     g = sub.to_frame("t").select(v=pl.col("t").str.extract_groups(VALUE_LINE)).unnest("v")
     is_v = (pl.col("2") == pl.col("5")).fill_null(False)
+    shape = pl.when(is_v).then(pl.col("1")).otherwise(sub)
+    suffix = pl.when(is_v).then(pl.col("4")).otherwise(pl.lit(""))
     cols = g.select(
         kind=pl.when(is_v).then(pl.lit(VALUE, pl.Int8)).otherwise(pl.lit(WHOLE, pl.Int8)),
-        shape=pl.when(is_v).then(pl.col("1")).otherwise(sub),
-        suffix=pl.when(is_v).then(pl.col("4")),
-        plen=pl.when(is_v).then(pl.col("1").str.len_chars().cast(pl.Int64)),
-        slen=pl.when(is_v).then(pl.col("4").str.len_chars().cast(pl.Int64)),
+        shape=shape,
+        suffix=suffix,
+        plen=shape.str.len_bytes().cast(pl.Int64),
+        slen=suffix.str.len_bytes().cast(pl.Int64),
         mid=pl.when(is_v).then(pl.col("3")),
     )
     start = 0

@@ -3,9 +3,10 @@
 Parsed with the standard library's incremental `xml.etree.ElementTree.XMLPullParser`, fed line by line
 so every element keeps the line it starts on and a truncated document yields what came before the
 cut (partial=True); a document whose lines each close their markup is fed whole, its elements numbered
-from the lines' tags (`_read_whole`), and `parse_many` reads a file of the shape of one read before from
-its lines (`parsers._nvsmi_xml_shapes`). The DOCTYPE is blanked before parsing (same line count), so no DTD or external
-entity is ever fetched or expanded; a document declaring entities of its own fails as malformed.
+from the lines' tags (`_read_whole`), and `parse_many` reads a file of the shape of one read before
+from its lines (`parsers._nvsmi_xml_shapes`). The DOCTYPE is blanked before parsing (same line count),
+so no DTD or external entity is ever fetched or expanded; a document declaring entities of its own fails
+as malformed.
 Tags are mapped onto the same canonical fields as `-q` text (`parsers._nvsmi_fields`):
 `clocks_throttle_reason_*` (v11) and `clocks_event_reason_*` (v12+) alike. MIG device and process
 subtrees are skipped (their ECC counts are per instance, the GPU's own counters are kept).
@@ -310,26 +311,26 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
         at = list(accumulate(sizes, initial=0))
         keys = [(ctx.first_line, n) for (_l, ctx), n in zip(items, sizes, strict=True)]
         cands = [shapes.SHAPES.get(key) for key in keys]
-        texts, blank, shaped, values = shapes.verify(text, sizes, cands)
+        blank, shaped, values = shapes.verify(text, sizes, cands)
         got: list[Any] = [None] * len(items)  # (rows, other ParseResult fields) per file
         for k, (_lines, ctx) in enumerate(items):
             sh = cands[k]
             if shaped[k] and sh is not None:
                 docs = sh.docs_of(values[k])
                 a, b = at[k], at[k + 1]
-                got[k] = _rows(docs, sh.spans, [], False, texts[a:b], blank[a:b], ctx)
+                got[k] = _rows(docs, sh.spans, [], False, _Lines(text.slice(a, b - a)), blank[a:b], ctx)
         read = [k for k in range(len(items)) if got[k] is None]
-        if read:  # (the files parsed: their tags counted in one pass)
+        if read:  # (the files parsed: their lines as strings, their tags counted, in one pass)
             sub = pl.concat([text.slice(at[k], sizes[k]) for k in read])
             st, tg = _tag_counts(sub)
+            texts: list[str] = sub.to_list()
             begin = list(accumulate((sizes[k] for k in read), initial=0))
             made: list[tuple[int, list[_Doc], list[tuple[int, int]]]] = []
             for r, k in enumerate(read):
-                a, b = at[k], at[k + 1]
                 ctx = items[k][1]
                 c, d = begin[r], begin[r + 1]
-                docs, spans, notes, partial, whole = _read_docs(texts[a:b], ctx, st[c:d], tg[c:d])
-                got[k] = _rows(docs, spans, notes, partial, texts[a:b], blank[a:b], ctx)
+                docs, spans, notes, partial, whole = _read_docs(texts[c:d], ctx, st[c:d], tg[c:d])
+                got[k] = _rows(docs, spans, notes, partial, texts[c:d], blank[at[k] : at[k + 1]], ctx)
                 # (a shape kept of the first file of its length read whole, in order)
                 if whole and not notes and not partial and 0 < sizes[k] <= shapes.SHAPE_LINES_MAX:
                     if all(keys[k] != keys[j] for j, _d, _s in made):
@@ -548,12 +549,28 @@ def _read_docs(
     return docs, spans, notes, partial, whole
 
 
+class _Lines(Sequence[str]):
+    """A file's lines, each read from its column when asked for (a file read by its shape reads few or none:
+    for events and unrecognized lines)."""
+
+    def __init__(self, lines: pl.Series) -> None:
+        self._lines = lines
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def, override]
+        if isinstance(i, slice):
+            return self._lines[i].to_list()
+        return self._lines[i]
+
+
 def _rows(
     docs: list[_Doc],
     spans: list[tuple[int, int]],
     notes: list[str],
     partial: bool,
-    texts: list[str],
+    texts: Sequence[str],
     blank: list[bool],
     ctx: FileContext,
 ) -> tuple[tuple[list[Any], list[dict[str, Any]], list[dict[str, Any]]], dict[str, Any]]:
