@@ -25,6 +25,7 @@ A line naming its own host (syslog/journal host field, pdsh prefix, talos node) 
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 from datetime import date
@@ -517,26 +518,13 @@ def _parse_group(files: list[tuple[FileContext, list[str]]], plan: _Plan) -> lis
         for h in hosts[bounds[k] : bounds[k + 1]]
     ]
     tables = kev.extract(stamped.with_columns(pl.Series("host", marked, dtype=pl.String)), group_ctx)
-    nodes = pl.Series("node", [ctx.node for ctx, _t in files], dtype=pl.String)
-    paths = pl.Series("file", [ctx.path for ctx, _t in files], dtype=pl.String)
-    starts = pl.Series([k << shift for k in range(len(files) + 1)], dtype=pl.Int64)
     cut: dict[str, list[pl.DataFrame]] = {}
     for name, df in tables.items():
         line = df.get_column("line")
         if not line.is_sorted():
             return set(range(len(files)))
-        k = line // (1 << shift)
-        node = df.get_column("node")
-        df = df.with_columns(
-            pl.when(node.str.starts_with("\x01"))
-            .then(nodes.gather(k))
-            .otherwise(node.str.replace(r"\x00\d+$", ""))
-            .alias("node"),
-            paths.gather(k),
-            line - k * (1 << shift),
-        )
-        at = line.search_sorted(starts, side="left").to_list()
-        cut[name] = [df.slice(at[j], at[j + 1] - at[j]) for j in range(len(files))]
+        small = df.height <= kev.SMALL_ROWS and not line.null_count()
+        cut[name] = _py_cut(df, files) if small else _pl_cut(df, files)
     out = []
     for k, (ctx, t) in enumerate(files):
         parsed, unrecognized, examples = _py_account(t, oks[bounds[k] : bounds[k + 1]], ctx.first_line)
@@ -553,6 +541,57 @@ def _parse_group(files: list[tuple[FileContext, list[str]]], plan: _Plan) -> lis
             )
         )
     return out
+
+
+def _pl_cut(df: pl.DataFrame, files: list[tuple[FileContext, list[str]]]) -> list[pl.DataFrame]:
+    """`_parse_group`'s cut of a table (sorted line numbers): each row's node (its file's where the host mark
+    names none, else the mark's host), file and line number within its file, then the rows of each file."""
+    shift = kev.FILE_SHIFT
+    nodes = pl.Series("node", [ctx.node for ctx, _t in files], dtype=pl.String)
+    paths = pl.Series("file", [ctx.path for ctx, _t in files], dtype=pl.String)
+    starts = pl.Series([k << shift for k in range(len(files) + 1)], dtype=pl.Int64)
+    line = df.get_column("line")
+    k = line // (1 << shift)
+    node = df.get_column("node")
+    df = df.with_columns(
+        pl.when(node.str.starts_with("\x01"))
+        .then(nodes.gather(k))
+        .otherwise(node.str.replace(r"\x00\d+$", ""))
+        .alias("node"),
+        paths.gather(k),
+        line - k * (1 << shift),
+    )
+    at = line.search_sorted(starts, side="left").to_list()
+    return [df.slice(at[j], at[j + 1] - at[j]) for j in range(len(files))]
+
+
+_MARK_TAIL = re.compile(r"\x00\d+\Z")
+
+
+def _py_cut(df: pl.DataFrame, files: list[tuple[FileContext, list[str]]]) -> list[pl.DataFrame]:
+    """`_pl_cut` of a short table with non-null line numbers, in Python (without a query per column)."""
+    shift = kev.FILE_SHIFT
+    lines = df.get_column("line").to_list()
+    ks = [v >> shift for v in lines]
+    nodes = [ctx.node for ctx, _t in files]
+    paths = [ctx.path for ctx, _t in files]
+    node = [
+        None if v is None else nodes[k] if v.startswith("\x01") else _MARK_TAIL.sub("", v, count=1)
+        for v, k in zip(df.get_column("node").to_list(), ks, strict=True)
+    ]
+    new = [
+        pl.Series("node", node, dtype=pl.String),
+        pl.Series("file", [paths[k] for k in ks], dtype=pl.String),
+        pl.Series("line", [v - (k << shift) for v, k in zip(lines, ks, strict=True)], dtype=pl.Int64),
+    ]
+    df = df.clone()  # (`replace_column` works in place)
+    for col in new:
+        if col.name in df.columns:
+            df.replace_column(df.get_column_index(col.name), col)
+        else:
+            df = df.hstack([col])
+    at = [bisect.bisect_left(lines, k << shift) for k in range(len(files) + 1)]
+    return [df.slice(at[j], at[j + 1] - at[j]) for j in range(len(files))]
 
 
 def _distinct_hosts(out: pl.DataFrame) -> list[str]:
@@ -1395,15 +1434,17 @@ def _iso_fast_then_full(raw: pl.Series) -> pl.Series:
     Long columns of `_ISO_SHAPE` stamps are computed by arithmetic instead (each distinct date and offset
     parsed once, the time of day and fraction added): ~2x faster than `to_datetime` row by row, same values.
     """
-    if len(raw) < 2048:
+    if len(raw) < ARITH_ROWS:
         py = _py_iso(raw)
         if py is not None:
             return py
-    if len(raw) >= 2048:
+    else:
+        # (from a few hundred rows on, a group of small files, the arithmetic costs less than Python's; where
+        # some stamp has another shape `_py_iso` would give None)
         shaped = raw.str.contains(_ISO_SHAPE)
         if shaped.all():
             return _iso_arith(raw)
-        if shaped.sum() >= 1024:
+        if len(raw) >= 2048 and shaped.sum() >= 1024:
             idx = shaped.arg_true()
             rest = (~shaped.fill_null(False)).arg_true()
             out = _iso_arith(raw.gather(idx))
@@ -1413,6 +1454,9 @@ def _iso_fast_then_full(raw: pl.Series) -> pl.Series:
 
 
 _EPOCH_DAY = date(1970, 1, 1).toordinal()
+ARITH_ROWS = 256
+"""`_iso_fast_then_full` reads columns of this many stamps or more by `_iso_arith` (where all have its shape),
+shorter ones in Python (0.45 ms of fixed polars calls against ~1.7 us a stamp)."""
 
 
 def _py_iso(raw: pl.Series) -> pl.Series | None:
