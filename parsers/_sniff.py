@@ -385,6 +385,10 @@ def _anchor_key(s: str, cover: dict[str, int]) -> tuple[float, int, str]:
     return (-cover.get(s, 0) * (1.0 - held), -len(s), s)
 
 
+_ANCHOR_MIN = 3
+"""The shortest anchor `gate_plan` picks (2 measured slower: short ones are present in most heads)."""
+
+
 GatePlan = tuple[
     tuple[tuple[str, int], ...],
     tuple[tuple[tuple[int, ...], ...] | None, ...],
@@ -408,7 +412,7 @@ def gate_plan(patterns: list[re.Pattern[str]] | tuple[re.Pattern[str], ...], cha
         for req in reqs:
             common = None
             for x in req:
-                got = {x[i : i + k] for k in range(3, len(x) + 1) for i in range(len(x) - k + 1)}
+                got = {x[i : i + k] for k in range(_ANCHOR_MIN, len(x) + 1) for i in range(len(x) - k + 1)}
                 common = got if common is None else common & got
             subs |= common or set()
         for sub in subs:
@@ -423,7 +427,7 @@ def gate_plan(patterns: list[re.Pattern[str]] | tuple[re.Pattern[str], ...], cha
 
     def anchors(x: str) -> tuple[str, ...]:
         # (none opens or closes with a blank: a scan for a literal opening with a frequent character is slow)
-        subs = {x[i : i + k] for k in range(3, len(x)) for i in range(len(x) - k + 1)}
+        subs = {x[i : i + k] for k in range(_ANCHOR_MIN, len(x)) for i in range(len(x) - k + 1)}
         best = sorted((s for s in subs if s == s.strip(" ")), key=lambda s: _anchor_key(s, cover))[:1]
         best = [s for s in best if _anchor_key(s, cover) < _anchor_key(x, cover)]
         y = x.strip(" ")

@@ -366,3 +366,14 @@ def test_step_table_sniff_equals_its_plain_form_on_random_heads(parts: list[str]
     text = "".join(parts)
     for head in ((" " * pad + "\n" + text).encode(), ("#" * pad + "\n" + text).encode(), text.encode()):
         assert step_table.sniff(head, "x.csv") == plain_step_table_sniff(head, "x.csv")
+
+
+def test_gate_is_sound_for_every_sniff_regex() -> None:
+    """A plan of many unrelated sniff regexes (every parser's) keeps each that matches in a head."""
+    from tests.parsers.test_sniff_requirements import REGEXES  # (the sniff regexes of all parsers)
+
+    plan = _sniff.gate_plan(REGEXES)
+    for head in FIXTURE_HEADS + MUTATED_HEADS[::3]:
+        text = head_text(head)
+        kept = set(_sniff.gate(plan, text, {}))
+        assert {i for i, p in enumerate(REGEXES) if p.search(text)} <= kept
