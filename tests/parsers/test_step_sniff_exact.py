@@ -1,7 +1,7 @@
 """The step sniffers' shortcuts are exact: `step_log.sniff` and `step_table.sniff` give the very score of
-their plain forms (every sniff regex run on every line; the step-table head read line by line) on the fixtures'
-heads, on mutations of them (CRLF, upper case, ANSI colours, cuts, lines of one format mixed into another's,
-launcher prefixes) and on random heads built from pieces of step, NCCL, kernel and tool lines."""
+their plain forms (every sniff regex run on every line; the step-table head read line by line) on the
+fixtures' heads, on mutations of them (CRLF, upper case, ANSI colours, cuts, lines of one format mixed into
+another's, launcher prefixes) and on random heads built from pieces of step, NCCL, kernel and tool lines."""
 
 from __future__ import annotations
 
