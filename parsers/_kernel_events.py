@@ -496,7 +496,7 @@ def _found_by_polars(cand: pl.DataFrame) -> set[str]:
     """The `_HAS_LITERALS` the candidates' messages hold (overlapping: one inside another counts too)."""
     lits = list(_HAS_LITERALS)
     got = cand.select(pl.col("msg").str.extract_many(lits, overlapping=True).explode().unique()).to_series()
-    return set(got.drop_nulls().to_list())
+    return set(got.to_list()) - {None}
 
 
 def extract(stamped: pl.DataFrame, ctx: FileContext) -> dict[str, pl.DataFrame]:

@@ -517,7 +517,11 @@ def _parse_group(files: list[tuple[FileContext, list[str]]], plan: _Plan) -> lis
         for k in range(len(files))
         for h in hosts[bounds[k] : bounds[k + 1]]
     ]
-    tables = kev.extract(stamped.with_columns(pl.Series("host", marked, dtype=pl.String)), group_ctx)
+    host = pl.Series("host", marked, dtype=pl.String)
+    if "host" in stamped.columns:  # (in place: `stamped` is this group's own)
+        tables = kev.extract(stamped.replace_column(stamped.get_column_index("host"), host), group_ctx)
+    else:
+        tables = kev.extract(stamped.with_columns(host), group_ctx)
     cut: dict[str, list[pl.DataFrame]] = {}
     for name, df in tables.items():
         line = df.get_column("line")
@@ -1150,8 +1154,9 @@ def _py_style_frame(g: pl.DataFrame, style: str, names: set[str]) -> pl.DataFram
             ts = g.select((pl.col("epoch").cast(pl.Float64, strict=False) * 1e6).cast(pl.Int64).cast(UTC_US)).to_series()
         else:
             ts = _iso_fast_then_full(g.get_column("ts"))
-        quality = ["none" if v else "exact" for v in ts.is_null().to_list()]
+        quality = ["none" if v else "exact" for v in ts.is_null().to_list()] if ts.null_count() else ["exact"] * n
     hms = (g.get_column("hm") + ":00") if style == "dmesg_reltime" else col("hms")
+    msg = g.get_column("msg")
     return pl.DataFrame(
         [
             g.get_column("line"),
@@ -1161,7 +1166,7 @@ def _py_style_frame(g: pl.DataFrame, style: str, names: set[str]) -> pl.DataFram
             uptime.alias("uptime_s"),
             col("host"),
             col("tag"),
-            g.get_column("msg").fill_null("").alias("msg"),
+            (msg.fill_null("") if msg.null_count() else msg).alias("msg"),
             col("seq").cast(pl.Int64, strict=False).alias("seq"),
             col("mon").alias("mon_raw"),
             col("day").cast(pl.Int32, strict=False).alias("day"),
@@ -1490,21 +1495,17 @@ def _py_iso(raw: pl.Series) -> pl.Series | None:
 
 def _iso_arith(raw: pl.Series) -> pl.Series:
     """UTC time of `_ISO_SHAPE` stamps: midnight of the date + time of day + fraction - offset."""
-    f = pl.DataFrame({"r": raw})
     r = pl.col("r")
+    has_f = r.str.slice(19, 1).is_in([".", ","])
     # date and time of day in one strptime (what the date's midnight plus `to_time` of the time gave,
-    # null where either is invalid, at half the cost)
-    f = f.select(
+    # null where either is invalid, at half the cost); the fraction and the offset after it
+    f = pl.DataFrame({"r": raw}).select(
         _dt=r.str.slice(0, 19).str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False).cast(pl.Int64),
-        _has_f=r.str.slice(19, 1).is_in([".", ","]),
-        _r=r.str.slice(19),
-    )
-    f = f.with_columns(
-        _f=pl.when(pl.col("_has_f")).then(pl.col("_r").str.slice(1, 6).cast(pl.Int64, strict=False)).otherwise(0),
-        _o=pl.when(pl.col("_has_f")).then(pl.col("_r").str.slice(7)).otherwise(pl.col("_r")),
+        _f=pl.when(has_f).then(r.str.slice(20, 6).cast(pl.Int64, strict=False)).otherwise(0),
+        _o=pl.when(has_f).then(r.str.slice(26)).otherwise(r.str.slice(19)),
     )
     offs = {}
-    for o in f.get_column("_o").unique().drop_nulls().to_list():
+    for o in set(f.get_column("_o").to_list()) - {None}:
         if o == "Z":
             offs[o] = 0
         else:
