@@ -889,6 +889,8 @@ _RX = {
         "debug": NCCL_DEBUG_RE, "cmd": CMD_RE, "full": NTHREAD_FULL_RE, "cut_row": r"^\d+\s+\d+",
     }.items()
 }  # fmt: skip
+_OTHER_FIRST = frozenset("BGeWsPU")
+"""The characters OTHER_RE's alternatives open with."""
 _ANY_ENV_LINE = re.compile(_ANY_ENVELOPE)
 _ANY_ENV_TEXT = re.compile(_ANY_ENVELOPE, re.MULTILINE)  # no match in the text: no line opens with one
 _ENVS = tuple(re.compile(p.replace("(?<", "(?P<")) for _, p in ENVELOPES)
@@ -932,7 +934,7 @@ EVENTS_SCHEMA = columns(
 
 def _to_int(tok: str | None, bits: int = 64) -> int | None:
     """`cast(pl.Int64/Int32, strict=False)` of one ASCII token."""
-    if tok is None or not _INT_TOK.search(tok):
+    if tok is None or not (tok.isdigit() or _INT_TOK.search(tok)):  # (ASCII digits: `_INT_TOK` matches)
         return None
     v = int(tok)
     lim = 2 ** (bits - 1)
@@ -953,7 +955,7 @@ def _to_float(tok: str | None) -> float | None:
     """`cast(pl.Float64, strict=False)` of one ASCII token (NaN/inf words and other odd forms: fall back)."""
     if tok is None:
         return None
-    if _FLOAT_TOK.search(tok):
+    if tok.replace(".", "", 1).isdigit() or _FLOAT_TOK.search(tok):  # (ASCII digits, one dot: it matches)
         return float(tok)
     low = tok.lower()
     if any(c.isdigit() for c in tok) or "nan" in low or "inf" in low:
@@ -1075,14 +1077,17 @@ def _small_rows(texts: list[str], ctx: FileContext, *, envelopes: bool = True) -
         m_version = rx["version"].search(h) if h.startswith("nccl-tests") else None
         m_coll = rx["coll"].search(h) if h.startswith("Collective") else None
         m_device = rx["device"].search(h) if h.startswith("Rank") else None
-        k_colhdr = bool(rx["colhdr"].search(h))
-        k_row = bool(rx["row"].search(h))
+        # (each `^`-anchored regex only where the line opens with what it needs: a digit, a word, `(B)`)
+        k_colhdr = h.startswith(("size", "bytes")) and bool(rx["colhdr"].search(h))
+        k_row = h[:1].isdigit() and bool(rx["row"].search(h))
         m_oob = rx["oob"].search(h) if h.startswith("Out of") else None
         m_avg = rx["avg"].search(h) if h.startswith("Avg") else None
         m_ncclver = rx["ncclver"].search(h) if h.startswith("NCCL version") else None
         k_minor = bool(
-            rx["place"].search(h) or rx["units"].search(h) or rx["other"].search(h)
-            or rx["blankish"].search(body)
+            not h  # (`^\s*#?\s*$` on the body: nothing is left of it once blanks and one `#` are cut)
+            or (h.startswith("out-of-place") and rx["place"].search(h))
+            or (h.startswith("(B)") and rx["units"].search(h))
+            or (h[:1] in _OTHER_FIRST and rx["other"].search(h))
         )  # fmt: skip
         k_debug = " NCCL " in body and bool(rx["debug"].search(body))
         m_cmd = (
@@ -1256,13 +1261,10 @@ def _small_rows(texts: list[str], ctx: FileContext, *, envelopes: bool = True) -
             events.append((dup[0][0], dup[0][5], "nccl_test_duplicate_rank", None, "medium", texts[dup[0][0]],
                            json_object(("lines_with_duplicate_rank", len(dup)))))  # fmt: skip
     recs.sort(key=lambda x: (x[0], x[1]))
-    cols: dict[str, list] = {c: [] for c in COMMS_SCHEMA}
-    for i, _, rec in recs:
-        for c in COMMS_SCHEMA:
-            cols[c].append(rec.get(c))
-        cols["line"][-1] = first + i
-        cols["file"][-1] = path
-    comms = cols
+    dicts = [rec for _, _, rec in recs]
+    comms: dict[str, list] = {c: [d.get(c) for d in dicts] for c in COMMS_SCHEMA}
+    comms["file"] = [path] * len(recs)
+    comms["line"] = [first + i for i, _, _ in recs]
     inventory = {
         "node": [x[0] for x in inv], "component": ["gpu"] * len(inv), "gpu_bus_id": [x[1] for x in inv],
         "attribute": ["name"] * len(inv), "value": [x[2] for x in inv], "source": [NAME] * len(inv),
