@@ -26,6 +26,7 @@ A line naming its own host (syslog/journal host field, pdsh prefix, talos node) 
 from __future__ import annotations
 
 import bisect
+import hashlib
 import re
 from collections.abc import Sequence
 from datetime import date
@@ -255,18 +256,29 @@ def _count(rx: re.Pattern[str], text: str, most: int) -> int:
     return n
 
 
-_OPENS = re.compile(r"[^\s#]")
-_OPENS_NL = re.compile(r"\n[^\s#]")
-_OPENS_KNOWN = all(p.startswith("^") for _n, p in STYLES) and PDSH_RE.startswith("^(?P<pdsh>[A-Za-z0-9]")
-r"""Every `_SNIFF_STRONG` style opens (after '^') with one of `\d`, `[a-z]`, `[A-Z]`, '<', '\[', '\{',
-`[\w.-]`, `[^\s\d:\[\]<>]` (tests/parsers/test_kn_sniff_equiv.py checks it): never with a `\s` character;
-a pdsh line's body is its rest, and it opens with `[A-Za-z0-9]`."""
+_OPENER = r"(?!#)(?:[0-9<\[{A-Z]|[a-z]+\s*:|[^\s\d:\[\]<>]{2}|[\w.-]+: )"
+r"""What every line that a `_SNIFF_STRONG` style or a pdsh prefix matches opens with (not '#': such lines are not
+counted): kmsg, dmesg iso, journal iso and full, syslog's CJK month a digit; the dmesg styles '<' or '\[', or a
+`--decode` facility `[a-z]+\s*:`; rfc5424 '<'; journal_json '{'; journal_full `[A-Z]`; syslog '<' or two
+characters of its month `[^\s\d:\[\]<>]`; talos and pdsh a name `[\w.-]+` then ': '. A line opening with a
+blank, or with a host name holding a digit right after its first letter and no ': ' after it (NCCL records),
+opens no strong line."""
+_OPENS = re.compile(_OPENER)
+_OPENS_NL = re.compile("\n" + _OPENER)
+_STRONG_STYLES = (
+    "kmsg", "dmesg_raw", "dmesg_ctime", "dmesg_iso", "journal_iso", "rfc5424", "syslog", "talos", "journal_full",
+    "journal_json",
+)
+_OPENS_KNOWN = (
+    hashlib.sha1(("\n".join(p for n, p in STYLES if n in _STRONG_STYLES) + "\n" + PDSH_RE).encode()).hexdigest()
+    == "31f3fe1003706d3327f72f4b4d2fc5a82809740b"
+)
+"""The styles and the pdsh prefix `_OPENER` was worked out from (changed: no shortcut; a test says so)."""
 
 
 def _opened_lines(text: str, stop: int) -> int:
-    r"""At least the number of `text`'s lines (ending at '\n' only) that a `_SNIFF_STRONG` style may match, or
-    a pdsh prefix open: those whose first character is neither `\s` nor '#' (any value >= `stop` once the
-    count reaches it)."""
+    """At least the number of `text`'s lines (ending at '\n' only) that a `_SNIFF_STRONG` style may match, or
+    a pdsh prefix open: those opening with `_OPENER` (any value >= `stop` once the count reaches it)."""
     if not _OPENS_KNOWN:
         return stop
     n = 1 if _OPENS.match(text) else 0
@@ -319,7 +331,7 @@ def sniff(head: bytes, name: str) -> float:
         # no bare line: the score is 0 unless strong lines are >= 40 % of the n counted lines (n <= 300);
         # `strong <= bound` and `n >= _lines_at_least`, and 5 * strong < 2 * n is `strong / n < 0.4`
         if plain and not _opened_lines(text, 1):
-            return 0.0  # no line opens as a strong line or a pdsh prefix can (`_OPENS`): indented output
+            return 0.0  # no line opens as a strong line or a pdsh prefix can (`_OPENER`): indented output, NCCL
         # (first up to 8: a head of strong lines stops its scans there; below 8 the bound is exact)
         bound = _strong_bound(text, 8)
         if bound == 0:

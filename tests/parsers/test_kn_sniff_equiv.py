@@ -306,15 +306,34 @@ def _kernel_lines() -> list[str]:
     return out + LEADS + KERNELISH
 
 
-def test_no_strong_style_opens_with_a_blank() -> None:
-    # `kernel_log._opened_lines`: a line whose first character is `\s` is never strong, nor a pdsh line
+def test_every_strong_line_opens_with_the_opener() -> None:
+    # `kernel_log._opened_lines`: a line a strong style or a pdsh prefix matches opens with `_OPENER`
+    assert klm._OPENS_KNOWN  # (a changed style or pdsh prefix: work `_OPENER` out again, then its hash)
+    assert tuple(klm._SNIFF_STRONG) == tuple(klm._STYLE_RE[s] for s in klm._STRONG_STYLES)
     lines = _kernel_lines()
+    real = Path("/work/shared/real-logs")
+    if real.is_dir():
+        for p in sorted(real.rglob("*")):
+            if p.is_file():
+                lines += p.read_bytes()[:8000].decode("utf-8", "replace").splitlines()[:60]
     assert sum(1 for ln in lines if klm._SNIFF_STRONG_ANY.match(ln)) > 100  # (the sample holds strong lines)
+    rnd = random.Random(3)
+    heads = [
+        *("", " ", "\t", "#", "<6>", "<13>1 ", "[", "[ ", "{", "r06n09:1:2 ", "node01: ", "gpu1: "),
+        *("kern  :warn  : ", "Mar", "März", "3月", "x", "é", "1", "a1", "ab", "A", "_", ".", "-", ":", "]", ">"),
+        *("a:", "a :", "\x1c"),
+    ]
+    sample = list(lines)
     for ln in lines:
-        for ws in (" ", "\t", "\x1c", "\x1f", "\x0b", "\xa0", "\u3000"):
-            body = ws + ln.lstrip()
-            assert not any(rx.match(body) for rx in klm._SNIFF_STRONG), body
-            assert not klm._SNIFF_PDSH.match(body), body
+        for _ in range(4):
+            cut = rnd.randrange(min(len(ln), 12) + 1)
+            sample.append(rnd.choice(heads) + ln[cut:])
+    strong = 0
+    for ln in sample:
+        if klm._SNIFF_PDSH.match(ln) or (klm._SNIFF_STRONG_ANY.match(ln) and not ln.startswith("#")):
+            strong += 1
+            assert klm._OPENS.match(ln), ln
+    assert strong > 500
 
 
 def test_bare_and_btime_lines_open_with_a_lead_word() -> None:
