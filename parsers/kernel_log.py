@@ -257,12 +257,12 @@ def _count(rx: re.Pattern[str], text: str, most: int) -> int:
 
 
 _OPENER = r"(?!#)(?:[0-9<\[{A-Z]|[a-z]+\s*:|[^\s\d:\[\]<>]{2}|[\w.-]+: )"
-r"""What every line that a `_SNIFF_STRONG` style or a pdsh prefix matches opens with (not '#': such lines are not
-counted): kmsg, dmesg iso, journal iso and full, syslog's CJK month a digit; the dmesg styles '<' or '\[', or a
-`--decode` facility `[a-z]+\s*:`; rfc5424 '<'; journal_json '{'; journal_full `[A-Z]`; syslog '<' or two
-characters of its month `[^\s\d:\[\]<>]`; talos and pdsh a name `[\w.-]+` then ': '. A line opening with a
-blank, or with a host name holding a digit right after its first letter and no ': ' after it (NCCL records),
-opens no strong line."""
+r"""What every line that a `_SNIFF_STRONG` style or a pdsh prefix matches opens with (not '#': such lines
+are not counted): kmsg, dmesg iso, journal iso and full, syslog's CJK month a digit; the dmesg styles '<' or
+'\[', or a `--decode` facility `[a-z]+\s*:`; rfc5424 '<'; journal_json '{'; journal_full `[A-Z]`; syslog '<'
+or two characters of its month `[^\s\d:\[\]<>]`; talos and pdsh a name `[\w.-]+` then ': '. A line opening
+with a blank, or with a host name holding a digit right after its first letter and no ': ' after it (NCCL
+records), opens no strong line."""
 _OPENS = re.compile(_OPENER)
 _OPENS_NL = re.compile("\n" + _OPENER)
 _STRONG_STYLES = (
