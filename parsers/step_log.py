@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import polars as pl
 
@@ -259,6 +259,15 @@ def _no_other(text: str, seen: dict[str, bool]) -> bool:
     return not any(searches[i](text) for i in gate(plan, text, seen))
 
 
+def _first_lines(text: str, n: int) -> Iterator[str]:
+    """`text.splitlines()[:n]`, the lines of the first 2,048 characters split first (but the last, maybe cut
+    short, they are lines of `text`): a loop that stops at its first line splits no more."""
+    got = text[:2048].splitlines()[:-1][:n] if len(text) > 2048 else []
+    yield from got
+    if len(got) < n:
+        yield from text.splitlines()[len(got) : n]
+
+
 def sniff(head: bytes, name: str) -> float:
     """Score by how much step-line shapes dominate the head's recognisable lines (NCCL/kernel lines compete)."""
     text = head_text(head)
@@ -292,7 +301,7 @@ def sniff(head: bytes, name: str) -> float:
     strong = support = other = 0
     weak = False
     ansi = "\x1b" in text
-    for raw in text.splitlines()[:2000]:
+    for raw in _first_lines(text, 2000) if no_other is None else text.splitlines()[:2000]:
         for seg in raw.split("\r"):
             if not seg.strip() or seg.startswith("#SOURCE"):
                 continue

@@ -377,3 +377,15 @@ def test_gate_is_sound_for_every_sniff_regex() -> None:
         text = head_text(head)
         kept = set(_sniff.gate(plan, text, {}))
         assert {i for i, p in enumerate(REGEXES) if p.search(text)} <= kept
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["a", "bb", "\n", "\r", "\r\n", "\x0b", "\x85", "\u2028", "x" * 300]), max_size=200
+    ),
+    st.sampled_from([1, 3, 2000]),
+)
+def test_first_lines_are_the_split_lines(parts: list[str], n: int) -> None:
+    text = "".join(parts)
+    assert list(step_log._first_lines(text, n)) == text.splitlines()[:n]
