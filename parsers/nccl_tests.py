@@ -142,7 +142,12 @@ _SNIFF_STRONG_REQS = tuple((r, cheap_requirements(r)) for r, _need in _SNIFF_STR
 _SNIFF_DEVICE_REQS = cheap_requirements(_SNIFF_DEVICE)
 _SNIFF_ROW_HINTS = tuple(
     re.compile(p)
-    for p in (r"float(?:16)?\s+\w+\s", r"half\s+\w+\s", r"double\s+\w+\s", r"int(?:8|32|64)\s+\w+\s", r"fp8\w*\s+\w+\s")
+    for p in (
+        r"f(?:loat(?:16)?|p8\w*)\s+\w+\s",  # ('float' and 'fp8' in one scan for their 'f')
+        r"half\s+\w+\s",
+        r"double\s+\w+\s",
+        r"int(?:8|32|64)\s+\w+\s",
+    )
 )
 """Every `_SNIFF_ROW` match holds one of these (its type word, 'bfloat16' and 'uint8' included, and the blanks
 and word after it): each opens with a literal, which the regex engine finds by a fast scan."""

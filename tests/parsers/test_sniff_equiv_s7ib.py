@@ -1,8 +1,8 @@
-"""Round 7's cheaper rejections of other formats' heads in the sniffers of perftest, torch-distributed, dcgm,
-bug-report and infiniband: the scores stay those of the sniffers as they were (kept here verbatim as
-references, their requirements rebuilt as they were built), on every fixture and real-log head, their cut,
-CRLF and vertical-tab variants, and on heads mixed from fixture lines and lines made to hold the literals the
-sniffers look for, whole or in part."""
+"""Round 7's cheaper rejections of other formats' heads in the sniffers of perftest, torch-distributed,
+dcgm, bug-report, infiniband and nccl-tests: the scores stay those of the sniffers as they were (kept here
+verbatim as references, their requirements rebuilt as they were built), on every fixture and real-log head,
+their cut, CRLF and vertical-tab variants, and on heads mixed from fixture lines and lines made to hold the
+literals the sniffers look for, whole or in part."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from parsers import bug_report as brm
 from parsers import dcgm as dcm
 from parsers import infiniband as ibm
+from parsers import nccl_tests as ntm
 from parsers import perftest as ptm
 from parsers import torch_distributed as tdm
 from parsers._sniff import cheap_requirements, head_text, holds, probed
@@ -119,14 +120,52 @@ def old_ib_sniff(head: bytes, name: str) -> float:
     return best
 
 
+_OLD_NT_ROW_HINTS = tuple(
+    re.compile(p)
+    for p in (
+        r"float(?:16)?\s+\w+\s", r"half\s+\w+\s", r"double\s+\w+\s", r"int(?:8|32|64)\s+\w+\s",
+        r"fp8\w*\s+\w+\s",
+    )
+)
+
+
+def old_nccl_tests_sniff(head: bytes, name: str) -> float:
+    text = head_text(head)
+    if '"' in text and ('"minimum_bytes"' in text or '"results"' in text) and holds(
+        ntm._SNIFF_JSON_REQS, text
+    ):
+        if ntm._SNIFF_JSON_FILE.search(text) and any(
+            ln.strip() and not ln.startswith("#SOURCE") for ln in text.splitlines()
+        ):
+            return 0.95
+    strong = any(holds(reqs, text) and r.search(text) for r, reqs in ntm._SNIFF_STRONG_REQS)
+    devices = rows = 0
+    if not strong:
+        devices = ntm._two(ntm._SNIFF_DEVICE, text) if holds(ntm._SNIFF_DEVICE_REQS, text) else 0
+        if devices < 2:
+            rows = ntm._two(ntm._SNIFF_ROW, text) if any(h.search(text) for h in _OLD_NT_ROW_HINTS) else 0
+    if not (strong or devices or rows):
+        return 0.0
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#SOURCE")]
+    if not lines:
+        return 0.0
+    nccl_share = (len(ntm._SNIFF_NCCL_FAST.findall(text)) if "] NCCL " in text else 0) / len(lines)
+    if strong or devices >= 2 or rows >= 2:
+        return 0.95 if nccl_share < 0.5 else 0.45
+    if devices == 1 or rows == 1:
+        return 0.6 if nccl_share < 0.5 else 0.2
+    return 0.0
+
+
 PAIRS = [
     (ptm.sniff, old_perftest_sniff),
     (tdm.sniff, old_td_sniff),
     (dcm.sniff, old_dcgm_sniff),
     (brm.sniff, old_bug_report_sniff),
     (ibm.sniff, old_ib_sniff),
+    (ntm.sniff, old_nccl_tests_sniff),
 ]
-IDS = ["perftest", "torch-distributed", "dcgm", "bug-report", "infiniband"]
+IDS = ["perftest", "torch-distributed", "dcgm", "bug-report", "infiniband", "nccl-tests"]
 
 
 # ----------------------------------------------------------------------------- heads
@@ -166,6 +205,13 @@ LITERALS = [
     "# Port counters: Lid 1 port 1", "SymbolErrorCounter:....0", "PortXmitData:.......1", "Counter:.",
     "Data:.", "Errors:.", "ibpanic: x", "mlx5_0 port 1 ==> ib0 (Up)", "==> /sys/class/infiniband/x <==",
     "Operational Info", "Physical state  : LinkUp",
+    # nccl-tests
+    "     8388608       2097152     float     sum      -1    321.3", "1024 256 bfloat16 sum",
+    "8 2 fp8e4m3 max ", "16 4 half prod x", "32 8 double min ", "64 16 int8 sum ", "64 16 uint32 sum ",
+    "8 8 int64 x ", "fp8", "float",
+    "#  Rank  0 Group  0 Pid 3460055 on     r01n03 device  0 [0x18] NVIDIA H100", "nThread 1 nGpus 8",
+    "# Avg bus bandwidth    : 12.3", "nccl-tests version 2.13.9", "Collective test starting: all_reduce_perf",
+    "size count type", '{"minimum_bytes": 8, "results": [], "nccl_version": 21805}',
 ]  # fmt: skip
 
 
