@@ -425,13 +425,19 @@ def gate_plan(patterns: list[re.Pattern[str]] | tuple[re.Pattern[str], ...], cha
             m |= guard.setdefault(c, 1 << len(guard))
         return m
 
+    known: dict[str, tuple[str, ...]] = {}
+
     def anchors(x: str) -> tuple[str, ...]:
-        # (none opens or closes with a blank: a scan for a literal opening with a frequent character is slow)
-        subs = {x[i : i + k] for k in range(_ANCHOR_MIN, len(x)) for i in range(len(x) - k + 1)}
-        best = sorted((s for s in subs if s == s.strip(" ")), key=lambda s: _anchor_key(s, cover))[:1]
-        best = [s for s in best if _anchor_key(s, cover) < _anchor_key(x, cover)]
-        y = x.strip(" ")
-        return tuple(dict.fromkeys((*best, *([y] if len(y) >= 3 else []), x)))
+        got = known.get(x)
+        if got is None:
+            # (none opens or closes with a blank: a scan for a literal opening with a frequent character is
+            # slow)
+            subs = {x[i : i + k] for k in range(_ANCHOR_MIN, len(x)) for i in range(len(x) - k + 1)}
+            best = min((s for s in subs if s == s.strip(" ")), key=lambda s: _anchor_key(s, cover), default=x)
+            best = [best] if _anchor_key(best, cover) < _anchor_key(x, cover) else []
+            y = x.strip(" ")
+            got = known[x] = tuple(dict.fromkeys((*best, *([y] if len(y) >= 3 else []), x)))
+        return got
 
     masks = []
     probes = []
