@@ -256,13 +256,22 @@ def _count(rx: re.Pattern[str], text: str, most: int) -> int:
     return n
 
 
-_OPENER = r"(?!#)(?:[0-9<\[{A-Z]|[a-z]+\s*:|[^\s\d:\[\]<>]{2}|[\w.-]+: )"
-r"""What every line that a `_SNIFF_STRONG` style or a pdsh prefix matches opens with (not '#': such lines
-are not counted): kmsg, dmesg iso, journal iso and full, syslog's CJK month a digit; the dmesg styles '<' or
-'\[', or a `--decode` facility `[a-z]+\s*:`; rfc5424 '<'; journal_json '{'; journal_full `[A-Z]`; syslog '<'
-or two characters of its month `[^\s\d:\[\]<>]`; talos and pdsh a name `[\w.-]+` then ': '. A line opening
-with a blank, or with a host name holding a digit right after its first letter and no ': ' after it (NCCL
-records), opens no strong line."""
+_WS_ASCII = r"\t\n\x0b\x0c\r\x1c-\x1f "
+"""The ASCII characters of regex `\\s` (`str.isspace`)."""
+_OPENER = (
+    r"(?=[^" + _WS_ASCII + r"#])(?:[0-9{]|<[0-9]"
+    r"|\[(?:[" + _WS_ASCII + r"]*[0-9]|[^" + _WS_ASCII + r"0-9\[\]]{2,5}\.?,? )"
+    r"|[a-z]+[" + _WS_ASCII + r"]*:|[^" + _WS_ASCII + r"0-9:\[\]<>]{2,6}+\.?[" + _WS_ASCII + r"]+[0-9]"
+    r"|[A-Za-z0-9_.-]++: )"
+)
+r"""What every ASCII line that a `_SNIFF_STRONG` style or a pdsh prefix matches opens with (not '#': such
+lines are not counted): a digit (kmsg, dmesg and journal ISO stamps, journal_full's date, syslog's CJK month);
+'{' (journal_json); '<' and a digit (a priority: rfc5424, journal_iso, syslog, dmesg); '[' and what dmesg_raw
+or dmesg_ctime has after it; a `--decode` facility `[a-z]+\s*:`; syslog's month `[^\s\d:\[\]<>]{2,6}\.?`
+then blanks and its day (journal_full's weekday too); a talos or pdsh name `[\w.-]+` then ': '. The classes
+are `\s`, `\d` and `\w` on ASCII; the two repeats are possessive (a shorter month or name cannot be followed
+by what follows them); the look-ahead first (one class) makes a blank line start cheap. Lines opening with a
+blank, NCCL records, step logs' '[rank0]:' and most tool output open no strong line."""
 _OPENS = re.compile(_OPENER)
 _OPENS_NL = re.compile("\n" + _OPENER)
 _STRONG_STYLES = (
@@ -273,6 +282,12 @@ _OPENER_SOURCES = "\n".join(p for n, p in STYLES if n in _STRONG_STYLES) + "\n" 
 _OPENER_HASH = "31f3fe1003706d3327f72f4b4d2fc5a82809740b"
 _OPENS_KNOWN = hashlib.sha1(_OPENER_SOURCES.encode()).hexdigest() == _OPENER_HASH
 """The styles and the pdsh prefix `_OPENER` was worked out from (changed: no shortcut; a test says so)."""
+
+
+OPENED_FIRST = 9000
+"""`sniff` looks at the line starts (`_opened_lines`, ~80 ns a line) before the strong-line features (~1-2 ns
+a character) in heads longer than this; shorter heads (short files, short lines) are rejected by the
+features."""
 
 
 def _opened_lines(text: str, stop: int) -> int:
@@ -329,8 +344,8 @@ def sniff(head: bytes, name: str) -> float:
     if not maybe_bare:
         # no bare line: the score is 0 unless strong lines are >= 40 % of the n counted lines (n <= 300);
         # `strong <= bound` and `n >= _lines_at_least`, and 5 * strong < 2 * n is `strong / n < 0.4`
-        if plain and not _opened_lines(text, 1):
-            return 0.0  # no line opens as a strong line or a pdsh prefix can (`_OPENER`): indented output, NCCL
+        if plain and len(text) > OPENED_FIRST and not _opened_lines(text, 1):
+            return 0.0  # no line opens as a strong or pdsh line does (`_OPENER`): tool output, NCCL
         # (first up to 8: a head of strong lines stops its scans there; below 8 the bound is exact)
         bound = _strong_bound(text, 8)
         if bound == 0:

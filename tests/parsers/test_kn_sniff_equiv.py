@@ -330,10 +330,32 @@ def test_every_strong_line_opens_with_the_opener() -> None:
             sample.append(rnd.choice(heads) + ln[cut:])
     strong = 0
     for ln in sample:
+        if not ln.isascii():  # (`sniff` looks at the line starts of ASCII heads only)
+            continue
         if klm._SNIFF_PDSH.match(ln) or (klm._SNIFF_STRONG_ANY.match(ln) and not ln.startswith("#")):
             strong += 1
             assert klm._OPENS.match(ln), ln
     assert strong > 500
+
+
+# `_OPENER` as worked out from the styles, with the classes of the styles (`\s`, `\d`, `\w`) and no possessive
+# repeat: on ASCII text `_OPENER` matches where it does
+OPENER_REFERENCE = (
+    r"(?!#)(?:[0-9{]|<\d|\[(?:\s*\d|[^\s\d\[\]]{2,5}\.?,? )|[a-z]+\s*:|[^\s\d:\[\]<>]{2,6}\.?\s+\d|[\w.-]+: )"
+)
+
+
+@settings(max_examples=500)
+@given(st.text(alphabet="aZ09 \t\x0b\x1c\x1f#<>[]{}:._-,\n", max_size=14))
+def test_opener_is_its_reference_on_ascii(text: str) -> None:
+    assert bool(klm._OPENS.match(text)) == bool(re.match(OPENER_REFERENCE, text))
+
+
+def test_opener_is_its_reference_on_ascii_lines() -> None:
+    for ln in _kernel_lines() + POOL:
+        if ln.isascii():
+            for cut in range(min(len(ln), 8)):
+                assert bool(klm._OPENS.match(ln[cut:])) == bool(re.match(OPENER_REFERENCE, ln[cut:])), ln[cut:]
 
 
 def test_bare_and_btime_lines_open_with_a_lead_word() -> None:
