@@ -36,6 +36,37 @@ SHAPES: dict[tuple[int, int], Shape] = {}
 SHAPES_MAX = 64
 SHAPE_LINES_MAX = 50_000
 """Files of more lines keep no shape (they would take memory and seldom serve again)."""
+_TRIES: dict[tuple[int, int], int] = {}
+"""By (first line, number of lines) of a file read: shapes kept of files of that length since one served (a
+key is added on its first file, which keeps none)."""
+TRIES_MAX = 3
+"""Shapes kept for a length none served before no more are (keeping one costs about half a parse)."""
+
+
+def wanted(key: tuple[int, int]) -> bool:
+    """Whether to keep the shape of a file read whole of this (first line, number of lines): from the second
+    file of that length on, while the shapes kept for it serve (see `TRIES_MAX`)."""
+    tries = _TRIES.get(key)
+    if tries is None:
+        if len(_TRIES) >= 4 * SHAPES_MAX:
+            _TRIES.clear()
+        _TRIES[key] = 0
+        return False
+    if tries >= TRIES_MAX:
+        return False
+    _TRIES[key] = tries + 1
+    return True
+
+
+def served(key: tuple[int, int]) -> None:
+    """A file of this (first line, number of lines) was read by its shape."""
+    _TRIES[key] = 0
+
+
+def forget() -> None:
+    """Drop every shape kept and every length seen (tests)."""
+    SHAPES.clear()
+    _TRIES.clear()
 
 
 class Shape:

@@ -316,6 +316,7 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
         for k, (_lines, ctx) in enumerate(items):
             sh = cands[k]
             if shaped[k] and sh is not None:
+                shapes.served(keys[k])
                 docs = sh.docs_of(values[k])
                 a, b = at[k], at[k + 1]
                 got[k] = _rows(docs, sh.spans, [], False, _Lines(text.slice(a, b - a)), blank[a:b], ctx)
@@ -331,9 +332,9 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
                 c, d = begin[r], begin[r + 1]
                 docs, spans, notes, partial, whole = _read_docs(texts[c:d], ctx, st[c:d], tg[c:d])
                 got[k] = _rows(docs, spans, notes, partial, texts[c:d], blank[at[k] : at[k + 1]], ctx)
-                # (a shape kept of the first file of its length read whole, in order)
+                # (a shape kept of the first file of its length read whole, in order, when wanted)
                 if whole and not notes and not partial and 0 < sizes[k] <= shapes.SHAPE_LINES_MAX:
-                    if all(keys[k] != keys[j] for j, _d, _s in made):
+                    if all(keys[k] != keys[j] for j, _d, _s in made) and shapes.wanted(keys[k]):
                         made.append((k, docs, spans))
             if made:
                 shapes.keep_shapes(text, at, sizes, keys, items, made)

@@ -62,6 +62,7 @@ def _markup_changed(lines: list[str], rnd: random.Random) -> list[str]:
             "",
             t.upper(),
             t.replace(">", "/>", 1),
+            t + "<x>GPU is lost</x>" if t.rstrip().endswith(">") else t,
         ]
     )
     return out
@@ -96,10 +97,11 @@ def _check(files: list[list[str]], first_line: int = 1) -> int:
 @pytest.mark.parametrize("seed", range(4))
 def test_copies_with_other_texts(seed: int) -> None:
     rnd = random.Random(seed)
-    shapes.SHAPES.clear()
+    shapes.forget()
     used = 0
     for lines in _sources():
-        files = [lines] + [_texts_changed(lines, rnd, rate) for rate in (0.05, 0.3, 1.0, 0.5)]
+        # (two plain copies first: the second file of a length keeps its shape)
+        files = [lines, lines] + [_texts_changed(lines, rnd, rate) for rate in (0.05, 0.3, 1.0, 0.5)]
         used += _check(files, first_line=1 + seed)
     assert used
 
@@ -107,15 +109,16 @@ def test_copies_with_other_texts(seed: int) -> None:
 @pytest.mark.parametrize("seed", range(4))
 def test_copies_with_other_markup(seed: int) -> None:
     rnd = random.Random(100 + seed)
-    shapes.SHAPES.clear()
+    shapes.forget()
     for lines in _sources():
-        files = [lines, _texts_changed(lines, rnd, 0.2)]
-        files += [_markup_changed(_texts_changed(lines, rnd, 0.1), rnd) for _ in range(4)]
+        files = [lines, lines, _texts_changed(lines, rnd, 0.2)]
+        files += [_markup_changed(lines, rnd) for _ in range(8)]
+        files += [_markup_changed(_texts_changed(lines, rnd, 0.1), rnd) for _ in range(2)]
         _check(files)
 
 
 def test_shape_of_a_changed_file_replaces_the_last() -> None:
-    shapes.SHAPES.clear()
+    shapes.forget()
     rnd = random.Random(5)
     for lines in _sources():
         other = _markup_changed(lines, rnd)
@@ -125,7 +128,7 @@ def test_shape_of_a_changed_file_replaces_the_last() -> None:
 def test_empty_element_before_an_end_tag_is_no_text_line() -> None:
     """`<a><a /></a>` over two lines: the second holds an empty element and the outer one's end tag, not an
     element and its text; a copy with text there (the inner element's tail) reads as parsed."""
-    shapes.SHAPES.clear()
+    shapes.forget()
     for lines in _sources():
         at = [i for i, t in enumerate(lines) if t is not None and VALUE.match(t) and "<gpu_temp>" in t]
         if not at:
@@ -135,4 +138,34 @@ def test_empty_element_before_an_end_tag_is_no_text_line() -> None:
         t = lines[:i] + [f"{ind}<{tag}>", f"{ind}<{tag} /></{tag}>"] + lines[i + 1 :]
         b = list(t)
         b[i + 1] = f"{ind}<{tag} />GPU is lost</{tag}>"
-        _check([t, b, t, b])
+        _check([t, t, b, t, b])
+
+
+def test_shapes_kept_from_the_second_file_of_a_length_while_they_serve() -> None:
+    shapes.forget()
+    key = (1, 10)
+    assert not shapes.wanted(key)  # (the first file of a length keeps none)
+    assert [shapes.wanted(key) for _ in range(shapes.TRIES_MAX + 1)] == [True] * shapes.TRIES_MAX + [False]
+    shapes.served(key)
+    assert shapes.wanted(key)
+    shapes.forget()
+
+
+def test_text_over_lines_is_the_shape_s() -> None:
+    """A leaf whose text is on lines of its own (no `VALUE` line): other text there, or after its start tag,
+    makes another shape."""
+    shapes.forget()
+    for lines in _sources():
+        at = [i for i, t in enumerate(lines) if t is not None and VALUE.match(t) and "<gpu_temp>" in t]
+        if not at:
+            continue
+        i = at[0]
+        m = VALUE.match(lines[i])
+        assert m is not None
+        ind = m.group(1)[: len(m.group(1)) - len(m.group(1).lstrip())]
+        t = lines[:i] + [m.group(1), "34 C", f"{ind}{m.group(4)}"] + lines[i + 1 :]
+        same_length = list(t)
+        same_length[i + 1] = "35 C"
+        appended = list(t)
+        appended[i] = m.group(1) + "9"
+        _check([t, t, same_length, appended, t])
