@@ -470,7 +470,10 @@ def _verify(
             kind.append(c.kind if c is not None else pl.repeat(None, n, dtype=pl.Int8, eager=True))
         cols["s"] = pl.concat(shape, rechunk=True)
         cols["k"] = pl.concat(kind, rechunk=True)
-        ok = pl.when(pl.col("k") == _PREFIX).then(t.str.starts_with(pl.col("s"))).otherwise(t == pl.col("s"))
+        # (= the line starts with the shape's where it is `_PREFIX`, is it where `_WHOLE`: no when/then)
+        ok = t.str.starts_with(pl.col("s")) & (
+            (pl.col("k") == _PREFIX) | (t.str.len_bytes() == pl.col("s").str.len_bytes())
+        )
         nok = (~ok).fill_null(True)
     else:
         nok = pl.lit(True)
