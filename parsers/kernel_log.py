@@ -326,7 +326,12 @@ def sniff(head: bytes, name: str) -> float:
     # only (no other `str.splitlines` boundary; '^' of re.M is the text's start and after '\n'), one scan
     # for them at the line starts rules both out (their literals anywhere cost a search each)
     plain = text.isascii() and not any(c in text for c in _RARE_BREAKS)  # ('\n' the only line boundary)
-    if not _LEAD_GUARDS or any(g in text and g2 in text for g, g2, _x in _LEAD_GUARDS):
+    # (long heads: their line starts first; where none opens as `_OPENER` says, nor does a bare or btime line:
+    # `NAME: ` and 'kernel:' are openers, and so is 'btime' then a blank and a digit)
+    closed = plain and len(text) > OPENED_FIRST and _OPENS_KNOWN and not _opened_lines(text, 1)
+    if closed and _LEAD_KNOWN:
+        leads = False
+    elif not _LEAD_GUARDS or any(g in text and g2 in text for g, g2, _x in _LEAD_GUARDS):
         leads = not _LEAD_KNOWN or not plain or bool(_LEAD.match(text) or _LEAD_NL.search(text))
     else:
         leads = False  # (no bare-line literal and no 'btime ' in the head)
@@ -344,7 +349,7 @@ def sniff(head: bytes, name: str) -> float:
     if not maybe_bare:
         # no bare line: the score is 0 unless strong lines are >= 40 % of the n counted lines (n <= 300);
         # `strong <= bound` and `n >= _lines_at_least`, and 5 * strong < 2 * n is `strong / n < 0.4`
-        if plain and len(text) > OPENED_FIRST and not _opened_lines(text, 1):
+        if closed:
             return 0.0  # no line opens as a strong or pdsh line does (`_OPENER`): tool output, NCCL
         # (first up to 8: a head of strong lines stops its scans there; below 8 the bound is exact)
         bound = _strong_bound(text, 8)
