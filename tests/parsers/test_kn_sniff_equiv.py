@@ -366,3 +366,5 @@ def test_bare_and_btime_lines_open_with_a_lead_word() -> None:
     stat = [m.group(0) for ln in [*lines, "btime 1700000000"] if (m := klm._PROC_STAT.search(ln))]
     assert stat
     assert all(klm._LEAD.match(x) for x in stat)
+    # (`sniff` skips their scan in a long head none of whose lines opens: each of them opens)
+    assert all(klm._OPENS.match(x) for x in bare + stat if x.isascii())
