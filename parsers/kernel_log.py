@@ -290,19 +290,18 @@ a character) in heads longer than this; shorter heads (short files, short lines)
 features."""
 
 
-def _opened_lines(text: str, stop: int) -> int:
-    """At least the number of `text`'s lines (ending at '\n' only) that a `_SNIFF_STRONG` style may match, or
-    a pdsh prefix open: those opening with `_OPENER` (any value >= `stop` once the count reaches it)."""
-    if not _OPENS_KNOWN:
-        return stop
-    n = 1 if _OPENS.match(text) else 0
-    if n >= stop:
-        return n
-    for _m in _OPENS_NL.finditer(text):
-        n += 1
-        if n >= stop:
+def _opened_lines(text: str, stop: int) -> list[int]:
+    """The starts of `text`'s lines (ending at '\n' only) that open with `_OPENER`, as many as `stop` at most:
+    at least the lines a `_SNIFF_STRONG` style or a pdsh prefix may match (all of them where fewer than
+    `stop`). `_OPENS_KNOWN` must hold."""
+    starts = [0] if _OPENS.match(text) else []
+    if len(starts) >= stop:
+        return starts
+    for m in _OPENS_NL.finditer(text):
+        starts.append(m.start() + 1)
+        if len(starts) >= stop:
             break
-    return n
+    return starts
 
 
 def _lines_at_least(text: str) -> int:
@@ -328,9 +327,24 @@ def sniff(head: bytes, name: str) -> float:
     plain = text.isascii() and not any(c in text for c in _RARE_BREAKS)  # ('\n' the only line boundary)
     # (long heads: their line starts first; where none opens as `_OPENER` says, nor does a bare or btime line:
     # `NAME: ` and 'kernel:' are openers, and so is 'btime' then a blank and a digit)
-    closed = plain and len(text) > OPENED_FIRST and _OPENS_KNOWN and not _opened_lines(text, 1)
+    closed = few = False
+    if plain and len(text) > OPENED_FIRST and _OPENS_KNOWN:
+        if not _opened_lines(text, 1):
+            closed = few = True
+        else:
+            # fewer lines open than 40 % of `_lines_at_least` (5 * opened < 2 * least): strong lines and bare
+            # lines (which open too) are fewer than 40 % of the counted lines, and the score is 0 but for
+            # /proc/stat and timedatectl
+            least = _lines_at_least(text)
+            need = max(1, -(-2 * least // 5))
+            opened = _opened_lines(text, need)
+            few = len(opened) < need
     if closed and _LEAD_KNOWN:
         leads = False
+    elif few and _LEAD_KNOWN:
+        leads = any(text.startswith("btime ", at) for at in opened)  # (only the btime test below reads it)
+    elif few:
+        leads = True
     elif not _LEAD_GUARDS or any(g in text and g2 in text for g, g2, _x in _LEAD_GUARDS):
         leads = not _LEAD_KNOWN or not plain or bool(_LEAD.match(text) or _LEAD_NL.search(text))
     else:
@@ -345,12 +359,12 @@ def sniff(head: bytes, name: str) -> float:
         and re.search(r"^\s*Local time: ", text, re.M)
     ):
         return 0.9  # timedatectl: gives the zone of the node's local-time logs
+    if few:
+        return 0.0
     maybe_bare = leads and (_BARE_LITERALS is None or any(contains(text, lit) for lit in _BARE_GUARDED))
     if not maybe_bare:
         # no bare line: the score is 0 unless strong lines are >= 40 % of the n counted lines (n <= 300);
         # `strong <= bound` and `n >= _lines_at_least`, and 5 * strong < 2 * n is `strong / n < 0.4`
-        if closed:
-            return 0.0  # no line opens as a strong or pdsh line does (`_OPENER`): tool output, NCCL
         # (first up to 8: a head of strong lines stops its scans there; below 8 the bound is exact)
         bound = _strong_bound(text, 8)
         if bound == 0:

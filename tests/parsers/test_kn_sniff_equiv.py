@@ -370,3 +370,35 @@ def test_bare_and_btime_lines_open_with_a_lead_word() -> None:
     assert all(klm._LEAD.match(x) for x in stat)
     # (`sniff` skips their scan in a long head none of whose lines opens: each of them opens)
     assert all(klm._OPENS.match(x) for x in bare + stat if x.isascii())
+
+
+INDENTED = ["    Product Name           : NVIDIA H100", '\t<gpu id="00000000:18:00.0">', "  x", "\tLink 0: 2"]
+CLOSED = ["r06n09:1910366:1910440 [0] NCCL INFO Using network IB", "[rank0]:[titan] step: 5", "Timestamp : x"]
+
+
+def _long_heads(seed: int, count: int) -> list[bytes]:
+    """ASCII heads of over 9,000 characters ('\\n' lines) of indented, closed, opening and kernel lines: the
+    line-start shortcuts' ground."""
+    rnd = random.Random(seed)
+    kernel = [ln for ln in KERNELISH + LEADS if ln.isascii()]
+    out = []
+    for _ in range(count):
+        mix = [rnd.random() ** 2 for _ in range(4)]
+        if rnd.random() < 0.3:
+            mix[2] = mix[3] = 0.0  # (no line opens, or a few: 'btime', 'Time zone' lines only)
+            mix[1] += 0.01
+        lines: list[str] = []
+        while sum(map(len, lines)) < 9500:
+            r = rnd.random() * sum(mix)
+            pick = INDENTED if r < mix[0] else CLOSED if r < mix[0] + mix[1] else kernel
+            pick = SPECIAL if r >= sum(mix[:3]) else pick
+            lines.append(rnd.choice(pick) if rnd.random() > 0.002 else rnd.choice(LEADS))
+        out.append(("\n".join(lines) + "\n").encode()[:16384])
+    return out
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_kernel_sniff_same_on_long_heads(seed: int) -> None:
+    heads = _long_heads(seed, 400)
+    assert sum(1 for h in heads if len(h) > klm.OPENED_FIRST) == len(heads)
+    _check(klm.sniff, old_kernel_sniff, heads)
