@@ -1068,8 +1068,11 @@ def _classify(text: str) -> tuple:
     engine may disagree (`\\w`, `\\s`, `\\d`, case folding, stripping), so the line is left to the vectorised
     path; except punctuation (Unicode P* but connectors: `—`, `§`, ...), which both read as neither word,
     digit nor space, on a line no pattern reads (a comment: unrecognized in both; only its text is quoted)."""
+    got = _read_fast(text)  # (a line it reads is printable ASCII: no need to look for other characters)
+    if got is not None:
+        return got
     if _UNSAFE.search(text) is None:
-        return _read_line(text)
+        return _read_line_full(text)
     if all(unicodedata.category(ch) in _PUNCTUATION for ch in _UNSAFE.findall(text)):
         got = _read_line(text)
         if got == _NOTHING_LINE:
@@ -1082,19 +1085,24 @@ _FAST_CTR = re.compile(r"([A-Za-z][A-Za-z0-9_]*):\.+([0-9]+)")
 
 
 def _read_line(text: str) -> tuple:
-    """`_read_line_full(text)`, for the two commonest lines that differ from file to file (an ibstat key with
-    a number or GUID, a perfquery counter with its reading) made without most of its tests.
+    """`_read_line_full(text)`, made by `_read_fast` where it can."""
+    return _read_fast(text) or _read_line_full(text)
+
+
+def _read_fast(text: str) -> tuple | None:
+    """`_read_line_full(text)` or None, for the two commonest lines that differ from file to file (an ibstat
+    key with a number or GUID, a perfquery counter with its reading) made without most of its tests.
 
     Exact: on a line `_FAST_KV` matches whole (tabs, a key of letters and blanks, `: `, a decimal or
     lower-case hex number) `_read_line_full` can only find a key/value line: it holds no `-` (collector
     time), opens with a tab (no envelope, pdsh, command, ibpanic, CA / hca_id / ibstatus, perfquery header
     or counter line), holds no `/`, `:.`, ` :`, `\t:`, rule or `'`, and no marker can match it (its value
-    is read by nothing after `: ` in MARKER_RE). Left to `_read_line_full`: `port` keys (`port: N`), lines
-    with ` port ` or `Info`, timestamp candidates. Likewise on a line `_FAST_CTR` matches whole (a name of
-    word characters, `:`, dots, digits): no `-`, space, `[`, `(`, `/`, `'` or `#` (so no envelope, head,
+    is read by nothing after `: ` in MARKER_RE). Left to `_read_line_full` (None): `port` keys (`port: N`),
+    lines with ` port ` or `Info`, timestamp candidates. Likewise on a line `_FAST_CTR` matches whole (a name
+    of word characters, `:`, dots, digits): no `-`, space, `[`, `(`, `/`, `'` or `#` (so no envelope, head,
     sysfs, pdsh, ibstat or perfquery header line), and no marker can match it (nothing in MARKER_RE reads a
-    `.`): a counter line. Left to `_read_line_full`: names the line openings of hca_id / ibpanic / ibwarn /
-    iberror, names with `Info`, commands (`CMD_RE`), timestamp candidates.
+    `.`): a counter line. Left to `_read_line_full` (None, as for other lines): names the line openings of
+    hca_id / ibpanic / ibwarn / iberror, names with `Info`, commands (`CMD_RE`), timestamp candidates.
     """
     m = _FAST_KV.fullmatch(text)
     if m is not None:
@@ -1106,7 +1114,7 @@ def _read_line(text: str) -> tuple:
             and not (len(text) < 80 and _CAND.search(text))
         ):
             return (False, None, False, None, None, None, None, (key, m.group(2)), *_FAST_KV_TAIL)
-        return _read_line_full(text)
+        return None
     m = _FAST_CTR.fullmatch(text)
     if m is not None:
         name = m.group(1)
@@ -1117,7 +1125,7 @@ def _read_line(text: str) -> tuple:
             and not _P["cmd"].search(text)
         ):
             return (*_FAST_CTR_HEAD, (name, m.group(2)), *_FAST_CTR_TAIL)
-    return _read_line_full(text)
+    return None
 
 
 _FAST_CTR_NOT = frozenset(("hca_id", "ibpanic", "ibwarn", "iberror"))

@@ -71,6 +71,8 @@ def test_shortcuts_equal_full_reading() -> None:
     for text in lines:
         got = infiniband._read_line(text)
         assert got == infiniband._read_line_full(text), repr(text)
+        if infiniband._UNSAFE.search(text) is None:  # (`_classify` tries the shortcuts first)
+            assert infiniband._classify(text) == got, repr(text)
         fast += bool(infiniband._FAST_KV.fullmatch(text) or infiniband._FAST_CTR.fullmatch(text))
     assert fast > 5000  # (the shortcuts are taken)
 
