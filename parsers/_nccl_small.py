@@ -368,9 +368,8 @@ def _bare_version(text: str) -> re.Match[str] | None:
 def _classify(msg: str, rx: _Rx) -> tuple[tuple[str, tuple[Any, ...]], ...]:
     """What `nccl._nccl_rows` reads in a record's message: (kind, values) for each row kind it gives ('conn':
     a ring/tree/channel line; the others the fields `_rows` keeps), in `_rows`' order."""
-    if msg[:4] in rx.conn_prefixes and rx.conn_apart:
-        if " - Init " not in msg and " nNodes " not in msg and "NET/OFI Selected" not in msg:
-            return _CONN_ONLY if rx.conn.search(msg) else _NOTHING  # (`_substring_kinds` adds nothing)
+    if msg[:4] in rx.conn_prefixes and rx.conn_apart and _no_substring_kind(msg):
+        return _CONN_ONLY if rx.conn.search(msg) else _NOTHING  # (`_substring_kinds` adds nothing)
     out: list[tuple[str, tuple[Any, ...]]] = []
     if msg[:4] in rx.conn_prefixes:
         if rx.conn.search(msg):
@@ -405,6 +404,11 @@ def _classify(msg: str, rx: _Rx) -> tuple[tuple[str, tuple[Any, ...]], ...]:
         if m:
             out.append(("using", (m.group(1),)))
     return _substring_kinds(msg, rx, out)
+
+
+def _no_substring_kind(msg: str) -> bool:
+    """No literal `_substring_kinds` looks for is in `msg`."""
+    return " - Init " not in msg and " nNodes " not in msg and "NET/OFI Selected" not in msg
 
 
 def _substring_kinds(
