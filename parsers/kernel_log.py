@@ -713,7 +713,8 @@ def _is_proc_stat(frame: pl.DataFrame) -> bool:
 
 def _proc_stat_head(texts: list[str | None]) -> bool:
     head = "\n".join(t for t in texts[:50] if t)
-    return bool(_PROC_STAT.search(head) and re.search(r"^cpu\d* +\d+ \d+", head, re.M))
+    # ('btime ' first: a multi-line '^' pattern is tried at every character)
+    return bool("btime " in head and _PROC_STAT.search(head) and re.search(r"^cpu\d* +\d+ \d+", head, re.M))
 
 
 def _parse_proc_stat(frame: pl.DataFrame, ctx: FileContext) -> ParseResult:
@@ -747,7 +748,7 @@ def _is_timedatectl(frame: pl.DataFrame) -> bool:
 
 def _timedatectl_head(texts: list[str | None]) -> bool:
     head = "\n".join(t for t in texts[:30] if t)
-    return bool(_TIMEDATECTL.search(head) and re.search(r"^\s*Local time: ", head, re.M))
+    return bool("Time zone: " in head and _TIMEDATECTL.search(head) and re.search(r"^\s*Local time: ", head, re.M))
 
 
 def _parse_timedatectl(frame: pl.DataFrame, ctx: FileContext) -> ParseResult:
