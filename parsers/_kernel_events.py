@@ -608,7 +608,24 @@ _WS = " \t\n\v\f\r"
 
 
 def _py_json(fields: dict) -> str:
-    """`_json` of one row: polars' `struct.json_encode` text (same escapes as `json.dumps`), nulls stripped."""
+    """`_json` of one row: polars' `struct.json_encode` text (same escapes as `json.dumps`), nulls stripped.
+    Rows of string and null values only are kept (the nodes of a fleet print the same details)."""
+    if all(v is None or type(v) is str for v in fields.values()):
+        key = tuple(fields.items())
+        got = _PY_JSON_SEEN.get(key)
+        if got is None:
+            if len(_PY_JSON_SEEN) > 50_000:
+                _PY_JSON_SEEN.clear()
+            got = _PY_JSON_SEEN[key] = _py_json_enc(fields)
+        return got
+    return _py_json_enc(fields)
+
+
+_PY_JSON_SEEN: dict[tuple[tuple[str, str | None], ...], str] = {}
+
+
+def _py_json_enc(fields: dict) -> str:
+    """`_py_json` worked out."""
     enc = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
     return _PY_COMMA_END.sub("}", _PY_NULL_MEMBER.sub("", enc), count=1)
 
@@ -622,10 +639,14 @@ def _py_rule_events(m: pl.DataFrame, msgs: list[str | None], rule: Rule, ctx: Fi
     rx = _py_rx(rule.pattern)
     idx: list[int] = []
     groups: list[dict[str, str | None]] = []
-    for i, s in enumerate(msgs):
-        if s is None or not any(lit in s for lit in rule.literals):
-            continue
-        mt = rx.search(s)
+    lits = rule.literals
+    if len(lits) == 1:  # (one literal: no generator per message)
+        lit = lits[0]
+        cands = [i for i, s in enumerate(msgs) if s is not None and lit in s]
+    else:
+        cands = [i for i, s in enumerate(msgs) if s is not None and any(x in s for x in lits)]
+    for i in cands:
+        mt = rx.search(msgs[i])  # type: ignore[arg-type]
         if mt is not None:
             idx.append(i)
             groups.append(mt.groupdict())
@@ -1159,8 +1180,7 @@ def _py_inventory(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext) -> pl.D
 
     def matches(literal: str, pattern: str) -> list[tuple[int, re.Match[str]]]:
         rx = _py_rx(pattern)
-        found = ((i, rx.search(s)) for i, s in enumerate(msgs) if s is not None and literal in s)
-        return [(i, mt) for i, mt in found if mt is not None]
+        return [(i, mt) for i, s in enumerate(msgs) if s is not None and literal in s and (mt := rx.search(s))]
 
     ident = matches("NVRM: GPU at", IDENTITY_RE)
     for i, mt in ident:

@@ -83,3 +83,11 @@ def test_found_literals_either_way(monkeypatch: pytest.MonkeyPatch, chars: int) 
     for ws, gs in zip(want, got, strict=True):
         for w, g in zip(ws, gs, strict=True):
             assert_same_result(g, w)
+
+
+def test_py_json_kept_readings_are_the_readings() -> None:
+    rnd = random.Random(8)
+    values = [None, "", "a", 'q"uote', "back\\slash", "é", True, False, 1, 0, 1.0, "1", "true", "null"]
+    for _ in range(3000):
+        fields = {k: rnd.choice(values) for k in rnd.sample(["port", "state", "device", "boot_seg", "x"], 3)}
+        assert kev._py_json(dict(fields)) == kev._py_json_enc(dict(fields)), fields
