@@ -177,6 +177,30 @@ _KERNELISH = re.compile(
 
 
 _SNIFF_PDSH = re.compile(PDSH_RE)
+_PDSH_OPEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*+: ")
+_PDSH_OPEN_NL = re.compile("\n" + _PDSH_OPEN.pattern)
+_PDSH_KNOWN = PDSH_RE.startswith(r"^(?P<pdsh>[A-Za-z0-9][\w.-]*): ")
+r"""Every line `PDSH_RE` matches opens with `_PDSH_OPEN` (`\w` on ASCII; the name cannot be followed by ':'
+after a shorter run of its characters)."""
+_KERNELISH_ALTS = _KERNELISH.pattern.split("|")
+_KERNELISH_SPLIT = "(" not in _KERNELISH.pattern and all(required_literals(x) for x in _KERNELISH_ALTS)
+"""`_KERNELISH` is a flat alternation whose alternatives each need a literal (`_sniff.required_literals`)."""
+_KERNELISH_CHECKS = tuple(
+    (required_literals(x) or (), re.compile(x)) for x in _KERNELISH_ALTS if _KERNELISH_SPLIT
+)
+
+
+def _pdsh_opens(text: str) -> bool:
+    """Whether a line of `text` (ASCII, '\n' lines) opens with `_PDSH_OPEN`."""
+    return bool(_PDSH_OPEN.match(text) or _PDSH_OPEN_NL.search(text))
+
+
+def _kernelish(text: str) -> bool:
+    """`bool(_KERNELISH.search(text))`: each alternative looked for on its own, behind its literal (no
+    alternation tried at every character)."""
+    if not _KERNELISH_SPLIT:
+        return bool(_KERNELISH.search(text))
+    return any(any(lit in text for lit in lits) and rx.search(text) for lits, rx in _KERNELISH_CHECKS)
 # each list joined into one regex (parsers._sniff.alternation): one call per line instead of 10 + 3
 _SNIFF_STRONG_ANY = any_of(_SNIFF_STRONG)
 _SNIFF_WEAK_ANY = any_of(_SNIFF_WEAK)
@@ -388,7 +412,8 @@ def sniff(head: bytes, name: str) -> float:
     # other formats reach there. The weak prefixes are tried on the other lines only where the score
     # depends on them.
     bodies = lines
-    if ": " in text:  # (`PDSH_RE` needs one)
+    # (`PDSH_RE` needs ': '; on ASCII '\n' lines one scan for the line starts it may match comes first)
+    if ": " in text and (not plain or not _PDSH_KNOWN or _pdsh_opens(text)):
         pdsh = list(map(_SNIFF_PDSH.match, lines))
         if pdsh.count(None) < n:
             bodies = [ln if m is None else m.group("rest") for ln, m in zip(lines, pdsh)]
@@ -410,7 +435,7 @@ def sniff(head: bytes, name: str) -> float:
     share = (strong + weak) / n
     if share < 0.6:
         return 0.0
-    kernelish = bool(_KERNELISH.search(text))
+    kernelish = _kernelish(text)
     if kernelish:
         return 0.95 if share > 0.9 else 0.85
     return 0.6 if share > 0.9 else 0.4

@@ -402,3 +402,30 @@ def test_kernel_sniff_same_on_long_heads(seed: int) -> None:
     heads = _long_heads(seed, 400)
     assert sum(1 for h in heads if len(h) > klm.OPENED_FIRST) == len(heads)
     _check(klm.sniff, old_kernel_sniff, heads)
+
+
+def test_kernelish_by_parts_is_the_alternation() -> None:
+    assert klm._KERNELISH_SPLIT
+    heads = [head_text(h) for h in _fixture_heads()[::3] + _kernel_heads(9, 300)]
+    words = [
+        *("kernel:", "NVRM", "Linux version", "xLinux version", "ACPI", "ACPIx", "pci 0000:", "usb 1", "sd 0"),
+        *("ata1", "AERx", " AER ", "EDAC", "mce: ", "systemd[1]", "IPv6: ", "NET: ", "EXT4-fs", "Hardware Error"),
+        *("nvidia", "x", "_", "a1"),
+    ]
+    rnd = random.Random(2)
+    heads += [" ".join(rnd.choice(words) for _ in range(rnd.randrange(4))) for _ in range(3000)]
+    for t in heads:
+        assert klm._kernelish(t) == bool(klm._KERNELISH.search(t)), t[:200]
+
+
+def test_pdsh_lines_open_with_the_pdsh_opener() -> None:
+    lines = [ln for ln in _kernel_lines() + POOL if ln.isascii()]
+    rnd = random.Random(6)
+    names = ["node01", "a", "gpu-1.x", "r06n09:1", "_x", "1", "a b", "a.b-c_d", "n1:"]
+    sample = lines + [f"{rnd.choice(names)}{rnd.choice([': ', ':', ' : '])}{ln}" for ln in lines]
+    hits = 0
+    for ln in sample:
+        if klm._SNIFF_PDSH.match(ln):
+            hits += 1
+            assert klm._PDSH_OPEN.match(ln), ln
+    assert hits > 100
