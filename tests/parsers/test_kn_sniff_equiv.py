@@ -408,9 +408,9 @@ def test_kernelish_by_parts_is_the_alternation() -> None:
     assert klm._KERNELISH_SPLIT
     heads = [head_text(h) for h in _fixture_heads()[::3] + _kernel_heads(9, 300)]
     words = [
-        *("kernel:", "NVRM", "Linux version", "xLinux version", "ACPI", "ACPIx", "pci 0000:", "usb 1", "sd 0"),
-        *("ata1", "AERx", " AER ", "EDAC", "mce: ", "systemd[1]", "IPv6: ", "NET: ", "EXT4-fs", "Hardware Error"),
-        *("nvidia", "x", "_", "a1"),
+        *("kernel:", "NVRM", "Linux version", "xLinux version", "ACPI", "ACPIx", "pci 0000:", "usb 1"),
+        *("sd 0", "ata1", "AERx", " AER ", "EDAC", "mce: ", "systemd[1]", "IPv6: ", "NET: ", "EXT4-fs"),
+        *("Hardware Error", "nvidia", "x", "_", "a1"),
     ]
     rnd = random.Random(2)
     heads += [" ".join(rnd.choice(words) for _ in range(rnd.randrange(4))) for _ in range(3000)]
