@@ -90,7 +90,8 @@ def _classify(raw: str) -> tuple[Any, ...]:
     (index, name, uuid), 4 nvlink Link line (link, rest, whether rest is a speed or `<inactive>`, error
     counter (name, count) or None), 0 none of these; row tokens: the split of a matrix
     row (device label and a cell first), else None; legend kind: 1 a legend line, 2 a NIC legend entry
-    (NIC, device), 3 a shell prompt running nvidia-smi, 0 other."""
+    (NIC, device), 3 a shell prompt running nvidia-smi, 0 other; whether an nvlink Link line can make a row
+    or an event (a speed or `<inactive>`, or a counter above 0)."""
     text = (_ANSI.sub("", raw) if "\x1b" in raw else raw).rstrip()
     kind, payload = 0, None
     if F.failure_event(text, 0, node="", path="") is not None:
@@ -121,7 +122,9 @@ def _classify(raw: str) -> tuple[Any, ...]:
         leg, leg_payload = 2, (m.group("nic"), m.group("dev"))
     elif re.match(r"^\s*\$?\s*nvidia-smi\b", text):
         leg = 3
-    return kind, payload, rowtok, leg, leg_payload
+    # (whether `_read` keeps a Link line: one with a speed or `<inactive>`, or a counter above 0)
+    kept = kind == 4 and (payload[2] or (payload[3] is not None and payload[3][1] > 0))  # type: ignore[index]
+    return kind, payload, rowtok, leg, leg_payload, kept
 
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
@@ -177,14 +180,20 @@ def _read(  # noqa: C901, PLR0912, PLR0915
     classes = _LINES
     if len(classes) > _LINES_MAX:
         classes.clear()
+    get = classes.get
     for i, raw in enumerate(texts):
-        ln = first + i
         if blank[i]:
             continue
-        c = classes.get(raw)
+        c = get(raw)
         if c is None:
             c = classes[raw] = _classify(raw)
         kind = c[0]
+        if kind == 4 and cur_nv is not None:  # (the bulk of an nvlink listing first)
+            if c[5]:  # (a link line that makes no row nor event is not kept)
+                cur_nv["links"].append((*c[1], first + i))
+            parsed += 1
+            continue
+        ln = first + i
         ok = True
         if kind == 1:
             text = (_ANSI.sub("", raw) if "\x1b" in raw else raw).rstrip()
@@ -197,8 +206,6 @@ def _read(  # noqa: C901, PLR0912, PLR0915
         elif kind == 3:
             idx, name, uuid = c[1]
             cur_nv = nv.setdefault(idx, {"idx": idx, "name": name, "uuid": uuid, "line": ln, "links": []})
-        elif kind == 4 and cur_nv is not None:
-            cur_nv["links"].append((*c[1], ln))
         elif devcols and (tok := c[2]) is not None:
             cells = tok[1 : 1 + len(devcols)]
             rest = tok[1 + len(devcols) :]
