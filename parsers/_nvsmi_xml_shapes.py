@@ -33,9 +33,10 @@ BAD_TEXT = r"[<>&\x00-\x08\x0a-\x1f\x7f-\x9f\x{FFFE}\x{FFFF}]"
 or normalises (CR, LF), discouraged ones. (Where it holds none, the parser's text is the line's.)"""
 SHAPES: dict[tuple[int, int], Shape] = {}
 """By (first line, number of lines): the shape of the last file of that length read whole."""
-SHAPES_MAX = 64
-SHAPE_LINES_MAX = 50_000
-"""Files of more lines keep no shape (they would take memory and seldom serve again)."""
+SHAPES_MAX = 32
+SHAPE_LINES_MAX = 20_000
+"""Files of more lines keep no shape (they would take memory and seldom serve again: a `-q -x -l` loop's
+length varies)."""
 _TRIES: dict[tuple[int, int], int] = {}
 """By (first line, number of lines) of a file read: shapes kept of files of that length since one served (a
 key is added on its first file, which keeps none)."""
@@ -218,8 +219,10 @@ def keep_shapes(
                 sh.docs.append((ts, nodes, refs))
         except ValueError:
             continue
+        # (the columns copied: a slice would keep those of every file of `made`)
         sh.shape, sh.suffix, sh.plen, sh.slen, sh.kind = (
-            part.get_column(c) for c in ("shape", "suffix", "plen", "slen", "kind")
+            pl.Series(c, part.get_column(c).to_list(), dtype=dt)
+            for c, dt in zip(("shape", "suffix", "plen", "slen", "kind"), _DTYPES, strict=True)
         )
         sh.n_values, sh.spans = len(order), spans
         if len(SHAPES) >= SHAPES_MAX:
