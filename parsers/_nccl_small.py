@@ -153,8 +153,29 @@ def _bus_id(bus: str | None) -> str | None:
     return f"{(v // 0x100000) & 0xFFFF:04x}:{(v // 0x1000) & 0xFF:02x}:{(v // 0x10) & 0xFF:02x}.{v & 0x7}"
 
 
+_PLAIN_HEAD = re.compile(r"([A-Za-z][A-Za-z0-9_-]*):([0-9]+):[0-9]+ \[([0-9]+)\] NCCL INFO (?s:.)?")
+"""The commonest line start: a host name (a letter first, no dot), pid, tid, [cudaDev], ` NCCL INFO ` (and
+the message's first character: a key holds it)."""
+
+
 def _head(key: str) -> dict[str, Any] | None:
-    """The fast lane's reading of a line start (None: not one it takes)."""
+    """The fast lane's reading of a line start (None: not one it takes). A `_PLAIN_HEAD` start is read from
+    that match: no launcher envelope can open it (a letter first), the fast head is all of it but its level,
+    no collector stamp starts it, `NCCL_HEAD_RE`'s host is its name (from the line start: its first match),
+    which is no IPv4 address and holds no dot (the node is the host); 'collective' is left to the full
+    reading (a torchfrtrace head)."""
+    m = _PLAIN_HEAD.fullmatch(key)
+    if m is not None and m.group(1) != "collective" and _PLAIN_READ:
+        host = m.group(1)
+        return {
+            "env": False, "node": host, "host": host,
+            "pid": _int(m.group(2), _I64), "dev": _int(m.group(3), _I32), "level": "INFO", "msg_off": m.end(3) + 12,  # (after '] NCCL INFO ')
+        }
+    return _head_read(key)
+
+
+def _head_read(key: str) -> dict[str, Any] | None:
+    """`_head` by the fast lane's patterns."""
     rx = _patterns()
     m = rx.fast_head.match(key)
     if m is None:
@@ -212,6 +233,8 @@ def parse_many(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResult |
 
 
 _Rec = tuple[int, dict[str, Any], str]
+_PLAIN_READ = True
+"""`_head` reads a `_PLAIN_HEAD` start from its match (tests compare it with `_head_read`)."""
 _SPECIAL_FIRST = frozenset(["", " ", "\t", "[", "N", *"0123456789"])
 """The first characters of the lines `records`' loop reads other than as a plain record (blank lines, PyTorch
 launcher prefixes, srun ranks, bare `NCCL version` lines)."""

@@ -303,3 +303,20 @@ def test_rank_rows_on_fixture_records() -> None:
     assert sum(1 for a in calls if a[0] or a[1]) >= 10
     for a in calls:
         assert orig(*a) == old_rank_rows(*a)
+
+
+HOSTS = ["r06n09", "gpu-01", "a", "collective", "Communicators...", "10.0.0.1", "h.x", "x_y", "A1", "n-1.", "_a"]
+ENDS = ["INFO ", "INFO", "WARN ", "TRACE ", "INFO X", "INFOX", "INFO \n", "INFO  ", "INFO é"]
+
+
+def test_plain_head_reading_is_the_fast_lane_reading() -> None:
+    rnd = random.Random(1)
+    plain = 0
+    for _ in range(30000):
+        pid = rnd.choice(["1", "123", "99999999999999999999", "0", "٣"])
+        dev = rnd.choice(["0", "7", "3000000000"])
+        mid = rnd.choice(["", " 1.5", " a.c:12"])
+        key = f"{rnd.choice(HOSTS)}:{pid}:{rnd.choice(['2', '0'])} [{dev}]{mid} NCCL {rnd.choice(ENDS)}"
+        plain += bool(small._PLAIN_HEAD.fullmatch(key))
+        assert small._head(key) == small._head_read(key), key
+    assert plain > 1000
