@@ -305,7 +305,7 @@ def test_rank_rows_on_fixture_records() -> None:
         assert orig(*a) == old_rank_rows(*a)
 
 
-HOSTS = ["r06n09", "gpu-01", "a", "collective", "Communicators...", "10.0.0.1", "h.x", "x_y", "A1", "n-1.", "_a"]
+HOSTS = ["r06n09", "gpu-01", "a", "collective", "Communicators...", "10.0.0.1", "h.x", "x_y", "A1", "n-1."]
 ENDS = ["INFO ", "INFO", "WARN ", "TRACE ", "INFO X", "INFOX", "INFO \n", "INFO  ", "INFO é"]
 
 
