@@ -169,7 +169,7 @@ def _head(key: str) -> dict[str, Any] | None:
         host = m.group(1)
         return {
             "env": False, "node": host, "host": host, "pid": _int(m.group(2), _I64),
-            "dev": _int(m.group(3), _I32), "level": "INFO", "msg_off": m.end(3) + 12,  # (after '] NCCL INFO ')
+            "dev": _int(m.group(3), _I32), "level": "INFO", "msg_off": m.end(3) + 12,  # (past '] NCCL INFO ')
         }
     return _head_read(key)
 
