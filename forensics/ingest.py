@@ -686,7 +686,7 @@ def _read_part(p: Part, table: str) -> pl.DataFrame:
 
 def _completed(df: pl.DataFrame, p: Part, table: str) -> pl.DataFrame:
     """Rows read from part `p` as `table`: see `_read_part`."""
-    if df.columns != list(get_schema(table)):  # the columns a part left out, back as nulls
+    if df.columns != list(get_schema(table)) or pl.Null in df.dtypes:  # columns left out or typeless
         df = df.select(conforming(table, tuple(df.schema.items())))
     if p.consts:
         df = df.with_columns(pl.lit(v, dtype=pl.String).alias(c) for c, v in p.consts)
@@ -1105,8 +1105,18 @@ def _pooled(outcomes: list[FileOutcome]) -> list[FileOutcome]:
             by_table.setdefault(t, []).append(df)
         o.tables = {}
     if by_table:
-        outcomes[0].tables = {t: conform_all(frames, t) for t, frames in by_table.items()}
+        outcomes[0].tables = {t: _nulls_typeless(conform_all(frames, t)) for t, frames in by_table.items()}
     return outcomes
+
+
+def _nulls_typeless(df: pl.DataFrame) -> pl.DataFrame:
+    """`df` with its columns of nulls only as columns of dtype Null, which hold no buffer: a pooled frame
+    crosses the process boundary a third smaller (100 nodes of the 1,000-node bundle: 61 -> 40 MB pickled,
+    its pickling 3x faster, its reading back 1.7x). `Outcomes` gives them their dtype back."""
+    if not df.height:
+        return df
+    empty_ = [c.name for c in df.get_columns() if c.null_count() == df.height and c.dtype != pl.Null]
+    return df.with_columns(pl.lit(None).alias(c) for c in empty_) if empty_ else df
 
 
 def _batched(tasks: list[tuple[BundleFile, int]], batch: int) -> list[tuple[Any, int]]:
@@ -1715,7 +1725,7 @@ class Outcomes(list):  # type: ignore[type-arg]
             # are not copied again: merging everything each time was quadratic in the bundle's files)
             merged = self.merged.get(t, 0)
             if len(frames) - merged > MERGE_EVERY:
-                frames[merged:] = [pl.concat(frames[merged:], how="vertical", rechunk=True)]
+                frames[merged:] = [_joined(frames[merged:], rechunk=True)]
                 self.merged[t] = merged + 1
         o.tables = {}
         for t, paths in o.parts.items():
@@ -1730,7 +1740,9 @@ class Outcomes(list):  # type: ignore[type-arg]
         for t, frames in self.frames.items():
             if frames:
                 target = self.spill / f"{t}-{self.n_spills}.parquet"
-                pl.concat(frames, how="vertical").write_parquet(target, compression="lz4")
+                # (no statistics, as a worker's spill: a scan picks parts by their `__part` folder; writing
+                # and reading back ~400 MB of frames 0.64 -> 0.48 s of CPU)
+                _joined(frames).write_parquet(target, compression="lz4", statistics=False)
                 self.parts.setdefault(t, []).append(Part(str(target)))
         self.n_spills += 1
         self.frames = {}
@@ -1811,7 +1823,7 @@ class Outcomes(list):  # type: ignore[type-arg]
                 lf = lf.with_columns(node=pl.when(unknown).then(fill).otherwise(pl.col("node")))
             scans.append(lf.select(columns))
         if frames or not scans:
-            held = pl.concat(frames, how="vertical") if frames else empty(table)
+            held = conform(_joined(frames), table) if frames else empty(table)
             scans.append(held.lazy().with_columns(pl.lit(-1, pl.Int32).alias(PART_COLUMN)).select(columns))
         return pl.concat(scans, how="vertical") if len(scans) > 1 else scans[0]
 
@@ -1826,7 +1838,13 @@ class Outcomes(list):  # type: ignore[type-arg]
             frames.extend(threads.map(lambda p: _read_part(p, table), parts))
         if not frames:
             return empty(table)
-        return pl.concat(frames, how="vertical", rechunk=True) if len(frames) > 1 else frames[0]
+        return conform(_joined(frames, rechunk=True) if len(frames) > 1 else frames[0], table)
+
+
+def _joined(frames: list[pl.DataFrame], rechunk: bool = False) -> pl.DataFrame:
+    """A table's frames as they arrived, one after the other: each conformed, but for the columns of nulls
+    pooled frames send typeless (`_nulls_typeless`), which take the others' dtype here."""
+    return pl.concat(frames, how="vertical_relaxed", rechunk=rechunk) if len(frames) > 1 else frames[0]
 
 
 _SORT_KEYS = {

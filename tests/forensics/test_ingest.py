@@ -605,22 +605,25 @@ def test_longest_tasks_are_handed_out_first() -> None:
 
 def test_outcomes_keep_every_row_across_merges_and_spills(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Thousands of small per-file frames are merged in blocks (and spilled past HOLD_BYTES): every row is
-    kept, once, whatever the order of merges and spills."""
-    from forensics.schema import empty
-
+    kept, once, whatever the order of merges and spills, and the table has its dtypes where pooled frames
+    sent their columns of nulls typeless (`_nulls_typeless`), before or after frames that fill them."""
     monkeypatch.setattr(ingest_mod, "MERGE_EVERY", 7)
-    template = empty("events")
     outcomes = ingest_mod.Outcomes(tmp_path / "spill")
     want = []
     for i in range(100):
-        df = pl.concat([template, pl.DataFrame({"file": [f"f{i}"] * 3, "line": [1, 2, 3]})], how="diagonal_relaxed")
-        df = df.select(template.columns).cast(template.schema)
-        want += [(f"f{i}", n) for n in (1, 2, 3)]
-        outcomes.append(ingest_mod.FileOutcome({"path": f"f{i}"}, tables={"events": df}))
+        cols = {"file": [f"f{i}"] * 3, "line": [1, 2, 3], "message": ["m"] * 3, "node": ["n"] * 3}
+        if i % 3 == 0:
+            cols["code"], cols["gpu_index"] = ["7"] * 3, [1, 2, 3]  # filled here, typeless in the others
+        df = pl.DataFrame(cols).with_columns(source=pl.lit("s"), kind=pl.lit("k"), severity=pl.lit("i"))
+        sent = ingest_mod._nulls_typeless(conform(df, "events"))
+        want += [(f"f{i}", n, "7" if i % 3 == 0 else None) for n in (1, 2, 3)]
+        outcomes.append(ingest_mod.FileOutcome({"path": f"f{i}"}, tables={"events": sent}))
         if i == 60:
             outcomes._spill()
     got = outcomes.table("events")
-    assert sorted(zip(got["file"], got["line"], strict=True)) == sorted(want)
+    assert got.schema == get_schema("events")
+    assert sorted(zip(got["file"], got["line"], got["code"], strict=True), key=str) == sorted(want, key=str)
+    assert got["gpu_index"].drop_nulls().len() == 34 * 3
 
 
 def _megatron_iterations(n: int) -> list[str]:
@@ -1023,7 +1026,7 @@ def test_small_files_of_one_format_are_parsed_in_one_call_with_the_same_outcomes
     assert all(not o.tables for o in got[1:])
     expected = {t: pl.concat([a.tables[t] for a in alone if t in a.tables]) for a in alone for t in a.tables}
     assert got[0].tables.keys() == expected.keys()
-    assert all(got[0].tables[t].equals(expected[t], null_equal=True) for t in expected)
+    assert all(conform(got[0].tables[t], t).equals(expected[t], null_equal=True) for t in expected)
     assert [o.row["status"] for o in got] == ["ok", "ok", "ok", "skipped: empty file", "ok", "skipped: binary content"]
 
 
@@ -1210,8 +1213,9 @@ def test_a_batch_conforms_its_files_tables_together_and_a_bad_frame_still_fails_
     assert [o.row for o in got] == [a.row for a in alone]
     status = got[3].row["status"]
     assert status.startswith("error: parser fake failed: SchemaError") and "'node' is required" in status
-    events = got[0].tables["events"]
-    assert events.schema == get_schema("events")
+    sent = got[0].tables["events"]  # (as it crosses to the parent: columns of nulls typeless)
+    assert sent.schema["gpu_index"] == pl.Null and sent.schema["code"] == pl.String
+    events = conform(sent, "events")
     one_by_one = pl.concat([a.tables["events"] for a in alone if "events" in a.tables])
     assert events.equals(one_by_one, null_equal=True)
     assert events["message"].to_list() == ["FAKE 1", "FAKE 2", "FAKE 3", "FAKE CODE 4", "FAKE 5"]
