@@ -643,8 +643,11 @@ def _py_rule_events(m: pl.DataFrame, msgs: list[str | None], rule: Rule, ctx: Fi
     if len(lits) == 1:  # (one literal: no generator per message)
         lit = lits[0]
         cands = [i for i, s in enumerate(msgs) if s is not None and lit in s]
-    else:
-        cands = [i for i, s in enumerate(msgs) if s is not None and any(x in s for x in lits)]
+    else:  # (each literal's messages, in message order)
+        hit: set[int] = set()
+        for x in lits:
+            hit.update([i for i, s in enumerate(msgs) if s is not None and x in s])
+        cands = sorted(hit)
     for i in cands:
         mt = rx.search(msgs[i])  # type: ignore[arg-type]
         if mt is not None:
