@@ -586,6 +586,19 @@ def _rows(recs: list[_Rec], bares: list[_Rec], ctx: FileContext, memo: dict[Any,
     return _Rows(comms, kind, first, notes, hosts[0] if len(hosts) == 1 else None, len(recs))
 
 
+def _frame(rows: list[tuple[Any, ...]], schema: dict[str, Any]) -> pl.DataFrame:
+    """`pl.DataFrame(rows, schema=schema, orient="row")` (rows: at least one), built column by column (a
+    Series per column from its values: half the time of the row-wise build)."""
+    if not COLUMN_FRAMES:
+        return pl.DataFrame(rows, schema=schema, orient="row")
+    cols = zip(schema.items(), zip(*rows), strict=True)
+    return pl.DataFrame([pl.Series(name, values, dtype=dtype) for (name, dtype), values in cols])
+
+
+COLUMN_FRAMES = True
+"""Build `results`' frames column by column (tests compare with the row-wise build)."""
+
+
 def results(files: list[_Rows]) -> list[ParseResult]:
     """Each file's ParseResult: its rows' tables, each table built once for all the files and cut per file
     (a file's rows are contiguous)."""
@@ -593,14 +606,14 @@ def results(files: list[_Rows]) -> list[ParseResult]:
     for kind, schema in ((1, _NET_SCHEMA), (2, _RANK_SCHEMA), (3, _BOTH_SCHEMA)):
         mine = [i for i, f in enumerate(files) if f.kind == kind]
         if mine:
-            frame = pl.DataFrame([r for i in mine for r in files[i].comms], schema=schema, orient="row")
+            frame = _frame([r for i in mine for r in files[i].comms], schema)
             at = 0
             for i in mine:
                 n = len(files[i].comms)
                 comms[i] = frame.slice(at, n)
                 at += n
     inv_rows = [r for f in files for r in f.inventory]
-    inv = pl.DataFrame(inv_rows, schema=_INV_SCHEMA, orient="row") if inv_rows else None
+    inv = _frame(inv_rows, _INV_SCHEMA) if inv_rows else None
     out = []
     at = 0
     for f, c in zip(files, comms, strict=True):

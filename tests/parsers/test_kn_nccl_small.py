@@ -14,6 +14,7 @@ import pytest
 
 from parsers import _nccl_small as small
 from parsers import nccl
+from tests.conftest import assert_same_result
 
 FIX = Path(__file__).parent.parent / "fixtures"
 
@@ -320,3 +321,25 @@ def test_plain_head_reading_is_the_fast_lane_reading() -> None:
         plain += bool(small._PLAIN_HEAD.fullmatch(key))
         assert small._head(key) == small._head_read(key), key
     assert plain > 1000
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_column_frames_are_the_row_frames(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    items = [
+        (pl.Series("line", lines, dtype=pl.String), nccl.FileContext(path=f"n{k}/w.log", node=f"n{k}"))
+        for k, lines in enumerate([*SOURCES, *_variants(seed)])
+    ]
+    batches = [items[i : i + 16] for i in range(0, len(items), 16)]
+    got = [small.parse_many(b) for b in batches]
+    monkeypatch.setattr(small, "COLUMN_FRAMES", False)
+    want = [small.parse_many(b) for b in batches]
+    done = 0
+    for gs, ws in zip(got, want, strict=True):
+        for g, w in zip(gs, ws, strict=True):
+            assert (g is None) == (w is None)
+            if g is not None:
+                done += 1
+                assert_same_result(g, w)
+                for name, df in g.tables.items():
+                    assert df.schema == w.tables[name].schema
+    assert done > 50
