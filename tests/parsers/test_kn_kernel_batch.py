@@ -91,3 +91,21 @@ def test_py_json_kept_readings_are_the_readings() -> None:
     for _ in range(3000):
         fields = {k: rnd.choice(values) for k in rnd.sample(["port", "state", "device", "boot_seg", "x"], 3)}
         assert kev._py_json(dict(fields)) == kev._py_json_enc(dict(fields)), fields
+
+
+def test_inventory_column_frames_are_the_row_frames(monkeypatch: pytest.MonkeyPatch) -> None:
+    items = [
+        (harness_blanked(p.read_bytes()), FileContext(path=f"n{i}/k.log", node="n", year_hint=2025))
+        for i, p in enumerate(FIXTURES)
+    ]
+    got = [kernel_log.parse_many(items[i : i + 8]) for i in range(0, len(items), 8)]
+    monkeypatch.setattr(kev, "COLUMN_FRAMES", False)
+    want = [kernel_log.parse_many(items[i : i + 8]) for i in range(0, len(items), 8)]
+    rows = 0
+    for gs, ws in zip(got, want, strict=True):
+        for g, w in zip(gs, ws, strict=True):
+            assert_same_result(g, w)
+            if "inventory" in g.tables:
+                rows += g.tables["inventory"].height
+                assert g.tables["inventory"].schema == w.tables["inventory"].schema
+    assert rows > 20
