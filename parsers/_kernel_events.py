@@ -731,7 +731,8 @@ def _py_events(sub: pl.DataFrame, ctx: FileContext, kind: str, codes: list, sevs
     """`_events` rows of `sub` (rows of the stamped frame) from per-row Python values (`details`: the detail
     fields without the clock ones, which are added here)."""
     n = sub.height
-    ts_null = sub.get_column("ts").is_null().to_list()
+    ts = sub.get_column("ts")
+    ts_null = ts.is_null().to_list() if ts.null_count() else [False] * n
     ups = sub.get_column("uptime_s").to_list()
     segs = sub.get_column("boot_seg").to_list()
     crash = sub.get_column("crash_record").to_list()
