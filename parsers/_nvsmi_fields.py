@@ -505,14 +505,22 @@ def _table_frame(
         bus = _bus_ids_cached(cols["gpu_bus_id"])
         if bus is not None:
             cols["gpu_bus_id"] = bus
-        df = pl.DataFrame(cols, schema={c: schema[c] for c in INV_TUPLE}, strict=False)
+        try:
+            df = pl.DataFrame(cols, schema={c: schema[c] for c in INV_TUPLE}, strict=False)
+        except pl.exceptions.ComputeError:  # a number its column cannot hold (a corrupt dump): null there
+            cols = {c: _in_range(v, schema[c]) for c, v in cols.items()}
+            df = pl.DataFrame(cols, schema={c: schema[c] for c in INV_TUPLE}, strict=False)
     else:
         present = set().union(*rows)
         bus = _bus_ids_cached([r.get("gpu_bus_id") for r in rows]) if "gpu_bus_id" in present else None
         # one construction from the rows (not one Series per column); bus ids replaced by their normal form
         # (every column of the table: absent ones come out null, in the table's order, as conform would make
         # them, and conform only validates)
-        df = pl.from_dicts(rows, schema=schema, strict=False)
+        try:
+            df = pl.from_dicts(rows, schema=schema, strict=False)
+        except pl.exceptions.ComputeError:  # a number its column cannot hold (a corrupt dump): null there
+            kept = {c: _in_range([r.get(c) for r in rows], schema[c]) for c in schema}
+            df = pl.DataFrame(kept, schema=schema, strict=False)
         if bus is not None:
             df = df.with_columns(pl.Series("gpu_bus_id", bus, dtype=schema["gpu_bus_id"], strict=False))
     if "gpu_bus_id" in present and bus is None:
@@ -523,6 +531,23 @@ def _table_frame(
         key = [c for c in _INV_KEY if c in present]
         df = df.unique([*key, "_f"] if file_of is not None else key, keep="first", maintain_order=True)
     return df
+
+
+_INT_RANGE = {
+    **{t: (-(2 ** (n - 1)), 2 ** (n - 1) - 1) for t, n in ((pl.Int8, 8), (pl.Int16, 16), (pl.Int32, 32))},
+    pl.Int64: (-(2**63), 2**63 - 1),
+    **{t: (0, 2**n - 1) for t, n in ((pl.UInt8, 8), (pl.UInt16, 16), (pl.UInt32, 32), (pl.UInt64, 64))},
+}
+
+
+def _in_range(values: list[Any], dtype: pl.DataType) -> list[Any]:
+    """`values` with the integers a column of `dtype` cannot hold made None (a counter of 2**70, a PCIe
+    generation of 99999999999: one corrupt value loses that value, not the file's tables)."""
+    bounds = _INT_RANGE.get(dtype)  # type: ignore[call-overload]
+    if bounds is None:
+        return values
+    lo, hi = bounds
+    return [None if isinstance(v, int) and not lo <= v <= hi else v for v in values]
 
 
 def frames(

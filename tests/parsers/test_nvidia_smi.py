@@ -442,3 +442,39 @@ def test_parse_leaves_the_garbage_collector_as_it_was(module) -> None:
     finally:
         if was:
             gc.enable()
+
+
+@pytest.mark.parametrize(
+    ("parser", "fixture", "pattern", "value"),
+    [
+        (nvidia_smi, "nvidia-smi/q_a100_470_two_dumps_remap_pending_x8_link.txt", r"(Current\s+: )4",
+         "99999999999"),
+        (nvidia_smi_xml, "nvidia-smi-xml/qx_a100_510_v11_mig_throttle_tags.xml",
+         r"(<current_link_gen>)4", "99999999999"),
+        (nvidia_smi_xml, "nvidia-smi-xml/qx_a100_510_v11_mig_throttle_tags.xml",
+         r"(<sram_uncorrectable>)0", str(2**70)),
+    ],
+)
+def test_a_number_its_column_cannot_hold_is_null_and_the_rest_is_kept(
+    parser: object, fixture: str, pattern: str, value: str
+) -> None:
+    """A corrupt value (a PCIe generation of 99999999999, an ECC counter of 2**70) loses that value only: the
+    file's other rows and values are those of the file without it (it made the whole file fail before)."""
+    text = (FIX / fixture).read_text()
+    bad = re.sub(pattern, r"\g<1>" + value, text, count=1)
+    assert bad != text
+    ctx = FileContext(path="n1/x", node="n1")
+    good = parser.parse(lines_from_bytes(text.encode()), ctx)
+    got = parser.parse(lines_from_bytes(bad.encode()), ctx)
+    assert (got.parsed, got.unrecognized) == (good.parsed, good.unrecognized)
+    for t, df in good.tables.items():
+        other = got.tables[t]
+        assert other.shape == df.shape, t
+        changed = [c for c in df.columns if not other[c].equals(df[c], null_equal=True)]
+        assert len(changed) <= 1, (t, changed)  # the corrupt value's column only, where the table holds it
+        for c in changed:
+            assert other[c].null_count() == df[c].null_count() + 1
+    # and so in a batch of files (`parse_many`), the good file's rows untouched
+    batch = parser.parse_many([(lines_from_bytes(text.encode()), ctx), (lines_from_bytes(bad.encode()), ctx)])
+    assert_same_result(batch[0], good)
+    assert_same_result(batch[1], got)
