@@ -343,14 +343,9 @@ def sniff(head: bytes, name: str) -> float:
     text = head_text(head)
     if "\x1b" in text and "\x1b[" in text:
         text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)
-    # literal guards first: `^\s*` in multi-line mode is quadratic over thousands of blank lines
-    # (each literal's two rarest characters looked for first: a memchr each)
-    # a bare line and /proc/stat's btime line open with one of `_LEAD`'s words: where the lines end at '\n'
-    # only (no other `str.splitlines` boundary; '^' of re.M is the text's start and after '\n'), one scan
-    # for them at the line starts rules both out (their literals anywhere cost a search each)
     plain = text.isascii() and not any(c in text for c in _RARE_BREAKS)  # ('\n' the only line boundary)
-    # (long heads: their line starts first; where none opens as `_OPENER` says, nor does a bare or btime line:
-    # `NAME: ` and 'kernel:' are openers, and so is 'btime' then a blank and a digit)
+    # Long heads: their line starts first (`_opened_lines`). Where none opens as `_OPENER` says, nor does a
+    # bare or btime line (`NAME: ` and 'kernel:' are openers, and so is 'btime' then a blank and a digit).
     closed = few = False
     if plain and len(text) > OPENED_FIRST and _OPENS_KNOWN:
         if not _opened_lines(text, 1):
@@ -363,6 +358,11 @@ def sniff(head: bytes, name: str) -> float:
             need = max(1, -(-2 * least // 5))
             opened = _opened_lines(text, need)
             few = len(opened) < need
+    # Literal guards before the multi-line patterns (`^\s*` in multi-line mode is quadratic over thousands of
+    # blank lines; each literal's two rarest characters looked for first: a memchr each). A bare line and
+    # /proc/stat's btime line open with one of `_LEAD`'s words: where the lines end at '\n' only (no other
+    # `str.splitlines` boundary; '^' of re.M is the text's start and after '\n'), one scan for them at the
+    # line starts rules both out (their literals anywhere cost a search each).
     if closed and _LEAD_KNOWN:
         leads = False
     elif few and _LEAD_KNOWN:
@@ -394,8 +394,8 @@ def sniff(head: bytes, name: str) -> float:
         if bound == 0:
             return 0.0
         # (`_lines_at_least` counts lines of the first 2,048 characters: not needed where those are few)
-        few = plain and bound >= 8 and 5 * 8 >= 2 * (text.count("\n", 0, 2048) + 1)
-        least = 0 if few else _lines_at_least(text)
+        short = plain and bound >= 8 and 5 * 8 >= 2 * (text.count("\n", 0, 2048) + 1)
+        least = 0 if short else _lines_at_least(text)
         if bound < 8 or 5 * 8 < 2 * least:
             if bound >= 8:
                 bound = _strong_bound(text, 120)
