@@ -350,7 +350,7 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
     runs = dev.group_by("run").agg(
         nodes=pl.col("host").unique().sort().str.join(","),
         nranks=pl.len().cast(pl.Int32),
-        printer=pl.col("host").sort_by(pl.col("rank").cast(pl.Int64)).first(),
+        printer=pl.col("host").sort_by(pl.col("rank").cast(pl.Int64, strict=False)).first(),
         dup_ranks=pl.col("rank").is_duplicated().sum(),
     )
     bus_raw = pl.col("bus").str.strip_chars()
@@ -366,16 +366,16 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
         record=pl.lit("rank"),
         ts="ts",
         node=pl.col("host"),
-        rank=pl.col("rank").cast(pl.Int32),
+        rank=pl.col("rank").cast(pl.Int32, strict=False),
         nranks="nranks",
-        cuda_dev=pl.col("dev").cast(pl.Int32),
+        cuda_dev=pl.col("dev").cast(pl.Int32, strict=False),
         gpu_bus_id="bus_id",
-        pid=pl.col("pid").cast(pl.Int64),
+        pid=pl.col("pid").cast(pl.Int64, strict=False),
         nccl_version="nccl_version",
         test="test",
         nodes="nodes",
         detail=json_detail(
-            group=pl.col("group").cast(pl.Int64),
+            group=pl.col("group").cast(pl.Int64, strict=False),
             gpu_name=pl.col("name"),
             bus_raw=pl.col("bus"),
             run=pl.col("run"),
@@ -472,7 +472,7 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
 
     # ---- summaries: 'Avg bus bandwidth' with the run's preceding 'Out of bounds values'
     summ = f.filter(pl.col("k_oob") | pl.col("k_avg")).with_columns(
-        oob=pl.when(pl.col("k_oob")).then(h.str.extract(OOB_RE, 1).cast(pl.Int64)),
+        oob=pl.when(pl.col("k_oob")).then(h.str.extract(OOB_RE, 1).cast(pl.Int64, strict=False)),
         oob_status=pl.when(pl.col("k_oob")).then(h.str.extract(OOB_RE, 2)),
     )
     summ = summ.with_columns(
@@ -520,17 +520,17 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
         nodes="nodes",
         detail=json_detail(
             run=pl.col("run"),
-            nthread=pl.col("nthread").cast(pl.Int64),
-            ngpus=pl.col("ngpus").cast(pl.Int64),
-            min_bytes=pl.col("min").cast(pl.Int64),
-            max_bytes=pl.col("max").cast(pl.Int64),
+            nthread=pl.col("nthread").cast(pl.Int64, strict=False),
+            ngpus=pl.col("ngpus").cast(pl.Int64, strict=False),
+            min_bytes=pl.col("min").cast(pl.Int64, strict=False),
+            max_bytes=pl.col("max").cast(pl.Int64, strict=False),
             step=pl.col("step"),
-            warmup_iters=pl.col("warmup").cast(pl.Int64),
-            iters=pl.col("iters").cast(pl.Int64),
-            agg_iters=pl.col("agg").cast(pl.Int64),
-            validation=pl.col("validation").cast(pl.Int64),
-            graph=pl.col("graph").cast(pl.Int64),
-            size_rows=pl.col("sizes").cast(pl.Int64),
+            warmup_iters=pl.col("warmup").cast(pl.Int64, strict=False),
+            iters=pl.col("iters").cast(pl.Int64, strict=False),
+            agg_iters=pl.col("agg").cast(pl.Int64, strict=False),
+            validation=pl.col("validation").cast(pl.Int64, strict=False),
+            graph=pl.col("graph").cast(pl.Int64, strict=False),
+            size_rows=pl.col("sizes").cast(pl.Int64, strict=False),
             concluded=pl.col("concluded"),
         ),
         file=pl.lit(ctx.path),
@@ -553,7 +553,7 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
         severity=pl.lit("high"),
         message=pl.col("text"),
         detail=json_detail(
-            pid=pl.col("pid").cast(pl.Int64),
+            pid=pl.col("pid").cast(pl.Int64, strict=False),
             where=pl.col("where"),
             reason=pl.col("reason").str.strip_chars("' ").replace("", None),
         ),
@@ -673,7 +673,7 @@ def _json_rows(js: pl.DataFrame, runs: pl.DataFrame, ctx: FileContext) -> tuple[
         )
         .explode("e")
         .drop_nulls("e")
-        .with_columns(size_bytes=pl.col("e").str.extract(r'^"(\d+)"', 1).cast(pl.Int64))
+        .with_columns(size_bytes=pl.col("e").str.extract(r'^"(\d+)"', 1).cast(pl.Int64, strict=False))
     )
     ent = ent.with_columns(
         **{k: pl.col("e").str.extract(rf'"{k}"\s*:\s*"?([^",}}]*)"?', 1) for k in _JSON_FIELDS}
@@ -801,7 +801,7 @@ def _json_file(frame: pl.DataFrame, ctx: FileContext) -> ParseResult | None:
                          "dtype": _str(r.get("type")), "redop": _str(r.get("redop")), "placement": placement,
                          "time_us": _num(o.get("time", o.get("cpu_time"))), "algbw_gbps": _num(o.get("alg_bw")),
                          "busbw_gbps": _num(o.get("bus_bw")),
-                         "wrong": int(wrong) if isinstance(wrong, (int, float)) and float(wrong).is_integer() else None,
+                         "wrong": _whole(wrong),
                          "detail": _dumps({"root": _int(r.get("root")), "format": "json"})})  # fmt: skip
     avg = doc.get("average_bus_bandwidth")
     if isinstance(avg, dict):
@@ -863,7 +863,25 @@ def _str(v: Any) -> str | None:
 
 
 def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return None
+    try:
+        return float(v)
+    except OverflowError:  # (an integer beyond any float)
+        return None
+
+
+def _whole(v: Any) -> int | None:
+    """A JSON number that is a whole number Int64 holds (else None: a corrupt 2**70 loses that value only)."""
+    if not isinstance(v, (int, float)):
+        return None
+    try:
+        if not float(v).is_integer():
+            return None
+    except OverflowError:
+        return None
+    i = int(v)
+    return i if -(2**63) <= i < 2**63 else None
 
 
 def _dumps(d: dict[str, Any]) -> str | None:
@@ -946,14 +964,13 @@ def _to_int(tok: str | None, bits: int = 64) -> int | None:
     return v if -lim <= v < lim else None
 
 
-def _strict_int(tok: str | None, bits: int = 64) -> int | None:
-    """`cast(pl.Int64/Int32)` (strict) of digits a regex group matched: too large would raise there."""
+def _digits_int(tok: str | None, bits: int = 64) -> int | None:
+    """`cast(pl.Int64/Int32, strict=False)` of digits a regex group matched: None where too large for the
+    column (a corrupt value loses that value only)."""
     if tok is None:
         return None
     v = int(tok)
-    if v >= 2 ** (bits - 1):
-        raise FallbackError
-    return v
+    return v if v < 2 ** (bits - 1) else None
 
 
 def _to_float(tok: str | None) -> float | None:
@@ -1140,7 +1157,8 @@ def _small_rows(texts: list[str], ctx: FileContext, *, envelopes: bool = True) -
     runs: dict[int, tuple[str, int, str]] = {}
     for r, ds in by_run.items():
         hosts = sorted({d[5] for d in ds})
-        low = min(ds, key=lambda d: _strict_int(d[2]))  # (first of equal ranks, as a stable sort_by)
+        # (first of equal ranks, as a stable sort_by; a rank Int64 cannot hold is null there: sorted first)
+        low = min(ds, key=lambda d: (1, v) if (v := _digits_int(d[2])) is not None else (0, 0))
         runs[r] = (",".join(hosts), min(len(ds), _I32 - 1), low[5])
 
     def run_info(r: int) -> tuple[str | None, int | None, str]:
@@ -1184,11 +1202,11 @@ def _small_rows(texts: list[str], ctx: FileContext, *, envelopes: bool = True) -
         g = m.groupdict()
         concluded = r in concluded_runs
         detail = json_object(
-            ("run", r), ("nthread", _strict_int(g["nthread"])), ("ngpus", _strict_int(g["ngpus"])),
-            ("min_bytes", _strict_int(g["min"])), ("max_bytes", _strict_int(g["max"])), ("step", g["step"]),
-            ("warmup_iters", _strict_int(g["warmup"])), ("iters", _strict_int(g["iters"])),
-            ("agg_iters", _strict_int(g["agg"])), ("validation", _strict_int(g["validation"])),
-            ("graph", _strict_int(g["graph"])), ("size_rows", sizes.get(r, 0)), ("concluded", concluded),
+            ("run", r), ("nthread", _digits_int(g["nthread"])), ("ngpus", _digits_int(g["ngpus"])),
+            ("min_bytes", _digits_int(g["min"])), ("max_bytes", _digits_int(g["max"])), ("step", g["step"]),
+            ("warmup_iters", _digits_int(g["warmup"])), ("iters", _digits_int(g["iters"])),
+            ("agg_iters", _digits_int(g["agg"])), ("validation", _digits_int(g["validation"])),
+            ("graph", _digits_int(g["graph"])), ("size_rows", sizes.get(r, 0)), ("concluded", concluded),
         )  # fmt: skip
         recs.append((i, 0, {"record": "nccl_test_run", "node": printer, "nranks": nranks, "nccl_version": v,
                             "test": t, "nodes": nodes, "detail": detail}))  # fmt: skip
@@ -1204,10 +1222,10 @@ def _small_rows(texts: list[str], ctx: FileContext, *, envelopes: bool = True) -
             bus_id = _bus_id(f"{braw[2:]}:00")
         else:
             bus_id = _bus_id(braw)
-        recs.append((i, 1, {"record": "rank", "node": host, "rank": _strict_int(rank, 32), "nranks": nranks,
-                            "cuda_dev": _strict_int(dev, 32), "gpu_bus_id": bus_id, "pid": _strict_int(pid),
+        recs.append((i, 1, {"record": "rank", "node": host, "rank": _digits_int(rank, 32), "nranks": nranks,
+                            "cuda_dev": _digits_int(dev, 32), "gpu_bus_id": bus_id, "pid": _digits_int(pid),
                             "nccl_version": v, "test": t, "nodes": nodes,
-                            "detail": json_object(("group", _strict_int(group)), ("gpu_name", name), ("bus_raw", bus),
+                            "detail": json_object(("group", _digits_int(group)), ("gpu_name", name), ("bus_raw", bus),
                                           ("run", r))}))  # fmt: skip
         if name and (host, bus_id, name) not in seen:
             seen.add((host, bus_id, name))
@@ -1242,7 +1260,7 @@ def _small_rows(texts: list[str], ctx: FileContext, *, envelopes: bool = True) -
         nodes, nranks, printer = run_info(r)
         oob, status = last_oob.get(r, (None, None))
         if is_oob:
-            got_oob, got_status = _strict_int(m.group(1)), m.group(2)
+            got_oob, got_status = _digits_int(m.group(1)), m.group(2)
             oob = got_oob if got_oob is not None else oob
             status = got_status if got_status is not None else status
             last_oob[r] = (oob, status)
