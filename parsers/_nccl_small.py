@@ -517,8 +517,9 @@ def _rows(recs: list[_Rec], bares: list[_Rec], ctx: FileContext, memo: dict[Any,
         if cuda is not None:
             inv.append((h["node"], "software", None, "nccl_cuda_version", cuda, "nccl", path, line))
     for h, line, v in cuda_drv:
-        val = None if v is None else f"{v // 1000}.{(v % 1000) // 10}"
-        inv.append((h["node"], "software", None, "cuda_driver_version", val, "nccl", path, line))
+        if v is not None:  # (a version no Int64 holds, a corrupt line: no fact, as `nccl._nccl_rows`)
+            inv.append((h["node"], "software", None, "cuda_driver_version", f"{v // 1000}.{(v % 1000) // 10}",
+                        "nccl", path, line))
     for h, line, var, val in env:
         inv.append((h["node"], "software", None, "env." + var, val, "nccl", path, line))
     for h, line, ifname, ip in bs_ips:

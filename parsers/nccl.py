@@ -840,6 +840,7 @@ def _nccl_rows(
     cd = pick(pre, "cudaDriverVersion", CUDA_DRIVER_RE)
     if cd.height:
         cd = attach(cd, "node").with_columns(v=msg.str.extract(CUDA_DRIVER_RE, 1).cast(pl.Int64, strict=False))
+        cd = cd.filter(pl.col("v").is_not_null())  # (a version no Int64 holds, a corrupt line: no fact)
         inventory(cd, "software", "cuda_driver_version", pl.format("{}.{}", pl.col("v") // 1000, (pl.col("v") % 1000) // 10))
     env = pick(pre, "NCCL_", ENV_RE)
     if env.height:

@@ -343,3 +343,23 @@ def test_column_frames_are_the_row_frames(monkeypatch: pytest.MonkeyPatch, seed:
                 for name, df in g.tables.items():
                     assert df.schema == w.tables[name].schema
     assert done > 50
+
+
+def test_a_cuda_driver_version_no_integer_holds_makes_no_fact_and_fails_nothing() -> None:
+    """`cudaDriverVersion` with a corrupt number past Int64: no cuda_driver_version row (its value would be
+    null, which the inventory refuses: the whole file failed), the same in the small and vectorised paths."""
+    from forensics.schema import conform
+    from parsers import nccl
+    from parsers.base import FileContext, lines_from_bytes
+
+    path = Path(__file__).parent.parent / "fixtures" / "nccl" / "nccl_2.13.4_info_debug_subsys_all_alloc.log"
+    text = path.read_text()
+    bad = text.replace("cudaDriverVersion 11070", "cudaDriverVersion " + str(2**70), 1)
+    ctx = FileContext(path="x", node="n1")
+    good = nccl.parse(lines_from_bytes(text.encode()), ctx)
+    alone = nccl.parse(lines_from_bytes(bad.encode()), ctx)
+    batch = nccl.parse_many([(lines_from_bytes(bad.encode()), ctx), (lines_from_bytes(text.encode()), ctx)])
+    for got in (alone, batch[0]):
+        assert (got.parsed, got.unrecognized) == (good.parsed, good.unrecognized)
+        inv = conform(got.tables["inventory"], "inventory")  # (raised SchemaError: a null value)
+        assert inv.height == conform(good.tables["inventory"], "inventory").height  # (the fact holds on 2 lines)
