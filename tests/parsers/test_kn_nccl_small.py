@@ -362,4 +362,4 @@ def test_a_cuda_driver_version_no_integer_holds_makes_no_fact_and_fails_nothing(
     for got in (alone, batch[0]):
         assert (got.parsed, got.unrecognized) == (good.parsed, good.unrecognized)
         inv = conform(got.tables["inventory"], "inventory")  # (raised SchemaError: a null value)
-        assert inv.height == conform(good.tables["inventory"], "inventory").height  # (the fact holds on 2 lines)
+        assert inv.height == conform(good.tables["inventory"], "inventory").height  # (held on other lines)
