@@ -303,7 +303,7 @@ def _timestamps(text: pl.Expr) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
         else:  # epoch seconds
             v = (
                 (t.cast(pl.Float64, strict=False) * 1_000_000)
-                .cast(pl.Int64)
+                .cast(pl.Int64, strict=False)
                 .cast(pl.Datetime("us"))
                 .dt.replace_time_zone("UTC")
             )
@@ -575,13 +575,16 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
     if pq_hdr.height:
         pq = pq_hdr.with_columns(g=b.str.extract_groups(PQ_HDR_RE)).select(
             "line",
-            pq_lid=pl.col("g").struct.field("lid").cast(pl.Int64),
-            pq_port=pl.col("g").struct.field("port").cast(pl.Int32),
+            # (a lid or port its column cannot hold: -1 here, null once forward-filled, so that the counters
+            # under that header are read with it null, not with the previous header's)
+            pq_lid=pl.col("g").struct.field("lid").cast(pl.Int64, strict=False).fill_null(-1),
+            pq_port=pl.col("g").struct.field("port").cast(pl.Int32, strict=False).fill_null(-1),
             pq_what=pl.col("g").struct.field("what"),
         )
+        lid, port = pl.col("pq_lid").forward_fill().over("host"), pl.col("pq_port").forward_fill().over("host")
         f = f.join(pq, on="line", how="left").with_columns(
-            pq_lid=pl.col("pq_lid").forward_fill().over("host"),
-            pq_port=pl.col("pq_port").forward_fill().over("host"),
+            pq_lid=pl.when(lid >= 0).then(lid),
+            pq_port=pl.when(port >= 0).then(port),
             pq_what=pl.col("pq_what").forward_fill().over("host"),
         )
     else:  # no perfquery header: the join would add only nulls
@@ -592,7 +595,8 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
         )
     kv_line = pl.col("k_kv") & in_block & ~pl.col("k_port") & ~pl.col("k_dvport")
     mlx_line = (fmt == "mlxlink") & pl.col("k_mlxkv")
-    pq_line = pl.col("k_pqctr") & (pl.col("fmt") == "perfquery") & pl.col("pq_port").is_not_null()
+    # (after a perfquery header: its `what` is never null there, its port is where too large)
+    pq_line = pl.col("k_pqctr") & (pl.col("fmt") == "perfquery") & pl.col("pq_what").is_not_null()
     present = f.select(
         kv=kv_line.any(),
         sy=pl.col("k_sysfs").any(),
@@ -647,7 +651,7 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
             .with_columns(g=b.str.extract_groups(IBDEV2NETDEV_RE))
             .drop("dev", "port")
             .unnest("g")
-            .with_columns(port=pl.col("port").cast(pl.Int32))
+            .with_columns(port=pl.col("port").cast(pl.Int32, strict=False))
         )
         return pl.concat(
             [
@@ -726,7 +730,7 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
         derived_rate = speed.with_columns(
             attribute=pl.lit("rate"),
             value=pl.when(total == total.round(0))
-            .then(total.round(0).cast(pl.Int64).cast(pl.String))
+            .then(total.round(0).cast(pl.Int64, strict=False).cast(pl.String))
             .otherwise(total.round(3).cast(pl.String)),
         ).select(attrs.columns)
         attrs = pl.concat([attrs, rate_detail, derived_rate]).sort("line", maintain_order=True)

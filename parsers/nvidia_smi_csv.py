@@ -244,11 +244,11 @@ def _strip(col: pl.Expr) -> pl.Expr:
 
 
 def _index(col: pl.Expr) -> pl.Expr:
-    return _number(col).cast(pl.Int32)
+    return _number(col).cast(pl.Int32, strict=False)  # (a number the column cannot hold: null)
 
 
 def _int_number(col: pl.Expr) -> pl.Expr:
-    return _number(col).cast(pl.Int64)
+    return _number(col).cast(pl.Int64, strict=False)  # (a number the column cannot hold: null)
 
 
 def _mask_value(col: pl.Expr) -> pl.Expr:

@@ -172,8 +172,8 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
         ts="ts",
         node=pl.coalesce(pl.col("host"), pl.lit(ctx.node)),
         test=pl.coalesce("test", "title"),
-        size_bytes=t.list.get(0).cast(pl.Int64),
-        count=t.list.get(1).cast(pl.Int64),
+        size_bytes=t.list.get(0).cast(pl.Int64, strict=False),  # (a number Int64 cannot hold: null)
+        count=t.list.get(1).cast(pl.Int64, strict=False),
         time_us=pl.when(is_lat).then(t.list.get(5, null_on_oob=True)),
         algbw_gbps=pl.when(~is_lat).then(t.list.get(3) * factor),
         device="device",
@@ -263,6 +263,11 @@ COMMS_SCHEMA = columns(
     "value", "detail", "file", "line",
 )
 
+
+
+def _i64(v: float) -> int | None:
+    """`cast(pl.Int64, strict=False)` of a row's number: None where Int64 cannot hold it."""
+    return int(v) if -_I63 <= v < _I63 else None
 
 
 def _num(tok: str) -> float:
@@ -421,8 +426,6 @@ def _small_rows(  # noqa: C901, PLR0912, PLR0915
         )  # fmt: skip
     cols: dict[str, list] = {c: [] for c in COMMS_SCHEMA}
     for i, tok, lat, unit_, test_, title_, ts_, device, link_type, gid_index, conn in rows:
-        if tok[0] >= _I63 or tok[1] >= _I63:
-            raise FallbackError  # (a strict cast there)
         factor = 1048576 / 1e9 if unit_ == "MB/sec" else 1 / 8 if unit_ == "Gb/sec" else None
         avg = tok[3] * factor if not lat and factor is not None else None
 
@@ -433,8 +436,8 @@ def _small_rows(  # noqa: C901, PLR0912, PLR0915
         cols["ts"].append(ts_)
         cols["node"].append(ctx.node)
         cols["test"].append(test_)
-        cols["size_bytes"].append(int(tok[0]))
-        cols["count"].append(int(tok[1]))
+        cols["size_bytes"].append(_i64(tok[0]))
+        cols["count"].append(_i64(tok[1]))
         cols["time_us"].append(get(5) if lat else None)
         cols["algbw_gbps"].append(avg)
         cols["device"].append(device)

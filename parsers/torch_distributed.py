@@ -404,12 +404,12 @@ def _line_events(cand: pl.DataFrame, ctx: FileContext, year: int | None) -> list
         "watchdog_timeout",
         "high",
         gf("op"),
-        seq=gf("seq").cast(pl.Int64),
+        seq=gf("seq").cast(pl.Int64, strict=False),
         op=gf("op"),
-        numel_in=gf("numel_in").cast(pl.Int64),
-        numel_out=gf("numel_out").cast(pl.Int64),
-        timeout_ms=gf("timeout_ms").cast(pl.Int64),
-        ran_ms=gf("ran_ms").cast(pl.Int64),
+        numel_in=gf("numel_in").cast(pl.Int64, strict=False),
+        numel_out=gf("numel_out").cast(pl.Int64, strict=False),
+        timeout_ms=gf("timeout_ms").cast(pl.Int64, strict=False),
+        ran_ms=gf("ran_ms").cast(pl.Int64, strict=False),
         terminated=h("_h_term"),
     )
     done = h("_h_wd")
@@ -423,9 +423,9 @@ def _line_events(cand: pl.DataFrame, ctx: FileContext, year: int | None) -> list
         "watchdog_work_status",
         "medium",
         gf("seq"),
-        seq=gf("seq").cast(pl.Int64),
-        last_enqueued=gf("enq").cast(pl.Int64),
-        last_completed=gf("comp").cast(pl.Int64),
+        seq=gf("seq").cast(pl.Int64, strict=False),
+        last_enqueued=gf("enq").cast(pl.Int64, strict=False),
+        last_completed=gf("comp").cast(pl.Int64, strict=False),
         timeout=body.str.contains("Timeout at NCCL work", literal=True),
     )
     done = done | h("_h_ws")
@@ -433,13 +433,22 @@ def _line_events(cand: pl.DataFrame, ctx: FileContext, year: int | None) -> list
     emit(term, "watchdog_terminated", "high", pl.lit(None), what=body.str.extract(TERMINATED_RE, 1))
     done = done | h("_h_term")
     hb = base.filter(~done & h("_h_hb")) if hits["_h_hb"] else base.clear()
-    emit(hb, "heartbeat_timeout", "high", pl.lit(None), work_items=body.str.extract(HEARTBEAT_RE, 1).cast(pl.Int64))
+    emit(
+        hb, "heartbeat_timeout", "high", pl.lit(None),
+        work_items=body.str.extract(HEARTBEAT_RE, 1).cast(pl.Int64, strict=False),
+    )  # fmt: skip
     done = done | h("_h_hb")
     st = base.filter(~done & h("_h_st")) if hits["_h_st"] else base.clear()
-    emit(st, "watchdog_stuck", "critical", pl.lit(None), stuck_s=body.str.extract(STUCK_RE, 1).cast(pl.Int64))
+    emit(
+        st, "watchdog_stuck", "critical", pl.lit(None),
+        stuck_s=body.str.extract(STUCK_RE, 1).cast(pl.Int64, strict=False),
+    )  # fmt: skip
     done = done | h("_h_st")
     ca = base.filter(~done & h("_h_ca")) if hits["_h_ca"] else base.clear()
-    emit(ca, "nccl_comm_aborted", "high", pl.lit("comm_aborted"), aborted_rank=body.str.extract(COMM_ABORTED_RE, 1).cast(pl.Int64))
+    emit(
+        ca, "nccl_comm_aborted", "high", pl.lit("comm_aborted"),
+        aborted_rank=body.str.extract(COMM_ABORTED_RE, 1).cast(pl.Int64, strict=False),
+    )  # fmt: skip
     done = done | h("_h_ca")
     ab = base.filter(~done & h("_h_ab")) if hits["_h_ab"] else base.clear()
     emit(ab, "process_abort", "high", pl.lit("SIGABRT"))
@@ -449,7 +458,11 @@ def _line_events(cand: pl.DataFrame, ctx: FileContext, year: int | None) -> list
         if hits["_h_dr"]
         else base.clear()
     )
-    ranks = pl.coalesce(gf("never"), gf("unfinished"), gf("unjoined")).str.extract_all(r"\d+").cast(pl.List(pl.Int64))
+    ranks = (
+        pl.coalesce(gf("never"), gf("unfinished"), gf("unjoined"))
+        .str.extract_all(r"\d+")
+        .cast(pl.List(pl.Int64), strict=False)
+    )
     emit(
         dr,
         "desync_report",
@@ -460,7 +473,7 @@ def _line_events(cand: pl.DataFrame, ctx: FileContext, year: int | None) -> list
         .then(pl.lit("joined_not_finished"))
         .otherwise(pl.lit("finished_not_joined_next")),
         lagging_ranks=ranks,
-        seq=pl.coalesce(gf("useq"), gf("jseq")).cast(pl.Int64),
+        seq=pl.coalesce(gf("useq"), gf("jseq")).cast(pl.Int64, strict=False),
     )
     done = done | h("_h_dr")
     ne = (
@@ -503,12 +516,12 @@ def _line_events(cand: pl.DataFrame, ctx: FileContext, year: int | None) -> list
         "high",
         gf("exc"),
         exception=gf("exc"),
-        waited_s=wf("secs").cast(pl.Int64),
-        joined=wf("joined").cast(pl.Int64),
-        expected=wf("expected").cast(pl.Int64),
-        connect_timeout_ms=cf("ms").cast(pl.Int64),
+        waited_s=wf("secs").cast(pl.Int64, strict=False),
+        joined=wf("joined").cast(pl.Int64, strict=False),
+        expected=wf("expected").cast(pl.Int64, strict=False),
+        connect_timeout_ms=cf("ms").cast(pl.Int64, strict=False),
         store_host=cf("host"),
-        store_port=cf("port").cast(pl.Int64),
+        store_port=cf("port").cast(pl.Int64, strict=False),
     )
     done = done | h("_h_so")
     fa = (
@@ -516,7 +529,7 @@ def _line_events(cand: pl.DataFrame, ctx: FileContext, year: int | None) -> list
         if hits["_h_fa"]
         else base.clear()
     )
-    exitcode = gf("exitcode").cast(pl.Int64)
+    exitcode = gf("exitcode").cast(pl.Int64, strict=False)
     emit(
         fa,
         "worker_failed",
@@ -524,8 +537,8 @@ def _line_events(cand: pl.DataFrame, ctx: FileContext, year: int | None) -> list
         gf("exitcode"),
         exitcode=exitcode,
         signal=(-exitcode).replace_strict(_SIGNALS, default=None, return_dtype=pl.String),
-        local_rank=gf("local_rank").cast(pl.Int64),
-        pid=gf("pid").cast(pl.Int64),
+        local_rank=gf("local_rank").cast(pl.Int64, strict=False),
+        pid=gf("pid").cast(pl.Int64, strict=False),
         binary=gf("binary"),
     )
     done = done | h("_h_fa")
@@ -534,7 +547,9 @@ def _line_events(cand: pl.DataFrame, ctx: FileContext, year: int | None) -> list
         if hits["_h_sg"]
         else base.clear()
     )
-    emit(sg, "worker_signal", "low", gf("signal"), pid=gf("pid").cast(pl.Int64), signal=gf("signal"))
+    emit(
+        sg, "worker_signal", "low", gf("signal"), pid=gf("pid").cast(pl.Int64, strict=False), signal=gf("signal")
+    )
     done = done | h("_h_sg")
     rs = (
         base.filter(~done & h("_h_rs")).with_columns(g=body.str.extract_groups(RESTART_RE))
@@ -547,8 +562,8 @@ def _line_events(cand: pl.DataFrame, ctx: FileContext, year: int | None) -> list
         "medium",
         pl.lit(None),
         role=gf("role"),
-        attempts_left=gf("left").cast(pl.Int64),
-        max_attempts=gf("max").cast(pl.Int64),
+        attempts_left=gf("left").cast(pl.Int64, strict=False),
+        max_attempts=gf("max").cast(pl.Int64, strict=False),
     )
     done = done | h("_h_rs")
     ex = (
@@ -740,8 +755,8 @@ def _frtrace_events(frame: pl.DataFrame, ctx: FileContext) -> list[pl.DataFrame]
             severity=pl.lit("high"),
             message=pl.col("text"),
             detail=pl.struct(
-                seq=pl.col("g").struct.field("seq").cast(pl.Int64),
-                entry=pl.col("g").struct.field("entry").cast(pl.Int64),
+                seq=pl.col("g").struct.field("seq").cast(pl.Int64, strict=False),
+                entry=pl.col("g").struct.field("entry").cast(pl.Int64, strict=False),
                 group=col("group_info"),
                 op=col("collective"),
                 missing_ranks=col("missing_ranks").str.extract_all(r"\d+").cast(pl.List(pl.Int64), strict=False),
@@ -824,6 +839,8 @@ def flight_recorder_tables(dump: dict[str, Any], ctx: FileContext, line: int = 1
     rank = _int(dump.get("rank"))
     if rank is None:
         rank = _rank_from_path(ctx.path)
+    if rank is not None and not -(2**31) <= rank < 2**31:  # (the rank column is Int32: a corrupt one is null)
+        rank = None
     host = dump.get("hostname")
     node = host.split(".")[0] if isinstance(host, str) and host else ctx.node
     pg_config = dump.get("pg_config") if isinstance(dump.get("pg_config"), dict) else {}
