@@ -13,7 +13,7 @@ import pytest
 
 from parsers import _kernel_events as kev
 from parsers import kernel_log
-from parsers.base import FileContext
+from parsers.base import FileContext, ParseResult
 from tests.conftest import assert_same_result, harness_blanked
 
 FIX = Path(__file__).parent.parent / "fixtures"
@@ -71,15 +71,23 @@ def test_iso_arithmetic_from_a_few_hundred_stamps() -> None:
             assert kernel_log._iso_fast_then_full(raw).equals(kernel_log._iso_rowwise(raw), check_names=False)
 
 
-@pytest.mark.parametrize("chars", [0, 10**9])
-def test_found_literals_either_way(monkeypatch: pytest.MonkeyPatch, chars: int) -> None:
-    items = [
+def _fixture_items() -> list[tuple[pl.Series, FileContext]]:
+    return [
         (harness_blanked(p.read_bytes()), FileContext(path=f"n{i}/k.log", node="n", year_hint=2025))
         for i, p in enumerate(FIXTURES)
     ]
-    want = [kernel_log.parse_many(items[i : i + 8]) for i in range(0, len(items), 8)]
+
+
+def _in_batches_of_8(items: list[tuple[pl.Series, FileContext]]) -> list[list[ParseResult]]:
+    return [kernel_log.parse_many(items[i : i + 8]) for i in range(0, len(items), 8)]
+
+
+@pytest.mark.parametrize("chars", [0, 10**9])
+def test_found_literals_either_way(monkeypatch: pytest.MonkeyPatch, chars: int) -> None:
+    items = _fixture_items()
+    want = _in_batches_of_8(items)
     monkeypatch.setattr(kev, "FOUND_CHARS", chars)
-    got = [kernel_log.parse_many(items[i : i + 8]) for i in range(0, len(items), 8)]
+    got = _in_batches_of_8(items)
     for ws, gs in zip(want, got, strict=True):
         for w, g in zip(ws, gs, strict=True):
             assert_same_result(g, w)
@@ -94,13 +102,10 @@ def test_py_json_kept_readings_are_the_readings() -> None:
 
 
 def test_inventory_column_frames_are_the_row_frames(monkeypatch: pytest.MonkeyPatch) -> None:
-    items = [
-        (harness_blanked(p.read_bytes()), FileContext(path=f"n{i}/k.log", node="n", year_hint=2025))
-        for i, p in enumerate(FIXTURES)
-    ]
-    got = [kernel_log.parse_many(items[i : i + 8]) for i in range(0, len(items), 8)]
+    items = _fixture_items()
+    got = _in_batches_of_8(items)
     monkeypatch.setattr(kev, "COLUMN_FRAMES", False)
-    want = [kernel_log.parse_many(items[i : i + 8]) for i in range(0, len(items), 8)]
+    want = _in_batches_of_8(items)
     rows = 0
     for gs, ws in zip(got, want, strict=True):
         for g, w in zip(gs, ws, strict=True):
