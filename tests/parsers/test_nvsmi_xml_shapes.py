@@ -39,6 +39,16 @@ def _sources() -> list[list[str]]:
     return out
 
 
+def _gpu_temp_lines() -> list[tuple[list[str], int]]:
+    """Each source that has a `<gpu_temp>` value line, with the index of its first."""
+    out = []
+    for lines in _sources():
+        at = [i for i, t in enumerate(lines) if t is not None and VALUE.match(t) and "<gpu_temp>" in t]
+        if at:
+            out.append((lines, at[0]))
+    return out
+
+
 def _texts_changed(lines: list[str], rnd: random.Random, rate: float) -> list[str]:
     out = []
     for t in lines:
@@ -129,11 +139,7 @@ def test_empty_element_before_an_end_tag_is_no_text_line() -> None:
     """`<a><a /></a>` over two lines: the second holds an empty element and the outer one's end tag, not an
     element and its text; a copy with text there (the inner element's tail) reads as parsed."""
     shapes.forget()
-    for lines in _sources():
-        at = [i for i, t in enumerate(lines) if t is not None and VALUE.match(t) and "<gpu_temp>" in t]
-        if not at:
-            continue
-        i = at[0]
+    for lines, i in _gpu_temp_lines():
         ind, tag = re.match(r"^(\s*)<(\w+)", lines[i]).groups()  # type: ignore[union-attr]
         t = lines[:i] + [f"{ind}<{tag}>", f"{ind}<{tag} /></{tag}>"] + lines[i + 1 :]
         b = list(t)
@@ -155,11 +161,7 @@ def test_text_over_lines_is_the_shape_s() -> None:
     """A leaf whose text is on lines of its own (no `VALUE` line): other text there, or after its start tag,
     makes another shape."""
     shapes.forget()
-    for lines in _sources():
-        at = [i for i, t in enumerate(lines) if t is not None and VALUE.match(t) and "<gpu_temp>" in t]
-        if not at:
-            continue
-        i = at[0]
+    for lines, i in _gpu_temp_lines():
         m = VALUE.match(lines[i])
         assert m is not None
         ind = m.group(1)[: len(m.group(1)) - len(m.group(1).lstrip())]
