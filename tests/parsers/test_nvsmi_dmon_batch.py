@@ -16,7 +16,7 @@ import pytest
 from parsers import nvidia_smi_dmon
 from parsers.base import FileContext
 from tests.conftest import assert_same_result
-from tests.parsers.test_nvsmi_long import generated, mutate, mutated
+from tests.parsers.test_nvsmi_long import bytes_counted, generated, mutate, mutated, regex_only
 
 
 def _files(lines: list[str], rng: random.Random) -> list[tuple[pl.Series, FileContext]]:
@@ -41,19 +41,9 @@ def _files(lines: list[str], rng: random.Random) -> list[tuple[pl.Series, FileCo
 
 def _check(items: list[tuple[pl.Series, FileContext]], monkeypatch: pytest.MonkeyPatch) -> int:
     """parse_many (bytes where it can) == parse of each file with the regex only; rows read as bytes."""
-    seen = [0]
-    real = nvidia_smi_dmon._fixed_width
-
-    def counting(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, pl.Series] | None:
-        got = real(rows, fields)
-        seen[0] += got[0].height if got is not None else 0
-        return got
-
-    with monkeypatch.context() as mp:
-        mp.setattr(nvidia_smi_dmon, "_fixed_width", counting)
+    with bytes_counted(monkeypatch) as seen:
         many = nvidia_smi_dmon.parse_many(items)
-    with monkeypatch.context() as mp:
-        mp.setattr(nvidia_smi_dmon, "_fixed_width", lambda rows, fields: None)
+    with regex_only(monkeypatch):
         for (lines, ctx), got in zip(items, many, strict=True):
             assert_same_result(nvidia_smi_dmon.parse(lines, ctx), got)
     return seen[0]

@@ -11,7 +11,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
@@ -41,9 +43,9 @@ def generated(tmp_path: Path, kind: str, mb: float, seed: int) -> list[str]:
     return lines_from_bytes(out.read_bytes()).to_list()
 
 
-def dmon_both(lines: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[ParseResult, ParseResult, int]:
-    """(byte path, regex only, rows the byte path read)."""
-    s = pl.Series("line", lines, dtype=pl.String)
+@contextlib.contextmanager
+def bytes_counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """Within the block, dmon's byte path adds the rows it reads to the one-item list yielded."""
     seen = [0]
     real = nvidia_smi_dmon._fixed_width
 
@@ -54,9 +56,23 @@ def dmon_both(lines: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[ParseR
 
     with monkeypatch.context() as mp:
         mp.setattr(nvidia_smi_dmon, "_fixed_width", counting)
-        fast = nvidia_smi_dmon.parse(s, CTX)
+        yield seen
+
+
+@contextlib.contextmanager
+def regex_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Within the block, dmon's byte path is off (every row read by the row regex)."""
     with monkeypatch.context() as mp:
         mp.setattr(nvidia_smi_dmon, "_fixed_width", lambda rows, fields: None)
+        yield
+
+
+def dmon_both(lines: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[ParseResult, ParseResult, int]:
+    """(byte path, regex only, rows the byte path read)."""
+    s = pl.Series("line", lines, dtype=pl.String)
+    with bytes_counted(monkeypatch) as seen:
+        fast = nvidia_smi_dmon.parse(s, CTX)
+    with regex_only(monkeypatch):
         slow = nvidia_smi_dmon.parse(s, CTX)
     return fast, slow, seen[0]
 
