@@ -14,10 +14,7 @@ from hypothesis import strategies as st
 from parsers import kernel_log as klm
 from parsers import nccl as ncm
 from parsers._sniff import contains, head_text
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-REAL = Path("/work/shared/real-logs")
-
+from tests.parsers._heads import FIXTURES, POOL, check, fixture_heads
 
 # ----------------------------------------------------------------------------- references (verbatim)
 
@@ -119,12 +116,6 @@ def old_kernel_sniff(head: bytes, name: str) -> float:
 # ----------------------------------------------------------------------------- heads
 
 
-def _files() -> list[Path]:
-    roots = [FIXTURES] + ([REAL] if REAL.is_dir() else [])
-    return sorted(p for r in roots for p in r.rglob("*") if p.is_file())
-
-
-FILES = _files()
 SPECIAL = [
     "",
     "   ",
@@ -151,24 +142,7 @@ SPECIAL = [
 ]
 
 
-def _pool() -> list[str]:
-    pool: list[str] = []
-    for p in FILES:
-        lines = p.read_bytes()[:6000].decode("utf-8", "replace").splitlines()
-        pool += lines[:40]
-    return pool
-
-
-POOL = _pool()
 NCCLISH = [ln for ln in POOL if "NCCL" in ln] or SPECIAL[8:11]
-
-
-def _fixture_heads() -> list[bytes]:
-    out = []
-    for p in FILES:
-        data = p.read_bytes()[:16384]
-        out += [data, data[:4096], data[:700], data.replace(b"\n", b"\r\n"), data.replace(b"\n", b"\x0b")]
-    return out
 
 
 def _mixed_heads(seed: int, count: int) -> list[bytes]:
@@ -192,21 +166,16 @@ def _mixed_heads(seed: int, count: int) -> list[bytes]:
     return out
 
 
-def _check(sniff_new, sniff_old, heads: list[bytes]) -> None:  # type: ignore[no-untyped-def]
-    bad = [(h[:200], o, n) for h in heads if (o := sniff_old(h, "x.log")) != (n := sniff_new(h, "x.log"))]
-    assert not bad, bad[:3]
-
-
 # ----------------------------------------------------------------------------- nccl
 
 
-def test_nccl_sniff_same_on_fixture_heads() -> None:
-    _check(ncm.sniff, old_nccl_sniff, _fixture_heads())
+def test_nccl_sniff_same_onfixture_heads() -> None:
+    check(ncm.sniff, old_nccl_sniff, fixture_heads())
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_nccl_sniff_same_on_mixed_heads(seed: int) -> None:
-    _check(ncm.sniff, old_nccl_sniff, _mixed_heads(seed, 600))
+    check(ncm.sniff, old_nccl_sniff, _mixed_heads(seed, 600))
 
 
 NCCL_PARTS = [*SPECIAL, *NCCLISH[:50], "x", "NCCL ", " NCCL INFO", "a:1:2 [0]"]
@@ -279,13 +248,13 @@ def _kernel_heads(seed: int, count: int) -> list[bytes]:
     return out
 
 
-def test_kernel_sniff_same_on_fixture_heads() -> None:
-    _check(klm.sniff, old_kernel_sniff, _fixture_heads())
+def test_kernel_sniff_same_onfixture_heads() -> None:
+    check(klm.sniff, old_kernel_sniff, fixture_heads())
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_kernel_sniff_same_on_mixed_heads(seed: int) -> None:
-    _check(klm.sniff, old_kernel_sniff, _kernel_heads(seed, 600))
+    check(klm.sniff, old_kernel_sniff, _kernel_heads(seed, 600))
 
 
 @settings(max_examples=300)
@@ -401,12 +370,12 @@ def _long_heads(seed: int, count: int) -> list[bytes]:
 def test_kernel_sniff_same_on_long_heads(seed: int) -> None:
     heads = _long_heads(seed, 400)
     assert sum(1 for h in heads if len(h) > klm.OPENED_FIRST) == len(heads)
-    _check(klm.sniff, old_kernel_sniff, heads)
+    check(klm.sniff, old_kernel_sniff, heads)
 
 
 def test_kernelish_by_parts_is_the_alternation() -> None:
     assert klm._KERNELISH_SPLIT
-    heads = [head_text(h) for h in _fixture_heads()[::3] + _kernel_heads(9, 300)]
+    heads = [head_text(h) for h in fixture_heads()[::3] + _kernel_heads(9, 300)]
     words = [
         *("kernel:", "NVRM", "Linux version", "xLinux version", "ACPI", "ACPIx", "pci 0000:", "usb 1"),
         *("sd 0", "ata1", "AERx", " AER ", "EDAC", "mce: ", "systemd[1]", "IPv6: ", "NET: ", "EXT4-fs"),

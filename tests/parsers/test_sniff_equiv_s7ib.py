@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import random
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -21,10 +20,7 @@ from parsers import nccl_tests as ntm
 from parsers import perftest as ptm
 from parsers import torch_distributed as tdm
 from parsers._sniff import cheap_requirements, head_text, holds, probed
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-REAL = Path("/work/shared/real-logs")
-
+from tests.parsers._heads import POOL, check, fixture_heads
 
 # ----------------------------------------------------------------------------- references (verbatim)
 
@@ -171,12 +167,6 @@ IDS = ["perftest", "torch-distributed", "dcgm", "bug-report", "infiniband", "ncc
 # ----------------------------------------------------------------------------- heads
 
 
-def _files() -> list[Path]:
-    roots = [FIXTURES] + ([REAL] if REAL.is_dir() else [])
-    return sorted(p for r in roots for p in r.rglob("*") if p.is_file())
-
-
-FILES = _files()
 LITERALS = [
     # perftest
     " RDMA_Write BW Test", "   Send Lat Test", " Latency Test", " Dual-port       : OFF",
@@ -215,24 +205,6 @@ LITERALS = [
 ]  # fmt: skip
 
 
-def _pool() -> list[str]:
-    pool: list[str] = []
-    for p in FILES:
-        pool += p.read_bytes()[:6000].decode("utf-8", "replace").splitlines()[:40]
-    return pool
-
-
-POOL = _pool()
-
-
-def _fixture_heads() -> list[bytes]:
-    out = []
-    for p in FILES:
-        data = p.read_bytes()[:16384]
-        out += [data, data[:4096], data[:700], data.replace(b"\n", b"\r\n"), data.replace(b"\n", b"\x0b")]
-    return out
-
-
 def _mixed_heads(seed: int, count: int) -> list[bytes]:
     rnd = random.Random(seed)
     out = []
@@ -254,21 +226,16 @@ def _mixed_heads(seed: int, count: int) -> list[bytes]:
     return out
 
 
-def _check(sniff_new, sniff_old, heads: list[bytes]) -> None:  # type: ignore[no-untyped-def]
-    bad = [(h[:200], o, n) for h in heads if (o := sniff_old(h, "x.log")) != (n := sniff_new(h, "x.log"))]
-    assert not bad, bad[:3]
-
-
 @pytest.mark.parametrize(("new", "old"), PAIRS, ids=IDS)
 def test_same_on_fixture_heads(new, old) -> None:  # type: ignore[no-untyped-def]
-    _check(new, old, _fixture_heads())
+    check(new, old, fixture_heads())
 
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize(("new", "old"), PAIRS, ids=IDS)
 def test_same_on_mixed_heads(new, old, seed: int) -> None:  # type: ignore[no-untyped-def]
     heads = _mixed_heads(seed, 300)
-    _check(new, old, heads)
+    check(new, old, heads)
     # the literals do reach the scoring paths (not only rejections are compared)
     assert sum(old(h, "x") > 0 for h in heads) > 5
 
