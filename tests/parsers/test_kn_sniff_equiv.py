@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -145,31 +146,43 @@ SPECIAL = [
 NCCLISH = [ln for ln in POOL if "NCCL" in ln] or SPECIAL[8:11]
 
 
-def _mixed_heads(seed: int, count: int) -> list[bytes]:
+def _random_heads(
+    seed: int,
+    count: int,
+    shares: int,
+    pick: Callable[[list[float], float], list[str]],
+    seps: list[str],
+    colour: bool = False,
+) -> list[bytes]:
+    """`count` heads of 1 to 450 lines: per head `shares` random numbers, then each line drawn from the list
+    `pick(those numbers, a random number)` gives; lines joined by one of `seps`, maybe with a last line end,
+    (`colour`: a tenth of them with ANSI colours), cut to 16,384, 2,000 or 300 bytes."""
     rnd = random.Random(seed)
     out = []
     for _ in range(count):
         n = rnd.choice([1, 2, 3, 5, 8, 13, 30, 80, 200, 450])
-        share = rnd.random()
-        lines = []
-        for _i in range(n):
-            r = rnd.random()
-            if r < share:
-                lines.append(rnd.choice(NCCLISH))
-            elif r < share + 0.15:
-                lines.append(rnd.choice(SPECIAL))
-            else:
-                lines.append(rnd.choice(POOL))
-        sep = rnd.choice(["\n", "\n", "\n", "\r\n", "\r", "\x0c", "\u2028"])
+        mix = [rnd.random() for _ in range(shares)]
+        lines = [rnd.choice(pick(mix, rnd.random())) for _i in range(n)]
+        sep = rnd.choice(seps)
         text = sep.join(lines) + rnd.choice(["", "\n"])
+        if colour and rnd.random() < 0.1:
+            text = "\x1b[1m" + text.replace(" ", " \x1b[0m", 3)
         out.append(text.encode("utf-8", "replace")[: rnd.choice([16384, 16384, 2000, 300])])
     return out
+
+
+def _nccl_pick(mix: list[float], r: float) -> list[str]:
+    return NCCLISH if r < mix[0] else SPECIAL if r < mix[0] + 0.15 else POOL
+
+
+def _mixed_heads(seed: int, count: int) -> list[bytes]:
+    return _random_heads(seed, count, 1, _nccl_pick, ["\n", "\n", "\n", "\r\n", "\r", "\x0c", "\u2028"])
 
 
 # ----------------------------------------------------------------------------- nccl
 
 
-def test_nccl_sniff_same_onfixture_heads() -> None:
+def test_nccl_sniff_same_on_fixture_heads() -> None:
     check(ncm.sniff, old_nccl_sniff, fixture_heads())
 
 
@@ -223,32 +236,20 @@ LEADS = [
 ]
 
 
+def _kernel_pick(mix: list[float], r: float) -> list[str]:
+    if r < mix[0] * 0.5:
+        return KERNELISH or LEADS
+    if r < mix[0] * 0.5 + mix[1] * 0.3:
+        return LEADS
+    return SPECIAL if r < mix[0] * 0.5 + mix[1] * 0.3 + 0.1 else POOL
+
+
 def _kernel_heads(seed: int, count: int) -> list[bytes]:
-    rnd = random.Random(seed)
-    out = []
-    for _ in range(count):
-        n = rnd.choice([1, 2, 3, 5, 8, 13, 30, 80, 200, 450])
-        mix = [rnd.random() for _ in range(3)]
-        lines = []
-        for _i in range(n):
-            r = rnd.random()
-            if r < mix[0] * 0.5:
-                lines.append(rnd.choice(KERNELISH or LEADS))
-            elif r < mix[0] * 0.5 + mix[1] * 0.3:
-                lines.append(rnd.choice(LEADS))
-            elif r < mix[0] * 0.5 + mix[1] * 0.3 + 0.1:
-                lines.append(rnd.choice(SPECIAL))
-            else:
-                lines.append(rnd.choice(POOL))
-        sep = rnd.choice(["\n", "\n", "\n", "\r\n", "\r", "\x0c", "\u2028", "\x1e"])
-        text = sep.join(lines) + rnd.choice(["", "\n"])
-        if rnd.random() < 0.1:
-            text = "\x1b[1m" + text.replace(" ", " \x1b[0m", 3)
-        out.append(text.encode("utf-8", "replace")[: rnd.choice([16384, 16384, 2000, 300])])
-    return out
+    seps = ["\n", "\n", "\n", "\r\n", "\r", "\x0c", "\u2028", "\x1e"]
+    return _random_heads(seed, count, 3, _kernel_pick, seps, colour=True)
 
 
-def test_kernel_sniff_same_onfixture_heads() -> None:
+def test_kernel_sniff_same_on_fixture_heads() -> None:
     check(klm.sniff, old_kernel_sniff, fixture_heads())
 
 
