@@ -12,7 +12,8 @@ import polars as pl
 import pytest
 
 from parsers import step_log as S  # noqa: N812
-from parsers.base import FileContext, ParseResult
+from parsers.base import FileContext
+from tests.parsers.test_step_many import _assert_same
 
 
 def _num(rnd: random.Random, lo: float, hi: float) -> str:
@@ -62,21 +63,6 @@ def _items(files: list[list[str]], seed: int) -> list[tuple[pl.Series, FileConte
         )
         for i, lines in enumerate(files)
     ]
-
-
-def _assert_same(got: ParseResult, want: ParseResult, what: str) -> None:
-    assert (got.parsed, got.unrecognized, got.unrecognized_examples, got.notes, got.partial, got.node) == (
-        want.parsed,
-        want.unrecognized,
-        want.unrecognized_examples,
-        want.notes,
-        want.partial,
-        want.node,
-    ), what
-    assert sorted(got.tables) == sorted(want.tables), what
-    for name, table in want.tables.items():
-        assert got.tables[name].schema == table.schema, (what, name)
-        assert got.tables[name].equals(table, null_equal=True), (what, name, got.tables[name], table)
 
 
 def _check(items: list[tuple[pl.Series, FileContext]], lane: bool) -> None:
