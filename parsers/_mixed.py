@@ -27,6 +27,7 @@ from types import ModuleType
 
 import polars as pl
 
+from parsers import _step_grammars as g
 from parsers import nccl, step_log
 from parsers import torch_distributed as td
 from parsers._common import _ANY_ENVELOPE
@@ -283,7 +284,9 @@ def _sparse_reach(
     return f.filter("k").get_column("pos"), f.filter("cut").get_column("pos")
 
 
-def _family(lines: pl.Series, ctx: FileContext, lit: pl.Series | None = None) -> tuple[nccl.FamilyRows, int]:
+def _family(
+    lines: pl.Series, ctx: FileContext, lit: pl.Series | None = None, ascii: bool = False
+) -> tuple[nccl.FamilyRows, int]:
     """`nccl.family_rows(lines, ctx)` and the number of non-blank lines it understood, at a cost that follows
     the number of family lines.
 
@@ -300,9 +303,10 @@ def _family(lines: pl.Series, ctx: FileContext, lit: pl.Series | None = None) ->
     """
     text = pl.col("text")
     n = len(lines)
+    rx = g.ascii_classes if ascii else str  # (`ascii`: the lines hold no non-ASCII character)
     if lit is None:  # (`lit`: the `FAMILY_LITERALS` test of each line, when the caller made it)
         lit = _holds_any(lines, FAMILY_LITERALS, _FAMILY_ANY).fill_null(False)
-    c = (lit | lines.str.contains(FAMILY_SOURCES) | lines.str.contains(_EDGES)).fill_null(False)
+    c = (lit | lines.str.contains(rx(FAMILY_SOURCES)) | lines.str.contains(rx(_EDGES))).fill_null(False)
     n_cand = int(c.sum())
     if n_cand == 0:  # no line the grammar reads
         return nccl.FamilyRows(tables={}, understood=c.alias("c"), notes=[], hosts=[]), 0
@@ -314,10 +318,10 @@ def _family(lines: pl.Series, ctx: FileContext, lit: pl.Series | None = None) ->
         .to_frame("text")
         .with_columns(
             at=at,
-            wrap=text.str.contains(WRAP_HEAD).fill_null(False),
+            wrap=text.str.contains(rx(WRAP_HEAD)).fill_null(False),
             tb=text.str.contains('File "', literal=True).fill_null(False),
             le=text.str.contains(td.LAST_ERROR_TEXT, literal=True).fill_null(False),
-            bh=text.str.contains(BLOCK_HEAD).fill_null(False),
+            bh=text.str.contains(rx(BLOCK_HEAD)).fill_null(False),
         )
     )
     # (a kind no candidate line is reaches no line: its closure is empty, not worked out)
@@ -342,7 +346,7 @@ def _family(lines: pl.Series, ctx: FileContext, lit: pl.Series | None = None) ->
         heads = kinds.filter("bh").get_column("at")
         pos = _windows(heads, n, BLOCK_REACH)
         bh = pos.is_in(heads.implode())
-        kv = lines.gather(pos).str.contains(BLOCK_KV).fill_null(False)
+        kv = lines.gather(pos).str.contains(rx(BLOCK_KV)).fill_null(False)
         got, block_cut = _sparse_reach(pos, bh, bh | kv, BLOCK_REACH)
         kept.append(got)
     keep = pl.concat(kept).unique().sort() if len(kept) > 1 else at
@@ -387,12 +391,15 @@ def _whole(lines: pl.Series, ctx: FileContext) -> tuple[nccl.FamilyRows, int]:
 
 
 def _both(lines: pl.Series, ctx: FileContext, lit: pl.Series | None = None) -> ParseResult:
-    family, n_family = _family(lines, ctx, lit)
-    if n_family == 0:
-        return step_log.parse(lines, ctx)
-    # the family's lines blanked (written in place in a copy: a select over every line costs ~8x more)
-    blanked = lines.clone().scatter(family.understood.fill_null(False).arg_true(), "").alias("literal")
-    rest = step_log.parse(blanked, ctx)
+    # (ASCII lines: the regexes run with ASCII classes, here and in the step-log parser: `step_log._ascii`)
+    ascii = step_log.is_ascii(lines)
+    family, n_family = _family(lines, ctx, lit, ascii)
+    with step_log.ascii_scope(ascii):
+        if n_family == 0:
+            return step_log.parse(lines, ctx)
+        # the family's lines blanked (written in place in a copy: a select over every line costs ~8x more)
+        blanked = lines.clone().scatter(family.understood.fill_null(False).arg_true(), "").alias("literal")
+        rest = step_log.parse(blanked, ctx)
     tables = dict(family.tables)
     for name, df in rest.tables.items():
         if df.height:

@@ -300,3 +300,52 @@ TRIAGE_LITERALS = (
     "train_time:", " | ", ":::MLLOG", "> ",
 )
 TRIAGE_DATE_RE = r"\d{4}-\d\d-\d\d"
+
+# ----------------------------------------------------------------------------- ASCII classes
+
+_ASCII_CLASS = {
+    "d": "[0-9]",
+    "s": r"[\t\n\x0B\f\r\x20]",
+    "w": "[0-9A-Za-z_]",
+    "D": "[^0-9]",
+    "S": r"[^\t\n\x0B\f\r\x20]",
+    "W": "[^0-9A-Za-z_]",
+    "b": r"(?-u:\b)",
+    "B": r"(?-u:\B)",
+}
+_ASCII_MEMO: dict[str, str] = {}
+
+
+def ascii_classes(pattern: str) -> str:
+    """`pattern` with its Perl classes and word boundaries written for ASCII text (`\\d` → `[0-9]`, `\\s` →
+    `[\\t\\n\\x0B\\f\\r\\x20]`, `\\w` → `[0-9A-Za-z_]`, their negations, `\\b`/`\\B` → ASCII boundaries): on a text
+    without non-ASCII characters it matches exactly where `pattern` does, with the same groups (Unicode's
+    classes hold no other ASCII character). Such a regex compiles ~5-15x faster (no Unicode tables): polars
+    keeps only the last 32 regexes compiled, and a range's reading uses ~100, so each is compiled again on
+    every range. A class inside a class is written as a nested class (`[^\\s(]` → `[^[\\t\\n\\x0B\\f\\r\\x20](]`)."""
+    got = _ASCII_MEMO.get(pattern)
+    if got is not None:
+        return got
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            nxt = pattern[i + 1]
+            if nxt in _ASCII_CLASS:
+                out.append(_ASCII_CLASS[nxt])
+                i += 2
+                continue
+            if nxt in "pPx" and i + 2 < n and pattern[i + 2] == "{":  # (a braced escape: copied whole)
+                j = pattern.index("}", i) + 1
+                out.append(pattern[i:j])
+                i = j
+                continue
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    got = "".join(out)
+    _ASCII_MEMO[pattern] = got
+    return got

@@ -24,6 +24,7 @@ How a file becomes rows (all vectorised over the column of lines):
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
 from collections.abc import Iterator, Sequence
@@ -346,6 +347,37 @@ def sniff(head: bytes, name: str) -> float:
 # ----------------------------------------------------------------------------- helpers
 
 
+_ascii = False
+"""Whether the lines being read hold no non-ASCII character (set by `ascii_scope`): `_rx` then gives each
+regex with ASCII classes (`g.ascii_classes`: the same matches on such text), which polars compiles ~10x
+faster; it keeps the last 32 regexes compiled only, and a range's reading uses ~100 (with the NCCL grammar's),
+so each is compiled again on every range."""
+
+
+def _rx(pattern: str) -> str:
+    """The regex to run for `pattern` on the lines being read (see `_ascii`)."""
+    return g.ascii_classes(pattern) if _ascii and isinstance(pattern, str) else pattern
+
+
+def is_ascii(text: pl.Series) -> bool:
+    """True when no string of `text` holds a non-ASCII character (as many characters as bytes)."""
+    text = text.cast(pl.String)
+    return int(text.str.len_bytes().sum()) == int(text.str.len_chars().sum())
+
+
+@contextlib.contextmanager
+def ascii_scope(ascii: bool) -> Iterator[None]:
+    """Regexes of this module run with ASCII classes inside the block when `ascii` (the caller vouches that
+    every line read there, and so every text made from them, is ASCII); nested scopes restore the outer."""
+    global _ascii
+    outer = _ascii
+    _ascii = ascii
+    try:
+        yield
+    finally:
+        _ascii = outer
+
+
 def _num(expr: pl.Expr) -> pl.Expr:
     """String → Float64 (thousands separators dropped; unparsable → null)."""
     return expr.str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False)
@@ -358,7 +390,7 @@ def _nulls(name: str, n: int, dtype: pl.DataType) -> pl.Series:
 
 def _key(text: pl.Expr, pattern: str) -> pl.Expr:
     """Float value of the single `(?P<v>…)` group of `pattern` in `text` (null when absent)."""
-    return _num(text.str.extract(pattern, 1))
+    return _num(text.str.extract(_rx(pattern), 1))
 
 
 def _frag(df: pl.DataFrame, **cols: pl.Expr) -> pl.DataFrame:
@@ -392,8 +424,9 @@ def _match(
         return base.clear()
     sub = base if prefilter is None else base.filter(prefilter)
     if must is not None:
-        return sub.with_columns(m=pl.col(col).str.extract_groups(pattern)).filter(_f(must).is_not_null())
-    return sub.filter(pl.col(col).str.contains(pattern)).with_columns(m=pl.col(col).str.extract_groups(pattern))
+        return sub.with_columns(m=pl.col(col).str.extract_groups(_rx(pattern))).filter(_f(must).is_not_null())
+    rx = _rx(pattern)
+    return sub.filter(pl.col(col).str.contains(rx)).with_columns(m=pl.col(col).str.extract_groups(rx))
 
 
 def _one_per_block(fr: pl.DataFrame) -> pl.DataFrame:
@@ -518,18 +551,18 @@ def _timer_line_hits(text: pl.Series) -> tuple[pl.Series, pl.Series]:
     none); the regex reads the others (with a line feed there, or `time (ms)` twice)."""
     cut = pl.DataFrame({"_s": text.str.splitn("time (ms)", 2)}).unnest("_s")
     if text.len() < _LANE_MIN:
-        return text.str.contains(g.TIMER_LINE_RE), cut.get_column("field_1")
+        return text.str.contains(_rx(g.TIMER_LINE_RE)), cut.get_column("field_1")
     before, after = pl.col("field_0"), pl.col("field_1")
     got = cut.select(
         once=~after.str.contains_any(["time (ms)", "\n"]),
-        hit=before.str.contains(_TIMER_LINE_BEFORE) & after.str.contains(_TIMER_LINE_AFTER),
+        hit=before.str.contains(_rx(_TIMER_LINE_BEFORE)) & after.str.contains(_rx(_TIMER_LINE_AFTER)),
     )
     once = got.get_column("once").fill_null(False)
     hit = got.get_column("hit").fill_null(False)
     if bool(once.all()):
         return hit, cut.get_column("field_1")
     many = (~once).arg_true()
-    return hit.scatter(many, text.gather(many).str.contains(g.TIMER_LINE_RE)), cut.get_column("field_1")
+    return hit.scatter(many, text.gather(many).str.contains(_rx(g.TIMER_LINE_RE))), cut.get_column("field_1")
 
 
 _TIMER_OTHER = "|".join(
@@ -627,9 +660,9 @@ def _minmax_pre(seg: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series] | None:
     parts = text.str.splitn("(", 2).struct.unnest()
     head, tail = parts.get_column("field_0").alias("_h"), parts.get_column("field_1").alias("_t")
     heads = head.filter(tail.is_not_null()).unique()
-    heads = heads.filter(heads.str.contains(_MM_HEAD))
+    heads = heads.filter(heads.str.contains(_rx(_MM_HEAD)))
     code = head.replace_strict(heads, pl.int_range(heads.len(), dtype=pl.UInt32, eager=True), default=None)
-    mm = tail.str.contains(_MM_TAIL).fill_null(False) & code.is_not_null()
+    mm = tail.str.contains(_rx(_MM_TAIL)).fill_null(False) & code.is_not_null()
     return pl.DataFrame([mm.alias("_mm"), code.alias("_hc"), tail]), heads
 
 
@@ -689,7 +722,7 @@ def _strip_envelopes(seg: pl.DataFrame) -> pl.DataFrame:
     if seg.height < _LANE_MIN:
         return _strip_passes(seg)
     rest = seg.get_column("rest")
-    prefix = rest.str.extract(_ENV_STACK, 0)  # (null where no envelope opens the line)
+    prefix = rest.str.extract(_rx(_ENV_STACK), 0)  # (null where no envelope opens the line)
     if prefix.null_count() == seg.height:
         return seg.with_columns(env_rank=pl.lit(None, dtype=pl.Int32), host=pl.lit(None, dtype=pl.String))
     uniq = prefix.drop_nulls().unique(maintain_order=True)
@@ -732,13 +765,13 @@ def _strip_passes(seg: pl.DataFrame, passes: int = 3) -> pl.DataFrame:
     hosts = [n for n in _ENV_GROUPS if n.startswith("host_")]
     seg = seg.with_columns(env_rank=pl.lit(None, dtype=pl.Int32), host=pl.lit(None, dtype=pl.String))
     for _ in range(passes):
-        hit = seg.get_column("rest").str.contains(_ENV_CAP)
+        hit = seg.get_column("rest").str.contains(_rx(_ENV_CAP))
         n_hit = int(hit.sum())
         if n_hit == 0:
             break
         idx = None if n_hit == seg.height else hit.arg_true()
         sub = seg if idx is None else seg[idx]
-        sub = sub.select("rest", "env_rank", "host", _m=pl.col("rest").str.extract_groups(_ENV_CAP))
+        sub = sub.select("rest", "env_rank", "host", _m=pl.col("rest").str.extract_groups(_rx(_ENV_CAP)))
         m = pl.col("_m")
         upd = {"rest": pl.col("rest").str.strip_prefix(m.struct.field("env_all"))}
         if ranks:
@@ -781,17 +814,17 @@ def _segments(
     text = pl.col("text")
     flags = seg.select(
         esc=text.str.contains("\x1b", literal=True).any(),
-        pasted=text.str.contains(g.ANSI_PASTED_RE).any(),
+        pasted=text.str.contains(_rx(g.ANSI_PASTED_RE)).any(),
         banner=text.str.contains("global rank", literal=True).any(),
         msg=text.str.contains("[Rank ", literal=True).any(),
         mllog=text.str.contains(":::MLLOG", literal=True).any(),
     ).row(0, named=True)
     dirty = bool(flags["esc"] or flags["pasted"])
     on = {k: bool(v) or dirty for k, v in flags.items()}
-    clean = text.str.replace_all(g.ANSI_RE, "") if flags["esc"] else text
+    clean = text.str.replace_all(_rx(g.ANSI_RE), "") if flags["esc"] else text
     if dirty:
-        pasted = clean.str.contains(g.ANSI_PASTED_RE)
-        clean = pl.when(pasted).then(clean.str.replace_all(g.ANSI_PASTED_RE, "")).otherwise(clean)
+        pasted = clean.str.contains(_rx(g.ANSI_PASTED_RE))
+        clean = pl.when(pasted).then(clean.str.replace_all(_rx(g.ANSI_PASTED_RE), "")).otherwise(clean)
     return frame, seg, on, dirty, clean
 
 
@@ -802,7 +835,7 @@ def _with_banner(lf: pl.LazyFrame, present: bool, batch: _Batch | None = None) -
     if not present:
         return lf.with_columns(banner=pl.lit(False), banner_rank=pl.lit(None, dtype=pl.Int32))
     # regex structs are materialised once as columns: eager with_columns does not share subexpressions
-    lf = lf.with_columns(_bn=pl.col("rest").str.extract_groups(g.COMPOSER_BANNER_RE))
+    lf = lf.with_columns(_bn=pl.col("rest").str.extract_groups(_rx(g.COMPOSER_BANNER_RE)))
     banner = pl.col("_bn")
     rank = (
         pl.when(banner.struct.field("what") == "Begin")
@@ -832,7 +865,7 @@ def _prepare(
     text = pl.col("text")
     triage = text.str.contains_any(list(g.TRIAGE_LITERALS)) | text.str.strip_chars_end().str.ends_with(":")
     frame_seg = seg
-    seg = seg.with_columns(raw=text, _date=text.str.contains(g.TRIAGE_DATE_RE))
+    seg = seg.with_columns(raw=text, _date=text.str.contains(_rx(g.TRIAGE_DATE_RE)))
     # a dated line is triaged: the literal tests run on the others (all of them when most lines have no date)
     date = seg.get_column("_date")
     undated = (~date).arg_true()
@@ -862,9 +895,10 @@ def _prepare(
     # it may turn on (a collector time, a logging prefix, a month-day time) change only the lines they match.
     whole = 0 < n_all - tri.len() and (n_all - tri.len()) * 16 <= n_all
     seg = (seg if whole else seg.filter(pl.col("triage"))).with_columns(clean=clean)
-    if seg.get_column("clean").str.contains(g.COLLECTOR_RE).any():
+    if seg.get_column("clean").str.contains(_rx(g.COLLECTOR_RE)).any():
         seg = seg.with_columns(
-            coll_ts=pl.col("clean").str.extract(g.COLLECTOR_RE, 1), clean=pl.col("clean").str.replace(g.COLLECTOR_RE, "")
+            coll_ts=pl.col("clean").str.extract(_rx(g.COLLECTOR_RE), 1),
+            clean=pl.col("clean").str.replace(_rx(g.COLLECTOR_RE), ""),
         )
     else:
         seg = seg.with_columns(coll_ts=pl.lit(None, dtype=pl.String))
@@ -872,18 +906,18 @@ def _prepare(
     # Steps that change or read only a few lines run on those alone (a literal or anchored test finds them;
     # the others keep their text and get null)
     rest_s = seg.get_column("rest")
-    pylog = rest_s.str.contains(g.PYLOG_PREFIX_RE)
+    pylog = rest_s.str.contains(_rx(g.PYLOG_PREFIX_RE))
     on["pylog"] = bool(pylog.any())
     if on["pylog"]:
         i = pylog.arg_true()
-        rest_s = rest_s.clone().scatter(i, rest_s.gather(i).str.replace(g.PYLOG_PREFIX_RE, ""))
+        rest_s = rest_s.clone().scatter(i, rest_s.gather(i).str.replace(_rx(g.PYLOG_PREFIX_RE), ""))
     # (the c10 time is looked for after the logging prefix is stripped)
-    mmdd_hit = rest_s.str.contains(g.MMDD_TS_RE)
+    mmdd_hit = rest_s.str.contains(_rx(g.MMDD_TS_RE))
     on["mmdd"] = bool(mmdd_hit.any())
     msg = _nulls("msg_rank", seg.height, pl.Int32)
     if on["msg"]:
         i = rest_s.str.contains("[Rank ", literal=True).arg_true()
-        msg = msg.scatter(i, rest_s.gather(i).str.extract(g.MSG_RANK_RE, 1).cast(pl.Int32, strict=False))
+        msg = msg.scatter(i, rest_s.gather(i).str.extract(_rx(g.MSG_RANK_RE), 1).cast(pl.Int32, strict=False))
     seg = seg.with_columns(rest=rest_s, msg_rank=msg)
     lf = seg.lazy()
     lf = _with_banner(lf, on["banner"], batch)
@@ -900,7 +934,7 @@ def _prepare(
     mmdd_on = on["mmdd"] and year is not None
     text_s = seg.get_column("text")
     need = seg.get_column("coll_ts").is_not_null() | (
-        text_s.str.contains(g.TRIAGE_DATE_RE) if dirty else seg.get_column("_date")
+        text_s.str.contains(_rx(g.TRIAGE_DATE_RE)) if dirty else seg.get_column("_date")
     )
     if mmdd_on:
         need = need | mmdd_hit
@@ -980,20 +1014,20 @@ def _own_time(seg: pl.DataFrame, year: int | None, mmdd_on: bool, mllog_on: bool
     txt = pl.col("text")
     canon = seg.select(
         pl.col("coll_ts").is_null()
-        & txt.str.contains(_TS_CANON)
+        & txt.str.contains(_rx(_TS_CANON))
         & (~txt.str.contains(":::MLLOG", literal=True) if mllog_on else pl.lit(True))
     ).to_series()
     n_canon = int(canon.sum())
     if n_canon == 0:
         return _own_time_re(seg, year, mmdd_on, mllog_on)
     fast = seg.filter(canon) if n_canon < seg.height else seg
-    fast = fast.select("text", _o=txt.str.find("[0-9]"))
+    fast = fast.select("text", _o=txt.str.find(_rx("[0-9]")))
     lo, hi = fast.select(pl.col("_o").min(), pl.col("_o").max().alias("_hi")).row(0)
     o = pl.lit(lo) if lo == hi else pl.col("_o")  # (one offset, as on most logs: plain slices, cheaper)
     # `_dt`: date, ` ` or `T`, time (made `T` on the distinct values alone); `_fd`: the fraction's digits
     # (1 to 9 of them after the `.` or `,` when there is one: a `.` or `,` after the seconds opens a fraction)
     fast = fast.select(
-        _dt=txt.str.slice(o, 19), _fd=txt.str.slice(o + 19, 10).str.extract(r"^[.,]([0-9]+)", 1)
+        _dt=txt.str.slice(o, 19), _fd=txt.str.slice(o + 19, 10).str.extract(_rx(r"^[.,]([0-9]+)"), 1)
     )
     fd = pl.col("_fd")
     # the date and time parsed once per distinct second, the fraction (up to 6 digits) added as microseconds;
@@ -1054,16 +1088,16 @@ def _own_time_re(seg: pl.DataFrame, year: int | None, mmdd_on: bool, mllog_on: b
 
 def _own_time_lazy(lf: pl.LazyFrame, year: int | None, mmdd_on: bool, mllog_on: bool) -> pl.LazyFrame:
     """`lf` (columns `text`, `coll_ts`) with `ts`, `ts_quality` by the regexes (and helper columns `_*`)."""
-    lf = lf.with_columns(_t=pl.coalesce(pl.col("coll_ts"), pl.col("text")).str.extract_groups(g.TS_RE))
+    lf = lf.with_columns(_t=pl.coalesce(pl.col("coll_ts"), pl.col("text")).str.extract_groups(_rx(g.TS_RE)))
     if mmdd_on:
-        lf = lf.with_columns(_mm=pl.col("text").str.extract_groups(g.MMDD_TS_RE))
+        lf = lf.with_columns(_mm=pl.col("text").str.extract_groups(_rx(g.MMDD_TS_RE)))
     t = pl.col("_t")
     frac = t.struct.field("frac").str.replace(",", ".", literal=True).fill_null("")
     naive = pl.concat_str([t.struct.field("date"), pl.lit("T"), t.struct.field("time"), frac]).str.to_datetime(
         "%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us"
     )
     tz = t.struct.field("tz")
-    tzp = tz.str.extract_groups(r"^(?P<sign>[+-])(?P<h>\d\d):?(?P<m>\d\d)$")
+    tzp = tz.str.extract_groups(_rx(r"^(?P<sign>[+-])(?P<h>\d\d):?(?P<m>\d\d)$"))
     offset_min = (tzp.struct.field("h").cast(pl.Int64) * 60 + tzp.struct.field("m").cast(pl.Int64)) * pl.when(
         tzp.struct.field("sign") == "-"
     ).then(-1).otherwise(1)
@@ -1084,7 +1118,9 @@ def _own_time_lazy(lf: pl.LazyFrame, year: int | None, mmdd_on: bool, mllog_on: 
         ).str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us")
     if mllog_on:
         mllog_ms = (
-            pl.col("text").str.extract(r":::MLLOG \{.*?\"time_ms\":\s*(\d+(?:\.\d+)?)", 1).cast(pl.Float64, strict=False)
+            pl.col("text")
+            .str.extract(_rx(r":::MLLOG \{.*?\"time_ms\":\s*(\d+(?:\.\d+)?)"), 1)
+            .cast(pl.Float64, strict=False)
         )
         mllog_ts = (mllog_ms * 1000).cast(pl.Int64, strict=False).cast(pl.Datetime("us"))
     else:
@@ -1117,7 +1153,7 @@ def _prepare_small(
     text = pl.col("text")
     triage = (
         text.str.contains_any(list(g.TRIAGE_LITERALS))
-        | text.str.contains(g.TRIAGE_DATE_RE)
+        | text.str.contains(_rx(g.TRIAGE_DATE_RE))
         | text.str.strip_chars_end().str.ends_with(":")
     )
     seg = seg.with_columns(raw=text, triage=triage)
@@ -1134,27 +1170,27 @@ def _prepare_small(
         ts_quality=pl.lit(None, dtype=pl.String),
     )
     seg = seg.filter(pl.col("triage")).with_columns(clean=clean)
-    if seg.get_column("clean").str.contains(g.COLLECTOR_RE).any():
+    if seg.get_column("clean").str.contains(_rx(g.COLLECTOR_RE)).any():
         seg = seg.with_columns(
-            coll_ts=pl.col("clean").str.extract(g.COLLECTOR_RE, 1),
-            clean=pl.col("clean").str.replace(g.COLLECTOR_RE, ""),
+            coll_ts=pl.col("clean").str.extract(_rx(g.COLLECTOR_RE), 1),
+            clean=pl.col("clean").str.replace(_rx(g.COLLECTOR_RE), ""),
         )
     else:
         seg = seg.with_columns(coll_ts=pl.lit(None, dtype=pl.String))
     seg = _strip_passes(seg.with_columns(rest=pl.col("clean")))
     after = seg.select(
-        pylog=pl.col("rest").str.contains(g.PYLOG_PREFIX_RE).any(),
-        mmdd=pl.col("rest").str.contains(g.MMDD_TS_RE).any(),
+        pylog=pl.col("rest").str.contains(_rx(g.PYLOG_PREFIX_RE)).any(),
+        mmdd=pl.col("rest").str.contains(_rx(g.MMDD_TS_RE)).any(),
     ).row(0, named=True)
     # (the c10 time is looked for after the logging prefix is stripped: assume it may be there when one is)
     on |= {"pylog": bool(after["pylog"]), "mmdd": bool(after["mmdd"] or after["pylog"])}
     # the rest is one lazy query (one collect); its result is re-sorted below, so the row order is unchanged
     lf = seg.lazy()
     if on["pylog"]:
-        lf = lf.with_columns(rest=pl.col("rest").str.replace(g.PYLOG_PREFIX_RE, ""))
+        lf = lf.with_columns(rest=pl.col("rest").str.replace(_rx(g.PYLOG_PREFIX_RE), ""))
     lf = _with_banner(lf, on["banner"], batch)
     lf = lf.with_columns(
-        msg_rank=pl.col("rest").str.extract(g.MSG_RANK_RE, 1).cast(pl.Int32, strict=False)
+        msg_rank=pl.col("rest").str.extract(_rx(g.MSG_RANK_RE), 1).cast(pl.Int32, strict=False)
         if on["msg"]
         else pl.lit(None, dtype=pl.Int32),
     )
@@ -1192,7 +1228,7 @@ def _megatron_name_keys(names: list[str]) -> dict[str, tuple[str, ...]]:
     new = [n for n in names if n not in _MEGATRON_NAME_KEYS]
     if new:
         probe = pl.DataFrame({"t": [f"| {n}: 1 |" for n in new]})
-        hits = probe.select(**{k: pl.col("t").str.contains(p) for k, p in g.MEGATRON_KEYS.items()})
+        hits = probe.select(**{k: pl.col("t").str.contains(_rx(p)) for k, p in g.MEGATRON_KEYS.items()})
         for i, n in enumerate(new):
             _MEGATRON_NAME_KEYS[n] = tuple(k for k in g.MEGATRON_KEYS if hits.get_column(k)[i])
     return {n: _MEGATRON_NAME_KEYS[n] for n in names}
@@ -1230,7 +1266,7 @@ def _megatron_fast(text: pl.Series) -> tuple[pl.Series, dict[str, pl.Series]] | 
     # (a test without groups, the values then cut at the `|` and `:` of the lines it takes: a capture of
     # the groups costs three times more)
     rx = "^" + head + r"\|" + "".join(rf" *{re.escape(nm)}: *{_MEG_V} *\|" for nm in names) + " *$"
-    ok = text.str.contains(rx).fill_null(False)
+    ok = text.str.contains(_rx(rx)).fill_null(False)
     mapping = _megatron_name_keys(sorted(set(names)))
     fields = text.str.splitn("|", len(names) + 2).struct.unnest()
     cols = {}
@@ -1276,7 +1312,7 @@ def _megatron_split(text: pl.Series) -> pl.DataFrame:
         last=pl.col("p").list.last(),
         nf=pl.col("p").list.len(),
     ).select(
-        ok=pl.col("head").str.contains(_MEGATRON_HEAD)
+        ok=pl.col("head").str.contains(_rx(_MEGATRON_HEAD))
         & (pl.col("last").str.strip_chars() == "")
         & (pl.col("nf") >= 3),
     ).get_column("ok")
@@ -1295,7 +1331,7 @@ def _megatron_split(text: pl.Series) -> pl.DataFrame:
     bad = ex.filter(
         pl.col("val").is_null()
         | pl.col("name").str.contains("=", literal=True)
-        | ~pl.col("val").str.contains(_NUM_FULL)
+        | ~pl.col("val").str.contains(_rx(_NUM_FULL))
     ).get_column("_r")
     ex = ex.filter(~pl.col("_r").is_in(bad.implode()))
     mapping = _megatron_name_keys(ex.get_column("name").unique().to_list())
@@ -1366,11 +1402,13 @@ def _titan_canon(text: pl.Series) -> pl.DataFrame:
         pl.DataFrame({"text": text})
         .select(_s=pl.col("text").str.splitn("step:", 2))
         .select(
-            _c=pl.col("_s").struct.field("field_1").str.extract_groups(_TITAN_TAIL),
+            _c=pl.col("_s").struct.field("field_1").str.extract_groups(_rx(_TITAN_TAIL)),
             _h0=pl.col("_s").struct.field("field_0"),
         )
         .select(
-            "_c", "_h0", _canon=c.struct.field("s").is_not_null() & pl.col("_h0").str.contains(r"(?:^|\s)$")
+            "_c",
+            "_h0",
+            _canon=c.struct.field("s").is_not_null() & pl.col("_h0").str.contains(_rx(r"(?:^|\s)$")),
         )
     )
 
@@ -1409,14 +1447,14 @@ def _titan_values(text: pl.Series, canon_frame: pl.DataFrame | None = None) -> p
     if n_canon == df.height:
         return fast.select(cols)
     txt = pl.col("text")
-    head = txt.str.extract_groups(_TITAN_HEAD)
+    head = txt.str.extract_groups(_rx(_TITAN_HEAD))
     if n_canon == 0:
         slow = df.with_columns(_step=head.struct.field("step"), _loss=head.struct.field("loss"))
-        slow = slow.with_columns(_rest=txt.str.replace("^.*?" + _TITAN_HEAD_NC, ""))
+        slow = slow.with_columns(_rest=txt.str.replace(_rx("^.*?" + _TITAN_HEAD_NC), ""))
         keys = {f"_k_{k}": _key(pl.col("_rest"), p) for k, p in g.TITAN_KEYS.items()}
         return slow.select("_step", "_loss", **keys)
     slow = df.filter(~canon).with_columns(_step=head.struct.field("step"), _loss=head.struct.field("loss"))
-    slow = slow.with_columns(_rest=txt.str.replace("^.*?" + _TITAN_HEAD_NC, ""))
+    slow = slow.with_columns(_rest=txt.str.replace(_rx("^.*?" + _TITAN_HEAD_NC), ""))
     keys = {f"_k_{k}": _key(pl.col("_rest"), p) for k, p in g.TITAN_KEYS.items()}
     slow = slow.select("_step", "_loss", **keys)
     i_fast, i_slow = canon.arg_true(), (~canon).arg_true()
@@ -1439,9 +1477,12 @@ def _megatron_frag(m: pl.DataFrame) -> pl.DataFrame:
     sps = k["samples_per_s"]
     tok = k["tokens_per_gpu_s"]
     fw = (
-        pl.when(txt.str.contains(r"iteration=\s*\d"))
+        pl.when(txt.str.contains(_rx(r"iteration=\s*\d")))
         .then(pl.lit("megatron-deepspeed"))
-        .when(txt.str.contains(r"^\s*samples/sec:") | txt.str.contains("approx flops per GPU", literal=True))
+        .when(
+            txt.str.contains(_rx(r"^\s*samples/sec:"))
+            | txt.str.contains("approx flops per GPU", literal=True)
+        )
         .then(pl.lit("gpt-neox"))
         .otherwise(pl.lit("megatron"))
     )
@@ -1549,7 +1590,7 @@ def _step_fragments(
     m = seg.clear()
     titan_vals = None
     if "step:" in present and "loss:" in present:
-        titan = txt.str.contains("loss:", literal=True) & txt.str.contains(g.TITAN_RE)
+        titan = txt.str.contains("loss:", literal=True) & txt.str.contains(_rx(g.TITAN_RE))
         if seg.height < _LANE_MIN:
             m = seg.filter(txt.str.contains("step:", literal=True) & titan)
         else:  # (the regexes only on the lines with the literal; a `_TITAN_CANON` line matches `TITAN_RE`)
@@ -1793,7 +1834,7 @@ def _step_fragments(
         )
 
     # HF Trainer dicts
-    m = seg.filter(txt.str.contains(g.HF_DICT_RE)) if "{" in present else seg.clear()
+    m = seg.filter(txt.str.contains(_rx(g.HF_DICT_RE))) if "{" in present else seg.clear()
     if m.height:
         k = {name: _key(txt, pat) for name, pat in g.HF_KEYS.items()}
         summary = k["train_runtime"].is_not_null()
@@ -1869,7 +1910,10 @@ def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
     # `/`, `[`, `,` and the unit
     cut = bars.select(_s=txt.str.splitn("|", 3)).unnest("_s")
     canon = cut.select(
-        (pl.col("field_0").str.contains(_TQDM_CANON_HEAD) & pl.col("field_2").str.contains(_TQDM_CANON_TAIL))
+        (
+            pl.col("field_0").str.contains(_rx(_TQDM_CANON_HEAD))
+            & pl.col("field_2").str.contains(_rx(_TQDM_CANON_TAIL))
+        )
         .fill_null(False)
     ).to_series()
     n_canon = int(canon.sum())
@@ -1884,7 +1928,7 @@ def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
         _sl=r.str.find("/", literal=True),
         _lb=r.str.find("[", literal=True),
         _c=r.str.find(",", literal=True),
-        _at=r.str.find("[si]"),
+        _at=r.str.find(_rx("[si]")),
     )
     sl, lb, c, at = pl.col("_sl"), pl.col("_lb"), pl.col("_c"), pl.col("_at")
     # (a negative remaining time: the character after the first `<`, which the rate's bars hold a digit,
@@ -1919,7 +1963,9 @@ def _bar_fragments(
     if m.height:
         totals = seg.filter(txt.str.contains("Total optimization steps = ", literal=True)).select(
             "line",
-            n=txt.str.extract(g.HF_TOTAL_STEPS_RE, 1).str.replace_all(",", "").cast(pl.Int64, strict=False),
+            n=txt.str.extract(_rx(g.HF_TOTAL_STEPS_RE), 1)
+            .str.replace_all(",", "")
+            .cast(pl.Int64, strict=False),
         )
         hf_total = totals.get_column("n").drop_nulls()
         by_file = batch is not None and hf_total.len() > 0
@@ -1936,12 +1982,12 @@ def _bar_fragments(
         desc = _f("desc")
         post = _f("post")
         k = {name: _key(post, pat) for name, pat in g.TQDM_POST_KEYS.items()}
-        tt = desc.str.extract_groups(g.TORCHTUNE_DESC_RE)
+        tt = desc.str.extract_groups(_rx(g.TORCHTUNE_DESC_RE))
         rate = _num(_f("rate"))
         it_s = pl.when(_f("unit").str.starts_with("s")).then(1.0 / rate).otherwise(rate)
         # a rate in other units (`examples/s`, `B/s`) marks a data bar, not a training loop
         units_ok = _f("unit").is_not_null() | _f("rate").is_null()
-        keep = (_f("n").cast(pl.Int64) > 0) & ~desc.str.contains(g.EVAL_DESC_RE) & units_ok
+        keep = (_f("n").cast(pl.Int64) > 0) & ~desc.str.contains(_rx(g.EVAL_DESC_RE)) & units_ok
         if by_file:
             keep = keep & in_file_total
         elif hf_total.len() > 0:
@@ -1973,8 +2019,8 @@ def _bar_fragments(
                 "_tt_step": tt.struct.field("step").cast(pl.Int64, strict=False),
                 "_tt_loss": _num(tt.struct.field("loss")),
                 "_tt_epoch": _num(tt.struct.field("epoch")),
-                "_ep_hit": desc.str.contains(r"Epoch \d+"),
-                "_ep": _num(desc.str.extract(r"Epoch (\d+)", 1)),
+                "_ep_hit": desc.str.contains(_rx(r"Epoch \d+")),
+                "_ep": _num(desc.str.extract(_rx(r"Epoch (\d+)"), 1)),
             }
             if bars.height < _LANE_MIN:
                 v = dv | {f"_k_{name}": e for name, e in k.items()}
@@ -2068,16 +2114,16 @@ def _block_fragments(
     no_blk = pl.lit(None, dtype=pl.Int64)
     # a timer entry matches one of four regexes: the (min, max) one (most entries), the other three as one
     # alternation (same truth value), on big inputs only on the lines the first does not take
-    ents, t_mm, t_ent = seg, txt.str.contains(g.TIMER_MINMAX_RE), None
-    t_hdr = txt.str.extract(g.TIMER_HDR_RE, 1)
+    ents, t_mm, t_ent = seg, txt.str.contains(_rx(g.TIMER_MINMAX_RE)), None
+    t_hdr = txt.str.extract(_rx(g.TIMER_HDR_RE), 1)
     if t_on and seg.height >= _LANE_MIN:
         text = seg.get_column("text")
-        mm_s = text.str.contains(g.TIMER_MINMAX_RE) if minmax is None else minmax[0].get_column("_mm")
+        mm_s = text.str.contains(_rx(g.TIMER_MINMAX_RE)) if minmax is None else minmax[0].get_column("_mm")
         idx = (~mm_s).arg_true()
-        other = text.gather(idx).str.contains(_TIMER_OTHER)
+        other = text.gather(idx).str.contains(_rx(_TIMER_OTHER))
         # (a header holds `across ranks`: the regex only on the lines with it)
         hi = text.str.contains("across ranks", literal=True).arg_true()
-        hdr = text.gather(hi).str.extract(g.TIMER_HDR_RE, 1)
+        hdr = text.gather(hi).str.extract(_rx(g.TIMER_HDR_RE), 1)
         hdr = _nulls("t_hdr", seg.height, pl.String).scatter(hi, hdr)
         ents = seg.with_columns(t_mm=mm_s, t_ent=mm_s.clone().scatter(idx, other), t_hdr=hdr)
         if minmax is not None:  # (the lines cut at their first `(`, for `_minmax_groups`)
@@ -2086,11 +2132,11 @@ def _block_fragments(
     b = ents.lazy().with_columns(
         t_hdr=t_hdr if t_on else no_str,
         t_mm=t_mm if t_on else no,
-        t_ent=(t_ent if t_ent is not None else t_mm | txt.str.contains(_TIMER_OTHER)) if t_on else no,
-        c_hdr=txt.str.contains(g.COMPOSER_HDR_RE) if c_on else no,
-        c_ent=txt.str.contains(g.COMPOSER_ENTRY_RE) if c_on else no,
-        n_hdr=txt.str.extract(g.NVRX_HDR_RE, 1) if n_on else no_str,
-        n_ent=(txt.str.contains(g.NVRX_SUB_RE) | txt.str.contains(g.NVRX_RANK_RE)) if n_on else no,
+        t_ent=(t_ent if t_ent is not None else t_mm | txt.str.contains(_rx(_TIMER_OTHER))) if t_on else no,
+        c_hdr=txt.str.contains(_rx(g.COMPOSER_HDR_RE)) if c_on else no,
+        c_ent=txt.str.contains(_rx(g.COMPOSER_ENTRY_RE)) if c_on else no,
+        n_hdr=txt.str.extract(_rx(g.NVRX_HDR_RE), 1) if n_on else no_str,
+        n_ent=(txt.str.contains(_rx(g.NVRX_SUB_RE)) | txt.str.contains(_rx(g.NVRX_RANK_RE))) if n_on else no,
     )
 
     def block(hdr: pl.Expr, ent: str) -> pl.Expr:
@@ -2199,8 +2245,8 @@ def _block_fragments(
         pr = tb.filter(pl.col("t_mode") == "times")
         if pr.height:
             pr = pr.with_columns(
-                tname=txt.str.extract(g.TIMER_NAME_RE, 1).forward_fill().over("t_blk"),
-                r=txt.str.extract_groups(g.TIMER_RANK_RE),
+                tname=txt.str.extract(_rx(g.TIMER_NAME_RE), 1).forward_fill().over("t_blk"),
+                r=txt.str.extract_groups(_rx(g.TIMER_RANK_RE)),
             ).filter(pl.col("r").struct.field("rank").is_not_null() & pl.col("tname").is_not_null())
             pr = pr.with_columns(
                 rr=pl.col("r").struct.field("rank").cast(pl.Int32), v=_num(pl.col("r").struct.field("v"))
@@ -2254,7 +2300,7 @@ def _block_fragments(
         else:
             tl = tl.with_columns(_after=pl.col("_after_tms").str.splitn("|", 2).struct.field("field_1"))
             after = pl.col("_after")
-            fast = tl.select(after.str.contains(_TIMER_PAIRS_FAST).fill_null(False)).to_series()
+            fast = tl.select(after.str.contains(_rx(_TIMER_PAIRS_FAST)).fill_null(False)).to_series()
         tl = tl.drop("_after_tms")
         n_fast = int(fast.sum())
         if n_fast == 0:
@@ -2284,7 +2330,7 @@ def _block_fragments(
             _frag(
                 tl,
                 kind=pl.lit("timer_line"),
-                framework=pl.when(pl.col("text").str.contains(r"\[Rank \d+\]"))
+                framework=pl.when(pl.col("text").str.contains(_rx(r"\[Rank \d+\]")))
                 .then(pl.lit("deepspeed"))
                 .otherwise(pl.lit("megatron")),
                 prio=pl.lit(1),
@@ -2345,14 +2391,14 @@ def _block_fragments(
     if not n_on:
         return out, pl.concat(understood), seg.clear()
     nv = b.filter(pl.col("n_ent") & (pl.col("n_blk") > 0)).with_columns(
-        role=pl.when(pl.col("text").str.contains(g.NVRX_SUB_RE))
-        .then(pl.col("text").str.extract(g.NVRX_SUB_RE, 1))
-        .when(pl.col("text").str.contains(g.NVRX_RANK_RE))
+        role=pl.when(pl.col("text").str.contains(_rx(g.NVRX_SUB_RE)))
+        .then(pl.col("text").str.extract(_rx(g.NVRX_SUB_RE), 1))
+        .when(pl.col("text").str.contains(_rx(g.NVRX_RANK_RE)))
         .then(pl.lit(None, dtype=pl.String))
         .forward_fill()
         .over("n_blk")
     )
-    nv = nv.with_columns(r=pl.col("text").str.extract_groups(g.NVRX_RANK_RE)).filter(
+    nv = nv.with_columns(r=pl.col("text").str.extract_groups(_rx(g.NVRX_RANK_RE))).filter(
         pl.col("r").struct.field("rank").is_not_null()
     )
     return out, pl.concat(understood), nv
@@ -2365,7 +2411,7 @@ def _timer_line_pairs(tl: pl.DataFrame) -> pl.DataFrame:
         tl.select(
             "line",
             "seg",
-            pairs=txt.str.replace("^.*?" + _TIMER_LINE_PREFIX, "").str.extract_all(g.TIMER_PAIR_RE),
+            pairs=txt.str.replace(_rx("^.*?" + _TIMER_LINE_PREFIX), "").str.extract_all(_rx(g.TIMER_PAIR_RE)),
         )
         .explode("pairs")
         .with_columns(p=pl.col("pairs").str.splitn(":", 2))
@@ -2867,14 +2913,14 @@ def _events(
     # (the regex on the lines with its literal `/Rnk: ` alone: one literal scan of the rest)
     assert g.STRAGGLER_LINE_RE.endswith("/Rnk: ")
     m = seg.filter(txt.str.contains("/Rnk: ", literal=True)) if "/Rnk: " in present else seg.clear()
-    m = m.filter(txt.str.contains(g.STRAGGLER_LINE_RE))
+    m = m.filter(txt.str.contains(_rx(g.STRAGGLER_LINE_RE)))
     if m.height:
         seen.append(m.select("line"))
         items = {}
         for stat in ("Mn", "Mx"):
             for metric in g.STRAGGLER_METRICS:
                 pat = g.STRAGGLER_ITEM_RE.format(metric=stat + metric, num=g.NUM)
-                x = txt.str.extract_groups(pat)
+                x = txt.str.extract_groups(_rx(pat))
                 items[stat + metric] = pl.struct(
                     value=_num(x.struct.field("v")),
                     unit=x.struct.field("unit"),
@@ -2896,9 +2942,9 @@ def _events(
     m = _match(seg, g.STRAGGLER_TOPK_RE, txt.str.contains("^^^^", literal=True), gate=("^^^^",), present=present)
     if m.height:
         seen.append(m.select("line"))
-        pairs = _f("list").str.extract_all(rf"(?:{g.NUM})/\d+")
-        ranks = pairs.list.eval(pl.element().str.extract(r"/(\d+)$", 1).cast(pl.Int32))
-        vals = pairs.list.eval(_num(pl.element().str.extract(r"^(.*)/\d+$", 1)))
+        pairs = _f("list").str.extract_all(_rx(rf"(?:{g.NUM})/\d+"))
+        ranks = pairs.list.eval(pl.element().str.extract(_rx(r"/(\d+)$"), 1).cast(pl.Int32))
+        vals = pairs.list.eval(_num(pl.element().str.extract(_rx(r"^(.*)/\d+$"), 1)))
         bottom = _f("which") == "Bottom"
         frames.append(
             ev(
@@ -2952,7 +2998,7 @@ def _events(
     m = _match(seg, g.NVRX_WARN_RE, txt.str.contains("STRAGGLER DETECTION WARNING", literal=True), gate=("STRAGGLER DETECTION WARNING",), present=present)
     if m.height:
         seen.append(m.select("line"))
-        ranks = _f("ranks").str.extract_all(r"\d+").list.eval(pl.element().cast(pl.Int32))
+        ranks = _f("ranks").str.extract_all(_rx(r"\d+")).list.eval(pl.element().cast(pl.Int32))
         frames.append(
             ev(
                 m,
@@ -2962,7 +3008,7 @@ def _events(
                 detail=_json_obj(what=_f("what"), ranks=ranks),
             )
         )
-    m = seg.filter(txt.str.contains(g.NVRX_OTHER_RE)) if present & _NVRX_OTHER_GATES else seg.clear()
+    m = seg.filter(txt.str.contains(_rx(g.NVRX_OTHER_RE))) if present & _NVRX_OTHER_GATES else seg.clear()
     seen.append(m.select("line"))
     events = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
     return events, pl.concat(seen) if seen else pl.DataFrame({"line": []}, schema={"line": pl.Int64})
@@ -2991,13 +3037,13 @@ def _noise_lines(seg: pl.DataFrame, understood: pl.Series) -> pl.Series:
     txt = pl.col("text")
     known = pl.col("ts").is_not_null() | pl.col("banner")
     if _NOISE_LITS is None or seg.height < _LANE_MIN:
-        return seg.filter(known | txt.str.contains(_NOISE_ANY)).get_column("line")
+        return seg.filter(known | txt.str.contains(_rx(_NOISE_ANY))).get_column("line")
     rest = seg.filter(~pl.col("line").is_in(understood.implode()))
     flags = rest.select(known=known, cand=~known & txt.str.contains_any(list(_NOISE_LITS)))
     hit = flags.get_column("known").fill_null(False)
     i = flags.get_column("cand").fill_null(False).arg_true()
     if i.len():
-        got = rest.get_column("text").gather(i).str.contains(_NOISE_ANY).fill_null(False)
+        got = rest.get_column("text").gather(i).str.contains(_rx(_NOISE_ANY)).fill_null(False)
         hit = hit.clone().scatter(i, got)
     return rest.filter(hit).get_column("line")
 
@@ -3017,7 +3063,9 @@ def _warning_lines(seg: pl.DataFrame) -> pl.Series:
     none = pl.Series("line", [], dtype=pl.Int64)
     if at.len() == 0:
         return none
-    heads = seg.select(pl.col("line").gather(at), env=pl.col("raw").gather(at).str.extract(_PYWARN_RE, 1))
+    heads = seg.select(
+        pl.col("line").gather(at), env=pl.col("raw").gather(at).str.extract(_rx(_PYWARN_RE), 1)
+    )
     heads = heads.filter(pl.col("env").is_not_null())
     if heads.height == 0:
         return none
@@ -3032,20 +3080,21 @@ def _warning_lines(seg: pl.DataFrame) -> pl.Series:
     source = nxt.filter(
         (pl.col("at") == pl.col("line"))
         & pl.col("raw").str.starts_with(indent)
-        & pl.col("raw").str.slice(indent.str.len_chars(), 1).str.contains(r"^\S")
+        & pl.col("raw").str.slice(indent.str.len_chars(), 1).str.contains(_rx(r"^\S"))
     )
     return pl.concat([heads.get_column("line"), source.get_column("line")])
 
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse a training log into `steps` rows and straggler `events` (see the module docstring)."""
-    if len(lines) >= _LANE_MIN:
-        got = _titan_lane(lines, ctx)
-        if got is None:
-            got = _megatron_lane(lines, ctx)
-        if got is not None:
-            return got
-    return _parse(lines, ctx)
+    with ascii_scope(_ascii or is_ascii(lines)):
+        if len(lines) >= _LANE_MIN:
+            got = _titan_lane(lines, ctx)
+            if got is None:
+                got = _megatron_lane(lines, ctx)
+            if got is not None:
+                return got
+        return _parse(lines, ctx)
 
 
 def _parse(lines: pl.Series, ctx: FileContext, numbers: pl.Series | None = None) -> ParseResult:
@@ -3204,10 +3253,10 @@ def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
         return None
     at = cand.arg_true()
     cand_text = text.gather(at)
-    m = cand_text.str.extract_groups(_TITAN_LINE)
+    m = cand_text.str.extract_groups(_rx(_TITAN_LINE))
     miss = m.struct.field("2").is_null()
     if miss.any():  # (lines without an envelope; those with one fail that regex at their second character)
-        bare = cand_text.str.extract_groups(_TITAN_BARE)
+        bare = cand_text.str.extract_groups(_rx(_TITAN_BARE))
         m = pl.select(pl.when(miss).then(pl.lit(bare)).otherwise(pl.lit(m))).to_series()
         miss = m.struct.field("2").is_null()
     n_miss = int(miss.sum())
@@ -3219,7 +3268,7 @@ def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     others = (~cand).arg_true()
     if others.len():
         rest_text = text.gather(others)
-        bad = rest_text.str.contains_any([*_GATES, "\x1b"]) | rest_text.str.contains(g.ANSI_PASTED_RE)
+        bad = rest_text.str.contains_any([*_GATES, "\x1b"]) | rest_text.str.contains(_rx(g.ANSI_PASTED_RE))
         if bad.any():
             return None
     got = _titan_steps(m, pl.lit(at).cast(pl.Int64) + ctx.first_line, None, ctx.path, ctx.node)
@@ -3330,10 +3379,10 @@ def _titan_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseRes
     if not all(sizes):
         return None
     text = pl.concat([lines.cast(pl.String) for lines, _ in items], rechunk=True)
-    m = text.str.extract_groups(_TITAN_LINE)
+    m = text.str.extract_groups(_rx(_TITAN_LINE))
     miss = m.struct.field("2").is_null()
     if miss.any():  # (lines without an envelope; those with one fail that regex at their second character)
-        bare = text.str.extract_groups(_TITAN_BARE)
+        bare = text.str.extract_groups(_rx(_TITAN_BARE))
         m = pl.select(pl.when(miss).then(pl.lit(bare)).otherwise(pl.lit(m))).to_series()
         if m.struct.field("2").null_count():
             return None
@@ -3417,12 +3466,13 @@ def _meg_entries(text: pl.Series) -> pl.DataFrame:
     """
     cut = pl.DataFrame({"_p": text.str.splitn(": (", 2)}).unnest("_p")
     head, tail = cut.get_column("field_0"), cut.get_column("field_1")
-    heads = pl.DataFrame({"h": head.unique()}).with_columns(m=pl.col("h").str.extract_groups(_MEG_E_HEAD))
+    heads = pl.DataFrame({"h": head.unique()})
+    heads = heads.with_columns(m=pl.col("h").str.extract_groups(_rx(_MEG_E_HEAD)))
     heads = heads.select(
         "h", rank=pl.col("m").struct.field("1").cast(pl.Int32), name=pl.col("m").struct.field("2")
     )
     hv = pl.DataFrame({"h": head}).join(heads, on="h", how="left", maintain_order="left")
-    tv = tail.str.extract_groups(_MEG_E_TAIL)
+    tv = tail.str.extract_groups(_rx(_MEG_E_TAIL))
     ok = hv.get_column("rank").is_not_null() & tv.struct.field("1").is_not_null()
     out = pl.DataFrame({"rank": hv.get_column("rank"), "name": hv.get_column("name"), "tv": tv, "ok": ok})
     return out.select(
@@ -3439,7 +3489,7 @@ def _meg_iterations(text: pl.Series) -> pl.Series:
     its first `|` right after the total and its blank; the groups are the same, group 2 the line after the
     envelope `_MEG_I_HEAD`'s first group takes). The capture reads the short part before only."""
     cut = pl.DataFrame({"_p": text.str.splitn("|", 2)}).unnest("_p")
-    head = cut.get_column("field_0").str.extract_groups(_MEG_I_HEAD)
+    head = cut.get_column("field_0").str.extract_groups(_rx(_MEG_I_HEAD))
     tail = cut.get_column("field_1")
     ok = head.struct.field("1").is_not_null() & ~tail.str.contains_any(["\r", "\x1b", "["])
     f = pl.DataFrame({"t": text, "h": head, "ok": ok.fill_null(False)})
@@ -3489,7 +3539,7 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     if ci.len() < _MEG_MIN:
         return None
     ch = text.str.ends_with(_MEG_H_LIT).arg_true()
-    mh = text.gather(ch).str.extract(_MEG_H, 1)
+    mh = text.gather(ch).str.extract(_rx(_MEG_H), 1)
     ch, mh = ch.filter(mh.is_not_null()), mh.drop_nulls()
     ce = text.str.contains(_MEG_E_LIT, literal=True).arg_true()
     me = _meg_entries(text.gather(ce))
@@ -3503,13 +3553,13 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     # (the lane-shaped lines hold no carriage return or escape: their regexes do not take one)
     if o_text.str.contains_any(["\r", "\x1b", "global rank"]).any():
         return None
-    if o_text.str.contains(g.ANSI_PASTED_RE).any():
+    if o_text.str.contains(_rx(g.ANSI_PASTED_RE)).any():
         return None
-    pref = o_text.str.extract(_SRUN, 0)
+    pref = o_text.str.extract(_rx(_SRUN), 0)
     content = o_text.str.slice(pref.str.len_chars().fill_null(0))
     o_rank = pref.str.strip_chars().str.strip_suffix(":").cast(pl.Int32, strict=False)
     lane_ranks = mi.struct.field("1").cast(pl.Int32).unique()
-    nested = content.str.contains(_ENV_RE).arg_true()
+    nested = content.str.contains(_rx(_ENV_RE)).arg_true()
     if nested.len():  # (the innermost envelope's rank and host make the stream key: a host, another stream)
         inner = _strip_passes(pl.DataFrame({"rest": content.gather(nested)}))
         r_in = pl.select(
@@ -3521,7 +3571,7 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     # (a line the triage of `_prepare` leaves out is in no stream: blank text, key `|`)
     triaged = (
         o_text.str.contains_any(list(g.TRIAGE_LITERALS))
-        | o_text.str.contains(g.TRIAGE_DATE_RE)
+        | o_text.str.contains(_rx(g.TRIAGE_DATE_RE))
         | o_text.str.strip_chars_end().str.ends_with(":")
     )
     o_rank = pl.select(pl.when(pl.lit(triaged)).then(pl.lit(o_rank))).to_series()
@@ -3567,8 +3617,8 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
         return None
     after = s.filter(pl.col("after_unit")).get_column("pos")
     if after.len():
-        c = text.gather(after).str.replace(_ENV_STACK, "")
-        if c.str.contains(_BLOCK_ENTRY).any():
+        c = text.gather(after).str.replace(_rx(_ENV_STACK), "")
+        if c.str.contains(_rx(_BLOCK_ENTRY)).any():
             return None
     inu = s.filter(pl.col("inu")).select("pos", "t", "k")
     i_pos = inu.filter(pl.col("t") == 1).get_column("pos")
@@ -3620,7 +3670,7 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     # (blank lines, which count as neither, left out when every other line without an srun envelope is
     # blank too: then they alone make the stream without envelope, `|`, and no rule takes them; `_mixed`
     # blanks the lines it gives another parser, most of the others in a log with NCCL lines)
-    blank = ~o_text.str.contains(r"\S")
+    blank = ~o_text.str.contains(_rx(r"\S"))
     drop = bool(blank.any()) and not bool((pref.is_null() & ~blank).any())
     rest_pos = (others.filter(~blank) if drop else others).cast(pl.Int64)
     if others.len() + lane_pos.len() != n:  # (lane-shaped lines outside a unit: read with the others)
@@ -3767,7 +3817,7 @@ def _parse_batch(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResult
         _fi=fi,
         line=local,
         text=txt,
-        blank=~txt.str.contains(r"\S"),
+        blank=~txt.str.contains(_rx(r"\S")),
         ok=pl.col("line").is_in(understood.implode()).fill_null(False),
     )
     bad_e = ~pl.col("ok") & ~pl.col("blank")
@@ -3847,7 +3897,7 @@ def _step_detail(rows: pl.DataFrame, fields: dict[str, pl.Expr]) -> pl.Series:
     small = rows.height < _LANE_MIN
     if small:
         f = rows.select(
-            _enc=pl.struct(**enc).struct.json_encode().str.replace_all(_NULL_MEMBER, ""),
+            _enc=pl.struct(**enc).struct.json_encode().str.replace_all(_rx(_NULL_MEMBER), ""),
             _real=pl.any_horizontal(*real),
             _any=pl.any_horizontal(*(e.is_not_null() for e in kept.values())),
         )
@@ -3860,13 +3910,13 @@ def _step_detail(rows: pl.DataFrame, fields: dict[str, pl.Expr]) -> pl.Series:
     enc_s = f.get_column("_enc")
     nul = pl.Series([], dtype=pl.UInt32) if small else enc_s.str.contains("null", literal=True).arg_true()
     if nul.len():
-        stripped = enc_s.gather(nul).str.replace_all(_NULL_MEMBER, "")
+        stripped = enc_s.gather(nul).str.replace_all(_rx(_NULL_MEMBER), "")
         f = f.with_columns(_enc=enc_s.clone().scatter(nul, stripped))
     out = f.select(pl.when(pl.col("_real")).then(pl.col("_enc")).otherwise(pl.lit(None, dtype=pl.String))).to_series()
     odd = f.select((pl.col("_any") & ~pl.col("_real")).fill_null(False)).to_series()
     if odd.any():
         idx = odd.arg_true()
-        slow = rows[idx].select(_json_obj(**fields).str.replace_all(_NULL_MEMBER, "")).to_series()
+        slow = rows[idx].select(_json_obj(**fields).str.replace_all(_rx(_NULL_MEMBER), "")).to_series()
         out = out.scatter(idx, slow)
     return out.alias("detail")
 
