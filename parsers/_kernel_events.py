@@ -1153,7 +1153,8 @@ def _k8b_boot(m: pl.DataFrame | pl.LazyFrame, ctx: FileContext) -> pl.DataFrame 
     monotonic time (K8b): the median of wall clock - uptime over the last boot's lines."""
     both = m.filter(pl.col("ts").is_not_null() & pl.col("uptime_s").is_not_null() & (pl.col("boot_seg") == 0))
     boot = both.with_columns(
-        node=_node(ctx), boot=pl.col("ts") - pl.duration(microseconds=(pl.col("uptime_s") * 1e6).cast(pl.Int64))
+        node=_node(ctx),
+        boot=pl.col("ts") - pl.duration(microseconds=(pl.col("uptime_s") * 1e6).cast(pl.Int64, strict=False)),
     ).group_by("node").agg(pl.col("line").first(), pl.col("boot").median(), q=pl.col("ts_quality").first())
     return boot.select(
         "node",
@@ -1321,8 +1322,9 @@ def _inventory(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext, has=lambda
     rtc = hit(("setting system clock to",), RTC_RE)
     if rtc is not None:
         rtc = rtc.filter(pl.col("uptime_s").is_not_null() & (pl.col("boot_seg") == 0))
-        boot = pl.from_epoch(g.struct.field("epoch").cast(pl.Int64), time_unit="s").dt.replace_time_zone("UTC") - pl.duration(
-            microseconds=(pl.col("uptime_s") * 1e6).cast(pl.Int64)
+        epoch = pl.from_epoch(g.struct.field("epoch").cast(pl.Int64, strict=False), time_unit="s")
+        boot = epoch.dt.replace_time_zone("UTC") - pl.duration(
+            microseconds=(pl.col("uptime_s") * 1e6).cast(pl.Int64, strict=False)
         )
         value = boot.dt.to_string("%Y-%m-%dT%H:%M:%S%.6f+00:00")
         first = pl.int_range(pl.len()).over(pl.col("line") // (1 << FILE_SHIFT)) == 0  # (the first per file)

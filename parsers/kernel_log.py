@@ -750,7 +750,9 @@ def _parse_proc_stat(frame: pl.DataFrame, ctx: FileContext) -> ParseResult:
         node=pl.lit(ctx.node),
         component=pl.lit("node"),
         attribute=pl.lit("boot_time"),
-        value=pl.from_epoch(pl.col("text").str.extract(r"^btime (\d+)", 1).cast(pl.Int64), time_unit="s")
+        value=pl.from_epoch(
+            pl.col("text").str.extract(r"^btime (\d+)", 1).cast(pl.Int64, strict=False), time_unit="s"
+        )
         .dt.replace_time_zone("UTC")
         .dt.to_string("%Y-%m-%dT%H:%M:%S+00:00"),
         source=pl.lit("proc-stat"),
@@ -1222,7 +1224,8 @@ def _py_style_frame(g: pl.DataFrame, style: str, names: set[str]) -> pl.DataFram
         quality = ["unanchored"] * n
     elif style in _ISO_STYLES or style == "journal_unix":
         if style == "journal_unix":
-            ts = g.select((pl.col("epoch").cast(pl.Float64, strict=False) * 1e6).cast(pl.Int64).cast(UTC_US)).to_series()
+            micros = (pl.col("epoch").cast(pl.Float64, strict=False) * 1e6).cast(pl.Int64, strict=False)
+            ts = g.select(micros.cast(UTC_US)).to_series()
         else:
             ts = _iso_fast_then_full(g.get_column("ts"))
         quality = ["none" if v else "exact" for v in ts.is_null().to_list()] if ts.null_count() else ["exact"] * n
@@ -1298,7 +1301,7 @@ def _style_frame(g: pl.DataFrame, style: str, names: set[str]) -> pl.DataFrame:
         ts = pl.col("_t")
         quality = "exact"
     elif style == "journal_unix":
-        ts = (pl.col("epoch").cast(pl.Float64, strict=False) * 1e6).cast(pl.Int64).cast(UTC_US)
+        ts = (pl.col("epoch").cast(pl.Float64, strict=False) * 1e6).cast(pl.Int64, strict=False).cast(UTC_US)
         quality = "exact"
     elif style == "journal_full":
         # 'Sun 2025-02-23 16:24:18 UTC host kernel:' (journalctl -o short-full) or a zone-less ISO date
@@ -2308,8 +2311,12 @@ def _ymd_hms_utc(out: pl.DataFrame, rows: pl.Expr) -> pl.Series:
     )
     hms = pl.col("hms")
     parts = out.select(
-        _k=pl.when(rows).then(pl.col("_year").cast(pl.Int64) * 10_000 + pl.col("_month").cast(pl.Int64) * 100 + pl.col("day").cast(pl.Int64)),
-        _y=pl.col("_year").cast(pl.Int64),
+        _k=pl.when(rows).then(
+            pl.col("_year").cast(pl.Int64, strict=False) * 10_000
+            + pl.col("_month").cast(pl.Int64, strict=False) * 100
+            + pl.col("day").cast(pl.Int64, strict=False)
+        ),
+        _y=pl.col("_year").cast(pl.Int64, strict=False),
         _s=hms.str.slice(0, 2).cast(pl.Int64, strict=False) * 3600
         + hms.str.slice(3, 2).cast(pl.Int64, strict=False) * 60
         + hms.str.slice(6, 2).cast(pl.Int64, strict=False),

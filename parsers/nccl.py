@@ -1296,7 +1296,9 @@ def warn_events(warns: pl.DataFrame, ctx: FileContext, rank_map: pl.DataFrame | 
         ts="ts",
         ts_quality="ts_quality",
         node="node",
-        rank=pl.coalesce(pl.col("nccl_rank").cast(pl.Int32), pl.col("env_global_rank"), pl.col("env_rank")),
+        rank=pl.coalesce(
+            pl.col("nccl_rank").cast(pl.Int32, strict=False), pl.col("env_global_rank"), pl.col("env_rank")
+        ),
         gpu_bus_id="bus",
         source=pl.lit(source),
         kind="kind",
