@@ -1416,6 +1416,21 @@ def _pq_name(name: str, what: str) -> tuple[str, str] | None:
     return got
 
 
+
+def _counter_value(raw: str) -> tuple[float, str]:
+    """A counter reading of the small path as the vectorised path reads it, and its detail's `raw` part (a
+    hex reading with a mark); FallbackError where polars' float parsing could read it otherwise (exponents,
+    signs, words) or a hex value is past Int64."""
+    if raw.isdigit():  # (`^\d+$` on ASCII text; `_RAW_MARK` cannot match it)
+        return float(raw), ""
+    if _HEX.search(raw):
+        n = int(raw[2:], 16)
+        if n >= _INT64:
+            raise FallbackError
+        return float(n), (f',"raw":"{raw}"' if _RAW_MARK.search(raw) else "")
+    raise FallbackError
+
+
 def _small_file(  # noqa: C901, PLR0912, PLR0913, PLR0915
     texts: list[str], cls: list[tuple], ctx: FileContext, inv: _Cols, ev_out: _Cols, co: _Cols
 ) -> tuple[int, int, list[tuple[int, str]], bool]:
@@ -1609,17 +1624,7 @@ def _small_file(  # noqa: C901, PLR0912, PLR0913, PLR0915
             if named is None:
                 continue
             counter, mid = named
-            raw_part = ""
-            if raw.isdigit():  # (`^\d+$` on ASCII text; `_RAW_MARK` cannot match it)
-                value = float(raw)
-            elif _HEX.search(raw):
-                n = int(raw[2:], 16)
-                if n >= _INT64:
-                    raise FallbackError
-                value = float(n)
-                raw_part = f',"raw":"{raw}"' if _RAW_MARK.search(raw) else ""
-            else:
-                raise FallbackError  # (polars' float parsing: exponents, signs, words)
+            value, raw_part = _counter_value(raw)
             device = d_ if d_ is not None else f"lid:{lid}"
             key = (device, p_, counter)
             r = readings.get(key, 0)
@@ -1648,17 +1653,7 @@ def _small_file(  # noqa: C901, PLR0912, PLR0913, PLR0915
                 ctr.append((i, d_, _port_int(p_), key, None, grp, val, None, "sysfs", tv))
         ctr.sort(key=lambda c: c[0])
     for i, device, p_, counter, name, what, raw, lid, tool, tv in ctr:
-        raw_part = ""
-        if raw.isdigit():  # (`^\d+$` on ASCII text; `_RAW_MARK` cannot match it)
-            value = float(raw)
-        elif _HEX.search(raw):
-            n = int(raw[2:], 16)
-            if n >= _INT64:
-                raise FallbackError
-            value = float(n)
-            raw_part = f',"raw":"{raw}"' if _RAW_MARK.search(raw) else ""
-        else:
-            raise FallbackError  # (polars' float parsing: exponents, signs, words)
+        value, raw_part = _counter_value(raw)
         key = (device, p_, counter)
         r = readings.get(key, 0)
         readings[key] = r + 1
