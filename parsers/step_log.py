@@ -519,6 +519,13 @@ def _json_obj(**fields: pl.Expr) -> pl.Expr:
     return pl.when(body != "").then(pl.concat_str(pl.lit("{"), body, pl.lit("}")))
 
 
+def _json_col(df: pl.DataFrame, **fields: pl.Expr) -> pl.Expr:
+    """`_json_obj(**fields)` on the rows of `df`, as a literal column: the fields encoded together, once per
+    pattern of non-null fields (`_encode_by_null_pattern`; the same text: members in order, non-null ones
+    only, null when none is set), instead of one encoding per field and a join of lists."""
+    return pl.lit(_encode_by_null_pattern(df, fields).get_column("_enc"))
+
+
 def _timers(**fields: pl.Expr) -> pl.Expr:
     """A one-element timer list built from the given fields."""
     return pl.concat_list(_timer(**fields))
@@ -2941,7 +2948,7 @@ def _events(
                 m,
                 rank=slow,
                 code=pl.lit("megatron"),
-                detail=_json_obj(slowest_rank=slow, fastest_rank=fast, **items),
+                detail=_json_col(m, slowest_rank=slow, fastest_rank=fast, **items),
             )
         )
     m = _match(seg, g.STRAGGLER_TOPK_RE, txt.str.contains("^^^^", literal=True), gate=("^^^^",), present=present)
@@ -2956,7 +2963,8 @@ def _events(
                 m,
                 rank=pl.when(bottom).then(ranks.list.first()).otherwise(ranks.list.last()),
                 code=pl.lit("megatron"),
-                detail=_json_obj(
+                detail=_json_col(
+                    m,
                     role=pl.when(bottom).then(pl.lit("slowest")).otherwise(pl.lit("fastest")),
                     ranks=ranks,
                     etpt_tf=vals,
@@ -2978,7 +2986,8 @@ def _events(
                 m,
                 rank=_f("rank").cast(pl.Int32),
                 code=pl.lit("composer"),
-                detail=_json_obj(
+                detail=_json_col(
+                    m,
                     metric=metric, stat=stat, value=_num(_f("v")), unit=_f("unit"), rank=_f("rank").cast(pl.Int32), role=role
                 ),
             )
@@ -2991,7 +3000,8 @@ def _events(
                 rank=pl.col("r").struct.field("rank").cast(pl.Int32),
                 kind=pl.lit("straggler_score"),
                 code=pl.concat_str(pl.lit("nvrx-"), pl.col("n_kind")),
-                detail=_json_obj(
+                detail=_json_col(
+                    nv,
                     score=_num(pl.col("r").struct.field("score")),
                     score_kind=pl.col("n_kind"),
                     role=pl.col("role").str.to_lowercase(),
@@ -3010,7 +3020,7 @@ def _events(
                 rank=ranks.list.first(),
                 severity=pl.lit("medium"),
                 code=pl.lit("nvrx"),
-                detail=_json_obj(what=_f("what"), ranks=ranks),
+                detail=_json_col(m, what=_f("what"), ranks=ranks),
             )
         )
     m = seg.filter(txt.str.contains(_rx(g.NVRX_OTHER_RE))) if present & _NVRX_OTHER_GATES else seg.clear()
