@@ -3186,7 +3186,8 @@ def _finish(
     if times:
         rows = _times(rows, seg)
     extras = {c: pl.col(c) for c in _EXTRAS}
-    rows = rows.sort("line")
+    if rows.height > 1 and not (rows.get_column("line").diff().drop_nulls() > 0).all():
+        rows = rows.sort("line")  # (rows in strictly ascending line order stay as they are)
     rows = rows.with_columns(
         _detail=_step_detail(rows, {**extras, "timers": pl.when(pl.col("timers").list.len() > 0).then(pl.col("timers"))})
     )
@@ -3655,6 +3656,9 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
         k=ent.get_column("k"),
         _t=_timer(name=pl.col("name"), min_ms=pl.col("min_ms"), max_ms=pl.col("max_ms")),
     )
+    # (one stream: the entries in unit order; a group_by on a column flagged sorted is 3x faster)
+    if tm.get_column("k").is_sorted():
+        tm = tm.with_columns(pl.col("k").set_sorted())
     tl = tm.group_by("k", maintain_order=True).agg(timers="_t")
     # the iteration fragments, by the general code
     im = mi if i_pos.len() == ci.len() else mi.gather(ci.search_sorted(i_pos))
@@ -3678,7 +3682,10 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     skip = ("line", "seg", "key", "timers", "anchor", "standalone", "attach_line")
     value_cols = [c for c in _FRAG if c not in skip]
     fr = fr.drop("timers").with_columns(k=pl.int_range(fr.height, dtype=pl.Int64))
-    fr = fr.join(tl, on="k", how="left", maintain_order="left")
+    if tl.height == fr.height and tl.get_column("k").equals(fr.get_column("k")):  # (every unit has timers)
+        fr = fr.with_columns(timers=tl.get_column("timers"))
+    else:
+        fr = fr.join(tl, on="k", how="left", maintain_order="left")
     rows = fr.select(
         pl.int_range(1, fr.height + 1, dtype=pl.UInt32).alias("group"),
         "line",
@@ -3687,7 +3694,9 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
         orphan_group=pl.lit(False),
         rank=pl.col("rank"),
         timers=pl.col("timers").fill_null(pl.lit([], dtype=pl.List(_TIMER))),
-    ).sort("key", "line", maintain_order=True)
+    )
+    if lane_ranks.len() > 1:  # (one stream: one key, the rows in line order already)
+        rows = rows.sort("key", "line", maintain_order=True)
     # the other lines
     lane_pos = inu.get_column("pos").sort()
     # (blank lines, which count as neither, left out when every other line without an srun envelope is
