@@ -1281,6 +1281,7 @@ def _megatron_fast(text: pl.Series) -> tuple[pl.Series, dict[str, pl.Series]] | 
     ok = text.str.contains(_rx(rx)).fill_null(False)
     mapping = _megatron_name_keys(sorted(set(names)))
     fields = text.str.splitn("|", len(names) + 2).struct.unnest()
+    every = bool(ok.all())
     cols = {}
     for k in g.MEGATRON_KEYS:
         at = next((i for i, nm in enumerate(names) if k in mapping[nm]), None)
@@ -1289,7 +1290,11 @@ def _megatron_fast(text: pl.Series) -> tuple[pl.Series, dict[str, pl.Series]] | 
         else:
             val = fields.get_column(f"field_{at + 1}").str.splitn(":", 2).struct.field("field_1")
             val = val.str.strip_chars(" ").cast(pl.Float64, strict=False)
-            cols[f"_k_{k}"] = pl.select(pl.when(pl.lit(ok)).then(pl.lit(val))).to_series().alias(f"_k_{k}")
+            if every:  # (every line laid out as the first: no value to blank; one chunk, as the select gives)
+                cols[f"_k_{k}"] = val.rechunk().alias(f"_k_{k}")
+            else:
+                kept = pl.select(pl.when(pl.lit(ok)).then(pl.lit(val))).to_series()
+                cols[f"_k_{k}"] = kept.alias(f"_k_{k}")
     return ok, cols
 
 
@@ -3518,6 +3523,16 @@ def _meg_iterations(text: pl.Series) -> pl.Series:
     f = pl.DataFrame({"t": text, "h": head, "ok": ok.fill_null(False)})
     h = pl.col("h").struct.field
     ok_e = pl.col("ok")
+    if f.get_column("ok").all():  # (every line takes the shape: no group to blank)
+        return f.select(
+            pl.struct(
+                h("2").alias("1"),
+                pl.col("t").str.slice(h("1").str.len_chars()).alias("2"),
+                h("3").alias("3"),
+                h("4").alias("4"),
+                h("5").alias("5"),
+            ).alias(text.name)
+        ).to_series()
     return f.select(
         pl.struct(
             pl.when(ok_e).then(h("2")).alias("1"),
