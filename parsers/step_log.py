@@ -752,7 +752,7 @@ def _strip_envelopes(seg: pl.DataFrame) -> pl.DataFrame:
     table = pl.DataFrame(
         {
             "_p": uniq,
-            "env_rank": meta.get_column("env_rank").cast(pl.Int32),
+            "env_rank": meta.get_column("env_rank").cast(pl.Int32, strict=False),
             "host": meta.get_column("host").cast(pl.String),
             "_key": keys,
         }
@@ -812,7 +812,7 @@ def _segments(
     prefixes are checked where they are stripped, on the text they are stripped from.
     """
     if numbers is not None:  # (lines of a file with others left out between them, see `_titan_lane`)
-        frame = pl.DataFrame({"line": numbers.cast(pl.Int64), "text": lines.cast(pl.String)})
+        frame = pl.DataFrame({"line": numbers.cast(pl.Int64, strict=False), "text": lines.cast(pl.String)})
     else:
         frame = numbered(lines, ctx) if batch is None else batch.frame
     seg = frame
@@ -1110,9 +1110,8 @@ def _own_time_lazy(lf: pl.LazyFrame, year: int | None, mmdd_on: bool, mllog_on: 
     )
     tz = t.struct.field("tz")
     tzp = tz.str.extract_groups(_rx(r"^(?P<sign>[+-])(?P<h>\d\d):?(?P<m>\d\d)$"))
-    offset_min = (tzp.struct.field("h").cast(pl.Int64) * 60 + tzp.struct.field("m").cast(pl.Int64)) * pl.when(
-        tzp.struct.field("sign") == "-"
-    ).then(-1).otherwise(1)
+    hours, minutes = (tzp.struct.field(k).cast(pl.Int64, strict=False) for k in ("h", "m"))
+    offset_min = (hours * 60 + minutes) * pl.when(tzp.struct.field("sign") == "-").then(-1).otherwise(1)
     mmdd = pl.col("_mm")
     if not mmdd_on:
         md_ts = pl.lit(None, dtype=pl.Datetime("us"))
@@ -1509,8 +1508,8 @@ def _megatron_frag(m: pl.DataFrame) -> pl.DataFrame:
         framework=fw,
         prio=pl.lit(0),
         anchor=pl.lit(True),
-        step=_f("step").cast(pl.Int64),
-        total_steps=_f("total").cast(pl.Int64),
+        step=_f("step").cast(pl.Int64, strict=False),
+        total_steps=_f("total").cast(pl.Int64, strict=False),
         step_time_s=k["elapsed_ms"] / 1000.0,
         step_time_source=pl.when(k["elapsed_ms"].is_not_null()).then(pl.lit("reported")),
         throughput=pl.coalesce(sps, tok, k["tflops"]),
@@ -1527,8 +1526,8 @@ def _megatron_frag(m: pl.DataFrame) -> pl.DataFrame:
         loss_scale=k["loss_scale"],
         consumed_samples=k["consumed_samples"],
         global_batch_size=k["global_batch_size"],
-        skipped_iterations=k["skipped_iterations"].cast(pl.Int64),
-        nan_iterations=k["nan_iterations"].cast(pl.Int64),
+        skipped_iterations=k["skipped_iterations"].cast(pl.Int64, strict=False),
+        nan_iterations=k["nan_iterations"].cast(pl.Int64, strict=False),
         tokens_per_s=tok,
     )
 
@@ -1561,7 +1560,7 @@ def _step_fragments(
                 framework=pl.lit("deepspeed"),
                 prio=pl.lit(0),
                 anchor=pl.lit(True),
-                step=_f("step").cast(pl.Int64),
+                step=_f("step").cast(pl.Int64, strict=False),
                 loss=_num(_f("loss")),
                 step_time_s=_num(_f("t")),
                 step_time_source=pl.lit("reported"),
@@ -1579,8 +1578,8 @@ def _step_fragments(
                 framework=pl.lit("deepspeed"),
                 prio=pl.lit(2),
                 anchor=pl.lit(True),
-                step=_f("step").cast(pl.Int64),
-                skipped_iterations=_f("skipped").cast(pl.Int64),
+                step=_f("step").cast(pl.Int64, strict=False),
+                skipped_iterations=_f("skipped").cast(pl.Int64, strict=False),
                 lr=_num(_f("lr")),
             )
         )
@@ -1596,7 +1595,7 @@ def _step_fragments(
             "framework": pl.lit("deepspeed"),
             "prio": pl.lit(1),
             "anchor": pl.lit(True),
-            "step": _f("step").cast(pl.Int64),
+            "step": _f("step").cast(pl.Int64, strict=False),
             "epoch": _num(_f("epoch")),
             "running_avg_samples_per_s": _num(_f("avg")),
         }
@@ -1636,7 +1635,7 @@ def _step_fragments(
                 framework=pl.lit("torchtitan"),
                 prio=pl.lit(0),
                 anchor=pl.lit(True),
-                step=pl.col("_step").cast(pl.Int64),
+                step=pl.col("_step").cast(pl.Int64, strict=False),
                 loss=pl.when(loss != -1.0).then(loss),  # -1.0: pipeline ranks without the loss
                 grad_norm=k["grad_norm"],
                 memory_gib=k["memory_gib"],
@@ -1657,7 +1656,7 @@ def _step_fragments(
                 framework=pl.lit("nanogpt"),
                 prio=pl.lit(0),
                 anchor=pl.lit(True),
-                step=_f("step").cast(pl.Int64),
+                step=_f("step").cast(pl.Int64, strict=False),
                 loss=_num(_f("loss")),
                 step_time_s=_num(_f("ms")) / 1000.0,
                 step_time_source=pl.lit("reported"),
@@ -1675,8 +1674,8 @@ def _step_fragments(
                 framework=pl.lit("nanochat"),
                 prio=pl.lit(0),
                 anchor=pl.lit(True),
-                step=_f("step").cast(pl.Int64),
-                total_steps=_f("total").cast(pl.Int64),
+                step=_f("step").cast(pl.Int64, strict=False),
+                total_steps=_f("total").cast(pl.Int64, strict=False),
                 loss=_num(_f("loss")),
                 step_time_s=_num(_f("ms")) / 1000.0,
                 step_time_source=pl.lit("reported"),
@@ -1695,8 +1694,8 @@ def _step_fragments(
                 framework=pl.lit("modded-nanogpt"),
                 prio=pl.lit(0),
                 anchor=pl.lit(True),
-                step=_f("step").cast(pl.Int64),
-                total_steps=_f("total").cast(pl.Int64),
+                step=_f("step").cast(pl.Int64, strict=False),
+                total_steps=_f("total").cast(pl.Int64, strict=False),
                 loss=_num(_f("loss")),
                 cum_time_s=_num(_f("cum_ms")) / 1000.0,
                 interval_avg_step_s=_num(_f("avg")) / 1000.0,
@@ -1712,7 +1711,7 @@ def _step_fragments(
                 framework=pl.lit("litgpt"),
                 prio=pl.lit(0),
                 anchor=pl.lit(True),
-                step=_f("step").cast(pl.Int64),
+                step=_f("step").cast(pl.Int64, strict=False),
                 global_step=_num(_f("ostep")),
                 loss=_num(_f("loss")),
                 step_time_s=_num(_f("ms")) / 1000.0,
@@ -1729,8 +1728,8 @@ def _step_fragments(
                 framework=pl.lit("llm.c"),
                 prio=pl.lit(0),
                 anchor=pl.lit(True),
-                step=_f("step").cast(pl.Int64),
-                total_steps=_f("total").cast(pl.Int64),
+                step=_f("step").cast(pl.Int64, strict=False),
+                total_steps=_f("total").cast(pl.Int64, strict=False),
                 loss=_num(_f("loss")),
                 step_time_s=_num(_f("ms")) / 1000.0,
                 step_time_source=pl.lit("reported"),
@@ -1744,7 +1743,9 @@ def _step_fragments(
         js = _f("json")
         m = m.with_columns(
             _key=js.str.json_path_match("$.key"),
-            _step=js.str.json_path_match("$.metadata.step").cast(pl.Float64, strict=False).cast(pl.Int64),
+            _step=js.str.json_path_match("$.metadata.step")
+            .cast(pl.Float64, strict=False)
+            .cast(pl.Int64, strict=False),
         ).filter((pl.col("_key") == "tracked_stats") & pl.col("_step").is_not_null())
         tput = _num(js.str.json_path_match("$.value.throughput"))
         out.append(
@@ -1771,7 +1772,7 @@ def _step_fragments(
                 framework=pl.lit("maxtext"),
                 prio=pl.lit(0),
                 anchor=pl.lit(True),
-                step=_f("step").cast(pl.Int64),
+                step=_f("step").cast(pl.Int64, strict=False),
                 step_time_s=_num(_f("s")),
                 step_time_source=pl.lit("reported"),
                 tflops=_num(_f("tflops")),
@@ -1792,8 +1793,10 @@ def _step_fragments(
                 framework=pl.lit("nemo"),
                 prio=pl.lit(0),
                 anchor=pl.lit(True),
-                step=pl.coalesce(k["global_step"].cast(pl.Int64), _f("step").cast(pl.Int64)),
-                total_steps=_f("total").cast(pl.Int64),
+                step=pl.coalesce(
+                    k["global_step"].cast(pl.Int64, strict=False), _f("step").cast(pl.Int64, strict=False)
+                ),
+                total_steps=_f("total").cast(pl.Int64, strict=False),
                 epoch=_num(_f("epoch")),
                 loss=k["loss"],
                 step_time_s=k["step_s"],
@@ -1814,7 +1817,7 @@ def _step_fragments(
                 framework=pl.lit("nemo-automodel"),
                 prio=pl.lit(0),
                 anchor=pl.lit(True),
-                step=_f("step").cast(pl.Int64),
+                step=_f("step").cast(pl.Int64, strict=False),
                 epoch=_num(_f("epoch")),
                 loss=_num(_f("loss")),
                 grad_norm=k["grad_norm"],
@@ -1841,7 +1844,7 @@ def _step_fragments(
                 framework=pl.lit("torchtune"),
                 prio=pl.lit(0),
                 anchor=pl.lit(True),
-                step=_f("step").cast(pl.Int64),
+                step=_f("step").cast(pl.Int64, strict=False),
                 loss=k["loss"],
                 lr=k["lr"],
                 grad_norm=k["grad_norm"],
@@ -1865,7 +1868,7 @@ def _step_fragments(
                     framework=pl.lit("hf-trainer"),
                     prio=pl.lit(0),
                     anchor=k["step"].is_not_null(),
-                    step=k["step"].cast(pl.Int64),
+                    step=k["step"].cast(pl.Int64, strict=False),
                     loss=k["loss"],
                     grad_norm=k["grad_norm"],
                     lr=k["lr"],
@@ -1994,7 +1997,7 @@ def _bar_fragments(
             )
             with_total = pairs.get_column("fi").unique().implode()
             in_file_total = ~fi.is_in(with_total) | pl.concat_str(
-                fi.cast(pl.String), pl.lit(":"), _f("total").cast(pl.Int64).cast(pl.String)
+                fi.cast(pl.String), pl.lit(":"), _f("total").cast(pl.Int64, strict=False).cast(pl.String)
             ).is_in(pairs.get_column("p").implode())
         desc = _f("desc")
         post = _f("post")
@@ -2004,17 +2007,19 @@ def _bar_fragments(
         it_s = pl.when(_f("unit").str.starts_with("s")).then(1.0 / rate).otherwise(rate)
         # a rate in other units (`examples/s`, `B/s`) marks a data bar, not a training loop
         units_ok = _f("unit").is_not_null() | _f("rate").is_null()
-        keep = (_f("n").cast(pl.Int64) > 0) & ~desc.str.contains(_rx(g.EVAL_DESC_RE)) & units_ok
+        keep = (_f("n").cast(pl.Int64, strict=False) > 0) & ~desc.str.contains(_rx(g.EVAL_DESC_RE)) & units_ok
         if by_file:
             keep = keep & in_file_total
         elif hf_total.len() > 0:
-            keep = keep & _f("total").cast(pl.Int64).is_in(hf_total.implode())
+            keep = keep & _f("total").cast(pl.Int64, strict=False).is_in(hf_total.implode())
         bars = m.filter(keep)
         if (hf_total.len() == 0 or by_file) and bars.height:
             # unlabelled bars of several lengths (HF evaluation inside training): keep the stream's main loop,
             # the total with the most distinct positions
             bars = bars.with_columns(
-                _total=_f("total").cast(pl.Int64), _n=_f("n").cast(pl.Int64), _blank=desc.str.strip_chars() == ""
+                _total=_f("total").cast(pl.Int64, strict=False),
+                _n=_f("n").cast(pl.Int64, strict=False),
+                _blank=desc.str.strip_chars() == "",
             )
             best = (
                 bars.filter(pl.col("_blank") & ~fi.is_in(with_total) if by_file else pl.col("_blank"))
@@ -2075,8 +2080,8 @@ def _bar_fragments(
                     framework=fw,
                     prio=pl.lit(3),
                     anchor=pl.lit(True),
-                    step=pl.coalesce(v["_tt_step"], _f("n").cast(pl.Int64)),
-                    total_steps=_f("total").cast(pl.Int64),
+                    step=pl.coalesce(v["_tt_step"], _f("n").cast(pl.Int64, strict=False)),
+                    total_steps=_f("total").cast(pl.Int64, strict=False),
                     loss=pl.coalesce(v["_tt_loss"], kv["loss"], kv["reduced_loss"]),
                     step_time_s=pl.coalesce(kv["step_s"], 1.0 / it_s),
                     step_time_source=pl.when(kv["step_s"].is_not_null())
@@ -2097,13 +2102,13 @@ def _bar_fragments(
         it_s = pl.when(_f("unit") == "s/it").then(1.0 / rate).otherwise(rate)
         out.append(
             _frag(
-                m.filter(_f("n").cast(pl.Int64) > 0),
+                m.filter(_f("n").cast(pl.Int64, strict=False) > 0),
                 kind=pl.lit("rich_bar"),
                 framework=pl.lit("lightning"),
                 prio=pl.lit(3),
                 anchor=pl.lit(True),
-                step=_f("n").cast(pl.Int64),
-                total_steps=_f("total").cast(pl.Int64),
+                step=_f("n").cast(pl.Int64, strict=False),
+                total_steps=_f("total").cast(pl.Int64, strict=False),
                 epoch=_num(_f("epoch")),
                 step_time_s=1.0 / it_s,
                 step_time_source=pl.when(it_s > 0).then(pl.lit("tqdm_rate")),
@@ -2266,7 +2271,8 @@ def _block_fragments(
                 r=txt.str.extract_groups(_rx(g.TIMER_RANK_RE)),
             ).filter(pl.col("r").struct.field("rank").is_not_null() & pl.col("tname").is_not_null())
             pr = pr.with_columns(
-                rr=pl.col("r").struct.field("rank").cast(pl.Int32), v=_num(pl.col("r").struct.field("v"))
+                rr=pl.col("r").struct.field("rank").cast(pl.Int32, strict=False),
+                v=_num(pl.col("r").struct.field("v")),
             )
             agg = (
                 pr.group_by("key", "t_blk", "tname", maintain_order=True)
@@ -2367,8 +2373,8 @@ def _block_fragments(
                 framework=pl.lit("composer"),
                 prio=pl.lit(0),
                 anchor=pl.lit(True),
-                step=_f("step").cast(pl.Int64),
-                total_steps=_f("total").cast(pl.Int64),
+                step=_f("step").cast(pl.Int64, strict=False),
+                total_steps=_f("total").cast(pl.Int64, strict=False),
                 epoch=_num(_f("epoch")),
             )
         )
@@ -2960,7 +2966,7 @@ def _events(
     if m.height:
         seen.append(m.select("line"))
         pairs = _f("list").str.extract_all(_rx(rf"(?:{g.NUM})/\d+"))
-        ranks = pairs.list.eval(pl.element().str.extract(_rx(r"/(\d+)$"), 1).cast(pl.Int32))
+        ranks = pairs.list.eval(pl.element().str.extract(_rx(r"/(\d+)$"), 1).cast(pl.Int32, strict=False))
         vals = pairs.list.eval(_num(pl.element().str.extract(_rx(r"^(.*)/\d+$"), 1)))
         bottom = _f("which") == "Bottom"
         frames.append(
@@ -2989,11 +2995,12 @@ def _events(
         frames.append(
             ev(
                 m,
-                rank=_f("rank").cast(pl.Int32),
+                rank=_f("rank").cast(pl.Int32, strict=False),
                 code=pl.lit("composer"),
                 detail=_json_col(
                     m,
-                    metric=metric, stat=stat, value=_num(_f("v")), unit=_f("unit"), rank=_f("rank").cast(pl.Int32), role=role
+                    metric=metric, stat=stat, value=_num(_f("v")), unit=_f("unit"),
+                    rank=_f("rank").cast(pl.Int32, strict=False), role=role,
                 ),
             )
         )
@@ -3002,7 +3009,7 @@ def _events(
             ev(
                 nv,
                 node=pl.col("r").struct.field("node"),
-                rank=pl.col("r").struct.field("rank").cast(pl.Int32),
+                rank=pl.col("r").struct.field("rank").cast(pl.Int32, strict=False),
                 kind=pl.lit("straggler_score"),
                 code=pl.concat_str(pl.lit("nvrx-"), pl.col("n_kind")),
                 detail=_json_col(
@@ -3010,7 +3017,7 @@ def _events(
                     score=_num(pl.col("r").struct.field("score")),
                     score_kind=pl.col("n_kind"),
                     role=pl.col("role").str.to_lowercase(),
-                    rank=pl.col("r").struct.field("rank").cast(pl.Int32),
+                    rank=pl.col("r").struct.field("rank").cast(pl.Int32, strict=False),
                     node=pl.col("r").struct.field("node"),
                 ),
             )
@@ -3018,7 +3025,7 @@ def _events(
     m = _match(seg, g.NVRX_WARN_RE, txt.str.contains("STRAGGLER DETECTION WARNING", literal=True), gate=("STRAGGLER DETECTION WARNING",), present=present)
     if m.height:
         seen.append(m.select("line"))
-        ranks = _f("ranks").str.extract_all(_rx(r"\d+")).list.eval(pl.element().cast(pl.Int32))
+        ranks = _f("ranks").str.extract_all(_rx(r"\d+")).list.eval(pl.element().cast(pl.Int32, strict=False))
         frames.append(
             ev(
                 m,
@@ -3292,7 +3299,7 @@ def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
         bad = rest_text.str.contains_any([*_GATES, "\x1b"]) | rest_text.str.contains(_rx(g.ANSI_PASTED_RE))
         if bad.any():
             return None
-    got = _titan_steps(m, pl.lit(at).cast(pl.Int64) + ctx.first_line, None, ctx.path, ctx.node)
+    got = _titan_steps(m, pl.lit(at).cast(pl.Int64, strict=False) + ctx.first_line, None, ctx.path, ctx.node)
     if got is None:
         return None
     steps, bare = got
@@ -3300,7 +3307,7 @@ def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
         return None  # (a line without an envelope takes the rank of a Composer banner above it)
     rest = None
     if others.len():
-        rest = _parse(rest_text, ctx, numbers=others.cast(pl.Int64) + ctx.first_line)
+        rest = _parse(rest_text, ctx, numbers=others.cast(pl.Int64, strict=False) + ctx.first_line)
         if rest.tables["steps"].height or "events" in rest.tables:
             return None
     n_fast = at.len()
@@ -3330,7 +3337,7 @@ def _titan_steps(
         line=line,
         rank=f("1").cast(pl.Int32, strict=False),
         _n=f("2").str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
-        + pl.duration(microseconds=f("3").cast(pl.Int64) * 1000),
+        + pl.duration(microseconds=f("3").cast(pl.Int64, strict=False) * 1000),
         step=f("4").cast(pl.Int64, strict=False),
         loss=f("5").cast(pl.Float64),
         grad_norm=f("6").cast(pl.Float64),
@@ -3490,7 +3497,8 @@ def _meg_entries(text: pl.Series) -> pl.DataFrame:
     heads = pl.DataFrame({"h": head.unique()})
     heads = heads.with_columns(m=pl.col("h").str.extract_groups(_rx(_MEG_E_HEAD)))
     heads = heads.select(
-        "h", rank=pl.col("m").struct.field("1").cast(pl.Int32), name=pl.col("m").struct.field("2")
+        "h", rank=pl.col("m").struct.field("1").cast(pl.Int32, strict=False),
+        name=pl.col("m").struct.field("2"),
     )
     hv = pl.DataFrame({"h": head}).join(heads, on="h", how="left", maintain_order="left")
     tv = tail.str.extract_groups(_rx(_MEG_E_TAIL))
@@ -3596,7 +3604,7 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     pref = o_text.str.extract(_rx(_SRUN), 0)
     content = o_text.str.slice(pref.str.len_chars().fill_null(0))
     o_rank = pref.str.strip_chars().str.strip_suffix(":").cast(pl.Int32, strict=False)
-    lane_ranks = mi.struct.field("1").cast(pl.Int32).unique()
+    lane_ranks = mi.struct.field("1").cast(pl.Int32, strict=False).unique()
     nested = content.str.contains(_rx(_ENV_RE)).arg_true()
     if nested.len():  # (the innermost envelope's rank and host make the stream key: a host, another stream)
         inner = _strip_passes(pl.DataFrame({"rest": content.gather(nested)}))
@@ -3614,8 +3622,8 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     )
     o_rank = pl.select(pl.when(pl.lit(triaged)).then(pl.lit(o_rank))).to_series()
     rank = pl.repeat(None, n, dtype=pl.Int32, eager=True)
-    rank = rank.scatter(others, o_rank).scatter(ci, mi.struct.field("1").cast(pl.Int32))
-    rank = rank.scatter(ch, mh.cast(pl.Int32)).scatter(ce, me.get_column("rank"))
+    rank = rank.scatter(others, o_rank).scatter(ci, mi.struct.field("1").cast(pl.Int32, strict=False))
+    rank = rank.scatter(ch, mh.cast(pl.Int32, strict=False)).scatter(ce, me.get_column("rank"))
     # lines of the unit streams, in line order: which form units
     s = (
         pl.DataFrame({"pos": pl.int_range(n, dtype=pl.Int64, eager=True), "r": rank, "t": typ})
@@ -3640,7 +3648,7 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     s = s.with_columns(inu=pl.col("vi") | pl.col("vh") | ((t == 3) & head_h.fill_null(False)))
     # (`k`: the unit of a line, units numbered in line order of their iteration lines, over all streams: the
     # number of the unit's iteration line, then carried down its stream)
-    s = s.with_columns(_u=pl.when(pl.col("vi")).then(pl.col("vi").cum_sum().cast(pl.Int64) - 1))
+    s = s.with_columns(_u=pl.when(pl.col("vi")).then(pl.col("vi").cum_sum().cast(pl.Int64, strict=False) - 1))
     s = s.with_columns(
         last_i=ov(pl.when(pl.col("vi")).then(pos).forward_fill()),
         after_unit=(~pl.col("inu") & ov(pl.col("inu").shift(1))).fill_null(False),
@@ -3680,9 +3688,9 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     base = pl.DataFrame({"m": im}).select(
         line=pl.lit(i_pos) + ctx.first_line,
         seg=pl.lit(0, dtype=pl.Int64),
-        key=pl.lit("|") + pl.col("m").struct.field("1").cast(pl.Int32).cast(pl.String),
+        key=pl.lit("|") + pl.col("m").struct.field("1").cast(pl.Int32, strict=False).cast(pl.String),
         host=pl.lit(None, dtype=pl.String),
-        rank=pl.col("m").struct.field("1").cast(pl.Int32),
+        rank=pl.col("m").struct.field("1").cast(pl.Int32, strict=False),
         ts=pl.col("m").struct.field("3").str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
         .dt.replace_time_zone("UTC"),
         ts_quality=pl.lit("local_assumed_utc"),
@@ -3719,9 +3727,9 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     # blanks the lines it gives another parser, most of the others in a log with NCCL lines)
     blank = ~o_text.str.contains(_rx(r"\S"))
     drop = bool(blank.any()) and not bool((pref.is_null() & ~blank).any())
-    rest_pos = (others.filter(~blank) if drop else others).cast(pl.Int64)
+    rest_pos = (others.filter(~blank) if drop else others).cast(pl.Int64, strict=False)
     if others.len() + lane_pos.len() != n:  # (lane-shaped lines outside a unit: read with the others)
-        outside = (typ.clone().scatter(lane_pos, 0) != 0).arg_true().cast(pl.Int64)
+        outside = (typ.clone().scatter(lane_pos, 0) != 0).arg_true().cast(pl.Int64, strict=False)
         rest_pos = pl.concat([rest_pos, outside]).sort()
     rest = None
     if rest_pos.len():
@@ -3781,7 +3789,7 @@ class _Batch:
 
     def file_of(self, line: pl.Expr) -> pl.Expr:
         """The index of the file of batch line `line`."""
-        return pl.lit(self.starts).search_sorted(line, side="right").cast(pl.Int64) - 1
+        return pl.lit(self.starts).search_sorted(line, side="right").cast(pl.Int64, strict=False) - 1
 
     def note_single_divisions(self, frags: pl.DataFrame) -> None:
         """Note the files with one fragment of a `_DIVIDED_KINDS` kind (a grammar's frame of one row)."""
