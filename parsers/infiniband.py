@@ -1615,6 +1615,21 @@ def _small_file(  # noqa: C901, PLR0912, PLR0913, PLR0915
     c_line: list[int] = []
     c_ts: list = []
     ctr: list[tuple] = []  # (i, device, port, counter, name, group, raw, lid, tool, ts) in line order
+
+    def reading(i: int, device: str, port: int | None, counter: str, value: float, tv: object) -> int:
+        """Add a counter row but for its detail; the reading's number among those of its (device, port,
+        counter)."""
+        key = (device, port, counter)
+        r = readings.get(key, 0)
+        readings[key] = r + 1
+        c_dev.append(device)
+        c_ts.append(tv)
+        c_port.append(port)
+        c_counter.append(counter)
+        c_value.append(value)
+        c_line.append(first + i)
+        return r
+
     if not sy_rows:  # perfquery readings only (the loop below, in one pass)
         names = _PQ_NAMES
         for i, d_, lid, p_, what, name, raw, tv in pq_rows:
@@ -1625,17 +1640,8 @@ def _small_file(  # noqa: C901, PLR0912, PLR0913, PLR0915
                 continue
             counter, mid = named
             value, raw_part = _counter_value(raw)
-            device = d_ if d_ is not None else f"lid:{lid}"
-            key = (device, p_, counter)
-            r = readings.get(key, 0)
-            readings[key] = r + 1
-            c_dev.append(device)
-            c_ts.append(tv)
-            c_port.append(p_)
-            c_counter.append(counter)
-            c_value.append(value)
+            r = reading(i, d_ if d_ is not None else f"lid:{lid}", p_, counter, value, tv)
             c_detail.append(f'{{"reading":{r}{mid}{lid},"tool":"perfquery"{raw_part}}}')
-            c_line.append(first + i)
         pq_rows = []
     for i, d_, lid, p_, what, name, raw, tv in pq_rows:
         if name in PQ_NOT_COUNTERS:
@@ -1654,20 +1660,12 @@ def _small_file(  # noqa: C901, PLR0912, PLR0913, PLR0915
         ctr.sort(key=lambda c: c[0])
     for i, device, p_, counter, name, what, raw, lid, tool, tv in ctr:
         value, raw_part = _counter_value(raw)
-        key = (device, p_, counter)
-        r = readings.get(key, 0)
-        readings[key] = r + 1
-        c_dev.append(device)
-        c_ts.append(tv)
-        c_port.append(p_)
-        c_counter.append(counter)
-        c_value.append(value)
+        r = reading(i, device, p_, counter, value, tv)
         if tool == "perfquery":
             head = f'{{"reading":{r},"name":"{name}","group":"{what}","lid":{lid}'
             c_detail.append(f'{head},"tool":"perfquery"{raw_part}}}')
         else:
             c_detail.append(f'{{"reading":{r},"group":"{what}","tool":"sysfs"{raw_part}}}')
-        c_line.append(first + i)
     # ---- accounting
     partial = not last_ok or any(p[1] != "ibwarn" for p in pan_rows)
     # ---- the rows (nothing was added before: a FallbackError above leaves the tables as they were)
