@@ -173,9 +173,7 @@ def lines_from_bytes(data: bytes) -> pl.Series:
             truncate_ragged_lines=True,
         )
         return frame.to_series().fill_null("").alias("line")
-    text = data.decode("utf-8", errors="replace")
-    if "\n" not in text and "\r" in text:
-        text = text.replace("\r", "\n")
+    text = _text(data)
     if not text or text == "\n":
         return pl.Series("line", [], dtype=pl.String)
     # (a 16 MB chunk in ~8 ms: no copy of the text to drop its last newline, no pass for `\r` when there is none)
@@ -183,6 +181,12 @@ def lines_from_bytes(data: bytes) -> pl.Series:
     if text.endswith("\n"):
         s = s.head(len(s) - 1)
     return s.str.strip_suffix("\r").alias("line") if "\r" in text else s.alias("line")
+
+
+def _text(data: bytes) -> str:
+    """`data` decoded (invalid UTF-8 replaced), `\r` made a line end where no `\n` is (old Mac, terminals)."""
+    text = data.decode("utf-8", errors="replace")
+    return text.replace("\r", "\n") if "\n" not in text and "\r" in text else text
 
 
 def lines_of_many(datas: Sequence[bytes]) -> list[pl.Series]:
@@ -198,9 +202,7 @@ def lines_of_many(datas: Sequence[bytes]) -> list[pl.Series]:
     for i, data in enumerate(datas):
         if len(data) >= READER_SPLIT_MIN:
             continue
-        text = data.decode("utf-8", errors="replace")
-        if "\n" not in text and "\r" in text:
-            text = text.replace("\r", "\n")
+        text = _text(data)
         if text.endswith("\n"):  # (a final line end makes no line)
             text = text[:-1]
         if not text:
