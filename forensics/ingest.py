@@ -80,6 +80,11 @@ _mixed = _Deferred("parsers._mixed")
 
 PARALLEL_MIN_BYTES = 32 * 1024**2
 PARALLEL_MIN_FILES = 24
+
+
+def _small(files: int, size: int) -> bool:
+    """Whether a bundle of `files` files and `size` bytes is ingested in this process, without workers."""
+    return size < PARALLEL_MIN_BYTES and files < PARALLEL_MIN_FILES
 """Below this much input (bytes and files), parse in this process: starting spawn workers (about a
 second each: polars and the parsers are imported) costs more than it saves. Each file costs tens of
 milliseconds of detection and parser set-up, so many small files are worth workers too."""
@@ -813,7 +818,7 @@ def ingest(
 
 class _EarlyPool:
     """The worker pool, started while the bundle is walked as soon as the walk shows the bundle is not small
-    (`PARALLEL_MIN_FILES`, `PARALLEL_MIN_BYTES`): workers take ~1 s to start (a process, polars, the
+    (`_small`): workers take ~1 s to start (a process, polars, the
     parsers), which the walk of a bundle of thousands of files (~0.5-0.9 s) now covers. The first pool pass
     takes it (`take`); unless taken, `close` shuts it down."""
 
@@ -830,7 +835,7 @@ class _EarlyPool:
         for f in bundle.files[self.seen :]:
             self.bytes += f.size
         self.seen = len(bundle.files)
-        if self.seen >= PARALLEL_MIN_FILES or self.bytes >= PARALLEL_MIN_BYTES:
+        if not _small(self.seen, self.bytes):
             self.started = True
             try:
                 self.pool = _new_pool(self.jobs)
@@ -1571,7 +1576,7 @@ def _ingest_bundle(
             progress(f.path, done, len(files))
 
     outcomes = Outcomes(work / "parts" / "parent")
-    small = total_bytes < PARALLEL_MIN_BYTES and len(files) < PARALLEL_MIN_FILES
+    small = _small(len(files), total_bytes)
     if dask_client is not None:
         outcomes = _run_dask(files, dask_client, limits, year_hint, collected, tick, work)
     else:
