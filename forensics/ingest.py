@@ -1950,20 +1950,23 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path, as_is: dict[int,
         size += n
     close_run()
 
-    def kept(k: int) -> Path | None:
-        """The file of the one part that piece `k` is, whole, when it is in `as_is`."""
+    def kept(k: int) -> tuple[Path, int] | None:
+        """The file of the one part that piece `k` is, whole, when it is in `as_is`, and its rows."""
         _, held, within = pieces[k]
         if len(held) != 1 or held[0] not in as_is:
             return None
         rows = by_part.filter(pl.col(PART_COLUMN) == held[0])
-        return as_is[held[0]] if rows.filter(within.fill_null(False)).height == rows.height else None
+        whole = rows.filter(within.fill_null(False)).height == rows.height
+        return (as_is[held[0]], int(rows.get_column("n").sum())) if whole else None
 
-    keep = {k: path for k in range(len(pieces)) if (path := kept(k)) is not None}
+    keep = {k: part for k in range(len(pieces)) if (part := kept(k)) is not None}
 
     def write(k: int) -> int:
         name = f"part-{k:05d}.parquet"
         if k in keep:
-            return _keep_part(keep[k], folder / table / name)
+            path, n = keep[k]
+            _keep_part(path, folder / table / name)
+            return n
         df = lf.filter(pl.col(PART_COLUMN).is_in(pieces[k][1]) & pieces[k][0]).collect().drop(PART_COLUMN)
         write_table(_sorted(df, table), table, folder, name=name)
         return df.height
@@ -1977,9 +1980,9 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path, as_is: dict[int,
     return total
 
 
-def _keep_part(part: Path, target: Path) -> int:
+def _keep_part(part: Path, target: Path) -> None:
     """Put a spilled part that holds its rows as the table will (`Part.as_is`) at `target` as it is (a hard
-    link; a copy where links are refused), synced as `write_table` syncs; return its rows."""
+    link; a copy where links are refused), synced as `write_table` syncs."""
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.link(part, target)
@@ -1989,7 +1992,6 @@ def _keep_part(part: Path, target: Path) -> int:
     else:
         with open(target, "rb+") as fh:
             os.fsync(fh.fileno())
-    return parquet_rows(target)
 
 
 def _line_cuts(

@@ -844,15 +844,16 @@ def test_a_kept_part_is_linked_or_copied_where_links_fail(
     rows = {"node": ["n1"] * 3, "rank": [0, 1, 2], "step": [5] * 3, "framework": ["x"] * 3, "file": ["f"] * 3}
     df = conform(pl.DataFrame({**rows, "line": [1, 2, 3]}), "steps")
     write_table_file(df, "steps", part)
-    assert ingest_mod._keep_part(part, tmp_path / "t" / "steps" / "part-00000.parquet") == 3
-    assert os.stat(part).st_nlink == 2
+    linked = tmp_path / "t" / "steps" / "part-00000.parquet"
+    ingest_mod._keep_part(part, linked)
+    assert pl.read_parquet(linked).equals(df) and os.stat(part).st_nlink == 2
 
     def refuse(src: object, dst: object) -> None:
         raise OSError(18, "Invalid cross-device link")
 
     monkeypatch.setattr(ingest_mod.os, "link", refuse)
     target = tmp_path / "t" / "steps" / "part-00001.parquet"
-    assert ingest_mod._keep_part(part, target) == 3
+    ingest_mod._keep_part(part, target)
     assert pl.read_parquet(target).equals(df) and part.exists() and os.stat(target).st_nlink == 1
     assert not [p for p in target.parent.iterdir() if p.name.startswith(".")]  # no temporary left
 
