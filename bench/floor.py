@@ -11,9 +11,14 @@ For every file of a bundle, in one process (POLARS_MAX_THREADS=1 advised), CPU t
 Then the best ratio against `grep -rcE` on the same files any parser could reach on this machine with the
 ingest's per-file work: grep's seconds over (floor CPU / cores); and the CPU a 10 % ratio would leave once
 the fixed costs of any Python ingest are paid: starting the interpreter and importing the tool (in the
-parent and in each worker) and a plain open-and-read of every file. Usage:
+parent and in each worker) and a plain open-and-read of every file.
 
-    POLARS_MAX_THREADS=1 python bench/floor.py BUNDLE [--cores 2]
+With `--tables OUT` (an ingest's output of the same bundle), also the floor of ANY design that writes the
+same tables: one interpreter with the imports, a plain read of every file and the write of the tables as
+they are (already sorted; validated, zstd, as `outputs.write_table_file` writes a part), with no detection
+and no parsing at all, against the CPU a 10 % ratio allows. Usage:
+
+    POLARS_MAX_THREADS=1 python bench/floor.py BUNDLE [--cores 2] [--tables OUT]
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("bundle", type=Path)
     ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--tables", type=Path, help="an ingest's output folder of the same bundle")
     a = ap.parse_args()
     b = bundle.open_bundle(a.bundle, Path(tempfile.mkdtemp()))
     files = [f for f in b.files if f.source is not None and not f.skip_reason]
@@ -116,6 +122,29 @@ def main() -> None:
           f"plain open+read of the files {plain_read:.2f} s: {fixed:.2f} s CPU; "
           f"10 % of grep allows {budget:.2f} s CPU in all ({a.cores} cores x {grep / 0.10:.2f} s), "
           f"leaving {max(0.0, budget - fixed) * 1e6 / n:.0f} us a file for detection, parsing and writing")
+    if a.tables is not None:
+        write, rows = _write_cpu(a.tables)
+        ideal = startup + plain_read + write
+        print(f"any design writing these tables ({rows:,} rows): one interpreter + imports {startup:.2f} s, "
+              f"plain read {plain_read:.2f} s, writing the tables {write:.2f} s CPU (no detection, no parsing): "
+              f"{ideal:.2f} s CPU, {100 * ideal / budget:.0f} % of what 10 % of grep allows "
+              f"(best ratio with free detection and parsing {100 * grep / (ideal / a.cores):.1f} %)")
+
+
+def _write_cpu(out: Path) -> tuple[float, int]:
+    """CPU seconds to write the tables of an ingest output again as they are (one file a table), and their rows."""
+    import polars as pl
+
+    from forensics.outputs import write_table_file
+    from forensics.schema import TABLES
+
+    frames = {t: pl.read_parquet(out / "tables" / t / "*.parquet") for t in TABLES if (out / "tables" / t).is_dir()}
+    with tempfile.TemporaryDirectory() as d:
+        t = time.process_time()
+        for name, df in frames.items():
+            write_table_file(df, name, Path(d) / f"{name}.parquet")
+        cpu = time.process_time() - t
+    return cpu, sum(df.height for df in frames.values())
 
 
 def _child_cpu(cmd: list[str]) -> float:
