@@ -2567,12 +2567,26 @@ def _single_rows(
 
     `f` comes in (key, line, seg) order (`_sort_frags`): when every group is a single fragment the rows are
     in (key, line) order already, and the stable sort that puts them there otherwise is left out."""
+    def keep(orphan: str) -> pl.Expr:
+        # orphans only count when they carry progress of their own (HF dicts without a bar, ...)
+        return (
+            ~pl.col(orphan)
+            | pl.col("step_time_s").is_not_null()
+            | pl.col("loss").is_not_null()
+            | pl.col("throughput").is_not_null()
+        )
+
     if n_single == 0:
-        rows = _group_rows(f, value_cols)
+        rows = _group_rows(f, value_cols).filter(keep("orphan_group"))
     else:
-        singles = f.filter(single) if n_single < f.height else f
+        # (the kept rows taken first, before the wide list-of-struct columns are copied and sorted: the
+        # filter is row by row, so it gives the same rows in the same order after the selection)
+        keep_single = keep("orphan")
+        mask = f.select(keep_single if single is None else single & keep_single).to_series()
+        singles = f.filter(mask)
         timers = pl.col("timers")
-        # (`list.drop_nulls` is slow on lists of structs: taken only when some list holds a null timer)
+        # (`list.drop_nulls` is slow on lists of structs: taken only when some list holds a null timer; a list
+        # without one it leaves as it is, so the kept rows decide)
         tm = singles.get_column("timers")
         empty = singles.select((timers.is_null() | (timers.list.len() == 0)).sum()).item()
         if tm.explode().null_count() > empty:
@@ -2589,14 +2603,8 @@ def _single_rows(
         if n_single == f.height:
             rows = singles
         else:
-            rows = pl.concat([singles, _group_rows(f.filter(~single), value_cols)]).sort("group")
-    # orphans only count when they carry progress of their own (HF dicts without a bar, ...)
-    rows = rows.filter(
-        ~pl.col("orphan_group")
-        | pl.col("step_time_s").is_not_null()
-        | pl.col("loss").is_not_null()
-        | pl.col("throughput").is_not_null()
-    )
+            groups = _group_rows(f.filter(~single), value_cols).filter(keep("orphan_group"))
+            rows = pl.concat([singles, groups]).sort("group")
     if n_single == f.height:  # (one chunk, as the sort would give it)
         return rows.rechunk()
     return rows.sort("key", "line", maintain_order=True)
