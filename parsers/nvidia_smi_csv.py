@@ -343,14 +343,26 @@ def _stamps(cells: pl.Series) -> pl.Series:
     fast = pl.Series([], dtype=pl.UInt32)
     if len(at):
         raw = cells.gather(at).str.join("").cast(pl.Binary).item()
-        b = np.frombuffer(raw, dtype=np.uint8).reshape(len(at), 23)
-        d = b.astype(np.int64) - 48
-        ok = (b[:, 4] == 47) & (b[:, 7] == 47) & (b[:, 10] == 32) & (b[:, 13] == 58) & (b[:, 16] == 58)
-        ok &= (b[:, 19] == 46) & ((d[:, _DIGIT_AT] >= 0) & (d[:, _DIGIT_AT] <= 9)).all(axis=1)
+        m = len(at)
+        b = np.frombuffer(raw, dtype=np.uint8).reshape(m, 23)
+        # The date and time of day (the first 19 bytes) are read once per run of rows that repeat them (a loop
+        # prints a second's rows, one per GPU, with the same second), the milliseconds per row: 11 -> ~2 ms on
+        # a 16 MB chunk.
+
+        def word(offset: int) -> np.ndarray:
+            return np.ndarray((m,), dtype="<u8", buffer=raw, offset=offset, strides=(23,))
+
+        change = np.ones(m, dtype=bool)
+        w0, w8, w11 = word(0), word(8), word(11)  # (bytes 0-18)
+        change[1:] = (w0[1:] != w0[:-1]) | (w8[1:] != w8[:-1]) | (w11[1:] != w11[:-1])
+        first = np.flatnonzero(change)
+        run = np.cumsum(change) - 1
+        d = b[first, :19].astype(np.int64) - 48
+        ok = (d[:, 4] == -1) & (d[:, 7] == -1) & (d[:, 10] == -16) & (d[:, 13] == 10) & (d[:, 16] == 10)
+        ok &= ((d[:, _DIGIT_AT[:-3]] >= 0) & (d[:, _DIGIT_AT[:-3]] <= 9)).all(axis=1)
         year = d[:, 0] * 1000 + d[:, 1] * 100 + d[:, 2] * 10 + d[:, 3]
         month, day = d[:, 5] * 10 + d[:, 6], d[:, 8] * 10 + d[:, 9]
         hour, minute, sec = d[:, 11] * 10 + d[:, 12], d[:, 14] * 10 + d[:, 15], d[:, 17] * 10 + d[:, 18]
-        milli = d[:, 20] * 100 + d[:, 21] * 10 + d[:, 22]
         leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
         last = np.array(_DAYS_IN)[np.clip(month, 0, 12)] + ((month == 2) & leap)
         ok &= (year >= 1970) & (year <= 2200) & (month >= 1) & (month <= 12) & (day >= 1) & (day <= last)
@@ -361,9 +373,12 @@ def _stamps(cells: pl.Series) -> pl.Series:
         yoe = y - era * 400
         doy = (153 * ((month + 9) % 12) + 2) // 5 + day - 1
         days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
-        value = ((days * 86400 + hour * 3600 + minute * 60 + sec) * 1000 + milli) * 1000
-        fast = at.filter(pl.Series(ok))
-        micros = micros.scatter(fast, pl.Series(value[ok]))
+        seconds = days * 86400 + hour * 3600 + minute * 60 + sec
+        ms = b[:, 20:23].astype(np.int64) - 48
+        row_ok = ok[run] & (b[:, 19] == 46) & ((ms >= 0) & (ms <= 9)).all(axis=1)
+        value = (seconds[run] * 1000 + (ms[:, 0] * 100 + ms[:, 1] * 10 + ms[:, 2])) * 1000
+        fast = at.filter(pl.Series(row_ok))
+        micros = micros.scatter(fast, pl.Series(value[row_ok]))
     ts = micros.cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
     if len(fast) < len(cells):
         rest = pl.repeat(True, len(cells), dtype=pl.Boolean, eager=True)

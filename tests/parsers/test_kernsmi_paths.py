@@ -11,6 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parsers import _nvsmi_fields as fields
+from parsers import nvidia_smi_csv as csv_parser
+from parsers.nvidia_smi_csv import _DAYS_IN, _DIGIT_AT, _timestamp
 
 
 def _old_gpu_keys(df: pl.DataFrame, key: pl.Expr) -> list[pl.Expr]:
@@ -67,3 +69,110 @@ def test_gpu_keys_group_as_before(rows: list, one_node: bool, fill: int) -> None
     )
     for by in (None, "_f"):
         assert _prev(df, fields._gpu_keys(df, _KEY), by) == _prev(df, _old_gpu_keys(df, _KEY), by)
+
+
+# ----------------------------------------------------------------------------- nvidia_smi_csv._stamps
+
+OLD_STAMPS = '''
+def _stamps(cells: pl.Series) -> pl.Series:
+    """`_timestamp` of the cells: those of the form the loops print (`YYYY/MM/DD HH:MM:SS.fff`, a date of
+    1970-2200 that exists and a time of day without leap second) computed from their bytes, the others (and
+    nulls) parsed by `_timestamp` itself."""
+    import numpy as np  # (here: a worker that reads no long CSV loop never imports it)
+
+    usual = (cells.str.len_bytes() == 23).fill_null(False)
+    at = usual.arg_true()
+    micros = pl.repeat(None, len(cells), dtype=pl.Int64, eager=True)
+    fast = pl.Series([], dtype=pl.UInt32)
+    if len(at):
+        raw = cells.gather(at).str.join("").cast(pl.Binary).item()
+        b = np.frombuffer(raw, dtype=np.uint8).reshape(len(at), 23)
+        d = b.astype(np.int64) - 48
+        ok = (b[:, 4] == 47) & (b[:, 7] == 47) & (b[:, 10] == 32) & (b[:, 13] == 58) & (b[:, 16] == 58)
+        ok &= (b[:, 19] == 46) & ((d[:, _DIGIT_AT] >= 0) & (d[:, _DIGIT_AT] <= 9)).all(axis=1)
+        year = d[:, 0] * 1000 + d[:, 1] * 100 + d[:, 2] * 10 + d[:, 3]
+        month, day = d[:, 5] * 10 + d[:, 6], d[:, 8] * 10 + d[:, 9]
+        hour, minute, sec = d[:, 11] * 10 + d[:, 12], d[:, 14] * 10 + d[:, 15], d[:, 17] * 10 + d[:, 18]
+        milli = d[:, 20] * 100 + d[:, 21] * 10 + d[:, 22]
+        leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
+        last = np.array(_DAYS_IN)[np.clip(month, 0, 12)] + ((month == 2) & leap)
+        ok &= (year >= 1970) & (year <= 2200) & (month >= 1) & (month <= 12) & (day >= 1) & (day <= last)
+        ok &= (hour <= 23) & (minute <= 59) & (sec <= 59)
+        # days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil)
+        y = year - (month <= 2)
+        era = y // 400
+        yoe = y - era * 400
+        doy = (153 * ((month + 9) % 12) + 2) // 5 + day - 1
+        days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
+        value = ((days * 86400 + hour * 3600 + minute * 60 + sec) * 1000 + milli) * 1000
+        fast = at.filter(pl.Series(ok))
+        micros = micros.scatter(fast, pl.Series(value[ok]))
+    ts = micros.cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
+    if len(fast) < len(cells):
+        rest = pl.repeat(True, len(cells), dtype=pl.Boolean, eager=True)
+        rest = (rest.scatter(fast, False) if len(fast) else rest).arg_true()
+        ts = ts.scatter(rest, pl.select(_timestamp(pl.lit(cells.gather(rest)))).to_series())
+    return ts
+'''
+_ns: dict = {"pl": pl, "_DIGIT_AT": _DIGIT_AT, "_DAYS_IN": _DAYS_IN, "_timestamp": _timestamp}
+exec(OLD_STAMPS, _ns)  # (the code `_stamps` replaced, verbatim)
+_old_stamps = _ns["_stamps"]
+
+
+def _same_stamps(cells: list) -> None:
+    s = pl.Series("c", cells, dtype=pl.String)
+    new, old = csv_parser._stamps(s), _old_stamps(s)
+    assert new.dtype == old.dtype
+    assert new.to_list() == old.to_list()
+
+
+_STAMP_BASES = [
+    "2026/11/28 00:00:00.001", "2024/02/29 23:59:59.999", "2023/02/29 12:00:00.000",
+    "1970/01/01 00:00:00.000", "2200/12/31 23:59:59.999", "1969/12/31 23:59:59.999",
+    "2201/01/01 00:00:00.000", "2026/13/01 00:00:00.000", "2026/00/10 00:00:00.000",
+    "2026/04/31 00:00:00.000", "2026/11/28 24:00:00.000", "2026/11/28 23:60:00.000",
+    "2026/11/28 23:59:60.000", "2026-11-28 00:00:00.001", "2026/11/28T00:00:00.001",
+    "2026/11/28 00:00:00,001", "2026/11/28 00:00:00.00a", "20a6/11/28 00:00:00.001",
+    "2100/02/29 00:00:00.000", "2000/02/29 00:00:00.000", " 2026/11/28 00:00:00.01",
+    "2026/11/28 00:00:00.0012", "N/A", "", "2026/11/28 00:00:00.1", "2026/11/28 0é:00:00.1",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(_STAMP_BASES),
+            st.integers(0, 999),
+            st.integers(1, 9),
+            st.one_of(st.none(), st.tuples(st.integers(0, 22), st.sampled_from("0123456789/ :.-aé"))),
+        ),
+        max_size=40,
+    ),
+    st.booleans(),
+)
+def test_stamps_as_before(rows: list, nulls: bool) -> None:
+    """Runs of rows with one second (the loops' shape: a row per GPU), each row its own milliseconds; bytes
+    mutated anywhere (separators, digits, non-ASCII); impossible dates, leap days, out-of-range years; other
+    lengths and nulls."""
+    cells: list = []
+    for base, ms, repeat, mutation in rows:
+        for k in range(repeat):
+            c = base[:20] + f"{(ms + k) % 1000:03d}" if len(base) == 23 and base[19] == "." else base
+            if mutation is not None and k == 0 and mutation[0] < len(c):
+                c = c[: mutation[0]] + mutation[1] + c[mutation[0] + 1 :]
+            cells.append(c)
+    if nulls and cells:
+        cells[len(cells) // 2] = None
+    _same_stamps(cells)
+
+
+def test_stamps_fixture_and_long_run() -> None:
+    cells = [
+        f"2026/11/28 {h:02d}:{m:02d}:{s:02d}.{k:03d}"
+        for h in (0, 23) for m in (0, 59) for s in range(60) for k in range(0, 1000, 125)
+    ]
+    _same_stamps(cells)
+    _same_stamps(cells[::-1])
+    _same_stamps([])
+    _same_stamps([None, None])
