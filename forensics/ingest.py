@@ -550,15 +550,24 @@ first samples are compared with a previous one (a counter already non-zero is no
 
 def _carry(parser: Any, lines: pl.Series) -> list[str]:
     """What the next chunk is parsed after: the header line(s) in force (`parser.carry`), then the last
-    `CARRY_TAIL` lines after the last of them (from that header on, when it is among them)."""
+    `CARRY_TAIL` lines.
+
+    When a header is among those lines (a dmon loop repeats its header), they go after the headers in force
+    where they start, so the samples before that header are read as in this chunk and each GPU's last
+    sample still reaches the next chunk (without it, a counter already up there, such as a double-bit ECC
+    count, is reported again as a new fault). Without a header in force there, the lines from the last header
+    on."""
     headers = parser.carry(lines)
     if not headers:
         return []
     tail = lines.tail(CARRY_TAIL).to_list()
     last = headers[-1]
-    if last in tail:
-        return [*headers[:-1], *tail[len(tail) - 1 - tail[::-1].index(last):]]
-    return [*headers, *tail]
+    if last not in tail:
+        return [*headers, *tail]
+    before = parser.carry(lines.head(len(lines) - len(tail))) if len(lines) > len(tail) else []
+    if before:
+        return [*before, *tail]
+    return [*headers[:-1], *tail[len(tail) - 1 - tail[::-1].index(last):]]
 
 
 def _without_carried(result: ParseResult, first_line: int, carried: list[str]) -> ParseResult:

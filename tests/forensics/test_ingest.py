@@ -460,6 +460,44 @@ def test_a_large_file_parsed_in_byte_ranges_equals_the_file_parsed_whole(
     assert not list((tmp_path / "split").glob(".forensics-work*"))
 
 
+def _dmon_loop(n: int) -> str:
+    """`nvidia-smi dmon -s pe -o DT` on 2 GPUs, its header repeated every 10 samples, GPU 1's double-bit ECC
+    counter going up now and then (an event where it changes, none where a chunk only starts after it)."""
+    head = (
+        "#Date       Time        gpu    pwr  gtemp  mtemp sbecc dbecc   pci\n"
+        "#YYYYMMDD   HH:MM:SS    Idx      W      C      C  errs  errs  errs\n"
+    )
+    out = []
+    for i in range(n):
+        if i % 10 == 0:
+            out.append(head)
+        t = f"{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}"
+        out.append(f" 20231114   {t}      0    612     63     70     0     0     0\n")
+        out.append(f" 20231114   {t}      1    640     66     74     0 {i // 997:5d}     0\n")
+    return "".join(out)
+
+
+def test_a_dmon_loop_read_in_chunks_reports_a_counter_once_where_a_chunk_ends_after_a_repeated_header(
+    tmp_path: Path,
+) -> None:
+    """The lines a chunk hands on start under the header in force where they start, not at the repeated
+    header among them: GPU 1's last sample before that header reaches the next chunk, and its double-bit ECC
+    count (already up) is not reported again there."""
+    p = tmp_path / "nvidia-smi-dmon.log"
+    p.write_text(_dmon_loop(3000))
+    f = BundleFile("node-001/nvidia-smi-dmon.log", p, p.stat().st_size, "node-001", "path")
+    whole = ingest_mod.ingest_file(f, Limits(), 2023, None)
+    cut = [
+        ingest_mod.ingest_file(f, Limits(), 2023, None, chunk_bytes=size) for size in (40_000, 30_000, 7_777)
+    ]
+    for o in cut:
+        assert o.tables["events"].equals(whole.tables["events"]) and o.tables["events"].height == 3
+        assert o.tables["gpu_samples"].equals(whole.tables["gpu_samples"])
+        assert (o.row["lines"], o.row["parsed"], o.row["unrecognized"]) == (
+            whole.row["lines"], whole.row["parsed"], whole.row["unrecognized"]
+        )
+
+
 def _bundle_files(src: Path, tmp_path: Path) -> dict[str, BundleFile]:
     from forensics.bundle import open_bundle
 
