@@ -477,6 +477,68 @@ def _dmon_loop(n: int) -> str:
     return "".join(out)
 
 
+def _csv_loop(n: int, hosts: tuple[str, ...] = ()) -> str:
+    """`nvidia-smi --query-gpu` in a loop, its header printed once (once a host under `pdsh`, interleaved)."""
+    head = ", ".join(
+        ("timestamp", "index", "pci.bus_id", "temperature.gpu", "power.draw [W]",
+         "ecc.errors.uncorrected.volatile.total")
+    ) + "\n"
+    out = [f"{h}: {head}" for h in hosts] or [head]
+    for i in range(n):
+        for h in hosts or ("",):
+            t = f"{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}"
+            row = f"2023/11/14 {t}.123, 0, 00000000:18:00.0, 63, 612.34 W, {i // 1500}\n"
+            out.append(f"{h}: {row}" if h else row)
+    return "".join(out)
+
+
+def test_a_dmon_or_csv_loop_parsed_in_byte_ranges_equals_the_loop_read_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loop whose header governs the rows after it (`carry`) is parsed in ranges on the workers too: each
+    range after the lines the chunk before it hands on, worked out by the parent as reading the file through
+    in chunks would (the header in force, each GPU's last samples). Same rows, events, counts and examples as
+    reading it through; without the parent's count (Dask) the file stays one task."""
+    files = {
+        "node-001/nvidia-smi-dmon.log": _dmon_loop(3000),
+        "node-002/nvidia-smi-query.csv": _csv_loop(3000),
+        "pdsh/nvidia-smi-query.csv": _csv_loop(1500, ("gpu-node-01", "gpu-node-02")),
+        "node-003/dmesg.log": xid_lines(3),
+        "node-004/dmesg.log": xid_lines(3),
+    }
+    src = make_bundle(tmp_path, files)
+    whole = ingest(src, tmp_path / "whole", jobs=1)
+    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 40_000)
+    monkeypatch.setattr(ingest_mod, "SPLIT_MIN_BYTES", 80_000)
+    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
+    listed = _bundle_files(src, tmp_path)
+    big = [p for p in files if "dmesg" not in p]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as counter:
+        planned = {p: ingest_mod._plan_split(listed[p], Limits(), counter) for p in big}
+        assert all(len(planned[p].spans) > 3 for p in big)
+        dmon = planned["node-001/nvidia-smi-dmon.log"]
+        assert dmon.first_line(0) == 1 and dmon.carried(0) == []
+        assert dmon.carried(2)[0].startswith("#Date") and dmon.carried(2)[-1].startswith(" 20231114")
+        assert planned["pdsh/nvidia-smi-query.csv"].carried(3)[:2] == [
+            f"gpu-node-0{h}: timestamp, index, pci.bus_id, temperature.gpu, power.draw [W], "
+            "ecc.errors.uncorrected.volatile.total" for h in (1, 2)
+        ]
+    assert all(ingest_mod._plan_split(listed[p], Limits()) is None for p in big)  # no count, no ranges
+    split = ingest(src, tmp_path / "split", jobs=2)
+
+    def rows(m: dict) -> dict:
+        return {f["path"]: {k: v for k, v in f.items() if k != "ingested_at"} for f in m["files"]}
+
+    assert rows(split) == rows(whole)
+    for t in ("gpu_samples", "events", "files"):
+        a, b = read_table(tmp_path / "whole", t), read_table(tmp_path / "split", t)
+        assert a.height > 0 and b.equals(a), t
+    assert read_table(tmp_path / "split", "gpu_samples").height == 2 * 3000 + 3000 + 2 * 1500
+    assert read_table(tmp_path / "split", "events").filter(pl.col("kind") == "ecc_uncorrectable").height == 4
+
+
 def test_a_dmon_loop_read_in_chunks_reports_a_counter_once_where_a_chunk_ends_after_a_repeated_header(
     tmp_path: Path,
 ) -> None:
