@@ -32,9 +32,16 @@ ROW_GROUP_ROWS = 256 * 1024
 def _file_mode() -> int:
     """The mode `open()` gives a new file here (0666 less the umask): `mkstemp`'s 0600 is for the temporary
     name only, outputs are as readable as any other file the user writes (a kept part of a large table,
-    written by a worker with `open()`, has this mode too)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
+    written by a worker with `open()`, has this mode too).
+
+    The umask is read from /proc (Linux 4.7 and later) where it can be: setting it to learn it changes it for
+    every thread of the process for an instant."""
+    try:
+        with open("/proc/self/status", "rb") as fh:
+            mask = next(int(line.split()[1], 8) for line in fh if line.startswith(b"Umask:"))
+    except (OSError, StopIteration, IndexError, ValueError):
+        mask = os.umask(0o022)
+        os.umask(mask)
     return 0o666 & ~mask
 
 

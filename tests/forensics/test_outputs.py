@@ -164,3 +164,31 @@ def test_write_json_writes_long_record_lists_a_record_a_line(tmp_path: Path) -> 
     small = {"findings": [{"a": [1, 2]}], "k": "é"}
     write_json(tmp_path / "f.json", small)
     assert (tmp_path / "f.json").read_text() == json.dumps(small, indent=2, ensure_ascii=False) + "\n"
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_output_file_mode_is_the_mode_open_gives_and_learning_it_leaves_the_umask_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, umask: int
+) -> None:
+    import builtins
+    import os
+
+    from forensics import outputs
+
+    old = os.umask(umask)
+    try:
+        (tmp_path / "plain").write_bytes(b"")
+        expected = (tmp_path / "plain").stat().st_mode & 0o777
+        assert outputs._file_mode() == expected
+        assert os.umask(umask) == umask  # unchanged
+        real_open = builtins.open
+
+        def no_proc(path: object, *a: object, **kw: object) -> object:
+            if str(path).startswith("/proc"):
+                raise OSError("no /proc here")
+            return real_open(path, *a, **kw)  # type: ignore[call-overload]
+
+        monkeypatch.setattr(builtins, "open", no_proc)
+        assert outputs._file_mode() == expected and os.umask(umask) == umask
+    finally:
+        os.umask(old)
