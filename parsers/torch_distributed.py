@@ -34,11 +34,12 @@ import io
 import json
 import pickle
 import re
+from functools import cache
 from typing import Any
 
 import polars as pl
 
-from parsers._common import to_json
+from parsers._common import arx, to_json
 from parsers._sniff import cheap_requirements, head_text, holds, probed, required_literals
 from parsers.base import FileContext, ParseResult
 
@@ -202,8 +203,9 @@ def _mmdd_time(mmdd: pl.Expr, hms: pl.Expr, year: int | None) -> pl.Expr:
     """c10/glog `MMDD HH:MM:SS.fffffffff` (no year) → UTC datetime using `year`, else null."""
     if year is None:
         return pl.lit(None, dtype=pl.Datetime("us", "UTC"))
-    frac = hms.str.extract(r"\.(\d+)$", 1).fill_null("0").str.slice(0, 6).str.pad_end(6, "0")
-    s = pl.format("{}{} {}.{}", pl.lit(str(year)), mmdd.str.pad_start(4, "0"), hms.str.extract(r"^(\d\d:\d\d:\d\d)", 1), frac)
+    frac = hms.str.extract(arx(r"\.(\d+)$"), 1).fill_null("0").str.slice(0, 6).str.pad_end(6, "0")
+    hms_whole = hms.str.extract(arx(r"^(\d\d:\d\d:\d\d)"), 1)
+    s = pl.format("{}{} {}.{}", pl.lit(str(year)), mmdd.str.pad_start(4, "0"), hms_whole, frac)
     return s.str.strptime(pl.Datetime("us"), "%Y%m%d %H:%M:%S%.f", strict=False).dt.replace_time_zone("UTC")
 
 
@@ -256,7 +258,7 @@ def torch_understood(body: pl.Expr) -> pl.Expr:
     """Boolean: the line belongs to the PyTorch-distributed grammar (c10/glog and elastic log lines,
     tracebacks, exception lines, ChildFailedError/torchfrtrace blocks). Matched by line starts only:
     watchdog and work-status messages always come inside a c10 line."""
-    return body.str.contains(TORCH_LINE_START)
+    return body.str.contains(arx(TORCH_LINE_START))
 
 
 def _gated(df: pl.DataFrame, literals: tuple[str, ...], pattern: str) -> pl.Series:
@@ -267,10 +269,53 @@ def _gated(df: pl.DataFrame, literals: tuple[str, ...], pattern: str) -> pl.Seri
     idx = pre.fill_null(False).arg_true()
     out = pl.Series("hit", [False] * df.height, dtype=pl.Boolean)
     if len(idx):
-        out = out.scatter(idx, body.gather(idx).str.contains(pattern))
+        out = out.scatter(idx, body.gather(idx).str.contains(arx(pattern)))
     if body.null_count():
         out = pl.select(pl.when(body.is_null()).then(None).otherwise(out)).to_series()
     return out
+
+
+_GATE_ROWS = 4000
+"""`_Gate` looks for literals in the text of up to this many lines (on more, every regex just runs)."""
+
+
+@cache
+def _gate_literals(pattern: str) -> tuple[str, ...] | None:
+    return required_literals(pattern)
+
+
+@cache
+def _groups_dtype(pattern: str) -> pl.DataType:
+    return pl.Series([], dtype=pl.String).str.extract_groups(pattern).dtype
+
+
+class _Gate:
+    """`body.str.contains` / `extract` / `extract_groups` over a column of bodies (a few lines, no null),
+    as a constant (False, null) when no line holds a literal every match of the regex needs
+    (`required_literals`): an exact shortcut that spares polars compiling the regex (it keeps only 32)."""
+
+    def __init__(self, bodies: pl.Series) -> None:
+        small = len(bodies) <= _GATE_ROWS and not bodies.null_count()
+        self.text = "\n".join(bodies.to_list()) if small else None
+
+    def _may(self, pattern: str) -> bool:
+        if self.text is None:
+            return True
+        lits = _gate_literals(pattern)
+        return lits is None or any(x in self.text for x in lits)
+
+    def contains(self, pattern: str) -> pl.Expr:
+        return pl.col("body").str.contains(arx(pattern)) if self._may(pattern) else pl.lit(False)
+
+    def groups(self, pattern: str) -> pl.Expr:
+        if self._may(pattern):
+            return pl.col("body").str.extract_groups(arx(pattern))
+        return pl.lit(None, dtype=_groups_dtype(pattern))
+
+    def extract(self, pattern: str, group: int) -> pl.Expr:
+        if self._may(pattern):
+            return pl.col("body").str.extract(arx(pattern), group)
+        return pl.lit(None, dtype=pl.String)
 
 
 def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, pl.Series]:
@@ -286,7 +331,9 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
     """
     body = pl.col("body")
     # the source line Python prints under a `File "…", line N` frame is part of the traceback
-    after_file = body.shift(1).fill_null("").str.contains(r'^\s+File "') & body.str.contains(r"^\s{4,}\S")
+    after_file = body.shift(1).fill_null("").str.contains(arx(r'^\s+File "')) & body.str.contains(
+        arx(r"^\s{4,}\S")
+    )
     # NCCL-prefixed lines (`_nccl`, set by parsers.nccl) are none of this grammar's: skip them early
     other = frame.filter(~pl.col("_nccl")) if "_nccl" in frame.columns else frame
     ok = other.select(
@@ -313,12 +360,13 @@ def _line_events(cand: pl.DataFrame, ctx: FileContext, year: int | None) -> list
     """Events of the one-line rules (watchdog, work status, NCCL errors, store, worker failures, exceptions) from
     the candidate lines of `torch_events`; each line fires the first rule it matches."""
     body = pl.col("body")
+    may = _Gate(cand.get_column("body"))
     base = cand.with_columns(
         # the line start holds every field read from C10_RE (its `msg` tail always matches): cheaper to extract
-        c10=body.str.extract_groups(C10_START),
-        el=body.str.extract_groups(ELASTIC_RE),
-        pg=body.str.extract_groups(PG_RE),
-        rank_tag=body.str.extract(RANK_TAG_RE, 1).cast(pl.Int32, strict=False),
+        c10=may.groups(C10_START),
+        el=may.groups(ELASTIC_RE),
+        pg=may.groups(PG_RE),
+        rank_tag=may.extract(RANK_TAG_RE, 1).cast(pl.Int32, strict=False),
     )
     c10_ts = _mmdd_time(pl.col("c10").struct.field("mmdd"), pl.col("c10").struct.field("hms"), year)
     el_ts = (
@@ -373,28 +421,28 @@ def _line_events(cand: pl.DataFrame, ctx: FileContext, year: int | None) -> list
 
     # each rule's match is evaluated once over the candidates (the rules below test `~done & hit`)
     base = base.with_columns(
-        _h_wd=body.str.contains(WATCHDOG_RE),
-        _h_ws=body.str.contains(WORK_STATUS_RE),
+        _h_wd=may.contains(WATCHDOG_RE),
+        _h_ws=may.contains(WORK_STATUS_RE),
         _h_term=_gated(base, ("watchdog thread terminated with exception: ",), TERMINATED_RE),
-        _h_hb=body.str.contains(HEARTBEAT_RE),
-        _h_st=body.str.contains(STUCK_RE),
-        _h_ca=body.str.contains(COMM_ABORTED_RE),
+        _h_hb=may.contains(HEARTBEAT_RE),
+        _h_st=may.contains(STUCK_RE),
+        _h_ca=may.contains(COMM_ABORTED_RE),
         _h_ab=body.str.contains(ABORT_TEXT, literal=True),
-        _h_dr=body.str.contains(DESYNC_RANKS_RE),
+        _h_dr=may.contains(DESYNC_RANKS_RE),
         _h_ne=_gated(base, ("NCCL error in: ", "nccl"), NCCL_ERROR_RE),
         _h_db=_gated(base, ("DistBackendError", "DistError"), DIST_BACKEND_RE),
         _h_so=_gated(base, ("DistStoreError", "DistNetworkError"), STORE_RE),
-        _h_fa=body.str.contains(FAILED_RE),
-        _h_sg=body.str.contains(SIGNAL_RE),
-        _h_rs=body.str.contains(RESTART_RE),
-        _h_ex=body.str.contains(EXCEPTION_RE),
+        _h_fa=may.contains(FAILED_RE),
+        _h_sg=may.contains(SIGNAL_RE),
+        _h_rs=may.contains(RESTART_RE),
+        _h_ex=may.contains(EXCEPTION_RE),
     )
     # rules without a hit are skipped (their frames would be empty): most files hold few of these lines
     hits = base.select(pl.col(c).sum() for c in base.columns if c.startswith("_h_")).row(0, named=True)
     h = pl.col
     # watchdog timeout (also when wrapped in "watchdog thread terminated with exception: ...")
     w = (
-        base.filter(h("_h_wd")).with_columns(g=body.str.extract_groups(WATCHDOG_RE))
+        base.filter(h("_h_wd")).with_columns(g=body.str.extract_groups(arx(WATCHDOG_RE)))
         if hits["_h_wd"]
         else base.clear()
     )
@@ -414,7 +462,7 @@ def _line_events(cand: pl.DataFrame, ctx: FileContext, year: int | None) -> list
     )
     done = h("_h_wd")
     ws = (
-        base.filter(~done & h("_h_ws")).with_columns(g=body.str.extract_groups(WORK_STATUS_RE))
+        base.filter(~done & h("_h_ws")).with_columns(g=body.str.extract_groups(arx(WORK_STATUS_RE)))
         if hits["_h_ws"]
         else base.clear()
     )
@@ -430,37 +478,37 @@ def _line_events(cand: pl.DataFrame, ctx: FileContext, year: int | None) -> list
     )
     done = done | h("_h_ws")
     term = base.filter(~done & h("_h_term")) if hits["_h_term"] else base.clear()
-    emit(term, "watchdog_terminated", "high", pl.lit(None), what=body.str.extract(TERMINATED_RE, 1))
+    emit(term, "watchdog_terminated", "high", pl.lit(None), what=body.str.extract(arx(TERMINATED_RE), 1))
     done = done | h("_h_term")
     hb = base.filter(~done & h("_h_hb")) if hits["_h_hb"] else base.clear()
     emit(
         hb, "heartbeat_timeout", "high", pl.lit(None),
-        work_items=body.str.extract(HEARTBEAT_RE, 1).cast(pl.Int64, strict=False),
+        work_items=body.str.extract(arx(HEARTBEAT_RE), 1).cast(pl.Int64, strict=False),
     )  # fmt: skip
     done = done | h("_h_hb")
     st = base.filter(~done & h("_h_st")) if hits["_h_st"] else base.clear()
     emit(
         st, "watchdog_stuck", "critical", pl.lit(None),
-        stuck_s=body.str.extract(STUCK_RE, 1).cast(pl.Int64, strict=False),
+        stuck_s=body.str.extract(arx(STUCK_RE), 1).cast(pl.Int64, strict=False),
     )  # fmt: skip
     done = done | h("_h_st")
     ca = base.filter(~done & h("_h_ca")) if hits["_h_ca"] else base.clear()
     emit(
         ca, "nccl_comm_aborted", "high", pl.lit("comm_aborted"),
-        aborted_rank=body.str.extract(COMM_ABORTED_RE, 1).cast(pl.Int64, strict=False),
+        aborted_rank=body.str.extract(arx(COMM_ABORTED_RE), 1).cast(pl.Int64, strict=False),
     )  # fmt: skip
     done = done | h("_h_ca")
     ab = base.filter(~done & h("_h_ab")) if hits["_h_ab"] else base.clear()
     emit(ab, "process_abort", "high", pl.lit("SIGABRT"))
     done = done | h("_h_ab")
     dr = (
-        base.filter(~done & h("_h_dr")).with_columns(g=body.str.extract_groups(DESYNC_RANKS_RE))
+        base.filter(~done & h("_h_dr")).with_columns(g=body.str.extract_groups(arx(DESYNC_RANKS_RE)))
         if hits["_h_dr"]
         else base.clear()
     )
     ranks = (
         pl.coalesce(gf("never"), gf("unfinished"), gf("unjoined"))
-        .str.extract_all(r"\d+")
+        .str.extract_all(arx(r"\d+"))
         .cast(pl.List(pl.Int64), strict=False)
     )
     emit(
@@ -477,7 +525,7 @@ def _line_events(cand: pl.DataFrame, ctx: FileContext, year: int | None) -> list
     )
     done = done | h("_h_dr")
     ne = (
-        base.filter(~done & h("_h_ne")).with_columns(g=body.str.extract_groups(NCCL_ERROR_RE))
+        base.filter(~done & h("_h_ne")).with_columns(g=body.str.extract_groups(arx(NCCL_ERROR_RE)))
         if hits["_h_ne"]
         else base.clear()
     )
@@ -493,7 +541,7 @@ def _line_events(cand: pl.DataFrame, ctx: FileContext, year: int | None) -> list
     )
     done = done | h("_h_ne")
     db = (
-        base.filter(~done & h("_h_db")).with_columns(g=body.str.extract_groups(DIST_BACKEND_RE))
+        base.filter(~done & h("_h_db")).with_columns(g=body.str.extract_groups(arx(DIST_BACKEND_RE)))
         if hits["_h_db"]
         else base.clear()
     )
@@ -501,9 +549,9 @@ def _line_events(cand: pl.DataFrame, ctx: FileContext, year: int | None) -> list
     done = done | h("_h_db")
     so = (
         base.filter(~done & h("_h_so")).with_columns(
-            g=body.str.extract_groups(STORE_RE),
-            w=body.str.extract_groups(STORE_WAIT_RE),
-            c=body.str.extract_groups(STORE_CONNECT_RE),
+            g=body.str.extract_groups(arx(STORE_RE)),
+            w=body.str.extract_groups(arx(STORE_WAIT_RE)),
+            c=body.str.extract_groups(arx(STORE_CONNECT_RE)),
         )
         if hits["_h_so"]
         else base.clear()
@@ -525,7 +573,7 @@ def _line_events(cand: pl.DataFrame, ctx: FileContext, year: int | None) -> list
     )
     done = done | h("_h_so")
     fa = (
-        base.filter(~done & h("_h_fa")).with_columns(g=body.str.extract_groups(FAILED_RE))
+        base.filter(~done & h("_h_fa")).with_columns(g=body.str.extract_groups(arx(FAILED_RE)))
         if hits["_h_fa"]
         else base.clear()
     )
@@ -543,7 +591,7 @@ def _line_events(cand: pl.DataFrame, ctx: FileContext, year: int | None) -> list
     )
     done = done | h("_h_fa")
     sg = (
-        base.filter(~done & h("_h_sg")).with_columns(g=body.str.extract_groups(SIGNAL_RE))
+        base.filter(~done & h("_h_sg")).with_columns(g=body.str.extract_groups(arx(SIGNAL_RE)))
         if hits["_h_sg"]
         else base.clear()
     )
@@ -552,7 +600,7 @@ def _line_events(cand: pl.DataFrame, ctx: FileContext, year: int | None) -> list
     )
     done = done | h("_h_sg")
     rs = (
-        base.filter(~done & h("_h_rs")).with_columns(g=body.str.extract_groups(RESTART_RE))
+        base.filter(~done & h("_h_rs")).with_columns(g=body.str.extract_groups(arx(RESTART_RE)))
         if hits["_h_rs"]
         else base.clear()
     )
@@ -571,7 +619,7 @@ def _line_events(cand: pl.DataFrame, ctx: FileContext, year: int | None) -> list
             ~done
             & h("_h_ex")
             & ~body.str.starts_with("torch.distributed.elastic.multiprocessing.errors.ChildFailedError")
-        ).with_columns(g=body.str.extract_groups(EXCEPTION_RE))
+        ).with_columns(g=body.str.extract_groups(arx(EXCEPTION_RE)))
         if hits["_h_ex"]
         else base.clear()
     )
@@ -592,9 +640,9 @@ def mark_blocks(frame: pl.DataFrame) -> pl.DataFrame:
     head = (
         body.str.contains(RESULT_HEAD_TEXT, literal=True)
         | body.str.contains("launch configs:", literal=True)
-        | body.str.contains(ROOT_CAUSE_RE)
+        | body.str.contains(arx(ROOT_CAUSE_RE))
     )
-    kv = body.str.contains(KV_EQ_RE) | body.str.contains(KV_COLON_RE)
+    kv = body.str.contains(arx(KV_EQ_RE)) | body.str.contains(arx(KV_COLON_RE))
     # a block runs from its head over consecutive key/value lines
     return (
         frame.with_columns(_head=head, _kv=kv)
@@ -610,7 +658,7 @@ def mark_blocks(frame: pl.DataFrame) -> pl.DataFrame:
             # ChildFailedError: entries after "Root Cause (first observed failure):" vs after "Failures:"
             _root=pl.when(body.str.starts_with("Root Cause"))
             .then(True)
-            .when(body.str.starts_with("Failures:") | body.str.contains(r"^=+\s*$"))
+            .when(body.str.starts_with("Failures:") | body.str.contains(arx(r"^=+\s*$")))
             .then(False)
             .forward_fill()
             .fill_null(False),
@@ -627,8 +675,8 @@ def _block_events(frame: pl.DataFrame, ctx: FileContext) -> list[pl.DataFrame]:
     kv = (
         frame.filter(pl.col("_in_block"))
         .with_columns(
-            e=body.str.extract_groups(KV_EQ_RE),
-            c=body.str.extract_groups(KV_COLON_RE),
+            e=body.str.extract_groups(arx(KV_EQ_RE)),
+            c=body.str.extract_groups(arx(KV_COLON_RE)),
         )
         .select(
             "_block",
@@ -683,9 +731,9 @@ def _block_events(frame: pl.DataFrame, ctx: FileContext) -> list[pl.DataFrame]:
                 line=pl.col("line"),
             )
         )
-    cause = joined.filter(pl.col("head").str.contains(ROOT_CAUSE_RE))
+    cause = joined.filter(pl.col("head").str.contains(arx(ROOT_CAUSE_RE)))
     if cause.height and "exitcode" in cause.columns:
-        ec = col("exitcode").str.extract(r"^(-?\d+)", 1).cast(pl.Int64, strict=False)
+        ec = col("exitcode").str.extract(arx(r"^(-?\d+)"), 1).cast(pl.Int64, strict=False)
         out.append(
             cause.filter(ec.is_not_null())
             .with_columns(
@@ -695,17 +743,19 @@ def _block_events(frame: pl.DataFrame, ctx: FileContext) -> list[pl.DataFrame]:
                 ts=pl.col("_t"),
                 ts_quality=pl.when(pl.col("_t").is_not_null()).then(pl.lit("local_assumed_utc")).otherwise(pl.lit("none")),
                 node=pl.coalesce(col("host").str.split(".").list.first(), pl.col("env_host"), pl.lit(ctx.node)),
-                rank=col("rank").str.extract(r"^(\d+)", 1).cast(pl.Int32, strict=False),
+                rank=col("rank").str.extract(arx(r"^(\d+)"), 1).cast(pl.Int32, strict=False),
                 source=pl.lit("torch"),
                 kind=pl.lit("worker_failed"),
-                code=col("exitcode").str.extract(r"^(-?\d+)", 1),
+                code=col("exitcode").str.extract(arx(r"^(-?\d+)"), 1),
                 severity=pl.lit("high"),
                 message=pl.coalesce(pl.col("ec_text"), pl.col("text")),
                 detail=pl.struct(
                     exitcode=ec,
                     signal=(-ec).replace_strict(_SIGNALS, default=None, return_dtype=pl.String),
-                    local_rank=col("rank").str.extract(r"local_rank: (\d+)", 1).cast(pl.Int64, strict=False),
-                    pid=col("exitcode").str.extract(r"pid: (\d+)", 1).cast(pl.Int64, strict=False),
+                    local_rank=col("rank")
+                    .str.extract(arx(r"local_rank: (\d+)"), 1)
+                    .cast(pl.Int64, strict=False),
+                    pid=col("exitcode").str.extract(arx(r"pid: (\d+)"), 1).cast(pl.Int64, strict=False),
                     time=col("time"),
                     host=col("host"),
                     root_cause=pl.col("_root") | pl.col("head").str.starts_with("Root Cause"),
@@ -722,11 +772,11 @@ def _block_events(frame: pl.DataFrame, ctx: FileContext) -> list[pl.DataFrame]:
 def _frtrace_events(frame: pl.DataFrame, ctx: FileContext) -> list[pl.DataFrame]:
     """torchfrtrace `Not all ranks joining collective S at entry E` reports → fr_missing_ranks events."""
     body = pl.col("body")
-    if not frame.select(body.str.contains(FRTRACE_RE).any()).item():
+    if not frame.select(body.str.contains(arx(FRTRACE_RE)).any()).item():
         return []  # no report head in any line (continuation lines included: a superset)
     f = frame.filter(~pl.col("cont")).with_columns(
-        head=body.str.contains(FRTRACE_RE),
-        kv=body.str.extract_groups(FRTRACE_KV_RE),
+        head=body.str.contains(arx(FRTRACE_RE)),
+        kv=body.str.extract_groups(arx(FRTRACE_KV_RE)),
     )
     if not f.get_column("head").any():
         return []
@@ -738,7 +788,11 @@ def _frtrace_events(frame: pl.DataFrame, ctx: FileContext) -> list[pl.DataFrame]
         .agg(pl.col("value").first())
         .pivot(on="key", index="rep", values="value")
     )
-    heads = f.filter(pl.col("head")).with_columns(g=body.str.extract_groups(FRTRACE_RE)).join(kv, on="rep", how="left")
+    heads = (
+        f.filter(pl.col("head"))
+        .with_columns(g=body.str.extract_groups(arx(FRTRACE_RE)))
+        .join(kv, on="rep", how="left")
+    )
 
     def col(name: str) -> pl.Expr:
         return pl.col(name) if name in heads.columns else pl.lit(None, dtype=pl.String)
@@ -759,7 +813,9 @@ def _frtrace_events(frame: pl.DataFrame, ctx: FileContext) -> list[pl.DataFrame]
                 entry=pl.col("g").struct.field("entry").cast(pl.Int64, strict=False),
                 group=col("group_info"),
                 op=col("collective"),
-                missing_ranks=col("missing_ranks").str.extract_all(r"\d+").cast(pl.List(pl.Int64), strict=False),
+                missing_ranks=col("missing_ranks")
+                .str.extract_all(arx(r"\d+"))
+                .cast(pl.List(pl.Int64), strict=False),
                 expected_ranks=col("expected_ranks").cast(pl.Int64, strict=False),
                 state=col("collective_state"),
             ).struct.json_encode(),
@@ -987,14 +1043,14 @@ def _load_dump_text(text: str) -> tuple[dict[str, Any] | None, bool]:
 def _dump_span(lines: pl.Series) -> tuple[int, int] | None:
     """(start, end) row indexes of the Flight Recorder `{ … }` block: one line (json.dumps without indent,
     as PyTorch writes the JSON form) or a pretty-printed block ending at a `}` line (or the file's end)."""
-    starts = lines.str.contains(r"^\s*\{").arg_true()
+    starts = lines.str.contains(arx(r"^\s*\{")).arg_true()
     if len(starts) == 0:
         return None
     start = int(starts[0])
     first = (lines[start] or "").rstrip()
     if first.endswith("}") and _SNIFF_FR.search(first):
         return start, start
-    ends = lines.str.contains(r"^\}\s*$").arg_true()
+    ends = lines.str.contains(arx(r"^\}\s*$")).arg_true()
     ends = ends.filter(ends > start)
     end = int(ends[0]) if len(ends) else len(lines) - 1
     # only a block that carries Flight Recorder keys near its top is worth loading
