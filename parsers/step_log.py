@@ -2312,43 +2312,15 @@ def _block_fragments(
         tl = tl.with_columns(_after_tms=after_tms).filter(hits)
     if tl.height:
         understood.append(tl.select("line"))
-        # NOTE: split, not regex-captured (captures were most of the cost of DeepSpeed logs), same values:
-        # `pairs` (all after the leftmost `time (ms) |` the grammar accepts) is the line without its shortest
-        # prefix ending in one, found by a capture-free replace; a pair (`name: NUM`, one `:`) splits at its colon
-        # into the lazy name (trailing blanks dropped) and the number (leading blanks dropped)
-        # split lane: pairs text `name: NUM | … | name: NUM` (names of `[\w\- ]`, blanks spaces) after the
-        # only `time (ms)` of the line: the pairs regex takes exactly its `|`-separated fields there
-        if tl.height < _LANE_MIN:
-            fast = pl.Series([False] * tl.height)
+        deferred = tl.height >= _LANE_MIN
+        if deferred:
+            # (the timers are read by `_rows` (`_with_timers`) off `_ttext`, the line's text, for the
+            # fragments that make rows only: most one-line timers of a DeepSpeed log are other ranks', orphans
+            # left out)
+            timers = pl.lit(None, dtype=pl.List(_TIMER))
         else:
-            tl = tl.with_columns(_after=pl.col("_after_tms").str.splitn("|", 2).struct.field("field_1"))
-            after = pl.col("_after")
-            fast = tl.select(after.str.contains(_rx(_TIMER_PAIRS_FAST)).fill_null(False)).to_series()
-        tl = tl.drop("_after_tms")
-        n_fast = int(fast.sum())
-        if n_fast == 0:
-            tl = _timer_line_pairs(tl)
-        else:
-            tl_fast = tl.filter(fast) if n_fast < tl.height else tl
-            # (two list evaluations: the `:` split materialised once, not once per field)
-            kv = pl.element().struct
-            tl_fast = tl_fast.with_columns(
-                timers=pl.col("_after").str.split("|").list.eval(pl.element().str.splitn(":", 2)).list.eval(
-                    pl.struct(
-                        name=kv.field("field_0").str.strip_chars(),
-                        ms=kv.field("field_1").str.strip_chars().cast(pl.Float64, strict=False),
-                        min_ms=pl.lit(None, dtype=pl.Float64),
-                        max_ms=pl.lit(None, dtype=pl.Float64),
-                        min_rank=pl.lit(None, dtype=pl.Int32),
-                        max_rank=pl.lit(None, dtype=pl.Int32),
-                    )
-                )
-            )
-            if n_fast < tl.height:
-                tl = pl.concat([tl_fast, _timer_line_pairs(tl.filter(~fast))]).sort("line", "seg")
-            else:
-                tl = tl_fast
-            tl = tl.drop("_after")
+            tl = _timer_line_timers(tl, fast=False)
+            timers = pl.col("timers")
         out.append(
             _frag(
                 tl,
@@ -2359,9 +2331,11 @@ def _block_fragments(
                 prio=pl.lit(1),
                 anchor=pl.lit(False),
                 attach_line=pl.col("line"),
-                timers=pl.col("timers"),
+                timers=timers,
             )
         )
+        if deferred:
+            out[-1] = out[-1].with_columns(_ttext=tl.get_column("text"))
 
     # composer batch blocks: the header is the anchor, entries attach to it
     ch = _match(b, g.COMPOSER_HDR_RE, pl.col("c_hdr"), gate=("[batch=",), present=present)
@@ -2427,6 +2401,75 @@ def _block_fragments(
     return out, pl.concat(understood), nv
 
 
+def _timer_line_timers(tl: pl.DataFrame, fast: bool) -> pl.DataFrame:
+    """`tl` (one-line timer lines: `line`, `seg`, `text`, `_after_tms` the text after their first `time (ms)`)
+    with their `timers` (rows in (line, seg) order when they came so; `fast`: the split lane may read
+    them)."""
+    # NOTE: split, not regex-captured (captures were most of the cost of DeepSpeed logs), same values:
+    # `pairs` (all after the leftmost `time (ms) |` the grammar accepts) is the line without its shortest
+    # prefix ending in one, found by a capture-free replace; a pair (`name: NUM`, one `:`) splits at its colon
+    # into the lazy name (trailing blanks dropped) and the number (leading blanks dropped)
+    # split lane: pairs text `name: NUM | … | name: NUM` (names of `[\w\- ]`, blanks spaces) after the
+    # only `time (ms)` of the line: the pairs regex takes exactly its `|`-separated fields there
+    if not fast:
+        is_fast = pl.Series([False] * tl.height)
+    else:
+        tl = tl.with_columns(_after=pl.col("_after_tms").str.splitn("|", 2).struct.field("field_1"))
+        after = pl.col("_after")
+        is_fast = tl.select(after.str.contains(_rx(_TIMER_PAIRS_FAST)).fill_null(False)).to_series()
+    tl = tl.drop("_after_tms")
+    n_fast = int(is_fast.sum())
+    if n_fast == 0:
+        return _timer_line_pairs(tl.drop("_after", strict=False))
+    tl_fast = tl.filter(is_fast) if n_fast < tl.height else tl
+    # (two list evaluations: the `:` split materialised once, not once per field)
+    kv = pl.element().struct
+    tl_fast = tl_fast.with_columns(
+        timers=pl.col("_after").str.split("|").list.eval(pl.element().str.splitn(":", 2)).list.eval(
+            pl.struct(
+                name=kv.field("field_0").str.strip_chars(),
+                ms=kv.field("field_1").str.strip_chars().cast(pl.Float64, strict=False),
+                min_ms=pl.lit(None, dtype=pl.Float64),
+                max_ms=pl.lit(None, dtype=pl.Float64),
+                min_rank=pl.lit(None, dtype=pl.Int32),
+                max_rank=pl.lit(None, dtype=pl.Int32),
+            )
+        )
+    )
+    if n_fast < tl.height:
+        tl = pl.concat([tl_fast, _timer_line_pairs(tl.filter(~is_fast))]).sort("line", "seg")
+    else:
+        tl = tl_fast
+    return tl.drop("_after")
+
+
+def _with_timers(frags: pl.DataFrame) -> pl.DataFrame:
+    """`frags` with the timers of its one-line timer fragments read off their `_ttext` (see
+    `_block_fragments`), that column dropped."""
+    if "_ttext" not in frags.columns:
+        return frags
+    d = frags.get_column("_ttext").is_not_null()
+    k = int(d.sum())
+    if k == 0:
+        return frags.drop("_ttext")
+    text = frags.get_column("_ttext").filter(d)
+    sub = frags.select("line", "seg").filter(d).with_columns(
+        text=text,
+        _after_tms=text.str.splitn("time (ms)", 2).struct.field("field_1"),
+        _ri=pl.int_range(k, dtype=pl.Int64),
+    )
+    t = _timer_line_timers(sub, fast=True).sort("_ri").get_column("timers")
+    n = frags.height
+    # each row's timers: its own, or one of the `k` read (put after the `n` own ones), in the rows' order
+    at = pl.select(
+        pl.when(pl.lit(d))
+        .then(pl.lit(d).cum_sum().cast(pl.Int64) - 1 + n)
+        .otherwise(pl.int_range(n, dtype=pl.Int64))
+    ).to_series()
+    timers = pl.concat([frags.get_column("timers"), t.alias("timers")], rechunk=True).gather(at)
+    return frags.with_columns(timers=timers).drop("_ttext")
+
+
 def _timer_line_pairs(tl: pl.DataFrame) -> pl.DataFrame:
     """`tl` with its `timers` (one-line timer lines the split lane does not take)."""
     txt = pl.col("text")
@@ -2472,11 +2515,24 @@ def _rows(frags: pl.DataFrame) -> pl.DataFrame:
             & ~pl.col("kind").first().is_in(["tqdm", "rich_bar"]).fill_null(True)
         ).item()
         if one:
+            frags = _with_timers(frags)
             f = _sort_frags(frags).with_columns(
                 group=pl.int_range(1, frags.height + 1, dtype=pl.UInt32), orphan=pl.lit(False)
             )
             return _single_rows(f, f.height, None, value_cols)
-    f = _sort_frags(frags).lazy().with_columns(
+        return _rows_gathered(frags, value_cols)
+    f = _grouped(_sort_frags(_with_timers(frags)).lazy(), over_key=True)
+    # (few fragments: all aggregated, `orphan_group` in this query's collect)
+    f = f.with_columns(orphan_group=pl.col("orphan").all().over("group")).collect()
+    return _single_rows(f, 0, None, value_cols)
+
+
+def _grouped(f: pl.LazyFrame, over_key: bool) -> pl.LazyFrame:
+    """`f` (fragments in (key, line, seg) order) with `group` (the fragments of one step row share it: a
+    running count of the group starts), `orphan` and `_start` (see `_rows`). `over_key` false: the keys come
+    in runs (the order above), and the per-key windows are worked out by the runs' starts instead (same
+    values: the last anchor value above a fragment within its run)."""
+    f = f.with_columns(
         attach_line=pl.coalesce(pl.col("attach_line"), pl.col("line")),
         standalone=pl.col("standalone").fill_null(False),
     )
@@ -2486,11 +2542,23 @@ def _rows(frags: pl.DataFrame) -> pl.DataFrame:
         a_line=pl.when(pl.col("anchor")).then(pl.col("line")),
         a_alone=pl.when(pl.col("anchor")).then(pl.col("standalone")),
     )
+    prev_cols = ("a_step", "a_kind", "a_line", "a_alone")
+    if over_key:
+        prev = {f"prev_{c[2:]}": pl.col(c).shift(1).forward_fill().over("key") for c in prev_cols}
+    else:
+        # `x.shift(1).forward_fill().over("key")` on runs of keys: the last non-null `x` above the fragment,
+        # when its position is in the fragment's run (at or after the run's first fragment), else null
+        i = pl.int_range(pl.len(), dtype=pl.Int64)
+        run_start = (i == 0) | pl.col("key").ne_missing(pl.col("key").shift(1))
+        f = f.with_columns(
+            _run=pl.when(run_start).then(i).forward_fill(),
+            **{f"_at_{c}": _last_at(pl.col(c), i) for c in prev_cols},
+        )
+        above = {c: pl.col(c).forward_fill().shift(1) for c in prev_cols}
+        within = {c: pl.col(f"_at_{c}") >= pl.col("_run") for c in prev_cols}
+        prev = {f"prev_{c[2:]}": pl.when(within[c]).then(above[c]) for c in prev_cols}
     f = f.with_columns(
-        prev_step=pl.col("a_step").shift(1).forward_fill().over("key"),
-        prev_kind=pl.col("a_kind").shift(1).forward_fill().over("key"),
-        prev_line=pl.col("a_line").shift(1).forward_fill().over("key"),
-        prev_alone=pl.col("a_alone").shift(1).forward_fill().over("key"),
+        **prev,
         prev_key=pl.col("key").shift(1),
         prev_attach=pl.col("attach_line").shift(1),
         prev_anchor=pl.col("anchor").shift(1),
@@ -2517,17 +2585,129 @@ def _rows(frags: pl.DataFrame) -> pl.DataFrame:
         | (pl.col("anchor") & (pl.col("standalone") | ~same_step))
         | (~pl.col("anchor") & orphan_start)
     )
-    f = f.with_columns(group=start.cum_sum(), orphan=~pl.col("anchor") & ~attached)
-    if frags.height < _LANE_MIN:  # (few fragments: all aggregated, `orphan_group` in this query's collect)
-        f = f.with_columns(orphan_group=pl.col("orphan").all().over("group")).collect()
-        n_single, single = 0, None
+    return f.with_columns(group=start.cum_sum(), orphan=~pl.col("anchor") & ~attached, _start=start)
+
+
+def _last_at(x: pl.Expr, i: pl.Expr) -> pl.Expr:
+    """The position `i` of the last non-null `x` above each row (null if none)."""
+    return pl.when(x.is_not_null()).then(i).forward_fill().shift(1)
+
+
+_PROGRESS = ("step_time_s", "loss", "throughput")
+"""The values an orphan row must hold one of to count (see `_single_rows`)."""
+
+
+def _rows_gathered(frags: pl.DataFrame, value_cols: list[str]) -> pl.DataFrame:
+    """`_rows` on many fragments: the order and the groups worked out on the few columns they read, then only
+    the fragments that make rows gathered from the wide frame (a row of a single fragment without progress
+    of its own, an orphan, is left out: most of the one-line timers of other ranks in DeepSpeed logs), in the
+    order the sorts gave them (same rows, same order)."""
+    narrow = frags.select(
+        "key", "line", "seg", "kind", "step", "anchor", "standalone", "attach_line", *_PROGRESS
+    ).with_row_index("_i")
+    f = _grouped(_sort_frags(narrow).lazy(), over_key=False)
+    # a group is a run of fragments; one of a single fragment is that fragment as it is (what the aggregation
+    # gives it), so only the others are sorted and aggregated
+    start = pl.col("_start")
+    f = f.select(
+        "_i",
+        "group",
+        "orphan",
+        _single=start & start.shift(-1).fill_null(True),
+        _keep=~pl.col("orphan") | pl.any_horizontal(pl.col(c).is_not_null() for c in _PROGRESS),
+    ).collect()
+    single = f.get_column("_single")
+    n_single = int(single.sum())
+    n = f.height
+    if n_single == 0:
+        multi, kept = f, f.clear()
     else:
-        # a group is a run of fragments; one of a single fragment is that fragment as it is (what the
-        # aggregation below gives it), so only the others are sorted and aggregated
-        f = f.with_columns(_single=start & start.shift(-1).fill_null(True)).collect()
-        single = f.get_column("_single")
-        n_single = int(single.sum())
-    return _single_rows(f, n_single, single, value_cols)
+        kept = f.filter(pl.col("_single") & pl.col("_keep"))
+        multi = f.filter(~pl.col("_single")) if n_single < n else f.clear()
+    # (a column null in every fragment is null in every row, `drop_nulls().first()` of a group too: such
+    # columns are left out of the gathers, aggregations and sorts and put back as nulls at the end)
+    nulls = {
+        c: t for c, t in frags.schema.items() if c not in _ROW_COLS and frags.get_column(c).null_count() == n
+    }
+    slim = frags.drop(list(nulls)) if nulls else frags
+    vals = [c for c in value_cols if c not in nulls and c != "rank"]
+    rows = []
+    if n_single:
+        singles = _with_timers(slim[kept.get_column("_i")].with_columns(kept.select("group", "orphan")))
+        timers = pl.col("timers")
+        # (`list.drop_nulls` is slow on lists of structs: taken only when some list holds a null timer; a list
+        # without one it leaves as it is, so the kept rows decide)
+        tm = singles.get_column("timers")
+        empty = singles.select((timers.is_null() | (timers.list.len() == 0)).sum()).item()
+        if tm.explode().null_count() > empty:
+            timers = timers.list.drop_nulls()
+        rows.append(
+            singles.select(
+                "group",
+                "line",
+                "key",
+                pl.col("orphan").alias("orphan_group"),
+                "rank",
+                *vals,
+                timers.fill_null(pl.lit([], dtype=pl.List(_TIMER))),
+            )
+        )
+    if n_single < n:
+        m = _with_timers(slim[multi.get_column("_i")].with_columns(multi.select("group", "orphan")))
+        rows.append(_group_rows(m, ["rank", *vals]).filter(_kept("orphan_group")))
+    if n_single == n:  # (in (key, line) order already: one chunk, as the sort would give it)
+        out = rows[0].rechunk()
+    else:
+        out = _sort_rows(rows[0] if len(rows) == 1 else pl.concat(rows))
+    if not nulls:
+        return out
+    return out.select(
+        "group",
+        "line",
+        "key",
+        "orphan_group",
+        "rank",
+        *(pl.lit(None, dtype=nulls[c]).alias(c) if c in nulls else c for c in value_cols if c != "rank"),
+        "timers",
+    )
+
+
+_ROW_COLS = ("line", "seg", "key", "prio", "rank", "timers", "_ttext", *_PROGRESS)
+"""The columns of the fragments that `_rows_gathered` reads (always kept)."""
+
+
+def _kept(orphan: str) -> pl.Expr:
+    """Rows that count: orphans only when they carry progress of their own (HF dicts without a bar, ...)."""
+    return ~pl.col(orphan) | pl.any_horizontal(pl.col(c).is_not_null() for c in _PROGRESS)
+
+
+def _sort_rows(rows: pl.DataFrame) -> pl.DataFrame:
+    """`rows.sort("group").sort("key", "line", maintain_order=True)` (`group` distinct: one order only, that
+    of (key, line, group)); by one packed integer key where the key ranks, lines and groups fit in 62 bits."""
+    line, group = pl.col("line"), pl.col("group")
+    if rows.height < 2:
+        return rows.sort("group").sort("key", "line", maintain_order=True)
+    st = rows.select(
+        n=pl.col("key").null_count() + line.null_count() + group.null_count(),
+        lo=line.min(),
+        hl=line.max(),
+        hg=group.max(),
+    ).row(0, named=True)
+    keys = rows.get_column("key").unique().sort()
+    kb, lb = (keys.len() - 1).bit_length(), int(st["hl"] or 0).bit_length()
+    gb = int(st["hg"] or 0).bit_length()
+    if st["n"] or st["lo"] < 0 or kb + lb + gb > 62:
+        return rows.sort("group").sort("key", "line", maintain_order=True)
+    rank = pl.DataFrame({"key": keys, "_kr": pl.int_range(keys.len(), eager=True, dtype=pl.Int64)})
+    packed = (
+        rows.select("key", "line", "group")
+        .join(rank, on="key", how="left", maintain_order="left")
+        .select((pl.col("_kr") * (1 << (lb + gb))) + (line * (1 << gb)) + group.cast(pl.Int64))
+        .to_series()
+    )
+    if bool((packed.diff().drop_nulls() > 0).all()):  # (in that order already)
+        return rows.rechunk()
+    return rows.with_columns(_sk=packed).sort("_sk").drop("_sk")
 
 
 def _sort_frags(frags: pl.DataFrame) -> pl.DataFrame:
@@ -3185,6 +3365,9 @@ def _read(
     ).unique()
 
     if frags:
+        if any("_ttext" in f.columns for f in frags):  # (timers read later, see `_block_fragments`)
+            no_text = pl.lit(None, dtype=pl.String).alias("_ttext")
+            frags = [f if "_ttext" in f.columns else f.with_columns(no_text) for f in frags]
         all_frags = pl.concat(frags, how="vertical_relaxed")
         if batch is not None:
             batch.note_single_divisions(all_frags)
