@@ -301,7 +301,12 @@ def _fixed_width(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, p
         return out, np.cumsum(change) - 1
 
     cols: dict[str, pl.Series] = {}
+    stamps = None
     if "date" in lo and "time" in lo:
+        stamps = _stamps(mat, lo["date"], hi["date"], lo["time"], hi["time"])
+    if stamps is not None:
+        cols["ts"] = stamps
+    elif "date" in lo and "time" in lo:
         tok, run = tokens(["date", "time"])
         ts = pl.select(
             pl.concat_str([pl.lit(tok["date"]), pl.lit(tok["time"])], separator=" ")
@@ -335,6 +340,58 @@ def _fixed_width(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, p
         fast = fast.filter(keep)
         slow = pl.concat([slow, cand.get_column("line").filter(~keep)])
     return fast, slow
+
+
+_DAYS_IN = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def _stamps(mat: np.ndarray, d0: int, d1: int, t0: int, t1: int) -> pl.Series | None:
+    """The `ts` of rows (`mat`) whose date cell (bytes d0-d1) is spaces then 8 digits and time cell (t0-t1)
+    spaces then `HH:MM:SS`, as the strptime of `_fixed_width` gives it, read from the bytes once per run of
+    rows with the same date and time (dmon prints a second's rows, one per GPU, with the same stamp): None
+    unless every row's cells have that shape, a year of 1970-2200, a date that exists and a time of day
+    without leap second (then strptime reads them)."""
+    import numpy as np  # (here: a worker that reads no long dmon loop never imports it)
+
+    m = mat.shape[0]
+    if d1 - d0 < 8 or t1 - t0 < 8 or m == 0:
+        return None
+    change = np.zeros(m, dtype=bool)
+    change[0] = True
+    width = mat.shape[1]
+    for a, b in ((d0, d1), (t0, t1)):  # (the cells' bytes as words of 8, the last one ending the cell)
+        for at in [*range(a, b - 8, 8), b - 8]:
+            w = np.ndarray((m,), dtype="<u8", buffer=mat, offset=at, strides=(width,))
+            change[1:] |= w[1:] != w[:-1]
+    first = np.flatnonzero(change)
+    date, tod = mat[first, d0:d1], mat[first, t0:t1]
+    if not ((date[:, :-8] == 32).all() and (tod[:, :-8] == 32).all()):
+        return None
+    d = date[:, -8:].astype(np.int64) - 48
+    t = tod[:, -8:].astype(np.int64) - 48
+    digits = t[:, [0, 1, 3, 4, 6, 7]]
+    if not (((d >= 0) & (d <= 9)).all() and ((digits >= 0) & (digits <= 9)).all()):
+        return None
+    if not (t[:, [2, 5]] == 10).all():  # (the colons)
+        return None
+    year = d[:, 0] * 1000 + d[:, 1] * 100 + d[:, 2] * 10 + d[:, 3]
+    month, day = d[:, 4] * 10 + d[:, 5], d[:, 6] * 10 + d[:, 7]
+    hour, minute, sec = t[:, 0] * 10 + t[:, 1], t[:, 3] * 10 + t[:, 4], t[:, 6] * 10 + t[:, 7]
+    leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
+    last = np.array(_DAYS_IN)[np.clip(month, 0, 12)] + ((month == 2) & leap)
+    ok = (year >= 1970) & (year <= 2200) & (month >= 1) & (month <= 12) & (day >= 1) & (day <= last)
+    ok &= (hour <= 23) & (minute <= 59) & (sec <= 59)
+    if not ok.all():
+        return None
+    # days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil)
+    y = year - (month <= 2)
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * ((month + 9) % 12) + 2) // 5 + day - 1
+    days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
+    micros = (days * 86400 + hour * 3600 + minute * 60 + sec) * 1_000_000
+    run = np.cumsum(change) - 1
+    return pl.Series("ts", micros[run]).cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
 
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:

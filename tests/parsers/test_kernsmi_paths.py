@@ -7,6 +7,7 @@ and the edges of each shortcut.
 from __future__ import annotations
 
 import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -123,7 +124,7 @@ def _same_stamps(cells: list) -> None:
     s = pl.Series("c", cells, dtype=pl.String)
     new, old = csv_parser._stamps(s), _old_stamps(s)
     assert new.dtype == old.dtype
-    assert new.to_list() == old.to_list()
+    assert new.to_physical().to_list() == old.to_physical().to_list()  # (years before 1 have no datetime)
 
 
 _STAMP_BASES = [
@@ -176,3 +177,96 @@ def test_stamps_fixture_and_long_run() -> None:
     _same_stamps(cells[::-1])
     _same_stamps([])
     _same_stamps([None, None])
+
+
+# ----------------------------------------------------------------------------- nvidia_smi_dmon._stamps
+
+_DMON_DT = (
+    "#Date       Time        gpu    pwr  gtemp  mtemp     sm    mem    enc    dec    jpg    ofa   mclk"
+    "   pclk",
+    "#YYYYMMDD   HH:MM:SS    Idx      W      C      C      %      %      %      %      %      %    MHz"
+    "    MHz",
+)
+_DMON_ROW = "      {}    643     42     50    100     37      0      0      0      0   2619   1980"
+_DATES = ["20261128", "20240229", "20230229", "19700101", "22001231", "19691231", "22010101", "20261301",
+          "20260010", "20260431", "20261100", "21000229", "20000229", "2026112a", "02611288"]
+_TIMES = ["00:00:00", "23:59:59", "24:00:00", "23:60:00", "23:59:60", "12:3a:00", "12-30-00", "1:30:000"]
+
+
+def _dmon_lines(rng, n: int, dates: list[str], times: list[str]) -> list[str]:  # noqa: ANN001
+    out = list(_DMON_DT)
+    date, tod = rng.choice(dates), rng.choice(times)
+    for r in range(n):
+        if r % 8 == 0 and rng.random() < 0.3:
+            date, tod = rng.choice(dates), rng.choice(times)
+        out.append(f" {date}   {tod}" + _DMON_ROW.format(r % 8))
+    return out
+
+
+def _dmon_fast_and_regex(lines: list[str]) -> tuple:
+    from parsers import nvidia_smi_dmon as dmon
+
+    s = pl.Series("line", lines, dtype=pl.String)
+    fast = dmon.parse(s, _DMON_CTX)
+    real = dmon._fixed_width
+    try:
+        dmon._fixed_width = lambda rows, fields: None  # (every row read by the row regex)
+        slow = dmon.parse(s, _DMON_CTX)
+    finally:
+        dmon._fixed_width = real
+    return fast, slow
+
+
+_DMON_CTX = None
+
+
+@pytest.mark.parametrize("odd", [*(("date", d) for d in _DATES), *(("time", t) for t in _TIMES), ("mix", "")])
+def test_dmon_stamps_equal_strptime(odd: tuple[str, str]) -> None:
+    """Dates and times of every shape (impossible days and months, leap days, out-of-range years, hour 24,
+    second 60, letters, other separators), each among valid stamps: the byte path's `ts` equals the row
+    regex's strptime, whether `_stamps` reads the chunk or leaves it to strptime."""
+    import random
+
+    from parsers.base import FileContext
+
+    global _DMON_CTX
+    _DMON_CTX = FileContext(path="n/nvidia-smi-dmon.log", node="n", year_hint=2026)
+    rng = random.Random(hash(odd) % 1000)
+    kind, value = odd
+    dates, times = ["20261128", "20240229", "20000229"], ["00:00:00", "23:59:59", "12:34:56"]
+    if kind == "date":
+        dates = [*dates, value]
+    elif kind == "time":
+        times = [*times, value]
+    else:
+        dates, times = _DATES, _TIMES
+    fast, slow = _dmon_fast_and_regex(_dmon_lines(rng, 9000, dates, times))
+    assert (fast.parsed, fast.unrecognized, fast.unrecognized_examples) == (
+        slow.parsed, slow.unrecognized, slow.unrecognized_examples
+    )
+    for name in fast.tables:
+        a, b = fast.tables[name], slow.tables[name]
+        assert a.schema == b.schema and a.equals(b, null_equal=True), name
+
+
+def test_dmon_stamps_direct() -> None:
+    """`_stamps` on rows of bytes: None for any odd cell, else strptime's values per row."""
+    import numpy as np
+
+    from parsers import nvidia_smi_dmon as dmon
+
+    rows = [
+        f" {d}   {t}" for d in ("20261128", "20240229") for t in ("00:00:01", "23:59:59") for _ in range(3)
+    ]
+    mat = np.frombuffer("".join(rows).encode(), dtype=np.uint8).reshape(len(rows), len(rows[0]))
+    got = dmon._stamps(mat, 0, 9, 9, 20)
+    want = pl.Series([r.strip().replace("   ", " ") for r in rows]).str.strptime(
+        pl.Datetime("us"), "%Y%m%d %H:%M:%S"
+    ).dt.replace_time_zone("UTC")
+    assert got is not None and got.to_list() == want.to_list()
+    odd = [*rows[:-1], " 20240230   23:59:59"]
+    mat = np.frombuffer("".join(odd).encode(), dtype=np.uint8).reshape(len(odd), len(odd[0]))
+    assert dmon._stamps(mat, 0, 9, 9, 20) is None
+    odd = [*rows[:-1], "x20240229   23:59:59"]  # (a byte before the date: a run of its own, checked)
+    mat = np.frombuffer("".join(odd).encode(), dtype=np.uint8).reshape(len(odd), len(odd[0]))
+    assert dmon._stamps(mat, 0, 9, 9, 20) is None
