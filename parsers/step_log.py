@@ -1950,10 +1950,12 @@ def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
         _c=r.str.find(",", literal=True),
         _at=r.str.find(_rx("[si]")),
     )
-    sl, lb, c, at = pl.col("_sl"), pl.col("_lb"), pl.col("_c"), pl.col("_at")
+    sl, lb, c, at, lt = pl.col("_sl"), pl.col("_lb"), pl.col("_c"), pl.col("_at"), pl.col("_lt")
     # (a negative remaining time: the character after the first `<`, which the rate's bars hold a digit,
-    # `:`, `?` or `,` at)
-    neg = r.str.slice(r.str.find("<", literal=True) + 1, 1) == "-"
+    # `:`, `?` or `,` at; worked out once, as a column, for the three fields that read it)
+    parts = parts.with_columns(_lt=r.str.find("<", literal=True))
+    parts = parts.with_columns(_neg=r.str.slice(lt + 1, 1) == "-")
+    neg = pl.col("_neg")
     fast = pl.concat([fast, parts], how="horizontal").with_columns(
         m=pl.struct(
             desc="_d",
@@ -1961,14 +1963,21 @@ def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
             total=r.str.slice(sl + 1, lb - sl - 1).str.strip_chars(),
             rate=pl.when(~neg).then(r.str.slice(c + 1, at - c - 1).str.strip_chars()),
             unit=pl.when(~neg).then(r.str.slice(at, 4)),
-            post=pl.when(neg).then(r.str.slice(r.str.find("<", literal=True) + 1)).otherwise(r.str.slice(at + 4)),
+            post=pl.when(neg).then(r.str.slice(lt + 1)).otherwise(r.str.slice(at + 4)),
         )
-    ).drop("_d", "_r", "_sl", "_lb", "_c", "_at")
+    ).drop("_d", "_r", "_sl", "_lb", "_c", "_at", "_lt", "_neg")
     if n_canon == bars.height:
         return fast
     slow = _match(bars.filter(~canon), g.TQDM_RE)
     slow = slow.with_columns(m=pl.struct(*(pl.col("m").struct.field(f) for f in _TQDM_FIELDS.to_schema())))
     return pl.concat([fast, slow]).sort("line", "seg")
+
+
+_POST_LITS = [required_literals(p) for p in g.TQDM_POST_KEYS.values()]
+_POST_GATE = (
+    None if any(not lits for lits in _POST_LITS) else sorted({x for lits in _POST_LITS for x in lits or ()})
+)
+"""Literals one of which every match of a `g.TQDM_POST_KEYS` regex holds (None: not known)."""
 
 
 def _bar_fragments(
@@ -2054,14 +2063,23 @@ def _bar_fragments(
                     .with_columns(m=pl.struct(desc=pl.col("_desc")))
                     .select("_desc", **dv)
                 )
+                # (only postfixes holding a literal one of the key regexes needs are read: the others, most
+                # of them, get nulls, what the regexes give them; none such, no join)
+                posts = bars.select(pl.col("_post"))
+                if _POST_GATE is not None:
+                    posts = posts.filter(pl.col("_post").str.contains_any(_POST_GATE).fill_null(False))
                 by_post = (
-                    bars.select(pl.col("_post").unique())
+                    posts.select(pl.col("_post").unique())
                     .with_columns(m=pl.struct(post=pl.col("_post")))
                     .select("_post", **{f"_k_{name}": e for name, e in k.items()})
                 )
-                bars = bars.join(
-                    by_desc, on="_desc", how="left", nulls_equal=True, maintain_order="left"
-                ).join(by_post, on="_post", how="left", nulls_equal=True, maintain_order="left")
+                bars = bars.join(by_desc, on="_desc", how="left", nulls_equal=True, maintain_order="left")
+                if by_post.height:
+                    bars = bars.join(by_post, on="_post", how="left", nulls_equal=True, maintain_order="left")
+                else:
+                    bars = bars.with_columns(
+                        pl.lit(None, dtype=t).alias(c) for c, t in by_post.schema.items() if c != "_post"
+                    )
                 v = {c: pl.col(c) for c in dv} | {f"_k_{name}": pl.col(f"_k_{name}") for name in k}
             kv = {name: v[f"_k_{name}"] for name in k}
             fw = (

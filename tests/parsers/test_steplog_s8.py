@@ -19,6 +19,7 @@ import pytest
 
 from parsers import step_log as S  # noqa: N812
 from parsers.base import FileContext, lines_from_bytes
+from tests.parsers import _steplog_s8_ref as R  # noqa: N812
 
 _FIX = Path(__file__).parent.parent / "fixtures" / "step-log"
 _REAL = Path("/work/shared/real-logs/steps")
@@ -229,6 +230,7 @@ _REFS: dict[str, Callable] = {
     "_single_rows": _ref_single_rows,
     "_rows": _ref_rows_read,
     "_block_fragments": _ref_block_fragments,
+    "_bar_fragments": R._bar_fragments,
 }
 
 

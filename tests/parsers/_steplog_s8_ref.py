@@ -1,0 +1,221 @@
+"""The step-log functions the eighth performance round replaced, verbatim (references for test_steplog_s8):
+they run with `parsers.step_log`'s names (helpers, constants) as their globals."""
+
+# ruff: noqa: E501, F821, C901, N806, N812
+
+from __future__ import annotations
+
+import polars as pl
+
+from parsers import step_log as _S
+
+globals().update({k: v for k, v in vars(_S).items() if not k.startswith("__")})
+
+
+def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
+    """`_match(seg, g.TQDM_RE, …)` with the groups the bar fragments read (desc, n, total, rate, unit,
+    post).
+
+    Split lane for `_TQDM_CANON` bars: there the lazy `desc` of `TQDM_RE` ends at the first digit (it holds
+    none), the percentage and bar end at the first two `|`, `n`/`total` lie around the next `/` and end at the
+    `[`, the rate follows the first `,` (the times hold none) and ends at the unit, its first `s` or `i`;
+    `post` is the rest. Other bars take the regex.
+    """
+    txt = pl.col("text")
+    if seg.height < _LANE_MIN:  # (every group of the regex, as before)
+        return _match(seg, g.TQDM_RE, txt.str.contains("%|", literal=True))
+    bars = seg.filter(txt.str.contains("%|", literal=True))
+    # one split at the first two `|` (`_TQDM_CANON` is the part before them, any text without `|` between
+    # them, and the part after: the regexes of the parts skip the bar's many block characters); in the rest
+    # (ASCII up to the unit, so byte offsets are character offsets) the fields are cut at the offsets of
+    # `/`, `[`, `,` and the unit
+    cut = bars.select(_s=txt.str.splitn("|", 3)).unnest("_s")
+    canon = cut.select(
+        (
+            pl.col("field_0").str.contains(_rx(_TQDM_CANON_HEAD))
+            & pl.col("field_2").str.contains(_rx(_TQDM_CANON_TAIL))
+        )
+        .fill_null(False)
+    ).to_series()
+    n_canon = int(canon.sum())
+    fast = bars.filter(canon) if n_canon < bars.height else bars
+    cut = cut.filter(canon) if n_canon < bars.height else cut
+    parts = cut.select(
+        _d=pl.col("field_0").str.strip_suffix("%").str.strip_chars_end("0123456789"),
+        _r=pl.col("field_2"),
+    )
+    r = pl.col("_r")
+    parts = parts.with_columns(
+        _sl=r.str.find("/", literal=True),
+        _lb=r.str.find("[", literal=True),
+        _c=r.str.find(",", literal=True),
+        _at=r.str.find(_rx("[si]")),
+    )
+    sl, lb, c, at = pl.col("_sl"), pl.col("_lb"), pl.col("_c"), pl.col("_at")
+    # (a negative remaining time: the character after the first `<`, which the rate's bars hold a digit,
+    # `:`, `?` or `,` at)
+    neg = r.str.slice(r.str.find("<", literal=True) + 1, 1) == "-"
+    fast = pl.concat([fast, parts], how="horizontal").with_columns(
+        m=pl.struct(
+            desc="_d",
+            n=r.str.slice(0, sl).str.strip_chars(),
+            total=r.str.slice(sl + 1, lb - sl - 1).str.strip_chars(),
+            rate=pl.when(~neg).then(r.str.slice(c + 1, at - c - 1).str.strip_chars()),
+            unit=pl.when(~neg).then(r.str.slice(at, 4)),
+            post=pl.when(neg).then(r.str.slice(r.str.find("<", literal=True) + 1)).otherwise(r.str.slice(at + 4)),
+        )
+    ).drop("_d", "_r", "_sl", "_lb", "_c", "_at")
+    if n_canon == bars.height:
+        return fast
+    slow = _match(bars.filter(~canon), g.TQDM_RE)
+    slow = slow.with_columns(m=pl.struct(*(pl.col("m").struct.field(f) for f in _TQDM_FIELDS.to_schema())))
+    return pl.concat([fast, slow]).sort("line", "seg")
+
+
+def _bar_fragments(
+    seg: pl.DataFrame, present: frozenset[str], batch: _Batch | None = None
+) -> tuple[list[pl.DataFrame], pl.DataFrame]:
+    """tqdm and rich progress bars; returns (fragments, lines understood). (`batch`: the lines of several
+    files, see `parse_many`: a file's `Total optimization steps` select its own bars.)"""
+    out: list[pl.DataFrame] = []
+    txt = pl.col("text")
+    m = _tqdm_match(seg) if "%|" in present else seg.clear()
+    seen = [m.select("line")]
+    if m.height:
+        totals = seg.filter(txt.str.contains("Total optimization steps = ", literal=True)).select(
+            "line",
+            n=txt.str.extract(_rx(g.HF_TOTAL_STEPS_RE), 1)
+            .str.replace_all(",", "")
+            .cast(pl.Int64, strict=False),
+        )
+        hf_total = totals.get_column("n").drop_nulls()
+        by_file = batch is not None and hf_total.len() > 0
+        if by_file:  # (`parse_many`: each file's bars are checked against its own totals, if it has any)
+            assert batch is not None
+            fi = batch.file_of(pl.col("line"))
+            pairs = totals.filter(pl.col("n").is_not_null()).select(
+                fi=fi, p=pl.concat_str(fi.cast(pl.String), pl.lit(":"), pl.col("n").cast(pl.String))
+            )
+            with_total = pairs.get_column("fi").unique().implode()
+            in_file_total = ~fi.is_in(with_total) | pl.concat_str(
+                fi.cast(pl.String), pl.lit(":"), _f("total").cast(pl.Int64, strict=False).cast(pl.String)
+            ).is_in(pairs.get_column("p").implode())
+        desc = _f("desc")
+        post = _f("post")
+        k = {name: _key(post, pat) for name, pat in g.TQDM_POST_KEYS.items()}
+        tt = desc.str.extract_groups(_rx(g.TORCHTUNE_DESC_RE))
+        rate = _num(_f("rate"))
+        it_s = pl.when(_f("unit").str.starts_with("s")).then(1.0 / rate).otherwise(rate)
+        # a rate in other units (`examples/s`, `B/s`) marks a data bar, not a training loop
+        units_ok = _f("unit").is_not_null() | _f("rate").is_null()
+        keep = (_f("n").cast(pl.Int64, strict=False) > 0) & ~desc.str.contains(_rx(g.EVAL_DESC_RE)) & units_ok
+        if by_file:
+            keep = keep & in_file_total
+        elif hf_total.len() > 0:
+            keep = keep & _f("total").cast(pl.Int64, strict=False).is_in(hf_total.implode())
+        bars = m.filter(keep)
+        if (hf_total.len() == 0 or by_file) and bars.height:
+            # unlabelled bars of several lengths (HF evaluation inside training): keep the stream's main loop,
+            # the total with the most distinct positions
+            bars = bars.with_columns(
+                _total=_f("total").cast(pl.Int64, strict=False),
+                _n=_f("n").cast(pl.Int64, strict=False),
+                _blank=desc.str.strip_chars() == "",
+            )
+            best = (
+                bars.filter(pl.col("_blank") & ~fi.is_in(with_total) if by_file else pl.col("_blank"))
+                .group_by("key", "_total")
+                .agg(_k=pl.col("_n").n_unique())
+                .sort("_k", "_total", descending=True)
+                .group_by("key", maintain_order=True)
+                .agg(_best=pl.col("_total").first())
+            )
+            bars = (
+                bars.join(best, on="key", how="left")
+                .filter(~pl.col("_blank") | pl.col("_best").is_null() | (pl.col("_total") == pl.col("_best")))
+                .drop("_total", "_n", "_blank", "_best")
+            )
+        if bars.height:
+            # values read off the description and the postfix (regexes), each a function of that text alone
+            dv = {
+                "_tt_has": tt.struct.field("step").is_not_null(),
+                "_tt_step": tt.struct.field("step").cast(pl.Int64, strict=False),
+                "_tt_loss": _num(tt.struct.field("loss")),
+                "_tt_epoch": _num(tt.struct.field("epoch")),
+                "_ep_hit": desc.str.contains(_rx(r"Epoch \d+")),
+                "_ep": _num(desc.str.extract(_rx(r"Epoch (\d+)"), 1)),
+            }
+            if bars.height < _LANE_MIN:
+                v = dv | {f"_k_{name}": e for name, e in k.items()}
+            else:  # worked out once per distinct description and postfix (a few per file), joined to the bars
+                bars = bars.with_columns(_desc=desc, _post=post)
+                # (the expressions read `m`'s struct: the distinct texts are put back in one)
+                by_desc = (
+                    bars.select(pl.col("_desc").unique())
+                    .with_columns(m=pl.struct(desc=pl.col("_desc")))
+                    .select("_desc", **dv)
+                )
+                by_post = (
+                    bars.select(pl.col("_post").unique())
+                    .with_columns(m=pl.struct(post=pl.col("_post")))
+                    .select("_post", **{f"_k_{name}": e for name, e in k.items()})
+                )
+                bars = bars.join(
+                    by_desc, on="_desc", how="left", nulls_equal=True, maintain_order="left"
+                ).join(by_post, on="_post", how="left", nulls_equal=True, maintain_order="left")
+                v = {c: pl.col(c) for c in dv} | {f"_k_{name}": pl.col(f"_k_{name}") for name in k}
+            kv = {name: v[f"_k_{name}"] for name in k}
+            fw = (
+                pl.when(v["_tt_has"])
+                .then(pl.lit("torchtune"))
+                .when(kv["global_step"].is_not_null() | kv["consumed_samples"].is_not_null())
+                .then(pl.lit("nemo"))
+                .when(v["_ep_hit"])
+                .then(pl.lit("lightning"))
+                .otherwise(pl.lit("tqdm"))
+            )
+            out.append(
+                _frag(
+                    bars,
+                    kind=pl.lit("tqdm"),
+                    framework=fw,
+                    prio=pl.lit(3),
+                    anchor=pl.lit(True),
+                    step=pl.coalesce(v["_tt_step"], _f("n").cast(pl.Int64, strict=False)),
+                    total_steps=_f("total").cast(pl.Int64, strict=False),
+                    loss=pl.coalesce(v["_tt_loss"], kv["loss"], kv["reduced_loss"]),
+                    step_time_s=pl.coalesce(kv["step_s"], 1.0 / it_s),
+                    step_time_source=pl.when(kv["step_s"].is_not_null())
+                    .then(pl.lit("reported"))
+                    .when(it_s > 0)
+                    .then(pl.lit("tqdm_rate")),
+                    throughput=it_s,
+                    throughput_unit=pl.when(it_s.is_not_null()).then(pl.lit("it/s")),
+                    global_step=kv["global_step"],
+                    consumed_samples=kv["consumed_samples"],
+                    epoch=pl.coalesce(v["_tt_epoch"], v["_ep"]),
+                )
+            )
+    m = _match(seg, g.RICH_BAR_RE, txt.str.starts_with("Epoch "), gate=("Epoch ",), present=present)
+    seen.append(m.select("line"))
+    if m.height:
+        rate = _num(_f("rate"))
+        it_s = pl.when(_f("unit") == "s/it").then(1.0 / rate).otherwise(rate)
+        out.append(
+            _frag(
+                m.filter(_f("n").cast(pl.Int64, strict=False) > 0),
+                kind=pl.lit("rich_bar"),
+                framework=pl.lit("lightning"),
+                prio=pl.lit(3),
+                anchor=pl.lit(True),
+                step=_f("n").cast(pl.Int64, strict=False),
+                total_steps=_f("total").cast(pl.Int64, strict=False),
+                epoch=_num(_f("epoch")),
+                step_time_s=1.0 / it_s,
+                step_time_source=pl.when(it_s > 0).then(pl.lit("tqdm_rate")),
+                throughput=it_s,
+                throughput_unit=pl.lit("it/s"),
+                loss=_key(_f("post"), rf"(?:^|\s)(?:train_)?loss(?:_step)?: (?P<v>{g.NUM})"),
+            )
+        )
+    return out, pl.concat(seen)
