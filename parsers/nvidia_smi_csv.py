@@ -976,19 +976,65 @@ def _data_rows(
         n = len(fields_t)
         names = [f"_c{i}" for i in range(n + 1)]
         cells = pl.col("text").str.split_exact(",", n).struct.rename_fields(names)
-        rows = (
-            (cand.filter(pl.col("sig") == sig) if len(sigs) > 1 else cand)
-            .with_columns(cells.alias("_cells"))
-            .unnest("_cells")
-            .filter(pl.col(f"_c{n - 1}").is_not_null() & pl.col(f"_c{n}").is_null())
-            .drop(f"_c{n}")
-            .collect(engine="in-memory")
-        )
+        sub = cand.filter(pl.col("sig") == sig) if len(sigs) > 1 else cand
+        rows = None
+        if frame.height >= _MANY:
+            sub = sub.collect(engine="in-memory")
+            rows = _rows_by_tail(sub, n) if sub.height >= _MANY else None
+            sub = sub.lazy()
+        if rows is None:
+            rows = (
+                sub.with_columns(cells.alias("_cells"))
+                .unnest("_cells")
+                .filter(pl.col(f"_c{n - 1}").is_not_null() & pl.col(f"_c{n}").is_null())
+                .drop(f"_c{n}")
+                .collect(engine="in-memory")
+            )
         if rows.height == 0:
             continue
         found.append(rows.get_column(at))
         groups.append((list(fields_t), rows))
     return groups, found
+
+
+_TAIL_PROBE = 1024
+"""Lines `_rows_by_tail` reads first to find the fields of a tail (each field, and the tails, of few texts)."""
+
+
+def _rows_by_tail(sub: pl.DataFrame, n: int) -> pl.DataFrame | None:
+    """`_data_rows`' rows of one field list of `n` fields (`sub`: its candidate lines) when the lines end in a
+    few distinct tails of cells (a loop's clocks, flags, error counts, link state: one text for many rows):
+    each line split once at its first commas, the tail split once per distinct text; None when the first
+    _TAIL_PROBE lines show no such tail (of 3 fields or more). The same rows and cells as splitting each line
+    whole: a line has `n` cells when it has the head's cells and its tail the rest. A 16 MB loop: ~27 -> ~17
+    ms."""
+    if n < 4:
+        return None
+    text = sub.get_column("text")
+    probe = text.head(_TAIL_PROBE)
+    counts = probe.to_frame("t").select(pl.col("t").str.split_exact(",", n - 1).struct.unnest().n_unique())
+    counts = counts.row(0)
+    j = n
+    while j > 1 and counts[j - 1] * 16 <= probe.len():
+        j -= 1
+    if n - j < 3 or probe.str.splitn(",", j + 1).struct.field(f"field_{j}").n_unique() * 16 > probe.len():
+        return None
+    head = text.str.splitn(",", j + 1).struct.unnest()
+    tail = head.get_column(f"field_{j}")
+    distinct = tail.drop_nulls().unique()
+    if distinct.len() * 4 > len(tail):
+        return None
+    cells = distinct.to_frame("t").select(pl.col("t").str.split_exact(",", n - j).struct.unnest())
+    # (a line has n cells when it has a tail, and its tail n - j of them)
+    ok = cells.get_column(f"field_{n - j - 1}").is_not_null() & cells.get_column(f"field_{n - j}").is_null()
+    code = tail.cast(pl.Enum(distinct.to_list())).to_physical()
+    keep = ok.gather(code).fill_null(False)
+    return sub.hstack(
+        [
+            *(head.get_column(f"field_{i}").alias(f"_c{i}") for i in range(j)),
+            *(cells.get_column(f"field_{k}").gather(code).alias(f"_c{j + k}") for k in range(n - j)),
+        ]
+    ).filter(keep)
 
 
 def _inventory_long(q: pl.LazyFrame, plan: _Plan, *keep: str) -> pl.DataFrame:

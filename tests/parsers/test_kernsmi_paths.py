@@ -270,3 +270,146 @@ def test_dmon_stamps_direct() -> None:
     odd = [*rows[:-1], "x20240229   23:59:59"]  # (a byte before the date: a run of its own, checked)
     mat = np.frombuffer("".join(odd).encode(), dtype=np.uint8).reshape(len(odd), len(odd[0]))
     assert dmon._stamps(mat, 0, 9, 9, 20) is None
+
+
+# ----------------------------------------------------------------------------- nvidia_smi_csv._data_rows
+
+OLD_DATA_ROWS = """
+def _data_rows(
+    frame: pl.DataFrame, sigs: dict[tuple[str, ...], int], at: str
+) -> tuple[list[tuple[list[str], pl.DataFrame]], list[pl.Series]]:
+    '''Per field list (`sigs`: field list -> its `sig`), the rows of `frame` that are its data rows, split
+    into their cells `_c0`...; and their `at` column (which lines they are).
+
+    A data row has as many cells as its header has fields: split into one more than that, the last cell must
+    exist and the one after it must not (no separate count of the commas). One field list (the usual case):
+    its rows filtered, split and checked in one query.'''
+    is_cand = pl.col("sig").is_not_null() & ~pl.col("is_header") & ~pl.col("is_fail")
+    cand = frame.filter(is_cand).lazy() if len(sigs) > 1 else frame.lazy().filter(is_cand)
+    groups: list[tuple[list[str], pl.DataFrame]] = []
+    found: list[pl.Series] = []
+    for fields_t, sig in sigs.items():
+        n = len(fields_t)
+        names = [f"_c{i}" for i in range(n + 1)]
+        cells = pl.col("text").str.split_exact(",", n).struct.rename_fields(names)
+        rows = (
+            (cand.filter(pl.col("sig") == sig) if len(sigs) > 1 else cand)
+            .with_columns(cells.alias("_cells"))
+            .unnest("_cells")
+            .filter(pl.col(f"_c{n - 1}").is_not_null() & pl.col(f"_c{n}").is_null())
+            .drop(f"_c{n}")
+            .collect(engine="in-memory")
+        )
+        if rows.height == 0:
+            continue
+        found.append(rows.get_column(at))
+        groups.append((list(fields_t), rows))
+    return groups, found
+"""
+_ns2: dict = {"pl": pl}
+exec(OLD_DATA_ROWS, _ns2)  # (the code `_rows_by_tail` bypasses, verbatim)
+_old_data_rows = _ns2["_data_rows"]
+
+
+def _csv_frame(lines: list[str]) -> tuple[pl.DataFrame, dict]:
+    """`parse`'s frame of the lines (header, sig, flags) and its field lists, as `parse` builds them."""
+    n = len(lines)
+    text = pl.Series("text", lines, dtype=pl.String)
+    frame = pl.DataFrame(
+        {
+            "line": pl.int_range(1, 1 + n, dtype=pl.Int64, eager=True),
+            "text": text,
+            "raw": text,
+            "host": pl.repeat(None, n, dtype=pl.String, eager=True),
+        }
+    )
+    frame, headers_ok = csv_parser._hosts_and_headers(frame)
+    is_header = pl.col("text").is_in(headers_ok)
+    headers = frame.filter(is_header).select("line", "text")
+    sig_of: dict[int, int] = {}
+    sigs: dict[tuple[str, ...], int] = {}
+    for ln, t in headers.iter_rows():
+        sig_of[int(ln)] = sigs.setdefault(tuple(f.strip() for f in t.rstrip(", ").split(",")), len(sigs))
+    frame = frame.with_columns(
+        header=pl.when(is_header).then(pl.col("line")).otherwise(None).forward_fill().over("host"),
+        is_header=is_header,
+        is_fail=pl.lit(False),
+    ).with_columns(sig=pl.col("header").replace_strict(sig_of, default=None, return_dtype=pl.Int64))
+    return frame, sigs
+
+
+_CSV_HEADER = (
+    "timestamp, name, pci.bus_id, index, utilization.gpu [%], utilization.memory [%], memory.used [MiB],"
+    " temperature.gpu, power.draw [W], clocks.sm [MHz], clocks.mem [MHz], clocks_event_reasons.active,"
+    " clocks_event_reasons.sw_power_cap, clocks_event_reasons.hw_slowdown,"
+    " ecc.errors.uncorrected.volatile.total,"
+    " pcie.link.gen.current, pcie.link.width.current"
+)
+_CSV_TAILS = [
+    " 1980 MHz, 2619 MHz, 0x0000000000000000, Not Active, Not Active, 0, 5, 16",
+    " 1980 MHz, 2619 MHz, 0x0000000000000004, Active, Not Active, 0, 5, 16",
+    " 1755 MHz, 2619 MHz, 0x0000000000000008, Not Active, Active, 2, 4, 16",
+    " [N/A], [N/A], [N/A], [N/A], [N/A], [N/A], [N/A], [N/A]",
+]
+_CSV_ODD_TAILS = [
+    " 1980 MHz, 2619 MHz, 0x0, Not Active, Not Active, 0, 5, 16, 7",  # a cell too many
+    " 1980 MHz, 2619 MHz, 0x0, Not Active, Not Active, 0, 5",  # one too few
+    " 1980 MHz, 2619 MHz, 0x0, Not Active, Not Active, 0, 5, 16,",  # a trailing comma
+    "",
+    " 1980 MHz,, 0x0, Not Active, , 0, 5, 16",
+]
+
+
+def _csv_lines(rng, n: int, odd: float, odd_tail: float | None = None) -> list[str]:  # noqa: ANN001
+    odd_tail = odd if odd_tail is None else odd_tail
+    out = [_CSV_HEADER]
+    tail = rng.choice(_CSV_TAILS)
+    for r in range(n):
+        if rng.random() < 0.01:
+            tail = rng.choice(_CSV_TAILS)
+        t = rng.choice(_CSV_ODD_TAILS) if rng.random() < odd_tail else tail
+        head = f"2026/11/28 00:00:{r // 8 % 60:02d}.{r % 1000:03d}, NVIDIA H100, 00000000:{r % 8:02X}:00.0"
+        used = f"{rng.randrange(101)} %, {rng.randrange(50)} %, {rng.randrange(80000)} MiB"
+        row = f"{head}, {r % 8}, {used}, 45, 612.3 W,{t}"
+        if rng.random() < odd:
+            row = rng.choice([row.replace(", ", ",", 1), row[: rng.randrange(len(row))], row + ",", "x,y"])
+        out.append(row)
+        if rng.random() < odd / 10:
+            other = "index, name, pci.bus_id, temperature.gpu, power.draw [W]"
+            out.append(_CSV_HEADER if rng.random() < 0.5 else other)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("odd", "odd_tail"), [(0.0, None), (0.001, None), (0.05, None), (0.3, None), (0.0, 0.03)]
+)
+def test_data_rows_by_tail_equal_split(odd: float, odd_tail: float | None) -> None:
+    """Loops whose lines end in a few tails (with odd tails: a cell too many or too few, empty cells, cut
+    lines, other field lists): `_data_rows` (the tail path for a long group) gives the rows and cells of
+    splitting every line whole."""
+    import random
+
+    rng = random.Random(int(odd * 1000))
+    frame, sigs = _csv_frame(_csv_lines(rng, 12000, odd, odd_tail))
+    new_groups, new_found = csv_parser._data_rows(frame, sigs, "line")
+    old_groups, old_found = _old_data_rows(frame, sigs, "line")
+    assert len(new_groups) == len(old_groups) and len(new_found) == len(old_found)
+    for (fa, a), (fb, b) in zip(new_groups, old_groups, strict=True):
+        assert fa == fb
+        assert a.schema == b.schema and a.equals(b, null_equal=True)
+    for a, b in zip(new_found, old_found, strict=True):
+        assert a.equals(b)
+
+
+def test_data_rows_tail_path_taken() -> None:
+    import random
+
+    seen = []
+    real = csv_parser._rows_by_tail
+    try:
+        csv_parser._rows_by_tail = lambda sub, n: (lambda r: (seen.append(r is not None), r)[1])(real(sub, n))
+        frame, sigs = _csv_frame(_csv_lines(random.Random(5), 12000, 0.001))
+        csv_parser._data_rows(frame, sigs, "line")
+    finally:
+        csv_parser._rows_by_tail = real
+    assert seen and seen[0]
