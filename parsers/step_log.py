@@ -2971,7 +2971,7 @@ def _times(rows: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
     # (in (key, line) order a repeated pair is one next to its like)
     key, line = pl.col("key"), pl.col("line")
     if rows.select(((key == key.shift(1)) & (line == line.shift(1))).any()).item():
-        return _times_general(rows, seg)
+        return _times_narrow(rows, seg)
     n = rows.height
     quality = pl.when(pl.col("ts").is_not_null()).then(pl.col("ts_quality"))
     narrow = rows.select(
@@ -3069,9 +3069,8 @@ def _times_general(rows: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
             ts=pl.when(ok).then(pl.col("src_ts")).otherwise(pl.col("ts")),
             ts_quality=pl.when(ok).then(pl.lit("inherited")).otherwise(pl.col("ts_quality")),
         ).drop("src_line", "src_ts")
-    rows = rows.with_columns(ts_quality=pl.col("ts_quality").fill_null("none")).sort(
-        "key", "framework", "line", maintain_order=True
-    )
+    rows = rows.with_columns(ts_quality=pl.col("ts_quality").fill_null("none"))
+    rows = _sort_stable(rows, ("key", "framework", "line"))
 
     grp = ["key", "framework"]
     has_step = pl.col("step").is_not_null()
@@ -3091,10 +3090,65 @@ def _times_general(rows: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
         d_ts=((pl.col("ts") - pl.col("ts").shift(1)).dt.total_microseconds() / 1e6).over(grp),
         d_step_ts=(pl.col("step") - pl.col("step").shift(1)).over(grp),
     )
-    rows = rows.join(cum, on=["key", "framework", "line"], how="left").join(
-        own, on=["key", "framework", "line"], how="left"
-    )
+    # (a left join with no row on the right adds null columns; the rows stay as they are)
+    for part in (cum, own):
+        if part.height:
+            rows = rows.join(part, on=["key", "framework", "line"], how="left")
+        else:
+            added = {c: t for c, t in part.schema.items() if c not in (*grp, "line")}
+            rows = rows.with_columns(pl.lit(None, dtype=t).alias(c) for c, t in added.items())
     return _derived_step_time(rows, "prev_row_line")
+
+
+def _sort_stable(df: pl.DataFrame, by: tuple[str, ...]) -> pl.DataFrame:
+    """`df.sort(*by, maintain_order=True)`; on big frames without nulls in `by`, by one packed integer key:
+    the rank of each row's value in each column (strings: among the distinct values, in sort order;
+    integers: the value less the least) and its position, when they fit in 62 bits (one order only)."""
+    n = df.height
+    if n < _LANE_MIN or any(df.get_column(c).null_count() for c in by):
+        return df.sort(*by, maintain_order=True)
+    ranks: list[tuple[pl.Series, int]] = []
+    for c in by:
+        col = df.get_column(c)
+        if col.dtype == pl.String:
+            uniq = col.unique().sort()
+            table = pl.DataFrame({c: uniq, "_r": pl.int_range(uniq.len(), eager=True, dtype=pl.Int64)})
+            r = df.select(c).join(table, on=c, how="left", maintain_order="left").get_column("_r")
+            ranks.append((r, uniq.len()))
+        elif col.dtype.is_integer():
+            lo, hi = int(col.min()), int(col.max())  # type: ignore[arg-type]
+            ranks.append((col.cast(pl.Int64) - lo, hi - lo + 1))
+        else:
+            return df.sort(*by, maintain_order=True)
+    bits = [(size - 1).bit_length() for _, size in ranks]
+    pb = (n - 1).bit_length()
+    if sum(bits) + pb > 62:
+        return df.sort(*by, maintain_order=True)
+    packed = pl.int_range(n, dtype=pl.Int64, eager=True)
+    shift = pb
+    for (r, _), b in zip(reversed(ranks), reversed(bits)):
+        packed = packed + r * (1 << shift)
+        shift += b
+    if bool((packed.diff().drop_nulls() > 0).all()):  # (in that order already)
+        return df.rechunk()
+    return df.with_columns(_sk=packed).sort("_sk").drop("_sk")
+
+
+_TIMES_COLS = ("key", "line", "ts", "ts_quality", "kind", "framework", "step", "cum_time_s", "step_time_s")
+"""The columns `_times_general` reads (and `step_time_source`, which it sets with `ts`, `ts_quality` and
+`step_time_s`)."""
+
+
+def _times_narrow(rows: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
+    """`_times_general(rows, seg)` run on the columns it reads and a row index (its sorts and joins order and
+    repeat rows by those columns alone), the wide frame then gathered once by that index."""
+    narrow = rows.select(*_TIMES_COLS, "step_time_source", _ri=pl.int_range(rows.height, dtype=pl.Int64))
+    got = _times_general(narrow, seg)
+    if got.columns != narrow.columns:  # (cannot happen: it sets columns in place and drops its own)
+        return _times_general(rows, seg)
+    return rows[got.get_column("_ri")].with_columns(
+        got.select("ts", "ts_quality", "step_time_s", "step_time_source")
+    )
 
 
 def _derived_step_time(rows: pl.DataFrame, *drop: str) -> pl.DataFrame:

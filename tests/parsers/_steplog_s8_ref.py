@@ -219,3 +219,141 @@ def _bar_fragments(
             )
         )
     return out, pl.concat(seen)
+
+
+def _times(rows: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
+    """Inherit missing times from the line right above; derive missing step times (cumulative, then ts deltas).
+
+    `rows` come in (key, line) order. On many rows whose (key, line) pairs are unique (so every sort and join
+    below has one answer whatever the order it starts from) the work runs on narrow frames and the results go
+    back by row position: the wide frame is gathered once at most; `_times_general` is the plain form.
+    """
+    if rows.height < _LANE_MIN:
+        return _times_general(rows, seg)
+    # (in (key, line) order a repeated pair is one next to its like)
+    key, line = pl.col("key"), pl.col("line")
+    if rows.select(((key == key.shift(1)) & (line == line.shift(1))).any()).item():
+        return _times_general(rows, seg)
+    n = rows.height
+    quality = pl.when(pl.col("ts").is_not_null()).then(pl.col("ts_quality"))
+    narrow = rows.select(
+        "key", "line", "ts", "kind", "framework", "step", "cum_time_s", ts_quality=quality, _i=pl.int_range(n)
+    )
+    # (a row with its own time keeps it: nothing to inherit when every row has one)
+    inherit = rows.get_column("ts").null_count() > 0
+    stamped = seg.clear().select("key", src_line=pl.col("line"), src_ts=pl.col("ts"))
+    if inherit:
+        stamped = seg.filter(pl.col("ts").is_not_null())
+        stamped = stamped.select("key", src_line=pl.col("line"), src_ts=pl.col("ts"))
+        if stamped.select(pl.struct("key", "src_line").is_duplicated().any()).item():
+            stamped = stamped.unique(["key", "src_line"], keep="first", maintain_order=True)
+        # (the seg frame is in line order and a line has one key: `stamped` is sorted by `src_line` as it is)
+        narrow = narrow.with_columns(prev_row_line=pl.col("line").shift(1).over("key"))
+    if stamped.height:
+        j = narrow.sort("line").join_asof(
+            stamped,
+            left_on="line",
+            right_on="src_line",
+            by="key",
+            strategy="backward",
+            allow_exact_matches=False,
+            check_sortedness=False,
+        )
+        ok = (
+            pl.col("ts").is_null()
+            & ~pl.col("kind").is_in(["tqdm", "rich_bar"])  # a bar is redrawn long after the line above it
+            & pl.col("src_ts").is_not_null()
+            & ((pl.col("line") - pl.col("src_line")) <= INHERIT_GAP)
+            & (pl.col("prev_row_line").is_null() | (pl.col("src_line") > pl.col("prev_row_line")))
+        )
+        j = j.select(
+            "_i",
+            ts=pl.when(ok).then(pl.col("src_ts")).otherwise(pl.col("ts")),
+            ts_quality=pl.when(ok).then(pl.lit("inherited")).otherwise(pl.col("ts_quality")),
+        ).sort("_i")
+        narrow = narrow.with_columns(j.get_column("ts"), j.get_column("ts_quality"))
+    narrow = narrow.with_columns(pl.col("ts_quality").fill_null("none"))
+    # (rows in (key, line) order, pairs unique: with one framework in all they are in this order already)
+    fw = pl.col("framework")
+    one_fw = narrow.select(fw.eq_missing(fw.first()).all()).item()
+    order = None if one_fw else narrow.select(pl.arg_sort_by("key", "framework", "line")).to_series()
+    if order is not None and not order.equals(pl.Series(range(n), dtype=order.dtype), check_names=False):
+        narrow = narrow[order]
+        rows = rows[order]
+    grp = ["key", "framework"]
+    has_step = pl.col("step").is_not_null()
+    narrow = narrow.with_columns(_p=pl.int_range(n))
+    cum = narrow.filter(has_step & pl.col("cum_time_s").is_not_null()).select(
+        "_p",
+        d_cum=(pl.col("cum_time_s") - pl.col("cum_time_s").shift(1)).over(grp),
+        d_step=(pl.col("step") - pl.col("step").shift(1)).over(grp),
+    )
+    own_q = pl.col("ts_quality").is_in(["exact", "local_assumed_utc", "year_inferred"])
+    own = narrow.filter(has_step & own_q).select(
+        "_p",
+        d_ts=((pl.col("ts") - pl.col("ts").shift(1)).dt.total_microseconds() / 1e6).over(grp),
+        d_step_ts=(pl.col("step") - pl.col("step").shift(1)).over(grp),
+    )
+    extra = {"ts": narrow.get_column("ts"), "ts_quality": narrow.get_column("ts_quality")}
+    for part, cols in ((cum, ("d_cum", "d_step")), (own, ("d_ts", "d_step_ts"))):
+        for c in cols:
+            full = _nulls(c, n, part.schema[c])
+            extra[c] = full.scatter(part.get_column("_p"), part.get_column(c)) if part.height else full
+    rows = rows.with_columns(**extra)
+    return _derived_step_time(rows)
+
+
+def _times_general(rows: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
+    """`_times` by sorts and joins of the whole frame."""
+    rows = rows.with_columns(ts_quality=pl.when(pl.col("ts").is_not_null()).then(pl.col("ts_quality")))
+    stamped = seg.filter(pl.col("ts").is_not_null()).select(
+        "key", src_line=pl.col("line"), src_ts=pl.col("ts")
+    ).unique(["key", "src_line"], keep="first", maintain_order=True).sort("key", "src_line")
+    rows = rows.with_columns(prev_row_line=pl.col("line").shift(1).over("key")).sort("line")
+    if stamped.height and rows.height:
+        j = rows.sort("line").join_asof(
+            stamped.sort("src_line"),
+            left_on="line",
+            right_on="src_line",
+            by="key",
+            strategy="backward",
+            allow_exact_matches=False,
+            check_sortedness=False,
+        )
+        ok = (
+            pl.col("ts").is_null()
+            & ~pl.col("kind").is_in(["tqdm", "rich_bar"])  # a bar is redrawn long after the line above it
+            & pl.col("src_ts").is_not_null()
+            & ((pl.col("line") - pl.col("src_line")) <= INHERIT_GAP)
+            & (pl.col("prev_row_line").is_null() | (pl.col("src_line") > pl.col("prev_row_line")))
+        )
+        rows = j.with_columns(
+            ts=pl.when(ok).then(pl.col("src_ts")).otherwise(pl.col("ts")),
+            ts_quality=pl.when(ok).then(pl.lit("inherited")).otherwise(pl.col("ts_quality")),
+        ).drop("src_line", "src_ts")
+    rows = rows.with_columns(ts_quality=pl.col("ts_quality").fill_null("none")).sort(
+        "key", "framework", "line", maintain_order=True
+    )
+
+    grp = ["key", "framework"]
+    has_step = pl.col("step").is_not_null()
+    # cumulative training time (composer wall_clock/train, modded-nanogpt train_time)
+    cum = rows.filter(has_step & pl.col("cum_time_s").is_not_null()).select(
+        "key",
+        "framework",
+        "line",
+        d_cum=(pl.col("cum_time_s") - pl.col("cum_time_s").shift(1)).over(grp),
+        d_step=(pl.col("step") - pl.col("step").shift(1)).over(grp),
+    )
+    # timestamp deltas, own (not inherited) times only
+    own = rows.filter(has_step & pl.col("ts_quality").is_in(["exact", "local_assumed_utc", "year_inferred"])).select(
+        "key",
+        "framework",
+        "line",
+        d_ts=((pl.col("ts") - pl.col("ts").shift(1)).dt.total_microseconds() / 1e6).over(grp),
+        d_step_ts=(pl.col("step") - pl.col("step").shift(1)).over(grp),
+    )
+    rows = rows.join(cum, on=["key", "framework", "line"], how="left").join(
+        own, on=["key", "framework", "line"], how="left"
+    )
+    return _derived_step_time(rows, "prev_row_line")

@@ -231,6 +231,8 @@ _REFS: dict[str, Callable] = {
     "_rows": _ref_rows_read,
     "_block_fragments": _ref_block_fragments,
     "_bar_fragments": R._bar_fragments,
+    "_times": R._times,
+    "_times_general": R._times_general,
 }
 
 
