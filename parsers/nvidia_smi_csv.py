@@ -316,7 +316,17 @@ def _distinct_values(data: pl.DataFrame, plan: _Plan) -> pl.DataFrame:
         return data
     uniq: dict[str, pl.Series] = {}
     cols = {}
+    j = _tail_of(data)
+    firsts: pl.Series | None = None  # (the first row of each tail)
+    at: pl.Series | None = None  # (each row's place among them)
     for name, cell, fn, dtype in plan.distinct:
+        if j is not None and int(cell[2:]) >= j:
+            # a cell of the tail: converted on the first row of each tail, spread by the rows' tail numbers
+            if firsts is None or at is None:
+                firsts, at = _tail_places(data.get_column(f"{_TAIL}{j}"))
+            u = data.get_column(cell).gather(firsts)
+            cols[name] = pl.select(fn(pl.lit(u)).cast(dtype)).to_series().gather(at)
+            continue
         if cell not in uniq:
             uniq[cell] = data.get_column(cell).unique(maintain_order=True)
         u = uniq[cell]
@@ -325,6 +335,25 @@ def _distinct_values(data: pl.DataFrame, plan: _Plan) -> pl.DataFrame:
     for name, cell in plan.stamps:
         cols[name] = _stamps(data.get_column(cell))
     return data.with_columns(**cols)
+
+
+def _tail_places(tail: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """The first row of each tail number in `tail` (in order of appearance), each row's place among them."""
+    firsts = tail.arg_unique()
+    place = pl.repeat(0, int(tail.max()) + 1, dtype=pl.UInt32, eager=True)  # type: ignore[arg-type]
+    place = place.scatter(tail.gather(firsts), pl.int_range(len(firsts), dtype=pl.UInt32, eager=True))
+    return firsts, place.gather(tail)
+
+
+def _tail_of(data: pl.DataFrame) -> int | None:
+    """The first cell of the rows' tail, when `_rows_by_tail` read them (their tail numbered), else None."""
+    return next((int(c[len(_TAIL) :]) for c in data.columns if c.startswith(_TAIL)), None)
+
+
+def _tail_fields(data: pl.DataFrame, canon: list[str]) -> frozenset[str]:
+    """The fields (canonical names) of the rows' tail (`_rows_by_tail`): converted once per tail."""
+    j = _tail_of(data)
+    return frozenset() if j is None else frozenset(canon[j:])
 
 
 _DIGIT_AT = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18, 20, 21, 22]
@@ -602,6 +631,8 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         runs: frozenset[str] = frozenset()
         if data.height >= _MANY:
             many, runs = _repetitive(data, canon)
+            tail = _tail_fields(data, canon)
+            many, runs = many | tail, runs - tail
         plan = _group_plan(tuple(fields), many, runs, data.height >= _MANY)
         data = _distinct_values(data, plan)
         q = data.lazy()
@@ -847,6 +878,8 @@ def _parse_batch(items: Sequence[tuple[pl.Series, FileContext]], text: pl.Series
         runs: frozenset[str] = frozenset()
         if data.height >= _MANY:
             many, runs = _repetitive(data, _canon_list(tuple(fields)))
+            tail = _tail_fields(data, _canon_list(tuple(fields)))
+            many, runs = many | tail, runs - tail
         plan = _group_plan(tuple(fields), many, runs, data.height >= _MANY)
         data = _distinct_values(data, plan)
         q = data.lazy()
@@ -998,7 +1031,10 @@ def _data_rows(
 
 
 _TAIL_PROBE = 1024
-"""Lines `_rows_by_tail` reads first to find the fields of a tail (each field, and the tails, of few texts)."""
+"""Lines `_rows_by_tail` reads first to find the fields of a tail (each field, and the tails: few texts)."""
+_TAIL = "_tail_from_"
+"""The column `_rows_by_tail` adds, named for the first cell of the tail (`_tail_from_<j>`): each row's tail
+(a number), by which the tail's cells are converted once per tail (`_distinct_values`)."""
 
 
 def _rows_by_tail(sub: pl.DataFrame, n: int) -> pl.DataFrame | None:
@@ -1033,6 +1069,7 @@ def _rows_by_tail(sub: pl.DataFrame, n: int) -> pl.DataFrame | None:
         [
             *(head.get_column(f"field_{i}").alias(f"_c{i}") for i in range(j)),
             *(cells.get_column(f"field_{k}").gather(code).alias(f"_c{j + k}") for k in range(n - j)),
+            code.alias(f"{_TAIL}{j}"),
         ]
     ).filter(keep)
 

@@ -396,6 +396,8 @@ def test_data_rows_by_tail_equal_split(odd: float, odd_tail: float | None) -> No
     assert len(new_groups) == len(old_groups) and len(new_found) == len(old_found)
     for (fa, a), (fb, b) in zip(new_groups, old_groups, strict=True):
         assert fa == fb
+        # (each row's tail, when read by tails)
+        a = a.drop(c for c in a.columns if c.startswith(csv_parser._TAIL))
         assert a.schema == b.schema and a.equals(b, null_equal=True)
     for a, b in zip(new_found, old_found, strict=True):
         assert a.equals(b)
@@ -413,3 +415,47 @@ def test_data_rows_tail_path_taken() -> None:
     finally:
         csv_parser._rows_by_tail = real
     assert seen and seen[0]
+
+
+_TAIL_ODD = [
+    " [N/A]", " [Unknown Error]", " [GPU requires reset]", " Active", "", " 7", " 0x0000000000000088", " 1e3"
+]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_csv_tail_conversions_equal_per_cell(seed: int) -> None:
+    """A loop read by tails (`_rows_by_tail`, its cells converted once per tail in `_distinct_values`), odd
+    cells (states, error markers, empty, other numbers) in its tails: the whole parse equals the per-cell
+    parse (the long-group paths off)."""
+    import random
+
+    from parsers.base import FileContext
+
+    rng = random.Random(seed)
+    lines = _csv_lines(rng, 12000, 0.0)
+    for i in rng.sample(range(1, len(lines)), 40):  # (few distinct tails: the tail path still taken)
+        cells = lines[i].split(",")
+        cells[rng.randrange(9, len(cells))] = rng.choice(_TAIL_ODD)
+        lines[i] = ",".join(cells)
+    s = pl.Series("line", lines, dtype=pl.String)
+    ctx = FileContext(path="node-1/nvidia-smi-query.csv", node="node-1", year_hint=2026)
+    seen = []
+    real = csv_parser._rows_by_tail
+    many = csv_parser._MANY
+    try:
+        csv_parser._rows_by_tail = lambda sub, n: (lambda r: (seen.append(r is not None), r)[1])(real(sub, n))
+        fast = csv_parser.parse(s, ctx)
+        csv_parser._MANY = 10**9
+        per_cell = csv_parser.parse(s, ctx)
+    finally:
+        csv_parser._rows_by_tail = real
+        csv_parser._MANY = many
+    assert seen == [True]
+    assert (fast.parsed, fast.unrecognized, fast.unrecognized_examples, fast.notes, fast.node) == (
+        per_cell.parsed, per_cell.unrecognized, per_cell.unrecognized_examples, per_cell.notes, per_cell.node
+    )
+    assert fast.tables.keys() == per_cell.tables.keys()
+    for name in fast.tables:
+        a, b = fast.tables[name], per_cell.tables[name]
+        assert a.schema == b.schema and a.equals(b, null_equal=True), name
+    assert fast.tables["events"].height  # (the error markers in the tails)
