@@ -364,7 +364,7 @@ def _family(
     base = base.select("line", text=pl.when("_k").then(text).otherwise(pl.lit("")))
     if base.select(text.str.contains("Not all ranks joining collective", literal=True).any()).item():
         return _whole(lines, ctx)
-    fam = nccl.family_rows_frame(base, ctx, wrap_width=lambda: nccl._wrap_width(lines))
+    fam = nccl.family_rows_frame(base, ctx, wrap_width=lambda: nccl._wrap_width(lines, ascii))
     if fam.whole:
         return _whole(lines, ctx)
     if fam.continued is not None and len(fam.continued) and len(wrap_cut):

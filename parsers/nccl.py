@@ -540,12 +540,17 @@ def join_wrapped(frame: pl.DataFrame, wrap_width: Callable[[], int | None] | Non
     f = frame.with_columns(_cand=cand.fill_null(False))
     if not f.get_column("_cand").any():
         return f.drop("_cand").with_columns(cont=pl.lit(False))
-    f = f.with_columns(_wrap=head.fill_null(False))
-    f = f.with_columns(_run=(~pl.col("_cand")).cast(pl.Int32).cum_sum())
-    f = f.with_columns(cont=pl.col("_cand") & pl.col("_wrap").first().over("_run") & (pl.col("_run") > 0)).drop("_wrap")
+    # a run is a non-candidate line (its head) and the candidates after it: the head's `_WRAPPABLE` test
+    # carried down the run (a forward fill, not a window over ~every line); the candidates before the first
+    # head (run 0) continue nothing
+    cand_c = pl.col("_cand")
+    f = f.with_columns(
+        _run=(~cand_c).cast(pl.Int32).cum_sum(),
+        cont=cand_c & pl.when(~cand_c).then(head.fill_null(False)).forward_fill().fill_null(False),
+    )
     if not f.get_column("cont").any():
         return f.drop("_cand", "_run")
-    width = wrap_width() if wrap_width is not None else _wrap_width(frame.get_column("text"))
+    width = wrap_width() if wrap_width is not None else _wrap_width(frame.get_column("text"), _common._ascii)
     sep = (
         pl.when(plen == width).then(pl.lit("")).otherwise(pl.lit(" "))
         if width is not None
@@ -554,16 +559,18 @@ def join_wrapped(frame: pl.DataFrame, wrap_width: Callable[[], int | None] | Non
     f = f.with_columns(_piece=pl.when(pl.col("cont")).then(sep + pl.col("body")))
     tails = f.filter(pl.col("cont")).group_by("_run").agg(_tail=pl.col("_piece").str.join(""))
     f = f.join(tails, on="_run", how="left", maintain_order="left")
-    first = pl.col("line") == pl.col("line").first().over("_run")
+    # (a run with a tail has a head: its first line, the one non-candidate of the run)
+    first = ~pl.col("_cand")
     f = f.with_columns(
         body=pl.when(first & pl.col("_tail").is_not_null()).then(pl.col("body") + pl.col("_tail")).otherwise(pl.col("body")),
     )
     return f.drop("_cand", "_run", "_piece", "_tail")
 
 
-def _wrap_width(texts: pl.Series) -> int | None:
-    """The wrap width of a file's lines: the most common length of 80 characters or more, seen 3+ times."""
-    lengths = texts.fill_null("").str.len_chars()
+def _wrap_width(texts: pl.Series, ascii: bool = False) -> int | None:
+    """The wrap width of a file's lines: the most common length of 80 characters or more, seen 3+ times
+    (`ascii`: no line holds a non-ASCII character, so its length is its number of bytes, a cheaper count)."""
+    lengths = texts.fill_null("").str.len_bytes() if ascii else texts.fill_null("").str.len_chars()
     long = lengths.filter(lengths >= 80)
     if len(long):
         vc = long.value_counts(sort=True)
@@ -956,7 +963,7 @@ def _nccl_rows(
                 rank=f("rank").cast(pl.Int32, strict=False),
                 nranks=f("nranks").cast(pl.Int32, strict=False),
                 cuda_dev=f("dev").cast(pl.Int32, strict=False),
-                gpu_bus_id=_INIT_BUS_ID,
+                gpu_bus_id=_init_bus_ids(init.get_column("i").struct.field("bus")),
                 phase=f("phase"),
                 nvml_dev=f("nvml").cast(pl.Int32, strict=False),
                 prio=pl.when(f("phase") == "COMPLETE").then(0).otherwise(1),
@@ -1768,11 +1775,10 @@ def _strict_coll(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     if not cand.any():
         return _empty_coll(), cand
     oc, d = pl.col("oc"), pl.col("d")
+    # (one filter: the lines with `: opCount ` in the message and ` count ` 10+ characters after it)
     cf = (
-        rows.with_columns(oc=c, _i=pl.int_range(pl.len(), dtype=pl.UInt32))
-        .filter(cand)
-        .with_columns(d=text.str.find(" count ", literal=True))
-        .filter(d > oc + 9)
+        rows.with_columns(oc=c, _i=pl.int_range(pl.len(), dtype=pl.UInt32), d=text.str.find(" count ", literal=True))
+        .filter(pl.lit(cand) & (d > oc + 9).fill_null(False))
         .select(
             "_i",
             "line",
@@ -1854,6 +1860,15 @@ _INIT_BUS_ID = pl.when(pl.col("i").struct.field("bus").is_not_null()).then(
     nccl_bus_id(pl.col("i").struct.field("bus"))
 )
 """The Init line's busId as a PCI address (the expression built once: it is ~50 expression nodes)."""
+
+
+def _init_bus_ids(bus: pl.Series) -> pl.Series:
+    """`_INIT_BUS_ID` of the Init lines whose busId tokens are `bus`: worked out once per distinct token (a
+    job's processes print the same few; the expression costs ~0.6 us a row), then joined back."""
+    u = bus.drop_nulls().unique().to_frame("bus")
+    ids = u.select("bus", _g=nccl_bus_id(pl.col("bus")))
+    got = bus.to_frame("bus").join(ids, on="bus", how="left", maintain_order="left")
+    return got.get_column("_g").alias("gpu_bus_id")
 _INIT_FULL = (
     r"^(?:ncclComm[A-Za-z]* )?comm 0x[0-9a-fA-F]+ rank [0-9]+ nranks [0-9]+ cudaDev [0-9]+ nvmlDev [0-9]+ "
     r"busId [0-9a-fA-F]+ commId 0x[0-9a-fA-F]+ - Init (?:START|COMPLETE)$"

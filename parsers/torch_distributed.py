@@ -312,6 +312,12 @@ class _Gate:
             return pl.col("body").str.extract_groups(arx(pattern))
         return pl.lit(None, dtype=_groups_dtype(pattern))
 
+    def gated(self, df: pl.DataFrame, literals: tuple[str, ...], pattern: str) -> pl.Series | pl.Expr:
+        """`_gated(df, literals, pattern)` (`df`: the bodies' frame), False when no line holds a literal."""
+        if self.text is not None and not any(x in self.text for x in literals):
+            return pl.lit(False)
+        return _gated(df, literals, pattern)
+
     def extract(self, pattern: str, group: int) -> pl.Expr:
         if self._may(pattern):
             return pl.col("body").str.extract(arx(pattern), group)
@@ -423,15 +429,15 @@ def _line_events(cand: pl.DataFrame, ctx: FileContext, year: int | None) -> list
     base = base.with_columns(
         _h_wd=may.contains(WATCHDOG_RE),
         _h_ws=may.contains(WORK_STATUS_RE),
-        _h_term=_gated(base, ("watchdog thread terminated with exception: ",), TERMINATED_RE),
+        _h_term=may.gated(base, ("watchdog thread terminated with exception: ",), TERMINATED_RE),
         _h_hb=may.contains(HEARTBEAT_RE),
         _h_st=may.contains(STUCK_RE),
         _h_ca=may.contains(COMM_ABORTED_RE),
         _h_ab=body.str.contains(ABORT_TEXT, literal=True),
         _h_dr=may.contains(DESYNC_RANKS_RE),
-        _h_ne=_gated(base, ("NCCL error in: ", "nccl"), NCCL_ERROR_RE),
-        _h_db=_gated(base, ("DistBackendError", "DistError"), DIST_BACKEND_RE),
-        _h_so=_gated(base, ("DistStoreError", "DistNetworkError"), STORE_RE),
+        _h_ne=may.gated(base, ("NCCL error in: ", "nccl"), NCCL_ERROR_RE),
+        _h_db=may.gated(base, ("DistBackendError", "DistError"), DIST_BACKEND_RE),
+        _h_so=may.gated(base, ("DistStoreError", "DistNetworkError"), STORE_RE),
         _h_fa=may.contains(FAILED_RE),
         _h_sg=may.contains(SIGNAL_RE),
         _h_rs=may.contains(RESTART_RE),

@@ -230,3 +230,10 @@ def test_split_all_same_as_three_full_rounds(stacks: list[list[str]], ascii: boo
     with _common.ascii_scope(ascii):
         got = _common._split_all(text)
     assert got.equals(_split_all_ref(text))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([79, 80, 81, 100, 120, 0, 3]), max_size=30), st.integers(0, 5))
+def test_wrap_width_by_bytes_on_ascii(lengths: list[int], take: int) -> None:
+    texts = pl.Series([("x" * k) for k in lengths] + CORPUS.to_list()[: take * 50], dtype=pl.String)
+    assert nccl._wrap_width(texts, True) == nccl._wrap_width(texts)
