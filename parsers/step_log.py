@@ -1857,6 +1857,22 @@ def _step_fragments(
     m = seg.filter(txt.str.contains(_rx(g.HF_DICT_RE))) if "{" in present else seg.clear()
     if m.height:
         k = {name: _key(txt, pat) for name, pat in g.HF_KEYS.items()}
+        if m.height >= _LANE_MIN:
+            # each key's regex read once, as a column, not once per use; a key none of whose required literals
+            # occurs in any of the lines matches none of them: nulls, what the regex gives
+            # (ASCII lines, as dicts mostly are in a log whose bars are not: the regexes with ASCII classes)
+            text = m.get_column("text")
+            with ascii_scope(_ascii or is_ascii(text)):
+                k = {name: _key(txt, pat) for name, pat in g.HF_KEYS.items()}
+                m = m.with_columns(
+                    **{
+                        f"_hk_{name}": e
+                        if _HF_KEY_LITS[name] is None or text.str.contains_any(list(_HF_KEY_LITS[name])).any()
+                        else pl.lit(None, dtype=pl.Float64)
+                        for name, e in k.items()
+                    }
+                )
+            k = {name: pl.col(f"_hk_{name}") for name in k}
         summary = k["train_runtime"].is_not_null()
         train = k["loss"].is_not_null() | k["step_runtime"].is_not_null() | k["grad_norm"].is_not_null()
         logged = m.filter(~summary & train & ~txt.str.contains("'eval_", literal=True))
@@ -1900,6 +1916,10 @@ def _step_fragments(
                 )
             )
     return out
+
+
+_HF_KEY_LITS = {name: required_literals(p) for name, p in g.HF_KEYS.items()}
+"""Literals one of which every match of each `g.HF_KEYS` regex holds (None: not known)."""
 
 
 _TQDM_CANON_HEAD = r"^[^\d%|]*[0-9]{1,3}%$"

@@ -233,6 +233,7 @@ _REFS: dict[str, Callable] = {
     "_bar_fragments": R._bar_fragments,
     "_times": R._times,
     "_times_general": R._times_general,
+    "_step_fragments": R._step_fragments,
 }
 
 
@@ -360,6 +361,16 @@ def _hf(rnd: random.Random, n_steps: int) -> Iterator[str]:
             )
         step += k
         yield host + "\r".join(draws)
+        if rnd.random() < 0.05:
+            yield host + rnd.choice(
+                [
+                    "{'eval_loss': 1.5, 'eval_runtime': 3.0, 'epoch': 1.0}",
+                    "{'train_runtime': 100.5, 'train_samples_per_second': 3.2, 'train_steps_per_second': 0.4, 'train_loss': 1.1, 'epoch': 2.0}",
+                    "{'loss': 1.25, 'step': 7, 'train_step_runtime': 1.5, 'train_step_samples_per_second': 9.0}",
+                    '{"loss": "2.5", "global_step": 8, "learning_rate": 1e-4}',
+                    "{'loss': 1,234.5, 'grad_norm': nan}",
+                ]
+            )
         if rnd.random() < 0.5:
             yield host + " " * 40
             yield (
@@ -428,6 +439,24 @@ def test_deepspeed_many_timer_lines(seed: int, shadowed: dict[str, int]) -> None
         lines = _mutate(rnd, lines)
     _parse(lines)
     assert shadowed["_block_fragments"] and shadowed["_rows"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_hf_many_dicts(seed: int, shadowed: dict[str, int]) -> None:
+    """Enough Trainer dicts for their keys to be read as columns (ASCII dicts, and with a non-ASCII one)."""
+    rnd = random.Random(100 + seed)
+    lines: list[str] = []
+    while sum(ln.lstrip().startswith("{") for ln in lines) < S._LANE_MIN + 100:
+        for ln in _hf(rnd, 40):
+            lines.append(ln)
+            if "{" not in ln and rnd.random() < 0.6:
+                lines.append(f"{{'loss': {rnd.uniform(0, 3):.4f}, 'grad_norm': {rnd.uniform(0, 3):.6f}, 'epoch': 0.5}}")
+    if seed == 1:
+        lines.append("{'loss': 1.5, 'grad_norm': 2.0, 'note': 'é'}")
+    if seed == 2:
+        lines = _mutate(rnd, lines)
+    _parse(lines)
+    assert shadowed["_step_fragments"]
 
 
 @pytest.mark.parametrize("kind", sorted(_GENS))
