@@ -186,10 +186,18 @@ def _hosts_and_headers(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
             text=pl.coalesce(env.get_column("rest"), pl.col("text")),
         )
     # (the comma test on the lines of the header's shape only: they are few)
-    shaped = frame.get_column("text").filter(frame.get_column("text").str.contains(HEADER_RE))
+    text = frame.get_column("text")
+    shaped = text.filter(_may_be_header(text))
+    shaped = shaped.filter(shaped.str.contains(HEADER_RE))
     # A header names at least one known field (data rows such as `P0, Enabled` also fit the token shape).
     cands = shaped.filter(shaped.str.contains(",", literal=True)).unique().to_list()
     return frame, [t for t in cands if _known(t.split(","))]
+
+
+def _may_be_header(text: pl.Series) -> pl.Series:
+    """False for the lines that start with a digit (a loop's rows: its timestamps, its indices), which
+    `HEADER_RE` (a field name first) cannot match; one comparison instead of the regex on every line."""
+    return ~((text >= "0") & (text < ":")).fill_null(False)
 
 
 def carry(lines: pl.Series) -> list[str]:
@@ -199,7 +207,8 @@ def carry(lines: pl.Series) -> list[str]:
     text = lines.cast(pl.String).fill_null("")
     if not text.str.contains(": ", literal=True).any():
         # No line can carry a pdsh prefix (see _hosts_and_headers): the last known header line, if any.
-        rows = text.filter(text.str.contains(HEADER_RE))
+        rows = text.filter(_may_be_header(text))
+        rows = rows.filter(rows.str.contains(HEADER_RE))
         rows = rows.filter(rows.str.contains(",", literal=True))  # (on the few lines of the header's shape)
         known = {t for t in rows.unique().to_list() if _known(t.split(","))}
         return next(([t] for t in reversed(rows.to_list()) if t in known), [])

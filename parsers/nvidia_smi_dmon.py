@@ -67,9 +67,18 @@ def carry(lines: pl.Series) -> list[str]:
     """The header line in force at the end of `lines` ([] when none): a file parsed in chunks can prepend it
     to the next chunk, whose first rows it governs (it is then parsed, and counted, as a header line)."""
     text = lines.cast(pl.String).fill_null("")
-    hpos = text.str.starts_with("#").arg_true()
-    heads = hpos.filter(text.gather(hpos).str.contains(HEADER_RE))
-    return [text[int(heads[-1])]] if len(heads) else []
+    # (looked for from the end, a block of lines at a time: dmon repeats its header every few rows)
+    for end in range(len(text), 0, -_CARRY_BLOCK):
+        block = text.slice(max(0, end - _CARRY_BLOCK), min(end, _CARRY_BLOCK))
+        hpos = block.str.starts_with("#").arg_true()
+        heads = hpos.filter(block.gather(hpos).str.contains(HEADER_RE))
+        if len(heads):
+            return [block[int(heads[-1])]]
+    return []
+
+
+_CARRY_BLOCK = 8192
+"""Lines `carry` looks at at once, from the end (a 16 MB chunk of 200k lines: ~2 -> ~0.15 ms)."""
 
 
 def _val(e: pl.Expr) -> pl.Expr:

@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (the replaced code is kept verbatim in strings below)
 """Round 8 (kernsmi) fast paths of the nvidia-smi dmon / --query-gpu CSV parsers equal the code they replace.
 
 The replaced code is kept here verbatim (`_old_*`) as the reference; inputs are random frames (hypothesis)
@@ -459,3 +460,114 @@ def test_csv_tail_conversions_equal_per_cell(seed: int) -> None:
         a, b = fast.tables[name], per_cell.tables[name]
         assert a.schema == b.schema and a.equals(b, null_equal=True), name
     assert fast.tables["events"].height  # (the error markers in the tails)
+
+
+# ----------------------------------------------------------------------------- carry, _hosts_and_headers
+
+OLD_DMON_CARRY = """
+def carry(lines: pl.Series) -> list[str]:
+    '''The header line in force at the end of `lines` ([] when none): a file parsed in chunks can prepend it
+    to the next chunk, whose first rows it governs (it is then parsed, and counted, as a header line).'''
+    text = lines.cast(pl.String).fill_null("")
+    hpos = text.str.starts_with("#").arg_true()
+    heads = hpos.filter(text.gather(hpos).str.contains(HEADER_RE))
+    return [text[int(heads[-1])]] if len(heads) else []
+"""
+OLD_CSV_HEADERS = """
+def _hosts_and_headers(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    '''`frame` (columns text, host) with pdsh/clush prefixes split off into `host` when most lines have one,
+    and the distinct header lines. Used by `parse` and `carry` alike.'''
+    # pdsh/clush captures (`node01: index, name, ...`): every host prints its own header and rows.
+    text = frame.get_column("text")
+    # A prefixed line contains ': ': when too few lines do, the file is no capture (no regex pass needed;
+    # none at all, no count of the non-blank lines either).
+    prefixed = int(text.str.contains(": ", literal=True).sum())
+    nonblank = int((text.str.strip_chars() != "").sum()) if prefixed else 0
+    maybe = nonblank and prefixed * 2 >= nonblank
+    env = frame.select(g=pl.col("text").str.extract_groups(PDSH_RE)).unnest("g") if maybe else None
+    if env is not None and env.get_column("host").is_not_null().sum() * 2 >= nonblank:
+        frame = frame.with_columns(
+            host=env.get_column("host").str.split(".").list.first(),
+            text=pl.coalesce(env.get_column("rest"), pl.col("text")),
+        )
+    # (the comma test on the lines of the header's shape only: they are few)
+    shaped = frame.get_column("text").filter(frame.get_column("text").str.contains(HEADER_RE))
+    # A header names at least one known field (data rows such as `P0, Enabled` also fit the token shape).
+    cands = shaped.filter(shaped.str.contains(",", literal=True)).unique().to_list()
+    return frame, [t for t in cands if _known(t.split(","))]
+
+
+def carry(lines: pl.Series) -> list[str]:
+    '''The header lines in force at the end of `lines` (the last one of each pdsh host, as printed; [] when
+    none): a file parsed in chunks can prepend them to the next chunk, whose first rows they govern (they are
+    then parsed, and counted, as header lines). Same header rules as `parse`.'''
+    text = lines.cast(pl.String).fill_null("")
+    if not text.str.contains(": ", literal=True).any():
+        # No line can carry a pdsh prefix (see _hosts_and_headers): the last known header line, if any.
+        rows = text.filter(text.str.contains(HEADER_RE))
+        rows = rows.filter(rows.str.contains(",", literal=True))  # (on the few lines of the header's shape)
+        known = {t for t in rows.unique().to_list() if _known(t.split(","))}
+        return next(([t] for t in reversed(rows.to_list()) if t in known), [])
+    frame = pl.DataFrame({"i": pl.int_range(0, len(text), eager=True), "raw": text, "text": text}).with_columns(
+        host=pl.lit(None, dtype=pl.String)
+    )
+    frame, headers_ok = _hosts_and_headers(frame)
+    last = (
+        frame.filter(pl.col("text").is_in(headers_ok))
+        .group_by("host", maintain_order=True)
+        .agg(pl.col("i").last(), pl.col("raw").last())
+        .sort("i")
+    )
+    return last.get_column("raw").to_list()
+"""
+
+
+def _old(code: str, module) -> dict:  # noqa: ANN001
+    ns = dict(vars(module))
+    exec(code, ns)  # (the code replaced, verbatim, with the module's names)
+    return ns
+
+
+_HEAD_LINES = st.sampled_from(
+    [
+        "#Date       Time        gpu    pwr  gtemp", "#YYYYMMDD   HH:MM:SS    Idx      W      C",
+        "# gpu   pwr", "# Idx     W", "# restarted", " 20261128   00:00:00      0    643", "    0   432", "", "#", "# gpu x",
+        "timestamp, index, name", "index, name, pci.bus_id", " index, name",
+        "0, NVIDIA H100, 00000000:18:00.0",
+        "2026/11/28 00:00:00.001, NVIDIA H100", "9x, y", ":a, b", "/x, y", "é, name", "name, temperature.gpu",
+        "n1: index, name", "n1: 0, NVIDIA H100", "Temperature.gpu, Index", "\tindex, name", "0index, name",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_HEAD_LINES, max_size=60), st.integers(1, 20))
+def test_carry_and_headers_as_before(lines: list[str], block: int) -> None:
+    """`carry` of dmon (looked for from the end, by blocks) and of the CSV parser, and the CSV parser's
+    `_hosts_and_headers` (the lines starting with a digit left out of the regex) give what the old code
+    gives, on lines of every kind (headers, rows, pdsh prefixes, digits, colons, non-ASCII first)."""
+    from parsers import nvidia_smi_dmon as dmon
+
+    s = pl.Series("line", lines, dtype=pl.String)
+    real = dmon._CARRY_BLOCK
+    try:
+        dmon._CARRY_BLOCK = block
+        assert dmon.carry(s) == _old(OLD_DMON_CARRY, dmon)["carry"](s)
+    finally:
+        dmon._CARRY_BLOCK = real
+    assert dmon.carry(s) == _old(OLD_DMON_CARRY, dmon)["carry"](s)
+    old = _old(OLD_CSV_HEADERS, csv_parser)
+    assert csv_parser.carry(s) == old["carry"](s)
+    n = len(lines)
+    frame = pl.DataFrame(
+        {
+            "line": pl.int_range(1, 1 + n, dtype=pl.Int64, eager=True),
+            "text": s,
+            "raw": s,
+            "host": pl.repeat(None, n, dtype=pl.String, eager=True),
+        }
+    )
+    new_frame, new_heads = csv_parser._hosts_and_headers(frame)
+    old_frame, old_heads = old["_hosts_and_headers"](frame)
+    assert sorted(new_heads) == sorted(old_heads)
+    assert new_frame.equals(old_frame, null_equal=True)
