@@ -2010,6 +2010,9 @@ def _bar_fragments(
     m = _tqdm_match(seg) if "%|" in present else seg.clear()
     seen = [m.select("line")]
     if m.height:
+        # (the bars' fragments read their base columns and groups only: the texts are not carried through the
+        # filters and joins below)
+        m = m.select(*_BASE, "m")
         totals = seg.filter(txt.str.contains("Total optimization steps = ", literal=True)).select(
             "line",
             n=txt.str.extract(_rx(g.HF_TOTAL_STEPS_RE), 1)
