@@ -691,7 +691,9 @@ def _account(stamped: pl.DataFrame) -> tuple[int, int, list[tuple[int, str]]]:
             return 0, 0, []
         # (`stamped` is `numbered`: its lines are consecutive)
         return _py_account(texts, oks, stamped.get_column("line").item(0))
-    flagged = stamped.select(nonblank=pl.col("text").str.contains(r"\S"), ok=pl.col("ok").fill_null(False))
+    flagged = pl.DataFrame(
+        [_nonblank(stamped.get_column("text")), stamped.get_column("ok").fill_null(False).alias("ok")]
+    )
     parsed, unrecognized = flagged.select(
         parsed=(pl.col("ok") & pl.col("nonblank")).sum(), unrecognized=(~pl.col("ok") & pl.col("nonblank")).sum()
     ).row(0)
@@ -700,6 +702,17 @@ def _account(stamped: pl.DataFrame) -> tuple[int, int, list[tuple[int, str]]]:
         bad = stamped.select("line", "text").filter(~flagged.get_column("ok") & flagged.get_column("nonblank")).head(MAX_EXAMPLES)
         examples = [(int(n), str(t)[:500]) for n, t in bad.iter_rows()]
     return int(parsed), int(unrecognized), examples
+
+
+def _nonblank(text: pl.Series) -> pl.Series:
+    """`text.str.contains(r"\\S")` (named `nonblank`), the regex run only on the lines that do not start
+    with a printable ASCII character other than a space (the others hold a non-space: their first): ~2.5 ->
+    ~0.5 ms on 100k lines."""
+    sure = ((text >= "!") & (text < "\x7f")).fill_null(False)
+    unsure = (~sure).arg_true()
+    if len(unsure) == 0:
+        return sure.alias("nonblank")
+    return sure.scatter(unsure, text.gather(unsure).str.contains(r"\S")).alias("nonblank")
 
 
 def _py_account(
@@ -962,9 +975,11 @@ def _syslog_lane(sub: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     # with one are left to the general path and 'host tag[pid]' starts at the 17th character of the others
     precise = any(len(t) > 15 and t[15] == "." for t in sub.get_column("body").head(1000).to_list() if t)
     g = sub.select("line", "body", _c=body.str.find(": ", literal=True))
-    # the part before the first ': ' (null without one), kept for the host and tag: `find` gives bytes,
-    # `head` characters; they agree on the ASCII prefix the regex demands
-    g = g.with_columns(_p=body.str.head(pl.col("_c")))
+    # the part before the first ': ' (null without one), kept for the host and tag: its bytes (cut at an ASCII
+    # ':', so text again), which the regex reads as it read the characters `str.head` gave (the first `_c`
+    # characters: on a prefix that is not ASCII, more than the prefix, its ':' too, which the regex refuses
+    # as it refuses the prefix's non-ASCII characters). ~2.7 -> ~2.3 ms on 100k lines.
+    g = g.with_columns(_p=_bytes_before(body, pl.col("_c")))
     ok = pl.col("_p").str.contains(_LANE_PREFIX if precise else _LANE_PREFIX.replace(_LANE_FRAC, ""))
     g = g.with_columns(_ok=ok.fill_null(False))
     lane = g.filter(pl.col("_ok"))
@@ -978,7 +993,7 @@ def _syslog_lane(sub: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         w = pl.col("_w").struct.field
         out = lane.with_columns(_w=pl.col("_p").str.split_exact(" ", 4)).select(
             "line",
-            msg=body.str.slice(pl.col("_c") + 2),
+            msg=_bytes_from(body, pl.col("_c") + 2),  # (= `str.slice`: the prefix is ASCII)
             mon=w("field_0"),
             day=w("field_1"),
             hms=w("field_2"),
@@ -995,6 +1010,18 @@ def _syslog_lane(sub: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         return out, other
     first = 16 + pl.col("_p").str.slice(15).str.find(" ", literal=True).cast(pl.Int64)
     return _syslog_lane_fields(lane, first), other
+
+
+def _bytes_before(text: pl.Expr, end: pl.Expr) -> pl.Expr:
+    """The first `end` bytes of `text`, as text (`end` must fall between characters: at an ASCII byte)."""
+    return text.cast(pl.Binary).bin.head(end).cast(pl.String)
+
+
+def _bytes_from(text: pl.Expr, start: pl.Expr) -> pl.Expr:
+    """`text` from byte `start` on (a byte after an ASCII one), as text: `str.slice` counts characters, so
+    this equals `text.str.slice(start)` where the bytes before `start` are ASCII; ~3.5 -> ~2.5 ms on 100k
+    lines."""
+    return text.cast(pl.Binary).bin.slice(start).cast(pl.String)
 
 
 def _syslog_lane_fields(lane: pl.DataFrame, first: pl.Expr) -> pl.DataFrame:

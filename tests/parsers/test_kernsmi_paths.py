@@ -571,3 +571,44 @@ def test_carry_and_headers_as_before(lines: list[str], block: int) -> None:
     old_frame, old_heads = old["_hosts_and_headers"](frame)
     assert sorted(new_heads) == sorted(old_heads)
     assert new_frame.equals(old_frame, null_equal=True)
+
+
+# ----------------------------------------------------------------------------- kernel_log (syslog lane, accounting)
+
+_TEXT_CHARS = st.sampled_from(list(" \t\x0b\x0c\r\x85\xa0\u1680\u2000\u2028\u3000!~\x7f\x00\x1fAz09:é€") + ["\U0001f600"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(_TEXT_CHARS, max_size=6)), max_size=40))
+def test_nonblank_equals_regex(texts: list) -> None:
+    """`kernel_log._nonblank` (the regex only on lines not starting with printable ASCII) equals
+    `str.contains(r"\\S")` on every line: Unicode white space first, control characters, DEL, nulls."""
+    from parsers import kernel_log
+
+    s = pl.Series("text", texts, dtype=pl.String)
+    got = kernel_log._nonblank(s)
+    assert got.name == "nonblank" and got.dtype == pl.Boolean
+    assert got.to_list() == s.str.contains(r"\S").to_list()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.text(_TEXT_CHARS, max_size=8), st.text(_TEXT_CHARS, max_size=8)), max_size=30))
+def test_syslog_lane_byte_cuts(parts: list) -> None:
+    """`_bytes_before(body, find(': '))` and `_bytes_from(body, find(': ') + 2)` cut where `str.head`/
+    `str.slice` cut when the part before ': ' is ASCII, and the lane's prefix test reads the same lines
+    as before on any text (non-ASCII prefixes included)."""
+    from parsers import kernel_log
+
+    body = pl.Series("body", [f"{a}: {b}" if k % 3 else a + b for k, (a, b) in enumerate(parts)], dtype=pl.String)
+    df = body.to_frame().with_columns(_c=pl.col("body").str.find(": ", literal=True))
+    b, c = pl.col("body"), pl.col("_c")
+    got = df.select(p=kernel_log._bytes_before(b, c), m=kernel_log._bytes_from(b, c + 2))
+    old = df.select(p=b.str.head(c), m=b.str.slice(c + 2))
+    ascii_prefix = df.select((b.str.head(c).str.len_bytes() == c).fill_null(True)).to_series()
+    for i, ok in enumerate(ascii_prefix.to_list()):
+        if ok:
+            assert got.row(i) == old.row(i)
+    for pattern in (kernel_log._LANE_PREFIX, kernel_log._LANE_PREFIX.replace(kernel_log._LANE_FRAC, "")):
+        assert got.select(pl.col("p").str.contains(pattern).fill_null(False)).to_series().to_list() == (
+            old.select(pl.col("p").str.contains(pattern).fill_null(False)).to_series().to_list()
+        )
