@@ -482,10 +482,18 @@ def _may(col: pl.Series, rx: str) -> bool:
     """False only when no value of `col` (a small frame's column) holds a literal every match of `rx` needs."""
     if len(col) > _SMALL:
         return True
-    lits = _literals(rx)
+    lits = _literals_rx(rx)
     if lits is None:
         return True
-    return may_match(lits, "\n".join(col.drop_nulls().to_list()))
+    # (one regex pass of the literals: cheaper than joining the values' text for a search in Python)
+    return bool(col.str.contains(lits).any())
+
+
+@cache
+def _literals_rx(rx: str) -> str | None:
+    """A regex of `_literals(rx)` (escaped, in alternation), or None when none can be named."""
+    lits = _literals(rx)
+    return None if lits is None else "|".join(re.escape(x) for x in lits)
 
 
 NCCL_START = NCCL_RE.split(r"\s?(?P<msg>")[0].replace("(?P<", "(?P<_")
@@ -1777,7 +1785,9 @@ def _strict_coll(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     oc, d = pl.col("oc"), pl.col("d")
     # (one filter: the lines with `: opCount ` in the message and ` count ` 10+ characters after it)
     cf = (
-        rows.with_columns(oc=c, _i=pl.int_range(pl.len(), dtype=pl.UInt32), d=text.str.find(" count ", literal=True))
+        rows.with_columns(
+            oc=c, _i=pl.int_range(pl.len(), dtype=pl.UInt32), d=text.str.find(" count ", literal=True)
+        )
         .filter(pl.lit(cand) & (d > oc + 9).fill_null(False))
         .select(
             "_i",
@@ -1862,11 +1872,28 @@ _INIT_BUS_ID = pl.when(pl.col("i").struct.field("bus").is_not_null()).then(
 """The Init line's busId as a PCI address (the expression built once: it is ~50 expression nodes)."""
 
 
+_BUS_ID = nccl_bus_id(pl.col("bus"))
+"""A column `bus` of busId tokens as PCI addresses (built once: ~50 expression nodes)."""
+
+
+_HEX_TOKEN = re.compile(r"[0-9a-fA-F]{1,15}\Z")
+
+
+def _py_bus_id(v: int) -> str:
+    """`nccl_bus_id` of a busId token's value `v` (0 <= v < 16**15)."""
+    return f"{(v >> 20) & 0xFFFF:04x}:{(v >> 12) & 0xFF:02x}:{(v >> 4) & 0xFF:02x}.{v & 7}"
+
+
 def _init_bus_ids(bus: pl.Series) -> pl.Series:
     """`_INIT_BUS_ID` of the Init lines whose busId tokens are `bus`: worked out once per distinct token (a
     job's processes print the same few; the expression costs ~0.6 us a row), then joined back."""
     u = bus.drop_nulls().unique().to_frame("bus")
-    ids = u.select("bus", _g=nccl_bus_id(pl.col("bus")))
+    tokens = u.get_column("bus").to_list()
+    if all(_HEX_TOKEN.match(x) for x in tokens):
+        # (plain hex tokens, at most 15 digits: what the expression gives, worked out in Python)
+        ids = u.with_columns(_g=pl.Series([_py_bus_id(int(x, 16)) for x in tokens], dtype=pl.String))
+    else:
+        ids = u.select("bus", _g=_BUS_ID)
     got = bus.to_frame("bus").join(ids, on="bus", how="left", maintain_order="left")
     return got.get_column("_g").alias("gpu_bus_id")
 _INIT_FULL = (
@@ -2195,6 +2222,18 @@ def _torch_may_hold(frame: pl.DataFrame, blocks: bool) -> bool:
         return True
     body = pl.col("body")
     other = ~pl.col("_nccl")
+    # the literal tests first: when one holds on some line, so does the whole test (no PyTorch regex run)
+    cheap = frame.select(
+        (
+            pl.col("cont")
+            | (other & body.str.contains_any(list(_TORCH_HINTS)))
+            | body.str.contains("Not all ranks joining collective", literal=True)
+        )
+        .fill_null(False)
+        .any()
+    ).item()
+    if cheap:
+        return True
     hit = frame.select(
         (
             pl.col("cont")

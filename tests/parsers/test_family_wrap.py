@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from parsers import nccl
+from parsers._sniff import may_match
 from parsers.base import FileContext
 
 FIX = Path(__file__).parent.parent / "fixtures"
@@ -136,6 +137,7 @@ def test_join_wrapped_same_on_fixtures() -> None:
             st.none(),
             st.sampled_from(["6b000", "1b000", "0", "", " 7f ", "zz", "fffffffffffffffff", "-1", "+10", "ABCDEF"]),
             st.text("0123456789abcdefABx-+ ", max_size=18),
+            st.text("0123456789abcdefABCDEF", min_size=1, max_size=17),
         ),
         max_size=30,
     )
@@ -147,3 +149,34 @@ def test_init_bus_ids_same_as_the_expression(tokens: list[str | None]) -> None:
     got = nccl._init_bus_ids(bus)
     assert got.dtype == ref.dtype == pl.String
     assert got.to_list() == ref.to_list()
+
+
+def _may_ref(col: pl.Series, rx: str) -> bool:
+    """`nccl._may` before its regex of literals (verbatim, module names aside)."""
+    if len(col) > nccl._SMALL:
+        return True
+    lits = nccl._literals(rx)
+    if lits is None:
+        return True
+    return may_match(lits, "\n".join(col.drop_nulls().to_list()))
+
+
+_MAY_PATTERNS = [nccl.NCCL_START, nccl._COLLECTOR_TS, nccl._RAS_MARK, nccl._UNDERSTOOD, nccl.td.ROOT_CAUSE_RE, r"a\.b|c\(d"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.one_of(st.none(), st.text("NCL Ia.b(cd\n: 2024-0[]", max_size=30)), max_size=20),
+    st.sampled_from(_MAY_PATTERNS),
+)
+def test_may_same_as_joined_text(values: list[str | None], rx: str) -> None:
+    """`nccl._may` says False exactly when no value holds a required literal (the joined-text search could also
+    find one across two values: then it said True, a guard that only cost a regex pass); when it says False,
+    the regex matches no value."""
+    col = pl.Series(values, dtype=pl.String)
+    got = nccl._may(col, rx)
+    lits = nccl._literals(rx)
+    assert got == (lits is None or any(v is not None and any(x in v for x in lits) for v in values))
+    assert got <= _may_ref(col, rx)
+    if not got:
+        assert not col.str.contains(rx).any()
