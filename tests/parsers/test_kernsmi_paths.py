@@ -612,3 +612,39 @@ def test_syslog_lane_byte_cuts(parts: list) -> None:
         assert got.select(pl.col("p").str.contains(pattern).fill_null(False)).to_series().to_list() == (
             old.select(pl.col("p").str.contains(pattern).fill_null(False)).to_series().to_list()
         )
+
+
+@pytest.mark.parametrize("shape", ["no commas", "short", "long", "mixed"])
+def test_csv_tail_path_on_rows_unlike_their_header(shape: str) -> None:
+    """A long group whose rows do not have their header's cells (none, too few, too many, a mix): the same
+    result as the per-cell parse (no row read, or the right ones), no error."""
+    from parsers.base import FileContext
+
+    hdr = (
+        "timestamp, name, pci.bus_id, index, utilization.gpu [%], utilization.memory [%], memory.used [MiB],"
+        " temperature.gpu, power.draw [W], clocks.sm [MHz], clocks.mem [MHz], pcie.link.gen.current,"
+        " pcie.link.width.current"
+    )
+    good = ", 0, 5 %, 3 %, 100 MiB, 40, 500 W, 1980 MHz, 2619 MHz, 5, 16"
+    rows = []
+    for i in range(9000):
+        head = f"2026/11/28 00:00:{i % 60:02d}.{i % 1000:03d}, NVIDIA H100, 00000000:{i % 8:02X}:00.0"
+        kind = shape if shape != "mixed" else ("short", "long", "good", "good")[i % 4]
+        rows.append(
+            {"no commas": f"garbage line {i}", "short": head, "long": head + good + ", 9", "good": head + good}[kind]
+        )
+    s = pl.Series("line", [hdr, *rows], dtype=pl.String)
+    ctx = FileContext(path="n/q.csv", node="n")
+    fast = csv_parser.parse(s, ctx)
+    many = csv_parser._MANY
+    try:
+        csv_parser._MANY = 10**9
+        per_cell = csv_parser.parse(s, ctx)
+    finally:
+        csv_parser._MANY = many
+    assert (fast.parsed, fast.unrecognized, fast.unrecognized_examples) == (
+        per_cell.parsed, per_cell.unrecognized, per_cell.unrecognized_examples
+    )
+    for name in fast.tables:
+        a, b = fast.tables[name], per_cell.tables[name]
+        assert a.schema == b.schema and a.equals(b, null_equal=True), name
