@@ -2499,7 +2499,9 @@ def _with_timers(frags: pl.DataFrame) -> pl.DataFrame:
         _after_tms=text.str.splitn("time (ms)", 2).struct.field("field_1"),
         _ri=pl.int_range(k, dtype=pl.Int64),
     )
+    # (cast to the fragments' type, as `_frag` casts the timers it is given)
     t = _timer_line_timers(sub, fast=True).sort("_ri").get_column("timers")
+    t = t.cast(pl.List(_TIMER), strict=False)
     n = frags.height
     # each row's timers: its own, or one of the `k` read (put after the `n` own ones), in the rows' order
     at = pl.select(
