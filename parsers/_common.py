@@ -10,14 +10,14 @@ from typing import Any
 
 import polars as pl
 
-from parsers._step_grammars import ascii_classes
+from parsers._step_grammars import ThreadFlag, ascii_classes
 
 # ----------------------------------------------------------------------------- ASCII regexes
 
-_ascii = False
-"""Whether the lines being read by the NCCL/PyTorch-distributed grammar hold no non-ASCII character (set by
-`ascii_scope`): `arx` then gives each regex with ASCII classes (`_step_grammars.ascii_classes`: the same
-matches on such text), which polars compiles 5-15x faster. Polars keeps only the last 32 regexes compiled per
+_ascii = ThreadFlag()
+"""Whether the lines this thread reads with the NCCL/PyTorch-distributed grammar hold no non-ASCII
+character (set by `ascii_scope`): `arx` then gives each regex with ASCII classes (`_step_grammars.ascii_classes`:
+the same matches on such text), which polars compiles 5-15x faster. Polars keeps only the last 32 regexes compiled per
 thread and a range's reading uses ~100, so each is compiled again on every range."""
 
 
@@ -36,13 +36,12 @@ def is_ascii(text: pl.Series) -> bool:
 def ascii_scope(ascii: bool) -> Iterator[None]:
     """`arx` gives ASCII-class regexes inside the block when `ascii` (the caller vouches that every line read
     there, and so every text made from them, is ASCII); nested scopes restore the outer one."""
-    global _ascii
-    outer = _ascii
-    _ascii = ascii
+    outer = _ascii.value
+    _ascii.value = bool(ascii)
     try:
         yield
     finally:
-        _ascii = outer
+        _ascii.value = outer
 
 
 # ----------------------------------------------------------------------------- PCI bus ids

@@ -7,6 +7,8 @@ after launcher envelopes, ANSI colours and Python-logging prefixes were removed.
 
 from __future__ import annotations
 
+import threading
+
 NUM = r"(?:[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf))"
 INT_SEP = r"\d[\d,]*"
 
@@ -314,6 +316,17 @@ _ASCII_CLASS = {
     "B": r"(?-u:\B)",
 }
 _ASCII_MEMO: dict[str, str] = {}
+
+
+class ThreadFlag(threading.local):
+    """A switch of each thread, off until turned on there (`value`; the object is true when it is on): a
+    module's "the lines being read are ASCII" (`step_log.ascii_scope`, `_common.ascii_scope`), which two
+    threads reading other lines at once must not share (a Dask worker runs its tasks in threads)."""
+
+    value = False
+
+    def __bool__(self) -> bool:
+        return self.value
 
 
 def ascii_classes(pattern: str) -> str:

@@ -558,7 +558,8 @@ def join_wrapped(frame: pl.DataFrame, wrap_width: Callable[[], int | None] | Non
     )
     if not f.get_column("cont").any():
         return f.drop("_cand", "_run")
-    width = wrap_width() if wrap_width is not None else _wrap_width(frame.get_column("text"), _common._ascii)
+    ascii = bool(_common._ascii)
+    width = wrap_width() if wrap_width is not None else _wrap_width(frame.get_column("text"), ascii)
     sep = (
         pl.when(plen == width).then(pl.lit("")).otherwise(pl.lit(" "))
         if width is not None

@@ -347,9 +347,9 @@ def sniff(head: bytes, name: str) -> float:
 # ----------------------------------------------------------------------------- helpers
 
 
-_ascii = False
-"""Whether the lines being read hold no non-ASCII character (set by `ascii_scope`): `_rx` then gives each
-regex with ASCII classes (`g.ascii_classes`: the same matches on such text), which polars compiles ~10x
+_ascii = g.ThreadFlag()
+"""Whether the lines this thread reads hold no non-ASCII character (set by `ascii_scope`): `_rx` then gives
+each regex with ASCII classes (`g.ascii_classes`: the same matches on such text), which polars compiles ~10x
 faster; it keeps the last 32 regexes compiled only, and a range's reading uses ~100 (with the NCCL grammar's),
 so each is compiled again on every range."""
 
@@ -369,13 +369,12 @@ def is_ascii(text: pl.Series) -> bool:
 def ascii_scope(ascii: bool) -> Iterator[None]:
     """Regexes of this module run with ASCII classes inside the block when `ascii` (the caller vouches that
     every line read there, and so every text made from them, is ASCII); nested scopes restore the outer."""
-    global _ascii
-    outer = _ascii
-    _ascii = ascii
+    outer = _ascii.value
+    _ascii.value = bool(ascii)
     try:
         yield
     finally:
-        _ascii = outer
+        _ascii.value = outer
 
 
 def _num(expr: pl.Expr) -> pl.Expr:

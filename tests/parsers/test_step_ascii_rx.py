@@ -115,6 +115,37 @@ def test_scope_nests_and_restores() -> None:
     assert not step_log._ascii
 
 
+@pytest.mark.parametrize("module", ["step_log", "_common"])
+def test_scope_is_each_threads_own(module: str) -> None:
+    """A thread reading ASCII lines does not switch the regexes of another thread reading other lines (a Dask
+    worker runs its tasks in threads of one process)."""
+    import threading
+
+    from parsers import _common
+
+    mod = {"step_log": step_log, "_common": _common}[module]
+    rx = step_log._rx if module == "step_log" else _common.arx
+    inside, checked = threading.Event(), threading.Event()
+    seen: list[object] = []
+
+    def ascii_reader() -> None:
+        with mod.ascii_scope(True):
+            seen.append(rx(r"\d"))
+            inside.set()
+            checked.wait(10)
+            seen.append(rx(r"\d"))
+
+    t = threading.Thread(target=ascii_reader)
+    t.start()
+    assert inside.wait(10)
+    other = (bool(mod._ascii), rx(r"\d"))
+    with mod.ascii_scope(False):
+        checked.set()
+        t.join(10)
+    assert other == (False, r"\d")
+    assert seen == ["[0-9]", "[0-9]"] and not mod._ascii
+
+
 def _same(a: object, b: object) -> bool:
     if set(a.tables) != set(b.tables):
         return False
