@@ -16,9 +16,10 @@ from parsers._step_grammars import ThreadFlag, ascii_classes
 
 _ascii = ThreadFlag()
 """Whether the lines this thread reads with the NCCL/PyTorch-distributed grammar hold no non-ASCII
-character (set by `ascii_scope`): `arx` then gives each regex with ASCII classes (`_step_grammars.ascii_classes`:
-the same matches on such text), which polars compiles 5-15x faster. Polars keeps only the last 32 regexes compiled per
-thread and a range's reading uses ~100, so each is compiled again on every range."""
+character (set by `ascii_scope`): `arx` then gives each regex with ASCII classes
+(`_step_grammars.ascii_classes`: the same matches on such text), which polars compiles 5-15x faster. Polars
+keeps only the last 32 regexes compiled per thread and a range's reading uses ~100, so each is compiled again
+on every range."""
 
 
 def arx(pattern: Any) -> Any:
