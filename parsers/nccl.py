@@ -1771,8 +1771,8 @@ def _strict_coll(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     A message is cut at its first `: opCount ` and its first ` count `: the op before (letters only: checked
     once per group), the middle (opCount, buffers: `_COLL_MID`, checked per line) and the tail after (few
     distinct ones: `_COLL_TAIL` once per group); the message matches `_COLL_FAST` exactly when all three do.
-    Offsets are bytes and slices characters: the line up to the message is ASCII (`_FAST_HEAD`), and a
-    non-ASCII character before the tail fails the op or middle check, so the cuts agree whenever all pass.
+    Offsets and cuts are bytes (binary slices, cheaper than character slices): every cut falls at an ASCII
+    byte (the message start after the ASCII head of `_FAST_HEAD`, the two literals), so each piece is text.
     Groups: hc, op, comm, root, calls, first_line, line, first_msg, last_msg (`_COLL_GROUPS`)."""
     text = pl.col("text")
     off = pl.col("msg_off")
@@ -1785,6 +1785,7 @@ def _strict_coll(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
         return _empty_coll(), cand
     oc, d = pl.col("oc"), pl.col("d")
     # (one filter: the lines with `: opCount ` in the message and ` count ` 10+ characters after it)
+    b = text.cast(pl.Binary)
     cf = (
         rows.with_columns(
             oc=c, _i=pl.int_range(pl.len(), dtype=pl.UInt32), d=text.str.find(" count ", literal=True)
@@ -1795,9 +1796,10 @@ def _strict_coll(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
             "line",
             "hc",
             "msg_off",
-            op=text.str.slice(off, oc - off),
-            tail=text.str.slice(d + 1),
-            ok=text.str.slice(oc + 10, d - oc - 10).str.contains(arx(_COLL_MID)),
+            # (cut by bytes: every cut is at an ASCII byte, so the pieces are text; see the docstring)
+            op=b.bin.slice(off, oc - off),
+            tail=b.bin.slice(d + 1),
+            ok=b.bin.slice(oc + 10, d - oc - 10).cast(pl.String).str.contains(arx(_COLL_MID)),
         )
     )
     groups = (
@@ -1810,10 +1812,10 @@ def _strict_coll(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
             _il=pl.col("_i").last(),
             msg_off=pl.col("msg_off").first(),
         )
-        .with_columns(g=pl.col("tail").str.extract_groups(arx(_COLL_TAIL)))
+        .with_columns(g=pl.col("tail").cast(pl.String).str.extract_groups(arx(_COLL_TAIL)))
         .with_columns(
             good=pl.col("ok")
-            & pl.col("op").str.contains(arx(r"^[A-Za-z]+$"))
+            & pl.col("op").cast(pl.String).str.contains(arx(r"^[A-Za-z]+$"))
             & pl.col("g").struct.field("comm").is_not_null()
         )
     )
@@ -1833,7 +1835,7 @@ def _strict_coll(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     )
     coll = groups.hstack(ends).select(
         "hc",
-        "op",
+        op=pl.col("op").cast(pl.String),
         comm=pl.col("g").struct.field("comm"),
         root=pl.col("g").struct.field("root"),
         calls=pl.col("calls").cast(pl.UInt32),
