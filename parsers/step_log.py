@@ -2569,11 +2569,12 @@ def _rows(frags: pl.DataFrame) -> pl.DataFrame:
     return _single_rows(f, 0, None, value_cols)
 
 
-def _grouped(f: pl.LazyFrame, over_key: bool) -> pl.LazyFrame:
+def _grouped(f: pl.LazyFrame, over_key: bool, one_run: bool = False) -> pl.LazyFrame:
     """`f` (fragments in (key, line, seg) order) with `group` (the fragments of one step row share it: a
     running count of the group starts), `orphan` and `_start` (see `_rows`). `over_key` false: the keys come
     in runs (the order above), and the per-key windows are worked out by the runs' starts instead (same
-    values: the last anchor value above a fragment within its run)."""
+    values: the last anchor value above a fragment within its run); `one_run`: with it, every fragment has one
+    same key (not null), the whole frame one run."""
     f = f.with_columns(
         attach_line=pl.coalesce(pl.col("attach_line"), pl.col("line")),
         standalone=pl.col("standalone").fill_null(False),
@@ -2587,6 +2588,9 @@ def _grouped(f: pl.LazyFrame, over_key: bool) -> pl.LazyFrame:
     prev_cols = ("a_step", "a_kind", "a_line", "a_alone")
     if over_key:
         prev = {f"prev_{c[2:]}": pl.col(c).shift(1).forward_fill().over("key") for c in prev_cols}
+    elif one_run:
+        # (one run of one key: the last non-null `x` above the fragment, wherever it is)
+        prev = {f"prev_{c[2:]}": pl.col(c).forward_fill().shift(1) for c in prev_cols}
     else:
         # `x.shift(1).forward_fill().over("key")` on runs of keys: the last non-null `x` above the fragment,
         # when its position is in the fragment's run (at or after the run's first fragment), else null
@@ -2647,7 +2651,11 @@ def _rows_gathered(frags: pl.DataFrame, value_cols: list[str]) -> pl.DataFrame:
     narrow = frags.select(
         "key", "line", "seg", "kind", "step", "anchor", "standalone", "attach_line", *_PROGRESS
     ).with_row_index("_i")
-    f = _grouped(_sort_frags(narrow).lazy(), over_key=False)
+    key = pl.col("key")
+    one_run = narrow.height > 0 and bool(
+        narrow.select(key.is_not_null().all() & (key == key.first()).all()).item()
+    )
+    f = _grouped(_sort_frags(narrow).lazy(), over_key=False, one_run=one_run)
     # a group is a run of fragments; one of a single fragment is that fragment as it is (what the aggregation
     # gives it), so only the others are sorted and aggregated
     start = pl.col("_start")
@@ -2740,10 +2748,8 @@ def _sort_rows(rows: pl.DataFrame) -> pl.DataFrame:
     gb = int(st["hg"] or 0).bit_length()
     if st["n"] or st["lo"] < 0 or kb + lb + gb > 62:
         return rows.sort("group").sort("key", "line", maintain_order=True)
-    rank = pl.DataFrame({"key": keys, "_kr": pl.int_range(keys.len(), eager=True, dtype=pl.Int64)})
     packed = (
-        rows.select("key", "line", "group")
-        .join(rank, on="key", how="left", maintain_order="left")
+        _key_ranks(rows.select("key", "line", "group"), keys)
         .select((pl.col("_kr") * (1 << (lb + gb))) + (line * (1 << gb)) + group.cast(pl.Int64))
         .to_series()
     )
@@ -2768,17 +2774,31 @@ def _sort_frags(frags: pl.DataFrame) -> pl.DataFrame:
     keys = frags.get_column("key").unique().sort()
     if st["n"] or st["lo"] < 0 or st["hl"] >= 1 << 36 or st["hs"] >= 1 << 16 or keys.len() >= 1 << 11:
         return frags.sort("key", "line", "seg", maintain_order=True)
-    rank = pl.DataFrame({"key": keys, "_kr": pl.int_range(keys.len(), eager=True, dtype=pl.Int64)})
     packed = (
-        frags.select("key", "line", "seg")
-        .join(rank, on="key", how="left", maintain_order="left")
+        _key_ranks(frags.select("key", "line", "seg"), keys)
         .select((pl.col("_kr") * (1 << 52)) + (line * (1 << 16)) + seg)
         .to_series()
     )
-    if not bool((packed.sort().diff().drop_nulls() > 0).all()):  # (a repeated triple: ties)
+    if any(isinstance(t, pl.List) for t in frags.schema.values()):
+        if not bool((packed.sort().diff().drop_nulls() > 0).all()):  # (a repeated triple: ties)
+            return frags.sort("key", "line", "seg", maintain_order=True)
+        # (the frame's own sort: a gather by index is slow on the list-of-struct timers)
+        return frags.with_columns(_sk=packed).sort("_sk").drop("_sk")
+    # (no list column, as `_rows_gathered`'s narrow frame: one sort of the keys, the frame gathered in that
+    # order; the keys distinct, that is the one order the sort gives)
+    order = packed.arg_sort()
+    if not bool((packed.gather(order).diff().drop_nulls() > 0).all()):  # (a repeated triple: ties)
         return frags.sort("key", "line", "seg", maintain_order=True)
-    # (the frame's own sort: a gather by index is slow on the list-of-struct timers)
-    return frags.with_columns(_sk=packed).sort("_sk").drop("_sk")
+    return frags[order]
+
+
+def _key_ranks(df: pl.DataFrame, keys: pl.Series) -> pl.DataFrame:
+    """`df` with `_kr`, the rank of its `key` among `keys` (sorted, distinct, holding every key of `df`): a
+    join, or 0 where there is one key (a join on one key costs a hash of every row's key)."""
+    if keys.len() == 1:
+        return df.with_columns(_kr=pl.lit(0, dtype=pl.Int64))
+    rank = pl.DataFrame({"key": keys, "_kr": pl.int_range(keys.len(), eager=True, dtype=pl.Int64)})
+    return df.join(rank, on="key", how="left", maintain_order="left")
 
 
 def _single_rows(
@@ -3136,6 +3156,9 @@ def _sort_stable(df: pl.DataFrame, by: tuple[str, ...]) -> pl.DataFrame:
         col = df.get_column(c)
         if col.dtype == pl.String:
             uniq = col.unique().sort()
+            if uniq.len() == 1:  # (one value: every rank 0, no join)
+                ranks.append((pl.zeros(n, dtype=pl.Int64, eager=True), 1))
+                continue
             table = pl.DataFrame({c: uniq, "_r": pl.int_range(uniq.len(), eager=True, dtype=pl.Int64)})
             r = df.select(c).join(table, on=c, how="left", maintain_order="left").get_column("_r")
             ranks.append((r, uniq.len()))
