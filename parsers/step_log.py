@@ -823,7 +823,10 @@ def _segments(
     else:
         seg = seg.with_columns(seg=pl.lit(0, dtype=pl.Int64))
     text = pl.col("text")
-    flags = seg.select(
+    # (the flags read off the lines, not their segments: same bytes in fewer rows; none of the literals holds
+    # a `\r`, nor can a match of the unanchored `ANSI_PASTED_RE`, so a line holds one iff one of its segments
+    # does)
+    flags = frame.select(
         esc=text.str.contains("\x1b", literal=True).any(),
         pasted=text.str.contains(_rx(g.ANSI_PASTED_RE)).any(),
         banner=text.str.contains("global rank", literal=True).any(),

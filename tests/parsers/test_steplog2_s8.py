@@ -144,6 +144,51 @@ def _ref_sort_frags(frags: pl.DataFrame) -> pl.DataFrame:
     return frags.with_columns(_sk=packed).sort("_sk").drop("_sk")
 
 
+
+_Batch, FileContext, g, numbered, _rx = S._Batch, S.FileContext, S.g, S.numbered, S._rx
+
+
+def _ref_segments(
+    lines: pl.Series, ctx: FileContext, batch: _Batch | None = None, numbers: pl.Series | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, bool], bool, pl.Expr]:
+    """What both preparations start with: the numbered lines, their `\\r` segments (`seg`), which cleaning
+    and prefix steps can change any line (`on`), whether ANSI codes are removed from inside lines (`dirty`),
+    and the text with them removed (`clean`).
+
+    Cheap checks skip the steps that cannot change any line (same result, fewer passes and collects). The
+    literal checks run once over the raw lines: every later step works on a suffix of the raw line (prefixes
+    stripped) unless ANSI codes are removed from its middle (`dirty`: then every step runs). The anchored
+    prefixes are checked where they are stripped, on the text they are stripped from.
+    """
+    if numbers is not None:  # (lines of a file with others left out between them, see `_titan_lane`)
+        frame = pl.DataFrame({"line": numbers.cast(pl.Int64, strict=False), "text": lines.cast(pl.String)})
+    else:
+        frame = numbered(lines, ctx) if batch is None else batch.frame
+    seg = frame
+    if frame.height and bool(frame.get_column("text").str.contains("\r", literal=True).any()):
+        # segment numbers exploded with the segments (what a window `int_range().over("line")` gave, cheaper)
+        parts = pl.col("text").str.split("\r")
+        seg = frame.with_columns(parts, seg=pl.int_ranges(0, parts.list.len(), dtype=pl.Int64))
+        seg = seg.explode("text", "seg")
+    else:
+        seg = seg.with_columns(seg=pl.lit(0, dtype=pl.Int64))
+    text = pl.col("text")
+    flags = seg.select(
+        esc=text.str.contains("\x1b", literal=True).any(),
+        pasted=text.str.contains(_rx(g.ANSI_PASTED_RE)).any(),
+        banner=text.str.contains("global rank", literal=True).any(),
+        msg=text.str.contains("[Rank ", literal=True).any(),
+        mllog=text.str.contains(":::MLLOG", literal=True).any(),
+    ).row(0, named=True)
+    dirty = bool(flags["esc"] or flags["pasted"])
+    on = {k: bool(v) or dirty for k, v in flags.items()}
+    clean = text.str.replace_all(_rx(g.ANSI_RE), "") if flags["esc"] else text
+    if dirty:
+        pasted = clean.str.contains(_rx(g.ANSI_PASTED_RE))
+        clean = pl.when(pasted).then(clean.str.replace_all(_rx(g.ANSI_PASTED_RE), "")).otherwise(clean)
+    return frame, seg, on, dirty, clean
+
+
 # ----------------------------------------------------------------------------- inputs
 
 
@@ -263,3 +308,24 @@ def test_sort_stable(n_keys: int, n_fw: int) -> None:
     assert got.schema == want.schema and got.equals(want)
     ordered = want.with_columns(v=pl.int_range(n, dtype=pl.Int64))
     assert S._sort_stable(ordered, ("key", "framework", "line")).equals(ordered)
+
+
+_PIECES = ["\r", "\r", "[32m", "[0", ";1m", "\x1b[0m", "global rank", "global", " rank", "[Rank ", ":::MLLOG",
+           ":::ML", "LOG", " 50%|#####     | 5/10 [00:01<00:01, 2.00it/s]", "{'loss': 1.0}", "x", " ", "7", ""]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_segments_flags(seed: int) -> None:
+    """`_segments` with its flags read off the lines (not the segments) gives what the old one gives."""
+    rnd = random.Random(seed)
+    n = rnd.choice([1, 5, 50])
+    lines = ["".join(rnd.choice(_PIECES) for _ in range(rnd.randrange(8))) for _ in range(n)]
+    if seed % 5 == 0:
+        lines = [ln.replace("\r", "") for ln in lines]
+    ser = pl.Series("line", lines, dtype=pl.String)
+    ctx = S.FileContext(path="n1/train.log", node="n1", year_hint=2025)
+    got, want = S._segments(ser, ctx), _ref_segments(ser, ctx)
+    for a, b in zip(got[:2], want[:2]):
+        assert a.schema == b.schema and a.equals(b, null_equal=True)
+    assert got[2:4] == want[2:4]
+    assert got[1].select(got[4]).equals(want[1].select(want[4]), null_equal=True)
