@@ -18,39 +18,15 @@ from parsers import _step_grammars as g
 from parsers import torch_distributed as td
 from parsers._common import ENVELOPES
 from parsers.base import FileContext
+from tests.parsers._regexes import classy_regexes
 
 FIX = Path(__file__).parent.parent / "fixtures"
 REAL = Path("/work/shared/real-logs")
-CLASSY = re.compile(r"\\[dswDSWbB]")
 CTX = FileContext(path="x/y.log", node="n1", first_line=1, year_hint=2025)
 
 
-def _strings(x: object) -> list[str]:
-    if isinstance(x, str):
-        return [x]
-    if isinstance(x, dict):
-        return [s for v in x.values() for s in _strings(v)]
-    if isinstance(x, (list, tuple, frozenset, set)):
-        return [s for v in x for s in _strings(v)]
-    return []
-
-
 def _patterns() -> list[str]:
-    found = set()
-    for mod in (nccl, td, _common):
-        for name, value in vars(mod).items():
-            if name.startswith("__"):
-                continue
-            for s in _strings(value):
-                if not CLASSY.search(s):
-                    continue
-                for p in (s, s.replace("(?<", "(?P<")):
-                    try:
-                        pl.Series(["x"]).str.contains(p)
-                    except Exception:  # (not a regex)
-                        continue
-                    found.add(p)
-    return sorted(found)
+    return sorted(classy_regexes((nccl, td, _common), lambda s: (s, s.replace("(?<", "(?P<"))))
 
 
 PATTERNS = _patterns()

@@ -4,7 +4,6 @@ the same groups (the step-log parser and `_mixed` run those on ASCII lines, `ste
 from __future__ import annotations
 
 import random
-import re
 from pathlib import Path
 
 import polars as pl
@@ -13,35 +12,13 @@ import pytest
 from parsers import _mixed, step_log
 from parsers import _step_grammars as g
 from parsers.base import FileContext
+from tests.parsers._regexes import CLASSY, classy_regexes
 
 FIX = Path(__file__).parent.parent / "fixtures"
-CLASSY = re.compile(r"\\[dswDSWbB]")
-
-
-def _strings(x: object) -> list[str]:
-    if isinstance(x, str):
-        return [x]
-    if isinstance(x, dict):
-        return [s for v in x.values() for s in _strings(v)]
-    if isinstance(x, (list, tuple, frozenset, set)):
-        return [s for v in x for s in _strings(v)]
-    return []
 
 
 def _patterns() -> list[str]:
-    found = set()
-    for mod in (g, step_log, _mixed):
-        for name, value in vars(mod).items():
-            if name.startswith("__"):
-                continue
-            for s in _strings(value):
-                if not CLASSY.search(s):
-                    continue
-                try:
-                    pl.Series(["x"]).str.contains(s)
-                except Exception:  # (not a regex)
-                    continue
-                found.add(s)
+    found = classy_regexes((g, step_log, _mixed))
     # the templated ones
     for stat in ("Mn", "Mx"):
         for metric in g.STRAGGLER_METRICS:
