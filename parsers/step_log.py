@@ -756,6 +756,22 @@ def _strip_envelopes(seg: pl.DataFrame) -> pl.DataFrame:
             "_key": keys,
         }
     )
+    n_pre = seg.height - prefix.null_count()
+    if n_pre * 4 < seg.height:
+        # (few lines open with an envelope, as in Hugging Face logs whose bars have none: only those are cut
+        # and joined, their values put back by position; the others keep their text, get nulls and key `|`)
+        i = prefix.is_not_null().arg_true()
+        p = prefix.gather(i)
+        got = pl.DataFrame({"_p": p}).join(table, on="_p", how="left", maintain_order="left")
+        rest_s = seg.get_column("rest")
+        return seg.with_columns(
+            rest=rest_s.scatter(i, rest_s.gather(i).str.slice(p.str.len_chars())),
+            env_rank=_nulls("env_rank", seg.height, pl.Int32).scatter(i, got.get_column("env_rank")),
+            host=_nulls("host", seg.height, pl.String).scatter(i, got.get_column("host")),
+            _key=pl.repeat("|", seg.height, dtype=pl.String, eager=True).scatter(
+                i, got.get_column("_key").fill_null("|")
+            ),
+        )
     got = pl.DataFrame({"_p": prefix}).join(table, on="_p", how="left", maintain_order="left")
     return seg.with_columns(
         rest=pl.col("rest").str.slice(prefix.str.len_chars().fill_null(0)),
