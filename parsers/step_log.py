@@ -2018,6 +2018,45 @@ _POST_GATE = (
 """Literals one of which every match of a `g.TQDM_POST_KEYS` regex holds (None: not known)."""
 
 
+def _unlabelled_bars(m: pl.DataFrame, keep: pl.Expr) -> pl.DataFrame:
+    """`m.filter(keep)` less the blank-description bars whose total is not their stream's main loop (the total
+    with the most distinct positions among the kept blank ones), as `_bar_fragments` does for bars of one file
+    without a `Total optimization steps` line: the totals worked out on a narrow frame of the kept bars, `m`
+    filtered once (one stream: its total broadcast, no join)."""
+    desc = _f("desc")
+    narrow = m.select(
+        "key",
+        _keep=keep,
+        _total=_f("total").cast(pl.Int64, strict=False),
+        _n=_f("n").cast(pl.Int64, strict=False),
+        _blank=desc.str.strip_chars() == "",
+    )
+    kept = narrow.filter(pl.col("_keep"))
+    if kept.height == 0:
+        return m.filter(keep)
+    best = (
+        kept.filter(pl.col("_blank"))
+        .group_by("key", "_total")
+        .agg(_k=pl.col("_n").n_unique())
+        .sort("_k", "_total", descending=True)
+        .group_by("key", maintain_order=True)
+        .agg(_best=pl.col("_total").first())
+    )
+    key = pl.col("key")
+    one_key = bool(narrow.select(key.is_not_null().all() & (key == key.first()).all()).item())
+    if best.height == 0:  # (no blank bar kept: the join's nulls keep every kept bar)
+        return m.filter(keep)
+    if one_key and best.height == 1 and best.get_column("key")[0] == narrow.get_column("key")[0]:
+        joined = narrow.with_columns(_best=pl.lit(best.get_column("_best")[0], dtype=best.schema["_best"]))
+    else:
+        joined = narrow.join(best, on="key", how="left", maintain_order="left")
+    stay = joined.select(
+        pl.col("_keep")
+        & (~pl.col("_blank") | pl.col("_best").is_null() | (pl.col("_total") == pl.col("_best")))
+    ).to_series()
+    return m.filter(stay)
+
+
 def _bar_fragments(
     seg: pl.DataFrame, present: frozenset[str], batch: _Batch | None = None
 ) -> tuple[list[pl.DataFrame], pl.DataFrame]:
@@ -2062,8 +2101,10 @@ def _bar_fragments(
             keep = keep & in_file_total
         elif hf_total.len() > 0:
             keep = keep & _f("total").cast(pl.Int64, strict=False).is_in(hf_total.implode())
-        bars = m.filter(keep)
-        if (hf_total.len() == 0 or by_file) and bars.height:
+        # (unlabelled bars of one file, many: `_unlabelled_bars`, one filter for the two below)
+        one_file = hf_total.len() == 0 and not by_file and m.height >= _LANE_MIN
+        bars = _unlabelled_bars(m, keep) if one_file else m.filter(keep)
+        if (hf_total.len() == 0 or by_file) and bars.height and not one_file:
             # unlabelled bars of several lengths (HF evaluation inside training): keep the stream's main loop,
             # the total with the most distinct positions
             bars = bars.with_columns(

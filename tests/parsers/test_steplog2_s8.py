@@ -396,3 +396,51 @@ def test_strip_envelopes(share: float) -> None:
     seg = pl.DataFrame({"line": range(n), "rest": rest}, schema_overrides={"line": pl.Int64})
     got, want = S._strip_envelopes(seg), _ref_strip_envelopes(seg)
     assert got.schema == want.schema and got.equals(want, null_equal=True)
+
+
+def _bar_lines(rnd: random.Random, n: int, hosts: list[str]) -> list[str]:
+    out = []
+    for i in range(n):
+        host = rnd.choice(hosts)
+        r = rnd.random()
+        if r < 0.1:  # an evaluation bar, another total, blank description
+            total, s, desc = 250, rnd.randrange(0, 251), ""
+        elif r < 0.15:
+            total, s, desc = 40, rnd.randrange(0, 41), rnd.choice(["Epoch 1: ", "Map: ", "x "])
+        elif r < 0.17:
+            out.append(host + "{'loss': 1.5, 'grad_norm': 2.0, 'epoch': 0.5}")
+            continue
+        else:
+            total, s, desc = 3000 + (r > 0.98), i, rnd.choice(["", "", " "])
+        pct = 100 * s // total
+        out.append(
+            host + "\r".join(
+                f"{desc}{pct:3d}%|{'#' * (pct // 10):10s}| {s + k}/{total} [01:{(s + k) % 60:02d}<02:00, {rnd.uniform(1, 2):.2f}s/it]"
+                for k in range(rnd.choice([1, 1, 3]))
+            )
+        )
+    return out
+
+
+@pytest.mark.parametrize("hosts", [[""], ["worker-1: "], ["worker-1: ", "worker-2: "], ["", "worker-2: "]])
+@pytest.mark.parametrize("seed", range(3))
+def test_unlabelled_bars(hosts: list[str], seed: int) -> None:
+    """`_bar_fragments` without a `Total optimization steps` line on many bars (`_unlabelled_bars`) gives
+    what the reference (tests/parsers/_steplog_s8_ref.py, verbatim) gives."""
+    from parsers.base import FileContext
+    from tests.parsers import _steplog_s8_ref as R  # noqa: N812
+
+    rnd = random.Random(seed)
+    lines = _bar_lines(rnd, _LANE_MIN + 500, hosts)
+    if seed == 2:
+        lines = ["", *lines[:100], "not a bar |%| x", *lines[100:]]
+    ser = pl.Series("line", lines, dtype=pl.String)
+    ctx = FileContext(path="n1/train.log", node="n1", year_hint=2025)
+    with S.ascii_scope(S.is_ascii(ser)):
+        _, seg = S._prepare(ser, ctx)
+        present = S._present(seg)
+        got, want = S._bar_fragments(seg, present), R._bar_fragments(seg, present)
+    assert len(got[0]) == len(want[0]) and got[0]
+    for a, b in zip(got[0], want[0]):
+        assert a.schema == b.schema and a.equals(b, null_equal=True)
+    assert got[1].equals(want[1])
