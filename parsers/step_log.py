@@ -1946,6 +1946,10 @@ _TQDM_CANON = _TQDM_CANON_HEAD.removesuffix("$") + r"\|[^|]*\|" + _TQDM_CANON_TA
 """tqdm bars whose `TQDM_RE` groups the split lane of `_tqdm_match` finds (ASCII digits and blanks): with a
 rate, or with a negative remaining time (`<-`, as tqdm prints past the total): no remaining time nor rate
 (`TQDM_RE`'s optional group wants a `,` after the remaining time's digits), `post` all after the `<`."""
+_TQDM_TAIL_START = _TQDM_CANON_TAIL.removesuffix(".*$")
+"""`_TQDM_CANON_TAIL` without its `.*$`: a text matches that iff it matches this and holds no newline (the
+regex engine stops at the end of the fields instead of running to the end of the text)."""
+assert _TQDM_TAIL_START + ".*$" == _TQDM_CANON_TAIL
 _TQDM_FIELDS = pl.Struct(dict.fromkeys(("desc", "n", "total", "rate", "unit", "post"), pl.String))
 
 
@@ -1970,7 +1974,8 @@ def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
     canon = cut.select(
         (
             pl.col("field_0").str.contains(_rx(_TQDM_CANON_HEAD))
-            & pl.col("field_2").str.contains(_rx(_TQDM_CANON_TAIL))
+            & pl.col("field_2").str.contains(_rx(_TQDM_TAIL_START))
+            & ~pl.col("field_2").str.contains("\n", literal=True)
         )
         .fill_null(False)
     ).to_series()

@@ -444,3 +444,16 @@ def test_unlabelled_bars(hosts: list[str], seed: int) -> None:
     for a, b in zip(got[0], want[0]):
         assert a.schema == b.schema and a.equals(b, null_equal=True)
     assert got[1].equals(want[1])
+
+
+def test_tqdm_tail_start() -> None:
+    """The canonical tail test without its `.*$` (and no newline) is the test with it."""
+    rnd = random.Random(3)
+    parts = [" ", "12", "/", "300", "[", "01:02", "<", "-", "?", ",", " 1.5", "s/it", "it/s", "]", "\n", "\r", "x", "é"]
+    texts = [" 5/10 [00:01<00:02, 2.00it/s]", " 5/10 [00:01<-1:00, 2.00it/s]\n", " 5/10 [00:01<00:02, ?it/s]x\ny"]
+    texts += ["".join(rnd.choice(parts) for _ in range(rnd.randrange(14))) for _ in range(3000)]
+    t = pl.Series(texts)
+    with S.ascii_scope(False):
+        got = t.str.contains(S._rx(S._TQDM_TAIL_START)) & ~t.str.contains("\n", literal=True)
+        want = t.str.contains(S._rx(S._TQDM_CANON_TAIL))
+    assert got.equals(want) and want.sum() > 0
