@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import polars as pl
@@ -33,16 +32,10 @@ def is_ascii(text: pl.Series) -> bool:
     return int(text.str.len_bytes().sum()) == int(text.str.len_chars().sum())
 
 
-@contextlib.contextmanager
-def ascii_scope(ascii: bool) -> Iterator[None]:
+def ascii_scope(ascii: bool) -> contextlib.AbstractContextManager[None]:
     """`arx` gives ASCII-class regexes inside the block when `ascii` (the caller vouches that every line read
     there, and so every text made from them, is ASCII); nested scopes restore the outer one."""
-    outer = _ascii.value
-    _ascii.value = bool(ascii)
-    try:
-        yield
-    finally:
-        _ascii.value = outer
+    return _ascii.scope(ascii)
 
 
 # ----------------------------------------------------------------------------- PCI bus ids

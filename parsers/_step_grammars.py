@@ -7,7 +7,9 @@ after launcher envelopes, ANSI colours and Python-logging prefixes were removed.
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 
 NUM = r"(?:[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf))"
 INT_SEP = r"\d[\d,]*"
@@ -327,6 +329,16 @@ class ThreadFlag(threading.local):
 
     def __bool__(self) -> bool:
         return self.value
+
+    @contextlib.contextmanager
+    def scope(self, on: bool) -> Iterator[None]:
+        """The switch set to `on` (in this thread) inside the block, back to what it was after it."""
+        outer = self.value
+        self.value = bool(on)
+        try:
+            yield
+        finally:
+            self.value = outer
 
 
 def ascii_classes(pattern: str) -> str:

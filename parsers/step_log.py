@@ -365,16 +365,10 @@ def is_ascii(text: pl.Series) -> bool:
     return int(text.str.len_bytes().sum()) == int(text.str.len_chars().sum())
 
 
-@contextlib.contextmanager
-def ascii_scope(ascii: bool) -> Iterator[None]:
+def ascii_scope(ascii: bool) -> contextlib.AbstractContextManager[None]:
     """Regexes of this module run with ASCII classes inside the block when `ascii` (the caller vouches that
     every line read there, and so every text made from them, is ASCII); nested scopes restore the outer."""
-    outer = _ascii.value
-    _ascii.value = bool(ascii)
-    try:
-        yield
-    finally:
-        _ascii.value = outer
+    return _ascii.scope(ascii)
 
 
 def _num(expr: pl.Expr) -> pl.Expr:
@@ -2708,6 +2702,27 @@ _PROGRESS = ("step_time_s", "loss", "throughput")
 """The values an orphan row must hold one of to count (see `_single_rows`)."""
 
 
+def _rows_of_singles(singles: pl.DataFrame, vals: list[str]) -> pl.DataFrame:
+    """Fragments that make a row each (with their `group`, `orphan` and `timers`) as rows: `vals` the value
+    columns other than `rank`, timers without null entries, no timers an empty list."""
+    timers = pl.col("timers")
+    # (`list.drop_nulls` is slow on lists of structs: taken only when some list holds a null timer; a list
+    # without one it leaves as it is, so the kept rows decide)
+    tm = singles.get_column("timers")
+    empty = singles.select((timers.is_null() | (timers.list.len() == 0)).sum()).item()
+    if tm.explode().null_count() > empty:
+        timers = timers.list.drop_nulls()
+    return singles.select(
+        "group",
+        "line",
+        "key",
+        pl.col("orphan").alias("orphan_group"),
+        "rank",
+        *vals,
+        timers.fill_null(pl.lit([], dtype=pl.List(_TIMER))),
+    )
+
+
 def _rows_gathered(frags: pl.DataFrame, value_cols: list[str]) -> pl.DataFrame:
     """`_rows` on many fragments: the order and the groups worked out on the few columns they read, then only
     the fragments that make rows gathered from the wide frame (a row of a single fragment without progress
@@ -2749,24 +2764,7 @@ def _rows_gathered(frags: pl.DataFrame, value_cols: list[str]) -> pl.DataFrame:
     rows = []
     if n_single:
         singles = _with_timers(slim[kept.get_column("_i")].with_columns(kept.select("group", "orphan")))
-        timers = pl.col("timers")
-        # (`list.drop_nulls` is slow on lists of structs: taken only when some list holds a null timer; a list
-        # without one it leaves as it is, so the kept rows decide)
-        tm = singles.get_column("timers")
-        empty = singles.select((timers.is_null() | (timers.list.len() == 0)).sum()).item()
-        if tm.explode().null_count() > empty:
-            timers = timers.list.drop_nulls()
-        rows.append(
-            singles.select(
-                "group",
-                "line",
-                "key",
-                pl.col("orphan").alias("orphan_group"),
-                "rank",
-                *vals,
-                timers.fill_null(pl.lit([], dtype=pl.List(_TIMER))),
-            )
-        )
+        rows.append(_rows_of_singles(singles, vals))
     if n_single < n:
         m = _with_timers(slim[multi.get_column("_i")].with_columns(multi.select("group", "orphan")))
         rows.append(_group_rows(m, ["rank", *vals]).filter(_kept("orphan_group")))
@@ -2890,23 +2888,7 @@ def _single_rows(
         # filter is row by row, so it gives the same rows in the same order after the selection)
         keep_single = keep("orphan")
         mask = f.select(keep_single if single is None else single & keep_single).to_series()
-        singles = f.filter(mask)
-        timers = pl.col("timers")
-        # (`list.drop_nulls` is slow on lists of structs: taken only when some list holds a null timer; a list
-        # without one it leaves as it is, so the kept rows decide)
-        tm = singles.get_column("timers")
-        empty = singles.select((timers.is_null() | (timers.list.len() == 0)).sum()).item()
-        if tm.explode().null_count() > empty:
-            timers = timers.list.drop_nulls()
-        singles = singles.select(
-            "group",
-            "line",
-            "key",
-            pl.col("orphan").alias("orphan_group"),
-            "rank",
-            *[c for c in value_cols if c != "rank"],
-            timers.fill_null(pl.lit([], dtype=pl.List(_TIMER))),
-        )
+        singles = _rows_of_singles(f.filter(mask), [c for c in value_cols if c != "rank"])
         if n_single == f.height:
             rows = singles
         else:
