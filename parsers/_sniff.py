@@ -11,6 +11,7 @@ per head is paid ~16 times per file.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable
 from functools import lru_cache
 
@@ -41,7 +42,12 @@ def required_literals(pattern: re.Pattern[str] | str, flags: int = 0) -> tuple[s
     if _p is None or flags & re.IGNORECASE:
         return None
     try:
-        tree = _p.parse(pattern, flags)
+        # The patterns run in polars (Rust's regex): a set Python reads as a nested set or a set operation
+        # (`[[:digit:]]`, `&&`, `--`, `~~` in a class, where Python warns) means something else there, so
+        # Python's parse is not the pattern's: no shortcut
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)
+            tree = _p.parse(pattern, flags)
     except Exception:  # noqa: BLE001 - no shortcut is always correct
         return None
     if tree.state.flags & re.IGNORECASE:
