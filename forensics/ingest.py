@@ -209,7 +209,7 @@ def ingest_file(
     span: tuple[int, int] | None = None,
     parser_name: str | None = None,
     first_line: int = 1,
-    carried: Sequence[str] = (),
+    carried: Sequence[str] | None = (),
 ) -> FileOutcome:
     """Read, detect and parse one bundle file; never raises for bad input or a parser bug.
 
@@ -227,7 +227,7 @@ def ingest_file(
     (the range's place in the file when the parent counted it, else 1), their tables always spilled, and
     rows left with node 'unknown' for the parent: `_merge_spans` makes one outcome of a file's ranges.
     `carried`: the lines a parser with `carry` reads the range after (those the chunk before it would hand
-    on, `_Split.carried`).
+    on, `_Split.carried`); None when the parent could not work them out (the range fails).
     """
     row = _new_row(f)
     try:
@@ -265,11 +265,19 @@ def _ingest_file(
     span: tuple[int, int] | None = None,
     parser_name: str | None = None,
     first_line: int = 1,
-    carried: Sequence[str] = (),
+    carried: Sequence[str] | None = (),
 ) -> FileOutcome:
     if span is not None and parser_name is not None:
         reader = ChunkReader(f, limits, chunk_bytes, span)
         parser = registry.get_parser(parser_name)
+        if carried is None:
+            # reading the file through would have failed it: `carry` raised, or the file could not be read
+            row.update(format=parser.NAME, parser=parser.__name__)
+            row["status"] = (
+                f"error: parser {parser.NAME} failed: the header lines in force at bytes {span[0]}-{span[1]} "
+                "could not be worked out from the lines before them"
+            )
+            return FileOutcome(row)
         return _parse_chunks(
             f, row, reader, parser, year_hint, collected_at, spill,
             by_bytes=False, span=True, first_line=first_line, carried=carried,
@@ -891,9 +899,9 @@ class _Split:
         """Where range `k` starts (waits for the count to get there)."""
         return 1 if self.first_lines is None else self.first_lines.at(k)
 
-    def carried(self, k: int) -> list[str]:
+    def carried(self, k: int) -> list[str] | None:
         """The lines range `k` is parsed after, for a parser with `carry` (waits for the count to get there;
-        [] when it did not)."""
+        None when it could not: `ingest_file` then fails the range, and so the file)."""
         return [] if self.first_lines is None else self.first_lines.carried_at(k)
 
 
@@ -913,6 +921,7 @@ class _LineCount:
     ) -> None:
         self.firsts: list[int] = []
         self.carries: list[list[str]] = []
+        self.carrying = carry is not None
         self.done = False
         self.ready = threading.Condition()
         counter.submit(self._count, f, spans, carry)
@@ -937,11 +946,14 @@ class _LineCount:
             self.ready.wait_for(lambda: len(self.firsts) > k or self.done)
             return self.firsts[k] if k < len(self.firsts) else 1
 
-    def carried_at(self, k: int) -> list[str]:
-        """The lines range `k` is parsed after; [] when the count could not get there."""
+    def carried_at(self, k: int) -> list[str] | None:
+        """The lines range `k` is parsed after; when the count could not get there, None for a parser with
+        `carry` (the range cannot be read as reading the file through would), else []."""
         with self.ready:
             self.ready.wait_for(lambda: len(self.carries) > k or self.done)
-            return self.carries[k] if k < len(self.carries) else []
+            if k < len(self.carries):
+                return self.carries[k]
+            return None if self.carrying else []
 
 
 def _uncarried(f: BundleFile, spans: list[tuple[int, int]]) -> Iterator[tuple[int, list[str]]]:

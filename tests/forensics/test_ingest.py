@@ -539,6 +539,41 @@ def test_a_dmon_or_csv_loop_parsed_in_byte_ranges_equals_the_loop_read_through(
     assert read_table(tmp_path / "split", "events").filter(pl.col("kind") == "ecc_uncorrectable").height == 4
 
 
+def test_a_loop_whose_carried_lines_cannot_be_worked_out_fails_as_reading_it_through_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the parent's count cannot work out what a range is read after (here `carry` raises on the second
+    range), the file fails with the parser's error, as reading it through would, instead of ranges read
+    without their header; the other files are read."""
+    from parsers import nvidia_smi_dmon
+
+    files = {
+        "node-001/nvidia-smi-dmon.log": _dmon_loop(3000),
+        "node-002/nvidia-smi-query.csv": _csv_loop(3000),
+        "node-003/dmesg.log": xid_lines(3),
+    }
+    src = make_bundle(tmp_path, files)
+    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 40_000)
+    monkeypatch.setattr(ingest_mod, "SPLIT_MIN_BYTES", 80_000)
+    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
+    real, calls = nvidia_smi_dmon.carry, []
+
+    def flaky(lines: pl.Series) -> list[str]:
+        calls.append(1)
+        if len(calls) == 2:
+            raise ValueError("a bug in carry")
+        return real(lines)
+
+    monkeypatch.setattr(nvidia_smi_dmon, "carry", flaky)
+    m = ingest(src, tmp_path / "out", jobs=2)
+    st = {f["path"]: f["status"] for f in m["files"]}
+    failed = "error: parser nvidia-smi-dmon failed: the header lines"
+    assert st["node-001/nvidia-smi-dmon.log"].startswith(failed)
+    assert st["node-002/nvidia-smi-query.csv"] == "ok" and st["node-003/dmesg.log"] == "ok"
+    samples = read_table(tmp_path / "out", "gpu_samples")
+    assert samples.height == 3000 and set(samples.get_column("file")) == {"node-002/nvidia-smi-query.csv"}
+
+
 def test_a_dmon_loop_read_in_chunks_reports_a_counter_once_where_a_chunk_ends_after_a_repeated_header(
     tmp_path: Path,
 ) -> None:
