@@ -80,14 +80,14 @@ _mixed = _Deferred("parsers._mixed")
 
 PARALLEL_MIN_BYTES = 32 * 1024**2
 PARALLEL_MIN_FILES = 24
+"""Below this much input (bytes and files), parse in this process: starting spawn workers (about a
+second each: polars and the parsers are imported) costs more than it saves. Each file costs tens of
+milliseconds of detection and parser set-up, so many small files are worth workers too."""
 
 
 def _small(files: int, size: int) -> bool:
     """Whether a bundle of `files` files and `size` bytes is ingested in this process, without workers."""
     return size < PARALLEL_MIN_BYTES and files < PARALLEL_MIN_FILES
-"""Below this much input (bytes and files), parse in this process: starting spawn workers (about a
-second each: polars and the parsers are imported) costs more than it saves. Each file costs tens of
-milliseconds of detection and parser set-up, so many small files are worth workers too."""
 
 ProgressCallback = Callable[[str, int, int], None]
 """Called after each file with (path, files done, files total)."""
@@ -477,8 +477,8 @@ def _parse_chunks(
     """Parse the chunks `reader` yields (the first already read, for detection) with `parser`, lines numbered
     from `first_line`, the first after the `carried` lines; `parsed` is the first chunk's result and line
     count when it was parsed already (`ingest_files`). With `defer`, the tables come back as the parser made
-    them where `conform` is sure to
-    succeed on them (`conforms_later`): `_pooled` conforms them, with those of the other files."""
+    them where `conform` is sure to succeed on them (`conforms_later`): `_pooled` conforms them, with those of
+    the other files."""
     if chunks is None:
         opened = _open_chunks(reader, row)
         if opened is None:
