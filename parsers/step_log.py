@@ -33,7 +33,7 @@ import polars as pl
 
 from forensics.schema import UTC_US, conform
 from parsers import _step_grammars as g
-from parsers._common import ENVELOPES
+from parsers._common import ENVELOPES, is_ascii
 from parsers._sniff import (
     any_of,
     anywhere,
@@ -357,12 +357,6 @@ so each is compiled again on every range."""
 def _rx(pattern: str) -> str:
     """The regex to run for `pattern` on the lines being read (see `_ascii`)."""
     return g.ascii_classes(pattern) if _ascii and isinstance(pattern, str) else pattern
-
-
-def is_ascii(text: pl.Series) -> bool:
-    """True when no string of `text` holds a non-ASCII character (as many characters as bytes)."""
-    text = text.cast(pl.String)
-    return int(text.str.len_bytes().sum()) == int(text.str.len_chars().sum())
 
 
 def ascii_scope(ascii: bool) -> contextlib.AbstractContextManager[None]:
