@@ -4340,8 +4340,12 @@ def _encode_by_null_pattern(rows: pl.DataFrame, enc: dict[str, pl.Expr]) -> pl.D
     code = narrow.select(
         pl.sum_horizontal(*(pl.col(n).is_not_null().cast(pl.Int64) * (1 << i) for i, n in enumerate(names)))
     ).to_series()
+    codes = code.unique().to_list()
+    if len(codes) == 1 and codes[0]:  # (one pattern, every row: its encoding is the column, no scatter)
+        set_fields = [n for i, n in enumerate(names) if codes[0] >> i & 1]
+        return narrow.select(_enc=pl.struct(*set_fields).struct.json_encode())
     out = _nulls("_enc", rows.height, pl.String)
-    for c in code.unique().to_list():
+    for c in codes:
         if not c:
             continue
         idx = (code == c).arg_true()
