@@ -867,6 +867,7 @@ def test_small_ranges_written_together_are_read_not_kept(
     _cut_in_ranges_and_parts(monkeypatch)
     monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 4_000)
     monkeypatch.setattr(ingest_mod, "SPLIT_MIN_BYTES", 8_000)
+    monkeypatch.setattr(ingest_mod, "SOLO_SHARE", 16)  # (a range's ~13 steps: fewer than 700 // 16)
     kept = _spy_on_kept_parts(monkeypatch)
     split = ingest(src, tmp_path / "split", jobs=2)
     assert split["totals"] == whole["totals"] and kept == []
@@ -1258,9 +1259,11 @@ def test_a_large_files_parts_become_written_parts_of_their_own() -> None:
     cuts = ingest_mod._line_cuts
     assert cuts([(1, 99, 90), (100, 180, 80), (181, 300, 95)], 1, 300, 265, 100) == [(1, 100), (100, 181), (181, 301)]
     # parts of fewer than part_rows // SOLO_SHARE rows go together, up to part_rows
+    share = ingest_mod.SOLO_SHARE
     small = [(i * 10 + 1, i * 10 + 9, 2) for i in range(10)]
-    assert cuts(small, 1, 99, 20, 64) == [(1, 100)]
-    assert cuts([*small[:3], (31, 400, 50), *[(s + 400, e + 400, m) for s, e, m in small[:2]]], 1, 419, 60, 64) == [
+    assert cuts(small, 1, 99, 20, 4 * share) == [(1, 100)]
+    alone = [(31, 400, 50)]  # (at least part_rows // SOLO_SHARE rows)
+    assert cuts([*small[:3], *alone, *[(s + 400, e + 400, m) for s, e, m in small[:2]]], 1, 419, 60, 50 * share) == [
         (1, 31), (31, 401), (401, 420)
     ]
     # a part larger than part_rows is cut in equal line ranges; overlapping parts too
