@@ -3,6 +3,12 @@
 
 `_encode_by_null_pattern`: one pattern of set fields over every row is encoded as the column (was a scatter into
 a null column), compared on random frames of one or more patterns, nulls, nested lists, non-finite floats.
+
+`_read`: no fragment at all (grammars whose gates are there but match nothing, as in the lines the Megatron lane
+leaves to `_parse`) gives no row without running `_rows` and `_finish`. `_read` gives other frames then (the
+callers conform them), so whole parses are compared: the parser's answer with the references patched in
+(`_REFS`) against its answer as it is (tables, accounting), on the fixtures and real logs (as they are and grown
+past the big-input threshold), synthetic logs with mutations, and lines with gates but no match.
 """
 
 from __future__ import annotations
@@ -14,8 +20,15 @@ import polars as pl
 import pytest
 
 from parsers import step_log as S  # noqa: N812
+from parsers.base import FileContext, ParseResult, lines_from_bytes
+from tests.parsers.test_steplog_s8 import _GENS, _files, _grown, _mutate
 
 _nulls = S._nulls
+_EMPTY_STEPS, _FRAG = S._EMPTY_STEPS, S._FRAG
+_titan_pre, _minmax_pre, _present, _noise_lines, _warning_lines = (
+    S._titan_pre, S._minmax_pre, S._present, S._noise_lines, S._warning_lines,
+)
+_Batch = S._Batch
 
 
 # ----------------------------------------------------------------------------- references (verbatim)
@@ -36,6 +49,49 @@ def _ref_encode_by_null_pattern(rows: pl.DataFrame, enc: dict[str, pl.Expr]) -> 
         part = narrow.select(set_fields)[idx] if idx.len() < rows.height else narrow.select(set_fields)
         out = out.scatter(idx, part.select(pl.struct(*set_fields).struct.json_encode()).to_series())
     return pl.DataFrame({"_enc": out})
+
+
+def _ref_read(
+    seg: pl.DataFrame, node: pl.Expr, path: pl.Expr, batch: _Batch | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.Series]:
+    """The `steps` and `events` rows (not conformed) of the prepared lines `seg` and the lines understood
+    (distinct). `node`, `path`: a row's `node` and `file` (over a row's `host` and `line`). `batch`: see
+    `parse_many`."""
+    titan = _titan_pre(seg)
+    minmax = _minmax_pre(seg)
+    present = _present(seg, titan, minmax)
+    if not present:
+        # no grammar runs (each match holds a gate): no fragment, bar, block line or event; the lines
+        # understood are the noise and the warnings, the rows none (the callers conform them)
+        none = pl.Series("line", [], dtype=pl.Int64)
+        understood = pl.concat([_noise_lines(seg, none), _warning_lines(seg)]).unique()
+        return pl.DataFrame(schema=_EMPTY_STEPS), pl.DataFrame(), understood
+    frags = S._step_fragments(seg, present, titan)
+    bars, bar_lines = S._bar_fragments(seg, present, batch)
+    blocks, block_lines, nv = S._block_fragments(seg, present, minmax)
+    frags += bars + blocks
+    events, event_lines = S._events(seg, nv, node, path, present)
+
+    understood_lines = pl.concat(
+        [f.select("line") for f in frags] + [bar_lines, block_lines, event_lines], how="vertical_relaxed"
+    ).get_column("line")
+    understood_lines = pl.concat(
+        [understood_lines, _noise_lines(seg, understood_lines), _warning_lines(seg)]
+    ).unique()
+
+    if frags:
+        if any("_ttext" in f.columns for f in frags):  # (timers read later, see `_block_fragments`)
+            no_text = pl.lit(None, dtype=pl.String).alias("_ttext")
+            frags = [f if "_ttext" in f.columns else f.with_columns(no_text) for f in frags]
+        all_frags = pl.concat(frags, how="vertical_relaxed")
+        if batch is not None:
+            batch.note_single_divisions(all_frags)
+        rows = S._rows(all_frags)
+    else:
+        rows = pl.DataFrame(schema=_FRAG).drop("seg").with_columns(orphan_group=pl.lit(None, dtype=pl.Boolean))
+    if batch is not None:
+        batch.note_single_phases(rows)
+    return S._finish(rows, seg, node, path), events, understood_lines
 
 
 # ----------------------------------------------------------------------------- tests
@@ -73,3 +129,80 @@ def test_encode_by_null_pattern(seed: int) -> None:
     ref = _ref_encode_by_null_pattern(rows, enc)
     assert got.schema == ref.schema
     assert got.equals(ref, null_equal=True)
+
+
+_REFS = {"_read": _ref_read}
+
+
+def _result(lines: list[str], refs: bool, monkeypatch: pytest.MonkeyPatch, name: str = "train.log") -> ParseResult:
+    with monkeypatch.context() as m:
+        if refs:
+            for fn, ref in _REFS.items():
+                m.setattr(S, fn, ref)
+        return S.parse(pl.Series("line", lines, dtype=pl.String), FileContext(path=f"n1/{name}", node="n1", year_hint=2025))
+
+
+def _same_parse(lines: list[str], monkeypatch: pytest.MonkeyPatch) -> ParseResult:
+    got, want = _result(lines, False, monkeypatch), _result(lines, True, monkeypatch)
+    assert list(got.tables) == list(want.tables)
+    for t, df in want.tables.items():
+        assert got.tables[t].schema == df.schema, t
+        assert got.tables[t].equals(df, null_equal=True), t
+    for f in ("parsed", "unrecognized", "unrecognized_examples", "notes", "partial", "node"):
+        assert getattr(got, f) == getattr(want, f), f
+    return got
+
+
+@pytest.mark.parametrize("path", _files(), ids=lambda p: p.name)
+def test_files_as_they_are_and_grown(path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    lines = lines_from_bytes(path.read_bytes()).to_list()
+    _same_parse(lines, monkeypatch)
+    _same_parse(_grown(lines), monkeypatch)
+
+
+def _meg_srun(rnd: random.Random, n_steps: int, rank: int) -> list[str]:
+    """A Megatron log under `srun -l` of the lane's shape: each iteration line followed by its timers."""
+    out = []
+    for it in range(1, n_steps + 1):
+        out.append(
+            f"{rank}:  [2025-03-02 07:{it // 60 % 60:02d}:{it % 60:02d}] iteration {it:8d}/ 100000 | consumed samples: "
+            f"{it * 512:12d} | elapsed time per iteration (ms): {rnd.uniform(1000, 2000):.1f} | learning rate: "
+            f"3.000000E-04 | global batch size:   512 | lm loss: {rnd.uniform(1, 3):.6E} | loss scale: 1.0 | "
+            "number of skipped iterations:   0 | number of nan iterations:   0 |"
+        )
+        out.append(f"{rank}: (min, max) time across ranks (ms):")
+        for name in ("forward-backward", "forward-compute", "backward-compute", "optimizer"):
+            a = rnd.uniform(1, 900)
+            out.append(f"{rank}:     {name} ...............................: ({a:.2f}, {a + rnd.uniform(0, 50):.2f})")
+    return out
+
+
+_GATED = [  # (lines holding gates of grammars but matching none: no fragment)
+    "/opt/x.py:3: UserWarning: iteration is slow",
+    "(min, max) time across ranks (ms):",
+    "INFO:megatron.core.utils:^^^^ Bottom 2 Ranks with lowest  Etpt(TF): 280.02/16, 399.17/17,",
+    "step: nothing here",
+    "loss: none",
+    "  warnings.warn(",
+    "",
+    "Epoch 3 began",
+    "100%| done",
+]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_synthetic(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rnd = random.Random(seed)
+    kind = list(_GENS)[seed % 3]
+    lines = list(_GENS[kind](rnd, rnd.choice([5, 60])))
+    if seed % 2:
+        lines = _mutate(rnd, lines)
+    _same_parse(lines, monkeypatch)
+    gated = [rnd.choice(_GATED) for _ in range(rnd.choice([3, 50, S._LANE_MIN + 5]))]
+    _same_parse(gated, monkeypatch)
+    if seed % 4 == 0:  # (a Megatron srun log whose lane leaves the straggler and warning lines to `_parse`)
+        meg = list(_meg_srun(rnd, S._MEG_MIN + 300, seed % 8))
+        at = sorted(rnd.sample(range(len(meg)), 200))
+        for k, i in enumerate(at):
+            meg.insert(i + k, f"{seed % 8 + rnd.randint(1, 4)}: " + rnd.choice(_GATED))  # (other streams)
+        _same_parse(meg, monkeypatch)
