@@ -418,14 +418,56 @@ _UNSAFE = re.compile(r"[^\t\x20-\x7e]")
 """Characters outside printable ASCII: where Python's `re` and polars' engine may read a pattern otherwise."""
 
 
+_ENV_KEY = _ANY_ENVELOPE + "*"
+"""The longest run of envelopes opening a line, each the first of `ENVELOPES` that matches there (at most one
+can: they open with different characters or literals): it holds every prefix `_py_envelope` strips (those
+are envelopes in the same order, in at most three rounds), so a line's split is its key's split, followed
+by the rest of the line (no envelope pattern reads past its match, nor has an anchor but `^`)."""
+_PY_ENVELOPE_KEYS = 512
+_ENVELOPE_META = {k: v for k, v in _ENVELOPE_FIELDS.items() if k != "rest"}
+"""Up to this many distinct keys (`_ENV_KEY`: one per launcher rank or host, in practice) are split by
+`_py_envelope` and mapped back to the lines."""
+
+
 def _envelopes(texts: pl.Series) -> pl.Series:
-    """`envelope_struct` of a column of strings (no nulls): in Python for a few printable-ASCII lines."""
+    """`envelope_struct` of a column of strings (no nulls): in Python for a few printable-ASCII lines, or for
+    the distinct envelope runs (`_ENV_KEY`) of many lines."""
     if len(texts) <= _PY_ENVELOPE_ROWS:
         values = texts.to_list()
         if None not in values and not any(_UNSAFE.search(t) for t in values):
             rows = [_py_envelope(t) for t in values]
             return pl.DataFrame(rows, schema=_ENVELOPE_FIELDS, orient="row").to_struct("_env")
+    else:
+        keyed = _keyed_envelopes(texts)
+        if keyed is not None:
+            return keyed
     return pl.select(_env=envelope_struct(pl.lit(texts))).to_series()
+
+
+def _keyed_envelopes(texts: pl.Series) -> pl.Series | None:
+    """`envelope_struct(texts)` worked out once per distinct `_ENV_KEY` run (in Python), or None when the runs
+    are too many or not printable ASCII (or a line is null)."""
+    keys = texts.str.extract(arx(_ENV_KEY), 0).alias("_key")
+    if keys.null_count():
+        return None
+    uniq = keys.unique().to_list()
+    if len(uniq) > _PY_ENVELOPE_KEYS or any(_UNSAFE.search(k) for k in uniq):
+        return None
+    rows = [_py_envelope(k) for k in uniq]
+    table = pl.DataFrame(
+        {
+            "_key": uniq,
+            "_cut": [len(k) - len(r[0]) for k, r in zip(uniq, rows, strict=True)],
+            **{name: [r[i] for r in rows] for i, name in enumerate(_ENVELOPE_FIELDS) if i},
+        },
+        schema={"_key": pl.String, "_cut": pl.Int64, **_ENVELOPE_META},
+    )
+    got = keys.to_frame().join(table, on="_key", how="left", maintain_order="left")
+    return (
+        got.with_columns(texts.alias("_t"))
+        .select(pl.col("_t").str.slice(pl.col("_cut")).alias("rest"), *_ENVELOPE_META)
+        .to_struct("_env")
+    )
 
 
 def _py_envelope(text: str) -> tuple[str, int | None, str | None, str | None, int | None]:
