@@ -1929,8 +1929,13 @@ _HF_KEY_LITS = {name: required_literals(p) for name, p in g.HF_KEYS.items()}
 
 
 _TQDM_CANON_HEAD = r"^[^\d%|]*[0-9]{1,3}%$"
+_TQDM_HEAD_DIGITS = r"^[^\d%|]*[0-9]+%$"
+"""The head (text before the first `|`) of the bars the split lane takes: a description without digits, then
+the percentage, of any number of digits (tqdm prints `1217%` far past the total): `TQDM_RE`'s lazy `desc` ends
+where at most three digits are left before the `%` (its `pct` takes one to three): the description and the digits
+but the last three. (`_TQDM_CANON_HEAD`: the percentages of at most three digits the lane took before.)"""
 _TQDM_CANON_TAIL = r"^ *[0-9]+/[0-9]+ *\[[0-9:]+<(?:[0-9:?]*, *(?:[0-9.]+|\?) *(?:s/it|it/s)[\],]|-).*$"
-_TQDM_CANON = _TQDM_CANON_HEAD.removesuffix("$") + r"\|[^|]*\|" + _TQDM_CANON_TAIL.removeprefix("^")
+_TQDM_CANON = _TQDM_HEAD_DIGITS.removesuffix("$") + r"\|[^|]*\|" + _TQDM_CANON_TAIL.removeprefix("^")
 """tqdm bars whose `TQDM_RE` groups the split lane of `_tqdm_match` finds (ASCII digits and blanks): with a
 rate, or with a negative remaining time (`<-`, as tqdm prints past the total): no remaining time nor rate
 (`TQDM_RE`'s optional group wants a `,` after the remaining time's digits), `post` all after the `<`."""
@@ -1946,7 +1951,7 @@ def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
     post).
 
     Split lane for `_TQDM_CANON` bars: there the lazy `desc` of `TQDM_RE` ends at the first digit (it holds
-    none), the percentage and bar end at the first two `|`, `n`/`total` lie around the next `/` and end at the
+    none) or, past 999 %, where three digits are left before the `%` (`_TQDM_HEAD_DIGITS`), the percentage and bar end at the first two `|`, `n`/`total` lie around the next `/` and end at the
     `[`, the rate follows the first `,` (the times hold none) and ends at the unit, its first `s` or `i`;
     `post` is the rest. Other bars take the regex.
     """
@@ -1961,7 +1966,7 @@ def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
     cut = bars.select(_s=txt.str.splitn("|", 3)).unnest("_s")
     canon = cut.select(
         (
-            pl.col("field_0").str.contains(_rx(_TQDM_CANON_HEAD))
+            pl.col("field_0").str.contains(_rx(_TQDM_HEAD_DIGITS))
             & pl.col("field_2").str.contains(_rx(_TQDM_TAIL_START))
             & ~pl.col("field_2").str.contains("\n", literal=True)
         )
@@ -1970,10 +1975,14 @@ def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
     n_canon = int(canon.sum())
     fast = bars.filter(canon) if n_canon < bars.height else bars
     cut = cut.filter(canon) if n_canon < bars.height else cut
-    parts = cut.select(
-        _d=pl.col("field_0").str.strip_suffix("%").str.strip_chars_end("0123456789"),
-        _r=pl.col("field_2"),
-    )
+    # (the description: the head less its `%` and its digits, but the first of more than three: `TQDM_RE`'s
+    # `pct` takes the last three; the digits stripped are ASCII, one byte each)
+    h = pl.col("field_0").str.strip_suffix("%")
+    parts = cut.select(_h=h, _d=h.str.strip_chars_end("0123456789"), _r=pl.col("field_2"))
+    long = (pl.col("_h").str.len_bytes() - pl.col("_d").str.len_bytes()) > 3
+    if parts.select(long.any()).item():
+        parts = parts.with_columns(_d=pl.when(long).then(pl.col("_h").str.head(-3)).otherwise(pl.col("_d")))
+    parts = parts.drop("_h")
     r = pl.col("_r")
     parts = parts.with_columns(
         _sl=r.str.find("/", literal=True),

@@ -4,6 +4,10 @@
 `_encode_by_null_pattern`: one pattern of set fields over every row is encoded as the column (was a scatter into
 a null column), compared on random frames of one or more patterns, nulls, nested lists, non-finite floats.
 
+`_tqdm_match`: the split lane takes percentages of any number of digits (`_TQDM_HEAD_DIGITS`; was at most
+three: the bars past 999 % took the regex), the description cut where `TQDM_RE`'s lazy `desc` ends; compared
+with the regex's groups on mutated bars of 1 to 6 digits, with and without descriptions (hypothesis too).
+
 `_read`: no fragment at all (grammars whose gates are there but match nothing, as in the lines the Megatron lane
 leaves to `_parse`) gives no row without running `_rows` and `_finish`. `_read` gives other frames then (the
 callers conform them), so whole parses are compared: the parser's answer with the references patched in
@@ -18,9 +22,13 @@ import random
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from parsers import _step_grammars as g
 from parsers import step_log as S  # noqa: N812
 from parsers.base import FileContext, ParseResult, lines_from_bytes
+from tests.conftest import mutated
 from tests.parsers.test_steplog_s8 import _GENS, _files, _grown, _mutate
 
 _nulls = S._nulls
@@ -206,3 +214,54 @@ def test_synthetic(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
         for k, i in enumerate(at):
             meg.insert(i + k, f"{seed % 8 + rnd.randint(1, 4)}: " + rnd.choice(_GATED))  # (other streams)
         _same_parse(meg, monkeypatch)
+
+
+_BARS = (
+    "1217%|████████████████████████████| 2435262/200000 [964:52:10<-34026:42, 1.40s/it]",
+    "202%|████████████████████| 405230/200000 [160:34:55<-4786:16, 1.35s/it]",
+    "99999%|██| 9/0 [00:01<-00:01, 1.00s/it, loss=1.5]",
+    "Epoch 1:  45%|████▌     | 450/1000 [01:02<01:10,  7.80it/s, loss=1.23]",
+    "Train: 1000%|██████████| 10000/1000 [01:02<-10:00,  7.80it/s, loss=2]",
+    "é 0001%|| 1/1 [00:00<00:00, 1.0it/s]",
+    "45%|███| 450/1000 [01:02<?, ?it/s]",
+    "12345%|██████████| 123450/1000 [20:00<-3:20, 1.00s/it, loss=<-1]",
+)
+_ALPHABET = " |[]<>-,:0123456789/%?.sit\u0663\u00e9\r"
+
+
+def _tqdm_same(segs: list[str]) -> None:
+    seg = pl.DataFrame(
+        {"line": range(len(segs)), "seg": [0] * len(segs), "text": segs},
+        schema={"line": pl.Int64, "seg": pl.Int64, "text": pl.String},
+    )
+    got = S._tqdm_match(seg)
+    want = S._match(seg, g.TQDM_RE, pl.col("text").str.contains("%|", literal=True))
+    want = want.with_columns(m=pl.struct(*(pl.col("m").struct.field(f) for f in S._TQDM_FIELDS.to_schema())))
+    assert got.schema == want.schema
+    assert got.equals(want, null_equal=True)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_tqdm_lane_many_digits(seed: int) -> None:
+    rnd = random.Random(seed)
+    segs = [mutated(rnd, rnd.choice(_BARS), _ALPHABET, edits=2, span=2) for _ in range(S._LANE_MIN + 500)]
+    _tqdm_same(segs)
+    fast = pl.Series(segs).str.contains(S._TQDM_CANON)
+    assert fast.sum() > S._LANE_MIN // 2  # (the lane takes most)
+
+
+_bar = st.tuples(
+    st.sampled_from(["", "Epoch 1: ", "Train: ", " ", "é ", "x"]),
+    st.from_regex(r"\A[0-9]{1,7}\Z"),
+    st.sampled_from(["|          |", "|█         |", "||"]),
+    st.sampled_from([" 2693/200000", "5/10", "  7/ 9"]),
+    st.sampled_from([" [1:03:54<76:40:58", " [00:00<?", "[00:01<00:02", " [964:52:10<-34026:42"]),
+    st.sampled_from([", 1.34s/it]", ", ?it/s]", ",  2.5 it/s, loss=2.3]", ", 1.2it/s", "]", ", 1.40s/it]"]),
+).map(lambda t: t[0] + t[1] + "%" + t[2] + t[3] + t[4] + t[5])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_bar, min_size=1, max_size=6))
+def test_tqdm_lane_many_digits_hypothesis(bars: list[str]) -> None:
+    # (repeated past the lane's threshold, the bars in order)
+    _tqdm_same((bars * (S._LANE_MIN // len(bars) + 1))[: S._LANE_MIN + len(bars)])
