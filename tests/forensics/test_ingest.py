@@ -460,6 +460,41 @@ def test_a_large_file_parsed_in_byte_ranges_equals_the_file_parsed_whole(
     assert not list((tmp_path / "split").glob(".forensics-work*"))
 
 
+@pytest.mark.parametrize("held_bytes", [ingest_mod.RANGE_HELD_BYTES, 0])
+def test_a_ranges_small_tables_come_back_in_memory_and_give_the_rows_spilled_ones_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held_bytes: int
+) -> None:
+    """A byte range's events (a few hundred rows) come back in memory, not spilled (`RANGE_HELD_BYTES`); above
+    that size they are spilled. The file's merged outcome holds the same rows either way: line numbers
+    shifted past the ranges before, the node the content names filled in."""
+    syslog = "".join(
+        f"Nov 29 10:{i // 60 % 60:02d}:{i % 60:02d} gpu-node-7 kernel: [{100 + i}.000000] NVRM: Xid "
+        f"(PCI:0000:3b:00): 79, pid={i}, GPU has fallen off the bus.\n"
+        for i in range(2000)
+    )
+    src = make_bundle(tmp_path, {"syslog": syslog})
+    f = _bundle_files(src, tmp_path)["syslog"]
+    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 30_000)
+    monkeypatch.setattr(ingest_mod, "SPLIT_MIN_BYTES", 60_000)
+    split = ingest_mod._plan_split(f, Limits())
+    assert split is not None and len(split.spans) > 4
+    monkeypatch.setattr(ingest_mod, "RANGE_HELD_BYTES", held_bytes)
+    ranges = [
+        ingest_file(f, Limits(), 2025, None, spill=tmp_path / "parts" / str(k), span=span, parser_name=split.parser)
+        for k, span in enumerate(split.spans)
+    ]
+    for r in ranges:
+        assert r.row["status"] == "ok"
+        assert ("events" in r.tables, "events" in r.parts) == ((True, False) if held_bytes else (False, True))
+    outcomes = ingest_mod.Outcomes(tmp_path / "spill")
+    outcomes.append(ingest_mod._merge_spans(f, split, ranges, None))
+    got = ingest_mod._sorted(outcomes.table("events"), "events")
+    whole = ingest_file(f, Limits(), 2025, None)
+    want = ingest_mod._sorted(conform(whole.tables["events"], "events"), "events")
+    assert got.height == 2000 and got.equals(want)
+    assert set(got.get_column("node")) == {"gpu-node-7"} and got.get_column("line").to_list() == list(range(1, 2001))
+
+
 def _dmon_loop(n: int) -> str:
     """`nvidia-smi dmon -s pe -o DT` on 2 GPUs, its header repeated every 10 samples, GPU 1's double-bit ECC
     counter going up now and then (an event where it changes, none where a chunk only starts after it)."""
