@@ -802,7 +802,9 @@ def _nccl_rows(
     # (every regex step below is skipped when a literal check says it has nothing to read: polars compiles a
     # pattern on each use once more than ~32 are in use, ~0.3 ms each, the bulk of a small file's cost)
     ns = slow.filter(~pl.col("cont") & body.str.contains(" NCCL ", literal=True))
-    ns = head_columns(split_nccl_lines(ns), ctx) if ns.height else _none(_NS_SCHEMA)
+    ns = split_nccl_lines(ns) if ns.height else ns
+    # (no row is an NCCL record: no head to read; `" NCCL "` also opens `NCCL work`, `NCCL communicator`)
+    ns = head_columns(ns, ctx) if ns.height else _none(_NS_SCHEMA)
     base = fast.heads.height
     heads = fast.heads.select(_HEAD_COLS)
     heads = pl.concat([heads, ns.select(_HEAD_COLS)], how="vertical") if ns.height else heads
@@ -1189,7 +1191,7 @@ def _nccl_rows(
         )
     )
     nw = keep(warn_p) if flags["warn"] else pieces[0].clear()
-    wparts = [
+    wparts = [] if not (nw.height or legacy.height) else [
         attach(nw, *_HEAD_COLS).select(
             "line",
             "text",
@@ -1237,8 +1239,11 @@ def _nccl_rows(
     ras_ev = _ras_events(slow, ctx) if ras else None
     if ras_ev is not None:
         out["events"].append(ras_ev)
-    used = pl.concat([fast.rows.get_column("hc"), ns.get_column("hc")]).unique()
-    hosts = heads[used].filter(pl.col("host").is_not_null()).get_column("node").unique().sort().to_list()
+    if fast.rows.height or ns.height:
+        used = pl.concat([fast.rows.get_column("hc"), ns.get_column("hc")]).unique()
+        hosts = heads[used].filter(pl.col("host").is_not_null()).get_column("node").unique().sort().to_list()
+    else:
+        hosts = []
     return out, notes, hosts, ns.get_column("line")
 
 

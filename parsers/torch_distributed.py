@@ -345,9 +345,15 @@ def torch_events(frame: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, p
     ok = other.select(
         "line", _ok=(torch_understood(body) | block_lines(other) | after_file).fill_null(False) | pl.col("cont")
     )
-    understood = (
-        frame.select("line").join(ok, on="line", how="left", maintain_order="left").get_column("_ok").fill_null(False)
-    )
+    if other.height == frame.height:  # (no NCCL-prefixed line: `ok` is per line of `frame` already)
+        understood = ok.get_column("_ok").fill_null(False)
+    else:
+        understood = (
+            frame.select("line")
+            .join(ok, on="line", how="left", maintain_order="left")
+            .get_column("_ok")
+            .fill_null(False)
+        )
     year = ctx.year_hint or (ctx.collected_at.year if ctx.collected_at else None)
     cand = other.filter(
         # comments / annotations quoting log text are no events (one filter: the rows are gathered once)
