@@ -809,6 +809,9 @@ def _nccl_rows(
     heads = fast.heads.select(_HEAD_COLS)
     heads = pl.concat([heads, ns.select(_HEAD_COLS)], how="vertical") if ns.height else heads
     ns = ns.select("line", "text", hc=pl.int_range(base, base + pl.len(), dtype=pl.UInt32), level="level", msg="msg")
+    if not (fast.rows.height or ns.height or ras) and not _headless(slow):
+        # no NCCL record, no ncclras report, no bare version or aws-ofi-nccl line: nothing below reads a row
+        return out, notes, [], ns.get_column("line")
     # `n` is the fast lane's rows and the slow NCCL rows in line order; each filter below runs on both pieces
     # and merges what it keeps (merging all of `n` first would copy every row)
     pieces = [d for d in (fast.rest, ns) if d.height] or [fast.rest]
@@ -1245,6 +1248,22 @@ def _nccl_rows(
     else:
         hosts = []
     return out, notes, hosts, ns.get_column("line")
+
+
+def _headless(slow: pl.DataFrame) -> bool:
+    """Whether a line of `slow` may be a bare `NCCL version` line or an aws-ofi-nccl legacy line (`_nccl_rows`
+    reads those without an NCCL record head): their literal tests."""
+    body = pl.col("body")
+    return bool(
+        slow.select(
+            (
+                ~pl.col("cont")
+                & (body.str.starts_with("NCCL version") | body.str.contains(": Function: ", literal=True))
+            )
+            .fill_null(False)
+            .any()
+        ).item()
+    )
 
 
 @cache
