@@ -80,3 +80,38 @@ def test_dmon_loop_parses_as_with_starts_with(seed: int, monkeypatch: pytest.Mon
     assert (new.parsed, new.unrecognized, new.unrecognized_examples) == (old.parsed, old.unrecognized, old.unrecognized_examples)
     for t in old.tables:
         assert new.tables[t].equals(old.tables[t], null_equal=True), t
+
+
+def _old_rows_bytes(texts: pl.Series) -> bytes:
+    pad = 8  # (spaces before the first row: every field's last 8 bytes can be read as one word)
+    texts = pl.concat([pl.Series([" " * pad]), texts])
+    buf = texts.str.join("").cast(pl.Binary).item()
+    return buf
+
+
+_CHARS = st.sampled_from([" ", "0", "9", "-", "a", "#", "\t", "\u00e9", "\u20ac", "\U0001f600", "\x00", "\x7f"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 24), st.lists(st.lists(_CHARS, min_size=1, max_size=24), min_size=1, max_size=40), st.integers(0, 3))
+def test_rows_bytes_is_the_joined_rows(width: int, rows: list[list[str]], chunks: int) -> None:
+    """`_rows_bytes` gives the bytes the joined rows gave (after at least 8 spaces), for rows of any bytes
+    (multi-byte characters too) cut to one byte length, in a column of one or several chunks."""
+    import numpy as np
+
+    texts = []
+    for chars in rows:
+        t = "".join(chars)
+        while len(t.encode()) > width:
+            t = t[:-1]
+        texts.append(t + " " * (width - len(t.encode())))
+    parts = [pl.Series("text", texts[i :: chunks + 1], dtype=pl.String) for i in range(chunks + 1)]
+    col = pl.concat([p for p in parts if len(p)], rechunk=False) if chunks else pl.Series("text", texts)
+    buf, pad = dmon._rows_bytes(col, width)
+    old = _old_rows_bytes(col)
+    assert pad >= 8 and pad % width == 0
+    assert buf.dtype == np.uint8 and buf.ndim == 1 and buf.flags["C_CONTIGUOUS"]
+    assert buf[:pad].tobytes() == b" " * pad
+    assert buf[pad:].tobytes() == old[8:]
+    # (the words `_fixed_width` reads before the first row: spaces, as the old 8 bytes of padding gave)
+    assert buf[pad - 8 : pad].tobytes() == old[:8]
