@@ -877,9 +877,10 @@ def _prepare(
     `batch`: `lines` are the lines of several files (`parse_many`), numbered by `batch.frame`; the stream key
     does not yet hold the file (the caller adds it). `numbers`: the line numbers of `lines` (ascending), when
     they are not `ctx.first_line` onwards."""
-    if lines.len() < _LANE_MIN:
-        return _prepare_small(lines, ctx, batch, numbers)
-    frame, seg, on, dirty, clean = _segments(lines, ctx, batch, numbers)
+    parts = _segments(lines, ctx, batch, numbers)
+    if parts[1].height < _LANE_MIN:  # (few segments: few lines, and no long `\r` redraws, as in tqdm logs)
+        return _prepare_small(lines, ctx, batch, numbers, parts)
+    frame, seg, on, dirty, clean = parts
     text = pl.col("text")
     triage = text.str.contains_any(list(g.TRIAGE_LITERALS)) | text.str.strip_chars_end().str.ends_with(":")
     frame_seg = seg
@@ -1162,11 +1163,15 @@ def _own_time_lazy(lf: pl.LazyFrame, year: int | None, mmdd_on: bool, mllog_on: 
 
 
 def _prepare_small(
-    lines: pl.Series, ctx: FileContext, batch: _Batch | None = None, numbers: pl.Series | None = None
+    lines: pl.Series,
+    ctx: FileContext,
+    batch: _Batch | None = None,
+    numbers: pl.Series | None = None,
+    parts: tuple[pl.DataFrame, pl.DataFrame, dict[str, bool], bool, pl.Expr] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """`_prepare` for a few lines: one lazy query for the streams and times (the subset passes of `_prepare`
-    cost more calls than they spare there)."""
-    frame, seg, on, dirty, clean = _segments(lines, ctx, batch, numbers)
+    """`_prepare` for a few segments: one lazy query for the streams and times (the subset passes of `_prepare`
+    cost more calls than they spare there). `parts`: `_segments` of the lines, when the caller has it."""
+    frame, seg, on, dirty, clean = parts if parts is not None else _segments(lines, ctx, batch, numbers)
     text = pl.col("text")
     triage = (
         text.str.contains_any(list(g.TRIAGE_LITERALS))

@@ -8,6 +8,11 @@ a null column), compared on random frames of one or more patterns, nulls, nested
 three: the bars past 999 % took the regex), the description cut where `TQDM_RE`'s lazy `desc` ends; compared
 with the regex's groups on mutated bars of 1 to 6 digits, with and without descriptions (hypothesis too).
 
+`_prepare`: the lines go the small way (`_prepare_small`) when their `\r` segments are few, not their physical
+lines (a tqdm log of 3k lines holds 45k bars); compared with the old `_prepare` (verbatim in `_steplog9_ref`)
+on fixtures and real logs whose lines are joined by `\r` into fewer physical lines than the threshold, with
+envelopes, ANSI codes and logging prefixes, directly and by whole parses (`parse` and `parse_many`).
+
 `_read`: no fragment at all (grammars whose gates are there but match nothing, as in the lines the Megatron lane
 leaves to `_parse`) gives no row without running `_rows` and `_finish`. `_read` gives other frames then (the
 callers conform them), so whole parses are compared: the parser's answer with the references patched in
@@ -29,6 +34,7 @@ from parsers import _step_grammars as g
 from parsers import step_log as S  # noqa: N812
 from parsers.base import FileContext, ParseResult, lines_from_bytes
 from tests.conftest import mutated
+from tests.parsers import _steplog9_ref as R  # noqa: N812
 from tests.parsers.test_steplog_s8 import _GENS, _files, _grown, _mutate
 
 _nulls = S._nulls
@@ -139,7 +145,7 @@ def test_encode_by_null_pattern(seed: int) -> None:
     assert got.equals(ref, null_equal=True)
 
 
-_REFS = {"_read": _ref_read}
+_REFS = {"_read": _ref_read, "_prepare": R._prepare}
 
 
 def _result(lines: list[str], refs: bool, monkeypatch: pytest.MonkeyPatch, name: str = "train.log") -> ParseResult:
@@ -265,3 +271,70 @@ _bar = st.tuples(
 def test_tqdm_lane_many_digits_hypothesis(bars: list[str]) -> None:
     # (repeated past the lane's threshold, the bars in order)
     _tqdm_same((bars * (S._LANE_MIN // len(bars) + 1))[: S._LANE_MIN + len(bars)])
+
+
+_PREFIXES = ["", "[default0]:", "worker-1: ", "\x1b[32m", "[rank3]: ", "3: ", "INFO:root:", "é "]
+
+
+def _redrawn(rnd: random.Random, lines: list[str]) -> list[str]:
+    """`lines` (repeated to past the threshold of segments) joined by `\r` into fewer physical lines than the
+    threshold, some behind a prefix (envelope, ANSI code, logging prefix)."""
+    if not lines:
+        lines = [""]
+    segs = (lines * (S._LANE_MIN // len(lines) + 2))[: S._LANE_MIN + rnd.randint(1, 900)]
+    out, i = [], 0
+    while i < len(segs):
+        k = rnd.randint(2, 12)
+        pre = rnd.choice(_PREFIXES)
+        out.append(pre + "\r".join(segs[i : i + k]))
+        i += k
+    assert len(out) < S._LANE_MIN <= len(segs)
+    return out
+
+
+def _prepare_same(lines: list[str], ctx: FileContext) -> None:
+    ser = pl.Series("line", lines, dtype=pl.String)
+    with S.ascii_scope(S._ascii or S.is_ascii(ser)):
+        got, want = S._prepare(ser, ctx), R._prepare(ser, ctx)
+    for a, b in zip(got, want, strict=True):
+        assert a.schema == b.schema
+        assert a.equals(b, null_equal=True)
+
+
+@pytest.mark.parametrize("path", _files(), ids=lambda p: p.name)
+def test_prepare_many_segments_files(path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    rnd = random.Random(path.name)
+    lines = _redrawn(rnd, lines_from_bytes(path.read_bytes()).to_list())
+    _prepare_same(lines, FileContext(path="n1/train.log", node="n1", year_hint=2025))
+    _same_parse(lines, monkeypatch)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_prepare_many_segments_synthetic(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rnd = random.Random(seed)
+    kind = list(_GENS)[seed % 3]
+    lines = _mutate(rnd, list(_GENS[kind](rnd, 400)))
+    lines = _redrawn(rnd, lines)
+    _prepare_same(lines, FileContext(path="n1/train.log", node="n1", year_hint=None if seed % 4 == 1 else 2025))
+    _same_parse(lines, monkeypatch)
+
+
+def test_prepare_many_segments_parse_many(monkeypatch: pytest.MonkeyPatch) -> None:
+    rnd = random.Random(7)
+    items = []
+    for i, path in enumerate(_files()[:12]):
+        lines = lines_from_bytes(path.read_bytes()).to_list()
+        if i % 2:
+            lines = _redrawn(rnd, lines)[:300]
+        items.append((pl.Series("line", lines, dtype=pl.String), FileContext(path=f"n{i}/train.log", node=f"n{i}", year_hint=2025)))
+    got = S.parse_many(items)
+    with monkeypatch.context() as m:
+        for fn, ref in _REFS.items():
+            m.setattr(S, fn, ref)
+        want = S.parse_many(items)
+    for a, b in zip(got, want, strict=True):
+        assert list(a.tables) == list(b.tables)
+        for t, df in b.tables.items():
+            assert a.tables[t].schema == df.schema and a.tables[t].equals(df, null_equal=True), t
+        for f in ("parsed", "unrecognized", "unrecognized_examples", "notes", "partial", "node"):
+            assert getattr(a, f) == getattr(b, f), f
