@@ -642,6 +642,8 @@ NCCL_HEAD_RE = (
 Not anchored at the start: a record glued after other output (a tqdm bar without its newline) still reads;
 the host cannot contain `]`, `|` or `>`, so it starts after such junk."""
 _LEVELS = ("INFO", "WARN", "TRACE", "ERROR", "ABORT")
+_LEVEL_AFTER = [f" NCCL {lv}" for lv in _LEVELS]
+"""What a line `split_nccl_lines` keeps holds (its first ` NCCL ` is followed by a level word)."""
 
 
 _COLL_TOKENS = {1: "opCount", 3: "sendbuff", 5: "recvbuff", 7: "count", 9: "datatype", 11: "op", 13: "root", 15: "comm"}
@@ -802,6 +804,8 @@ def _nccl_rows(
     # (every regex step below is skipped when a literal check says it has nothing to read: polars compiles a
     # pattern on each use once more than ~32 are in use, ~0.3 ms each, the bulk of a small file's cost)
     ns = slow.filter(~pl.col("cont") & body.str.contains(" NCCL ", literal=True))
+    if ns.height and not ns.select(body.str.contains_any(_LEVEL_AFTER).any()).item():
+        ns = ns.clear()  # (no ` NCCL ` before a level word: no record, `split_nccl_lines` would keep no row)
     ns = split_nccl_lines(ns) if ns.height else ns
     # (no row is an NCCL record: no head to read; `" NCCL "` also opens `NCCL work`, `NCCL communicator`)
     ns = head_columns(ns, ctx) if ns.height else _none(_NS_SCHEMA)

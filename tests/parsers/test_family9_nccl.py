@@ -1,6 +1,7 @@
 """`nccl._nccl_rows` returns early when nothing it reads is there (no NCCL record, no ncclras report, no bare
-version or aws-ofi-nccl line): the same result as its whole body (forced by making `_headless` say yes), on
-the fixtures, the real logs, mixed training logs and generated lines."""
+version or aws-ofi-nccl line), and skips `split_nccl_lines` when no ` NCCL ` line has a level word after it:
+the same result as its whole body (forced by making `_headless` say yes and `_LEVEL_AFTER` hold in every
+` NCCL ` line), on the fixtures, the real logs, mixed training logs and generated lines."""
 
 from __future__ import annotations
 
@@ -34,12 +35,13 @@ def _parses(lines: pl.Series, ctx: FileContext) -> list:
 def _same(lines: pl.Series) -> None:
     ctx = FileContext(path="x/train.log", node="n", first_line=7)
     got = _parses(lines, ctx)
-    saved = nccl._headless
+    saved = nccl._headless, nccl._LEVEL_AFTER
     try:
-        nccl._headless = lambda slow: True  # the whole body of `_nccl_rows`, always
+        # the whole body of `_nccl_rows`, always, and `split_nccl_lines` on every ` NCCL ` line
+        nccl._headless, nccl._LEVEL_AFTER = (lambda slow: True), [" NCCL "]
         want = _parses(lines, ctx)
     finally:
-        nccl._headless = saved
+        nccl._headless, nccl._LEVEL_AFTER = saved
     for a, b in zip(got, want, strict=True):
         assert_same_result(a, b)
 
@@ -57,6 +59,10 @@ PIECES = [
     "INFO: Function: ofi_init Line: 1: NET/OFI Selected Provider is efa",
     "WARN: Function: ofi_init Line: 1: NET/OFI boom",
     "[rank0]:[E1206 12:00:00.123 ProcessGroupNCCL.cpp:607] Timeout at NCCL work: 5",
+    "x NCCL work then gpu-a:1:2 [0] NCCL INFO late level",
+    "gpu-a:1:2 [0] NCCL INFOx",
+    "gpu-a:1:2 [0] NCCL ERROR boom",
+    "host NCCL ABORT",
     "Traceback (most recent call last):",
     "RuntimeError: NCCL error in: x.cpp:1, unhandled system error",
     "step 10 loss 2.0",
@@ -91,3 +97,12 @@ def test_early_return_taken() -> None:
     assert calls == [({"events": 0, "comms": 0, "inventory": 0}, [], [], 0)]
     frame = nccl.prepare(lines, FileContext(path="x", node="n")).with_columns(cont=pl.lit(False))
     assert not nccl._headless(frame)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet=" NCLIFOWARTEBxa:[]0", max_size=30), min_size=1, max_size=8))
+def test_split_keeps_no_line_without_level_literal(bodies: list[str]) -> None:
+    df = pl.DataFrame({"line": list(range(len(bodies))), "body": bodies})
+    df = df.filter(pl.col("body").str.contains(" NCCL ", literal=True))
+    if df.height and not df.select(pl.col("body").str.contains_any(nccl._LEVEL_AFTER).any()).item():
+        assert nccl.split_nccl_lines(df).height == 0
