@@ -1169,8 +1169,9 @@ def _prepare_small(
     numbers: pl.Series | None = None,
     parts: tuple[pl.DataFrame, pl.DataFrame, dict[str, bool], bool, pl.Expr] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """`_prepare` for a few segments: one lazy query for the streams and times (the subset passes of `_prepare`
-    cost more calls than they spare there). `parts`: `_segments` of the lines, when the caller has it."""
+    """`_prepare` for a few segments: one lazy query for the streams and times (the subset passes of
+    `_prepare` cost more calls than they spare there). `parts`: `_segments` of the lines, when the caller has
+    it."""
     frame, seg, on, dirty, clean = parts if parts is not None else _segments(lines, ctx, batch, numbers)
     text = pl.col("text")
     triage = (
@@ -1936,9 +1937,9 @@ _HF_KEY_LITS = {name: required_literals(p) for name, p in g.HF_KEYS.items()}
 _TQDM_CANON_HEAD = r"^[^\d%|]*[0-9]{1,3}%$"
 _TQDM_HEAD_DIGITS = r"^[^\d%|]*[0-9]+%$"
 """The head (text before the first `|`) of the bars the split lane takes: a description without digits, then
-the percentage, of any number of digits (tqdm prints `1217%` far past the total): `TQDM_RE`'s lazy `desc` ends
-where at most three digits are left before the `%` (its `pct` takes one to three): the description and the digits
-but the last three. (`_TQDM_CANON_HEAD`: the percentages of at most three digits the lane took before.)"""
+the percentage, of any number of digits (tqdm prints `1217%` far past the total): `TQDM_RE`'s lazy `desc`
+ends where at most three digits are left before the `%` (its `pct` takes one to three): the description and
+the digits but the last three. (`_TQDM_CANON_HEAD`: the percentages of at most three digits the lane took before.)"""
 _TQDM_CANON_TAIL = r"^ *[0-9]+/[0-9]+ *\[[0-9:]+<(?:[0-9:?]*, *(?:[0-9.]+|\?) *(?:s/it|it/s)[\],]|-).*$"
 _TQDM_CANON = _TQDM_HEAD_DIGITS.removesuffix("$") + r"\|[^|]*\|" + _TQDM_CANON_TAIL.removeprefix("^")
 """tqdm bars whose `TQDM_RE` groups the split lane of `_tqdm_match` finds (ASCII digits and blanks): with a
@@ -1956,9 +1957,10 @@ def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
     post).
 
     Split lane for `_TQDM_CANON` bars: there the lazy `desc` of `TQDM_RE` ends at the first digit (it holds
-    none) or, past 999 %, where three digits are left before the `%` (`_TQDM_HEAD_DIGITS`), the percentage and bar end at the first two `|`, `n`/`total` lie around the next `/` and end at the
-    `[`, the rate follows the first `,` (the times hold none) and ends at the unit, its first `s` or `i`;
-    `post` is the rest. Other bars take the regex.
+    none) or, past 999 %, where three digits are left before the `%` (`_TQDM_HEAD_DIGITS`), the percentage
+    and bar end at the first two `|`, `n`/`total` lie around the next `/` and end at the `[`, the rate follows
+    the first `,` (the times hold none) and ends at the unit, its first `s` or `i`; `post` is the rest. Other
+    bars take the regex.
     """
     txt = pl.col("text")
     if seg.height < _LANE_MIN:  # (every group of the regex, as before)
