@@ -1939,7 +1939,8 @@ _TQDM_HEAD_DIGITS = r"^[^\d%|]*[0-9]+%$"
 """The head (text before the first `|`) of the bars the split lane takes: a description without digits, then
 the percentage, of any number of digits (tqdm prints `1217%` far past the total): `TQDM_RE`'s lazy `desc`
 ends where at most three digits are left before the `%` (its `pct` takes one to three): the description and
-the digits but the last three. (`_TQDM_CANON_HEAD`: the percentages of at most three digits the lane took before.)"""
+the digits but the last three. (`_TQDM_CANON_HEAD`: the percentages of at most three digits the lane took
+before.)"""
 _TQDM_CANON_TAIL = r"^ *[0-9]+/[0-9]+ *\[[0-9:]+<(?:[0-9:?]*, *(?:[0-9.]+|\?) *(?:s/it|it/s)[\],]|-).*$"
 _TQDM_CANON = _TQDM_HEAD_DIGITS.removesuffix("$") + r"\|[^|]*\|" + _TQDM_CANON_TAIL.removeprefix("^")
 """tqdm bars whose `TQDM_RE` groups the split lane of `_tqdm_match` finds (ASCII digits and blanks): with a
