@@ -2162,12 +2162,16 @@ def _family_rows_frame(
         k = td.torch_understood(pl.col("body")) | artefact
         if _may(rest.get_column("body"), understood):
             k = nccl_understood(pl.col("body"), ras) | k
-        rest = rest.select("line", _k=k.fill_null(False))
-        slow = (
-            slow.join(rest, on="line", how="left", maintain_order="left")
-            .with_columns(known=pl.col("_nccl") | pl.col("_k").fill_null(False))
-            .drop("_k")
-        )
+        if ALIGNED and rest.height == slow.height:
+            # (no NCCL-prefixed line: the rest is every line, in order; nothing to join back)
+            slow = slow.with_columns(known=pl.col("_nccl") | k.fill_null(False))
+        else:
+            rest = rest.select("line", _k=k.fill_null(False))
+            slow = (
+                slow.join(rest, on="line", how="left", maintain_order="left")
+                .with_columns(known=pl.col("_nccl") | pl.col("_k").fill_null(False))
+                .drop("_k")
+            )
     else:
         slow = slow.with_columns(known=pl.col("_nccl"))
     full: pl.DataFrame | None = None
@@ -2239,10 +2243,14 @@ def _family_rows_frame(
         last = td.last_error_events(last_rows, ctx)
         if last is not None:
             parts["events"].append(last)
-    ok = td_frame.select("line", _ok=torch_ok)
+    if ALIGNED and (nfast == 0 or not (blocks or last_err)):
+        # (the PyTorch grammar read the lines of `slow`, in order: its result is per line of `slow`)
+        with_ok = slow.with_columns(_ok=torch_ok)
+    else:
+        ok = td_frame.select("line", _ok=torch_ok)
+        with_ok = slow.join(ok, on="line", how="left", maintain_order="left")
     slow_ok = (
-        slow.join(ok, on="line", how="left", maintain_order="left")
-        .select(
+        with_ok.select(
             pl.col("known")
             | pl.col("cont")
             | pl.col("_ok").fill_null(False)
@@ -2319,6 +2327,9 @@ def _torch_may_hold(frame: pl.DataFrame, blocks: bool) -> bool:
     return bool(hit)
 
 
+ALIGNED = True
+"""`_family_rows_frame` puts per-line results of frames that hold the same lines in the same order side by side
+instead of joining them on line numbers (off: always joined; tests compare both)."""
 FAST_LANE = True
 """Read plain NCCL records through `_fast_lane` (off: every line takes the full path; tests compare both)."""
 _FRAME_COLS = (
