@@ -494,6 +494,11 @@ class ChunkReader:
     After iteration: `bytes_read` (decompressed bytes seen), `sha256` (hex digest of the raw file's
     bytes, set when the whole file was read), `too_large` (the size limit stopped reading).
     Memory: at most about `chunk_bytes` + one read block are held, whatever the file size.
+
+    `record_of(head)`: the literal that starts a line opening a record of the file's format (its parser's
+    `RECORD_START`, e.g. an `nvidia-smi -q` dump's banner), asked once, from the first bytes, when a first
+    cut is due: chunks then end before the last such line within `RECORD_PROBE` bytes of their end
+    (`_line_cut`), so that no record is cut in two.
     """
 
     def __init__(
@@ -502,12 +507,15 @@ class ChunkReader:
         limits: Limits,
         chunk_bytes: int = CHUNK_BYTES,
         span: tuple[int, int] | None = None,
+        record_of: Callable[[bytes], bytes | None] | None = None,
     ) -> None:
         assert f.source is not None
         assert span is None or f.compression is None, "byte ranges of compressed files cannot be read"
         self.file = f
         self.span = span
         """(start, end): read only these bytes of an uncompressed file (`sha256` is then not set)."""
+        self.record_of = record_of
+        self._record: bytes | None | bool = False  # (False: not asked yet)
         self.cap = limits.max_file_bytes
         self.chunk_bytes = max(1, chunk_bytes)
         self.truncated = False
@@ -519,6 +527,11 @@ class ChunkReader:
     def _stop(self, reason: str) -> None:
         self.truncated = True
         self.reason = self.reason or reason
+
+    def _record_start(self, buf: bytearray) -> bytes | None:
+        if self._record is False:
+            self._record = self.record_of(bytes(buf[:HEAD_BYTES])) if self.record_of is not None else None
+        return self._record  # type: ignore[return-value]
 
     def __iter__(self) -> Iterator[bytes]:
         f = self.file
@@ -568,7 +581,7 @@ class ChunkReader:
                         self.bytes_read += len(block)
                         buf += block
                         while len(buf) >= self.chunk_bytes:
-                            cut = _line_cut(buf, self.chunk_bytes)
+                            cut = _line_cut(buf, self.chunk_bytes, self._record_start(buf))
                             yield bytes(buf[:cut])
                             del buf[:cut]
                         if self.too_large:
@@ -594,13 +607,16 @@ class ChunkReader:
                     self._stop("file changed while it was read")
 
 
-def line_spans(f: BundleFile, span_bytes: int, probe: int = 1024**2) -> list[tuple[int, int]]:
-    """Cut an uncompressed file into the byte ranges `ChunkReader(f, ..., span_bytes)` would yield.
+def line_spans(
+    f: BundleFile, span_bytes: int, probe: int = 1024**2, record: bytes | None = None
+) -> list[tuple[int, int]]:
+    """Cut an uncompressed file into the byte ranges `ChunkReader(f, ..., span_bytes)` would yield (with a
+    `record_of` that gives `record`).
 
-    Each range ends after its last line end within `span_bytes` (`_line_cut`), so parsing the ranges
-    apart gives the same chunks, hence the same rows, as reading the file through. Only the bytes
-    before each cut are read, backwards in blocks of `probe` until a line end is found: a multi-GB
-    file is planned in milliseconds.
+    Each range ends after its last line end within `span_bytes` (`_line_cut`), or before its last line
+    starting with `record` within the last `RECORD_PROBE` bytes, so parsing the ranges apart gives the same
+    chunks, hence the same rows, as reading the file through. Only the bytes before each cut are read,
+    backwards in blocks of `probe` until a line end is found: a multi-GB file is planned in milliseconds.
 
     Raises:
         OSError: the file cannot be opened.
@@ -611,7 +627,12 @@ def line_spans(f: BundleFile, span_bytes: int, probe: int = 1024**2) -> list[tup
     with open(f.source, "rb") as fh:
         while size - cuts[-1] >= span_bytes:
             lo, hi = cuts[-1], cuts[-1] + span_bytes
-            cut = _last_after(fh, lo, hi, b"\n", probe) or _last_after(fh, lo, hi, b"\r", probe) or hi
+            cut = (
+                (_record_cut(fh, lo, hi, record) if record else None)
+                or _last_after(fh, lo, hi, b"\n", probe)
+                or _last_after(fh, lo, hi, b"\r", probe)
+                or hi
+            )
             cuts.append(cut)
     if cuts[-1] < size:
         cuts.append(size)
@@ -689,11 +710,31 @@ def _stat_or_none(p: Path) -> os.stat_result | None:
         return None
 
 
-def _line_cut(buf: bytearray, chunk_bytes: int) -> int:
-    """Where to cut `buf` (≥ chunk_bytes long): after its last line end within the first chunk_bytes.
+RECORD_PROBE = 1024**2
+"""How far back from a chunk's end a line that starts a record (`ChunkReader(record_of=)`) is looked for: an
+`nvidia-smi -q` dump of 8 GPUs is ~60 KB. A record longer than that may be cut at a line end, as any log."""
+
+
+def _record_cut(fh: BinaryIO, lo: int, hi: int, record: bytes) -> int | None:
+    """`_line_cut`'s record cut of the file's bytes [lo, hi), read from `fh`: where the last line starting
+    with `record` begins, if it lies after `lo` and within the last `RECORD_PROBE` bytes."""
+    start = lo + max(1, hi - lo - RECORD_PROBE)
+    fh.seek(start)
+    i = fh.read(hi - start).rfind(b"\n" + record)
+    return start + i + 1 if i >= 0 else None
+
+
+def _line_cut(buf: bytearray, chunk_bytes: int, record: bytes | None = None) -> int:
+    """Where to cut `buf` (≥ chunk_bytes long): before its last line starting with `record` within the
+    first chunk_bytes and the last `RECORD_PROBE` of them, if any (a record is not cut in two), else after
+    its last line end within the first chunk_bytes.
 
     A line longer than a chunk is cut at chunk_bytes.
     """
+    if record:
+        i = buf.rfind(b"\n" + record, max(1, chunk_bytes - RECORD_PROBE), chunk_bytes)
+        if i >= 0:
+            return i + 1
     i = buf.rfind(b"\n", 0, chunk_bytes)
     if i < 0:
         i = buf.rfind(b"\r", 0, chunk_bytes)

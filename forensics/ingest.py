@@ -133,6 +133,10 @@ class FileOutcome:
     parts: dict[str, list[Part]] = field(default_factory=dict)
     """Tables spilled to Parquet by a worker: table → part files (in the work folder)."""
     content_node: str | None = None
+    unique_inventory: tuple[str, ...] = ()
+    """The file was read in several chunks or byte ranges by a parser that keeps a file's inventory rows
+    unique on these columns (`INVENTORY_KEY`: repeated dumps restate the same facts): each chunk's rows are,
+    and the parent drops the repeats across chunks (`_unique_inventory`)."""
     """The node the content names (set for byte ranges, whose rows the parent fills after merging)."""
 
 
@@ -326,7 +330,7 @@ def _open_file(f: BundleFile, row: dict[str, Any], limits: Limits, chunk_bytes: 
     if f.compression is None and f.size > limits.max_file_bytes:
         row["status"] = f"skipped: {size_limit_reason(limits.max_file_bytes)}"
         return FileOutcome(row)
-    reader = ChunkReader(f, limits, chunk_bytes)
+    reader = ChunkReader(f, limits, chunk_bytes, record_of=lambda head: _record_start(head, f))
     opened = _open_chunks(reader, row)
     if opened is None:
         return FileOutcome(row)
@@ -441,6 +445,12 @@ def _failed(f: BundleFile, row: dict[str, Any], exc: Exception) -> FileOutcome:
     row.update(format=row.get("format"), lines=0, parsed=0, unrecognized=0)
     row["status"] = f"error: ingest failed: {type(exc).__name__}: {str(exc)[:300]}"
     return FileOutcome(row, notes=[f"{f.path}: {traceback.format_exc(limit=-3)}"])
+
+
+def _record_start(head: bytes, f: BundleFile) -> bytes | None:
+    """The `RECORD_START` of the parser that reads a file of this head, if it has one (a chunk is then cut
+    before a record, not inside one: `ChunkReader`)."""
+    return getattr(registry.detect(_sniff_head(head), logical_name(f.path)).parser, "RECORD_START", None)
 
 
 def _open_chunks(reader: ChunkReader, row: dict[str, Any]) -> tuple[Iterator[bytes], bytes | None] | None:
@@ -561,7 +571,10 @@ def _parse_chunks(
     if reader.truncated or acc.partial:
         row["status"] = "partial" + (f": {reader.reason}" if reader.reason else "")
     notes = [f"{f.path}: {n}" for n in acc.notes]
-    return FileOutcome(row, tables, acc.examples, notes, parts, content_node=node if span else None)
+    unique = getattr(parser, "INVENTORY_KEY", ()) if n_chunks > 1 else ()
+    return FileOutcome(
+        row, tables, acc.examples, notes, parts, content_node=node if span else None, unique_inventory=unique
+    )
 
 
 CARRY_TAIL = 64
@@ -1016,7 +1029,7 @@ def _plan_split(f: BundleFile, limits: Limits, counter: ThreadPoolExecutor | Non
             # a parser with `carry` reads a chunk by lines of an earlier one (a CSV header): without the
             # parent's count to work them out (`_LineCount`), chunks in order
             return None
-        spans = line_spans(f, CHUNK_BYTES)
+        spans = line_spans(f, CHUNK_BYTES, record=getattr(det.parser, "RECORD_START", None))
     except OSError:
         return None
     if len(spans) < 2:
@@ -1075,7 +1088,8 @@ def _merge_spans(f: BundleFile, split: _Split, ranges: list[FileOutcome], sha256
         row["status"] = partial
     row["sha256"] = sha256
     merged = {t: pl.concat(fs, how="vertical") if len(fs) > 1 else fs[0] for t, fs in tables.items()}
-    return FileOutcome(row, merged, examples, notes, parts)
+    unique = getattr(parser, "INVENTORY_KEY", ()) if len(ranges) > 1 else ()
+    return FileOutcome(row, merged, examples, notes, parts, unique_inventory=unique)
 
 
 def _arrived(
@@ -1702,6 +1716,8 @@ def _ingest_bundle(
         # a table too large to hold stays in its Parquet parts, a LazyFrame through the stages and the write
         big = t in LARGE_TABLES and (outcomes.rows(t) > HOLD_ROWS or outcomes.size_estimate(t) > HOLD_TABLE_BYTES)
         tables[t] = outcomes.lazy(t, work / "hive" / t) if big else outcomes.table(t)
+    if outcomes.unique_inventory and isinstance(tables.get("inventory"), pl.DataFrame):
+        tables["inventory"] = _unique_inventory(tables["inventory"], outcomes.unique_inventory)
     lazy = {t: lf for t, lf in tables.items() if isinstance(lf, pl.LazyFrame)}
     notes = list(bundle.notes)
     for o in outcomes:
@@ -1770,6 +1786,20 @@ def _ingest_bundle(
     return manifest
 
 
+def _unique_inventory(inv: pl.DataFrame, keys: dict[str, tuple[str, ...]]) -> pl.DataFrame:
+    """`inv` less the rows of a file that repeat an earlier row of the same file on the file's key columns
+    (`FileOutcome.unique_inventory`): what its parser, reading the file whole, keeps. A file's rows are in
+    the order of its chunks, so the first kept is the one its parser would keep."""
+    by_key: dict[tuple[str, ...], list[str]] = {}
+    for path, key in keys.items():
+        by_key.setdefault(key, []).append(path)
+    for key, paths in by_key.items():
+        mine = pl.col("file").is_in(paths)
+        kept = inv.filter(mine).unique(subset=["file", *key], keep="first", maintain_order=True)
+        inv = pl.concat([inv.filter(~mine), kept], how="vertical")
+    return inv
+
+
 def _bundle_stage(
     what: str,
     stage: Callable[[dict[str, pl.DataFrame]], tuple[dict[str, pl.DataFrame], list[str]]],
@@ -1829,8 +1859,12 @@ class Outcomes(list):  # type: ignore[type-arg]
         self.as_is: dict[str, dict[int, Path]] = {}
         """table -> {K: file} of the parts `lazy` moved to `__part=K` that hold their rows as the table will
         (`Part.as_is`): `_write_in_parts` may take such a file as it is"""
+        self.unique_inventory: dict[str, tuple[str, ...]] = {}
+        """path -> `FileOutcome.unique_inventory` of the files that have one"""
 
     def append(self, o: FileOutcome) -> None:  # type: ignore[override]
+        if o.unique_inventory:
+            self.unique_inventory[o.row["path"]] = o.unique_inventory
         for t, df in o.tables.items():
             frames = self.frames.setdefault(t, [])
             frames.append(df)

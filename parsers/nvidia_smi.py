@@ -34,6 +34,12 @@ DETECTS = "the '==============NVSMI LOG==============' banner, or 'Driver Versio
 PRIORITY = 20
 
 BANNER = "NVSMI LOG"
+RECORD_START = b"==============NVSMI LOG=============="
+"""The line each dump of a `-q` loop (`nvidia-smi -q -l N`) opens with: a large file is read in chunks that
+end before it (`forensics.bundle.ChunkReader`), never inside a dump."""
+INVENTORY_KEY = ("node", "component", "gpu_bus_id", "gpu_index", "device", "attribute", "value")
+"""A file's inventory rows are unique on these columns (`_nvsmi_fields.frames`: repeated dumps restate the
+same facts); the ingest keeps them so across the chunks of a large file."""
 _KV = re.compile(r"^(?P<ind>[ \t]*)(?P<key>[^ \t:][^:]*?)[ \t]*:(?:[ \t](?P<val>.*))?$")
 _HDR = re.compile(r"^(?P<ind>[ \t]*)(?P<key>[A-Za-z0-9][^:]*?)[ \t]*$")
 _GPU = re.compile(r"^GPU (?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")

@@ -34,6 +34,12 @@ TABLES = ("inventory", "gpu_samples", "events")
 FILENAME_HINTS = ("*.xml", "nvidia-smi*", "nvidia_smi*")
 DETECTS = "an <nvidia_smi_log> root element (optionally after <?xml ...?> and a DOCTYPE)"
 PRIORITY = 20
+RECORD_START = b"<?xml "
+"""The line each document of an `nvidia-smi -q -x -l N` loop opens with: a large file is read in chunks that
+end before it (`forensics.bundle.ChunkReader`), never inside a document."""
+INVENTORY_KEY = ("node", "component", "gpu_bus_id", "gpu_index", "device", "attribute", "value")
+"""A file's inventory rows are unique on these columns (`_nvsmi_fields.frames`); the ingest keeps them so
+across the chunks of a large file."""
 
 _INV = {
     "product_name": "name",

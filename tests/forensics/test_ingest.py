@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import stat
@@ -675,19 +676,97 @@ def test_a_worker_that_dies_on_a_byte_range_loses_only_that_file(tmp_path: Path)
 
 
 @given(
-    data=st.lists(st.binary(max_size=60) | st.sampled_from([b"\n", b"\r", b"\r\n", b"x" * 300]), max_size=80),
+    data=st.lists(
+        st.binary(max_size=60)
+        | st.sampled_from([b"\n", b"\r", b"\r\n", b"x" * 300, b"\n==R", b"==R x\n", b"R"]),
+        max_size=80,
+    ),
     span=st.integers(1, 400),
     probe=st.integers(1, 64),
+    record=st.sampled_from([None, b"==R", b"R"]),
+    record_probe=st.integers(1, 500),
 )
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_line_spans_are_the_chunks_the_reader_yields(tmp_path: Path, data: list[bytes], span: int, probe: int) -> None:
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_line_spans_are_the_chunks_the_reader_yields(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    data: list[bytes],
+    span: int,
+    probe: int,
+    record: bytes | None,
+    record_probe: int,
+) -> None:
+    """The byte ranges planned for a file are the chunks reading it through makes, with a record start
+    (`RECORD_START`: chunks end before a line opening a record) or without."""
+    from forensics import bundle as bundle_mod
     from forensics.bundle import ChunkReader, line_spans
 
+    monkeypatch.setattr(bundle_mod, "RECORD_PROBE", record_probe)
     body = b"".join(data)
     p = tmp_path / "f.log"
     p.write_bytes(body)
     f = BundleFile("f.log", p, len(body), "n", "path")
-    assert [body[a:b] for a, b in line_spans(f, span, probe)] == list(ChunkReader(f, Limits(), span))
+    chunks = list(ChunkReader(f, Limits(), span, record_of=lambda head: record))
+    assert [body[a:b] for a, b in line_spans(f, span, probe, record)] == chunks
+    assert b"".join(chunks) == body
+    if record:  # a chunk but the last ends before the last record line starting in its last RECORD_PROBE
+        lo = 0
+        for c, nxt in itertools.pairwise(chunks):
+            i = body.rfind(b"\n" + record, lo + max(1, span - record_probe), lo + span)
+            if i >= 0:
+                assert lo + len(c) == i + 1 and nxt.startswith(record)
+            lo += len(c)
+
+
+def _dump_loop(fixture: str, n: int) -> str:
+    """`n` dumps of a real `nvidia-smi -q` / `-q -x` fixture one after the other, as `nvidia-smi -q -l 1`
+    writes them, each with its own time (the fixture's harness lines left out)."""
+    import re
+
+    text = (Path(__file__).parent.parent / "fixtures" / fixture).read_text()
+    text = "\n".join(line for line in text.splitlines() if "#SOURCE" not in line) + "\n"
+    at = re.compile(r"(?m)^(\s*(?:Timestamp\s+: |<timestamp>)\w+ \w+ +\d+ )\d\d:\d\d:\d\d")
+    stamp = "{}10:{:02d}:{:02d}"
+    return "".join(at.sub(lambda m, i=i: stamp.format(m.group(1), i // 60, i % 60), text) for i in range(n))
+
+
+@pytest.mark.parametrize(
+    "name, fixture, n",
+    [
+        ("nvidia-smi-q.txt", "nvidia-smi/q_h100_535_hw_power_brake_active.txt", 40),
+        ("nvidia-smi-q.xml", "nvidia-smi-xml/qx_h100_535_v12_event_reasons_remap_pending.xml", 150),
+    ],
+)
+def test_a_dump_loop_read_in_chunks_or_ranges_gives_what_reading_it_whole_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, fixture: str, n: int
+) -> None:
+    """An `nvidia-smi -q` (or `-q -x`) loop longer than a chunk: chunks and byte ranges end before a dump's
+    first line (`RECORD_START`), so no dump is cut in two (which made the file 'partial', lost rows and left
+    lines not understood), and the inventory facts every dump restates are kept once per file, as reading
+    the file whole does (`INVENTORY_KEY`)."""
+    loop = _dump_loop(fixture, n)
+    assert len(loop) > 900_000
+    src = make_bundle(tmp_path, {f"node-001/{name}": loop, "node-002/dmesg.log": xid_lines(2)})
+    whole = ingest(src, tmp_path / "whole", jobs=1)
+    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 100_000)
+    monkeypatch.setattr(ingest_mod, "SPLIT_MIN_BYTES", 200_000)
+    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
+    assert len(ingest_mod._plan_split(_bundle_files(src, tmp_path)[f"node-001/{name}"], Limits()).spans) >= 8
+
+    def rows(m: dict) -> list:
+        return [{k: v for k, v in f.items() if k != "ingested_at"} for f in m["files"]]
+
+    row = rows(whole)[1 if name < "n" else 0]
+    assert row["status"] == "ok" and row["unrecognized"] == 0 and row["lines"] > 10_000
+    for jobs in (1, 2):
+        got = ingest(src, tmp_path / f"jobs{jobs}", jobs=jobs)
+        assert rows(got) == rows(whole) and got["notes"] == whole["notes"], jobs
+        for t in ("inventory", "gpu_samples", "events"):
+            a, b = read_table(tmp_path / "whole", t), read_table(tmp_path / f"jobs{jobs}", t)
+            assert a.height > 0 and b.equals(a), (jobs, t)
+    gpus = loop.count("Serial Number" if name.endswith(".txt") else "<serial>") // n
+    inv = read_table(tmp_path / "whole", "inventory")
+    assert gpus >= 2 and inv.filter(pl.col("attribute") == "serial").height == gpus  # (each GPU's, once)
 
 
 def test_tables_too_large_to_hold_are_written_in_sorted_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
