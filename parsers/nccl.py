@@ -581,6 +581,40 @@ def join_wrapped(frame: pl.DataFrame, wrap_width: Callable[[], int | None] | Non
     one space (soft wrap at a word). `wrap_width`, when given, says the wrap width (of the whole file when
     `frame` holds some of its lines only); it is asked only when some line is joined.
     """
+    if WRAP_SPARSE and frame.height > _SMALL:
+        known = frame.get_column("known")
+        free = (known == False).fill_null(False).arg_true()  # noqa: E712  (only these can continue a line)
+        if 2 * len(free) < frame.height:
+            return _join_sparse(frame, free, wrap_width)
+    return _join_rows(frame, wrap_width)
+
+
+WRAP_SPARSE = True
+"""`join_wrapped` reads a big frame's not-understood lines and the lines before them only (off: every line;
+tests compare both)."""
+
+
+def _join_sparse(
+    frame: pl.DataFrame, free: pl.Series, wrap_width: Callable[[], int | None] | None
+) -> pl.DataFrame:
+    """`_join_rows(frame)` worked out on the rows `free` (positions of the lines known to be False, the only
+    ones that can continue a line) and the row before each: a continuation's previous line and its run's head
+    are among them, and every row left out heads a run of its own without a continuation (the row after it
+    is no candidate), so the runs, tails and heads are those of the whole frame."""
+    free = free.cast(pl.Int64)
+    at = pl.concat([free, free - 1]).unique().sort()
+    at = at.filter(at >= 0)
+    if wrap_width is None:  # (the width of the whole frame's lines)
+        texts, ascii = frame.get_column("text"), bool(_common._ascii)
+        wrap_width = lambda: _wrap_width(texts, ascii)  # noqa: E731
+    got = _join_rows(frame.select("body", "known")[at], wrap_width)
+    cont = pl.repeat(False, frame.height, dtype=pl.Boolean, eager=True).scatter(at, got.get_column("cont"))
+    body = frame.get_column("body").clone().scatter(at, got.get_column("body"))
+    return frame.with_columns(body, cont.alias("cont"))
+
+
+def _join_rows(frame: pl.DataFrame, wrap_width: Callable[[], int | None] | None = None) -> pl.DataFrame:
+    """`join_wrapped` over every row of `frame`."""
     blank = pl.col("body").fill_null("").str.strip_chars().str.len_bytes() == 0
     plen = pl.col("body").fill_null("").str.len_chars().shift(1)
     own_start = pl.col("body").fill_null("").str.contains(arx(_OWN_START))
