@@ -137,10 +137,24 @@ def _mixes(parser: ModuleType, lines: pl.Series) -> tuple[bool, pl.Series | None
         # `has_family_lines`, over the lines holding a family literal only (each line with a mark is one)
         lit = _holds_any(lines, FAMILY_LITERALS, _FAMILY_ANY).fill_null(False)
         at = lit.arg_true()
-        return bool(len(at) and _holds_any(lines.gather(at), FAMILY_MARKS, _MARKS_ANY).any()), lit
+        return _marked_any(lines, at), lit
     if parser is nccl or (parser is td and td._dump_span(lines) is None):
         return has_step_lines(lines), None
     return False, None
+
+
+MARK_SAMPLE = 64
+
+
+def _marked_any(lines: pl.Series, at: pl.Series) -> bool:
+    """Whether one of the lines at positions `at` holds one of `FAMILY_MARKS`: the first `MARK_SAMPLE` of them
+    first (where they hold NCCL records, the first does), then all."""
+    if len(at) == 0:
+        return False
+    if len(at) > MARK_SAMPLE:
+        if _holds_any(lines.gather(at.head(MARK_SAMPLE)), FAMILY_MARKS, _MARKS_ANY).any():
+            return True
+    return bool(_holds_any(lines.gather(at), FAMILY_MARKS, _MARKS_ANY).any())
 
 
 FAMILY_LITERALS = (

@@ -50,3 +50,34 @@ def test_sources_big_chunk_both_paths() -> None:
         col = pl.Series("t", lines, dtype=pl.String)
         for rx in (str, g.ascii_classes):
             assert _mixed._sources(col, rx).to_list() == _reference(col, rx).to_list()
+
+
+MARK_PIECES = ["x", "NCCL ", "NCCL", "c10d", "Error", "what():", "torch.distributed", "Exit", "GroupNCCL"]
+_mark_line = st.one_of(st.none(), st.lists(st.sampled_from(MARK_PIECES), max_size=4).map("".join))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_mark_line, max_size=99))
+def test_mixes_equal_reference(lines: list[str | None]) -> None:
+    from parsers import step_log
+
+    col = pl.Series("t", lines, dtype=pl.String)
+    saved = _mixed.MARK_SAMPLE
+    try:
+        for sample in (0, 3, 64):
+            _mixed.MARK_SAMPLE = sample
+            got = _mixed._mixes(step_log, col)
+            # the code before (verbatim): the marks looked for in every line holding a family literal
+            lit = _mixed._holds_any(col, _mixed.FAMILY_LITERALS, _mixed._FAMILY_ANY).fill_null(False)
+            at = lit.arg_true()
+            marks = _mixed._holds_any(col.gather(at), _mixed.FAMILY_MARKS, _mixed._MARKS_ANY)
+            want = bool(len(at) and marks.any())
+            if len(col) <= _mixed.SMALL_LINES and not col.null_count():
+                text = "\n".join(col.to_list())
+                if not any(mark in text for mark in _mixed.FAMILY_MARKS):
+                    assert got == (False, None)
+                    continue
+            assert got[0] == want
+            assert got[1].to_list() == lit.to_list()
+    finally:
+        _mixed.MARK_SAMPLE = saved
