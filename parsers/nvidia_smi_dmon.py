@@ -177,17 +177,53 @@ def _group_frame(
 
 _FAST_MIN = 1024
 """Rows of one field list from which its rows of dmon's fixed-width layout are read as columns of bytes."""
+_BLOCK = 8192
+"""Rows `_fixed_width` checks and reads the numbers of at a time (a 16 MB range: ~16 blocks)."""
 
 
 
-def _digits8(z: np.ndarray) -> np.ndarray:
-    """The numbers written by 8 bytes of digit values (0-9, most significant first) per uint64 (SWAR)."""
+def _numbers(words: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per cell of `words` (its last 8 bytes as a little-endian uint64; `words` is overwritten): its number as
+    float64 (a cell of digits and spaces), whether it is `-` after a space (N/A: the number is NaN), and
+    whether it holds digits and spaces only. The number of a cell that is neither is left undefined.
+
+    SWAR on the words, in place on one more array of their size (`_fixed_width` hands a block of rows: the
+    arrays stay small): a byte b is a digit or a space when t = b ^ 0x30 is 0-9 or 0x10, i.e. t < 0x20, its
+    low nibble + 6 does not reach 0x10, and its low nibble is 0 where t has 0x10 (a digit's value is t's low
+    nibble, a space's 0). The digit values of a word make its number in three multiply-shift steps (the
+    cell's first byte is the most significant digit)."""
     import numpy as np  # (here: a worker that reads no long dmon loop never imports it)
 
     u64 = np.uint64
-    z = ((z & u64(0x0F0F0F0F0F0F0F0F)) * u64(2561)) >> u64(8)
-    z = ((z & u64(0x00FF00FF00FF00FF)) * u64(6553601)) >> u64(16)
-    return ((z & u64(0x0000FFFF0000FFFF)) * u64(42949672960001)) >> u64(32)
+    cells = words.view(np.uint8).reshape(*words.shape, 8)
+    dash = (cells[..., 7] == 45) & (cells[..., 6] == 32)  # (`-` after a space: N/A)
+    t = np.bitwise_xor(words, u64(0x3030303030303030))
+    low = np.bitwise_and(t, u64(0x0F0F0F0F0F0F0F0F), out=words)
+    scratch = np.add(low, u64(0x0F0F0F0F0F0F0F0F))
+    np.bitwise_and(scratch, t, out=scratch)
+    np.bitwise_and(scratch, u64(0x1010101010101010), out=scratch)  # (0x10 and a non-zero nibble)
+    np.bitwise_and(t, u64(0xE0E0E0E0E0E0E0E0), out=t)  # (t >= 0x20)
+    np.bitwise_or(t, scratch, out=t)
+    np.add(low, u64(0x0606060606060606), out=scratch)
+    np.bitwise_and(scratch, u64(0x1010101010101010), out=scratch)  # (a nibble above 9)
+    np.bitwise_or(t, scratch, out=t)
+    good = t == 0
+    del scratch
+    # the digits' values (spaces: 0) to numbers, in place
+    for mask, mul, shift in _DIGITS8:
+        if mask is not None:
+            np.bitwise_and(low, u64(mask), out=low)
+        np.multiply(low, u64(mul), out=low)
+        np.right_shift(low, u64(shift), out=low)
+    num = t.view(np.float64)
+    np.copyto(num, low, casting="unsafe")
+    num[dash] = np.nan
+    return num, dash, good
+
+
+_DIGITS8 = ((None, 2561, 8), (0x00FF00FF00FF00FF, 6553601, 16), (0x0000FFFF0000FFFF, 42949672960001, 32))
+"""The steps (mask, multiplier, shift) that make the number of 8 bytes of digit values (0-9, most significant
+first) in a uint64, the bytes masked to their low nibble already."""
 
 
 def _token_ends(mat: np.ndarray) -> np.ndarray:
@@ -261,9 +297,7 @@ def _fixed_width(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, p
     # tokens end where a non-space is followed by a space or the end of the row: at the reference's ends only
     ref = np.zeros((1, width), dtype=np.uint8)
     ref[0, [e - 1 for e in ends]] = 33
-    ok = (_token_ends(mat) == _token_ends(ref)).all(axis=1)
-    if int(mat.min()) < 32 or int(mat.max()) > 126:
-        ok &= (mat >= 32).all(axis=1) & (mat <= 126).all(axis=1)
+    ref_ends = _token_ends(ref)
     lo = dict(zip(fields, [0, *ends[:-1]], strict=True))
     hi = dict(zip(fields, ends, strict=True))
 
@@ -273,29 +307,35 @@ def _fixed_width(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, p
 
     nums = [f for f in fields if f in _MAP or f == "gpu"]
     values: dict[str, pl.Series] = {}
-    if nums:
-        words = np.empty((len(nums), m), dtype=u64)  # (a field's cells contiguous)
-        for k, f in enumerate(nums):
-            w = words[k]
-            w[:] = np.ndarray((m,), dtype="<u8", buffer=buf, offset=pad + hi[f] - 8, strides=(width,))
-            before = 8 - (hi[f] - lo[f])
-            if before > 0:  # (the bytes of the fields before: spaces)
-                keep = u64((1 << (64 - 8 * before)) - 1) << u64(8 * before)
-                w &= keep
-                w |= u64(0x2020202020202020) & ~keep
-            elif before < 0:  # (a wider field: its token is 8 bytes at most)
-                ok &= mat[:, hi[f] - 9] == 32
-        g = words.view(np.uint8)
-        d = g - 48
-        digit = d <= 9
-        good = (digit | (g == 32)).view(u64) == u64(0x0101010101010101)
-        dash = (words >> u64(48)) == u64(0x2D20)  # (`-` after a space: N/A)
-        ok &= (good | dash).all(axis=0)
-        d *= digit
-        num = _digits8(d.view(u64)).astype(np.float64)
-        num[dash] = np.nan
-        for k, f in enumerate(nums):
-            values[f] = pl.Series(f, num[k], nan_to_null=True)
+    ok = np.empty(m, dtype=bool)
+    num = np.empty((len(nums), m), dtype=np.float64)
+    # (a block of rows at a time: its temporaries stay in the cache and are memory the allocator hands out
+    # again, where arrays of a whole range's bytes are fresh pages each time, for the kernel to map and zero)
+    for a in range(0, m, _BLOCK):
+        b = min(m, a + _BLOCK)
+        blk = mat[a:b]
+        okb = (_token_ends(blk) == ref_ends).all(axis=1)
+        if int(blk.min()) < 32 or int(blk.max()) > 126:
+            okb &= (blk >= 32).all(axis=1) & (blk <= 126).all(axis=1)
+        if nums:
+            words = np.empty((len(nums), b - a), dtype=u64)  # (a field's cells contiguous)
+            for k, f in enumerate(nums):
+                w = words[k]
+                at = pad + a * width + hi[f] - 8
+                w[:] = np.ndarray((b - a,), dtype="<u8", buffer=buf, offset=at, strides=(width,))
+                before = 8 - (hi[f] - lo[f])
+                if before > 0:  # (the bytes of the fields before: spaces)
+                    keep = u64((1 << (64 - 8 * before)) - 1) << u64(8 * before)
+                    w &= keep
+                    w |= u64(0x2020202020202020) & ~keep
+                elif before < 0:  # (a wider field: its token is 8 bytes at most)
+                    okb &= blk[:, hi[f] - 9] == 32
+            nb, dash, good = _numbers(words)
+            okb &= (good | dash).all(axis=0)
+            num[:, a:b] = nb
+        ok[a:b] = okb
+    for k, f in enumerate(nums):
+        values[f] = pl.Series(f, num[k], nan_to_null=True)
 
     def tokens(names: list[str]) -> tuple[dict[str, pl.Series], np.ndarray]:
         """The tokens of fields `names` once per run of rows with the same bytes there, and each row's run."""
