@@ -594,7 +594,10 @@ def _carry(parser: Any, lines: pl.Series) -> list[str]:
     headers = parser.carry(lines)
     if not headers:
         return []
-    tail = lines.tail(CARRY_TAIL).to_list()
+    keep = getattr(parser, "CARRY_TAIL", CARRY_TAIL)  # (a parser of sections carries its header only: 0)
+    if not keep:
+        return headers
+    tail = lines.tail(keep).to_list()
     last = headers[-1]
     if last not in tail:
         return [*headers, *tail]

@@ -34,6 +34,13 @@ DETECTS = "'Start of NVIDIA bug report log file' or 'nvidia-bug-report.sh Versio
 PRIORITY = 30
 
 SEPARATOR = re.compile(r"^_{20,}\s*$")
+RECORD_START = b"_" * 20
+"""A section's separator line (`SEPARATOR`): a large report is read in chunks that end before one
+(`forensics.bundle.ChunkReader`), so that a section is cut in two only when it is longer than 1 MB."""
+INVENTORY_KEY = ("node", "component", "gpu_bus_id", "gpu_index", "device", "attribute", "value", "source")
+"""The report's inventory rows are unique on these columns: a fact its sections' parsers state again (two
+kernel log sections, or one read in several chunks) is kept once, with its first line; the ingest keeps them
+so across the chunks of a large report."""
 MAX_NOTES = 40
 
 
@@ -47,6 +54,31 @@ def sniff(head: bytes, name: str) -> float:
     ):
         return 1.0
     return 0.0
+
+
+CARRY_TAIL = 0
+"""`carry` hands the next chunk a section's header only (no data lines after it)."""
+
+
+def carry(lines: pl.Series) -> list[str]:
+    """The header of the section in force at the end of `lines` (its separator and title lines; [] before
+    any): a report longer than a chunk whose cut falls inside a section (one longer than
+    `forensics.bundle.RECORD_PROBE`, such as a journal) has the next chunk parsed after it, so that the rest
+    of the section is read by the parser its title and first lines chose, as reading the report whole does.
+    The header is then parsed, and counted, again in that chunk; the ingest takes it off. A chunk that ends
+    with the section (its cut before a separator, `RECORD_START`) hands the next one an empty section."""
+    texts = [t if t is not None else "" for t in lines.cast(pl.String).to_list()]
+    seps = [i for i, t in enumerate(texts) if SEPARATOR.match(t)]
+    if not seps:
+        return []
+    start = seps[-1]
+    idx = [i for i in range(start + 1, len(texts)) if texts[i].strip()]
+    if not idx:  # (the chunk ends on the separator: the title is the next chunk's)
+        return texts[start:]
+    end = idx[0] + 1
+    while end < len(texts) and texts[end].startswith("*** "):
+        end += 1
+    return texts[start:end]
 
 
 def _report_date(text: str) -> datetime | None:
@@ -159,6 +191,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         tables.setdefault("inventory", []).append(conform(pl.DataFrame(node_inv), "inventory"))
     merged = {t: pl.concat(dfs, how="vertical") for t, dfs in tables.items()}
     merged = _fill_bus_ids(merged)
+    if "inventory" in merged:
+        inv = merged["inventory"]
+        merged["inventory"] = inv.unique(subset=INVENTORY_KEY, keep="first", maintain_order=True)
     return ParseResult(
         tables=merged,
         parsed=parsed,

@@ -27,7 +27,7 @@ from forensics.outputs import FILE_MODE, footer_metadata, read_table, read_table
 from forensics.schema import conform, conform_all, conforms_later, get_schema
 from parsers import registry
 from parsers.base import FileContext, ParseResult, account, numbered
-from tests.conftest import make_bundle
+from tests.conftest import FIXTURES, make_bundle
 
 REAL = Path("/work/shared/real-logs/hw")
 
@@ -723,11 +723,42 @@ def _dump_loop(fixture: str, n: int) -> str:
     writes them, each with its own time (the fixture's harness lines left out)."""
     import re
 
-    text = (Path(__file__).parent.parent / "fixtures" / fixture).read_text()
+    text = (FIXTURES / fixture).read_text()
     text = "\n".join(line for line in text.splitlines() if "#SOURCE" not in line) + "\n"
     at = re.compile(r"(?m)^(\s*(?:Timestamp\s+: |<timestamp>)\w+ \w+ +\d+ )\d\d:\d\d:\d\d")
     stamp = "{}10:{:02d}:{:02d}"
     return "".join(at.sub(lambda m, i=i: stamp.format(m.group(1), i // 60, i % 60), text) for i in range(n))
+
+
+def _read_whole_in_chunks_and_in_ranges(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, text: str, chunk: int
+) -> dict[str, Any]:
+    """Ingest `text` as one file of a bundle read whole, then in chunks of `chunk` bytes (jobs 1) and in byte
+    ranges of that size (jobs 2): every time the same manifest rows, notes and tables. The whole manifest."""
+    from forensics import bundle as bundle_mod
+
+    src = make_bundle(tmp_path, {f"node-001/{name}": text, "node-002/dmesg.log": xid_lines(2)})
+    whole = ingest(src, tmp_path / "whole", jobs=1)
+    # a record is looked for in a chunk's last half (in its last MB of 16 as the ingest runs): the first chunk
+    # still holds the head the format was detected from, a runner-up format is detected on it too, and only a
+    # record longer than half a chunk is cut (a section of many kernel lines)
+    assert chunk - chunk // 2 >= bundle_mod.HEAD_BYTES
+    monkeypatch.setattr(bundle_mod, "RECORD_PROBE", chunk // 2)
+    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", chunk)
+    monkeypatch.setattr(ingest_mod, "SPLIT_MIN_BYTES", 2 * chunk)
+    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
+    assert len(text.encode()) >= 6 * chunk  # (read in 6 chunks or more)
+
+    def rows(m: dict) -> list:
+        return [{k: v for k, v in f.items() if k != "ingested_at"} for f in m["files"]]
+
+    for jobs in (1, 2):
+        got = ingest(src, tmp_path / f"jobs{jobs}", jobs=jobs)
+        assert rows(got) == rows(whole) and got["notes"] == whole["notes"], jobs
+        for t in ("inventory", "gpu_samples", "events"):
+            a, b = read_table(tmp_path / "whole", t), read_table(tmp_path / f"jobs{jobs}", t)
+            assert a.height > 0 and b.equals(a), (jobs, t)
+    return whole
 
 
 @pytest.mark.parametrize(
@@ -746,27 +777,38 @@ def test_a_dump_loop_read_in_chunks_or_ranges_gives_what_reading_it_whole_does(
     the file whole does (`INVENTORY_KEY`)."""
     loop = _dump_loop(fixture, n)
     assert len(loop) > 900_000
-    src = make_bundle(tmp_path, {f"node-001/{name}": loop, "node-002/dmesg.log": xid_lines(2)})
-    whole = ingest(src, tmp_path / "whole", jobs=1)
-    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 100_000)
-    monkeypatch.setattr(ingest_mod, "SPLIT_MIN_BYTES", 200_000)
-    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
-    assert len(ingest_mod._plan_split(_bundle_files(src, tmp_path)[f"node-001/{name}"], Limits()).spans) >= 8
-
-    def rows(m: dict) -> list:
-        return [{k: v for k, v in f.items() if k != "ingested_at"} for f in m["files"]]
-
-    row = rows(whole)[1 if name < "n" else 0]
+    whole = _read_whole_in_chunks_and_in_ranges(tmp_path, monkeypatch, name, loop, 100_000)
+    row = next(f for f in whole["files"] if f["path"].endswith(name))
     assert row["status"] == "ok" and row["unrecognized"] == 0 and row["lines"] > 10_000
-    for jobs in (1, 2):
-        got = ingest(src, tmp_path / f"jobs{jobs}", jobs=jobs)
-        assert rows(got) == rows(whole) and got["notes"] == whole["notes"], jobs
-        for t in ("inventory", "gpu_samples", "events"):
-            a, b = read_table(tmp_path / "whole", t), read_table(tmp_path / f"jobs{jobs}", t)
-            assert a.height > 0 and b.equals(a), (jobs, t)
     gpus = loop.count("Serial Number" if name.endswith(".txt") else "<serial>") // n
     inv = read_table(tmp_path / "whole", "inventory")
     assert gpus >= 2 and inv.filter(pl.col("attribute") == "serial").height == gpus  # (each GPU's, once)
+
+
+@pytest.mark.parametrize("chunk", [34_000, 41_000])
+def test_a_bug_report_read_in_chunks_or_ranges_gives_what_reading_it_whole_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """An nvidia-bug-report.log longer than a chunk: cut before a section's separator line where one is near
+    the chunk's end (`RECORD_START`), else inside a long section (here its dmesg), whose header the next chunk
+    is parsed after (`carry`); the facts its sections state again are kept once (`INVENTORY_KEY`). Rows,
+    counts and notes are those of reading the report whole."""
+    path = FIXTURES / "bug-report" / "bug_report_560_titanv_xid79_sections.log"
+    lines = [line for line in path.read_text().splitlines() if "#SOURCE" not in line]
+    at = lines.index("dmesg:") + 4  # (after its boot and module lines, before its Xid at 5301 s)
+    dmesg = []  # (one boot: the uptime only grows)
+    for i in range(5000):
+        dmesg.append(f"[ {100 + i // 10}.{i % 10}00000] usb 1-1: new high-speed USB device number {i}")
+        if i % 120 == 7:
+            xid = f"NVRM: Xid (PCI:0000:01:00): 13, pid={i}, Graphics Exception"
+            dmesg.append(f"[ {100 + i // 10}.{i % 10}50000] {xid}")
+    report = "\n".join([*lines[:at], *dmesg, *lines[at:]]) + "\n"
+    whole = _read_whole_in_chunks_and_in_ranges(tmp_path, monkeypatch, "nvidia-bug-report.log", report, chunk)
+    row = next(f for f in whole["files"] if f["path"].endswith("nvidia-bug-report.log"))
+    assert row["format"] == "bug-report" and row["status"] == "ok"
+    events = read_table(tmp_path / "whole", "events")
+    xid13 = pl.col("file").str.ends_with("report.log") & (pl.col("kind") == "xid") & (pl.col("code") == "13")
+    assert events.filter(xid13).height == 42
 
 
 def test_tables_too_large_to_hold_are_written_in_sorted_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
