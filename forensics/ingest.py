@@ -568,6 +568,16 @@ def _parse_chunks(
         row["node"] = node
         row["node_source"] = "content"
     tables, parts = acc.finish(node if f.node == "unknown" and not span else None)
+    merge = getattr(parser, "merge_chunks", None) if n_chunks > 1 else None
+    if merge is not None:  # (the small tables' parts read back, in chunk order, for the merge)
+        small = {t: ps for t, ps in parts.items() if t not in LARGE_TABLES}
+        for t, ps in small.items():
+            held = [tables[t]] if t in tables else []
+            read = [_read_part(p, t) for p in ps]
+            tables[t] = conform(pl.concat([*read, *held], how="diagonal_relaxed"), t)
+            del parts[t]
+        _remove_parts(small)
+        tables = _merged_chunks(merge, tables)
     if reader.truncated or acc.partial:
         row["status"] = "partial" + (f": {reader.reason}" if reader.reason else "")
     notes = [f"{f.path}: {n}" for n in acc.notes]
@@ -730,6 +740,19 @@ class _Accumulator:
             if self.parts:
                 self.parts = {t: [p._replace(node=content_node) for p in ps] for t, ps in self.parts.items()}
         return tables, self.parts
+
+
+def _merged_chunks(
+    merge: Callable[[dict[str, pl.DataFrame]], dict[str, pl.DataFrame]], tables: dict[str, pl.DataFrame]
+) -> dict[str, pl.DataFrame]:
+    """A file's tables other than `LARGE_TABLES`, read in several chunks or byte ranges and concatenated in
+    their order, made what reading the file whole gives by its parser's `merge_chunks` (state the grammar
+    keeps across a file: partial aggregates of one record in two chunks, a rank learnt from a line in an
+    earlier chunk); the large tables as they are."""
+    small = {t: df for t, df in tables.items() if t not in LARGE_TABLES}
+    got = merge(small) if small else {}
+    large = {t: df for t, df in tables.items() if t in LARGE_TABLES}
+    return {**large, **{t: conform(df, t) for t, df in got.items()}}
 
 
 def _fill_node(df: pl.DataFrame, node: str) -> pl.DataFrame:
@@ -1073,6 +1096,7 @@ def _merge_spans(f: BundleFile, split: _Split, ranges: list[FileOutcome], sha256
     examples: list[tuple[int, str]] = []
     notes: list[str] = []
     offset = 0  # lines before the range
+    merge = getattr(parser, "merge_chunks", None) if len(ranges) > 1 else None
     for k, r in enumerate(ranges):
         shift = offset - (split.first_line(k) - 1)
         for t, df in r.tables.items():
@@ -1080,7 +1104,12 @@ def _merge_spans(f: BundleFile, split: _Split, ranges: list[FileOutcome], sha256
                 df = df.with_columns(pl.col("line") + shift)
             tables.setdefault(t, []).append(_fill_node(df, fill) if fill else df)
         for t, ps in r.parts.items():
-            parts.setdefault(t, []).extend(p._replace(line_offset=shift, node=fill) for p in ps)
+            shifted = [p._replace(line_offset=shift, node=fill) for p in ps]
+            if merge is not None and t not in LARGE_TABLES:  # (read here, in range order, for the merge)
+                tables.setdefault(t, []).extend(_read_part(p, t) for p in shifted)
+                _remove_parts({t: ps})
+                continue
+            parts.setdefault(t, []).extend(shifted)
         examples.extend((n + shift, text) for n, text in r.examples[: MAX_EXAMPLES - len(examples)])
         notes.extend(n for n in r.notes if n not in notes)
         offset += r.row["lines"]
@@ -1091,6 +1120,8 @@ def _merge_spans(f: BundleFile, split: _Split, ranges: list[FileOutcome], sha256
         row["status"] = partial
     row["sha256"] = sha256
     merged = {t: pl.concat(fs, how="vertical") if len(fs) > 1 else fs[0] for t, fs in tables.items()}
+    if merge is not None:
+        merged = _merged_chunks(merge, merged)
     unique = getattr(parser, "INVENTORY_KEY", ()) if len(ranges) > 1 else ()
     return FileOutcome(row, merged, examples, notes, parts, unique_inventory=unique)
 

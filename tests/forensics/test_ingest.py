@@ -183,6 +183,64 @@ def test_a_parser_bug_in_a_later_chunk_drops_the_file_only(tmp_path: Path, monke
     assert o.tables == {} and o.parts == {}
 
 
+def _summing_parser() -> types.ModuleType:
+    """A parser that keeps state across a file: one row counting the file's FAKE lines (`merge_chunks` adds
+    up the rows of its chunks)."""
+    mod = _fake_parser(boom=False)
+
+    def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
+        fr = numbered(lines, ctx)
+        fake = pl.col("text").str.starts_with("FAKE")
+        parsed, unrec, ex = account(fr, fake)
+        n = int(fr.select(fake.sum()).item())
+        row = {"node": ctx.node, "kind": "fake_count", "code": str(n), "severity": "info"}
+        row |= {"message": "FAKE lines", "source": "fake", "file": ctx.path}
+        return ParseResult({"events": pl.DataFrame([{**row, "line": ctx.first_line}])}, parsed, unrec, ex)
+
+    def merge_chunks(tables: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
+        ev = tables["events"]
+        total = str(ev["code"].cast(pl.Int64).sum())
+        return {**tables, "events": ev.head(1).with_columns(code=pl.lit(total))}
+
+    mod.TABLES = ("events",)
+    mod.parse = parse
+    mod.merge_chunks = merge_chunks
+    return mod
+
+
+@pytest.mark.parametrize("held_bytes", [ingest_mod.RANGE_HELD_BYTES, 0])
+def test_a_file_read_in_chunks_or_ranges_is_merged_by_its_parser(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held_bytes: int
+) -> None:
+    """A parser with state across a file (`merge_chunks`) gets the tables of a file read in several chunks,
+    or byte ranges, in their order, and makes them what reading it whole gives: here one row counting every
+    FAKE line. Its ranges' tables are merged whether they came back in memory or spilled."""
+    monkeypatch.setattr(registry, "PARSERS", (_summing_parser(), *registry.PARSERS))
+    monkeypatch.setattr(ingest_mod, "RANGE_HELD_BYTES", held_bytes)
+    text = "FAKEFORMAT\n" + "".join(f"FAKE {i}\n" if i % 7 else "other\n" for i in range(4000))
+    src = make_bundle(tmp_path, {"n1/a.log": text})
+    f = _bundle_files(src, tmp_path)["n1/a.log"]
+    whole = ingest_file(f, Limits(), None, None)
+    count = whole.tables["events"].select("code", "line").rows()
+    assert count == [(str(1 + 4000 - len(range(0, 4000, 7))), 1)]
+    chunked = ingest_file(f, Limits(), None, None, chunk_bytes=5_000, spill=tmp_path / "spill")
+    assert chunked.row["lines"] == whole.row["lines"] and "events" not in chunked.parts
+    assert chunked.tables["events"].select("code", "line").rows() == count
+    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 5_000)
+    monkeypatch.setattr(ingest_mod, "SPLIT_MIN_BYTES", 10_000)
+    split = ingest_mod._plan_split(f, Limits())
+    assert split is not None and len(split.spans) > 4
+    parts = tmp_path / "parts"
+    ranges = [
+        ingest_file(f, Limits(), None, None, spill=parts / str(k), span=span, parser_name=split.parser)
+        for k, span in enumerate(split.spans)
+    ]
+    assert all(("events" in r.parts) == (held_bytes == 0) for r in ranges)
+    merged = ingest_mod._merge_spans(f, split, ranges, None)
+    assert "events" not in merged.parts and merged.tables["events"].select("code", "line").rows() == count
+    assert not list((tmp_path / "parts").rglob("*.parquet"))  # (the spilled parts read are removed)
+
+
 def test_content_node_fills_rows_of_an_unknown_path(tmp_path: Path) -> None:
     syslog = "".join(
         f"Nov 29 10:00:{i:02d} gpu-node-42 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n"
