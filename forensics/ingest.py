@@ -2238,7 +2238,10 @@ def sort_order(df: pl.DataFrame, keys: list[str]) -> pl.Series | None:
     for i, k in enumerate(keys):
         dtype = df.schema[k]
         if dtype == pl.String:
-            distinct = df.get_column(k).unique().drop_nulls().sort()
+            col = df.get_column(k)
+            if not col.null_count() and (col == col[0]).all():
+                continue  # one value in every row (a range's node and file): orders nothing, and costs a hash
+            distinct = col.unique().drop_nulls().sort()
             n = distinct.len()
             if n == 0:  # all null
                 continue
