@@ -273,12 +273,16 @@ def _documents(texts: list[str]) -> list[tuple[int, int]]:
     """Split the file into documents at each `<?xml` or `<nvidia_smi_log` that starts a new one."""
     joined = "\n".join(texts)
     if joined.count("\n") == len(texts) - 1:
-        # (the lines holding the literals found in the joined text: a line holds it iff the text does there)
-        starts = [
-            i
-            for i in dict.fromkeys(joined.count("\n", 0, m.start()) for m in re.finditer(r"<\?xml", joined))
-            if texts[i].lstrip("\ufeff \t").startswith("<?xml")
-        ]
+        # (the lines holding the literals found in the joined text: a line holds it iff the text does there;
+        # each match's line counted on from the previous match's, not from the start: a 16 MB loop of 2,400
+        # documents took 6 s counting the same newlines again for each)
+        lines_at: list[int] = []
+        line, pos = 0, 0
+        for m in re.finditer(r"<\?xml", joined):
+            line += joined.count("\n", pos, m.start())
+            pos = m.start()
+            lines_at.append(line)
+        starts = [i for i in dict.fromkeys(lines_at) if texts[i].lstrip("\ufeff \t").startswith("<?xml")]
         if not starts:
             at = joined.find("<nvidia_smi_log")
             starts = [joined.count("\n", 0, at)] if at >= 0 else [0]
