@@ -15,7 +15,12 @@ own lines, so the concatenated tables of the pieces differ from the whole parse 
    launcher's rank that `warn_events` falls back to is read again from the event's verbatim line
    (`nccl.prepare`: the envelope prefix).
 
-Every other row (torch events, network rows, nccl-tests rows, inventory, ...) passes through unchanged.
+4. Inventory: the family parse keeps one row per fact (node, component, device, attribute, value), the
+   first; the pieces' rows are made unique the same way, the earliest piece's row kept (the whole parse keeps
+   the first of its kind of line before others: a node IP stated by a `NET/IB` line in one piece and by a
+   `Bootstrap` line in a later one keeps the earlier line here, the Bootstrap one whole; only `line` differs).
+
+Every other row (torch events, network rows, nccl-tests rows, ...) passes through unchanged.
 
 Not made whole here (the tables do not hold what would be needed): the parse notes ("N COLL lines
 aggregated into M rows", ring/tree counts: the ingest keeps each piece's); the node of a bare `NCCL version`
@@ -49,6 +54,8 @@ _COLL_DETAIL = pl.Struct(
         "peers": pl.List(pl.Int64),
     }
 )
+_INVENTORY_UNIQUE = ("node", "component", "device", "attribute", "value")
+"""The columns the family parse keeps an inventory fact unique on (its first row: `family_rows_frame`)."""
 _EVENT_DETAIL = pl.Struct({"pid": pl.Int64, "cuda_dev": pl.Int32})
 
 
@@ -56,6 +63,9 @@ def merge_chunks(tables: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
     """The tables the whole-file parse gives, from one file's `events`, `comms`, `inventory` of all its
     pieces concatenated in piece order (row order does not matter; tables not named pass through)."""
     out = dict(tables)
+    inventory = tables.get("inventory")
+    if inventory is not None and inventory.height and set(_INVENTORY_UNIQUE) <= set(inventory.columns):
+        out["inventory"] = inventory.unique(subset=list(_INVENTORY_UNIQUE), keep="first", maintain_order=True)
     comms = tables.get("comms")
     if comms is None or comms.height == 0 or "record" not in comms.columns:
         return out
