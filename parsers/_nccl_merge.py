@@ -88,6 +88,21 @@ def merge_chunks(tables: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
     return out
 
 
+def shift_detail_lines(comms: pl.DataFrame, shift: int) -> pl.DataFrame:
+    """`comms` rows of a piece parsed with line numbers `shift` too low (a byte range numbered from 1): the
+    COLL aggregates' `first_line` in their detail JSON moved by `shift`, as the ingest moves `line` (call it
+    where the ingest shifts `line`, before `merge_chunks`; other rows and columns unchanged)."""
+    if not shift or comms.height == 0 or not {"record", "detail"} <= set(comms.columns):
+        return comms
+    first = pl.col("detail").str.extract(r'"first_line":(\d+)', 1).cast(pl.Int64)
+    coll = (pl.col("record") == "coll") & first.is_not_null()
+    return comms.with_columns(
+        detail=pl.when(coll)
+        .then(pl.col("detail").str.replace(r'"first_line":\d+', pl.format('"first_line":{}', first + shift)))
+        .otherwise(pl.col("detail"))
+    )
+
+
 def _like(df: pl.DataFrame, template: pl.DataFrame) -> pl.DataFrame:
     """`df` with `template`'s columns and dtypes (those it lacks null)."""
     return df.select(
@@ -203,18 +218,20 @@ def _merge_colls(colls: pl.DataFrame, merged: pl.DataFrame | None) -> pl.DataFra
         c.group_by(key)
         .agg(
             _calls=pl.col("_calls").sum(),
-            _fop=pl.col("_fop").sort_by("_fline").first(),
+            # (the earliest piece's partial: the lowest `line`, which the ingest numbers in the file even
+            # where the detail's first_line is a byte range's own number)
+            _fop=pl.col("_fop").sort_by(last).first(),
             seq=pl.col("seq").sort_by(last).last(),
             count=pl.col("count").sort_by(last).last(),
             dtype=pl.col("dtype").sort_by(last).last(),
             redop=pl.col("redop").sort_by(last).last(),
             nranks=pl.col("nranks").sort_by(last).last(),
             cuda_dev=pl.col("cuda_dev").sort_by(last).last(),
-            _fline=pl.col("_fline").min(),
+            _fline=pl.col("_fline").sort_by(last).first(),
             line=pl.col("line").max(),
             _peers=pl.col("_peers").list.explode(keep_nulls=False, empty_as_null=False).unique().sort(),
         )
-        .sort("_fline")
+        .sort("line")
     )
     if merged is not None:
         rm = merged.select("file", "node", "pid", "_comm", _cid="comm_id", rank="rank")

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from forensics.schema import conform
 from parsers import _mixed, nccl, step_log
-from parsers._nccl_merge import merge_chunks
+from parsers._nccl_merge import merge_chunks, shift_detail_lines
 from parsers.base import FileContext
 from tests.conftest import harness_blanked
 
@@ -259,3 +259,22 @@ def test_tables_without_nccl_rows_pass_through() -> None:
     ev = conform(pl.DataFrame({"node": ["a"], "source": ["torch"], "kind": ["x"], "severity": ["low"], "message": ["m"], "file": ["f"], "line": [1]}), "events")
     got = merge_chunks({"events": ev})
     assert got["events"].equals(ev)
+
+
+@pytest.mark.parametrize("at", [0, 37, 120])
+def test_shift_detail_lines_numbers_a_range_in_the_file(at: int) -> None:
+    """A byte range parsed from line 1 and moved by the ingest (`line` + shift, `shift_detail_lines`) gives
+    the rows of the range parsed at its place; then the merge gives the whole parse."""
+    lines = _series(generated_log(3))
+    piece = lines.slice(at)
+    right = _parse(nccl, piece, at + 1)["comms"]
+    local = _parse(nccl, piece, 1)["comms"].with_columns(pl.col("line") + at)
+    assert _sorted(shift_detail_lines(local, at)).equals(_sorted(right))
+    assert shift_detail_lines(local, 0) is local
+    if at:
+        head = _parse(nccl, lines.slice(0, at), 1)
+        tables = {t: pl.concat([head[t], df]) for t, df in _parse(nccl, piece, 1).items() if t in head}
+        tables = {t: df.with_columns(pl.when(pl.int_range(pl.len()) >= head[t].height).then(pl.col("line") + at).otherwise("line")) for t, df in tables.items()}
+        tables["comms"] = pl.concat([head["comms"], shift_detail_lines(tables["comms"].slice(head["comms"].height), at)])
+        merged = merge_chunks(tables)
+        assert _sorted(merged["comms"]).equals(_sorted(_parse(nccl, lines)["comms"]))
