@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from parsers import nccl
 from parsers.base import FileContext
+
+# (`parsers.nccl` is imported where used: nccl.py and step_log.py may import `merge_chunks` at their top)
 
 _RANK_DETAIL = pl.Struct(
     {
@@ -127,6 +128,8 @@ def _merge_ranks(ranks: pl.DataFrame, inventory: pl.DataFrame | None) -> pl.Data
     the comm pointer (the whole parse's first). `nccl_version`: the file's single NCCL version when it has
     one (from the inventory rows); with several, a process's version from the first piece that gave one
     (a piece that saw one version only may have given that one to a process that printed another)."""
+    from parsers import nccl
+
     d = pl.col("detail").str.json_decode(_RANK_DETAIL)
     r = ranks.with_columns(
         _comm=d.struct.field("comm"),
@@ -204,6 +207,8 @@ def _merge_ranks(ranks: pl.DataFrame, inventory: pl.DataFrame | None) -> pl.Data
 def _merge_colls(colls: pl.DataFrame, merged: pl.DataFrame | None) -> pl.DataFrame:
     """The pieces' COLL aggregates of one (node, pid, comm, op) combined (`nccl._coll_merge`), the rank and
     comm_id joined from the merged rank rows as `_nccl_rows` joins its rank map."""
+    from parsers import nccl
+
     d = pl.col("detail").str.json_decode(_COLL_DETAIL)
     c = colls.with_columns(
         _comm=d.struct.field("comm"),
@@ -269,6 +274,8 @@ def _resolve_events(events: pl.DataFrame, merged: pl.DataFrame) -> pl.DataFrame:
     """NCCL WARN events (source nccl, a pid and cudaDev in their detail) given the rank and bus id of their
     (node, pid, cudaDev) in its largest communicator of the merged rank rows, as `nccl.warn_events` does;
     where that gives none, the launcher's rank of the line (what `warn_events` falls back to) and no bus."""
+    from parsers import nccl
+
     d = pl.col("detail").str.json_decode(_EVENT_DETAIL)
     ev = events.with_row_index("_i").with_columns(_pid=d.struct.field("pid"), _dev=d.struct.field("cuda_dev"))
     cand = (pl.col("source") == "nccl") & pl.col("_pid").is_not_null() & pl.col("_dev").is_not_null()
