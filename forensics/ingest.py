@@ -1097,16 +1097,23 @@ def _merge_spans(f: BundleFile, split: _Split, ranges: list[FileOutcome], sha256
     notes: list[str] = []
     offset = 0  # lines before the range
     merge = getattr(parser, "merge_chunks", None) if len(ranges) > 1 else None
+    # (line numbers a parser keeps in other columns of a row move with `line`: an NCCL aggregate's first line)
+    shift_lines = getattr(parser, "shift_lines", None)
     for k, r in enumerate(ranges):
         shift = offset - (split.first_line(k) - 1)
         for t, df in r.tables.items():
             if "line" in df.columns and shift:
                 df = df.with_columns(pl.col("line") + shift)
+                df = shift_lines(t, df, shift) if shift_lines is not None else df
             tables.setdefault(t, []).append(_fill_node(df, fill) if fill else df)
         for t, ps in r.parts.items():
             shifted = [p._replace(line_offset=shift, node=fill) for p in ps]
-            if merge is not None and t not in LARGE_TABLES:  # (read here, in range order, for the merge)
-                tables.setdefault(t, []).extend(_read_part(p, t) for p in shifted)
+            if (merge is not None or shift_lines is not None) and t not in LARGE_TABLES:
+                # (read here, in range order, for the merge and the shift)
+                read = [_read_part(p, t) for p in shifted]
+                if shift_lines is not None and shift:
+                    read = [shift_lines(t, df, shift) for df in read]
+                tables.setdefault(t, []).extend(read)
                 _remove_parts({t: ps})
                 continue
             parts.setdefault(t, []).extend(shifted)

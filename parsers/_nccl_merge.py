@@ -104,6 +104,12 @@ def shift_detail_lines(comms: pl.DataFrame, shift: int) -> pl.DataFrame:
     )
 
 
+def shift_lines(table: str, df: pl.DataFrame, shift: int) -> pl.DataFrame:
+    """The ingest's hook for line numbers a parser keeps inside a row besides `line` (`shift_detail_lines`):
+    `df`, rows of `table` of a byte range numbered `shift` lines too low, with them moved."""
+    return shift_detail_lines(df, shift) if table == "comms" else df
+
+
 def _like(df: pl.DataFrame, template: pl.DataFrame) -> pl.DataFrame:
     """`df` with `template`'s columns and dtypes (those it lacks null)."""
     return df.select(

@@ -54,6 +54,7 @@ import polars as pl
 from parsers import _common, _nccl_small
 from parsers import torch_distributed as td
 from parsers._common import _ANY_ENVELOPE, _ENVELOPE_FIELDS, ENVELOPES, arx, envelope_struct, nccl_bus_id
+from parsers._nccl_merge import merge_chunks, shift_lines  # noqa: F401 - the ingest's hooks for a file read in pieces
 from parsers._sniff import contains, guarded, head_text, may_match, required_literals
 from parsers.base import FileContext, ParseResult, account, numbered
 

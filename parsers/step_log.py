@@ -34,6 +34,7 @@ import polars as pl
 from forensics.schema import UTC_US, conform
 from parsers import _step_grammars as g
 from parsers._common import ENVELOPES, is_ascii
+from parsers._nccl_merge import merge_chunks, shift_lines  # noqa: F401 - the ingest's hooks (its NCCL lines' rows)
 from parsers._sniff import (
     any_of,
     anywhere,
