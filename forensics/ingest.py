@@ -577,7 +577,11 @@ def _parse_chunks(
             tables[t] = conform(pl.concat([*read, *held], how="diagonal_relaxed"), t)
             del parts[t]
         _remove_parts(small)
-        tables = _merged_chunks(merge, tables)
+        try:
+            tables = _merged_chunks(merge, tables)
+        except Exception as exc:  # noqa: BLE001 - a bug in a parser's merge: the chunks' rows, with a note
+            acc.notes.append(f"merging its chunks failed ({type(exc).__name__}: {str(exc)[:300]}): the rows are "
+                             "each chunk's")
     if reader.truncated or acc.partial:
         row["status"] = "partial" + (f": {reader.reason}" if reader.reason else "")
     notes = [f"{f.path}: {n}" for n in acc.notes]
@@ -1128,7 +1132,11 @@ def _merge_spans(f: BundleFile, split: _Split, ranges: list[FileOutcome], sha256
     row["sha256"] = sha256
     merged = {t: pl.concat(fs, how="vertical") if len(fs) > 1 else fs[0] for t, fs in tables.items()}
     if merge is not None:
-        merged = _merged_chunks(merge, merged)
+        try:
+            merged = _merged_chunks(merge, merged)
+        except Exception as exc:  # noqa: BLE001 - a bug in a parser's merge: the ranges' rows, with a note
+            notes.append(f"{f.path}: merging its byte ranges failed ({type(exc).__name__}: {str(exc)[:300]}): "
+                         "the rows are each range's")
     unique = getattr(parser, "INVENTORY_KEY", ()) if len(ranges) > 1 else ()
     return FileOutcome(row, merged, examples, notes, parts, unique_inventory=unique)
 

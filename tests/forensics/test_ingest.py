@@ -241,6 +241,38 @@ def test_a_file_read_in_chunks_or_ranges_is_merged_by_its_parser(
     assert not list((tmp_path / "parts").rglob("*.parquet"))  # (the spilled parts read are removed)
 
 
+def test_a_parsers_merge_that_fails_keeps_the_pieces_rows_with_a_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug in a parser's `merge_chunks` costs neither the file nor the run: the pieces' rows are kept as
+    they came, and a note says so."""
+    parser = _summing_parser()
+
+    def broken(tables: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
+        raise KeyError("boom")
+
+    parser.merge_chunks = broken
+    monkeypatch.setattr(registry, "PARSERS", (parser, *registry.PARSERS))
+    text = "FAKEFORMAT\n" + "FAKE x\n" * 3000
+    src = make_bundle(tmp_path, {"n1/a.log": text})
+    f = _bundle_files(src, tmp_path)["n1/a.log"]
+    chunked = ingest_file(f, Limits(), None, None, chunk_bytes=5_000, spill=tmp_path / "spill")
+    assert chunked.row["status"] == "ok" and chunked.tables["events"].height > 1
+    assert any("merging its chunks failed (KeyError" in n for n in chunked.notes)
+    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 5_000)
+    monkeypatch.setattr(ingest_mod, "SPLIT_MIN_BYTES", 10_000)
+    split = ingest_mod._plan_split(f, Limits())
+    assert split is not None
+    parts = tmp_path / "parts"
+    ranges = [
+        ingest_file(f, Limits(), None, None, spill=parts / str(k), span=span, parser_name=split.parser)
+        for k, span in enumerate(split.spans)
+    ]
+    merged = ingest_mod._merge_spans(f, split, ranges, None)
+    assert merged.row["status"] == "ok" and merged.tables["events"].height == len(split.spans)
+    assert any("merging its byte ranges failed (KeyError" in n for n in merged.notes)
+
+
 def test_content_node_fills_rows_of_an_unknown_path(tmp_path: Path) -> None:
     syslog = "".join(
         f"Nov 29 10:00:{i:02d} gpu-node-42 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n"
