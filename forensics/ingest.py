@@ -580,8 +580,8 @@ def _parse_chunks(
         try:
             tables = _merged_chunks(merge, tables)
         except Exception as exc:  # noqa: BLE001 - a bug in a parser's merge: the chunks' rows, with a note
-            acc.notes.append(f"merging its chunks failed ({type(exc).__name__}: {str(exc)[:300]}): the rows are "
-                             "each chunk's")
+            why = f"{type(exc).__name__}: {str(exc)[:300]}"
+            acc.notes.append(f"merging its chunks failed ({why}): the rows are each chunk's")
     if reader.truncated or acc.partial:
         row["status"] = "partial" + (f": {reader.reason}" if reader.reason else "")
     notes = [f"{f.path}: {n}" for n in acc.notes]
@@ -1135,8 +1135,8 @@ def _merge_spans(f: BundleFile, split: _Split, ranges: list[FileOutcome], sha256
         try:
             merged = _merged_chunks(merge, merged)
         except Exception as exc:  # noqa: BLE001 - a bug in a parser's merge: the ranges' rows, with a note
-            notes.append(f"{f.path}: merging its byte ranges failed ({type(exc).__name__}: {str(exc)[:300]}): "
-                         "the rows are each range's")
+            why = f"{type(exc).__name__}: {str(exc)[:300]}"
+            notes.append(f"{f.path}: merging its byte ranges failed ({why}): the rows are each range's")
     unique = getattr(parser, "INVENTORY_KEY", ()) if len(ranges) > 1 else ()
     return FileOutcome(row, merged, examples, notes, parts, unique_inventory=unique)
 
