@@ -495,10 +495,10 @@ class ChunkReader:
     bytes, set when the whole file was read), `too_large` (the size limit stopped reading).
     Memory: at most about `chunk_bytes` + one read block are held, whatever the file size.
 
-    `record_of(head)`: the literal that starts a line opening a record of the file's format (its parser's
-    `RECORD_START`, e.g. an `nvidia-smi -q` dump's banner), asked once, from the first bytes, when a first
-    cut is due: chunks then end before the last such line within `RECORD_PROBE` bytes of their end
-    (`_line_cut`), so that no record is cut in two.
+    `record_of(head)`: how a line opening a record of the file's format is found (`Record`: its parser's
+    `RECORD_START` literal, e.g. an `nvidia-smi -q` dump's banner, or its `record_start` finder), asked once,
+    from the first bytes, when a first cut is due: chunks then end before the last such line within
+    `RECORD_PROBE` bytes of their end (`_line_cut`), so that no record is cut in two.
     """
 
     def __init__(
@@ -507,7 +507,7 @@ class ChunkReader:
         limits: Limits,
         chunk_bytes: int = CHUNK_BYTES,
         span: tuple[int, int] | None = None,
-        record_of: Callable[[bytes], bytes | None] | None = None,
+        record_of: Callable[[bytes], Record | None] | None = None,
     ) -> None:
         assert f.source is not None
         assert span is None or f.compression is None, "byte ranges of compressed files cannot be read"
@@ -515,7 +515,7 @@ class ChunkReader:
         self.span = span
         """(start, end): read only these bytes of an uncompressed file (`sha256` is then not set)."""
         self.record_of = record_of
-        self._record: bytes | None | bool = False  # (False: not asked yet)
+        self._record: Record | None | bool = False  # (False: not asked yet)
         self.cap = limits.max_file_bytes
         self.chunk_bytes = max(1, chunk_bytes)
         self.truncated = False
@@ -528,7 +528,7 @@ class ChunkReader:
         self.truncated = True
         self.reason = self.reason or reason
 
-    def _record_start(self, buf: bytearray) -> bytes | None:
+    def _record_start(self, buf: bytearray) -> Record | None:
         if self._record is False:
             self._record = self.record_of(bytes(buf[:HEAD_BYTES])) if self.record_of is not None else None
         return self._record  # type: ignore[return-value]
@@ -608,14 +608,14 @@ class ChunkReader:
 
 
 def line_spans(
-    f: BundleFile, span_bytes: int, probe: int = 1024**2, record: bytes | None = None
+    f: BundleFile, span_bytes: int, probe: int = 1024**2, record: Record | None = None
 ) -> list[tuple[int, int]]:
     """Cut an uncompressed file into the byte ranges `ChunkReader(f, ..., span_bytes)` would yield (with a
     `record_of` that gives `record`).
 
     Each range ends after its last line end within `span_bytes` (`_line_cut`), or before its last line
-    starting with `record` within the last `RECORD_PROBE` bytes, so parsing the ranges apart gives the same
-    chunks, hence the same rows, as reading the file through. Only the bytes before each cut are read,
+    opening a record (`record`) within the last `RECORD_PROBE` bytes, so parsing the ranges apart gives the
+    same chunks, hence the same rows, as reading the file through. Only the bytes before each cut are read,
     backwards in blocks of `probe` until a line end is found: a multi-GB file is planned in milliseconds.
 
     Raises:
@@ -715,26 +715,40 @@ RECORD_PROBE = 1024**2
 `nvidia-smi -q` dump of 8 GPUs is ~60 KB. A record longer than that may be cut at a line end, as any log."""
 
 
-def _record_cut(fh: BinaryIO, lo: int, hi: int, record: bytes) -> int | None:
-    """`_line_cut`'s record cut of the file's bytes [lo, hi), read from `fh`: where the last line starting
-    with `record` begins, if it lies after `lo` and within the last `RECORD_PROBE` bytes."""
+Record = bytes | Callable[[bytes], int]
+"""How a line that opens a record is found: the literal such a line starts with, or a function that gives
+where in a window of bytes the last such line starts (-1: none)."""
+
+
+def _record_in(window: bytes, record: Record) -> int:
+    """Where in `window` the last line opening a record starts (a line start after its first byte), or -1."""
+    if isinstance(record, bytes):
+        i = window.rfind(b"\n" + record)
+        return i + 1 if i >= 0 else -1
+    return record(window)
+
+
+def _record_cut(fh: BinaryIO, lo: int, hi: int, record: Record) -> int | None:
+    """`_line_cut`'s record cut of the file's bytes [lo, hi), read from `fh`: where the last line opening a
+    record begins, if it lies after `lo` and within the last `RECORD_PROBE` bytes."""
     start = lo + max(1, hi - lo - RECORD_PROBE)
     fh.seek(start)
-    i = fh.read(hi - start).rfind(b"\n" + record)
-    return start + i + 1 if i >= 0 else None
+    i = _record_in(fh.read(hi - start), record)
+    return start + i if i >= 0 else None
 
 
-def _line_cut(buf: bytearray, chunk_bytes: int, record: bytes | None = None) -> int:
-    """Where to cut `buf` (≥ chunk_bytes long): before its last line starting with `record` within the
+def _line_cut(buf: bytearray, chunk_bytes: int, record: Record | None = None) -> int:
+    """Where to cut `buf` (≥ chunk_bytes long): before its last line opening a record (`record`) within the
     first chunk_bytes and the last `RECORD_PROBE` of them, if any (a record is not cut in two), else after
     its last line end within the first chunk_bytes.
 
     A line longer than a chunk is cut at chunk_bytes.
     """
     if record:
-        i = buf.rfind(b"\n" + record, max(1, chunk_bytes - RECORD_PROBE), chunk_bytes)
+        start = max(1, chunk_bytes - RECORD_PROBE)
+        i = _record_in(bytes(buf[start:chunk_bytes]), record)
         if i >= 0:
-            return i + 1
+            return start + i
     i = buf.rfind(b"\n", 0, chunk_bytes)
     if i < 0:
         i = buf.rfind(b"\r", 0, chunk_bytes)

@@ -39,6 +39,7 @@ from forensics.bundle import (
     BundleFile,
     ChunkReader,
     Limits,
+    Record,
     cleanup,
     hash_file,
     line_spans,
@@ -447,10 +448,15 @@ def _failed(f: BundleFile, row: dict[str, Any], exc: Exception) -> FileOutcome:
     return FileOutcome(row, notes=[f"{f.path}: {traceback.format_exc(limit=-3)}"])
 
 
-def _record_start(head: bytes, f: BundleFile) -> bytes | None:
-    """The `RECORD_START` of the parser that reads a file of this head, if it has one (a chunk is then cut
-    before a record, not inside one: `ChunkReader`)."""
-    return getattr(registry.detect(_sniff_head(head), logical_name(f.path)).parser, "RECORD_START", None)
+def _record_start(head: bytes, f: BundleFile) -> Record | None:
+    """How the parser that reads a file of this head finds a line opening a record, if it can (a chunk is
+    then cut before a record, not inside one: `ChunkReader`)."""
+    return _record_of(registry.detect(_sniff_head(head), logical_name(f.path)).parser)
+
+
+def _record_of(parser: Any) -> Record | None:
+    """A parser's `record_start` finder, or its `RECORD_START` literal, or None."""
+    return getattr(parser, "record_start", None) or getattr(parser, "RECORD_START", None)
 
 
 def _open_chunks(reader: ChunkReader, row: dict[str, Any]) -> tuple[Iterator[bytes], bytes | None] | None:
@@ -1059,7 +1065,7 @@ def _plan_split(f: BundleFile, limits: Limits, counter: ThreadPoolExecutor | Non
             # a parser with `carry` reads a chunk by lines of an earlier one (a CSV header): without the
             # parent's count to work them out (`_LineCount`), chunks in order
             return None
-        spans = line_spans(f, CHUNK_BYTES, record=getattr(det.parser, "RECORD_START", None))
+        spans = line_spans(f, CHUNK_BYTES, record=_record_of(det.parser))
     except OSError:
         return None
     if len(spans) < 2:

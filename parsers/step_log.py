@@ -64,6 +64,26 @@ DETECTS = (
 )
 PRIORITY = 5
 
+_ITERATION = re.compile(rb" iteration +\d+/ *\d+ *\|")
+
+
+def record_start(window: bytes) -> int:
+    """Where in `window` the last Megatron `iteration N/M |` line starts, or -1: a large training log is read
+    in chunks that end before one (`forensics.bundle.ChunkReader`), so that the `(min, max) time across
+    ranks` block printed after an iteration stays with it. Other training logs have no such line: their
+    chunks end at a line end, as any log's."""
+    end = len(window)
+    for _ in range(64):
+        i = window.rfind(b" iteration ", 0, end)
+        if i < 0:
+            return -1
+        if _ITERATION.match(window, i):
+            j = window.rfind(b"\n", 0, i)
+            return j + 1 if j >= 0 else -1
+        end = i
+    return -1
+
+
 _LANE_MIN = 4096
 """Below this many lines (rows) the split lanes and subset passes are skipped: their set-up costs more polars
 calls than the regexes they spare on small files. Either way the result is the same."""

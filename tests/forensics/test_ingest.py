@@ -857,6 +857,24 @@ def _read_whole_in_chunks_and_in_ranges(
     return whole
 
 
+def test_a_megatron_log_read_in_chunks_or_ranges_keeps_each_iterations_timers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Megatron training log longer than a chunk: chunks and byte ranges end before an `iteration N/M |`
+    line (`step_log.record_start`), so the `(min, max) time across ranks` block printed after it stays with it
+    (a cut between them lost the step's timers and left the block's lines not understood)."""
+    from bench import big_steps
+
+    big_steps.write(tmp_path / "train.log", 1.5, 0)  # (seed 0: Megatron under srun -l)
+    text = (tmp_path / "train.log").read_text()
+    assert "(min, max) time across ranks" in text
+    _read_whole_in_chunks_and_in_ranges(
+        tmp_path, monkeypatch, "train.log", text, 100_000, tables=("steps", "events"), same_notes=False
+    )
+    steps = read_table(tmp_path / "whole", "steps")
+    assert steps.height > 100 and steps.get_column("optimizer_s").null_count() < steps.height
+
+
 def test_an_nccl_log_read_in_chunks_or_ranges_gives_what_reading_it_whole_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
