@@ -67,7 +67,26 @@ class ParseResult:
 
 
 class Parser(Protocol):
-    """What `parsers.registry` expects of a parser module."""
+    """What `parsers.registry` expects of a parser module.
+
+    A file over 16 MB is parsed in pieces (chunks read in order, or byte ranges parsed apart by several
+    workers: `forensics.ingest`), each piece's lines numbered as in the file. A parser whose grammar reaches
+    across lines or keeps state across the file may also have, so that the pieces give what the whole file
+    does:
+
+    - `RECORD_START` (bytes): the literal a line opening a record starts with (an `nvidia-smi -q` dump's
+      banner), or `record_start(window: bytes) -> int`, where in a window of bytes the last line opening a
+      record starts (-1: none): a piece then ends before such a line in its last MB, not inside a record;
+    - `carry(lines) -> list[str]`: the lines the next piece is parsed after (a CSV header in force, a bug
+      report section's header), with `CARRY_TAIL` data lines after them (default 64; 0: none); their rows are
+      dropped and their lines not counted again;
+    - `INVENTORY_KEY`: the columns it keeps a file's inventory rows unique on; the parent drops the repeats
+      across a file's pieces;
+    - `merge_chunks(tables) -> tables`: the file's tables other than steps and gpu_samples, from all its
+      pieces in order, made what the whole parse gives (NCCL aggregates, rank rows);
+      `shift_lines(table, df, shift)` moves the line numbers it keeps inside a row besides `line`, for a byte
+      range numbered from 1.
+    """
 
     NAME: str
     DESCRIPTION: str
