@@ -720,12 +720,27 @@ Record = bytes | Callable[[bytes], int]
 where in a window of bytes the last such line starts (-1: none)."""
 
 
+_PREFIX = re.compile(rb"[ \t]*[\w.:\[\]-]{1,64}: ?")
+"""A launcher's line prefix (pdsh `host: `, srun ` 7: `, torchrun `[rank3]:`) before a record's literal."""
+
+
 def _record_in(window: bytes, record: Record) -> int:
-    """Where in `window` the last line opening a record starts (a line start after its first byte), or -1."""
-    if isinstance(record, bytes):
-        i = window.rfind(b"\n" + record)
-        return i + 1 if i >= 0 else -1
-    return record(window)
+    """Where in `window` the last line opening a record starts (a line start after its first byte), or -1.
+
+    A literal opens a record where it starts a line (`\n`, `\r\n` or `\r` line ends), or follows a launcher's
+    prefix there (`_PREFIX`: pdsh and srun print every line of a loop behind one)."""
+    if not isinstance(record, bytes):
+        return record(window)
+    end = len(window)
+    for _ in range(64):
+        i = window.rfind(record, 0, end)
+        if i <= 0:
+            return -1
+        start = max(window.rfind(b"\n", 0, i), window.rfind(b"\r", 0, i)) + 1
+        if start > 0 and (start == i or _PREFIX.fullmatch(window, start, i)):
+            return start
+        end = i
+    return -1
 
 
 def _record_cut(fh: BinaryIO, lo: int, hi: int, record: Record) -> int | None:

@@ -134,11 +134,11 @@ class FileOutcome:
     parts: dict[str, list[Part]] = field(default_factory=dict)
     """Tables spilled to Parquet by a worker: table → part files (in the work folder)."""
     content_node: str | None = None
+    """The node the content names (set for byte ranges, whose rows the parent fills after merging)."""
     unique_inventory: tuple[str, ...] = ()
     """The file was read in several chunks or byte ranges by a parser that keeps a file's inventory rows
     unique on these columns (`INVENTORY_KEY`: repeated dumps restate the same facts): each chunk's rows are,
     and the parent drops the repeats across chunks (`_unique_inventory`)."""
-    """The node the content names (set for byte ranges, whose rows the parent fills after merging)."""
 
 
 def _binary_reason(head: bytes) -> str | None:
@@ -1850,7 +1850,9 @@ def _unique_inventory(inv: pl.DataFrame, keys: dict[str, tuple[str, ...]]) -> pl
         by_key.setdefault(key, []).append(path)
     for key, paths in by_key.items():
         mine = pl.col("file").is_in(paths)
-        kept = inv.filter(mine).unique(subset=["file", *key], keep="first", maintain_order=True)
+        # (in line order: a file's pieces spilled and held come back in either order, `Outcomes.table`)
+        ordered = inv.filter(mine).sort("file", "line", nulls_last=True, maintain_order=True)
+        kept = ordered.unique(subset=["file", *key], keep="first", maintain_order=True)
         inv = pl.concat([inv.filter(~mine), kept], how="vertical")
     return inv
 
@@ -2260,7 +2262,7 @@ def sort_order(df: pl.DataFrame, keys: list[str]) -> pl.Series | None:
         dtype = df.schema[k]
         if dtype == pl.String:
             col = df.get_column(k)
-            if not col.null_count() and (col == col[0]).all():
+            if len(col) and not col.null_count() and (col == col[0]).all():
                 continue  # one value in every row (a range's node and file): orders nothing, and costs a hash
             distinct = col.unique().drop_nulls().sort()
             n = distinct.len()

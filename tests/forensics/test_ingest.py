@@ -768,7 +768,8 @@ def test_a_worker_that_dies_on_a_byte_range_loses_only_that_file(tmp_path: Path)
 @given(
     data=st.lists(
         st.binary(max_size=60)
-        | st.sampled_from([b"\n", b"\r", b"\r\n", b"x" * 300, b"\n==R", b"==R x\n", b"R"]),
+        | st.sampled_from([b"\n", b"\r", b"\r\n", b"x" * 300, b"\n==R", b"==R x\n", b"R"])
+        | st.sampled_from([b"\nh7: ==R", b"\r==R"]),
         max_size=80,
     ),
     span=st.integers(1, 400),
@@ -799,12 +800,12 @@ def test_line_spans_are_the_chunks_the_reader_yields(
     chunks = list(ChunkReader(f, Limits(), span, record_of=lambda head: record))
     assert [body[a:b] for a, b in line_spans(f, span, probe, record)] == chunks
     assert b"".join(chunks) == body
-    if record:  # a chunk but the last ends before the last record line starting in its last RECORD_PROBE
+    if record:  # a chunk with a record's line (or a prefixed one) in its last RECORD_PROBE ends before one
         lo = 0
         for c, nxt in itertools.pairwise(chunks):
-            i = body.rfind(b"\n" + record, lo + max(1, span - record_probe), lo + span)
-            if i >= 0:
-                assert lo + len(c) == i + 1 and nxt.startswith(record)
+            window = body[lo + max(1, span - record_probe) : lo + span]
+            if any(m in window for m in (b"\n" + record, b"\r" + record, b"\nh7: " + record)):
+                assert nxt.startswith((record, b"h7: " + record)) and c.endswith((b"\n", b"\r")), (c, nxt)
             lo += len(c)
 
 
@@ -857,6 +858,27 @@ def _read_whole_in_chunks_and_in_ranges(
     return whole
 
 
+def test_inventory_repeated_across_a_files_pieces_keeps_its_first_line() -> None:
+    """`_unique_inventory` keeps a fact's first line in the file whatever order the pieces' rows came back in
+    (a range's held rows come before an earlier range's spilled ones), and leaves other files' rows alone."""
+    rows = [("a.txt", "driver_version", "535", 900), ("a.txt", "driver_version", "535", 6),
+            ("a.txt", "serial", "1", 40), ("b.txt", "serial", "1", 7), ("b.txt", "serial", "1", 3)]
+    inv = conform(
+        pl.DataFrame(rows, schema=["file", "attribute", "value", "line"], orient="row").with_columns(
+            node=pl.lit("n1"), component=pl.lit("node"), source=pl.lit("nvidia-smi-q")
+        ),
+        "inventory",
+    )
+    got = ingest_mod._unique_inventory(inv, {"a.txt": ("node", "component", "attribute", "value")})
+    assert sorted(got.select("file", "attribute", "line").rows()) == [
+        ("a.txt", "driver_version", 6),
+        ("a.txt", "serial", 40),
+        ("b.txt", "serial", 3),
+        ("b.txt", "serial", 7),
+    ]
+    assert ingest_mod.sort_order(inv.head(0), ["file", "line"]) is not None  # (no row: nothing to hash)
+
+
 def test_a_megatron_log_read_in_chunks_or_ranges_keeps_each_iterations_timers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -896,20 +918,26 @@ def test_an_nccl_log_read_in_chunks_or_ranges_gives_what_reading_it_whole_does(
 
 
 @pytest.mark.parametrize(
-    "name, fixture, n",
+    "name, fixture, n, form",
     [
-        ("nvidia-smi-q.txt", "nvidia-smi/q_h100_535_hw_power_brake_active.txt", 40),
-        ("nvidia-smi-q.xml", "nvidia-smi-xml/qx_h100_535_v12_event_reasons_remap_pending.xml", 150),
+        ("nvidia-smi-q.txt", "nvidia-smi/q_h100_535_hw_power_brake_active.txt", 40, "plain"),
+        ("nvidia-smi-q.txt", "nvidia-smi/q_h100_535_hw_power_brake_active.txt", 40, "pdsh"),
+        ("nvidia-smi-q.txt", "nvidia-smi/q_h100_535_hw_power_brake_active.txt", 40, "cr"),
+        ("nvidia-smi-q.xml", "nvidia-smi-xml/qx_h100_535_v12_event_reasons_remap_pending.xml", 150, "plain"),
     ],
 )
 def test_a_dump_loop_read_in_chunks_or_ranges_gives_what_reading_it_whole_does(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, fixture: str, n: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, fixture: str, n: int, form: str
 ) -> None:
     """An `nvidia-smi -q` (or `-q -x`) loop longer than a chunk: chunks and byte ranges end before a dump's
     first line (`RECORD_START`), so no dump is cut in two (which made the file 'partial', lost rows and left
     lines not understood), and the inventory facts every dump restates are kept once per file, as reading
     the file whole does (`INVENTORY_KEY`)."""
     loop = _dump_loop(fixture, n)
+    if form == "pdsh":  # (every line behind pdsh's host prefix)
+        loop = "".join(f"gpu-node-7: {line}\n" for line in loop.splitlines())
+    elif form == "cr":  # (old-Mac line ends)
+        loop = loop.replace("\n", "\r")
     assert len(loop) > 900_000
     whole = _read_whole_in_chunks_and_in_ranges(tmp_path, monkeypatch, name, loop, 100_000)
     row = next(f for f in whole["files"] if f["path"].endswith(name))
