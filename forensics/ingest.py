@@ -1843,8 +1843,7 @@ def _ingest_bundle(
 
 def _unique_inventory(inv: pl.DataFrame, keys: dict[str, tuple[str, ...]]) -> pl.DataFrame:
     """`inv` less the rows of a file that repeat an earlier row of the same file on the file's key columns
-    (`FileOutcome.unique_inventory`): what its parser, reading the file whole, keeps. A file's rows are in
-    the order of its chunks, so the first kept is the one its parser would keep."""
+    (`FileOutcome.unique_inventory`): what its parser, reading the file whole, keeps (the first by line)."""
     by_key: dict[tuple[str, ...], list[str]] = {}
     for path, key in keys.items():
         by_key.setdefault(key, []).append(path)
