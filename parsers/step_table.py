@@ -195,6 +195,41 @@ def _parse_ts(raw: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
     return ts, q
 
 
+CARRY_TAIL = 0
+"""`carry` picks the rows it hands on itself (the ingest's blind tail of lines would count a line not
+understood as understood)."""
+CARRY_ROWS = 64
+
+
+def carry(lines: pl.Series) -> list[str]:
+    """What the next chunk of a CSV longer than a chunk (a long run's W&B export) is parsed after: the header
+    line in force (`parse` takes a chunk's first content line for its header), then those of the last
+    `CARRY_ROWS` lines that make rows (whose runtimes and times the next chunk's first step times are deltas
+    from). [] for JSON Lines or a table without a qualifying header."""
+    text = lines.cast(pl.String).fill_null("")
+    first = text.filter((text.str.strip_chars() != "") & ~text.str.starts_with("#")).head(1).to_list()
+    if not first or first[0].lstrip().startswith("{"):
+        return []
+    got = _header(first[0])
+    if got is None:
+        return []
+    sep, names = got
+    fields = _fields(names)
+    if not _qualifies(fields):
+        return []
+    tail = text.tail(CARRY_ROWS)
+    step = (
+        tail.str.split(sep)
+        .list.get(names.index(fields["step"]), null_on_oob=True)
+        .str.strip_chars()
+        .str.strip_chars('"')
+        .cast(pl.Float64, strict=False)
+        .cast(pl.Int64, strict=False)
+    )
+    rows = tail.filter(step.is_not_null() & (tail != first[0])).to_list()
+    return [first[0], *rows]
+
+
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse a CSV/TSV or JSON Lines step table."""
     frame = numbered(lines, ctx)

@@ -879,6 +879,24 @@ def test_inventory_repeated_across_a_files_pieces_keeps_its_first_line() -> None
     assert ingest_mod.sort_order(inv.head(0), ["file", "line"]) is not None  # (no row: nothing to hash)
 
 
+def test_a_step_table_read_in_chunks_or_ranges_gives_what_reading_it_whole_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A W&B-style step table (CSV) longer than a chunk: each chunk is parsed after the header and the last
+    rows (`step_table.carry`). Without them every chunk but the first took its first row for a header and
+    read no step at all; the first rows' step times are the deltas of the runtime from the rows before."""
+    runtime = [0.85 * i + (0.3 if i % 97 == 0 else 0) for i in range(16_000)]
+    rows = [f"{i},{runtime[i]:.3f},{2.5 - i / 40000:.5f}" for i in range(1, 16_000)]
+    text = "_step,_runtime,train/loss\n" + "\n".join(rows[:5000] + ["# resumed", "", *rows[5000:]]) + "\n"
+    whole = _read_whole_in_chunks_and_in_ranges(
+        tmp_path, monkeypatch, "wandb_history.csv", text, 34_000, tables=("steps",)
+    )
+    row = next(f for f in whole["files"] if f["path"].endswith("wandb_history.csv"))
+    assert row["format"] == "step-table" and row["unrecognized"] == 1  # (the comment line)
+    steps = read_table(tmp_path / "whole", "steps")
+    assert steps.height == 15999 and steps.get_column("step_time_s").null_count() == 1  # (the first step's)
+
+
 def test_a_megatron_log_read_in_chunks_or_ranges_keeps_each_iterations_timers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
