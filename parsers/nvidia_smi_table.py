@@ -28,6 +28,34 @@ TABLES = ("inventory", "gpu_samples", "events")
 FILENAME_HINTS = ("nvidia-smi*", "nvidia_smi*")
 DETECTS = "a '| NVIDIA-SMI <ver>  Driver Version: <ver>' banner row"
 PRIORITY = 20
+INVENTORY_KEY = ("node", "component", "gpu_bus_id", "gpu_index", "device", "attribute", "value")
+"""A file's inventory rows are unique on these columns (`_nvsmi_fields.frames`: repeated snapshots restate
+the same facts); the ingest keeps them so across the chunks of a large file."""
+
+
+def record_start(window: bytes) -> int:
+    """Where in `window` the last snapshot of an `nvidia-smi` (or `nvidia-smi -l N`) loop starts, or -1: its
+    `| NVIDIA-SMI` header row, the border line above it and the time line above that, if any. A large file is
+    read in chunks that end before one (`forensics.bundle.ChunkReader`), never inside a snapshot."""
+
+    def line_start(at: int) -> int:
+        return max(window.rfind(b"\n", 0, at), window.rfind(b"\r", 0, at)) + 1
+
+    end = len(window)
+    for _ in range(64):
+        i = window.rfind(b"| NVIDIA-SMI ", 0, end)
+        if i <= 0:
+            return -1
+        end = i
+        if line_start(i) != i or i < 2:
+            continue
+        border = line_start(i - 1)
+        if not window.startswith(b"+-", border) or border < 2:
+            continue
+        above = line_start(border - 1)
+        dated = above > 0 and _TIME.match(window[above : border - 1].decode("utf-8", "replace").rstrip("\r"))
+        return above if dated else border
+    return -1
 
 _BANNER = re.compile(r"NVIDIA-SMI\s+(?P<smi>\S+)\s+Driver Version:\s*(?P<drv>\S+)(?:\s+CUDA Version:\s*(?P<cuda>\S+))?")
 _TIME = re.compile(r"^\s*[A-Z][a-z]{2} [A-Z][a-z]{2}\s+\d{1,2} \d\d:\d\d:\d\d \d{4}\s*$")

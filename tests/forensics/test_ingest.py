@@ -879,6 +879,19 @@ def test_inventory_repeated_across_a_files_pieces_keeps_its_first_line() -> None
     assert ingest_mod.sort_order(inv.head(0), ["file", "line"]) is not None  # (no row: nothing to hash)
 
 
+def test_an_nvidia_smi_table_loop_read_in_chunks_or_ranges_gives_what_reading_it_whole_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`nvidia-smi -l N` (the default table, each snapshot under its time line) longer than a chunk: pieces
+    end before a snapshot (`nvidia_smi_table.record_start`) and the facts every snapshot restates are kept
+    once (a cut inside a snapshot lost GPU rows, left lines not understood and repeated the inventory)."""
+    loop = _dump_loop("nvidia-smi-table/table_550_89col_h100x8_time_first_line.txt", 220)
+    whole = _read_whole_in_chunks_and_in_ranges(tmp_path, monkeypatch, "nvidia-smi.log", loop, 100_000)
+    row = next(f for f in whole["files"] if f["path"].endswith("nvidia-smi.log"))
+    assert row["format"] == "nvidia-smi-table" and row["status"] == "ok" and row["unrecognized"] == 0
+    assert read_table(tmp_path / "whole", "gpu_samples").height == 220 * 8
+
+
 def test_a_step_table_read_in_chunks_or_ranges_gives_what_reading_it_whole_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
