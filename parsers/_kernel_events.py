@@ -258,6 +258,9 @@ RULES: tuple[Rule, ...] = (
     ),
 )
 
+INVENTORY_KEY = ("node", "component", "gpu_bus_id", "device", "attribute", "value")
+"""The columns a kernel log's inventory rows are unique on (a driver or firmware version stated at every boot
+is one fact)."""
 SEGFAULT_GPU_LIBS = r"libnccl|libcuda|libnvidia|libcudart|libcublas|libcudnn|python|libtorch|pt_main_thread"
 
 XID_RE = (
@@ -1337,6 +1340,5 @@ def _inventory(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext, has=lambda
     inv = inv.filter(pl.col("value").is_not_null())
     # maintain_order: rows sharing a line (a node's boot time at its first line, which also names the driver)
     # otherwise come out in an order that changes from run to run
-    return inv.unique(subset=["node", "component", "gpu_bus_id", "device", "attribute", "value"], keep="first", maintain_order=True).sort(
-        "line", maintain_order=True
-    )
+    inv = inv.unique(subset=list(INVENTORY_KEY), keep="first", maintain_order=True)
+    return inv.sort("line", maintain_order=True)

@@ -416,12 +416,12 @@ def node_rows(attrs: list[tuple[str, str, int]], *, node: str, path: str, source
 def new_node_rows(
     attrs: list[tuple[str, str, int]], *, node: str, path: str, source: str, seen: Stated
 ) -> list[tuple[Any, ...]]:
-    """`node_rows` as `INV_TUPLE` tuples, less the rows whose raw key (`_INV_KEY`) `seen` holds, which it then
+    """`node_rows` as `INV_TUPLE` tuples, less the rows whose raw key (`INV_KEY`) `seen` holds, which it then
     holds too: with `snapshot_rows(..., seen=seen, tuples=True)` for the GPU rows, a file's inventory rows are
     unique on their raw key (`frames(..., inv_tuples=True)`)."""
     out = []
     for r in node_rows(attrs, node=node, path=path, source=source):
-        k = (r["node"], "node", None, None, None, r["attribute"], r["value"])  # (= _INV_KEY of the row)
+        k = (r["node"], "node", None, None, None, r["attribute"], r["value"])  # (= INV_KEY of the row)
         if k not in seen.keys:
             seen.keys.add(k)
             out.append((r["node"], None, None, "node", r["attribute"], r["value"], source, path, r["line"]))
@@ -462,7 +462,7 @@ def _bus_ids_cached(values: list[Any]) -> list[Any] | None:
 
 
 _TABLE_NAMES = ("inventory", "gpu_samples", "events")
-_INV_KEY = ("node", "component", "gpu_bus_id", "gpu_index", "device", "attribute", "value")
+INV_KEY = ("node", "component", "gpu_bus_id", "gpu_index", "device", "attribute", "value")
 INV_TUPLE = ("node", "gpu_index", "gpu_bus_id", "component", "attribute", "value", "source", "file", "line")
 """The inventory columns of a row given as a tuple (`snapshot_rows(..., tuples=True)`, `new_node_rows`)."""
 
@@ -481,7 +481,7 @@ def _new_facts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     seen: set[tuple[Any, ...]] = set()
     kept = []
     for r in rows:
-        k = tuple(map(r.get, _INV_KEY))
+        k = tuple(map(r.get, INV_KEY))
         if k not in seen:
             seen.add(k)
             kept.append(r)
@@ -528,7 +528,7 @@ def _table_frame(
     if file_of is not None:
         df = df.with_columns(file_of.alias("_f"))
     if table == "inventory":
-        key = [c for c in _INV_KEY if c in present]
+        key = [c for c in INV_KEY if c in present]
         df = df.unique([*key, "_f"] if file_of is not None else key, keep="first", maintain_order=True)
     return df
 

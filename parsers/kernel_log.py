@@ -49,9 +49,9 @@ DETECTS = (
     "a dmesg/journal ISO time, or 'Mon DD HH:MM:SS host tag:' syslog"
 )
 PRIORITY = 10
-INVENTORY_KEY = ("node", "component", "gpu_bus_id", "device", "attribute", "value")
-"""A file's inventory rows are unique on these columns (`_kernel_events`: a driver or firmware version stated
-at every boot is one fact); the ingest keeps them so across the chunks of a large log."""
+INVENTORY_KEY = kev.INVENTORY_KEY
+"""A file's inventory rows are unique on these columns (`_kernel_events`); the ingest keeps them so across the
+chunks of a large log."""
 
 UTC_US = pl.Datetime("us", "UTC")
 

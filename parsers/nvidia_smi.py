@@ -37,7 +37,7 @@ BANNER = "NVSMI LOG"
 RECORD_START = b"==============NVSMI LOG=============="
 """The line each dump of a `-q` loop (`nvidia-smi -q -l N`) opens with: a large file is read in chunks that
 end before it (`forensics.bundle.ChunkReader`), never inside a dump."""
-INVENTORY_KEY = ("node", "component", "gpu_bus_id", "gpu_index", "device", "attribute", "value")
+INVENTORY_KEY = F.INV_KEY
 """A file's inventory rows are unique on these columns (`_nvsmi_fields.frames`: repeated dumps restate the
 same facts); the ingest keeps them so across the chunks of a large file."""
 _KV = re.compile(r"^(?P<ind>[ \t]*)(?P<key>[^ \t:][^:]*?)[ \t]*:(?:[ \t](?P<val>.*))?$")

@@ -28,7 +28,7 @@ TABLES = ("inventory", "gpu_samples", "events")
 FILENAME_HINTS = ("nvidia-smi*", "nvidia_smi*")
 DETECTS = "a '| NVIDIA-SMI <ver>  Driver Version: <ver>' banner row"
 PRIORITY = 20
-INVENTORY_KEY = ("node", "component", "gpu_bus_id", "gpu_index", "device", "attribute", "value")
+INVENTORY_KEY = F.INV_KEY
 """A file's inventory rows are unique on these columns (`_nvsmi_fields.frames`: repeated snapshots restate
 the same facts); the ingest keeps them so across the chunks of a large file."""
 

@@ -37,7 +37,7 @@ PRIORITY = 20
 RECORD_START = b"<?xml "
 """The line each document of an `nvidia-smi -q -x -l N` loop opens with: a large file is read in chunks that
 end before it (`forensics.bundle.ChunkReader`), never inside a document."""
-INVENTORY_KEY = ("node", "component", "gpu_bus_id", "gpu_index", "device", "attribute", "value")
+INVENTORY_KEY = F.INV_KEY
 """A file's inventory rows are unique on these columns (`_nvsmi_fields.frames`); the ingest keeps them so
 across the chunks of a large file."""
 
