@@ -135,10 +135,6 @@ class FileOutcome:
     """Tables spilled to Parquet by a worker: table → part files (in the work folder)."""
     content_node: str | None = None
     """The node the content names (set for byte ranges, whose rows the parent fills after merging)."""
-    unique_inventory: tuple[str, ...] = ()
-    """The file was read in several chunks or byte ranges by a parser that keeps a file's inventory rows
-    unique on these columns (`INVENTORY_KEY`: repeated dumps restate the same facts): each chunk's rows are,
-    and the parent drops the repeats across chunks (`_unique_inventory`)."""
 
 
 def _binary_reason(head: bytes) -> str | None:
@@ -574,27 +570,19 @@ def _parse_chunks(
         row["node"] = node
         row["node_source"] = "content"
     tables, parts = acc.finish(node if f.node == "unknown" and not span else None)
-    merge = getattr(parser, "merge_chunks", None) if n_chunks > 1 else None
-    if merge is not None:  # (the small tables' parts read back, in chunk order, for the merge)
-        small = {t: ps for t, ps in parts.items() if t not in LARGE_TABLES}
-        for t, ps in small.items():
+    if n_chunks > 1:  # (the tables its parser makes whole read back from their parts, in chunk order)
+        gathered = {t: ps for t, ps in parts.items() if _gathered(parser, t)}
+        for t, ps in gathered.items():
             held = [tables[t]] if t in tables else []
             read = [_read_part(p, t) for p in ps]
             tables[t] = conform(pl.concat([*read, *held], how="diagonal_relaxed"), t)
             del parts[t]
-        _remove_parts(small)
-        try:
-            tables = _merged_chunks(merge, tables)
-        except Exception as exc:  # noqa: BLE001 - a bug in a parser's merge: the chunks' rows, with a note
-            why = f"{type(exc).__name__}: {str(exc)[:300]}"
-            acc.notes.append(f"merging its chunks failed ({why}): the rows are each chunk's")
+        _remove_parts(gathered)
+        tables = _made_whole(parser, tables, acc.notes, "", ("chunks", "chunk"))
     if reader.truncated or acc.partial:
         row["status"] = "partial" + (f": {reader.reason}" if reader.reason else "")
     notes = [f"{f.path}: {n}" for n in acc.notes]
-    unique = getattr(parser, "INVENTORY_KEY", ()) if n_chunks > 1 else ()
-    return FileOutcome(
-        row, tables, acc.examples, notes, parts, content_node=node if span else None, unique_inventory=unique
-    )
+    return FileOutcome(row, tables, acc.examples, notes, parts, content_node=node if span else None)
 
 
 CARRY_TAIL = 64
@@ -752,17 +740,46 @@ class _Accumulator:
         return tables, self.parts
 
 
-def _merged_chunks(
-    merge: Callable[[dict[str, pl.DataFrame]], dict[str, pl.DataFrame]], tables: dict[str, pl.DataFrame]
+def _gathered(parser: Any, table: str) -> bool:
+    """Whether a file's rows of `table` from all its chunks or byte ranges are brought together in memory, in
+    their order, for `_made_whole`: every table but `LARGE_TABLES` for a parser with `merge_chunks` or
+    `shift_lines`, the inventory for one with `INVENTORY_KEY`."""
+    if table in LARGE_TABLES:
+        return False
+    if hasattr(parser, "merge_chunks") or hasattr(parser, "shift_lines"):
+        return True
+    return table == "inventory" and hasattr(parser, "INVENTORY_KEY")
+
+
+def _made_whole(
+    parser: Any, tables: dict[str, pl.DataFrame], notes: list[str], prefix: str, pieces: tuple[str, str]
 ) -> dict[str, pl.DataFrame]:
-    """A file's tables other than `LARGE_TABLES`, read in several chunks or byte ranges and concatenated in
-    their order, made what reading the file whole gives by its parser's `merge_chunks` (state the grammar
-    keeps across a file: partial aggregates of one record in two chunks, a rank learnt from a line in an
-    earlier chunk); the large tables as they are."""
-    small = {t: df for t, df in tables.items() if t not in LARGE_TABLES}
-    got = merge(small) if small else {}
-    large = {t: df for t, df in tables.items() if t in LARGE_TABLES}
-    return {**large, **{t: conform(df, t) for t, df in got.items()}}
+    """A file's tables, read in several chunks or byte ranges (`pieces`: their name, plural and singular)
+    and concatenated in their order, made what reading the file whole gives: the tables but `LARGE_TABLES`
+    by its parser's `merge_chunks` (state the grammar keeps across a file: partial aggregates of one record
+    in two chunks, a rank learnt from a line in an earlier chunk; a bug in it keeps the pieces' rows, with a
+    note), then its inventory unique on its `INVENTORY_KEY` (a fact repeated dumps restate, kept once)."""
+    merge = getattr(parser, "merge_chunks", None)
+    if merge is not None:
+        small = {t: df for t, df in tables.items() if t not in LARGE_TABLES}
+        try:
+            got = merge(small) if small else {}
+        except Exception as exc:  # noqa: BLE001 - a bug in a parser's merge: the pieces' rows, with a note
+            why = f"{type(exc).__name__}: {str(exc)[:300]}"
+            notes.append(f"{prefix}merging its {pieces[0]} failed ({why}): the rows are each {pieces[1]}'s")
+        else:
+            tables = {**tables, **{t: conform(df, t) for t, df in got.items()}}
+    key = getattr(parser, "INVENTORY_KEY", None)
+    if key and "inventory" in tables:
+        tables = {**tables, "inventory": _unique_inventory(tables["inventory"], key)}
+    return tables
+
+
+def _unique_inventory(inv: pl.DataFrame, key: tuple[str, ...]) -> pl.DataFrame:
+    """One file's inventory less the rows that repeat an earlier row on `key`: what its parser, reading the
+    file whole, keeps (the first by line)."""
+    ordered = inv.sort("line", nulls_last=True, maintain_order=True)
+    return ordered.unique(subset=list(key), keep="first", maintain_order=True)
 
 
 def _fill_node(df: pl.DataFrame, node: str) -> pl.DataFrame:
@@ -1106,7 +1123,6 @@ def _merge_spans(f: BundleFile, split: _Split, ranges: list[FileOutcome], sha256
     examples: list[tuple[int, str]] = []
     notes: list[str] = []
     offset = 0  # lines before the range
-    merge = getattr(parser, "merge_chunks", None) if len(ranges) > 1 else None
     # (line numbers a parser keeps in other columns of a row move with `line`: an NCCL aggregate's first line)
     shift_lines = getattr(parser, "shift_lines", None)
     for k, r in enumerate(ranges):
@@ -1118,8 +1134,7 @@ def _merge_spans(f: BundleFile, split: _Split, ranges: list[FileOutcome], sha256
             tables.setdefault(t, []).append(_fill_node(df, fill) if fill else df)
         for t, ps in r.parts.items():
             shifted = [p._replace(line_offset=shift, node=fill) for p in ps]
-            if (merge is not None or shift_lines is not None) and t not in LARGE_TABLES:
-                # (read here, in range order, for the merge and the shift)
+            if _gathered(parser, t):  # (read here, in range order, for the shift and `_made_whole`)
                 read = [_read_part(p, t) for p in shifted]
                 if shift_lines is not None and shift:
                     read = [shift_lines(t, df, shift) for df in read]
@@ -1137,14 +1152,8 @@ def _merge_spans(f: BundleFile, split: _Split, ranges: list[FileOutcome], sha256
         row["status"] = partial
     row["sha256"] = sha256
     merged = {t: pl.concat(fs, how="vertical") if len(fs) > 1 else fs[0] for t, fs in tables.items()}
-    if merge is not None:
-        try:
-            merged = _merged_chunks(merge, merged)
-        except Exception as exc:  # noqa: BLE001 - a bug in a parser's merge: the ranges' rows, with a note
-            why = f"{type(exc).__name__}: {str(exc)[:300]}"
-            notes.append(f"{f.path}: merging its byte ranges failed ({why}): the rows are each range's")
-    unique = getattr(parser, "INVENTORY_KEY", ()) if len(ranges) > 1 else ()
-    return FileOutcome(row, merged, examples, notes, parts, unique_inventory=unique)
+    merged = _made_whole(parser, merged, notes, f"{f.path}: ", ("byte ranges", "range"))
+    return FileOutcome(row, merged, examples, notes, parts)
 
 
 def _arrived(
@@ -1771,8 +1780,6 @@ def _ingest_bundle(
         # a table too large to hold stays in its Parquet parts, a LazyFrame through the stages and the write
         big = t in LARGE_TABLES and (outcomes.rows(t) > HOLD_ROWS or outcomes.size_estimate(t) > HOLD_TABLE_BYTES)
         tables[t] = outcomes.lazy(t, work / "hive" / t) if big else outcomes.table(t)
-    if outcomes.unique_inventory and isinstance(tables.get("inventory"), pl.DataFrame):
-        tables["inventory"] = _unique_inventory(tables["inventory"], outcomes.unique_inventory)
     lazy = {t: lf for t, lf in tables.items() if isinstance(lf, pl.LazyFrame)}
     notes = list(bundle.notes)
     for o in outcomes:
@@ -1841,21 +1848,6 @@ def _ingest_bundle(
     return manifest
 
 
-def _unique_inventory(inv: pl.DataFrame, keys: dict[str, tuple[str, ...]]) -> pl.DataFrame:
-    """`inv` less the rows of a file that repeat an earlier row of the same file on the file's key columns
-    (`FileOutcome.unique_inventory`): what its parser, reading the file whole, keeps (the first by line)."""
-    by_key: dict[tuple[str, ...], list[str]] = {}
-    for path, key in keys.items():
-        by_key.setdefault(key, []).append(path)
-    for key, paths in by_key.items():
-        mine = pl.col("file").is_in(paths)
-        # (in line order: a file's pieces spilled and held come back in either order, `Outcomes.table`)
-        ordered = inv.filter(mine).sort("file", "line", nulls_last=True, maintain_order=True)
-        kept = ordered.unique(subset=["file", *key], keep="first", maintain_order=True)
-        inv = pl.concat([inv.filter(~mine), kept], how="vertical")
-    return inv
-
-
 def _bundle_stage(
     what: str,
     stage: Callable[[dict[str, pl.DataFrame]], tuple[dict[str, pl.DataFrame], list[str]]],
@@ -1915,12 +1907,8 @@ class Outcomes(list):  # type: ignore[type-arg]
         self.as_is: dict[str, dict[int, Path]] = {}
         """table -> {K: file} of the parts `lazy` moved to `__part=K` that hold their rows as the table will
         (`Part.as_is`): `_write_in_parts` may take such a file as it is"""
-        self.unique_inventory: dict[str, tuple[str, ...]] = {}
-        """path -> `FileOutcome.unique_inventory` of the files that have one"""
 
     def append(self, o: FileOutcome) -> None:  # type: ignore[override]
-        if o.unique_inventory:
-            self.unique_inventory[o.row["path"]] = o.unique_inventory
         for t, df in o.tables.items():
             frames = self.frames.setdefault(t, [])
             frames.append(df)

@@ -859,8 +859,8 @@ def _read_whole_in_chunks_and_in_ranges(
 
 
 def test_inventory_repeated_across_a_files_pieces_keeps_its_first_line() -> None:
-    """`_unique_inventory` keeps a fact's first line in the file whatever order the pieces' rows came back in
-    (a range's held rows come before an earlier range's spilled ones), and leaves other files' rows alone."""
+    """A file read in pieces keeps a fact of its parser's `INVENTORY_KEY` once, at its first line in the file,
+    whatever order the pieces' rows came in (`_made_whole`); a parser without the key keeps its rows."""
     rows = [("a.txt", "driver_version", "535", 900), ("a.txt", "driver_version", "535", 6),
             ("a.txt", "serial", "1", 40), ("b.txt", "serial", "1", 7), ("b.txt", "serial", "1", 3)]
     inv = conform(
@@ -869,7 +869,13 @@ def test_inventory_repeated_across_a_files_pieces_keeps_its_first_line() -> None
         ),
         "inventory",
     )
-    got = ingest_mod._unique_inventory(inv, {"a.txt": ("node", "component", "attribute", "value")})
+    keyed = types.SimpleNamespace(INVENTORY_KEY=("node", "component", "attribute", "value"))
+    a = inv.filter(pl.col("file") == "a.txt")
+    b = inv.filter(pl.col("file") == "b.txt")
+    def whole(parser: object, rows: pl.DataFrame) -> pl.DataFrame:
+        return ingest_mod._made_whole(parser, {"inventory": rows}, [], "", ("chunks", "chunk"))["inventory"]
+
+    got = pl.concat([whole(keyed, a), whole(types.SimpleNamespace(), b)])
     assert sorted(got.select("file", "attribute", "line").rows()) == [
         ("a.txt", "driver_version", 6),
         ("a.txt", "serial", 40),
