@@ -75,10 +75,16 @@ def carry(lines: pl.Series) -> list[str]:
     idx = [i for i in range(start + 1, len(texts)) if texts[i].strip()]
     if not idx:  # (the chunk ends on the separator: the title is the next chunk's)
         return texts[start:]
-    end = idx[0] + 1
-    while end < len(texts) and texts[end].startswith("*** "):
-        end += 1
-    return texts[start:end]
+    return texts[start : _body_start(texts, idx[0], len(texts))]
+
+
+def _body_start(texts: list[str], title: int, end: int) -> int:
+    """Where a section's body starts: after its title line `title` and the `*** ls: ...` lines of a file
+    section under it (before `end`)."""
+    body = title + 1
+    while body < end and texts[body].startswith("*** "):
+        body += 1
+    return body
 
 
 def _report_date(text: str) -> datetime | None:
@@ -121,10 +127,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             continue
         title_i = idx[0]
         title = texts[title_i].strip()
-        body_start = title_i + 1
-        # file sections: '*** /path' then '*** ls: ...' lines
-        while body_start < end and texts[body_start].startswith("*** "):
-            body_start += 1
+        body_start = _body_start(texts, title_i, end)  # (file sections: '*** /path' then '*** ls: ...' lines)
         header_lines = sum(1 for i in range(start, body_start) if not blank[i])
         if title.startswith("Start of NVIDIA bug report log file"):
             for i in range(start, end):

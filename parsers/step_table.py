@@ -217,17 +217,15 @@ def carry(lines: pl.Series) -> list[str]:
     fields = _fields(names)
     if not _qualifies(fields):
         return []
-    tail = text.tail(CARRY_ROWS)
-    step = (
-        tail.str.split(sep)
-        .list.get(names.index(fields["step"]), null_on_oob=True)
-        .str.strip_chars()
-        .str.strip_chars('"')
-        .cast(pl.Float64, strict=False)
-        .cast(pl.Int64, strict=False)
-    )
-    rows = tail.filter(step.is_not_null() & (tail != first[0])).to_list()
-    return [first[0], *rows]
+    tail = text.tail(CARRY_ROWS).to_frame("text")
+    step = _cell(pl.col("text").str.split(sep), names, fields["step"]).cast(pl.Float64, strict=False)
+    makes_row = step.cast(pl.Int64, strict=False).is_not_null() & (pl.col("text") != first[0])
+    return [first[0], *tail.filter(makes_row).get_column("text").to_list()]
+
+
+def _cell(parts: pl.Expr, names: list[str], column: str) -> pl.Expr:
+    """The value of CSV `column` in the cells `parts` of a row (`names`: the header's), unquoted."""
+    return parts.list.get(names.index(column), null_on_oob=True).str.strip_chars().str.strip_chars('"')
 
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
@@ -262,7 +260,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         header_line = int(content.get_column("line")[0])
         parts = pl.col("text").str.split(sep)
         for field, col in fields.items():
-            values[field] = parts.list.get(names.index(col), null_on_oob=True).str.strip_chars().str.strip_chars('"')
+            values[field] = _cell(parts, names, col)
         rows_frame = frame.filter(pl.col("line") > header_line)
         row_ok = pl.lit(True)
     if not _qualifies(fields):
