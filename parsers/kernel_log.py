@@ -1930,25 +1930,23 @@ def _embedded_printk(out: pl.DataFrame) -> pl.DataFrame:
     )
     if emb.height == 0:
         return out
-    # The new message of a line is its old one less a prefix: each line gets the prefix's length in
-    # characters (0 on the others) and the whole column one slice, instead of values scattered into a
-    # copy. The few lines' messages copied first: string operations on rows gathered from a long column
-    # are several times slower than on fresh strings.
+    # The lines' new messages are worked out on their own and scattered into the column (~1.7 -> ~0.7 ms on
+    # 90k lines, 23k of them with a printk time, against one slice of the whole column). The few lines'
+    # messages copied first: string operations on rows gathered from a long column are slower.
     emb = emb.select("_i", msg=pl.col("msg") + "")
     strict = emb.get_column("msg").str.contains(_EMB_STRICT)
     fast = emb.filter(strict)
     other = emb.filter(~strict) if fast.height else emb
     got = []
     if fast.height:
-        fast = fast.with_columns(_c=pl.col("msg").str.find("]", literal=True))
-        close = pl.col("_c")
+        # '[ 123.456' and what follows the first ']' (less one space): ~0.4 ms less than `find` and slices
+        fast = fast.select("_i", _p=pl.col("msg").str.splitn("]", 2))
+        field = pl.col("_p").struct.field
         got.append(
             fast.select(
                 "_i",
-                uptime_s=pl.col("msg").str.slice(1, close - 1).str.strip_chars_start(" ").cast(pl.Float64, strict=False),
-                # = len(msg) - len(msg.str.slice(close + 1).str.strip_prefix(" ")), in characters
-                _off=(close + 1).cast(pl.Int64)
-                + (pl.col("msg").str.slice(close + 1, 1) == " ").cast(pl.Int64),
+                uptime_s=field("field_0").str.slice(1).str.strip_chars_start(" ").cast(pl.Float64, strict=False),
+                msg=field("field_1").str.strip_prefix(" "),
             )
         )
     if other.height:
@@ -1956,17 +1954,17 @@ def _embedded_printk(out: pl.DataFrame) -> pl.DataFrame:
             other.select(
                 "_i",
                 uptime_s=pl.col("msg").str.extract(_EMB_RX, 1).cast(pl.Float64, strict=False),
-                # the prefix `str.replace(_EMB_RX, "")` removes
-                _off=pl.col("msg").str.extract(_EMB_MATCH, 1).str.len_chars().cast(pl.Int64),
+                # less the prefix `str.replace(_EMB_RX, "")` removes
+                msg=pl.col("msg").str.slice(pl.col("msg").str.extract(_EMB_MATCH, 1).str.len_chars()),
             )
         )
     part = (got[0] if len(got) == 1 else pl.concat(got)).filter(pl.col("uptime_s").is_not_null())
     if part.height == 0:
         return out
     idx = part.get_column("_i")
-    off = pl.repeat(0, out.height, dtype=pl.Int64, eager=True).scatter(idx, part.get_column("_off"))
     uptime = out.get_column("uptime_s").clone().scatter(idx, part.get_column("uptime_s"))
-    return out.with_columns(uptime_s=uptime, msg=pl.col("msg").str.slice(off))
+    msg = out.get_column("msg").clone().scatter(idx, part.get_column("msg"))
+    return out.with_columns(uptime_s=uptime, msg=msg)
 
 
 def _short_host(host: str) -> str | None:

@@ -85,3 +85,140 @@ def test_syslog_times_by_run_equals_rows(seed: int, monkeypatch: pytest.MonkeyPa
     for other in (got, polars_runs):
         assert other[1] == ref[1]
         assert other[0].equals(ref[0]), seed
+
+
+# ----------------------------------------------------------------------------- _embedded_printk
+
+
+def _ref_embedded_printk(out: pl.DataFrame) -> pl.DataFrame:
+    """`kernel_log._embedded_printk` before round 10, verbatim (its polars branch)."""
+    kl = kernel_log
+    emb = out.select("msg", "style", _i=pl.int_range(pl.len(), dtype=pl.UInt32)).filter(
+        (pl.col("msg").str.slice(0, 1) == "[") & (pl.col("style") != "dmesg_raw")  # (= starts_with, cheaper)
+    )
+    if emb.height == 0:
+        return out
+    emb = emb.select("_i", msg=pl.col("msg") + "")
+    strict = emb.get_column("msg").str.contains(kl._EMB_STRICT)
+    fast = emb.filter(strict)
+    other = emb.filter(~strict) if fast.height else emb
+    got = []
+    if fast.height:
+        fast = fast.with_columns(_c=pl.col("msg").str.find("]", literal=True))
+        close = pl.col("_c")
+        got.append(
+            fast.select(
+                "_i",
+                uptime_s=pl.col("msg")
+                .str.slice(1, close - 1)
+                .str.strip_chars_start(" ")
+                .cast(pl.Float64, strict=False),
+                # = len(msg) - len(msg.str.slice(close + 1).str.strip_prefix(" ")), in characters
+                _off=(close + 1).cast(pl.Int64)
+                + (pl.col("msg").str.slice(close + 1, 1) == " ").cast(pl.Int64),
+            )
+        )
+    if other.height:
+        got.append(
+            other.select(
+                "_i",
+                uptime_s=pl.col("msg").str.extract(kl._EMB_RX, 1).cast(pl.Float64, strict=False),
+                # the prefix `str.replace(_EMB_RX, "")` removes
+                _off=pl.col("msg").str.extract(kl._EMB_MATCH, 1).str.len_chars().cast(pl.Int64),
+            )
+        )
+    part = (got[0] if len(got) == 1 else pl.concat(got)).filter(pl.col("uptime_s").is_not_null())
+    if part.height == 0:
+        return out
+    idx = part.get_column("_i")
+    off = pl.repeat(0, out.height, dtype=pl.Int64, eager=True).scatter(idx, part.get_column("_off"))
+    uptime = out.get_column("uptime_s").clone().scatter(idx, part.get_column("uptime_s"))
+    return out.with_columns(uptime_s=uptime, msg=pl.col("msg").str.slice(off))
+
+
+_BRACKETS = [
+    "[ 3964.764713] NVRM: Xid (PCI:0000:18:00): 79",
+    "[3964.764713] x",
+    "[    0.000000]",
+    "[ 12.5]x",
+    "[ 12.5]  two spaces",
+    "[ 12.5]\ttab",
+    "[ 12.5]\u00e9t\u00e9",
+    "[\t12.5] tab inside",
+    "[\u3000 12.5] ideographic space",
+    "[ \u0661\u0662.\u0663] arabic digits",
+    "[\u0661.\u0662]x",
+    "[ 12.] no fraction digits",
+    "[ 1e5.5] letters",
+    "[UFW BLOCK] IN=eth0 OUT=",
+    "[ 12.5 ] space before",
+    "[ 12.5]] twice",
+    "[ 12.5] [ 13.5] two stamps",
+    "[",
+    "]",
+    "",
+    "no bracket",
+    " [ 1.5] leading space",
+    "[ 99999999999999999999.5] big",
+    "[ 1.5]\u00a0nbsp",
+    "[ 1.5]\n newline",
+]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_embedded_printk_equals_reference(seed: int) -> None:
+    rng = random.Random(seed)
+    n = rng.choice([1001, 1500, 3000])
+    plain = ["plain message", None, "x"]
+    msgs = [rng.choice(_BRACKETS) if rng.random() < 0.6 else rng.choice(plain) for _ in range(n)]
+    if seed % 3 == 0:
+        msgs = [m if m is None or m.isascii() else "[ 1.0] ascii" for m in msgs]
+    styles = [rng.choice(["syslog", "syslog", "dmesg_raw", "journal_iso", None]) for _ in range(n)]
+    ups = [rng.choice([None, None, 5.0]) for _ in range(n)]
+    out = pl.DataFrame(
+        [
+            pl.Series("line", range(n), dtype=pl.Int64),
+            pl.Series("style", styles, dtype=pl.String),
+            pl.Series("uptime_s", ups, dtype=pl.Float64),
+            pl.Series("msg", msgs, dtype=pl.String),
+            pl.Series("host", ["h"] * n, dtype=pl.String),
+        ]
+    )
+    got = kernel_log._embedded_printk(out)
+    ref = _ref_embedded_printk(out)
+    assert got.equals(ref), seed
+    assert got.schema == ref.schema
+
+
+def test_embedded_printk_on_fixtures_and_real_logs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every kernel-log fixture and real log (repeated past SMALL_ROWS so the polars branch runs): the
+    frames `stamp` hands `_embedded_printk` give the same rows by both."""
+    from pathlib import Path
+
+    from parsers.base import lines_from_bytes
+
+    seen: list[pl.DataFrame] = []
+    real = kernel_log._embedded_printk
+
+    def grab(out: pl.DataFrame) -> pl.DataFrame:
+        seen.append(out)
+        return real(out)
+
+    monkeypatch.setattr(kernel_log, "_embedded_printk", grab)
+    root = Path(__file__).resolve().parents[1] / "fixtures" / "kernel-log"
+    paths = sorted(p for p in root.iterdir() if not p.name.endswith(".jsonl"))
+    real_logs = Path("/work/shared/real-logs")
+    paths += sorted(p for p in real_logs.rglob("*") if p.is_file() and p.stat().st_size < 5_000_000)
+    ctx = FileContext(path="n/kern.log", node="n", year_hint=2026)
+    for p in paths:
+        data = p.read_bytes()
+        lines = lines_from_bytes(data * max(1, 1200 // max(1, data.count(b"\n"))))
+        if len(lines) <= 1000:
+            continue
+        try:
+            kernel_log.stamp(kernel_log.numbered(lines, ctx), ctx)
+        except Exception:  # noqa: BLE001 - (not every real log is a kernel log)
+            continue
+    assert seen
+    for out in seen:
+        assert real(out).equals(_ref_embedded_printk(out))
