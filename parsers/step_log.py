@@ -1314,20 +1314,56 @@ def _megatron_fast(text: pl.Series) -> tuple[pl.Series, dict[str, pl.Series]] | 
     mapping = _megatron_name_keys(sorted(set(names)))
     fields = text.str.splitn("|", len(names) + 2).struct.unnest()
     every = bool(ok.all())
+    ats = {k: next((i for i, nm in enumerate(names) if k in mapping[nm]), None) for k in g.MEGATRON_KEYS}
+    vals = _megatron_fast_values(fields, ok, {k: (at, names[at]) for k, at in ats.items() if at is not None})
     cols = {}
     for k in g.MEGATRON_KEYS:
-        at = next((i for i, nm in enumerate(names) if k in mapping[nm]), None)
+        at = ats[k]
         if at is None:
             cols[f"_k_{k}"] = _nulls(f"_k_{k}", text.len(), pl.Float64)
         else:
-            val = fields.get_column(f"field_{at + 1}").str.splitn(":", 2).struct.field("field_1")
-            val = val.str.strip_chars(" ").cast(pl.Float64, strict=False)
+            val = vals.get_column(k)
             if every:  # (every line laid out as the first: no value to blank; one chunk, as the select gives)
                 cols[f"_k_{k}"] = val.rechunk().alias(f"_k_{k}")
             else:
                 kept = pl.select(pl.when(pl.lit(ok)).then(pl.lit(val))).to_series()
                 cols[f"_k_{k}"] = kept.alias(f"_k_{k}")
     return ok, cols
+
+
+def _megatron_fast_values(
+    fields: pl.DataFrame, ok: pl.Series, at: dict[str, tuple[int, str]]
+) -> pl.DataFrame:
+    """For each key k of `at` (the index and name of its field), the Float64 value of field `at[k]` of the
+    lines `fields` (`field_1`... the fields of `_megatron_fast`): the text after its first `:`, blanks
+    stripped, on the lines `ok` (others: anything), one column per key.
+
+    A field of a line `ok` is ` *name: *NUM *`, its name without `:`: where it opens with one blank and its
+    name, the text after its first `:` is the rest (a prefix stripped, no split); a field that does not
+    keeps its name and `:`, which no number holds, so it casts to null, and then the column is read by the
+    split (`_meg_field_value`), the general way.
+    """
+    if not at:
+        return pl.DataFrame()
+    got = fields.select(
+        **{
+            k: pl.col(f"field_{i + 1}").str.strip_prefix(f" {name}:").str.strip_chars(" ")
+            .cast(pl.Float64, strict=False)
+            for k, (i, name) in at.items()
+        }
+    )
+    bad = got.select(pl.all().is_null() & pl.lit(ok)).select(pl.all().any()).row(0, named=True)
+    redo = [k for k, b in bad.items() if b]
+    if redo:
+        split = fields.select(**{k: _meg_field_value(pl.col(f"field_{at[k][0] + 1}")) for k in redo})
+        got = got.with_columns(split)
+    return got
+
+
+def _meg_field_value(field: pl.Expr) -> pl.Expr:
+    """A `_megatron_fast` field's value: the text after its first `:`, blanks stripped, as Float64."""
+    val = field.str.splitn(":", 2).struct.field("field_1")
+    return val.str.strip_chars(" ").cast(pl.Float64, strict=False)
 
 
 def _megatron_values(text: pl.Series) -> pl.DataFrame:
