@@ -10,6 +10,9 @@ follow-ups are merged the same way; `mce: [Hardware Error]:` dumps become one `m
 
 from __future__ import annotations
 
+import functools
+from typing import NamedTuple
+
 import polars as pl
 
 from parsers._common import normalize_bus_id
@@ -182,58 +185,15 @@ def _aer_blocks(m: pl.DataFrame, ctx: FileContext, apei: pl.DataFrame) -> tuple[
     none = pl.Series("line", [], dtype=pl.Int64)
     if cand.height == 0:
         return _no_aer(m, ctx), cand.select("line"), none
+    x = _aer_exprs()
     cand = cand.with_columns(a=pl.col("msg").str.extract_groups(AER_LINE_RE)).unnest("a")
-    cls = pl.lit(None, dtype=pl.String)
-    for name, rx in reversed(AER_CLASSES):
-        cls = pl.when(pl.col("rest").str.contains(rx)).then(pl.lit(name)).otherwise(cls)
-    cand = cand.with_columns(cls=cls).filter(pl.col("cls").is_not_null()).sort("line")
+    cand = cand.with_columns(cls=x.cls).filter(pl.col("cls").is_not_null()).sort("line")
     if cand.height == 0:
         return _no_aer(m, ctx), cand.select("line"), none
     # each class's groups on its own lines (the classes' group names are distinct): one pass for all
-    cand = cand.with_columns(
-        pl.when(pl.col("cls") == name).then(pl.col("rest").str.extract_groups(rx)).alias(f"_{name}")
-        for name, rx in AER_CLASSES
-    ).unnest(*(f"_{name}" for name, _rx in AER_CLASSES))
-    prev_cls = pl.col("cls").shift(1)
-    gap = pl.col("line") - pl.col("line").shift(1)
-    start = (
-        (pl.col("cls") == "header")
-        | ((pl.col("cls") == "buserr") & (prev_cls != "header"))
-        | (gap > 12)
-        | prev_cls.is_null()
-    )
-    cand = cand.with_columns(block=start.fill_null(True).cum_sum())
-
-    def first_of(col: str, cls_name: str | tuple[str, ...]) -> pl.Expr:
-        names = [cls_name] if isinstance(cls_name, str) else list(cls_name)
-        return pl.col(col).filter(pl.col("cls").is_in(names)).first()
-
-    agg = cand.group_by("block").agg(
-        *_block_head(),
-        port=pl.coalesce(first_of("bdf", "header"), pl.col("bdf").filter(pl.col("driver") == "pcieport").first()),
-        header_src=first_of("hsrc", "header"),
-        hid=pl.coalesce(first_of("hid", "header"), first_of("bid", "buserr")),
-        err_dev=pl.coalesce(first_of("bdf", "buserr"), first_of("bdf", ("device", "bit", "status", "tlp"))),
-        sev_text=pl.coalesce(
-            first_of("bsev", "buserr"),
-            pl.when(first_of("hsev", "header").is_not_null()).then(
-                pl.concat_str([first_of("hsev", "header"), first_of("hsev2", "header")], separator=" ", ignore_nulls=True)
-            ),
-        ),
-        err_type=first_of("btype", "buserr"),
-        agent=pl.coalesce(first_of("agent", "buserr"), first_of("lagent", "layer")),
-        layer=first_of("layer", "layer"),
-        vendor_device=pl.concat_str([first_of("vid", "device"), first_of("did", "device")], separator=":"),
-        status=pl.coalesce(first_of("status", "device"), first_of("sstatus", "status")),
-        mask=pl.coalesce(first_of("mask", "device"), first_of("smask", "status")),
-        bits=pl.col("bit").filter(pl.col("cls") == "bit").str.strip_chars().str.join(","),
-        first_bit=pl.col("bit").filter((pl.col("cls") == "bit") & pl.col("first").is_not_null()).first(),
-        tlp=first_of("tlp", "tlp"),
-        recovery=first_of("recovery", "recovery"),
-        multiple=(pl.col("multi").filter(pl.col("cls") == "header").is_not_null()).any(),
-        n_lines=pl.len(),
-        primary=pl.col("cls").is_in(["header", "buserr"]).any(),
-    ).sort("line")
+    cand = cand.with_columns(x.groups).unnest(*(f"_{name}" for name, _rx in AER_CLASSES))
+    cand = cand.with_columns(block=x.start)
+    agg = cand.group_by("block").agg(x.agg).sort("line")
     agg = agg.with_columns(firmware_first=pl.lit(None, dtype=pl.Boolean))
     merged = none
     pcie_apei = apei.filter(pl.col("section").str.to_lowercase().str.contains("pcie")) if apei.height else apei
@@ -268,6 +228,77 @@ def _aer_blocks(m: pl.DataFrame, ctx: FileContext, apei: pl.DataFrame) -> tuple[
         )
         merged = follow.get_column("a_line").drop_nulls()
         agg = pl.concat([agg.filter(pl.col("primary")), follow.select(agg.columns)]).sort("line")
+    agg = agg.with_columns(_code=x.code, _dev=x.device)
+    detail = x.detail
+    severity = x.severity
+    events = _py_aer_events(agg, m, ctx, severity, detail) if PY_AER_EVENTS else None
+    if events is None:
+        events = _events(agg, ctx, "pcie_aer", pl.col("_code"), severity, pl.col("_dev"), detail)
+    return events, cand.select("line"), merged
+
+
+class _AerExprs(NamedTuple):
+    """The expressions `_aer_blocks` evaluates, built once: building them took ~1 ms a call."""
+
+    cls: pl.Expr
+    groups: list[pl.Expr]
+    start: pl.Expr
+    agg: list[pl.Expr]
+    code: pl.Expr
+    device: pl.Expr
+    detail: dict[str, pl.Expr]
+    severity: pl.Expr
+
+
+@functools.cache
+def _aer_exprs() -> _AerExprs:
+    """`_AerExprs` (what `_aer_blocks` built on each call before round 10, unchanged)."""
+    cls = pl.lit(None, dtype=pl.String)
+    for name, rx in reversed(AER_CLASSES):
+        cls = pl.when(pl.col("rest").str.contains(rx)).then(pl.lit(name)).otherwise(cls)
+    groups = [
+        pl.when(pl.col("cls") == name).then(pl.col("rest").str.extract_groups(rx)).alias(f"_{name}")
+        for name, rx in AER_CLASSES
+    ]
+    prev_cls = pl.col("cls").shift(1)
+    gap = pl.col("line") - pl.col("line").shift(1)
+    start = (
+        (pl.col("cls") == "header")
+        | ((pl.col("cls") == "buserr") & (prev_cls != "header"))
+        | (gap > 12)
+        | prev_cls.is_null()
+    )
+
+    def first_of(col: str, cls_name: str | tuple[str, ...]) -> pl.Expr:
+        names = [cls_name] if isinstance(cls_name, str) else list(cls_name)
+        return pl.col(col).filter(pl.col("cls").is_in(names)).first()
+
+    named = dict(  # noqa: C408 - (as the keywords of `agg` they were)
+        port=pl.coalesce(first_of("bdf", "header"), pl.col("bdf").filter(pl.col("driver") == "pcieport").first()),
+        header_src=first_of("hsrc", "header"),
+        hid=pl.coalesce(first_of("hid", "header"), first_of("bid", "buserr")),
+        err_dev=pl.coalesce(first_of("bdf", "buserr"), first_of("bdf", ("device", "bit", "status", "tlp"))),
+        sev_text=pl.coalesce(
+            first_of("bsev", "buserr"),
+            pl.when(first_of("hsev", "header").is_not_null()).then(
+                pl.concat_str([first_of("hsev", "header"), first_of("hsev2", "header")], separator=" ", ignore_nulls=True)
+            ),
+        ),
+        err_type=first_of("btype", "buserr"),
+        agent=pl.coalesce(first_of("agent", "buserr"), first_of("lagent", "layer")),
+        layer=first_of("layer", "layer"),
+        vendor_device=pl.concat_str([first_of("vid", "device"), first_of("did", "device")], separator=":"),
+        status=pl.coalesce(first_of("status", "device"), first_of("sstatus", "status")),
+        mask=pl.coalesce(first_of("mask", "device"), first_of("smask", "status")),
+        bits=pl.col("bit").filter(pl.col("cls") == "bit").str.strip_chars().str.join(","),
+        first_bit=pl.col("bit").filter((pl.col("cls") == "bit") & pl.col("first").is_not_null()).first(),
+        tlp=first_of("tlp", "tlp"),
+        recovery=first_of("recovery", "recovery"),
+        multiple=(pl.col("multi").filter(pl.col("cls") == "header").is_not_null()).any(),
+        n_lines=pl.len(),
+        primary=pl.col("cls").is_in(["header", "buserr"]).any(),
+    )
+    agg = [*_block_head(), *(e.alias(k) for k, e in named.items())]
     # ≲4.18 'id=00e0' = bus << 8 | devfn, in the reporting port's domain
     devfn = pl.col("hid").str.slice(2, 2).str.to_integer(base=16, strict=False)
     # (concat_str, not pl.format, which panics in polars 2.1 on some inputs: see `_kernel_events._inventory`)
@@ -295,7 +326,6 @@ def _aer_blocks(m: pl.DataFrame, ctx: FileContext, apei: pl.DataFrame) -> tuple[
         .then(pl.lit("corrected"))
         .otherwise(pl.lit("unknown"))
     )
-    agg = agg.with_columns(_code=code, _dev=device)
     detail = {
         "reporting_port": _REPORTING_PORT,
         "severity_text": pl.col("sev_text"),
@@ -314,10 +344,7 @@ def _aer_blocks(m: pl.DataFrame, ctx: FileContext, apei: pl.DataFrame) -> tuple[
         "lines": pl.col("n_lines"),
     }
     severity = pl.col("_code").replace_strict(AER_SEVERITY, default="medium", return_dtype=pl.String)
-    events = _py_aer_events(agg, m, ctx, severity, detail) if PY_AER_EVENTS else None
-    if events is None:
-        events = _events(agg, ctx, "pcie_aer", pl.col("_code"), severity, pl.col("_dev"), detail)
-    return events, cand.select("line"), merged
+    return _AerExprs(cls, groups, start.fill_null(True).cum_sum(), agg, code, device, detail, severity)
 
 
 _REPORTING_PORT = normalize_bus_id(pl.col("port"))

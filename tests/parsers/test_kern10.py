@@ -222,3 +222,65 @@ def test_embedded_printk_on_fixtures_and_real_logs(monkeypatch: pytest.MonkeyPat
     assert seen
     for out in seen:
         assert real(out).equals(_ref_embedded_printk(out))
+
+
+# ----------------------------------------------------------------------------- _aer_blocks
+
+
+def _aer_inputs() -> list[tuple[pl.DataFrame, FileContext, pl.DataFrame]]:
+    """The (candidates, ctx, APEI blocks) `extract` hands `_aer_blocks` on the AER fixtures, as they are and
+    with their lines shuffled, dropped, repeated and spread apart (seeded)."""
+    from pathlib import Path
+
+    from parsers import _kernel_events as kev
+    from parsers.base import lines_from_bytes
+
+    root = Path(__file__).resolve().parents[1] / "fixtures" / "kernel-log"
+    paths = sorted(p for p in root.iterdir() if not p.name.endswith(".jsonl") and "aer" in p.name)
+    texts = [p.read_text() for p in paths]
+    rng = random.Random(10)
+    variants = []
+    for text in texts:
+        lines = text.splitlines()
+        variants.append(lines)
+        for _ in range(12):
+            v = [ln for ln in lines if rng.random() < 0.85]
+            v = [ln for ln in v for _ in range(rng.choice([1, 1, 1, 2]))]
+            if rng.random() < 0.5:
+                k = rng.randrange(len(v) + 1)
+                v = v[:k] + ["filler line"] * rng.choice([5, 10, 11, 12, 41]) + v[k:]
+            if rng.random() < 0.3:
+                rng.shuffle(v)
+            variants.append(v)
+    got: list[tuple[pl.DataFrame, FileContext, pl.DataFrame]] = []
+    real = kev._aer_blocks
+
+    def grab(m: pl.DataFrame, ctx: FileContext, apei: pl.DataFrame):  # noqa: ANN202
+        got.append((m, ctx, apei))
+        return real(m, ctx, apei)
+
+    ctx = FileContext(path="n/kern.log", node="n", year_hint=2026)
+    kev._aer_blocks = grab
+    try:
+        for v in variants:
+            kernel_log.parse(lines_from_bytes(("\n".join(v) + "\n").encode()), ctx)
+    finally:
+        kev._aer_blocks = real
+    return got
+
+
+def test_aer_blocks_equal_reference() -> None:
+    from parsers import _kernel_blocks as kb
+    from tests.parsers._kern10_ref import ref_aer_blocks
+
+    inputs = _aer_inputs()
+    assert len(inputs) > 20
+    for m, ctx, apei in inputs:
+        for py in (True, False):
+            kb.PY_AER_EVENTS = py
+            try:
+                got = kb._aer_blocks(m, ctx, apei)
+            finally:
+                kb.PY_AER_EVENTS = True
+            ref = ref_aer_blocks(m, ctx, apei, py)
+            assert got[0].equals(ref[0]) and got[1].equals(ref[1]) and got[2].equals(ref[2])
