@@ -1154,7 +1154,10 @@ _INV_SCHEMA = columns(
 def _k8b_boot(m: pl.DataFrame | pl.LazyFrame, ctx: FileContext) -> pl.DataFrame | pl.LazyFrame:
     """Inventory rows of each node's boot time from lines carrying both a wall clock and the printk
     monotonic time (K8b): the median of wall clock - uptime over the last boot's lines."""
-    both = m.filter(pl.col("ts").is_not_null() & pl.col("uptime_s").is_not_null() & (pl.col("boot_seg") == 0))
+    # (the columns read first: the text and message of a long file's lines are not copied)
+    both = m.select("line", "ts", "ts_quality", "uptime_s", "host", "boot_seg").filter(
+        pl.col("ts").is_not_null() & pl.col("uptime_s").is_not_null() & (pl.col("boot_seg") == 0)
+    )
     boot = both.with_columns(
         node=_node(ctx),
         boot=pl.col("ts") - pl.duration(microseconds=(pl.col("uptime_s") * 1e6).cast(pl.Int64, strict=False)),

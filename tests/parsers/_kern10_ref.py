@@ -1,6 +1,9 @@
 # ruff: noqa: E501 - (verbatim)
-"""`parsers._kernel_blocks._aer_blocks` before round 10, verbatim (it built its expressions on each call;
-`_aer_exprs` now builds them once): the reference `test_kern10` compares the new one with."""
+"""Functions before round 10, verbatim: the references `test_kern10` compares the new ones with.
+
+`parsers._kernel_blocks._aer_blocks` (it built its expressions on each call; `_aer_exprs` now builds them
+once), `parsers.kernel_log._boot_segments_by_host` (`Linux version ` by a slice, now `starts_with`),
+`parsers._kernel_events._k8b_boot` (filtered every column, now the few it reads)."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from parsers._kernel_blocks import (
     _dev_hex,
     _events,
     _no_aer,
+    _node,
     _py_aer_events,
 )
 from parsers.base import FileContext
@@ -171,3 +175,47 @@ def ref_aer_blocks(
     if events is None:
         events = _events(agg, ctx, "pcie_aer", pl.col("_code"), severity, pl.col("_dev"), detail)
     return events, cand.select("line"), merged
+
+
+def ref_boot_segments_by_host(out: pl.DataFrame) -> pl.Series:
+    """`_boot_segments().over("host")` on the lines that carry a monotonic time, null on the others.
+
+    Only those lines' segment is ever read (events and boot-time rows of monotonic lines), and the others
+    cannot start a boot except at 'Linux version', so the window runs on the monotonic and 'Linux
+    version' lines only (in a day of multi-host syslog, a fraction of the lines). A 'Linux version'
+    line starts a boot unless it is its host's first line in the file, as in `_boot_segments`.
+    """
+    linux = out.select(pl.col("msg").str.slice(0, 14) == "Linux version ").to_series()  # (= starts_with, cheaper)
+    # (no such line: the host's first occurrence is not needed, and a false `_lv` acts as its nulls did)
+    lv = pl.lit(linux) & ~pl.col("host").is_first_distinct() if linux.any() else pl.lit(False)
+    sub = (
+        out.select("uptime_s", "host", _i=pl.int_range(pl.len(), dtype=pl.UInt32), _lv=lv)
+        .filter(pl.col("uptime_s").is_not_null() | pl.col("_lv"))
+    )
+    up = pl.col("uptime_s")
+    prev = up.forward_fill().shift(1)
+    reset = (up.is_not_null() & prev.is_not_null() & (up < prev - 5.0)) | pl.col("_lv")
+    k = reset.fill_null(False).cast(pl.Int32).cum_sum()
+    seg = sub.select(((k.max() - k).cast(pl.Int32)).over("host")).to_series()
+    return pl.repeat(None, out.height, dtype=pl.Int32, eager=True).alias("boot_seg").scatter(sub.get_column("_i"), seg)
+
+
+def ref_k8b_boot(m: pl.DataFrame | pl.LazyFrame, ctx: FileContext) -> pl.DataFrame | pl.LazyFrame:
+    """Inventory rows of each node's boot time from lines carrying both a wall clock and the printk
+    monotonic time (K8b): the median of wall clock - uptime over the last boot's lines."""
+    both = m.filter(pl.col("ts").is_not_null() & pl.col("uptime_s").is_not_null() & (pl.col("boot_seg") == 0))
+    boot = both.with_columns(
+        node=_node(ctx),
+        boot=pl.col("ts") - pl.duration(microseconds=(pl.col("uptime_s") * 1e6).cast(pl.Int64, strict=False)),
+    ).group_by("node").agg(pl.col("line").first(), pl.col("boot").median(), q=pl.col("ts_quality").first())
+    return boot.select(
+        "node",
+        component=pl.lit("node"),
+        gpu_bus_id=pl.lit(None, dtype=pl.String),
+        device=pl.lit(None, dtype=pl.String),
+        attribute=pl.lit("boot_time"),
+        value=pl.col("boot").dt.to_string("%Y-%m-%dT%H:%M:%S%.6f+00:00"),
+        source=pl.lit("kernel"),
+        file=pl.lit(ctx.path),
+        line="line",
+    )

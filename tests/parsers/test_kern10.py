@@ -24,13 +24,15 @@ _HMS = ["00:00:00", "12:34:56", "23:59:59", "24:00:00", "12:00:60", "1:2:3", "99
 _STYLES = ["syslog", "syslog", "syslog", "dmesg_reltime", "dmesg_raw", None]
 
 
-def _frame(rng: random.Random, n_runs: int, odd: float, ascii_only: bool) -> pl.DataFrame:
+def _frame(
+    rng: random.Random, n_runs: int, odd: float, ascii_only: bool, styles: list[str | None]
+) -> pl.DataFrame:
     """Rows in runs of 1-11 alike; `odd`: the share of runs whose time of day is not a plain one."""
     names = [m for m in _MONTHS if m is None or m.isascii()] if ascii_only else _MONTHS
     rows = []
     month = rng.randrange(12)
     for _ in range(n_runs):
-        style = rng.choice(_STYLES)
+        style = rng.choice(styles)
         if rng.random() < 0.7:
             mon = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"][month]
             if rng.random() < 0.05:
@@ -70,7 +72,8 @@ _CTXS = [
 def test_syslog_times_by_run_equals_rows(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(seed)
     odd = [0.0, 0.0, 0.002, 0.2][seed % 4]
-    out = _frame(rng, rng.choice([300, 1200, 1600, 2500]), odd, seed % 3 != 2)
+    styles = _STYLES if seed % 6 != 1 else ["syslog", "syslog", "dmesg_reltime"]  # (all syslog: no when)
+    out = _frame(rng, rng.choice([300, 1200, 1600, 2500]), odd, seed % 3 != 2, styles)
     if seed % 5 == 0:  # (every row a known month: the calendar path)
         known = pl.col("mon_raw").fill_null("Jan").replace({"Foo": "Feb", "Mär": "Mar"})
         out = out.with_columns(mon_raw=known)
@@ -284,3 +287,63 @@ def test_aer_blocks_equal_reference() -> None:
                 kb.PY_AER_EVENTS = True
             ref = ref_aer_blocks(m, ctx, apei, py)
             assert got[0].equals(ref[0]) and got[1].equals(ref[1]) and got[2].equals(ref[2])
+
+
+# ----------------------------------------------------------------------------- boot segments, K8b boot time
+
+_BOOT_MSGS = [
+    "Linux version 6.8.0-45-generic (buildd@lcy02) #45-Ubuntu SMP",
+    "Linux version ",
+    "Linux versio",
+    " Linux version 6.8",
+    "linux version 6.8",
+    "Linux version\u00e9 6.8",
+    "L\u00efnux version 6.8",
+    "ordinary message",
+    "",
+    None,
+]
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_boot_segments_and_k8b_equal_reference(seed: int) -> None:
+    from parsers import _kernel_events as kev
+    from tests.parsers._kern10_ref import ref_boot_segments_by_host, ref_k8b_boot
+
+    rng = random.Random(seed)
+    n = rng.choice([50, 1200, 3000])
+    hosts = [rng.choice(["a", "b", "c", None]) for _ in range(n)]
+    ups: list[float | None] = []
+    clock = dict.fromkeys(("a", "b", "c", None), 0.0)
+    for h in hosts:
+        r = rng.random()
+        if r < 0.3:
+            ups.append(None)
+            continue
+        clock[h] = rng.uniform(0, 3) if r > 0.97 else clock[h] + rng.uniform(0, 2)  # (a reboot now and then)
+        ups.append(clock[h])
+    p_linux = [0.0, 0.01, 0.2][seed % 3]
+    msgs = [rng.choice(_BOOT_MSGS) if rng.random() < p_linux else "msg" for _ in range(n)]
+    t0 = datetime(2026, 1, 1, tzinfo=UTC).timestamp() * 1e6
+    ts = [None if rng.random() < 0.2 else t0 + i * 1e6 for i in range(n)]
+    out = pl.DataFrame(
+        [
+            pl.Series("line", range(1, n + 1), dtype=pl.Int64),
+            pl.Series("text", ["t"] * n, dtype=pl.String),
+            pl.Series("ts", ts, dtype=pl.Float64).cast(pl.Int64).cast(UTC_US),
+            pl.Series("ts_quality", ["exact"] * n, dtype=pl.String),
+            pl.Series("uptime_s", ups, dtype=pl.Float64),
+            pl.Series("host", hosts, dtype=pl.String),
+            pl.Series("msg", msgs, dtype=pl.String),
+        ]
+    )
+    got = kernel_log._boot_segments_by_host(out)
+    assert got.equals(ref_boot_segments_by_host(out))
+    m = out.with_columns(boot_seg=got)
+    ctx = FileContext(path="n/kern.log", node="n")
+    for frame in (m, m.lazy()):
+        new = kev._k8b_boot(frame, ctx)
+        ref = ref_k8b_boot(frame, ctx)
+        if isinstance(new, pl.LazyFrame):
+            new, ref = new.collect(), ref.collect()  # type: ignore[union-attr]
+        assert new.sort("line").equals(ref.sort("line"))
