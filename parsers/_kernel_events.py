@@ -502,8 +502,11 @@ def _found_by_polars(cand: pl.DataFrame) -> set[str]:
     return set(got.to_list()) - {None}
 
 
-def extract(stamped: pl.DataFrame, ctx: FileContext) -> dict[str, pl.DataFrame]:
-    """Return the `events` and `inventory` tables of one kernel-log file."""
+def extract(
+    stamped: pl.DataFrame, ctx: FileContext, literal_rows: pl.Series | None = None
+) -> dict[str, pl.DataFrame]:
+    """Return the `events` and `inventory` tables of one kernel-log file. `literal_rows`: which messages hold
+    one of the literals (`_ALL_LITERALS_RX`), when the caller found them (`kernel_log.stamp`)."""
     cols = ["line", "text", "ts", "ts_quality", "uptime_s", "host", "msg", "style", "seq", "boot_seg", "crash_record"]
     m = pl.DataFrame([stamped.get_column(c) for c in cols])
     # NOTE: one literal pass keeps the candidate lines; every grammar below runs on those only, and lines
@@ -512,7 +515,8 @@ def extract(stamped: pl.DataFrame, ctx: FileContext) -> dict[str, pl.DataFrame]:
         rows = _literal_rows(m.get_column("msg").to_list())
         cand = m if len(rows) == m.height else m[rows] if rows else m.clear()
     else:
-        cand = m.filter(pl.col("msg").str.contains(_ALL_LITERALS_RX))
+        has_literal = pl.col("msg").str.contains(_ALL_LITERALS_RX) if literal_rows is None else literal_rows
+        cand = m.filter(has_literal)
         cand = _without_bracket_noise(cand)
     # /dev/kmsg may repeat a record (same seq, time and text): keep the first
     if cand.height and cand.get_column("seq").null_count() < cand.height:

@@ -459,9 +459,10 @@ def _parse(lines: pl.Series, ctx: FileContext, plan: _Plan | None = None) -> Par
         return _parse_proc_stat(frame, ctx)
     if _is_timedatectl(frame):
         return _parse_timedatectl(frame, ctx)
-    stamped, notes = stamp(frame, ctx, plan)
+    found: list[pl.Series] = []
+    stamped, notes = _stamp(frame, ctx, plan, literal_rows=found)
     parsed, unrecognized, examples = _account(stamped)
-    tables = kev.extract(stamped, ctx)
+    tables = kev.extract(stamped, ctx, found[0] if found else None)
     hosts = _distinct_hosts(stamped)
     truncated = _truncated(frame)
     return ParseResult(
@@ -1708,6 +1709,20 @@ def stamp(
     `bounds`: where each file's rows start (and the last ends) when `frame` holds several files: syslog years,
     inherited clocks and boot segments are each file's own, and each file's notes go to `file_notes[k]`.
     """
+    return _stamp(frame, ctx, plan, bounds, file_notes)
+
+
+def _stamp(
+    frame: pl.DataFrame,
+    ctx: FileContext,
+    plan: _Plan | None = None,
+    bounds: list[int] | None = None,
+    file_notes: list[list[str]] | None = None,
+    literal_rows: list[pl.Series] | None = None,
+) -> tuple[pl.DataFrame, list[str]]:
+    """`stamp`. `literal_rows`: where a long file's boot segments look for 'Linux version' lines, they look
+    among the lines `_kernel_events.extract` keeps (`literal_mask`), and that mask is appended to
+    `literal_rows` for `extract` to take (one pass over the messages less: `_parse`)."""
     notes: list[str] = []
     texts = frame.get_column("text")
     if plan is None:
@@ -1861,11 +1876,38 @@ def stamp(
         out = out.hstack([_group_boot_segments(out, bounds)])
     elif out.get_column("uptime_s").null_count() == out.height:
         out = out.hstack([_constant("boot_seg", 0, out.height, pl.Int32)])
-    elif len(hosts) + int(out.get_column("host").null_count() > 0) <= 1:
-        out = out.hstack([_py_boot_segments(out)]) if out.height <= kev.SMALL_ROWS else out.with_columns(boot_seg=_boot_segments())
+    elif out.height <= kev.SMALL_ROWS:
+        one = len(hosts) + int(out.get_column("host").null_count() > 0) <= 1
+        seg = _py_boot_segments(out) if one else _py_boot_segments_by_host(out).alias("boot_seg")
+        out = out.hstack([seg])
     else:
-        out = out.with_columns(boot_seg=_py_boot_segments_by_host(out) if out.height <= kev.SMALL_ROWS else _boot_segments_by_host(out))
+        linux = _linux_version_lines(out, literal_rows)
+        if len(hosts) + int(out.get_column("host").null_count() > 0) <= 1:
+            out = out.with_columns(boot_seg=_boot_segments(linux))
+        else:
+            marked = out if linux is None else out.hstack([linux.alias("_linux")])
+            out = out.with_columns(boot_seg=_boot_segments_by_host(marked))
     return out, notes
+
+
+def literal_mask(msg: pl.Series) -> pl.Series:
+    """Which messages hold one of the event and inventory literals: the rows `_kernel_events.extract` keeps
+    first (`_kernel_events._ALL_LITERALS_RX`)."""
+    return msg.str.contains(kev._ALL_LITERALS_RX)
+
+
+def _linux_version_lines(out: pl.DataFrame, literal_rows: list[pl.Series] | None) -> pl.Series | None:
+    """Whether each message starts with 'Linux version ' (False where it is null, which the boot segments
+    read as False). With `literal_rows`, found among the messages holding a literal ('Linux version' is
+    one: `literal_mask`), whose mask is appended there."""
+    msg = out.get_column("msg")
+    if literal_rows is None:
+        return msg.str.starts_with("Linux version ").fill_null(False)
+    lit = literal_mask(msg)
+    literal_rows.append(lit)
+    at = lit.fill_null(False).arg_true()
+    found = msg.gather(at).str.starts_with("Linux version ")
+    return pl.repeat(False, out.height, eager=True).scatter(at, found)
 
 
 _EMB_RX = r"^\[\s*(\d+\.\d+)\]\s?"
@@ -2094,16 +2136,17 @@ def _boot_segment_list(ups: list[float | None], msgs: list[str | None]) -> list[
     return [k - x for x in ks]
 
 
-def _boot_segments() -> pl.Expr:
+def _boot_segments(linux: pl.Series | None = None) -> pl.Expr:
     """Boot segment of each line of one host: 0 for the last boot in the file, 1 for the one before, ...
 
     A new boot starts where the monotonic clock falls back by more than 5 s, or at 'Linux version'.
+    `linux`: which messages start with 'Linux version ', when the caller knows (`_linux_version_lines`).
     """
     up = pl.col("uptime_s")
     prev = up.forward_fill().shift(1)
-    reset = (up.is_not_null() & prev.is_not_null() & (up < prev - 5.0)) | (
-        (pl.col("msg").str.slice(0, 14) == "Linux version ") & (pl.int_range(pl.len()) > 0)
-    )
+    is_linux = pl.col("msg").str.slice(0, 14) == "Linux version " if linux is None else pl.lit(linux)
+    fell = up.is_not_null() & prev.is_not_null() & (up < prev - 5.0)
+    reset = fell | (is_linux & (pl.int_range(pl.len()) > 0))
     k = reset.fill_null(False).cast(pl.Int32).cum_sum()
     return (k.max() - k).cast(pl.Int32)
 
@@ -2144,9 +2187,13 @@ def _boot_segments_by_host(out: pl.DataFrame) -> pl.Series:
     Only those lines' segment is ever read (events and boot-time rows of monotonic lines), and the others
     cannot start a boot except at 'Linux version', so the window runs on the monotonic and 'Linux
     version' lines only (in a day of multi-host syslog, a fraction of the lines). A 'Linux version'
-    line starts a boot unless it is its host's first line in the file, as in `_boot_segments`.
+    line starts a boot unless it is its host's first line in the file, as in `_boot_segments`. A column
+    _linux: which messages start with 'Linux version ', when the caller knows (`_linux_version_lines`).
     """
-    linux = out.get_column("msg").str.starts_with("Linux version ")
+    if "_linux" in out.columns:
+        linux = out.get_column("_linux")
+    else:
+        linux = out.get_column("msg").str.starts_with("Linux version ")
     # (no such line: the host's first occurrence is not needed, and a false `_lv` acts as its nulls did)
     lv = pl.lit(linux) & ~pl.col("host").is_first_distinct() if linux.any() else pl.lit(False)
     sub = (

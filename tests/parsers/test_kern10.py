@@ -347,3 +347,104 @@ def test_boot_segments_and_k8b_equal_reference(seed: int) -> None:
         if isinstance(new, pl.LazyFrame):
             new, ref = new.collect(), ref.collect()  # type: ignore[union-attr]
         assert new.sort("line").equals(ref.sort("line"))
+
+
+# ----------------------------------------------------------------------------- the literal mask shared
+
+
+def _assert_same_result(a, b) -> None:  # noqa: ANN001
+    assert set(a.tables) == set(b.tables)
+    for t in a.tables:
+        assert a.tables[t].equals(b.tables[t]), t
+    assert (a.parsed, a.unrecognized, a.unrecognized_examples, a.notes, a.partial, a.node) == (
+        b.parsed,
+        b.unrecognized,
+        b.unrecognized_examples,
+        b.notes,
+        b.partial,
+        b.node,
+    )
+
+
+def _reference_parse(monkeypatch: pytest.MonkeyPatch, lines: pl.Series, ctx: FileContext):  # noqa: ANN202
+    """`kernel_log.parse` as before round 10's shared mask: stamp's boot segments read every message (the
+    single-host expression as it was), `extract` runs its own literal pass."""
+    from parsers import _kernel_events as kev
+    from tests.parsers._kern10_ref import ref_boot_segments_by_host
+
+    with monkeypatch.context() as mp:
+        mp.setattr(kernel_log, "_linux_version_lines", lambda out, rows: None)
+        mp.setattr(kernel_log, "_boot_segments_by_host", ref_boot_segments_by_host)
+        real_extract = kev.extract
+        mp.setattr(kev, "extract", lambda stamped, ctx, rows=None: real_extract(stamped, ctx))
+        return kernel_log.parse(lines, ctx)
+
+
+def _with_boots(lines: list[str], rng: random.Random, share: float) -> list[str]:
+    """`lines` with 'Linux version' lines put after some kernel lines (same prefix, printk time 0 or none)."""
+    out: list[str] = []
+    for ln in lines:
+        out.append(ln)
+        if rng.random() >= share:
+            continue
+        text = rng.choice(["Linux version 6.8.0-45-generic #45 SMP", "Linux version", "Linux versio x"])
+        if " kernel: " in ln:
+            head = ln[: ln.index(" kernel: ") + 9]
+            rest = ln[len(head) :]
+            # (the line's own printk time: no fall back of the clock, the 'Linux version' alone starts a boot)
+            same = rest[: rest.index("] ") + 2] if rest.startswith("[") and "] " in rest else ""
+            out.append(head + rng.choice(["[    0.000000] ", "", same]) + text)
+        elif ln.startswith("[") and "] " in ln:
+            out.append(rng.choice(["[    0.000000] ", ln[: ln.index("] ") + 2]]) + text)
+    return out
+
+
+@pytest.mark.parametrize("style", ["syslog", "dmesg_raw", "journal_iso", "dmesg_ctime"])
+@pytest.mark.parametrize("share", [0.0, 0.002, 0.02])
+def test_shared_literal_mask_equals_reference(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path,  # noqa: ANN001
+    style: str,
+    share: float,
+) -> None:
+    import importlib.util
+    from pathlib import Path
+
+    from parsers.base import lines_from_bytes
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("big_kernel", root / "bench" / "big_kernel.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    path = tmp_path / "k.log"
+    mod.write(path, 0.6, 3, style)
+    rng = random.Random(hash((style, share)) & 0xFFFF)
+    texts = _with_boots(path.read_text().splitlines(), rng, share)
+    if style == "dmesg_raw":  # (one host: the single-host expression)
+        texts = [t for t in texts if t.startswith("[")]
+    ctx = FileContext(path="n/k.log", node="n", year_hint=2026)
+    lines = lines_from_bytes(("\n".join(texts) + "\n").encode())
+    _assert_same_result(kernel_log.parse(lines, ctx), _reference_parse(monkeypatch, lines, ctx))
+
+
+def test_shared_literal_mask_on_fixtures_and_real_logs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pathlib import Path
+
+    from parsers.base import lines_from_bytes
+
+    root = Path(__file__).resolve().parents[1] / "fixtures" / "kernel-log"
+    paths = sorted(p for p in root.iterdir() if not p.name.endswith(".jsonl"))
+    real_logs = Path("/work/shared/real-logs")
+    paths += sorted(p for p in real_logs.rglob("*") if p.is_file() and p.stat().st_size < 5_000_000)
+    ctx = FileContext(path="n/kern.log", node="n", year_hint=2026)
+    n = 0
+    for p in paths:
+        data = p.read_bytes()
+        lines = lines_from_bytes(data * max(1, 1200 // max(1, data.count(b"\n"))))
+        try:
+            got = kernel_log.parse(lines, ctx)
+        except Exception:  # noqa: BLE001 - (not every real log is a kernel log)
+            continue
+        _assert_same_result(got, _reference_parse(monkeypatch, lines, ctx))
+        n += 1
+    assert n > 20
