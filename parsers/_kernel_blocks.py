@@ -11,6 +11,7 @@ follow-ups are merged the same way; `mce: [Hardware Error]:` dumps become one `m
 from __future__ import annotations
 
 import functools
+import re
 from typing import NamedTuple
 
 import polars as pl
@@ -181,6 +182,10 @@ def _aer_blocks(m: pl.DataFrame, ctx: FileContext, apei: pl.DataFrame) -> tuple[
     `aer_status`/bit/`aer_layer` lines for the same error: those follow-ups are merged into the APEI
     block (one event, at the APEI block's first line).
     """
+    if PY_AER_BLOCKS and apei.height == 0:
+        got = _py_aer_blocks(m, ctx)
+        if got is not None:
+            return got
     cand = m.filter(pl.col("msg").str.contains_any(list(AER_LITERALS)) & pl.col("msg").str.contains(AER_LINE_RE))
     none = pl.Series("line", [], dtype=pl.Int64)
     if cand.height == 0:
@@ -235,6 +240,134 @@ def _aer_blocks(m: pl.DataFrame, ctx: FileContext, apei: pl.DataFrame) -> tuple[
     if events is None:
         events = _events(agg, ctx, "pcie_aer", pl.col("_code"), severity, pl.col("_dev"), detail)
     return events, cand.select("line"), merged
+
+
+PY_AER_BLOCKS = True
+"""Group a few AER lines into blocks in Python (`_py_aer_blocks`; tests compare both)."""
+_HEX2 = [f"{i:02x}" for i in range(32)]
+"""`_dev_hex`'s values."""
+
+
+def _py_aer_blocks(m: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataFrame, pl.Series] | None:
+    """`_aer_blocks` without APEI blocks, by Python's `re` on candidates whose messages `_py_msgs` reads as
+    polars does (a few, ASCII, no newline); None otherwise. Same classes, block starts, first values per
+    block, device, code, severity and detail as the polars expressions (`_aer_exprs`), the events shaped by
+    `_kernel_events._py_events` as `_py_aer_events` does."""
+    from parsers import _kernel_events as kev
+
+    msgs = kev._py_msgs(m)
+    if msgs is None:
+        return None
+    line_rx = kev._py_rx(AER_LINE_RE)
+    classes = [(name, kev._py_rx(rx)) for name, rx in AER_CLASSES]
+    lines = m.get_column("line").to_list()
+    rows: list[tuple[int, int, str, dict[str, str | None]]] = []  # (line, index in m, class, groups)
+    for i, s in enumerate(msgs):
+        if s is None or not any(lit in s for lit in AER_LITERALS):
+            continue
+        mt = line_rx.search(s)
+        if mt is None:
+            continue
+        rest = mt["rest"]
+        for name, rx in classes:
+            got = rx.search(rest)
+            if got is not None:
+                groups = {"driver": mt["driver"], "bdf": mt["bdf"], **got.groupdict()}
+                rows.append((lines[i], i, name, groups))
+                break
+    none = pl.Series("line", [], dtype=pl.Int64)
+    used = pl.DataFrame([pl.Series("line", sorted(r[0] for r in rows), dtype=m.schema["line"])])
+    if not rows:
+        return _no_aer(m, ctx), used, none
+    rows.sort(key=lambda r: r[0])
+    blocks: list[list[tuple[int, int, str, dict[str, str | None]]]] = []
+    prev: tuple[int, int, str, dict[str, str | None]] | None = None
+    for r in rows:
+        cls = r[2]
+        starts = cls == "header" or (cls == "buserr" and prev[2] != "header") if prev is not None else True
+        if starts or r[0] - prev[0] > 12:  # type: ignore[index]
+            blocks.append([])
+        blocks[-1].append(r)
+        prev = r
+    if len(blocks) > 64:  # (as `_py_aer_events`: many blocks take the polars path)
+        return None
+
+    def coalesce(*vals: str | None) -> str | None:
+        return next((v for v in vals if v is not None), None)
+
+    heads: list[int] = []
+    codes: list[str] = []
+    sevs: list[str] = []
+    buses: list[str | None] = []
+    details: list[dict[str, object]] = []
+    ports: list[str | None] = []
+    for block in blocks:
+
+        def first_of(col: str, *names: str, block: list = block) -> str | None:
+            return next((g.get(col) for _l, _i, c, g in block if c in names), None)
+
+        by_port = next((g["bdf"] for *_x, g in block if g["driver"] == "pcieport"), None)
+        port = coalesce(first_of("bdf", "header"), by_port)
+        header_src = first_of("hsrc", "header")
+        hid = coalesce(first_of("hid", "header"), first_of("bid", "buserr"))
+        err_dev = coalesce(first_of("bdf", "buserr"), first_of("bdf", "device", "bit", "status", "tlp"))
+        hsev = first_of("hsev", "header")
+        hsev2 = first_of("hsev2", "header")
+        by_header = None if hsev is None else hsev if hsev2 is None else f"{hsev} {hsev2}"
+        sev_text = coalesce(first_of("bsev", "buserr"), by_header)
+        vid, did = first_of("vid", "device"), first_of("did", "device")
+        bits = ",".join(str(g["bit"]).strip(kev._WS) for _l, _i, c, g in block if c == "bit")
+        decoded = None
+        if hid is not None:
+            dom = _PY_DOMAIN.search(coalesce(port, err_dev) or "")
+            devfn = int(hid[2:4], 16)
+            if dom is not None and (port is not None or err_dev is not None):
+                decoded = f"{dom.group(1)}:{hid[0:2]}:{_HEX2[devfn // 8]}.{devfn % 8}"
+        device = coalesce(err_dev, header_src, decoded, port)
+        sev = None if sev_text is None else sev_text.lower()
+        if sev is None:
+            code = "unknown"
+        elif "non-fatal" in sev or "nonfatal" in sev:
+            code = "nonfatal"
+        elif "fatal" in sev:
+            code = "fatal"
+        elif "uncorrect" in sev or "recoverable" in sev:
+            code = "nonfatal"
+        elif "correct" in sev:
+            code = "corrected"
+        else:
+            code = "unknown"
+        heads.append(block[0][1])
+        codes.append(code)
+        sevs.append(AER_SEVERITY.get(code, "medium"))
+        buses.append(device)
+        ports.append(port)
+        details.append(
+            {
+                "reporting_port": None,
+                "severity_text": sev_text,
+                "type": first_of("btype", "buserr"),
+                "agent": coalesce(first_of("agent", "buserr"), first_of("lagent", "layer")),
+                "layer": first_of("layer", "layer"),
+                "vendor_device": None if vid is None or did is None else f"{vid}:{did}",
+                "status": coalesce(first_of("status", "device"), first_of("sstatus", "status")),
+                "mask": coalesce(first_of("mask", "device"), first_of("smask", "status")),
+                "bits": bits or None,
+                "first_bit": next((g["bit"] for *_x, c, g in block if c == "bit" and g["first"]), None),
+                "tlp_header": first_of("tlp", "tlp"),
+                "recovery": first_of("recovery", "recovery"),
+                "multiple": True if any(g["multi"] for *_x, c, g in block if c == "header") else None,
+                "firmware_first": None,
+                "lines": len(block),
+            }
+        )
+    for detail, bus in zip(details, normalized_bus(pl.Series(ports, dtype=pl.String)).to_list(), strict=True):
+        detail["reporting_port"] = bus
+    sub = m.select(BLOCK_HEAD_COLS)[heads]
+    return kev._py_events(sub, ctx, "pcie_aer", codes, sevs, buses, details), used, none
+
+
+_PY_DOMAIN = re.compile(r"^([0-9a-fA-F]{4,8}):", re.ASCII)
 
 
 class _AerExprs(NamedTuple):

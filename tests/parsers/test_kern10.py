@@ -448,3 +448,83 @@ def test_shared_literal_mask_on_fixtures_and_real_logs(monkeypatch: pytest.Monke
         _assert_same_result(got, _reference_parse(monkeypatch, lines, ctx))
         n += 1
     assert n > 20
+
+
+_DRV = ["pcieport", "nvidia", "mlx5_core", "nvme"]
+_BDF = ["0000:00:01.0", "0000:3a:00.0", "10000:e1:00.7", "0000:17:01.0"]
+
+
+def _aer_line(rng: random.Random) -> str:
+    c = rng.choice
+    head = f"{c(_DRV)} {c(_BDF)}:{c([' ', '  ', ' AER: ', ' AER:'])}"
+    sev = c(["Corrected", "Uncorrected", "Fatal", "Correctable", "Uncorrectable", "Non-Fatal"])
+    header = (
+        f"{c(['', 'Multiple '])}{sev}{c(['', ' (Non-Fatal)', ' (Fatal)'])} error "
+        f"{c(['', 'message '])}received"
+        f"{c([': ', ' from ', ':'])}{c(['id=00e8', c(_BDF), '', 'id=0a1f'])}"
+    )
+    severity = c(["Corrected", "Uncorrected (Non-Fatal)", "Uncorrected (Fatal)", "Odd"])
+    buserr = (
+        f"PCIe Bus Error: severity={severity}, type={c(['Physical Layer', 'Transaction Layer'])}, "
+        f"{c(['id=00e8', ''])}{c(['(Receiver ID)', '(Requester ID)', ''])}"
+    )
+    device = f"  device [{c(['10de', '15b3'])}:{c(['2330', '1021'])}] error status/mask=00000001/0000e000"
+    name = c(["RxErr", "Timeout", "BadTLP", "Bad_DLLP"])
+    bit = f"   [{c([' 0', '12', ' 6'])}] {name}{c(['', '  ', '   (First)'])}"
+    agent = c(["Receiver ID", "Requester ID"])
+    layer = f"aer_layer={c(['Physical Layer', 'Transaction Layer'])}, aer_agent={agent}"
+    rest = c(
+        [
+            header,
+            buserr,
+            device,
+            bit,
+            "  TLP Header: 40000001 0000000f 9a000000 00000000",
+            f"aer_status: 0x0000000{c('14')}, aer_mask: 0x0000e000",
+            layer,
+            c(["device recovery successful", "device recovery failed", "Root Port link has been reset (0)"]),
+            c(["broadcast error_detected message", "Error of this Agent is reported first", "enabled"]),
+        ]
+    )
+    return head + rest
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_py_aer_blocks_on_random_reports(seed: int) -> None:
+    from parsers import _kernel_blocks as kb
+    from parsers import _kernel_events as kev
+    from parsers.base import lines_from_bytes
+    from tests.parsers._kern10_ref import ref_aer_blocks
+
+    rng = random.Random(seed)
+    texts = []
+    t = 100.0
+    for _ in range(rng.choice([20, 120, 400])):
+        t += rng.uniform(0, 0.01)
+        if rng.random() < 0.25:
+            texts += [f"[{t:12.6f}] filler line"] * rng.choice([1, 5, 11, 12, 13])
+        texts.append(f"[{t:12.6f}] {_aer_line(rng)}")
+    got: list[tuple[pl.DataFrame, FileContext, pl.DataFrame]] = []
+    real = kev._aer_blocks
+
+    def grab(m: pl.DataFrame, ctx: FileContext, apei: pl.DataFrame):  # noqa: ANN202
+        got.append((m, ctx, apei))
+        return real(m, ctx, apei)
+
+    ctx = FileContext(path="n/kern.log", node="n", year_hint=2026)
+    kev._aer_blocks = grab
+    try:
+        kernel_log.parse(lines_from_bytes(("\n".join(texts) + "\n").encode()), ctx)
+    finally:
+        kev._aer_blocks = real
+    assert got
+    for m, c, apei in got:
+        ref = ref_aer_blocks(m, c, apei)
+        for py in (True, False):
+            kb.PY_AER_BLOCKS = py
+            try:
+                new = kb._aer_blocks(m, c, apei)
+            finally:
+                kb.PY_AER_BLOCKS = True
+            assert new[0].equals(ref[0]), (seed, py)
+            assert new[1].equals(ref[1]) and new[2].equals(ref[2]), (seed, py)
