@@ -460,10 +460,10 @@ def _parse(lines: pl.Series, ctx: FileContext, plan: _Plan | None = None) -> Par
     if _is_timedatectl(frame):
         return _parse_timedatectl(frame, ctx)
     found: list[pl.Series] = []
-    stamped, notes = _stamp(frame, ctx, plan, literal_rows=found)
+    hosts: list[str] = []
+    stamped, notes = _stamp(frame, ctx, plan, literal_rows=found, hosts=hosts)
     parsed, unrecognized, examples = _account(stamped)
     tables = kev.extract(stamped, ctx, found[0] if found else None)
-    hosts = _distinct_hosts(stamped)
     truncated = _truncated(frame)
     return ParseResult(
         tables=tables,
@@ -1719,10 +1719,12 @@ def _stamp(
     bounds: list[int] | None = None,
     file_notes: list[list[str]] | None = None,
     literal_rows: list[pl.Series] | None = None,
+    hosts: list[str] | None = None,
 ) -> tuple[pl.DataFrame, list[str]]:
     """`stamp`. `literal_rows`: where a long file's boot segments look for 'Linux version' lines, they look
     among the lines `_kernel_events.extract` keeps (`literal_mask`), and that mask is appended to
-    `literal_rows` for `extract` to take (one pass over the messages less: `_parse`)."""
+    `literal_rows` for `extract` to take (one pass over the messages less: `_parse`). `hosts`: filled with
+    the frame's distinct hosts (`_distinct_hosts` of the result, worked out on the way)."""
     notes: list[str] = []
     texts = frame.get_column("text")
     if plan is None:
@@ -1867,22 +1869,24 @@ def _stamp(
     # node: a host named by the line wins (short name; IPs kept whole), placeholders ignored
     if use_pdsh:
         out = out.with_columns(host=pl.coalesce(pl.col("pdsh"), pl.col("host")))
-    hosts = _distinct_hosts(out)
-    names = {h: _short_host(h) for h in hosts}
+    distinct = _distinct_hosts(out)
+    names = {h: _short_host(h) for h in distinct}
     if any(v != k for k, v in names.items()):  # (all names already short: the mapping is the identity)
         out = out.with_columns(host=pl.col("host").replace_strict(names, default=None, return_dtype=pl.String))
-        hosts = [v for v in set(names.values()) if v is not None]
+        distinct = [v for v in set(names.values()) if v is not None]
+    if hosts is not None:
+        hosts.extend(distinct)
     if bounds is not None:
         out = out.hstack([_group_boot_segments(out, bounds)])
     elif out.get_column("uptime_s").null_count() == out.height:
         out = out.hstack([_constant("boot_seg", 0, out.height, pl.Int32)])
     elif out.height <= kev.SMALL_ROWS:
-        one = len(hosts) + int(out.get_column("host").null_count() > 0) <= 1
+        one = len(distinct) + int(out.get_column("host").null_count() > 0) <= 1
         seg = _py_boot_segments(out) if one else _py_boot_segments_by_host(out).alias("boot_seg")
         out = out.hstack([seg])
     else:
         linux = _linux_version_lines(out, literal_rows)
-        if len(hosts) + int(out.get_column("host").null_count() > 0) <= 1:
+        if len(distinct) + int(out.get_column("host").null_count() > 0) <= 1:
             out = out.with_columns(boot_seg=_boot_segments(linux))
         else:
             marked = out if linux is None else out.hstack([linux.alias("_linux")])
@@ -1987,7 +1991,7 @@ def _embedded_printk(out: pl.DataFrame) -> pl.DataFrame:
         got.append(
             fast.select(
                 "_i",
-                uptime_s=field("field_0").str.slice(1).str.strip_chars_start(" ").cast(pl.Float64, strict=False),
+                uptime_s=field("field_0").str.strip_chars_start("[ ").cast(pl.Float64, strict=False),
                 msg=field("field_1").str.strip_prefix(" "),
             )
         )

@@ -528,3 +528,30 @@ def test_py_aer_blocks_on_random_reports(seed: int) -> None:
                 kb.PY_AER_BLOCKS = True
             assert new[0].equals(ref[0]), (seed, py)
             assert new[1].equals(ref[1]) and new[2].equals(ref[2]), (seed, py)
+
+
+@pytest.mark.parametrize("n", [40, 1500])
+@pytest.mark.parametrize(
+    "hosts",
+    [
+        ["gpu-1"],
+        ["gpu-1.cluster.local"],
+        ["gpu-1.cluster.local", "gpu-1"],
+        ["gpu-1", "gpu-2"],
+        ["localhost"],
+        ["10.0.0.5"],
+        ["localhost", "gpu-3.example.org"],
+    ],
+)
+def test_parse_node_equals_distinct_hosts_of_stamp(n: int, hosts: list[str]) -> None:
+    """`_parse` takes the hosts `_stamp` worked out: the node it reports is the one the distinct hosts of
+    the stamped frame give (as `_parse` computed them before)."""
+    from parsers.base import lines_from_bytes
+
+    rng = random.Random(n + len(hosts))
+    texts = [f"Nov 28 23:50:{i % 60:02d} {rng.choice(hosts)} kernel: [ {i}.5] message {i}" for i in range(n)]
+    lines = lines_from_bytes(("\n".join(texts) + "\n").encode())
+    ctx = FileContext(path="n/syslog", node="n", year_hint=2026)
+    stamped, _ = kernel_log.stamp(kernel_log.numbered(lines, ctx), ctx)
+    distinct = kernel_log._distinct_hosts(stamped)
+    assert kernel_log.parse(lines, ctx).node == (distinct[0] if len(distinct) == 1 else None)
