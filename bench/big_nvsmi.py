@@ -16,6 +16,12 @@ What a day-long monitoring loop on an 8-GPU node leaves behind (FORMATS.md §3, 
   files, `lspci -vvv` (no parser claims it), one `nvidia-smi -q` of 8 H100s, `nvidia-smi topo -m`, then
   the bulk: `dmesg` (~55 %) and `journalctl -b -0` (~35 %) sections made by `bench/big_kernel.py` (ordinary
   lines with rare Xid/AER/link events), as nvidia-bug-report.sh lays them out.
+- `table`: `nvidia-smi -l 1 > smi.log`: the default table of 8 H100s every second (the 550-driver 89-column
+  layout of tests/fixtures/nvidia-smi-table, time on its first line), a training process per GPU in the
+  process table; rare HW slowdown (the GPU idle, its clock down) and an uncorrectable ECC count.
+- `xml`: `nvidia-smi -q -x -l 60`: XML dumps (the first GPU block of the real-shaped 535 sample in
+  tests/fixtures/nvidia-smi-xml as the template) of 8 H100s with advancing `<timestamp>`s and varying
+  telemetry.
 - `ib`: a perfquery loop (`date` line, then `perfquery -x -C mlx5_N -P 1` per HCA every 10 s, extended
   counters growing), with an `ibstat` dump every hour; rare symbol errors / link-downed increments and an
   HCA port going Down in one ibstat dump.
@@ -33,7 +39,7 @@ import re
 import sys
 from datetime import datetime, timedelta
 
-KINDS = ("dmon", "csv", "q", "ib", "bugreport")
+KINDS = ("dmon", "csv", "q", "table", "xml", "ib", "bugreport")
 BUSES = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
 START = datetime(2026, 11, 28, 0, 0, 0)
 _TEMPLATE = (
@@ -258,6 +264,110 @@ def _q(out: _Out, rng: random.Random) -> None:
         t += timedelta(seconds=60)
 
 
+# ----------------------------------------------------------------------------- table
+
+_TABLE_HEAD = (
+    "+-----------------------------------------------------------------------------------------+",
+    "| NVIDIA-SMI 550.90.07              Driver Version: 550.90.07      CUDA Version: 12.4     |",
+    "|-----------------------------------------+------------------------+----------------------+",
+    "| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |",
+    "| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |",
+    "|                                         |                        |               MIG M. |",
+    "|=========================================+========================+======================|",
+)
+_TABLE_RULE = "+-----------------------------------------+------------------------+----------------------+"
+_TABLE_PROCS = (
+    "",
+    "+-----------------------------------------------------------------------------------------+",
+    "| Processes:                                                                              |",
+    "|  GPU   GI   CI        PID   Type   Process name                              GPU Memory |",
+    "|        ID   ID                                                               Usage      |",
+    "|=========================================================================================|",
+)
+
+
+def _table(out: _Out, rng: random.Random) -> None:
+    gpus = [_Gpu(i, rng) for i in range(8)]
+    pids = [rng.randint(100000, 999999) for _ in gpus]
+    t = START
+    while not out.full:
+        out.line(f"{t:%a %b %d %H:%M:%S %Y}")
+        for ln in _TABLE_HEAD:
+            out.line(ln)
+        for g in gpus:
+            g.step(rng)
+            used = 70000 + rng.randint(0, 9000) if not g.slow else 1
+            util = 0 if g.slow else g.util
+            ecc = str(g.ecc_dbe)
+            out.line(f"| {g.i:3d}  NVIDIA H100 80GB HBM3          On  |   00000000:{BUSES[g.i]}:00.0 Off | {ecc:>20} |")
+            out.line(
+                f"| N/A   {g.temp:2d}C    P0 {round(g.power):>14}W /  700W | {used:>7}MiB /  81559MiB "
+                f"| {util:>6}%      Default |"
+            )
+            out.line("|                                         |                        |             Disabled |")
+            out.line(_TABLE_RULE)
+        for ln in _TABLE_PROCS:
+            out.line(ln)
+        for g, pid in zip(gpus, pids, strict=True):
+            out.line(f"| {g.i:4d}   N/A  N/A {pid:>9}      C   /usr/bin/python3{'':28}{69000:>5}MiB |")
+        out.line("+-----------------------------------------------------------------------------------------+")
+        t += timedelta(seconds=1)
+
+
+# ----------------------------------------------------------------------------- xml
+
+_XML_TEMPLATE = (
+    pathlib.Path(__file__).resolve().parent.parent
+    / "tests/fixtures/nvidia-smi-xml/qx_h100_535_v12_event_reasons_remap_pending.xml"
+)
+_XML_SUBS = {
+    "serial": "serial", "uuid": "uuid", "gpu_util": "util", "gpu_temp": "temp", "memory_temp": "mtemp",
+    "power_draw": "power", "used": "used",
+}  # fmt: skip
+_XML_TAG = re.compile(r"^(\s*)<(\w+)>(.*)</\2>$")
+
+
+def _xml_template() -> tuple[list[str], list[str]]:
+    """The sample's lines before its first `<gpu ...>` (without the comment) and its first GPU block."""
+    lines = [ln for ln in _XML_TEMPLATE.read_text().splitlines() if "#SOURCE" not in ln]
+    starts = [i for i, ln in enumerate(lines) if ln.strip().startswith("<gpu id=")]
+    return lines[: starts[0]], lines[starts[0] : starts[1]]
+
+
+def _xml(out: _Out, rng: random.Random) -> None:
+    head, block = _xml_template()
+    head = [ln for ln in head if "<timestamp>" not in ln and "<attached_gpus>" not in ln]
+    tmpl = []
+    for ln in block:
+        m = _XML_TAG.match(ln)
+        tmpl.append((ln, m.groups() if m and m.group(2) in _XML_SUBS else None))
+    gpus = [_Gpu(i, rng) for i in range(8)]
+    t = START
+    while not out.full:
+        for ln in head:
+            out.line(ln)
+            if ln.strip() == "<nvidia_smi_log>":
+                out.line(f"\t<timestamp>{t:%a %b %d %H:%M:%S %Y}</timestamp>")
+        out.line("\t<attached_gpus>8</attached_gpus>")
+        for g in gpus:
+            for _ in range(60):
+                g.step(rng)
+            vals = {
+                "serial": str(g.serial), "uuid": g.uuid, "util": f"{g.util} %", "temp": f"{g.temp} C",
+                "mtemp": f"{g.temp + 8} C", "power": f"{g.power:.2f} W", "used": f"{70000 + g.i} MiB",
+            }  # fmt: skip
+            for ln, grp in tmpl:
+                if ln.strip().startswith("<gpu id="):
+                    out.line(f'\t<gpu id="00000000:{BUSES[g.i]}:00.0">')
+                elif grp is None:
+                    out.line(ln)
+                else:
+                    ind, tag, _old = grp
+                    out.line(f"{ind}<{tag}>{vals[_XML_SUBS[tag]]}</{tag}>")
+        out.line("</nvidia_smi_log>")
+        t += timedelta(seconds=60)
+
+
 # ----------------------------------------------------------------------------- ib
 
 _PQX = ("PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts", "PortUnicastXmitPkts", "PortUnicastRcvPkts",
@@ -388,7 +498,7 @@ def write(path: pathlib.Path, mb: float, seed: int = 0, kind: str = "dmon") -> N
         if kind == "bugreport":
             _bugreport(out, rng)
         else:
-            {"dmon": _dmon, "csv": _csv, "q": _q, "ib": _ib}[kind](out, rng)
+            {"dmon": _dmon, "csv": _csv, "q": _q, "table": _table, "xml": _xml, "ib": _ib}[kind](out, rng)
         out.flush()
 
 
