@@ -104,16 +104,19 @@ def main() -> None:
     work = a.work or Path(tempfile.mkdtemp(prefix="forensics-bulk-"))
     work.mkdir(parents=True, exist_ok=True)
     calib = calibrate(work)
-    print(f"machine now: polars read_csv {calib:.0f} MB/s (idle 2-core reference: {IDLE_READ_CSV_MB_S} MB/s), "
-          f"load factor {IDLE_READ_CSV_MB_S / calib:.1f}, load average {os.getloadavg()[0]:.1f}", flush=True)
-    print("| format | parser | MB | ingest s | CPU s | CPU ms / 16 MB | grep s | grep/ingest | peak RSS MB | status |")
+    print(f"machine now: polars read_csv {calib:.0f} MB/s (idle 2-core reference: {IDLE_READ_CSV_MB_S} "
+          f"MB/s), load factor {IDLE_READ_CSV_MB_S / calib:.1f}, load average {os.getloadavg()[0]:.1f}",
+          flush=True)
+    print("| format | parser | MB | ingest s | CPU s | CPU ms / 16 MB | grep s | grep/ingest | peak RSS MB | "
+          "status |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for fmt in a.formats:
         bundle = make(work, fmt, a.mb)
         r = measure(bundle, work / f"out-{fmt}")
         shutil.rmtree(work / f"out-{fmt}", ignore_errors=True)
-        print(f"| {fmt} | {r['parser']} | {r['mb']} | {r['ingest_s']} | {r['cpu_s']} | {r['cpu_ms_per_16mb']} | "
-              f"{r['grep_s']} | {r['ratio_pct']} % | {r['peak_tree_rss_mb']} | {r['status']} |", flush=True)
+        print(f"| {fmt} | {r['parser']} | {r['mb']} | {r['ingest_s']} | {r['cpu_s']} | "
+              f"{r['cpu_ms_per_16mb']} | {r['grep_s']} | {r['ratio_pct']} % | {r['peak_tree_rss_mb']} | "
+              f"{r['status']} |", flush=True)
         if not a.work and not a.keep:
             shutil.rmtree(bundle, ignore_errors=True)
     if not a.work and not a.keep:
