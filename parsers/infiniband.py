@@ -411,6 +411,12 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """`parse` with polars expressions over the column of lines (any input)."""
     frame = numbered(lines, ctx)
     gate = _Gate(lines)
+    headcat = gate.may_scan(HEAD_RE, CAT_RE)
+    # plain perfquery counter lines (most lines of a perfquery loop) skip the line-by-line grammar: the rest
+    # is parsed as before, then those lines take the state in force from the rows around them (`_lane_rows`)
+    lane = _split_lane(frame) if frame.height >= LANE_MIN_LINES and not headcat else None
+    if lane is not None:
+        frame, lane = lane
     if gate.search(_COLLECTOR_TIME_NEED):
         no_time, line_ts = collector_time(pl.col("text"))
         frame = frame.with_columns(_ts_prefix=line_ts, _rest=no_time)
@@ -428,7 +434,7 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
     # `head /sys/class/infiniband/*/ports/*/counters/*` prints `==> path <==` then the value on the next line:
     # fold the value into the header line (which then reads like `path value`) and mark the value line parsed.
     # (also `$ cat /sys/class/infiniband/mlx5_0/ports/1/counters/symbol_error` followed by its value)
-    if gate.may_scan(HEAD_RE, CAT_RE):
+    if headcat:
         hdr = pl.coalesce(pl.col("b").str.extract(HEAD_RE, 1), pl.col("b").str.extract(CAT_RE, 1))
         nxt = pl.col("b").shift(-1)
         folded = (
@@ -597,6 +603,8 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
     mlx_line = (fmt == "mlxlink") & pl.col("k_mlxkv")
     # (after a perfquery header: its `what` is never null there, its port is where too large)
     pq_line = pl.col("k_pqctr") & (pl.col("fmt") == "perfquery") & pl.col("pq_what").is_not_null()
+    if lane is not None:  # (the time in force from the lines before: a collector prefix is the line's own)
+        f = f.with_columns(_tsf=pl.col("ts_line").forward_fill().over("host"))
     present = f.select(
         kv=kv_line.any(),
         sy=pl.col("k_sysfs").any(),
@@ -679,6 +687,11 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
     i2n_attr = _section("i2n", present["i2n"], i2n_part, f)
     pan = _section("pan", present["pan"], pan_part, f)
     pqc = _section("pqc", present["pqc"], pqc_part, f)
+    if lane is not None:
+        lane, lane_ok = _lane_rows(f, lane, ctx.node)
+        lane_pq = lane.filter(lane_ok).select(_PQC_COLS)
+        if lane_pq.height:
+            pqc = pl.concat([pqc.select(_PQC_COLS), lane_pq]) if pqc.height else lane_pq
 
     def attr_tables(
         kv: pl.DataFrame, sy: pl.DataFrame, mlx: pl.DataFrame, i2n_attr: pl.DataFrame
@@ -856,9 +869,7 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
             lid=pl.lit(None, dtype=pl.Int64),
             tool=pl.lit("mlxlink"),
         )
-        ctr = pl.concat([sy_ctr, pq_ctr, mlx_ctr]).with_columns(
-            value=pl.col("raw").str.replace(r"(?i)^0x", "").str.strip_chars().cast(pl.Float64, strict=False)
-        )
+        ctr = pl.concat([sy_ctr, pq_ctr, mlx_ctr])  # (`value` as below: an earlier reading of it was unused)
         hexval = pl.col("raw").str.contains(r"(?i)^0x[0-9a-f]+$")
         ctr = ctr.with_columns(
             value=pl.when(hexval)
@@ -877,6 +888,16 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
             "raw": pl.col("_raw"),
         }
         ctr = ctr.with_columns(_raw=pl.when(pl.col("raw").str.contains(r"[Ee]|0x")).then(pl.col("raw")))
+        # The detail of a row with name, group, lid and tool and no raw (a perfquery reading) by one concat;
+        # the other rows (null here) get `_plain_json_detail`'s (the same text where both apply).
+        s = pl.String
+        plain = pl.concat_str(
+            [
+                pl.lit('{"reading":'), pl.col("reading").cast(s), pl.lit(',"name":"'), pl.col("name"),
+                pl.lit('","group":"'), pl.col("group"), pl.lit('","lid":'), pl.col("lid").cast(s),
+                pl.lit(',"tool":"'), pl.col("tool"), pl.lit('"}'),
+            ]
+        )  # fmt: skip
         out = ctr.select(
             record=pl.lit("ib_counter"),
             ts="ts",
@@ -885,10 +906,14 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
             port="port",
             counter="counter",
             value="value",
-            detail=_plain_json_detail(detail, ("name", "group", "tool", "raw")),
+            detail=pl.when(pl.col("_raw").is_null()).then(plain),
             file=pl.lit(ctx.path),
             line="line",
         )
+        idx = out.select(pl.arg_where(pl.col("detail").is_null())).to_series()
+        if len(idx):
+            other = ctr[idx].select(_plain_json_detail(detail, ("name", "group", "tool", "raw"))).to_series()
+            out = out.with_columns(out.get_column("detail").scatter(idx, other))
         # strings JSON would escape (quotes, backslashes, control characters): the general encoding
         needs_escape = pl.any_horizontal(
             pl.col(c).str.contains(r'[\x00-\x1f"\\]') for c in ("name", "group", "tool", "_raw")
@@ -928,8 +953,19 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
     parsed, unrecognized, examples = account(f.select("line", "text", understood.alias("ok")), pl.col("ok"))
     hosts = f.filter(pl.col("host") != ctx.node).get_column("host").unique()
     # the tool aborted (ibpanic), or the capture ends on a line the grammar does not understand (cut line)
-    flagged = f.select("text", ok=understood).filter(pl.col("text").str.strip_chars().str.len_bytes() > 0)
+    flagged = f.select("line", "text", ok=understood)
+    flagged = flagged.filter(pl.col("text").str.strip_chars().str.len_bytes() > 0)
     cut_last = flagged.height > 0 and not bool(flagged.get_column("ok").fill_null(False)[-1])
+    if lane is not None:  # the lane's lines: understood where read as counters (never blank)
+        n_ok = int(lane_ok.sum())
+        parsed += n_ok
+        unrecognized += lane.height - n_ok
+        if n_ok < lane.height:
+            bad = lane.filter(~lane_ok).head(MAX_EXAMPLES).select("line", "text").iter_rows()
+            examples = sorted([*examples, *((int(n), str(t)[:500]) for n, t in bad)])[:MAX_EXAMPLES]
+        if flagged.height == 0 or lane.get_column("line")[-1] > flagged.get_column("line")[-1]:
+            cut_last = not bool(lane_ok[-1])
+        hosts = hosts.clear()  # (the lane's lines are the file's node's: no other single node)
     partial = cut_last or (
         pan.height > 0 and bool(pan.get_column("tool").is_in(["ibpanic", "iberror"]).any())
     )
@@ -941,6 +977,70 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
         partial=partial,
         node=hosts[0] if len(hosts) == 1 and f.get_column("host").n_unique() == 1 else None,
     )
+
+
+# ----------------------------------------------------------------------------- perfquery counter lane
+
+LANE_MIN_LINES = 20_000
+"""From this many lines on, `_parse_frames` reads plain perfquery counter lines apart (`_split_lane`)."""
+LANE_RE = r"^(?P<name>[A-Za-z][A-Za-z0-9_]*):\.+(?P<val>[0-9]+|0x[0-9a-fA-F]+)$"
+_LANE_NOT = (
+    "hca_id", "ibpanic", "ibwarn", "iberror", "ibstat", "ibstatus", "ibv_devinfo", "perfquery", "mlxlink",
+    "ibdiagnet", "cat", "grep", "for", "echo", "date", "ls", "find", "head", "tail", "while", "do", "done",
+)  # fmt: skip
+_PQC_COLS = ("line", "host", "ts", "dev", "pq_lid", "pq_port", "pq_what", "name", "val")
+_LANE_STATE = ("fmt", "dev", "pq_lid", "pq_port", "pq_what", "_tsf")
+
+
+def _split_lane(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+    r"""(the other lines, the lane: line, text, name, val) of a frame of lines, or None when no line is a
+    plain counter line.
+
+    Exact: on a line `LANE_RE` matches whole (printable ASCII: a name of word characters, `:`, dots, a
+    decimal or `0x` hex reading) the vectorised grammar can only find a perfquery counter (`PQ_CTR_RE`, same
+    name and value as `pqc_part` cuts them): no blank, `-`, `[`, `(`, `/`, `'`, `#`, `$`, `%`, `>`, `+` or
+    second `:`, so no collector time, envelope, pdsh prefix, `==> path <==` or `cat path` line (the lane is
+    not taken where one occurs: the line after one may fold into it), CA / ibstatus / sysfs / perfquery
+    header / ibdev2netdev / mlxlink / rule / key-value / `Port N:` line, and no marker (nothing in MARKER_RE
+    reads a `.`). Left out: the names that open a command (`CMD_RE`, which then matches), `hca_id:`
+    (HCA_ID_RE) and the ibpanic/ibwarn/iberror openings; lines of 30 bytes or less (a timestamp candidate,
+    `^\D{0,20}\d{10}...`, is one of those: 20 non-digits and a ten-digit reading at most). Such a line
+    names no tool, device, port, block or time, so the state in force on it is that of the line before it
+    of the same host (its host is the file's node: no prefix), and it is understood where that state is a
+    perfquery block with a header (`pq_line`).
+    """
+    t = pl.col("text")
+    mask = frame.select((t.str.contains(LANE_RE) & (t.str.len_bytes() > 30)).fill_null(False)).to_series()
+    if not mask.any():
+        return None
+    # (the name ends at the first `:`, the value follows the dots: LANE_RE's groups, cut without a regex)
+    cut = t.str.split_exact(":", 1)
+    lane = frame.filter(mask).with_columns(
+        name=cut.struct.field("field_0"), val=cut.struct.field("field_1").str.strip_chars_start(".")
+    )
+    named = lane.select(pl.col("name").is_in(_LANE_NOT)).to_series()
+    if named.any():  # (a command, hca_id or ibpanic line: back to the others)
+        mask = mask.scatter(mask.arg_true().filter(named), False)
+        lane = lane.filter(~named)
+        if not lane.height:
+            return None
+    return frame.filter(~mask), lane
+
+
+def _lane_rows(f: pl.DataFrame, lane: pl.DataFrame, node: str) -> tuple[pl.DataFrame, pl.Series]:
+    """The lane's lines with the state in force on each (`_LANE_STATE`: that of the last line of `f`, the
+    other lines parsed, of host `node` before it; null where there is none) and host `node`, and whether each
+    is understood (a perfquery counter line)."""
+    other = f.height > 0 and f.select((pl.col("host") != node).any()).item()
+    g = f.filter(pl.col("host") == node) if other else f
+    pos = g.get_column("line").search_sorted(lane.get_column("line"), side="left").cast(pl.Int64) - 1
+    idx = pl.select(pl.when(pos >= 0).then(pos)).to_series()
+    st = lane.with_columns(
+        *(g.get_column(c).gather(idx).alias(c) for c in _LANE_STATE), host=pl.lit(node, dtype=pl.String)
+    ).rename({"_tsf": "ts"})
+    ok = (pl.col("fmt") == "perfquery") & pl.col("pq_what").is_not_null()
+    ok = st.select(ok.fill_null(False)).to_series()
+    return st, ok
 
 
 # ----------------------------------------------------------------------------- small files: plain Python
