@@ -98,6 +98,8 @@ def sniff(head: bytes, name: str) -> float:
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse every table in the file; see the module docstring."""
+    if len(lines) >= LANE_MIN_LINES and (done := _lane(lines, ctx)) is not None:
+        return done
     texts: list[str] = [t if t is not None else "" for t in lines.cast(pl.String).to_list()]
     rows, result = _parse(texts, F.blank_flags(lines), set(_failure_candidates(lines)), ctx)
     return ParseResult(tables=F.frames(*rows), **result)
@@ -246,3 +248,375 @@ def _parse(
         "unrecognized_examples": tally.examples,
         "partial": bool(partial),
     }
+
+
+# ----------------------------------------------------------------------------- vectorised lane (long loops)
+
+LANE_MIN_LINES = 2000
+"""`parse` tries `_lane` on chunks of at least this many lines (an `nvidia-smi -l` capture); smaller ones
+(and any chunk `_lane` declines) go through the Python walk `_parse`, which is the reference."""
+
+# A chunk the lane declines at once: a byte outside printable ASCII (tabs, other whitespace, non-ASCII: the
+# Python and polars regex classes then agree and `str.strip` = stripping spaces), a quote or backslash
+# (escaped by JSON), a run of 16 digits (numbers past float/int64 precision), MIG device blocks, failure
+# lines.
+_LANE_REJECT = r'[^ -~]|["\\]|[0-9]{16}|MIG devices:|' + F.FAILURE_ALT
+_L_TIME = r"^ *([A-Z][a-z]{2}) ([A-Z][a-z]{2}) +([0-9]{1,2}) ([0-9]{2}):([0-9]{2}):([0-9]{2}) ([0-9]{4})$"
+_L_BANNER = r"NVIDIA-SMI +([^ ]+) +Driver Version: *([^ ]+)(?: +CUDA Version: *([^ ]+))?"
+_L_SEP = r"^ *[+|][-=+| ]*[+|]$"
+_L_HEAD = "Processes:|" + "|".join(re.escape(h) for h in _HEADINGS)
+_L_PROC = r"^ *\| +([0-9]+|N/A) +([^ ]+) +([^ ]+) +([0-9]+) +([^ ]+) +(.+?) +([0-9]+MiB|N/A) *\|$"
+_L_CELLS = r"^ *\|([^|]*)\|([^|]*)\|([^|]*)\|"
+_L_R1A = r"^ *([0-9]+) +(.+?) +(On|Off|N/A|ERR!) *$"
+_L_R1B = r"^ *([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]) +([^ ]+) *$"
+_L_R2A = r"^ *([^ ]+) +([^ ]+) +([^ ]+) +([^ ]+) */ *([^ ]+) *$"
+_L_R2B = r"^ *([^ ]+) */ *([^ ]+) *$"
+_L_R2C = r"^ *([^ ]+) +(.+?) *$"
+_L_NUM = r"^ *\[? *([-+]?[0-9]+(?:\.[0-9]+)?)"
+_WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def _num(e: pl.Expr) -> pl.Expr:
+    """`F.num` of a column of printed values (ASCII, no tab): the leading number, else null."""
+    return e.str.extract(_L_NUM, 1).cast(pl.Float64)
+
+
+def _lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
+    """`parse(lines, ctx)` by polars expressions over the column of lines, for a chunk of canonical snapshots
+    (79- and 89-column tables, GPU rows in pairs or triples, time lines, process tables); None for a chunk
+    holding anything else (then `_parse` reads it). Same rows, accounting and order as `_parse`."""
+    s = lines.cast(pl.String).fill_null("")
+    if s.str.contains(_LANE_REJECT).any():
+        return None
+    c = pl.col
+    t = c("t")
+    df = pl.DataFrame({"t": s.str.strip_chars_end(" ")}).with_row_index("i")
+    df = (
+        df.with_columns(
+            blank=t == "",
+            T=t.str.contains(_L_TIME),
+        )
+        .with_columns(
+            B=~c("T") & t.str.contains("NVIDIA-SMI", literal=True) & t.str.contains(_L_BANNER),
+        )
+        .with_columns(
+            S=~c("T") & ~c("B") & t.str.contains(_L_SEP),
+        )
+        .with_columns(
+            H=~c("T") & ~c("B") & ~c("S") & t.str.contains(_L_HEAD),
+        )
+    )
+    rest = ~(c("blank") | c("T") | c("B") | c("S") | c("H"))
+    df = df.with_columns(
+        mark=pl.when(c("T")).then(1).when(c("B")).then(2).forward_fill(),
+        tab=c("B").cast(pl.Int32).cum_sum(),
+        P=rest & t.str.contains(_L_PROC),
+    ).with_columns(
+        G=rest & ~c("P") & t.str.contains(_L_CELLS),
+    )
+    if not df.get_column("B").any():
+        return None
+    # every other line is unrecognized by `_parse`; process and GPU rows need a table (a banner since the
+    # last time line)
+    bad = df.select(
+        (rest & ~c("P") & ~c("G")).any() | ((c("P") | c("G")) & c("mark").ne_missing(2)).any()
+    ).item()
+    if bad:
+        return None
+    g = (
+        df.filter(c("G"))
+        .select("i", "tab", t.str.extract_groups(_L_CELLS).struct.rename_fields(["a", "b", "c"]).alias("x"))
+        .unnest("x")
+    )
+    g = g.with_columns(
+        r1a=c("a").str.extract_groups(_L_R1A).struct.rename_fields(["idx", "name", "pm"]),
+        r1b=c("b").str.extract_groups(_L_R1B).struct.rename_fields(["bus", "disp"]),
+    ).unnest("r1a", "r1b")
+    g = g.with_columns(r1=c("idx").is_not_null() & c("bus").is_not_null())
+    g = g.with_columns(
+        r2a=pl.when(~c("r1"))
+        .then(c("a").str.extract_groups(_L_R2A))
+        .struct.rename_fields(["fan", "temp", "perf", "pwr", "cap"]),
+        r2b=pl.when(~c("r1")).then(c("b").str.extract_groups(_L_R2B)).struct.rename_fields(["used", "total"]),
+    ).unnest("r2a", "r2b")
+    g = g.with_columns(r2=~c("r1") & c("fan").is_not_null() & c("used").is_not_null())
+    g = g.with_columns(
+        r3=~c("r1") & ~c("r2") & (c("a").str.strip_chars(" ") == "") & (c("c").str.strip_chars(" ") != ""),
+    )
+    prev = pl.when(c("r1")).then(1).when(c("r2")).then(2).when(c("r3")).then(3).otherwise(0)
+    g = g.with_columns(role=prev, prev_i=c("i").shift(1), next_i=c("i").shift(-1))
+    g = g.with_columns(prev_role=c("role").shift(1), next_role=c("role").shift(-1))
+    ok = g.select(
+        (
+            (c("role") == 0)
+            | ((c("role") == 2) & ((c("prev_role") != 1) | (c("prev_i") != c("i") - 1)).fill_null(True))
+            | ((c("role") == 3) & ((c("prev_role") != 2) | (c("prev_i") != c("i") - 1)).fill_null(True))
+            | ((c("role") == 1) & (c("idx").str.len_bytes() > 9))
+        ).any()
+    ).item()
+    if ok:
+        return None
+    # one row per GPU: its first row (line 1), the next two joined by position
+    nxt = (c("next_i") == c("i") + 1).fill_null(False)
+    g = g.with_columns(
+        has2=nxt & (c("next_role") == 2),
+    ).with_columns(
+        has3=c("has2")
+        & (c("role").shift(-2) == 3).fill_null(False)
+        & (c("i").shift(-2) == c("i") + 2).fill_null(False),
+        fan2=c("fan").shift(-1),
+        temp2=c("temp").shift(-1),
+        perf2=c("perf").shift(-1),
+        pwr2=c("pwr").shift(-1),
+        cap2=c("cap").shift(-1),
+        used2=c("used").shift(-1),
+        total2=c("total").shift(-1),
+        a2=c("a").shift(-1),
+        b2=c("b").shift(-1),
+        c2=c("c").shift(-1),
+        c3=c("c").shift(-2),
+    )
+    snap = g.filter(c("r1")).with_columns(
+        c("idx").cast(pl.Int64),
+        ln=c("i") + ctx.first_line,
+        **{
+            k: pl.when(c("has2")).then(c(k))
+            for k in ("fan2", "temp2", "perf2", "pwr2", "cap2", "used2", "total2", "a2", "b2", "c2")
+        },
+        mig=pl.when(c("has3")).then(c("c3").str.strip_chars(" ")),
+    )
+    if snap.select(c("tab"), c("idx")).is_duplicated().any():
+        return None  # (a GPU twice in one table: `_parse` keeps the last)
+    m2c = pl.when(c("has2")).then(c("c2").str.extract_groups(_L_R2C)).struct.rename_fields(["util", "mode"])
+    snap = snap.with_columns(m2c=m2c).unnest("m2c")
+
+    # tables: banner values and the time line above each (a time line since the previous banner)
+    b = (
+        df.filter(c("B") | c("T"))
+        .select(
+            "i",
+            "tab",
+            "B",
+            "T",
+            bn=pl.when(c("B"))
+            .then(t.str.extract_groups(_L_BANNER))
+            .struct.rename_fields(["smi", "drv", "cuda"]),
+            tm=pl.when(c("T"))
+            .then(t.str.extract_groups(_L_TIME))
+            .struct.rename_fields(["wd", "mo", "d", "H", "M", "S", "Y"]),
+        )
+        .unnest("bn", "tm")
+    )
+    b = b.with_columns(
+        ts=pl.when(
+            c("wd").is_in(_WEEKDAYS)
+            & c("mo").is_in(_MONTHS)
+            & c("H").cast(pl.Int32).lt(24)
+            & c("M").cast(pl.Int32).lt(60)
+            & c("S").cast(pl.Int32).lt(60)
+            & c("Y").cast(pl.Int32).gt(0)
+        ).then(
+            pl.concat_str(
+                c("Y"),
+                pl.lit("-"),
+                c("mo").replace_strict(_MONTHS, [f"{k:02d}" for k in range(1, 13)], default=None),
+                pl.lit("-"),
+                c("d").str.zfill(2),
+                pl.lit(" "),
+                c("H"),
+                pl.lit(":"),
+                c("M"),
+                pl.lit(":"),
+                c("S"),
+            ).str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S", strict=False)
+        )
+    )
+    b = (
+        b.with_columns(ts=pl.when(c("B") & c("T").shift(1, fill_value=False)).then(c("ts").shift(1)))
+        .filter(c("B"))
+        .select("i", "tab", "drv", "cuda", "ts")
+    )
+    node, path = ctx.node, ctx.path
+
+    # processes: {pid, type, name, memory} per (table, printed GPU)
+    procs = (
+        df.filter(c("P"))
+        .select(
+            "tab",
+            t.str.extract_groups(_L_PROC)
+            .struct.rename_fields(["gpu", "gi", "ci", "pid", "type", "name", "mem"])
+            .alias("p"),
+        )
+        .unnest("p")
+    )
+    snap = snap.with_columns(gkey=c("idx").cast(pl.String))
+    if procs.height:
+        pj = (
+            procs.select(
+                "tab",
+                gkey=c("gpu"),
+                js=pl.concat_str(
+                    pl.lit('{"memory":"'),
+                    c("mem"),
+                    pl.lit('","name":"'),
+                    c("name"),
+                    pl.lit('","pid":'),
+                    c("pid").cast(pl.Int64).cast(pl.String),
+                    pl.lit(',"type":"'),
+                    c("type"),
+                    pl.lit('"}'),
+                ),
+            )
+            .group_by("tab", "gkey", maintain_order=True)
+            .agg(pj=c("js").str.join(","))
+        )
+        snap = snap.join(pj, on=["tab", "gkey"], how="left", maintain_order="left")
+    else:
+        snap = snap.with_columns(pj=pl.lit(None, pl.String))
+    snap = snap.join(b.select("tab", "ts"), on="tab", how="left", maintain_order="left")
+    snap = snap.sort("tab", "idx", maintain_order=True)
+    extra = pl.concat_str(
+        pl.lit('{"display_active":"'),
+        c("disp"),
+        pl.lit('"'),
+        pl.when(c("has2"))
+        .then(pl.concat_str(pl.lit(',"fan_speed":"'), c("fan2"), pl.lit('"')))
+        .otherwise(pl.lit("")),
+        pl.when(c("pj").is_not_null())
+        .then(pl.concat_str(pl.lit(',"processes":['), c("pj"), pl.lit("]")))
+        .otherwise(pl.lit("")),
+        pl.when(c("has2"))
+        .then(pl.concat_str(pl.lit(',"pstate":"'), c("perf2"), pl.lit('"')))
+        .otherwise(pl.lit("")),
+        pl.lit("}"),
+    )
+    ecc = _num(c("c").str.strip_chars(" ")).cast(pl.Int64)
+    samples = snap.select(
+        node=pl.lit(node, pl.String),
+        gpu_index=c("idx"),
+        gpu_bus_id=c("bus"),
+        ts=c("ts"),
+        ts_quality=pl.when(c("ts").is_not_null()).then(pl.lit("local_assumed_utc")).otherwise(pl.lit("none")),
+        source=pl.lit("nvidia-smi-table"),
+        file=pl.lit(path, pl.String),
+        line=c("ln"),
+        utilization_pct=_num(c("util")),
+        memory_used_mib=_num(c("used2")),
+        memory_total_mib=_num(c("total2")),
+        temperature_c=_num(c("temp2")),
+        power_w=_num(c("pwr2")),
+        power_limit_w=_num(c("cap2")),
+        ecc_uncorrected_volatile=ecc,
+        extra=extra,
+    )
+    samples = samples.with_columns(gpu_bus_id=F.normalized_bus_ids(samples.get_column("gpu_bus_id")))
+
+    # inventory: node rows of each banner, then each GPU's facts, first statements only (`F.frames`)
+    parts = [
+        b.select(
+            tab="tab",
+            o=pl.lit(0),
+            idx=pl.lit(None, pl.Int64),
+            a=pl.lit(0),
+            bus=pl.lit(None, pl.String),
+            attr=pl.lit("driver_version"),
+            v="drv",
+            ln=c("i") + ctx.first_line,
+        ),
+        b.filter(c("cuda").is_not_null()).select(
+            tab="tab",
+            o=pl.lit(0),
+            idx=pl.lit(None, pl.Int64),
+            a=pl.lit(1),
+            bus=pl.lit(None, pl.String),
+            attr=pl.lit("cuda_version"),
+            v="cuda",
+            ln=c("i") + ctx.first_line,
+        ),
+    ]
+    for k, (attr, col, off) in enumerate(
+        (
+            ("name", "name", 0),
+            ("bus_id", "bus", 0),
+            ("persistence_mode", "pm", 0),
+            ("power_limit", "cap2", 1),
+            ("memory_total", "total2", 1),
+            ("compute_mode", "mode", 1),
+            ("mig_mode", "mig", 2),
+        )
+    ):
+        parts.append(
+            snap.filter(c(col).is_not_null()).select(
+                tab="tab",
+                o=pl.lit(1),
+                idx="idx",
+                a=pl.lit(k),
+                bus="bus",
+                attr=pl.lit(attr),
+                v=col,
+                ln=c("ln") + off,
+            )
+        )
+    parts = [p.unique(["idx", "bus", "attr", "v"], keep="first", maintain_order=True) for p in parts]
+    inv = pl.concat(parts).sort("tab", "o", "idx", "a", maintain_order=True)
+    inv_rows = [
+        (node, idx, bus, "gpu" if o else "node", attr, v, "nvidia-smi-table", path, ln)
+        for _tab, o, idx, _a, bus, attr, v, ln in inv.iter_rows()
+    ]
+    events = _lane_events(snap, node, path, df.get_column("t"), ctx.first_line)
+    tables = F.frames(inv_rows, [], events, inv_tuples=True)
+    tables["gpu_samples"] = F.conform_table(samples, "gpu_samples")
+    last = s[-1].strip()
+    return ParseResult(
+        tables=tables,
+        parsed=int(df.height - df.get_column("blank").sum()),
+        unrecognized=0,
+        unrecognized_examples=[],
+        partial=not last.startswith("+") and not last.endswith("|"),
+    )
+
+
+def _lane_events(
+    snap: pl.DataFrame, node: str, path: str, text: pl.Series, first: int
+) -> list[dict[str, Any]]:
+    """The events `F.snapshot_rows` makes of the lane's GPUs (sorted as `snap`): uncorrectable volatile ECC,
+    then the cells of the first two rows holding an error marker (five at most), on the few GPUs with one."""
+    c = pl.col
+    cells = ("a", "b", "c", "a2", "b2", "c2")
+    marked = pl.any_horizontal([c(x).str.contains(F._MARKER_ALT).fill_null(False) for x in cells])
+    ecc = _num(c("c").str.strip_chars(" ")).cast(pl.Int64)
+    hit = snap.select("idx", "bus", "ts", "ln", *cells, ecc=ecc, has2="has2").filter(
+        marked | (c("ecc").fill_null(0) != 0)
+    )
+    events: list[dict[str, Any]] = []
+    for idx, bus, ts, ln, a, bb, cc, a2, b2, c2, uv, has2 in hit.iter_rows():
+        q = "local_assumed_utc" if ts is not None else "none"
+
+        def event(kind: str, code: str | None, severity: str, at: int, detail: dict[str, Any]) -> None:
+            events.append(
+                {
+                    "node": node,
+                    "gpu_index": idx,
+                    "gpu_bus_id": bus,
+                    "ts": ts,
+                    "ts_quality": q,  # noqa: B023
+                    "source": F.SOURCE,
+                    "kind": kind,
+                    "code": code,
+                    "severity": severity,
+                    "message": text[at - first].strip(),
+                    "detail": F.to_json(detail),
+                    "file": path,
+                    "line": at,
+                }
+            )
+
+        if uv:
+            event("ecc_uncorrectable", "volatile", "high", ln, {"volatile": uv, "aggregate": None})
+        vals = [(a, ln), (bb, ln), (cc, ln)] + ([(a2, ln + 1), (b2, ln + 1), (c2, ln + 1)] if has2 else [])
+        errs = [(v, at) for v, at in vals if F._MARKER_RE.search(v)]
+        for v, at in errs[:5]:
+            code = next(m for m in F.ERROR_MARKERS if m in v)
+            event("gpu_error", code, "high", at, {"value": v.strip()})
+    return events
