@@ -228,3 +228,92 @@ def keep_shapes(
         if len(SHAPES) >= SHAPES_MAX:
             SHAPES.clear()
         SHAPES[keys[k]] = sh
+
+
+class DocShape:
+    """The shape of one document of a file (`doc_shape`), for the documents of a `-q -x -l N` loop
+    (`nvidia_smi_xml._loop`): the columns `verify` reads (as `Shape`'s), what `nvidia_smi_xml._read_doc` gave
+    for it with each text as an index into a document's texts of its `VALUE` lines then `statics` and each
+    line counted from the document's first (`ts`, `nodes`, `gpus`), and where its lines read end (`upto`)."""
+
+    __slots__ = (
+        *("shape", "suffix", "plen", "slen", "kind", "n_values", "statics"),
+        *("ts", "nodes", "gpus", "upto"),
+    )
+
+    def __init__(self) -> None:
+        self.shape = self.suffix = pl.Series([], dtype=pl.String)
+        self.plen = self.slen = pl.Series([], dtype=pl.Int64)
+        self.kind = pl.Series([], dtype=pl.Int8)
+        self.n_values = 0
+        self.statics: list[str | None] = []
+        self.ts: tuple[int, int] | None = None
+        self.nodes: list[tuple[str, int, int]] = []
+        self.gpus: list[Any] = []
+        self.upto = 0
+
+    def doc_at(self, values: list[str], at: int) -> _Doc:
+        """What `nvidia_smi_xml._read_doc` gives for a document of this shape whose first line is number `at`
+        and whose `VALUE` lines hold these texts."""
+        v = values + self.statics
+        ts = self.ts
+        return (
+            None if ts is None else (v[ts[0]], at + ts[1]),
+            [(a, v[r], at + ln) for a, r, ln in self.nodes],
+            [
+                (i, bus, at + line, [(v[r], at + ln, st) for r, ln, st in leaves])
+                for i, bus, line, leaves in self.gpus
+            ],
+        )
+
+
+def doc_shape(part: pl.Series, doc: _Doc, at: int, upto: int) -> DocShape | None:
+    """The shape of a document (its lines `part`, no null, the first numbered `at`), read whole without a note
+    as `doc`, its lines read ending at `upto` (from its first): as `keep_shapes` keeps a file's; None when a
+    `VALUE` line's element has another text."""
+    g = part.to_frame("t").select(v=pl.col("t").str.extract_groups(VALUE_LINE)).unnest("v")
+    is_v = (pl.col("2") == pl.col("5")).fill_null(False)
+    shape = pl.when(is_v).then(pl.col("1")).otherwise(part)
+    suffix = pl.when(is_v).then(pl.col("4")).otherwise(pl.lit(""))
+    cols = g.select(
+        kind=pl.when(is_v).then(pl.lit(VALUE, pl.Int8)).otherwise(pl.lit(WHOLE, pl.Int8)),
+        shape=shape,
+        suffix=suffix,
+        plen=shape.str.len_bytes().cast(pl.Int64),
+        slen=suffix.str.len_bytes().cast(pl.Int64),
+        mid=pl.when(is_v).then(pl.col("3")),
+    )
+    kinds = cols.get_column("kind").to_list()
+    mids = cols.get_column("mid").to_list()
+    order: dict[int, int] = {}
+    for i, kd in enumerate(kinds):
+        if kd == VALUE:
+            order[i] = len(order)
+    sh = DocShape()
+    static_at: dict[str | None, int] = {}
+
+    def ref(t: str | None, line: int) -> int:
+        i = line - at
+        j = order.get(i)
+        if j is not None:
+            if (t or "") != mids[i]:
+                raise ValueError(i)
+            return j
+        r = static_at.get(t)
+        if r is None:
+            r = static_at[t] = len(order) + len(sh.statics)
+            sh.statics.append(t)
+        return r
+
+    ts_el, node_texts, gpus = doc
+    try:
+        sh.ts = None if ts_el is None else (ref(*ts_el), ts_el[1] - at)
+        sh.nodes = [(a, ref(t, ln), ln - at) for a, t, ln in node_texts]
+        sh.gpus = [(i, bus, ln - at, [(ref(t, n), n - at, st) for t, n, st in lv]) for i, bus, ln, lv in gpus]
+    except ValueError:
+        return None
+    sh.shape, sh.suffix, sh.plen, sh.slen, sh.kind = (
+        cols.get_column(c) for c in ("shape", "suffix", "plen", "slen", "kind")
+    )
+    sh.n_values, sh.upto = len(order), upto
+    return sh

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Sequence
 from functools import lru_cache
 from itertools import accumulate, compress
@@ -298,9 +298,92 @@ def _documents(texts: list[str]) -> list[tuple[int, int]]:
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse each XML document of the file; see the module docstring."""
     with F.gc_paused():
-        texts, blank, starts, tags = _prepare(lines)
-        rows, result = _parse(texts, blank, ctx, starts, tags)
+        got = _loop(lines, ctx) if len(lines) >= LOOP_LINES_MIN else None
+        if got is None:
+            texts, blank, starts, tags = _prepare(lines)
+            got = _parse(texts, blank, ctx, starts, tags)
+        rows, result = got
         return ParseResult(tables=F.frames(*rows, inv_tuples=True), **result)
+
+
+LOOP_LINES_MIN = 2_000
+"""Files of fewer lines are parsed document by document (`_loop` pays for a shape when a length repeats)."""
+LOOP_SHAPES_MAX = 8
+"""The most document lengths of a file `_loop` keeps a shape for (the most frequent first)."""
+
+
+def _loop(
+    lines: pl.Series, ctx: FileContext
+) -> tuple[tuple[list[Any], list[dict[str, Any]], list[dict[str, Any]]], dict[str, Any]] | None:
+    """`_parse` of the file's `_prepare`d lines for an `nvidia-smi -q -x -l N` loop, its documents of a
+    repeated shape read without parsing them; None (nothing read) for a file of fewer than 3 documents.
+
+    The first document of each length found at least twice (up to `LOOP_SHAPES_MAX` lengths) is read as
+    `_read_docs` reads it and, when read whole without a note, gives its shape (`shapes.doc_shape`: per
+    line, the same markup or an element alone on its line with its text). One polars pass over the file
+    (`shapes.verify`, each document a file) finds the documents of a shape and their texts: what reading
+    them would give (see `parsers._nvsmi_xml_shapes`). The other documents are read as `_read_docs` reads
+    them (`_read_doc`)."""
+    text = lines.cast(pl.String).fill_null("")
+    t = pl.col("t")
+    # (= _documents: a document opens on each line starting with '<?xml' but for a BOM, spaces and tabs)
+    opens = text.to_frame("t").select(t.str.strip_chars_start("\ufeff \t").str.starts_with("<?xml"))
+    begins: list[int] = opens.to_series().arg_true().to_list()
+    if len(begins) < 3:
+        return None
+    n, first = len(text), ctx.first_line
+    bounds = list(zip(begins, [*begins[1:], n], strict=True))
+    counts = Counter(e - b for b, e in bounds)
+    wanted = [ln for ln, c in counts.most_common(LOOP_SHAPES_MAX) if c >= 2]
+    made: dict[int, shapes.DocShape | None] = {}
+    for b, e in bounds:
+        ln = e - b
+        if ln in wanted and ln not in made:
+            made[ln] = _doc_shape(text.slice(b, ln), first + b)
+    cands = [made.get(e - b) for b, e in bounds]
+    if not any(c is not None for c in cands):
+        return None
+    sizes = [begins[0], *(e - b for b, e in bounds)]
+    blank, shaped, values = shapes.verify(text, sizes, [None, *cands])
+    docs: list[_Doc] = []
+    spans: list[tuple[int, int]] = []
+    notes: list[str] = []
+    partial = False
+    rest = [(b, e) for (b, e), c, ok in zip(bounds, cands, shaped[1:], strict=True) if c is None or not ok]
+    texts: Sequence[str] = _Lines(text)
+    starts: list[int] | None = None
+    tags: list[int] | None = None
+    if rest and sum(e - b for b, e in rest) > n // 8:  # (many documents read: the file's lines at once)
+        texts = text.to_list()
+        starts, tags = _tag_counts(text)
+    for (b, e), c, ok, vals in zip(bounds, cands, shaped[1:], values[1:], strict=True):
+        if c is not None and ok:
+            docs.append(c.doc_at(vals, first + b))
+            spans.append((b, b + c.upto))
+            continue
+        if starts is None:  # (the document's lines alone)
+            part = text.slice(b, e - b)
+            st, tg = _tag_counts(part)
+            doc, span, note, partial_doc, _w = _read_doc(part.to_list(), 0, e - b, first + b, st, tg)
+            span = None if span is None else (b + span[0], b + span[1])
+        else:
+            doc, span, note, partial_doc, _w = _read_doc(texts, b, e, first, starts, tags)
+        if note is not None:
+            notes.append(note)
+        partial = partial or partial_doc
+        if doc is not None and span is not None:
+            spans.append(span)
+            docs.append(doc)
+    return _rows(docs, spans, notes, partial, texts, blank, ctx)
+
+
+def _doc_shape(part: pl.Series, at: int) -> shapes.DocShape | None:
+    """The shape of a document (its lines, the first numbered `at`) read whole without a note; else None."""
+    st, tg = _tag_counts(part)
+    doc, span, note, partial_doc, whole = _read_doc(part.to_list(), 0, len(part), at, st, tg)
+    if doc is None or span is None or note is not None or partial_doc or not whole:
+        return None
+    return shapes.doc_shape(part, doc, at, span[1])
 
 
 def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
@@ -512,7 +595,6 @@ def _read_docs(
 ) -> tuple[list[_Doc], list[tuple[int, int]], list[str], bool, bool]:
     """The documents of a file (see `_parse`): what `_rows` reads of each, the lines of each read (in
     order, disjoint), notes, whether one ends early, and whether each was read whole (`_read_whole`)."""
-    first = ctx.first_line
     docs: list[_Doc] = []
     spans: list[tuple[int, int]] = []
     partial = False
@@ -520,44 +602,57 @@ def _read_docs(
     notes: list[str] = []
     # Lines before the first document (e.g. a shell prompt) stay unrecognized.
     for start, end in _documents(texts):
-        chunk = "\n".join(texts[start:end]).lstrip("\ufeff")
-        # Blank the DOCTYPE (and any internal subset) keeping its newlines: nothing is fetched or expanded.
-        chunk = _DOCTYPE.sub(lambda m: "\n" * m.group(0).count("\n"), chunk)
-        doc_lines = chunk.split("\n")
-        at = first + start
-        read = None
-        if starts is not None and tags is not None and len(doc_lines) == end - start:
-            read = _read_whole(chunk, texts[start:end], at, starts[start:end], tags[start:end])
-        if read is None:
-            whole = False
-            read = _read_lines(doc_lines, at)
-        root, el_line, failed_at, note, partial_doc, _keep = read
+        doc, span, note, partial_doc, whole_doc = _read_doc(texts, start, end, ctx.first_line, starts, tags)
+        whole = whole and whole_doc
         if note is not None:
             notes.append(note)
         partial = partial or partial_doc
-        upto = end if failed_at is None else min(end, start + failed_at)
-        if root is None or root.tag != "nvidia_smi_log":
-            continue
-        spans.append((start, upto))
-        ts_el = root.find("timestamp")
-        node_texts = []
-        for tag, attr in (("driver_version", "driver_version"), ("cuda_version", "cuda_version")):
-            e = root.find(tag)
-            if e is not None:
-                node_texts.append((attr, e.text, el_line.get(id(e), at)))
-        gpus: list[_Gpu] = []
-        for idx, gpu in enumerate(root.findall("gpu")):
-            line = el_line.get(id(gpu), at)
-            if _CHILDREN[0] > 100_000:
-                _CHILD.clear()
-                _CHILDREN[0] = 0
-            leaves: list[_Leaf] = []
-            _walk(gpu, "", el_line, line, leaves)
-            gpus.append((idx, gpu.get("id"), line, leaves))
-        ts = (ts_el.text, el_line.get(id(ts_el), at)) if ts_el is not None else None
-        docs.append((ts, node_texts, gpus))
-        del read
+        if doc is not None and span is not None:
+            spans.append(span)
+            docs.append(doc)
     return docs, spans, notes, partial, whole
+
+
+def _read_doc(
+    texts: Sequence[str], start: int, end: int, first: int, starts: list[int] | None, tags: list[int] | None
+) -> tuple[_Doc | None, tuple[int, int] | None, str | None, bool, bool]:
+    """One document of `_read_docs` (lines `start` to `end` of `texts`, whose first line is number `first`;
+    `starts`, `tags`: `_tag_counts` of `texts`, None: read line by line): what `_rows` reads of it and the
+    lines read (None, None: no <nvidia_smi_log> root), its note, whether it ends early, whether it was read
+    whole."""
+    chunk = "\n".join(texts[start:end]).lstrip("\ufeff")
+    # Blank the DOCTYPE (and any internal subset) keeping its newlines: nothing is fetched or expanded.
+    chunk = _DOCTYPE.sub(lambda m: "\n" * m.group(0).count("\n"), chunk)
+    doc_lines = chunk.split("\n")
+    at = first + start
+    read = None
+    whole = True
+    if starts is not None and tags is not None and len(doc_lines) == end - start:
+        read = _read_whole(chunk, texts[start:end], at, starts[start:end], tags[start:end])
+    if read is None:
+        whole = False
+        read = _read_lines(doc_lines, at)
+    root, el_line, failed_at, note, partial_doc, _keep = read
+    upto = end if failed_at is None else min(end, start + failed_at)
+    if root is None or root.tag != "nvidia_smi_log":
+        return None, None, note, partial_doc, whole
+    ts_el = root.find("timestamp")
+    node_texts = []
+    for tag, attr in (("driver_version", "driver_version"), ("cuda_version", "cuda_version")):
+        e = root.find(tag)
+        if e is not None:
+            node_texts.append((attr, e.text, el_line.get(id(e), at)))
+    gpus: list[_Gpu] = []
+    for idx, gpu in enumerate(root.findall("gpu")):
+        line = el_line.get(id(gpu), at)
+        if _CHILDREN[0] > 100_000:
+            _CHILD.clear()
+            _CHILDREN[0] = 0
+        leaves: list[_Leaf] = []
+        _walk(gpu, "", el_line, line, leaves)
+        gpus.append((idx, gpu.get("id"), line, leaves))
+    ts = (ts_el.text, el_line.get(id(ts_el), at)) if ts_el is not None else None
+    return (ts, node_texts, gpus), (start, upto), note, partial_doc, whole
 
 
 class _Lines(Sequence[str]):
