@@ -260,11 +260,23 @@ class DocShape:
         return (
             None if ts is None else (v[ts[0]], at + ts[1]),
             [(a, v[r], at + ln) for a, r, ln in self.nodes],
-            [
-                (i, bus, at + line, [(v[r], at + ln, st) for r, ln, st in leaves])
-                for i, bus, line, leaves in self.gpus
-            ],
+            [(i, bus, at + line, ShapedLeaves(v, at, leaves)) for i, bus, line, leaves in self.gpus],
         )
+
+
+class ShapedLeaves:
+    """The leaves of a GPU of a document read by its shape (`DocShape.doc_at`), for `nvidia_smi_xml._apply`:
+    leaf k is `(values[r], at + line, steps)` for `(r, line, steps) = template[k]` (no tuple made for
+    each)."""
+
+    __slots__ = ("values", "at", "template")
+
+    def __init__(self, values: list[str | None], at: int, template: list[tuple[int, int, Any]]) -> None:
+        self.values, self.at, self.template = values, at, template
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        v, at = self.values, self.at
+        return iter([(v[r], at + ln, st) for r, ln, st in self.template])
 
 
 def doc_shape(part: pl.Series, doc: _Doc, at: int, upto: int) -> DocShape | None:

@@ -245,6 +245,9 @@ def _walk(el: ET.Element, prefix: str, lines: dict[int, int], line: int, out: li
 
 def _apply(leaves: list[_Leaf], snap: F.GpuSnapshot) -> None:
     """Note each leaf's value (an error marker) and put it where its tag path's `_plan` says."""
+    if type(leaves) is shapes.ShapedLeaves:
+        _apply_shaped(leaves, snap)
+        return
     texts = _TEXT
     if len(texts) > 100_000:
         texts.clear()
@@ -254,6 +257,35 @@ def _apply(leaves: list[_Leaf], snap: F.GpuSnapshot) -> None:
             v = " ".join((t or "").split())
             known = texts[t] = (v, _MARKER_RE.search(v) is not None)
         value = known[0]
+        if known[1]:  # = snap.note
+            snap.errors.append((value, line))
+        for op, arg, pri in steps:
+            if op == "inv":
+                snap.put_inv(arg, value, line)
+            elif op == "sample":
+                snap.put_sample(arg, value, line, pri)
+            elif op == "extra":
+                snap.put_extra(arg, value, line)
+            elif op == "part":
+                snap.parts.setdefault(arg, []).append((value, line))
+            else:  # total
+                snap.totals[arg] = (value, line)
+
+
+def _apply_shaped(leaves: shapes.ShapedLeaves, snap: F.GpuSnapshot) -> None:
+    """`_apply` of the leaves of a GPU read by its document's shape, each read from the template."""
+    texts = _TEXT
+    if len(texts) > 100_000:
+        texts.clear()
+    vals, at = leaves.values, leaves.at
+    for r, ln, steps in leaves.template:
+        t = vals[r]
+        known = texts.get(t)
+        if known is None:
+            v = " ".join((t or "").split())
+            known = texts[t] = (v, _MARKER_RE.search(v) is not None)
+        value = known[0]
+        line = at + ln
         if known[1]:  # = snap.note
             snap.errors.append((value, line))
         for op, arg, pri in steps:
