@@ -40,7 +40,7 @@ from parsers._small import UNSAFE as _UNSAFE
 from parsers._small import parse_many as small_parse_many
 from parsers._sniff import cheap_requirements, head_text, holds, may_match, required_literals
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
-from parsers.nccl_tests import collector_time
+from parsers.nccl_tests import COLLECTOR_TIME_RE, collector_time
 
 NAME = "infiniband"
 DESCRIPTION = "InfiniBand tools: ibstat, ibstatus, ibv_devinfo, /sys/class/infiniband dumps, perfquery, mlxlink, ibdev2netdev"
@@ -417,7 +417,9 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
     lane = _split_lane(frame) if frame.height >= LANE_MIN_LINES and not headcat else None
     if lane is not None:
         frame, lane = lane
-    if gate.search(_COLLECTOR_TIME_NEED):
+    if gate.search(_COLLECTOR_TIME_NEED) and (
+        gate.text is not None or frame.select(pl.col("text").str.contains(COLLECTOR_TIME_RE).any()).item()
+    ):  # (a line with a prefix: one `contains` pass on a large file, cheaper than collector_time's)
         no_time, line_ts = collector_time(pl.col("text"))
         frame = frame.with_columns(_ts_prefix=line_ts, _rest=no_time)
     else:  # no collector time prefix anywhere: what collector_time gives
@@ -844,7 +846,9 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
             "line",
             "host",
             "ts",
-            dev=pl.coalesce(pl.col("dev"), pl.format("lid:{}", pl.col("pq_lid"))),
+            dev=pl.coalesce(pl.col("dev"), pl.format("lid:{}", pl.col("pq_lid")))
+            if pqc.get_column("dev").has_nulls()
+            else pl.col("dev"),
             port=pl.col("pq_port"),
             counter=pl.coalesce(_map(pl.col("name"), PERFQUERY_COUNTERS), pl.col("name"))
             + pl.when(~pl.col("pq_what").str.contains("extended", literal=True) & pl.col("name").is_in(PQ_32BIT))

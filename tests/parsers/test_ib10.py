@@ -108,11 +108,14 @@ def generated_loop(rng: random.Random) -> list[str]:
 
 
 def _check(lines: list[str], ctx: FileContext, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Old and new on `lines`, the new both as on a small file and as on a large one (no literal gate: the
+    collector time prefix found by a `contains` pass)."""
     s = pl.Series("l", lines, dtype=pl.String)
     want = _ib10_ref._parse_frames(s, ctx)
     monkeypatch.setattr(infiniband, "LANE_MIN_LINES", 0)
-    got = infiniband._parse_frames(s, ctx)
-    assert_same_result(want, got)
+    assert_same_result(want, infiniband._parse_frames(s, ctx))
+    monkeypatch.setattr(infiniband._Gate, "LIMIT", -1)
+    assert_same_result(want, infiniband._parse_frames(s, ctx))
 
 
 @pytest.mark.parametrize("i", range(len(SOURCES)))
