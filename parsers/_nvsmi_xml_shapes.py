@@ -264,6 +264,23 @@ class DocShape:
         )
 
 
+class Template(list[tuple[int, int, Any]]):
+    """The leaves of a GPU of a shape, `(text index, line, steps)` each, with the texts (`refs`) and lines
+    (`lines`) in order and the steps of each operation (`ops`: operation -> (leaf number, line, argument,
+    priority, whether no step of this operation before has this argument) in order)."""
+
+    def __init__(self, leaves: list[tuple[int, int, Any]]) -> None:
+        super().__init__(leaves)
+        self.refs = [r for r, _ln, _st in leaves]
+        self.lines = [ln for _r, ln, _st in leaves]
+        self.ops: dict[str, list[tuple[int, int, str, int, bool]]] = {}
+        seen: set[tuple[str, str]] = set()
+        for k, (_r, ln, steps) in enumerate(leaves):
+            for op, arg, pri in steps:
+                self.ops.setdefault(op, []).append((k, ln, arg, pri, (op, arg) not in seen))
+                seen.add((op, arg))
+
+
 class ShapedLeaves:
     """The leaves of a GPU of a document read by its shape (`DocShape.doc_at`), for `nvidia_smi_xml._apply`:
     leaf k is `(values[r], at + line, steps)` for `(r, line, steps) = template[k]` (no tuple made for
@@ -271,7 +288,7 @@ class ShapedLeaves:
 
     __slots__ = ("values", "at", "template")
 
-    def __init__(self, values: list[str | None], at: int, template: list[tuple[int, int, Any]]) -> None:
+    def __init__(self, values: list[str | None], at: int, template: Template) -> None:
         self.values, self.at, self.template = values, at, template
 
     def __iter__(self):  # type: ignore[no-untyped-def]
@@ -321,7 +338,10 @@ def doc_shape(part: pl.Series, doc: _Doc, at: int, upto: int) -> DocShape | None
     try:
         sh.ts = None if ts_el is None else (ref(*ts_el), ts_el[1] - at)
         sh.nodes = [(a, ref(t, ln), ln - at) for a, t, ln in node_texts]
-        sh.gpus = [(i, bus, ln - at, [(ref(t, n), n - at, st) for t, n, st in lv]) for i, bus, ln, lv in gpus]
+        sh.gpus = [
+            (i, bus, ln - at, Template([(ref(t, n), n - at, st) for t, n, st in lv]))
+            for i, bus, ln, lv in gpus
+        ]
     except ValueError:
         return None
     sh.shape, sh.suffix, sh.plen, sh.slen, sh.kind = (

@@ -273,32 +273,55 @@ def _apply(leaves: list[_Leaf], snap: F.GpuSnapshot) -> None:
 
 
 def _apply_shaped(leaves: shapes.ShapedLeaves, snap: F.GpuSnapshot) -> None:
-    """`_apply` of the leaves of a GPU read by its document's shape, each read from the template."""
+    """`_apply` of the leaves of a GPU read by its document's shape: each text's value and marker flag as
+    `_apply` finds them, the errors noted in order, then each operation's steps in order (each operation
+    writes its own fields of `snap`, so the order between operations does not matter)."""
     texts = _TEXT
     if len(texts) > 100_000:
         texts.clear()
-    vals, at = leaves.values, leaves.at
-    for r, ln, steps in leaves.template:
-        t = vals[r]
-        known = texts.get(t)
-        if known is None:
-            v = " ".join((t or "").split())
-            known = texts[t] = (v, _MARKER_RE.search(v) is not None)
-        value = known[0]
-        line = at + ln
+    vals, at, tm = leaves.values, leaves.at, leaves.template
+    get = texts.get
+    kn = [get(t) or _known(t) for t in map(vals.__getitem__, tm.refs)]
+    for known, ln in zip(kn, tm.lines, strict=True):
         if known[1]:  # = snap.note
-            snap.errors.append((value, line))
-        for op, arg, pri in steps:
-            if op == "inv":
-                snap.put_inv(arg, value, line)
-            elif op == "sample":
-                snap.put_sample(arg, value, line, pri)
-            elif op == "extra":
-                snap.put_extra(arg, value, line)
-            elif op == "part":
-                snap.parts.setdefault(arg, []).append((value, line))
-            else:  # total
-                snap.totals[arg] = (value, line)
+            snap.errors.append((known[0], at + ln))
+    ops = tm.ops
+    # (the first step of an argument meets an empty field of the fresh `snap`: `put_inv` keeps a value
+    # that is not '', `put_sample` any; later steps of it go through them)
+    if "inv" in ops:
+        put_inv, inv = snap.put_inv, snap.inv
+        for k, ln, arg, _p, new in ops["inv"]:
+            value = kn[k][0]
+            if not new:
+                put_inv(arg, value, at + ln)
+            elif value != "":
+                inv[arg] = (value, at + ln)
+    if "sample" in ops:
+        put_sample, sample = snap.put_sample, snap.sample
+        for k, ln, arg, pri, new in ops["sample"]:
+            if new:
+                sample[arg] = (kn[k][0], at + ln, pri)
+            else:
+                put_sample(arg, kn[k][0], at + ln, pri)
+    if "extra" in ops:
+        put_extra = snap.put_extra
+        for k, ln, arg, _p, _n in ops["extra"]:
+            put_extra(arg, kn[k][0], at + ln)
+    if "part" in ops:
+        parts = snap.parts
+        for k, ln, arg, _p, _n in ops["part"]:
+            parts.setdefault(arg, []).append((kn[k][0], at + ln))
+    if "total" in ops:
+        totals = snap.totals
+        for k, ln, arg, _p, _n in ops["total"]:
+            totals[arg] = (kn[k][0], at + ln)
+
+
+def _known(t: str | None) -> tuple[str, bool]:
+    """A text's `_TEXT` entry (made and kept)."""
+    v = " ".join((t or "").split())
+    known = _TEXT[t] = (v, _MARKER_RE.search(v) is not None)
+    return known
 
 
 def _documents(texts: list[str]) -> list[tuple[int, int]]:
