@@ -256,11 +256,11 @@ LANE_MIN_LINES = 2000
 """`parse` tries `_lane` on chunks of at least this many lines (an `nvidia-smi -l` capture); smaller ones
 (and any chunk `_lane` declines) go through the Python walk `_parse`, which is the reference."""
 
-# A chunk the lane declines at once: a byte outside printable ASCII (tabs, other whitespace, non-ASCII: the
-# Python and polars regex classes then agree and `str.strip` = stripping spaces), a quote or backslash
-# (escaped by JSON), a run of 16 digits (numbers past float/int64 precision), MIG device blocks, failure
-# lines.
-_LANE_REJECT = r'[^ -~]|["\\]|[0-9]{16}|MIG devices:|' + F.FAILURE_ALT
+# The lane declines a chunk with a line holding a byte outside printable ASCII (tabs, other whitespace,
+# non-ASCII: the Python and polars regex classes then agree and `str.strip` = stripping spaces), a quote or
+# backslash (escaped by JSON), a run of 16 digits (numbers past float/int64 precision), a MIG device block or
+# a failure literal (looked for among the distinct lines).
+_LANE_REJECT = r"[^ !#-\[\]-~]|[0-9]{16}|MIG devices:|" + F.FAILURE_ALT
 _L_TIME = r"^ *([A-Z][a-z]{2}) ([A-Z][a-z]{2}) +([0-9]{1,2}) ([0-9]{2}):([0-9]{2}):([0-9]{2}) ([0-9]{4})$"
 _L_BANNER = r"NVIDIA-SMI +([^ ]+) +Driver Version: *([^ ]+)(?: +CUDA Version: *([^ ]+))?"
 _L_SEP = r"^ *[+|][-=+| ]*[+|]$"
@@ -285,120 +285,160 @@ def _num(e: pl.Expr) -> pl.Expr:
 def _lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     """`parse(lines, ctx)` by polars expressions over the column of lines, for a chunk of canonical snapshots
     (79- and 89-column tables, GPU rows in pairs or triples, time lines, process tables); None for a chunk
-    holding anything else (then `_parse` reads it). Same rows, accounting and order as `_parse`."""
+    holding anything else (then `_parse` reads it). Same rows, accounting and order as `_parse`.
+
+    A loop repeats most of its lines (headings, borders, the GPUs' first and third rows): each distinct line
+    is classified and its values extracted once, then looked up per line by its position among them."""
     s = lines.cast(pl.String).fill_null("")
-    if s.str.contains(_LANE_REJECT).any():
-        return None
     c = pl.col
     t = c("t")
-    df = pl.DataFrame({"t": s.str.strip_chars_end(" ")}).with_row_index("i")
-    df = (
-        df.with_columns(
-            blank=t == "",
-            T=t.str.contains(_L_TIME),
-        )
-        .with_columns(
-            B=~c("T") & t.str.contains("NVIDIA-SMI", literal=True) & t.str.contains(_L_BANNER),
-        )
-        .with_columns(
-            S=~c("T") & ~c("B") & t.str.contains(_L_SEP),
-        )
-        .with_columns(
-            H=~c("T") & ~c("B") & ~c("S") & t.str.contains(_L_HEAD),
-        )
+    stripped = s.str.strip_chars_end(" ")
+    code = stripped.hash()
+    first = code.is_first_distinct()
+    ucode = code.filter(first)
+    pos = code.replace_strict(ucode, pl.Series(range(len(ucode)), dtype=pl.UInt32), return_dtype=pl.UInt32)
+    ut = stripped.filter(first)
+    if not (ut.gather(pos) == stripped).all() or ut.str.contains(_LANE_REJECT).any():
+        return None  # (two lines of one hash; a line the lane declines)
+    u = (
+        pl.DataFrame({"t": ut})
+        .with_columns(blank=t == "", T=t.str.contains(_L_TIME))
+        .with_columns(B=~c("T") & t.str.contains("NVIDIA-SMI", literal=True) & t.str.contains(_L_BANNER))
+        .with_columns(S=~c("T") & ~c("B") & t.str.contains(_L_SEP))
     )
+    u = u.with_columns(H=~c("T") & ~c("B") & ~c("S") & t.str.contains(_L_HEAD))
     rest = ~(c("blank") | c("T") | c("B") | c("S") | c("H"))
-    df = df.with_columns(
-        mark=pl.when(c("T")).then(1).when(c("B")).then(2).forward_fill(),
-        tab=c("B").cast(pl.Int32).cum_sum(),
-        P=rest & t.str.contains(_L_PROC),
-    ).with_columns(
-        G=rest & ~c("P") & t.str.contains(_L_CELLS),
+    u = u.with_columns(P=rest & t.str.contains(_L_PROC))
+    u = u.with_columns(G=rest & ~c("P") & t.str.contains(_L_CELLS))
+    u = u.with_columns(
+        kind=pl.when(c("blank"))
+        .then(0)
+        .when(c("T"))
+        .then(1)
+        .when(c("B"))
+        .then(2)
+        .when(c("S") | c("H"))
+        .then(3)
+        .when(c("P"))
+        .then(5)
+        .when(c("G"))
+        .then(6)
+        .otherwise(7)
+        .cast(pl.Int8)
     )
-    if not df.get_column("B").any():
+    ukind = u.get_column("kind")
+    if (ukind == 7).any() or not (ukind == 2).any():
+        return None  # (a line `_parse` leaves unrecognized; no table at all)
+    # GPU rows among the distinct lines: cells, the three row shapes (`_parse`'s order of trial)
+    ug = u.filter(c("G")).select(
+        t.str.extract_groups(_L_CELLS).struct.rename_fields(["a", "b", "c"]).alias("x")
+    )
+    ug = (
+        ug.unnest("x")
+        .with_columns(
+            r1a=c("a").str.extract_groups(_L_R1A).struct.rename_fields(["idx", "name", "pm"]),
+            r1b=c("b").str.extract_groups(_L_R1B).struct.rename_fields(["bus", "disp"]),
+        )
+        .unnest("r1a", "r1b")
+    )
+    ug = (
+        ug.with_columns(r1=c("idx").is_not_null() & c("bus").is_not_null())
+        .with_columns(
+            r2a=c("a").str.extract_groups(_L_R2A).struct.rename_fields(["fan", "temp", "perf", "pwr", "cap"]),
+            r2b=c("b").str.extract_groups(_L_R2B).struct.rename_fields(["used", "total"]),
+            r2c=c("c").str.extract_groups(_L_R2C).struct.rename_fields(["util", "mode"]),
+        )
+        .unnest("r2a", "r2b", "r2c")
+    )
+    ug = ug.with_columns(r2=~c("r1") & c("fan").is_not_null() & c("used").is_not_null())
+    ug = ug.with_columns(
+        role=pl.when(c("r1"))
+        .then(1)
+        .when(c("r2"))
+        .then(2)
+        .when((c("a").str.strip_chars(" ") == "") & (c("c").str.strip_chars(" ") != ""))
+        .then(3)
+        .otherwise(0)
+        .cast(pl.Int8),
+        mig=c("c").str.strip_chars(" "),
+        mk=pl.any_horizontal(c(x).str.contains(F._MARKER_ALT) for x in ("a", "b", "c")),
+        ecc=_num(c("c").str.strip_chars(" ")).cast(pl.Int64),
+    )
+    if ug.select(((c("role") == 0) | (c("r1") & (c("idx").str.len_bytes() > 9))).any()).item():
         return None
-    # every other line is unrecognized by `_parse`; process and GPU rows need a table (a banner since the
-    # last time line)
-    bad = df.select(
-        (rest & ~c("P") & ~c("G")).any() | ((c("P") | c("G")) & c("mark").ne_missing(2)).any()
-    ).item()
-    if bad:
-        return None
-    g = (
-        df.filter(c("G"))
-        .select("i", "tab", t.str.extract_groups(_L_CELLS).struct.rename_fields(["a", "b", "c"]).alias("x"))
-        .unnest("x")
+    gat = u.get_column("G").arg_true()
+    urole = pl.Series([0] * len(u), dtype=pl.Int8).scatter(gat, ug.get_column("role"))
+    ugi = pl.Series([0] * len(u), dtype=pl.UInt32).scatter(gat, pl.Series(range(len(gat)), dtype=pl.UInt32))
+
+    # per line: kind, the table (banners so far), whether a banner came after the last time line
+    df = (
+        pl.DataFrame({"pos": pos})
+        .with_row_index("i")
+        .with_columns(kind=ukind.gather(pos), role=urole.gather(pos))
+        .with_columns(
+            mark=pl.when(c("kind") == 1).then(1).when(c("kind") == 2).then(2).forward_fill(),
+            tab=(c("kind") == 2).cast(pl.Int32).cum_sum(),
+        )
     )
+    if df.select(((c("kind") >= 5) & c("mark").ne_missing(2)).any()).item():
+        return None  # (process or GPU rows outside a table: unrecognized)
+    g = df.filter(c("kind") == 6).select("i", "tab", "pos", "role")
     g = g.with_columns(
-        r1a=c("a").str.extract_groups(_L_R1A).struct.rename_fields(["idx", "name", "pm"]),
-        r1b=c("b").str.extract_groups(_L_R1B).struct.rename_fields(["bus", "disp"]),
-    ).unnest("r1a", "r1b")
-    g = g.with_columns(r1=c("idx").is_not_null() & c("bus").is_not_null())
-    g = g.with_columns(
-        r2a=pl.when(~c("r1"))
-        .then(c("a").str.extract_groups(_L_R2A))
-        .struct.rename_fields(["fan", "temp", "perf", "pwr", "cap"]),
-        r2b=pl.when(~c("r1")).then(c("b").str.extract_groups(_L_R2B)).struct.rename_fields(["used", "total"]),
-    ).unnest("r2a", "r2b")
-    g = g.with_columns(r2=~c("r1") & c("fan").is_not_null() & c("used").is_not_null())
-    g = g.with_columns(
-        r3=~c("r1") & ~c("r2") & (c("a").str.strip_chars(" ") == "") & (c("c").str.strip_chars(" ") != ""),
+        prev_role=c("role").shift(1),
+        prev_i=c("i").shift(1),
+        next_role=c("role").shift(-1),
+        next_i=c("i").shift(-1),
+        role2=c("role").shift(-2),
+        i2=c("i").shift(-2),
+        pos2=c("pos").shift(-1),
+        pos3=c("pos").shift(-2),
     )
-    prev = pl.when(c("r1")).then(1).when(c("r2")).then(2).when(c("r3")).then(3).otherwise(0)
-    g = g.with_columns(role=prev, prev_i=c("i").shift(1), next_i=c("i").shift(-1))
-    g = g.with_columns(prev_role=c("role").shift(1), next_role=c("role").shift(-1))
-    ok = g.select(
+    seq_bad = g.select(
         (
-            (c("role") == 0)
-            | ((c("role") == 2) & ((c("prev_role") != 1) | (c("prev_i") != c("i") - 1)).fill_null(True))
+            ((c("role") == 2) & ((c("prev_role") != 1) | (c("prev_i") != c("i") - 1)).fill_null(True))
             | ((c("role") == 3) & ((c("prev_role") != 2) | (c("prev_i") != c("i") - 1)).fill_null(True))
-            | ((c("role") == 1) & (c("idx").str.len_bytes() > 9))
         ).any()
     ).item()
-    if ok:
+    if seq_bad:
         return None
-    # one row per GPU: its first row (line 1), the next two joined by position
-    nxt = (c("next_i") == c("i") + 1).fill_null(False)
-    g = g.with_columns(
-        has2=nxt & (c("next_role") == 2),
-    ).with_columns(
-        has3=c("has2")
-        & (c("role").shift(-2) == 3).fill_null(False)
-        & (c("i").shift(-2) == c("i") + 2).fill_null(False),
-        fan2=c("fan").shift(-1),
-        temp2=c("temp").shift(-1),
-        perf2=c("perf").shift(-1),
-        pwr2=c("pwr").shift(-1),
-        cap2=c("cap").shift(-1),
-        used2=c("used").shift(-1),
-        total2=c("total").shift(-1),
-        a2=c("a").shift(-1),
-        b2=c("b").shift(-1),
-        c2=c("c").shift(-1),
-        c3=c("c").shift(-2),
+    g = (
+        g.filter(c("role") == 1)
+        .with_columns(has2=((c("next_i") == c("i") + 1) & (c("next_role") == 2)).fill_null(False))
+        .with_columns(has3=c("has2") & ((c("i2") == c("i") + 2) & (c("role2") == 3)).fill_null(False))
     )
-    snap = g.filter(c("r1")).with_columns(
-        c("idx").cast(pl.Int64),
-        ln=c("i") + ctx.first_line,
-        **{
-            k: pl.when(c("has2")).then(c(k))
-            for k in ("fan2", "temp2", "perf2", "pwr2", "cap2", "used2", "total2", "a2", "b2", "c2")
-        },
-        mig=pl.when(c("has3")).then(c("c3").str.strip_chars(" ")),
+    gi = ugi.gather(g.get_column("pos"))
+    f1 = ug.select("a", "b", "c", "idx", "name", "pm", "bus", "disp", mk1="mk", ecc1="ecc").gather(gi)
+    has2, has3 = g.get_column("has2"), g.get_column("has3")
+    f2 = ug.select(
+        a2="a",
+        b2="b",
+        c2="c",
+        fan2="fan",
+        temp2="temp",
+        perf2="perf",
+        pwr2="pwr",
+        cap2="cap",
+        used2="used",
+        total2="total",
+        util="util",
+        mode="mode",
+        mk2="mk",
+    ).gather(ugi.gather(g.get_column("pos2").fill_null(0)))
+    f2 = f2.select(pl.when(has2).then(pl.col(x)).alias(x) for x in f2.columns)
+    f3 = ug.select("mig").gather(ugi.gather(g.get_column("pos3").fill_null(0)))
+    f3 = f3.select(pl.when(has3).then(c("mig")).alias("mig"))
+    snap = pl.concat([g.select("i", "tab", "has2"), f1, f2, f3], how="horizontal").with_columns(
+        c("idx").cast(pl.Int64), ln=c("i") + ctx.first_line
     )
     if snap.select(c("tab"), c("idx")).is_duplicated().any():
         return None  # (a GPU twice in one table: `_parse` keeps the last)
-    m2c = pl.when(c("has2")).then(c("c2").str.extract_groups(_L_R2C)).struct.rename_fields(["util", "mode"])
-    snap = snap.with_columns(m2c=m2c).unnest("m2c")
 
     # tables: banner values and the time line above each (a time line since the previous banner)
-    b = (
-        df.filter(c("B") | c("T"))
+    ub = (
+        u.with_row_index("pos")
+        .filter(c("B") | c("T"))
         .select(
-            "i",
-            "tab",
-            "B",
-            "T",
+            "pos",
             bn=pl.when(c("B"))
             .then(t.str.extract_groups(_L_BANNER))
             .struct.rename_fields(["smi", "drv", "cuda"]),
@@ -408,7 +448,10 @@ def _lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
         )
         .unnest("bn", "tm")
     )
-    b = b.with_columns(
+    ub = ub.select(
+        "pos",
+        "drv",
+        "cuda",
         ts=pl.when(
             c("wd").is_in(_WEEKDAYS)
             & c("mo").is_in(_MONTHS)
@@ -430,31 +473,29 @@ def _lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
                 pl.lit(":"),
                 c("S"),
             ).str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S", strict=False)
-        )
+        ),
     )
-    b = (
-        b.with_columns(ts=pl.when(c("B") & c("T").shift(1, fill_value=False)).then(c("ts").shift(1)))
-        .filter(c("B"))
-        .select("i", "tab", "drv", "cuda", "ts")
-    )
-    node, path = ctx.node, ctx.path
+    b = df.filter((c("kind") == 1) | (c("kind") == 2)).select("i", "tab", "pos", "kind")
+    b = b.join(ub, on="pos", how="left", maintain_order="left")
+    b = b.with_columns(ts=pl.when((c("kind") == 2) & (c("kind").shift(1) == 1)).then(c("ts").shift(1)))
+    b = b.filter(c("kind") == 2).select("i", "tab", "drv", "cuda", "ts")
 
     # processes: {pid, type, name, memory} per (table, printed GPU)
-    procs = (
-        df.filter(c("P"))
-        .select(
-            "tab",
-            t.str.extract_groups(_L_PROC)
-            .struct.rename_fields(["gpu", "gi", "ci", "pid", "type", "name", "mem"])
-            .alias("p"),
-        )
-        .unnest("p")
-    )
     snap = snap.with_columns(gkey=c("idx").cast(pl.String))
-    if procs.height:
-        pj = (
-            procs.select(
-                "tab",
+    pl_rows = df.filter(c("kind") == 5).select("tab", "pos")
+    if pl_rows.height:
+        up = (
+            u.with_row_index("pos")
+            .filter(c("P"))
+            .select(
+                "pos",
+                p=t.str.extract_groups(_L_PROC).struct.rename_fields(
+                    ["gpu", "gi", "ci", "pid", "type", "name", "mem"]
+                ),
+            )
+            .unnest("p")
+            .select(
+                "pos",
                 gkey=c("gpu"),
                 js=pl.concat_str(
                     pl.lit('{"memory":"'),
@@ -468,14 +509,23 @@ def _lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
                     pl.lit('"}'),
                 ),
             )
-            .group_by("tab", "gkey", maintain_order=True)
-            .agg(pj=c("js").str.join(","))
         )
+        pj = pl_rows.join(up, on="pos", how="left", maintain_order="left")
+        pj = pj.group_by("tab", "gkey", maintain_order=True).agg(pj=c("js").str.join(","))
         snap = snap.join(pj, on=["tab", "gkey"], how="left", maintain_order="left")
     else:
         snap = snap.with_columns(pj=pl.lit(None, pl.String))
     snap = snap.join(b.select("tab", "ts"), on="tab", how="left", maintain_order="left")
     snap = snap.sort("tab", "idx", maintain_order=True)
+    return _lane_result(snap, b, df, s, ctx)
+
+
+def _lane_result(
+    snap: pl.DataFrame, b: pl.DataFrame, df: pl.DataFrame, s: pl.Series, ctx: FileContext
+) -> ParseResult:
+    """The `ParseResult` of the lane's GPUs (`snap`, sorted by table and index) and banners (`b`)."""
+    c = pl.col
+    node, path = ctx.node, ctx.path
     extra = pl.concat_str(
         pl.lit('{"display_active":"'),
         c("disp"),
@@ -491,7 +541,6 @@ def _lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
         .otherwise(pl.lit("")),
         pl.lit("}"),
     )
-    ecc = _num(c("c").str.strip_chars(" ")).cast(pl.Int64)
     samples = snap.select(
         node=pl.lit(node, pl.String),
         gpu_index=c("idx"),
@@ -507,7 +556,7 @@ def _lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
         temperature_c=_num(c("temp2")),
         power_w=_num(c("pwr2")),
         power_limit_w=_num(c("cap2")),
-        ecc_uncorrected_volatile=ecc,
+        ecc_uncorrected_volatile=c("ecc1"),
         extra=extra,
     )
     samples = samples.with_columns(gpu_bus_id=F.normalized_bus_ids(samples.get_column("gpu_bus_id")))
@@ -564,13 +613,13 @@ def _lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
         (node, idx, bus, "gpu" if o else "node", attr, v, "nvidia-smi-table", path, ln)
         for _tab, o, idx, _a, bus, attr, v, ln in inv.iter_rows()
     ]
-    events = _lane_events(snap, node, path, df.get_column("t"), ctx.first_line)
+    events = _lane_events(snap, node, path, s, ctx.first_line)
     tables = F.frames(inv_rows, [], events, inv_tuples=True)
     tables["gpu_samples"] = F.conform_table(samples, "gpu_samples")
     last = s[-1].strip()
     return ParseResult(
         tables=tables,
-        parsed=int(df.height - df.get_column("blank").sum()),
+        parsed=int((df.get_column("kind") != 0).sum()),
         unrecognized=0,
         unrecognized_examples=[],
         partial=not last.startswith("+") and not last.endswith("|"),
@@ -584,10 +633,9 @@ def _lane_events(
     then the cells of the first two rows holding an error marker (five at most), on the few GPUs with one."""
     c = pl.col
     cells = ("a", "b", "c", "a2", "b2", "c2")
-    marked = pl.any_horizontal([c(x).str.contains(F._MARKER_ALT).fill_null(False) for x in cells])
-    ecc = _num(c("c").str.strip_chars(" ")).cast(pl.Int64)
-    hit = snap.select("idx", "bus", "ts", "ln", *cells, ecc=ecc, has2="has2").filter(
-        marked | (c("ecc").fill_null(0) != 0)
+    marked = c("mk1") | (c("has2") & c("mk2")).fill_null(False)
+    hit = snap.filter(marked | (c("ecc1").fill_null(0) != 0)).select(
+        "idx", "bus", "ts", "ln", *cells, "ecc1", "has2"
     )
     events: list[dict[str, Any]] = []
     for idx, bus, ts, ln, a, bb, cc, a2, b2, c2, uv, has2 in hit.iter_rows():
