@@ -414,9 +414,12 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
     headcat = gate.may_scan(HEAD_RE, CAT_RE)
     # plain perfquery counter lines (most lines of a perfquery loop) skip the line-by-line grammar: the rest
     # is parsed as before, then those lines take the state in force from the rows around them (`_lane_rows`)
-    lane = _split_lane(frame) if frame.height >= LANE_MIN_LINES and not headcat else None
-    if lane is not None:
-        frame, lane = lane
+    lane = state = None
+    if frame.height >= LANE_MIN_LINES and not headcat:
+        frame, lane = _split_lane(frame)
+        # and the perfquery command and header lines of the commonest shapes skip it too (`_split_state`):
+        # their rows are made as the grammar makes them and join the others before the state is carried on
+        frame, state = _split_state(frame)
     if gate.search(_COLLECTOR_TIME_NEED) and (
         gate.text is not None or frame.select(pl.col("text").str.contains(COLLECTOR_TIME_RE).any()).item()
     ):  # (a line with a prefix: one `contains` pass on a large file, cheaper than collector_time's)
@@ -557,6 +560,8 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
         )
     else:
         f = f.with_columns(_fmt=fmt_here, _dev=dev_here, _port=port_here)
+    if state is not None:
+        f = pl.concat([f, _state_rows(state, f.schema, ctx.node)]).sort("line")  # (unique line numbers)
     f = (
         f.with_columns(
             fmt=pl.col("_fmt").forward_fill().over("host"),
@@ -1016,7 +1021,7 @@ def _split_lane(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame] | None
     t = pl.col("text")
     mask = frame.select((t.str.contains(LANE_RE) & (t.str.len_bytes() > 30)).fill_null(False)).to_series()
     if not mask.any():
-        return None
+        return frame, None
     # (the name ends at the first `:`, the value follows the dots: LANE_RE's groups, cut without a regex)
     cut = t.str.split_exact(":", 1)
     lane = frame.filter(mask).with_columns(
@@ -1027,8 +1032,62 @@ def _split_lane(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame] | None
         mask = mask.scatter(mask.arg_true().filter(named), False)
         lane = lane.filter(~named)
         if not lane.height:
-            return None
+            return frame, None
     return frame.filter(~mask), lane
+
+
+CMD_LANE_RE = r"^\$ perfquery (?:-x )?-C (mlx[0-9]*_[0-9]+) -P [0-9]+$"
+HDR_LANE_RE = r"^# Port (?:extended )?counters: Lid [0-9]{1,9} port [0-9]{1,9} \(CapMask: 0x[0-9A-Fa-f]+\)$"
+
+
+def _split_state(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    r"""(the other lines, the state lines: line, text, hdr, dev) of a frame of lines; None: there is none.
+
+    Exact: a line `CMD_LANE_RE` matches (`$ perfquery [-x ]-C mlx5_0 -P 1`) is read by the grammar as a
+    command (CMD_RE: `$ ` then `perfquery`, `perfquery`) naming the tool perfquery, the device `-C`
+    gives (PQ_CA_RE's first match: the device group; no `mlxlink` word: the device is `mlx<digits>_<digits>`)
+    and port "" (no port); a line `HDR_LANE_RE` matches (`# Port [extended ]counters: Lid N port N (CapMask:
+    0x5A00)`) as a perfquery header (PQ_HDR_RE; a block start, tool perfquery, no device or port named). No
+    other flag: no envelope, pdsh or collector prefix (`$` / `#` first), no `^\s`, `:.`, `/`, ` port ` (the
+    command's `-P`), `==>`, ` :`, rule or marker (`$` cannot open one, `# ` is followed by `Port`), and no
+    timestamp candidate (no `dd:dd:dd`; more than 20 non-digits before the first digit, or a digit after the
+    first digit run).
+    """
+    t = pl.col("text")
+    got = frame.select(
+        cmd=t.str.contains(CMD_LANE_RE).fill_null(False), hdr=t.str.contains(HDR_LANE_RE).fill_null(False)
+    )
+    mask = got.select(pl.col("cmd") | pl.col("hdr")).to_series()
+    if not mask.any():
+        return frame, None
+    state = frame.filter(mask).with_columns(hdr=got.get_column("hdr").filter(mask)).with_columns(
+        dev=pl.when(~pl.col("hdr")).then(t.str.extract(CMD_LANE_RE, 1))
+    )
+    return frame.filter(~mask), state
+
+
+def _state_rows(state: pl.DataFrame, schema: pl.Schema, node: str) -> pl.DataFrame:
+    """The rows of `_parse_frames`' frame (columns `schema`) for the lines `_split_state` set apart, as the
+    grammar makes them (host `node`; every flag not named here False)."""
+    t, hdr = pl.col("text"), pl.col("hdr")
+    known = {
+        "line": pl.col("line"), "text": t, "_rest": t, "body": t, "host": pl.lit(node), "b": t, "evmsg": t,
+        "k_pqhdr": hdr, "k_cmd": ~hdr, "_fmt": pl.lit("perfquery"), "_dev": pl.col("dev"),
+        "_port": pl.when(~hdr).then(pl.lit("")),
+    }  # fmt: skip
+    nulls = ("_ts_prefix", "env_host", "ts_line", "ts_quality_line")
+    exprs = []
+    for k, dtype in schema.items():
+        if k in known:
+            e = known[k]
+        elif k in nulls:
+            e = pl.lit(None)
+        elif k.startswith("k_") and dtype == pl.Boolean:
+            e = pl.lit(False)
+        else:
+            raise KeyError(k)  # (a column this function does not know: tests catch it)
+        exprs.append(e.cast(dtype).alias(k))
+    return state.select(exprs)
 
 
 def _lane_rows(f: pl.DataFrame, lane: pl.DataFrame, node: str) -> tuple[pl.DataFrame, pl.Series]:

@@ -46,6 +46,11 @@ ODD = [
     "# Port counters: Lid 99999999999999999999 port 1", "# Port extended counters: Lid 12 port 4294967299",
     "ibpanic: [123] IB device 'mlx5_0' not found", "ibwarn: something", "hca_id:..1234",
     "CounterSelect:...................0x0000", "PortSelect:......................1",
+    "$ perfquery -x -C mlx5_1 -P 1 ", "$ perfquery -C mlx5_0 -P 99999999999", "$ perfquery -C mlxlink_0 -P 1",
+    "$ perfquery -C mlx1234567890_1 -P 1", "$ perfquery -C mlx_1 -P 1234567890", "$ perfquery -C mlx5_0 -P 1",
+    "$ perfquery -x -C mlx5_3 -P 2", "# Port counters: Lid 1234567890 port 1 (CapMask: 0x5A00)",
+    "# Port extended counters: Lid 1 port 1 (CapMask: 0x5A00)", "#  Port counters: Lid 1 port 1 (CapMask: 0x1)",
+    "# Port counters: Lid 999999999 port 999999999 (CapMask: 0xfF)", "# Port counters: Lid 0 port 0 (CapMask: 0x)",
 ]  # fmt: skip
 DATES = ["Sat Nov 28 00:00:{:02d} UTC 2026", "Sat, 28 Nov 2026 00:00:{:02d} +0000", "2026-11-28T00:00:{:02d}"]
 
@@ -80,12 +85,33 @@ def _vary(line: str, rng: random.Random) -> str:
     return line
 
 
+PQ_NAMES = [
+    "PortSelect", "CounterSelect", "SymbolErrorCounter", "LinkDownedCounter", "PortRcvErrors", "PortXmitData",
+    "PortRcvData", "PortXmitPkts", "PortRcvPkts", "PortUnicastXmitPkts", "PortMulticastRcvPkts", "VL15Dropped",
+]  # fmt: skip
+
+
+def perfquery_capture(rng: random.Random) -> list[str]:
+    """`$ perfquery [-x] -C mlx5_N -P N` captures as a collection loop prints them (the lanes' shapes)."""
+    out = []
+    for _ in range(rng.randint(1, 4)):
+        x = rng.random() < 0.5
+        dev, port, lid = f"mlx5_{rng.randint(0, 9)}", rng.randint(1, 2), rng.randint(0, 99)
+        out.append(f"$ perfquery {'-x ' if x else ''}-C {dev} -P {port}")
+        what = "extended counters" if x else "counters"
+        out.append(f"# Port {what}: Lid {lid} port {port} (CapMask: 0x{rng.randint(0, 65535):X})")
+        for name in PQ_NAMES:
+            v = f"0x{rng.randint(0, 4096):04x}" if name == "CounterSelect" else str(rng.randint(0, 10**12))
+            out.append(f"{name}:{'.' * max(1, 33 - len(name))}{v}")
+    return out
+
+
 def generated_loop(rng: random.Random) -> list[str]:
     out: list[str] = []
     for _ in range(rng.randint(1, 6)):
         if rng.random() < 0.7:
             out.append(rng.choice(DATES).format(rng.randint(0, 59)))
-        src = rng.choice(SOURCES)
+        src = perfquery_capture(rng) if rng.random() < 0.5 else rng.choice(SOURCES)
         for ln in src:
             ln = _vary(ln, rng)
             r = rng.random()
