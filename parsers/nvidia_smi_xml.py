@@ -361,8 +361,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         return ParseResult(tables=F.frames(*rows, inv_tuples=True), **result)
 
 
-LOOP_LINES_MIN = 2_000
-"""Files of fewer lines are parsed document by document (`_loop` pays for a shape when a length repeats)."""
+LOOP_LINES_MIN = 3_000
+"""Files of fewer lines are parsed document by document (`_loop` pays for a shape and a pass: measured, it
+pays from ~2,000-3,000 lines of 4 documents or more)."""
 LOOP_SHAPES_MAX = 8
 """The most document lengths of a file `_loop` keeps a shape for (the most frequent first)."""
 
@@ -371,7 +372,7 @@ def _loop(
     lines: pl.Series, ctx: FileContext
 ) -> tuple[tuple[list[Any], list[dict[str, Any]], list[dict[str, Any]]], dict[str, Any]] | None:
     """`_parse` of the file's `_prepare`d lines for an `nvidia-smi -q -x -l N` loop, its documents of a
-    repeated shape read without parsing them; None (nothing read) for a file of fewer than 3 documents.
+    repeated shape read without parsing them; None (nothing read) for a file of fewer than 4 documents.
 
     The first document of each length found at least twice (up to `LOOP_SHAPES_MAX` lengths) is read as
     `_read_docs` reads it and, when read whole without a note, gives its shape (`shapes.doc_shape`: per
@@ -384,7 +385,7 @@ def _loop(
     # (= _documents: a document opens on each line starting with '<?xml' but for a BOM, spaces and tabs)
     opens = text.to_frame("t").select(t.str.strip_chars_start("\ufeff \t").str.starts_with("<?xml"))
     begins: list[int] = opens.to_series().arg_true().to_list()
-    if len(begins) < 3:
+    if len(begins) < 4:
         return None
     n, first = len(text), ctx.first_line
     bounds = list(zip(begins, [*begins[1:], n], strict=True))
@@ -468,6 +469,9 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
                 docs = sh.docs_of(values[k])
                 a, b = at[k], at[k + 1]
                 got[k] = _rows(docs, sh.spans, [], False, _Lines(text.slice(a, b - a)), blank[a:b], ctx)
+        for k, (lines, ctx) in enumerate(items):  # (a loop of many lines: as `parse` reads it)
+            if got[k] is None and sizes[k] >= LOOP_LINES_MIN:
+                got[k] = _loop(lines, ctx)
         read = [k for k in range(len(items)) if got[k] is None]
         if read:  # (the files parsed: their lines as strings, their tags counted, in one pass)
             sub = pl.concat([text.slice(at[k], sizes[k]) for k in read])

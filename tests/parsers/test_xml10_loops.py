@@ -122,7 +122,7 @@ def lane_always(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 def test_fixture_loops(lane_always: list[int]) -> None:
     for base in SOURCES:
-        for k in (1, 2, 3, 5):
+        for k in (1, 3, 4, 6):
             _check(base * k)
             _check(base * k, first=40)
     assert lane_always[0] > 0
@@ -146,7 +146,7 @@ def test_hypothesis_loops(lane_always: list[int], seed: int) -> None:
 
 
 def test_long_loop_default_threshold() -> None:
-    """A loop past `LOOP_LINES_MIN` (the default) with a few odd documents."""
+    """A loop past `LOOP_LINES_MIN` (the default) with a few odd documents and a cut last one."""
     rnd = random.Random(3)
     base = next(b for b in SOURCES if len(b) > 300 and not any("<!--" in t for t in b))
     lines: list[str] = []
@@ -154,3 +154,22 @@ def test_long_loop_default_threshold() -> None:
         lines += _doc(rnd, base, 0.3, 0.05)
     lines += base[:100]
     _check(lines)
+
+
+def test_parse_many_loops(lane_always: list[int]) -> None:
+    """A batch of loops, single documents and odd files reads as the module before reads it
+    (`parse_many`)."""
+    rnd = random.Random(5)
+    for _ in range(12):
+        items = []
+        for j in range(rnd.randint(1, 6)):
+            lines = _loop(rnd) if rnd.random() < 0.6 else list(rnd.choice(SOURCES))
+            ctx = FileContext(path=f"n/{j}.xml", node="n1")
+            items.append((pl.Series("line", lines, dtype=pl.String), ctx))
+        X.shapes.forget()
+        got = X.parse_many(items)
+        X.shapes.forget()
+        want = R.parse_many(items)
+        for a, b in zip(got, want, strict=True):
+            assert_same_result(a, b)
+    assert lane_always[0] > 0
