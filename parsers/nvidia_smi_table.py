@@ -298,7 +298,7 @@ def _lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     ucode = code.filter(first)
     pos = code.replace_strict(ucode, pl.Series(range(len(ucode)), dtype=pl.UInt32), return_dtype=pl.UInt32)
     ut = stripped.filter(first)
-    if not (ut.gather(pos) == stripped).all() or ut.str.contains(_LANE_REJECT).any():
+    if stripped.n_unique() != len(ut) or ut.str.contains(_LANE_REJECT).any():
         return None  # (two lines of one hash; a line the lane declines)
     u = (
         pl.DataFrame({"t": ut})
@@ -511,7 +511,9 @@ def _lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
             )
         )
         pj = pl_rows.join(up, on="pos", how="left", maintain_order="left")
-        pj = pj.group_by("tab", "gkey", maintain_order=True).agg(pj=c("js").str.join(","))
+        if pj.select(c("tab"), c("gkey")).is_duplicated().any():  # (one row per GPU: the row itself)
+            pj = pj.group_by("tab", "gkey", maintain_order=True).agg(c("js").str.join(","))
+        pj = pj.select("tab", "gkey", pj="js")
         snap = snap.join(pj, on=["tab", "gkey"], how="left", maintain_order="left")
     else:
         snap = snap.with_columns(pj=pl.lit(None, pl.String))
