@@ -416,10 +416,9 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
     # is parsed as before, then those lines take the state in force from the rows around them (`_lane_rows`)
     lane = state = None
     if frame.height >= LANE_MIN_LINES and not headcat:
-        frame, lane = _split_lane(frame)
-        # and the perfquery command and header lines of the commonest shapes skip it too (`_split_state`):
-        # their rows are made as the grammar makes them and join the others before the state is carried on
-        frame, state = _split_state(frame)
+        # and so do the perfquery command and header lines of the commonest shapes (`_split_lanes`): their
+        # rows are made as the grammar makes them and join the others before the state is carried on
+        frame, lane, state = _split_lanes(frame)
     if gate.search(_COLLECTOR_TIME_NEED) and (
         gate.text is not None or frame.select(pl.col("text").str.contains(COLLECTOR_TIME_RE).any()).item()
     ):  # (a line with a prefix: one `contains` pass on a large file, cheaper than collector_time's)
@@ -991,7 +990,7 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
 # ----------------------------------------------------------------------------- perfquery counter lane
 
 LANE_MIN_LINES = 20_000
-"""From this many lines on, `_parse_frames` reads plain perfquery counter lines apart (`_split_lane`)."""
+"""From this many lines on, `_parse_frames` reads plain perfquery counter lines apart (`_split_lanes`)."""
 LANE_RE = r"^(?P<name>[A-Za-z][A-Za-z0-9_]*):\.+(?P<val>[0-9]+|0x[0-9a-fA-F]+)$"
 _LANE_NOT = (
     "hca_id", "ibpanic", "ibwarn", "iberror", "ibstat", "ibstatus", "ibv_devinfo", "perfquery", "mlxlink",
@@ -1001,10 +1000,17 @@ _PQC_COLS = ("line", "host", "ts", "dev", "pq_lid", "pq_port", "pq_what", "name"
 _LANE_STATE = ("fmt", "dev", "pq_lid", "pq_port", "pq_what", "_tsf")
 
 
-def _split_lane(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame] | None:
-    r"""(the other lines, the lane: line, text, name, val) of a frame of lines, or None when no line is a
-    plain counter line.
 
+
+CMD_LANE_RE = r"^\$ perfquery (?:-x )?-C (mlx[0-9]*_[0-9]+) -P [0-9]+$"
+HDR_LANE_RE = r"^# Port (?:extended )?counters: Lid [0-9]{1,9} port [0-9]{1,9} \(CapMask: 0x[0-9A-Fa-f]+\)$"
+_ANY_LANE_RE = f"(?:{LANE_RE})|(?:{CMD_LANE_RE})|(?:{HDR_LANE_RE})"
+
+
+def _split_lanes(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | None, pl.DataFrame | None]:
+    r"""(the other lines, the counter lane: line, text, name, val, the state lines: line, text, hdr, dev) of a
+    frame of lines (None: no such line), found by one pass of the three shapes' regexes together (a counter
+    line opens with a letter, a command with `$`, a header with `#`). The lane (`LANE_RE`):
     Exact: on a line `LANE_RE` matches whole (printable ASCII: a name of word characters, `:`, dots, a
     decimal or `0x` hex reading) the vectorised grammar can only find a perfquery counter (`PQ_CTR_RE`, same
     name and value as `pqc_part` cuts them): no blank, `-`, `[`, `(`, `/`, `'`, `#`, `$`, `%`, `>`, `+` or
@@ -1017,34 +1023,10 @@ def _split_lane(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame] | None
     names no tool, device, port, block or time, so the state in force on it is that of the line before it
     of the same host (its host is the file's node: no prefix), and it is understood where that state is a
     perfquery block with a header (`pq_line`).
-    """
-    t = pl.col("text")
-    mask = frame.select((t.str.contains(LANE_RE) & (t.str.len_bytes() > 30)).fill_null(False)).to_series()
-    if not mask.any():
-        return frame, None
-    # (the name ends at the first `:`, the value follows the dots: LANE_RE's groups, cut without a regex)
-    cut = t.str.split_exact(":", 1)
-    lane = frame.filter(mask).with_columns(
-        name=cut.struct.field("field_0"), val=cut.struct.field("field_1").str.strip_chars_start(".")
-    )
-    named = lane.select(pl.col("name").is_in(_LANE_NOT)).to_series()
-    if named.any():  # (a command, hca_id or ibpanic line: back to the others)
-        mask = mask.scatter(mask.arg_true().filter(named), False)
-        lane = lane.filter(~named)
-        if not lane.height:
-            return frame, None
-    return frame.filter(~mask), lane
 
-
-CMD_LANE_RE = r"^\$ perfquery (?:-x )?-C (mlx[0-9]*_[0-9]+) -P [0-9]+$"
-HDR_LANE_RE = r"^# Port (?:extended )?counters: Lid [0-9]{1,9} port [0-9]{1,9} \(CapMask: 0x[0-9A-Fa-f]+\)$"
-
-
-def _split_state(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | None]:
-    r"""(the other lines, the state lines: line, text, hdr, dev) of a frame of lines; None: there is none.
-
+    The state lines (`CMD_LANE_RE`, `HDR_LANE_RE`):
     Exact: a line `CMD_LANE_RE` matches (`$ perfquery [-x ]-C mlx5_0 -P 1`) is read by the grammar as a
-    command (CMD_RE: `$ ` then `perfquery`, `perfquery`) naming the tool perfquery, the device `-C`
+    command (CMD_RE: `$ ` then `perfquery`, `\bperfquery\b`) naming the tool perfquery, the device `-C`
     gives (PQ_CA_RE's first match: the device group; no `mlxlink` word: the device is `mlx<digits>_<digits>`)
     and port "" (no port); a line `HDR_LANE_RE` matches (`# Port [extended ]counters: Lid N port N (CapMask:
     0x5A00)`) as a perfquery header (PQ_HDR_RE; a block start, tool perfquery, no device or port named). No
@@ -1054,20 +1036,41 @@ def _split_state(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | None
     first digit run).
     """
     t = pl.col("text")
-    got = frame.select(
-        cmd=t.str.contains(CMD_LANE_RE).fill_null(False), hdr=t.str.contains(HDR_LANE_RE).fill_null(False)
-    )
-    mask = got.select(pl.col("cmd") | pl.col("hdr")).to_series()
+    mask = frame.select(t.str.contains(_ANY_LANE_RE).fill_null(False)).to_series()
     if not mask.any():
-        return frame, None
-    state = frame.filter(mask).with_columns(hdr=got.get_column("hdr").filter(mask)).with_columns(
-        dev=pl.when(~pl.col("hdr")).then(t.str.extract(CMD_LANE_RE, 1))
-    )
-    return frame.filter(~mask), state
+        return frame, None, None
+    hit = frame.filter(mask)
+    kind = hit.select(cmd=t.str.starts_with("$"), hdr=t.str.starts_with("#"), n=t.str.len_bytes())
+    is_state = kind.select(pl.col("cmd") | pl.col("hdr")).to_series()
+    state = hit.filter(is_state)
+    if state.height:
+        # (the device: what follows `-C `, up to the blank before `-P`; the capture group of CMD_LANE_RE)
+        tail = t.str.strip_prefix("$ perfquery -x -C ").str.strip_prefix("$ perfquery -C ")
+        state = state.with_columns(hdr=kind.get_column("hdr").filter(is_state)).with_columns(
+            dev=pl.when(~pl.col("hdr")).then(tail.str.split_exact(" ", 1).struct.field("field_0"))
+        )
+    else:
+        state = None
+    in_lane = kind.select(~pl.col("cmd") & ~pl.col("hdr") & (pl.col("n") > 30)).to_series()
+    lane = hit.filter(in_lane)
+    if lane.height:
+        # (the name ends at the first `:`, the value follows the dots: LANE_RE's groups, cut without a regex)
+        cut = t.str.split_exact(":", 1)
+        lane = lane.with_columns(
+            name=cut.struct.field("field_0"), val=cut.struct.field("field_1").str.strip_chars_start(".")
+        )
+        named = lane.select(pl.col("name").is_in(_LANE_NOT)).to_series()
+        if named.any():  # (a command, hca_id or ibpanic line: back to the others)
+            in_lane = in_lane.scatter(in_lane.arg_true().filter(named), False)
+            lane = lane.filter(~named)
+    taken = is_state | in_lane
+    if not taken.all():
+        mask = mask.scatter(mask.arg_true().filter(~taken), False)
+    return frame.filter(~mask), lane if lane.height else None, state
 
 
 def _state_rows(state: pl.DataFrame, schema: pl.Schema, node: str) -> pl.DataFrame:
-    """The rows of `_parse_frames`' frame (columns `schema`) for the lines `_split_state` set apart, as the
+    """The rows of `_parse_frames`' frame (columns `schema`) for the lines `_split_lanes` set apart, as the
     grammar makes them (host `node`; every flag not named here False)."""
     t, hdr = pl.col("text"), pl.col("hdr")
     known = {

@@ -1,5 +1,5 @@
 # ruff: noqa: E501, PERF401
-"""ib10: `infiniband._parse_frames` with its perfquery counter lane (`_split_lane`, `_lane_rows`) gives
+"""ib10: `infiniband._parse_frames` with its perfquery counter lane (`_split_lanes`, `_lane_rows`) gives
 exactly what it gave before the lane (`_ib10_ref._parse_frames`, the old function verbatim): tables, dtypes,
 row order, counts, examples, partial flag, node. Checked on loops built from the fixtures and real logs
 (repeated captures with `date` lines, varying readings, devices, ports and lids, odd counter names, pdsh /
