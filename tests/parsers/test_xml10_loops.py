@@ -75,6 +75,8 @@ def _doc(rnd: random.Random, base: list[str], vary: float, odd: float) -> list[s
 
 def _loop(rnd: random.Random) -> list[str]:
     base = rnd.choice(SOURCES)
+    if rnd.random() < 0.5:  # (one-line comments blanked: more documents of a shape)
+        base = ["" if t.lstrip().startswith("<!--") and t.rstrip().endswith("-->") else t for t in base]
     bases = [base]
     if rnd.random() < 0.3:  # (a second document length)
         bases.append([*base[:5], *base[6:]])
@@ -82,7 +84,7 @@ def _loop(rnd: random.Random) -> list[str]:
     if rnd.random() < 0.3:
         lines += ["$ nvidia-smi -q -x -l 60 > smi.xml", ""]
     vary, odd = rnd.choice([0.0, 0.1, 0.5]), rnd.choice([0.0, 0.1, 0.4])
-    for _ in range(rnd.randint(2, 7)):
+    for _ in range(rnd.randint(2, 9)):
         lines += _doc(rnd, rnd.choice(bases), vary, odd)
         if rnd.random() < 0.1:
             lines.append("")
@@ -132,7 +134,7 @@ def test_random_loops(lane_always: list[int]) -> None:
     rnd = random.Random(10)
     for _ in range(150):
         _check(_loop(rnd), first=rnd.choice([1, 2, 1001]))
-    assert lane_always[0] > 40
+    assert lane_always[0] > 80
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
