@@ -266,7 +266,6 @@ _L_BANNER = r"NVIDIA-SMI +([^ ]+) +Driver Version: *([^ ]+)(?: +CUDA Version: *(
 _L_SEP = r"^ *[+|][-=+| ]*[+|]$"
 _L_HEAD = "Processes:|" + "|".join(re.escape(h) for h in _HEADINGS)
 _L_PROC = r"^ *\| +([0-9]+|N/A) +([^ ]+) +([^ ]+) +([0-9]+) +([^ ]+) +(.+?) +([0-9]+MiB|N/A) *\|$"
-_L_CELLS = r"^ *\|([^|]*)\|([^|]*)\|([^|]*)\|"
 _L_R1A = r"^ *([0-9]+) +(.+?) +(On|Off|N/A|ERR!) *$"
 _L_R1B = r"^ *([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]) +([^ ]+) *$"
 _L_R2A = r"^ *([^ ]+) +([^ ]+) +([^ ]+) +([^ ]+) */ *([^ ]+) *$"
@@ -309,7 +308,13 @@ def _lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     u = u.with_columns(H=~c("T") & ~c("B") & ~c("S") & t.str.contains(_L_HEAD))
     rest = ~(c("blank") | c("T") | c("B") | c("S") | c("H"))
     u = u.with_columns(P=rest & t.str.contains(_L_PROC))
-    u = u.with_columns(G=rest & ~c("P") & t.str.contains(_L_CELLS))
+    # (`_parse`'s test for a row of cells: `len(text.split("|")) >= 5 and text.lstrip().startswith("|")`)
+    u = u.with_columns(
+        G=rest
+        & ~c("P")
+        & (t.str.count_matches("|", literal=True) >= 4)
+        & t.str.contains(r"^ *\|")
+    )
     u = u.with_columns(
         kind=pl.when(c("blank"))
         .then(0)
@@ -330,11 +335,9 @@ def _lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     if (ukind == 7).any() or not (ukind == 2).any():
         return None  # (a line `_parse` leaves unrecognized; no table at all)
     # GPU rows among the distinct lines: cells, the three row shapes (`_parse`'s order of trial)
-    ug = u.filter(c("G")).select(
-        t.str.extract_groups(_L_CELLS).struct.rename_fields(["a", "b", "c"]).alias("x")
-    )
+    ug = u.filter(c("G")).select(x=t.str.split("|"))
     ug = (
-        ug.unnest("x")
+        ug.select(a=c("x").list.get(1), b=c("x").list.get(2), c=c("x").list.get(3))
         .with_columns(
             r1a=c("a").str.extract_groups(_L_R1A).struct.rename_fields(["idx", "name", "pm"]),
             r1b=c("b").str.extract_groups(_L_R1B).struct.rename_fields(["bus", "disp"]),
