@@ -559,6 +559,7 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
         )
     else:
         f = f.with_columns(_fmt=fmt_here, _dev=dev_here, _port=port_here)
+    others = f
     if state is not None:
         f = pl.concat([f, _state_rows(state, f.schema, ctx.node)]).sort("line")  # (unique line numbers)
     f = (
@@ -583,8 +584,9 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
 
     # Sections whose lines do not occur are not computed: their (empty) results are taken from a run on an
     # empty frame of the same schema, made once per process (same columns and types as computing them).
-    pq_hdr = f.filter(pl.col("k_pqhdr"))
-    if pq_hdr.height:
+    pq_hdr = others.filter(pl.col("k_pqhdr"))  # (the header lines `_split_lanes` set apart: `_state_headers`)
+    lane_pq = _state_headers(state) if state is not None else None
+    if pq_hdr.height or (lane_pq is not None and lane_pq.height):
         pq = pq_hdr.with_columns(g=b.str.extract_groups(PQ_HDR_RE)).select(
             "line",
             # (a lid or port its column cannot hold: -1 here, null once forward-filled, so that the counters
@@ -593,6 +595,8 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
             pq_port=pl.col("g").struct.field("port").cast(pl.Int32, strict=False).fill_null(-1),
             pq_what=pl.col("g").struct.field("what"),
         )
+        if lane_pq is not None and lane_pq.height:
+            pq = pl.concat([pq, lane_pq]) if pq.height else lane_pq
         lid, port = pl.col("pq_lid").forward_fill().over("host"), pl.col("pq_port").forward_fill().over("host")
         f = f.join(pq, on="line", how="left").with_columns(
             pq_lid=pl.when(lid >= 0).then(lid),
@@ -1067,6 +1071,24 @@ def _split_lanes(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | None
     if not taken.all():
         mask = mask.scatter(mask.arg_true().filter(~taken), False)
     return frame.filter(~mask), lane if lane.height else None, state
+
+
+def _state_headers(state: pl.DataFrame) -> pl.DataFrame:
+    """(line, pq_lid, pq_port, pq_what) of the header lines among `_split_lanes`' state lines, as PQ_HDR_RE's
+    groups give them: on a line HDR_LANE_RE matches the lid and port are the first and third blank-separated
+    fields after `Lid ` (at most nine digits: the casts hold them), `what` is `extended counters` or
+    `counters` (the regex's lazy group stops at the first `counters`)."""
+    t = pl.col("text")
+    cut = t.str.strip_prefix("# Port extended counters: Lid ").str.strip_prefix("# Port counters: Lid ")
+    cut = cut.str.split_exact(" ", 3)
+    return state.filter(pl.col("hdr")).select(
+        "line",
+        pq_lid=cut.struct.field("field_0").cast(pl.Int64),
+        pq_port=cut.struct.field("field_2").cast(pl.Int32),
+        pq_what=pl.when(t.str.starts_with("# Port extended ")).then(pl.lit("extended counters")).otherwise(
+            pl.lit("counters")
+        ),
+    )
 
 
 def _state_rows(state: pl.DataFrame, schema: pl.Schema, node: str) -> pl.DataFrame:
