@@ -7,6 +7,10 @@ GeForce ...` —, bus id, persistence/compute/MIG mode, power cap, memory total)
 GPU at the table's optional first-line local time, the processes into that row's `extra`
 (`processes`: [{pid, type, name, memory}]), and events for `ERR!` cells and uncorrectable ECC > 0.
 Several tables in one file (`watch`/`-l` captures) each give their own snapshot.
+
+A long chunk (`nvidia-smi -l` loops, `LANE_MIN_LINES`) is read by `_lane`, polars expressions over its
+distinct lines, when every line has one of the canonical shapes; any other chunk by the Python walk `_parse`
+(the reference: tests/parsers/test_table10.py compares the two).
 """
 
 from __future__ import annotations
@@ -97,7 +101,7 @@ def sniff(head: bytes, name: str) -> float:
 
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
-    """Parse every table in the file; see the module docstring."""
+    """Parse every table in the file; see the module docstring (a long chunk of canonical snapshots: `_lane`)."""
     if len(lines) >= LANE_MIN_LINES and (done := _lane(lines, ctx)) is not None:
         return done
     texts: list[str] = [t if t is not None else "" for t in lines.cast(pl.String).to_list()]
