@@ -101,7 +101,7 @@ def sniff(head: bytes, name: str) -> float:
 
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
-    """Parse every table in the file; see the module docstring (a long chunk of canonical snapshots: `_lane`)."""
+    """Parse every table in the file; see the module docstring (long canonical chunks: `_lane`)."""
     if len(lines) >= LANE_MIN_LINES and (done := _lane(lines, ctx)) is not None:
         return done
     texts: list[str] = [t if t is not None else "" for t in lines.cast(pl.String).to_list()]
