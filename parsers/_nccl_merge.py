@@ -134,6 +134,52 @@ def _merge_ranks(ranks: pl.DataFrame, inventory: pl.DataFrame | None) -> pl.Data
     the comm pointer (the whole parse's first). `nccl_version`: the file's single NCCL version when it has
     one (from the inventory rows); with several, a process's version from the first piece that gave one
     (a piece that saw one version only may have given that one to a process that printed another)."""
+    if ranks.height > MERGE_ROWS:
+        # the groups' rows (and each comm's, for its commId) in buckets of ~MERGE_ROWS rows, merged apart; put
+        # back in the order one merge gives (its groups in the order of their first row, by (prio, line))
+        # (each bucket taken by a mask, its rows' places as `_i`: a column added to all the rows copies them)
+        k = -(-ranks.height // MERGE_ROWS)
+        comm = pl.col("detail").str.json_path_match("$.comm")
+        bucket = ranks.select(pl.struct("file", "node", "pid", comm).hash(seed=0) % k).to_series()
+        groups = []
+        for b in range(k):
+            mask = bucket == b
+            groups.append(_merged_groups(ranks.filter(mask).with_columns(_i=mask.arg_true().cast(pl.Int64))))
+        m = pl.concat(groups).sort("_prio", "line", "_i").drop("_i")
+        del groups
+    else:
+        m = _merged_groups(ranks)
+    versions = None
+    have = set(inventory.columns) if inventory is not None else set()
+    if inventory is not None and inventory.height and {"source", "attribute", "value"} <= have:
+        versions = (
+            inventory.filter((pl.col("source") == "nccl") & (pl.col("attribute") == "nccl_version"))
+            .get_column("value")
+            .unique()
+        )
+    if versions is not None and len(versions) == 1:
+        ver = pl.lit(versions[0], dtype=pl.String)
+    elif versions is not None and len(versions) == 0:
+        ver = pl.lit(None, dtype=pl.String)
+    else:  # (several versions: each process's own, from the first piece that gave one)
+        ver = pl.col("_ver").drop_nulls().first().over("file", "node", "pid")
+    return m.with_columns(nccl_version=ver).select(_RANK_COLUMNS)
+
+
+_RANK_COLUMNS = (
+    "record", "node", "comm_id", "rank", "nranks", "cuda_dev", "gpu_bus_id", "pid", "nccl_version", "detail",
+    "file", "line", "_comm", "_prio",
+)  # fmt: skip
+
+
+MERGE_ROWS = 50_000
+"""`_merge_ranks` merges more rank rows than this in buckets of about this many: its per-group lists take ~5x
+the rows' memory at once (a 5 GB NCCL log's 1.3 M rank rows: ~1.8 GB in one merge)."""
+
+
+def _merged_groups(ranks: pl.DataFrame) -> pl.DataFrame:
+    """`_merge_ranks`' groups of `ranks` (every row of each (file, node, pid, comm) among them), each field
+    merged, with the first `_i` of each group where `ranks` has that column; `nccl_version` not yet set."""
     from parsers import nccl
 
     d = pl.col("detail").str.json_decode(_RANK_DETAIL)
@@ -168,23 +214,11 @@ def _merge_ranks(ranks: pl.DataFrame, inventory: pl.DataFrame | None) -> pl.Data
             *first,
             _phases=pl.col("_phases").list.explode(keep_nulls=False, empty_as_null=False).unique().sort(),
             _ver=pl.col("nccl_version").sort_by("line").drop_nulls().first(),
+            *([pl.col("_i").first()] if "_i" in r.columns else []),
         )
     )
-    versions = None
-    have = set(inventory.columns) if inventory is not None else set()
-    if inventory is not None and inventory.height and {"source", "attribute", "value"} <= have:
-        versions = (
-            inventory.filter((pl.col("source") == "nccl") & (pl.col("attribute") == "nccl_version"))
-            .get_column("value")
-            .unique()
-        )
-    if versions is not None and len(versions) == 1:
-        ver = pl.lit(versions[0], dtype=pl.String)
-    elif versions is not None and len(versions) == 0:
-        ver = pl.lit(None, dtype=pl.String)
-    else:  # (several versions: each process's own, from the first piece that gave one)
-        ver = pl.col("_ver").drop_nulls().first().over("file", "node", "pid")
-    m = m.with_columns(nccl_version=ver)
+    # (the rows as `_merge_ranks` gives them, `nccl_version` yet to set from `_ver`: narrow before a merge in
+    # buckets concatenates and sorts them)
     return m.select(
         record=pl.lit("rank"),
         node="node",
@@ -194,7 +228,7 @@ def _merge_ranks(ranks: pl.DataFrame, inventory: pl.DataFrame | None) -> pl.Data
         cuda_dev="cuda_dev",
         gpu_bus_id="gpu_bus_id",
         pid="pid",
-        nccl_version="nccl_version",
+        _ver="_ver",
         detail=nccl.json_detail(
             comm=pl.col("_comm"),
             phase=pl.col("_phase"),
@@ -207,6 +241,7 @@ def _merge_ranks(ranks: pl.DataFrame, inventory: pl.DataFrame | None) -> pl.Data
         line="line",
         _comm="_comm",
         _prio="_prio",
+        *(["_i"] if "_i" in m.columns else []),
     )
 
 

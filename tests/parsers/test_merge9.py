@@ -278,3 +278,23 @@ def test_shift_detail_lines_numbers_a_range_in_the_file(at: int) -> None:
         tables["comms"] = pl.concat([head["comms"], shift_detail_lines(tables["comms"].slice(head["comms"].height), at)])
         merged = merge_chunks(tables)
         assert _sorted(merged["comms"]).equals(_sorted(_parse(nccl, lines)["comms"]))
+
+
+@pytest.mark.parametrize("rows", [1, 7, 20])
+@pytest.mark.parametrize("seed", [0, 3])
+def test_rank_rows_merged_in_buckets_as_in_one_merge(monkeypatch: pytest.MonkeyPatch, rows: int, seed: int) -> None:
+    """Many rank rows (a log whose communicators are made again and again) are merged in buckets of about
+    `MERGE_ROWS` rows, each holding every row of its (file, node, pid, comm): the same rows, in the same order,
+    as one merge gives; and the whole parse's after all."""
+    from parsers import _nccl_merge
+
+    lines = _series(generated_log(seed, prefix=bool(seed % 2)))
+    cat = pieces(nccl, lines, list(range(5, len(lines), 5)))
+    ranks = cat["comms"].filter(pl.col("record") == "rank").height
+    assert ranks > 3 * rows  # (several buckets)
+    once = merge_chunks(cat)
+    monkeypatch.setattr(_nccl_merge, "MERGE_ROWS", rows)
+    bucketed = merge_chunks(cat)
+    for t in TABLES:
+        assert bucketed[t].equals(once[t]), t
+    check(nccl, lines, list(range(5, len(lines), 5)))
