@@ -2737,6 +2737,8 @@ _PROGRESS = ("step_time_s", "loss", "throughput")
 def _rows_of_singles(singles: pl.DataFrame, vals: list[str]) -> pl.DataFrame:
     """Fragments that make a row each (with their `group`, `orphan` and `timers`) as rows: `vals` the value
     columns other than `rank`, timers without null entries, no timers an empty list."""
+    if "timers" not in singles.columns:  # (no fragment has timers: the caller adds them, `_rows_gathered`)
+        return singles.select("group", "line", "key", pl.col("orphan").alias("orphan_group"), "rank", *vals)
     timers = pl.col("timers")
     # (`list.drop_nulls` is slow on lists of structs: taken only when some list holds a null timer; a list
     # without one it leaves as it is, so the kept rows decide)
@@ -2792,6 +2794,13 @@ def _rows_gathered(frags: pl.DataFrame, value_cols: list[str]) -> pl.DataFrame:
         c: t for c, t in frags.schema.items() if c not in _ROW_COLS and frags.get_column(c).null_count() == n
     }
     slim = frags.drop(list(nulls)) if nulls else frags
+    # (no fragment with timers, neither a list nor a one-line timer text to read them from: every row's are
+    # an empty list, what `_rows_of_singles` and `_group_rows` give them; the column is left out of the
+    # gathers, aggregations and sorts, where its lists of structs are slow, and put back at the end)
+    tt = frags.get_column("_ttext") if "_ttext" in frags.columns else None
+    no_timers = frags.get_column("timers").null_count() == n and (tt is None or tt.null_count() == n)
+    if no_timers:
+        slim = slim.drop("timers", *(["_ttext"] if tt is not None else []))
     vals = [c for c in value_cols if c not in nulls and c != "rank"]
     rows = []
     if n_single:
@@ -2804,6 +2813,8 @@ def _rows_gathered(frags: pl.DataFrame, value_cols: list[str]) -> pl.DataFrame:
         out = rows[0].rechunk()
     else:
         out = _sort_rows(rows[0] if len(rows) == 1 else pl.concat(rows))
+    if no_timers:
+        out = out.with_columns(timers=pl.lit([], dtype=pl.List(_TIMER)))
     if not nulls:
         return out
     return out.select(
@@ -2945,7 +2956,8 @@ def _group_rows(f: pl.DataFrame, value_cols: list[str]) -> pl.DataFrame:
             pl.col("orphan_group").first(),
             pl.col("rank").first(),  # the best fragment's own rank: a DeepSpeed `[Rank 0]` beside it may be another writer
             *[pl.col(c).drop_nulls().first() for c in value_cols if c != "rank"],
-            timers=pl.col("timers").explode().drop_nulls(),
+            # (no timers column: no fragment has any, see `_rows_gathered`)
+            *([pl.col("timers").explode().drop_nulls()] if "timers" in f.columns else []),
         )
     )
 

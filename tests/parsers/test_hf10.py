@@ -1,0 +1,189 @@
+# ruff: noqa: E501
+"""hf10's changes to step_log (the Hugging Face Trainer path) give what the code they replace gives (the
+references kept verbatim in `_hf10_ref`).
+
+`_rows_gathered`: fragments without any timers (no list, no one-line timer text) leave the `timers` column out
+of the gathers, aggregations and sorts and put an empty list in every row at the end (`_rows_of_singles` and
+`_group_rows` then work without it).
+
+Whole parses are compared: the parser's answer with the references patched in (`_REFS`) against its answer as
+it is (tables, accounting), on the fixtures and real logs (as they are, grown past the big-input threshold and
+redrawn into `\\r` segments), synthetic Hugging Face logs of the benchmark's shape (bars redrawn with `\\r`,
+blank segments, postfix dicts, evaluation bars, bars past the total, NCCL lines), mutated, with envelopes, the
+other synthetic training logs (DeepSpeed one-line timers: fragments with timers), and `parse_many`.
+"""
+
+from __future__ import annotations
+
+import random
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from parsers import step_log as S  # noqa: N812
+from parsers.base import FileContext, ParseResult, lines_from_bytes
+from tests.conftest import mutated
+from tests.parsers import _hf10_ref as R  # noqa: N812
+from tests.parsers.test_steplog9 import _redrawn
+from tests.parsers.test_steplog_s8 import _GENS, _files, _grown, _mutate
+
+_REFS = {name: getattr(R, name) for name in ("_rows_gathered", "_rows_of_singles", "_group_rows")}
+
+
+def _result(lines: list[str], refs: bool, monkeypatch: pytest.MonkeyPatch) -> ParseResult:
+    with monkeypatch.context() as m:
+        if refs:
+            for fn, ref in _REFS.items():
+                m.setattr(S, fn, ref)
+        ser = pl.Series("line", lines, dtype=pl.String)
+        return S.parse(ser, FileContext(path="n1/train.log", node="n1", year_hint=2025))
+
+
+def _same(got: ParseResult, want: ParseResult) -> None:
+    assert list(got.tables) == list(want.tables)
+    for t, df in want.tables.items():
+        assert got.tables[t].schema == df.schema, t
+        assert got.tables[t].equals(df, null_equal=True), t
+    for f in ("parsed", "unrecognized", "unrecognized_examples", "notes", "partial", "node"):
+        assert getattr(got, f) == getattr(want, f), f
+
+
+def _same_parse(lines: list[str], monkeypatch: pytest.MonkeyPatch) -> ParseResult:
+    # (the fragments `_rows` is given are kept, and its rows compared with the references' too: the whole
+    # parse reads some columns of them only)
+    seen: list[pl.DataFrame] = []
+    rows = S._rows
+    with monkeypatch.context() as m:
+        m.setattr(S, "_rows", lambda frags: (seen.append(frags), rows(frags))[1])
+        got = _result(lines, False, monkeypatch)
+    _same(got, _result(lines, True, monkeypatch))
+    for frags in seen:
+        a = S._rows(frags)
+        with monkeypatch.context() as m:
+            for fn, ref in _REFS.items():
+                m.setattr(S, fn, ref)
+            b = S._rows(frags)
+        assert a.schema == b.schema
+        assert a.equals(b, null_equal=True)
+    return got
+
+
+_POST = [
+    "]",
+    ", loss=1.25]",
+    ", loss=2.5, global_step=12]",
+    "]  ",
+    ", reduced_train_loss=3.1, consumed_samples=100]",
+]
+_DESC = ["", "", "", " ", "Epoch 1: ", "Training: ", "Evaluating: ", "é "]
+
+
+def _bar(rnd: random.Random, s: int, total: int, desc: str = "", post: str = "]") -> str:
+    pct = 100 * s // max(total, 1)
+    fill = "█" * min(10, pct // 10) + rnd.choice(["", "▌", "▏"])
+    el = f"{s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d}"
+    if s > total and rnd.random() < 0.9:
+        rem = f"-{(s - total) // 60}:{(s - total) % 60:02d}"
+    else:
+        rem = rnd.choice(["77:43:32", "?", "00:01", "1:02:03"])
+    rate = rnd.choice([f"{rnd.uniform(1, 2.3):.2f}s/it", f"{rnd.uniform(0.4, 9):.2f}it/s", "?it/s"])
+    return f"{desc}{pct:3d}%|{fill:10s}| {s}/{total} [{el}<{rem}, {rate}{post}"
+
+
+def _hf_log(rnd: random.Random, n_steps: int, nccl: bool = True, envelope: str = "") -> list[str]:
+    """A Hugging Face Trainer log of the benchmark's shape: runs of bars redrawn with `\\r` (the first segment
+    empty, the last bar redrawn at the head of the next line), a blank segment and the postfix dict."""
+    total = rnd.choice([n_steps, n_steps // 2 + 1, n_steps * 2])
+    out = [
+        "[INFO|trainer.py:2128] 2025-03-04 09:00:00,123 >> ***** Running training *****",
+        f"[INFO|trainer.py:2136] 2025-03-04 09:00:00,123 >>   Total optimization steps = {total:,}",
+    ]
+    if rnd.random() < 0.3:
+        out.pop()
+    step, k, last = 0, rnd.choice([5, 10, 20]), None
+    desc, post = rnd.choice(_DESC), rnd.choice(_POST) if rnd.random() < 0.3 else "]"
+    while step < n_steps:
+        segs = [""] + ([last] if last else [])
+        segs += [_bar(rnd, s, total, desc, post) for s in range(step + 1, min(step + k, n_steps) + 1)]
+        step = min(step + k, n_steps)
+        last = segs[-1]
+        r = rnd.random()
+        if r < 0.8:
+            segs += [" " * 40, f"{{'loss': {rnd.uniform(0, 4):.4f}, 'grad_norm': {rnd.uniform(0, 2):.6f}, 'learning_rate': {rnd.uniform(0, 2e-5):.6e}, 'epoch': {step / 1e4:.4f}}}"]
+        out.append(envelope + "\r".join(segs))
+        if r > 0.97:
+            out.append(envelope + "\r".join(["", *[_bar(rnd, s, 40, "Evaluating: ") for s in range(1, 6)]]))
+            out.append(envelope + "{'eval_loss': 1.5, 'eval_runtime': 3.0, 'epoch': 1.0}")
+        elif nccl and r > 0.95:
+            out.append(envelope + "gpu-node-343:   warnings.warn(")
+            out.append(envelope + "gpu-node-343: 2025-03-04 09:00:01 NCCL WARN NET/IB : Got async event : port error")
+            out.append(envelope + f"[INFO|trainer.py:3410] 2025-03-07 18:38:30,357 >> Saving model checkpoint to /out/checkpoint-{step}")
+    if rnd.random() < 0.5:
+        out.append("{'train_runtime': 100.5, 'train_samples_per_second': 3.2, 'train_steps_per_second': 0.4, 'train_loss': 1.1, 'epoch': 2.0}")
+    return out
+
+
+# ----------------------------------------------------------------------------- tests
+
+
+@pytest.mark.parametrize("path", _files(), ids=lambda p: p.name)
+def test_files(path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    lines = lines_from_bytes(path.read_bytes()).to_list()
+    _same_parse(lines, monkeypatch)
+    _same_parse(_grown(lines), monkeypatch)
+    _same_parse(_redrawn(random.Random(path.name), lines), monkeypatch)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_hf_logs(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rnd = random.Random(seed)
+    env = ["", "", "worker-1: ", "[default0]:", "3: "][seed % 5]
+    lines = _hf_log(rnd, rnd.choice([300, 2000, S._LANE_MIN * 2]), nccl=seed % 3 > 0, envelope=env)
+    if seed % 2:
+        lines = _mutate(rnd, lines)
+    got = _same_parse(lines, monkeypatch)
+    assert got.tables["steps"].height > 100
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_other_training_logs(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rnd = random.Random(seed)
+    kind = list(_GENS)[seed % 3]
+    lines = list(_GENS[kind](rnd, rnd.choice([60, 2500])))
+    if seed % 2:
+        lines = _mutate(rnd, lines)
+    _same_parse(lines, monkeypatch)
+    _same_parse(_redrawn(rnd, lines), monkeypatch)
+
+
+_ALPHABET = " |[]<>-,:0123456789/%?.sit{}'\u00e9\r█"
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10**6), st.integers(0, 3))
+def test_hf_logs_mutated_hypothesis(seed: int, edits: int) -> None:
+    rnd = random.Random(seed)
+    lines = _hf_log(rnd, rnd.choice([200, S._LANE_MIN + 500]), envelope=rnd.choice(["", "w1: "]))
+    lines = [mutated(rnd, ln, _ALPHABET, edits=edits, span=3) if rnd.random() < 0.2 else ln for ln in lines]
+    with pytest.MonkeyPatch.context() as mp:
+        _same_parse(lines, mp)
+
+
+def test_parse_many(monkeypatch: pytest.MonkeyPatch) -> None:
+    rnd = random.Random(7)
+    items = []
+    for i, path in enumerate(_files()[:10]):
+        lines = lines_from_bytes(path.read_bytes()).to_list()
+        items.append((pl.Series("line", lines, dtype=pl.String), FileContext(path=f"n{i}/train.log", node=f"n{i}")))
+    for i in range(3):
+        lines = _hf_log(rnd, 1500)
+        items.append((pl.Series("line", lines, dtype=pl.String), FileContext(path=f"h{i}/train.log", node=f"h{i}")))
+    got = S.parse_many(items)
+    with monkeypatch.context() as m:
+        for fn, ref in _REFS.items():
+            m.setattr(S, fn, ref)
+        want = S.parse_many(items)
+    for a, b in zip(got, want, strict=True):
+        _same(a, b)
