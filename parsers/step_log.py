@@ -842,7 +842,8 @@ def _segments(
     seg = frame
     if frame.height and bool(frame.get_column("text").str.contains("\r", literal=True).any()):
         # segment numbers exploded with the segments (what a window `int_range().over("line")` gave, cheaper)
-        parts = pl.col("text").str.split("\r")
+        # (the split once, as a column: an expression used twice in an eager `with_columns` runs twice)
+        parts = frame.get_column("text").str.split("\r")
         seg = frame.with_columns(parts, seg=pl.int_ranges(0, parts.list.len(), dtype=pl.Int64))
         seg = seg.explode("text", "seg")
     else:
@@ -903,7 +904,6 @@ def _prepare(
         return _prepare_small(lines, ctx, batch, numbers, parts)
     frame, seg, on, dirty, clean = parts
     text = pl.col("text")
-    triage = text.str.contains_any(list(g.TRIAGE_LITERALS)) | text.str.strip_chars_end().str.ends_with(":")
     frame_seg = seg
     seg = seg.with_columns(raw=text, _date=text.str.contains(_rx(g.TRIAGE_DATE_RE)))
     # a dated line is triaged: the literal tests run on the others (all of them when most lines have no date)
@@ -916,16 +916,17 @@ def _prepare(
         dots = seg.get_column("text").str.contains("..", literal=True) | date
         if int(dots.sum()) < seg.height // 2:
             dots = None
+    text_s = seg.get_column("text")
     if dots is not None:
         rest_i = (~dots).arg_true()
-        rest = seg.select(pl.col("text").gather(rest_i)).select(triage).to_series()
+        rest = _triage(text_s.gather(rest_i))
         seg = seg.with_columns(triage=dots.scatter(rest_i, rest))
     elif undated.len() > seg.height // 2:
-        seg = seg.with_columns(triage=triage | pl.col("_date"))
+        seg = seg.with_columns(triage=_triage(text_s, date))
     elif undated.len() == 0:
         seg = seg.with_columns(triage=pl.col("_date"))
     else:
-        rest = seg.select(pl.col("text").gather(undated)).select(triage).to_series()
+        rest = _triage(text_s.gather(undated))
         seg = seg.with_columns(triage=date.clone().scatter(undated, rest))
     n_all = seg.height
     tri = seg.get_column("triage").arg_true()
@@ -1032,7 +1033,36 @@ def _prepare(
     )
     if seg.height == 0:
         return frame, full
-    return frame, full.with_columns(full.get_column(c).scatter(tri, seg.get_column(c)) for c in cols[3:])
+    # (a column whose triaged values are all the blank's (no stream, no time: most of them in logs without
+    # envelopes) is left as it is; one with a few others gets those alone)
+    put = {}
+    for c in cols[3:]:
+        col = seg.get_column(c)
+        if c == "text":
+            put[c] = full.get_column(c).scatter(tri, col)
+            continue
+        default = {"key": "|", "banner": False}.get(c)
+        other = col.is_not_null() if default is None else col.ne_missing(default)
+        n_other = int(other.sum())
+        if n_other == col.len():
+            put[c] = full.get_column(c).scatter(tri, col)
+        elif n_other:
+            at = other.arg_true()
+            put[c] = full.get_column(c).scatter(tri.gather(at), col.gather(at))
+    return frame, full.with_columns(**put)
+
+
+def _triage(text: pl.Series, date: pl.Series | None = None) -> pl.Series:
+    """`text.str.contains_any(TRIAGE_LITERALS) | text.str.strip_chars_end().str.ends_with(":")` (`| date` when
+    given), the strip and test run only on the texts that neither the literals nor `date` triage (a line
+    true there is true whatever the test gives; the others get the test's value, as `false | x` is `x`)."""
+    hit = text.str.contains_any(list(g.TRIAGE_LITERALS))
+    if date is not None:
+        hit = hit | date
+    rest = (~hit).arg_true()
+    if rest.len():
+        hit = hit.scatter(rest, text.gather(rest).str.strip_chars_end().str.ends_with(":"))
+    return hit
 
 
 _TS_CANON = (

@@ -29,7 +29,10 @@ from tests.parsers import _hf10_ref as R  # noqa: N812
 from tests.parsers.test_steplog9 import _redrawn
 from tests.parsers.test_steplog_s8 import _GENS, _files, _grown, _mutate
 
-_REFS = {name: getattr(R, name) for name in ("_rows_gathered", "_rows_of_singles", "_group_rows")}
+_REFS = {
+    name: getattr(R, name)
+    for name in ("_rows_gathered", "_rows_of_singles", "_group_rows", "_segments", "_prepare")
+}
 
 
 def _result(lines: list[str], refs: bool, monkeypatch: pytest.MonkeyPatch) -> ParseResult:
@@ -50,7 +53,18 @@ def _same(got: ParseResult, want: ParseResult) -> None:
         assert getattr(got, f) == getattr(want, f), f
 
 
+def _prepare_same(lines: list[str], year: int | None = 2025) -> None:
+    ser = pl.Series("line", lines, dtype=pl.String)
+    ctx = FileContext(path="n1/train.log", node="n1", year_hint=year)
+    with S.ascii_scope(S._ascii or S.is_ascii(ser)):
+        got, want = S._prepare(ser, ctx), R._prepare(ser, ctx)
+    for a, b in zip(got, want, strict=True):
+        assert a.schema == b.schema
+        assert a.equals(b, null_equal=True)
+
+
 def _same_parse(lines: list[str], monkeypatch: pytest.MonkeyPatch) -> ParseResult:
+    _prepare_same(lines)
     # (the fragments `_rows` is given are kept, and its rows compared with the references' too: the whole
     # parse reads some columns of them only)
     seen: list[pl.DataFrame] = []
