@@ -2053,7 +2053,8 @@ def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
     # (a negative remaining time: the character after the first `<`, which the rate's bars hold a digit,
     # `:`, `?` or `,` at; worked out once, as a column, for the three fields that read it)
     parts = parts.with_columns(_lt=r.str.find("<", literal=True))
-    parts = parts.with_columns(_neg=r.str.slice(lt + 1, 1) == "-")
+    # (the character after the first `<` is a `-` iff the first `<-` is there: one search, no slice)
+    parts = parts.with_columns(_neg=r.str.find("<-", literal=True).eq_missing(lt))
     neg = pl.col("_neg")
     fast = pl.concat([fast, parts], how="horizontal").with_columns(
         m=pl.struct(
@@ -2125,7 +2126,8 @@ def _bar_fragments(
     files, see `parse_many`: a file's `Total optimization steps` select its own bars.)"""
     out: list[pl.DataFrame] = []
     txt = pl.col("text")
-    m = _tqdm_match(seg) if "%|" in present else seg.clear()
+    # (the bars' base columns and text alone: the matches keep those only, below)
+    m = _tqdm_match(seg.select(*_BASE, "text")) if "%|" in present else seg.clear()
     seen = [m.select("line")]
     if m.height:
         # (the bars' fragments read their base columns and groups only: the texts are not carried through the
@@ -3212,7 +3214,11 @@ def _times_general(rows: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
     stamped = seg.filter(pl.col("ts").is_not_null()).select(
         "key", src_line=pl.col("line"), src_ts=pl.col("ts")
     ).unique(["key", "src_line"], keep="first", maintain_order=True).sort("key", "src_line")
-    rows = rows.with_columns(prev_row_line=pl.col("line").shift(1).over("key")).sort("line")
+    key = rows.get_column("key")
+    if rows.height and key.null_count() == 0 and key.n_unique() == 1:  # (one stream: no window)
+        rows = rows.with_columns(prev_row_line=pl.col("line").shift(1)).sort("line")
+    else:
+        rows = rows.with_columns(prev_row_line=pl.col("line").shift(1).over("key")).sort("line")
     if stamped.height and rows.height:
         j = rows.sort("line").join_asof(
             stamped.sort("src_line"),
@@ -3279,6 +3285,10 @@ def _sort_stable(df: pl.DataFrame, by: tuple[str, ...]) -> pl.DataFrame:
             uniq = col.unique().sort()
             if uniq.len() == 1:  # (one value: every rank 0, no join)
                 ranks.append((pl.zeros(n, dtype=pl.Int64, eager=True), 1))
+                continue
+            if uniq.len() <= 4:  # (a few values: the rank is how many of the others sort below it, no join)
+                r = pl.select(pl.sum_horizontal(pl.lit(col) > u for u in uniq[:-1].to_list())).to_series()
+                ranks.append((r.cast(pl.Int64), uniq.len()))
                 continue
             table = pl.DataFrame({c: uniq, "_r": pl.int_range(uniq.len(), eager=True, dtype=pl.Int64)})
             r = df.select(c).join(table, on=c, how="left", maintain_order="left").get_column("_r")

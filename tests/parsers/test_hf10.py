@@ -31,7 +31,17 @@ from tests.parsers.test_steplog_s8 import _GENS, _files, _grown, _mutate
 
 _REFS = {
     name: getattr(R, name)
-    for name in ("_rows_gathered", "_rows_of_singles", "_group_rows", "_segments", "_prepare")
+    for name in (
+        "_rows_gathered",
+        "_rows_of_singles",
+        "_group_rows",
+        "_segments",
+        "_prepare",
+        "_tqdm_match",
+        "_bar_fragments",
+        "_times_general",
+        "_sort_stable",
+    )
 }
 
 
@@ -201,3 +211,31 @@ def test_parse_many(monkeypatch: pytest.MonkeyPatch) -> None:
         want = S.parse_many(items)
     for a, b in zip(got, want, strict=True):
         _same(a, b)
+
+
+_WORDS = ["hf-trainer", "tqdm", "a", "", "é", "deepspeed", "Z", "tqdm "]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(0, 10**6),
+    st.integers(1, 6),
+    st.sampled_from([10, S._LANE_MIN + 7, 3 * S._LANE_MIN]),
+    st.booleans(),
+)
+def test_sort_stable_hypothesis(seed: int, n_words: int, n: int, nulls: bool) -> None:
+    rnd = random.Random(seed)
+    words = rnd.sample(_WORDS, n_words)
+    keys = rnd.sample(["|", "h|0", "h|1", "|3"], rnd.randint(1, 3))
+    df = pl.DataFrame(
+        {
+            "key": [rnd.choice(keys) for _ in range(n)],
+            "framework": [None if nulls and rnd.random() < 0.01 else rnd.choice(words) for _ in range(n)],
+            "line": sorted(rnd.randint(0, n // 3) for _ in range(n)),
+            "v": range(n),
+        }
+    )
+    by = ("key", "framework", "line")
+    got, want = S._sort_stable(df, by), R._sort_stable(df, by)
+    assert got.equals(want, null_equal=True)
+    assert got.equals(df.sort(*by, maintain_order=True), null_equal=True)
