@@ -2089,8 +2089,8 @@ def _unlabelled_bars(m: pl.DataFrame, keep: pl.Expr) -> pl.DataFrame:
     narrow = m.select(
         "key",
         _keep=keep,
-        _total=_f("total").cast(pl.Int64, strict=False),
-        _n=_f("n").cast(pl.Int64, strict=False),
+        _total=pl.col("_ti") if "_ti" in m.columns else _f("total").cast(pl.Int64, strict=False),
+        _n=pl.col("_ni") if "_ni" in m.columns else _f("n").cast(pl.Int64, strict=False),
         _blank=desc.str.strip_chars() == "",
     )
     kept = narrow.filter(pl.col("_keep"))
@@ -2133,6 +2133,14 @@ def _bar_fragments(
         # (the bars' fragments read their base columns and groups only: the texts are not carried through the
         # filters and joins below)
         m = m.select(*_BASE, "m")
+        # (the numbers read once each, as columns: an eager frame's expressions share no subexpression)
+        rate = _num(_f("rate"))
+        m = m.with_columns(
+            _ni=_f("n").cast(pl.Int64, strict=False),
+            _ti=_f("total").cast(pl.Int64, strict=False),
+            _its=pl.when(_f("unit").str.starts_with("s")).then(1.0 / rate).otherwise(rate),
+        )
+        n_i, t_i = pl.col("_ni"), pl.col("_ti")
         totals = seg.filter(txt.str.contains("Total optimization steps = ", literal=True)).select(
             "line",
             n=txt.str.extract(_rx(g.HF_TOTAL_STEPS_RE), 1)
@@ -2149,21 +2157,20 @@ def _bar_fragments(
             )
             with_total = pairs.get_column("fi").unique().implode()
             in_file_total = ~fi.is_in(with_total) | pl.concat_str(
-                fi.cast(pl.String), pl.lit(":"), _f("total").cast(pl.Int64, strict=False).cast(pl.String)
+                fi.cast(pl.String), pl.lit(":"), t_i.cast(pl.String)
             ).is_in(pairs.get_column("p").implode())
         desc = _f("desc")
         post = _f("post")
         k = {name: _key(post, pat) for name, pat in g.TQDM_POST_KEYS.items()}
         tt = desc.str.extract_groups(_rx(g.TORCHTUNE_DESC_RE))
-        rate = _num(_f("rate"))
-        it_s = pl.when(_f("unit").str.starts_with("s")).then(1.0 / rate).otherwise(rate)
+        it_s = pl.col("_its")
         # a rate in other units (`examples/s`, `B/s`) marks a data bar, not a training loop
         units_ok = _f("unit").is_not_null() | _f("rate").is_null()
-        keep = (_f("n").cast(pl.Int64, strict=False) > 0) & ~desc.str.contains(_rx(g.EVAL_DESC_RE)) & units_ok
+        keep = (n_i > 0) & ~desc.str.contains(_rx(g.EVAL_DESC_RE)) & units_ok
         if by_file:
             keep = keep & in_file_total
         elif hf_total.len() > 0:
-            keep = keep & _f("total").cast(pl.Int64, strict=False).is_in(hf_total.implode())
+            keep = keep & t_i.is_in(hf_total.implode())
         # (unlabelled bars of one file, many: `_unlabelled_bars`, one filter for the two below)
         one_file = hf_total.len() == 0 and not by_file and m.height >= _LANE_MIN
         bars = _unlabelled_bars(m, keep) if one_file else m.filter(keep)
@@ -2171,8 +2178,8 @@ def _bar_fragments(
             # unlabelled bars of several lengths (HF evaluation inside training): keep the stream's main loop,
             # the total with the most distinct positions
             bars = bars.with_columns(
-                _total=_f("total").cast(pl.Int64, strict=False),
-                _n=_f("n").cast(pl.Int64, strict=False),
+                _total=t_i,
+                _n=n_i,
                 _blank=desc.str.strip_chars() == "",
             )
             best = (
@@ -2243,8 +2250,8 @@ def _bar_fragments(
                     framework=fw,
                     prio=pl.lit(3),
                     anchor=pl.lit(True),
-                    step=pl.coalesce(v["_tt_step"], _f("n").cast(pl.Int64, strict=False)),
-                    total_steps=_f("total").cast(pl.Int64, strict=False),
+                    step=pl.coalesce(v["_tt_step"], n_i),
+                    total_steps=t_i,
                     loss=pl.coalesce(v["_tt_loss"], kv["loss"], kv["reduced_loss"]),
                     step_time_s=pl.coalesce(kv["step_s"], 1.0 / it_s),
                     step_time_source=pl.when(kv["step_s"].is_not_null())

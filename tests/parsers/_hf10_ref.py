@@ -36,7 +36,6 @@ from parsers.step_log import (  # noqa: F401
     _sort_frags,
     _sort_rows,
     _strip_envelopes,
-    _unlabelled_bars,
     _with_banner,
     _with_timers,
 )
@@ -658,3 +657,42 @@ def _sort_stable(df: pl.DataFrame, by: tuple[str, ...]) -> pl.DataFrame:
     if bool((packed.diff().drop_nulls() > 0).all()):  # (in that order already)
         return df.rechunk()
     return df.with_columns(_sk=packed).sort("_sk").drop("_sk")
+
+
+def _unlabelled_bars(m: pl.DataFrame, keep: pl.Expr) -> pl.DataFrame:
+    """`m.filter(keep)` less the blank-description bars whose total is not their stream's main loop (the total
+    with the most distinct positions among the kept blank ones), as `_bar_fragments` does for bars of one file
+    without a `Total optimization steps` line: the totals worked out on a narrow frame of the kept bars, `m`
+    filtered once (one stream: its total broadcast, no join)."""
+    desc = _f("desc")
+    narrow = m.select(
+        "key",
+        _keep=keep,
+        _total=_f("total").cast(pl.Int64, strict=False),
+        _n=_f("n").cast(pl.Int64, strict=False),
+        _blank=desc.str.strip_chars() == "",
+    )
+    kept = narrow.filter(pl.col("_keep"))
+    if kept.height == 0:
+        return m.filter(keep)
+    best = (
+        kept.filter(pl.col("_blank"))
+        .group_by("key", "_total")
+        .agg(_k=pl.col("_n").n_unique())
+        .sort("_k", "_total", descending=True)
+        .group_by("key", maintain_order=True)
+        .agg(_best=pl.col("_total").first())
+    )
+    key = pl.col("key")
+    one_key = bool(narrow.select(key.is_not_null().all() & (key == key.first()).all()).item())
+    if best.height == 0:  # (no blank bar kept: the join's nulls keep every kept bar)
+        return m.filter(keep)
+    if one_key and best.height == 1 and best.get_column("key")[0] == narrow.get_column("key")[0]:
+        joined = narrow.with_columns(_best=pl.lit(best.get_column("_best")[0], dtype=best.schema["_best"]))
+    else:
+        joined = narrow.join(best, on="key", how="left", maintain_order="left")
+    stay = joined.select(
+        pl.col("_keep")
+        & (~pl.col("_blank") | pl.col("_best").is_null() | (pl.col("_total") == pl.col("_best")))
+    ).to_series()
+    return m.filter(stay)

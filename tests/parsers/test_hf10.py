@@ -39,6 +39,7 @@ _REFS = {
         "_prepare",
         "_tqdm_match",
         "_bar_fragments",
+        "_unlabelled_bars",
         "_times_general",
         "_sort_stable",
     )
