@@ -1926,15 +1926,7 @@ def _step_fragments(
             # (ASCII lines, as dicts mostly are in a log whose bars are not: the regexes with ASCII classes)
             text = m.get_column("text")
             with ascii_scope(_ascii or is_ascii(text)):
-                k = {name: _key(txt, pat) for name, pat in g.HF_KEYS.items()}
-                m = m.with_columns(
-                    **{
-                        f"_hk_{name}": e
-                        if _HF_KEY_LITS[name] is None or text.str.contains_any(list(_HF_KEY_LITS[name])).any()
-                        else pl.lit(None, dtype=pl.Float64)
-                        for name, e in k.items()
-                    }
-                )
+                m = m.with_columns(**_hf_keys(text))
             k = {name: pl.col(f"_hk_{name}") for name in k}
         summary = k["train_runtime"].is_not_null()
         train = k["loss"].is_not_null() | k["step_runtime"].is_not_null() | k["grad_norm"].is_not_null()
@@ -1983,6 +1975,49 @@ def _step_fragments(
 
 _HF_KEY_LITS = {name: required_literals(p) for name, p in g.HF_KEYS.items()}
 """Literals one of which every match of each `g.HF_KEYS` regex holds (None: not known)."""
+
+_HF_CANON = (
+    rf"^\{{'loss': (?P<loss>{g.NUM}), 'grad_norm': (?P<grad_norm>{g.NUM}), "
+    rf"'learning_rate': (?P<lr>{g.NUM}), 'epoch': (?P<epoch>{g.NUM})\}}$"
+)
+"""The Trainer's logged dict as it prints it most (`{'loss': 3.95, 'grad_norm': 0.95, 'learning_rate': 2e-05,
+'epoch': 0.01}`, nothing else on the line). In such a line the regex of each of these keys (`g.HF_KEYS`) finds
+it where this one does (its first quoted name, each value a whole `NUM`, which the regex's greedy `NUM` takes
+whole as the next character, `,` or `}`, cannot extend it) and those of the other keys find nothing (none of
+their literals is in it: the values are `NUM`s, whose letters are `e`, `E`, `nan`, `inf`)."""
+_HF_CANON_KEYS = ("loss", "grad_norm", "lr", "epoch")
+
+
+def _hf_keys(text: pl.Series) -> dict[str, pl.Series]:
+    """The `_hk_<name>` columns of the dict lines `text`: each key of `g.HF_KEYS` read by its regex (`_key`),
+    nulls where none of its literals occurs in any of the lines (what the regex gives), in the regex's ASCII
+    scope of the caller. The lines of `_HF_CANON` shape are read by that one regex instead (see there)."""
+    n = text.len()
+    # (one pass: a line of that shape has all its groups, the others none)
+    vals = text.str.extract_groups(_rx(_HF_CANON)).struct.unnest()
+    canon = vals.get_column("loss").is_not_null()
+    n_c = int(canon.sum())
+    rest = text if n_c == 0 else text.filter(~canon)
+    t = pl.col("text")
+    got = pl.DataFrame({"text": rest}).select(
+        **{
+            f"_hk_{name}": _key(t, pat)
+            if _HF_KEY_LITS[name] is None or rest.str.contains_any(list(_HF_KEY_LITS[name])).any()
+            else pl.lit(None, dtype=pl.Float64)
+            for name, pat in g.HF_KEYS.items()
+        }
+    )
+    if n_c == 0:
+        return {c: got.get_column(c) for c in got.columns}
+    vals = vals.select(**{f"_hk_{name}": _num(pl.col(name)) for name in _HF_CANON_KEYS})
+    at_r = (~canon).arg_true() if n_c < n else None
+    out = {}
+    for c in got.columns:
+        col = vals.get_column(c) if c in vals.columns else _nulls(c, n, pl.Float64)
+        if at_r is not None and got.get_column(c).null_count() < got.height:
+            col = col.scatter(at_r, got.get_column(c))
+        out[c] = col
+    return out
 
 
 _TQDM_CANON_HEAD = r"^[^\d%|]*[0-9]{1,3}%$"

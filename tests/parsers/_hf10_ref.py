@@ -7,9 +7,11 @@ from __future__ import annotations
 import polars as pl
 
 from parsers import _step_grammars as g
+from parsers._common import is_ascii
 from parsers.base import FileContext, numbered
 from parsers.step_log import (  # noqa: F401
     _BASE,
+    _HF_KEY_LITS,
     _LANE_MIN,
     _POST_GATE,
     _PROGRESS,
@@ -20,6 +22,7 @@ from parsers.step_log import (  # noqa: F401
     _TQDM_TAIL_START,
     INHERIT_GAP,
     UTC_US,
+    _ascii,
     _Batch,
     _derived_step_time,
     _f,
@@ -28,6 +31,7 @@ from parsers.step_log import (  # noqa: F401
     _kept,
     _key,
     _match,
+    _megatron_frag,
     _nulls,
     _num,
     _own_time,
@@ -36,8 +40,11 @@ from parsers.step_log import (  # noqa: F401
     _sort_frags,
     _sort_rows,
     _strip_envelopes,
+    _titan_canon,
+    _titan_values,
     _with_banner,
     _with_timers,
+    ascii_scope,
 )
 
 
@@ -696,3 +703,389 @@ def _unlabelled_bars(m: pl.DataFrame, keep: pl.Expr) -> pl.DataFrame:
         & (~pl.col("_blank") | pl.col("_best").is_null() | (pl.col("_total") == pl.col("_best")))
     ).to_series()
     return m.filter(stay)
+
+
+def _step_fragments(
+    seg: pl.DataFrame, present: frozenset[str], pre: tuple[pl.Series, pl.DataFrame] | None = None
+) -> list[pl.DataFrame]:
+    """Fragments of the one-line step grammars (`pre`: `_titan_pre` of `seg`, when the caller has it)."""
+    out: list[pl.DataFrame] = []
+    txt = pl.col("text")
+
+    # Megatron family
+    m = _match(
+        seg,
+        g.MEGATRON_ITER_RE,
+        txt.str.contains("iteration", literal=True),
+        gate=("iteration",),
+        present=present,
+        must="step",
+    )
+    if m.height:
+        out.append(_megatron_frag(m))
+
+    m = _match(seg, g.DS_PIPE_RE, txt.str.contains("iter time (s)", literal=True), gate=("iter time (s)",), present=present)
+    if m.height:
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("deepspeed_pipe"),
+                framework=pl.lit("deepspeed"),
+                prio=pl.lit(0),
+                anchor=pl.lit(True),
+                step=_f("step").cast(pl.Int64, strict=False),
+                loss=_num(_f("loss")),
+                step_time_s=_num(_f("t")),
+                step_time_source=pl.lit("reported"),
+                throughput=_num(_f("sps")),
+                throughput_unit=pl.lit("samples/s"),
+            )
+        )
+
+    m = _match(seg, g.DS_STEP_RE, txt.str.contains("step=", literal=True), gate=("step=",), present=present)
+    if m.height:
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("deepspeed_step"),
+                framework=pl.lit("deepspeed"),
+                prio=pl.lit(2),
+                anchor=pl.lit(True),
+                step=_f("step").cast(pl.Int64, strict=False),
+                skipped_iterations=_f("skipped").cast(pl.Int64, strict=False),
+                lr=_num(_f("lr")),
+            )
+        )
+
+    for pattern, new in ((g.DS_TPUT_NEW_RE, True), (g.DS_TPUT_OLD_RE, False)):
+        m = _match(seg, pattern, txt.str.contains("SamplesPerSec=", literal=True), gate=("SamplesPerSec=",), present=present)
+        if m.height == 0:
+            continue
+        if not new:
+            m = m.filter(~txt.str.contains("RunningAvgSamplesPerSec", literal=True))
+        cols: dict[str, pl.Expr] = {
+            "kind": pl.lit("deepspeed_throughput"),
+            "framework": pl.lit("deepspeed"),
+            "prio": pl.lit(1),
+            "anchor": pl.lit(True),
+            "step": _f("step").cast(pl.Int64, strict=False),
+            "epoch": _num(_f("epoch")),
+            "running_avg_samples_per_s": _num(_f("avg")),
+        }
+        if new:
+            cols |= {"throughput": _num(_f("cur")), "throughput_unit": pl.lit("samples/s")}
+        out.append(_frag(m, **cols))
+
+    m = seg.clear()
+    titan_vals = None
+    if "step:" in present and "loss:" in present:
+        titan = txt.str.contains("loss:", literal=True) & txt.str.contains(_rx(g.TITAN_RE))
+        if seg.height < _LANE_MIN:
+            m = seg.filter(txt.str.contains("step:", literal=True) & titan)
+        else:  # (the regexes only on the lines with the literal; a `_TITAN_CANON` line matches `TITAN_RE`)
+            m = seg.filter(txt.str.contains("step:", literal=True)) if pre is None else seg[pre[0]]
+            if m.height >= _LANE_MIN:
+                cf = _titan_canon(m.get_column("text")) if pre is None else pre[1]
+                canon = cf.get_column("_canon")
+                rest = (~canon).arg_true()
+                if rest.len():
+                    hit = m[rest].select(titan).to_series()
+                    keep = canon.clone().scatter(rest, hit)
+                    m, cf = m.filter(keep), cf.filter(keep)
+                titan_vals = _titan_values(m.get_column("text"), cf)
+            else:
+                m = m.filter(titan)
+    if m.height:
+        if titan_vals is None:
+            titan_vals = _titan_values(m.get_column("text"))
+        m = m.with_columns(titan_vals)
+        k = {name: pl.col(f"_k_{name}") for name in g.TITAN_KEYS}
+        loss = pl.col("_loss").cast(pl.Float64, strict=False)  # (a `NUM` group: no separator to drop)
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("torchtitan"),
+                framework=pl.lit("torchtitan"),
+                prio=pl.lit(0),
+                anchor=pl.lit(True),
+                step=pl.col("_step").cast(pl.Int64, strict=False),
+                loss=pl.when(loss != -1.0).then(loss),  # -1.0: pipeline ranks without the loss
+                grad_norm=k["grad_norm"],
+                memory_gib=k["memory_gib"],
+                throughput=k["tps"],
+                throughput_unit=pl.when(k["tps"].is_not_null()).then(pl.lit("tokens/s/GPU")),
+                tflops=k["tflops"],
+                mfu_pct=k["mfu_pct"],
+            )
+        )
+
+    m = _match(seg, g.NANOGPT_RE, txt.str.contains("iter ", literal=True), gate=("iter ",), present=present)
+    if m.height:
+        mfu = _num(_f("mfu"))
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("nanogpt"),
+                framework=pl.lit("nanogpt"),
+                prio=pl.lit(0),
+                anchor=pl.lit(True),
+                step=_f("step").cast(pl.Int64, strict=False),
+                loss=_num(_f("loss")),
+                step_time_s=_num(_f("ms")) / 1000.0,
+                step_time_source=pl.lit("reported"),
+                mfu_pct=pl.when(mfu > -100.0).then(mfu),  # -100.00%: EMA not initialised yet
+            )
+        )
+
+    m = _match(seg, g.NANOCHAT_RE, txt.str.contains("dt: ", literal=True), gate=("dt: ",), present=present)
+    if m.height:
+        tps = _num(_f("tps"))
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("nanochat"),
+                framework=pl.lit("nanochat"),
+                prio=pl.lit(0),
+                anchor=pl.lit(True),
+                step=_f("step").cast(pl.Int64, strict=False),
+                total_steps=_f("total").cast(pl.Int64, strict=False),
+                loss=_num(_f("loss")),
+                step_time_s=_num(_f("ms")) / 1000.0,
+                step_time_source=pl.lit("reported"),
+                throughput=tps,
+                throughput_unit=pl.when(tps.is_not_null()).then(pl.lit("tokens/s")),
+                mfu_pct=_num(_f("mfu")),
+            )
+        )
+
+    m = _match(seg, g.MODDED_RE, txt.str.contains("train_time:", literal=True), gate=("train_time:",), present=present)
+    if m.height:
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("modded_nanogpt"),
+                framework=pl.lit("modded-nanogpt"),
+                prio=pl.lit(0),
+                anchor=pl.lit(True),
+                step=_f("step").cast(pl.Int64, strict=False),
+                total_steps=_f("total").cast(pl.Int64, strict=False),
+                loss=_num(_f("loss")),
+                cum_time_s=_num(_f("cum_ms")) / 1000.0,
+                interval_avg_step_s=_num(_f("avg")) / 1000.0,
+            )
+        )
+
+    m = _match(seg, g.LITGPT_RE, txt.str.contains("iter time:", literal=True), gate=("iter time:",), present=present)
+    if m.height:
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("litgpt"),
+                framework=pl.lit("litgpt"),
+                prio=pl.lit(0),
+                anchor=pl.lit(True),
+                step=_f("step").cast(pl.Int64, strict=False),
+                global_step=_num(_f("ostep")),
+                loss=_num(_f("loss")),
+                step_time_s=_num(_f("ms")) / 1000.0,
+                step_time_source=pl.lit("reported"),
+            )
+        )
+
+    m = _match(seg, g.LLMC_RE, txt.str.contains("tok/s)", literal=True), gate=("tok/s)",), present=present)
+    if m.height:
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("llmc"),
+                framework=pl.lit("llm.c"),
+                prio=pl.lit(0),
+                anchor=pl.lit(True),
+                step=_f("step").cast(pl.Int64, strict=False),
+                total_steps=_f("total").cast(pl.Int64, strict=False),
+                loss=_num(_f("loss")),
+                step_time_s=_num(_f("ms")) / 1000.0,
+                step_time_source=pl.lit("reported"),
+                throughput=_num(_f("tps")),
+                throughput_unit=pl.lit("tokens/s"),
+            )
+        )
+
+    m = _match(seg, g.MLLOG_RE, txt.str.contains(":::MLLOG", literal=True), gate=(":::MLLOG",), present=present)
+    if m.height:
+        js = _f("json")
+        m = m.with_columns(
+            _key=js.str.json_path_match("$.key"),
+            _step=js.str.json_path_match("$.metadata.step")
+            .cast(pl.Float64, strict=False)
+            .cast(pl.Int64, strict=False),
+        ).filter((pl.col("_key") == "tracked_stats") & pl.col("_step").is_not_null())
+        tput = _num(js.str.json_path_match("$.value.throughput"))
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("mllog"),
+                framework=pl.lit("mlperf"),
+                prio=pl.lit(0),
+                anchor=pl.lit(True),
+                step=pl.col("_step"),
+                throughput=tput,
+                throughput_unit=pl.when(tput.is_not_null()).then(pl.lit("samples/s")),
+                loss=_num(js.str.json_path_match("$.value.train_loss")),
+            )
+        )
+
+    m = _match(seg, g.MAXTEXT_RE, txt.str.contains("completed step:", literal=True), gate=("completed step:",), present=present)
+    if m.height:
+        tps = _num(_f("tps"))
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("maxtext"),
+                framework=pl.lit("maxtext"),
+                prio=pl.lit(0),
+                anchor=pl.lit(True),
+                step=_f("step").cast(pl.Int64, strict=False),
+                step_time_s=_num(_f("s")),
+                step_time_source=pl.lit("reported"),
+                tflops=_num(_f("tflops")),
+                throughput=pl.coalesce(tps, _num(_f("tflops"))),
+                throughput_unit=pl.when(tps.is_not_null()).then(pl.lit("tokens/s/GPU")).otherwise(pl.lit("TFLOP/s/GPU")),
+                loss=_num(_f("loss")),
+            )
+        )
+
+    m = _match(seg, g.NEMO2_RE, txt.str.contains("Training epoch", literal=True), gate=("Training epoch",), present=present)
+    if m.height:
+        r = _f("rest")
+        k = {name: _key(r, pat) for name, pat in g.NEMO2_KEYS.items()}
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("nemo2"),
+                framework=pl.lit("nemo"),
+                prio=pl.lit(0),
+                anchor=pl.lit(True),
+                step=pl.coalesce(
+                    k["global_step"].cast(pl.Int64, strict=False), _f("step").cast(pl.Int64, strict=False)
+                ),
+                total_steps=_f("total").cast(pl.Int64, strict=False),
+                epoch=_num(_f("epoch")),
+                loss=k["loss"],
+                step_time_s=k["step_s"],
+                step_time_source=pl.when(k["step_s"].is_not_null()).then(pl.lit("reported")),
+                consumed_samples=k["consumed_samples"],
+                lr=k["lr"],
+            )
+        )
+
+    m = _match(seg, g.AUTOMODEL_RE, txt.str.contains("| epoch ", literal=True), gate=("| epoch ",), present=present)
+    if m.height:
+        r = _f("rest")
+        k = {name: _key(r, pat) for name, pat in g.AUTOMODEL_KEYS.items()}
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("automodel"),
+                framework=pl.lit("nemo-automodel"),
+                prio=pl.lit(0),
+                anchor=pl.lit(True),
+                step=_f("step").cast(pl.Int64, strict=False),
+                epoch=_num(_f("epoch")),
+                loss=_num(_f("loss")),
+                grad_norm=k["grad_norm"],
+                lr=k["lr"],
+                memory_gib=k["memory_gib"],
+                throughput=pl.coalesce(k["tps_gpu"], k["tps"]),
+                throughput_unit=pl.when(k["tps_gpu"].is_not_null())
+                .then(pl.lit("tokens/s/GPU"))
+                .when(k["tps"].is_not_null())
+                .then(pl.lit("tokens/s")),
+                tokens_per_s=k["tps"],
+            )
+        )
+
+    m = _match(seg, g.TORCHTUNE_RE, txt.str.starts_with("Step "), gate=("Step ",), present=present)
+    if m.height:
+        r = _f("rest")
+        k = {name: _key(r, pat) for name, pat in g.TORCHTUNE_KEYS.items()}
+        m = m.filter(pl.any_horizontal(*(v.is_not_null() for v in k.values())))
+        out.append(
+            _frag(
+                m,
+                kind=pl.lit("torchtune"),
+                framework=pl.lit("torchtune"),
+                prio=pl.lit(0),
+                anchor=pl.lit(True),
+                step=_f("step").cast(pl.Int64, strict=False),
+                loss=k["loss"],
+                lr=k["lr"],
+                grad_norm=k["grad_norm"],
+                throughput=k["tps_gpu"],
+                throughput_unit=pl.when(k["tps_gpu"].is_not_null()).then(pl.lit("tokens/s/GPU")),
+            )
+        )
+
+    # HF Trainer dicts
+    m = seg.filter(txt.str.contains(_rx(g.HF_DICT_RE))) if "{" in present else seg.clear()
+    if m.height:
+        k = {name: _key(txt, pat) for name, pat in g.HF_KEYS.items()}
+        if m.height >= _LANE_MIN:
+            # each key's regex read once, as a column, not once per use; a key none of whose required literals
+            # occurs in any of the lines matches none of them: nulls, what the regex gives
+            # (ASCII lines, as dicts mostly are in a log whose bars are not: the regexes with ASCII classes)
+            text = m.get_column("text")
+            with ascii_scope(_ascii or is_ascii(text)):
+                k = {name: _key(txt, pat) for name, pat in g.HF_KEYS.items()}
+                m = m.with_columns(
+                    **{
+                        f"_hk_{name}": e
+                        if _HF_KEY_LITS[name] is None or text.str.contains_any(list(_HF_KEY_LITS[name])).any()
+                        else pl.lit(None, dtype=pl.Float64)
+                        for name, e in k.items()
+                    }
+                )
+            k = {name: pl.col(f"_hk_{name}") for name in k}
+        summary = k["train_runtime"].is_not_null()
+        train = k["loss"].is_not_null() | k["step_runtime"].is_not_null() | k["grad_norm"].is_not_null()
+        logged = m.filter(~summary & train & ~txt.str.contains("'eval_", literal=True))
+        if logged.height:
+            out.append(
+                _frag(
+                    logged,
+                    kind=pl.lit("hf_dict"),
+                    framework=pl.lit("hf-trainer"),
+                    prio=pl.lit(0),
+                    anchor=k["step"].is_not_null(),
+                    step=k["step"].cast(pl.Int64, strict=False),
+                    loss=k["loss"],
+                    grad_norm=k["grad_norm"],
+                    lr=k["lr"],
+                    epoch=k["epoch"],
+                    step_time_s=k["step_runtime"],
+                    step_time_source=pl.when(k["step_runtime"].is_not_null()).then(pl.lit("reported")),
+                    throughput=k["step_sps"],
+                    throughput_unit=pl.when(k["step_sps"].is_not_null()).then(pl.lit("samples/s")),
+                    attach_line=pl.col("line"),
+                )
+            )
+        summ = m.filter(summary)
+        if summ.height:
+            out.append(
+                _frag(
+                    summ,
+                    kind=pl.lit("hf_summary"),
+                    framework=pl.lit("hf-trainer"),
+                    prio=pl.lit(0),
+                    anchor=pl.lit(True),
+                    standalone=pl.lit(True),
+                    step_time_s=1.0 / k["train_steps_ps"],
+                    step_time_source=pl.when(k["train_steps_ps"] > 0).then(pl.lit("run_mean")),
+                    throughput=k["train_sps"],
+                    throughput_unit=pl.when(k["train_sps"].is_not_null()).then(pl.lit("samples/s")),
+                    loss=k["train_loss"],
+                    epoch=k["epoch"],
+                    train_runtime_s=k["train_runtime"],
+                )
+            )
+    return out

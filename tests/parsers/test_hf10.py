@@ -40,6 +40,7 @@ _REFS = {
         "_tqdm_match",
         "_bar_fragments",
         "_unlabelled_bars",
+        "_step_fragments",
         "_times_general",
         "_sort_stable",
     )
@@ -240,3 +241,55 @@ def test_sort_stable_hypothesis(seed: int, n_words: int, n: int, nulls: bool) ->
     got, want = S._sort_stable(df, by), R._sort_stable(df, by)
     assert got.equals(want, null_equal=True)
     assert got.equals(df.sort(*by, maintain_order=True), null_equal=True)
+
+
+def _ref_hf_keys(m: pl.DataFrame) -> pl.DataFrame:
+    """The old `_step_fragments` lines that `_hf_keys` replaces (verbatim but for `m`'s name and the return)."""
+    txt = pl.col("text")
+    k = {name: S._key(txt, pat) for name, pat in S.g.HF_KEYS.items()}
+    text = m.get_column("text")
+    with S.ascii_scope(S._ascii or S.is_ascii(text)):
+        k = {name: S._key(txt, pat) for name, pat in S.g.HF_KEYS.items()}
+        m = m.with_columns(
+            **{
+                f"_hk_{name}": e
+                if S._HF_KEY_LITS[name] is None or text.str.contains_any(list(S._HF_KEY_LITS[name])).any()
+                else pl.lit(None, dtype=pl.Float64)
+                for name, e in k.items()
+            }
+        )
+    return m
+
+
+_NUMS = ["3.9540", "1.", ".5", "nan", "-inf", "1e5", "1.5e", "1,234", "\u0663.5", "+3", "1E+05", "-0.0", "2e-05", "7", "inf", "1.2.3"]
+_DICTS = [
+    "{{'loss': {a}, 'grad_norm': {b}, 'learning_rate': {c}, 'epoch': {d}}}",
+    "{{'loss': {a}, 'grad_norm': {b}, 'learning_rate': {c}, 'epoch': {d}}} ",
+    " {{'loss': {a}, 'grad_norm': {b}, 'learning_rate': {c}, 'epoch': {d}}}",
+    "{{'loss': {a}, 'grad_norm': {b}, 'learning_rate': {c}, 'epoch': {d}, 'step': 12}}",
+    "{{'loss': {a}, 'learning_rate': {c}, 'grad_norm': {b}, 'epoch': {d}}}",
+    "{{'eval_loss': {a}, 'eval_runtime': {b}, 'epoch': {d}}}",
+    "{{'train_runtime': {a}, 'train_samples_per_second': {b}, 'train_steps_per_second': {c}, 'train_loss': {d}, 'epoch': 2.0}}",
+    '{{"loss": "{a}", "global_step": 8, "learning_rate": {c}}}',
+    "{{'loss': {a}, 'grad_norm': {b}, 'learning_rate': {c}, 'epoch': {d}, 'loss': 9}}",
+]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_hf_keys(seed: int) -> None:
+    rnd = random.Random(seed)
+    n = rnd.choice([50, S._LANE_MIN + 100])
+    pick = (lambda: _DICTS[0]) if seed % 4 == 0 else (lambda: rnd.choice(_DICTS))
+    lines = [
+        pick().format(**{x: rnd.choice(_NUMS) if rnd.random() < 0.3 else f"{rnd.uniform(0, 5):.4f}" for x in "abcd"})
+        for _ in range(n)
+    ]
+    if seed % 2:
+        lines = [mutated(rnd, ln, _ALPHABET, edits=2, span=2) if rnd.random() < 0.2 else ln for ln in lines]
+    m = pl.DataFrame({"line": range(n), "text": lines}, schema={"line": pl.Int64, "text": pl.String})
+    want = _ref_hf_keys(m)
+    text = m.get_column("text")
+    with S.ascii_scope(S._ascii or S.is_ascii(text)):
+        got = m.with_columns(**S._hf_keys(text))
+    assert got.schema == want.schema
+    assert got.equals(want, null_equal=True)
