@@ -2071,11 +2071,12 @@ def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
     cut = cut.filter(canon) if n_canon < bars.height else cut
     # (the description: the head less its `%` and its digits, but the first of more than three: `TQDM_RE`'s
     # `pct` takes the last three; the digits stripped are ASCII, one byte each)
-    h = pl.col("field_0").str.strip_suffix("%")
-    parts = cut.select(_h=h, _d=h.str.strip_chars_end("0123456789"), _r=pl.col("field_2"))
-    long = (pl.col("_h").str.len_bytes() - pl.col("_d").str.len_bytes()) > 3
+    # (one strip of the `%` and the digits: the description holds neither, so it stops there)
+    h = pl.col("field_0")
+    parts = cut.select(_h=h, _d=h.str.strip_chars_end("%0123456789"), _r=pl.col("field_2"))
+    long = (pl.col("_h").str.len_bytes() - pl.col("_d").str.len_bytes()) > 4
     if parts.select(long.any()).item():
-        parts = parts.with_columns(_d=pl.when(long).then(pl.col("_h").str.head(-3)).otherwise(pl.col("_d")))
+        parts = parts.with_columns(_d=pl.when(long).then(pl.col("_h").str.head(-4)).otherwise(pl.col("_d")))
     parts = parts.drop("_h")
     r = pl.col("_r")
     parts = parts.with_columns(
@@ -2098,7 +2099,7 @@ def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
             total=r.str.slice(sl + 1, lb - sl - 1).str.strip_chars(),
             rate=pl.when(~neg).then(r.str.slice(c + 1, at - c - 1).str.strip_chars()),
             unit=pl.when(~neg).then(r.str.slice(at, 4)),
-            post=pl.when(neg).then(r.str.slice(lt + 1)).otherwise(r.str.slice(at + 4)),
+            post=r.str.slice(pl.when(neg).then(lt + 1).otherwise(at + 4)),  # (one slice, from either)
         )
     ).drop("_d", "_r", "_sl", "_lb", "_c", "_at", "_lt", "_neg")
     if n_canon == bars.height:

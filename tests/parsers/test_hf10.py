@@ -293,3 +293,22 @@ def test_hf_keys(seed: int) -> None:
         got = m.with_columns(**S._hf_keys(text))
     assert got.schema == want.schema
     assert got.equals(want, null_equal=True)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_tqdm_match(seed: int) -> None:
+    rnd = random.Random(seed)
+    total = rnd.choice([50, 200000, 7])
+    segs = []
+    for s in range(S._LANE_MIN + 300):
+        bar = _bar(rnd, s + rnd.choice([0, 0, total]), total, rnd.choice(_DESC), rnd.choice(_POST))
+        if rnd.random() < 0.1:
+            bar = rnd.choice(["1234", "12", "99999"]) + bar.lstrip(" 0123456789")
+        segs.append(mutated(rnd, bar, _ALPHABET, edits=2, span=2) if rnd.random() < 0.2 * (seed % 3) else bar)
+    seg = pl.DataFrame(
+        {"line": range(len(segs)), "seg": [0] * len(segs), "text": segs},
+        schema={"line": pl.Int64, "seg": pl.Int64, "text": pl.String},
+    )
+    got, want = S._tqdm_match(seg), R._tqdm_match(seg)
+    assert got.schema == want.schema
+    assert got.equals(want, null_equal=True)
