@@ -602,6 +602,7 @@ def _present(
     seg: pl.DataFrame,
     titan: tuple[pl.Series, pl.DataFrame] | None = None,
     minmax: tuple[pl.DataFrame, pl.Series] | None = None,
+    bars: tuple[pl.Series, list[pl.Series]] | None = None,
 ) -> frozenset[str]:
     """The `_GATES` that occur in the cleaned text of `seg` (one Aho-Corasick pass over the column).
 
@@ -610,7 +611,8 @@ def _present(
     `minmax` (`_minmax_pre`): a Megatron `(min, max)` timer entry is scanned up to its first `(`, once per
     distinct text there (timer names repeat); what follows it holds no gate (`_MINMAX_TAIL_CHARS`). (The
     heads scanned are those `_minmax_pre` found: each one with its `(` is a prefix of a line, which is either
-    scanned in full or a timer entry scanned that far.)
+    scanned in full or a timer entry scanned that far.) `bars` (`_tqdm_lane`): tqdm bars of the canonical
+    shape are not scanned, the few distinct texts given with them instead.
     """
     if seg.height == 0:
         return frozenset()
@@ -633,6 +635,10 @@ def _present(
         mm = minmax[0].get_column("_mm")
         other = ~mm if other is None else other & ~mm
         heads.append(minmax[1] + "(")
+    if bars is not None and bars[0].len():
+        keep = pl.repeat(True, seg.height, dtype=pl.Boolean, eager=True).scatter(bars[0], False)
+        other = keep if other is None else other & keep
+        heads += bars[1]
     if other is not None:
         text = pl.concat([text.filter(other), *heads])
     found = text.str.extract_many(list(_GATES), overlapping=True).explode().drop_nulls().unique()
@@ -2041,7 +2047,22 @@ _TQDM_FIELDS = pl.Struct(dict.fromkeys(("desc", "n", "total", "rate", "unit", "p
 
 def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
     """`_match(seg, g.TQDM_RE, …)` with the groups the bar fragments read (desc, n, total, rate, unit,
-    post).
+    post): `_tqdm_lane(seg)`'s matches."""
+    return _tqdm_lane(seg)[0]
+
+
+def _tqdm_lane(seg: pl.DataFrame) -> tuple[pl.DataFrame, tuple[pl.Series, list[pl.Series]] | None]:
+    """`_tqdm_match(seg)` and, on big inputs, the positions in `seg` of the bars of `_TQDM_CANON` shape with
+    the texts that hold every `_GATES` literal in them (what `_present` scans instead of those bars):
+    `%|`, the distinct descriptions, bars (between their two `|`, with them) and postfixes.
+
+    (No gate starts in the rest of such a bar, nor spans from one of those parts into the next: the rest is
+    the percentage's digits and `%`, then after the second `|` blanks, digits, `/`, `[`, `:`, `<`, `?`, `,`,
+    `.` and the unit `s/it` or `it/s` up to the postfix, which starts with `]` or `,`, or with the `-` of a
+    negative remaining time after the first `<`; gates hold no digit, the two that hold a `|` are `%|` and
+    `| epoch `, and none starts with any of those characters but `%|`, `[batch=`, `/Rank: `, `/Rnk: `,
+    `:::MLLOG`, `step…`, `iter…`, `time (ms)`, `tok/s)`, `train_time:`, which the characters after them
+    there rule out.)
 
     Split lane for `_TQDM_CANON` bars: there the lazy `desc` of `TQDM_RE` ends at the first digit (it holds
     none) or, past 999 %, where three digits are left before the `%` (`_TQDM_HEAD_DIGITS`), the percentage
@@ -2051,8 +2072,9 @@ def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
     """
     txt = pl.col("text")
     if seg.height < _LANE_MIN:  # (every group of the regex, as before)
-        return _match(seg, g.TQDM_RE, txt.str.contains("%|", literal=True))
-    bars = seg.filter(txt.str.contains("%|", literal=True))
+        return _match(seg, g.TQDM_RE, txt.str.contains("%|", literal=True)), None
+    hit = seg.get_column("text").str.contains("%|", literal=True).fill_null(False)
+    bars = seg.filter(hit)
     # one split at the first two `|` (`_TQDM_CANON` is the part before them, any text without `|` between
     # them, and the part after: the regexes of the parts skip the bar's many block characters); in the rest
     # (ASCII up to the unit, so byte offsets are character offsets) the fields are cut at the offsets of
@@ -2102,11 +2124,18 @@ def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
             post=r.str.slice(pl.when(neg).then(lt + 1).otherwise(at + 4)),  # (one slice, from either)
         )
     ).drop("_d", "_r", "_sl", "_lb", "_c", "_at", "_lt", "_neg")
+    at = hit.arg_true()
+    gates = None
+    if n_canon:
+        parts = fast.select(_d=pl.col("m").struct.field("desc"), _p=pl.col("m").struct.field("post"))
+        bar = cut.select(pl.concat_str(pl.lit("|"), pl.col("field_1").unique(), pl.lit("|"))).to_series()
+        texts = [pl.Series(["%|"]), parts.get_column("_d").unique(), bar, parts.get_column("_p").unique()]
+        gates = (at if n_canon == bars.height else at.filter(canon), texts)
     if n_canon == bars.height:
-        return fast
+        return fast, gates
     slow = _match(bars.filter(~canon), g.TQDM_RE)
     slow = slow.with_columns(m=pl.struct(*(pl.col("m").struct.field(f) for f in _TQDM_FIELDS.to_schema())))
-    return pl.concat([fast, slow]).sort("line", "seg")
+    return pl.concat([fast, slow]).sort("line", "seg"), gates
 
 
 _POST_LITS = [required_literals(p) for p in g.TQDM_POST_KEYS.values()]
@@ -2160,10 +2189,20 @@ def _bar_fragments(
 ) -> tuple[list[pl.DataFrame], pl.DataFrame]:
     """tqdm and rich progress bars; returns (fragments, lines understood). (`batch`: the lines of several
     files, see `parse_many`: a file's `Total optimization steps` select its own bars.)"""
+    return _bar_fragments_of(seg, present, batch, None)
+
+
+def _bar_fragments_of(
+    seg: pl.DataFrame, present: frozenset[str], batch: _Batch | None, tqdm: pl.DataFrame | None
+) -> tuple[list[pl.DataFrame], pl.DataFrame]:
+    """`_bar_fragments`; `tqdm`: the `_tqdm_match` of the bars' columns, when the caller has it."""
     out: list[pl.DataFrame] = []
     txt = pl.col("text")
     # (the bars' base columns and text alone: the matches keep those only, below)
-    m = _tqdm_match(seg.select(*_BASE, "text")) if "%|" in present else seg.clear()
+    if tqdm is not None:
+        m = tqdm if "%|" in present else seg.clear()
+    else:
+        m = _tqdm_match(seg.select(*_BASE, "text")) if "%|" in present else seg.clear()
     seen = [m.select("line")]
     if m.height:
         # (the bars' fragments read their base columns and groups only: the texts are not carried through the
@@ -3637,7 +3676,12 @@ def _read(
     `parse_many`."""
     titan = _titan_pre(seg)
     minmax = _minmax_pre(seg)
-    present = _present(seg, titan, minmax)
+    # (bars redrawn with `\r`, as tqdm's are: matched before the gates are looked for, which then skip those
+    # of the canonical shape; a log without `\r` has none of those in its many lines, most likely)
+    tqdm, bar_gates = None, None
+    if seg.height >= _LANE_MIN and seg.get_column("seg").max() > 0:  # type: ignore[operator]
+        tqdm, bar_gates = _tqdm_lane(seg.select(*_BASE, "text"))
+    present = _present(seg, titan, minmax, bar_gates)
     if not present:
         # no grammar runs (each match holds a gate): no fragment, bar, block line or event; the lines
         # understood are the noise and the warnings, the rows none (the callers conform them)
@@ -3645,7 +3689,7 @@ def _read(
         understood = pl.concat([_noise_lines(seg, none), _warning_lines(seg)]).unique()
         return pl.DataFrame(schema=_EMPTY_STEPS), pl.DataFrame(), understood
     frags = _step_fragments(seg, present, titan)
-    bars, bar_lines = _bar_fragments(seg, present, batch)
+    bars, bar_lines = _bar_fragments_of(seg, present, batch, tqdm)
     blocks, block_lines, nv = _block_fragments(seg, present, minmax)
     frags += bars + blocks
     events, event_lines = _events(seg, nv, node, path, present)

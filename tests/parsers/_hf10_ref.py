@@ -11,11 +11,16 @@ from parsers._common import is_ascii
 from parsers.base import FileContext, numbered
 from parsers.step_log import (  # noqa: F401
     _BASE,
+    _EMPTY_STEPS,
+    _FRAG,
+    _GATES,
     _HF_KEY_LITS,
     _LANE_MIN,
     _POST_GATE,
     _PROGRESS,
     _ROW_COLS,
+    _STEP_REACH,
+    _TAIL_GATES,
     _TIMER,
     _TQDM_FIELDS,
     _TQDM_HEAD_DIGITS,
@@ -24,24 +29,32 @@ from parsers.step_log import (  # noqa: F401
     UTC_US,
     _ascii,
     _Batch,
+    _block_fragments,
     _derived_step_time,
+    _events,
     _f,
+    _finish,
     _frag,
     _grouped,
     _kept,
     _key,
     _match,
     _megatron_frag,
+    _minmax_pre,
+    _noise_lines,
     _nulls,
     _num,
     _own_time,
     _prepare_small,
+    _rows,
     _rx,
     _sort_frags,
     _sort_rows,
     _strip_envelopes,
     _titan_canon,
+    _titan_pre,
     _titan_values,
+    _warning_lines,
     _with_banner,
     _with_timers,
     ascii_scope,
@@ -1089,3 +1102,91 @@ def _step_fragments(
                 )
             )
     return out
+
+
+def _read(
+    seg: pl.DataFrame, node: pl.Expr, path: pl.Expr, batch: _Batch | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.Series]:
+    """The `steps` and `events` rows (not conformed) of the prepared lines `seg` and the lines understood
+    (distinct). `node`, `path`: a row's `node` and `file` (over a row's `host` and `line`). `batch`: see
+    `parse_many`."""
+    titan = _titan_pre(seg)
+    minmax = _minmax_pre(seg)
+    present = _present(seg, titan, minmax)
+    if not present:
+        # no grammar runs (each match holds a gate): no fragment, bar, block line or event; the lines
+        # understood are the noise and the warnings, the rows none (the callers conform them)
+        none = pl.Series("line", [], dtype=pl.Int64)
+        understood = pl.concat([_noise_lines(seg, none), _warning_lines(seg)]).unique()
+        return pl.DataFrame(schema=_EMPTY_STEPS), pl.DataFrame(), understood
+    frags = _step_fragments(seg, present, titan)
+    bars, bar_lines = _bar_fragments(seg, present, batch)
+    blocks, block_lines, nv = _block_fragments(seg, present, minmax)
+    frags += bars + blocks
+    events, event_lines = _events(seg, nv, node, path, present)
+
+    understood_lines = pl.concat(
+        [f.select("line") for f in frags] + [bar_lines, block_lines, event_lines], how="vertical_relaxed"
+    ).get_column("line")
+    understood_lines = pl.concat(
+        [understood_lines, _noise_lines(seg, understood_lines), _warning_lines(seg)]
+    ).unique()
+    if batch is None and not any(f.height for f in frags):
+        # no fragment (grammars whose gates are there but match nothing: the lines a lane leaves to `_parse`):
+        # no row, as when no grammar runs (`_rows` and `_finish` of no fragment cost ~8 ms of fixed stages)
+        return pl.DataFrame(schema=_EMPTY_STEPS), events, understood_lines
+
+    if frags:
+        if any("_ttext" in f.columns for f in frags):  # (timers read later, see `_block_fragments`)
+            no_text = pl.lit(None, dtype=pl.String).alias("_ttext")
+            frags = [f if "_ttext" in f.columns else f.with_columns(no_text) for f in frags]
+        all_frags = pl.concat(frags, how="vertical_relaxed")
+        if batch is not None:
+            batch.note_single_divisions(all_frags)
+        rows = _rows(all_frags)
+    else:
+        rows = pl.DataFrame(schema=_FRAG).drop("seg").with_columns(orphan_group=pl.lit(None, dtype=pl.Boolean))
+    if batch is not None:
+        batch.note_single_phases(rows)
+    return _finish(rows, seg, node, path), events, understood_lines
+
+
+def _present(
+    seg: pl.DataFrame,
+    titan: tuple[pl.Series, pl.DataFrame] | None = None,
+    minmax: tuple[pl.DataFrame, pl.Series] | None = None,
+) -> frozenset[str]:
+    """The `_GATES` that occur in the cleaned text of `seg` (one Aho-Corasick pass over the column).
+
+    `titan` (`_titan_pre`): a canonical torchtitan line is scanned up to its first `step:` alone; its tail
+    (`_TITAN_TAIL`) holds `loss:` and no other gate, and no gate runs from the head into it (`_TAIL_GATES`).
+    `minmax` (`_minmax_pre`): a Megatron `(min, max)` timer entry is scanned up to its first `(`, once per
+    distinct text there (timer names repeat); what follows it holds no gate (`_MINMAX_TAIL_CHARS`). (The
+    heads scanned are those `_minmax_pre` found: each one with its `(` is a prefix of a line, which is either
+    scanned in full or a timer entry scanned that far.)
+    """
+    if seg.height == 0:
+        return frozenset()
+    text = seg.get_column("text")
+    other: pl.Series | None = None
+    heads: list[pl.Series] = []
+    got: frozenset[str] = frozenset()
+    if titan is not None:
+        idx, cf = titan
+        canon = cf.get_column("_canon")
+        if canon.any():
+            other = pl.repeat(True, seg.height, dtype=pl.Boolean, eager=True)
+            other = other.scatter(idx.filter(canon), False)
+            # (a gate in `_h0` + `step:` lies in `_h0` or ends in that `step:`, and then lies in the last
+            # `_STEP_REACH` characters of `_h0` and the `step:`: those ends are few distinct texts)
+            h0 = cf.filter(canon).get_column("_h0")
+            heads += [h0, (h0.str.slice(-_STEP_REACH).unique() + "step:")]
+            got = _TAIL_GATES
+    if minmax is not None and minmax[0].get_column("_mm").any():
+        mm = minmax[0].get_column("_mm")
+        other = ~mm if other is None else other & ~mm
+        heads.append(minmax[1] + "(")
+    if other is not None:
+        text = pl.concat([text.filter(other), *heads])
+    found = text.str.extract_many(list(_GATES), overlapping=True).explode().drop_nulls().unique()
+    return got | frozenset(found.to_list())

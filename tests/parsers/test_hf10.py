@@ -43,6 +43,8 @@ _REFS = {
         "_step_fragments",
         "_times_general",
         "_sort_stable",
+        "_read",
+        "_present",
     )
 }
 
@@ -312,3 +314,56 @@ def test_tqdm_match(seed: int) -> None:
     got, want = S._tqdm_match(seg), R._tqdm_match(seg)
     assert got.schema == want.schema
     assert got.equals(want, null_equal=True)
+
+
+_GATE_BITS = ["", "", "Step ", "{", "iter ", "step:", "loss:", "Epoch ", " epoch ", "time (ms)", "tok/s)", ":::MLLOG", "/Rank: ", "^^^^"]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_present_skips_canonical_bars(seed: int) -> None:
+    """`_present` with the canonical bars left out for their parts (`_tqdm_lane`) finds the gates it finds
+    scanning every segment: bars with gates in their descriptions, drawings and postfixes, mutated."""
+    rnd = random.Random(seed)
+    # (the gates in the bars' parts, one kind of part each, none in the other lines: a part left out is missed)
+    bits = rnd.sample(_GATE_BITS[2:], 4)
+    where = seed % 3
+    segs = []
+    for s in range(S._LANE_MIN + 600):
+        if rnd.random() < 0.05:
+            segs.append(bits[3] + " x")
+            continue
+        desc = rnd.choice(_DESC) if where != 0 or rnd.random() < 0.9 else bits[0].replace("|", "") + " "
+        post = rnd.choice(_POST) if where != 1 or rnd.random() < 0.9 else ", " + bits[1] + "]"
+        if desc == "Epoch 1: " and (bits[0] == "Epoch " or where > 0):  # (a digit: no canonical bar; its own gate)
+            desc = ""
+        bar = _bar(rnd, s, rnd.choice([300, 20000]), desc, post)
+        if where == 2 and rnd.random() < 0.05:
+            head, _, rest = bar.partition("|")
+            bar = head + "|" + bits[2] + "|" + rest.partition("|")[2]
+        if rnd.random() < 0.1 * (seed // 3 % 3):
+            bar = mutated(rnd, bar, _ALPHABET + "{:Sepa", edits=2, span=2)
+        segs.append(bar)
+    if seed % 4 == 0:  # (no gate but the bars' own)
+        segs = [x for x in segs if "%|" in x]
+    seg = pl.DataFrame(
+        {"line": range(len(segs)), "seg": [1] * len(segs), "text": segs, "key": ["|"] * len(segs)},
+        schema={"line": pl.Int64, "seg": pl.Int64, "text": pl.String, "key": pl.String},
+    ).with_columns(**{c: pl.lit(None, dtype=t) for c, t in S._FRAG.items() if c in ("host", "rank", "ts", "ts_quality")})
+    m, gates = S._tqdm_lane(seg.select(*S._BASE, "text"))
+    assert gates is not None and gates[0].len() > S._LANE_MIN // 2
+    want = S._present(seg)
+    assert S._present(seg, None, None, gates) == want
+    assert len(want) > 1 + (seed % 4 > 0)
+    assert m.equals(R._tqdm_match(seg.select(*S._BASE, "text")), null_equal=True)
+
+
+def test_present_gate_across_a_bar_pipe() -> None:
+    """`| epoch ` across the first `|` of a canonical bar whose drawing starts ` epoch `, `%|` across none."""
+    segs = [f"  3%| epoch 1| {s}/300 [00:01<00:02, 1.00s/it]" for s in range(S._LANE_MIN + 10)]
+    seg = pl.DataFrame(
+        {"line": range(len(segs)), "seg": [1] * len(segs), "text": segs, "key": ["|"] * len(segs)},
+        schema={"line": pl.Int64, "seg": pl.Int64, "text": pl.String, "key": pl.String},
+    ).with_columns(host=pl.lit(None, dtype=pl.String), rank=pl.lit(None, dtype=pl.Int32), ts=pl.lit(None, dtype=S._FRAG["ts"]), ts_quality=pl.lit(None, dtype=pl.String))
+    _, gates = S._tqdm_lane(seg.select(*S._BASE, "text"))
+    assert gates is not None and gates[0].len() == seg.height
+    assert S._present(seg, None, None, gates) == S._present(seg) == {"%|", "| epoch "}
