@@ -916,13 +916,15 @@ def _prepare(
     date = seg.get_column("_date")
     undated = (~date).arg_true()
     dots = None
-    if undated.len() > seg.height // 2:
+    text_s = seg.get_column("text")
+    # (tried when a quarter of the first lines hold it: either way gives the same triage)
+    head = text_s.head(_LANE_MIN)
+    if undated.len() > seg.height // 2 and int(head.str.contains("..", literal=True).sum()) * 4 >= head.len():
         # (`..`, a triage literal, is in most lines of Megatron logs, whose timer entries and arguments hold
         # it: where it is, the other literal tests are spared)
-        dots = seg.get_column("text").str.contains("..", literal=True) | date
+        dots = text_s.str.contains("..", literal=True) | date
         if int(dots.sum()) < seg.height // 2:
             dots = None
-    text_s = seg.get_column("text")
     if dots is not None:
         rest_i = (~dots).arg_true()
         rest = _triage(text_s.gather(rest_i))
