@@ -3393,6 +3393,17 @@ def _sort_stable(df: pl.DataFrame, by: tuple[str, ...]) -> pl.DataFrame:
         shift += b
     if bool((packed.diff().drop_nulls() > 0).all()):  # (in that order already)
         return df.rechunk()
+    # (in order by the last columns already, the first ones of few values, as rows of one stream in line order
+    # with two frameworks: the rows of each value of the first in turn, as they are, filtered, not gathered)
+    for j in range(1, len(ranks)):
+        low = sum(bits[j:]) + pb
+        if not bool(((packed % (1 << low)).diff().drop_nulls() > 0).all()):
+            continue
+        lead = packed // (1 << low)
+        vals = lead.unique().sort()
+        if vals.len() <= 4:
+            return pl.concat([df.filter(lead == v) for v in vals.to_list()]).rechunk()
+        break
     return df.with_columns(_sk=packed).sort("_sk").drop("_sk")
 
 
