@@ -1043,19 +1043,22 @@ def _prepare(
         return frame, full
     # (a column whose triaged values are all the blank's (no stream, no time: most of them in logs without
     # envelopes) is left as it is; one with a few others gets those alone)
+    # (the tests cost no string pass where every value differs from the blank's: no null, or a key other than
+    # `|` in each of the first lines)
     put = {}
     for c in cols[3:]:
         col = seg.get_column(c)
-        if c == "text":
-            put[c] = full.get_column(c).scatter(tri, col)
-            continue
-        default = {"key": "|", "banner": False}.get(c)
-        other = col.is_not_null() if default is None else col.ne_missing(default)
-        n_other = int(other.sum())
+        if c == "key":
+            other = None if col.head(1024).ne_missing("|").all() else col.ne_missing("|")
+        elif c == "banner":
+            other = col.ne_missing(False)
+        else:
+            other = None if c == "text" or col.null_count() == 0 else col.is_not_null()
+        n_other = col.len() if other is None else int(other.sum())
         if n_other == col.len():
             put[c] = full.get_column(c).scatter(tri, col)
         elif n_other:
-            at = other.arg_true()
+            at = other.arg_true()  # type: ignore[union-attr]
             put[c] = full.get_column(c).scatter(tri.gather(at), col.gather(at))
     return frame, full.with_columns(**put)
 
