@@ -2253,6 +2253,11 @@ def _bar_fragments_of(
             keep = keep & t_i.is_in(hf_total.implode())
         # (unlabelled bars of one file, many: `_unlabelled_bars`, one filter for the two below)
         one_file = hf_total.len() == 0 and not by_file and m.height >= _LANE_MIN
+        if m.height >= _LANE_MIN:
+            # (the test as a column; the groups read below are the description and the postfix alone (the
+            # numbers are columns): the others are not carried through the filters and joins)
+            m = m.with_columns(_keep=keep).with_columns(m=pl.struct(desc=desc, post=post))
+            keep = pl.col("_keep")
         bars = _unlabelled_bars(m, keep) if one_file else m.filter(keep)
         if (hf_total.len() == 0 or by_file) and bars.height and not one_file:
             # unlabelled bars of several lengths (HF evaluation inside training): keep the stream's main loop,
