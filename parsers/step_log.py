@@ -602,6 +602,7 @@ def _present(
     seg: pl.DataFrame,
     titan: tuple[pl.Series, pl.DataFrame] | None = None,
     minmax: tuple[pl.DataFrame, pl.Series] | None = None,
+    bars: tuple[pl.Series, list[pl.Series]] | None = None,
 ) -> frozenset[str]:
     """The `_GATES` that occur in the cleaned text of `seg` (one Aho-Corasick pass over the column).
 
@@ -610,7 +611,8 @@ def _present(
     `minmax` (`_minmax_pre`): a Megatron `(min, max)` timer entry is scanned up to its first `(`, once per
     distinct text there (timer names repeat); what follows it holds no gate (`_MINMAX_TAIL_CHARS`). (The
     heads scanned are those `_minmax_pre` found: each one with its `(` is a prefix of a line, which is either
-    scanned in full or a timer entry scanned that far.)
+    scanned in full or a timer entry scanned that far.) `bars` (`_tqdm_lane`): tqdm bars of the canonical
+    shape are not scanned, the few distinct texts given with them instead.
     """
     if seg.height == 0:
         return frozenset()
@@ -633,6 +635,10 @@ def _present(
         mm = minmax[0].get_column("_mm")
         other = ~mm if other is None else other & ~mm
         heads.append(minmax[1] + "(")
+    if bars is not None and bars[0].len():
+        keep = pl.repeat(True, seg.height, dtype=pl.Boolean, eager=True).scatter(bars[0], False)
+        other = keep if other is None else other & keep
+        heads += bars[1]
     if other is not None:
         text = pl.concat([text.filter(other), *heads])
     found = text.str.extract_many(list(_GATES), overlapping=True).explode().drop_nulls().unique()
@@ -842,7 +848,8 @@ def _segments(
     seg = frame
     if frame.height and bool(frame.get_column("text").str.contains("\r", literal=True).any()):
         # segment numbers exploded with the segments (what a window `int_range().over("line")` gave, cheaper)
-        parts = pl.col("text").str.split("\r")
+        # (the split once, as a column: an expression used twice in an eager `with_columns` runs twice)
+        parts = frame.get_column("text").str.split("\r")
         seg = frame.with_columns(parts, seg=pl.int_ranges(0, parts.list.len(), dtype=pl.Int64))
         seg = seg.explode("text", "seg")
     else:
@@ -903,29 +910,31 @@ def _prepare(
         return _prepare_small(lines, ctx, batch, numbers, parts)
     frame, seg, on, dirty, clean = parts
     text = pl.col("text")
-    triage = text.str.contains_any(list(g.TRIAGE_LITERALS)) | text.str.strip_chars_end().str.ends_with(":")
     frame_seg = seg
     seg = seg.with_columns(raw=text, _date=text.str.contains(_rx(g.TRIAGE_DATE_RE)))
     # a dated line is triaged: the literal tests run on the others (all of them when most lines have no date)
     date = seg.get_column("_date")
     undated = (~date).arg_true()
     dots = None
-    if undated.len() > seg.height // 2:
+    text_s = seg.get_column("text")
+    # (tried when a quarter of the first lines hold it: either way gives the same triage)
+    head = text_s.head(_LANE_MIN)
+    if undated.len() > seg.height // 2 and int(head.str.contains("..", literal=True).sum()) * 4 >= head.len():
         # (`..`, a triage literal, is in most lines of Megatron logs, whose timer entries and arguments hold
         # it: where it is, the other literal tests are spared)
-        dots = seg.get_column("text").str.contains("..", literal=True) | date
+        dots = text_s.str.contains("..", literal=True) | date
         if int(dots.sum()) < seg.height // 2:
             dots = None
     if dots is not None:
         rest_i = (~dots).arg_true()
-        rest = seg.select(pl.col("text").gather(rest_i)).select(triage).to_series()
+        rest = _triage(text_s.gather(rest_i))
         seg = seg.with_columns(triage=dots.scatter(rest_i, rest))
     elif undated.len() > seg.height // 2:
-        seg = seg.with_columns(triage=triage | pl.col("_date"))
+        seg = seg.with_columns(triage=_triage(text_s, date))
     elif undated.len() == 0:
         seg = seg.with_columns(triage=pl.col("_date"))
     else:
-        rest = seg.select(pl.col("text").gather(undated)).select(triage).to_series()
+        rest = _triage(text_s.gather(undated))
         seg = seg.with_columns(triage=date.clone().scatter(undated, rest))
     n_all = seg.height
     tri = seg.get_column("triage").arg_true()
@@ -1032,7 +1041,39 @@ def _prepare(
     )
     if seg.height == 0:
         return frame, full
-    return frame, full.with_columns(full.get_column(c).scatter(tri, seg.get_column(c)) for c in cols[3:])
+    # (a column whose triaged values are all the blank's (no stream, no time: most of them in logs without
+    # envelopes) is left as it is; one with a few others gets those alone)
+    # (the tests cost no string pass where every value differs from the blank's: no null, or a key other than
+    # `|` in each of the first lines)
+    put = {}
+    for c in cols[3:]:
+        col = seg.get_column(c)
+        if c == "key":
+            other = None if col.head(1024).ne_missing("|").all() else col.ne_missing("|")
+        elif c == "banner":
+            other = col.ne_missing(False)
+        else:
+            other = None if c == "text" or col.null_count() == 0 else col.is_not_null()
+        n_other = col.len() if other is None else int(other.sum())
+        if n_other == col.len():
+            put[c] = full.get_column(c).scatter(tri, col)
+        elif n_other:
+            at = other.arg_true()  # type: ignore[union-attr]
+            put[c] = full.get_column(c).scatter(tri.gather(at), col.gather(at))
+    return frame, full.with_columns(**put)
+
+
+def _triage(text: pl.Series, date: pl.Series | None = None) -> pl.Series:
+    """`text.str.contains_any(TRIAGE_LITERALS) | text.str.strip_chars_end().str.ends_with(":")` (`| date` when
+    given), the strip and test run only on the texts that neither the literals nor `date` triage (a line
+    true there is true whatever the test gives; the others get the test's value, as `false | x` is `x`)."""
+    hit = text.str.contains_any(list(g.TRIAGE_LITERALS))
+    if date is not None:
+        hit = hit | date
+    rest = (~hit).arg_true()
+    if rest.len():
+        hit = hit.scatter(rest, text.gather(rest).str.strip_chars_end().str.ends_with(":"))
+    return hit
 
 
 _TS_CANON = (
@@ -1932,15 +1973,7 @@ def _step_fragments(
             # (ASCII lines, as dicts mostly are in a log whose bars are not: the regexes with ASCII classes)
             text = m.get_column("text")
             with ascii_scope(_ascii or is_ascii(text)):
-                k = {name: _key(txt, pat) for name, pat in g.HF_KEYS.items()}
-                m = m.with_columns(
-                    **{
-                        f"_hk_{name}": e
-                        if _HF_KEY_LITS[name] is None or text.str.contains_any(list(_HF_KEY_LITS[name])).any()
-                        else pl.lit(None, dtype=pl.Float64)
-                        for name, e in k.items()
-                    }
-                )
+                m = m.with_columns(**_hf_keys(text))
             k = {name: pl.col(f"_hk_{name}") for name in k}
         summary = k["train_runtime"].is_not_null()
         train = k["loss"].is_not_null() | k["step_runtime"].is_not_null() | k["grad_norm"].is_not_null()
@@ -1990,6 +2023,49 @@ def _step_fragments(
 _HF_KEY_LITS = {name: required_literals(p) for name, p in g.HF_KEYS.items()}
 """Literals one of which every match of each `g.HF_KEYS` regex holds (None: not known)."""
 
+_HF_CANON = (
+    rf"^\{{'loss': (?P<loss>{g.NUM}), 'grad_norm': (?P<grad_norm>{g.NUM}), "
+    rf"'learning_rate': (?P<lr>{g.NUM}), 'epoch': (?P<epoch>{g.NUM})\}}$"
+)
+"""The Trainer's logged dict as it prints it most (`{'loss': 3.95, 'grad_norm': 0.95, 'learning_rate': 2e-05,
+'epoch': 0.01}`, nothing else on the line). In such a line the regex of each of these keys (`g.HF_KEYS`) finds
+it where this one does (its first quoted name, each value a whole `NUM`, which the regex's greedy `NUM` takes
+whole as the next character, `,` or `}`, cannot extend it) and those of the other keys find nothing (none of
+their literals is in it: the values are `NUM`s, whose letters are `e`, `E`, `nan`, `inf`)."""
+_HF_CANON_KEYS = ("loss", "grad_norm", "lr", "epoch")
+
+
+def _hf_keys(text: pl.Series) -> dict[str, pl.Series]:
+    """The `_hk_<name>` columns of the dict lines `text`: each key of `g.HF_KEYS` read by its regex (`_key`),
+    nulls where none of its literals occurs in any of the lines (what the regex gives), in the regex's ASCII
+    scope of the caller. The lines of `_HF_CANON` shape are read by that one regex instead (see there)."""
+    n = text.len()
+    # (one pass: a line of that shape has all its groups, the others none)
+    vals = text.str.extract_groups(_rx(_HF_CANON)).struct.unnest()
+    canon = vals.get_column("loss").is_not_null()
+    n_c = int(canon.sum())
+    rest = text if n_c == 0 else text.filter(~canon)
+    t = pl.col("text")
+    got = pl.DataFrame({"text": rest}).select(
+        **{
+            f"_hk_{name}": _key(t, pat)
+            if _HF_KEY_LITS[name] is None or rest.str.contains_any(list(_HF_KEY_LITS[name])).any()
+            else pl.lit(None, dtype=pl.Float64)
+            for name, pat in g.HF_KEYS.items()
+        }
+    )
+    if n_c == 0:
+        return {c: got.get_column(c) for c in got.columns}
+    vals = vals.select(**{f"_hk_{name}": _num(pl.col(name)) for name in _HF_CANON_KEYS})
+    at_r = (~canon).arg_true() if n_c < n else None
+    out = {}
+    for c in got.columns:
+        col = vals.get_column(c) if c in vals.columns else _nulls(c, n, pl.Float64)
+        if at_r is not None and got.get_column(c).null_count() < got.height:
+            col = col.scatter(at_r, got.get_column(c))
+        out[c] = col
+    return out
+
 
 _TQDM_CANON_HEAD = r"^[^\d%|]*[0-9]{1,3}%$"
 _TQDM_HEAD_DIGITS = r"^[^\d%|]*[0-9]+%$"
@@ -2012,7 +2088,22 @@ _TQDM_FIELDS = pl.Struct(dict.fromkeys(("desc", "n", "total", "rate", "unit", "p
 
 def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
     """`_match(seg, g.TQDM_RE, …)` with the groups the bar fragments read (desc, n, total, rate, unit,
-    post).
+    post): `_tqdm_lane(seg)`'s matches."""
+    return _tqdm_lane(seg)[0]
+
+
+def _tqdm_lane(seg: pl.DataFrame) -> tuple[pl.DataFrame, tuple[pl.Series, list[pl.Series]] | None]:
+    """`_tqdm_match(seg)` and, on big inputs, the positions in `seg` of the bars of `_TQDM_CANON` shape with
+    the texts that hold every `_GATES` literal in them (what `_present` scans instead of those bars):
+    `%|`, the distinct descriptions, bars (between their two `|`, with them) and postfixes.
+
+    (No gate starts in the rest of such a bar, nor spans from one of those parts into the next: the rest is
+    the percentage's digits and `%`, then after the second `|` blanks, digits, `/`, `[`, `:`, `<`, `?`, `,`,
+    `.` and the unit `s/it` or `it/s` up to the postfix, which starts with `]` or `,`, or with the `-` of a
+    negative remaining time after the first `<`; gates hold no digit, the two that hold a `|` are `%|` and
+    `| epoch `, and none starts with any of those characters but `%|`, `[batch=`, `/Rank: `, `/Rnk: `,
+    `:::MLLOG`, `step…`, `iter…`, `time (ms)`, `tok/s)`, `train_time:`, which the characters after them
+    there rule out.)
 
     Split lane for `_TQDM_CANON` bars: there the lazy `desc` of `TQDM_RE` ends at the first digit (it holds
     none) or, past 999 %, where three digits are left before the `%` (`_TQDM_HEAD_DIGITS`), the percentage
@@ -2022,8 +2113,9 @@ def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
     """
     txt = pl.col("text")
     if seg.height < _LANE_MIN:  # (every group of the regex, as before)
-        return _match(seg, g.TQDM_RE, txt.str.contains("%|", literal=True))
-    bars = seg.filter(txt.str.contains("%|", literal=True))
+        return _match(seg, g.TQDM_RE, txt.str.contains("%|", literal=True)), None
+    hit = seg.get_column("text").str.contains("%|", literal=True).fill_null(False)
+    bars = seg.filter(hit)
     # one split at the first two `|` (`_TQDM_CANON` is the part before them, any text without `|` between
     # them, and the part after: the regexes of the parts skip the bar's many block characters); in the rest
     # (ASCII up to the unit, so byte offsets are character offsets) the fields are cut at the offsets of
@@ -2042,11 +2134,12 @@ def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
     cut = cut.filter(canon) if n_canon < bars.height else cut
     # (the description: the head less its `%` and its digits, but the first of more than three: `TQDM_RE`'s
     # `pct` takes the last three; the digits stripped are ASCII, one byte each)
-    h = pl.col("field_0").str.strip_suffix("%")
-    parts = cut.select(_h=h, _d=h.str.strip_chars_end("0123456789"), _r=pl.col("field_2"))
-    long = (pl.col("_h").str.len_bytes() - pl.col("_d").str.len_bytes()) > 3
+    # (one strip of the `%` and the digits: the description holds neither, so it stops there)
+    h = pl.col("field_0")
+    parts = cut.select(_h=h, _d=h.str.strip_chars_end("%0123456789"), _r=pl.col("field_2"))
+    long = (pl.col("_h").str.len_bytes() - pl.col("_d").str.len_bytes()) > 4
     if parts.select(long.any()).item():
-        parts = parts.with_columns(_d=pl.when(long).then(pl.col("_h").str.head(-3)).otherwise(pl.col("_d")))
+        parts = parts.with_columns(_d=pl.when(long).then(pl.col("_h").str.head(-4)).otherwise(pl.col("_d")))
     parts = parts.drop("_h")
     r = pl.col("_r")
     parts = parts.with_columns(
@@ -2059,7 +2152,8 @@ def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
     # (a negative remaining time: the character after the first `<`, which the rate's bars hold a digit,
     # `:`, `?` or `,` at; worked out once, as a column, for the three fields that read it)
     parts = parts.with_columns(_lt=r.str.find("<", literal=True))
-    parts = parts.with_columns(_neg=r.str.slice(lt + 1, 1) == "-")
+    # (the character after the first `<` is a `-` iff the first `<-` is there: one search, no slice)
+    parts = parts.with_columns(_neg=r.str.find("<-", literal=True).eq_missing(lt))
     neg = pl.col("_neg")
     fast = pl.concat([fast, parts], how="horizontal").with_columns(
         m=pl.struct(
@@ -2068,14 +2162,21 @@ def _tqdm_match(seg: pl.DataFrame) -> pl.DataFrame:
             total=r.str.slice(sl + 1, lb - sl - 1).str.strip_chars(),
             rate=pl.when(~neg).then(r.str.slice(c + 1, at - c - 1).str.strip_chars()),
             unit=pl.when(~neg).then(r.str.slice(at, 4)),
-            post=pl.when(neg).then(r.str.slice(lt + 1)).otherwise(r.str.slice(at + 4)),
+            post=r.str.slice(pl.when(neg).then(lt + 1).otherwise(at + 4)),  # (one slice, from either)
         )
     ).drop("_d", "_r", "_sl", "_lb", "_c", "_at", "_lt", "_neg")
+    at = hit.arg_true()
+    gates = None
+    if n_canon:
+        parts = fast.select(_d=pl.col("m").struct.field("desc"), _p=pl.col("m").struct.field("post"))
+        bar = cut.select(pl.concat_str(pl.lit("|"), pl.col("field_1").unique(), pl.lit("|"))).to_series()
+        texts = [pl.Series(["%|"]), parts.get_column("_d").unique(), bar, parts.get_column("_p").unique()]
+        gates = (at if n_canon == bars.height else at.filter(canon), texts)
     if n_canon == bars.height:
-        return fast
+        return fast, gates
     slow = _match(bars.filter(~canon), g.TQDM_RE)
     slow = slow.with_columns(m=pl.struct(*(pl.col("m").struct.field(f) for f in _TQDM_FIELDS.to_schema())))
-    return pl.concat([fast, slow]).sort("line", "seg")
+    return pl.concat([fast, slow]).sort("line", "seg"), gates
 
 
 _POST_LITS = [required_literals(p) for p in g.TQDM_POST_KEYS.values()]
@@ -2094,8 +2195,8 @@ def _unlabelled_bars(m: pl.DataFrame, keep: pl.Expr) -> pl.DataFrame:
     narrow = m.select(
         "key",
         _keep=keep,
-        _total=_f("total").cast(pl.Int64, strict=False),
-        _n=_f("n").cast(pl.Int64, strict=False),
+        _total=pl.col("_ti") if "_ti" in m.columns else _f("total").cast(pl.Int64, strict=False),
+        _n=pl.col("_ni") if "_ni" in m.columns else _f("n").cast(pl.Int64, strict=False),
         _blank=desc.str.strip_chars() == "",
     )
     kept = narrow.filter(pl.col("_keep"))
@@ -2129,14 +2230,33 @@ def _bar_fragments(
 ) -> tuple[list[pl.DataFrame], pl.DataFrame]:
     """tqdm and rich progress bars; returns (fragments, lines understood). (`batch`: the lines of several
     files, see `parse_many`: a file's `Total optimization steps` select its own bars.)"""
+    return _bar_fragments_of(seg, present, batch, None)
+
+
+def _bar_fragments_of(
+    seg: pl.DataFrame, present: frozenset[str], batch: _Batch | None, tqdm: pl.DataFrame | None
+) -> tuple[list[pl.DataFrame], pl.DataFrame]:
+    """`_bar_fragments`; `tqdm`: the `_tqdm_match` of the bars' columns, when the caller has it."""
     out: list[pl.DataFrame] = []
     txt = pl.col("text")
-    m = _tqdm_match(seg) if "%|" in present else seg.clear()
+    # (the bars' base columns and text alone: the matches keep those only, below)
+    if tqdm is not None:
+        m = tqdm if "%|" in present else seg.clear()
+    else:
+        m = _tqdm_match(seg.select(*_BASE, "text")) if "%|" in present else seg.clear()
     seen = [m.select("line")]
     if m.height:
         # (the bars' fragments read their base columns and groups only: the texts are not carried through the
         # filters and joins below)
         m = m.select(*_BASE, "m")
+        # (the numbers read once each, as columns: an eager frame's expressions share no subexpression)
+        rate = _num(_f("rate"))
+        m = m.with_columns(
+            _ni=_f("n").cast(pl.Int64, strict=False),
+            _ti=_f("total").cast(pl.Int64, strict=False),
+            _its=pl.when(_f("unit").str.starts_with("s")).then(1.0 / rate).otherwise(rate),
+        )
+        n_i, t_i = pl.col("_ni"), pl.col("_ti")
         totals = seg.filter(txt.str.contains("Total optimization steps = ", literal=True)).select(
             "line",
             n=txt.str.extract(_rx(g.HF_TOTAL_STEPS_RE), 1)
@@ -2153,30 +2273,34 @@ def _bar_fragments(
             )
             with_total = pairs.get_column("fi").unique().implode()
             in_file_total = ~fi.is_in(with_total) | pl.concat_str(
-                fi.cast(pl.String), pl.lit(":"), _f("total").cast(pl.Int64, strict=False).cast(pl.String)
+                fi.cast(pl.String), pl.lit(":"), t_i.cast(pl.String)
             ).is_in(pairs.get_column("p").implode())
         desc = _f("desc")
         post = _f("post")
         k = {name: _key(post, pat) for name, pat in g.TQDM_POST_KEYS.items()}
         tt = desc.str.extract_groups(_rx(g.TORCHTUNE_DESC_RE))
-        rate = _num(_f("rate"))
-        it_s = pl.when(_f("unit").str.starts_with("s")).then(1.0 / rate).otherwise(rate)
+        it_s = pl.col("_its")
         # a rate in other units (`examples/s`, `B/s`) marks a data bar, not a training loop
         units_ok = _f("unit").is_not_null() | _f("rate").is_null()
-        keep = (_f("n").cast(pl.Int64, strict=False) > 0) & ~desc.str.contains(_rx(g.EVAL_DESC_RE)) & units_ok
+        keep = (n_i > 0) & ~desc.str.contains(_rx(g.EVAL_DESC_RE)) & units_ok
         if by_file:
             keep = keep & in_file_total
         elif hf_total.len() > 0:
-            keep = keep & _f("total").cast(pl.Int64, strict=False).is_in(hf_total.implode())
+            keep = keep & t_i.is_in(hf_total.implode())
         # (unlabelled bars of one file, many: `_unlabelled_bars`, one filter for the two below)
         one_file = hf_total.len() == 0 and not by_file and m.height >= _LANE_MIN
+        if m.height >= _LANE_MIN:
+            # (the test as a column; the groups read below are the description and the postfix alone (the
+            # numbers are columns): the others are not carried through the filters and joins)
+            m = m.with_columns(_keep=keep).with_columns(m=pl.struct(desc=desc, post=post))
+            keep = pl.col("_keep")
         bars = _unlabelled_bars(m, keep) if one_file else m.filter(keep)
         if (hf_total.len() == 0 or by_file) and bars.height and not one_file:
             # unlabelled bars of several lengths (HF evaluation inside training): keep the stream's main loop,
             # the total with the most distinct positions
             bars = bars.with_columns(
-                _total=_f("total").cast(pl.Int64, strict=False),
-                _n=_f("n").cast(pl.Int64, strict=False),
+                _total=t_i,
+                _n=n_i,
                 _blank=desc.str.strip_chars() == "",
             )
             best = (
@@ -2247,8 +2371,8 @@ def _bar_fragments(
                     framework=fw,
                     prio=pl.lit(3),
                     anchor=pl.lit(True),
-                    step=pl.coalesce(v["_tt_step"], _f("n").cast(pl.Int64, strict=False)),
-                    total_steps=_f("total").cast(pl.Int64, strict=False),
+                    step=pl.coalesce(v["_tt_step"], n_i),
+                    total_steps=t_i,
                     loss=pl.coalesce(v["_tt_loss"], kv["loss"], kv["reduced_loss"]),
                     step_time_s=pl.coalesce(kv["step_s"], 1.0 / it_s),
                     step_time_source=pl.when(kv["step_s"].is_not_null())
@@ -2773,6 +2897,8 @@ _PROGRESS = ("step_time_s", "loss", "throughput")
 def _rows_of_singles(singles: pl.DataFrame, vals: list[str]) -> pl.DataFrame:
     """Fragments that make a row each (with their `group`, `orphan` and `timers`) as rows: `vals` the value
     columns other than `rank`, timers without null entries, no timers an empty list."""
+    if "timers" not in singles.columns:  # (no fragment has timers: the caller adds them, `_rows_gathered`)
+        return singles.select("group", "line", "key", pl.col("orphan").alias("orphan_group"), "rank", *vals)
     timers = pl.col("timers")
     # (`list.drop_nulls` is slow on lists of structs: taken only when some list holds a null timer; a list
     # without one it leaves as it is, so the kept rows decide)
@@ -2828,6 +2954,13 @@ def _rows_gathered(frags: pl.DataFrame, value_cols: list[str]) -> pl.DataFrame:
         c: t for c, t in frags.schema.items() if c not in _ROW_COLS and frags.get_column(c).null_count() == n
     }
     slim = frags.drop(list(nulls)) if nulls else frags
+    # (no fragment with timers, neither a list nor a one-line timer text to read them from: every row's are
+    # an empty list, what `_rows_of_singles` and `_group_rows` give them; the column is left out of the
+    # gathers, aggregations and sorts, where its lists of structs are slow, and put back at the end)
+    tt = frags.get_column("_ttext") if "_ttext" in frags.columns else None
+    no_timers = frags.get_column("timers").null_count() == n and (tt is None or tt.null_count() == n)
+    if no_timers:
+        slim = slim.drop("timers", *(["_ttext"] if tt is not None else []))
     vals = [c for c in value_cols if c not in nulls and c != "rank"]
     rows = []
     if n_single:
@@ -2840,6 +2973,8 @@ def _rows_gathered(frags: pl.DataFrame, value_cols: list[str]) -> pl.DataFrame:
         out = rows[0].rechunk()
     else:
         out = _sort_rows(rows[0] if len(rows) == 1 else pl.concat(rows))
+    if no_timers:
+        out = out.with_columns(timers=pl.lit([], dtype=pl.List(_TIMER)))
     if not nulls:
         return out
     return out.select(
@@ -2981,7 +3116,8 @@ def _group_rows(f: pl.DataFrame, value_cols: list[str]) -> pl.DataFrame:
             pl.col("orphan_group").first(),
             pl.col("rank").first(),  # the best fragment's own rank: a DeepSpeed `[Rank 0]` beside it may be another writer
             *[pl.col(c).drop_nulls().first() for c in value_cols if c != "rank"],
-            timers=pl.col("timers").explode().drop_nulls(),
+            # (no timers column: no fragment has any, see `_rows_gathered`)
+            *([pl.col("timers").explode().drop_nulls()] if "timers" in f.columns else []),
         )
     )
 
@@ -3206,7 +3342,11 @@ def _times_general(rows: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
     stamped = seg.filter(pl.col("ts").is_not_null()).select(
         "key", src_line=pl.col("line"), src_ts=pl.col("ts")
     ).unique(["key", "src_line"], keep="first", maintain_order=True).sort("key", "src_line")
-    rows = rows.with_columns(prev_row_line=pl.col("line").shift(1).over("key")).sort("line")
+    key = rows.get_column("key")
+    if rows.height and key.null_count() == 0 and key.n_unique() == 1:  # (one stream: no window)
+        rows = rows.with_columns(prev_row_line=pl.col("line").shift(1)).sort("line")
+    else:
+        rows = rows.with_columns(prev_row_line=pl.col("line").shift(1).over("key")).sort("line")
     if stamped.height and rows.height:
         j = rows.sort("line").join_asof(
             stamped.sort("src_line"),
@@ -3274,6 +3414,10 @@ def _sort_stable(df: pl.DataFrame, by: tuple[str, ...]) -> pl.DataFrame:
             if uniq.len() == 1:  # (one value: every rank 0, no join)
                 ranks.append((pl.zeros(n, dtype=pl.Int64, eager=True), 1))
                 continue
+            if uniq.len() <= 4:  # (a few values: the rank is how many of the others sort below it, no join)
+                r = pl.select(pl.sum_horizontal(pl.lit(col) > u for u in uniq[:-1].to_list())).to_series()
+                ranks.append((r.cast(pl.Int64), uniq.len()))
+                continue
             table = pl.DataFrame({c: uniq, "_r": pl.int_range(uniq.len(), eager=True, dtype=pl.Int64)})
             r = df.select(c).join(table, on=c, how="left", maintain_order="left").get_column("_r")
             ranks.append((r, uniq.len()))
@@ -3293,6 +3437,17 @@ def _sort_stable(df: pl.DataFrame, by: tuple[str, ...]) -> pl.DataFrame:
         shift += b
     if bool((packed.diff().drop_nulls() > 0).all()):  # (in that order already)
         return df.rechunk()
+    # (in order by the last columns already, the first ones of few values, as rows of one stream in line order
+    # with two frameworks: the rows of each value of the first in turn, as they are, filtered, not gathered)
+    for j in range(1, len(ranks)):
+        low = sum(bits[j:]) + pb
+        if not bool(((packed % (1 << low)).diff().drop_nulls() > 0).all()):
+            continue
+        lead = packed // (1 << low)
+        vals = lead.unique().sort()
+        if vals.len() <= 4:
+            return pl.concat([df.filter(lead == v) for v in vals.to_list()]).rechunk()
+        break
     return df.with_columns(_sk=packed).sort("_sk").drop("_sk")
 
 
@@ -3578,7 +3733,12 @@ def _read(
     `parse_many`."""
     titan = _titan_pre(seg)
     minmax = _minmax_pre(seg)
-    present = _present(seg, titan, minmax)
+    # (bars redrawn with `\r`, as tqdm's are: matched before the gates are looked for, which then skip those
+    # of the canonical shape; a log without `\r` has none of those in its many lines, most likely)
+    tqdm, bar_gates = None, None
+    if seg.height >= _LANE_MIN and seg.get_column("seg").max() > 0:  # type: ignore[operator]
+        tqdm, bar_gates = _tqdm_lane(seg.select(*_BASE, "text"))
+    present = _present(seg, titan, minmax, bar_gates)
     if not present:
         # no grammar runs (each match holds a gate): no fragment, bar, block line or event; the lines
         # understood are the noise and the warnings, the rows none (the callers conform them)
@@ -3586,7 +3746,7 @@ def _read(
         understood = pl.concat([_noise_lines(seg, none), _warning_lines(seg)]).unique()
         return pl.DataFrame(schema=_EMPTY_STEPS), pl.DataFrame(), understood
     frags = _step_fragments(seg, present, titan)
-    bars, bar_lines = _bar_fragments(seg, present, batch)
+    bars, bar_lines = _bar_fragments_of(seg, present, batch, tqdm)
     blocks, block_lines, nv = _block_fragments(seg, present, minmax)
     frags += bars + blocks
     events, event_lines = _events(seg, nv, node, path, present)
