@@ -477,7 +477,9 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
             ts_quality_line=pl.lit(None, dtype=pl.String),
         )
     c = gate.contains
-    f = f.with_columns(
+    f = _by_distinct(
+        f,
+        "b",
         k_ca=c(CA_RE),
         k_ibstatus=c(IBSTATUS_RE),
         k_hca=c(HCA_ID_RE),
@@ -626,16 +628,25 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
 
     def kv_part(f: pl.DataFrame) -> pl.DataFrame:
         """key/value lines of ibstat / ibstatus / ibv_devinfo blocks"""
-        kv = f.filter(kv_line).with_columns(g=b.str.extract_groups(KV_RE)).unnest("g")
+        # (key, val and attribute are functions of the line and its format: made once per distinct pair,
+        # repeated captures print the same lines, then joined back in the lines' order)
+        kv = f.filter(kv_line)
         key = pl.col("key").str.strip_chars().str.to_lowercase()
-        return kv.with_columns(
-            attribute=pl.when(fmt == "ibstat")
-            .then(_map(key, IBSTAT_KEYS))
-            .when(fmt == "ibstatus")
-            .then(_map(key, IBSTATUS_KEYS))
-            .otherwise(_map(key, DEVINFO_KEYS)),
-            source=fmt,
+        got = (
+            kv.select("b", "fmt")
+            .unique()
+            .with_columns(g=b.str.extract_groups(KV_RE))
+            .unnest("g")
+            .with_columns(
+                attribute=pl.when(fmt == "ibstat")
+                .then(_map(key, IBSTAT_KEYS))
+                .when(fmt == "ibstatus")
+                .then(_map(key, IBSTATUS_KEYS))
+                .otherwise(_map(key, DEVINFO_KEYS))
+            )
         )
+        kv = kv.join(got, on=["b", "fmt"], how="left", nulls_equal=True, maintain_order="left")
+        return kv.with_columns(source=fmt)
 
     def sy_part(f: pl.DataFrame) -> pl.DataFrame:
         """sysfs lines (device and port attributes; counters go to comms)"""
@@ -733,7 +744,15 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
                 i2n_attr.select(cols),
             ]
         ).filter(pl.col("attribute").is_not_null() & pl.col("dev").is_not_null())
-        attrs = attrs.with_columns(value=_normalise(pl.col("attribute"), pl.col("val").str.strip_chars()))
+        # (a function of the attribute and its value: made once per distinct pair, joined back in order)
+        values = (
+            attrs.select("attribute", "val")
+            .unique()
+            .with_columns(value=_normalise(pl.col("attribute"), pl.col("val").str.strip_chars()))
+        )
+        attrs = attrs.join(
+            values, on=["attribute", "val"], how="left", nulls_equal=True, maintain_order="left"
+        )
         rate_detail = attrs.filter(
             (pl.col("attribute") == "rate") & pl.col("val").str.contains(r"\(.+\)")
         ).with_columns(attribute=pl.lit("link_width_speed"), value=pl.col("val").str.extract(r"\((.+)\)", 1))
@@ -1011,6 +1030,21 @@ _LANE_STATE = ("fmt", "dev", "pq_lid", "pq_port", "pq_what", "_tsf")
 CMD_LANE_RE = r"^\$ perfquery (?:-x )?-C (mlx[0-9]*_[0-9]+) -P [0-9]+$"
 HDR_LANE_RE = r"^# Port (?:extended )?counters: Lid [0-9]{1,9} port [0-9]{1,9} \(CapMask: 0x[0-9A-Fa-f]+\)$"
 _ANY_LANE_RE = f"(?:{LANE_RE})|(?:{CMD_LANE_RE})|(?:{HDR_LANE_RE})"
+
+
+DISTINCT_MIN_ROWS = 5000
+
+
+def _by_distinct(f: pl.DataFrame, col: str, **exprs: pl.Expr) -> pl.DataFrame:
+    """`f.with_columns(**exprs)` for expressions of column `col` alone (a pure function of its value, row by
+    row): on a large frame whose values repeat (half as many distinct values as rows or fewer: repeated
+    captures print the same lines), made once per distinct value and joined back in the rows' order."""
+    if f.height >= DISTINCT_MIN_ROWS:
+        u = f.select(pl.col(col).unique())
+        if 2 * u.height <= f.height:
+            got = u.with_columns(**exprs)
+            return f.join(got, on=col, how="left", nulls_equal=True, maintain_order="left")
+    return f.with_columns(**exprs)
 
 
 def _split_lanes(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | None, pl.DataFrame | None]:

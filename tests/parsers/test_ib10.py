@@ -73,7 +73,17 @@ def _sources() -> list[list[str]]:
 SOURCES = _sources()
 
 
+KV_VALUES = [
+    "Active", "Down", "4: ACTIVE", "1: DOWN", "PORT_ACTIVE (4)", "PORT_DOWN (1)", "Polling", "LinkUp", "5: LinkUp",
+    "2: Polling", "Init", "Armed", "400", "200 Gb/sec (4X HDR)", "100", "0x0", "0xfb345a724415164f",
+    "fb34:5a72:4415:164f", "0x1A", "0xFFFFFFFFFFFFFFFFFF", "", " x ", "InfiniBand", "Ethernet", "25.0 Gbps", "4X",
+    "1X", "2.5 Gbps (1)", "12", "MT4129", "28.39.1002",
+]  # fmt: skip
+
+
 def _vary(line: str, rng: random.Random) -> str:
+    if line.startswith("\t") and ": " in line and rng.random() < 0.3:  # another attribute value
+        return f"{line.split(': ', 1)[0]}: {rng.choice(KV_VALUES)}"
     if ":." in line and rng.random() < 0.6:  # another reading
         name = line.split(":", 1)[0]
         return f"{name}:{'.' * rng.randint(1, 30)}{rng.choice(VALUES) if rng.random() < 0.3 else rng.randint(0, 10**12)}"
@@ -135,12 +145,13 @@ def generated_loop(rng: random.Random) -> list[str]:
 
 def _check(lines: list[str], ctx: FileContext, monkeypatch: pytest.MonkeyPatch) -> None:
     """Old and new on `lines`, the new both as on a small file and as on a large one (no literal gate: the
-    collector time prefix found by a `contains` pass)."""
+    collector time prefix found by a `contains` pass; the line flags made per distinct line)."""
     s = pl.Series("l", lines, dtype=pl.String)
     want = _ib10_ref._parse_frames(s, ctx)
     monkeypatch.setattr(infiniband, "LANE_MIN_LINES", 0)
     assert_same_result(want, infiniband._parse_frames(s, ctx))
     monkeypatch.setattr(infiniband._Gate, "LIMIT", -1)
+    monkeypatch.setattr(infiniband, "DISTINCT_MIN_ROWS", 0)  # (flags made per distinct line where they repeat)
     assert_same_result(want, infiniband._parse_frames(s, ctx))
 
 
@@ -189,3 +200,15 @@ def test_ib10_whole_loop() -> None:
     lines = pl.Series("l", p.read_text().splitlines(), dtype=pl.String)[:120_000]
     ctx = FileContext(path="n1/ib.txt", node="n1", first_line=5)
     assert_same_result(_ib10_ref._parse_frames(lines, ctx), infiniband._parse_frames(lines, ctx))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_ib10_repeated_captures(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A capture printed again and again (the lines repeat: the per-distinct-line flags, key/value reading and
+    value normalisation are joined back), with a few lines varied between the copies."""
+    rng = random.Random(1000 + seed)
+    loop = generated_loop(rng)
+    lines = []
+    for _ in range(rng.randint(2, 5)):
+        lines += [_vary(ln, rng) if rng.random() < 0.05 else ln for ln in loop]
+    _check(lines, FileContext(path="n1/ib.txt", node="n1", first_line=3), monkeypatch)
