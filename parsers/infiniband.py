@@ -463,23 +463,12 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
         f = f.with_columns(k_headval=pl.lit(False), evmsg=pl.col("text").str.strip_chars())
     b = pl.col("b")
     f = f.with_columns(host=pl.coalesce(pl.col("host").str.split(".").list.first(), pl.lit(ctx.node)))
-    # timestamps: the costly parse runs only on the few short lines that look like a time
-    cand = (b.str.len_bytes() < 80) & b.str.contains(r"\d\d:\d\d:\d\d|^\D{0,20}\d{10}(?:\.\d+)?\D{0,5}$")
-    cand_rows = f.filter(cand) if gate.search(_TIME_NEED) else f.clear()
-    if cand_rows.height:
-        is_ts, ts_v, ts_q = _timestamps(b)
-        times = cand_rows.select("line", k_ts=is_ts, ts_line=ts_v, ts_quality_line=ts_q)
-        f = f.join(times, on="line", how="left").with_columns(pl.col("k_ts").fill_null(False))
-    else:  # no line looks like a time: what the join would give
-        f = f.with_columns(
-            k_ts=pl.lit(False),
-            ts_line=pl.lit(None, dtype=pl.Datetime("us", "UTC")),
-            ts_quality_line=pl.lit(None, dtype=pl.String),
-        )
     c = gate.contains
     f = _by_distinct(
         f,
         "b",
+        # timestamps: the costly parse runs only on the few short lines that look like a time (`k_cand`)
+        k_cand=(b.str.len_bytes() < 80) & b.str.contains(r"\d\d:\d\d:\d\d|^\D{0,20}\d{10}(?:\.\d+)?\D{0,5}$"),
         k_ca=c(CA_RE),
         k_ibstatus=c(IBSTATUS_RE),
         k_hca=c(HCA_ID_RE),
@@ -497,6 +486,17 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
         k_marker=c(MARKER_RE),
         k_cmd=c(CMD_RE),
     )
+    cand_rows = f.filter(pl.col("k_cand")) if gate.search(_TIME_NEED) else f.clear()
+    if cand_rows.height:
+        is_ts, ts_v, ts_q = _timestamps(b)
+        times = cand_rows.select("line", k_ts=is_ts, ts_line=ts_v, ts_quality_line=ts_q)
+        f = f.join(times, on="line", how="left").with_columns(pl.col("k_ts").fill_null(False))
+    else:  # no line looks like a time: what the join would give
+        f = f.with_columns(
+            k_ts=pl.lit(False),
+            ts_line=pl.lit(None, dtype=pl.Datetime("us", "UTC")),
+            ts_quality_line=pl.lit(None, dtype=pl.String),
+        )
     # block context: the tool (fmt), device and port in force on each line, per host
     fmt_here = (
         pl.when(pl.col("k_ca"))
@@ -981,11 +981,11 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
         | pl.col("k_ts")
         | (pl.col("body").str.strip_chars().str.len_bytes() == 0)
     )
-    parsed, unrecognized, examples = account(f.select("line", "text", understood.alias("ok")), pl.col("ok"))
+    acc = f.select("line", "text", ok=understood)
+    parsed, unrecognized, examples = account(acc, pl.col("ok"))
     hosts = f.filter(pl.col("host") != ctx.node).get_column("host").unique()
     # the tool aborted (ibpanic), or the capture ends on a line the grammar does not understand (cut line)
-    flagged = f.select("line", "text", ok=understood)
-    flagged = flagged.filter(pl.col("text").str.strip_chars().str.len_bytes() > 0)
+    flagged = acc.filter(pl.col("text").str.strip_chars().str.len_bytes() > 0)
     cut_last = flagged.height > 0 and not bool(flagged.get_column("ok").fill_null(False)[-1])
     if lane is not None:  # the lane's lines: understood where read as counters (never blank)
         n_ok = int(lane_ok.sum())
