@@ -333,6 +333,7 @@ def _section(name: str, present: bool, fn, *frames: pl.DataFrame):  # noqa: ANN0
 # Necessary conditions (Python `\d` is Unicode Nd like the regex crate's): a timestamp candidate line
 # (`cand` below) has hh:mm:ss or ten digits in a row; a collector time prefix (nccl_tests.COLLECTOR_TIME_RE)
 # starts with an ISO date and time.
+_CAND_RE = r"\d\d:\d\d:\d\d|^\D{0,20}\d{10}(?:\.\d+)?\D{0,5}$"
 _TIME_NEED = re.compile(r"\d\d:\d\d:\d\d|\d{10}")
 _COLLECTOR_TIME_NEED = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
 
@@ -419,73 +420,91 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
         # and so do the perfquery command and header lines of the commonest shapes (`_split_lanes`): their
         # rows are made as the grammar makes them and join the others before the state is carried on
         frame, lane, state = _split_lanes(frame)
-    if gate.search(_COLLECTOR_TIME_NEED) and (
-        gate.text is not None or frame.select(pl.col("text").str.contains(COLLECTOR_TIME_RE).any()).item()
-    ):  # (a line with a prefix: one `contains` pass on a large file, cheaper than collector_time's)
-        no_time, line_ts = collector_time(pl.col("text"))
-        frame = frame.with_columns(_ts_prefix=line_ts, _rest=no_time)
-    else:  # no collector time prefix anywhere: what collector_time gives
-        frame = frame.with_columns(
-            _ts_prefix=pl.lit(None, dtype=pl.Datetime("us", "UTC")), _rest=pl.col("text")
-        )
-    env = split_envelopes(pl.col("_rest"))
-    f = frame.with_columns(body=env["rest"].str.strip_chars_end(), env_host=env["host"])
-    pd = pl.col("body").str.extract_groups(PDSH_RE)
-    f = f.with_columns(
-        host=pl.coalesce(pd.struct.field("host"), pl.col("env_host")),
-        b=pl.coalesce(pd.struct.field("rest"), pl.col("body")),
-    )
-    # `head /sys/class/infiniband/*/ports/*/counters/*` prints `==> path <==` then the value on the next line:
-    # fold the value into the header line (which then reads like `path value`) and mark the value line parsed.
-    # (also `$ cat /sys/class/infiniband/mlx5_0/ports/1/counters/symbol_error` followed by its value)
-    if headcat:
-        hdr = pl.coalesce(pl.col("b").str.extract(HEAD_RE, 1), pl.col("b").str.extract(CAT_RE, 1))
-        nxt = pl.col("b").shift(-1)
-        folded = (
-            hdr.is_not_null()
-            & nxt.is_not_null()
-            & ~nxt.str.contains(HEAD_RE)
-            & nxt.str.contains(r"^\s*[^\s/$#][^$#]*$")
-        )
-        f = f.with_columns(
-            k_headval=folded.shift(1).fill_null(False),
-            evmsg=pl.when(folded)
-            .then(
-                pl.format(
-                    "{} {}", pl.col("text").str.strip_chars(), pl.col("text").shift(-1).str.strip_chars()
-                )
-            )
-            .otherwise(pl.col("text").str.strip_chars()),
-            b=pl.when(folded).then(pl.format("{} {}", hdr, nxt.str.strip_chars())).otherwise(pl.col("b")),
-        )
-        gate.text_of(f.get_column("b"))  # folded lines join a path and a value: gate on the new text
-    else:  # no `==> path <==` / `cat path` line: nothing folds
-        f = f.with_columns(k_headval=pl.lit(False), evmsg=pl.col("text").str.strip_chars())
     b = pl.col("b")
-    f = f.with_columns(host=pl.coalesce(pl.col("host").str.split(".").list.first(), pl.lit(ctx.node)))
     c = gate.contains
-    f = _by_distinct(
-        f,
-        "b",
-        # timestamps: the costly parse runs only on the few short lines that look like a time (`k_cand`)
-        k_cand=(b.str.len_bytes() < 80) & b.str.contains(r"\d\d:\d\d:\d\d|^\D{0,20}\d{10}(?:\.\d+)?\D{0,5}$"),
-        k_ca=c(CA_RE),
-        k_ibstatus=c(IBSTATUS_RE),
-        k_hca=c(HCA_ID_RE),
-        k_port=c(PORT_RE),
-        k_dvport=c(DEVINFO_PORT_RE),
-        k_kv=c(KV_RE),
-        k_sysfs=c(SYSFS_RE) & (b.str.starts_with("/sys/class/infiniband/") | c(r"^[\w.-]+/ports/\d+/")),
-        k_pqhdr=c(PQ_HDR_RE),
-        k_i2n=c(IBDEV2NETDEV_RE),
-        k_pqctr=c(PQ_CTR_RE),
-        k_panic=c(IBPANIC_RE),
-        k_mlxsec=c(MLX_SECTION_RE),
-        k_mlxkv=c(MLX_KV_RE),
-        k_rule=c(RULE_RE),
-        k_marker=c(MARKER_RE),
-        k_cmd=c(CMD_RE),
-    )
+
+    def per_line(frame: pl.DataFrame) -> pl.DataFrame:
+        """What each line says by itself (prefixes, host, flags): a function of its text where no line folds
+        into the one before it (no `==> path <==` / `cat path` line)."""
+        if gate.search(_COLLECTOR_TIME_NEED) and (
+            gate.text is not None or frame.select(pl.col("text").str.contains(COLLECTOR_TIME_RE).any()).item()
+        ):  # (a line with a prefix: one `contains` pass on a large file, cheaper than collector_time's)
+            no_time, line_ts = collector_time(pl.col("text"))
+            frame = frame.with_columns(_ts_prefix=line_ts, _rest=no_time)
+        else:  # no collector time prefix anywhere: what collector_time gives
+            frame = frame.with_columns(
+                _ts_prefix=pl.lit(None, dtype=pl.Datetime("us", "UTC")), _rest=pl.col("text")
+            )
+        env = split_envelopes(pl.col("_rest"))
+        f = frame.with_columns(body=env["rest"].str.strip_chars_end(), env_host=env["host"])
+        pd = pl.col("body").str.extract_groups(PDSH_RE)
+        f = f.with_columns(
+            host=pl.coalesce(pd.struct.field("host"), pl.col("env_host")),
+            b=pl.coalesce(pd.struct.field("rest"), pl.col("body")),
+        )
+        # `head /sys/class/infiniband/*/ports/*/counters/*` prints `==> path <==` then the value on the next
+        # line: fold the value into the header line (which then reads like `path value`) and mark the value
+        # line parsed.
+        # (also `$ cat /sys/class/infiniband/mlx5_0/ports/1/counters/symbol_error` followed by its value)
+        if headcat:
+            hdr = pl.coalesce(pl.col("b").str.extract(HEAD_RE, 1), pl.col("b").str.extract(CAT_RE, 1))
+            nxt = pl.col("b").shift(-1)
+            folded = (
+                hdr.is_not_null()
+                & nxt.is_not_null()
+                & ~nxt.str.contains(HEAD_RE)
+                & nxt.str.contains(r"^\s*[^\s/$#][^$#]*$")
+            )
+            f = f.with_columns(
+                k_headval=folded.shift(1).fill_null(False),
+                evmsg=pl.when(folded)
+                .then(
+                    pl.format(
+                        "{} {}", pl.col("text").str.strip_chars(), pl.col("text").shift(-1).str.strip_chars()
+                    )
+                )
+                .otherwise(pl.col("text").str.strip_chars()),
+                b=pl.when(folded).then(pl.format("{} {}", hdr, nxt.str.strip_chars())).otherwise(pl.col("b")),
+            )
+            gate.text_of(f.get_column("b"))  # folded lines join a path and a value: gate on the new text
+        else:  # no `==> path <==` / `cat path` line: nothing folds
+            f = f.with_columns(k_headval=pl.lit(False), evmsg=pl.col("text").str.strip_chars())
+        b = pl.col("b")
+        f = f.with_columns(host=pl.coalesce(pl.col("host").str.split(".").list.first(), pl.lit(ctx.node)))
+        c = gate.contains
+        f = _by_distinct(
+            f,
+            "b",
+            # timestamps: the costly parse runs only on the few short lines that look like a time (`k_cand`)
+            k_cand=(b.str.len_bytes() < 80) & b.str.contains(_CAND_RE),
+            k_ca=c(CA_RE),
+            k_ibstatus=c(IBSTATUS_RE),
+            k_hca=c(HCA_ID_RE),
+            k_port=c(PORT_RE),
+            k_dvport=c(DEVINFO_PORT_RE),
+            k_kv=c(KV_RE),
+            k_sysfs=c(SYSFS_RE) & (b.str.starts_with("/sys/class/infiniband/") | c(r"^[\w.-]+/ports/\d+/")),
+            k_pqhdr=c(PQ_HDR_RE),
+            k_i2n=c(IBDEV2NETDEV_RE),
+            k_pqctr=c(PQ_CTR_RE),
+            k_panic=c(IBPANIC_RE),
+            k_mlxsec=c(MLX_SECTION_RE),
+            k_mlxkv=c(MLX_KV_RE),
+            k_rule=c(RULE_RE),
+            k_marker=c(MARKER_RE),
+            k_cmd=c(CMD_RE),
+        )
+        return f
+
+    # (repeated captures print the same lines: where they repeat, made once per distinct text, joined back)
+    distinct = None
+    if not headcat and frame.height >= DISTINCT_MIN_ROWS:
+        distinct = frame.select(pl.col("text").unique())
+        distinct = distinct if 2 * distinct.height <= frame.height else None
+    if distinct is not None:
+        f = frame.join(per_line(distinct), on="text", how="left", nulls_equal=True, maintain_order="left")
+    else:
+        f = per_line(frame)
     cand_rows = f.filter(pl.col("k_cand")) if gate.search(_TIME_NEED) else f.clear()
     if cand_rows.height:
         is_ts, ts_v, ts_q = _timestamps(b)
