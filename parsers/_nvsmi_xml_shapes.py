@@ -70,6 +70,35 @@ def forget() -> None:
     _TRIES.clear()
 
 
+class _Refs:
+    """Where a shape reads each text of its parse from: `ref(text, line)` is the text's place among the
+    document's value lines (`kinds[i] == VALUE`, their text `mids[i]`, line `first + i`; raises ValueError
+    where the parse's text is not that line's), or else its place in `statics` (texts that do not vary),
+    after the value lines; a static text is added there once."""
+
+    def __init__(
+        self, kinds: list[int], mids: list[str | None], first: int, statics: list[str | None]
+    ) -> None:
+        self.order = {i: j for j, i in enumerate(i for i, kd in enumerate(kinds) if kd == VALUE)}
+        self.mids = mids
+        self.first = first
+        self.statics = statics
+        self.static_at: dict[str | None, int] = {}
+
+    def __call__(self, t: str | None, line: int) -> int:
+        i = line - self.first
+        j = self.order.get(i)
+        if j is not None:
+            if (t or "") != self.mids[i]:
+                raise ValueError(i)
+            return j
+        r = self.static_at.get(t)
+        if r is None:
+            r = self.static_at[t] = len(self.order) + len(self.statics)
+            self.statics.append(t)
+        return r
+
+
 class Shape:
     """A file read whole (`keep_shapes`), for the files of its shape: per line its `kind`, `shape` and
     `suffix` (see `WHOLE`, `VALUE`), the lengths of both in bytes (`plen`, `slen`); what
@@ -191,25 +220,8 @@ def keep_shapes(
         kinds = part.get_column("kind").to_list()
         mids = part.get_column("mid").to_list()
         first = items[k][1].first_line
-        order: dict[int, int] = {}
-        for i, kd in enumerate(kinds):
-            if kd == VALUE:
-                order[i] = len(order)
         sh = Shape()
-        static_at: dict[str | None, int] = {}
-
-        def ref(t: str | None, line: int) -> int:
-            i = line - first
-            j = order.get(i)
-            if j is not None:
-                if (t or "") != mids[i]:
-                    raise ValueError(i)
-                return j
-            r = static_at.get(t)
-            if r is None:
-                r = static_at[t] = len(order) + len(sh.statics)
-                sh.statics.append(t)
-            return r
+        ref = _Refs(kinds, mids, first, sh.statics)
 
         try:
             for ts_el, node_texts, gpus in docs:
@@ -224,7 +236,7 @@ def keep_shapes(
             pl.Series(c, part.get_column(c).to_list(), dtype=dt)
             for c, dt in zip(("shape", "suffix", "plen", "slen", "kind"), _DTYPES, strict=True)
         )
-        sh.n_values, sh.spans = len(order), spans
+        sh.n_values, sh.spans = len(ref.order), spans
         if len(SHAPES) >= SHAPES_MAX:
             SHAPES.clear()
         SHAPES[keys[k]] = sh
@@ -314,25 +326,8 @@ def doc_shape(part: pl.Series, doc: _Doc, at: int, upto: int) -> DocShape | None
     )
     kinds = cols.get_column("kind").to_list()
     mids = cols.get_column("mid").to_list()
-    order: dict[int, int] = {}
-    for i, kd in enumerate(kinds):
-        if kd == VALUE:
-            order[i] = len(order)
     sh = DocShape()
-    static_at: dict[str | None, int] = {}
-
-    def ref(t: str | None, line: int) -> int:
-        i = line - at
-        j = order.get(i)
-        if j is not None:
-            if (t or "") != mids[i]:
-                raise ValueError(i)
-            return j
-        r = static_at.get(t)
-        if r is None:
-            r = static_at[t] = len(order) + len(sh.statics)
-            sh.statics.append(t)
-        return r
+    ref = _Refs(kinds, mids, at, sh.statics)
 
     ts_el, node_texts, gpus = doc
     try:
@@ -347,5 +342,5 @@ def doc_shape(part: pl.Series, doc: _Doc, at: int, upto: int) -> DocShape | None
     sh.shape, sh.suffix, sh.plen, sh.slen, sh.kind = (
         cols.get_column(c) for c in ("shape", "suffix", "plen", "slen", "kind")
     )
-    sh.n_values, sh.upto = len(order), upto
+    sh.n_values, sh.upto = len(ref.order), upto
     return sh
