@@ -9,6 +9,9 @@ by both workers, so its ratio is what a bundle made of it alone reaches on this 
 
     python bench/bulk.py [--mb 256] [--work DIR] [--formats nccl syslog megatron ...] [--keep]
 
+The ingest runs as `python -m forensics.cli` in the current folder, which comes first on its import path: to
+measure another checkout, run the script from that checkout's folder (`PYTHONPATH` alone is not enough).
+
 Formats (generator, options): nccl (big_nccl); syslog, journal, dmesg (big_kernel styles); megatron,
 deepspeed, torchtitan, hf (big_steps seeds); dmon, csv, q, xml, table, ib, bugreport (big_nvsmi kinds).
 Note grep's own speed differs per format (it skims lines without a candidate byte), so the ratios do too.
@@ -22,14 +25,12 @@ import json
 import os
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from run import GREP_PATTERN, IDLE_READ_CSV_MB_S, calibrate, timed  # noqa: E402
+from run import IDLE_READ_CSV_MB_S, calibrate, grep_seconds, timed  # noqa: E402
 
 FORMATS: dict[str, tuple[str, str, dict[str, object]]] = {
     # format: (file name in the node folder, generator module, write() options)
@@ -66,12 +67,7 @@ def make(work: Path, fmt: str, mb: float) -> Path:
 def measure(bundle: Path, out: Path) -> dict[str, object]:
     """Ingest `bundle` into `out` and grep it: the figures of one row."""
     path = next(p for p in bundle.rglob("*") if p.is_file())
-    subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=False)  # (page cache warm for both)
-    greps = []
-    for _ in range(2):
-        g0 = time.perf_counter()
-        subprocess.run(["grep", "-rcE", GREP_PATTERN, str(bundle)], stdout=subprocess.PIPE, check=False)
-        greps.append(time.perf_counter() - g0)
+    grep_s = grep_seconds(bundle, 1)
     cmd = [sys.executable, "-m", "forensics.cli", "ingest", str(bundle), "-o", str(out), "--force", "-q"]
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall, rss, _ = timed(cmd)
@@ -88,8 +84,8 @@ def measure(bundle: Path, out: Path) -> dict[str, object]:
         "ingest_s": round(wall, 2),
         "cpu_s": round(cpu, 2),
         "cpu_ms_per_16mb": round(1000 * cpu / (mb / 16.777216)),
-        "grep_s": round(min(greps), 3),
-        "ratio_pct": round(100 * min(greps) / wall, 1),
+        "grep_s": round(grep_s, 3),
+        "ratio_pct": round(100 * grep_s / wall, 1),
         "peak_tree_rss_mb": round(rss / 1e6),
     }
 

@@ -199,6 +199,21 @@ class TreeRss:
         return self.peak
 
 
+def grep_seconds(bundle: Path, nfiles: int) -> float:
+    """`grep -rcE GREP_PATTERN` over the bundle's files, best of 2, the page cache warmed first (for the
+    ingest too: it runs after) unless the files are too many to name on one command line."""
+    if nfiles < 20000:
+        files = [str(p) for p in bundle.rglob("*") if p.is_file()]
+        subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=False)
+    greps = []
+    for _ in range(2):
+        g0 = time.perf_counter()
+        # to a pipe, not /dev/null: GNU grep stops at the first match when its output is /dev/null
+        subprocess.run(["grep", "-rcE", GREP_PATTERN, str(bundle)], stdout=subprocess.PIPE, check=False)
+        greps.append(time.perf_counter() - g0)
+    return min(greps)
+
+
 def timed(cmd: list[str], **kw: object) -> tuple[float, int, subprocess.CompletedProcess[bytes]]:
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)  # type: ignore[call-overload]
@@ -300,16 +315,7 @@ def main() -> None:
     mb = nbytes / 1e6
     print(f"bundle: {kind}: {nfiles} files, {mb:.1f} MB, {nlines} lines (made in {gen:.1f} s)", flush=True)
 
-    # warm the page cache for both contenders, then grep (best of 2)
-    subprocess.run(["cat", *[str(p) for p in bundle.rglob("*") if p.is_file()]], stdout=subprocess.DEVNULL,
-                   check=False) if nfiles < 20000 else None
-    greps = []
-    for _ in range(2):
-        g0 = time.perf_counter()
-        # to a pipe, not /dev/null: GNU grep stops at the first match when its output is /dev/null
-        subprocess.run(["grep", "-rcE", GREP_PATTERN, str(bundle)], stdout=subprocess.PIPE, check=False)
-        greps.append(time.perf_counter() - g0)
-    grep_s = min(greps)
+    grep_s = grep_seconds(bundle, nfiles)
 
     calib = calibrate(work)
     print(f"machine now: polars read_csv {calib:.0f} MB/s (idle 2-core reference: {IDLE_READ_CSV_MB_S} MB/s)",
