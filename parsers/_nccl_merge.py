@@ -162,14 +162,8 @@ def _merge_ranks(ranks: pl.DataFrame, inventory: pl.DataFrame | None) -> pl.Data
     elif versions is not None and len(versions) == 0:
         ver = pl.lit(None, dtype=pl.String)
     else:  # (several versions: each process's own, from the first piece that gave one)
-        ver = pl.col("_ver").drop_nulls().first().over("file", "node", "pid")
-    return m.with_columns(nccl_version=ver).select(_RANK_COLUMNS)
-
-
-_RANK_COLUMNS = (
-    "record", "node", "comm_id", "rank", "nranks", "cuda_dev", "gpu_bus_id", "pid", "nccl_version", "detail",
-    "file", "line", "_comm", "_prio",
-)  # fmt: skip
+        ver = pl.col("nccl_version").drop_nulls().first().over("file", "node", "pid")
+    return m.with_columns(nccl_version=ver)
 
 
 MERGE_ROWS = 50_000
@@ -179,7 +173,8 @@ the rows' memory at once (a 5 GB NCCL log's 1.3 M rank rows: ~1.8 GB in one merg
 
 def _merged_groups(ranks: pl.DataFrame) -> pl.DataFrame:
     """`_merge_ranks`' groups of `ranks` (every row of each (file, node, pid, comm) among them), each field
-    merged, with the first `_i` of each group where `ranks` has that column; `nccl_version` not yet set."""
+    merged, with the first `_i` of each group where `ranks` has that column; `nccl_version` the group's own
+    (its first piece's that gave one), not yet the file's."""
     from parsers import nccl
 
     d = pl.col("detail").str.json_decode(_RANK_DETAIL)
@@ -217,8 +212,8 @@ def _merged_groups(ranks: pl.DataFrame) -> pl.DataFrame:
             *([pl.col("_i").first()] if "_i" in r.columns else []),
         )
     )
-    # (the rows as `_merge_ranks` gives them, `nccl_version` yet to set from `_ver`: narrow before a merge in
-    # buckets concatenates and sorts them)
+    # (the rows as `_merge_ranks` gives them, but for `nccl_version`: narrow before a merge in buckets
+    # concatenates and sorts them)
     return m.select(
         record=pl.lit("rank"),
         node="node",
@@ -228,7 +223,7 @@ def _merged_groups(ranks: pl.DataFrame) -> pl.DataFrame:
         cuda_dev="cuda_dev",
         gpu_bus_id="gpu_bus_id",
         pid="pid",
-        _ver="_ver",
+        nccl_version="_ver",
         detail=nccl.json_detail(
             comm=pl.col("_comm"),
             phase=pl.col("_phase"),
