@@ -2226,17 +2226,11 @@ def _unlabelled_bars(m: pl.DataFrame, keep: pl.Expr) -> pl.DataFrame:
 
 
 def _bar_fragments(
-    seg: pl.DataFrame, present: frozenset[str], batch: _Batch | None = None
+    seg: pl.DataFrame, present: frozenset[str], batch: _Batch | None = None, tqdm: pl.DataFrame | None = None
 ) -> tuple[list[pl.DataFrame], pl.DataFrame]:
     """tqdm and rich progress bars; returns (fragments, lines understood). (`batch`: the lines of several
-    files, see `parse_many`: a file's `Total optimization steps` select its own bars.)"""
-    return _bar_fragments_of(seg, present, batch, None)
-
-
-def _bar_fragments_of(
-    seg: pl.DataFrame, present: frozenset[str], batch: _Batch | None, tqdm: pl.DataFrame | None
-) -> tuple[list[pl.DataFrame], pl.DataFrame]:
-    """`_bar_fragments`; `tqdm`: the `_tqdm_match` of the bars' columns, when the caller has it."""
+    files, see `parse_many`: a file's `Total optimization steps` select its own bars; `tqdm`: the
+    `_tqdm_match` of the bars' columns, when the caller has it.)"""
     out: list[pl.DataFrame] = []
     txt = pl.col("text")
     # (the bars' base columns and text alone: the matches keep those only, below)
@@ -3746,7 +3740,7 @@ def _read(
         understood = pl.concat([_noise_lines(seg, none), _warning_lines(seg)]).unique()
         return pl.DataFrame(schema=_EMPTY_STEPS), pl.DataFrame(), understood
     frags = _step_fragments(seg, present, titan)
-    bars, bar_lines = _bar_fragments_of(seg, present, batch, tqdm)
+    bars, bar_lines = _bar_fragments(seg, present, batch, tqdm)
     blocks, block_lines, nv = _block_fragments(seg, present, minmax)
     frags += bars + blocks
     events, event_lines = _events(seg, nv, node, path, present)

@@ -230,7 +230,8 @@ _REFS: dict[str, Callable] = {
     "_single_rows": _ref_single_rows,
     "_rows": _ref_rows_read,
     "_block_fragments": _ref_block_fragments,
-    "_bar_fragments": R._bar_fragments,
+    # (the caller may hand on its `_tqdm_match`, which the reference works out itself)
+    "_bar_fragments": lambda seg, present, batch=None, tqdm=None: R._bar_fragments(seg, present, batch),
     "_times": R._times,
     "_times_general": R._times_general,
     "_step_fragments": R._step_fragments,
