@@ -47,7 +47,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 
 import polars as pl
 
@@ -848,7 +848,7 @@ def _nccl_rows(
     heads = fast.heads.select(_HEAD_COLS)
     heads = pl.concat([heads, ns.select(_HEAD_COLS)], how="vertical") if ns.height else heads
     ns = ns.select("line", "text", hc=pl.int_range(base, base + pl.len(), dtype=pl.UInt32), level="level", msg="msg")
-    if not (fast.rows.height or ns.height or ras) and not _headless(slow):
+    if not (fast.n or ns.height or ras) and not _headless(slow):
         # no NCCL record, no ncclras report, no bare version or aws-ofi-nccl line: nothing below reads a row
         return out, notes, [], ns.get_column("line")
     # `n` is the fast lane's rows and the slow NCCL rows in line order; each filter below runs on both pieces
@@ -901,7 +901,7 @@ def _nccl_rows(
         bare = bare.filter(body.str.contains(arx(BARE_VERSION_RE)))
     if bare.height:
         # host of the last NCCL record before each bare version line (only worked out when there is one)
-        every = pl.concat([fast.rows.select("line", "hc"), ns.select("line", "hc")]).sort("line")
+        every = pl.concat([_fast_before(fast, bare.get_column("line")), ns.select("line", "hc")]).sort("line")
         at = every.get_column("line").search_sorted(bare.get_column("line"), side="left").cast(pl.Int64) - 1
         if every.height:
             h = heads.get_column("node").gather(every.get_column("hc").gather(at.clip(0, None)))
@@ -1281,8 +1281,8 @@ def _nccl_rows(
     ras_ev = _ras_events(slow, ctx) if ras else None
     if ras_ev is not None:
         out["events"].append(ras_ev)
-    if fast.rows.height or ns.height:
-        used = pl.concat([fast.rows.get_column("hc"), ns.get_column("hc")]).unique()
+    if fast.n or ns.height:
+        used = pl.concat([fast.used_heads(), ns.get_column("hc")]).unique()
         hosts = heads[used].filter(pl.col("host").is_not_null()).get_column("node").unique().sort().to_list()
     else:
         hosts = []
@@ -1755,46 +1755,88 @@ class FastLane:
     """Number of the first line (the mask's position 0)."""
     heads: pl.DataFrame
     """`_HEAD_COLS` (plus env_len, the launcher prefix length) per distinct head; rows refer to it by `hc`."""
-    rows: pl.DataFrame
-    """Every fast-lane record: line, hc."""
     rest: pl.DataFrame
     """The records that are not strict COLL lines: line, text, hc, level, msg (`_N_SCHEMA`)."""
     coll: pl.DataFrame
     """Strict COLL lines (`_COLL_FAST`) aggregated per head, op and tail (`_COLL_GROUPS`, `_strict_coll`)."""
-    texts: pl.DataFrame
-    """line, text of every fast-lane record (for whole-file literal checks)."""
     hits: pl.DataFrame
     """line, text of the fast-lane records holding one of `_FAST_LITERALS` (for the whole-file checks)."""
+    src: pl.DataFrame
+    """The lines the lane read (line, text), by the mask's positions."""
+    keys: pl.Series
+    """The heads' keys (`_FAST_KEY_CHARS`) by `hc`: a record's head is the one of its key."""
+    n: int
+    """The number of fast-lane records."""
+    used: pl.Series | None = None
+    """The `hc` of the heads of the records (None: worked out from `rows`)."""
+
+    @cached_property
+    def texts(self) -> pl.DataFrame:
+        """line, text of every fast-lane record (for whole-file literal checks), in line order."""
+        return self.src.filter(self.mask) if self.n else pl.DataFrame(schema={"line": pl.Int64, "text": pl.String})
+
+    @cached_property
+    def rows(self) -> pl.DataFrame:
+        """Every fast-lane record: line, hc (made when asked: the strict COLL lines that `_coll_groups` read
+        have no per-line head until then)."""
+        return self.texts.select("line", hc=_key_codes(pl.col("text"), self.keys))
+
+    def used_heads(self) -> pl.Series:
+        """The `hc` of the heads of the records."""
+        return self.used if self.used is not None else self.rows.get_column("hc").unique()
 
 
-def _empty_lane(height: int, first: int) -> FastLane:
+def _fast_key(text: pl.Expr) -> pl.Expr:
+    """A line's fast-lane key: its first characters up to `_FAST_KEY_CHARS` past its first ` NCCL `."""
+    return text.str.head(text.str.find(" NCCL ", literal=True) + _FAST_KEY_CHARS)
+
+
+def _key_codes(text: pl.Expr, keys: pl.Series) -> pl.Expr:
+    """Each line's head code: the position of its key among the heads' `keys` (null for no head's key)."""
+    return _fast_key(text).cast(pl.Enum(keys), strict=False).to_physical().cast(pl.UInt32)
+
+
+def _empty_lane(height: int, first: int, src: pl.DataFrame | None = None) -> FastLane:
     # a head's columns: those of an NCCL record after its line, text, level and message, then the envelope's
     head_cols = {k: v for k, v in _NS_SCHEMA.items() if k not in ("line", "text", "level", "msg")}
     heads = pl.DataFrame(
         schema={**head_cols, "env_len": pl.Int64, "env_rank_source": pl.String, "env_host": pl.String, "env_pid": pl.Int64}
     )
+    lines = pl.DataFrame(schema={"line": pl.Int64, "text": pl.String})
     return FastLane(
         mask=pl.repeat(False, height, dtype=pl.Boolean, eager=True).alias("fast"),
         first=first,
         heads=heads,
-        rows=pl.DataFrame(schema={"line": pl.Int64, "hc": pl.UInt32}),
         rest=pl.DataFrame(schema=_N_SCHEMA),
         coll=_empty_coll(),
-        texts=pl.DataFrame(schema={"line": pl.Int64, "text": pl.String}),
-        hits=pl.DataFrame(schema={"line": pl.Int64, "text": pl.String}),
+        hits=lines,
+        src=src.select("line", "text") if src is not None else lines,
+        keys=pl.Series("_k", [], dtype=pl.String),
+        n=0,
+        used=pl.Series("hc", [], dtype=pl.UInt32),
     )
 
 
 def _fast_lane(base: pl.DataFrame, ctx: FileContext) -> FastLane:
     """Take the lines `_FAST_HEAD` reads from `base` (line, text): their heads are worked out once per distinct
-    line start; the rest of `family_rows` sees them only as rows of `n` or as COLL groups (`_strict_coll`)."""
+    line start; the rest of `family_rows` sees them only as rows of `n` or as COLL groups (`_strict_coll`).
+
+    When many lines hold `: opCount ` (a COLL-heavy log), those lines are grouped first by what they hold
+    before it and after their first ` count ` (`_coll_groups`): a group of strict COLL lines is read once
+    (`_coll_read`), with no per-line key, head or message; every other line takes the per-line reading
+    (`_strict_coll` finds the strict COLL lines among them), as every line does otherwise."""
     text = pl.col("text")
-    keyed = base.select(
-        "line", "text", _k=text.str.head(text.str.find(" NCCL ", literal=True) + _FAST_KEY_CHARS)
-    )
-    keys = keyed.get_column("_k").drop_nulls().unique()
+    base = base.select("line", "text")
+    cg = _coll_groups(base) if COLL_GROUPS else None
+    others = base if cg is None else base.filter(~cg.cand)
+    keyed = others.select("line", "text", _k=_fast_key(text))
+    keys = keyed.get_column("_k").drop_nulls()
+    if cg is not None:
+        # (every line of a group has the group's key)
+        keys = pl.concat([keys, cg.groups.get_column("_k").drop_nulls()])
+    keys = keys.unique()
     if len(keys) == 0:
-        return _empty_lane(base.height, ctx.first_line)
+        return _empty_lane(base.height, ctx.first_line, base)
     g = pl.col("g").struct.field
     u = (
         keys.to_frame("_k")
@@ -1809,7 +1851,7 @@ def _fast_lane(base: pl.DataFrame, ctx: FileContext) -> FastLane:
         # a collector timestamp (4 digits and '-' first) would be stripped by `prepare`: full path
         u = u.filter(~pl.col("_k").str.contains(arx(_COLLECTOR_TS)))
     if u.height == 0:
-        return _empty_lane(base.height, ctx.first_line)
+        return _empty_lane(base.height, ctx.first_line, base)
     env_len = g("env").str.len_chars().fill_null(0)
     rank = pl.coalesce(g("srank"), g("orank")).cast(pl.Int32, strict=False)
     u = u.select(
@@ -1834,9 +1876,18 @@ def _fast_lane(base: pl.DataFrame, ctx: FileContext) -> FastLane:
         h=g("head").str.extract_groups(arx(NCCL_HEAD_RE)),
     ).unnest("h")
     u = head_columns(u.filter(pl.col("host").is_not_null()), ctx).with_row_index("hc")
+    ukeys = u.get_column("_k")
+    coll = _empty_coll()
+    taken = None
+    if cg is not None:
+        coll, taken = _coll_read(cg, base, u)
+        if taken is not None:
+            # lines of the groups not read as strict ones: the per-line reading (in line order)
+            others = base.filter(~taken)
+            keyed = others.select("line", "text", _k=_fast_key(text))
     if ENUM_KEYS:
         # each line's head code: its key's position among the heads' keys (an Enum cast, cheaper than a join)
-        hc = keyed.get_column("_k").cast(pl.Enum(u.get_column("_k")), strict=False).to_physical()
+        hc = keyed.get_column("_k").cast(pl.Enum(ukeys), strict=False).to_physical()
         hc = hc.cast(pl.UInt32).alias("hc")
         rows = keyed.with_columns(
             hc, msg_off=u.get_column("msg_off").gather(hc), level=u.get_column("level").gather(hc)
@@ -1845,37 +1896,172 @@ def _fast_lane(base: pl.DataFrame, ctx: FileContext) -> FastLane:
         heads_by_key = u.select("_k", "hc", "msg_off", "level")
         rows = keyed.join(heads_by_key, on="_k", how="left", maintain_order="left")
     mask = rows.get_column("hc").is_not_null()
-    # one literal pass: markdown auto-links and the whole-file checks' literals (`_FAST_LITERALS`)
-    texts = base.get_column("text")
-    if base.height > _SMALL:
+    # one literal pass: markdown auto-links and the whole-file checks' literals (`_FAST_LITERALS`; a strict
+    # COLL line holds none of them)
+    texts = others.get_column("text")
+    if others.height > _SMALL:
         hit = texts.str.contains(arx(_LANE_LITERALS_RE))
     else:
         hit = texts.str.contains_any(list(_LANE_LITERALS))
     at = hit.fill_null(False).arg_true()
-    hits = base[at]
+    hits = others[at]
     if len(at) and hits.select(text.str.contains("](http", literal=True).any()).item():
         # a markdown auto-link anywhere in the line is rewritten by `prepare`: full path
         link = hits.get_column("text").str.contains("](http", literal=True)
         mask = mask.scatter(at.filter(link), False)
-    if not mask.any():
-        return _empty_lane(base.height, ctx.first_line)
+    n_coll = int(coll.get_column("calls").sum()) if coll.height else 0
+    if not (n_coll or mask.any()):
+        return _empty_lane(base.height, ctx.first_line, base)
     hits = hits.filter(mask.gather(at)) if len(at) else hits
     if hits.height:
         hits = hits.filter(text.str.contains_any(list(_FAST_LITERALS)))
     rows = rows.filter(mask).select("line", "text", "hc", "level", "msg_off")
-    coll, strict = _strict_coll(rows)
-    rest = rows.filter(~strict) if coll.height else rows
+    more, strict = _strict_coll(rows)
+    rest = rows.filter(~strict) if more.height else rows
     heads = u.select(*_HEAD_COLS, "env_len", "env_rank_source", "env_host", "env_pid")
+    used = rows.get_column("hc")
+    if n_coll:
+        # the lane's lines: those of the strict groups and those the per-line reading took
+        assert cg is not None
+        taken = cg.cand if taken is None else taken
+        mask = taken.clone().scatter((~taken).arg_true().filter(mask), True)
+        used = pl.concat([used, coll.get_column("hc")])
+    if more.height:
+        coll = pl.concat([coll, more], how="vertical") if coll.height else more
     return FastLane(
         mask=mask.alias("fast"),
         first=ctx.first_line,
         heads=heads,
-        rows=rows.select("line", "hc"),
         rest=rest.select("line", "text", "hc", "level", msg=text.str.slice(pl.col("msg_off"))),
         coll=coll,
-        texts=rows.select("line", "text"),
         hits=hits,
+        src=base,
+        keys=ukeys,
+        n=rows.height + n_coll,
+        used=used.unique(),
     )
+
+
+COLL_GROUPS = True
+"""`_fast_lane` reads the strict COLL lines of a COLL-heavy chunk by groups (`_coll_groups`, `_coll_read`)
+before any per-line head (off: every line's head first, then `_strict_coll`; tests compare both)."""
+_COLL_GROUPS_MIN = 2000
+"""Lines holding `: opCount ` from which `_fast_lane` groups them first."""
+
+
+@dataclass(frozen=True)
+class _CollCands:
+    """A chunk's lines holding `: opCount `, grouped (`_coll_groups`)."""
+
+    cand: pl.Series
+    """Boolean per line of the chunk: read through the groups (its group has a key)."""
+    lines: pl.DataFrame
+    """Per line holding `: opCount ` (and ` count ` 10+ bytes after it): _i (position), ho, tail, ok."""
+    groups: pl.DataFrame
+    """Per (ho, tail, ok): calls, first_line, line, _if, _il (first/last position), _k (the lines' fast-lane
+    key, when every line of the group has this one)."""
+
+
+def _coll_groups(base: pl.DataFrame) -> _CollCands | None:
+    """The lines of `base` (line, text) that hold `: opCount ` and ` count ` 10+ bytes after it, grouped by
+    what is before the first (`ho`: the head and the op for a COLL record), what is after the first ` count `
+    (`tail`) and whether what lies between is `_COLL_MID` (`ok`); None when they are fewer than
+    `_COLL_GROUPS_MIN`.
+
+    Cut by bytes, at ASCII bytes (the two literals), so every piece is text. A group whose `ho` is ASCII and
+    holds ` NCCL ` gives all its lines the same fast-lane key, `(ho + ": opCount ")[:at + _FAST_KEY_CHARS]`
+    (`at` its first ` NCCL `, the key's end within the literal); the other groups' lines (non-ASCII or
+    without ` NCCL ` before `: opCount `) take the per-line reading (`cand` false)."""
+    texts = base.get_column("text")
+    oc = texts.str.find(": opCount ", literal=True)
+    if oc.len() - oc.null_count() < _COLL_GROUPS_MIN:
+        return None
+    text, o, d = pl.col("text"), pl.col("oc"), pl.col("d")
+    b = text.cast(pl.Binary)
+    cf = (
+        base.with_columns(oc=oc, _i=pl.int_range(pl.len(), dtype=pl.UInt32))
+        .filter(o.is_not_null())
+        .with_columns(d=text.str.find(" count ", literal=True))
+        .filter((d > o + 9).fill_null(False))
+    )
+    if cf.height < _COLL_GROUPS_MIN:
+        return None
+    cf = cf.select(
+        "_i",
+        "line",
+        ho=b.bin.slice(0, o),
+        tail=b.bin.slice(d + 1),
+        ok=b.bin.slice(o + 10, d - o - 10).cast(pl.String).str.contains(arx(_COLL_MID)),
+    )
+    ho = pl.col("ho").cast(pl.String)
+    at = ho.str.find(" NCCL ", literal=True)
+    groups = (
+        cf.group_by("ho", "tail", "ok")
+        .agg(
+            calls=pl.len(),
+            first_line=pl.col("line").first(),
+            line=pl.col("line").last(),
+            _if=pl.col("_i").first(),
+            _il=pl.col("_i").last(),
+        )
+        .with_columns(
+            _k=pl.when(ho.str.len_bytes() == ho.str.len_chars()).then(
+                (ho + pl.lit(": opCount ")).str.head(at + _FAST_KEY_CHARS)
+            )
+        )
+    )
+    keyless = groups.get_column("_k").null_count()
+    if keyless == 0 and cf.height == oc.len() - oc.null_count():
+        cand = oc.is_not_null()
+    else:
+        keyed = cf.join(groups.filter(pl.col("_k").is_not_null()), on=["ho", "tail", "ok"], how="semi")
+        cand = pl.repeat(False, base.height, dtype=pl.Boolean, eager=True).scatter(keyed.get_column("_i"), True)
+    return _CollCands(cand=cand.alias("cand"), lines=cf, groups=groups)
+
+
+def _coll_read(cg: _CollCands, base: pl.DataFrame, u: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series | None]:
+    """The strict COLL groups of `cg` (`_COLL_GROUPS`: those `_strict_coll` would make of their lines) and the
+    per-line mask (over `base`) of the lines they hold, None when that is `cg.cand`; `u` the heads by key (_k,
+    hc, msg_off, level).
+
+    A group is strict when its key is a head's, of level INFO, `ho` past the head is an op of letters, `ok`,
+    and the tail is `_COLL_TAIL`: the checks `_strict_coll` makes of each of its lines (`ho` is the line up
+    to its first `: opCount `, ASCII: bytes are characters)."""
+    ho = pl.col("ho").cast(pl.String)
+    gr = (
+        cg.groups.filter(pl.col("_k").is_not_null())
+        .join(u.select("_k", "hc", "msg_off", "level"), on="_k", how="left")
+        .with_columns(op=ho.str.slice(pl.col("msg_off")))
+        .with_columns(g=pl.col("tail").cast(pl.String).str.extract_groups(arx(_COLL_TAIL)))
+    )
+    good = (
+        pl.col("ok")
+        & (pl.col("level") == "INFO")
+        & (ho.str.len_bytes() >= pl.col("msg_off"))
+        & pl.col("op").str.contains(arx(r"^[A-Za-z]+$"))
+        & pl.col("g").struct.field("comm").is_not_null()
+    ).fill_null(False)
+    gr = gr.with_columns(good=good)
+    n_bad = gr.height - int(gr.get_column("good").sum())
+    ok = gr.filter(pl.col("good"))
+    taken = None
+    if n_bad:
+        lines = cg.lines.join(ok.select("ho", "tail", "ok"), on=["ho", "tail", "ok"], how="semi")
+        taken = pl.repeat(False, base.height, dtype=pl.Boolean, eager=True).scatter(lines.get_column("_i"), True)
+    texts = base.get_column("text")
+    ends = pl.DataFrame({"_f": texts.gather(ok.get_column("_if")), "_l": texts.gather(ok.get_column("_il"))})
+    coll = ok.hstack(ends).select(
+        "hc",
+        op="op",
+        comm=pl.col("g").struct.field("comm"),
+        root=pl.col("g").struct.field("root"),
+        calls=pl.col("calls").cast(pl.UInt32),
+        first_line="first_line",
+        line="line",
+        first_msg=pl.col("_f").str.slice(pl.col("msg_off")),
+        last_msg=pl.col("_l").str.slice(pl.col("msg_off")),
+    )
+    return coll, taken
 
 
 ENUM_KEYS = True
@@ -1987,6 +2173,17 @@ def _empty_coll() -> pl.DataFrame:
 def _coll_lines(fast: FastLane) -> int:
     """The number of strict COLL lines the fast lane aggregated."""
     return int(fast.coll.get_column("calls").sum()) if fast.coll.height else 0
+
+
+def _fast_before(fast: FastLane, lines: pl.Series) -> pl.DataFrame:
+    """line, hc of the last fast-lane record before each of `lines` (sorted), where there is one: all that a
+    look for the record before a line needs of the lane (`rows` whole would read every line's head)."""
+    if fast.n == 0:
+        return pl.DataFrame(schema={"line": pl.Int64, "hc": pl.UInt32})
+    texts = fast.texts
+    at = texts.get_column("line").search_sorted(lines, side="left").cast(pl.Int64) - 1
+    at = at.filter(at >= 0).unique().sort()
+    return texts[at].select("line", hc=_key_codes(pl.col("text"), fast.keys))
 
 
 _INIT_BUS_ID = pl.when(pl.col("i").struct.field("bus").is_not_null()).then(
@@ -2194,7 +2391,7 @@ def _family_rows_frame(
     base: pl.DataFrame, ctx: FileContext, wrap_width: Callable[[], int | None] | None, lane: bool
 ) -> FamilyRows:
     fast = _fast_lane(base, ctx) if lane else _empty_lane(base.height, ctx.first_line)
-    nfast = fast.rows.height
+    nfast = fast.n
     slow = _prepare_frame(base.filter(~fast.mask) if nfast else base)
     # a line that is nothing but a paste artefact (`> ` quote) is understood as such
     artefact = (pl.col("body").str.strip_chars() == "") & (pl.col("text").str.strip_chars() != "")
@@ -2332,7 +2529,7 @@ def _family_rows_frame(
         understood=understood.fill_null(False).alias("known"),
         notes=notes,
         hosts=hosts,
-        fast=fast.mask if fast.rows.height else None,
+        fast=fast.mask if fast.n else None,
         whole=ras,
         continued=continued,
     )
@@ -2402,7 +2599,7 @@ def _full_frame(slow: pl.DataFrame, fast: FastLane) -> pl.DataFrame:
     """Every line prepared (fast-lane lines rebuilt from their heads: body = the line less its launcher
     prefix), in line order, plus `_fbody` (the body before any wrap joining)."""
     slow = slow.select(*_FRAME_COLS)
-    if fast.rows.height == 0:
+    if fast.n == 0:
         return slow.with_columns(_fbody=pl.col("body"))
     env = fast.heads.select(
         "env_len",
@@ -2440,16 +2637,17 @@ def _drop_fast(fast: FastLane, lines: pl.Series, numbers: pl.Series) -> FastLane
         # a strict COLL line among them (a wrap is only joined onto a WARN/error record, which none is)
         raise _CollJoinedError
     pos = numbers.search_sorted(lines, side="left").cast(pl.UInt32)
-    mask = fast.mask.scatter(pos, False)
+    mask = fast.mask.clone().scatter(pos, False)
     return FastLane(
         mask=mask,
         first=fast.first,
         heads=fast.heads,
-        rows=fast.rows.filter(~drop),
         rest=rest,
         coll=fast.coll,
-        texts=fast.texts.filter(~drop),
         hits=fast.hits.filter(~drop),
+        src=fast.src,
+        keys=fast.keys,
+        n=fast.n - (fast.rest.height - rest.height),
     )
 
 
@@ -2472,7 +2670,7 @@ def _may_wrap(slow: pl.DataFrame, fast: FastLane) -> bool:
 
     def bodies(want: pl.Series) -> pl.DataFrame:
         got = want.to_frame("line").join(slow_b, on="line", how="inner")
-        if fast.rows.height:
+        if fast.n:
             fl = fast.texts.get_column("line")
             at = fl.search_sorted(want, side="left")
             at = at.filter(at < len(fl))
