@@ -82,8 +82,27 @@ def has_step_lines(lines: pl.Series) -> bool:
 
 def parse(parser: ModuleType, lines: pl.Series, ctx: FileContext) -> ParseResult:
     """`parser.parse(lines, ctx)`, or both grammars when a training-stdout chunk mixes them."""
+    if parser is step_log and len(lines) >= step_log._MEG_MIN:
+        return _step_chunk(lines, ctx)
     both, lit = _mixes(parser, lines)
     return _both(lines, ctx, lit) if both else parser.parse(lines, ctx)
+
+
+def _step_chunk(lines: pl.Series, ctx: FileContext) -> ParseResult:
+    """`parse(step_log, lines, ctx)` of a big chunk: where it may be a Megatron log the lane takes, its timer
+    entries are found first (`step_log.meg_entry_lines`), handed to the lane and left out of the scans for
+    the NCCL/PyTorch lines (`_entry_lines`: none of them is such a line)."""
+    ascii = step_log.is_ascii(lines)
+    with step_log.ascii_scope(ascii):
+        entries = step_log.meg_entry_lines(lines)
+    skip = _entry_lines(entries, g.ascii_classes if ascii else str)
+    both, lit = _mixes(step_log, lines, skip)
+    if both:
+        return _both(lines, ctx, lit, ascii, entries, skip)
+    with step_log.ascii_scope(ascii):  # (`parse` works out `is_ascii` again where it is off)
+        return step_log.parse(lines, ctx, entries)
+
+
 
 
 def parse_many(parser: ModuleType, items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
@@ -125,9 +144,11 @@ def _marked(parser: ModuleType, items: Sequence[tuple[pl.Series, FileContext]]) 
     return [bisect.bisect_left(at, a) < bisect.bisect_left(at, b) for a, b in zip(starts, ends, strict=True)]
 
 
-def _mixes(parser: ModuleType, lines: pl.Series) -> tuple[bool, pl.Series | None]:
+def _mixes(
+    parser: ModuleType, lines: pl.Series, skip: pl.Series | None = None
+) -> tuple[bool, pl.Series | None]:
     """Whether `lines` of `parser`'s format also hold the other grammar of training stdout (and, for a
-    training log, which lines hold a family literal, for `_both`)."""
+    training log, which lines hold a family literal, for `_both`; `skip`: lines known to hold none)."""
     if parser is step_log:
         if len(lines) <= SMALL_LINES and not lines.null_count():
             # a small chunk: the marks looked for in its text (an automaton of all the literals costs more)
@@ -135,12 +156,46 @@ def _mixes(parser: ModuleType, lines: pl.Series) -> tuple[bool, pl.Series | None
             if not any(mark in text for mark in FAMILY_MARKS):
                 return False, None
         # `has_family_lines`, over the lines holding a family literal only (each line with a mark is one)
-        lit = _holds_any(lines, FAMILY_LITERALS, _FAMILY_ANY).fill_null(False)
+        lit = _on_others(lines, skip, lambda x: _holds_any(x, FAMILY_LITERALS, _FAMILY_ANY).fill_null(False))
         at = lit.arg_true()
         return _marked_any(lines, at), lit
     if parser is nccl or (parser is td and td._dump_span(lines) is None):
         return has_step_lines(lines), None
     return False, None
+
+
+def _on_others(lines: pl.Series, skip: pl.Series | None, test: Callable[[pl.Series], pl.Series]) -> pl.Series:
+    """`test(lines)` (a Boolean per line, no null), worked out on the lines not in `skip` (ascending line
+    numbers, or None) only: False on those."""
+    if skip is None or not skip.len():
+        return test(lines)
+    n = len(lines)
+    others = _false(n).scatter(skip, True).not_().arg_true()
+    return _false(n).scatter(others, test(lines.gather(others)))
+
+
+def _entry_lines(entries: step_log.MegEntries | None, rx: Callable[[str], str]) -> pl.Series | None:
+    """The Megatron timer entry lines (`entries.at`) when none of them is a line the family grammar reads on
+    its own (`_family`'s candidates), else None; `rx`: the regex form of the lines' `ascii_scope`.
+
+    Such a line is H `: (` T, T two numbers `_D, _D)` (`step_log._MEG_E`: digits, `.`, `,`, blanks, `)`):
+    - a `FAMILY_LITERALS` literal in it lies in H `: (` (tested on each distinct H), or takes T's first
+      character (a digit) after the `(`, or lies in T: no literal holds `(` and a digit or T's characters
+      alone (`ENTRY_SAFE`);
+    - a `FAMILY_SOURCES` match ends with `]` or `-`, which T does not hold: it lies in H `: (` (tested);
+    - `_EDGES` matches at the line's end only, on a last character other than `)` (`FAMILY_ENDS`: `=`,
+      `-`, `^`, `:`, a capital letter or a blank; `ONLY_PREFIXES`: a prefix's last character `>`, `:`,
+      `]` or a blank): no line ending with T (tests/parsers/test_meg11.py checks the regexes' last
+      characters).
+    """
+    if entries is None or not ENTRY_SAFE or not entries.at.len():
+        return None
+    probe = entries.heads + ": ("
+    if probe.str.contains(_FAMILY_ANY).fill_null(True).any():
+        return None
+    if probe.str.contains(rx(FAMILY_SOURCES)).fill_null(True).any():
+        return None
+    return entries.at
 
 
 MARK_SAMPLE = 64
@@ -211,6 +266,8 @@ FAMILY_LITERALS = (
 )
 """Literals one of which every line the NCCL/PyTorch grammar (`nccl.family_rows`) reads on its own holds:
 its line-start patterns, event rules and whole-file markers, each a required literal of its pattern."""
+ENTRY_SAFE = not any(re.search(r"\([0-9]", x) or re.fullmatch(r"[0-9., )]+", x) for x in FAMILY_LITERALS)
+"""No family literal holds `(` then a digit, or only characters of a timer entry's numbers (`_entry_lines`)."""
 _FAMILY_ANY = _any_of(FAMILY_LITERALS)
 _MARKS_ANY = _any_of(FAMILY_MARKS)
 _STEP_ANY = _any_of(step_log.STEP_LINE_LITERALS)
@@ -326,7 +383,11 @@ def _sparse_reach(
 
 
 def _family(
-    lines: pl.Series, ctx: FileContext, lit: pl.Series | None = None, ascii: bool = False
+    lines: pl.Series,
+    ctx: FileContext,
+    lit: pl.Series | None = None,
+    ascii: bool = False,
+    skip: pl.Series | None = None,
 ) -> tuple[nccl.FamilyRows, int]:
     """`nccl.family_rows(lines, ctx)` and the number of non-blank lines it understood, at a cost that follows
     the number of family lines.
@@ -340,14 +401,15 @@ def _family(
     the left-out lines is to the grammar. The wrap width is the whole chunk's. When the candidates hold a
     record read across more lines (torchrun block, `Last error:` quote, ncclras or torchfrtrace report), or
     are most of the chunk, the grammar reads every line. What is read with the candidates is worked out on
-    the lines around them only (`_sparse_reach`), not over the whole chunk.
+    the lines around them only (`_sparse_reach`), not over the whole chunk. `skip`: lines that are no
+    candidate (`_entry_lines`), left out of the scans.
     """
     text = pl.col("text")
     n = len(lines)
     rx = g.ascii_classes if ascii else str  # (`ascii`: the lines hold no non-ASCII character)
     if lit is None:  # (`lit`: the `FAMILY_LITERALS` test of each line, when the caller made it)
-        lit = _holds_any(lines, FAMILY_LITERALS, _FAMILY_ANY).fill_null(False)
-    c = (lit | _sources(lines, rx) | lines.str.contains(rx(_EDGES))).fill_null(False)
+        lit = _on_others(lines, skip, lambda x: _holds_any(x, FAMILY_LITERALS, _FAMILY_ANY).fill_null(False))
+    c = lit | _on_others(lines, skip, lambda x: _sources(x, rx) | x.str.contains(rx(_EDGES)).fill_null(False))
     n_cand = int(c.sum())
     if n_cand == 0:  # no line the grammar reads
         return nccl.FamilyRows(tables={}, understood=c.alias("c"), notes=[], hosts=[]), 0
@@ -431,16 +493,27 @@ def _whole(lines: pl.Series, ctx: FileContext) -> tuple[nccl.FamilyRows, int]:
     return family, int((understood & (lines.str.strip_chars().str.len_bytes() > 0)).sum())
 
 
-def _both(lines: pl.Series, ctx: FileContext, lit: pl.Series | None = None) -> ParseResult:
+def _both(
+    lines: pl.Series,
+    ctx: FileContext,
+    lit: pl.Series | None = None,
+    ascii: bool | None = None,
+    entries: step_log.MegEntries | None = None,
+    skip: pl.Series | None = None,
+) -> ParseResult:
+    """Both grammars on `lines` (`ascii`: `step_log.is_ascii(lines)`, `entries`: `step_log.meg_entry_lines`,
+    `skip`: `_entry_lines`, when the caller made them)."""
     # (ASCII lines: the regexes run with ASCII classes, here and in the step-log parser: `step_log._ascii`)
-    ascii = step_log.is_ascii(lines)
-    family, n_family = _family(lines, ctx, lit, ascii)
+    if ascii is None:
+        ascii = step_log.is_ascii(lines)
+    family, n_family = _family(lines, ctx, lit, ascii, skip)
     with step_log.ascii_scope(ascii):
         if n_family == 0:
-            return step_log.parse(lines, ctx)
+            return step_log.parse(lines, ctx, entries)
         # the family's lines blanked (written in place in a copy: a select over every line costs ~8x more)
-        blanked = lines.clone().scatter(family.understood.fill_null(False).arg_true(), "").alias("literal")
-        rest = step_log.parse(blanked, ctx)
+        known = family.understood.fill_null(False)
+        blanked = lines.clone().scatter(known.arg_true(), "").alias("literal")
+        rest = step_log.parse(blanked, ctx, entries.without(known) if entries is not None else None)
     tables = dict(family.tables)
     for name, df in rest.tables.items():
         if df.height:

@@ -28,6 +28,7 @@ import contextlib
 import itertools
 import re
 from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 import polars as pl
 
@@ -3683,13 +3684,14 @@ def _warning_lines(seg: pl.DataFrame) -> pl.Series:
     return pl.concat([heads.get_column("line"), source.get_column("line")])
 
 
-def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
-    """Parse a training log into `steps` rows and straggler `events` (see the module docstring)."""
+def parse(lines: pl.Series, ctx: FileContext, entries: MegEntries | None = None) -> ParseResult:
+    """Parse a training log into `steps` rows and straggler `events` (see the module docstring). `entries`:
+    `meg_entry_lines(lines)`, when the caller made it (`_mixed`)."""
     with ascii_scope(_ascii or is_ascii(lines)):
         if len(lines) >= _LANE_MIN:
             got = _titan_lane(lines, ctx)
             if got is None:
-                got = _megatron_lane(lines, ctx)
+                got = _megatron_lane(lines, ctx, entries)
             if got is not None:
                 return got
         return _parse(lines, ctx)
@@ -4066,40 +4068,113 @@ _MEG_E_TAIL = rf"^({_D}), ({_D})\)$"
 """`_MEG_E` cut at its first `: (`: the part before (srun rank, name) and the part after (min, max)."""
 
 
+def _meg_cut(text: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """`text.str.splitn(": (", 2)`'s two fields (the text before the first `: (`, the text after it; null
+    after where there is none). On ASCII lines (`_ascii`) with `: (` in each, by its byte offset (then its
+    character offset): one slice each side at the usual offset (Megatron pads the names with dots to one
+    width), each other line by its own (a split builds both parts as new strings: ~4x the cost; slices at
+    offsets of a column ~3x)."""
+    if _ascii and text.len():
+        at = text.str.find(": (", literal=True)
+        if not at.null_count():
+            p = int(at.gather_every(64).mode()[0])
+            head, tail = text.str.head(p), text.str.slice(p + 3)
+            other = (at != p).arg_true()
+            if other.len() * 16 <= text.len():
+                if other.len():
+                    f = pl.DataFrame({"t": text.gather(other), "a": at.gather(other)}).select(
+                        h=pl.col("t").str.head(pl.col("a")), r=pl.col("t").str.slice(pl.col("a") + 3)
+                    )
+                    head = head.scatter(other, f.get_column("h"))
+                    tail = tail.scatter(other, f.get_column("r"))
+                return head, tail
+    cut = pl.DataFrame({"_p": text.str.splitn(": (", 2)}).unnest("_p")
+    return cut.get_column("field_0"), cut.get_column("field_1")
+
+
 def _meg_entries(text: pl.Series) -> pl.DataFrame:
+    """The groups of `_MEG_E` on each line of `text` (`_meg_entries_heads`' first part)."""
+    return _meg_entries_heads(text)[0]
+
+
+def _meg_entries_heads(text: pl.Series) -> tuple[pl.DataFrame, pl.Series]:
     """The groups of `_MEG_E` on each line of `text` (columns `rank` Int32, `name`, `min_ms`, `max_ms`
     Float64, all null where it does not match), as `text.str.extract_groups(_MEG_E)` and the casts.
 
     A line `_MEG_E` matches holds `: (` first right after the dots (the blanks after the srun rank's `:` and
     the name hold none), so it is the part before its first `: (` matching `_MEG_E_HEAD`, then `: (`, then
     the part after matching `_MEG_E_TAIL`, and conversely; the groups are the same. The parts before are a
-    few distinct texts (rank and name, padded), which the regex reads once each; the parts after are short.
+    few distinct texts (rank and name, padded), which the regex reads once each (each line then takes its
+    text's values by the text's number in an Enum of them, where none is null: a join costs more); the
+    parts after are short. Second: the distinct parts before `: (` that `_MEG_E_HEAD` matches (those of
+    the lines `_MEG_E` matches and maybe more).
     """
-    cut = pl.DataFrame({"_p": text.str.splitn(": (", 2)}).unnest("_p")
-    head, tail = cut.get_column("field_0"), cut.get_column("field_1")
-    heads = pl.DataFrame({"h": head.unique()})
-    heads = heads.with_columns(m=pl.col("h").str.extract_groups(_rx(_MEG_E_HEAD)))
+    head, tail = _meg_cut(text)
+    uniq = head.unique()
+    heads = pl.DataFrame({"h": uniq}).with_columns(m=pl.col("h").str.extract_groups(_rx(_MEG_E_HEAD)))
     heads = heads.select(
         "h", rank=pl.col("m").struct.field("1").cast(pl.Int32, strict=False),
         name=pl.col("m").struct.field("2"),
     )
-    hv = pl.DataFrame({"h": head}).join(heads, on="h", how="left", maintain_order="left")
+    if head.null_count() or not head.len():
+        hv = pl.DataFrame({"h": head}).join(heads, on="h", how="left", maintain_order="left")
+    else:
+        code = head.cast(pl.Enum(uniq)).to_physical()
+        hv = heads.select("rank", "name")[code]
     tv = tail.str.extract_groups(_rx(_MEG_E_TAIL))
     ok = hv.get_column("rank").is_not_null() & tv.struct.field("1").is_not_null()
     out = pl.DataFrame({"rank": hv.get_column("rank"), "name": hv.get_column("name"), "tv": tv, "ok": ok})
+    matched = heads.filter(pl.col("rank").is_not_null()).get_column("h")
     if ok.all():  # (the usual case: no value to blank)
         return out.select(
             "rank",
             "name",
             min_ms=pl.col("tv").struct.field("1").cast(pl.Float64),
             max_ms=pl.col("tv").struct.field("2").cast(pl.Float64),
-        )
+        ), matched
     return out.select(
         pl.when("ok").then("rank").alias("rank"),
         pl.when("ok").then("name").alias("name"),
         pl.when("ok").then(pl.col("tv").struct.field("1").cast(pl.Float64)).alias("min_ms"),
         pl.when("ok").then(pl.col("tv").struct.field("2").cast(pl.Float64)).alias("max_ms"),
-    )
+    ), matched
+
+
+class MegEntries(NamedTuple):
+    """The Megatron lane's `(min, max)` timer entries of a chunk's lines (`meg_entry_lines`)."""
+
+    at: pl.Series
+    """The lines (ascending numbers from 0) that `_MEG_E` matches."""
+    groups: pl.DataFrame
+    """Their groups (`_meg_entries`: `rank`, `name`, `min_ms`, `max_ms`), in that order."""
+    heads: pl.Series
+    """The distinct texts before `: (` of those lines (and maybe more: `_meg_entries_heads`)."""
+
+    def without(self, blanked: pl.Series) -> MegEntries:
+        """The entries of the lines not `blanked` (a Boolean per line, no null: lines blanked since)."""
+        keep = ~blanked.gather(self.at)
+        if keep.all():
+            return self
+        return MegEntries(self.at.filter(keep), self.groups.filter(keep), self.heads)
+
+
+def meg_entry_lines(lines: pl.Series) -> MegEntries | None:
+    """The timer entries `_megatron_lane` reads (`_MEG_E`'s lines and groups) when `lines` may be a chunk it
+    takes (the lane's first test: a sample holds a `(min, max) time across ranks` header); else None.
+    Made once where the caller reads the lines for something else first (`_mixed`: the NCCL lines' scans
+    leave these lines out), handed to `parse`. Run inside the lines' `ascii_scope`."""
+    text = lines.cast(pl.String)
+    if text.len() < _MEG_MIN or not text.gather_every(31).str.contains(_MEG_H_LIT, literal=True).any():
+        return None
+    return _lane_entries(text)
+
+
+def _lane_entries(text: pl.Series) -> MegEntries:
+    """`meg_entry_lines` of the String lines `text`, without the test."""
+    ce = text.str.contains(_MEG_E_LIT, literal=True).arg_true()
+    me, heads = _meg_entries_heads(text.gather(ce))
+    ok_e = me.get_column("rank").is_not_null()
+    return MegEntries(ce.filter(ok_e), me.filter(ok_e), heads)
 
 
 def _meg_iterations(text: pl.Series) -> pl.Series:
@@ -4170,7 +4245,7 @@ def _timer_lists(tm: pl.DataFrame) -> pl.DataFrame:
     return tm.group_by("k", maintain_order=True).agg(timers="_t")
 
 
-def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
+def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | None = None) -> ParseResult | None:
     """`_parse(lines, ctx)` of a Megatron log under `srun -l` whose iteration lines are each followed in their
     stream (srun rank) by a `(min, max) time across ranks` block (`_MEG_I`, `_MEG_H`, `_MEG_E`; at least
     `_MEG_MIN` such units); None otherwise (the caller reads the whole by `_parse`).
@@ -4187,7 +4262,7 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     to the general reading when they hold a row, a carriage return, an ANSI code or a Composer banner, when
     a line of a unit's stream at most `ATTACH_GAP` lines below its iteration line holds a gate literal (a
     breakdown that could attach to it), or when the line of its stream right after a unit is a timer entry
-    (which would continue its block).
+    (which would continue its block). `entries`: `meg_entry_lines(lines)` when the caller made it.
     """
     text = lines.cast(pl.String)
     if not text.gather_every(31).str.contains(_MEG_H_LIT, literal=True).any():
@@ -4205,10 +4280,7 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     ch = text.str.ends_with(_MEG_H_LIT).arg_true()
     mh = text.gather(ch).str.extract(_rx(_MEG_H), 1)
     ch, mh = ch.filter(mh.is_not_null()), mh.drop_nulls()
-    ce = text.str.contains(_MEG_E_LIT, literal=True).arg_true()
-    me = _meg_entries(text.gather(ce))
-    ok_e = me.get_column("rank").is_not_null()
-    ce, me = ce.filter(ok_e), me.filter(ok_e)
+    ce, me = entries[:2] if entries is not None else _lane_entries(text)[:2]
     typ = pl.repeat(0, n, dtype=pl.Int8, eager=True)
     typ = typ.scatter(ci, 1).scatter(ch, 2).scatter(ce, 3)
     # the stream (srun rank) of each line: lane-shaped lines from their groups, the others from their envelope
