@@ -814,32 +814,35 @@ def _transitions(samples: pl.DataFrame, file: pl.Expr, by: str | None) -> pl.Dat
         df = samples
     if missing:
         df = df.with_columns(**{n: pl.lit(None, dtype=t) for n, t in missing.items()})
-    df = df.with_columns(_i=pl.int_range(pl.len(), dtype=pl.Int64))
     keys = _gpu_keys(df, key)
-    df = df.with_columns(_prev=pl.col("_i").shift(1).over([*keys, pl.col(by)] if by else keys))
-    # All triggers in one pass over the samples; the triggered rows are tested against their GPU's previous
-    # sample (gathered for them only), then the few hit rows are turned into events rule by rule (same rows,
-    # same order as one filter per rule).
+    # One query over the samples: each GPU's previous sample (its row number, one window), every trigger (the
+    # fault shows in this sample) and its test against the previous sample (it did not show there / the count
+    # changed), and the few rows where one fires, of the columns read from here on (a loop's samples: a
+    # counter stays up, so most rows may trigger a rising rule but few differ from their previous sample)
     rising_v = {i: r[1][2] for i, r in enumerate(rules) if r[1][0] == "rising"}
-    df = df.with_columns(
-        **{f"_t{i}": r[1][1] for i, r in enumerate(rules)}, **{f"_v{i}": v for i, v in rising_v.items()}
-    )
-    cand = df.filter(pl.any_horizontal(*(pl.col(f"_t{i}") for i in range(len(rules)))))
-    if cand.height == 0:
-        return None
     prev_of = [f"_t{i}" if i not in rising_v else f"_v{i}" for i in range(len(rules))]
-    at_prev = pl.lit(cand.get_column("_prev"))
-    prev = df.select(pl.col(c).gather(at_prev).alias(f"_p{i}") for i, c in enumerate(prev_of))
     tests = {}
     for i in range(len(rules)):
-        t, p = pl.col(f"_t{i}"), pl.col(f"_p{i}")
+        t, p = pl.col(f"_t{i}"), pl.col(prev_of[i]).gather(pl.col("_prev"))
         if i in rising_v:
             v = pl.col(f"_v{i}")
             tests[f"_hit{i}"] = t & (p.is_null() | (v != p)).fill_null(True)
         else:
             tests[f"_hit{i}"] = t & ~p.fill_null(False)
-    flags = cand.hstack(prev.get_columns()).with_columns(**tests)
-    hits = flags.filter(pl.any_horizontal(*(pl.col(f"_hit{i}") for i in range(len(rules)))))
+    reads = {"ts", "ts_quality", "node", "gpu_index", "gpu_bus_id", "text", "line", *([by] if by else [])}
+    reads.update(file.meta.root_names(), *(e.meta.root_names() for r in rules for e in (r[2], r[4])))
+    hits = (
+        df.lazy()
+        .with_columns(_i=pl.int_range(pl.len(), dtype=pl.Int64))
+        .with_columns(_prev=pl.col("_i").shift(1).over([*keys, pl.col(by)] if by else keys))
+        .with_columns(
+            **{f"_t{i}": r[1][1] for i, r in enumerate(rules)}, **{f"_v{i}": v for i, v in rising_v.items()}
+        )
+        .with_columns(**tests)
+        .filter(pl.any_horizontal(*(pl.col(f"_hit{i}") for i in range(len(rules)))))
+        .select(*(c for c in df.columns if c in reads), *tests)
+        .collect(engine="in-memory")
+    )
     out = []
     for i, (kind, _cond, code, sev, detail) in enumerate(rules):
         hit = hits.filter(pl.col(f"_hit{i}"))
