@@ -2,8 +2,8 @@
 """meg11's references: the `parsers._mixed` and `parsers.step_log` code it changed, verbatim from the commit
 before (53b04f7): `_mixed.parse` and what it called (`_mixes`, `_family`, `_both`: every line scanned for the
 NCCL/PyTorch lines' literals, then the step-log parser finding the Megatron timer entries again), and
-`step_log._meg_entries` (the entries cut by `str.splitn`, the heads' values joined). The helpers they call
-are the modules' own (unchanged)."""
+`step_log._meg_entries` (the entries cut by `str.splitn`, the heads' values joined) and `step_log._phases`
+(the timers' lengths taken out of the frame first). The helpers they call are the modules' own (unchanged)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ from parsers._mixed import (  # noqa: F401
     has_step_lines,
 )
 from parsers.base import FileContext, ParseResult
-from parsers.step_log import _MEG_E_HEAD, _MEG_E_TAIL, _rx
+from parsers.step_log import _MEG_E_HEAD, _MEG_E_TAIL, _phases_all, _rx
 
 def parse(parser: ModuleType, lines: pl.Series, ctx: FileContext) -> ParseResult:
     """`parser.parse(lines, ctx)`, or both grammars when a training-stdout chunk mixes them."""
@@ -223,4 +223,27 @@ def _meg_entries(text: pl.Series) -> pl.DataFrame:
         pl.when("ok").then("name").alias("name"),
         pl.when("ok").then(pl.col("tv").struct.field("1").cast(pl.Float64)).alias("min_ms"),
         pl.when("ok").then(pl.col("tv").struct.field("2").cast(pl.Float64)).alias("max_ms"),
+    )
+
+
+def _phases(rows: pl.DataFrame) -> pl.DataFrame:
+    """Phase columns and the widest (min, max) spread from the attached timers.
+
+    Only rows with timers are evaluated (list evals are the slow part); the others keep their phase
+    columns and get no spread, which is what the evaluation gives them.
+    """
+    none = {"phase_spread_s": pl.lit(None, dtype=pl.Float64), "phase_spread_name": pl.lit(None, dtype=pl.String)}
+    if rows.height == 0:
+        return rows.with_columns(**none)
+    has = (rows.get_column("timers").list.len().fill_null(0) > 0).arg_true()
+    if len(has) == 0:
+        return rows.with_columns(**none)
+    if len(has) == rows.height or len(has) < 2:
+        # NOTE: polars divides a one-row frame by a literal exactly but longer ones by its reciprocal (last
+        # digit may differ), so a one-row subset of a longer frame is evaluated with the whole frame
+        return _phases_all(rows)
+    sub = _phases_all(rows[has])
+    out = rows.with_columns(**none)
+    return out.with_columns(
+        **{c: out.get_column(c).scatter(has, sub.get_column(c)) for c in [*g.PHASES, *none]}
     )

@@ -23,6 +23,7 @@ from parsers import step_log as S  # noqa: N812
 from parsers.base import FileContext, ParseResult
 from tests.conftest import mutated
 from tests.parsers import _meg11_ref as R  # noqa: N812
+from tests.parsers.test_hf10 import _hf_log
 from tests.parsers.test_step_meg_entries import _GOOD, _ODD
 from tests.parsers.test_step_megatron_lane import _log
 from tests.parsers.test_steplog_s8 import _files, _grown
@@ -108,7 +109,9 @@ def _ctx(first: int = 1) -> FileContext:
 
 def _same(lines: list[str | None], first: int = 1) -> ParseResult:
     s = pl.Series("literal", lines, dtype=pl.String)
-    want = R.parse(S, s, _ctx(first))
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(S, "_phases", R._phases)
+        want = R.parse(S, s, _ctx(first))
     got = M.parse(S, s, _ctx(first))
     assert list(got.tables) == list(want.tables)
     for name, df in want.tables.items():
@@ -214,3 +217,42 @@ def test_benchmark_head() -> None:
     data = _HEADS.read_bytes()[: 6 << 20]
     lines = data.decode(errors="replace").splitlines()[:-1]
     _same(lines)
+
+
+# ----------------------------------------------------------------------------- _phases
+
+
+def _rows(n: int, timers: str, rnd: random.Random) -> pl.DataFrame:
+    names = ["forward-backward", "forward-compute", "backward-compute", "optimizer", "batch-generator", "x"]
+
+    def one() -> list[dict] | None:
+        if timers == "empty" or (timers == "some" and rnd.random() < 0.7):
+            return [] if rnd.random() < 0.9 else None
+        return [
+            {"name": rnd.choice(names), "ms": None, "min_ms": rnd.uniform(0, 9), "max_ms": rnd.uniform(9, 99),
+             "min_rank": None, "max_rank": None}
+            for _ in range(rnd.randint(0, 5))
+        ]
+
+    df = pl.DataFrame({"line": list(range(n))}).with_columns(
+        **{c: pl.lit(None, dtype=pl.Float64) for c in S.g.PHASES}
+    )
+    if timers == "scalar":  # (one value put in for every row, as `_rows_gathered` does)
+        return df.with_columns(timers=pl.lit([], dtype=pl.List(S._TIMER)))
+    return df.with_columns(timers=pl.Series([one() for _ in range(n)], dtype=pl.List(S._TIMER)))
+
+
+@pytest.mark.parametrize("timers", ["scalar", "empty", "some", "all"])
+@pytest.mark.parametrize("n", [0, 1, 2, 50])
+def test_phases(timers: str, n: int) -> None:
+    rows = _rows(n, timers, random.Random(n))
+    got, want = S._phases(rows), R._phases(rows)
+    assert got.schema == want.schema
+    assert got.equals(want, null_equal=True)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_hf_logs(seed: int) -> None:
+    rnd = random.Random(seed)
+    _same(_hf_log(rnd, 20000))
+    _same(_hf_log(rnd, 5000))
