@@ -323,7 +323,7 @@ def _distinct_values(data: pl.DataFrame, plan: _Plan) -> pl.DataFrame:
     subexpression elimination off, found the distinct values twice per conversion)."""
     if not plan.distinct and not plan.stamps:
         return data
-    uniq: dict[str, pl.Series] = {}
+    uniq: dict[str, tuple[pl.Series, pl.Series | None]] = {}
     cols = {}
     j = _tail_of(data)
     firsts: pl.Series | None = None  # (the first row of each tail)
@@ -337,13 +337,30 @@ def _distinct_values(data: pl.DataFrame, plan: _Plan) -> pl.DataFrame:
             cols[name] = pl.select(fn(pl.lit(u)).cast(dtype)).to_series().gather(at)
             continue
         if cell not in uniq:
-            uniq[cell] = data.get_column(cell).unique(maintain_order=True)
-        u = uniq[cell]
+            uniq[cell] = _codes(data.get_column(cell))
+        u, code = uniq[cell]
         v = pl.select(fn(pl.lit(u))).to_series()
-        cols[name] = pl.col(cell).replace_strict(u, v, default=None, return_dtype=dtype)
+        if code is None:
+            cols[name] = pl.col(cell).replace_strict(u, v, default=None, return_dtype=dtype)
+        else:
+            cols[name] = v.cast(dtype).gather(code)
     for name, cell in plan.stamps:
         cols[name] = _stamps(data.get_column(cell))
     return data.with_columns(**cols)
+
+
+_ENUM_MAX = 4096
+"""Distinct cells of a column up to which `_codes` places the cells among them by a cast to an Enum of them."""
+
+
+def _codes(cells: pl.Series) -> tuple[pl.Series, pl.Series | None]:
+    """The distinct cells (in order of appearance) and each cell's place among them (by a cast to the Enum of
+    them: one lookup per cell, that a second conversion of the column shares; None for more than _ENUM_MAX
+    distinct cells)."""
+    u = cells.unique(maintain_order=True).drop_nulls()  # (a null cell: null either way)
+    if len(u) > _ENUM_MAX:
+        return u, None
+    return u, cells.cast(pl.Enum(u.to_list())).to_physical()
 
 
 def _tail_places(tail: pl.Series) -> tuple[pl.Series, pl.Series]:

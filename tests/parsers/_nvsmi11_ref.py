@@ -1,7 +1,9 @@
 # ruff: noqa: E501, F401
-"""The code nvsmi11 replaced in `parsers._nvsmi_fields`, kept verbatim as the reference `test_nvsmi11` compares the
-new code with: `transition_events` / `_transitions`, the fault events of a series of samples (nvsmi11: one query
-that finds the few rows where a rule fires)."""
+"""The code nvsmi11 replaced in `parsers._nvsmi_fields` and `parsers.nvidia_smi_csv`, kept verbatim as the reference
+`test_nvsmi11` compares the new code with: `transition_events` / `_transitions`, the fault events of a series of
+samples (nvsmi11: one query that finds the few rows where a rule fires); `_distinct_values`, a long CSV group's
+columns converted once per distinct cell (nvsmi11: each cell's place among the distinct cells by a cast to their
+Enum, shared by a column's conversions, instead of a `replace_strict` per conversion)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 import polars as pl
 
 from parsers._nvsmi_fields import ERROR_MARKERS, SOURCE, _MARKER_ALT, _gpu_keys, conform_table
+from parsers.nvidia_smi_csv import _TAIL, _Plan, _stamps, _tail_of, _tail_places
 
 
 def transition_events(samples: pl.DataFrame, ctx: Any) -> pl.DataFrame:
@@ -174,3 +177,32 @@ def _transitions(samples: pl.DataFrame, file: pl.Expr, by: str | None) -> pl.Dat
     if not out:
         return None
     return pl.concat(out, how="diagonal_relaxed")
+
+
+def _distinct_values(data: pl.DataFrame, plan: _Plan) -> pl.DataFrame:
+    """`data` with the plan's columns converted per distinct cell: each cell column's distinct values found
+    once and converted, then mapped back (the values of `_per_value` in the query, which, with common-
+    subexpression elimination off, found the distinct values twice per conversion)."""
+    if not plan.distinct and not plan.stamps:
+        return data
+    uniq: dict[str, pl.Series] = {}
+    cols = {}
+    j = _tail_of(data)
+    firsts: pl.Series | None = None  # (the first row of each tail)
+    at: pl.Series | None = None  # (each row's place among them)
+    for name, cell, fn, dtype in plan.distinct:
+        if j is not None and int(cell[2:]) >= j:
+            # a cell of the tail: converted on the first row of each tail, spread by the rows' tail numbers
+            if firsts is None or at is None:
+                firsts, at = _tail_places(data.get_column(f"{_TAIL}{j}"))
+            u = data.get_column(cell).gather(firsts)
+            cols[name] = pl.select(fn(pl.lit(u)).cast(dtype)).to_series().gather(at)
+            continue
+        if cell not in uniq:
+            uniq[cell] = data.get_column(cell).unique(maintain_order=True)
+        u = uniq[cell]
+        v = pl.select(fn(pl.lit(u))).to_series()
+        cols[name] = pl.col(cell).replace_strict(u, v, default=None, return_dtype=dtype)
+    for name, cell in plan.stamps:
+        cols[name] = _stamps(data.get_column(cell))
+    return data.with_columns(**cols)

@@ -4,7 +4,9 @@ verbatim in `_nvsmi11_ref`).
 
 `_nvsmi_fields._transitions`: the previous sample's test of every rule on all rows in one query, the rows where a rule
 fires kept (of the columns read after), instead of the triggered rows (a counter that stays up: half a loop's rows)
-filtered whole and tested apart.
+filtered whole and tested apart. `nvidia_smi_csv._distinct_values`: each cell's place among a column's distinct cells by
+a cast to their Enum (shared by the column's conversions), instead of a `replace_strict` per conversion; more than
+`_ENUM_MAX` distinct cells keep `replace_strict`.
 
 Whole parses are compared (tables, accounting): generated dmon and CSV loops of the benchmark's shape (long enough for
 the byte and per-distinct paths), with markers, letters and odd cells put in rows (a marker in an `extra` cell, one
@@ -46,6 +48,7 @@ def _both(module, lines: list[str], monkeypatch: pytest.MonkeyPatch, first_line:
     with monkeypatch.context() as m:
         m.setattr(F, "_transitions", R._transitions)
         m.setattr(F, "transition_events", R.transition_events)
+        m.setattr(nvidia_smi_csv, "_distinct_values", R._distinct_values)
         old = module.parse(ser, ctx)
     _same(old, new)
 
@@ -137,6 +140,27 @@ def test_csv_loop_same_as_reference(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     _both(nvidia_smi_csv, odd, monkeypatch)
 
 
+_ODD_CELLS = ["[N/A]", "", " ", "[Not Supported]", "[GPU requires reset]", "99999999999 %", "2**70", "-5 %", "\u0669\u0668 %", "98  %", " 98 % ", "0x", "1e3 W", "Active", "nan", "ERR!"]
+
+
+def test_csv_odd_cells_and_many_distinct_cells(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Columns whose first rows repeat their cells (converted per distinct cell) holding odd cells (states, empty,
+    huge numbers, other digits, spaces), and one whose later rows bring more than `_ENUM_MAX` distinct cells."""
+    rnd = random.Random(11)
+    head = "timestamp, index, pci.bus_id, utilization.gpu [%], memory.used [MiB], temperature.gpu, power.draw [W], clocks_event_reasons.hw_slowdown, ecc.errors.uncorrected.volatile.total, pcie.link.gen.current, pcie.link.width.current"
+    rows = [head]
+    for i in range(14000):
+        g = i % 8
+        used = f"{70000 + (i // 8) % 3} MiB" if i < 6000 else f"{rnd.randint(0, 10**6)} MiB"
+        cells = [f"2026/11/28 00:{i // 480 % 60:02d}:{i // 8 % 60:02d}.00{g}", str(g), f"00000000:{g + 16:02X}:00.0", f"{rnd.choice([97, 98, 99])} %", used, str(40 + g), f"{600 + g}.00 W", rnd.choice(["Active", "Not Active"]), str(i // 3000), "5", "16"]
+        if rnd.random() < 0.01:
+            k = rnd.choice([1, 3, 4, 5, 6, 7, 8])
+            cells[k] = rnd.choice(_ODD_CELLS)
+        rows.append(", ".join(cells))
+    _both(nvidia_smi_csv, rows, monkeypatch)
+    assert nvidia_smi_csv._ENUM_MAX < 8000
+
+
 @pytest.mark.parametrize("module", [nvidia_smi_dmon, nvidia_smi_csv])
 def test_fixtures_same_as_reference(module, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = "nvidia-smi-dmon" if module is nvidia_smi_dmon else "nvidia-smi-csv"
@@ -162,6 +186,7 @@ def test_parse_many_same_as_reference(tmp_path: Path, monkeypatch: pytest.Monkey
     with monkeypatch.context() as m:
         m.setattr(F, "_transitions", R._transitions)
         m.setattr(F, "transition_events", R.transition_events)
+        m.setattr(nvidia_smi_csv, "_distinct_values", R._distinct_values)
         old = module.parse_many(items)
     for a, b in zip(old, new, strict=True):
         _same(a, b)
