@@ -4270,7 +4270,14 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
     if not text.gather_every(31).str.contains(_MEG_H_LIT, literal=True).any():
         return None
     n = text.len()
-    ci = text.str.contains(_MEG_I_LIT, literal=True).arg_true()
+    ce, me = entries[:2] if entries is not None else _lane_entries(text)[:2]
+    # (the iteration lines and headers looked for among the other lines: an entry line holds no `]` and ends
+    # with `)`; most lines are entries)
+    rest = _false(n).scatter(ce, True).not_().arg_true() if ce.len() else None
+    r_text = text.gather(rest) if rest is not None else text
+    ci = r_text.str.contains(_MEG_I_LIT, literal=True).arg_true()
+    if rest is not None:
+        ci = rest.gather(ci)
     if ci.len() < _MEG_MIN:
         return None
     ti = text.gather(ci)
@@ -4279,10 +4286,11 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
     ci, mi = ci.filter(ok_i), mi.filter(ok_i)
     if ci.len() < _MEG_MIN:
         return None
-    ch = text.str.ends_with(_MEG_H_LIT).arg_true()
+    ch = r_text.str.ends_with(_MEG_H_LIT).arg_true()
+    if rest is not None:
+        ch = rest.gather(ch)
     mh = text.gather(ch).str.extract(_rx(_MEG_H), 1)
     ch, mh = ch.filter(mh.is_not_null()), mh.drop_nulls()
-    ce, me = entries[:2] if entries is not None else _lane_entries(text)[:2]
     typ = pl.repeat(0, n, dtype=pl.Int8, eager=True)
     typ = typ.scatter(ci, 1).scatter(ch, 2).scatter(ce, 3)
     # the stream (srun rank) of each line: lane-shaped lines from their groups, the others from their envelope
