@@ -350,7 +350,7 @@ def _distinct_values(data: pl.DataFrame, plan: _Plan) -> pl.DataFrame:
 
 
 _ENUM_MAX = 4096
-"""Distinct cells of a column up to which `_codes` places the cells among them by a cast to an Enum of them."""
+"""Distinct cells of a column up to which `_codes` places each cell among them by a cast to their Enum."""
 
 
 def _codes(cells: pl.Series) -> tuple[pl.Series, pl.Series | None]:
