@@ -47,6 +47,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import EllipsisType
 from functools import cache, cached_property
 
 import polars as pl
@@ -1817,17 +1818,19 @@ def _empty_lane(height: int, first: int, src: pl.DataFrame | None = None) -> Fas
     )
 
 
-def _fast_lane(base: pl.DataFrame, ctx: FileContext) -> FastLane:
+def _fast_lane(base: pl.DataFrame, ctx: FileContext, cg: _CollCands | None | EllipsisType = ...) -> FastLane:
     """Take the lines `_FAST_HEAD` reads from `base` (line, text): their heads are worked out once per distinct
     line start; the rest of `family_rows` sees them only as rows of `n` or as COLL groups (`_strict_coll`).
 
     When many lines hold `: opCount ` (a COLL-heavy log), those lines are grouped first by what they hold
     before it and after their first ` count ` (`_coll_groups`): a group of strict COLL lines is read once
     (`_coll_read`), with no per-line key, head or message; every other line takes the per-line reading
-    (`_strict_coll` finds the strict COLL lines among them), as every line does otherwise."""
+    (`_strict_coll` finds the strict COLL lines among them), as every line does otherwise. `cg`: the groups
+    when the caller made them (None: no groups), else made here."""
     text = pl.col("text")
     base = base.select("line", "text")
-    cg = _coll_groups(base) if COLL_GROUPS else None
+    if cg is ...:
+        cg = _coll_groups(base) if COLL_GROUPS else None
     others = base if cg is None else base.filter(~cg.cand)
     keyed = others.select("line", "text", _k=_fast_key(text))
     keys = keyed.get_column("_k").drop_nulls()
@@ -2028,12 +2031,6 @@ def _coll_read(cg: _CollCands, base: pl.DataFrame, u: pl.DataFrame) -> tuple[pl.
     and the tail is `_COLL_TAIL`: the checks `_strict_coll` makes of each of its lines (`ho` is the line up
     to its first `: opCount `, ASCII: bytes are characters)."""
     ho = pl.col("ho").cast(pl.String)
-    gr = (
-        cg.groups.filter(pl.col("_k").is_not_null())
-        .join(u.select("_k", "hc", "msg_off", "level"), on="_k", how="left")
-        .with_columns(op=ho.str.slice(pl.col("msg_off")))
-        .with_columns(g=pl.col("tail").cast(pl.String).str.extract_groups(arx(_COLL_TAIL)))
-    )
     good = (
         pl.col("ok")
         & (pl.col("level") == "INFO")
@@ -2041,16 +2038,21 @@ def _coll_read(cg: _CollCands, base: pl.DataFrame, u: pl.DataFrame) -> tuple[pl.
         & pl.col("op").str.contains(arx(r"^[A-Za-z]+$"))
         & pl.col("g").struct.field("comm").is_not_null()
     ).fill_null(False)
-    gr = gr.with_columns(good=good)
-    n_bad = gr.height - int(gr.get_column("good").sum())
+    gr = (
+        cg.groups.lazy()
+        .filter(pl.col("_k").is_not_null())
+        .join(u.lazy().select("_k", "hc", "msg_off", "level"), on="_k", how="left")
+        .with_columns(op=ho.str.slice(pl.col("msg_off")), g=pl.col("tail").cast(pl.String).str.extract_groups(arx(_COLL_TAIL)))
+        .with_columns(good=good)
+        .collect()
+    )
     ok = gr.filter(pl.col("good"))
     taken = None
-    if n_bad:
+    if ok.height < gr.height:
         lines = cg.lines.join(ok.select("ho", "tail", "ok"), on=["ho", "tail", "ok"], how="semi")
         taken = pl.repeat(False, base.height, dtype=pl.Boolean, eager=True).scatter(lines.get_column("_i"), True)
     texts = base.get_column("text")
-    ends = pl.DataFrame({"_f": texts.gather(ok.get_column("_if")), "_l": texts.gather(ok.get_column("_il"))})
-    coll = ok.hstack(ends).select(
+    coll = ok.select(
         "hc",
         op="op",
         comm=pl.col("g").struct.field("comm"),
@@ -2058,8 +2060,8 @@ def _coll_read(cg: _CollCands, base: pl.DataFrame, u: pl.DataFrame) -> tuple[pl.
         calls=pl.col("calls").cast(pl.UInt32),
         first_line="first_line",
         line="line",
-        first_msg=pl.col("_f").str.slice(pl.col("msg_off")),
-        last_msg=pl.col("_l").str.slice(pl.col("msg_off")),
+        first_msg=pl.lit(texts.gather(ok.get_column("_if"))).str.slice(pl.col("msg_off")),
+        last_msg=pl.lit(texts.gather(ok.get_column("_il"))).str.slice(pl.col("msg_off")),
     )
     return coll, taken
 
@@ -2180,10 +2182,9 @@ def _fast_before(fast: FastLane, lines: pl.Series) -> pl.DataFrame:
     look for the record before a line needs of the lane (`rows` whole would read every line's head)."""
     if fast.n == 0:
         return pl.DataFrame(schema={"line": pl.Int64, "hc": pl.UInt32})
-    texts = fast.texts
-    at = texts.get_column("line").search_sorted(lines, side="left").cast(pl.Int64) - 1
-    at = at.filter(at >= 0).unique().sort()
-    return texts[at].select("line", hc=_key_codes(pl.col("text"), fast.keys))
+    at = fast.src.get_column("line").filter(fast.mask).search_sorted(lines, side="left").cast(pl.Int64) - 1
+    at = fast.mask.arg_true().gather(at.filter(at >= 0).unique().sort())
+    return fast.src[at].select("line", hc=_key_codes(pl.col("text"), fast.keys))
 
 
 _INIT_BUS_ID = pl.when(pl.col("i").struct.field("bus").is_not_null()).then(
@@ -2379,18 +2380,40 @@ def family_rows_frame(
     across lines sees the same neighbours; `wrap_width` gives the whole file's wrap width).
 
     Lines without a non-ASCII character are read with ASCII-class regexes (`_common.arx`: the same matches,
-    compiled 5-15x faster)."""
-    with _common.ascii_scope(_common._ascii or _common.is_ascii(base.get_column("text"))):
+    compiled 5-15x faster). A COLL-heavy chunk's lines holding `: opCount ` are grouped first (`_coll_groups`,
+    whose regexes have no class that `arx` rewrites), which says which of them are ASCII (`_ascii_lines`)."""
+    cg = _coll_groups(base) if FAST_LANE and COLL_GROUPS else None
+    with _common.ascii_scope(_common._ascii or _ascii_lines(base, cg)):
         try:
-            return _family_rows_frame(base, ctx, wrap_width, FAST_LANE)
+            return _family_rows_frame(base, ctx, wrap_width, FAST_LANE, cg)
         except _CollJoinedError:
             return _family_rows_frame(base, ctx, wrap_width, False)
 
 
+def _ascii_lines(base: pl.DataFrame, cg: _CollCands | None) -> bool:
+    """`_common.is_ascii` of the lines of `base`, the lines of `cg`'s groups with a key looked at by group: such a
+    line is its group's `ho` (ASCII: the key's test), `: opCount `, a middle that is ASCII when `ok` (`_COLL_MID`
+    holds ASCII characters only), ` ` and its group's tail."""
+    texts = base.get_column("text")
+    if cg is None:
+        return _common.is_ascii(texts)
+    tail = pl.col("tail").cast(pl.String)
+    plain = cg.groups.filter(pl.col("_k").is_not_null()).select(
+        (pl.col("ok") & (tail.str.len_bytes() == tail.str.len_chars())).all()
+    )
+    if not plain.item():
+        return _common.is_ascii(texts)
+    return _common.is_ascii(texts.filter(~cg.cand))
+
+
 def _family_rows_frame(
-    base: pl.DataFrame, ctx: FileContext, wrap_width: Callable[[], int | None] | None, lane: bool
+    base: pl.DataFrame,
+    ctx: FileContext,
+    wrap_width: Callable[[], int | None] | None,
+    lane: bool,
+    cg: _CollCands | None = None,
 ) -> FamilyRows:
-    fast = _fast_lane(base, ctx) if lane else _empty_lane(base.height, ctx.first_line)
+    fast = _fast_lane(base, ctx, cg) if lane else _empty_lane(base.height, ctx.first_line)
     nfast = fast.n
     slow = _prepare_frame(base.filter(~fast.mask) if nfast else base)
     # a line that is nothing but a paste artefact (`> ` quote) is understood as such

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from parsers import _common
 from parsers.base import FileContext
 from parsers.nccl import (  # noqa: F401
     ALIGNED,
@@ -19,6 +20,7 @@ from parsers.nccl import (  # noqa: F401
     CUDA_DRIVER_RE,
     ENUM_KEYS,
     ENV_RE,
+    FAST_LANE,
     FamilyRows,
     NCCL_HEAD_RE,
     NCCL_START,
@@ -681,6 +683,22 @@ def _fast_lane(base: pl.DataFrame, ctx: FileContext) -> FastLane:
         texts=rows.select("line", "text"),
         hits=hits,
     )
+
+
+def family_rows_frame(
+    base: pl.DataFrame, ctx: FileContext, wrap_width: Callable[[], int | None] | None = None
+) -> FamilyRows:
+    """`family_rows` over a frame of `line`, `text` in line order whose numbers need not follow one another:
+    some of a file's lines, those in between left out (the caller makes sure that what the grammar reads
+    across lines sees the same neighbours; `wrap_width` gives the whole file's wrap width).
+
+    Lines without a non-ASCII character are read with ASCII-class regexes (`_common.arx`: the same matches,
+    compiled 5-15x faster)."""
+    with _common.ascii_scope(_common._ascii or _common.is_ascii(base.get_column("text"))):
+        try:
+            return _family_rows_frame(base, ctx, wrap_width, FAST_LANE)
+        except _CollJoinedError:
+            return _family_rows_frame(base, ctx, wrap_width, False)
 
 
 def _family_rows_frame(

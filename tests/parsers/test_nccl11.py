@@ -41,7 +41,17 @@ FILES = sorted(
     if p.is_file() and not p.name.endswith((".jsonl", ".golden", ".json")) and "golden" not in p.name
 )
 REAL_FILES = sorted(p for d in ("nccl", "steps") for p in (REAL / d).glob("*") if p.is_file())
-_REFS = ("FastLane", "_empty_lane", "_fast_lane", "_nccl_rows", "_family_rows_frame", "_full_frame", "_drop_fast", "_may_wrap")
+_REFS = (
+    "FastLane",
+    "_empty_lane",
+    "_fast_lane",
+    "_nccl_rows",
+    "family_rows_frame",
+    "_family_rows_frame",
+    "_full_frame",
+    "_drop_fast",
+    "_may_wrap",
+)
 
 
 def _read(
