@@ -2959,7 +2959,9 @@ def _rows_gathered(frags: pl.DataFrame, value_cols: list[str]) -> pl.DataFrame:
     vals = [c for c in value_cols if c not in nulls and c != "rank"]
     rows = []
     if n_single:
-        singles = _with_timers(slim[kept.get_column("_i")].with_columns(kept.select("group", "orphan")))
+        # (without timers, `_rows_of_singles` reads these columns only: the others are not gathered)
+        part = slim.select("line", "key", "rank", *vals) if no_timers else slim
+        singles = _with_timers(part[kept.get_column("_i")].with_columns(kept.select("group", "orphan")))
         rows.append(_rows_of_singles(singles, vals))
     if n_single < n:
         m = _with_timers(slim[multi.get_column("_i")].with_columns(multi.select("group", "orphan")))

@@ -2,8 +2,9 @@
 """meg11's references: the `parsers._mixed` and `parsers.step_log` code it changed, verbatim from the commit
 before (53b04f7): `_mixed.parse` and what it called (`_mixes`, `_family`, `_both`: every line scanned for the
 NCCL/PyTorch lines' literals, then the step-log parser finding the Megatron timer entries again), and
-`step_log._meg_entries` (the entries cut by `str.splitn`, the heads' values joined) and `step_log._phases`
-(the timers' lengths taken out of the frame first). The helpers they call are the modules' own (unchanged)."""
+`step_log._meg_entries` (the entries cut by `str.splitn`, the heads' values joined), `step_log._phases`
+(the timers' lengths taken out of the frame first) and `step_log._rows_gathered` (every column gathered for
+the rows of single fragments). The helpers they call are the modules' own (unchanged)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,22 @@ from parsers._mixed import (  # noqa: F401
     has_step_lines,
 )
 from parsers.base import FileContext, ParseResult
-from parsers.step_log import _MEG_E_HEAD, _MEG_E_TAIL, _phases_all, _rx
+from parsers.step_log import (
+    _MEG_E_HEAD,
+    _MEG_E_TAIL,
+    _PROGRESS,
+    _ROW_COLS,
+    _TIMER,
+    _group_rows,
+    _grouped,
+    _kept,
+    _phases_all,
+    _rows_of_singles,
+    _rx,
+    _sort_frags,
+    _sort_rows,
+    _with_timers,
+)
 
 def parse(parser: ModuleType, lines: pl.Series, ctx: FileContext) -> ParseResult:
     """`parser.parse(lines, ctx)`, or both grammars when a training-stdout chunk mixes them."""
@@ -246,4 +262,75 @@ def _phases(rows: pl.DataFrame) -> pl.DataFrame:
     out = rows.with_columns(**none)
     return out.with_columns(
         **{c: out.get_column(c).scatter(has, sub.get_column(c)) for c in [*g.PHASES, *none]}
+    )
+
+
+def _rows_gathered(frags: pl.DataFrame, value_cols: list[str]) -> pl.DataFrame:
+    """`_rows` on many fragments: the order and the groups worked out on the few columns they read, then only
+    the fragments that make rows gathered from the wide frame (a row of a single fragment without progress
+    of its own, an orphan, is left out: most of the one-line timers of other ranks in DeepSpeed logs), in the
+    order the sorts gave them (same rows, same order)."""
+    narrow = frags.select(
+        "key", "line", "seg", "kind", "step", "anchor", "standalone", "attach_line", *_PROGRESS
+    ).with_row_index("_i")
+    key = pl.col("key")
+    one_run = narrow.height > 0 and bool(
+        narrow.select(key.is_not_null().all() & (key == key.first()).all()).item()
+    )
+    f = _grouped(_sort_frags(narrow).lazy(), over_key=False, one_run=one_run)
+    # a group is a run of fragments; one of a single fragment is that fragment as it is (what the aggregation
+    # gives it), so only the others are sorted and aggregated
+    start = pl.col("_start")
+    f = f.select(
+        "_i",
+        "group",
+        "orphan",
+        _single=start & start.shift(-1).fill_null(True),
+        _keep=~pl.col("orphan") | pl.any_horizontal(pl.col(c).is_not_null() for c in _PROGRESS),
+    ).collect()
+    single = f.get_column("_single")
+    n_single = int(single.sum())
+    n = f.height
+    if n_single == 0:
+        multi, kept = f, f.clear()
+    else:
+        kept = f.filter(pl.col("_single") & pl.col("_keep"))
+        multi = f.filter(~pl.col("_single")) if n_single < n else f.clear()
+    # (a column null in every fragment is null in every row, `drop_nulls().first()` of a group too: such
+    # columns are left out of the gathers, aggregations and sorts and put back as nulls at the end)
+    nulls = {
+        c: t for c, t in frags.schema.items() if c not in _ROW_COLS and frags.get_column(c).null_count() == n
+    }
+    slim = frags.drop(list(nulls)) if nulls else frags
+    # (no fragment with timers, neither a list nor a one-line timer text to read them from: every row's are
+    # an empty list, what `_rows_of_singles` and `_group_rows` give them; the column is left out of the
+    # gathers, aggregations and sorts, where its lists of structs are slow, and put back at the end)
+    tt = frags.get_column("_ttext") if "_ttext" in frags.columns else None
+    no_timers = frags.get_column("timers").null_count() == n and (tt is None or tt.null_count() == n)
+    if no_timers:
+        slim = slim.drop("timers", *(["_ttext"] if tt is not None else []))
+    vals = [c for c in value_cols if c not in nulls and c != "rank"]
+    rows = []
+    if n_single:
+        singles = _with_timers(slim[kept.get_column("_i")].with_columns(kept.select("group", "orphan")))
+        rows.append(_rows_of_singles(singles, vals))
+    if n_single < n:
+        m = _with_timers(slim[multi.get_column("_i")].with_columns(multi.select("group", "orphan")))
+        rows.append(_group_rows(m, ["rank", *vals]).filter(_kept("orphan_group")))
+    if n_single == n:  # (in (key, line) order already: one chunk, as the sort would give it)
+        out = rows[0].rechunk()
+    else:
+        out = _sort_rows(rows[0] if len(rows) == 1 else pl.concat(rows))
+    if no_timers:
+        out = out.with_columns(timers=pl.lit([], dtype=pl.List(_TIMER)))
+    if not nulls:
+        return out
+    return out.select(
+        "group",
+        "line",
+        "key",
+        "orphan_group",
+        "rank",
+        *(pl.lit(None, dtype=nulls[c]).alias(c) if c in nulls else c for c in value_cols if c != "rank"),
+        "timers",
     )

@@ -26,7 +26,7 @@ from tests.parsers import _meg11_ref as R  # noqa: N812
 from tests.parsers.test_hf10 import _hf_log
 from tests.parsers.test_step_meg_entries import _GOOD, _ODD
 from tests.parsers.test_step_megatron_lane import _log
-from tests.parsers.test_steplog_s8 import _files, _grown
+from tests.parsers.test_steplog_s8 import _GENS, _files, _grown
 
 # ----------------------------------------------------------------------------- _meg_entries
 
@@ -111,6 +111,7 @@ def _same(lines: list[str | None], first: int = 1) -> ParseResult:
     s = pl.Series("literal", lines, dtype=pl.String)
     with pytest.MonkeyPatch.context() as m:
         m.setattr(S, "_phases", R._phases)
+        m.setattr(S, "_rows_gathered", R._rows_gathered)
         want = R.parse(S, s, _ctx(first))
     got = M.parse(S, s, _ctx(first))
     assert list(got.tables) == list(want.tables)
@@ -256,3 +257,15 @@ def test_hf_logs(seed: int) -> None:
     rnd = random.Random(seed)
     _same(_hf_log(rnd, 20000))
     _same(_hf_log(rnd, 5000))
+
+
+@pytest.mark.parametrize("gen", sorted(_GENS))
+@pytest.mark.parametrize("seed", [1, 2])
+def test_other_logs_rows(gen: str, seed: int) -> None:
+    """`_rows_gathered` (single fragments' rows gathered on the columns they read when no fragment has
+    timers) against the old one on the synthetic logs of test_steplog_s8: DeepSpeed one-line timers, HF
+    bars and dicts, Megatron iteration lines with timer blocks, some lines mutated."""
+    rnd = random.Random(seed)
+    lines = list(_GENS[gen](rnd, 3000))
+    lines = [mutated(rnd, x, _MUT, 2, 3) if rnd.random() < 0.01 else x for x in lines]
+    _same(lines)
