@@ -1919,8 +1919,14 @@ def _fast_lane(base: pl.DataFrame, ctx: FileContext, cg: _CollCands | None | Ell
     if hits.height:
         hits = hits.filter(text.str.contains_any(list(_FAST_LITERALS)))
     rows = rows.filter(mask).select("line", "text", "hc", "level", "msg_off")
-    more, strict = _strict_coll(rows)
-    rest = rows.filter(~strict) if more.height else rows
+    if cg is None:
+        more, strict = _strict_coll(rows)
+        rest = rows.filter(~strict) if more.height else rows
+    else:
+        # (no strict COLL line is left to the per-line reading: every one holds `: opCount ` and ` count ` 10+
+        # bytes after it, and an ASCII head and op before it, so its group has a key, and a group that
+        # `_coll_read` did not take fails a check `_strict_coll` makes of each of its lines)
+        more, rest = _empty_coll(), rows
     heads = u.select(*_HEAD_COLS, "env_len", "env_rank_source", "env_host", "env_pid")
     used = rows.get_column("hc")
     if n_coll:
