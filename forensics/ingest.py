@@ -1151,9 +1151,20 @@ def _merge_spans(f: BundleFile, split: _Split, ranges: list[FileOutcome], sha256
     if partial:
         row["status"] = partial
     row["sha256"] = sha256
-    merged = {t: pl.concat(fs, how="vertical") if len(fs) > 1 else fs[0] for t, fs in tables.items()}
+    # (one chunk per column: the pieces' all-null columns concatenate into fewer chunks than the others, and
+    # every eager select on such a frame copies it whole first; the pieces are let go as each table is made)
+    merged = {t: _concat_pieces(tables.pop(t)) for t in list(tables)}
     merged = _made_whole(parser, merged, notes, f"{f.path}: ", ("byte ranges", "range"))
     return FileOutcome(row, merged, examples, notes, parts)
+
+
+def _concat_pieces(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """The pieces' rows of a table as one frame of one chunk per column (emptying `frames`)."""
+    if len(frames) == 1:
+        return frames.pop()
+    df = pl.concat(frames, how="vertical", rechunk=True)
+    frames.clear()
+    return df
 
 
 def _arrived(
