@@ -1774,7 +1774,9 @@ class FastLane:
     @cached_property
     def texts(self) -> pl.DataFrame:
         """line, text of every fast-lane record (for whole-file literal checks), in line order."""
-        return self.src.filter(self.mask) if self.n else pl.DataFrame(schema={"line": pl.Int64, "text": pl.String})
+        if self.n == 0:
+            return pl.DataFrame(schema={"line": pl.Int64, "text": pl.String})
+        return self.src.filter(self.mask)
 
     @cached_property
     def rows(self) -> pl.DataFrame:
@@ -2024,7 +2026,8 @@ def _coll_groups(base: pl.DataFrame) -> _CollCands | None:
         cand = oc.is_not_null()
     else:
         keyed = cf.join(groups.filter(pl.col("_k").is_not_null()), on=["ho", "tail", "ok"], how="semi")
-        cand = pl.repeat(False, base.height, dtype=pl.Boolean, eager=True).scatter(keyed.get_column("_i"), True)
+        cand = pl.repeat(False, base.height, dtype=pl.Boolean, eager=True)
+        cand = cand.scatter(keyed.get_column("_i"), True)
     return _CollCands(cand=cand.alias("cand"), lines=cf, groups=groups)
 
 
@@ -2048,7 +2051,10 @@ def _coll_read(cg: _CollCands, base: pl.DataFrame, u: pl.DataFrame) -> tuple[pl.
         cg.groups.lazy()
         .filter(pl.col("_k").is_not_null())
         .join(u.lazy().select("_k", "hc", "msg_off", "level"), on="_k", how="left")
-        .with_columns(op=ho.str.slice(pl.col("msg_off")), g=pl.col("tail").cast(pl.String).str.extract_groups(arx(_COLL_TAIL)))
+        .with_columns(
+            op=ho.str.slice(pl.col("msg_off")),
+            g=pl.col("tail").cast(pl.String).str.extract_groups(arx(_COLL_TAIL)),
+        )
         .with_columns(good=good)
         .collect()
     )
@@ -2056,7 +2062,8 @@ def _coll_read(cg: _CollCands, base: pl.DataFrame, u: pl.DataFrame) -> tuple[pl.
     taken = None
     if ok.height < gr.height:
         lines = cg.lines.join(ok.select("ho", "tail", "ok"), on=["ho", "tail", "ok"], how="semi")
-        taken = pl.repeat(False, base.height, dtype=pl.Boolean, eager=True).scatter(lines.get_column("_i"), True)
+        taken = pl.repeat(False, base.height, dtype=pl.Boolean, eager=True)
+        taken = taken.scatter(lines.get_column("_i"), True)
     texts = base.get_column("text")
     coll = ok.select(
         "hc",
@@ -2397,9 +2404,9 @@ def family_rows_frame(
 
 
 def _ascii_lines(base: pl.DataFrame, cg: _CollCands | None) -> bool:
-    """`_common.is_ascii` of the lines of `base`, the lines of `cg`'s groups with a key looked at by group: such a
-    line is its group's `ho` (ASCII: the key's test), `: opCount `, a middle that is ASCII when `ok` (`_COLL_MID`
-    holds ASCII characters only), ` ` and its group's tail."""
+    """`_common.is_ascii` of the lines of `base`, the lines of `cg`'s groups with a key looked at by group:
+    such a line is its group's `ho` (ASCII: the key's test), `: opCount `, a middle that is ASCII when `ok`
+    (`_COLL_MID` holds ASCII characters only), ` ` and its group's tail."""
     texts = base.get_column("text")
     if cg is None:
         return _common.is_ascii(texts)
