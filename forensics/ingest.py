@@ -1430,9 +1430,10 @@ def _new_pool(jobs: int) -> ProcessPoolExecutor:
     check can still start a worker after the manager has terminated the others; the manager then joins
     that worker forever (it waits on the call queue), and so does `shutdown`. Seen once in ~40 runs of the
     test of a worker dying amid many small files. With every worker started before the first task, no
-    `submit` starts one.
+    `submit` starts one. The workers are born ignoring SIGINT (`_children_ignore_sigint`): the early pool
+    (`_EarlyPool`) starts them during the walk, and a Ctrl-C while one still imports printed its traceback.
     """
-    with _workers_environment():
+    with _workers_environment(), _children_ignore_sigint():
         pool = ProcessPoolExecutor(
             max_workers=jobs, mp_context=get_context("spawn"), initializer=_worker_init
         )
