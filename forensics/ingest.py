@@ -575,7 +575,8 @@ def _parse_chunks(
         for t, ps in gathered.items():
             held = [tables[t]] if t in tables else []
             read = [_read_part(p, t) for p in ps]
-            tables[t] = conform(pl.concat([*read, *held], how="diagonal_relaxed"), t)
+            # (one chunk per column, as `_concat_pieces`: the merge's eager selects would copy it whole each)
+            tables[t] = conform(pl.concat([*read, *held], how="diagonal_relaxed", rechunk=True), t)
             del parts[t]
         _remove_parts(gathered)
         tables = _made_whole(parser, tables, acc.notes, "", ("chunks", "chunk"))

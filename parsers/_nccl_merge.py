@@ -136,13 +136,12 @@ def _merge_ranks(comms: pl.DataFrame, n_ranks: int, inventory: pl.DataFrame | No
     one (from the inventory rows); with several, a process's version from the first piece that gave one
     (a piece that saw one version only may have given that one to a process that printed another)."""
     is_rank = pl.col("record") == "rank"
-    comm = _member("comm", comms.get_column("detail"))  # (a Series: each row's, for the hash and `_as_merged`)
+    comm = _member("comm", comms.get_column("detail"))  # (each row's, for the hash and `_as_merged`)
     # a comm's rows in one piece only (most, where communicators are made again and again) are already what
     # the merge gives: they pass as they are, and the rest is merged (a comm hashed like another is merged
     # too, which changes nothing)
     gid = comms.select(pl.when(is_rank).then(pl.struct("file", "node", "pid", comm).hash(seed=0))).to_series()
-    seen = gid.to_frame("g").select(pl.len().over("g") > 1).to_series()
-    shared = (seen & gid.is_not_null()).rename("shared")
+    shared = (gid.is_duplicated() & gid.is_not_null()).rename("shared")
     alone = (gid.is_not_null() & ~shared).rename("alone")
     n_shared = shared.sum()
     parts = []
@@ -161,7 +160,7 @@ def _merge_ranks(comms: pl.DataFrame, n_ranks: int, inventory: pl.DataFrame | No
             parts.append(_merged_groups(comms.filter(mask).with_columns(_i=mask.arg_true().cast(pl.Int64))))
     elif n_shared:
         parts.append(_merged_groups(comms.filter(shared).with_columns(_i=shared.arg_true().cast(pl.Int64))))
-    del gid, seen, shared, alone, comm
+    del gid, shared, alone, comm
     # in the order one merge gives: its groups in the order of their first row, by (prio, line)
     m = _in_order(parts, ["_prio", "line", "_i"]).drop("_i")
     versions = None
@@ -185,7 +184,18 @@ def _as_merged(alone: pl.DataFrame, comm: pl.Series) -> pl.DataFrame:
     """Rank rows, each the only row of its (file, node, pid, comm), as `_merged_groups` gives them: the same
     row (a piece's row is already merged as the merge merges it: fields the first non-null by (prio, line),
     phases unique and sorted, commId its own), its own `nccl_version`, and the merge's `_comm` and `_prio`."""
-    return alone.select(
+    prio = _prio(_member("phase", alone.get_column("detail")))
+    return _rank_rows(
+        alone, nccl_version=pl.col("nccl_version"), detail=pl.col("detail"), comm=comm, prio=prio
+    )
+
+
+def _rank_rows(
+    df: pl.DataFrame, *, nccl_version: pl.Expr, detail: pl.Expr, comm: pl.Expr | pl.Series, prio: pl.Expr
+) -> pl.DataFrame:
+    """The columns of the merged rank rows, in their order (the parts `_merge_ranks` puts in order share it),
+    with `_i` where `df` has it."""
+    return df.select(
         record=pl.lit("rank"),
         node="node",
         comm_id="comm_id",
@@ -194,21 +204,22 @@ def _as_merged(alone: pl.DataFrame, comm: pl.Series) -> pl.DataFrame:
         cuda_dev="cuda_dev",
         gpu_bus_id="gpu_bus_id",
         pid="pid",
-        nccl_version="nccl_version",
-        detail="detail",
+        nccl_version=nccl_version,
+        detail=detail,
         file="file",
         line="line",
         _comm=comm,
-        _prio=_prio(_member("phase", alone.get_column("detail"))),
-        _i="_i",
+        _prio=prio,
+        *(["_i"] if "_i" in df.columns else []),
     )
 
 
 def _member(key: str, detail: pl.Series) -> pl.Series:
-    """The string member `key` of each JSON object in `detail` (`str.json_path_match("$.key")`), read by a
-    regex where no value holds an escape (a pointer, a phase: ~20x faster)."""
+    """The string member `key` of each flat JSON object in `detail` (`str.json_path_match("$.key")`), read by
+    a regex where no value holds an escape (a pointer, a phase: ~20x faster)."""
     quick = detail.str.extract(f'"{key}":"([^"\\\\]*)"', 1)
-    if not quick.null_count() or not detail.filter(quick.is_null()).str.contains(f'"{key}":', literal=True).any():
+    missing = detail.filter(quick.is_null())
+    if not missing.str.contains(f'"{key}":', literal=True).any():
         return quick.rename(f"_{key}")
     return detail.str.json_path_match(f"$.{key}").rename(f"_{key}")
 
@@ -219,9 +230,7 @@ def _in_order(frames: list[pl.DataFrame], by: list[str]) -> pl.DataFrame:
     input, and ~twice that again while it sorts (1.3 M merged rank rows: +830 MB -> +420)."""
     order = pl.concat([f.select(by) for f in frames]).select(pl.arg_sort_by(by)).to_series()
     names = frames[0].columns
-    cols = []
-    for c in names:
-        cols.append(pl.concat([f.drop_in_place(c) for f in frames]).gather(order))
+    cols = [pl.concat([f.drop_in_place(c) for f in frames]).gather(order) for c in names]
     frames.clear()
     return pl.DataFrame(cols)
 
@@ -274,16 +283,9 @@ def _merged_groups(ranks: pl.DataFrame) -> pl.DataFrame:
     )
     # (the rows as `_merge_ranks` gives them, but for `nccl_version`: narrow before a merge in buckets
     # concatenates and sorts them)
-    return m.select(
-        record=pl.lit("rank"),
-        node="node",
-        comm_id="comm_id",
-        rank="rank",
-        nranks="nranks",
-        cuda_dev="cuda_dev",
-        gpu_bus_id="gpu_bus_id",
-        pid="pid",
-        nccl_version="_ver",
+    return _rank_rows(
+        m,
+        nccl_version=pl.col("_ver"),
         detail=nccl.json_detail(
             comm=pl.col("_comm"),
             phase=pl.col("_phase"),
@@ -292,11 +294,8 @@ def _merged_groups(ranks: pl.DataFrame) -> pl.DataFrame:
             nnodes=pl.col("_nnodes"),
             local_rank=pl.col("_lrank"),
         ),
-        file="file",
-        line="line",
-        _comm="_comm",
-        _prio="_prio",
-        *(["_i"] if "_i" in m.columns else []),
+        comm=pl.col("_comm"),
+        prio=pl.col("_prio"),
     )
 
 

@@ -1,9 +1,9 @@
-"""`parsers._nccl_merge.merge_chunks` since the eleventh round: a comm's rank rows from one piece only pass as they
-are instead of through the group-by (a 5 GB log whose communicators are made again and again: 1.3 M rank rows,
-nearly all alone in their comm; the merge's CPU and memory went with them). The tables must be those of the
-merge before (`_nccl_merge10_ref.py`, 53b04f7 verbatim), row for row and in the same order, on realistic logs
-(bench/big_nccl.py: communicators made again and again on odd seeds, COLL lines on even ones, three launcher
-prefixes) cut into pieces at random line starts, with the merge in one group-by and in buckets.
+"""`parsers._nccl_merge.merge_chunks` since the eleventh round: a comm's rank rows from one piece only pass
+as they are instead of through the group-by (a 5 GB log whose communicators are made again and again: 1.3 M
+rank rows, nearly all alone in their comm; the merge's CPU and memory went with them). The tables must be
+those of the merge before (`_nccl_merge10_ref.py`, 53b04f7 verbatim), row for row and in the same order, on
+realistic logs (bench/big_nccl.py: communicators made again and again on odd seeds, COLL lines on even ones,
+three launcher prefixes) cut into pieces at random line starts, with the merge in one group-by and in buckets.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from parsers.base import lines_from_bytes
 from forensics.ingest import _concat_pieces
 from parsers import _nccl_merge, nccl
 from parsers._nccl_merge import _in_order, _member, merge_chunks
+from parsers.base import lines_from_bytes
 from tests.parsers import _nccl_merge10_ref as ref
 from tests.parsers.test_merge9 import pieces
 
