@@ -6,6 +6,7 @@ import hashlib
 import itertools
 import json
 import os
+import random
 import stat
 import types
 from collections.abc import Iterator
@@ -1605,6 +1606,33 @@ def test_packed_sort_order_is_the_stable_multi_column_sort(rows: list[tuple]) ->
         again = ingest_mod.sort_order(want, keys)
         assert again is not None and again.flags["SORTED_ASC"]
         assert want[again].equals(want, null_equal=True)
+
+
+@given(
+    st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 5)), st.booleans()), min_size=0, max_size=40),
+    st.randoms(use_true_random=False),
+)
+@settings(max_examples=100, deadline=None)
+def test_gathered_rows_is_the_gather(rows: list[tuple], rnd: random.Random) -> None:
+    """`_gathered_rows` (the columns of nulls made anew) gives what `df[order]` gives: values, dtypes (a
+    zoned time, text, flags, small integers) and the columns' order."""
+    n = len(rows)
+    df = pl.DataFrame(
+        [
+            pl.Series("v", [r[0] for r in rows], dtype=pl.Int64),
+            pl.repeat(None, n, dtype=pl.Datetime("us", "UTC"), eager=True).alias("ts"),
+            pl.Series("f", [r[1] for r in rows], dtype=pl.Boolean),
+            pl.repeat(None, n, dtype=pl.String, eager=True).alias("s"),
+            pl.Series("w", [None if r[0] is None else str(r[0]) for r in rows], dtype=pl.String),
+            pl.repeat(None, n, dtype=pl.Int32, eager=True).alias("i"),
+        ]
+    )
+    perm = list(range(n))
+    rnd.shuffle(perm)
+    order = pl.Series("i", perm, dtype=pl.UInt32)
+    for frame in (df, df.select("ts", "s"), df.select("v", "w")):
+        got, want = ingest_mod._gathered_rows(frame, order), frame[order]
+        assert got.schema == want.schema and got.equals(want, null_equal=True)
 
 
 def test_a_large_files_parts_become_written_parts_of_their_own() -> None:
