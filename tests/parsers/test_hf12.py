@@ -3,11 +3,16 @@
 
 `_env_stack`: each line's stack of envelopes found one envelope at a time with `_ENV_CAP` (the regex the
 prefixes are read with anyway) instead of the `_ENV_STACK` regex, whose compilation cost ~9 ms a range;
-`_segments`: the four literal flags read in one Aho-Corasick pass. Compared on envelope stacks and their
-mutations (null, empty, non-ASCII, CRLF lines, both ASCII scopes), on `_segments`' answers, and on whole
-`_mixed.parse` results of the benchmark's Hugging Face logs (cut at random line offsets, with envelopes,
-mutated lines, CRLF, non-ASCII lines, the flags' literals), the other generated training logs and the
-fixtures grown past the big-chunk size.
+`_segments`: the four literal flags read in one Aho-Corasick pass; `_prepare` (own times), `_noise_lines`,
+`_warning_lines`: their regexes run on a few gathered lines with ASCII classes when those lines are ASCII;
+`_mixed._step_chunk`, `_mixed._both`, `step_log.parse`: whether the lines (the blanked lines) are ASCII
+worked out once, from one pass over the chunk's lines.
+
+Compared on envelope stacks and their mutations (null, empty, non-ASCII, CRLF lines, both ASCII scopes), on
+`_segments`' answers, and on whole `_mixed.parse` results of the benchmark's Hugging Face logs (cut at random
+line offsets, with envelopes, mutated lines, CRLF, non-ASCII lines among the dated, warning and noise lines,
+the flags' literals), chunks whose non-ASCII lines are NCCL lines (blanked), the other generated training
+logs and the fixtures grown past the big-chunk size.
 """
 
 from __future__ import annotations
@@ -131,12 +136,17 @@ def _ctx(first: int = 1) -> FileContext:
     return FileContext(path="gpu-node-003/train.log", node="gpu-node-003", first_line=first, year_hint=2025)
 
 
+_REFS = ("_segments", "_strip_envelopes", "_prepare", "_noise_lines", "_warning_lines", "parse")
+
+
 def _same(lines: list[str | None], first: int = 1) -> ParseResult:
     s = pl.Series("literal", lines, dtype=pl.String)
     got = M.parse(S, s, _ctx(first))
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(S, "_segments", R._segments)
-        m.setattr(S, "_strip_envelopes", R._strip_envelopes)
+        for fn in _REFS:
+            m.setattr(S, fn, getattr(R, fn))
+        m.setattr(M, "_step_chunk", R._step_chunk)
+        m.setattr(M, "_both", R._both)
         want = M.parse(S, s, _ctx(first))
     assert list(got.tables) == list(want.tables)
     for name, df in want.tables.items():
@@ -145,6 +155,17 @@ def _same(lines: list[str | None], first: int = 1) -> ParseResult:
     for f in ("parsed", "unrecognized", "unrecognized_examples", "notes", "partial", "node"):
         assert getattr(got, f) == getattr(want, f), f
     return got
+
+
+_ODD_DIGITS = [
+    "[INFO|trainer.py:2128] 2025-03-0\u0664 09:00:00,123 >> ***** Running training *****",
+    "[INFO|trainer.py:2128] 2025-03-04 09:00:00,12\u0663 >> Saving model checkpoint to /out/c",
+    "gpu-node-1: /x/y.py:1\u0662: UserWarning: \u00e9 deprecated",
+    "gpu-node-1:   warnings.warn(",
+    "I0304 09:00:0\u0661.123456 140234 train.py:540] loading",
+    "***** Running training *****\u2003",
+    "  Num examples = 1\u0662",
+]
 
 
 def _bench_hf(seed: int, skip: int, n: int) -> list[str]:
@@ -173,6 +194,8 @@ def test_benchmark_hf_logs(seed: int, how: str) -> None:
     if "unicode" in how:
         lines = [x.replace("1", "\u0661", 1) if rnd.random() < 0.01 else x for x in lines]
         lines[rnd.randrange(len(lines))] = "\u0663: é line"
+        for x in _ODD_DIGITS:  # (`\\d` takes these where the classes are Unicode ones, `[0-9]` does not)
+            lines.insert(rnd.randrange(len(lines)), x)
     if "flags" in how:
         for x in _FLAG_LINES:
             lines.insert(rnd.randrange(len(lines)), x)
@@ -180,6 +203,21 @@ def test_benchmark_hf_logs(seed: int, how: str) -> None:
         lines = [None if rnd.random() < 0.01 else ("" if rnd.random() < 0.01 else x) for x in lines]
     got = _same(lines, first=rnd.choice([1, 1001]))
     assert got.tables["steps"].height > 500
+
+
+def test_blanked_lines_ascii() -> None:
+    """Non-ASCII lines in the NCCL lines only (blanked: the step-log grammar reads ASCII lines), in a step
+    line too, in neither (the chunk all ASCII), and no NCCL line (one grammar)."""
+    rnd = random.Random(3)
+    base = [x.split("\r")[-1].replace("█", "#") for x in _bench_hf(3, 100, S._MEG_MIN + 50)]
+    nccl = "gpu-node-1:201:261 [0] NCCL WARN NET/IB : Got async event : port error \u00e9"
+    for lines in (
+        [nccl if i % 50 == 7 else x for i, x in enumerate(base)],
+        [nccl if i % 50 == 7 else (x + " \u00e9" if i == 99 else x) for i, x in enumerate(base)],
+        [nccl.replace("\u00e9", "e") if i % 50 == 7 else x for i, x in enumerate(base)],
+        [x + " \u00e9" if rnd.random() < 0.01 else x for x in base],
+    ):
+        _same(lines)
 
 
 def test_hf_logs() -> None:
