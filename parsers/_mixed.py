@@ -92,23 +92,15 @@ def _step_chunk(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """`parse(step_log, lines, ctx)` of a big chunk: where it may be a Megatron log the lane takes, its timer
     entries are found first (`step_log.meg_entry_lines`), handed to the lane and left out of the scans for
     the NCCL/PyTorch lines (`_entry_lines`: none of them is such a line)."""
-    wide = _non_ascii(lines)
-    ascii = not wide.any()
+    ascii = step_log.is_ascii(lines)
     with step_log.ascii_scope(ascii):
         entries = step_log.meg_entry_lines(lines)
     skip = _entry_lines(entries, g.ascii_classes if ascii else str)
     both, lit = _mixes(step_log, lines, skip)
     if both:
-        return _both(lines, ctx, lit, ascii, entries, skip, wide)
-    with step_log.ascii_scope(ascii):
-        return step_log.parse(lines, ctx, entries, ascii=ascii)
-
-
-def _non_ascii(lines: pl.Series) -> pl.Series:
-    """Per line: whether it holds a non-ASCII character (more bytes than characters; null for a null line).
-    None of them: `step_log.is_ascii(lines)`; the lines left when some are blanked: those without."""
-    text = lines.cast(pl.String)
-    return text.str.len_bytes() != text.str.len_chars()
+        return _both(lines, ctx, lit, ascii, entries, skip)
+    with step_log.ascii_scope(ascii):  # (`parse` works out `is_ascii` again where it is off)
+        return step_log.parse(lines, ctx, entries)
 
 
 
@@ -508,25 +500,20 @@ def _both(
     ascii: bool | None = None,
     entries: step_log.MegEntries | None = None,
     skip: pl.Series | None = None,
-    wide: pl.Series | None = None,
 ) -> ParseResult:
     """Both grammars on `lines` (`ascii`: `step_log.is_ascii(lines)`, `entries`: `step_log.meg_entry_lines`,
-    `skip`: `_entry_lines`, `wide`: `_non_ascii(lines)`, when the caller made them)."""
+    `skip`: `_entry_lines`, when the caller made them)."""
     # (ASCII lines: the regexes run with ASCII classes, here and in the step-log parser: `step_log._ascii`)
     if ascii is None:
         ascii = step_log.is_ascii(lines)
     family, n_family = _family(lines, ctx, lit, ascii, skip)
     with step_log.ascii_scope(ascii):
         if n_family == 0:
-            return step_log.parse(lines, ctx, entries, ascii=ascii)
+            return step_log.parse(lines, ctx, entries)
         # the family's lines blanked (written in place in a copy: a select over every line costs ~8x more)
         known = family.understood.fill_null(False)
         blanked = lines.clone().scatter(known.arg_true(), "").alias("literal")
-        # (the blanked lines are ASCII when the non-ASCII ones are all blanked: no pass over them to find out)
-        rest_ascii = ascii or (None if wide is None else not (wide & ~known).any())
-        rest = step_log.parse(
-            blanked, ctx, entries.without(known) if entries is not None else None, ascii=rest_ascii
-        )
+        rest = step_log.parse(blanked, ctx, entries.without(known) if entries is not None else None)
     tables = dict(family.tables)
     for name, df in rest.tables.items():
         if df.height:

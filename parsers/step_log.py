@@ -3733,12 +3733,10 @@ def _warning_lines(seg: pl.DataFrame) -> pl.Series:
     return pl.concat([heads.get_column("line"), source.get_column("line")])
 
 
-def parse(
-    lines: pl.Series, ctx: FileContext, entries: MegEntries | None = None, ascii: bool | None = None
-) -> ParseResult:
+def parse(lines: pl.Series, ctx: FileContext, entries: MegEntries | None = None) -> ParseResult:
     """Parse a training log into `steps` rows and straggler `events` (see the module docstring). `entries`:
-    `meg_entry_lines(lines)`, `ascii`: `is_ascii(lines)`, when the caller made them (`_mixed`)."""
-    with ascii_scope(_ascii or (is_ascii(lines) if ascii is None else ascii)):
+    `meg_entry_lines(lines)`, when the caller made it (`_mixed`)."""
+    with ascii_scope(_ascii or is_ascii(lines)):
         if len(lines) >= _LANE_MIN:
             got = _titan_lane(lines, ctx)
             if got is None:
