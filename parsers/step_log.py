@@ -387,6 +387,13 @@ def ascii_scope(ascii: bool) -> contextlib.AbstractContextManager[None]:
     return _ascii.scope(ascii)
 
 
+def _ascii_of(*texts: pl.Series) -> contextlib.AbstractContextManager[None]:
+    """`ascii_scope` for regexes run on `texts` alone (a few lines gathered from a chunk that may hold non-ASCII
+    ones, as tqdm bars' blocks): ASCII classes where the scope has them or every text is ASCII (the same
+    matches there; such a regex compiles 5-15x faster, and polars compiles each again on every range)."""
+    return ascii_scope(bool(_ascii) or all(is_ascii(t) for t in texts))
+
+
 def _num(expr: pl.Expr) -> pl.Expr:
     """String → Float64 (thousands separators dropped; unparsable → null)."""
     return expr.str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False)
@@ -749,7 +756,7 @@ def _strip_envelopes(seg: pl.DataFrame) -> pl.DataFrame:
     if seg.height < _LANE_MIN:
         return _strip_passes(seg)
     rest = seg.get_column("rest")
-    prefix = rest.str.extract(_rx(_ENV_STACK), 0)  # (null where no envelope opens the line)
+    prefix = _env_stack(rest)  # (null where no envelope opens the line)
     if prefix.null_count() == seg.height:
         return seg.with_columns(env_rank=pl.lit(None, dtype=pl.Int32), host=pl.lit(None, dtype=pl.String))
     uniq = prefix.drop_nulls().unique(maintain_order=True)
@@ -797,6 +804,31 @@ def _strip_envelopes(seg: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _env_stack(rest: pl.Series) -> pl.Series:
+    """`rest.str.extract(_rx(_ENV_STACK), 0)`: each line's stack of up to three envelopes (null where none
+    opens it), found one envelope at a time with `_ENV_CAP`, the regex `_strip_passes` reads prefixes with.
+
+    `_ENV_STACK` alone costs ~9 ms to compile on non-ASCII lines (~3 on ASCII ones), and again on every range:
+    polars keeps 32 compiled regexes per thread and a range's reading uses ~80; `_ENV_CAP` is compiled for
+    `_strip_passes` anyway. The stack is the envelopes matched one after the other, each at the end of the one
+    before, up to three (the greedy `{1,3}` of the alternation: nothing after it constrains a match, the
+    alternation holds no anchor but the `^` in front and matches no empty text), as `_strip_passes` strips
+    them. Only the lines that open with an envelope are read again, and of those the ones with a second one.
+    """
+    cap = _rx(_ENV_CAP)
+    prefix = rest.str.extract(cap, 1)  # (`env_all`: the whole match)
+    at = prefix.is_not_null().arg_true()
+    for _ in range(2):
+        if not at.len():
+            break
+        p = prefix.gather(at)
+        more = rest.gather(at).str.slice(p.str.len_chars()).str.extract(cap, 1)
+        hit = more.is_not_null()
+        at = at.filter(hit)
+        prefix = prefix.scatter(at, p.filter(hit) + more.filter(hit))
+    return prefix
+
+
 def _strip_passes(seg: pl.DataFrame, passes: int = 3) -> pl.DataFrame:
     """Strip stacked launcher prefixes (`3: [default1]:`, `host: [rank0]:`) from column `rest`.
 
@@ -830,6 +862,16 @@ def _strip_passes(seg: pl.DataFrame, passes: int = 3) -> pl.DataFrame:
     return seg
 
 
+_FLAG_LITERALS = {
+    "esc": "\x1b",
+    "pasted": None,
+    "banner": "global rank",
+    "msg": "[Rank ",
+    "mllog": ":::MLLOG",
+}
+"""What `_segments` looks for in the lines: each flag's literal (`pasted`: `g.ANSI_PASTED_RE`, a regex)."""
+
+
 def _segments(
     lines: pl.Series, ctx: FileContext, batch: _Batch | None = None, numbers: pl.Series | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, bool], bool, pl.Expr]:
@@ -859,13 +901,12 @@ def _segments(
     # (the flags read off the lines, not their segments: same bytes in fewer rows; none of the literals holds
     # a `\r`, nor can a match of the unanchored `ANSI_PASTED_RE`, so a line holds one iff one of its segments
     # does)
-    flags = frame.select(
-        esc=text.str.contains("\x1b", literal=True).any(),
-        pasted=text.str.contains(_rx(g.ANSI_PASTED_RE)).any(),
-        banner=text.str.contains("global rank", literal=True).any(),
-        msg=text.str.contains("[Rank ", literal=True).any(),
-        mllog=text.str.contains(":::MLLOG", literal=True).any(),
-    ).row(0, named=True)
+    # (the literals found in one Aho-Corasick pass, every occurrence of each reported: a pass each cost ~4x)
+    lits = [x for x in _FLAG_LITERALS.values() if x is not None]
+    found = frame.get_column("text").str.extract_many(lits, overlapping=True).explode().drop_nulls().unique()
+    found = set(found.to_list())
+    pasted = bool(frame.select(text.str.contains(_rx(g.ANSI_PASTED_RE)).any()).item())
+    flags = {k: (pasted if k == "pasted" else lit in found) for k, lit in _FLAG_LITERALS.items()}
     dirty = bool(flags["esc"] or flags["pasted"])
     on = {k: bool(v) or dirty for k, v in flags.items()}
     clean = text.str.replace_all(_rx(g.ANSI_RE), "") if flags["esc"] else text
@@ -1003,7 +1044,9 @@ def _prepare(
         )
     else:
         i = need.arg_true()
-        own = _own_time(seg.select("text", "coll_ts")[i], year, mmdd_on, on["mllog"])
+        sub = seg.select("text", "coll_ts")[i]
+        with _ascii_of(*sub.get_columns()):  # (the dated lines of a log with tqdm bars are ASCII, most likely)
+            own = _own_time(sub, year, mmdd_on, on["mllog"])
         seg = seg.with_columns(
             ts=_nulls("", seg.height, UTC_US).scatter(i, own.get_column("ts")),
             ts_quality=_nulls("", seg.height, pl.String).scatter(
@@ -3674,7 +3717,9 @@ def _noise_lines(seg: pl.DataFrame, understood: pl.Series) -> pl.Series:
     hit = flags.get_column("known").fill_null(False)
     i = flags.get_column("cand").fill_null(False).arg_true()
     if i.len():
-        got = rest.get_column("text").gather(i).str.contains(_rx(_NOISE_ANY)).fill_null(False)
+        cand = rest.get_column("text").gather(i)
+        with _ascii_of(cand):
+            got = cand.str.contains(_rx(_NOISE_ANY)).fill_null(False)
         hit = hit.clone().scatter(i, got)
     return rest.filter(hit).get_column("line")
 
@@ -3694,9 +3739,9 @@ def _warning_lines(seg: pl.DataFrame) -> pl.Series:
     none = pl.Series("line", [], dtype=pl.Int64)
     if at.len() == 0:
         return none
-    heads = seg.select(
-        pl.col("line").gather(at), env=pl.col("raw").gather(at).str.extract(_rx(_PYWARN_RE), 1)
-    )
+    cand = raw.gather(at)
+    with _ascii_of(cand):
+        heads = seg.select(pl.col("line").gather(at), env=cand.str.extract(_rx(_PYWARN_RE), 1))
     heads = heads.filter(pl.col("env").is_not_null())
     if heads.height == 0:
         return none
