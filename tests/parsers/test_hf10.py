@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from parsers import step_log as S  # noqa: N812
 from parsers.base import FileContext, ParseResult, lines_from_bytes
-from tests.conftest import mutated
+from tests.conftest import assert_same_result, mutated
 from tests.parsers import _hf10_ref as R  # noqa: N812
 from tests.parsers.test_steplog9 import _redrawn
 from tests.parsers.test_steplog_s8 import _GENS, _files, _grown, _mutate
@@ -59,12 +59,7 @@ def _result(lines: list[str], refs: bool, monkeypatch: pytest.MonkeyPatch) -> Pa
 
 
 def _same(got: ParseResult, want: ParseResult) -> None:
-    assert list(got.tables) == list(want.tables)
-    for t, df in want.tables.items():
-        assert got.tables[t].schema == df.schema, t
-        assert got.tables[t].equals(df, null_equal=True), t
-    for f in ("parsed", "unrecognized", "unrecognized_examples", "notes", "partial", "node"):
-        assert getattr(got, f) == getattr(want, f), f
+    assert_same_result(got, want)
 
 
 def _prepare_same(lines: list[str], year: int | None = 2025) -> None:

@@ -21,7 +21,7 @@ from bench import big_steps
 from parsers import _mixed as M  # noqa: N812
 from parsers import step_log as S  # noqa: N812
 from parsers.base import FileContext, ParseResult
-from tests.conftest import mutated
+from tests.conftest import assert_same_result, mutated
 from tests.parsers import _meg11_ref as R  # noqa: N812
 from tests.parsers.test_hf10 import _hf_log
 from tests.parsers.test_step_meg_entries import _GOOD, _ODD
@@ -114,12 +114,7 @@ def _same(lines: list[str | None], first: int = 1) -> ParseResult:
         m.setattr(S, "_rows_gathered", R._rows_gathered)
         want = R.parse(S, s, _ctx(first))
     got = M.parse(S, s, _ctx(first))
-    assert list(got.tables) == list(want.tables)
-    for name, df in want.tables.items():
-        assert got.tables[name].schema == df.schema, name
-        assert got.tables[name].equals(df, null_equal=True), name
-    for f in ("parsed", "unrecognized", "unrecognized_examples", "notes", "partial", "node"):
-        assert getattr(got, f) == getattr(want, f), f
+    assert_same_result(got, want)
     return got
 
 

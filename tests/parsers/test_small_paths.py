@@ -18,6 +18,7 @@ import pytest
 
 from parsers import infiniband, nccl_tests, perftest
 from parsers.base import HARNESS_LINE, FileContext, ParseResult, lines_from_bytes
+from tests.conftest import assert_same_result
 
 FIX = Path(__file__).parent.parent / "fixtures"
 
@@ -187,12 +188,7 @@ def _cases(folder: str, extra: list[str], n: int, seed: int) -> list[tuple[str, 
 
 
 def _same(a: ParseResult, b: ParseResult) -> None:
-    assert list(a.tables) == list(b.tables)
-    for k in a.tables:
-        assert a.tables[k].schema == b.tables[k].schema, k
-        assert a.tables[k].equals(b.tables[k], null_equal=True), k
-    for f in ("parsed", "unrecognized", "unrecognized_examples", "notes", "partial", "node"):
-        assert getattr(a, f) == getattr(b, f), f
+    assert_same_result(a, b)
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from parsers import _step_grammars as g
 from parsers import step_log as S  # noqa: N812
 from parsers.base import FileContext, ParseResult, lines_from_bytes
-from tests.conftest import mutated
+from tests.conftest import assert_same_result, mutated
 from tests.parsers import _steplog9_ref as R  # noqa: N812
 from tests.parsers.test_steplog_s8 import _GENS, _files, _grown, _mutate
 
@@ -158,12 +158,7 @@ def _result(lines: list[str], refs: bool, monkeypatch: pytest.MonkeyPatch, name:
 
 def _same_parse(lines: list[str], monkeypatch: pytest.MonkeyPatch) -> ParseResult:
     got, want = _result(lines, False, monkeypatch), _result(lines, True, monkeypatch)
-    assert list(got.tables) == list(want.tables)
-    for t, df in want.tables.items():
-        assert got.tables[t].schema == df.schema, t
-        assert got.tables[t].equals(df, null_equal=True), t
-    for f in ("parsed", "unrecognized", "unrecognized_examples", "notes", "partial", "node"):
-        assert getattr(got, f) == getattr(want, f), f
+    assert_same_result(got, want)
     return got
 
 
@@ -333,8 +328,4 @@ def test_prepare_many_segments_parse_many(monkeypatch: pytest.MonkeyPatch) -> No
             m.setattr(S, fn, ref)
         want = S.parse_many(items)
     for a, b in zip(got, want, strict=True):
-        assert list(a.tables) == list(b.tables)
-        for t, df in b.tables.items():
-            assert a.tables[t].schema == df.schema and a.tables[t].equals(df, null_equal=True), t
-        for f in ("parsed", "unrecognized", "unrecognized_examples", "notes", "partial", "node"):
-            assert getattr(a, f) == getattr(b, f), f
+        assert_same_result(a, b)
