@@ -2256,9 +2256,8 @@ def _gathered_rows(df: pl.DataFrame, order: pl.Series) -> pl.DataFrame:
     empty = [c.name for c in df.get_columns() if c.null_count() == n]
     if not empty:
         return df[order]
-    filled = df.drop(empty)[order]
-    nulls = {c: pl.repeat(None, n, dtype=df.schema[c], eager=True).alias(c) for c in empty}
-    return pl.DataFrame([filled.get_column(c) if c in filled.columns else nulls[c] for c in df.columns])
+    nulls = (pl.repeat(None, n, dtype=df.schema[c], eager=True).alias(c) for c in empty)
+    return df.drop(empty)[order].with_columns(nulls).select(df.columns)
 
 
 def sort_order(df: pl.DataFrame, keys: list[str]) -> pl.Series | None:

@@ -103,8 +103,6 @@ def _step_chunk(lines: pl.Series, ctx: FileContext) -> ParseResult:
         return step_log.parse(lines, ctx, entries)
 
 
-
-
 def parse_many(parser: ModuleType, items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
     """`[parse(parser, lines, ctx) for lines, ctx in items]` (whole small files of one format): the files that
     go to `parser.parse` alone are read in one `parser.parse_many` call when the parser has one."""
@@ -170,7 +168,7 @@ def _on_others(lines: pl.Series, skip: pl.Series | None, test: Callable[[pl.Seri
     if skip is None or not skip.len():
         return test(lines)
     n = len(lines)
-    others = _false(n).scatter(skip, True).not_().arg_true()
+    others = step_log.other_lines(n, skip)
     return _false(n).scatter(others, test(lines.gather(others)))
 
 

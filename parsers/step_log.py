@@ -404,6 +404,11 @@ def _false(n: int) -> pl.Series:
     return pl.repeat(False, n, dtype=pl.Boolean, eager=True)
 
 
+def other_lines(n: int, at: pl.Series) -> pl.Series:
+    """The line positions 0..n-1 that are not in `at` (positions, no null), ascending."""
+    return _false(n).scatter(at, True).not_().arg_true()
+
+
 def _nulls(name: str, n: int, dtype: pl.DataType) -> pl.Series:
     """`pl.Series(name, [None] * n, dtype=dtype)` without the Python list."""
     return pl.repeat(None, n, dtype=dtype, eager=True).alias(name)
@@ -4348,7 +4353,7 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
     ce, me = entries[:2] if entries is not None else _lane_entries(text)[:2]
     # (the iteration lines and headers looked for among the other lines: an entry line holds no `]` and ends
     # with `)`; most lines are entries)
-    rest = _false(n).scatter(ce, True).not_().arg_true() if ce.len() else None
+    rest = other_lines(n, ce) if ce.len() else None
     r_text = text.gather(rest) if rest is not None else text
     ci = r_text.str.contains(_MEG_I_LIT, literal=True).arg_true()
     if rest is not None:
