@@ -116,9 +116,18 @@ def looks_like_host(token: str) -> bool:
     return bool(_HOST_TOKEN.match(t)) and not _NOT_HOST.match(t) and len(t) <= 63
 
 
+def _parts(path: str) -> tuple[str, ...]:
+    """`PurePosixPath(path).parts`, without making the path object for a plain relative path (no empty or `.`
+    component): the walk asks it of every file of a bundle, several times."""
+    parts = tuple(path.split("/"))
+    if "" in parts or "." in parts:
+        return PurePosixPath(path).parts
+    return parts
+
+
 def node_from_path(rel: str) -> str | None:
     """Return the node a bundle path names: a per-host folder first, else a host token in the file name."""
-    parts = PurePosixPath(rel).parts
+    parts = _parts(rel)
     for d in parts[:-1]:
         if looks_like_host(d):
             return d
@@ -226,6 +235,10 @@ def _walk(
             walked(bundle)
         dirnames.sort()
         dpath = Path(dirpath)
+        # (a file's path relative to `root` made as a string from its folder's: `Path.relative_to` and
+        # `as_posix` per file were most of the walk's CPU on a bundle of thousands of files)
+        rel_dir = dpath.relative_to(root).as_posix()
+        rel_dir = "" if rel_dir == "." else rel_dir + "/"
         for d in list(dirnames):
             p = dpath / d
             if p.is_symlink():
@@ -236,8 +249,13 @@ def _walk(
                 )
         for name in sorted(filenames):
             p = dpath / name
-            rel = p.relative_to(root).as_posix()
-            if p.is_symlink():
+            rel = rel_dir + name
+            try:
+                st = os.lstat(p)
+            except OSError as exc:
+                bundle.files.append(_skipped(rel, f"cannot stat: {exc.strerror}"))
+                continue
+            if stat.S_ISLNK(st.st_mode):
                 try:
                     target = p.resolve(strict=True)
                 except (OSError, RuntimeError):
@@ -247,11 +265,6 @@ def _walk(
                     bundle.files.append(_skipped(rel, "symlink pointing outside the bundle"))
                     continue
                 bundle.files.append(_skipped(rel, f"symlink to {target.relative_to(real_top).as_posix()}"))
-                continue
-            try:
-                st = p.lstat()
-            except OSError as exc:
-                bundle.files.append(_skipped(rel, f"cannot stat: {exc.strerror}"))
                 continue
             if not stat.S_ISREG(st.st_mode):
                 bundle.files.append(_skipped(rel, "not a regular file"))
@@ -304,10 +317,18 @@ def _skipped(rel: str, reason: str) -> BundleFile:
 
 def _bundle_file(p: Path, rel: str, name: str, size: int | None = None) -> BundleFile:
     node = node_from_path(rel)
-    comp = COMPRESSED.get(Path(name).suffix.lower())
+    comp = COMPRESSED.get(_suffix(name).lower())
     return BundleFile(
         rel, p, p.stat().st_size if size is None else size, node or "unknown", "path" if node else "unknown", comp
     )
+
+
+def _suffix(name: str) -> str:
+    """`Path(name).suffix` (the last component's final `.ext`; none for a name that starts or ends with its only
+    dot), without making the path object."""
+    base = name.rsplit("/", 1)[-1]
+    i = base.rfind(".")
+    return base[i:] if 0 < i < len(base) - 1 else ""
 
 
 def _strip_common_wrapper(bundle: Bundle) -> None:
@@ -316,16 +337,16 @@ def _strip_common_wrapper(bundle: Bundle) -> None:
     `incident-2026-11-29/node-017/dmesg.log` → `node-017/dmesg.log`, so the wrapper's name is never
     taken for a host — unless the wrapper is the only folder there is (a one-node bundle).
     """
-    tops = {PurePosixPath(f.path).parts[0] for f in bundle.files if len(PurePosixPath(f.path).parts) > 1}
-    if len(tops) != 1 or any(len(PurePosixPath(f.path).parts) == 1 for f in bundle.files):
+    parts = [_parts(f.path) for f in bundle.files]
+    tops = {p[0] for p in parts if len(p) > 1}
+    if len(tops) != 1 or any(len(p) == 1 for p in parts):
         return
     top = tops.pop()
-    deeper = [PurePosixPath(f.path).parts[1:] for f in bundle.files]
-    if all(len(p) == 1 for p in deeper):
+    if all(len(p) == 2 for p in parts):
         return  # only files under the wrapper: it may be the node's own folder
     new = []
-    for f in bundle.files:
-        rel = PurePosixPath(*PurePosixPath(f.path).parts[1:]).as_posix()
+    for f, p in zip(bundle.files, parts, strict=True):
+        rel = "/".join(p[1:])  # (`PurePosixPath(*p[1:]).as_posix()`: the parts hold no "/" or empty part)
         node = node_from_path(rel)
         new.append(
             BundleFile(
