@@ -325,7 +325,8 @@ def _bundle_file(p: Path, rel: str, name: str, size: int | None = None) -> Bundl
 
 def _suffix(name: str) -> str:
     """`Path(name).suffix` (the last component's final `.ext`; none for a name that starts or ends with its
-    only dot), without making the path object."""
+    only dot) of a plain relative path (no empty or `.` component: what the walk makes), without making the
+    path object."""
     base = name.rsplit("/", 1)[-1]
     i = base.rfind(".")
     return base[i:] if 0 < i < len(base) - 1 else ""

@@ -7,10 +7,13 @@ import io
 import os
 import tarfile
 import zipfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import forensics.bundle as bundle_mod
 from forensics.bundle import (
     BundleFile,
     ChunkReader,
@@ -321,3 +324,16 @@ def test_member_count_limit_stops_a_bomb_of_empty_files(tmp_path: Path, monkeypa
     src = make_bundle(tmp_path, {f"f{i}.log": "" for i in range(60)}, archive="zip")
     with pytest.raises(BundleError, match="archive member limit reached"):
         open_bundle(src, tmp_path / "staging")
+
+
+_PATH_PIECES = st.sampled_from(["", ".", "..", "/", "a", "b.c", ".x", "y.", "n-01", "d.tar.gz", " ", "é.LOG"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_PATH_PIECES, min_size=1, max_size=6).map("/".join))
+def test_path_parts_and_suffix_as_pathlib_gives_them(path: str) -> None:
+    """The walk's string helpers give what the path objects they replace give, on any path shape."""
+    assert bundle_mod._parts(path) == PurePosixPath(path).parts
+    pieces = path.split("/")
+    if "" not in pieces and "." not in pieces:  # (the relative paths the walk makes)
+        assert bundle_mod._suffix(path) == Path(path).suffix
