@@ -58,7 +58,9 @@ from forensics.schema import (
     conforming,
     conforms_later,
     empty,
+    frame_dtypes,
     get_schema,
+    matches,
 )
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, lines_from_bytes, lines_of_many
 
@@ -672,8 +674,8 @@ class _Accumulator:
         for t, df in result.tables.items():
             if df.height:
                 # parsers usually conform already; conforming again costs ~0.1 ms a file
-                have = dict(df.schema)
-                ready = list(have.items()) == list(get_schema(t).items())
+                have = frame_dtypes(df)
+                ready = matches(t, have)
                 cdf = df if ready or (self.defer and conforms_later(df, t, have)) else conform(df, t)
                 self.frames.setdefault(t, []).append(cdf)
                 self.size += cdf.estimated_size()
