@@ -1609,6 +1609,34 @@ def test_packed_sort_order_is_the_stable_multi_column_sort(rows: list[tuple]) ->
 
 
 @given(
+    st.lists(
+        st.tuples(_KEY_VALUES["s"], _KEY_VALUES["s"], st.integers(-3, 3), st.integers(1, 30)),
+        min_size=1,
+        max_size=20,
+    )
+)
+@settings(max_examples=150, deadline=None)
+def test_packed_sort_order_of_string_runs_is_the_stable_multi_column_sort(runs: list[tuple]) -> None:
+    """Keys that come in runs of one value (a table's node and file: rows arrive a file at a time) are coded
+    by run (`_string_codes`): the same order as the multi-column sort."""
+    rows = [(a, b, (c * 7 + j) % 5) for a, b, c, n in runs for j in range(n)]
+    df = pl.DataFrame(rows, schema={"a": pl.String, "b": pl.String, "c": pl.Int64}, orient="row")
+    for keys in (["a", "c"], ["a", "b", "c"], ["b"], ["c", "a"]):
+        want = df.sort(keys, nulls_last=True, maintain_order=True)
+        order = ingest_mod.sort_order(df, keys)
+        assert order is not None and df[order].equals(want, null_equal=True)
+    for col in ("a", "b"):
+        got = ingest_mod._string_codes(df.get_column(col))
+        distinct = df.get_column(col).unique().drop_nulls().sort().to_list()
+        if got is None:
+            assert not distinct
+        else:
+            codes, n = got
+            assert n == len(distinct)
+            assert codes.to_list() == [n if v is None else distinct.index(v) for v in df.get_column(col)]
+
+
+@given(
     st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 5)), st.booleans()), min_size=0, max_size=40),
     st.randoms(use_true_random=False),
 )
