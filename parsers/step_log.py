@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 import polars as pl
@@ -37,6 +37,7 @@ from parsers import _step_grammars as g
 from parsers._common import ENVELOPES, is_ascii
 from parsers._nccl_merge import merge_chunks, shift_lines  # noqa: F401 - the ingest's hooks (its NCCL lines' rows)
 from parsers._sniff import (
+    GatePlan,
     any_of,
     anywhere,
     cheap_requirements,
@@ -257,17 +258,56 @@ def _sniff_any(kind: str, keep: tuple[int, ...]) -> object:
     return got
 
 
+_IN_LEAST = 5
+"""The shortest anchor `_by_in` has `in` look for (shorter ones are found faster by the regex scan)."""
+
+
+def _in_finder(lit: str) -> Callable[[str], object]:
+    """A function giving None exactly when `lit` is not in its argument (True where it is), by `in`."""
+
+    def find(text: str) -> object:
+        return True if lit in text else None
+
+    return find
+
+
+def _by_in(plan: GatePlan) -> GatePlan:
+    """`plan` with each anchor of `_IN_LEAST` characters or more looked for by `in` instead of its one-literal
+    regex: the same answers (None exactly where the anchor is absent), so `gate` gives the same patterns.
+    CPython 3.11's `in` skips over a head by up to the needle's length where the character after its window is
+    none of the needle's; the regex steps one character at a time to the needle's first one. Measured on the
+    small-file bundle's heads, `in` is 1.2-3x faster for the 5+ character anchors (most of a head without
+    them: NCCL records, nvidia-smi dumps), slower for the 3-character ones ('tep', 'tim')."""
+    guards, masks, probes = plan
+    return (
+        guards,
+        masks,
+        tuple(
+            None
+            if reqs is None
+            else tuple(
+                tuple(
+                    (m, tuple((a, _in_finder(a) if len(a) >= _IN_LEAST else find) for a, find in anchors))
+                    for m, anchors in req
+                )
+                for req in reqs
+            )
+            for reqs in probes
+        ),
+    )
+
+
 # Patterns that may match some line of a head without ANSI codes (`parsers._sniff.gate`): the strong regexes
 # then each branch of the weak one, so that a head none of them can match in is told apart with a few literal
 # scans (None: the weak regex could not be cut into its branches, `holds_shared` serves instead).
 _WEAK_BRANCHES = top_branches(_SNIFF_WEAK)
-_SNIFF_GATE = gate_plan([*_SNIFF_STRONG, *_WEAK_BRANCHES]) if _WEAK_BRANCHES else None
+_SNIFF_GATE = _by_in(gate_plan([*_SNIFF_STRONG, *_WEAK_BRANCHES])) if _WEAK_BRANCHES else None
 _N_STRONG = len(_SNIFF_STRONG)
 # The branches of the other regex freed of their anchors (`parsers._sniff.anywhere`): none matching anywhere
 # in a head, no line of it can count as `other` (None: not so derived, no shortcut).
 _OTHER_ANYWHERE = [anywhere(p) for p in top_branches(_SNIFF_OTHER) or [None]]
 _OTHER_GATE = (
-    (gate_plan(_OTHER_ANYWHERE), [p.search for p in _OTHER_ANYWHERE])  # type: ignore[arg-type, union-attr]
+    (_by_in(gate_plan(_OTHER_ANYWHERE)), [p.search for p in _OTHER_ANYWHERE])  # type: ignore[arg-type, union-attr]
     if all(_OTHER_ANYWHERE)
     else None
 )
