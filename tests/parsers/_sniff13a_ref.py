@@ -352,3 +352,131 @@ from parsers import kernel_log as _kernel_log
 _kernel_log_ns = dict(vars(_kernel_log))
 exec(_KERNEL_LOG_SNIFF, _kernel_log_ns)
 kernel_log_sniff = _kernel_log_ns["sniff"]
+
+
+# ============================================================================ nccl (verbatim)
+# From f8506c5 (parsers/nccl.py: `_sniff_hits` to `_sniff_lines`, lines 198-312, `sniff` among them), run with
+# that module's other globals (none of the other names they read changed in round 13).
+
+_NCCL_SNIFF = r'''
+def _sniff_hits(text: str, stop: int = 0) -> int:
+    """`len(_SNIFF_LINE.findall(text))`, without its quadratic time on a long line. `stop` (> 0): the count
+    may stop there (a value >= `stop` then says only that the count is at least `stop`): the anchored matches
+    are `_SNIFF_LINE`'s one by one up to the first that starts where the previous one ended, so the first
+    `stop` of them are matches of `_SNIFF_LINE`."""
+    if "NCCL " not in text:
+        return 0
+    n, end = 0, -1
+    for m in _SNIFF_LINE_ANCHOR.finditer(text):
+        if m.start() == end:
+            return _sniff_hits_by_start(text)
+        n, end = n + 1, m.end()
+        if n == stop:
+            return n
+    return n
+
+
+def _sniff_hits_by_start(text: str) -> int:
+    """`_sniff_hits` by `_SNIFF_LINE_START` (each name start tried)."""
+    ends = [m.end() for m in _SNIFF_LINE_START.finditer(text)]
+    # a leftmost _SNIFF_LINE match starts at a name start (else it would start one character earlier),
+    # except right after a previous match that ends inside a name ("...NCCL INFOx"): then count the slow way
+    if any(_SNIFF_NAME_CHAR.match(text, e) for e in ends):
+        return len(_SNIFF_LINE.findall(text))
+    return len(ends)
+
+
+def sniff(head: bytes, name: str) -> float:
+    """Score by the share of head lines carrying the NCCL `host:pid:tid [dev] NCCL` prefix (or RAS/OFI forms)."""
+    text = head_text(head)
+    nccl = contains(text, _SNIFF_G_NCCL)
+    comms = contains(text, _SNIFF_G_COMMS)
+    ofi = _any_in(text, _SNIFF_G_OFI, _SNIFF_OFI_LITS is not None)
+    if not nccl and not comms and not ofi:
+        return 0.0  # no NCCL line, bare version line, ncclras report or OFI line can match (each needs one)
+    first = text[:200].splitlines()[:1]  # (a prefix of the first line, whole if it ends before 200)
+    if not first or not first[0].strip() or first[0].startswith("#SOURCE"):
+        return _sniff_lines(text, nccl, comms, ofi)
+    # The first line counts, so `lines` is not empty; the checks before the share need `hits` only to be
+    # non-zero, and where the NCCL lines alone are 40 % of an upper bound of `len(lines)` the share is
+    # >= 0.4 whatever its exact value (a larger divisor gives a smaller or equal float quotient): the
+    # lines are not split and the NCCL lines counted only up to there.
+    score = _sniff_tiers(text, nccl, comms, ofi, _sniff_hits(text, 1) if nccl else 0)
+    if score is not None:
+        return score
+    if nccl:
+        most = _line_bound(text)
+        need = _share_need(most)
+        if _sniff_hits(text, need) >= need:
+            return 0.95
+    return _sniff_lines(text, nccl, comms, ofi, tiered=True)
+
+
+_BREAKS_ASCII = "\r\x0b\x0c\x1c\x1d\x1e"
+"""The line boundaries of `str.splitlines` in ASCII besides '\n' (non-ASCII text adds '\x85', U+2028,
+U+2029)."""
+
+
+def _line_bound(text: str) -> int:
+    """At least `min(400, len(text.splitlines()))` (a line ends at a boundary character or at the end)."""
+    n = text.count("\n") + 1
+    for c in _BREAKS_ASCII if text.isascii() else _BREAKS_ASCII + "\x85\u2028\u2029":
+        if c in text:
+            n += text.count(c)
+    return min(n, 400)
+
+
+def _share_need(most: int) -> int:
+    """The least k with `k / most >= 0.4` (float division, as `sniff` computes the share)."""
+    k = int(0.4 * most)
+    while k / most < 0.4:
+        k += 1
+    while k > 1 and (k - 1) / most >= 0.4:
+        k -= 1
+    return max(k, 1)
+
+
+_SNIFF_G_JOB = guarded("Job summary")
+
+
+def _sniff_tiers(text: str, nccl: bool, comms: bool, ofi: bool, hits: int) -> float | None:
+    """`sniff`'s scores that do not depend on the share of NCCL lines (`hits`: non-zero when there is one);
+    None where none applies. The nccl-tests patterns all open with '#'; without "Communicators..." a RAS
+    match needs '#' or "Job summary"."""
+    tests = "#" in text and _any_in(text, _SNIFF_G_NCCLTESTS, _SNIFF_NCCLTESTS_LITS is not None)
+    if tests and _SNIFF_NCCLTESTS.search(text):
+        return 0.4 if hits else 0.0  # nccl-tests output carries NCCL lines too; its parser should win
+    ras = comms or (nccl and ("#" in text or contains(text, _SNIFF_G_JOB)) and contains(text, _SNIFF_G_VERSION))
+    if ras and _SNIFF_RAS.search(text):
+        return 0.9
+    if ofi and _SNIFF_OFI.search(text):
+        return 0.8
+    return None
+
+
+def _sniff_lines(text: str, nccl: bool, comms: bool, ofi: bool, tiered: bool = False) -> float:
+    """`sniff` past its literal gate, the lines split and every NCCL line counted (`tiered`: the lines are
+    not all blank and `_sniff_tiers` gave None)."""
+    lines = [ln for ln in text.splitlines()[:400] if ln.strip() and not ln.startswith("#SOURCE")]
+    if not lines:
+        return 0.0
+    hits = _sniff_hits(text) if nccl else 0  # (it is 0 without "NCCL ")
+    if not tiered:
+        score = _sniff_tiers(text, nccl, comms, ofi, hits)
+        if score is not None:
+            return score
+    bare = len(_SNIFF_BARE.findall(text)) if _any_in(text, _SNIFF_G_BARE, _SNIFF_BARE_LITS is not None) else 0
+    if not hits and not bare:
+        return 0.0
+    share = (hits + bare) / len(lines)
+    if share >= 0.4:
+        return 0.95
+    if share >= 0.15:
+        return 0.85
+    return 0.6
+'''
+from parsers import nccl as _nccl
+
+_nccl_ns = dict(vars(_nccl))
+exec(_NCCL_SNIFF, _nccl_ns)
+nccl_sniff = _nccl_ns["sniff"]
