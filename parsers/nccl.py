@@ -44,7 +44,6 @@ Rows:
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -203,14 +202,14 @@ def _sniff_hits(text: str, stop: int = 0) -> int:
     `stop` of them are matches of `_SNIFF_LINE`."""
     if "NCCL " not in text:
         return 0
-    # the spans of the first `stop` anchored matches (all of them where `stop` is 0) gathered at C speed, then
-    # checked for one starting where the one before it ended (what the loop over them checked match by match)
-    found = _SNIFF_LINE_ANCHOR.finditer(text)
-    spans = [m.span() for m in (itertools.islice(found, stop) if stop > 0 else found)]
-    for (_s, end), (start, _e) in zip(spans, spans[1:]):
-        if start == end:
+    n, end = 0, -1
+    for m in _SNIFF_LINE_ANCHOR.finditer(text):
+        if m.start() == end:
             return _sniff_hits_by_start(text)
-    return len(spans)
+        n, end = n + 1, m.end()
+        if n == stop:
+            return n
+    return n
 
 
 def _sniff_hits_by_start(text: str) -> int:

@@ -9,17 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from parsers import kernel_log, nccl, step_log
+from parsers import kernel_log, step_log
 from parsers._sniff import head_text
 from tests.parsers import _sniff13a_ref as ref
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
-PAIRS = [
-    (step_log.sniff, ref.step_log_sniff),
-    (kernel_log.sniff, ref.kernel_log_sniff),
-    (nccl.sniff, ref.nccl_sniff),
-]
+PAIRS = [(step_log.sniff, ref.step_log_sniff), (kernel_log.sniff, ref.kernel_log_sniff)]
 
 
 def _fixture_heads() -> list[bytes]:
@@ -135,12 +131,6 @@ EDGE_HEADS = [
     b"<6>1 2024-01-01T00:00:00Z h k - - - x\n[    1.0] a\n[    1.1] b\nx\ny\n[    1.2] c\n",
     b"node1: [    1.000000] a\nnode1: 2025-03-23T19:19:26,995220+00:00 b\nnode2: x\n",
     b"kernel: NVRM: Xid 79\nkernel: NVRM: Xid 79\n",
-    # NCCL lines: back to back matches (`nccl._sniff_hits` counts them the slow way), few and many
-    b"h:1:2 [0] NCCL INFOh:1:2 [0] NCCL INFO x\n" * 3,
-    b"h:1:2 [0] NCCL INFO:1:2 [0] NCCL INFO x\n" * 3,
-    b"h:1:2 [0] NCCL INFO a\n" * 300 + b"x\n" * 500,
-    b"x\n" * 100 + b"h:1:2 [0] NCCL INFO a\n" * 60,
-    b"h:1:2 [0] NCCL WARN a\nNCCL version 2.18.5+cuda12.2\n#\n",
 ]
 
 
@@ -151,15 +141,6 @@ def test_sniffers_equal_their_old_forms(kind: str) -> None:
         for head in heads:
             for name in ("x.log", "worker.log"):
                 assert new(head, name) == old(head, name), (new.__module__, head[:300])
-
-
-def test_nccl_hits_as_the_loop() -> None:
-    """`nccl._sniff_hits` with and without a stop, as the old loop over the anchored matches."""
-    rnd = random.Random(9)
-    texts = [head_text(h) for h in FIXTURE_HEADS + MUTATED_HEADS[:500] + EDGE_HEADS]
-    for t in texts:
-        for stop in (0, 1, 2, rnd.randrange(1, 200)):
-            assert nccl._sniff_hits(t, stop) == ref._nccl_ns["_sniff_hits"](t, stop)
 
 
 def test_by_in_finds_as_the_regex() -> None:
