@@ -305,6 +305,19 @@ def _by_in(plan: GatePlan) -> GatePlan:
 _WEAK_BRANCHES = top_branches(_SNIFF_WEAK)
 _SNIFF_GATE = _by_in(gate_plan([*_SNIFF_STRONG, *_WEAK_BRANCHES])) if _WEAK_BRANCHES else None
 _N_STRONG = len(_SNIFF_STRONG)
+_PAIRED = tuple(
+    a
+    for a in ("tep", "tim")
+    if _SNIFF_GATE is not None
+    and any(a == b for reqs in _SNIFF_GATE[2] if reqs for req in reqs for _m, got in req for b, _f in got)
+)
+"""Two anchors of `_SNIFF_GATE` that most heads of other formats lack and `gate` scans for one by one (3
+characters each: by regex, see `_IN_LEAST`): one regex scan for either, opening with their common first
+character, tells they are both absent in about the time of one (their entries in `gate`'s `seen` set to False
+then, which is what its scans would give). Empty (no such scan) where the plan has not both."""
+_PAIRED = _PAIRED if len(_PAIRED) == 2 else ()
+_PAIRED_SEARCH = re.compile("|".join(map(re.escape, _PAIRED))).search
+_PAIRED_ABSENT = dict.fromkeys(_PAIRED, False)
 # The branches of the other regex freed of their anchors (`parsers._sniff.anywhere`): none matching anywhere
 # in a head, no line of it can count as `other` (None: not so derived, no shortcut).
 _OTHER_ANYWHERE = [anywhere(p) for p in top_branches(_SNIFF_OTHER) or [None]]
@@ -351,6 +364,8 @@ def sniff(head: bytes, name: str) -> float:
         # run differs); the support and other regexes are sorted out at the first line no strong regex
         # matches (none needs them before)
         if _SNIFF_GATE is not None:
+            if _PAIRED and "t" in text and _PAIRED_SEARCH(text) is None:
+                seen.update(_PAIRED_ABSENT)  # (what `gate` would find by two scans: both absent)
             alive = gate(_SNIFF_GATE, text, seen)
             strong_keep = tuple(i for i in alive if i < _N_STRONG)
             weak_re = _SNIFF_WEAK if alive and alive[-1] >= _N_STRONG else None

@@ -151,3 +151,12 @@ def test_by_in_finds_as_the_regex() -> None:
         f = step_log._in_finder(a)
         for t in texts + [t[: rnd.randrange(len(t) + 1)] + a for t in texts[:10]]:
             assert (f(t) is None) == (a not in t)
+
+
+def test_paired_search_tells_both_absent() -> None:
+    """`step_log._PAIRED_SEARCH` finds nothing exactly where none of `_PAIRED` is in the text."""
+    assert step_log._PAIRED == ("tep", "tim")
+    texts = [head_text(h) for h in FIXTURE_HEADS + MUTATED_HEADS[:300] + EDGE_HEADS]
+    texts += ["", "t", "te", "ti", "tep", "tim", "xtimex", "stepx", "t e p t i m"]
+    for t in texts:
+        assert (step_log._PAIRED_SEARCH(t) is None) == all(a not in t for a in step_log._PAIRED)
