@@ -206,6 +206,28 @@ def _kernelish(text: str) -> bool:
     return any(any(lit in text for lit in lits) and rx.search(text) for lits, rx in _KERNELISH_CHECKS)
 # each list joined into one regex (parsers._sniff.alternation): one call per line instead of 10 + 3
 _SNIFF_STRONG_ANY = any_of(_SNIFF_STRONG)
+_STRONG_BY_LAST = isinstance(_SNIFF_STRONG_ANY, re.Pattern)
+"""`_strong_hits` may try the style of the last strong line first (the alternation of the styles is a regex:
+`match` finds something exactly where one of its alternatives, each a `_SNIFF_STRONG` regex, does)."""
+
+
+def _strong_hits(bodies: list[str], last: re.Pattern[str] | None = None) -> tuple[list[object], object]:
+    """`list(map(_SNIFF_STRONG_ANY.match, bodies))` as far as `sniff` reads it (None exactly where that is
+    None), and the style regex that matched the last strong line (`last` where none did): each line is tried
+    with the style of the strong line before it first, then with the alternation (a head's strong lines are
+    mostly of one style, which the alternation reaches after failing the styles before it, 3-5x the time)."""
+    if not _STRONG_BY_LAST:
+        return list(map(_SNIFF_STRONG_ANY.match, bodies)), None
+    any_match = _SNIFF_STRONG_ANY.match
+    out: list[object] = []
+    for b in bodies:
+        m = last.match(b) if last is not None else None
+        if m is None:
+            m = any_match(b)
+            if m is not None:
+                last = next((r for r in _SNIFF_STRONG if r.match(b)), None)
+        out.append(m)
+    return out, last
 _SNIFF_WEAK_ANY = any_of(_SNIFF_WEAK)
 _BARE_LITERALS = required_literals(_BARE)
 """One of these is in every line `_BARE` matches (None: none known)."""
@@ -421,12 +443,12 @@ def sniff(head: bytes, name: str) -> float:
         if pdsh.count(None) < n:
             bodies = [ln if m is None else m.group("rest") for ln, m in zip(lines, pdsh)]
     cut = n if maybe_bare else min(n, int(0.6 * n) + 1)
-    hits = list(map(_SNIFF_STRONG_ANY.match, bodies[:cut]))
+    hits, last = _strong_hits(bodies[:cut])
     strong = cut - hits.count(None)
     if cut < n:
         if (strong + n - cut) / n < 0.4:
             return 0.0
-        hits += map(_SNIFF_STRONG_ANY.match, bodies[cut:])
+        hits += _strong_hits(bodies[cut:], last)[0]  # type: ignore[arg-type]
         strong = n - hits.count(None)
     if strong == 0:
         # K12: kernel lines pasted without their stamp ('kernel: NVRM: Xid ...'); NVRM lines are unambiguous

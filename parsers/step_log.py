@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 import polars as pl
@@ -37,6 +37,7 @@ from parsers import _step_grammars as g
 from parsers._common import ENVELOPES, is_ascii
 from parsers._nccl_merge import merge_chunks, shift_lines  # noqa: F401 - the ingest's hooks (its NCCL lines' rows)
 from parsers._sniff import (
+    GatePlan,
     any_of,
     anywhere,
     cheap_requirements,
@@ -257,17 +258,71 @@ def _sniff_any(kind: str, keep: tuple[int, ...]) -> object:
     return got
 
 
+_IN_LEAST = 4
+"""The shortest anchor `_by_in` has `in` look for: on the 3-character ones (the most often scanned: 'tep',
+'tim') `in` runs ~40 % fewer instructions than the regex but takes ~20-30 % more time (its skip test
+mispredicts)."""
+
+
+def _in_finder(lit: str) -> Callable[[str], object]:
+    """A function giving None exactly when `lit` is not in its argument (True where it is), by `in`."""
+
+    def find(text: str) -> object:
+        return True if lit in text else None
+
+    return find
+
+
+def _by_in(plan: GatePlan) -> GatePlan:
+    """`plan` with each anchor of `_IN_LEAST` characters or more looked for by `in` instead of its one-literal
+    regex: the same answers (None exactly where the anchor is absent), so `gate` gives the same patterns.
+    CPython 3.11's `in` skips over a head by up to the needle's length where the character after its window is
+    none of the needle's; the regex steps one character at a time to the needle's first one. On the scans the
+    sniff makes over the small-file bundle's heads, `in` runs 60 % fewer instructions than the regex for the
+    anchors of 5+ characters, 44 % fewer for those of 4 (callgrind)."""
+    guards, masks, probes = plan
+    return (
+        guards,
+        masks,
+        tuple(
+            None
+            if reqs is None
+            else tuple(
+                tuple(
+                    (m, tuple((a, _in_finder(a) if len(a) >= _IN_LEAST else find) for a, find in anchors))
+                    for m, anchors in req
+                )
+                for req in reqs
+            )
+            for reqs in probes
+        ),
+    )
+
+
 # Patterns that may match some line of a head without ANSI codes (`parsers._sniff.gate`): the strong regexes
 # then each branch of the weak one, so that a head none of them can match in is told apart with a few literal
 # scans (None: the weak regex could not be cut into its branches, `holds_shared` serves instead).
 _WEAK_BRANCHES = top_branches(_SNIFF_WEAK)
-_SNIFF_GATE = gate_plan([*_SNIFF_STRONG, *_WEAK_BRANCHES]) if _WEAK_BRANCHES else None
+_SNIFF_GATE = _by_in(gate_plan([*_SNIFF_STRONG, *_WEAK_BRANCHES])) if _WEAK_BRANCHES else None
 _N_STRONG = len(_SNIFF_STRONG)
+_PAIRED = tuple(
+    a
+    for a in ("tep", "tim")
+    if _SNIFF_GATE is not None
+    and any(a == b for reqs in _SNIFF_GATE[2] if reqs for req in reqs for _m, got in req for b, _f in got)
+)
+"""Two anchors of `_SNIFF_GATE` that most heads of other formats lack and `gate` scans for one by one (3
+characters each: by regex, see `_IN_LEAST`): one regex scan for either, opening with their common first
+character, tells they are both absent in about the time of one (their entries in `gate`'s `seen` set to False
+then, which is what its scans would give). Empty (no such scan) where the plan has not both."""
+_PAIRED = _PAIRED if len(_PAIRED) == 2 else ()
+_PAIRED_SEARCH = re.compile("|".join(map(re.escape, _PAIRED))).search
+_PAIRED_ABSENT = dict.fromkeys(_PAIRED, False)
 # The branches of the other regex freed of their anchors (`parsers._sniff.anywhere`): none matching anywhere
 # in a head, no line of it can count as `other` (None: not so derived, no shortcut).
 _OTHER_ANYWHERE = [anywhere(p) for p in top_branches(_SNIFF_OTHER) or [None]]
 _OTHER_GATE = (
-    (gate_plan(_OTHER_ANYWHERE), [p.search for p in _OTHER_ANYWHERE])  # type: ignore[arg-type, union-attr]
+    (_by_in(gate_plan(_OTHER_ANYWHERE)), [p.search for p in _OTHER_ANYWHERE])  # type: ignore[arg-type, union-attr]
     if all(_OTHER_ANYWHERE)
     else None
 )
@@ -309,6 +364,8 @@ def sniff(head: bytes, name: str) -> float:
         # run differs); the support and other regexes are sorted out at the first line no strong regex
         # matches (none needs them before)
         if _SNIFF_GATE is not None:
+            if _PAIRED and "t" in text and _PAIRED_SEARCH(text) is None:
+                seen.update(_PAIRED_ABSENT)  # (what `gate` would find by two scans: both absent)
             alive = gate(_SNIFF_GATE, text, seen)
             strong_keep = tuple(i for i in alive if i < _N_STRONG)
             weak_re = _SNIFF_WEAK if alive and alive[-1] >= _N_STRONG else None
