@@ -151,6 +151,10 @@ _SNIFF_ROW_HINTS = tuple(
 )
 """Every `_SNIFF_ROW` match holds one of these (its type word, 'bfloat16' and 'uint8' included, and the blanks
 and word after it): each opens with a literal, which the regex engine finds by a fast scan."""
+_SNIFF_ROW_HINT_LITS = (None, "half", "double", None)
+"""A literal each of `_SNIFF_ROW_HINTS` needs (the hint opens with it), or None: `lit in text` is checked
+before the hint's search. A scan with `in` costs ~40 % of the instructions of the regex engine's over a 16 KiB
+head (~33-41 K against ~83 K); 'float'/'fp8' (two scans) and 'int' (in most heads) would not pay."""
 _SNIFF_JSON_REQS = cheap_requirements(_SNIFF_JSON_FILE)
 
 
@@ -179,7 +183,11 @@ def sniff(head: bytes, name: str) -> float:
     if not strong:
         devices = _two(_SNIFF_DEVICE, text) if holds(_SNIFF_DEVICE_REQS, text) else 0
         if devices < 2:
-            rows = _two(_SNIFF_ROW, text) if any(h.search(text) for h in _SNIFF_ROW_HINTS) else 0
+            hinted = any(
+                (lit is None or lit in text) and h.search(text)
+                for h, lit in zip(_SNIFF_ROW_HINTS, _SNIFF_ROW_HINT_LITS, strict=True)
+            )
+            rows = _two(_SNIFF_ROW, text) if hinted else 0
     if not (strong or devices or rows):
         return 0.0
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#SOURCE")]

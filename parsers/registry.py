@@ -8,6 +8,9 @@ instead of stopping ingestion (unit tests call sniffers directly, so the bug sti
 from __future__ import annotations
 
 import fnmatch
+import os
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -76,22 +79,49 @@ def _safe_sniff(parser: ModuleType, head: bytes, name: str) -> float:
     return min(1.0, max(0.0, score))
 
 
+_HINT_MATCHERS: dict[ModuleType, tuple[object, tuple[Callable[[str], object], ...]]] = {}
+"""Per parser: (its FILENAME_HINTS object, a compiled match of each glob), rebuilt when the object changes."""
+
+
+def _hint_matchers(parser: ModuleType) -> tuple[Callable[[str], object], ...] | None:
+    """What `fnmatch.fnmatch(base, pat)` does for each of `parser`'s FILENAME_HINTS (normcase both, then the
+    match of `fnmatch.translate(pat)`), compiled once; None for hints not a tuple of str (fnmatch then)."""
+    hints = parser.FILENAME_HINTS
+    got = _HINT_MATCHERS.get(parser)
+    if got is not None and got[0] is hints:
+        return got[1]
+    if not isinstance(hints, tuple) or not all(type(p) is str for p in hints):
+        return None
+    matchers = tuple(re.compile(fnmatch.translate(os.path.normcase(p))).match for p in hints)
+    _HINT_MATCHERS[parser] = (hints, matchers)
+    return matchers
+
+
 def name_matches(parser: ModuleType, name: str) -> bool:
     """True when the file's base name matches one of the parser's FILENAME_HINTS globs."""
     base = name.rsplit("/", 1)[-1].lower()
-    return any(fnmatch.fnmatch(base, pat) for pat in parser.FILENAME_HINTS)
+    matchers = _hint_matchers(parser)
+    if matchers is None:
+        return any(fnmatch.fnmatch(base, pat) for pat in parser.FILENAME_HINTS)
+    base = os.path.normcase(base)
+    return any(m(base) is not None for m in matchers)
 
 
 def detect(head: bytes, name: str) -> Detection:
     """Pick the parser for a file from its first bytes and (as a bonus only) its name."""
-    scored = []
+    # (the two highest tuples (score, PRIORITY, -order, parser): what sorting them by their first three,
+    # highest first, put first and second; no two share -order, so comparing tuples never reaches parser)
+    best = second = None
     for order, parser in enumerate(PARSERS):
         s = _safe_sniff(parser, head, name)
         if s > 0 and name_matches(parser, name):
             s = min(1.0, s + NAME_BONUS)
-        scored.append((s, parser.PRIORITY, -order, parser))
-    scored.sort(key=lambda t: (t[0], t[1], t[2]), reverse=True)
-    best, second = scored[0], scored[1]
+        t = (s, parser.PRIORITY, -order, parser)
+        if best is None or t > best:
+            best, second = t, best
+        elif second is None or t > second:
+            second = t
+    assert best is not None and second is not None
     runner = second[3].NAME if second[0] > 0 else None
     if best[0] < MIN_SCORE:
         return Detection(None, best[0], best[3].NAME if best[0] > 0 else None, best[0])
