@@ -344,6 +344,7 @@ def validate(df: pl.DataFrame, table: str, have: dict[str, pl.DataType] | None =
     schema = get_schema(table)
     have = frame_dtypes(df) if have is None else have
     problems: list[str] = []
+    missing: list[str] = []
     if not matches(table, have):  # (else no column is missing or of another dtype)
         missing = [c for c in schema if c not in have]
         if missing:
@@ -354,8 +355,6 @@ def validate(df: pl.DataFrame, table: str, have: dict[str, pl.DataType] | None =
         for name, dtype in schema.items():
             if name in have and have[name] != dtype:
                 problems.append(f" - '{name}', got: {have[name]}, expected: {dtype}")
-    else:
-        missing = []
     if not missing:
         for name in REQUIRED[table]:
             nulls = df.get_column(name).null_count()
