@@ -688,14 +688,27 @@ def count_lines(data: bytes) -> int:
     return 1 if data else 0
 
 
+_COUNT_BLOCK = 1 << 18
+"""Bytes `_count` compares at once: the Boolean block stays in the core's cache (a 16 MB range in one compare
+wrote, then read again, a 16 MB array: ~6 -> ~4 ms of CPU under load, ~250 ranges of a 4 GB bundle)."""
+
+
 def _count(data: bytes, sep: bytes) -> int:
-    """`data.count(sep)` for a one-byte `sep`; from 1 MB on with numpy's vectorised compare (a 16 MB range:
-    5.2 -> 1.5 ms of CPU; the parent counts the ranges of the split files with steps or gpu_samples rows)."""
+    """`data.count(sep)` for a one-byte `sep`; from 1 MB on with numpy's vectorised compare, a block at a time
+    (the parent counts the ranges of the split files with steps or gpu_samples rows)."""
     if len(data) < 1 << 20:
         return data.count(sep)
     import numpy as np  # (only a bundle with files large enough to split gets here)
 
-    return int(np.count_nonzero(np.frombuffer(data, np.uint8) == sep[0]))
+    a = np.frombuffer(data, np.uint8)
+    hit = np.empty(_COUNT_BLOCK, dtype=np.bool_)
+    n = 0
+    for i in range(0, len(a), _COUNT_BLOCK):
+        block = a[i : i + _COUNT_BLOCK]
+        out = hit[: len(block)]
+        np.equal(block, sep[0], out=out)
+        n += int(np.count_nonzero(out))
+    return n
 
 
 def _last_after(fh: BinaryIO, lo: int, hi: int, sep: bytes, probe: int) -> int | None:

@@ -1323,6 +1323,22 @@ def test_count_lines_counts_the_lines_the_reader_makes(data: list[bytes], big: b
     assert count_lines(body) == len(lines_from_bytes(body))
 
 
+@pytest.mark.parametrize("size", [1 << 20, (1 << 20) + 1, 3 * (1 << 18) - 1, 5 * (1 << 18) + 7])
+def test_the_blocked_count_finds_separators_at_every_block_edge(size: int) -> None:
+    """`bundle._count` compares a block of `_COUNT_BLOCK` bytes at a time: separators on either side of each
+    block's edge, at the start and at the end are all counted, as `bytes.count` counts them."""
+    from forensics.bundle import _COUNT_BLOCK, _count
+
+    body = bytearray(b"x" * size)
+    for edge in range(0, size + 1, _COUNT_BLOCK):
+        for at in (edge - 1, edge, edge + 1):
+            if 0 <= at < size:
+                body[at] = 10
+    body[0] = body[-1] = 10
+    data = bytes(body)
+    assert _count(data, b"\n") == data.count(b"\n") and _count(data, b"\r") == 0
+
+
 def test_a_kept_part_is_linked_or_copied_where_links_fail(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
