@@ -541,7 +541,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
 
     if parts:
         # (one field list's rows are in line order already)
-        samples = pl.concat(parts, how="diagonal_relaxed").sort("line") if len(parts) > 1 else parts[0]
+        samples = _merged(parts, "line") if len(parts) > 1 else parts[0]
         samples = samples.with_columns(
             node=pl.lit(ctx.node),
             file=pl.lit(ctx.path),
@@ -560,6 +560,33 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         unrecognized=unrecognized,
         unrecognized_examples=examples,
     )
+
+
+_MERGE_RUNS = 64
+"""Runs of rows in line order from which `_merged` sorts the field lists' rows instead of slicing them."""
+
+
+def _merged(parts: list[pl.DataFrame], key: str) -> pl.DataFrame:
+    """`pl.concat(parts, how="diagonal_relaxed").sort(key)` of parts each in `key` order, no value of `key` in
+    two rows (field lists' rows: each line in one part): the concatenation cut into its runs of rows that stay
+    together in `key` order, and these concatenated in that order, instead of a gather of every column (two
+    field lists in a few blocks of a 16 MB range's 160k rows: ~12 -> ~2 ms). The same frame: with distinct
+    keys the sort has one order, whatever its stability, and the runs give it (the sort's flag on `key` set
+    too); more than `_MERGE_RUNS` runs: the sort itself."""
+    full = pl.concat(parts, how="diagonal_relaxed")
+    order = full.get_column(key).arg_sort().cast(pl.Int64)
+    # a run starts where the next row in key order is not the next row of `full`
+    at = (order.diff() != 1).fill_null(True).arg_true()
+    if len(at) > _MERGE_RUNS:
+        return full.sort(key)
+    starts = at.to_list()
+    firsts = order.gather(at).to_list()
+    sizes = [b - a for a, b in zip(starts, [*starts[1:], full.height], strict=True)]
+    runs = [full.slice(f, size) for f, size in zip(firsts, sizes, strict=True)]
+    merged = runs[0] if len(runs) == 1 else pl.concat(runs, how="vertical", rechunk=False)
+    # (the column replaced in place: `with_columns` would copy every column into one chunk)
+    merged.replace_column(merged.get_column_index(key), merged.get_column(key).set_sorted())
+    return merged
 
 
 def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
