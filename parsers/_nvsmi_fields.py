@@ -824,6 +824,8 @@ def _transitions(samples: pl.DataFrame, file: pl.Expr, by: str | None) -> pl.Dat
     tests = {}
     for i in range(len(rules)):
         t, p = pl.col(f"_t{i}"), pl.col(prev_of[i]).gather(pl.col("_prev"))
+        if i not in rising_v:  # (a Boolean trigger: gathered as UInt8, the same values and nulls, cheaper)
+            p = pl.col(prev_of[i]).cast(pl.UInt8).gather(pl.col("_prev")).cast(pl.Boolean)
         if i in rising_v:
             v = pl.col(f"_v{i}")
             tests[f"_hit{i}"] = t & (p.is_null() | (v != p)).fill_null(True)
@@ -833,7 +835,9 @@ def _transitions(samples: pl.DataFrame, file: pl.Expr, by: str | None) -> pl.Dat
     reads.update(file.meta.root_names(), *(e.meta.root_names() for r in rules for e in (r[2], r[4])))
     hits = (
         df.lazy()
-        .with_columns(_i=pl.int_range(pl.len(), dtype=pl.Int64))
+        # (row numbers of polars' index type, UInt32: the gathers by `_prev` take them as they are, where an
+        # Int64 index is converted and bounds-checked first, ~60 instructions a row and rule)
+        .with_columns(_i=pl.int_range(pl.len(), dtype=pl.UInt32))
         .with_columns(_prev=pl.col("_i").shift(1).over([*keys, pl.col(by)] if by else keys))
         .with_columns(
             **{f"_t{i}": r[1][1] for i, r in enumerate(rules)}, **{f"_v{i}": v for i, v in rising_v.items()}

@@ -346,7 +346,7 @@ def _distinct_values(data: pl.DataFrame, plan: _Plan) -> pl.DataFrame:
             if firsts is None or at is None:
                 firsts, at = _tail_places(data.get_column(f"{_TAIL}{j}"))
             u = data.get_column(cell).gather(firsts)
-            cols[name] = pl.select(fn(pl.lit(u)).cast(dtype)).to_series().gather(at)
+            cols[name] = _gathered(pl.select(fn(pl.lit(u)).cast(dtype)).to_series(), at)
             continue
         if cell not in uniq:
             uniq[cell] = _codes(data.get_column(cell))
@@ -355,7 +355,7 @@ def _distinct_values(data: pl.DataFrame, plan: _Plan) -> pl.DataFrame:
         if code is None:
             cols[name] = pl.col(cell).replace_strict(u, v, default=None, return_dtype=dtype)
         else:
-            cols[name] = v.cast(dtype).gather(code)
+            cols[name] = _gathered(v.cast(dtype), code)
     for name, cell in plan.stamps:
         cols[name] = _stamps(data.get_column(cell))
     return data.with_columns(**cols)
@@ -372,7 +372,22 @@ def _codes(cells: pl.Series) -> tuple[pl.Series, pl.Series | None]:
     u = cells.unique(maintain_order=True).drop_nulls()  # (a null cell: null either way)
     if len(u) > _ENUM_MAX:
         return u, None
-    return u, cells.cast(pl.Enum(u.to_list())).to_physical()
+    return u, _index_type(cells.cast(pl.Enum(u.to_list())).to_physical())
+
+
+def _index_type(code: pl.Series) -> pl.Series:
+    """An Enum's physical codes (UInt8/UInt16/UInt32) as polars' index type (UInt32; the same numbers and
+    nulls): a gather by another integer type converts and bounds-checks the index first, every time (~60
+    instructions a row; a column's codes serve several gathers)."""
+    return code.cast(pl.get_index_type())
+
+
+def _gathered(values: pl.Series, at: pl.Series) -> pl.Series:
+    """`values.gather(at)`; a Boolean column gathered as UInt8 and cast back (the same values and nulls: a
+    gather of bits costs several times one of bytes)."""
+    if values.dtype == pl.Boolean:
+        return values.cast(pl.UInt8).gather(at).cast(pl.Boolean)
+    return values.gather(at)
 
 
 def _tail_places(tail: pl.Series) -> tuple[pl.Series, pl.Series]:
@@ -1104,7 +1119,7 @@ def _rows_by_tail(sub: pl.DataFrame, n: int) -> pl.DataFrame | None:
     cells = distinct.to_frame("t").select(pl.col("t").str.split_exact(",", n - j).struct.unnest())
     # (a line has n cells when it has a tail, and its tail n - j of them)
     ok = cells.get_column(f"field_{n - j - 1}").is_not_null() & cells.get_column(f"field_{n - j}").is_null()
-    code = tail.cast(pl.Enum(distinct.to_list())).to_physical()
+    code = _index_type(tail.cast(pl.Enum(distinct.to_list())).to_physical())
     keep = ok.gather(code).fill_null(False)
     return sub.hstack(
         [
