@@ -4396,11 +4396,12 @@ def _one_stream_units(
     others: pl.Series,
     o_rank: pl.Series,
     lane_ranks: pl.Series,
-) -> tuple[pl.DataFrame, pl.Series, pl.Series] | None:
+) -> tuple[pl.DataFrame, pl.Series, pl.Series, pl.Series] | None:
     """`_megatron_lane`'s framing where its units make one stream (srun rank r) of the usual shape: the unit
     lines (`pos` Int64, `t` the line type, `k` the unit; in line order), the stream's lines out of a unit
-    near an iteration line and those right after a unit (`pos` each, ascending); None where the shape does
-    not hold (the lane frames the units by its general code then, which gives the same where it does).
+    near an iteration line and those right after a unit (`pos` each, ascending), and which entries `ce` are
+    in a unit (a Boolean each); None where the shape does not hold (the lane frames the units by its general
+    code then, which gives the same where it does).
 
     The stream: the iteration lines `ci`, the headers `ch` of rank `mh` r, the entries `ce` of rank `e_rank`
     r, the other lines `others` of stream rank `o_rank` r. The shape, from its first iteration line on:
@@ -4417,18 +4418,15 @@ def _one_stream_units(
     r = lane_ranks[0]
     if r is None:
         return None
-    # (line types of the stream: the lane-shaped lines of another rank 0, the stream's other lines 4)
-    off = pl.concat(
-        [
-            ch.filter((mh.cast(pl.Int32, strict=False) != r).fill_null(True)),
-            ce.filter((e_rank != r).fill_null(True)),
-        ]
-    )
+    ci0 = int(ci[0])
+    # (line types of the stream: the lane-shaped lines of another rank 0, the stream's other lines 4; the
+    # entries before the first iteration line 0 too, the lines `f` reads coming after it)
+    e_out = (e_rank != r).fill_null(True) | (ce < ci0)
+    off = pl.concat([ch.filter((mh.cast(pl.Int32, strict=False) != r).fill_null(True)), ce.filter(e_out)])
     st = typ.clone().scatter(off, 0) if off.len() else typ
     own = others.filter((o_rank == r).fill_null(False))
     if own.len():
         st = st.clone().scatter(own, 4) if st is typ else st.scatter(own, 4)
-    ci0 = int(ci[0])
     t, pos = pl.col("t"), pl.col("pos")
     f = (
         pl.DataFrame({"t": st.slice(ci0)})
@@ -4446,7 +4444,7 @@ def _one_stream_units(
     f = f.with_columns(k=(t == 1).cum_sum().cast(pl.Int64) - 1)
     if not own.len():
         empty = pl.Series("pos", [], dtype=pl.Int64)
-        return f, empty, empty
+        return f, empty, empty, ~e_out
     last_i = pl.when(t == 1).then(pos).forward_fill()
     g4 = f.select(
         pos, near=(t == 4) & ((pos - last_i) <= ATTACH_GAP), after=(t == 4) & (pt != 4)
@@ -4455,6 +4453,7 @@ def _one_stream_units(
         f.filter(t != 4),
         g4.filter(pl.col("near")).get_column("pos"),
         g4.filter(pl.col("after").fill_null(False)).get_column("pos"),
+        ~e_out,
     )
 
 
@@ -4573,8 +4572,8 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
         # the other lines of the unit streams: near an iteration line (could attach) or right after a unit
         near = s.filter(~pl.col("inu") & ((pos - pl.col("last_i")) <= ATTACH_GAP)).get_column("pos")
         after = s.filter(pl.col("after_unit")).get_column("pos")
-        framed = s.select("pos", "t", "k", "inu").filter(pl.col("inu")).drop("inu"), near, after
-    inu, near, after = framed
+        framed = s.select("pos", "t", "k", "inu").filter(pl.col("inu")).drop("inu"), near, after, None
+    inu, near, after, e_in = framed
     if near.len() and text.gather(near).str.contains_any(list(_GATES)).any():
         return None
     if after.len():
@@ -4585,7 +4584,7 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
     ent = inu.filter(pl.col("t") == 3)
     em = me.drop("rank")
     if ent.height < ce.len():  # (else the entries are all the lane-shaped ones, in the same order)
-        em = _unit_entries(em, ce, ent.get_column("pos"), n)
+        em = em.filter(e_in) if e_in is not None else _unit_entries(em, ce, ent.get_column("pos"), n)
     if em.get_column("name").is_in(list(g.NON_STEP_TIMERS)).any():
         return None
     tm = em.select(

@@ -246,4 +246,3 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
         partial=_cut_last_line(pl.DataFrame({"text": text})),
         node=rest.node if rest else None,
     )
-

@@ -1,11 +1,12 @@
-"""meg14: the Megatron lane frames its units by one pass over the lane-shaped lines of their one stream where
-the usual shape holds (`step_log._one_stream_units`: each iteration line's next line in the stream its
-header, the stream's other lines right before an iteration line or the end) instead of the windows over every
-line's stream rank, and `_lane_entries` keeps its entries as they are where every line holding the literal is
-one; against the code it replaced, verbatim in tests/parsers/_meg14_ref.py: whole `_mixed.parse` results on
-the benchmark's Megatron logs cut at random lines and edited (lines of the stream, of other ranks, of other
-streams' blocks put in and between units, headers moved away or dropped, a second stream, CRLF, non-ASCII,
-mutated lines), and on the fixtures' step logs grown past the big-chunk size."""
+"""meg14: the Megatron lane frames its units by one pass over the lane-shaped lines of their one stream where the
+usual shape holds (`step_log._one_stream_units`: each iteration line's next line in the stream its header, the
+stream's other lines right before an iteration line or the end; the units' entries then picked by a mask over the
+entries) instead of the windows over every line's stream rank, and `_lane_entries` keeps its entries as they are
+where every line holding the literal is one; against the code it replaced, verbatim in
+tests/parsers/_meg14_ref.py: whole `_mixed.parse` results on the benchmark's Megatron logs cut at random lines
+and edited (lines of the stream, of other ranks, of other streams' blocks put in and between units, headers moved
+away or dropped, a second stream, CRLF, non-ASCII, mutated lines), and on the fixtures' step logs grown past the
+big-chunk size."""
 
 from __future__ import annotations
 
