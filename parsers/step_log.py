@@ -4313,6 +4313,8 @@ def _lane_entries(text: pl.Series) -> MegEntries:
     ce = text.str.contains(_MEG_E_LIT, literal=True).arg_true()
     me, heads = _meg_entries_heads(text.gather(ce))
     ok_e = me.get_column("rank").is_not_null()
+    if not ok_e.null_count() and ok_e.all():  # (every line holding the literal an entry: nothing to leave out)
+        return MegEntries(ce, me, heads)
     return MegEntries(ce.filter(ok_e), me.filter(ok_e), heads)
 
 
@@ -4382,6 +4384,77 @@ def _timer_lists(tm: pl.DataFrame) -> pl.DataFrame:
         # (one stream: the entries in unit order; a group_by on a column flagged sorted is 3x faster)
         tm = tm.with_columns(pl.col("k").set_sorted())
     return tm.group_by("k", maintain_order=True).agg(timers="_t")
+
+
+def _one_stream_units(
+    typ: pl.Series,
+    ci: pl.Series,
+    ch: pl.Series,
+    mh: pl.Series,
+    ce: pl.Series,
+    e_rank: pl.Series,
+    others: pl.Series,
+    o_rank: pl.Series,
+    lane_ranks: pl.Series,
+) -> tuple[pl.DataFrame, pl.Series, pl.Series, pl.Series] | None:
+    """`_megatron_lane`'s framing where its units make one stream (srun rank r) of the usual shape: the unit
+    lines (`pos` Int64, `t` the line type, `k` the unit; in line order), the stream's lines out of a unit
+    near an iteration line and those right after a unit (`pos` each, ascending), and which entries `ce` are
+    in a unit (a Boolean each); None where the shape does not hold (the lane frames the units by its general
+    code then, which gives the same where it does).
+
+    The stream: the iteration lines `ci`, the headers `ch` of rank `mh` r, the entries `ce` of rank `e_rank`
+    r, the other lines `others` of stream rank `o_rank` r. The shape, from its first iteration line on:
+    each iteration line's next line in the stream is a header at most `ATTACH_GAP` lines below it, or none;
+    each header's previous one an iteration line at most `ATTACH_GAP` lines above it; each other line's next
+    one an iteration line, another such line, or none. Then every iteration line makes a unit, every header
+    is valid, an entry past the first iteration line follows a header with entries only between them, and
+    an other line is in no unit: the units hold the lane-shaped lines from the first iteration line on,
+    unit k from the (k+1)-th iteration line to the next (the general code's unit numbers, carried down).
+    The stream's lines before the first iteration line are in no unit and follow no iteration line or unit.
+    """
+    if lane_ranks.len() != 1 or not ci.len():
+        return None
+    r = lane_ranks[0]
+    if r is None:
+        return None
+    ci0 = int(ci[0])
+    # (line types of the stream: the lane-shaped lines of another rank 0, the stream's other lines 4; the
+    # entries before the first iteration line 0 too, the lines `f` reads coming after it)
+    e_out = (e_rank != r).fill_null(True) | (ce < ci0)
+    off = pl.concat([ch.filter((mh.cast(pl.Int32, strict=False) != r).fill_null(True)), ce.filter(e_out)])
+    st = typ.clone().scatter(off, 0) if off.len() else typ
+    own = others.filter((o_rank == r).fill_null(False))
+    if own.len():
+        st = st.clone().scatter(own, 4) if st is typ else st.scatter(own, 4)
+    t, pos = pl.col("t"), pl.col("pos")
+    f = (
+        pl.DataFrame({"t": st.slice(ci0)})
+        .select(pos=pl.int_range(ci0, st.len(), dtype=pl.Int64), t=t)
+        .filter(t != 0)
+    )
+    nt, pt, gap_n, gap_p = t.shift(-1), t.shift(1), pos.shift(-1) - pos, pos - pos.shift(1)
+    ok = f.select(
+        ((t != 1) | ((nt == 2) & (gap_n <= ATTACH_GAP)) | nt.is_null()).fill_null(False).all()
+        & ((t != 2) | ((pt == 1) & (gap_p <= ATTACH_GAP))).fill_null(False).all()
+        & ((t != 4) | (nt == 1) | (nt == 4) | nt.is_null()).fill_null(False).all()
+    ).item()
+    if not ok:
+        return None
+    f = f.with_columns(k=(t == 1).cum_sum().cast(pl.Int64) - 1)
+    if not own.len():
+        empty = pl.Series("pos", [], dtype=pl.Int64)
+        return f, empty, empty, ~e_out
+    last_i = pl.when(t == 1).then(pos).forward_fill()
+    g4 = f.select(
+        pos, near=(t == 4) & ((pos - last_i) <= ATTACH_GAP), after=(t == 4) & (pt != 4)
+    ).filter(pl.col("near") | pl.col("after"))
+    return (
+        f.filter(t != 4),
+        g4.filter(pl.col("near")).get_column("pos"),
+        g4.filter(pl.col("after").fill_null(False)).get_column("pos"),
+        ~e_out,
+    )
 
 
 def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | None = None) -> ParseResult | None:
@@ -4458,57 +4531,60 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
         | o_text.str.strip_chars_end().str.ends_with(":")
     )
     o_rank = pl.select(pl.when(pl.lit(triaged)).then(pl.lit(o_rank))).to_series()
-    rank = pl.repeat(None, n, dtype=pl.Int32, eager=True)
-    rank = rank.scatter(others, o_rank).scatter(ci, mi.struct.field("1").cast(pl.Int32, strict=False))
-    rank = rank.scatter(ch, mh.cast(pl.Int32, strict=False)).scatter(ce, me.get_column("rank"))
-    # lines of the unit streams, in line order: which form units
-    s = (
-        pl.DataFrame({"pos": pl.int_range(n, dtype=pl.Int64, eager=True), "r": rank, "t": typ})
-        .filter(pl.col("r").is_in(lane_ranks.implode()))
-    )
-    t, pos = pl.col("t"), pl.col("pos")
+    framed = _one_stream_units(typ, ci, ch, mh, ce, me.get_column("rank"), others, o_rank, lane_ranks)
+    if framed is None:  # (the general framing: the unit streams' lines, by windows over each stream)
+        rank = pl.repeat(None, n, dtype=pl.Int32, eager=True)
+        rank = rank.scatter(others, o_rank).scatter(ci, mi.struct.field("1").cast(pl.Int32, strict=False))
+        rank = rank.scatter(ch, mh.cast(pl.Int32, strict=False)).scatter(ce, me.get_column("rank"))
+        # lines of the unit streams, in line order: which form units
+        s = (
+            pl.DataFrame({"pos": pl.int_range(n, dtype=pl.Int64, eager=True), "r": rank, "t": typ})
+            .filter(pl.col("r").is_in(lane_ranks.implode()))
+        )
+        t, pos = pl.col("t"), pl.col("pos")
 
-    def ov(e: pl.Expr) -> pl.Expr:  # (by stream; one stream, the usual case: no window)
-        return e if lane_ranks.len() == 1 else e.over("r")
+        def ov(e: pl.Expr) -> pl.Expr:  # (by stream; one stream, the usual case: no window)
+            return e if lane_ranks.len() == 1 else e.over("r")
 
-    s = s.with_columns(
-        nt=ov(t.shift(-1)),
-        npos=ov(pos.shift(-1)),
-        pt=ov(t.shift(1)),
-        ppos=ov(pos.shift(1)),
-    )
-    # (an iteration line that is the last line of its stream is a unit too: a row without timers)
-    vi = (t == 1) & (((pl.col("nt") == 2) & ((pl.col("npos") - pos) <= ATTACH_GAP)) | pl.col("nt").is_null())
-    vh = (t == 2) & (pl.col("pt") == 1) & ((pos - pl.col("ppos")) <= ATTACH_GAP)
-    s = s.with_columns(vi=vi.fill_null(False), vh=vh.fill_null(False))
-    head_h = ov(pl.when(t != 3).then(pl.col("vh")).forward_fill())
-    s = s.with_columns(inu=pl.col("vi") | pl.col("vh") | ((t == 3) & head_h.fill_null(False)))
-    # (`k`: the unit of a line, units numbered in line order of their iteration lines, over all streams: the
-    # number of the unit's iteration line, then carried down its stream)
-    s = s.with_columns(_u=pl.when(pl.col("vi")).then(pl.col("vi").cum_sum().cast(pl.Int64, strict=False) - 1))
-    s = s.with_columns(
-        last_i=ov(pl.when(pl.col("vi")).then(pos).forward_fill()),
-        after_unit=(~pl.col("inu") & ov(pl.col("inu").shift(1))).fill_null(False),
-        k=ov(pl.col("_u").forward_fill()),
-    )
-    n_units = int(s.get_column("vi").sum())
-    if n_units < _MEG_MIN:
-        return None
-    # the other lines of the unit streams: near an iteration line (could attach) or right after a unit
-    near = s.filter(~pl.col("inu") & ((pos - pl.col("last_i")) <= ATTACH_GAP)).get_column("pos")
+        s = s.with_columns(
+            nt=ov(t.shift(-1)),
+            npos=ov(pos.shift(-1)),
+            pt=ov(t.shift(1)),
+            ppos=ov(pos.shift(1)),
+        )
+        # (an iteration line that is the last line of its stream is a unit too: a row without timers)
+        vi = (t == 1) & (((pl.col("nt") == 2) & ((pl.col("npos") - pos) <= ATTACH_GAP)) | pl.col("nt").is_null())
+        vh = (t == 2) & (pl.col("pt") == 1) & ((pos - pl.col("ppos")) <= ATTACH_GAP)
+        s = s.with_columns(vi=vi.fill_null(False), vh=vh.fill_null(False))
+        head_h = ov(pl.when(t != 3).then(pl.col("vh")).forward_fill())
+        s = s.with_columns(inu=pl.col("vi") | pl.col("vh") | ((t == 3) & head_h.fill_null(False)))
+        # (`k`: the unit of a line, units numbered in line order of their iteration lines, over all streams:
+        # the number of the unit's iteration line, then carried down its stream)
+        s = s.with_columns(_u=pl.when(pl.col("vi")).then(pl.col("vi").cum_sum().cast(pl.Int64, strict=False) - 1))
+        s = s.with_columns(
+            last_i=ov(pl.when(pl.col("vi")).then(pos).forward_fill()),
+            after_unit=(~pl.col("inu") & ov(pl.col("inu").shift(1))).fill_null(False),
+            k=ov(pl.col("_u").forward_fill()),
+        )
+        n_units = int(s.get_column("vi").sum())
+        if n_units < _MEG_MIN:
+            return None
+        # the other lines of the unit streams: near an iteration line (could attach) or right after a unit
+        near = s.filter(~pl.col("inu") & ((pos - pl.col("last_i")) <= ATTACH_GAP)).get_column("pos")
+        after = s.filter(pl.col("after_unit")).get_column("pos")
+        framed = s.select("pos", "t", "k", "inu").filter(pl.col("inu")).drop("inu"), near, after, None
+    inu, near, after, e_in = framed
     if near.len() and text.gather(near).str.contains_any(list(_GATES)).any():
         return None
-    after = s.filter(pl.col("after_unit")).get_column("pos")
     if after.len():
         c = text.gather(after).str.replace(_rx(_ENV_STACK), "")
         if c.str.contains(_rx(_BLOCK_ENTRY)).any():
             return None
-    inu = s.filter(pl.col("inu")).select("pos", "t", "k")
     i_pos = inu.filter(pl.col("t") == 1).get_column("pos")
     ent = inu.filter(pl.col("t") == 3)
     em = me.drop("rank")
     if ent.height < ce.len():  # (else the entries are all the lane-shaped ones, in the same order)
-        em = _unit_entries(em, ce, ent.get_column("pos"), n)
+        em = em.filter(e_in) if e_in is not None else _unit_entries(em, ce, ent.get_column("pos"), n)
     if em.get_column("name").is_in(list(g.NON_STEP_TIMERS)).any():
         return None
     tm = em.select(
