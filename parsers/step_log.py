@@ -2270,14 +2270,23 @@ def _tqdm_lane(seg: pl.DataFrame) -> tuple[pl.DataFrame, tuple[pl.Series, list[p
             unit=pl.when(~neg).then(r.str.slice(at, 4)),
             post=r.str.slice(pl.when(neg).then(lt + 1).otherwise(at + 4)),  # (one slice, from either)
         )
-    ).drop("_d", "_r", "_sl", "_lb", "_c", "_at", "_lt", "_neg")
+    ).drop("_d", "_r", "_sl", "_lb", "_c", "_at", "_lt")
     at = hit.arg_true()
     gates = None
     if n_canon:
-        parts = fast.select(_d=pl.col("m").struct.field("desc"), _p=pl.col("m").struct.field("post"))
+        # (the postfixes of bars with a negative remaining time, all after the `<`, hold that time and the
+        # rate: mostly distinct, scanned as they are rather than made distinct first (a hash of each costs
+        # more than the scan); `_present` asks which gates occur in any of the texts, which repeats do not
+        # change)
+        post = pl.col("m").struct.field("post")
+        parts = fast.select(
+            _d=pl.col("m").struct.field("desc").unique().implode(),
+            _p=pl.concat([post.filter(~neg).unique(), post.filter(neg)]).implode(),
+        )
         bar = cut.select(pl.concat_str(pl.lit("|"), pl.col("field_1").unique(), pl.lit("|"))).to_series()
-        texts = [pl.Series(["%|"]), parts.get_column("_d").unique(), bar, parts.get_column("_p").unique()]
+        texts = [pl.Series(["%|"]), parts.get_column("_d")[0], bar, parts.get_column("_p")[0]]
         gates = (at if n_canon == bars.height else at.filter(canon), texts)
+    fast = fast.drop("_neg")
     if n_canon == bars.height:
         return fast, gates
     slow = _match(bars.filter(~canon), g.TQDM_RE)
@@ -3883,12 +3892,15 @@ def _read(
     frags = _step_fragments(seg, present, titan)
     bars, bar_lines = _bar_fragments(seg, present, batch, tqdm)
     blocks, block_lines, nv = _block_fragments(seg, present, minmax)
-    frags += bars + blocks
     events, event_lines = _events(seg, nv, node, path, present)
 
+    # (the bars' fragments are left out: each is a line of the bars matched, `bar_lines`, and a set of lines
+    # is the same without those repeats, which cost the `is_in` and `unique` below a hash each)
     understood_lines = pl.concat(
-        [f.select("line") for f in frags] + [bar_lines, block_lines, event_lines], how="vertical_relaxed"
+        [f.select("line") for f in frags + blocks] + [bar_lines, block_lines, event_lines],
+        how="vertical_relaxed",
     ).get_column("line")
+    frags += bars + blocks
     understood_lines = pl.concat(
         [understood_lines, _noise_lines(seg, understood_lines), _warning_lines(seg)]
     ).unique()

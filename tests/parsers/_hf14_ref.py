@@ -1,0 +1,179 @@
+# ruff: noqa: E501  (verbatim)
+"""hf14's references: the `parsers.step_log` code it changed, verbatim from the commit before (ce1119d):
+`_tqdm_lane` (the postfixes of the canonical bars made distinct before `_present` scans them: a hash of each,
+where the bars past their total, with a negative remaining time, all have a postfix of their own) and `_read`
+(the lines understood gathered with the bars' fragments' lines, each of which is a line of the bars matched
+already). The helpers they call are the module's own (unchanged)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from parsers import _step_grammars as g
+from parsers.step_log import (  # noqa: F401
+    _BASE,
+    _EMPTY_STEPS,
+    _FRAG,
+    _LANE_MIN,
+    _TQDM_FIELDS,
+    _TQDM_HEAD_DIGITS,
+    _TQDM_TAIL_START,
+    _bar_fragments,
+    _Batch,
+    _block_fragments,
+    _events,
+    _finish,
+    _match,
+    _minmax_pre,
+    _noise_lines,
+    _present,
+    _rows,
+    _rx,
+    _step_fragments,
+    _titan_pre,
+    _warning_lines,
+)
+
+
+def _tqdm_lane(seg: pl.DataFrame) -> tuple[pl.DataFrame, tuple[pl.Series, list[pl.Series]] | None]:
+    """`_tqdm_match(seg)` and, on big inputs, the positions in `seg` of the bars of `_TQDM_CANON` shape with
+    the texts that hold every `_GATES` literal in them (what `_present` scans instead of those bars):
+    `%|`, the distinct descriptions, bars (between their two `|`, with them) and postfixes.
+
+    (No gate starts in the rest of such a bar, nor spans from one of those parts into the next: the rest is
+    the percentage's digits and `%`, then after the second `|` blanks, digits, `/`, `[`, `:`, `<`, `?`, `,`,
+    `.` and the unit `s/it` or `it/s` up to the postfix, which starts with `]` or `,`, or with the `-` of a
+    negative remaining time after the first `<`; gates hold no digit, the two that hold a `|` are `%|` and
+    `| epoch `, and none starts with any of those characters but `%|`, `[batch=`, `/Rank: `, `/Rnk: `,
+    `:::MLLOG`, `step…`, `iter…`, `time (ms)`, `tok/s)`, `train_time:`, which the characters after them
+    there rule out.)
+
+    Split lane for `_TQDM_CANON` bars: there the lazy `desc` of `TQDM_RE` ends at the first digit (it holds
+    none) or, past 999 %, where three digits are left before the `%` (`_TQDM_HEAD_DIGITS`), the percentage
+    and bar end at the first two `|`, `n`/`total` lie around the next `/` and end at the `[`, the rate follows
+    the first `,` (the times hold none) and ends at the unit, its first `s` or `i`; `post` is the rest. Other
+    bars take the regex.
+    """
+    txt = pl.col("text")
+    if seg.height < _LANE_MIN:  # (every group of the regex, as before)
+        return _match(seg, g.TQDM_RE, txt.str.contains("%|", literal=True)), None
+    hit = seg.get_column("text").str.contains("%|", literal=True).fill_null(False)
+    bars = seg.filter(hit)
+    # one split at the first two `|` (`_TQDM_CANON` is the part before them, any text without `|` between
+    # them, and the part after: the regexes of the parts skip the bar's many block characters); in the rest
+    # (ASCII up to the unit, so byte offsets are character offsets) the fields are cut at the offsets of
+    # `/`, `[`, `,` and the unit
+    cut = bars.select(_s=txt.str.splitn("|", 3)).unnest("_s")
+    canon = cut.select(
+        (
+            pl.col("field_0").str.contains(_rx(_TQDM_HEAD_DIGITS))
+            & pl.col("field_2").str.contains(_rx(_TQDM_TAIL_START))
+            & ~pl.col("field_2").str.contains("\n", literal=True)
+        ).fill_null(False)
+    ).to_series()
+    n_canon = int(canon.sum())
+    fast = bars.filter(canon) if n_canon < bars.height else bars
+    cut = cut.filter(canon) if n_canon < bars.height else cut
+    # (the description: the head less its `%` and its digits, but the first of more than three: `TQDM_RE`'s
+    # `pct` takes the last three; the digits stripped are ASCII, one byte each)
+    # (one strip of the `%` and the digits: the description holds neither, so it stops there)
+    h = pl.col("field_0")
+    parts = cut.select(_h=h, _d=h.str.strip_chars_end("%0123456789"), _r=pl.col("field_2"))
+    long = (pl.col("_h").str.len_bytes() - pl.col("_d").str.len_bytes()) > 4
+    if parts.select(long.any()).item():
+        parts = parts.with_columns(_d=pl.when(long).then(pl.col("_h").str.head(-4)).otherwise(pl.col("_d")))
+    parts = parts.drop("_h")
+    r = pl.col("_r")
+    parts = parts.with_columns(
+        _sl=r.str.find("/", literal=True),
+        _lb=r.str.find("[", literal=True),
+        _c=r.str.find(",", literal=True),
+        _at=r.str.find(_rx("[si]")),
+    )
+    sl, lb, c, at, lt = pl.col("_sl"), pl.col("_lb"), pl.col("_c"), pl.col("_at"), pl.col("_lt")
+    # (a negative remaining time: the character after the first `<`, which the rate's bars hold a digit,
+    # `:`, `?` or `,` at; worked out once, as a column, for the three fields that read it)
+    parts = parts.with_columns(_lt=r.str.find("<", literal=True))
+    # (the character after the first `<` is a `-` iff the first `<-` is there: one search, no slice)
+    parts = parts.with_columns(_neg=r.str.find("<-", literal=True).eq_missing(lt))
+    neg = pl.col("_neg")
+    fast = (
+        pl.concat([fast, parts], how="horizontal")
+        .with_columns(
+            m=pl.struct(
+                desc="_d",
+                n=r.str.slice(0, sl).str.strip_chars(),
+                total=r.str.slice(sl + 1, lb - sl - 1).str.strip_chars(),
+                rate=pl.when(~neg).then(r.str.slice(c + 1, at - c - 1).str.strip_chars()),
+                unit=pl.when(~neg).then(r.str.slice(at, 4)),
+                post=r.str.slice(pl.when(neg).then(lt + 1).otherwise(at + 4)),  # (one slice, from either)
+            )
+        )
+        .drop("_d", "_r", "_sl", "_lb", "_c", "_at", "_lt", "_neg")
+    )
+    at = hit.arg_true()
+    gates = None
+    if n_canon:
+        parts = fast.select(_d=pl.col("m").struct.field("desc"), _p=pl.col("m").struct.field("post"))
+        bar = cut.select(pl.concat_str(pl.lit("|"), pl.col("field_1").unique(), pl.lit("|"))).to_series()
+        texts = [pl.Series(["%|"]), parts.get_column("_d").unique(), bar, parts.get_column("_p").unique()]
+        gates = (at if n_canon == bars.height else at.filter(canon), texts)
+    if n_canon == bars.height:
+        return fast, gates
+    slow = _match(bars.filter(~canon), g.TQDM_RE)
+    slow = slow.with_columns(m=pl.struct(*(pl.col("m").struct.field(f) for f in _TQDM_FIELDS.to_schema())))
+    return pl.concat([fast, slow]).sort("line", "seg"), gates
+
+
+def _read(
+    seg: pl.DataFrame, node: pl.Expr, path: pl.Expr, batch: _Batch | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.Series]:
+    """The `steps` and `events` rows (not conformed) of the prepared lines `seg` and the lines understood
+    (distinct). `node`, `path`: a row's `node` and `file` (over a row's `host` and `line`). `batch`: see
+    `parse_many`."""
+    titan = _titan_pre(seg)
+    minmax = _minmax_pre(seg)
+    # (bars redrawn with `\r`, as tqdm's are: matched before the gates are looked for, which then skip those
+    # of the canonical shape; a log without `\r` has none of those in its many lines, most likely)
+    tqdm, bar_gates = None, None
+    if seg.height >= _LANE_MIN and seg.get_column("seg").max() > 0:  # type: ignore[operator]
+        tqdm, bar_gates = _tqdm_lane(seg.select(*_BASE, "text"))
+    present = _present(seg, titan, minmax, bar_gates)
+    if not present:
+        # no grammar runs (each match holds a gate): no fragment, bar, block line or event; the lines
+        # understood are the noise and the warnings, the rows none (the callers conform them)
+        none = pl.Series("line", [], dtype=pl.Int64)
+        understood = pl.concat([_noise_lines(seg, none), _warning_lines(seg)]).unique()
+        return pl.DataFrame(schema=_EMPTY_STEPS), pl.DataFrame(), understood
+    frags = _step_fragments(seg, present, titan)
+    bars, bar_lines = _bar_fragments(seg, present, batch, tqdm)
+    blocks, block_lines, nv = _block_fragments(seg, present, minmax)
+    frags += bars + blocks
+    events, event_lines = _events(seg, nv, node, path, present)
+
+    understood_lines = pl.concat(
+        [f.select("line") for f in frags] + [bar_lines, block_lines, event_lines], how="vertical_relaxed"
+    ).get_column("line")
+    understood_lines = pl.concat(
+        [understood_lines, _noise_lines(seg, understood_lines), _warning_lines(seg)]
+    ).unique()
+    if batch is None and not any(f.height for f in frags):
+        # no fragment (grammars whose gates are there but match nothing: the lines a lane leaves to `_parse`):
+        # no row, as when no grammar runs (`_rows` and `_finish` of no fragment cost ~8 ms of fixed stages)
+        return pl.DataFrame(schema=_EMPTY_STEPS), events, understood_lines
+
+    if frags:
+        if any("_ttext" in f.columns for f in frags):  # (timers read later, see `_block_fragments`)
+            no_text = pl.lit(None, dtype=pl.String).alias("_ttext")
+            frags = [f if "_ttext" in f.columns else f.with_columns(no_text) for f in frags]
+        all_frags = pl.concat(frags, how="vertical_relaxed")
+        if batch is not None:
+            batch.note_single_divisions(all_frags)
+        rows = _rows(all_frags)
+    else:
+        rows = (
+            pl.DataFrame(schema=_FRAG).drop("seg").with_columns(orphan_group=pl.lit(None, dtype=pl.Boolean))
+        )
+    if batch is not None:
+        batch.note_single_phases(rows)
+    return _finish(rows, seg, node, path), events, understood_lines
