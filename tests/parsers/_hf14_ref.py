@@ -3,7 +3,9 @@
 `_tqdm_lane` (the postfixes of the canonical bars made distinct before `_present` scans them: a hash of each,
 where the bars past their total, with a negative remaining time, all have a postfix of their own) and `_read`
 (the lines understood gathered with the bars' fragments' lines, each of which is a line of the bars matched
-already). The helpers they call are the module's own (unchanged)."""
+already); `_rows_gathered` (without timers, the rows of the single fragments gathered from the wide
+fragments, then concatenated with the groups' rows and sorted by `_sort_rows`: two gathers of the wide
+columns). The helpers they call are the module's own (unchanged)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,9 @@ from parsers.step_log import (  # noqa: F401
     _EMPTY_STEPS,
     _FRAG,
     _LANE_MIN,
+    _PROGRESS,
+    _ROW_COLS,
+    _TIMER,
     _TQDM_FIELDS,
     _TQDM_HEAD_DIGITS,
     _TQDM_TAIL_START,
@@ -23,15 +28,22 @@ from parsers.step_log import (  # noqa: F401
     _block_fragments,
     _events,
     _finish,
+    _group_rows,
+    _grouped,
+    _kept,
     _match,
     _minmax_pre,
     _noise_lines,
     _present,
     _rows,
+    _rows_of_singles,
     _rx,
+    _sort_frags,
+    _sort_rows,
     _step_fragments,
     _titan_pre,
     _warning_lines,
+    _with_timers,
 )
 
 
@@ -123,6 +135,79 @@ def _tqdm_lane(seg: pl.DataFrame) -> tuple[pl.DataFrame, tuple[pl.Series, list[p
     slow = _match(bars.filter(~canon), g.TQDM_RE)
     slow = slow.with_columns(m=pl.struct(*(pl.col("m").struct.field(f) for f in _TQDM_FIELDS.to_schema())))
     return pl.concat([fast, slow]).sort("line", "seg"), gates
+
+
+def _rows_gathered(frags: pl.DataFrame, value_cols: list[str]) -> pl.DataFrame:
+    """`_rows` on many fragments: the order and the groups worked out on the few columns they read, then only
+    the fragments that make rows gathered from the wide frame (a row of a single fragment without progress
+    of its own, an orphan, is left out: most of the one-line timers of other ranks in DeepSpeed logs), in the
+    order the sorts gave them (same rows, same order)."""
+    narrow = frags.select(
+        "key", "line", "seg", "kind", "step", "anchor", "standalone", "attach_line", *_PROGRESS
+    ).with_row_index("_i")
+    key = pl.col("key")
+    one_run = narrow.height > 0 and bool(
+        narrow.select(key.is_not_null().all() & (key == key.first()).all()).item()
+    )
+    f = _grouped(_sort_frags(narrow).lazy(), over_key=False, one_run=one_run)
+    # a group is a run of fragments; one of a single fragment is that fragment as it is (what the aggregation
+    # gives it), so only the others are sorted and aggregated
+    start = pl.col("_start")
+    f = f.select(
+        "_i",
+        "group",
+        "orphan",
+        _single=start & start.shift(-1).fill_null(True),
+        _keep=~pl.col("orphan") | pl.any_horizontal(pl.col(c).is_not_null() for c in _PROGRESS),
+    ).collect()
+    single = f.get_column("_single")
+    n_single = int(single.sum())
+    n = f.height
+    if n_single == 0:
+        multi, kept = f, f.clear()
+    else:
+        kept = f.filter(pl.col("_single") & pl.col("_keep"))
+        multi = f.filter(~pl.col("_single")) if n_single < n else f.clear()
+    # (a column null in every fragment is null in every row, `drop_nulls().first()` of a group too: such
+    # columns are left out of the gathers, aggregations and sorts and put back as nulls at the end)
+    nulls = {
+        c: t for c, t in frags.schema.items() if c not in _ROW_COLS and frags.get_column(c).null_count() == n
+    }
+    slim = frags.drop(list(nulls)) if nulls else frags
+    # (no fragment with timers, neither a list nor a one-line timer text to read them from: every row's are
+    # an empty list, what `_rows_of_singles` and `_group_rows` give them; the column is left out of the
+    # gathers, aggregations and sorts, where its lists of structs are slow, and put back at the end)
+    tt = frags.get_column("_ttext") if "_ttext" in frags.columns else None
+    no_timers = frags.get_column("timers").null_count() == n and (tt is None or tt.null_count() == n)
+    if no_timers:
+        slim = slim.drop("timers", *(["_ttext"] if tt is not None else []))
+    vals = [c for c in value_cols if c not in nulls and c != "rank"]
+    rows = []
+    if n_single:
+        # (without timers, `_rows_of_singles` reads these columns only: the others are not gathered)
+        part = slim.select("line", "key", "rank", *vals) if no_timers else slim
+        singles = _with_timers(part[kept.get_column("_i")].with_columns(kept.select("group", "orphan")))
+        rows.append(_rows_of_singles(singles, vals))
+    if n_single < n:
+        m = _with_timers(slim[multi.get_column("_i")].with_columns(multi.select("group", "orphan")))
+        rows.append(_group_rows(m, ["rank", *vals]).filter(_kept("orphan_group")))
+    if n_single == n:  # (in (key, line) order already: one chunk, as the sort would give it)
+        out = rows[0].rechunk()
+    else:
+        out = _sort_rows(rows[0] if len(rows) == 1 else pl.concat(rows))
+    if no_timers:
+        out = out.with_columns(timers=pl.lit([], dtype=pl.List(_TIMER)))
+    if not nulls:
+        return out
+    return out.select(
+        "group",
+        "line",
+        "key",
+        "orphan_group",
+        "rank",
+        *(pl.lit(None, dtype=nulls[c]).alias(c) if c in nulls else c for c in value_cols if c != "rank"),
+        "timers",
+    )
 
 
 def _read(

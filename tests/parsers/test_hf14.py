@@ -3,7 +3,9 @@ tests/parsers/_hf14_ref.py).
 
 `_tqdm_lane`: the postfixes of canonical bars with a negative remaining time (all distinct, mostly) go to
 `_present` as they are, the others made distinct as before (a set of gates found is the same over repeats);
-`_read`: the lines understood gathered without the bars' fragments' lines (each a line of the bars matched).
+`_read`: the lines understood gathered without the bars' fragments' lines (each a line of the bars matched);
+`_rows_gathered` (no timers, single fragments and groups both): the wide columns gathered once, by the order
+`_sort_rows` gives, worked out on the key, line and group (`_singles_and_groups`).
 
 Whole parses are compared (`_mixed.parse`, tables and accounting, and `_present`'s gates): the benchmark's
 Hugging Face logs cut at random lines (bars past their total, evaluation bars, postfix dicts, NCCL lines),
@@ -33,7 +35,7 @@ from tests.parsers import _hf14_ref as R  # noqa: N812
 from tests.parsers.test_hf10 import _bar, _hf_log
 from tests.parsers.test_steplog_s8 import _GENS, _files, _grown
 
-_REFS = ("_tqdm_lane", "_read")
+_REFS = ("_tqdm_lane", "_read", "_rows_gathered")
 
 
 def _ctx(first: int = 1) -> FileContext:
@@ -48,8 +50,11 @@ def _same(lines: list[str | None], first: int = 1) -> ParseResult:
     def spy(k: int):  # noqa: ANN202
         return lambda *a, **kw: (gates[k].append(got := present(*a, **kw)), got)[1]
 
+    seen: list[pl.DataFrame] = []
+    rows = S._rows
     with pytest.MonkeyPatch.context() as m:
         m.setattr(S, "_present", spy(0))
+        m.setattr(S, "_rows", lambda frags: (seen.append(frags), rows(frags))[1])
         got = M.parse(S, s, _ctx(first))
     with pytest.MonkeyPatch.context() as m:
         for fn in _REFS:
@@ -59,6 +64,14 @@ def _same(lines: list[str | None], first: int = 1) -> ParseResult:
         want = M.parse(S, s, _ctx(first))
     assert_same_result(got, want)
     assert gates[0] == gates[1]
+    # (the rows `_rows` gives, every column: the parse reads some of them only)
+    for frags in seen:
+        a = S._rows(frags)
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(S, "_rows_gathered", R._rows_gathered)
+            b = S._rows(frags)
+        assert a.schema == b.schema
+        assert a.equals(b, null_equal=True)
     return got
 
 
@@ -83,9 +96,9 @@ def test_benchmark_hf_logs(seed: int, how: str) -> None:
     lines: list = _bench_hf(seed, rnd.randrange(0, 3000), n)
     if how == "past":  # (the benchmark's bars run far past their total: negative remaining times, `<-`)
         lines = [re.sub(r"<([0-9][0-9:]*), ", r"<-\1, ", x) if rnd.random() < 0.9 else x for x in lines]
-    if "envelope" in how:
-        env = rnd.choice(["[default0]:", "gpu-node-7: ", "3: [rank3]: "])
-        lines = [env + x if rnd.random() < 0.7 else x for x in lines]
+    if "envelope" in how:  # (one stream, or lines of several: keys ranked by a join)
+        envs = ["3: [rank3]: ", "[rank1]:", "gpu-node-7: "]
+        lines = [rnd.choice(envs) + x if rnd.random() < 0.7 else x for x in lines]
     if "mutated" in how:
         lines = [mutated(rnd, x, _MUT, 3, 3) if rnd.random() < 0.05 else x for x in lines]
     if "crlf" in how:
