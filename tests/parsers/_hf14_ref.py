@@ -3,9 +3,10 @@
 `_tqdm_lane` (the postfixes of the canonical bars made distinct before `_present` scans them: a hash of each,
 where the bars past their total, with a negative remaining time, all have a postfix of their own) and `_read`
 (the lines understood gathered with the bars' fragments' lines, each of which is a line of the bars matched
-already); `_rows_gathered` (without timers, the rows of the single fragments gathered from the wide
-fragments, then concatenated with the groups' rows and sorted by `_sort_rows`: two gathers of the wide
-columns). The helpers they call are the module's own (unchanged)."""
+already); `_rows_gathered` (without timers, the rows of the single fragments gathered from the wide fragments,
+then concatenated with the groups' rows and sorted by `_sort_rows`: two gathers of the wide columns);
+`_sort_frags`, `_sort_rows`, `_sort_stable` (the distinct keys found by a hash of each, where there is one
+key). The helpers they call are the module's own (unchanged)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from parsers.step_log import (  # noqa: F401
     _group_rows,
     _grouped,
     _kept,
+    _key_ranks,
     _match,
     _minmax_pre,
     _noise_lines,
@@ -38,8 +40,6 @@ from parsers.step_log import (  # noqa: F401
     _rows,
     _rows_of_singles,
     _rx,
-    _sort_frags,
-    _sort_rows,
     _step_fragments,
     _titan_pre,
     _warning_lines,
@@ -208,6 +208,119 @@ def _rows_gathered(frags: pl.DataFrame, value_cols: list[str]) -> pl.DataFrame:
         *(pl.lit(None, dtype=nulls[c]).alias(c) if c in nulls else c for c in value_cols if c != "rank"),
         "timers",
     )
+
+
+def _sort_rows(rows: pl.DataFrame) -> pl.DataFrame:
+    """`rows.sort("group").sort("key", "line", maintain_order=True)` (`group` distinct: one order only, that
+    of (key, line, group)); by one packed integer key where the key ranks, lines and groups fit in 62 bits."""
+    line, group = pl.col("line"), pl.col("group")
+    if rows.height < 2:
+        return rows.sort("group").sort("key", "line", maintain_order=True)
+    st = rows.select(
+        n=pl.col("key").null_count() + line.null_count() + group.null_count(),
+        lo=line.min(),
+        hl=line.max(),
+        hg=group.max(),
+    ).row(0, named=True)
+    keys = rows.get_column("key").unique().sort()
+    kb, lb = (keys.len() - 1).bit_length(), int(st["hl"] or 0).bit_length()
+    gb = int(st["hg"] or 0).bit_length()
+    if st["n"] or st["lo"] < 0 or kb + lb + gb > 62:
+        return rows.sort("group").sort("key", "line", maintain_order=True)
+    packed = (
+        _key_ranks(rows.select("key", "line", "group"), keys)
+        .select((pl.col("_kr") * (1 << (lb + gb))) + (line * (1 << gb)) + group.cast(pl.Int64))
+        .to_series()
+    )
+    if bool((packed.diff().drop_nulls() > 0).all()):  # (in that order already)
+        return rows.rechunk()
+    return rows.with_columns(_sk=packed).sort("_sk").drop("_sk")
+
+
+def _sort_frags(frags: pl.DataFrame) -> pl.DataFrame:
+    """`frags.sort("key", "line", "seg")`; on many fragments whose (key, line, seg) are all distinct (one order
+    only), by one integer sort key: the key's rank among the distinct keys, the line and the segment packed in
+    63 bits (a sort by the three columns costs several times more)."""
+    if frags.height < _LANE_MIN:
+        return frags.sort("key", "line", "seg", maintain_order=True)
+    line, seg = pl.col("line"), pl.col("seg")
+    st = frags.select(
+        n=pl.col("key").null_count() + line.null_count() + seg.null_count(),
+        lo=pl.min_horizontal(line.min(), seg.min()),
+        hl=line.max(),
+        hs=seg.max(),
+    ).row(0, named=True)
+    keys = frags.get_column("key").unique().sort()
+    if st["n"] or st["lo"] < 0 or st["hl"] >= 1 << 36 or st["hs"] >= 1 << 16 or keys.len() >= 1 << 11:
+        return frags.sort("key", "line", "seg", maintain_order=True)
+    packed = (
+        _key_ranks(frags.select("key", "line", "seg"), keys)
+        .select((pl.col("_kr") * (1 << 52)) + (line * (1 << 16)) + seg)
+        .to_series()
+    )
+    if any(isinstance(t, pl.List) for t in frags.schema.values()):
+        if not bool((packed.sort().diff().drop_nulls() > 0).all()):  # (a repeated triple: ties)
+            return frags.sort("key", "line", "seg", maintain_order=True)
+        # (the frame's own sort: a gather by index is slow on the list-of-struct timers)
+        return frags.with_columns(_sk=packed).sort("_sk").drop("_sk")
+    # (no list column, as `_rows_gathered`'s narrow frame: one sort of the keys, the frame gathered in that
+    # order; the keys distinct, that is the one order the sort gives)
+    order = packed.arg_sort()
+    if not bool((packed.gather(order).diff().drop_nulls() > 0).all()):  # (a repeated triple: ties)
+        return frags.sort("key", "line", "seg", maintain_order=True)
+    return frags[order]
+
+
+def _sort_stable(df: pl.DataFrame, by: tuple[str, ...]) -> pl.DataFrame:
+    """`df.sort(*by, maintain_order=True)`; on big frames without nulls in `by`, by one packed integer key:
+    the rank of each row's value in each column (strings: among the distinct values, in sort order;
+    integers: the value less the least) and its position, when they fit in 62 bits (one order only)."""
+    n = df.height
+    if n < _LANE_MIN or any(df.get_column(c).null_count() for c in by):
+        return df.sort(*by, maintain_order=True)
+    ranks: list[tuple[pl.Series, int]] = []
+    for c in by:
+        col = df.get_column(c)
+        if col.dtype == pl.String:
+            uniq = col.unique().sort()
+            if uniq.len() == 1:  # (one value: every rank 0, no join)
+                ranks.append((pl.zeros(n, dtype=pl.Int64, eager=True), 1))
+                continue
+            if uniq.len() <= 4:  # (a few values: the rank is how many of the others sort below it, no join)
+                r = pl.select(pl.sum_horizontal(pl.lit(col) > u for u in uniq[:-1].to_list())).to_series()
+                ranks.append((r.cast(pl.Int64), uniq.len()))
+                continue
+            table = pl.DataFrame({c: uniq, "_r": pl.int_range(uniq.len(), eager=True, dtype=pl.Int64)})
+            r = df.select(c).join(table, on=c, how="left", maintain_order="left").get_column("_r")
+            ranks.append((r, uniq.len()))
+        elif col.dtype.is_integer():
+            lo, hi = int(col.min()), int(col.max())  # type: ignore[arg-type]
+            ranks.append((col.cast(pl.Int64) - lo, hi - lo + 1))
+        else:
+            return df.sort(*by, maintain_order=True)
+    bits = [(size - 1).bit_length() for _, size in ranks]
+    pb = (n - 1).bit_length()
+    if sum(bits) + pb > 62:
+        return df.sort(*by, maintain_order=True)
+    packed = pl.int_range(n, dtype=pl.Int64, eager=True)
+    shift = pb
+    for (r, _), b in zip(reversed(ranks), reversed(bits)):
+        packed = packed + r * (1 << shift)
+        shift += b
+    if bool((packed.diff().drop_nulls() > 0).all()):  # (in that order already)
+        return df.rechunk()
+    # (in order by the last columns already, the first ones of few values, as rows of one stream in line order
+    # with two frameworks: the rows of each value of the first in turn, as they are, filtered, not gathered)
+    for j in range(1, len(ranks)):
+        low = sum(bits[j:]) + pb
+        if not bool(((packed % (1 << low)).diff().drop_nulls() > 0).all()):
+            continue
+        lead = packed // (1 << low)
+        vals = lead.unique().sort()
+        if vals.len() <= 4:
+            return pl.concat([df.filter(lead == v) for v in vals.to_list()]).rechunk()
+        break
+    return df.with_columns(_sk=packed).sort("_sk").drop("_sk")
 
 
 def _read(

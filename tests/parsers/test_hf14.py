@@ -5,7 +5,8 @@ tests/parsers/_hf14_ref.py).
 `_present` as they are, the others made distinct as before (a set of gates found is the same over repeats);
 `_read`: the lines understood gathered without the bars' fragments' lines (each a line of the bars matched);
 `_rows_gathered` (no timers, single fragments and groups both): the wide columns gathered once, by the order
-`_sort_rows` gives, worked out on the key, line and group (`_singles_and_groups`).
+`_sort_rows` gives, worked out on the key, line and group (`_singles_and_groups`); `_sort_frags`,
+`_sort_rows`, `_sort_stable`: one key found by compares (`_distinct_sorted`).
 
 Whole parses are compared (`_mixed.parse`, tables and accounting, and `_present`'s gates): the benchmark's
 Hugging Face logs cut at random lines (bars past their total, evaluation bars, postfix dicts, NCCL lines),
@@ -35,7 +36,7 @@ from tests.parsers import _hf14_ref as R  # noqa: N812
 from tests.parsers.test_hf10 import _bar, _hf_log
 from tests.parsers.test_steplog_s8 import _GENS, _files, _grown
 
-_REFS = ("_tqdm_lane", "_read", "_rows_gathered")
+_REFS = ("_tqdm_lane", "_read", "_rows_gathered", "_sort_frags", "_sort_rows", "_sort_stable")
 
 
 def _ctx(first: int = 1) -> FileContext:
@@ -68,7 +69,8 @@ def _same(lines: list[str | None], first: int = 1) -> ParseResult:
     for frags in seen:
         a = S._rows(frags)
         with pytest.MonkeyPatch.context() as m:
-            m.setattr(S, "_rows_gathered", R._rows_gathered)
+            for fn in ("_rows_gathered", "_sort_frags", "_sort_rows"):
+                m.setattr(S, fn, getattr(R, fn))
             b = S._rows(frags)
         assert a.schema == b.schema
         assert a.equals(b, null_equal=True)
@@ -154,3 +156,26 @@ def test_other_logs(gen: str) -> None:
 @pytest.mark.parametrize("path", _files()[::3], ids=lambda p: p.name)
 def test_files_grown(path: Path) -> None:
     _same(_grown(path.read_text(errors="replace").splitlines(), S._MEG_MIN + 300))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10**6), st.sampled_from([10, S._LANE_MIN + 7]), st.booleans())
+def test_sort_stable_keys_hypothesis(seed: int, n: int, nulls: bool) -> None:
+    rnd = random.Random(seed)
+    keys = rnd.choice([["|"], ["|", "h|0"], ["h|1", "|3", "é"]])
+    df = pl.DataFrame(
+        {
+            "key": [None if nulls and rnd.random() < 0.01 else rnd.choice(keys) for _ in range(n)],
+            "framework": [rnd.choice(["tqdm", "hf-trainer"][: rnd.randint(1, 2)]) for _ in range(n)],
+            "line": sorted(rnd.randint(0, n // 3) for _ in range(n)),
+            "group": pl.int_range(n, dtype=pl.UInt32, eager=True),
+            "seg": [rnd.randint(0, 3) for _ in range(n)],
+        }
+    )
+    by = ("key", "framework", "line")
+    assert S._sort_stable(df, by).equals(R._sort_stable(df, by), null_equal=True)
+    assert S._sort_rows(df).equals(R._sort_rows(df), null_equal=True)
+    assert S._sort_frags(df).equals(R._sort_frags(df), null_equal=True)
+    for k in keys:
+        col = pl.Series("key", [k] * n)
+        assert S._distinct_sorted(col).equals(col.unique().sort())
