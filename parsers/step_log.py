@@ -2270,14 +2270,23 @@ def _tqdm_lane(seg: pl.DataFrame) -> tuple[pl.DataFrame, tuple[pl.Series, list[p
             unit=pl.when(~neg).then(r.str.slice(at, 4)),
             post=r.str.slice(pl.when(neg).then(lt + 1).otherwise(at + 4)),  # (one slice, from either)
         )
-    ).drop("_d", "_r", "_sl", "_lb", "_c", "_at", "_lt", "_neg")
+    ).drop("_d", "_r", "_sl", "_lb", "_c", "_at", "_lt")
     at = hit.arg_true()
     gates = None
     if n_canon:
-        parts = fast.select(_d=pl.col("m").struct.field("desc"), _p=pl.col("m").struct.field("post"))
+        # (the postfixes of bars with a negative remaining time, all after the `<`, hold that time and the
+        # rate: mostly distinct, scanned as they are rather than made distinct first (a hash of each costs
+        # more than the scan); `_present` asks which gates occur in any of the texts, which repeats do not
+        # change)
+        post = pl.col("m").struct.field("post")
+        parts = fast.select(
+            _d=pl.col("m").struct.field("desc").unique().implode(),
+            _p=pl.concat([post.filter(~neg).unique(), post.filter(neg)]).implode(),
+        )
         bar = cut.select(pl.concat_str(pl.lit("|"), pl.col("field_1").unique(), pl.lit("|"))).to_series()
-        texts = [pl.Series(["%|"]), parts.get_column("_d").unique(), bar, parts.get_column("_p").unique()]
+        texts = [pl.Series(["%|"]), parts.get_column("_d")[0], bar, parts.get_column("_p")[0]]
         gates = (at if n_canon == bars.height else at.filter(canon), texts)
+    fast = fast.drop("_neg")
     if n_canon == bars.height:
         return fast, gates
     slow = _match(bars.filter(~canon), g.TQDM_RE)
@@ -3063,12 +3072,38 @@ def _rows_gathered(frags: pl.DataFrame, value_cols: list[str]) -> pl.DataFrame:
         slim = slim.drop("timers", *(["_ttext"] if tt is not None else []))
     vals = [c for c in value_cols if c not in nulls and c != "rank"]
     rows = []
+    groups = None
+    if no_timers and 0 < n_single < n:
+        # (the rows of the groups, then those of the single fragments and the groups' in one gather, in the
+        # order `_sort_rows` gives them)
+        m = _with_timers(slim[multi.get_column("_i")].with_columns(multi.select("group", "orphan")))
+        groups = _group_rows(m, ["rank", *vals]).filter(_kept("orphan_group"))
+        out = _singles_and_groups(slim.select("line", "key", "rank", *vals), kept, groups)
+        if out is not None:
+            out = out.with_columns(timers=pl.lit([], dtype=pl.List(_TIMER)))
+            if not nulls:
+                return out
+            return out.select(
+                "group",
+                "line",
+                "key",
+                "orphan_group",
+                "rank",
+                *(
+                    pl.lit(None, dtype=nulls[c]).alias(c) if c in nulls else c
+                    for c in value_cols
+                    if c != "rank"
+                ),
+                "timers",
+            )
     if n_single:
         # (without timers, `_rows_of_singles` reads these columns only: the others are not gathered)
         part = slim.select("line", "key", "rank", *vals) if no_timers else slim
         singles = _with_timers(part[kept.get_column("_i")].with_columns(kept.select("group", "orphan")))
         rows.append(_rows_of_singles(singles, vals))
-    if n_single < n:
+    if n_single < n and groups is not None:  # (worked out above: `_singles_and_groups` left them)
+        rows.append(groups)
+    elif n_single < n:
         m = _with_timers(slim[multi.get_column("_i")].with_columns(multi.select("group", "orphan")))
         rows.append(_group_rows(m, ["rank", *vals]).filter(_kept("orphan_group")))
     if n_single == n:  # (in (key, line) order already: one chunk, as the sort would give it)
@@ -3087,6 +3122,59 @@ def _rows_gathered(frags: pl.DataFrame, value_cols: list[str]) -> pl.DataFrame:
         "rank",
         *(pl.lit(None, dtype=nulls[c]).alias(c) if c in nulls else c for c in value_cols if c != "rank"),
         "timers",
+    )
+
+
+def _singles_and_groups(src: pl.DataFrame, kept: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFrame | None:
+    """`_sort_rows` of the rows of the single fragments (`src[kept["_i"]]` with `kept`'s `group`, `orphan` as
+    `orphan_group`: what `_rows_of_singles` gives without timers) followed by `groups` (the rows of the other
+    groups, same columns), the wide columns gathered once from `src` and `groups` by the order the sort gives
+    (worked out on `key`, `line` and `group` alone) instead of gathered, concatenated and sorted. None where
+    `_sort_rows` would not sort by its packed key (nulls, negative lines, too many bits): the caller then
+    takes the general way.
+
+    (Exact: `group` is distinct over the rows (each group one row), so (key, line, group) has one sorted
+    order, which the packed key's `arg_sort` gives; a gather of each column by the composed index is the
+    gather of the concatenated rows by that order.)"""
+    gi = kept.get_column("_i")
+    at = src.select("line", "key")[gi]
+    ng = groups.height
+    cols = ["line", "key", "rank", *(c for c in src.columns if c not in ("line", "key", "rank"))]
+    if groups.columns != ["group", "line", "key", "orphan_group", *cols[2:]]:  # (cannot be: `_group_rows`)
+        return None
+    narrow = pl.DataFrame(
+        {
+            "key": pl.concat([at.get_column("key"), groups.get_column("key")]),
+            "line": pl.concat([at.get_column("line"), groups.get_column("line")]),
+            "group": pl.concat([kept.get_column("group"), groups.get_column("group")]),
+        }
+    )
+    line, group = pl.col("line"), pl.col("group")
+    st = narrow.select(
+        n=pl.col("key").null_count() + line.null_count() + group.null_count(),
+        lo=line.min(),
+        hl=line.max(),
+        hg=group.max(),
+    ).row(0, named=True)
+    keys = _distinct_sorted(narrow.get_column("key"))
+    kb, lb = (keys.len() - 1).bit_length(), int(st["hl"] or 0).bit_length()
+    gb = int(st["hg"] or 0).bit_length()
+    if narrow.height < 2 or st["n"] or st["lo"] < 0 or kb + lb + gb > 62:
+        return None
+    order = (
+        _key_ranks(narrow, keys)
+        .select(((pl.col("_kr") * (1 << (lb + gb))) + (line * (1 << gb)) + group.cast(pl.Int64)).arg_sort())
+        .to_series()
+    )
+    # (the index of each row in `src` and `groups` stacked: the singles' `_i`, then past `src`'s rows)
+    past = pl.int_range(src.height, src.height + ng, dtype=pl.Int64, eager=True)
+    idx = pl.concat([gi.cast(pl.Int64), past])
+    both = pl.concat([src.select(cols), groups.select(cols)], rechunk=True)
+    orphan = pl.concat([kept.get_column("orphan").alias("orphan_group"), groups.get_column("orphan_group")])
+    return (
+        both[idx.gather(order)]
+        .with_columns(group=narrow.get_column("group").gather(order), orphan_group=orphan.gather(order))
+        .select("group", "line", "key", "orphan_group", *cols[2:])
     )
 
 
@@ -3111,7 +3199,7 @@ def _sort_rows(rows: pl.DataFrame) -> pl.DataFrame:
         hl=line.max(),
         hg=group.max(),
     ).row(0, named=True)
-    keys = rows.get_column("key").unique().sort()
+    keys = _distinct_sorted(rows.get_column("key"))
     kb, lb = (keys.len() - 1).bit_length(), int(st["hl"] or 0).bit_length()
     gb = int(st["hg"] or 0).bit_length()
     if st["n"] or st["lo"] < 0 or kb + lb + gb > 62:
@@ -3139,7 +3227,7 @@ def _sort_frags(frags: pl.DataFrame) -> pl.DataFrame:
         hl=line.max(),
         hs=seg.max(),
     ).row(0, named=True)
-    keys = frags.get_column("key").unique().sort()
+    keys = _distinct_sorted(frags.get_column("key"))
     if st["n"] or st["lo"] < 0 or st["hl"] >= 1 << 36 or st["hs"] >= 1 << 16 or keys.len() >= 1 << 11:
         return frags.sort("key", "line", "seg", maintain_order=True)
     packed = (
@@ -3158,6 +3246,14 @@ def _sort_frags(frags: pl.DataFrame) -> pl.DataFrame:
     if not bool((packed.gather(order).diff().drop_nulls() > 0).all()):  # (a repeated triple: ties)
         return frags.sort("key", "line", "seg", maintain_order=True)
     return frags[order]
+
+
+def _distinct_sorted(col: pl.Series) -> pl.Series:
+    """`col.unique().sort()`; where no value is null and every one is the first (the one stream key of a log
+    without envelopes), that value alone, by one pass of compares instead of a hash of each value."""
+    if col.len() and col.null_count() == 0 and bool((col == col[0]).all()):
+        return col.head(1)
+    return col.unique().sort()
 
 
 def _key_ranks(df: pl.DataFrame, keys: pl.Series) -> pl.DataFrame:
@@ -3514,7 +3610,7 @@ def _sort_stable(df: pl.DataFrame, by: tuple[str, ...]) -> pl.DataFrame:
     for c in by:
         col = df.get_column(c)
         if col.dtype == pl.String:
-            uniq = col.unique().sort()
+            uniq = _distinct_sorted(col)
             if uniq.len() == 1:  # (one value: every rank 0, no join)
                 ranks.append((pl.zeros(n, dtype=pl.Int64, eager=True), 1))
                 continue
@@ -3883,12 +3979,15 @@ def _read(
     frags = _step_fragments(seg, present, titan)
     bars, bar_lines = _bar_fragments(seg, present, batch, tqdm)
     blocks, block_lines, nv = _block_fragments(seg, present, minmax)
-    frags += bars + blocks
     events, event_lines = _events(seg, nv, node, path, present)
 
+    # (the bars' fragments are left out: each is a line of the bars matched, `bar_lines`, and a set of lines
+    # is the same without those repeats, which cost the `is_in` and `unique` below a hash each)
     understood_lines = pl.concat(
-        [f.select("line") for f in frags] + [bar_lines, block_lines, event_lines], how="vertical_relaxed"
+        [f.select("line") for f in frags + blocks] + [bar_lines, block_lines, event_lines],
+        how="vertical_relaxed",
     ).get_column("line")
+    frags += bars + blocks
     understood_lines = pl.concat(
         [understood_lines, _noise_lines(seg, understood_lines), _warning_lines(seg)]
     ).unique()
