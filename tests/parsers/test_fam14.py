@@ -64,11 +64,10 @@ _GENS = {"megatron": big_steps._megatron, "deepspeed": big_steps._deepspeed, "ti
     [
         ("megatron", 0, "plain"),
         ("megatron", 4, "mutated"),
-        ("megatron", 8, "crlf"),
         ("megatron", 12, "unicode"),
         ("megatron", 16, "small"),
         ("deepspeed", 1, "plain"),
-        ("titan", 2, "mutated"),
+        ("titan", 2, "plain"),
     ],
 )
 def test_benchmark_training_logs(gen: str, seed: int, how: str) -> None:
@@ -76,12 +75,11 @@ def test_benchmark_training_logs(gen: str, seed: int, how: str) -> None:
     watchdog timeout), a piece cut at random lines past the big-chunk size (or under it: `small`)."""
     rnd = random.Random(seed)
     lines_iter = _GENS[gen](big_steps._Job(seed, 4, 8))
-    size = S._MEG_MIN // 2 if how == "small" else 12_000
+    size = S._MEG_MIN // 2 if how == "small" else S._MEG_MIN + 2000
     lines = list(itertools.islice(lines_iter, rnd.randrange(0, 5000), rnd.randrange(0, 5000) + size))
-    if how == "mutated":
+    if how == "mutated":  # (and CRLF ends)
         lines = [mutated(rnd, x, _MUT, 3, 4) if "NCCL" in x or rnd.random() < 0.01 else x for x in lines]
-    elif how == "crlf":
-        lines = [x + "\r" if "NCCL" in x or rnd.random() < 0.01 else x for x in lines]
+        lines = [x + "\r" if rnd.random() < 0.05 else x for x in lines]
     elif how == "unicode":
         lines = [x.replace(" ", "\u2003", 1) if "NCCL" in x and rnd.random() < 0.3 else x for x in lines]
         lines[rnd.randrange(len(lines))] += " \u00e9"
@@ -137,7 +135,7 @@ def _prepare_same(lines: list[str | None]) -> None:
     assert got.equals(want, null_equal=True)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(0, 40))
 def test_prepare_frame_pieces(seed: int, n: int) -> None:
     rnd = random.Random(seed)
@@ -174,7 +172,7 @@ _CHECKS = [
 ]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(st.integers(0, 2**32 - 1))
 def test_whole_file_checks(seed: int) -> None:
     """The block heads and `Last error:` in plain lines, in fast-lane NCCL records (`fast.hits`), or none."""
