@@ -157,7 +157,7 @@ def _mixes(
             if not any(mark in text for mark in FAMILY_MARKS):
                 return False, None
         # `has_family_lines`, over the lines holding a family literal only (each line with a mark is one)
-        lit = _on_others(lines, skip, lambda x: _holds_any(x, FAMILY_LITERALS, _FAMILY_ANY).fill_null(False))
+        lit = _family_literals(lines, skip)
         at = lit.arg_true()
         return _marked_any(lines, at), lit
     if parser is nccl or (parser is td and td._dump_span(lines) is None):
@@ -172,6 +172,9 @@ class _Skipped:
     def __init__(self, lines: pl.Series, skip: pl.Series) -> None:
         self.lines = lines
         self.skip = skip
+        self.lit: pl.Series | None = None
+        """`_family_literals` of the lines, when asked (`lit_sub`: of the other lines, by `others`)."""
+        self.lit_sub: pl.Series | None = None
 
     @cached_property
     def others(self) -> pl.Series:
@@ -180,6 +183,17 @@ class _Skipped:
     @cached_property
     def texts(self) -> pl.Series:
         return self.lines.gather(self.others)
+
+
+def _family_literals(lines: pl.Series, skip: pl.Series | _Skipped | None) -> pl.Series:
+    """Per line: holds one of `FAMILY_LITERALS` (False for a null line and the lines of `skip`); for a
+    `_Skipped` of these `lines`, the answer and the other lines' are kept in it (`_family` reads them)."""
+    test = lambda x: _holds_any(x, FAMILY_LITERALS, _FAMILY_ANY).fill_null(False)  # noqa: E731
+    if isinstance(skip, _Skipped) and skip.lines is lines:
+        sub = test(skip.texts)
+        skip.lit, skip.lit_sub = _false(len(lines)).scatter(skip.others, sub), sub
+        return skip.lit
+    return _on_others(lines, skip, test)
 
 
 def _on_others(
@@ -438,8 +452,16 @@ def _family(
     n = len(lines)
     rx = g.ascii_classes if ascii else str  # (`ascii`: the lines hold no non-ASCII character)
     if lit is None:  # (`lit`: the `FAMILY_LITERALS` test of each line, when the caller made it)
-        lit = _on_others(lines, skip, lambda x: _holds_any(x, FAMILY_LITERALS, _FAMILY_ANY).fill_null(False))
-    c = lit | _on_others(lines, skip, lambda x: _sources(x, rx) | x.str.contains(rx(_EDGES)).fill_null(False))
+        lit = _family_literals(lines, skip)
+    rest = lambda x: _sources(x, rx) | x.str.contains(rx(_EDGES)).fill_null(False)  # noqa: E731
+    if isinstance(skip, _Skipped) and skip.lines is lines and skip.lit is lit and skip.lit_sub is not None:
+        # the other tests on the other lines that hold no family literal only (a line that holds one is a
+        # candidate whatever they say): `lit` with those they hold on set
+        no_lit = ~skip.lit_sub
+        pos = skip.others.filter(no_lit)
+        c = lit.clone().scatter(pos.filter(rest(skip.texts.filter(no_lit))), True)
+    else:
+        c = lit | _on_others(lines, skip, rest)
     n_cand = int(c.sum())
     if n_cand == 0:  # no line the grammar reads
         return nccl.FamilyRows(tables={}, understood=c.alias("c"), notes=[], hosts=[]), 0
