@@ -23,6 +23,7 @@ import bisect
 import itertools
 import re
 from collections.abc import Callable, Sequence
+from functools import cached_property
 from types import ModuleType
 
 import polars as pl
@@ -96,6 +97,8 @@ def _step_chunk(lines: pl.Series, ctx: FileContext) -> ParseResult:
     with step_log.ascii_scope(ascii):
         entries = step_log.meg_entry_lines(lines)
     skip = _entry_lines(entries, g.ascii_classes if ascii else str)
+    if skip is not None and skip.len():
+        skip = _Skipped(lines, skip)  # (the other lines found once, for every scan of them below)
     both, lit = _mixes(step_log, lines, skip)
     if both:
         return _both(lines, ctx, lit, ascii, entries, skip)
@@ -143,7 +146,7 @@ def _marked(parser: ModuleType, items: Sequence[tuple[pl.Series, FileContext]]) 
 
 
 def _mixes(
-    parser: ModuleType, lines: pl.Series, skip: pl.Series | None = None
+    parser: ModuleType, lines: pl.Series, skip: pl.Series | _Skipped | None = None
 ) -> tuple[bool, pl.Series | None]:
     """Whether `lines` of `parser`'s format also hold the other grammar of training stdout (and, for a
     training log, which lines hold a family literal, for `_both`; `skip`: lines known to hold none)."""
@@ -154,7 +157,7 @@ def _mixes(
             if not any(mark in text for mark in FAMILY_MARKS):
                 return False, None
         # `has_family_lines`, over the lines holding a family literal only (each line with a mark is one)
-        lit = _on_others(lines, skip, lambda x: _holds_any(x, FAMILY_LITERALS, _FAMILY_ANY).fill_null(False))
+        lit = _family_literals(lines, skip)
         at = lit.arg_true()
         return _marked_any(lines, at), lit
     if parser is nccl or (parser is td and td._dump_span(lines) is None):
@@ -162,12 +165,49 @@ def _mixes(
     return False, None
 
 
-def _on_others(lines: pl.Series, skip: pl.Series | None, test: Callable[[pl.Series], pl.Series]) -> pl.Series:
+class _Skipped:
+    """Lines of a chunk known to hold no family literal (`skip`: ascending positions, not empty), with the
+    other lines' positions and texts, each made once when first asked (`_mixes` and `_family` scan them)."""
+
+    def __init__(self, lines: pl.Series, skip: pl.Series) -> None:
+        self.lines = lines
+        self.skip = skip
+        self.lit: pl.Series | None = None
+        """`_family_literals` of the lines, when asked (`lit_sub`: of the other lines, by `others`)."""
+        self.lit_sub: pl.Series | None = None
+
+    @cached_property
+    def others(self) -> pl.Series:
+        return step_log.other_lines(len(self.lines), self.skip)
+
+    @cached_property
+    def texts(self) -> pl.Series:
+        return self.lines.gather(self.others)
+
+
+def _family_literals(lines: pl.Series, skip: pl.Series | _Skipped | None) -> pl.Series:
+    """Per line: holds one of `FAMILY_LITERALS` (False for a null line and the lines of `skip`); for a
+    `_Skipped` of these `lines`, the answer and the other lines' are kept in it (`_family` reads them)."""
+    test = lambda x: _holds_any(x, FAMILY_LITERALS, _FAMILY_ANY).fill_null(False)  # noqa: E731
+    if isinstance(skip, _Skipped) and skip.lines is lines:
+        sub = test(skip.texts)
+        skip.lit, skip.lit_sub = _false(len(lines)).scatter(skip.others, sub), sub
+        return skip.lit
+    return _on_others(lines, skip, test)
+
+
+def _on_others(
+    lines: pl.Series, skip: pl.Series | _Skipped | None, test: Callable[[pl.Series], pl.Series]
+) -> pl.Series:
     """`test(lines)` (a Boolean per line, no null), worked out on the lines not in `skip` (ascending line
-    numbers, or None) only: False on those."""
+    numbers, or None; or `_Skipped` of these very `lines`) only: False on those."""
+    n = len(lines)
+    if isinstance(skip, _Skipped):
+        if skip.lines is lines:
+            return _false(n).scatter(skip.others, test(skip.texts))
+        skip = skip.skip
     if skip is None or not skip.len():
         return test(lines)
-    n = len(lines)
     others = step_log.other_lines(n, skip)
     return _false(n).scatter(others, test(lines.gather(others)))
 
@@ -367,17 +407,23 @@ def _sparse_reach(
     against the closure over every line in tests/parsers/test_mixed_fam_reach.py)."""
     i = pl.col("pos")
     step = (i - i.shift(1)) == 1
-    last = pl.when("start").then(i).forward_fill()
-    run = pl.when(~(pl.col("carry").shift(1).fill_null(True) & step).fill_null(False)).then(i).forward_fill()
-    inside = (last >= run).fill_null(False)
+    # the latest start and the start of the carrying run, each worked out once (an eager select evaluates a
+    # repeated subexpression each time it appears), then both answers in one select
+    f = pl.DataFrame({"pos": pos.cast(pl.Int64), "start": start, "carry": carry}).with_columns(
+        _last=pl.when("start").then(i).forward_fill(),
+        _run=pl.when(~(pl.col("carry").shift(1).fill_null(True) & step).fill_null(False))
+        .then(i)
+        .forward_fill(),
+    )
+    last = pl.col("_last")
+    inside = (last >= pl.col("_run")).fill_null(False)
     if limit is None:
         cut = pl.lit(False)
     else:
         cut = inside & (i - last == limit) & pl.col("carry").fill_null(False)
         inside = inside & (i - last <= limit)
-    f = pl.DataFrame({"pos": pos.cast(pl.Int64), "start": start, "carry": carry})
-    f = f.select(k=inside, cut=cut, pos=i)
-    return f.filter("k").get_column("pos"), f.filter("cut").get_column("pos")
+    got = f.select(k=i.filter(inside).implode(), cut=i.filter(cut).implode())
+    return got.get_column("k")[0].alias("pos"), got.get_column("cut")[0].alias("pos")
 
 
 def _family(
@@ -385,7 +431,7 @@ def _family(
     ctx: FileContext,
     lit: pl.Series | None = None,
     ascii: bool = False,
-    skip: pl.Series | None = None,
+    skip: pl.Series | _Skipped | None = None,
 ) -> tuple[nccl.FamilyRows, int]:
     """`nccl.family_rows(lines, ctx)` and the number of non-blank lines it understood, at a cost that follows
     the number of family lines.
@@ -406,8 +452,16 @@ def _family(
     n = len(lines)
     rx = g.ascii_classes if ascii else str  # (`ascii`: the lines hold no non-ASCII character)
     if lit is None:  # (`lit`: the `FAMILY_LITERALS` test of each line, when the caller made it)
-        lit = _on_others(lines, skip, lambda x: _holds_any(x, FAMILY_LITERALS, _FAMILY_ANY).fill_null(False))
-    c = lit | _on_others(lines, skip, lambda x: _sources(x, rx) | x.str.contains(rx(_EDGES)).fill_null(False))
+        lit = _family_literals(lines, skip)
+    rest = lambda x: _sources(x, rx) | x.str.contains(rx(_EDGES)).fill_null(False)  # noqa: E731
+    if isinstance(skip, _Skipped) and skip.lines is lines and skip.lit is lit and skip.lit_sub is not None:
+        # the other tests on the other lines that hold no family literal only (a line that holds one is a
+        # candidate whatever they say): `lit` with those they hold on set
+        no_lit = ~skip.lit_sub
+        pos = skip.others.filter(no_lit)
+        c = lit.clone().scatter(pos.filter(rest(skip.texts.filter(no_lit))), True)
+    else:
+        c = lit | _on_others(lines, skip, rest)
     n_cand = int(c.sum())
     if n_cand == 0:  # no line the grammar reads
         return nccl.FamilyRows(tables={}, understood=c.alias("c"), notes=[], hosts=[]), 0
@@ -450,19 +504,20 @@ def _family(
         kv = lines.gather(pos).str.contains(rx(BLOCK_KV)).fill_null(False)
         got, block_cut = _sparse_reach(pos, bh, bh | kv, BLOCK_REACH)
         kept.append(got)
-    keep = pl.concat(kept).unique().sort() if len(kept) > 1 else at
-    keep = keep.filter(keep < n)
-    # each kept line and the line before it (a blank line standing for a run of left-out lines)
-    rows = pl.concat([keep, keep - 1]).unique().sort()
-    rows = rows.filter(rows >= 0)
-    base = pl.DataFrame(
-        {
-            "line": rows + ctx.first_line,
-            "text": lines.cast(pl.String).gather(rows),
-            "_k": rows.is_in(keep.implode()),
-        }
+    # the kept lines (`at` is unique and ascending, below `n`, already) and each kept line with the line
+    # before it (a blank line standing for a run of left-out lines), in one select
+    k = pl.col("k")
+    keep = k.filter(k < n).unique().sort()
+    got = (
+        (pl.concat(kept) if len(kept) > 1 else at)
+        .to_frame("k")
+        .select(keep=keep.implode(), rows=keep.append((keep - 1).filter(keep > 0)).unique().sort().implode())
     )
-    base = base.select("line", text=pl.when("_k").then(text).otherwise(pl.lit("")))
+    keep, rows = got.get_column("keep")[0], got.get_column("rows")[0]
+    base = pl.DataFrame({"line": rows, "text": lines.cast(pl.String).gather(rows)}).select(
+        line=pl.col("line") + ctx.first_line,
+        text=pl.when(pl.col("line").is_in(keep.implode())).then(text).otherwise(pl.lit("")),
+    )
     if base.select(text.str.contains("Not all ranks joining collective", literal=True).any()).item():
         return _whole(lines, ctx)
     fam = nccl.family_rows_frame(base, ctx, wrap_width=lambda: nccl._wrap_width(lines, ascii))
@@ -474,8 +529,11 @@ def _family(
     understood = _false(n).alias("known").scatter(rows, fam.understood.fill_null(False))
     if len(block_cut) and understood.gather(block_cut).any():
         return _whole(lines, ctx)  # a block may go on past the lines read
-    texts = base.get_column("text")
-    n_family = int((fam.understood.fill_null(False) & (texts.str.strip_chars().str.len_bytes() > 0)).sum())
+    n_family = int(
+        base.select(
+            (fam.understood.fill_null(False) & (text.str.strip_chars().str.len_bytes() > 0)).sum()
+        ).item()
+    )
     family = nccl.FamilyRows(tables=fam.tables, understood=understood, notes=fam.notes, hosts=fam.hosts)
     return family, n_family
 
@@ -497,7 +555,7 @@ def _both(
     lit: pl.Series | None = None,
     ascii: bool | None = None,
     entries: step_log.MegEntries | None = None,
-    skip: pl.Series | None = None,
+    skip: pl.Series | _Skipped | None = None,
 ) -> ParseResult:
     """Both grammars on `lines` (`ascii`: `step_log.is_ascii(lines)`, `entries`: `step_log.meg_entry_lines`,
     `skip`: `_entry_lines`, when the caller made them)."""

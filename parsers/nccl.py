@@ -344,18 +344,26 @@ def prepare(lines: pl.Series, ctx: FileContext) -> pl.DataFrame:
 def _prepare_frame(frame: pl.DataFrame) -> pl.DataFrame:
     """`prepare` on a frame of line, text (a subset of a file's lines keeps its line numbers). Steps that
     cannot change any line (no link, quote or collector timestamp; no envelope host) are skipped."""
-    texts = frame.get_column("text")
     t = pl.col("text").fill_null("")
-    if texts.str.contains("](http", literal=True).any():
+    # the link and quote tests and the literal guards (`_may`) of the collector timestamp and the envelopes,
+    # in one select: with no link and no quote, `_b` is the text (null: ""), what the guards were run on
+    got = frame.select(
+        link=t.str.contains("](http", literal=True).any(),
+        quote=t.str.starts_with(">").any(),
+        ts=_may_expr(frame.height, t, _COLLECTOR_TS),
+        env=_may_expr(frame.height, t, _ANY_ENVELOPE),
+    ).row(0, named=True)
+    plain = not (got["link"] or got["quote"])
+    if got["link"]:
         t = (
             pl.when(t.str.contains("](http", literal=True))
             .then(t.str.replace_all(arx(_AUTOLINK), "$1"))
             .otherwise(t)
         )
     frame = frame.with_columns(_b=t)
-    if frame.get_column("_b").str.starts_with(">").any():
+    if (got["quote"] or got["link"]) and frame.get_column("_b").str.starts_with(">").any():
         frame = frame.with_columns(_b=pl.col("_b").str.replace(arx(r"^> ?"), ""))
-    ts = _may(frame.get_column("_b"), _COLLECTOR_TS) and bool(
+    ts = (got["ts"] if plain else _may(frame.get_column("_b"), _COLLECTOR_TS)) and bool(
         frame.select(pl.col("_b").str.contains(arx(_COLLECTOR_TS)).any()).item()
     )
     if ts:
@@ -365,7 +373,7 @@ def _prepare_frame(frame: pl.DataFrame) -> pl.DataFrame:
             .then(pl.col("_b").str.replace(arx(_COLLECTOR_TS), ""))
             .otherwise(pl.col("_b"))
         )
-    if not _may(frame.get_column("_b"), _ANY_ENVELOPE):
+    if not (got["env"] if plain and not ts else _may(frame.get_column("_b"), _ANY_ENVELOPE)):
         # no line can open with a launcher envelope: what `envelope_struct` gives for such lines
         frame = frame.with_columns(
             body=pl.col("_b"),
@@ -520,6 +528,12 @@ _MAPPED_V4 = r"^::ffff:(\d+\.\d+\.\d+\.\d+)$"
 """An IPv4-mapped IPv6 address (a RoCE GID), its IPv4 part."""
 _SMALL = 4000
 """Frames up to this many rows get literal guards (`_may`) before a regex; on bigger ones the regex just runs."""
+
+
+def _may_expr(height: int, col: pl.Expr, rx: str) -> pl.Expr:
+    """`_may` as an expression over a frame of `height` rows (one answer among others in a select)."""
+    lits = _literals_rx(rx) if height <= _SMALL else None
+    return col.str.contains(lits).any() if lits is not None else pl.lit(True)
 
 
 def _may(col: pl.Series, rx: str) -> bool:
@@ -2431,13 +2445,13 @@ def _family_rows_frame(
     slow = _prepare_frame(base.filter(~fast.mask) if nfast else base)
     # a line that is nothing but a paste artefact (`> ` quote) is understood as such
     artefact = (pl.col("body").str.strip_chars() == "") & (pl.col("text").str.strip_chars() != "")
-    ras = has_ras(slow)
+    # `has_ras(slow)`, its literal guard and that of `NCCL_START` in one select
+    b = pl.col("body")
+    may = slow.select(ras=_may_expr(slow.height, b, _RAS_MARK), nccl=_may_expr(slow.height, b, NCCL_START)).row(0)
+    ras = bool(slow.height and may[0]) and bool(slow.select(b.str.contains(arx(_RAS_MARK)).any()).item())
     # NCCL lines (the bulk of a debug log) are known by their prefix; the other grammars only run on the rest
-    bodies = slow.get_column("body")
     slow = slow.with_columns(
-        _nccl=pl.col("body").str.contains(arx(NCCL_START)).fill_null(False)
-        if _may(bodies, NCCL_START)
-        else pl.lit(False)
+        _nccl=b.str.contains(arx(NCCL_START)).fill_null(False) if may[1] else pl.lit(False)
     )
     rest = slow.filter(~pl.col("_nccl"))
     if rest.height:
@@ -2472,31 +2486,7 @@ def _family_rows_frame(
     else:
         slow = slow.with_columns(cont=pl.lit(False))
     fast_hits = fast.hits
-    body = pl.col("body")
-    root_cause = (
-        body.str.contains(arx(td.ROOT_CAUSE_RE))
-        if _may(slow.get_column("body"), td.ROOT_CAUSE_RE)
-        else pl.lit(False)
-    )
-    blocks = bool(
-        slow.select(
-            (
-                body.str.contains(td.RESULT_HEAD_TEXT, literal=True)
-                | body.str.contains("launch configs:", literal=True)
-                | root_cause
-            ).any()
-        ).item()
-    ) or bool(
-        fast_hits.select(
-            (
-                pl.col("text").str.contains(td.RESULT_HEAD_TEXT, literal=True)
-                | pl.col("text").str.contains("launch configs:", literal=True)
-            ).any()
-        ).item()
-    )
-    last_err = bool(slow.select(body.str.contains(td.LAST_ERROR_TEXT, literal=True).any()).item()) or bool(
-        fast_hits.select(pl.col("text").str.contains(td.LAST_ERROR_TEXT, literal=True).any()).item()
-    )
+    blocks, last_err = _whole_file_checks(slow, fast_hits)
     td_frame = slow
     last_rows = None
     if blocks or last_err:
@@ -2569,6 +2559,41 @@ def _family_rows_frame(
         whole=ras,
         continued=continued,
     )
+
+
+def _block_heads(text: pl.Expr) -> pl.Expr:
+    """Per line: holds the head literal of a torchrun `Result:` or launch-config block."""
+    head = text.str.contains(td.RESULT_HEAD_TEXT, literal=True)
+    return head | text.str.contains("launch configs:", literal=True)
+
+
+def _whole_file_checks(slow: pl.DataFrame, fast_hits: pl.DataFrame) -> tuple[bool, bool]:
+    """(whether the lines hold a torchrun/ChildFailedError block head, whether they hold `Last error:`):
+    over the bodies of `slow` (a block head: `_block_heads` or a `td.ROOT_CAUSE_RE` match) and the texts
+    of the fast lane's `fast_hits` (a block head: `_block_heads`).
+
+    One select over `slow` answers the literal tests and the root-cause regex's literal guard (`_may`:
+    true for a frame of more than `_SMALL` rows or a regex without one), the regex runs only when the
+    guard holds and no literal test did (`(a | b).any()` is `a.any() or b.any()`, nulls ignored either
+    way), and the fast lane's lines are looked at, in one select, only when one answer is still no."""
+    body = pl.col("body")
+    lits = _literals_rx(td.ROOT_CAUSE_RE) if slow.height <= _SMALL else None
+    guard = body.str.contains(lits).any() if lits is not None else pl.lit(True)
+    got = slow.select(
+        heads=_block_heads(body).any(),
+        last=body.str.contains(td.LAST_ERROR_TEXT, literal=True).any(),
+        rc=guard,
+    ).row(0)
+    blocks, last_err = bool(got[0]), bool(got[1])
+    if not blocks and got[2]:
+        blocks = bool(slow.select(body.str.contains(arx(td.ROOT_CAUSE_RE)).any()).item())
+    if not (blocks and last_err) and fast_hits.height:
+        text = pl.col("text")
+        got = fast_hits.select(
+            heads=_block_heads(text).any(), last=text.str.contains(td.LAST_ERROR_TEXT, literal=True).any()
+        ).row(0)
+        blocks, last_err = blocks or bool(got[0]), last_err or bool(got[1])
+    return blocks, last_err
 
 
 _TORCH_HINTS = (*td.TORCH_LITERALS, "exitcode", "Sending process", 'File "')
