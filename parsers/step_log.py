@@ -3080,22 +3080,7 @@ def _rows_gathered(frags: pl.DataFrame, value_cols: list[str]) -> pl.DataFrame:
         groups = _group_rows(m, ["rank", *vals]).filter(_kept("orphan_group"))
         out = _singles_and_groups(slim.select("line", "key", "rank", *vals), kept, groups)
         if out is not None:
-            out = out.with_columns(timers=pl.lit([], dtype=pl.List(_TIMER)))
-            if not nulls:
-                return out
-            return out.select(
-                "group",
-                "line",
-                "key",
-                "orphan_group",
-                "rank",
-                *(
-                    pl.lit(None, dtype=nulls[c]).alias(c) if c in nulls else c
-                    for c in value_cols
-                    if c != "rank"
-                ),
-                "timers",
-            )
+            return _nulls_back(out.with_columns(timers=pl.lit([], dtype=pl.List(_TIMER))), nulls, value_cols)
     if n_single:
         # (without timers, `_rows_of_singles` reads these columns only: the others are not gathered)
         part = slim.select("line", "key", "rank", *vals) if no_timers else slim
@@ -3112,6 +3097,12 @@ def _rows_gathered(frags: pl.DataFrame, value_cols: list[str]) -> pl.DataFrame:
         out = _sort_rows(rows[0] if len(rows) == 1 else pl.concat(rows))
     if no_timers:
         out = out.with_columns(timers=pl.lit([], dtype=pl.List(_TIMER)))
+    return _nulls_back(out, nulls, value_cols)
+
+
+def _nulls_back(out: pl.DataFrame, nulls: dict[str, pl.DataType], value_cols: Sequence[str]) -> pl.DataFrame:
+    """`_rows_gathered`'s rows `out` in the row layout, the columns `nulls` (name: dtype) left out of the
+    gathers put back as nulls in their place."""
     if not nulls:
         return out
     return out.select(
