@@ -2577,12 +2577,10 @@ def _whole_file_checks(slow: pl.DataFrame, fast_hits: pl.DataFrame) -> tuple[boo
     guard holds and no literal test did (`(a | b).any()` is `a.any() or b.any()`, nulls ignored either
     way), and the fast lane's lines are looked at, in one select, only when one answer is still no."""
     body = pl.col("body")
-    lits = _literals_rx(td.ROOT_CAUSE_RE) if slow.height <= _SMALL else None
-    guard = body.str.contains(lits).any() if lits is not None else pl.lit(True)
     got = slow.select(
         heads=_block_heads(body).any(),
         last=body.str.contains(td.LAST_ERROR_TEXT, literal=True).any(),
-        rc=guard,
+        rc=_may_expr(slow.height, body, td.ROOT_CAUSE_RE),
     ).row(0)
     blocks, last_err = bool(got[0]), bool(got[1])
     if not blocks and got[2]:
