@@ -823,13 +823,12 @@ def _transitions(samples: pl.DataFrame, file: pl.Expr, by: str | None) -> pl.Dat
     prev_of = [f"_t{i}" if i not in rising_v else f"_v{i}" for i in range(len(rules))]
     tests = {}
     for i in range(len(rules)):
-        t, p = pl.col(f"_t{i}"), pl.col(prev_of[i]).gather(pl.col("_prev"))
-        if i not in rising_v:  # (a Boolean trigger: gathered as UInt8, the same values and nulls, cheaper)
-            p = pl.col(prev_of[i]).cast(pl.UInt8).gather(pl.col("_prev")).cast(pl.Boolean)
+        t = pl.col(f"_t{i}")
         if i in rising_v:
-            v = pl.col(f"_v{i}")
+            v, p = pl.col(f"_v{i}"), pl.col(prev_of[i]).gather(pl.col("_prev"))
             tests[f"_hit{i}"] = t & (p.is_null() | (v != p)).fill_null(True)
-        else:
+        else:  # (a Boolean trigger: gathered as UInt8, the same values and nulls, cheaper)
+            p = pl.col(prev_of[i]).cast(pl.UInt8).gather(pl.col("_prev")).cast(pl.Boolean)
             tests[f"_hit{i}"] = t & ~p.fill_null(False)
     reads = {"ts", "ts_quality", "node", "gpu_index", "gpu_bus_id", "text", "line", *([by] if by else [])}
     reads.update(file.meta.root_names(), *(e.meta.root_names() for r in rules for e in (r[2], r[4])))
