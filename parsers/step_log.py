@@ -3140,23 +3140,10 @@ def _singles_and_groups(src: pl.DataFrame, kept: pl.DataFrame, groups: pl.DataFr
             "group": pl.concat([kept.get_column("group"), groups.get_column("group")]),
         }
     )
-    line, group = pl.col("line"), pl.col("group")
-    st = narrow.select(
-        n=pl.col("key").null_count() + line.null_count() + group.null_count(),
-        lo=line.min(),
-        hl=line.max(),
-        hg=group.max(),
-    ).row(0, named=True)
-    keys = _distinct_sorted(narrow.get_column("key"))
-    kb, lb = (keys.len() - 1).bit_length(), int(st["hl"] or 0).bit_length()
-    gb = int(st["hg"] or 0).bit_length()
-    if narrow.height < 2 or st["n"] or st["lo"] < 0 or kb + lb + gb > 62:
+    packed = _packed_row_key(narrow)
+    if packed is None:
         return None
-    order = (
-        _key_ranks(narrow, keys)
-        .select(((pl.col("_kr") * (1 << (lb + gb))) + (line * (1 << gb)) + group.cast(pl.Int64)).arg_sort())
-        .to_series()
-    )
+    order = packed.arg_sort()
     # (the index of each row in `src` and `groups` stacked: the singles' `_i`, then past `src`'s rows)
     past = pl.int_range(src.height, src.height + ng, dtype=pl.Int64, eager=True)
     idx = pl.concat([gi.cast(pl.Int64), past])
@@ -3181,9 +3168,21 @@ def _kept(orphan: str) -> pl.Expr:
 def _sort_rows(rows: pl.DataFrame) -> pl.DataFrame:
     """`rows.sort("group").sort("key", "line", maintain_order=True)` (`group` distinct: one order only, that
     of (key, line, group)); by one packed integer key where the key ranks, lines and groups fit in 62 bits."""
+    packed = _packed_row_key(rows)
+    if packed is None:
+        return rows.sort("group").sort("key", "line", maintain_order=True)
+    if bool((packed.diff().drop_nulls() > 0).all()):  # (in that order already)
+        return rows.rechunk()
+    return rows.with_columns(_sk=packed).sort("_sk").drop("_sk")
+
+
+def _packed_row_key(rows: pl.DataFrame) -> pl.Series | None:
+    """One Int64 per row of `rows` (columns key, line, group; `group` distinct) that sorts as (key, line, group):
+    the key's rank among the distinct keys, the line and the group packed in 62 bits. None for fewer than two
+    rows, a null in those columns, a negative line, or values that do not fit (then sort by the columns)."""
     line, group = pl.col("line"), pl.col("group")
     if rows.height < 2:
-        return rows.sort("group").sort("key", "line", maintain_order=True)
+        return None
     st = rows.select(
         n=pl.col("key").null_count() + line.null_count() + group.null_count(),
         lo=line.min(),
@@ -3194,15 +3193,12 @@ def _sort_rows(rows: pl.DataFrame) -> pl.DataFrame:
     kb, lb = (keys.len() - 1).bit_length(), int(st["hl"] or 0).bit_length()
     gb = int(st["hg"] or 0).bit_length()
     if st["n"] or st["lo"] < 0 or kb + lb + gb > 62:
-        return rows.sort("group").sort("key", "line", maintain_order=True)
-    packed = (
+        return None
+    return (
         _key_ranks(rows.select("key", "line", "group"), keys)
         .select((pl.col("_kr") * (1 << (lb + gb))) + (line * (1 << gb)) + group.cast(pl.Int64))
         .to_series()
     )
-    if bool((packed.diff().drop_nulls() > 0).all()):  # (in that order already)
-        return rows.rechunk()
-    return rows.with_columns(_sk=packed).sort("_sk").drop("_sk")
 
 
 def _sort_frags(frags: pl.DataFrame) -> pl.DataFrame:
