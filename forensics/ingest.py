@@ -22,7 +22,7 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from multiprocessing import get_context
@@ -705,17 +705,7 @@ class _Accumulator:
                 write_table_file(_sorted(df, t), t, target)
                 self.parts.setdefault(t, []).append(Part(str(target), final=True))
                 continue
-            # A part keeps only the columns that hold a value (a dmon range fills 15 of gpu_samples' 44): the
-            # readers put the others back as nulls. No statistics: a scan picks parts by their `__part` folder.
-            # A 16 MB dmon range's spill: 40 -> ~28 ms.
-            filled = [c for c in df.get_columns() if c.null_count() < df.height]
-            # So are the string columns of one value in every row (node, file, source of a range): restored
-            # from `Part.consts`. A 16 MB dmon range's spill ~24 -> ~16 ms.
-            consts = _constant_strings(df.select(c.name for c in filled))
-            if len(filled) < df.width or consts:
-                df = df.select(c.name for c in filled if c.name not in dict(consts))
-            df.write_parquet(target, compression="lz4", statistics=False)
-            self.parts.setdefault(t, []).append(Part(str(target), consts=consts))
+            self.parts.setdefault(t, []).append(_spill_part(df, target))
         self.frames = held
         self.size = sum(df.estimated_size() for frames in held.values() for df in frames)
 
@@ -741,6 +731,21 @@ class _Accumulator:
             if self.parts:
                 self.parts = {t: [p._replace(node=content_node) for p in ps] for t, ps in self.parts.items()}
         return tables, self.parts
+
+
+def _spill_part(df: pl.DataFrame, target: Path) -> Part:
+    """`df` written to `target` as a spilled part (not as the table's own parts are: see `Part`)."""
+    # A part keeps only the columns that hold a value (a dmon range fills 15 of gpu_samples' 44): the
+    # readers put the others back as nulls. No statistics: a scan picks parts by their `__part` folder.
+    # A 16 MB dmon range's spill: 40 -> ~28 ms.
+    filled = [c for c in df.get_columns() if c.null_count() < df.height]
+    # So are the string columns of one value in every row (node, file, source of a range): restored
+    # from `Part.consts`. A 16 MB dmon range's spill ~24 -> ~16 ms.
+    consts = _constant_strings(df.select(c.name for c in filled))
+    if len(filled) < df.width or consts:
+        df = df.select(c.name for c in filled if c.name not in dict(consts))
+    df.write_parquet(target, compression="lz4", statistics=False)
+    return Part(str(target), consts=consts)
 
 
 def _gathered(parser: Any, table: str) -> bool:
@@ -1295,8 +1300,54 @@ def _ingest_batch(
     """`task` for each of `files` in turn, in one worker call (`ingest_files` for the ingest itself: the files
     of a format with `parse_many` are parsed together)."""
     if task is ingest_file:
-        return ingest_files(files, limits, year_hint, collected, spills)
-    return [task(f, limits, year_hint, collected, spill=spill) for f, spill in zip(files, spills, strict=True)]
+        return _handed(ingest_files(files, limits, year_hint, collected, spills), spills)
+    got = [task(f, limits, year_hint, collected, spill=spill) for f, spill in zip(files, spills, strict=True)]
+    return _handed(got, spills)
+
+
+def _ingest_whole(
+    task: Callable[..., FileOutcome],
+    f: BundleFile,
+    limits: Limits,
+    year_hint: int | None,
+    collected: datetime | None,
+    spill: Path,
+) -> FileOutcome:
+    """`task` for one whole file in a worker, its large tables handed over as parts (`_handed`)."""
+    return _handed([task(f, limits, year_hint, collected, spill=spill)], (spill,))[0]
+
+
+HANDED_BYTES = 512 * 1024
+"""A worker writes a table of `LARGE_TABLES` that a whole file or a batch of files gave, of at least this many
+bytes (estimated, in memory), to a spilled part, and hands the parent its path instead of its rows: polars'
+pickling of a frame and the copy through the pool's pipe cost far more than a Parquet part written and read
+back (400k step rows: 247 ms to pickle, 142 to read back, 91 MB through the pipe; as a part 230 ms and 43 ms,
+14 MB on disk; 200k gpu_samples rows from `--query-gpu` loops: 513 + 210 ms, 132 MB, against 159 + 22 ms), and
+the parent, which reads the pipe and unpickles, competes with the workers for the cores."""
+
+
+def _handed(outcomes: list[FileOutcome], spills: Sequence[Path | None]) -> list[FileOutcome]:
+    """`outcomes` (of a worker's task: one per file, with `spills` their spill folders) with their tables of
+    `LARGE_TABLES` of `HANDED_BYTES` or more written as spilled parts (`_spill_part`) in the outcome's
+    folder. A part that cannot be written leaves its rows in memory, as before."""
+    for o, spill in zip(outcomes, spills, strict=True):
+        if spill is None or not isinstance(o, FileOutcome):
+            continue
+        for t in LARGE_TABLES:
+            df = o.tables.get(t)
+            if df is None or df.height == 0 or df.estimated_size() < HANDED_BYTES:
+                continue
+            target = spill / f"{t}-handed.parquet"
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                part = _spill_part(df, target)
+            except Exception:  # noqa: BLE001 - a full disk or a bad path: the rows go through the pipe
+                with suppress(OSError):
+                    target.unlink(missing_ok=True)
+                continue
+            o.parts.setdefault(t, []).append(part)
+            del o.tables[t]
+    return outcomes
 
 
 def _pooled(outcomes: list[FileOutcome]) -> list[FileOutcome]:
@@ -1547,7 +1598,8 @@ def _pool_pass(
                         spills = tuple(work / "parts" / str(index[id(g)]) for g in f)
                         fut = pool.submit(_ingest_batch, task, f, spills, limits, year_hint, collected)
                     elif k == -1:
-                        fut = pool.submit(task, f, limits, year_hint, collected, spill=work / "parts" / str(index[id(f)]))
+                        spill = work / "parts" / str(index[id(f)])
+                        fut = pool.submit(_ingest_whole, task, f, limits, year_hint, collected, spill)
                     elif k == -2:
                         fut = pool.submit(hash_file, f)
                     else:

@@ -1881,3 +1881,77 @@ def test_the_parent_of_a_parallel_ingest_of_small_files_never_imports_the_parser
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          timeout=300)
     assert out.stdout.strip() == "['parsers', 'parsers.base']", out.stdout
+
+
+def _steps_frame(n: int, node: str = "n1", path: str = "n1/train.log") -> pl.DataFrame:
+    df = pl.DataFrame(
+        {
+            "node": [node] * n,
+            "rank": [0] * n,
+            "step": list(range(n)),
+            "step_time_s": [0.5 + (i % 7) / 10 for i in range(n)],
+            "framework": ["torchtitan"] * n,
+            "detail": [f'{{"grad_norm":{i % 13}}}' for i in range(n)],
+            "file": [path] * n,
+            "line": list(range(1, n + 1)),
+        }
+    )
+    return conform(df, "steps")
+
+
+def test_a_worker_hands_a_large_table_over_as_a_part_that_reads_back_the_same(tmp_path: Path) -> None:
+    big, small = _steps_frame(20_000), _steps_frame(10, node="n2", path="n2/train.log")
+    assert big.estimated_size() >= ingest_mod.HANDED_BYTES > small.estimated_size()
+    events = conform(pl.DataFrame({"node": ["n1"], "source": ["kernel"], "kind": ["xid"], "severity": ["high"],
+                                   "message": ["m"], "file": ["f"], "line": [1]}), "events")
+    a = ingest_mod.FileOutcome(row={}, tables={"steps": big, "events": events})
+    b = ingest_mod.FileOutcome(row={}, tables={"steps": small})
+    got = ingest_mod._handed([a, b], [tmp_path / "a", tmp_path / "b"])
+    assert got == [a, b]
+    # the large table of `LARGE_TABLES` goes as a part; the small one, and the other tables, stay in memory
+    assert set(a.tables) == {"events"} and list(a.parts) == ["steps"] and b.tables["steps"] is small
+    (part,) = a.parts["steps"]
+    assert Path(part.path).parent == tmp_path / "a" and dict(part.consts)["node"] == "n1"
+    assert ingest_mod._read_part(part, "steps").equals(big, null_equal=True)
+    # the parent's lazy scan of the parts gives the rows back too
+    outcomes = ingest_mod.Outcomes()
+    outcomes.append(a)
+    lf = outcomes.lazy("steps", tmp_path / "hive")
+    assert lf.collect().drop(ingest_mod.PART_COLUMN).equals(big, null_equal=True)
+
+
+def test_a_part_that_cannot_be_written_leaves_the_rows_in_memory(tmp_path: Path) -> None:
+    blocked = tmp_path / "file-not-folder"
+    blocked.write_text("x")
+    big = _steps_frame(20_000)
+    o = ingest_mod.FileOutcome(row={}, tables={"steps": big})
+    ingest_mod._handed([o], [blocked])
+    assert o.tables["steps"] is big and o.parts == {}
+    ingest_mod._handed([o], [None])  # (no spill folder: Dask, the in-process ingest)
+    assert o.tables["steps"] is big and o.parts == {}
+
+
+def test_a_pooled_ingest_that_hands_tables_over_as_parts_writes_the_same_tables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from forensics.simulate import simulate
+
+    src = tmp_path / "bundle"
+    simulate(src, nodes=3, gpus_per_node=8, hours=4, faults=[], seed=2)
+    handed: list[str] = []
+    arrived = ingest_mod._arrived
+
+    def spy(f: Any, k: int, got: Any, *args: Any) -> None:
+        for o in got if isinstance(got, list) else [got]:
+            handed.extend(p.path for ps in o.parts.values() for p in ps if p.path.endswith("-handed.parquet"))
+        arrived(f, k, got, *args)
+
+    monkeypatch.setattr(ingest_mod, "_arrived", spy)
+    monkeypatch.setattr(ingest_mod, "_small", lambda files, size: False)
+    m1 = ingest(src, tmp_path / "seq", jobs=1)
+    m2 = ingest(src, tmp_path / "par", jobs=2)
+    assert handed  # (the nvidia-smi CSV loops' samples, 4 h of 8 GPUs)
+    assert m1["totals"] == m2["totals"]
+    assert [f["status"] for f in m1["files"]] == [f["status"] for f in m2["files"]]
+    for t in ("events", "steps", "gpu_samples", "inventory", "comms", "files"):
+        assert read_table(tmp_path / "seq", t).equals(read_table(tmp_path / "par", t), null_equal=True), t
