@@ -332,33 +332,86 @@ class _Plan:
 def _distinct_values(data: pl.DataFrame, plan: _Plan) -> pl.DataFrame:
     """`data` with the plan's columns converted per distinct cell: each cell column's distinct values found
     once and converted, then mapped back (the values of `_per_value` in the query, which, with common-
-    subexpression elimination off, found the distinct values twice per conversion)."""
+    subexpression elimination off, found the distinct values twice per conversion). The cells of the rows'
+    tail are converted on the first row of each tail (`_tail_values`), the others on their distinct cells
+    (`_head_values`): a few queries for all columns, not a few calls per column."""
     if not plan.distinct and not plan.stamps:
         return data
-    uniq: dict[str, tuple[pl.Series, pl.Series | None]] = {}
-    cols = {}
     j = _tail_of(data)
-    firsts: pl.Series | None = None  # (the first row of each tail)
-    at: pl.Series | None = None  # (each row's place among them)
-    for name, cell, fn, dtype in plan.distinct:
-        if j is not None and int(cell[2:]) >= j:
-            # a cell of the tail: converted on the first row of each tail, spread by the rows' tail numbers
-            if firsts is None or at is None:
-                firsts, at = _tail_places(data.get_column(f"{_TAIL}{j}"))
-            u = data.get_column(cell).gather(firsts)
-            cols[name] = _gathered(pl.select(fn(pl.lit(u)).cast(dtype)).to_series(), at)
-            continue
-        if cell not in uniq:
-            uniq[cell] = _codes(data.get_column(cell))
-        u, code = uniq[cell]
-        v = pl.select(fn(pl.lit(u))).to_series()
-        if code is None:
-            cols[name] = pl.col(cell).replace_strict(u, v, default=None, return_dtype=dtype)
-        else:
-            cols[name] = _gathered(v.cast(dtype), code)
+    in_tail = [d for d in plan.distinct if j is not None and int(d[1][2:]) >= j]
+    values: dict[str, pl.Series | pl.Expr] = {}
+    if in_tail:
+        values |= _tail_values(data, f"{_TAIL}{j}", in_tail)
+    if len(in_tail) < len(plan.distinct):
+        values |= _head_values(data, [d for d in plan.distinct if d not in in_tail])
+    cols = {name: values[name] for name, _cell, _fn, _dtype in plan.distinct}  # (in the plan's order)
     for name, cell in plan.stamps:
         cols[name] = _stamps(data.get_column(cell))
     return data.with_columns(**cols)
+
+
+_Conversion = tuple[str, str, Callable[[pl.Expr], pl.Expr], pl.DataType]
+
+
+@lru_cache(maxsize=1024)
+def _conversion(conv: _Conversion, cast: bool) -> pl.Expr:
+    """`fn(cell)` of a `_Plan.distinct` entry named for its column, cast to its dtype when `cast` (a Boolean
+    then as UInt8, for the gathers: see `_gathered`); built once (`_flag`'s mapping is a Series made per
+    call)."""
+    name, cell, fn, dtype = conv
+    e = fn(pl.col(cell))
+    if cast:
+        e = e.cast(dtype)
+        if dtype == pl.Boolean:
+            e = e.cast(pl.UInt8)
+    return e.alias(name)
+
+
+def _tail_values(data: pl.DataFrame, tail: str, convs: list[_Conversion]) -> dict[str, pl.Series]:
+    """The columns of `convs` (cells of the rows' tail: `tail` numbers it) converted on the first row of each
+    tail, spread by the rows' tail numbers: one query for all conversions, one gather of all columns. The same
+    values as each converted and gathered alone (the conversions are elementwise; a Boolean gathered as UInt8
+    and cast back, as `_gathered` does)."""
+    firsts, at = _tail_places(data.get_column(tail))
+    cells = list(dict.fromkeys(cell for _name, cell, _fn, _dtype in convs))
+    small = data.select(cells).gather(firsts)
+    conv = small.select(_conversion(c, True) for c in convs).gather(at)  # (eager: no optimizer, no CSE)
+    return {
+        name: conv.get_column(name).cast(pl.Boolean) if dtype == pl.Boolean else conv.get_column(name)
+        for name, _cell, _fn, dtype in convs
+    }
+
+
+def _head_values(data: pl.DataFrame, convs: list[_Conversion]) -> dict[str, pl.Series | pl.Expr]:
+    """The columns of `convs` converted on the distinct cells of their cell columns and mapped back, as
+    `_codes` and `_gathered` do it column by column (the same values), in three queries whatever the number
+    of columns: the distinct cells of every cell column (in order of appearance, nulls dropped); the
+    conversions of all of them (each cell column's distinct cells padded with nulls to the longest: the
+    conversions are elementwise, the padding is sliced off); the gathers by the cells' places among their
+    distinct cells (a cast to their Enum, once per cell column). A cell column of more than _ENUM_MAX
+    distinct cells is mapped back by `replace_strict`, as `_distinct_values` did."""
+    cells = list(dict.fromkeys(cell for _name, cell, _fn, _dtype in convs))
+    found = data.lazy().select(pl.col(c).unique(maintain_order=True).drop_nulls().implode() for c in cells)
+    uniq = {c: s.item() for c, s in zip(cells, found.collect().get_columns(), strict=True)}
+    longest = max(len(u) for u in uniq.values())
+    padded = pl.DataFrame([u.extend_constant(None, longest - len(u)).alias(c) for c, u in uniq.items()])
+    enum = {c: len(uniq[c]) <= _ENUM_MAX for c in cells}
+    conv = padded.select(_conversion(c, enum[c[1]]) for c in convs)
+    out: dict[str, pl.Series | pl.Expr] = {}
+    index = pl.get_index_type()
+    places = {c: pl.col(c).cast(pl.Enum(uniq[c])).to_physical().cast(index) for c in cells if enum[c]}
+    gathers = []
+    for name, cell, _fn, dtype in convs:
+        v = conv.get_column(name).head(len(uniq[cell]))
+        if not enum[cell]:
+            out[name] = pl.col(cell).replace_strict(uniq[cell], v, default=None, return_dtype=dtype)
+            continue
+        g = pl.lit(v).gather(pl.col(cell))
+        gathers.append(g.cast(pl.Boolean).alias(name) if dtype == pl.Boolean else g.alias(name))
+    if gathers:
+        spread = data.select(**places).select(gathers)
+        out |= {s.name: s for s in spread.get_columns()}
+    return out
 
 
 _ENUM_MAX = 4096

@@ -1,0 +1,121 @@
+"""csv15's changes to the --query-gpu CSV parser give what the code they replace gives (kept verbatim in
+`_csv15_ref`): `_distinct_values` (the columns of a long group converted per distinct cell or per tail of
+cells) by a few queries for all columns instead of a few calls per column.
+
+Whole parses are compared (tables, accounting): generated loops of the medium files' size (1-2 MB, with and
+without units), cut at random lines, with error states and odd cells, flags flipped, CRLF, non-ASCII and
+mutated lines, a column of more than `_ENUM_MAX` distinct cells, a header with a field twice, and the
+fixtures.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from parsers import nvidia_smi_csv
+from parsers.base import FileContext
+from tests.conftest import assert_same_result, fixture_lines, mutated
+from tests.parsers import _csv15_ref as R  # noqa: N812
+from tests.parsers.test_nvsmi11 import _ODD_CELLS, _loop
+
+
+def _both(lines: list[str], first_line: int = 1) -> None:
+    """`nvidia_smi_csv.parse` as it is against the reference module's parse."""
+    ser = pl.Series("line", lines, dtype=pl.String)
+    ctx = FileContext(path="n1/q.csv", node="n1", first_line=first_line)
+    assert_same_result(R.parse(ser, ctx), nvidia_smi_csv.parse(ser, ctx))
+
+
+def _nounits(lines: list[str]) -> list[str]:
+    """The loop as `--format=csv,nounits` prints it (no units after the numbers)."""
+    return [lines[0], *(re.sub(r" (?:%|MiB|W|MHz)(?=,|$)", "", s) for s in lines[1:])]
+
+
+def _odd(lines: list[str], rnd: random.Random, rate: float) -> list[str]:
+    out = [lines[0]]
+    for s in lines[1:]:
+        r = rnd.random()
+        if r < rate / 5:
+            s = s.replace(", 0, 5, 16", ", [GPU requires reset], 5, 16")
+        elif r < rate * 2 / 5:
+            s = s.replace("Not Active", "Active", rnd.randint(1, 3))
+        elif r < rate * 3 / 5:
+            s = s.replace(", 16", ", 8").replace(", 5,", ", 3,")
+        elif r < rate * 4 / 5:
+            s = mutated(rnd, s, "0123456789 ,[]ERR!xé\r", 3, 4)
+        elif r < rate:
+            cells = s.split(",")
+            cells[rnd.randrange(len(cells))] = rnd.choice(_ODD_CELLS)
+            s = ",".join(cells)
+        out.append(s)
+    return out
+
+
+def test_fixtures_same_as_reference() -> None:
+    for _name, lines in fixture_lines("nvidia-smi-csv"):
+        _both(lines)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_medium_loops_same_as_reference(tmp_path: Path, seed: int) -> None:
+    """Loops of 1-2 MB (one header, 8 GPUs), with units and without, as they are, cut at random lines (the
+    long and the short path), with odd lines; CRLF line ends and non-ASCII cells."""
+    rnd = random.Random(seed)
+    units = _loop(tmp_path, "csv", 2.2, seed)
+    assert len(units) > nvidia_smi_csv._MANY
+    for lines in (units, _nounits(units)):
+        _both(lines, first_line=3)
+        a = rnd.randrange(len(lines) // 2)
+        _both(lines[a : a + rnd.randint(100, len(lines))], first_line=a + 1)
+        _both([lines[0], *lines[a : a + rnd.randint(4000, 9000)]])
+        _both(_odd(lines, rnd, 0.01))
+        _both(_odd(lines, rnd, 0.0005))
+    crlf = [s + "\r" for s in units[:9000]]
+    _both(crlf)
+    _both([s.replace("NVIDIA", "NVIDIA ÜΣ") if i % 7 == 0 else s for i, s in enumerate(units)])
+
+
+def test_many_distinct_cells_and_a_field_twice() -> None:
+    """A head column of more than `_ENUM_MAX` distinct cells later on (mapped back by `replace_strict`), flags
+    of one, two and three states in the head and the tail, a field queried twice (once in the head, once in
+    the tail), all-state columns, odd cells."""
+    rnd = random.Random(15)
+    head = (
+        "timestamp, index, pci.bus_id, utilization.gpu [%], memory.used [MiB], clocks_event_reasons.sw_power_cap,"
+        " temperature.gpu, power.draw [W], clocks_event_reasons.hw_slowdown, temperature.memory,"
+        " ecc.errors.uncorrected.volatile.total, pcie.link.gen.current, pcie.link.width.current, temperature.gpu,"
+        " clocks_event_reasons.active"
+    )
+    rows = [head]
+    for i in range(10000):
+        g = i % 8
+        used = f"{70000 + (i // 8) % 3} MiB" if i < 6000 else f"{rnd.randint(0, 10**6)} MiB"
+        cells = [
+            f"2026/11/28 00:{i // 480 % 60:02d}:{i // 8 % 60:02d}.00{g}",
+            str(g),
+            f"00000000:{g + 16:02X}:00.0",
+            f"{rnd.choice([97, 98, 99])} %",
+            used,
+            rnd.choice(["Active", "Not Active", "[N/A]"]),
+            str(40 + g),
+            f"{600 + g + rnd.random():.2f} W",
+            "Not Active" if i % 500 else "Active",
+            "[N/A]",
+            str(i // 3000),
+            rnd.choice(["5", "5", "5", "4"]) if i > 2000 else "5",
+            "16",
+            "41",
+            "0x0000000000000001" if i % 700 else "0x0000000000000088",
+        ]
+        if rnd.random() < 0.01:
+            k = rnd.choice([1, 3, 4, 5, 6, 7, 8, 9, 13])
+            cells[k] = rnd.choice(_ODD_CELLS)
+        rows.append(", ".join(cells))
+    assert nvidia_smi_csv._ENUM_MAX < 6000
+    _both(rows)
+    _both(rows[:5000])
