@@ -291,6 +291,12 @@ panicked on some long groups (`assertion left == right failed`)."""
 _MANY, _PROBE = 8192, 4096
 """Rows of one field list from which a repetitive column (percentages, clocks, flags) is converted once per
 distinct cell and mapped back, instead of once per row (when the first _PROBE rows repeat its cells)."""
+_ALONE = 2
+"""A field list of a file parsed alone (`parse`) takes the long-group paths from _MANY // _ALONE rows: its
+columns probed for repetitive cells (`_repetitive`), its lines split by their tails (`_rows_by_tail`).
+Converting per distinct cell and per tail pays from a few thousand rows (a 5,000-row loop of 8 GPUs: ~23 %
+fewer instructions than per row); the same values either way. `parse_many` batches files of fewer than _MANY
+lines and takes them from _MANY rows, as before."""
 
 
 def _per_value(
@@ -628,19 +634,25 @@ def _group_plan(
 def _repetitive(data: pl.DataFrame, canon: list[str]) -> tuple[frozenset[str], frozenset[str]]:
     """The fields (canonical names) of a long group whose cells repeat in its first _PROBE rows (converted
     once per distinct cell), and those whose cells seldom change from one row to the next (few runs of
-    equal cells: converted once per run)."""
-    k = len(canon)
+    equal cells: converted once per run). The fields of the rows' tail (`_tail_fields`) are converted once
+    per tail, so among the first and not the second whatever their cells: their cells are not probed (nor
+    those of a head cell of the same field)."""
+    tail = _tail_fields(data, canon)
+    probed = [i for i, c in enumerate(canon) if c not in tail]
+    k = len(probed)
     probe = (
         data.head(_PROBE)
         .select(
-            *(pl.col(f"_c{i}").n_unique() for i in range(k)),
-            *(pl.col(f"_c{i}").rle_id().max().alias(f"_r{i}") for i in range(k)),
+            *(pl.col(f"_c{i}").n_unique() for i in probed),
+            *(pl.col(f"_c{i}").rle_id().max().alias(f"_r{i}") for i in probed),
         )
         .row(0)
+        if probed
+        else ()
     )
-    many = frozenset(c for c, n_u in zip(canon, probe[:k], strict=True) if n_u * 4 <= _PROBE)
-    runs = frozenset(c for c, r in zip(canon, probe[k:], strict=True) if (r + 1) * 16 <= _PROBE)
-    return many, runs
+    many = frozenset(canon[i] for i, n_u in zip(probed, probe[:k], strict=True) if n_u * 4 <= _PROBE)
+    runs = frozenset(canon[i] for i, r in zip(probed, probe[k:], strict=True) if (r + 1) * 16 <= _PROBE)
+    return many | tail, runs
 
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
@@ -677,7 +689,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         .with_columns(sig=pl.col("header").replace_strict(sig_of, default=None, return_dtype=pl.Int64))
         .collect(engine="in-memory")
     )
-    groups, data_lines = _data_rows(frame, sigs, "line")
+    groups, data_lines = _data_rows(frame, sigs, "line", _MANY // _ALONE)
     ok = frame.get_column("is_header") | frame.get_column("is_fail")
     if data_lines:
         ok = ok.scatter(pl.concat(data_lines) - ctx.first_line, True)
@@ -738,11 +750,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         # per run.
         many: frozenset[str] = frozenset()
         runs: frozenset[str] = frozenset()
-        if data.height >= _MANY:
+        if data.height >= _MANY // _ALONE:
             many, runs = _repetitive(data, canon)
-            tail = _tail_fields(data, canon)
-            many, runs = many | tail, runs - tail
-        plan = _group_plan(tuple(fields), many, runs, data.height >= _MANY)
+        plan = _group_plan(tuple(fields), many, runs, data.height >= _MANY // _ALONE)
         data = _distinct_values(data, plan)
         q = data.lazy()
         if plan.mask is not None:
@@ -987,8 +997,6 @@ def _parse_batch(items: Sequence[tuple[pl.Series, FileContext]], text: pl.Series
         runs: frozenset[str] = frozenset()
         if data.height >= _MANY:
             many, runs = _repetitive(data, _canon_list(tuple(fields)))
-            tail = _tail_fields(data, _canon_list(tuple(fields)))
-            many, runs = many | tail, runs - tail
         plan = _group_plan(tuple(fields), many, runs, data.height >= _MANY)
         data = _distinct_values(data, plan)
         q = data.lazy()
@@ -1102,14 +1110,15 @@ def _cut(df: pl.DataFrame, file_of: pl.Series, files: int) -> list[pl.DataFrame]
 
 
 def _data_rows(
-    frame: pl.DataFrame, sigs: dict[tuple[str, ...], int], at: str
+    frame: pl.DataFrame, sigs: dict[tuple[str, ...], int], at: str, by_tail: int | None = None
 ) -> tuple[list[tuple[list[str], pl.DataFrame]], list[pl.Series]]:
     """Per field list (`sigs`: field list -> its `sig`), the rows of `frame` that are its data rows, split
     into their cells `_c0`...; and their `at` column (which lines they are).
 
     A data row has as many cells as its header has fields: split into one more than that, the last cell must
     exist and the one after it must not (no separate count of the commas). One field list (the usual case):
-    its rows filtered, split and checked in one query."""
+    its rows filtered, split and checked in one query. Of a field list of `by_tail` rows or more, the lines
+    are split by their tails when they have few (`_rows_by_tail`; `by_tail`: _MANY when None)."""
     is_cand = pl.col("sig").is_not_null() & ~pl.col("is_header") & ~pl.col("is_fail")
     cand = frame.filter(is_cand).lazy() if len(sigs) > 1 else frame.lazy().filter(is_cand)
     groups: list[tuple[list[str], pl.DataFrame]] = []
@@ -1120,9 +1129,9 @@ def _data_rows(
         cells = pl.col("text").str.split_exact(",", n).struct.rename_fields(names)
         sub = cand.filter(pl.col("sig") == sig) if len(sigs) > 1 else cand
         rows = None
-        if frame.height >= _MANY:
+        if frame.height >= (_MANY if by_tail is None else by_tail):
             sub = sub.collect(engine="in-memory")
-            rows = _rows_by_tail(sub, n) if sub.height >= _MANY else None
+            rows = _rows_by_tail(sub, n) if sub.height >= (_MANY if by_tail is None else by_tail) else None
             sub = sub.lazy()
         if rows is None:
             rows = (
@@ -1173,14 +1182,16 @@ def _rows_by_tail(sub: pl.DataFrame, n: int) -> pl.DataFrame | None:
     # (a line has n cells when it has a tail, and its tail n - j of them)
     ok = cells.get_column(f"field_{n - j - 1}").is_not_null() & cells.get_column(f"field_{n - j}").is_null()
     code = _index_type(tail.cast(pl.Enum(distinct.to_list())).to_physical())
-    keep = ok.gather(code).fill_null(False)
-    return sub.hstack(
+    rows = sub.hstack(
         [
             *(head.get_column(f"field_{i}").alias(f"_c{i}") for i in range(j)),
             *(cells.get_column(f"field_{k}").gather(code).alias(f"_c{j + k}") for k in range(n - j)),
             code.alias(f"{_TAIL}{j}"),
         ]
-    ).filter(keep)
+    )
+    if ok.all() and not code.has_nulls():
+        return rows  # (every line has its n cells: the filter would keep every row)
+    return rows.filter(ok.gather(code).fill_null(False))
 
 
 def _inventory_long(q: pl.LazyFrame, plan: _Plan, *keep: str) -> pl.DataFrame:

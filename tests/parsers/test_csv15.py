@@ -1,6 +1,8 @@
 """csv15's changes to the --query-gpu CSV parser give what the code they replace gives (kept verbatim in
 `_csv15_ref`): `_distinct_values` (the columns of a long group converted per distinct cell or per tail of
-cells) by a few queries for all columns instead of a few calls per column.
+cells) by a few queries for all columns instead of a few calls per column; `_repetitive` not probing the
+tail's cells; `_rows_by_tail` without the filter that keeps every row; a file parsed alone taking the long
+paths from _MANY // _ALONE rows (not _MANY).
 
 Whole parses are compared (tables, accounting): generated loops of the medium files' size (1-2 MB, with and
 without units), cut at random lines, with error states and odd cells, flags flipped, CRLF, non-ASCII and
@@ -75,6 +77,7 @@ def test_medium_loops_same_as_reference(tmp_path: Path, seed: int) -> None:
         _both([lines[0], *lines[a : a + rnd.randint(4000, 9000)]])
         _both(_odd(lines, rnd, 0.01))
         _both(_odd(lines, rnd, 0.0005))
+        _both(_odd(lines[:6000], rnd, 0.01))  # (alone: the long paths from _MANY // _ALONE rows)
     crlf = [s + "\r" for s in units[:9000]]
     _both(crlf)
     _both([s.replace("NVIDIA", "NVIDIA ÜΣ") if i % 7 == 0 else s for i, s in enumerate(units)])
@@ -86,10 +89,11 @@ def test_many_distinct_cells_and_a_field_twice() -> None:
     the tail), all-state columns, odd cells."""
     rnd = random.Random(15)
     head = (
-        "timestamp, index, pci.bus_id, utilization.gpu [%], memory.used [MiB], clocks_event_reasons.sw_power_cap,"
-        " temperature.gpu, power.draw [W], clocks_event_reasons.hw_slowdown, temperature.memory,"
-        " ecc.errors.uncorrected.volatile.total, pcie.link.gen.current, pcie.link.width.current, temperature.gpu,"
-        " clocks_event_reasons.active"
+        "timestamp, index, pci.bus_id, utilization.gpu [%], memory.used [MiB],"
+        " clocks_event_reasons.sw_power_cap, temperature.gpu, power.draw [W],"
+        " clocks_event_reasons.hw_slowdown, temperature.memory, ecc.errors.uncorrected.volatile.total,"
+        " pcie.link.gen.current,"
+        " pcie.link.width.current, temperature.gpu, clocks_event_reasons.active"
     )
     rows = [head]
     for i in range(10000):
@@ -119,3 +123,16 @@ def test_many_distinct_cells_and_a_field_twice() -> None:
     assert nvidia_smi_csv._ENUM_MAX < 6000
     _both(rows)
     _both(rows[:5000])
+    seen: list[bool] = []
+    real = nvidia_smi_csv._rows_by_tail
+
+    def spy(sub: pl.DataFrame, n: int) -> pl.DataFrame | None:
+        seen.append((r := real(sub, n)) is not None)
+        return r
+
+    try:
+        nvidia_smi_csv._rows_by_tail = spy
+        nvidia_smi_csv.parse(pl.Series(rows[:5000]), FileContext(path="n1/q.csv", node="n1"))
+    finally:
+        nvidia_smi_csv._rows_by_tail = real
+    assert seen == [True]  # (5,000 rows: read by tails)
