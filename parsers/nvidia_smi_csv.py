@@ -294,9 +294,9 @@ distinct cell and mapped back, instead of once per row (when the first _PROBE ro
 _ALONE = 2
 """A field list of a file parsed alone (`parse`) takes the long-group paths from _MANY // _ALONE rows: its
 columns probed for repetitive cells (`_repetitive`), its lines split by their tails (`_rows_by_tail`).
-Converting per distinct cell and per tail pays from a few thousand rows (a 5,000-row loop of 8 GPUs: ~23 %
-fewer instructions than per row); the same values either way. `parse_many` batches files of fewer than _MANY
-lines and takes them from _MANY rows, as before."""
+Converting per distinct cell and per tail pays from a few thousand rows (a 4,848-row loop of 8 GPUs: ~160M
+instructions a file instead of ~210M per row); the same values either way. `parse_many` batches files of
+fewer than _MANY lines and takes them from _MANY rows, as before."""
 
 
 def _per_value(
@@ -678,6 +678,11 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     for hline, fields in header_fields.items():
         sig_of[hline] = sigs.setdefault(tuple(fields), len(sigs))
     fail_hit, fail_events = F.failure_events(frame, ctx)
+    # Each line's field list: its header's. One field list (a loop's file): every line under a header has it
+    # (the headers are the lines `sig_of` numbers), the others none; no mapping of header lines to look up.
+    sig = pl.col("header").replace_strict(sig_of, default=None, return_dtype=pl.Int64)
+    if len(sigs) == 1:
+        sig = pl.when(pl.col("header").is_not_null()).then(pl.lit(0, dtype=pl.Int64))
     # (header, flags and field list of every line in one query)
     frame = (
         frame.lazy()
@@ -686,7 +691,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             is_header=is_header,
             is_fail=fail_hit,
         )
-        .with_columns(sig=pl.col("header").replace_strict(sig_of, default=None, return_dtype=pl.Int64))
+        .with_columns(sig=sig)
         .collect(engine="in-memory")
     )
     groups, data_lines = _data_rows(frame, sigs, "line", _MANY // _ALONE)
@@ -1171,10 +1176,15 @@ def _rows_by_tail(sub: pl.DataFrame, n: int) -> pl.DataFrame | None:
     j = n
     while j > 1 and counts[j - 1] * 16 <= probe.len():
         j -= 1
-    if n - j < 3 or probe.str.splitn(",", j + 1).struct.field(f"field_{j}").n_unique() * 16 > probe.len():
+    if n - j < 3:
         return None
     head = text.str.splitn(",", j + 1).struct.unnest()
     tail = head.get_column(f"field_{j}")
+    # (the probe's tails as the split of all lines has them, the split being line by line: the same texts as a
+    # split of the probe alone, whose cost a loop, which has its tails, saves; a file without few tails pays
+    # the split of all lines, then split whole)
+    if tail.head(_TAIL_PROBE).n_unique() * 16 > probe.len():
+        return None
     distinct = tail.drop_nulls().unique()
     if distinct.len() * 4 > len(tail):
         return None

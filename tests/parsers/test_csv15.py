@@ -136,3 +136,21 @@ def test_many_distinct_cells_and_a_field_twice() -> None:
     finally:
         nvidia_smi_csv._rows_by_tail = real
     assert seen == [True]  # (5,000 rows: read by tails)
+
+
+def test_tails_too_many_and_several_field_lists() -> None:
+    """Lines whose last cells each hold few values but whose tails are many (`_rows_by_tail` gives up after
+    splitting: the lines split whole), and a file of two field lists (the field list of each line looked up
+    per header)."""
+    rnd = random.Random(7)
+    head = "timestamp, index, power.draw [W], pstate, pcie.link.gen.current, pcie.link.width.current, fan"
+    rows = [head]
+    for i in range(6000):
+        tail = [rnd.choice(["P0", "P2", "P8"]), rnd.choice(["3", "4", "5"]), rnd.choice(["8", "16"])]
+        cells = [f"2026/11/28 00:00:{i // 8 % 60:02d}.000", str(i % 8), f"{rnd.random():.2f} W", *tail]
+        rows.append(", ".join([*cells, rnd.choice(["30 %", "31 %", "32 %", "[N/A]"])]))
+    _both(rows)
+    other = "timestamp, index, temperature.gpu, clocks_event_reasons.active"
+    block = [f"2026/11/28 00:01:00.000, {g}, 4{g}, 0x0000000000000001" for g in range(8)]
+    mixed = [*rows[:3000], other, *block]
+    _both(mixed + rows[:1] + rows[3000:])
