@@ -295,8 +295,8 @@ _ALONE = 2
 """A field list of a file parsed alone (`parse`) takes the long-group paths from _MANY // _ALONE rows: its
 columns probed for repetitive cells (`_repetitive`), its lines split by their tails (`_rows_by_tail`).
 Converting per distinct cell and per tail pays from a few thousand rows (a 4,848-row loop of 8 GPUs,
-whole ingest: ~210M instructions a file before csv15, per row; ~159M so); the same values either way. `parse_many` batches files of
-fewer than _MANY lines and takes them from _MANY rows, as before."""
+whole ingest: ~210M instructions a file before csv15, per row; ~159M so); the same values either way.
+`parse_many` batches files of fewer than _MANY lines and takes them from _MANY rows, as before."""
 
 
 def _per_value(
