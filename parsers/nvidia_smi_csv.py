@@ -291,6 +291,12 @@ panicked on some long groups (`assertion left == right failed`)."""
 _MANY, _PROBE = 8192, 4096
 """Rows of one field list from which a repetitive column (percentages, clocks, flags) is converted once per
 distinct cell and mapped back, instead of once per row (when the first _PROBE rows repeat its cells)."""
+_ALONE = 2
+"""A field list of a file parsed alone (`parse`) takes the long-group paths from _MANY // _ALONE rows: its
+columns probed for repetitive cells (`_repetitive`), its lines split by their tails (`_rows_by_tail`).
+Converting per distinct cell and per tail pays from a few thousand rows (a 4,848-row loop of 8 GPUs,
+whole ingest: ~210M instructions a file before csv15, per row; ~159M so); the same values either way.
+`parse_many` batches files of fewer than _MANY lines and takes them from _MANY rows, as before."""
 
 
 def _per_value(
@@ -332,33 +338,86 @@ class _Plan:
 def _distinct_values(data: pl.DataFrame, plan: _Plan) -> pl.DataFrame:
     """`data` with the plan's columns converted per distinct cell: each cell column's distinct values found
     once and converted, then mapped back (the values of `_per_value` in the query, which, with common-
-    subexpression elimination off, found the distinct values twice per conversion)."""
+    subexpression elimination off, found the distinct values twice per conversion). The cells of the rows'
+    tail are converted on the first row of each tail (`_tail_values`), the others on their distinct cells
+    (`_head_values`): a few queries for all columns, not a few calls per column."""
     if not plan.distinct and not plan.stamps:
         return data
-    uniq: dict[str, tuple[pl.Series, pl.Series | None]] = {}
-    cols = {}
     j = _tail_of(data)
-    firsts: pl.Series | None = None  # (the first row of each tail)
-    at: pl.Series | None = None  # (each row's place among them)
-    for name, cell, fn, dtype in plan.distinct:
-        if j is not None and int(cell[2:]) >= j:
-            # a cell of the tail: converted on the first row of each tail, spread by the rows' tail numbers
-            if firsts is None or at is None:
-                firsts, at = _tail_places(data.get_column(f"{_TAIL}{j}"))
-            u = data.get_column(cell).gather(firsts)
-            cols[name] = _gathered(pl.select(fn(pl.lit(u)).cast(dtype)).to_series(), at)
-            continue
-        if cell not in uniq:
-            uniq[cell] = _codes(data.get_column(cell))
-        u, code = uniq[cell]
-        v = pl.select(fn(pl.lit(u))).to_series()
-        if code is None:
-            cols[name] = pl.col(cell).replace_strict(u, v, default=None, return_dtype=dtype)
-        else:
-            cols[name] = _gathered(v.cast(dtype), code)
+    in_tail = [d for d in plan.distinct if j is not None and int(d[1][2:]) >= j]
+    values: dict[str, pl.Series | pl.Expr] = {}
+    if in_tail:
+        values |= _tail_values(data, f"{_TAIL}{j}", in_tail)
+    if len(in_tail) < len(plan.distinct):
+        values |= _head_values(data, [d for d in plan.distinct if d not in in_tail])
+    cols = {name: values[name] for name, _cell, _fn, _dtype in plan.distinct}  # (in the plan's order)
     for name, cell in plan.stamps:
         cols[name] = _stamps(data.get_column(cell))
     return data.with_columns(**cols)
+
+
+_Conversion = tuple[str, str, Callable[[pl.Expr], pl.Expr], pl.DataType]
+
+
+@lru_cache(maxsize=1024)
+def _conversion(conv: _Conversion, cast: bool) -> pl.Expr:
+    """`fn(cell)` of a `_Plan.distinct` entry named for its column, cast to its dtype when `cast` (a Boolean
+    then as UInt8, for the gathers: see `_gathered`); built once (`_flag`'s mapping is a Series made per
+    call)."""
+    name, cell, fn, dtype = conv
+    e = fn(pl.col(cell))
+    if cast:
+        e = e.cast(dtype)
+        if dtype == pl.Boolean:
+            e = e.cast(pl.UInt8)
+    return e.alias(name)
+
+
+def _tail_values(data: pl.DataFrame, tail: str, convs: list[_Conversion]) -> dict[str, pl.Series]:
+    """The columns of `convs` (cells of the rows' tail: `tail` numbers it) converted on the first row of each
+    tail, spread by the rows' tail numbers: one query for all conversions, one gather of all columns. The same
+    values as each converted and gathered alone (the conversions are elementwise; a Boolean gathered as UInt8
+    and cast back, as `_gathered` does)."""
+    firsts, at = _tail_places(data.get_column(tail))
+    cells = list(dict.fromkeys(cell for _name, cell, _fn, _dtype in convs))
+    small = data.select(cells).gather(firsts)
+    conv = small.select(_conversion(c, True) for c in convs).gather(at)  # (eager: no optimizer, no CSE)
+    return {
+        name: conv.get_column(name).cast(pl.Boolean) if dtype == pl.Boolean else conv.get_column(name)
+        for name, _cell, _fn, dtype in convs
+    }
+
+
+def _head_values(data: pl.DataFrame, convs: list[_Conversion]) -> dict[str, pl.Series | pl.Expr]:
+    """The columns of `convs` converted on the distinct cells of their cell columns and mapped back, as
+    `_codes` and `_gathered` do it column by column (the same values), in three queries whatever the number
+    of columns: the distinct cells of every cell column (in order of appearance, nulls dropped); the
+    conversions of all of them (each cell column's distinct cells padded with nulls to the longest: the
+    conversions are elementwise, the padding is sliced off); the gathers by the cells' places among their
+    distinct cells (a cast to their Enum, once per cell column). A cell column of more than _ENUM_MAX
+    distinct cells is mapped back by `replace_strict`, as `_distinct_values` did."""
+    cells = list(dict.fromkeys(cell for _name, cell, _fn, _dtype in convs))
+    found = data.lazy().select(pl.col(c).unique(maintain_order=True).drop_nulls().implode() for c in cells)
+    uniq = {c: s.item() for c, s in zip(cells, found.collect().get_columns(), strict=True)}
+    longest = max(len(u) for u in uniq.values())
+    padded = pl.DataFrame([u.extend_constant(None, longest - len(u)).alias(c) for c, u in uniq.items()])
+    enum = {c: len(uniq[c]) <= _ENUM_MAX for c in cells}
+    conv = padded.select(_conversion(c, enum[c[1]]) for c in convs)
+    out: dict[str, pl.Series | pl.Expr] = {}
+    index = pl.get_index_type()
+    places = {c: pl.col(c).cast(pl.Enum(uniq[c])).to_physical().cast(index) for c in cells if enum[c]}
+    gathers = []
+    for name, cell, _fn, dtype in convs:
+        v = conv.get_column(name).head(len(uniq[cell]))
+        if not enum[cell]:
+            out[name] = pl.col(cell).replace_strict(uniq[cell], v, default=None, return_dtype=dtype)
+            continue
+        g = pl.lit(v).gather(pl.col(cell))
+        gathers.append(g.cast(pl.Boolean).alias(name) if dtype == pl.Boolean else g.alias(name))
+    if gathers:
+        spread = data.select(**places).select(gathers)
+        out |= {s.name: s for s in spread.get_columns()}
+    return out
 
 
 _ENUM_MAX = 4096
@@ -575,19 +634,25 @@ def _group_plan(
 def _repetitive(data: pl.DataFrame, canon: list[str]) -> tuple[frozenset[str], frozenset[str]]:
     """The fields (canonical names) of a long group whose cells repeat in its first _PROBE rows (converted
     once per distinct cell), and those whose cells seldom change from one row to the next (few runs of
-    equal cells: converted once per run)."""
-    k = len(canon)
+    equal cells: converted once per run). The fields of the rows' tail (`_tail_fields`) are converted once
+    per tail, so among the first and not the second whatever their cells: their cells are not probed (nor
+    those of a head cell of the same field)."""
+    tail = _tail_fields(data, canon)
+    probed = [i for i, c in enumerate(canon) if c not in tail]
+    k = len(probed)
     probe = (
         data.head(_PROBE)
         .select(
-            *(pl.col(f"_c{i}").n_unique() for i in range(k)),
-            *(pl.col(f"_c{i}").rle_id().max().alias(f"_r{i}") for i in range(k)),
+            *(pl.col(f"_c{i}").n_unique() for i in probed),
+            *(pl.col(f"_c{i}").rle_id().max().alias(f"_r{i}") for i in probed),
         )
         .row(0)
+        if probed
+        else ()
     )
-    many = frozenset(c for c, n_u in zip(canon, probe[:k], strict=True) if n_u * 4 <= _PROBE)
-    runs = frozenset(c for c, r in zip(canon, probe[k:], strict=True) if (r + 1) * 16 <= _PROBE)
-    return many, runs
+    many = frozenset(canon[i] for i, n_u in zip(probed, probe[:k], strict=True) if n_u * 4 <= _PROBE)
+    runs = frozenset(canon[i] for i, r in zip(probed, probe[k:], strict=True) if (r + 1) * 16 <= _PROBE)
+    return many | tail, runs
 
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
@@ -613,6 +678,11 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     for hline, fields in header_fields.items():
         sig_of[hline] = sigs.setdefault(tuple(fields), len(sigs))
     fail_hit, fail_events = F.failure_events(frame, ctx)
+    # Each line's field list: its header's. One field list (a loop's file): every line under a header has it
+    # (the headers are the lines `sig_of` numbers), the others none; no mapping of header lines to look up.
+    sig = pl.col("header").replace_strict(sig_of, default=None, return_dtype=pl.Int64)
+    if len(sigs) == 1:
+        sig = pl.when(pl.col("header").is_not_null()).then(pl.lit(0, dtype=pl.Int64))
     # (header, flags and field list of every line in one query)
     frame = (
         frame.lazy()
@@ -621,10 +691,10 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             is_header=is_header,
             is_fail=fail_hit,
         )
-        .with_columns(sig=pl.col("header").replace_strict(sig_of, default=None, return_dtype=pl.Int64))
+        .with_columns(sig=sig)
         .collect(engine="in-memory")
     )
-    groups, data_lines = _data_rows(frame, sigs, "line")
+    groups, data_lines = _data_rows(frame, sigs, "line", _MANY // _ALONE)
     ok = frame.get_column("is_header") | frame.get_column("is_fail")
     if data_lines:
         ok = ok.scatter(pl.concat(data_lines) - ctx.first_line, True)
@@ -685,11 +755,9 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         # per run.
         many: frozenset[str] = frozenset()
         runs: frozenset[str] = frozenset()
-        if data.height >= _MANY:
+        if data.height >= _MANY // _ALONE:
             many, runs = _repetitive(data, canon)
-            tail = _tail_fields(data, canon)
-            many, runs = many | tail, runs - tail
-        plan = _group_plan(tuple(fields), many, runs, data.height >= _MANY)
+        plan = _group_plan(tuple(fields), many, runs, data.height >= _MANY // _ALONE)
         data = _distinct_values(data, plan)
         q = data.lazy()
         if plan.mask is not None:
@@ -934,8 +1002,6 @@ def _parse_batch(items: Sequence[tuple[pl.Series, FileContext]], text: pl.Series
         runs: frozenset[str] = frozenset()
         if data.height >= _MANY:
             many, runs = _repetitive(data, _canon_list(tuple(fields)))
-            tail = _tail_fields(data, _canon_list(tuple(fields)))
-            many, runs = many | tail, runs - tail
         plan = _group_plan(tuple(fields), many, runs, data.height >= _MANY)
         data = _distinct_values(data, plan)
         q = data.lazy()
@@ -1049,14 +1115,15 @@ def _cut(df: pl.DataFrame, file_of: pl.Series, files: int) -> list[pl.DataFrame]
 
 
 def _data_rows(
-    frame: pl.DataFrame, sigs: dict[tuple[str, ...], int], at: str
+    frame: pl.DataFrame, sigs: dict[tuple[str, ...], int], at: str, by_tail: int | None = None
 ) -> tuple[list[tuple[list[str], pl.DataFrame]], list[pl.Series]]:
     """Per field list (`sigs`: field list -> its `sig`), the rows of `frame` that are its data rows, split
     into their cells `_c0`...; and their `at` column (which lines they are).
 
     A data row has as many cells as its header has fields: split into one more than that, the last cell must
     exist and the one after it must not (no separate count of the commas). One field list (the usual case):
-    its rows filtered, split and checked in one query."""
+    its rows filtered, split and checked in one query. Of a field list of `by_tail` rows or more, the lines
+    are split by their tails when they have few (`_rows_by_tail`; `by_tail`: _MANY when None)."""
     is_cand = pl.col("sig").is_not_null() & ~pl.col("is_header") & ~pl.col("is_fail")
     cand = frame.filter(is_cand).lazy() if len(sigs) > 1 else frame.lazy().filter(is_cand)
     groups: list[tuple[list[str], pl.DataFrame]] = []
@@ -1067,9 +1134,9 @@ def _data_rows(
         cells = pl.col("text").str.split_exact(",", n).struct.rename_fields(names)
         sub = cand.filter(pl.col("sig") == sig) if len(sigs) > 1 else cand
         rows = None
-        if frame.height >= _MANY:
+        if frame.height >= (_MANY if by_tail is None else by_tail):
             sub = sub.collect(engine="in-memory")
-            rows = _rows_by_tail(sub, n) if sub.height >= _MANY else None
+            rows = _rows_by_tail(sub, n) if sub.height >= (_MANY if by_tail is None else by_tail) else None
             sub = sub.lazy()
         if rows is None:
             rows = (
@@ -1109,10 +1176,15 @@ def _rows_by_tail(sub: pl.DataFrame, n: int) -> pl.DataFrame | None:
     j = n
     while j > 1 and counts[j - 1] * 16 <= probe.len():
         j -= 1
-    if n - j < 3 or probe.str.splitn(",", j + 1).struct.field(f"field_{j}").n_unique() * 16 > probe.len():
+    if n - j < 3:
         return None
     head = text.str.splitn(",", j + 1).struct.unnest()
     tail = head.get_column(f"field_{j}")
+    # (the probe's tails as the split of all lines has them, the split being line by line: the same texts as a
+    # split of the probe alone, whose cost a loop, which has its tails, saves; a file without few tails pays
+    # the split of all lines, then split whole)
+    if tail.head(_TAIL_PROBE).n_unique() * 16 > probe.len():
+        return None
     distinct = tail.drop_nulls().unique()
     if distinct.len() * 4 > len(tail):
         return None
@@ -1120,14 +1192,16 @@ def _rows_by_tail(sub: pl.DataFrame, n: int) -> pl.DataFrame | None:
     # (a line has n cells when it has a tail, and its tail n - j of them)
     ok = cells.get_column(f"field_{n - j - 1}").is_not_null() & cells.get_column(f"field_{n - j}").is_null()
     code = _index_type(tail.cast(pl.Enum(distinct.to_list())).to_physical())
-    keep = ok.gather(code).fill_null(False)
-    return sub.hstack(
+    rows = sub.hstack(
         [
             *(head.get_column(f"field_{i}").alias(f"_c{i}") for i in range(j)),
             *(cells.get_column(f"field_{k}").gather(code).alias(f"_c{j + k}") for k in range(n - j)),
             code.alias(f"{_TAIL}{j}"),
         ]
-    ).filter(keep)
+    )
+    if ok.all() and not code.has_nulls():
+        return rows  # (every line has its n cells: the filter would keep every row)
+    return rows.filter(ok.gather(code).fill_null(False))
 
 
 def _inventory_long(q: pl.LazyFrame, plan: _Plan, *keep: str) -> pl.DataFrame:
