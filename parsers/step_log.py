@@ -4090,7 +4090,7 @@ def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     if int(cand.sum()) < _LANE_MIN:
         return None
     at = cand.arg_true()
-    cand_text = text.gather(at)
+    cand_text = text if at.len() == text.len() else text.gather(at)  # (every line a candidate: no gather)
     m = cand_text.str.extract_groups(_rx(_TITAN_LINE))
     miss = m.struct.field("2").is_null()
     if miss.any():  # (lines without an envelope; those with one fail that regex at their second character)
@@ -4146,7 +4146,9 @@ def _titan_steps(
         *([] if fi is None else ["_fi"]),
         line=line,
         rank=f("1").cast(pl.Int32, strict=False),
-        _n=f("2").str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
+        # (no cache of converted strings: a log's step times are nearly all distinct, the cache's hashing and
+        # upkeep cost ~40 % of the conversion, and it only memoizes it: the same values)
+        _n=f("2").str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us", cache=False)
         + pl.duration(microseconds=f("3").cast(pl.Int64, strict=False) * 1000),
         step=f("4").cast(pl.Int64, strict=False),
         loss=f("5").cast(pl.Float64),
@@ -4165,9 +4167,11 @@ def _titan_steps(
     if not ok[0]:
         return None
     # step times: timestamp deltas between a rank's consecutive rows (in line order within each rank)
-    grp = "rank" if fi is None else ["_fi", "rank"]
-    d_ts = ((pl.col("ts") - pl.col("ts").shift(1)).dt.total_microseconds() / 1e6).over(grp)
-    d_step = (pl.col("step") - pl.col("step").shift(1)).over(grp)
+    d_ts = (pl.col("ts") - pl.col("ts").shift(1)).dt.total_microseconds() / 1e6
+    d_step = pl.col("step") - pl.col("step").shift(1)
+    if fi is not None or not _one_value(v.get_column("rank")):  # (one rank: one window, the whole column)
+        grp = "rank" if fi is None else ["_fi", "rank"]
+        d_ts, d_step = d_ts.over(grp), d_step.over(grp)
     v = v.with_columns(ts=pl.col("_n").dt.replace_time_zone("UTC")).with_columns(_dts=d_ts, _dst=d_step)
     from_ts = pl.when((pl.col("_dst") > 0) & (pl.col("_dts") > 0)).then(pl.col("_dts") / pl.col("_dst"))
     # (`_step_detail`: the object of the set fields, encoded once per pattern of set fields, here one or two)
@@ -4206,6 +4210,13 @@ def _titan_steps(
         line=pl.col("line"),
     )
     return conform(steps, "steps"), bool(ok[1])
+
+
+def _one_value(col: pl.Series) -> bool:
+    """Whether `col` holds one value (null counting as one): a window `over` it is then the whole column, in
+    its order (min and max cost less than a count of distinct values)."""
+    nulls = col.null_count()
+    return nulls == col.len() or (nulls == 0 and col.min() == col.max())
 
 
 def _titan_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult] | None:
