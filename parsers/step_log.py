@@ -4142,13 +4142,16 @@ def _titan_steps(
     f = pl.col("_m").struct.field
     floats = ("loss", "grad_norm", "memory_gib", "throughput", "tflops", "mfu_pct")
     frame = pl.DataFrame({"_m": m}) if fi is None else pl.DataFrame({"_m": m, "_fi": fi})
+    # (one rank text, or none, in one file: one stream, whose step times are nearly all distinct: converted
+    # without polars' cache of converted strings, whose hashing and upkeep cost ~40 % of the conversion there,
+    # and whose windows below are the whole column; the ranks of a log of several share their seconds, the
+    # cache pays there. The cache only memoizes the conversion: the same values either way)
+    one = fi is None and _one_value(m.struct.field("1"))
     v = frame.select(
         *([] if fi is None else ["_fi"]),
         line=line,
         rank=f("1").cast(pl.Int32, strict=False),
-        # (no cache of converted strings: a log's step times are nearly all distinct, the cache's hashing and
-        # upkeep cost ~40 % of the conversion, and it only memoizes it: the same values)
-        _n=f("2").str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us", cache=False)
+        _n=f("2").str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us", cache=not one)
         + pl.duration(microseconds=f("3").cast(pl.Int64, strict=False) * 1000),
         step=f("4").cast(pl.Int64, strict=False),
         loss=f("5").cast(pl.Float64),
@@ -4169,7 +4172,7 @@ def _titan_steps(
     # step times: timestamp deltas between a rank's consecutive rows (in line order within each rank)
     d_ts = (pl.col("ts") - pl.col("ts").shift(1)).dt.total_microseconds() / 1e6
     d_step = pl.col("step") - pl.col("step").shift(1)
-    if fi is not None or not _one_value(v.get_column("rank")):  # (one rank: one window, the whole column)
+    if not one:  # (the same rank text on every line: the same rank, or all null, one window)
         grp = "rank" if fi is None else ["_fi", "rank"]
         d_ts, d_step = d_ts.over(grp), d_step.over(grp)
     v = v.with_columns(ts=pl.col("_n").dt.replace_time_zone("UTC")).with_columns(_dts=d_ts, _dst=d_step)
@@ -4213,10 +4216,12 @@ def _titan_steps(
 
 
 def _one_value(col: pl.Series) -> bool:
-    """Whether `col` holds one value (null counting as one): a window `over` it is then the whole column, in
-    its order (min and max cost less than a count of distinct values)."""
+    """Whether `col` holds one value, or only nulls (min and max: cheaper than counting distinct values; a
+    sample holding another value than the first settles it sooner: the ranks of a log of several alternate)."""
     nulls = col.null_count()
-    return nulls == col.len() or (nulls == 0 and col.min() == col.max())
+    if nulls:
+        return nulls == col.len()
+    return bool((col.gather_every(61) == col[0]).all()) and col.min() == col.max()
 
 
 def _titan_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult] | None:

@@ -1,9 +1,9 @@
 """titan15's changes to step_log's torchtitan lane give what the code they replace gives (kept verbatim in
 `_titan15_ref`).
 
-`_titan_steps`: the step lines' date-times converted without polars' cache of converted strings (a memo: the same
-values); the step times' windows (`over` the rank) left out when the lines have one rank (or none: one window, the
-whole column). `_titan_lane`: the candidates not gathered when every line is one.
+`_titan_steps`: where a file's step lines have one rank text (or none), their date-times converted without polars'
+cache of converted strings (a memo: the same values) and the step times' windows (`over` the rank) left out (one
+window, the whole column). `_titan_lane`: the candidates not gathered when every line is one.
 
 Whole results are compared (tables, accounting, hand-backs): torchtitan logs of one rank, of none (bare lines), of
 several and of both, step lines alone and with chatter, benchmark-shaped logs (`bench/big_steps`), with odd,
@@ -80,6 +80,7 @@ def test_lane_same_as_reference(seed: int) -> None:
     assert _both(lines, first_line=1 + seed)
     one = _one_rank(lines) * 8  # (past `_LANE_MIN`)
     assert _both(one)
+    assert _both([line.replace("[rank3]:", "[rank003]:") if i % 7 == 0 else line for i, line in enumerate(one)])
     assert _both(_bare(lines))
     mixed = [*lines]
     for i in rnd.sample(range(len(mixed)), 50):
