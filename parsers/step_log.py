@@ -4090,7 +4090,7 @@ def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     if int(cand.sum()) < _LANE_MIN:
         return None
     at = cand.arg_true()
-    cand_text = text.gather(at)
+    cand_text = text if at.len() == text.len() else text.gather(at)  # (every line a candidate: no gather)
     m = cand_text.str.extract_groups(_rx(_TITAN_LINE))
     miss = m.struct.field("2").is_null()
     if miss.any():  # (lines without an envelope; those with one fail that regex at their second character)
@@ -4142,11 +4142,16 @@ def _titan_steps(
     f = pl.col("_m").struct.field
     floats = ("loss", "grad_norm", "memory_gib", "throughput", "tflops", "mfu_pct")
     frame = pl.DataFrame({"_m": m}) if fi is None else pl.DataFrame({"_m": m, "_fi": fi})
+    # (one rank text, or none, in one file: one stream, whose step times are nearly all distinct: converted
+    # without polars' cache of converted strings, whose hashing and upkeep cost ~40 % of the conversion there,
+    # and whose windows below are the whole column; the ranks of a log of several share their seconds, the
+    # cache pays there. The cache only memoizes the conversion: the same values either way)
+    one = fi is None and _one_value(m.struct.field("1"))
     v = frame.select(
         *([] if fi is None else ["_fi"]),
         line=line,
         rank=f("1").cast(pl.Int32, strict=False),
-        _n=f("2").str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
+        _n=f("2").str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us", cache=not one)
         + pl.duration(microseconds=f("3").cast(pl.Int64, strict=False) * 1000),
         step=f("4").cast(pl.Int64, strict=False),
         loss=f("5").cast(pl.Float64),
@@ -4165,9 +4170,11 @@ def _titan_steps(
     if not ok[0]:
         return None
     # step times: timestamp deltas between a rank's consecutive rows (in line order within each rank)
-    grp = "rank" if fi is None else ["_fi", "rank"]
-    d_ts = ((pl.col("ts") - pl.col("ts").shift(1)).dt.total_microseconds() / 1e6).over(grp)
-    d_step = (pl.col("step") - pl.col("step").shift(1)).over(grp)
+    d_ts = (pl.col("ts") - pl.col("ts").shift(1)).dt.total_microseconds() / 1e6
+    d_step = pl.col("step") - pl.col("step").shift(1)
+    if not one:  # (the same rank text on every line: the same rank, or all null, one window)
+        grp = "rank" if fi is None else ["_fi", "rank"]
+        d_ts, d_step = d_ts.over(grp), d_step.over(grp)
     v = v.with_columns(ts=pl.col("_n").dt.replace_time_zone("UTC")).with_columns(_dts=d_ts, _dst=d_step)
     from_ts = pl.when((pl.col("_dst") > 0) & (pl.col("_dts") > 0)).then(pl.col("_dts") / pl.col("_dst"))
     # (`_step_detail`: the object of the set fields, encoded once per pattern of set fields, here one or two)
@@ -4206,6 +4213,15 @@ def _titan_steps(
         line=pl.col("line"),
     )
     return conform(steps, "steps"), bool(ok[1])
+
+
+def _one_value(col: pl.Series) -> bool:
+    """Whether `col` holds one value, or only nulls (min and max: cheaper than counting distinct values; a
+    sample holding another value than the first settles it sooner: the ranks of a log of several alternate)."""
+    nulls = col.null_count()
+    if nulls:
+        return nulls == col.len()
+    return bool((col.gather_every(61) == col[0]).all()) and col.min() == col.max()
 
 
 def _titan_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult] | None:
