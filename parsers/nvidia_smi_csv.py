@@ -362,8 +362,8 @@ _Conversion = tuple[str, str, Callable[[pl.Expr], pl.Expr], pl.DataType]
 @lru_cache(maxsize=1024)
 def _conversion(conv: _Conversion, cast: bool) -> pl.Expr:
     """`fn(cell)` of a `_Plan.distinct` entry named for its column, cast to its dtype when `cast` (a Boolean
-    then as UInt8, for the gathers: see `_gathered`); built once (`_flag`'s mapping is a Series made per
-    call)."""
+    then as UInt8, for the gathers, which cast it back: the same values and nulls, and a gather of bits costs
+    several times one of bytes); built once (`_flag`'s mapping is a Series made per call)."""
     name, cell, fn, dtype = conv
     e = fn(pl.col(cell))
     if cast:
@@ -377,7 +377,7 @@ def _tail_values(data: pl.DataFrame, tail: str, convs: list[_Conversion]) -> dic
     """The columns of `convs` (cells of the rows' tail: `tail` numbers it) converted on the first row of each
     tail, spread by the rows' tail numbers: one query for all conversions, one gather of all columns. The same
     values as each converted and gathered alone (the conversions are elementwise; a Boolean gathered as UInt8
-    and cast back, as `_gathered` does)."""
+    and cast back: `_conversion`)."""
     firsts, at = _tail_places(data.get_column(tail))
     cells = list(dict.fromkeys(cell for _name, cell, _fn, _dtype in convs))
     small = data.select(cells).gather(firsts)
@@ -389,13 +389,13 @@ def _tail_values(data: pl.DataFrame, tail: str, convs: list[_Conversion]) -> dic
 
 
 def _head_values(data: pl.DataFrame, convs: list[_Conversion]) -> dict[str, pl.Series | pl.Expr]:
-    """The columns of `convs` converted on the distinct cells of their cell columns and mapped back, as
-    `_codes` and `_gathered` do it column by column (the same values), in three queries whatever the number
-    of columns: the distinct cells of every cell column (in order of appearance, nulls dropped); the
-    conversions of all of them (each cell column's distinct cells padded with nulls to the longest: the
-    conversions are elementwise, the padding is sliced off); the gathers by the cells' places among their
-    distinct cells (a cast to their Enum, once per cell column). A cell column of more than _ENUM_MAX
-    distinct cells is mapped back by `replace_strict`, as `_distinct_values` did."""
+    """The columns of `convs` converted on the distinct cells of their cell columns and mapped back (the same
+    values as converting every cell), in three queries whatever the number of columns: the distinct cells of
+    every cell column (in order of appearance, nulls dropped); the conversions of all of them (each cell
+    column's distinct cells padded with nulls to the longest: the conversions are elementwise, the padding is
+    sliced off); the gathers by the cells' places among their distinct cells (a cast to their Enum, once per
+    cell column: one lookup per cell, shared by the cell column's conversions). A cell column of more than
+    _ENUM_MAX distinct cells is mapped back by `replace_strict`."""
     cells = list(dict.fromkeys(cell for _name, cell, _fn, _dtype in convs))
     found = data.lazy().select(pl.col(c).unique(maintain_order=True).drop_nulls().implode() for c in cells)
     uniq = {c: s.item() for c, s in zip(cells, found.collect().get_columns(), strict=True)}
@@ -421,17 +421,8 @@ def _head_values(data: pl.DataFrame, convs: list[_Conversion]) -> dict[str, pl.S
 
 
 _ENUM_MAX = 4096
-"""Distinct cells of a column up to which `_codes` places each cell among them by a cast to their Enum."""
-
-
-def _codes(cells: pl.Series) -> tuple[pl.Series, pl.Series | None]:
-    """The distinct cells (in order of appearance) and each cell's place among them (by a cast to the Enum of
-    them: one lookup per cell, that a second conversion of the column shares; None for more than _ENUM_MAX
-    distinct cells)."""
-    u = cells.unique(maintain_order=True).drop_nulls()  # (a null cell: null either way)
-    if len(u) > _ENUM_MAX:
-        return u, None
-    return u, _index_type(cells.cast(pl.Enum(u.to_list())).to_physical())
+"""Distinct cells of a column up to which `_head_values` places each cell among them by a cast to their
+Enum."""
 
 
 def _index_type(code: pl.Series) -> pl.Series:
@@ -439,14 +430,6 @@ def _index_type(code: pl.Series) -> pl.Series:
     nulls): a gather by another integer type converts and bounds-checks the index first, every time (~60
     instructions a row; a column's codes serve several gathers)."""
     return code.cast(pl.get_index_type())
-
-
-def _gathered(values: pl.Series, at: pl.Series) -> pl.Series:
-    """`values.gather(at)`; a Boolean column gathered as UInt8 and cast back (the same values and nulls: a
-    gather of bits costs several times one of bytes)."""
-    if values.dtype == pl.Boolean:
-        return values.cast(pl.UInt8).gather(at).cast(pl.Boolean)
-    return values.gather(at)
 
 
 def _tail_places(tail: pl.Series) -> tuple[pl.Series, pl.Series]:
@@ -755,9 +738,10 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         # per run.
         many: frozenset[str] = frozenset()
         runs: frozenset[str] = frozenset()
-        if data.height >= _MANY // _ALONE:
+        long = data.height >= _MANY // _ALONE
+        if long:
             many, runs = _repetitive(data, canon)
-        plan = _group_plan(tuple(fields), many, runs, data.height >= _MANY // _ALONE)
+        plan = _group_plan(tuple(fields), many, runs, long)
         data = _distinct_values(data, plan)
         q = data.lazy()
         if plan.mask is not None:
@@ -1123,7 +1107,9 @@ def _data_rows(
     A data row has as many cells as its header has fields: split into one more than that, the last cell must
     exist and the one after it must not (no separate count of the commas). One field list (the usual case):
     its rows filtered, split and checked in one query. Of a field list of `by_tail` rows or more, the lines
-    are split by their tails when they have few (`_rows_by_tail`; `by_tail`: _MANY when None)."""
+    are split by their tails when they have few (`_rows_by_tail`; `by_tail`: _MANY when None, read at the
+    call: tests set _MANY)."""
+    by_tail = _MANY if by_tail is None else by_tail
     is_cand = pl.col("sig").is_not_null() & ~pl.col("is_header") & ~pl.col("is_fail")
     cand = frame.filter(is_cand).lazy() if len(sigs) > 1 else frame.lazy().filter(is_cand)
     groups: list[tuple[list[str], pl.DataFrame]] = []
@@ -1134,9 +1120,9 @@ def _data_rows(
         cells = pl.col("text").str.split_exact(",", n).struct.rename_fields(names)
         sub = cand.filter(pl.col("sig") == sig) if len(sigs) > 1 else cand
         rows = None
-        if frame.height >= (_MANY if by_tail is None else by_tail):
+        if frame.height >= by_tail:
             sub = sub.collect(engine="in-memory")
-            rows = _rows_by_tail(sub, n) if sub.height >= (_MANY if by_tail is None else by_tail) else None
+            rows = _rows_by_tail(sub, n) if sub.height >= by_tail else None
             sub = sub.lazy()
         if rows is None:
             rows = (
