@@ -118,6 +118,8 @@ class Part(NamedTuple):
     """The part is written as a part of its table is (`outputs.write_table_file`: every column, sorted,
     zstd), so that, with no offset, node or constant to apply and no bundle stage changing its rows, the
     parent takes the file as it is (`_write_in_parts`)."""
+    rows: int | None = None
+    """Its rows, when the writer knew them (else read from the footer: `Outcomes.part_rows`)."""
 
     @property
     def as_is(self) -> bool:
@@ -703,7 +705,7 @@ class _Accumulator:
                 # ~15 ms more than the spill below for a 16 MB range; the parent's read, sort check and
                 # write of the same rows cost ~60 ms.
                 write_table_file(_sorted(df, t), t, target)
-                self.parts.setdefault(t, []).append(Part(str(target), final=True))
+                self.parts.setdefault(t, []).append(Part(str(target), final=True, rows=df.height))
                 continue
             self.parts.setdefault(t, []).append(_spill_part(df, target))
         self.frames = held
@@ -745,7 +747,7 @@ def _spill_part(df: pl.DataFrame, target: Path) -> Part:
     if len(filled) < df.width or consts:
         df = df.select(c.name for c in filled if c.name not in dict(consts))
     df.write_parquet(target, compression="lz4", statistics=False)
-    return Part(str(target), consts=consts)
+    return Part(str(target), consts=consts, rows=df.height)
 
 
 def _gathered(parser: Any, table: str) -> bool:
@@ -2013,16 +2015,19 @@ class Outcomes(list):  # type: ignore[type-arg]
                 target = self.spill / f"{t}-{self.n_spills}.parquet"
                 # (no statistics, as a worker's spill: a scan picks parts by their `__part` folder; writing
                 # and reading back ~400 MB of frames 0.64 -> 0.48 s of CPU)
-                _joined(frames).write_parquet(target, compression="lz4", statistics=False)
-                self.parts.setdefault(t, []).append(Part(str(target)))
+                df = _joined(frames)
+                df.write_parquet(target, compression="lz4", statistics=False)
+                self.parts.setdefault(t, []).append(Part(str(target), rows=df.height))
         self.n_spills += 1
         self.frames = {}
         self.merged = {}
         self.held = 0
 
     def part_rows(self, table: str) -> int:
-        """Rows of `table` in its spilled parts (read from the parts' footers)."""
-        return sum(parquet_rows(p.path) for p in self.parts.get(table, ()))
+        """Rows of `table` in its spilled parts (as their writers counted them, else read from the footers:
+        each footer read is a polars scan of ~0.8 ms, and a 1,000-node bundle hands the parent ~2,000 parts,
+        whose rows it asks for twice: 3.2 s of the parent's CPU before the stages)."""
+        return sum(parquet_rows(p.path) if p.rows is None else p.rows for p in self.parts.get(table, ()))
 
     def rows(self, table: str) -> int:
         """Rows of `table` so far (in memory and in parts)."""
@@ -2309,15 +2314,23 @@ def _sorted(df: pl.DataFrame, table: str) -> pl.DataFrame:
 
 
 def _gathered_rows(df: pl.DataFrame, order: pl.Series) -> pl.DataFrame:
-    """`df[order]` (`order` a permutation of the rows), the columns null in every row made anew rather than
-    gathered: a gather costs as much for a column of nulls as for one of values (a 16 MB dmon range fills 17
-    of gpu_samples' 44 columns: its part's sort ~34 -> ~18 ms)."""
+    """`df[order]` (`order` a permutation of the rows), column by column: each column made contiguous first,
+    and the columns null in every row made anew rather than gathered.
+
+    polars gathers from a column of several chunks (a piece collected from many parts has dozens) looking up
+    each index's chunk: a 1 M-row piece of steps took ~450 ms of CPU, ~150 ms contiguous with the copy that
+    makes it so (gpu_samples ~650 -> ~230 ms); a column at a time, that copy holds one column more in memory,
+    not the table. A gather costs as much for a column of nulls as for one of values (a 16 MB dmon range
+    fills 17 of gpu_samples' 44 columns: its part's sort ~34 -> ~18 ms)."""
     n = df.height
-    empty = [c.name for c in df.get_columns() if c.null_count() == n]
-    if not empty:
-        return df[order]
-    nulls = (pl.repeat(None, n, dtype=df.schema[c], eager=True).alias(c) for c in empty)
-    return df.drop(empty)[order].with_columns(nulls).select(df.columns)
+    return pl.DataFrame(
+        [
+            pl.repeat(None, n, dtype=c.dtype, eager=True).alias(c.name)
+            if c.null_count() == n
+            else (c.rechunk() if c.n_chunks() > 1 else c).gather(order)
+            for c in df.get_columns()
+        ]
+    )
 
 
 def sort_order(df: pl.DataFrame, keys: list[str]) -> pl.Series | None:

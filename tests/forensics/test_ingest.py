@@ -1920,6 +1920,32 @@ def test_a_worker_hands_a_large_table_over_as_a_part_that_reads_back_the_same(tm
     assert lf.collect().drop(ingest_mod.PART_COLUMN).equals(big, null_equal=True)
 
 
+def test_the_parent_counts_a_tables_rows_from_its_parts_without_reading_their_footers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from forensics.outputs import parquet_rows
+
+    outcomes = ingest_mod.Outcomes(tmp_path / "parent")
+    handed = ingest_mod.FileOutcome(row={}, tables={"steps": _steps_frame(20_000)})
+    ingest_mod._handed([handed], [tmp_path / "a"])  # a worker's part
+    outcomes.append(handed)
+    outcomes.append(ingest_mod.FileOutcome(row={}, tables={"steps": _steps_frame(30, node="n2", path="n2/t.log")}))
+    outcomes._spill()  # the parent's own part
+    outcomes.append(ingest_mod.FileOutcome(row={}, tables={"steps": _steps_frame(7, node="n3", path="n3/t.log")}))
+    parts = outcomes.parts["steps"]
+    assert len(parts) == 2 and [p.rows for p in parts] == [parquet_rows(p.path) for p in parts] == [20_000, 30]
+
+    def no_footer(path: object) -> int:
+        raise AssertionError(f"footer read of {path}")
+
+    monkeypatch.setattr(ingest_mod, "parquet_rows", no_footer)
+    assert outcomes.rows("steps") == 20_037
+    # a part made without its count is counted from its footer
+    monkeypatch.undo()
+    outcomes.parts["steps"][0] = parts[0]._replace(rows=None)
+    assert outcomes.rows("steps") == 20_037
+
+
 def test_a_part_that_cannot_be_written_leaves_the_rows_in_memory(tmp_path: Path) -> None:
     blocked = tmp_path / "file-not-folder"
     blocked.write_text("x")
