@@ -1929,11 +1929,14 @@ def test_the_parent_counts_a_tables_rows_from_its_parts_without_reading_their_fo
     handed = ingest_mod.FileOutcome(row={}, tables={"steps": _steps_frame(20_000)})
     ingest_mod._handed([handed], [tmp_path / "a"])  # a worker's part
     outcomes.append(handed)
-    outcomes.append(ingest_mod.FileOutcome(row={}, tables={"steps": _steps_frame(30, node="n2", path="n2/t.log")}))
+    held = _steps_frame(30, node="n2", path="n2/t.log")
+    outcomes.append(ingest_mod.FileOutcome(row={}, tables={"steps": held}))
     outcomes._spill()  # the parent's own part
-    outcomes.append(ingest_mod.FileOutcome(row={}, tables={"steps": _steps_frame(7, node="n3", path="n3/t.log")}))
+    held = _steps_frame(7, node="n3", path="n3/t.log")
+    outcomes.append(ingest_mod.FileOutcome(row={}, tables={"steps": held}))
     parts = outcomes.parts["steps"]
-    assert len(parts) == 2 and [p.rows for p in parts] == [parquet_rows(p.path) for p in parts] == [20_000, 30]
+    assert len(parts) == 2
+    assert [p.rows for p in parts] == [parquet_rows(p.path) for p in parts] == [20_000, 30]
 
     def no_footer(path: object) -> int:
         raise AssertionError(f"footer read of {path}")
