@@ -1949,6 +1949,16 @@ def test_the_parent_counts_a_tables_rows_from_its_parts_without_reading_their_fo
     assert outcomes.rows("steps") == 20_037
 
 
+@pytest.mark.parametrize("values", [1, 3, ingest_mod.FEW_CONSTS + 1])
+def test_a_column_left_out_of_parts_reads_back_its_value_by_part(values: int) -> None:
+    # parts 0..199 (part 7 holds the column itself, -1 rows held in memory): each part's value, else null
+    at = {k: f"value-{k % values}" for k in range(200) if k != 7}
+    part = pl.Series(ingest_mod.PART_COLUMN, [*range(200), -1, 7, 3], dtype=pl.Int32)
+    got = pl.DataFrame(part).select(ingest_mod._const_values(at)).to_series()
+    assert got.dtype == pl.String
+    assert got.to_list() == [at.get(k) for k in part.to_list()]
+
+
 def test_a_part_that_cannot_be_written_leaves_the_rows_in_memory(tmp_path: Path) -> None:
     blocked = tmp_path / "file-not-folder"
     blocked.write_text("x")
