@@ -1291,7 +1291,7 @@ BATCH_BYTES = 8 * 1024**2
 Files of a format with `parse_many` share its fixed costs (polars calls, whose count a file's size hardly
 changes) up to several MB, not only the small ones: a 6-hour `--query-gpu` loop of 1.2 MB (5,800 lines) took
 59 ms of a worker's CPU alone, 35 in fours, 30 in eights, 29 in sixteens; a torchtitan rank log of 2-3.5 MB
-54 ms alone, 44 in fours. At 2 MB neither was ever batched (simulated 1,000 nodes of 6 hours, 3.3 GB: ~38 s of
+54 ms alone, 44 in fours. At 2 MB neither was ever batched (simulated 1,000 nodes of 6 hours, 3.45 GB: ~38 s of
 ~170 s ingest CPU). At 8 MB a worker's peak grows by ~70 MB (16 MB batches: +170 MB for 1 ms a file more)."""
 BATCH = -3
 """The task kind of a batch of whole files (besides -1 a whole file, -2 a checksum, k >= 0 a byte range)."""
@@ -2091,7 +2091,7 @@ class Outcomes(list):  # type: ignore[type-arg]
             if offsets:
                 lf = lf.with_columns(pl.col("line") + part.replace_strict(offsets, default=0, return_dtype=pl.Int64))
             if nodes:
-                fill = part.replace_strict(nodes, default=None, return_dtype=pl.String)
+                fill = _const_values(nodes)  # (a node or two over hundreds of parts: no lookup a row)
                 unknown = (pl.col("node") == "unknown") & fill.is_not_null()
                 lf = lf.with_columns(node=pl.when(unknown).then(fill).otherwise(pl.col("node")))
             scans.append(lf.select(columns))
