@@ -3911,6 +3911,8 @@ def parse(lines: pl.Series, ctx: FileContext, entries: MegEntries | None = None)
     `meg_entry_lines(lines)`, when the caller made it (`_mixed`)."""
     with ascii_scope(_ascii or is_ascii(lines)):
         if len(lines) >= _LANE_MIN:
+            if _timer_only(lines.cast(pl.String)):
+                return _timer_only_result(lines, ctx)
             got = _titan_lane(lines, ctx)
             if got is None:
                 got = _megatron_lane(lines, ctx, entries)
@@ -3929,11 +3931,17 @@ def _parse(lines: pl.Series, ctx: FileContext, numbers: pl.Series | None = None)
     hosts = seg.get_column("host").drop_nulls().unique().to_list()
     if events.height:
         tables["events"] = conform(events, "events")
+    notes = []
+    if numbers is None and steps.height == 0 and parsed:  # (a whole file, not the other lines of a lane)
+        timers = frame.filter(pl.col("line").is_in(understood.implode())).get_column("text")
+        if timers.str.contains("time (ms)", literal=True).any():
+            notes.append(ORPHAN_TIMERS_NOTE)
     return ParseResult(
         tables=tables,
         parsed=parsed,
         unrecognized=unrecognized,
         unrecognized_examples=examples,
+        notes=notes,
         partial=_cut_last_line(frame),
         node=hosts[0] if len(hosts) == 1 else None,
     )
@@ -4269,6 +4277,72 @@ def _titan_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseRes
         )
         for n, end, last in zip(sizes, ends, lasts, strict=True)
     ]
+
+
+# ----------------------------------------------------------------------------- DeepSpeed timer-only logs
+
+ORPHAN_TIMERS_NOTE = (
+    "one-line timer lines (`time (ms) | ...`, e.g. a rank's DeepSpeed wall_clock_breakdown) with no step "
+    "line above them in their stream: understood, but with no step number they make no steps rows"
+)
+"""The note of a file whose understood lines hold timer lines and which gives no `steps` row: its timers are
+all orphans (`_rows_gathered`), which the general reading leaves out."""
+_DS_TIMER_LINE = (
+    r"^\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2},[0-9]{3}\] \[INFO\] "
+    r"\[logging\.py:[0-9]+:log_dist\] "
+    rf"\[Rank [0-9]+\] time \(ms\) \| [a-z_]+: {_D}(?: \| [a-z_]+: {_D})*$"
+)
+"""A DeepSpeed `wall_clock_breakdown` line as `log_dist` prints it (`[Rank N] time (ms) | fwd: 5172.40 |
+...`): a rank's own timers, with no step number."""
+_DS_TIMER_LIT = ":log_dist] [Rank "
+_DS_OTHER_GATES = [x for x in _GATES if x not in ("time (ms)", "step:")]
+
+
+def _timer_only(text: pl.Series) -> bool:
+    """Whether every line of `text` is a `_DS_TIMER_LINE` that holds no literal gating a grammar other than
+    the timers' (`time (ms)`) and the torchtitan one's `step:` (whose grammar needs `loss:` too): a log of one
+    or more ranks' timers and nothing else (`torchrun --tee` or a per-rank redirect of a job run with
+    `wall_clock_breakdown`). There the general reading understands every line and makes no row (every timer
+    line is an orphan: no step line above it in its stream), so `_timer_only_result` gives its result."""
+    n = text.len()
+    if n == 0 or text.null_count() or _DS_TIMER_LIT not in text[0] or _DS_TIMER_LIT not in text[n - 1]:
+        return False
+    if not text.str.contains(_rx(_DS_TIMER_LINE)).all():
+        return False
+    return not text.str.contains_any(_DS_OTHER_GATES).any()
+
+
+def _timer_only_result(lines: pl.Series, ctx: FileContext) -> ParseResult:
+    """`parse(lines, ctx)` of lines that are `_timer_only`: every line understood, no row, the note."""
+    return ParseResult(
+        tables={"steps": conform(pl.DataFrame(schema=_EMPTY_STEPS), "steps")},
+        parsed=len(lines),
+        unrecognized=0,
+        notes=[ORPHAN_TIMERS_NOTE],
+        partial=_cut_text(str(lines[len(lines) - 1])),
+    )
+
+
+def _timer_only_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
+    """`parse_many(items)` where some file starts with a DeepSpeed timer line: those that are `_timer_only`
+    (one pass over all the files' lines) by `_timer_only_result`, the others by `_parse_many`."""
+    text = pl.concat([lines.cast(pl.String) for lines, _ in items], rechunk=True)
+    ok = text.str.contains(_rx(_DS_TIMER_LINE)).fill_null(False)
+    ok = ok & ~text.str.contains_any(_DS_OTHER_GATES).fill_null(True)
+    out: list[ParseResult | None] = []
+    rest: list[int] = []
+    end = 0
+    for i, (lines, ctx) in enumerate(items):
+        start, end = end, end + len(lines)
+        clean = len(lines) > 0 and bool(ok.slice(start, end - start).all())
+        out.append(_timer_only_result(lines, ctx) if clean else None)
+        if not clean:
+            rest.append(i)
+    if rest:
+        got = _parse_many([items[i] for i in rest])
+        for i, r in zip(rest, got, strict=True):
+            out[i] = r
+    return out  # type: ignore[return-value]
 
 
 # ----------------------------------------------------------------------------- Megatron lane
@@ -4840,6 +4914,13 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
     (or that fail) are read by `parse`.
     """
     items = list(items)
+    if any(len(lines) and _DS_TIMER_LIT in (lines[0] or "") for lines, _ in items):
+        return _timer_only_many(items)
+    return _parse_many(items)
+
+
+def _parse_many(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
+    """`parse_many` of files none of which `_timer_only_many` took."""
     if len(items) >= 2 and _TITAN_LINE_LIT in (items[0][0][0] if len(items[0][0]) else ""):
         try:
             got = _titan_many(items)
@@ -4891,8 +4972,10 @@ def _parse_batch(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResult
         p=(pl.col("ok") & ~pl.col("blank")).sum(),
         u=bad_e.sum(),
         last=txt.filter(~pl.col("blank")).last(),  # (`\S`: what `strip_chars() != ""` keeps)
+        tm=(pl.col("ok") & txt.str.contains("time (ms)", literal=True)).any(),
     )
-    counts = {int(f): (int(p), int(u), t) for f, p, u, t in per.iter_rows()}
+    counts = {int(f): (int(p), int(u), t) for f, p, u, t, _ in per.iter_rows()}
+    timed = {int(f) for f, *_, tm in per.iter_rows() if tm}
     examples: list[list[tuple[int, str]]] = [[] for _ in range(k)]
     bad = flagged.filter(bad_e & (bad_e.cum_sum().over("_fi") <= MAX_EXAMPLES))
     for f, n, t in bad.select("_fi", "line", "text").iter_rows():
@@ -4922,6 +5005,7 @@ def _parse_batch(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResult
                 parsed=parsed,
                 unrecognized=unrecognized,
                 unrecognized_examples=examples[i],
+                notes=[ORPHAN_TIMERS_NOTE] if i in timed and cut[i + 1] == cut[i] and parsed else [],
                 partial=last is not None and _cut_text(last),
                 node=h[0] if len(h) == 1 else None,
             )

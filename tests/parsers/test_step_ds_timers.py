@@ -1,0 +1,125 @@
+"""Logs of DeepSpeed `wall_clock_breakdown` timer lines and nothing else (a rank's `[Rank N] time (ms) | fwd:
+... | step: ...` under a per-rank redirect): the general reading understands every line and makes no row (a
+timer line with no step line above it in its stream is an orphan), and says so in a note. `step_log`'s
+timer-only lane (`_timer_only`, `_timer_only_result`, `_timer_only_many`) gives that result without the
+general reading: the same tables, accounting, notes, `partial` and `node`, file by file and in batches; a log
+with any other line (a step line, a launcher prefix, a blank, a pair named like another grammar's literal)
+goes the general way."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from parsers import step_log as S  # noqa: N812
+from parsers.base import FileContext
+from tests.parsers.test_step_many import _assert_same
+
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "step-log" / "synthetic_deepspeed_wall_clock_breakdown_torchrun_prefix.log"
+NAMES = [
+    ["fwd", "bwd", "bwd_inner", "bwd_allreduce", "step"],
+    ["fwd_microstep", "bwd_microstep", "bwd_inner_microstep", "bwd_allreduce_microstep", "step_microstep"],
+    ["forward", "backward", "backward_inner", "backward_allreduce", "optimizer_step"],
+    ["fwd"],
+]
+
+
+def _line(rnd: random.Random, rank: int, t: datetime, names: list[str]) -> str:
+    pairs = " | ".join(f"{n}: {rnd.uniform(0, 20000):.2f}" for n in names)
+    return f"[{t:%Y-%m-%d %H:%M:%S},{t.microsecond // 1000:03d}] [INFO] [logging.py:96:log_dist] [Rank {rank}] time (ms) | {pairs}"
+
+
+def _file(rnd: random.Random, n: int) -> list[str]:
+    ranks = rnd.choice([[rnd.randrange(8000)], [0, 1, 2, 3]])
+    names = rnd.choice(NAMES)
+    t = datetime(2025, 5, 1, 4, 29, 5, 312000) + timedelta(seconds=rnd.uniform(0, 1e5))
+    out = []
+    for _ in range(n):
+        t += timedelta(seconds=rnd.uniform(0, 12))
+        out.append(_line(rnd, rnd.choice(ranks), t, names))
+    return out
+
+
+def _items(files: list[list[str]]) -> list[tuple[pl.Series, FileContext]]:
+    return [
+        (
+            pl.Series("line", lines, dtype=pl.String),
+            FileContext(path=f"node-{i:03d}/train_rank{8 * i}.log", node=f"node-{i:03d}", first_line=1, year_hint=2025),
+        )
+        for i, lines in enumerate(files)
+    ]
+
+
+@pytest.fixture
+def lanes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(S, "_LANE_MIN", 0)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_timer_only_log_reads_as_the_general_reading_reads_it(seed: int, lanes_on: None) -> None:
+    rnd = random.Random(seed)
+    lines, ctx = _items([_file(rnd, rnd.choice([1, 3, 40, 700]))])[0]
+    assert S._timer_only(lines)
+    got, want = S.parse(lines, ctx), S._parse(lines, ctx)
+    _assert_same(got, want, ctx.path)
+    # every line understood, no row, and the note that says why
+    assert (want.parsed, want.unrecognized, want.tables["steps"].height) == (len(lines), 0, 0)
+    assert want.notes == [S.ORPHAN_TIMERS_NOTE]
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        "[2025-05-01 04:29:05,312] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0, lr=[0.0001], mom=[(0.9, 0.95)]",
+        "[default0]:[2025-05-01 04:29:05,312] [INFO] [logging.py:96:log_dist] [Rank 0] time (ms) | fwd: 1.00 | step: 2.00",
+        "",
+        "[2025-05-01 04:29:05,312] [INFO] [logging.py:96:log_dist] [Rank 0] time (ms) | fwd: 1.00 | loss: 2.00",
+        "[2025-05-01 04:29:05,312] [INFO] [logging.py:96:log_dist] [Rank 0] time (ms) | fwd: 1.00 | train_time: 2.00",
+        "[2025-05-01 04:29:05,312] [INFO] [logging.py:96:log_dist] [Rank 0] time (ms) | fwd: 1.00 | iteration: 2.00",
+        "[2025-05-01 04:29:05,312] [INFO] [logging.py:96:log_dist] [Rank 0] time (ms) | fwd: 1.00 | step: -2.00",
+        "[2025-05-01 04:29:05,312] [INFO] [logging.py:96:log_dist] [Rank 0] time (ms) | Fwd: 1.00",
+        "[2025-05-01 04:29:05,312] [INFO] [logging.py:96:log_dist] [Rank 0] time (ms) |",
+        "NCCL INFO Channel 00/24 :    0   1   2   3",
+    ],
+)
+@pytest.mark.parametrize("where", [0, 5, -1])
+def test_a_log_with_another_line_goes_the_general_way(odd: str, where: int, lanes_on: None) -> None:
+    rnd = random.Random(where)
+    text = _file(rnd, 12)
+    text.insert(where if where >= 0 else len(text), odd)
+    lines, ctx = _items([text])[0]
+    assert not S._timer_only(lines)
+    _assert_same(S.parse(lines, ctx), S._parse(lines, ctx), ctx.path)
+
+
+def test_the_fixture_of_a_rank_0_log_with_step_lines_keeps_its_rows_and_has_no_note(lanes_on: None) -> None:
+    text = [x for x in FIXTURE.read_text().splitlines() if not x.startswith("#SOURCE")]
+    lines, ctx = _items([text])[0]
+    assert not S._timer_only(lines)
+    got = S.parse(lines, ctx)
+    assert got.tables["steps"].height > 0 and got.notes == []
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_batches_with_timer_only_logs_equal_parse_file_by_file(seed: int) -> None:
+    """`parse_many` (the lane for the timer-only files, the general batch for the others) == `parse` of each
+    file (which, below `_LANE_MIN` lines, is the general reading: the lane must agree with it there too)."""
+    rnd = random.Random(seed)
+    others = [x for x in FIXTURE.read_text().splitlines() if not x.startswith("#SOURCE")]
+    files = [_file(rnd, rnd.choice([1, 2, 30, 200])) for _ in range(rnd.choice([2, 5, 12]))]
+    for _ in range(rnd.choice([0, 1, 2])):  # (files of other lines, or one odd line, in the batch)
+        k = rnd.randrange(len(files))
+        files[k] = others if rnd.random() < 0.5 else files[k] + ["[2025-05-01 04:29:05,312] [INFO] hello"]
+    rnd.shuffle(files)
+    items = _items(files)
+    want = [S.parse(lines, ctx) for lines, ctx in items]
+    got = S.parse_many(items)
+    for (_, ctx), g, w in zip(items, got, want, strict=True):
+        _assert_same(g, w, ctx.path)
+    # and the general batch reading of the same files gives them too (notes included)
+    for (_, ctx), g, w in zip(items, S._parse_batch(items), want, strict=True):
+        _assert_same(g, w, ctx.path)
