@@ -320,6 +320,37 @@ def _state(sample: dict[str, Any] | None, inv: dict[str, str], gpu_known: bool =
     return out
 
 
+def _grouped_notes(notes: list[str], mfiles: list[dict[str, Any]]) -> list[str]:
+    """The manifest's notes with one line for a message noted of several files (`PATH: message`, PATH a
+    file of the manifest): `N files: message (the first three paths, …)`, where the first of them was. A
+    bundle of a thousand nodes notes the same thing of a thousand files (a rank's timer log each), which
+    would fill the list and push the others out."""
+    paths = {str(f.get("path")) for f in mfiles}
+    by_message: dict[str, list[str]] = {}
+    order: list[tuple[bool, str]] = []
+    for n in notes:
+        path, sep, message = n.partition(": ")
+        if sep and path in paths:
+            if message not in by_message:
+                by_message[message] = []
+                order.append((True, message))
+            by_message[message].append(path)
+        else:
+            order.append((False, n))
+    out = []
+    for grouped, text in order:
+        if not grouped:
+            out.append(text)
+            continue
+        ps = by_message[text]
+        if len(ps) == 1:
+            out.append(f"{ps[0]}: {text}")
+        else:
+            more = ", …" if len(ps) > 3 else ""
+            out.append(f"{len(ps)} files: {text} ({', '.join(ps[:3])}{more})")
+    return out
+
+
 def _suspects(doc: dict[str, Any], tables: dict[str, pl.DataFrame]) -> list[Suspect]:
     """One suspect per (node, GPU) of the medium-or-worse findings that name a node."""
     inv, events, files, samples = tables["inventory"], tables["events"], tables["files"], tables["gpu_samples"]
@@ -650,7 +681,7 @@ def build_context(out: Path) -> ReportContext:
         unrecognized=_unrecognized(mfiles, nodes),
         skipped=_skipped(mfiles),
         ts_quality=_ts_quality(tables),
-        notes=[*thinned, *(str(n) for n in list(manifest.get("notes", []))[:200])],
+        notes=[*thinned, *_grouped_notes([str(n) for n in manifest.get("notes", [])], mfiles)[:200]],
         step_chart=charts.step_chart(tables["steps"], tables["anomalies"], incident),
         heatmap=charts.heatmap(tables["steps"], tables["gpu_samples"], [s.node for s in suspects]),
         nodes=nodes,

@@ -19,7 +19,9 @@ from parsers import step_log as S  # noqa: N812
 from parsers.base import FileContext
 from tests.parsers.test_step_many import _assert_same
 
-FIXTURE = Path(__file__).parent.parent / "fixtures" / "step-log" / "synthetic_deepspeed_wall_clock_breakdown_torchrun_prefix.log"
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "step-log"
+FIXTURE = FIXTURES / "synthetic_deepspeed_wall_clock_breakdown_torchrun_prefix.log"
+HEAD = "[2025-05-01 04:29:05,312] [INFO] [logging.py:96:log_dist] [Rank 0]"
 NAMES = [
     ["fwd", "bwd", "bwd_inner", "bwd_allreduce", "step"],
     ["fwd_microstep", "bwd_microstep", "bwd_inner_microstep", "bwd_allreduce_microstep", "step_microstep"],
@@ -30,7 +32,8 @@ NAMES = [
 
 def _line(rnd: random.Random, rank: int, t: datetime, names: list[str]) -> str:
     pairs = " | ".join(f"{n}: {rnd.uniform(0, 20000):.2f}" for n in names)
-    return f"[{t:%Y-%m-%d %H:%M:%S},{t.microsecond // 1000:03d}] [INFO] [logging.py:96:log_dist] [Rank {rank}] time (ms) | {pairs}"
+    stamp = f"{t:%Y-%m-%d %H:%M:%S},{t.microsecond // 1000:03d}"
+    return f"[{stamp}] [INFO] [logging.py:96:log_dist] [Rank {rank}] time (ms) | {pairs}"
 
 
 def _file(rnd: random.Random, n: int) -> list[str]:
@@ -48,7 +51,9 @@ def _items(files: list[list[str]]) -> list[tuple[pl.Series, FileContext]]:
     return [
         (
             pl.Series("line", lines, dtype=pl.String),
-            FileContext(path=f"node-{i:03d}/train_rank{8 * i}.log", node=f"node-{i:03d}", first_line=1, year_hint=2025),
+            FileContext(
+                path=f"node-{i:03d}/train_rank{8 * i}.log", node=f"node-{i:03d}", first_line=1, year_hint=2025
+            ),
         )
         for i, lines in enumerate(files)
     ]
@@ -74,15 +79,15 @@ def test_a_timer_only_log_reads_as_the_general_reading_reads_it(seed: int, lanes
 @pytest.mark.parametrize(
     "odd",
     [
-        "[2025-05-01 04:29:05,312] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0, lr=[0.0001], mom=[(0.9, 0.95)]",
-        "[default0]:[2025-05-01 04:29:05,312] [INFO] [logging.py:96:log_dist] [Rank 0] time (ms) | fwd: 1.00 | step: 2.00",
+        f"{HEAD} step=10, skipped=0, lr=[0.0001], mom=[(0.9, 0.95)]",
+        f"[default0]:{HEAD} time (ms) | fwd: 1.00 | step: 2.00",
         "",
-        "[2025-05-01 04:29:05,312] [INFO] [logging.py:96:log_dist] [Rank 0] time (ms) | fwd: 1.00 | loss: 2.00",
-        "[2025-05-01 04:29:05,312] [INFO] [logging.py:96:log_dist] [Rank 0] time (ms) | fwd: 1.00 | train_time: 2.00",
-        "[2025-05-01 04:29:05,312] [INFO] [logging.py:96:log_dist] [Rank 0] time (ms) | fwd: 1.00 | iteration: 2.00",
-        "[2025-05-01 04:29:05,312] [INFO] [logging.py:96:log_dist] [Rank 0] time (ms) | fwd: 1.00 | step: -2.00",
-        "[2025-05-01 04:29:05,312] [INFO] [logging.py:96:log_dist] [Rank 0] time (ms) | Fwd: 1.00",
-        "[2025-05-01 04:29:05,312] [INFO] [logging.py:96:log_dist] [Rank 0] time (ms) |",
+        f"{HEAD} time (ms) | fwd: 1.00 | loss: 2.00",
+        f"{HEAD} time (ms) | fwd: 1.00 | train_time: 2.00",
+        f"{HEAD} time (ms) | fwd: 1.00 | iteration: 2.00",
+        f"{HEAD} time (ms) | fwd: 1.00 | step: -2.00",
+        f"{HEAD} time (ms) | Fwd: 1.00",
+        f"{HEAD} time (ms) |",
         "NCCL INFO Channel 00/24 :    0   1   2   3",
     ],
 )

@@ -245,3 +245,26 @@ def test_any_log_text_stays_text(synth_out) -> None:
         assert str(escape(line)) in html
 
     check()
+
+
+def test_a_message_noted_of_many_files_is_one_line_of_the_report() -> None:
+    """A thousand rank logs noted alike make one line (with how many and the first paths), where the first
+    was; a note of one file, or of no file of the manifest, stays as it is, in its place."""
+    from reports.render import _grouped_notes
+
+    files = [{"path": f"node-{i:04d}/train_rank{i}.log"} for i in range(1000)] + [{"path": "a: b.log"}]
+    msg = "one-line timer lines with no step line above them"
+    notes = ["common top-level folder 'x' taken as the bundle's wrapper"]
+    notes += [f"node-{i:04d}/train_rank{i}.log: {msg}" for i in range(1000)]
+    notes.insert(2, "node-0007/train_rank7.log: 64 ring/tree/channel lines")
+    notes.append("a: b.log: cut short")
+    got = _grouped_notes(notes, files)
+    assert got == [
+        "common top-level folder 'x' taken as the bundle's wrapper",
+        f"1000 files: {msg} (node-0000/train_rank0.log, node-0001/train_rank1.log, "
+        "node-0002/train_rank2.log, …)",
+        "node-0007/train_rank7.log: 64 ring/tree/channel lines",
+        "a: b.log: cut short",
+    ]
+    one = f"node-0001/train_rank1.log: {msg}"
+    assert _grouped_notes([one], files) == [one]
