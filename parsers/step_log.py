@@ -4307,9 +4307,13 @@ def _timer_only(text: pl.Series) -> bool:
     n = text.len()
     if n == 0 or text.null_count() or _DS_TIMER_LIT not in text[0] or _DS_TIMER_LIT not in text[n - 1]:
         return False
-    if not text.str.contains(_rx(_DS_TIMER_LINE)).all():
-        return False
-    return not text.str.contains_any(_DS_OTHER_GATES).any()
+    return bool(_timer_only_lines(text).all())
+
+
+def _timer_only_lines(text: pl.Series) -> pl.Series:
+    """Per line of `text`: whether it is a line `_timer_only` takes (false for a null line)."""
+    ok = text.str.contains(_rx(_DS_TIMER_LINE)).fill_null(False)
+    return ok & ~text.str.contains_any(_DS_OTHER_GATES).fill_null(True)
 
 
 def _timer_only_result(lines: pl.Series, ctx: FileContext) -> ParseResult:
@@ -4325,22 +4329,20 @@ def _timer_only_result(lines: pl.Series, ctx: FileContext) -> ParseResult:
 
 def _timer_only_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
     """`parse_many(items)` where some file starts with a DeepSpeed timer line: those that are `_timer_only`
-    (one pass over all the files' lines) by `_timer_only_result`, the others by `_parse_many`."""
-    text = pl.concat([lines.cast(pl.String) for lines, _ in items], rechunk=True)
-    ok = text.str.contains(_rx(_DS_TIMER_LINE)).fill_null(False)
-    ok = ok & ~text.str.contains_any(_DS_OTHER_GATES).fill_null(True)
-    out: list[ParseResult | None] = []
-    rest: list[int] = []
+    (one pass over the lines of the files that start so) by `_timer_only_result`, the others by
+    `_parse_many`."""
+    cand = [i for i, (lines, _) in enumerate(items) if len(lines) and _DS_TIMER_LIT in (lines[0] or "")]
+    ok = _timer_only_lines(pl.concat([items[i][0].cast(pl.String) for i in cand], rechunk=True))
+    out: list[ParseResult | None] = [None] * len(items)
     end = 0
-    for i, (lines, ctx) in enumerate(items):
+    for i in cand:
+        lines, ctx = items[i]
         start, end = end, end + len(lines)
-        clean = len(lines) > 0 and bool(ok.slice(start, end - start).all())
-        out.append(_timer_only_result(lines, ctx) if clean else None)
-        if not clean:
-            rest.append(i)
+        if ok.slice(start, end - start).all():
+            out[i] = _timer_only_result(lines, ctx)
+    rest = [i for i, r in enumerate(out) if r is None]
     if rest:
-        got = _parse_many([items[i] for i in rest])
-        for i, r in zip(rest, got, strict=True):
+        for i, r in zip(rest, _parse_many([items[i] for i in rest]), strict=True):
             out[i] = r
     return out  # type: ignore[return-value]
 
@@ -4974,8 +4976,12 @@ def _parse_batch(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResult
         last=txt.filter(~pl.col("blank")).last(),  # (`\S`: what `strip_chars() != ""` keeps)
         tm=(pl.col("ok") & txt.str.contains("time (ms)", literal=True)).any(),
     )
-    counts = {int(f): (int(p), int(u), t) for f, p, u, t, _ in per.iter_rows()}
-    timed = {int(f) for f, *_, tm in per.iter_rows() if tm}
+    counts: dict[int, tuple[int, int, str | None]] = {}
+    timed: set[int] = set()  # (files whose understood lines hold timer lines)
+    for f, p, u, t, tm in per.iter_rows():
+        counts[int(f)] = (int(p), int(u), t)
+        if tm:
+            timed.add(int(f))
     examples: list[list[tuple[int, str]]] = [[] for _ in range(k)]
     bad = flagged.filter(bad_e & (bad_e.cum_sum().over("_fi") <= MAX_EXAMPLES))
     for f, n, t in bad.select("_fi", "line", "text").iter_rows():
