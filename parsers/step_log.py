@@ -4349,26 +4349,45 @@ def _timer_only_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[Par
 
 # ----------------------------------------------------------------------------- Megatron lane
 
+_SRUN_OPT = r"(?:\s*([0-9]{1,9}): )?"
+"""An `srun -l` envelope or none (its group: the srun rank, null without one). A lane-shaped line without
+the envelope is in the stream without one (`|`), which the lane calls rank `_NO_SRUN`."""
+_NO_SRUN = -1
+"""The rank the lane gives the lines of the stream without envelope (a Megatron job's output without `srun
+-l`: its last rank prints the iteration lines and timer blocks, unprefixed); its rows get rank null and key
+`|`."""
 _MEG_I = (
-    r"^\s*([0-9]{1,9}): ( *\[([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-5][0-9])\] "
+    rf"^{_SRUN_OPT}( *\[([0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}} [0-9]{{2}}:[0-9]{{2}}:[0-5][0-9])\] "
     r"iteration +([0-9]{1,18})/ *([0-9]{1,18}) \|[^\r\x1b\[]*)$"
 )
-"""A Megatron iteration line under `srun -l` of the shape the lane takes: srun rank, the text after the
-envelope, date-time, step, total (the values: `_megatron_frag` on that text, as the general reading)."""
+"""A Megatron iteration line with or without `srun -l` of the shape the lane takes: srun rank (null without
+the envelope), the text after the envelope, date-time, step, total (the values: `_megatron_frag` on that
+text, as the general reading)."""
 _MEG_I_LIT = "] iteration "
 _MEG_I_HEAD = (
-    r"^(\s*([0-9]{1,9}): ) *\[([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-5][0-9])\] "
+    rf"^({_SRUN_OPT}) *\[([0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}} [0-9]{{2}}:[0-9]{{2}}:[0-5][0-9])\] "
     r"iteration +([0-9]{1,18})/ *([0-9]{1,18}) $"
 )
-"""`_MEG_I` before the first `|` of the line (the envelope, then srun rank, date-time, step, total)."""
-_MEG_H_LIT = ": (min, max) time across ranks (ms):"
-_MEG_H = r"^\s*([0-9]{1,9}): \(min, max\) time across ranks \(ms\):$"
+"""`_MEG_I` before the first `|` of the line (the envelope, empty without one, then srun rank, date-time,
+step, total)."""
+_MEG_H_LIT = "(min, max) time across ranks (ms):"
+_MEG_H = rf"^({_SRUN_OPT})\(min, max\) time across ranks \(ms\):$"
+"""A timer block's header: the envelope (empty without one), the srun rank."""
 _MEG_E_LIT = ".: ("
-_MEG_E = rf"^\s*([0-9]{{1,9}}):  +([A-Za-z0-9_][A-Za-z0-9_/-]*) \.\.+: \(({_D}), ({_D})\)$"
-"""A (min, max) timer entry of the lane: srun rank, name (no blank, dot, `:` or `(`: the `TIMER_MINMAX_RE`
-name of the line), min, max. (Its dots hold `..`, a `g.TRIAGE_LITERALS` one, as the iteration line holds a
-date and the header ends with `:`: the general reading keeps them in their stream.)"""
+_MEG_E = rf"^{_SRUN_OPT} +([A-Za-z0-9_][A-Za-z0-9_/-]*) \.\.+: \(({_D}), ({_D})\)$"
+"""A (min, max) timer entry of the lane: srun rank (null without the envelope), name (no blank, dot, `:` or
+`(`: the `TIMER_MINMAX_RE` name of the line), min, max. (Its dots hold `..`, a `g.TRIAGE_LITERALS` one, as
+the iteration line holds a date and the header ends with `:`: the general reading keeps them in their
+stream.)"""
 _SRUN = r"^\s*[0-9]{1,9}: "
+_MEG_MEMORY = (
+    rf"^{_SRUN_OPT}\[Rank [0-9]{{1,9}}\] \(after [0-9]{{1,18}} iterations\) memory \(MB\)"
+    r"(?: \| (?:max )?(?:allocated|reserved): [0-9]+(?:\.[0-9]+)?)+$"
+)
+"""Megatron's memory report (`report_memory`: `[Rank N] (after N iterations) memory (MB) | allocated: X | max
+allocated: Y | reserved: Z | max reserved: W`), printed by a rank of each pipeline stage after the first
+iterations: without srun envelope it lands in the unit stream, between an iteration line and its block. It
+holds a gate literal (`iteration`) but makes no fragment, so it may lie near an iteration line."""
 _MEG_MIN = 4096
 """The fewest units `_megatron_lane` takes (its own bound, not `_LANE_MIN`, which tests set to 0: the lane
 works on the big frames the general reading computes with its split lanes)."""
@@ -4380,7 +4399,7 @@ _BLOCK_ENTRY = "|".join(
 continue a block there in the general reading (the unit's last line ends it: `_block_fragments`)."""
 
 
-_MEG_E_HEAD = r"^\s*([0-9]{1,9}):  +([A-Za-z0-9_][A-Za-z0-9_/-]*) \.\.+$"
+_MEG_E_HEAD = rf"^{_SRUN_OPT} +([A-Za-z0-9_][A-Za-z0-9_/-]*) \.\.+$"
 _MEG_E_TAIL = rf"^({_D}), ({_D})\)$"
 """`_MEG_E` cut at its first `: (`: the part before (srun rank, name) and the part after (min, max)."""
 
@@ -4416,7 +4435,8 @@ def _meg_entries(text: pl.Series) -> pl.DataFrame:
 
 def _meg_entries_heads(text: pl.Series) -> tuple[pl.DataFrame, pl.Series]:
     """The groups of `_MEG_E` on each line of `text` (columns `rank` Int32, `name`, `min_ms`, `max_ms`
-    Float64, all null where it does not match), as `text.str.extract_groups(_MEG_E)` and the casts.
+    Float64, all null where it does not match), as `text.str.extract_groups(_MEG_E)` and the casts, but for
+    `rank` `_NO_SRUN` on a line without srun envelope that matches.
 
     A line `_MEG_E` matches holds `: (` first right after the dots (the blanks after the srun rank's `:` and
     the name hold none), so it is the part before its first `: (` matching `_MEG_E_HEAD`, then `: (`, then
@@ -4429,8 +4449,12 @@ def _meg_entries_heads(text: pl.Series) -> tuple[pl.DataFrame, pl.Series]:
     head, tail = _meg_cut(text)
     uniq = head.unique()
     heads = pl.DataFrame({"h": uniq}).with_columns(m=pl.col("h").str.extract_groups(_rx(_MEG_E_HEAD)))
+    # (a line without srun envelope: rank `_NO_SRUN`, so that a rank is there where the line matches)
     heads = heads.select(
-        "h", rank=pl.col("m").struct.field("1").cast(pl.Int32, strict=False),
+        "h",
+        rank=pl.when(pl.col("m").struct.field("2").is_not_null()).then(
+            pl.col("m").struct.field("1").cast(pl.Int32, strict=False).fill_null(_NO_SRUN)
+        ),
         name=pl.col("m").struct.field("2"),
     )
     if head.null_count() or not head.len():
@@ -4636,23 +4660,25 @@ def _one_stream_units(
 
 
 def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | None = None) -> ParseResult | None:
-    """`_parse(lines, ctx)` of a Megatron log under `srun -l` whose iteration lines are each followed in their
-    stream (srun rank) by a `(min, max) time across ranks` block (`_MEG_I`, `_MEG_H`, `_MEG_E`; at least
-    `_MEG_MIN` such units); None otherwise (the caller reads the whole by `_parse`).
+    """`_parse(lines, ctx)` of a Megatron log, under `srun -l` or without it, whose iteration lines are each
+    followed in their stream (srun rank; without envelope `_NO_SRUN`) by a `(min, max) time across ranks`
+    block (`_MEG_I`, `_MEG_H`, `_MEG_E`; at least `_MEG_MIN` such units); None otherwise (the caller reads the
+    whole by `_parse`).
 
-    A unit is an iteration line, the next line of its stream a header at most `ATTACH_GAP` lines below it,
-    and the run of entry lines of the stream after that (or an iteration line that ends its stream): what
-    the general reading makes one row of (the iteration fragment the anchor, the block attached to it). A
-    line's stream is the rank of its innermost envelope (`_strip_passes` on the lines with one inside the
-    srun one; one with a host is another stream; one the triage of `_prepare` leaves out is in none). The
-    values come from `_megatron_frag` (the general code) on the iteration lines, the timers from the
-    entries' groups, and `_finish` does the rest.
+    A unit is an iteration line, the next lane-shaped line of its stream a header at most `ATTACH_GAP` lines
+    below it, and the run of entry lines of the stream after that (or an iteration line that ends its
+    stream): what the general reading makes one row of (the iteration fragment the anchor, the block attached
+    to it). A line's stream is the rank of its innermost envelope (`_strip_passes` on the lines with one
+    inside the srun one; one with a host is another stream; one the triage of `_prepare` leaves out is in the
+    stream without envelope, whose key it takes). The values come from `_megatron_frag` (the general code) on
+    the iteration lines, the timers from the entries' groups, and `_finish` does the rest.
 
     The other lines are read by `_parse` with their own line numbers (as `_titan_lane`); the whole goes back
     to the general reading when they hold a row, a carriage return, an ANSI code or a Composer banner, when
     a line of a unit's stream at most `ATTACH_GAP` lines below its iteration line holds a gate literal (a
-    breakdown that could attach to it), or when the line of its stream right after a unit is a timer entry
-    (which would continue its block). `entries`: `meg_entry_lines(lines)` when the caller made it.
+    breakdown that could attach to it; but Megatron's memory report, `_MEG_MEMORY`), or when the line of its
+    stream right after a unit is a timer entry (which would continue its block). `entries`:
+    `meg_entry_lines(lines)` when the caller made it.
     """
     text = lines.cast(pl.String)
     if not text.gather_every(31).str.contains(_MEG_H_LIT, literal=True).any():
@@ -4670,15 +4696,18 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
         return None
     ti = text.gather(ci)
     mi = _meg_iterations(ti)
-    ok_i = mi.struct.field("1").is_not_null() & ~ti.str.contains("global rank", literal=True)
+    ok_i = mi.struct.field("3").is_not_null() & ~ti.str.contains("global rank", literal=True)
     ci, mi = ci.filter(ok_i), mi.filter(ok_i)
+    i_rank = mi.struct.field("1").cast(pl.Int32, strict=False).fill_null(_NO_SRUN)
     if ci.len() < _MEG_MIN:
         return None
     ch = r_text.str.ends_with(_MEG_H_LIT).arg_true()
     if rest is not None:
         ch = rest.gather(ch)
-    mh = text.gather(ch).str.extract(_rx(_MEG_H), 1)
-    ch, mh = ch.filter(mh.is_not_null()), mh.drop_nulls()
+    mh = text.gather(ch).str.extract_groups(_rx(_MEG_H))
+    ok_h = mh.struct.field("1").is_not_null()
+    ch = ch.filter(ok_h)
+    mh = mh.filter(ok_h).struct.field("2").cast(pl.Int32, strict=False).fill_null(_NO_SRUN)
     typ = pl.repeat(0, n, dtype=pl.Int8, eager=True)
     typ = typ.scatter(ci, 1).scatter(ch, 2).scatter(ce, 3)
     # the stream (srun rank) of each line: lane-shaped lines from their groups, the others from their envelope
@@ -4691,8 +4720,8 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
         return None
     pref = o_text.str.extract(_rx(_SRUN), 0)
     content = o_text.str.slice(pref.str.len_chars().fill_null(0))
-    o_rank = pref.str.strip_chars().str.strip_suffix(":").cast(pl.Int32, strict=False)
-    lane_ranks = mi.struct.field("1").cast(pl.Int32, strict=False).unique()
+    o_rank = pref.str.strip_chars().str.strip_suffix(":").cast(pl.Int32, strict=False).fill_null(_NO_SRUN)
+    lane_ranks = i_rank.unique()
     nested = content.str.contains(_rx(_ENV_RE)).arg_true()
     if nested.len():  # (the innermost envelope's rank and host make the stream key: a host, another stream)
         inner = _strip_passes(pl.DataFrame({"rest": content.gather(nested)}))
@@ -4702,17 +4731,18 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
             )
         ).to_series()
         o_rank = o_rank.scatter(nested, r_in)
-    # (a line the triage of `_prepare` leaves out is in no stream: blank text, key `|`)
+    # (a line the triage of `_prepare` leaves out gets blank text and key `|`, whatever its envelope: it is in
+    # the stream without envelope, `_NO_SRUN`, where it may cut a block of that stream, and in no other)
     triaged = (
         o_text.str.contains_any(list(g.TRIAGE_LITERALS))
         | o_text.str.contains(_rx(g.TRIAGE_DATE_RE))
         | o_text.str.strip_chars_end().str.ends_with(":")
     )
-    o_rank = pl.select(pl.when(pl.lit(triaged)).then(pl.lit(o_rank))).to_series()
+    o_rank = pl.select(pl.when(pl.lit(triaged)).then(pl.lit(o_rank)).otherwise(_NO_SRUN)).to_series()
     framed = _one_stream_units(typ, ci, ch, mh, ce, me.get_column("rank"), others, o_rank, lane_ranks)
     if framed is None:  # (the general framing: the unit streams' lines, by windows over each stream)
         rank = pl.repeat(None, n, dtype=pl.Int32, eager=True)
-        rank = rank.scatter(others, o_rank).scatter(ci, mi.struct.field("1").cast(pl.Int32, strict=False))
+        rank = rank.scatter(others, o_rank).scatter(ci, i_rank)
         rank = rank.scatter(ch, mh.cast(pl.Int32, strict=False)).scatter(ce, me.get_column("rank"))
         # lines of the unit streams, in line order: which form units
         s = (
@@ -4724,13 +4754,18 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
         def ov(e: pl.Expr) -> pl.Expr:  # (by stream; one stream, the usual case: no window)
             return e if lane_ranks.len() == 1 else e.over("r")
 
+        # (the next and previous lane-shaped lines of the stream: the general reading attaches a block to the
+        # iteration line above it within `ATTACH_GAP` lines, whatever other lines lie between, unless one is a
+        # breakdown, `near` below; without srun envelope every rank's chatter is in the unit stream)
+        lt, lp = pl.when(t != 0).then(t), pl.when(t != 0).then(pos)
         s = s.with_columns(
-            nt=ov(t.shift(-1)),
-            npos=ov(pos.shift(-1)),
-            pt=ov(t.shift(1)),
-            ppos=ov(pos.shift(1)),
+            nt=ov(lt.shift(-1).backward_fill()),
+            npos=ov(lp.shift(-1).backward_fill()),
+            pt=ov(lt.shift(1).forward_fill()),
+            ppos=ov(lp.shift(1).forward_fill()),
         )
-        # (an iteration line that is the last line of its stream is a unit too: a row without timers)
+        # (an iteration line that is the last lane-shaped line of its stream is a unit too: a row without
+        # timers)
         vi = (t == 1) & (((pl.col("nt") == 2) & ((pl.col("npos") - pos) <= ATTACH_GAP)) | pl.col("nt").is_null())
         vh = (t == 2) & (pl.col("pt") == 1) & ((pos - pl.col("ppos")) <= ATTACH_GAP)
         s = s.with_columns(vi=vi.fill_null(False), vh=vh.fill_null(False))
@@ -4752,8 +4787,11 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
         after = s.filter(pl.col("after_unit")).get_column("pos")
         framed = s.select("pos", "t", "k", "inu").filter(pl.col("inu")).drop("inu"), near, after, None
     inu, near, after, e_in = framed
-    if near.len() and text.gather(near).str.contains_any(list(_GATES)).any():
-        return None
+    if near.len():
+        nt_ = text.gather(near)
+        gated = nt_.str.contains_any(list(_GATES))
+        if gated.any() and not nt_.filter(gated).str.contains(_rx(_MEG_MEMORY)).all():
+            return None
     if after.len():
         c = text.gather(after).str.replace(_rx(_ENV_STACK), "")
         if c.str.contains(_rx(_BLOCK_ENTRY)).any():
@@ -4775,7 +4813,9 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
     base = pl.DataFrame({"m": im}).select(
         line=pl.lit(i_pos) + ctx.first_line,
         seg=pl.lit(0, dtype=pl.Int64),
-        key=pl.lit("|") + pl.col("m").struct.field("1").cast(pl.Int32, strict=False).cast(pl.String),
+        # (the stream without envelope: key `|`, rank null)
+        key=pl.lit("|")
+        + pl.col("m").struct.field("1").cast(pl.Int32, strict=False).cast(pl.String).fill_null(""),
         host=pl.lit(None, dtype=pl.String),
         rank=pl.col("m").struct.field("1").cast(pl.Int32, strict=False),
         ts=pl.col("m").struct.field("3").str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")

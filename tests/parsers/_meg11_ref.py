@@ -40,7 +40,6 @@ from parsers._mixed import (  # noqa: F401
 )
 from parsers.base import FileContext, ParseResult
 from parsers.step_log import (
-    _MEG_E_HEAD,
     _MEG_E_TAIL,
     _PROGRESS,
     _ROW_COLS,
@@ -55,6 +54,9 @@ from parsers.step_log import (
     _sort_rows,
     _with_timers,
 )
+
+_MEG_E_HEAD = r"^\s*([0-9]{1,9}):  +([A-Za-z0-9_][A-Za-z0-9_/-]*) \.\.+$"
+"""(step_log's regex as it was: srun envelope required)"""
 
 def parse(parser: ModuleType, lines: pl.Series, ctx: FileContext) -> ParseResult:
     """`parser.parse(lines, ctx)`, or both grammars when a training-stdout chunk mixes them."""

@@ -16,8 +16,6 @@ from parsers.step_log import (
     _FRAG,
     _GATES,
     _MEG_E_LIT,
-    _MEG_H,
-    _MEG_H_LIT,
     _MEG_I_LIT,
     _MEG_MIN,
     _SRUN,
@@ -38,12 +36,16 @@ from parsers.step_log import (
     other_lines,
 )
 
+_MEG_H_LIT = ": (min, max) time across ranks (ms):"
+_MEG_H = r"^\s*([0-9]{1,9}): \(min, max\) time across ranks \(ms\):$"
+"""(step_log's as they were: srun envelope required)"""
+
 
 def _lane_entries(text: pl.Series) -> MegEntries:
     """`meg_entry_lines` of the String lines `text`, without the test."""
     ce = text.str.contains(_MEG_E_LIT, literal=True).arg_true()
     me, heads = _meg_entries_heads(text.gather(ce))
-    ok_e = me.get_column("rank").is_not_null()
+    ok_e = me.get_column("rank").is_not_null() & (me.get_column("rank") != -1)  # (-1 since: no srun envelope)
     return MegEntries(ce.filter(ok_e), me.filter(ok_e), heads)
 
 

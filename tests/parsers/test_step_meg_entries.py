@@ -1,5 +1,6 @@
 """step_log's Megatron lane reads its `(min, max)` timer entries by cutting them at `: (` (`_meg_entries`):
-the same groups as `_MEG_E`'s capture on each line, on entry lines and their mutations."""
+the same groups as `_MEG_E`'s capture on each line (rank `_NO_SRUN` for an entry without srun envelope), on
+entry lines with and without the envelope and their mutations."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ _GOOD = (
     " 3:     forward-backward ................................: (3464.57, 3542.27)",
     "15:     optimizer-copy-main-to-model-params .............: (270.60, 275.77)",
     "0:  a/b-c ..: (1, 2)",
+    "    forward-backward ................................: (3464.57, 3542.27)",
+    " a ..: (1, 2)",
 )
 _ODD = (
     "3: a ..: (1, 2)",
@@ -40,13 +43,18 @@ _ODD = (
     "\t3:  a ..: (99999999999999999999, 2)",
     "",
     None,
+    "a ..: (1, 2)",
+    "\t a ..: (1, 2)",
+    "  3 ..: (1, 2)",
+    "  a ..: (1, 2) ",
+    ":  a ..: (1, 2)",
 )
 
 
 def _want(text: pl.Series) -> pl.DataFrame:
     m = text.str.extract_groups(S._MEG_E).struct.unnest()
     return m.select(
-        rank=pl.col("1").cast(pl.Int32),
+        rank=pl.when(pl.col("2").is_not_null()).then(pl.col("1").cast(pl.Int32).fill_null(S._NO_SRUN)),
         name=pl.col("2"),
         min_ms=pl.col("3").cast(pl.Float64),
         max_ms=pl.col("4").cast(pl.Float64),
@@ -99,6 +107,9 @@ _ITER_ODD = (
     "\r3: [2025-03-16 13:59:00] iteration 1/2 |a\n",
     "3: [2025-03-16 13:59:00] iteration 1/2 |a\r",
     "3: [2025-03-16 13:59:60] iteration 1/2 |a",
+    " [2025-03-16 13:59:00] iteration 1/ 2 |a",
+    "[2025-03-16 13:59:00] iteration 1/ 2 |",
+    "\t[2025-03-16 13:59:00] iteration 1/ 2 |",
     "",
     None,
 )

@@ -1,11 +1,13 @@
-"""step_log's Megatron lane (`_megatron_lane`: the rows of `srun -l` iteration lines and their `(min, max)
-time across ranks` blocks read off captures, the other lines by the general reading) against the general
-reading `_parse` of the same lines: same tables, accounting, examples, `partial` and `node`, on seeded
-random logs, both those the lane takes and those it must hand back."""
+"""step_log's Megatron lane (`_megatron_lane`: the rows of iteration lines and their `(min, max) time across
+ranks` blocks read off captures, the other lines by the general reading) against the general reading `_parse`
+of the same lines: same tables, accounting, examples, `partial` and `node`, on seeded random logs under
+`srun -l` and without it (every rank's output in one stream), both those the lane takes and those it must
+hand back."""
 
 from __future__ import annotations
 
 import random
+import re
 from datetime import datetime, timedelta
 
 import polars as pl
@@ -37,15 +39,24 @@ _WARN = (
 )
 
 
+_SRUN_ENV = re.compile(r"^\s*[0-9]+: ")
+
+
 def _log(
-    seed: int, n_iter: int = 4300, extra: str | None = None, extra_at: int = 7, k: int | None = None
+    seed: int,
+    n_iter: int = 4300,
+    extra: str | None = None,
+    extra_at: int = 7,
+    k: int | None = None,
+    srun: bool = True,
 ) -> list[str]:
     """A Megatron log under `srun -l` (the last of 16 ranks prints the iterations and timer blocks; the
     others chatter, sometimes between an iteration line and its block), with memory reports, validation
     lines, save-checkpoint blocks of rank 0, c10 warnings, straggler reports and blank lines. `extra`: one
     line (with `{r}` for the iteration rank) put after the `extra_at`-th line of some unit; `k`: the number
     of timers (else random: with few, the validation line lies close enough to its iteration line for a
-    breakdown there to attach to it, and the lane hands back)."""
+    breakdown there to attach to it, and the lane hands back). `srun` False: the same log without `srun -l`
+    (the envelopes cut off every line, `extra` too: the memory reports then lie in the unit stream)."""
     rnd = random.Random(seed)
     last = 15
     t = datetime(2025, 5, 1, 7, 0, 0)
@@ -99,7 +110,7 @@ def _log(
                 " 0: (min, max) time across ranks (ms):",
                 " 0:     save-checkpoint ................................: (21234.50, 21301.70)",
             ]
-    return out
+    return out if srun else [_SRUN_ENV.sub("", x, count=1) for x in out]
 
 
 def _ctx() -> FileContext:
@@ -128,18 +139,38 @@ def _same(lines: list[str], taken: bool | None) -> None:
     assert got.notes == want.notes
 
 
+@pytest.mark.parametrize("srun", [True, False])
 @pytest.mark.parametrize("seed", [1, 2])
-def test_lane_takes_megatron_logs(seed: int) -> None:
-    _same(_log(seed, k=len(_TIMERS)), taken=True)
+def test_lane_takes_megatron_logs(seed: int, srun: bool) -> None:
+    _same(_log(seed, k=len(_TIMERS), srun=srun), taken=True)
 
 
+@pytest.mark.parametrize("srun", [True, False])
 @pytest.mark.parametrize("seed", [3, 6, 7])
-def test_lane_or_not_same_rows(seed: int) -> None:
-    _same(_log(seed), taken=None)
+def test_lane_or_not_same_rows(seed: int, srun: bool) -> None:
+    _same(_log(seed, srun=srun), taken=None)
 
 
-def test_lane_takes_a_cut_first_block() -> None:
-    lines = _log(3, k=len(_TIMERS))
+def test_lane_takes_a_log_without_srun_envelope() -> None:
+    """Megatron's output without `srun -l`: its memory reports, warnings of every rank and straggler reports
+    in the unit stream, some between an iteration line and its block; rank null, key `|`."""
+    lines = _log(11, k=len(_TIMERS), srun=False)
+    assert sum("iterations) memory" in x for x in lines) > 10
+    _same(lines, taken=True)
+    steps = S.parse(pl.Series(lines), _ctx()).tables["steps"]
+    assert steps.height == 4300 and steps.get_column("rank").null_count() == steps.height
+
+
+def test_lane_hands_back_a_breakdown_near_an_iteration_line_without_envelope() -> None:
+    lines = _log(12, k=len(_TIMERS), srun=False)
+    at = [i for i, x in enumerate(lines) if "] iteration " in x][300]
+    lines.insert(at + 1, "[Rank 0] (after 5 iterations) memory (MB) | allocated: 1.0 | step: 3")
+    _same(lines, taken=False)
+
+
+@pytest.mark.parametrize("srun", [True, False])
+def test_lane_takes_a_cut_first_block(srun: bool) -> None:
+    lines = _log(3, k=len(_TIMERS), srun=srun)
     head = next(i for i, x in enumerate(lines) if "iteration" in x)
     _same(lines[head + 3 :], taken=True)  # (entries without their iteration line and header)
 
@@ -163,17 +194,20 @@ _ROW = "{r}: [2025-05-01 08:00:00] iteration 5/ 10 | elapsed time per iteration 
         ("", 1),
     ],
 )
-def test_lane_hands_back_or_reads_the_same(extra: str, at: int) -> None:
-    _same(_log(4, extra=extra, extra_at=at, k=len(_TIMERS)), taken=None)
+@pytest.mark.parametrize("srun", [True, False])
+def test_lane_hands_back_or_reads_the_same(extra: str, at: int, srun: bool) -> None:
+    _same(_log(4, extra=extra, extra_at=at, k=len(_TIMERS), srun=srun), taken=None)
 
 
-def test_lane_hands_back_rows_elsewhere() -> None:
-    _same(_log(5, extra=_ROW, extra_at=99, k=len(_TIMERS)), taken=False)
+@pytest.mark.parametrize("srun", [True, False])
+def test_lane_hands_back_rows_elsewhere(srun: bool) -> None:
+    _same(_log(5, extra=_ROW, extra_at=99, k=len(_TIMERS), srun=srun), taken=False)
 
 
+@pytest.mark.parametrize("srun", [True, False])
 @pytest.mark.parametrize("cut", [1, 2, 3])
-def test_lane_takes_a_log_cut_after_an_iteration_line(cut: int) -> None:
-    lines = _log(8, k=len(_TIMERS))
+def test_lane_takes_a_log_cut_after_an_iteration_line(cut: int, srun: bool) -> None:
+    lines = _log(8, k=len(_TIMERS), srun=srun)
     last = max(i for i, x in enumerate(lines) if "] iteration " in x)
     _same(lines[: last + cut], taken=True)  # (the iteration line, its header, one entry last)
 
@@ -217,16 +251,25 @@ _POOL = (
     "{o}: " + _WARN[0],
     "{o}: " + _WARN[1],
     "host1: {r}: pdsh host before srun",
+    "{r}: [Rank {o}] (after 7 iterations) memory (MB) | allocated: 1.5 | max allocated: 2.0",
+    "{r}: [Rank {o}] (after 7 iterations) memory (MB) | allocated: 1.5 | lm loss: 2.0",
+    "{r}:  [2025-05-01 08:00:00] iteration 7/ 10 | elapsed time per iteration (ms): 1.0 |",
 )
 
 
+@pytest.mark.parametrize("srun", [True, False])
 @pytest.mark.parametrize("seed", range(6))
-def test_lane_random_lines_anywhere(seed: int) -> None:
+def test_lane_random_lines_anywhere(seed: int, srun: bool) -> None:
     """Lines of many kinds put at random places (in units, right after them, in other streams): `parse` is
-    `_parse` whether the lane takes the log or hands it back."""
+    `_parse` whether the lane takes the log or hands it back. Without `srun -l` the log's lines and the pool's
+    lose their envelopes (each pool line keeps it or loses it at random: a few lines of one stream in
+    another's log)."""
     rnd = random.Random(seed)
-    lines = _log(10 + seed, k=len(_TIMERS))
+    lines = _log(10 + seed, k=len(_TIMERS), srun=srun)
     for _ in range(rnd.choice([1, 3, 30])):
         at = rnd.randrange(len(lines))
-        lines.insert(at, rnd.choice(_POOL).format(r=15, o=rnd.randrange(15)))
+        extra = rnd.choice(_POOL).format(r=15, o=rnd.randrange(15))
+        if not srun and rnd.random() < 0.7:
+            extra = _SRUN_ENV.sub("", extra, count=1)
+        lines.insert(at, extra)
     _same(lines, taken=None)
