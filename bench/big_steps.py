@@ -26,6 +26,7 @@ Usage: `python bench/big_steps.py OUT MB [SEED]`.
 from __future__ import annotations
 
 import random
+import re
 import sys
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
@@ -479,16 +480,25 @@ _PROFILES: tuple[tuple[Callable[[_Job], Iterator[str]], int, int], ...] = (
 )
 
 
-def write(path: Path, mb: float, seed: int = 0) -> None:
-    """Write about `mb` MB of one job's training log to `path` (framework chosen by `seed % 4`)."""
+_SRUN_ENVELOPE = re.compile(r"^\s*[0-9]+: ")
+
+
+def write(path: Path, mb: float, seed: int = 0, srun: bool = True) -> None:
+    """Write about `mb` MB of one job's training log to `path` (framework chosen by `seed % 4`). `srun` False
+    (Megatron): the job launched without `srun -l`, its ranks' output without the ` 7: ` envelopes, in one
+    stream (the memory reports and every rank's chatter between the last rank's iteration lines and
+    blocks)."""
     gen, nodes, gpus = _PROFILES[seed % len(_PROFILES)]
     job = _Job(seed, nodes, gpus)
     limit = int(mb * 1_000_000)
     written = 0
     buf: list[str] = []
     size = 0
+    bare = not srun and gen is _megatron
     with open(path, "wb") as fh:
         for line in gen(job):
+            if bare:
+                line = _SRUN_ENVELOPE.sub("", line, count=1)
             buf.append(line)
             size += len(line) + 1
             if size >= min(_FLUSH, limit - written):

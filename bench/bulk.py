@@ -13,7 +13,8 @@ The ingest runs as `python -m forensics.cli` in the current folder, which comes 
 measure another checkout, run the script from that checkout's folder (`PYTHONPATH` alone is not enough).
 
 Formats (generator, options): nccl (big_nccl); syslog, journal, dmesg (big_kernel styles); megatron,
-deepspeed, torchtitan, hf (big_steps seeds); dmon, csv, q, xml, table, ib, bugreport (big_nvsmi kinds).
+megatron-bare (without `srun -l`), deepspeed, torchtitan, hf (big_steps seeds); dmon, csv, q, xml, table,
+ib, bugreport (big_nvsmi kinds).
 Note grep's own speed differs per format (it skims lines without a candidate byte), so the ratios do too.
 """
 
@@ -39,6 +40,7 @@ FORMATS: dict[str, tuple[str, str, dict[str, object]]] = {
     "journal": ("journal.log", "big_kernel", {"style": "journal_iso"}),
     "dmesg": ("dmesg.log", "big_kernel", {"style": "dmesg_ctime"}),
     "megatron": ("train.log", "big_steps", {"seed": 0}),
+    "megatron-bare": ("train.log", "big_steps", {"seed": 0, "srun": False}),
     "deepspeed": ("train.log", "big_steps", {"seed": 1}),
     "torchtitan": ("train.log", "big_steps", {"seed": 2}),
     "hf": ("train.log", "big_steps", {"seed": 3}),

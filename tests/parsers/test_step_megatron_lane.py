@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import re
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -273,3 +274,15 @@ def test_lane_random_lines_anywhere(seed: int, srun: bool) -> None:
             extra = _SRUN_ENV.sub("", extra, count=1)
         lines.insert(at, extra)
     _same(lines, taken=None)
+
+
+def test_lane_takes_the_benchmark_log_without_srun(tmp_path: Path) -> None:
+    """bench/big_steps' Megatron job without `srun -l` (every rank's chatter, NCCL lines, tracebacks and
+    memory reports in the unit stream): the lane takes it and reads what the general reading does."""
+    from bench import big_steps
+
+    path = tmp_path / "train.log"
+    big_steps.write(path, 7.5, seed=0, srun=False)
+    lines = path.read_text().splitlines()
+    assert not any(_SRUN_ENV.match(x) for x in lines[:1000])
+    _same(lines, taken=True)
