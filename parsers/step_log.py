@@ -4388,6 +4388,8 @@ _MEG_MEMORY = (
 allocated: Y | reserved: Z | max reserved: W`), printed by a rank of each pipeline stage after the first
 iterations: without srun envelope it lands in the unit stream, between an iteration line and its block. It
 holds a gate literal (`iteration`) but makes no fragment, so it may lie near an iteration line."""
+_PYLOG_ANYWHERE = g.PYLOG_PREFIX_RE.removeprefix("^")
+"""`g.PYLOG_PREFIX_RE` anywhere in a line (after its envelopes too): the lines to look at more closely."""
 _MEG_MIN = 4096
 """The fewest units `_megatron_lane` takes (its own bound, not `_LANE_MIN`, which tests set to 0: the lane
 works on the big frames the general reading computes with its split lanes)."""
@@ -4718,6 +4720,17 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
         return None
     if o_text.str.contains(_rx(g.ANSI_PASTED_RE)).any():
         return None
+    # (the general reading cuts a collector's time off a line before its envelopes, and a Python logging
+    # prefix after them: a line with the first may be in another stream than its envelope says, one with the
+    # second may be a block's header or entry, neither of which the lane models)
+    if o_text.str.contains(_rx(g.COLLECTOR_RE)).any():
+        return None
+    if o_text.str.contains(_rx(_PYLOG_ANYWHERE)).any():
+        bare = o_text.str.replace(_rx(_ENV_STACK), "")
+        bare = bare.filter(bare.str.contains(_rx(g.PYLOG_PREFIX_RE))).str.replace(_rx(g.PYLOG_PREFIX_RE), "")
+        block = bare.str.contains(_rx(_BLOCK_ENTRY)) | bare.str.contains("across ranks", literal=True)
+        if block.any():  # (a timer block's header holds `across ranks`)
+            return None
     pref = o_text.str.extract(_rx(_SRUN), 0)
     content = o_text.str.slice(pref.str.len_chars().fill_null(0))
     o_rank = pref.str.strip_chars().str.strip_suffix(":").cast(pl.Int32, strict=False).fill_null(_NO_SRUN)
@@ -4850,10 +4863,15 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
     # the other lines
     lane_pos = inu.get_column("pos").sort()
     # (blank lines, which count as neither, left out when every other line without an srun envelope is
-    # blank too: then they alone make the stream without envelope, `|`, and no rule takes them; `_mixed`
-    # blanks the lines it gives another parser, most of the others in a log with NCCL lines)
+    # blank too and that stream holds no unit: then they alone make the stream without envelope, `|`, and no
+    # rule takes them; `_mixed` blanks the lines it gives another parser, most of the others in a log with
+    # NCCL lines. Where units are in that stream, a blank line there cuts a block)
     blank = ~o_text.str.contains(_rx(r"\S"))
-    drop = bool(blank.any()) and not bool((pref.is_null() & ~blank).any())
+    drop = (
+        bool(blank.any())
+        and not bool((pref.is_null() & ~blank).any())
+        and not bool((lane_ranks == _NO_SRUN).any())
+    )
     rest_pos = (others.filter(~blank) if drop else others).cast(pl.Int64, strict=False)
     if others.len() + lane_pos.len() != n:  # (lane-shaped lines outside a unit: read with the others)
         outside = (typ.clone().scatter(lane_pos, 0) != 0).arg_true().cast(pl.Int64, strict=False)

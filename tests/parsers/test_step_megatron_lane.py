@@ -162,6 +162,20 @@ def test_lane_takes_a_log_without_srun_envelope() -> None:
     assert steps.height == 4300 and steps.get_column("rank").null_count() == steps.height
 
 
+def test_lane_blank_lines_cut_blocks_of_the_stream_without_envelope() -> None:
+    """A log of lane-shaped and blank lines only, without `srun -l`: the blank lines are in the unit stream
+    (where one cuts a block), not left out as the blank lines of a stream that holds no unit."""
+    shaped = re.compile(
+        r"^( *\[.*\] iteration .*|\(min, max\) time across ranks \(ms\):| +\S+ \.\.+: \(.*\)|)$"
+    )
+    lines = [x for x in _log(4, k=len(_TIMERS), srun=False) if shaped.match(x)]
+    _same(lines, taken=True)
+    at = [i for i, x in enumerate(lines) if "] iteration " in x][1200]
+    _same([*lines[: at + 5], "", *lines[at + 5 :]], taken=True)
+    save = next(i for i, x in enumerate(lines) if "save-checkpoint" in x)
+    _same([*lines[:save], "", *lines[save:]], taken=True)
+
+
 def test_lane_hands_back_a_breakdown_near_an_iteration_line_without_envelope() -> None:
     lines = _log(12, k=len(_TIMERS), srun=False)
     at = [i for i, x in enumerate(lines) if "] iteration " in x][300]
@@ -193,6 +207,13 @@ _ROW = "{r}: [2025-05-01 08:00:00] iteration 5/ 10 | elapsed time per iteration 
         ("{r}: \x1b[32mcoloured\x1b[0m", 99),
         ("{r}: [32mpasted colour[0m", 99),
         ("", 1),
+        ("2025-05-01T07:00:00Z {r}: some chatter", 5),  # a collector's time before the envelope, in a block
+        ("07:00:00.123 [rank3]: some chatter ..", 5),
+        # an entry behind a Python logging prefix: after a block, in it, between an iteration line and it
+        ("{r}: INFO:megatron.core.timers:    extra-timer ....: (1.0, 2.0)", 99),
+        ("{r}: INFO:megatron.core.timers:    extra-timer ....: (1.0, 2.0)", 5),
+        ("{r}: INFO:megatron.core.timers:    extra-timer ....: 1.5", 1),
+        ("{r}: INFO:megatron.core.timers:(min, max) time across ranks (ms):", 5),
     ],
 )
 @pytest.mark.parametrize("srun", [True, False])
