@@ -4626,7 +4626,7 @@ def _one_stream_units(
     # (line types of the stream: the lane-shaped lines of another rank 0, the stream's other lines 4; the
     # entries before the first iteration line 0 too, the lines `f` reads coming after it)
     e_out = (e_rank != r).fill_null(True) | (ce < ci0)
-    off = pl.concat([ch.filter((mh.cast(pl.Int32, strict=False) != r).fill_null(True)), ce.filter(e_out)])
+    off = pl.concat([ch.filter(mh != r), ce.filter(e_out)])
     st = typ.clone().scatter(off, 0) if off.len() else typ
     own = others.filter((o_rank == r).fill_null(False))
     if own.len():
@@ -4756,7 +4756,7 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
     if framed is None:  # (the general framing: the unit streams' lines, by windows over each stream)
         rank = pl.repeat(None, n, dtype=pl.Int32, eager=True)
         rank = rank.scatter(others, o_rank).scatter(ci, i_rank)
-        rank = rank.scatter(ch, mh.cast(pl.Int32, strict=False)).scatter(ce, me.get_column("rank"))
+        rank = rank.scatter(ch, mh).scatter(ce, me.get_column("rank"))
         # lines of the unit streams, in line order: which form units
         s = (
             pl.DataFrame({"pos": pl.int_range(n, dtype=pl.Int64, eager=True), "r": rank, "t": typ})
