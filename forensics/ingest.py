@@ -455,8 +455,13 @@ def _record_start(head: bytes, f: BundleFile) -> Record | None:
 
 
 def _record_of(parser: Any) -> Record | None:
-    """A parser's `record_start` finder, or its `RECORD_START` literal, or None."""
-    return getattr(parser, "record_start", None) or getattr(parser, "RECORD_START", None)
+    """A parser's `record_start` finder, or its `RECORD_START` literal, or that of the step-log grammar where
+    `_mixed.parse` reads the parser's chunks with it too (`_mixed.record_start`), or None."""
+    return (
+        getattr(parser, "record_start", None)
+        or getattr(parser, "RECORD_START", None)
+        or _mixed.record_start(parser)
+    )
 
 
 def _open_chunks(reader: ChunkReader, row: dict[str, Any]) -> tuple[Iterator[bytes], bytes | None] | None:

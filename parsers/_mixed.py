@@ -81,6 +81,16 @@ def has_step_lines(lines: pl.Series) -> bool:
     return step_log.sniff(sample, "") > 0.9
 
 
+def record_start(parser: ModuleType) -> Callable[[bytes], int] | None:
+    """How a chunk of a file of `parser`'s format finds where to end (`parsers.base`'s `record_start`) where
+    `parse` may read its lines with the step-log grammar too: a training stdout detected as an NCCL or
+    PyTorch-distributed log (a Megatron job's head of arguments and c10d warnings) holds the step log's
+    records, an iteration line and the timer block printed after it, and is cut before an iteration line as
+    a step log is, not inside a block (whose entries would be read apart from it and not understood). None
+    for the other parsers: their own `record_start`, if any, governs."""
+    return step_log.record_start if parser is nccl or parser is td else None
+
+
 def parse(parser: ModuleType, lines: pl.Series, ctx: FileContext) -> ParseResult:
     """`parser.parse(lines, ctx)`, or both grammars when a training-stdout chunk mixes them."""
     if parser is step_log and len(lines) >= step_log._MEG_MIN:

@@ -917,20 +917,26 @@ def test_a_step_table_read_in_chunks_or_ranges_gives_what_reading_it_whole_does(
     assert steps.height == 15999 and steps.get_column("step_time_s").null_count() == 1  # (the first step's)
 
 
+@pytest.mark.parametrize("srun", [True, False])
 def test_a_megatron_log_read_in_chunks_or_ranges_keeps_each_iterations_timers(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, srun: bool
 ) -> None:
     """A Megatron training log longer than a chunk: chunks and byte ranges end before an `iteration N/M |`
     line (`step_log.record_start`), so the `(min, max) time across ranks` block printed after it stays with it
-    (a cut between them lost the step's timers and left the block's lines not understood)."""
+    (a cut between them lost the step's timers and left the block's lines not understood). Without `srun -l`
+    the log's head (the arguments, c10d warnings) is detected as a PyTorch-distributed log, whose chunks the
+    step grammar reads too (`_mixed.parse`): they end before an iteration line all the same
+    (`_mixed.record_start`; they were cut anywhere)."""
     from bench import big_steps
 
-    big_steps.write(tmp_path / "train.log", 1.5, 0)  # (seed 0: Megatron under srun -l)
+    big_steps.write(tmp_path / "train.log", 1.5, 0, srun=srun)  # (seed 0: Megatron)
     text = (tmp_path / "train.log").read_text()
     assert "(min, max) time across ranks" in text
-    _read_whole_in_chunks_and_in_ranges(
+    whole = _read_whole_in_chunks_and_in_ranges(
         tmp_path, monkeypatch, "train.log", text, 100_000, tables=("steps", "events"), same_notes=False
     )
+    row = next(f for f in whole["files"] if f["path"].endswith("train.log"))
+    assert row["format"] == ("step-log" if srun else "torch-distributed")
     steps = read_table(tmp_path / "whole", "steps")
     assert steps.height > 100 and steps.get_column("optimizer_s").null_count() < steps.height
 
