@@ -1309,13 +1309,14 @@ def _ingest_batch(
     limits: Limits,
     year_hint: int | None,
     collected: datetime | None,
+    handing: tuple[int, int] | None = None,
 ) -> list[FileOutcome]:
     """`task` for each of `files` in turn, in one worker call (`ingest_files` for the ingest itself: the files
-    of a format with `parse_many` are parsed together)."""
+    of a format with `parse_many` are parsed together); `handing`: the parent's `_handing()`."""
     if task is ingest_file:
-        return _handed(ingest_files(files, limits, year_hint, collected, spills), spills)
+        return _handed(ingest_files(files, limits, year_hint, collected, spills), spills, handing)
     got = [task(f, limits, year_hint, collected, spill=spill) for f, spill in zip(files, spills, strict=True)]
-    return _handed(got, spills)
+    return _handed(got, spills, handing)
 
 
 def _ingest_whole(
@@ -1325,9 +1326,10 @@ def _ingest_whole(
     year_hint: int | None,
     collected: datetime | None,
     spill: Path,
+    handing: tuple[int, int] | None = None,
 ) -> FileOutcome:
     """`task` for one whole file in a worker, its large tables handed over as parts (`_handed`)."""
-    return _handed([task(f, limits, year_hint, collected, spill=spill)], (spill,))[0]
+    return _handed([task(f, limits, year_hint, collected, spill=spill)], (spill,), handing)[0]
 
 
 HANDED_BYTES = 512 * 1024
@@ -1339,21 +1341,45 @@ back (400k step rows: 247 ms to pickle, 142 to read back, 91 MB through the pipe
 the parent, which reads the pipe and unpickles, competes with the workers for the cores."""
 
 
-def _handed(outcomes: list[FileOutcome], spills: Sequence[Path | None]) -> list[FileOutcome]:
+def _handing() -> tuple[int, int]:
+    """How workers hand large tables over (`_handed`), as this process's settings say (a worker's own are the
+    defaults): from how many bytes as a part, from how many rows as a part of the table's own."""
+    return HANDED_BYTES, PART_ROWS // SOLO_SHARE
+
+
+def _handed(
+    outcomes: list[FileOutcome], spills: Sequence[Path | None], handing: tuple[int, int] | None = None
+) -> list[FileOutcome]:
     """`outcomes` (of a worker's task: one per file, with `spills` their spill folders) with their tables of
-    `LARGE_TABLES` of `HANDED_BYTES` or more written as spilled parts (`_spill_part`) in the outcome's
-    folder. A part that cannot be written leaves its rows in memory, as before."""
+    `LARGE_TABLES` of `HANDED_BYTES` or more written as parts in the outcome's folder (`handing`: the parent's
+    `_handing()`). A part that cannot be written leaves its rows in memory, as before.
+
+    A table of `PART_ROWS // SOLO_SHARE` rows or more whose rows are in the table's order already is written
+    as a part of the table is (every column, zstd: `Part.final`), which the parent takes as it is where its
+    rows are a run of the table's (node, file) pairs that no other part has rows in (`_write_in_parts`; the
+    files of a batch are next to each other in that order, `_batched`); another as a spilled part
+    (`_spill_part`), which the parent reads. (1,000 nodes of a torchtitan job, 12.4 M step rows from
+    batches of 3-4 rank logs: the worker's write ~+0.3 s of CPU a million rows, the parent's read, sort and
+    write again ~1.9 s. A table to sort is left to the parent, which sorts its pieces anyway: the
+    `--query-gpu` CSV loops' samples, whose node's other files have samples too, ~+1.7 s a million rows in
+    the workers for nothing.)"""
+    handed_bytes, final_rows = handing or _handing()
     for o, spill in zip(outcomes, spills, strict=True):
         if spill is None or not isinstance(o, FileOutcome):
             continue
         for t in LARGE_TABLES:
             df = o.tables.get(t)
-            if df is None or df.height == 0 or df.estimated_size() < HANDED_BYTES:
+            if df is None or df.height == 0 or df.estimated_size() < handed_bytes:
                 continue
             target = spill / f"{t}-handed.parquet"
             try:
                 target.parent.mkdir(parents=True, exist_ok=True)
-                part = _spill_part(df, target)
+                if df.height >= final_rows and in_sort_order(df, t):
+                    # (a pooled frame's columns of nulls are typeless: `_nulls_typeless`)
+                    write_table_file(conform(df, t), t, target)
+                    part = Part(str(target), final=True, rows=df.height)
+                else:
+                    part = _spill_part(df, target)
             except Exception:  # noqa: BLE001 - a full disk or a bad path: the rows go through the pipe
                 with suppress(OSError):
                     target.unlink(missing_ok=True)
@@ -1392,36 +1418,40 @@ def _batched(tasks: list[tuple[BundleFile, int]], batch: int) -> list[tuple[Any,
     """`tasks` with small whole files joined into batches: (tuple of files, BATCH).
 
     A batch holds files of one name shape (`_shape`: per-node copies of the same file), which are most
-    likely of one format, so that their parser reads them in one call (`ingest_files`). Tasks keep their
-    order (longest first), a batch taking the place of its first file."""
+    likely of one format, so that their parser reads them in one call (`ingest_files`), and files next to
+    each other in (node, path) order, the order of a table's parts: the rows of a large table a batch gives
+    are then a run of the table's (node, file) pairs that no other file has rows in, which the parent takes
+    as a part of the table as the worker wrote it (`_handed`, `_write_in_parts`). A batch takes the place of
+    its first file in `tasks` (longest first)."""
     if batch <= 1:
         return list(tasks)
-    out: list[tuple[Any, int] | None] = []
-    runs: dict[str, tuple[int, list[BundleFile], float]] = {}
-    """name shape -> (its place in `out`, its files, their bytes)"""
+    out: dict[int, tuple[Any, int]] = {}
+    small: dict[str, list[tuple[int, BundleFile]]] = {}
+    """name shape -> its small whole files (with their places in `tasks`)"""
+    for i, (f, k) in enumerate(tasks):
+        if k != -1 or _cost(f) >= BATCH_BYTES:
+            out[i] = (f, k)
+        else:
+            small.setdefault(_shape(f), []).append((i, f))
 
-    def close(shape: str) -> None:
-        at, run, _ = runs.pop(shape)
-        out[at] = (run[0], -1) if len(run) == 1 else (tuple(run), BATCH)
+    def close(run: list[tuple[int, BundleFile]]) -> None:
+        files = tuple(f for _, f in run)
+        out[min(i for i, _ in run)] = (files[0], -1) if len(files) == 1 else (files, BATCH)
 
-    for f, k in tasks:
-        cost = _cost(f)
-        if k != -1 or cost >= BATCH_BYTES:
-            out.append((f, k))
-            continue
-        shape = _shape(f)
-        if shape in runs:
-            at, run, size = runs[shape]
-            if len(run) < batch and size + cost <= BATCH_BYTES:
-                run.append(f)
-                runs[shape] = (at, run, size + cost)
-                continue
-            close(shape)
-        runs[shape] = (len(out), [f], cost)
-        out.append(None)
-    for shape in list(runs):
-        close(shape)
-    return [t for t in out if t is not None]
+    for members in small.values():
+        members.sort(key=lambda m: (m[1].node, m[1].path))
+        run: list[tuple[int, BundleFile]] = []
+        size = 0.0
+        for i, f in members:
+            cost = _cost(f)
+            if run and (len(run) >= batch or size + cost > BATCH_BYTES):
+                close(run)
+                run, size = [], 0.0
+            run.append((i, f))
+            size += cost
+        if run:
+            close(run)
+    return [out[i] for i in sorted(out)]
 
 
 _DIGITS = re.compile(r"\d+")
@@ -1604,15 +1634,20 @@ def _pool_pass(
             if f.path in splits:
                 results[f.path] = {}
         tasks = _batched(_tasks(files, splits), batch)
+        handing = _handing()
         with _children_ignore_sigint():
             for j, (f, k) in enumerate(tasks):
                 try:
                     if k == BATCH:
                         spills = tuple(work / "parts" / str(index[id(g)]) for g in f)
-                        fut = pool.submit(_ingest_batch, task, f, spills, limits, year_hint, collected)
+                        fut = pool.submit(
+                            _ingest_batch, task, f, spills, limits, year_hint, collected, handing
+                        )
                     elif k == -1:
                         spill = work / "parts" / str(index[id(f)])
-                        fut = pool.submit(_ingest_whole, task, f, limits, year_hint, collected, spill)
+                        fut = pool.submit(
+                            _ingest_whole, task, f, limits, year_hint, collected, spill, handing
+                        )
                     elif k == -2:
                         fut = pool.submit(hash_file, f)
                     else:
@@ -2210,7 +2245,19 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path, as_is: dict[int,
             pieces.append((pair_range, holding(pair_range), pair_range))
         run, size = [], 0
 
-    for node, file, n, lo, hi in counts.iter_rows():
+    blocks = _part_blocks(by_part, counts, as_is, part_rows)
+    pairs = counts.rows()
+    at = 0
+    while at < len(pairs):
+        if at in blocks:  # (a part kept as it is: a piece of its own)
+            end, _ = blocks[at]
+            close_run()
+            where = _pair_range(pairs[at][:2], pairs[end - 1][:2])
+            pieces.append((where, holding(where), where))
+            at = end
+            continue
+        node, file, n, lo, hi = pairs[at]
+        at += 1
         if lo is not None and n > part_rows:
             close_run()
             pair = (pl.col("node") == node) & (pl.col("file") == file)
@@ -2260,6 +2307,38 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path, as_is: dict[int,
     if total == 0:
         write_table(empty(table), table, folder)
     return total
+
+
+def _part_blocks(
+    by_part: pl.DataFrame, counts: pl.DataFrame, as_is: dict[int, Path], part_rows: int
+) -> dict[int, tuple[int, int]]:
+    """The parts of `as_is` that are pieces of their own: each holds every row of a run of the sorted (node,
+    file) pairs of `counts` (rows `start` to `end`, excluded) and no other part has rows in it (a batch of
+    small files, `_batched`; a whole file), with `part_rows // SOLO_SHARE` to `part_rows` rows (as
+    `_line_cuts` keeps a large file's parts): start -> (end, K). `by_part`: rows per (node, file, part)."""
+    if not as_is or not counts.height:
+        return {}
+    at = counts.select("node", "file", total="n").with_row_index("i")
+    per = (
+        by_part.filter(pl.col(PART_COLUMN).is_in(list(as_is)))
+        .join(at, on=["node", "file"], how="left", nulls_equal=True)
+        .group_by(PART_COLUMN)
+        .agg(
+            lo=pl.col("i").min(),
+            hi=pl.col("i").max(),
+            pairs=pl.len(),
+            rows=pl.col("n").sum(),
+            whole=(
+                (pl.col("n") == pl.col("total")) & pl.col("node").is_not_null() & pl.col("file").is_not_null()
+            ).all(),
+        )
+        .filter(
+            pl.col("whole")
+            & (pl.col("hi") - pl.col("lo") + 1 == pl.col("pairs"))
+            & pl.col("rows").is_between(part_rows // SOLO_SHARE, part_rows)
+        )
+    )
+    return {lo: (hi + 1, k) for k, lo, hi in per.select(PART_COLUMN, "lo", "hi").iter_rows()}
 
 
 def _keep_part(part: Path, target: Path) -> None:
@@ -2373,6 +2452,23 @@ def sort_order(df: pl.DataFrame, keys: list[str]) -> pl.Series | None:
     multi-column sort compares row by row; one integer column sorts by radix). None for a key of another
     type, or one whose values span 2^63 or more.
     """
+    frame = _packed_keys(df, keys)
+    if frame is None:
+        return None
+    order = pl.int_range(df.height, dtype=pl.UInt32, eager=True).alias("i")
+    if not frame.width or _in_order(frame):  # (no key holds a value: the rows stay as they are)
+        return order.set_sorted()
+    for j in reversed(range(frame.width)):
+        key = frame.get_column(f"_k{j}").gather(order)
+        by_key = pl.DataFrame({"k": key}).select(pl.arg_sort_by("k", maintain_order=True)).to_series()
+        order = order.gather(by_key)
+    return order
+
+
+def _packed_keys(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame | None:
+    """`sort_order`'s packed keys of `df`'s rows: UInt64 columns `_k0`, `_k1`, ..., most significant first
+    (none where no key holds a value); None for a key of another type, or one whose values span 2^63 or
+    more."""
     bounds = df.select(
         *(pl.col(k).to_physical().min().alias(f"lo{i}") for i, k in enumerate(keys) if _packable(df.schema[k])),
         *(pl.col(k).to_physical().max().alias(f"hi{i}") for i, k in enumerate(keys) if _packable(df.schema[k])),
@@ -2400,9 +2496,8 @@ def sort_order(df: pl.DataFrame, keys: list[str]) -> pl.Series | None:
             codes.append((code, span.bit_length()))
         else:
             return None
-    order = pl.int_range(df.height, dtype=pl.UInt32, eager=True).alias("i")
-    if not codes:  # (every key null throughout: the rows stay as they are)
-        return order
+    if not codes:
+        return pl.DataFrame()
     groups: list[list[tuple[pl.Expr, int]]] = [[]]
     for code, bits in codes:
         if sum(b for _, b in groups[-1]) + bits > 64:
@@ -2415,13 +2510,24 @@ def sort_order(df: pl.DataFrame, keys: list[str]) -> pl.Series | None:
             expr = expr + (code * pl.lit(1 << shift, dtype=pl.UInt64) if shift else code)
             shift += bits
         packed.append(expr)
-    frame = df.select(*(e.alias(f"_k{j}") for j, e in enumerate(packed)))
-    if _in_order(frame):
-        return order.set_sorted()
-    for j in reversed(range(len(packed))):
-        key = frame.get_column(f"_k{j}").gather(order)
-        order = order.gather(pl.DataFrame({"k": key}).select(pl.arg_sort_by("k", maintain_order=True)).to_series())
-    return order
+    return df.select(*(e.alias(f"_k{j}") for j, e in enumerate(packed)))
+
+
+def in_sort_order(df: pl.DataFrame, table: str) -> bool:
+    """Whether `df`'s rows are in the order of its table's sort keys already (`_sorted` keeps them as they
+    are)."""
+    keys = [k for k in _SORT_KEYS.get(table, ()) if k in df.columns]
+    if not keys or df.height < 2:
+        return True
+    if df.height > 4 * ORDER_PROBE and not in_sort_order(df.head(ORDER_PROBE), table):
+        return False
+    frame = _packed_keys(df, keys)
+    return frame is not None and (not frame.width or _in_order(frame))
+
+
+ORDER_PROBE = 1000
+"""`in_sort_order` looks at this many first rows first: rows out of order there (samples of several GPUs a
+time, as a `--query-gpu` loop writes them) settle it, ~0.5 ms rather than ~10 for 35k rows."""
 
 
 RUN_SHARE = 4

@@ -1905,7 +1905,14 @@ def _steps_frame(n: int, node: str = "n1", path: str = "n1/train.log") -> pl.Dat
     return conform(df, "steps")
 
 
-def test_a_worker_hands_a_large_table_over_as_a_part_that_reads_back_the_same(tmp_path: Path) -> None:
+@pytest.mark.parametrize("final", [True, False])
+def test_a_worker_hands_a_large_table_over_as_a_part_that_reads_back_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, final: bool
+) -> None:
+    """A table of `PART_ROWS // SOLO_SHARE` rows or more goes as a part written as the table's are (`final`),
+    which the parent may take as it is; a smaller one as a spilled part (its constant columns left out)."""
+    if not final:
+        monkeypatch.setattr(ingest_mod, "PART_ROWS", 64 * 30_000)
     big, small = _steps_frame(20_000), _steps_frame(10, node="n2", path="n2/train.log")
     assert big.estimated_size() >= ingest_mod.HANDED_BYTES > small.estimated_size()
     events = conform(pl.DataFrame({"node": ["n1"], "source": ["kernel"], "kind": ["xid"], "severity": ["high"],
@@ -1917,7 +1924,8 @@ def test_a_worker_hands_a_large_table_over_as_a_part_that_reads_back_the_same(tm
     # the large table of `LARGE_TABLES` goes as a part; the small one, and the other tables, stay in memory
     assert set(a.tables) == {"events"} and list(a.parts) == ["steps"] and b.tables["steps"] is small
     (part,) = a.parts["steps"]
-    assert Path(part.path).parent == tmp_path / "a" and dict(part.consts)["node"] == "n1"
+    assert Path(part.path).parent == tmp_path / "a" and part.rows == 20_000
+    assert part.as_is == final and (part.consts == () if final else dict(part.consts)["node"] == "n1")
     assert ingest_mod._read_part(part, "steps").equals(big, null_equal=True)
     # the parent's lazy scan of the parts gives the rows back too
     outcomes = ingest_mod.Outcomes()
@@ -2000,3 +2008,51 @@ def test_a_pooled_ingest_that_hands_tables_over_as_parts_writes_the_same_tables(
     assert [f["status"] for f in m1["files"]] == [f["status"] for f in m2["files"]]
     for t in ("events", "steps", "gpu_samples", "inventory", "comms", "files"):
         assert read_table(tmp_path / "seq", t).equals(read_table(tmp_path / "par", t), null_equal=True), t
+
+
+def _titan_log(rank: int, steps: int, start: int = 0) -> str:
+    """`steps` torchtitan step lines of one rank, a second apart."""
+    return "".join(
+        f"[rank{rank}]:[titan] 2025-04-08 12:{(start + i) // 60 % 60:02d}:{(start + i) % 60:02d},"
+        f"{i % 1000:03d} - root - INFO - step: {i + 1}  loss: {10 - i / 1000:.4f}  grad_norm: 1.{i % 97:04d}"
+        f"  memory: 61.42GiB(77.64%)  tps: {1000 + i:,}  tflops: 39.61  mfu: 12.70%\n"
+        for i in range(steps)
+    )
+
+
+def test_a_batch_whose_rows_are_a_run_of_the_table_is_kept_as_the_worker_wrote_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Small rank logs go to workers in batches of files next to each other in (node, path) order
+    (`_batched`); a batch's steps, in order already, are written as a part of the table (`_handed`), which the
+    parent takes as it is where its rows are a run of the table's (node, file) pairs (`_part_blocks`). A node
+    whose other file has steps too breaks its batch's run: that part is read and written again. The table
+    has the rows of an ingest that holds it in memory, each part sorted, the parts in (node, file) order."""
+    files = {f"node-{i:03d}/rank0.log": _titan_log(0, 300, start=i) for i in range(12)}
+    files["node-005/extra_rank1.log"] = _titan_log(1, 300)
+    src = make_bundle(tmp_path, files)
+    held = ingest(src, tmp_path / "held", jobs=1)
+    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_FILES", 0)
+    monkeypatch.setattr(ingest_mod, "BATCH_FILES", 3)
+    monkeypatch.setattr(ingest_mod, "HANDED_BYTES", 1)
+    monkeypatch.setattr(ingest_mod, "HOLD_ROWS", 100)
+    monkeypatch.setattr(ingest_mod, "PART_ROWS", 64 * 250)  # (a part of 250 rows or more may be kept)
+    kept = _spy_on_kept_parts(monkeypatch)
+    got = ingest(src, tmp_path / "parts", jobs=2)
+    assert got["totals"] == held["totals"] and got["totals"]["rows"]["steps"] == 13 * 300
+    a, b = read_table(tmp_path / "held", "steps"), read_table(tmp_path / "parts", "steps")
+    assert b.sort(a.columns, nulls_last=True).equals(a.sort(a.columns, nulls_last=True), null_equal=True)
+    # kept: the batches of nodes 0-2, 6-8 and 9-11, and the file alone; not the batch of nodes 3-5, which
+    # holds (node-005, rank0.log) but not (node-005, extra_rank1.log), between its (node-004, ...) and it
+    assert len(kept) == 4
+    parts = sorted((tmp_path / "parts" / "tables" / "steps").glob("*.parquet"))
+    ranges = []
+    for p in parts:
+        one = pl.read_parquet(p)
+        assert ingest_mod.in_sort_order(one, "steps")
+        pairs = one.select("node", "file").unique().sort("node", "file").rows()
+        ranges.append((pairs[0], pairs[-1]))
+    assert all(prev[1] < nxt[0] for prev, nxt in zip(ranges, ranges[1:]))
+    kept_nodes = {pl.read_parquet(parts[0].parent / p.name).get_column("node").min() for p in kept}
+    assert kept_nodes == {"node-000", "node-005", "node-006", "node-009"}
