@@ -1625,6 +1625,9 @@ def test_packed_sort_order_is_the_stable_multi_column_sort(rows: list[tuple]) ->
         assert order is not None and df[order].equals(want, null_equal=True)
         # flagged sorted exactly when the rows are in order already (`_sorted` then leaves them as they are)
         assert order.flags["SORTED_ASC"] == order.equals(pl.int_range(df.height, dtype=pl.UInt32, eager=True))
+        # so does the check row by row (`in_sort_order`: a worker's table it may write as the table's part)
+        assert ingest_mod.rows_in_order(df, keys) == order.flags["SORTED_ASC"]
+        assert ingest_mod.rows_in_order(want, keys)
         again = ingest_mod.sort_order(want, keys)
         assert again is not None and again.flags["SORTED_ASC"]
         assert want[again].equals(want, null_equal=True)
@@ -1647,6 +1650,8 @@ def test_packed_sort_order_of_string_runs_is_the_stable_multi_column_sort(runs: 
         want = df.sort(keys, nulls_last=True, maintain_order=True)
         order = ingest_mod.sort_order(df, keys)
         assert order is not None and df[order].equals(want, null_equal=True)
+        assert ingest_mod.rows_in_order(df, keys) == order.flags["SORTED_ASC"]
+        assert ingest_mod.rows_in_order(want, keys)
     for col in ("a", "b"):
         got = ingest_mod._string_codes(df.get_column(col))
         distinct = df.get_column(col).unique().drop_nulls().sort().to_list()
