@@ -4150,11 +4150,12 @@ def _titan_steps(
     f = pl.col("_m").struct.field
     floats = ("loss", "grad_norm", "memory_gib", "throughput", "tflops", "mfu_pct")
     frame = pl.DataFrame({"_m": m}) if fi is None else pl.DataFrame({"_m": m, "_fi": fi})
-    # (one rank text, or none, in one file: one stream, whose step times are nearly all distinct: converted
-    # without polars' cache of converted strings, whose hashing and upkeep cost ~40 % of the conversion there,
-    # and whose windows below are the whole column; the ranks of a log of several share their seconds, the
-    # cache pays there. The cache only memoizes the conversion: the same values either way)
-    one = fi is None and _one_value(m.struct.field("1"))
+    # (one rank text, or none, in each file: one stream a file, whose step times are nearly all distinct:
+    # converted without polars' cache of converted strings, whose hashing and upkeep cost ~40 % of the
+    # conversion there (a batch of four rank logs: 9.8 -> 6.6 ms), and whose windows below are each file's
+    # rows, which lie together; the ranks of a log of several share their seconds, the cache pays there. The
+    # cache only memoizes the conversion: the same values either way)
+    one = _one_value(m.struct.field("1")) if fi is None else _one_value_a_file(m.struct.field("1"), fi)
     v = frame.select(
         *([] if fi is None else ["_fi"]),
         line=line,
@@ -4180,9 +4181,12 @@ def _titan_steps(
     # step times: timestamp deltas between a rank's consecutive rows (in line order within each rank)
     d_ts = (pl.col("ts") - pl.col("ts").shift(1)).dt.total_microseconds() / 1e6
     d_step = pl.col("step") - pl.col("step").shift(1)
-    if not one:  # (the same rank text on every line: the same rank, or all null, one window)
+    if not one:
         grp = "rank" if fi is None else ["_fi", "rank"]
         d_ts, d_step = d_ts.over(grp), d_step.over(grp)
+    elif fi is not None:  # (a file's rows, which lie together, are its one window: the row above in the file)
+        same = pl.col("_fi") == pl.col("_fi").shift(1)
+        d_ts, d_step = pl.when(same).then(d_ts), pl.when(same).then(d_step)
     v = v.with_columns(ts=pl.col("_n").dt.replace_time_zone("UTC")).with_columns(_dts=d_ts, _dst=d_step)
     from_ts = pl.when((pl.col("_dst") > 0) & (pl.col("_dts") > 0)).then(pl.col("_dts") / pl.col("_dst"))
     # (`_step_detail`: the object of the set fields, encoded once per pattern of set fields, here one or two)
@@ -4230,6 +4234,14 @@ def _one_value(col: pl.Series) -> bool:
     if nulls:
         return nulls == col.len()
     return bool((col.gather_every(61) == col[0]).all()) and col.min() == col.max()
+
+
+def _one_value_a_file(col: pl.Series, fi: pl.Series) -> bool:
+    """Whether each file's rows of `col` hold one value, or only nulls (`fi`: each row's file index, a file's
+    rows together): no row differs from the row above it in the same file (null and a value differ)."""
+    return not pl.select(
+        (pl.lit(col).ne_missing(pl.lit(col).shift(1)) & (pl.lit(fi) == pl.lit(fi).shift(1))).any()
+    ).item()
 
 
 def _titan_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult] | None:

@@ -147,3 +147,36 @@ def test_many_same_as_reference(seed: int) -> None:
         assert (got is None) == (want is None)
         for g, w in zip(got or [], want or [], strict=True):
             assert_same_result(g, w)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_many_of_one_rank_files_same_as_reference(seed: int) -> None:
+    """Batches whose every file has one rank text, or none (a rank's own log, as a job writes them): their
+    date-times converted without the cache and each file's rows one window (the row above in the file), not a
+    window per (file, rank); with a file of two ranks among them, and with an odd line."""
+    rnd = random.Random(seed)
+    files = []
+    for _ in range(rnd.choice([2, 5, 12])):
+        lines = _file(rnd, rnd.choice([1, 2, 30, 160]))
+        files.append(_bare(lines) if rnd.random() < 0.3 else _one_rank(lines, lines[0].split("]:")[0] + "]:"))
+    for fs in (files, [*files, _file(random.Random(seed), 40)], [files[0], _odd(files[-1], rnd, 1)]):
+        items = _items([f or _file(rnd, 3) for f in fs], seed)
+        got, want = S._titan_many(items), R._titan_many(items)
+        assert (got is None) == (want is None)
+        for g, w in zip(got or [], want or [], strict=True):
+            assert_same_result(g, w)
+
+
+def test_one_value_a_file() -> None:
+    """Each file's rows hold one value or only nulls; a null and a value differ, and so do two files' values
+    only within a file."""
+    def one(values: list[str | None], files: list[int]) -> bool:
+        return S._one_value_a_file(pl.Series(values, dtype=pl.String), pl.Series(files, dtype=pl.Int32))
+
+    assert one(["0", "0", "1", "1"], [0, 0, 1, 1])
+    assert one([None, None, "3"], [0, 0, 1])
+    assert one(["5"], [0])
+    assert not one(["0", "1", "1"], [0, 0, 1])
+    assert not one([None, "1"], [0, 0])
+    assert not one(["1", None], [0, 0])
+    assert not one(["2", "2", "2", "3"], [0, 1, 1, 1])
