@@ -842,7 +842,10 @@ def _completed(df: pl.DataFrame, p: Part, table: str) -> pl.DataFrame:
 
 def _worker_init() -> None:
     os.environ.update(_worker_env())  # (for what the worker starts; its polars was sized before this ran)
-    importlib.import_module("parsers._mixed")  # (and the registry: every parser, before the first task)
+    # every parser, before the first task and before the freeze below (`_mixed` imports three of them: the
+    # registry, the others, was imported by the first task's detection, its objects left to the collector)
+    importlib.import_module("parsers._mixed")
+    importlib.import_module("parsers.registry")
     # The modules are loaded: the collector need not walk them again, and parsers that build many small
     # Python objects (small files, -q walks) pay fewer collections (~3-6 % of a small file's CPU).
     gc.freeze()
