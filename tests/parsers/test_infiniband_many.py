@@ -170,3 +170,138 @@ def test_punctuation_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(infiniband, "SMALL_LINES", -1)
     for (lines, c), got in zip(items_of([("a", "n", kept), ("b", "n", declined)]), many, strict=True):
         assert_same_result(infiniband.parse(lines, c), got)
+
+
+# ----------------------------------------------------------------------------- plain perfquery dumps
+
+
+_PQ_NAMES_SEEN = [
+    "PortSelect", "CounterSelect", "CounterSelect2", "SymbolErrorCounter", "LinkDownedCounter",
+    "PortRcvErrors", "PortXmitDiscards", "PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts",
+    "PortXmitWait", "PortUnicastXmitPkts", "VL15Dropped", "QP1Dropped", "SomeVendorCounter",
+]  # fmt: skip
+
+
+def _pq_value(rnd: random.Random, odd: bool) -> str:
+    """A reading: decimal mostly (18 digits at most: `_PLAIN_DIGITS`); where `odd`, now and then one the
+    lane leaves to the walk (19 digits and more, hex)."""
+    plain = ["0", "0", "3", str(rnd.randrange(10**13)), str(rnd.randrange(10**18)), "9" * 18, "00042"]
+    if odd and rnd.random() < 0.1:
+        return rnd.choice(["9" * 19, "1" + "0" * 24, "0x1234"])
+    return rnd.choice(plain)
+
+
+def _pq_dump(rnd: random.Random) -> list[str]:
+    """A perfquery dump of a few ports (classic or extended headers, a port read twice, blank lines), and
+    now and then a line of another kind: a header group that needs escaping, a counter line before any
+    header, a `$ perfquery` command, a date, an ibwarn."""
+    lines: list[str] = [""] if rnd.random() < 0.2 else []
+    odd = rnd.random() < 0.3
+    if rnd.random() < 0.1:  # (a header and no counter line, or blank lines only)
+        bare = [["# Port extended counters: Lid 9 port 1"], ["", "# Port counters: Lid 9 port 1", ""], [""]]
+        return rnd.choice(bare)
+    lids = [11, 12, 75, 7, 123456789012]
+    ports = [(rnd.choice(lids), rnd.choice([1, 1, 2])) for _ in range(rnd.randint(1, 4))]
+    if rnd.random() < 0.25:
+        ports.append(ports[0])  # (the same port read again: readings numbered 1)
+    for lid, port in ports:
+        what = rnd.choice(["extended counters", "counters", "extended  counters"])
+        lines.append(f"# Port {what}: Lid {lid} port {port}" + rnd.choice([" (CapMask: 0x5A00)", ""]))
+        for name in rnd.sample(_PQ_NAMES_SEEN, rnd.randint(1, len(_PQ_NAMES_SEEN))):
+            value = _pq_value(rnd, odd)
+            lines.append(f"{name}:{'.' * max(1, 33 - len(name))}{value}")
+        if rnd.random() < 0.3:
+            lines.append("")
+    if rnd.random() < 0.15:
+        other = [
+            "PortXmitWait:....................5", "$ perfquery -x -C mlx5_0 -P 1",
+            "Sat Jun 14 10:10:00 UTC 2025", "ibwarn: [123] mad_rpc: _do_madrpc failed; dport (Lid 12)",
+            "garbage", "   ",
+        ]  # fmt: skip
+        lines.insert(rnd.randrange(len(lines) + 1), rnd.choice(other))
+    return lines
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_plain_perfquery_dumps_read_as_the_walk_reads_them(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`_plain_dumps` (the counter rows of a batch's plain perfquery dumps made in one polars query) gives
+    what the walk (`_small_file`) gives, file by file, and what the vectorised path gives: readings of many
+    digits (past `_PLAIN_DIGITS`), hex readings, names that are not counters, a port read twice, blank lines,
+    a first line past 1, and files it must leave to the walk."""
+    rnd = random.Random(seed)
+    n = rnd.choice([2, 9, 32])
+    files = [(f"n{k:03d}/perfquery.{k}.txt", f"n{k:03d}", _pq_dump(rnd)) for k in range(n)]
+    items = [
+        (lines, FileContext(path=ctx.path, node=ctx.node, year_hint=2025, first_line=rnd.choice([1, 1, 40])))
+        for lines, ctx in items_of(files)
+    ]
+    taken = []
+    real = infiniband._plain_dumps
+    monkeypatch.setattr(
+        infiniband, "_plain_dumps", lambda fs, cls: taken.append(got := real(fs, cls)) or got
+    )
+    lane = infiniband.parse_many(items)
+    monkeypatch.setattr(infiniband, "PQ_LANE", False)
+    walk = infiniband.parse_many(items)
+    for got, want in zip(lane, walk, strict=True):
+        assert_same_result(got, want)
+    monkeypatch.setattr(infiniband, "SMALL_LINES", -1)
+    for (lines, ctx), got in zip(items, lane, strict=True):
+        assert_same_result(infiniband.parse(lines, ctx), got)
+    assert sum(len(t) for t in taken) > 0  # (the lane read some files)
+
+
+def test_plain_perfquery_dump_rows() -> None:
+    """One dump: a row per counter line under a header but the selects, device `lid:<lid>`, readings
+    numbered per (device, port, counter), the 32-bit names of the classic header suffixed."""
+    lines = [
+        "# Port counters: Lid 75 port 1 (CapMask: 0x5A00)",
+        "PortSelect:......................1",
+        "CounterSelect:...................0x0000",
+        "PortXmitData:....................4294967295",
+        "SymbolErrorCounter:..............3",
+        "",
+        "# Port extended counters: Lid 75 port 1 (CapMask: 0x5A00)",
+        "PortXmitData:....................56832719360",
+        "# Port counters: Lid 75 port 1",
+        "SymbolErrorCounter:..............4",
+    ]
+    taken: list[dict] = []
+    real = infiniband._plain_dumps
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(infiniband, "_plain_dumps", lambda fs, cls: taken.append(got := real(fs, cls)) or got)
+        got = infiniband.parse_many(items_of([("n1/pq.txt", "n1", lines), ("n2/pq.txt", "n2", lines[:4])]))[0]
+    assert [len(t) for t in taken] == [2]
+    comms = got.tables["comms"]
+    assert comms.select("device", "port", "counter", "value", "line").rows() == [
+        ("lid:75", 1, "port_xmit_data_32", 4294967295.0, 4),
+        ("lid:75", 1, "symbol_error", 3.0, 5),
+        ("lid:75", 1, "port_xmit_data", 56832719360.0, 8),
+        ("lid:75", 1, "symbol_error", 4.0, 10),
+    ]
+    assert [d.split(",")[0] for d in comms.get_column("detail")] == [
+        '{"reading":0', '{"reading":0', '{"reading":0', '{"reading":1'
+    ]
+    assert (got.parsed, got.unrecognized, got.partial) == (9, 0, False)
+
+
+def test_plain_perfquery_dumps_without_counter_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dump of headers only, one of blank lines only and a counter line before a header, in a batch with
+    a dump of readings: the same as the walk and the vectorised path give them."""
+    files = [
+        ("a/pq.txt", "a", ["# Port extended counters: Lid 9 port 1", ""]),
+        ("b/pq.txt", "b", ["", ""]),
+        ("c/pq.txt", "c", ["SymbolErrorCounter:..............3", "# Port counters: Lid 7 port 1"]),
+        ("d/pq.txt", "d", ["# Port counters: Lid 7 port 1", "SymbolErrorCounter:..............3"]),
+        ("e/pq.txt", "e", ["# Port counters: Lid 7 port 2"]),
+    ]
+    lane = infiniband.parse_many(items_of(files))
+    monkeypatch.setattr(infiniband, "PQ_LANE", False)
+    for got, want in zip(lane, infiniband.parse_many(items_of(files)), strict=True):
+        assert_same_result(got, want)
+    monkeypatch.setattr(infiniband, "SMALL_LINES", -1)
+    for (lines, ctx), got in zip(items_of(files), lane, strict=True):
+        assert_same_result(infiniband.parse(lines, ctx), got)
+    assert [r.tables["comms"].height for r in lane] == [0, 0, 0, 1, 0]
