@@ -2455,23 +2455,6 @@ def sort_order(df: pl.DataFrame, keys: list[str]) -> pl.Series | None:
     multi-column sort compares row by row; one integer column sorts by radix). None for a key of another
     type, or one whose values span 2^63 or more.
     """
-    frame = _packed_keys(df, keys)
-    if frame is None:
-        return None
-    order = pl.int_range(df.height, dtype=pl.UInt32, eager=True).alias("i")
-    if not frame.width or _in_order(frame):  # (no key holds a value: the rows stay as they are)
-        return order.set_sorted()
-    for j in reversed(range(frame.width)):
-        key = frame.get_column(f"_k{j}").gather(order)
-        by_key = pl.DataFrame({"k": key}).select(pl.arg_sort_by("k", maintain_order=True)).to_series()
-        order = order.gather(by_key)
-    return order
-
-
-def _packed_keys(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame | None:
-    """`sort_order`'s packed keys of `df`'s rows: UInt64 columns `_k0`, `_k1`, ..., most significant first
-    (none where no key holds a value); None for a key of another type, or one whose values span 2^63 or
-    more."""
     bounds = df.select(
         *(pl.col(k).to_physical().min().alias(f"lo{i}") for i, k in enumerate(keys) if _packable(df.schema[k])),
         *(pl.col(k).to_physical().max().alias(f"hi{i}") for i, k in enumerate(keys) if _packable(df.schema[k])),
@@ -2499,8 +2482,9 @@ def _packed_keys(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame | None:
             codes.append((code, span.bit_length()))
         else:
             return None
-    if not codes:
-        return pl.DataFrame()
+    order = pl.int_range(df.height, dtype=pl.UInt32, eager=True).alias("i")
+    if not codes:  # (every key null throughout: the rows stay as they are)
+        return order
     groups: list[list[tuple[pl.Expr, int]]] = [[]]
     for code, bits in codes:
         if sum(b for _, b in groups[-1]) + bits > 64:
@@ -2513,7 +2497,13 @@ def _packed_keys(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame | None:
             expr = expr + (code * pl.lit(1 << shift, dtype=pl.UInt64) if shift else code)
             shift += bits
         packed.append(expr)
-    return df.select(*(e.alias(f"_k{j}") for j, e in enumerate(packed)))
+    frame = df.select(*(e.alias(f"_k{j}") for j, e in enumerate(packed)))
+    if _in_order(frame):
+        return order.set_sorted()
+    for j in reversed(range(len(packed))):
+        key = frame.get_column(f"_k{j}").gather(order)
+        order = order.gather(pl.DataFrame({"k": key}).select(pl.arg_sort_by("k", maintain_order=True)).to_series())
+    return order
 
 
 def in_sort_order(df: pl.DataFrame, table: str) -> bool:
@@ -2529,8 +2519,8 @@ def in_sort_order(df: pl.DataFrame, table: str) -> bool:
 
 def rows_in_order(df: pl.DataFrame, keys: list[str]) -> bool:
     """Whether each row of `df` sorts at or after the one before by `keys` (nulls last): each row compared
-    with the next, key by key (no codes made: a worker's batch of 50k step rows ~1 ms, its `_packed_keys`
-    ~10 ms, most of them the hashes of the node and file names)."""
+    with the next, key by key (no codes made: a worker's batch of 50k step rows ~1 ms, `sort_order`'s packed
+    codes ~10 ms, most of them the hashes of the node and file names)."""
     n = df.height
     if n < 2:
         return True

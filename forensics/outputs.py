@@ -136,9 +136,7 @@ def write_table_file(df: pl.DataFrame, table: str, path: Path) -> None:
 
 def footer_metadata(part: Path) -> dict[bytes, bytes]:
     """The key-value metadata in a Parquet file's footer (where the table name and schema version are)."""
-    import pyarrow.parquet as pq
-
-    return dict(pq.read_metadata(part).metadata or {})
+    return dict(_footer(part).metadata or {})
 
 
 def read_table(out: Path, table: str) -> pl.DataFrame:
@@ -177,10 +175,9 @@ def _footer(part: Path) -> Any:
     return pq.read_metadata(part)
 
 
-def _all_null_columns(part: Path | Any) -> set[str]:
-    """Columns whose every value in `part` (a file, or its `_footer`) is null, from the footer's statistics
-    (no data read)."""
-    md = _footer(part) if isinstance(part, (str, Path)) else part
+def _all_null_columns(md: Any) -> set[str]:
+    """Columns whose every value is null in the part whose `_footer` is `md`, from its statistics (no data
+    read)."""
     full: dict[str, bool] = {}
     for rg in range(md.num_row_groups):
         group = md.row_group(rg)
@@ -275,7 +272,7 @@ def _sampling_period_s(part: Path) -> int:
 def read_table_check(parts: list[Path], table: str, footers: list[Any] | None = None) -> None:
     """Raise SchemaError when a part is not `table` of this schema version (`footers`: their `_footer`s)."""
     for i, part in enumerate(parts):
-        meta = footer_metadata(part) if footers is None else dict(footers[i].metadata or {})
+        meta = dict((_footer(part) if footers is None else footers[i]).metadata or {})
         if meta.get(META_TABLE) != table.encode() or meta.get(META_VERSION) != str(SCHEMA_VERSION).encode():
             raise SchemaError(
                 f"'{part}' is not table '{table}' of schema version {SCHEMA_VERSION} "

@@ -1610,26 +1610,17 @@ _PLAIN_DIGITS = 18
 gives it); a longer one, or one not of decimal digits, leaves its file to the walk."""
 
 
+_PQ_HEADER_ONLY = (
+    False, None, True, "perfquery", None, None, None, None, False, None, False, None, True, False, None, 0,
+)  # fmt: skip
+"""`_read_line_full`'s class of a perfquery header line that does nothing else, but its header (field 6)."""
+
+
 def _pq_header_only(c: tuple) -> bool:
     """Whether a line's class (`_read_line_full`) is a perfquery header line and nothing else: it sets the
     format, the header (lid, port, what) and a block, names no device or port, has no time, and is
-    understood."""
-    return (
-        c[6] is not None
-        and c[3] == "perfquery"
-        and c[0] is False
-        and c[1] is None
-        and c[4] is None
-        and c[5] is None
-        and c[7] is None
-        and c[8] is False
-        and c[9] is None
-        and c[10] is False
-        and c[11] is None
-        and c[12] is True
-        and c[13] is False
-        and c[14] is None
-    )
+    understood (`_PQ_HEADER_ONLY` but its header)."""
+    return c[6] is not None and c[:6] == _PQ_HEADER_ONLY[:6] and c[7:] == _PQ_HEADER_ONLY[7:]
 
 
 def _plain_dumps(
@@ -1660,7 +1651,7 @@ def _plain_dumps(
         lanes = [c[15] for c in cls]
         other = [i for i, lane in enumerate(lanes) if lane != 2]
         heads = [i for i in other if cls[i][13] is not True]  # (blank lines: `_BLANK_LINE`, skipped)
-        if not heads or not all(lanes[i] == 0 and _pq_header_only(cls[i]) for i in heads):
+        if not heads or not all(_pq_header_only(cls[i]) for i in heads):
             continue
         ctr = [i for i, lane in enumerate(lanes) if lane == 2]
         if ctr and ctr[0] < heads[0]:
