@@ -1357,15 +1357,12 @@ def _handed(
     `LARGE_TABLES` of `HANDED_BYTES` or more written as parts in the outcome's folder (`handing`: the parent's
     `_handing()`). A part that cannot be written leaves its rows in memory, as before.
 
-    A table of `PART_ROWS // SOLO_SHARE` rows or more whose rows are in the table's order already is written
-    as a part of the table is (every column, zstd: `Part.final`), which the parent takes as it is where its
-    rows are a run of the table's (node, file) pairs that no other part has rows in (`_write_in_parts`; the
-    files of a batch are next to each other in that order, `_batched`); another as a spilled part
-    (`_spill_part`), which the parent reads. (1,000 nodes of a torchtitan job, 12.4 M step rows from
-    batches of 3-4 rank logs: the worker's write ~+0.3 s of CPU a million rows, the parent's read, sort and
-    write again ~1.9 s. A table to sort is left to the parent, which sorts its pieces anyway: the
-    `--query-gpu` CSV loops' samples, whose node's other files have samples too, ~+1.7 s a million rows in
-    the workers for nothing.)"""
+    A table of `PART_ROWS // SOLO_SHARE` rows or more is written as a part of the table is (sorted, every
+    column, zstd: `Part.final`), which the parent takes as it is (`_write_in_parts`: it holds every row of
+    its files); another as a spilled part (`_spill_part`), which the parent reads. (1,000 nodes of a
+    torchtitan job, 12.4 M step rows from batches of 3-4 rank logs, in order already: the worker's write
+    ~+0.3 s of CPU a million rows, the parent's read, sort and write again ~1.9 s. Their `--query-gpu` CSV
+    loops' 5.8 M samples, sorted here: ~+0.9 s a million rows in the workers, against the parent's ~1.9.)"""
     handed_bytes, final_rows = handing or _handing()
     for o, spill in zip(outcomes, spills, strict=True):
         if spill is None or not isinstance(o, FileOutcome):
@@ -1377,9 +1374,11 @@ def _handed(
             target = spill / f"{t}-handed.parquet"
             try:
                 target.parent.mkdir(parents=True, exist_ok=True)
-                if df.height >= final_rows and in_sort_order(df, t):
-                    # (a pooled frame's columns of nulls are typeless: `_nulls_typeless`)
-                    write_table_file(conform(df, t), t, target)
+                if df.height >= final_rows:
+                    # (a pooled frame's columns of nulls are typeless: `_nulls_typeless`; rows in order
+                    # already, as a batch of rank logs gives them, are not sorted again)
+                    df = conform(df, t)
+                    write_table_file(df if in_sort_order(df, t) else _sorted(df, t), t, target)
                     part = Part(str(target), final=True, rows=df.height)
                 else:
                     part = _spill_part(df, target)
@@ -1423,9 +1422,9 @@ def _batched(tasks: list[tuple[BundleFile, int]], batch: int) -> list[tuple[Any,
     A batch holds files of one name shape (`_shape`: per-node copies of the same file), which are most
     likely of one format, so that their parser reads them in one call (`ingest_files`), and files next to
     each other in (node, path) order, the order of a table's parts: the rows of a large table a batch gives
-    are then a run of the table's (node, file) pairs that no other file has rows in, which the parent takes
-    as a part of the table as the worker wrote it (`_handed`, `_write_in_parts`). A batch takes the place of
-    its first file in `tasks` (longest first)."""
+    are then every row of its files, and of a few nodes, which the parent takes as a part of the table as
+    the worker wrote it (`_handed`, `_write_in_parts`). A batch takes the place of its first file in `tasks`
+    (longest first)."""
     if batch <= 1:
         return list(tasks)
     out: dict[int, tuple[Any, int]] = {}
@@ -2203,14 +2202,19 @@ _SORT_KEYS = {
 def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path, as_is: dict[int, Path] | None = None) -> int:
     """Write a table too large to hold as sorted parts of at most `PART_ROWS` rows; return its rows.
 
-    The rows are cut by (node, file) in sorted order, a (node, file) with more rows than a part by line
-    ranges; each part is collected, sorted by the table's keys and written (`write_table`), so memory
-    holds `WRITE_THREADS` parts at a time. Each part is sorted and the parts follow each other by node; a
-    reader that needs one order across parts sorts (`read_table` concatenates them in part order).
+    A spilled part in `as_is` (K -> its file, which holds its rows as the table will, `Outcomes.as_is`) that
+    holds every row of each of its (node, file) pairs, and enough rows to stand alone (`_part_blocks`), is a
+    part of the table as it is: its file, hard-linked (copied where links are refused) and not read. A worker
+    wrote it so (4 GB mix: the parent's ~7 s of CPU reading, checking and writing 11.5 M rows again; 1,000
+    nodes' `--query-gpu` loops, 5.8 M samples: ~11 s, of which the workers' sort and write take ~5 back).
+    The other rows are cut by (node, file) in sorted order, a (node, file) with more rows than a part by line
+    ranges; each part is collected, sorted by the table's keys and written (`write_table`), so memory holds
+    `WRITE_THREADS` parts at a time.
 
-    A part that is exactly the rows of one spilled part in `as_is` (K -> its file, which holds them as the
-    table will, `Outcomes.as_is`) is that file, hard-linked (copied where links are refused) and not read: a
-    worker wrote it so (4 GB mix: the parent's ~7 s of CPU reading, checking and writing 11.5 M rows again).
+    Each part is sorted, and each (node, file) pair's rows are in one part (or, for a pair larger than a
+    part, in parts of consecutive line ranges); the node ranges of parts may overlap (a batch of four
+    nodes' CSV loops kept as it is, the same nodes' `-q` snapshots in a part written here). A reader that
+    needs one order across parts sorts (`read_table` concatenates them in part order).
     """
     as_is = as_is or {}
     by_part = (
@@ -2228,15 +2232,19 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path, as_is: dict[int,
     per_row = sample.estimated_size() / max(1, sample.height)
     part_rows = min(PART_ROWS, max(1_000, int(PART_BYTES // max(1.0, per_row))))
     del sample
-    # A part is a run of consecutive (node, file) pairs in sorted order, or one line range of a pair larger
-    # than a part: either way a condition of constant size (a bundle has thousands of pairs), which the
-    # scan of the spilled parts applies as it reads.
+    # A part is a spilled part kept as it is, a run of consecutive (node, file) pairs in sorted order (less
+    # those of the kept parts), or one line range of a pair larger than a part: either way a condition of
+    # constant size (a bundle has thousands of pairs), which the scan of the spilled parts applies as it
+    # reads.
     # Each piece also names the parts that hold its rows (from `by_part`), so its scan opens those only.
     # A piece: its rows (a condition on the table), the parts that hold some (from `by_part`), and which
     # rows of `by_part` it holds whole (a part all of whose rows it holds, and only those, is kept as is).
     pieces: list[tuple[pl.Expr, list[int], pl.Expr]] = []
     run: list[tuple[str, str]] = []
     size = 0
+    firsts, taken = _part_blocks(by_part, counts, as_is, part_rows)
+    # (the kept parts hold every row of their pairs: a run between or around their pairs leaves them out)
+    unkept = ~pl.col(PART_COLUMN).is_in(sorted(firsts.values())) if firsts else pl.lit(True)
 
     def holding(where: pl.Expr) -> list[int]:
         return sorted(by_part.filter(where).get_column(PART_COLUMN).unique().to_list())
@@ -2244,20 +2252,18 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path, as_is: dict[int,
     def close_run() -> None:
         nonlocal run, size
         if run:
-            pair_range = _pair_range(run[0], run[-1])
-            pieces.append((pair_range, holding(pair_range), pair_range))
+            where = _pair_range(run[0], run[-1]) & unkept
+            pieces.append((where, holding(where), where))
         run, size = [], 0
 
-    blocks = _part_blocks(by_part, counts, as_is, part_rows)
     pairs = counts.rows()
     at = 0
     while at < len(pairs):
-        if at in blocks:  # (a part kept as it is: a piece of its own)
-            end, _ = blocks[at]
-            close_run()
-            where = _pair_range(pairs[at][:2], pairs[end - 1][:2])
-            pieces.append((where, holding(where), where))
-            at = end
+        if at in firsts:  # (a part kept as it is: a piece of its own, where its first pair comes)
+            where = pl.col(PART_COLUMN) == firsts[at]
+            pieces.append((where, [firsts[at]], where))
+        if at in taken:
+            at += 1
             continue
         node, file, n, lo, hi = pairs[at]
         at += 1
@@ -2314,34 +2320,32 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path, as_is: dict[int,
 
 def _part_blocks(
     by_part: pl.DataFrame, counts: pl.DataFrame, as_is: dict[int, Path], part_rows: int
-) -> dict[int, tuple[int, int]]:
-    """The parts of `as_is` that are pieces of their own: each holds every row of a run of the sorted (node,
-    file) pairs of `counts` (rows `start` to `end`, excluded) and no other part has rows in it (a batch of
-    small files, `_batched`; a whole file), with `part_rows // SOLO_SHARE` to `part_rows` rows (as
-    `_line_cuts` keeps a large file's parts): start -> (end, K). `by_part`: rows per (node, file, part)."""
+) -> tuple[dict[int, int], set[int]]:
+    """The parts of `as_is` that are parts of the table as they are: each holds every row of each of its
+    (node, file) pairs of `counts` (a batch of small files, `_batched`; a whole file), with `part_rows //
+    SOLO_SHARE` to `part_rows` rows (as `_line_cuts` keeps a large file's parts). Returned: the first pair
+    of each (its row in `counts`) -> K, and the rows in `counts` of all their pairs. `by_part`: rows per
+    (node, file, part)."""
     if not as_is or not counts.height:
-        return {}
+        return {}, set()
     at = counts.select("node", "file", total="n").with_row_index("i")
-    per = (
-        by_part.filter(pl.col(PART_COLUMN).is_in(list(as_is)))
-        .join(at, on=["node", "file"], how="left", nulls_equal=True)
-        .group_by(PART_COLUMN)
+    held = by_part.filter(pl.col(PART_COLUMN).is_in(list(as_is))).join(
+        at, on=["node", "file"], how="left", nulls_equal=True
+    )
+    whole = (
+        held.group_by(PART_COLUMN)
         .agg(
-            lo=pl.col("i").min(),
-            hi=pl.col("i").max(),
-            pairs=pl.len(),
+            first=pl.col("i").min(),
             rows=pl.col("n").sum(),
             whole=(
                 (pl.col("n") == pl.col("total")) & pl.col("node").is_not_null() & pl.col("file").is_not_null()
             ).all(),
         )
-        .filter(
-            pl.col("whole")
-            & (pl.col("hi") - pl.col("lo") + 1 == pl.col("pairs"))
-            & pl.col("rows").is_between(part_rows // SOLO_SHARE, part_rows)
-        )
+        .filter(pl.col("whole") & pl.col("rows").is_between(part_rows // SOLO_SHARE, part_rows))
     )
-    return {lo: (hi + 1, k) for k, lo, hi in per.select(PART_COLUMN, "lo", "hi").iter_rows()}
+    firsts = {int(i): int(k) for k, i in whole.select(PART_COLUMN, "first").iter_rows()}
+    taken = held.filter(pl.col(PART_COLUMN).is_in(whole.get_column(PART_COLUMN).implode())).get_column("i")
+    return firsts, set(taken.to_list())
 
 
 def _keep_part(part: Path, target: Path) -> None:

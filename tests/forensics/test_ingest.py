@@ -2025,14 +2025,14 @@ def _titan_log(rank: int, steps: int, start: int = 0) -> str:
     )
 
 
-def test_a_batch_whose_rows_are_a_run_of_the_table_is_kept_as_the_worker_wrote_it(
+def test_a_batch_whose_rows_are_whole_files_is_kept_as_the_worker_wrote_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Small rank logs go to workers in batches of files next to each other in (node, path) order
-    (`_batched`); a batch's steps, in order already, are written as a part of the table (`_handed`), which the
-    parent takes as it is where its rows are a run of the table's (node, file) pairs (`_part_blocks`). A node
-    whose other file has steps too breaks its batch's run: that part is read and written again. The table
-    has the rows of an ingest that holds it in memory, each part sorted, the parts in (node, file) order."""
+    (`_batched`); a batch's steps are written as a part of the table (`_handed`), which the parent takes as
+    it is: it holds every row of its files (`_part_blocks`), even where another part holds a file of the same
+    node between them (node-005's second rank log, a batch of its own). The table has the rows of an ingest
+    that holds it in memory, each part sorted, each file's rows in one part."""
     files = {f"node-{i:03d}/rank0.log": _titan_log(0, 300, start=i) for i in range(12)}
     files["node-005/extra_rank1.log"] = _titan_log(1, 300)
     src = make_bundle(tmp_path, files)
@@ -2048,16 +2048,55 @@ def test_a_batch_whose_rows_are_a_run_of_the_table_is_kept_as_the_worker_wrote_i
     assert got["totals"] == held["totals"] and got["totals"]["rows"]["steps"] == 13 * 300
     a, b = read_table(tmp_path / "held", "steps"), read_table(tmp_path / "parts", "steps")
     assert b.sort(a.columns, nulls_last=True).equals(a.sort(a.columns, nulls_last=True), null_equal=True)
-    # kept: the batches of nodes 0-2, 6-8 and 9-11, and the file alone; not the batch of nodes 3-5, which
-    # holds (node-005, rank0.log) but not (node-005, extra_rank1.log), between its (node-004, ...) and it
-    assert len(kept) == 4
+    # kept: the batches of nodes 0-2, 3-5, 6-8 and 9-11, and the file alone
     parts = sorted((tmp_path / "parts" / "tables" / "steps").glob("*.parquet"))
-    ranges = []
+    assert len(kept) == len(parts) == 5
+    seen: list[tuple[str, str]] = []
     for p in parts:
         one = pl.read_parquet(p)
         assert ingest_mod.in_sort_order(one, "steps")
-        pairs = one.select("node", "file").unique().sort("node", "file").rows()
-        ranges.append((pairs[0], pairs[-1]))
-    assert all(prev[1] < nxt[0] for prev, nxt in zip(ranges, ranges[1:]))
+        seen += one.select("node", "file").unique().rows()
+    assert len(seen) == len(set(seen)) == 13  # (each file in one part)
     kept_nodes = {pl.read_parquet(parts[0].parent / p.name).get_column("node").min() for p in kept}
-    assert kept_nodes == {"node-000", "node-005", "node-006", "node-009"}
+    assert kept_nodes == {"node-000", "node-003", "node-005", "node-006", "node-009"}
+
+
+def test_samples_out_of_order_are_sorted_by_the_worker_and_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `--query-gpu` loop writes its samples a moment at a time (every GPU, then the next moment): the
+    worker sorts a batch's samples before writing its part (`_handed`), and the parent keeps the part as it
+    is, though the nodes' `-q` dumps, in another part, lie between its files in (node, file) order. The
+    table has the rows of an ingest that holds it in memory, and each part is sorted."""
+    header = "timestamp, index, pci.bus_id, temperature.gpu, utilization.gpu [%]\n"
+
+    def loop(node: int) -> str:
+        return header + "".join(
+            f"2025/04/08 12:{m // 60:02d}:{m % 60:02d}.000, {g}, 00000000:{g + 7:02X}:00.0,"
+            f" {30 + (m + g + node) % 40}, {(m * g) % 100} %\n"
+            for m in range(150)
+            for g in range(4)
+        )
+
+    dump = (FIXTURES / "nvidia-smi" / "q_rtx4090_535_idle_pcie_gen1.txt").read_text()
+    files = {}
+    for i in range(6):
+        files[f"node-{i:03d}/gpu.csv"] = loop(i)
+        files[f"node-{i:03d}/smi.txt"] = dump
+    src = make_bundle(tmp_path, files)
+    held = ingest(src, tmp_path / "held", jobs=1)
+    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_FILES", 0)
+    monkeypatch.setattr(ingest_mod, "BATCH_FILES", 3)
+    monkeypatch.setattr(ingest_mod, "HANDED_BYTES", 1)
+    monkeypatch.setattr(ingest_mod, "HOLD_ROWS", 100)
+    monkeypatch.setattr(ingest_mod, "PART_ROWS", 64 * 1000)  # (a part of 1,000 rows or more may be kept)
+    kept = _spy_on_kept_parts(monkeypatch)
+    got = ingest(src, tmp_path / "parts", jobs=2)
+    assert got["totals"] == held["totals"] and got["totals"]["rows"]["gpu_samples"] > 6 * 600
+    a, b = read_table(tmp_path / "held", "gpu_samples"), read_table(tmp_path / "parts", "gpu_samples")
+    assert b.sort(a.columns, nulls_last=True).equals(a.sort(a.columns, nulls_last=True), null_equal=True)
+    parts = sorted((tmp_path / "parts" / "tables" / "gpu_samples").glob("*.parquet"))
+    assert len(kept) == 2 and len(parts) == 3  # (two batches of three loops; the dumps' samples written here)
+    for p in parts:
+        assert ingest_mod.in_sort_order(pl.read_parquet(p), "gpu_samples")
