@@ -2025,6 +2025,19 @@ def _titan_log(rank: int, steps: int, start: int = 0) -> str:
     )
 
 
+def _batches_in_parts(monkeypatch: pytest.MonkeyPatch, kept_from: int) -> list[Path]:
+    """Ingest small files in parallel batches of three, each batch's large tables handed as parts, the tables
+    written in parts, a part of `kept_from` rows or more kept as it is; return the list of kept parts that
+    `_spy_on_kept_parts` fills."""
+    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_FILES", 0)
+    monkeypatch.setattr(ingest_mod, "BATCH_FILES", 3)
+    monkeypatch.setattr(ingest_mod, "HANDED_BYTES", 1)
+    monkeypatch.setattr(ingest_mod, "HOLD_ROWS", 100)
+    monkeypatch.setattr(ingest_mod, "PART_ROWS", ingest_mod.SOLO_SHARE * kept_from)
+    return _spy_on_kept_parts(monkeypatch)
+
+
 def test_a_batch_whose_rows_are_whole_files_is_kept_as_the_worker_wrote_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -2037,13 +2050,7 @@ def test_a_batch_whose_rows_are_whole_files_is_kept_as_the_worker_wrote_it(
     files["node-005/extra_rank1.log"] = _titan_log(1, 300)
     src = make_bundle(tmp_path, files)
     held = ingest(src, tmp_path / "held", jobs=1)
-    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_FILES", 0)
-    monkeypatch.setattr(ingest_mod, "BATCH_FILES", 3)
-    monkeypatch.setattr(ingest_mod, "HANDED_BYTES", 1)
-    monkeypatch.setattr(ingest_mod, "HOLD_ROWS", 100)
-    monkeypatch.setattr(ingest_mod, "PART_ROWS", 64 * 250)  # (a part of 250 rows or more may be kept)
-    kept = _spy_on_kept_parts(monkeypatch)
+    kept = _batches_in_parts(monkeypatch, kept_from=250)
     got = ingest(src, tmp_path / "parts", jobs=2)
     assert got["totals"] == held["totals"] and got["totals"]["rows"]["steps"] == 13 * 300
     a, b = read_table(tmp_path / "held", "steps"), read_table(tmp_path / "parts", "steps")
@@ -2085,13 +2092,7 @@ def test_samples_out_of_order_are_sorted_by_the_worker_and_kept(
         files[f"node-{i:03d}/smi.txt"] = dump
     src = make_bundle(tmp_path, files)
     held = ingest(src, tmp_path / "held", jobs=1)
-    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_FILES", 0)
-    monkeypatch.setattr(ingest_mod, "BATCH_FILES", 3)
-    monkeypatch.setattr(ingest_mod, "HANDED_BYTES", 1)
-    monkeypatch.setattr(ingest_mod, "HOLD_ROWS", 100)
-    monkeypatch.setattr(ingest_mod, "PART_ROWS", 64 * 1000)  # (a part of 1,000 rows or more may be kept)
-    kept = _spy_on_kept_parts(monkeypatch)
+    kept = _batches_in_parts(monkeypatch, kept_from=1000)
     got = ingest(src, tmp_path / "parts", jobs=2)
     assert got["totals"] == held["totals"] and got["totals"]["rows"]["gpu_samples"] > 6 * 600
     a, b = read_table(tmp_path / "held", "gpu_samples"), read_table(tmp_path / "parts", "gpu_samples")
