@@ -2427,9 +2427,7 @@ def _sorted(df: pl.DataFrame, table: str) -> pl.DataFrame:
     keys = [k for k in _SORT_KEYS.get(table, ()) if k in df.columns]
     if not keys or df.height < 2:
         return df
-    if df.height < NATIVE_SORT_ROWS:
-        return df.sort(keys, nulls_last=True, maintain_order=True)
-    order = sort_order(df, keys)
+    order = sort_order(df, keys) if df.height >= NATIVE_SORT_ROWS else None
     if order is None:
         return df.sort(keys, nulls_last=True, maintain_order=True)
     # rows already in order (a worker's sorted range, the stages keeping it) are not gathered again: a gather

@@ -216,9 +216,12 @@ def read_analysis_tables(out: Path, limit: int | None = None) -> tuple[dict[str,
         parts = sorted((out / "tables" / t).glob("*.parquet")) if (out / "tables" / t).is_dir() else []
         sizes = [parquet_rows(p) for p in parts]
         rows = sum(sizes)
+        # (the largest part: a loop's samples, where a part of snapshots only may come first, as parts kept
+        # as the workers wrote them come in the order of their first files)
+        largest = parts[sizes.index(max(sizes))] if parts else None
         cap = limit
         if t in ("steps", "gpu_samples") and rows > 10_000:
-            sample = pl.scan_parquet(parts[sizes.index(max(sizes))], glob=False).head(10_000).collect()
+            sample = pl.scan_parquet(largest, glob=False).head(10_000).collect()
             cap = min(limit, int(ANALYSIS_BYTES // max(1.0, sample.estimated_size() / max(1, sample.height))))
         if t not in ("steps", "gpu_samples") or rows <= cap:
             tables[t] = read_table(out, t)
@@ -242,9 +245,7 @@ def read_analysis_tables(out: Path, limit: int | None = None) -> tuple[dict[str,
             sparse_rows = per_source.height and int(per_source.get_column("len").sum() - dense.get_column("len").sum())
             k = -(-int(dense.get_column("len").sum()) // max(1, cap - sparse_rows))
             # whole sampling periods: every GPU of every node keeps the same moments, whatever its offset
-            # (from the largest part: a loop's samples, where a part of snapshots only may come first, as
-            # parts kept as the workers wrote them come in the order of their first files)
-            period = _sampling_period_s(parts[sizes.index(max(sizes))])
+            period = _sampling_period_s(largest)
             sec = pl.col("ts").dt.epoch("s") // period
             thin_row = pl.when(pl.col("ts").is_null()).then((pl.col("line") // 64) % k == 0).otherwise(sec % k == 0)
             keep = ~pl.col("source").is_in(dense.get_column("source").implode()) | thin_row
