@@ -278,6 +278,45 @@ def test_chunks_end_at_line_ends_and_rejoin_to_the_file(tmp_path: Path, ending: 
     assert r.sha256 is not None and not r.truncated and r.bytes_read == len(data)
 
 
+@pytest.mark.parametrize("block", [1000, 4 * 1024**2])
+@pytest.mark.parametrize("size", [1, 999, 1000, 1001, 4095, 4096, 4097, 3 * 4096 + 5])
+def test_a_plain_file_read_in_blocks_of_what_is_left_gives_its_bytes_and_checksum(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int, block: int
+) -> None:
+    # (reads sized by what is left of the file; its first block yielded as read while it is all there is)
+    import hashlib
+
+    monkeypatch.setattr(bundle_mod, "_BLOCK", block)
+    data = (b"0123456789abcdef\n" * (size // 17 + 1))[:size]
+    p = tmp_path / "f.log"
+    p.write_bytes(data)
+    r = ChunkReader(_bf(p), Limits(), chunk_bytes=4096)
+    chunks = list(r)
+    assert b"".join(chunks) == data
+    assert all(len(c) <= 4096 for c in chunks) and (len(chunks) == 1) == (size < 4096)
+    assert r.sha256 == hashlib.sha256(data).hexdigest() and r.bytes_read == size and not r.truncated
+
+
+def test_a_file_longer_than_it_was_when_opened_is_read_to_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (a log still written to: the reads sized by the size seen at opening go on past it in whole blocks)
+    data = b"".join(b"line %d\n" % i for i in range(3000))
+    p = tmp_path / "f.log"
+    p.write_bytes(data)
+    real_fstat = os.fstat
+
+    def fstat(fd: int) -> os.stat_result:
+        st = list(real_fstat(fd))
+        st[6] = 100  # (st_size, as when the file was opened)
+        return os.stat_result(st)
+
+    monkeypatch.setattr(bundle_mod.os, "fstat", fstat)
+    r = ChunkReader(_bf(p), Limits(), chunk_bytes=4096)
+    assert b"".join(r) == data
+    assert r.truncated and r.reason == "file changed while it was read"
+
+
 def test_a_line_longer_than_a_chunk_is_cut(tmp_path: Path) -> None:
     data = b"a" * 10_000 + b"\nshort\n"
     p = tmp_path / "f.log"
