@@ -613,17 +613,14 @@ class ChunkReader:
                         self.bytes_read += len(block)
                         if not buf and not held and len(block) < self.chunk_bytes:
                             held = block
-                            if self.too_large:
-                                break
-                            continue
-                        if held:
+                        else:
                             buf += held
                             held = b""
-                        buf += block
-                        while len(buf) >= self.chunk_bytes:
-                            cut = _line_cut(buf, self.chunk_bytes, self._record_start(buf))
-                            yield bytes(buf[:cut])
-                            del buf[:cut]
+                            buf += block
+                            while len(buf) >= self.chunk_bytes:
+                                cut = _line_cut(buf, self.chunk_bytes, self._record_start(buf))
+                                yield bytes(buf[:cut])
+                                del buf[:cut]
                         if self.too_large:
                             break
                     if held:
