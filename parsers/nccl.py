@@ -2245,17 +2245,59 @@ def _init_bus_ids(bus: pl.Series) -> pl.Series:
     got = bus.to_frame("bus").join(ids, on="bus", how="left", maintain_order="left")
     return got.get_column("_g").alias("gpu_bus_id")
 _INIT_FULL = (
-    r"^(?:ncclComm[A-Za-z]* )?comm 0x[0-9a-fA-F]+ rank [0-9]+ nranks [0-9]+ cudaDev [0-9]+ nvmlDev [0-9]+ "
-    r"busId [0-9a-fA-F]+ commId 0x[0-9a-fA-F]+ - Init (?:START|COMPLETE)$"
+    r"^(?:ncclComm[A-Za-z]* )?comm 0x[0-9a-fA-F]+ rank [0-9]+ nranks [0-9]+ cudaDev [0-9]+(?: nvmlDev [0-9]+)? "
+    r"busId [0-9a-fA-F]+(?: commId 0x[0-9a-fA-F]+)? - Init (?:START|COMPLETE)$"
 )
-"""The 2.18+ Init line whole: INIT_RE's groups are its tokens 1, 3, 5, … (one later after the function name)."""
-_INIT_TOKENS = {"comm": 1, "rank": 3, "nranks": 5, "dev": 7, "nvml": 9, "bus": 11, "commid": 13, "phase": 16}
+"""An Init line whole, in each of its usual forms: 2.18+ (`nvmlDev`, `commId`), before 2.18 (neither), with one
+of them only, after a function name or not. Each is a run of `key value` tokens in INIT_RE's order, so INIT_RE's
+groups are the tokens after their keys (`_init_tokens`)."""
+
+
+_INIT_GROUPS = ("comm", "rank", "nranks", "dev", "nvml", "bus", "commid", "phase")
+
+
+def _init_at(fn: int, nvml: int, commid: int) -> dict[str, int | None]:
+    """The token numbers of INIT_RE's groups in an `_INIT_FULL` line `comm 0x.. rank R nranks N cudaDev D
+    [nvmlDev V] busId B [commId C] - Init P`, after a function name when `fn` (`nvml`, `commid`: those parts
+    there)."""
+    return {
+        "comm": fn + 1, "rank": fn + 3, "nranks": fn + 5, "dev": fn + 7,
+        "nvml": fn + 9 if nvml else None,
+        "bus": fn + 9 + 2 * nvml,
+        "commid": fn + 11 + 2 * nvml if commid else None,
+        "phase": fn + 12 + 2 * nvml + 2 * commid,
+    }  # fmt: skip
+
+
+def _init_tokens(init: pl.DataFrame) -> pl.DataFrame:
+    """`init` (lines `_INIT_FULL` matches) with INIT_RE's groups as struct column `i`, picked by position among
+    the lines' tokens (`_init_at`), each form of line (usually one a file) on its own."""
+    msg = pl.col("msg")
+    tok = init.with_columns(
+        _t=msg.str.split_exact(" ", 17),
+        _form=(~msg.str.starts_with("comm ")).cast(pl.Int8) * 4
+        + msg.str.contains(" nvmlDev ", literal=True).cast(pl.Int8) * 2
+        + msg.str.contains(" commId ", literal=True).cast(pl.Int8),
+    ).unnest("_t")
+    forms = tok.get_column("_form").unique().to_list()
+    parts = []
+    for form in forms:
+        at = _init_at(form >> 2, (form >> 1) & 1, form & 1)
+        part = tok if len(forms) == 1 else tok.filter(pl.col("_form") == form)
+        no = pl.lit(None, dtype=pl.String)
+        parts.append(
+            part.select(
+                *init.columns,
+                i=pl.struct(**{k: no if at[k] is None else pl.col(f"field_{at[k]}") for k in _INIT_GROUPS}),
+            )
+        )
+    return parts[0] if len(parts) == 1 else pl.concat(parts).sort("line")
 
 
 def _init_fields(init: pl.DataFrame) -> pl.DataFrame:
     """The lines of `init` (holding ` - Init `) that INIT_RE matches, with struct column `i` =
-    `msg.str.extract_groups(INIT_RE)`: lines of the usual full form read by token position (a capture regex over every Init line of a communicator-heavy log is the slow part), the
-    others by INIT_RE."""
+    `msg.str.extract_groups(INIT_RE)`: lines of the usual forms read by token position (a capture regex over
+    every Init line of a communicator-heavy log is the slow part), the others by INIT_RE."""
     msg = pl.col("msg")
     full = init.get_column("msg").str.contains(arx(_INIT_FULL)).fill_null(False)
     if not full.all():
@@ -2266,16 +2308,7 @@ def _init_fields(init: pl.DataFrame) -> pl.DataFrame:
         return init.with_columns(i=pl.lit(None, dtype=_groups_dtype(INIT_RE)))
     if not full.any():
         return init.with_columns(i=msg.str.extract_groups(arx(INIT_RE)))
-    tok = init.filter(full).with_columns(_t=msg.str.split_exact(" ", 17)).unnest("_t")
-    fn = pl.col("field_0") != "comm"
-    a = tok.with_columns(
-        i=pl.struct(
-            **{
-                k: pl.when(fn).then(pl.col(f"field_{j + 1}")).otherwise(pl.col(f"field_{j}"))
-                for k, j in _INIT_TOKENS.items()
-            }
-        )
-    ).select(*init.columns, "i")
+    a = _init_tokens(init.filter(full))
     if full.all():
         return a
     b = init.filter(~full).with_columns(i=msg.str.extract_groups(arx(INIT_RE)))

@@ -276,3 +276,40 @@ def test_malformed_coll_and_init_numbers_do_not_fail_the_file() -> None:
     coll = result.tables["comms"].filter(pl.col("record") == "coll")
     assert coll.select("seq", "count", "value").rows() == [(3, None, 3.0)]
     assert check_accounting(result, lines)
+
+
+INIT_FORMS = [
+    # 2.18+, before 2.18, and each optional part alone; with and without the function name
+    "comm 0x55b1f7d09a10 rank 2 nranks 4 cudaDev 0 nvmlDev 0 busId 18000 commId 0x9f2c - Init START",
+    "ncclCommInitRank comm 0x55b1f7d09a10 rank 2 nranks 4 cudaDev 0 nvmlDev 0 busId 18000 commId 0x9f2c - Init COMPLETE",
+    "comm 0x5581b3ec5e90 rank 0 nranks 16 cudaDev 0 busId 1b000 - Init COMPLETE",
+    "ncclCommInitRankConfig comm 0x77 rank 7 nranks 8 cudaDev 7 busId db000 - Init START",
+    "comm 0x55d0c3a0 rank 3 nranks 64 cudaDev 3 busId 48000 commId 0x1f2e3d4c5b6a7988 - Init COMPLETE",
+    "ncclCommSplit comm 0xAB rank 1 nranks 2 cudaDev 1 nvmlDev 5 busId 2A000 - Init COMPLETE",
+]
+INIT_OTHERS = [
+    # INIT_RE matches these, `_INIT_FULL` does not: read by the regex
+    "comm 0x77 rank 0 nranks 8 cudaDev 1 nvmlDev 3 busId 2a000 commId 0x1 localRank 0 - Init COMPLETE",
+    "comm 0x77 rank 0 nranks 8 cudaDev 1 - Init START",
+    "comm 0x77 rank 0 nranks 8 cudaDev 1 busId 2a000 commId 0x1 - Init COMPLETE ",
+    "init.cc:1234 comm 0x77 rank 0 nranks 8 cudaDev 1 busId 2a000 - Init COMPLETE",
+    "comm 0x77 rank ٣ nranks 8 cudaDev 1 busId 2a000 - Init COMPLETE",
+    # and lines it does not match at all: left out
+    "comm 0x77 rank x nranks 8 cudaDev 1 busId 2a000 - Init COMPLETE",
+    "Init COMPLETE",
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(INIT_FORMS + INIT_OTHERS), min_size=1, max_size=30))
+def test_init_fields_read_by_token_as_init_re_reads_them(msgs: list[str]) -> None:
+    """`_init_fields` reads every usual form of Init line by token position, the others by INIT_RE: the same
+    groups as INIT_RE's on every line it matches, in line order, whatever forms a file mixes."""
+    df = pl.DataFrame({"line": range(len(msgs)), "msg": msgs})
+    want = df.filter(pl.col("msg").str.contains(nccl.INIT_RE)).with_columns(
+        i=pl.col("msg").str.extract_groups(nccl.INIT_RE)
+    )
+    got = nccl._init_fields(df)
+    assert got.equals(want)
+    by_token = df.filter(pl.col("msg").str.contains(nccl._INIT_FULL)).get_column("msg").to_list()
+    assert set(by_token) == set(msgs) & set(INIT_FORMS)
