@@ -54,7 +54,15 @@ import polars as pl
 
 from parsers import _common, _nccl_small
 from parsers import torch_distributed as td
-from parsers._common import _ANY_ENVELOPE, _ENVELOPE_FIELDS, ENVELOPES, arx, envelope_struct, nccl_bus_id
+from parsers._common import (
+    _ANY_ENVELOPE,
+    _ENVELOPE_FIELDS,
+    ENVELOPES,
+    arx,
+    envelope_struct,
+    nccl_bus_id,
+    repeated,
+)
 from parsers._nccl_merge import merge_chunks, shift_lines  # noqa: F401 - the ingest's hooks for a file read in pieces
 from parsers._sniff import contains, guarded, head_text, may_match, required_literals
 from parsers.base import FileContext, ParseResult, account, numbered
@@ -624,7 +632,7 @@ def _join_sparse(
         texts, ascii = frame.get_column("text"), bool(_common._ascii)
         wrap_width = lambda: _wrap_width(texts, ascii)  # noqa: E731
     got = _join_rows(frame.select("body", "known")[at], wrap_width)
-    cont = pl.repeat(False, frame.height, dtype=pl.Boolean, eager=True).scatter(at, got.get_column("cont"))
+    cont = repeated(False, frame.height, pl.Boolean).scatter(at, got.get_column("cont"))
     body = frame.get_column("body").clone().scatter(at, got.get_column("body"))
     return frame.with_columns(body, cont.alias("cont"))
 
@@ -1821,7 +1829,7 @@ def _empty_lane(height: int, first: int, src: pl.DataFrame | None = None) -> Fas
     )
     lines = pl.DataFrame(schema={"line": pl.Int64, "text": pl.String})
     return FastLane(
-        mask=pl.repeat(False, height, dtype=pl.Boolean, eager=True).alias("fast"),
+        mask=repeated(False, height, pl.Boolean).alias("fast"),
         first=first,
         heads=heads,
         rest=pl.DataFrame(schema=_N_SCHEMA),
@@ -2040,7 +2048,7 @@ def _coll_groups(base: pl.DataFrame) -> _CollCands | None:
         cand = oc.is_not_null()
     else:
         keyed = cf.join(groups.filter(pl.col("_k").is_not_null()), on=["ho", "tail", "ok"], how="semi")
-        cand = pl.repeat(False, base.height, dtype=pl.Boolean, eager=True)
+        cand = repeated(False, base.height, pl.Boolean)
         cand = cand.scatter(keyed.get_column("_i"), True)
     return _CollCands(cand=cand.alias("cand"), lines=cf, groups=groups)
 
@@ -2076,7 +2084,7 @@ def _coll_read(cg: _CollCands, base: pl.DataFrame, u: pl.DataFrame) -> tuple[pl.
     taken = None
     if ok.height < gr.height:
         lines = cg.lines.join(ok.select("ho", "tail", "ok"), on=["ho", "tail", "ok"], how="semi")
-        taken = pl.repeat(False, base.height, dtype=pl.Boolean, eager=True)
+        taken = repeated(False, base.height, pl.Boolean)
         taken = taken.scatter(lines.get_column("_i"), True)
     texts = base.get_column("text")
     coll = ok.select(
@@ -2156,13 +2164,13 @@ def _strict_coll(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     )
     good = groups.get_column("good")
     if not good.any():
-        return _empty_coll(), pl.repeat(False, rows.height, dtype=pl.Boolean, eager=True).alias("strict")
+        return _empty_coll(), repeated(False, rows.height, pl.Boolean).alias("strict")
     if good.all():
         pos = cf.get_column("_i")
     else:
         bad = groups.filter(~pl.col("good")).select("hc", "op", "tail", "ok")
         pos = cf.join(bad, on=["hc", "op", "tail", "ok"], how="anti").get_column("_i")
-    strict = pl.repeat(False, rows.height, dtype=pl.Boolean, eager=True).alias("strict").scatter(pos, True)
+    strict = repeated(False, rows.height, pl.Boolean).alias("strict").scatter(pos, True)
     groups = groups.filter(pl.col("good"))
     texts = rows.get_column("text")
     ends = pl.DataFrame(
@@ -2269,22 +2277,45 @@ def _init_at(fn: int, nvml: int, commid: int) -> dict[str, int | None]:
     }  # fmt: skip
 
 
-def _init_tokens(init: pl.DataFrame) -> pl.DataFrame:
-    """`init` (lines `_INIT_FULL` matches) with INIT_RE's groups as struct column `i`, picked by position among
-    the lines' tokens (`_init_at`), each form of line (usually one a file) on its own."""
+def _init_form(fn: int, nvml: int, commid: int) -> str:
+    """The `_INIT_FULL` lines of one form: after a function name when `fn`, with `nvmlDev` and `commId` when
+    `nvml`, `commid`."""
+    return (
+        "^"
+        + (r"ncclComm[A-Za-z]* " if fn else "")
+        + r"comm 0x[0-9a-fA-F]+ rank [0-9]+ nranks [0-9]+ cudaDev [0-9]+"
+        + (r" nvmlDev [0-9]+" if nvml else "")
+        + r" busId [0-9a-fA-F]+"
+        + (r" commId 0x[0-9a-fA-F]+" if commid else "")
+        + r" - Init (?:START|COMPLETE)$"
+    )
+
+
+def _form_of(msg: str) -> tuple[int, int, int]:
+    """The form (`_init_at`'s arguments) an `_INIT_FULL` line `msg` has."""
+    return int(not msg.startswith("comm ")), int(" nvmlDev " in msg), int(" commId " in msg)
+
+
+def _init_tokens(init: pl.DataFrame, form: tuple[int, int, int] | None = None) -> pl.DataFrame:
+    """`init` (lines `_INIT_FULL` matches; all of the one `form` when given) with INIT_RE's groups as struct
+    column `i`, picked by position among the lines' tokens (`_init_at`), each form of line on its own."""
     msg = pl.col("msg")
-    tok = init.with_columns(
-        _t=msg.str.split_exact(" ", 17),
-        _form=(~msg.str.starts_with("comm ")).cast(pl.Int8) * 4
-        + msg.str.contains(" nvmlDev ", literal=True).cast(pl.Int8) * 2
-        + msg.str.contains(" commId ", literal=True).cast(pl.Int8),
-    ).unnest("_t")
-    forms = tok.get_column("_form").unique().to_list()
+    if form is not None:
+        tok = init.with_columns(_t=msg.str.split_exact(" ", 17)).unnest("_t")
+        forms = [form]
+    else:
+        tok = init.with_columns(
+            _t=msg.str.split_exact(" ", 17),
+            _form=(~msg.str.starts_with("comm ")).cast(pl.Int8) * 4
+            + msg.str.contains(" nvmlDev ", literal=True).cast(pl.Int8) * 2
+            + msg.str.contains(" commId ", literal=True).cast(pl.Int8),
+        ).unnest("_t")
+        forms = [(f >> 2, (f >> 1) & 1, f & 1) for f in tok.get_column("_form").unique().to_list()]
     parts = []
-    for form in forms:
-        at = _init_at(form >> 2, (form >> 1) & 1, form & 1)
-        part = tok if len(forms) == 1 else tok.filter(pl.col("_form") == form)
-        no = pl.lit(None, dtype=pl.String)
+    no = pl.lit(None, dtype=pl.String)
+    for fn, nvml, commid in forms:
+        at = _init_at(fn, nvml, commid)
+        part = tok if len(forms) == 1 else tok.filter(pl.col("_form") == fn * 4 + nvml * 2 + commid)
         parts.append(
             part.select(
                 *init.columns,
@@ -2297,9 +2328,15 @@ def _init_tokens(init: pl.DataFrame) -> pl.DataFrame:
 def _init_fields(init: pl.DataFrame) -> pl.DataFrame:
     """The lines of `init` (holding ` - Init `) that INIT_RE matches, with struct column `i` =
     `msg.str.extract_groups(INIT_RE)`: lines of the usual forms read by token position (a capture regex over
-    every Init line of a communicator-heavy log is the slow part), the others by INIT_RE."""
+    every Init line of a communicator-heavy log is the slow part), the others by INIT_RE. Where every line
+    has the first line's form (most logs: one NCCL version), one regex of that form says so."""
     msg = pl.col("msg")
-    full = init.get_column("msg").str.contains(arx(_INIT_FULL)).fill_null(False)
+    msgs = init.get_column("msg")
+    if init.height and msgs[0] is not None:
+        form = _form_of(msgs[0])
+        if msgs.str.contains(arx(_init_form(*form))).fill_null(False).all():
+            return _init_tokens(init, form)
+    full = msgs.str.contains(arx(_INIT_FULL)).fill_null(False)
     if not full.all():
         # the others: those INIT_RE matches (every full-form line does)
         init = init.filter(full | msg.str.contains(arx(INIT_RE)).fill_null(False))
@@ -2544,7 +2581,7 @@ def _family_rows_frame(
         if torch_ev.height:
             parts["events"].append(torch_ev)
     else:
-        torch_ok = pl.repeat(False, td_frame.height, dtype=pl.Boolean, eager=True).alias("_ok")
+        torch_ok = repeated(False, td_frame.height, pl.Boolean).alias("_ok")
     if last_rows is not None:
         last = td.last_error_events(last_rows, ctx)
         if last is not None:
@@ -2566,7 +2603,7 @@ def _family_rows_frame(
         .to_series()
     )
     if nfast:
-        understood = pl.repeat(True, base.height, dtype=pl.Boolean, eager=True).alias("known")
+        understood = repeated(True, base.height, pl.Boolean).alias("known")
         understood = understood.scatter((~fast.mask).arg_true(), slow_ok) if len(slow_ok) else understood
     else:
         understood = slow_ok

@@ -313,3 +313,15 @@ def test_init_fields_read_by_token_as_init_re_reads_them(msgs: list[str]) -> Non
     assert got.equals(want)
     by_token = df.filter(pl.col("msg").str.contains(nccl._INIT_FULL)).get_column("msg").to_list()
     assert set(by_token) == set(msgs) & set(INIT_FORMS)
+
+
+@pytest.mark.parametrize("first", INIT_FORMS + INIT_OTHERS)
+def test_init_fields_of_one_form_or_led_by_another(first: str) -> None:
+    """A file of one form (the first line's regex alone says so) and files whose other lines differ from their
+    first: the same groups as INIT_RE's."""
+    for msgs in ([first] * 5, [first, *INIT_FORMS], [first] * 3 + [INIT_OTHERS[0]]):
+        df = pl.DataFrame({"line": range(len(msgs)), "msg": msgs})
+        want = df.filter(pl.col("msg").str.contains(nccl.INIT_RE)).with_columns(
+            i=pl.col("msg").str.extract_groups(nccl.INIT_RE)
+        )
+        assert nccl._init_fields(df).equals(want)
