@@ -62,6 +62,7 @@ from forensics.schema import (
     get_schema,
     matches,
 )
+from parsers._common import repeated
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, lines_from_bytes, lines_of_many
 
 
@@ -1717,6 +1718,10 @@ def _unique(files: list[BundleFile]) -> list[BundleFile]:
     return [f for f in files if not (f.path in seen or seen.add(f.path))]  # type: ignore[func-returns-value]
 
 
+DASK_CONNECT_TIMEOUT = "20s"
+"""How long `--dask` waits for the scheduler to answer before it says it cannot reach it."""
+
+
 def _dask_client(address: str) -> Any:
     """Connect to the Dask scheduler at `address`.
 
@@ -1728,7 +1733,7 @@ def _dask_client(address: str) -> Any:
     except ImportError:
         raise UsageError("--dask needs Dask distributed: pip install 'gpu-forensics[dask]'") from None
     try:
-        return Client(address, timeout="20s")
+        return Client(address, timeout=DASK_CONNECT_TIMEOUT)
     except (OSError, TimeoutError, ValueError) as exc:
         raise UsageError(f"cannot reach the Dask scheduler at '{address}': {exc}") from None
 
@@ -2448,7 +2453,7 @@ def _gathered_rows(df: pl.DataFrame, order: pl.Series) -> pl.DataFrame:
     n = df.height
     return pl.DataFrame(
         [
-            pl.repeat(None, n, dtype=c.dtype, eager=True).alias(c.name)
+            repeated(None, n, c.dtype).alias(c.name)
             if c.null_count() == n
             else (c.rechunk() if c.n_chunks() > 1 else c).gather(order)
             for c in df.get_columns()

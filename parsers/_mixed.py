@@ -31,7 +31,7 @@ import polars as pl
 from parsers import _step_grammars as g
 from parsers import nccl, step_log
 from parsers import torch_distributed as td
-from parsers._common import _ANY_ENVELOPE
+from parsers._common import _ANY_ENVELOPE, repeated
 from parsers.base import FileContext, ParseResult
 
 FAMILY_MARKS = [
@@ -550,7 +550,7 @@ def _family(
 
 def _false(n: int) -> pl.Series:
     """A new all-false column (`Series.scatter` writes in place)."""
-    return pl.repeat(False, n, dtype=pl.Boolean, eager=True).alias("f")
+    return repeated(False, n, pl.Boolean).alias("f")
 
 
 def _whole(lines: pl.Series, ctx: FileContext) -> tuple[nccl.FamilyRows, int]:

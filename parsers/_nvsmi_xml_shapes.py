@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from parsers._common import repeated
 from parsers.base import FileContext
 
 if TYPE_CHECKING:
@@ -149,7 +150,7 @@ def verify(
         for c, n in zip(cands, sizes, strict=True):
             if c is None:
                 for name, dt in zip("sxpqk", _DTYPES, strict=True):
-                    parts[name].append(pl.repeat(None, n, dtype=dt, eager=True))
+                    parts[name].append(repeated(None, n, dt))
             else:
                 for name, col in zip("sxpqk", (c.shape, c.suffix, c.plen, c.slen, c.kind), strict=True):
                     parts[name].append(col)

@@ -33,7 +33,7 @@ from functools import lru_cache
 import polars as pl
 
 from forensics.schema import columns
-from parsers._common import _ANY_ENVELOPE, split_envelopes
+from parsers._common import _ANY_ENVELOPE, repeated, split_envelopes
 from parsers._common import json_detail as _json_detail
 from parsers._small import MAX_BYTES, FallbackError, json_object, small_texts
 from parsers._small import UNSAFE as _UNSAFE
@@ -574,7 +574,7 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
         idx = here.get_column("_r")
         f = f.with_columns(
             **{
-                c: pl.repeat(None, f.height, dtype=pl.String, eager=True).scatter(idx, here.get_column(c))
+                c: repeated(None, f.height, pl.String).scatter(idx, here.get_column(c))
                 for c in ("_fmt", "_dev", "_port")
             }
         )
@@ -1755,7 +1755,7 @@ def _reading_numbers(frame: pl.DataFrame, keys: list[str]) -> pl.Series:
     for 6k rows, these ~1-2)."""
     n = frame.height
     if n == 0 or frame.select(pl.struct(keys).n_unique()).item() == n:
-        return pl.repeat(0, n, dtype=pl.Int64, eager=True)
+        return repeated(0, n, pl.Int64)
     rows = frame.select(keys).with_row_index("_r").group_by(keys).agg(pl.col("_r"))
     spread = rows.select("_r", _n=pl.int_ranges(pl.col("_r").list.len(), dtype=pl.Int64)).explode("_r", "_n")
     return spread.sort("_r").get_column("_n")

@@ -34,6 +34,7 @@ from datetime import date
 import polars as pl
 
 from parsers import _kernel_events as kev
+from parsers._common import repeated
 from parsers._sniff import any_of, contains, guarded, head_text, required_literals
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
 
@@ -1445,7 +1446,7 @@ def _constant(name: str, value: object, n: int, dtype: pl.DataType) -> pl.Series
     """A column of `n` times `value` (from a Python list when short, else `repeat`)."""
     if n <= kev.SMALL_ROWS:
         return pl.Series(name, [value] * n, dtype=dtype)
-    return pl.repeat(value, n, dtype=dtype, eager=True).alias(name)
+    return repeated(value, n, dtype).alias(name)
 
 
 def _drop_lines(df: pl.DataFrame, lines: pl.Series) -> pl.DataFrame:
@@ -1580,7 +1581,7 @@ def _iso_fast_then_full(raw: pl.Series) -> pl.Series:
             idx = shaped.arg_true()
             rest = (~shaped.fill_null(False)).arg_true()
             out = _iso_arith(raw.gather(idx))
-            res = pl.repeat(None, len(raw), dtype=UTC_US, eager=True).scatter(idx, out)
+            res = repeated(None, len(raw), UTC_US).scatter(idx, out)
             return res.scatter(rest, _iso_rowwise(raw.gather(rest))) if len(rest) else res
     return _iso_rowwise(raw)
 
@@ -1933,7 +1934,7 @@ def _linux_version_lines(out: pl.DataFrame, literal_rows: list[pl.Series] | None
     literal_rows.append(lit)
     at = lit.fill_null(False).arg_true()
     found = msg.gather(at).str.starts_with("Linux version ")
-    return pl.repeat(False, out.height, eager=True).scatter(at, found)
+    return repeated(False, out.height, pl.Boolean).scatter(at, found)
 
 
 _EMB_RX = r"^\[\s*(\d+\.\d+)\]\s?"
@@ -2231,7 +2232,7 @@ def _boot_segments_by_host(out: pl.DataFrame) -> pl.Series:
     reset = (up.is_not_null() & prev.is_not_null() & (up < prev - 5.0)) | pl.col("_lv")
     k = reset.fill_null(False).cast(pl.Int32).cum_sum()
     seg = sub.select(((k.max() - k).cast(pl.Int32)).over("host")).to_series()
-    return pl.repeat(None, out.height, dtype=pl.Int32, eager=True).alias("boot_seg").scatter(sub.get_column("_i"), seg)
+    return repeated(None, out.height, pl.Int32).alias("boot_seg").scatter(sub.get_column("_i"), seg)
 
 
 _HMS_OK = r"^(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d$"

@@ -24,6 +24,7 @@ from typing import Any
 import polars as pl
 
 from parsers import _nvsmi_fields as F
+from parsers._common import repeated
 from parsers.base import FileContext, ParseResult, Tally
 
 NAME = "nvidia-smi"
@@ -472,8 +473,8 @@ def _verify(
     if any(c is not None for c in cands):
         shape, kind = [], []
         for c, n in zip(cands, sizes, strict=True):
-            shape.append(c.shape if c is not None else pl.repeat(None, n, dtype=pl.String, eager=True))
-            kind.append(c.kind if c is not None else pl.repeat(None, n, dtype=pl.Int8, eager=True))
+            shape.append(c.shape if c is not None else repeated(None, n, pl.String))
+            kind.append(c.kind if c is not None else repeated(None, n, pl.Int8))
         cols["s"] = pl.concat(shape, rechunk=True)
         cols["k"] = pl.concat(kind, rechunk=True)
         # (= the line starts with the shape's where it is `_PREFIX`, is it where `_WHOLE`: no when/then)
@@ -755,7 +756,7 @@ def _inventories(
             "component": big.get_column("component"),
             "attribute": big.get_column("attribute"),
             "value": values.gather(at).fill_null(big.get_column("_s")),
-            "source": pl.repeat("nvidia-smi-q", n * r, dtype=schema["source"], eager=True),
+            "source": repeated("nvidia-smi-q", n * r, schema["source"]),
             "file": pl.Series([c.path for c in ctxs], dtype=schema["file"]).gather(fi),
             "line": big.get_column("line"),
         }

@@ -28,6 +28,7 @@ from typing import Any
 import polars as pl
 
 from parsers import _nvsmi_fields as F
+from parsers._common import repeated
 from parsers._sniff import head_text
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult
 
@@ -435,7 +436,7 @@ def _index_type(code: pl.Series) -> pl.Series:
 def _tail_places(tail: pl.Series) -> tuple[pl.Series, pl.Series]:
     """The first row of each tail number in `tail` (in order of appearance), each row's place among them."""
     firsts = tail.arg_unique()
-    place = pl.repeat(0, int(tail.max()) + 1, dtype=pl.UInt32, eager=True)  # type: ignore[arg-type]
+    place = repeated(0, int(tail.max()) + 1, pl.UInt32)  # type: ignore[arg-type]
     place = place.scatter(tail.gather(firsts), pl.int_range(len(firsts), dtype=pl.UInt32, eager=True))
     return firsts, place.gather(tail)
 
@@ -463,7 +464,7 @@ def _stamps(cells: pl.Series) -> pl.Series:
 
     usual = (cells.str.len_bytes() == 23).fill_null(False)
     at = usual.arg_true()
-    micros = pl.repeat(None, len(cells), dtype=pl.Int64, eager=True)
+    micros = repeated(None, len(cells), pl.Int64)
     fast = pl.Series([], dtype=pl.UInt32)
     if len(at):
         # (the cells' bytes read by polars into an array of 23 bytes a row, which numpy reads in place: no
@@ -508,7 +509,7 @@ def _stamps(cells: pl.Series) -> pl.Series:
         micros = micros.scatter(fast, pl.Series(value[row_ok]))
     ts = micros.cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
     if len(fast) < len(cells):
-        rest = pl.repeat(True, len(cells), dtype=pl.Boolean, eager=True)
+        rest = repeated(True, len(cells), pl.Boolean)
         rest = (rest.scatter(fast, False) if len(fast) else rest).arg_true()
         ts = ts.scatter(rest, pl.select(_timestamp(pl.lit(cells.gather(rest)))).to_series())
     return ts
@@ -647,7 +648,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
             "line": pl.int_range(ctx.first_line, ctx.first_line + n_lines, dtype=pl.Int64, eager=True),
             "text": text,
             "raw": text,
-            "host": pl.repeat(None, n_lines, dtype=pl.String, eager=True),
+            "host": repeated(None, n_lines, pl.String),
         }
     )  # (= numbered(lines, ctx) with text nulls as "", raw = text, host null: one frame, no with_columns)
     frame, headers_ok = _hosts_and_headers(frame)

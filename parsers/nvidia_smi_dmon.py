@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 from parsers import _nvsmi_fields as F
+from parsers._common import repeated
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult
 
 NAME = "nvidia-smi-dmon"
@@ -253,7 +254,7 @@ def _rows_bytes(texts: pl.Series, width: int) -> tuple[np.ndarray, int]:
     no joined copy in a Python `bytes` (a 16 MB range: ~13 MB of fresh pages for the kernel to map and zero
     each time; ~3 -> ~2.4 ms of CPU besides)."""
     npad = -(-8 // width)
-    spaces = pl.repeat(" " * width, npad, dtype=pl.String, eager=True)
+    spaces = repeated(" " * width, npad, pl.String)
     rows = pl.concat([spaces, texts.cast(pl.String)]).cast(pl.Binary)
     return rows.bin.reinterpret(dtype=pl.Array(pl.UInt8, width)).to_numpy().reshape(-1), npad * width
 
@@ -376,9 +377,9 @@ def _fixed_width(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, p
         ).to_series()
         cols["ts"] = ts.gather(run)
     else:
-        cols["ts"] = pl.repeat(None, m, dtype=F.UTC, eager=True)
+        cols["ts"] = repeated(None, m, F.UTC)
     cols["gpu_index"] = (
-        values["gpu"].cast(pl.Int32) if "gpu" in values else pl.repeat(None, m, dtype=pl.Int32, eager=True)
+        values["gpu"].cast(pl.Int32) if "gpu" in values else repeated(None, m, pl.Int32)
     )
     skip = _skip(fields)
     rest = [f for f in fields if f not in _MAP and f not in skip]
@@ -388,7 +389,7 @@ def _fixed_width(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, p
         extra = pl.select(encoded).to_series()
         cols["extra"] = extra.gather(run)
     else:
-        cols["extra"] = pl.repeat(None, m, dtype=pl.String, eager=True)
+        cols["extra"] = repeated(None, m, pl.String)
     for f, col in _MAP.items():
         if f in values:
             cols[col] = values[f].cast(pl.Int64) if col in F.INT_COLUMNS else values[f]
@@ -483,10 +484,10 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
     head_pos, marks, sigs, sig_of_header = _headers(text)
     # the field list of the governing header (the last one above; null: none yet); header and units lines
     # themselves are never data
-    sig = pl.repeat(None, n, dtype=pl.Int64, eager=True)
+    sig = repeated(None, n, pl.Int64)
     if len(head_pos):
         sig = sig.scatter(head_pos, pl.Series(sig_of_header, dtype=pl.Int64)).forward_fill()
-    mark = pl.repeat(False, n, dtype=pl.Boolean, eager=True)
+    mark = repeated(False, n, pl.Boolean)
     if len(marks):
         mark = mark.scatter(marks, True)
     frame = pl.DataFrame(
@@ -644,7 +645,7 @@ def _parse_batch(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseRe
     hi = head_pos.search_sorted(pos, side="right").cast(pl.Int64)
     head_file = pl.Series([-1, *file_of.gather(head_pos).to_list()], dtype=pl.Int64)
     sig_s = pl.Series([None, *sig_of_header], dtype=pl.Int64)
-    mark = pl.repeat(False, n, dtype=pl.Boolean, eager=True)
+    mark = repeated(False, n, pl.Boolean)
     if len(marks):
         mark = mark.scatter(marks, True)
     frame = pl.DataFrame(

@@ -34,7 +34,7 @@ import polars as pl
 
 from forensics.schema import UTC_US, conform
 from parsers import _step_grammars as g
-from parsers._common import ENVELOPES, is_ascii
+from parsers._common import ENVELOPES, is_ascii, repeated
 from parsers._nccl_merge import merge_chunks, shift_lines  # noqa: F401 - the ingest's hooks (its NCCL lines' rows)
 from parsers._sniff import (
     GatePlan,
@@ -458,7 +458,7 @@ def _num(expr: pl.Expr) -> pl.Expr:
 
 def _false(n: int) -> pl.Series:
     """A new all-false column of `n` values (`Series.scatter` writes in place)."""
-    return pl.repeat(False, n, dtype=pl.Boolean, eager=True)
+    return repeated(False, n, pl.Boolean)
 
 
 def other_lines(n: int, at: pl.Series) -> pl.Series:
@@ -468,7 +468,7 @@ def other_lines(n: int, at: pl.Series) -> pl.Series:
 
 def _nulls(name: str, n: int, dtype: pl.DataType) -> pl.Series:
     """`pl.Series(name, [None] * n, dtype=dtype)` without the Python list."""
-    return pl.repeat(None, n, dtype=dtype, eager=True).alias(name)
+    return repeated(None, n, dtype).alias(name)
 
 
 def _key(text: pl.Expr, pattern: str) -> pl.Expr:
@@ -694,7 +694,7 @@ def _present(
         idx, cf = titan
         canon = cf.get_column("_canon")
         if canon.any():
-            other = pl.repeat(True, seg.height, dtype=pl.Boolean, eager=True)
+            other = repeated(True, seg.height, pl.Boolean)
             other = other.scatter(idx.filter(canon), False)
             # (a gate in `_h0` + `step:` lies in `_h0` or ends in that `step:`, and then lies in the last
             # `_STEP_REACH` characters of `_h0` and the `step:`: those ends are few distinct texts)
@@ -706,7 +706,7 @@ def _present(
         other = ~mm if other is None else other & ~mm
         heads.append(minmax[1] + "(")
     if bars is not None and bars[0].len():
-        keep = pl.repeat(True, seg.height, dtype=pl.Boolean, eager=True).scatter(bars[0], False)
+        keep = repeated(True, seg.height, pl.Boolean).scatter(bars[0], False)
         other = keep if other is None else other & keep
         heads += bars[1]
     if other is not None:
@@ -853,7 +853,7 @@ def _strip_envelopes(seg: pl.DataFrame) -> pl.DataFrame:
             rest=rest_s.scatter(i, rest_s.gather(i).str.slice(p.str.len_chars())),
             env_rank=_nulls("env_rank", seg.height, pl.Int32).scatter(i, got.get_column("env_rank")),
             host=_nulls("host", seg.height, pl.String).scatter(i, got.get_column("host")),
-            _key=pl.repeat("|", seg.height, dtype=pl.String, eager=True).scatter(
+            _key=repeated("|", seg.height, pl.String).scatter(
                 i, got.get_column("_key").fill_null("|")
             ),
         )
@@ -4722,7 +4722,7 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
     ok_h = mh.struct.field("1").is_not_null()
     ch = ch.filter(ok_h)
     mh = mh.filter(ok_h).struct.field("2").cast(pl.Int32, strict=False).fill_null(_NO_SRUN)
-    typ = pl.repeat(0, n, dtype=pl.Int8, eager=True)
+    typ = repeated(0, n, pl.Int8)
     typ = typ.scatter(ci, 1).scatter(ch, 2).scatter(ce, 3)
     # the stream (srun rank) of each line: lane-shaped lines from their groups, the others from their envelope
     others = (typ == 0).arg_true()
@@ -4766,7 +4766,7 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
     o_rank = pl.select(pl.when(pl.lit(triaged)).then(pl.lit(o_rank)).otherwise(_NO_SRUN)).to_series()
     framed = _one_stream_units(typ, ci, ch, mh, ce, me.get_column("rank"), others, o_rank, lane_ranks)
     if framed is None:  # (the general framing: the unit streams' lines, by windows over each stream)
-        rank = pl.repeat(None, n, dtype=pl.Int32, eager=True)
+        rank = repeated(None, n, pl.Int32)
         rank = rank.scatter(others, o_rank).scatter(ci, i_rank)
         rank = rank.scatter(ch, mh).scatter(ce, me.get_column("rank"))
         # lines of the unit streams, in line order: which form units
