@@ -438,9 +438,11 @@ def test_dask_ingest_parses_a_large_log_in_ranges(
     assert read_table(tmp_path / "local", "events").equals(read_table(tmp_path / "dask", "events"))
 
 
-def test_dask_unreachable_scheduler_is_a_clear_error(tmp_path: Path) -> None:
+def test_dask_unreachable_scheduler_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("distributed")
     from forensics.errors import UsageError
+
+    monkeypatch.setattr(ingest_mod, "DASK_CONNECT_TIMEOUT", "2s")  # (nothing answers at port 1: no wait)
 
     src = make_bundle(tmp_path, {"node-001/dmesg.log": xid_lines(1)})
     with pytest.raises(UsageError, match="cannot reach the Dask scheduler at 'tcp://127.0.0.1:1'"):

@@ -106,7 +106,7 @@ def test_fam10_flags_on_generated_nccl_logs(tmp_path: Path, seed: int) -> None:
     both_ways(lines_from_bytes(out.read_bytes()))
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(st.lists(nccl_lines(), min_size=1, max_size=40), st.integers(1, 3))
 def test_fam10_flags_on_random_mixes(lines: list[str], first_line: int) -> None:
     both_ways(pl.Series("line", lines, dtype=pl.String), first_line)

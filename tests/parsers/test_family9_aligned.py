@@ -83,7 +83,7 @@ PIECES = [
 ]
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(st.lists(st.sampled_from(PIECES), min_size=1, max_size=30))
 def test_aligned_same_on_generated(lines: list[str]) -> None:
     _same(pl.Series("t", lines, dtype=pl.String))

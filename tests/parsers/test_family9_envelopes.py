@@ -47,7 +47,7 @@ def test_keyed_envelopes_equal_envelope_struct(lines: list[str], n: int, ascii: 
     _check([lines[i % len(lines)] for i in range(n)], ascii)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(st.lists(_line, min_size=nccl._PY_ENVELOPE_ROWS + 1, max_size=400, unique=True))
 def test_keyed_envelopes_distinct_lines(lines: list[str]) -> None:
     _check(lines, True)

@@ -73,7 +73,7 @@ PIECES = [
 ]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(st.lists(st.sampled_from(PIECES), min_size=1, max_size=25))
 def test_early_return_same_on_generated(lines: list[str]) -> None:
     _same(pl.Series("t", lines, dtype=pl.String))

@@ -154,7 +154,7 @@ def _mixed_lines(draw: st.DrawFn) -> list[str]:
     return out
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=75, deadline=None, suppress_health_check=list(HealthCheck))
 @given(_mixed_lines())
 def test_family_rows_same_on_mutated_lines(monkeypatch: pytest.MonkeyPatch, lines: list[str]) -> None:
     _both_ways(pl.Series(lines, dtype=pl.String), monkeypatch)

@@ -235,7 +235,7 @@ def _check_fast(rows: list[str]) -> None:
             assert got[1][k].n_chunks() == want[1][k].n_chunks()
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(_meg_lines())
 def test_megatron_fast_random(rows: list[str]) -> None:
     _check_fast(rows)

@@ -158,7 +158,7 @@ def _rows(draw: st.DrawFn) -> pl.DataFrame:
     return pl.DataFrame(recs, schema={"line": pl.Int64, "text": pl.String, "hc": pl.UInt32, "level": pl.String, "msg_off": pl.Int64})
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_rows())
 def test_strict_coll_same_on_random_rows(rows: pl.DataFrame) -> None:
     _same(rows)

@@ -236,7 +236,7 @@ def nccl_lines(draw: st.DrawFn) -> str:
     return line
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(st.lists(nccl_lines(), min_size=1, max_size=40), st.integers(1, 3))
 def test_fast_lane_same_as_full_path_on_random_mixes(lines: list[str], first_line: int) -> None:
     series = pl.Series("line", lines, dtype=pl.String)
