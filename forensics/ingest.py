@@ -62,7 +62,6 @@ from forensics.schema import (
     get_schema,
     matches,
 )
-from parsers._common import repeated
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, lines_from_bytes, lines_of_many
 
 
@@ -2453,7 +2452,7 @@ def _gathered_rows(df: pl.DataFrame, order: pl.Series) -> pl.DataFrame:
     n = df.height
     return pl.DataFrame(
         [
-            repeated(None, n, c.dtype).alias(c.name)
+            pl.repeat(None, n, dtype=c.dtype, eager=True).alias(c.name)
             if c.null_count() == n
             else (c.rechunk() if c.n_chunks() > 1 else c).gather(order)
             for c in df.get_columns()
