@@ -38,7 +38,9 @@ def reconcile(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFrame],
     dated = [d for d in dated if len(d)]
     if not dated:
         return tables, []
-    ref = pl.concat(dated).cast(pl.Int64).median()
+    # (one contiguous column: the dated rows come in thousands of chunks, one a part of a large table, whose
+    # median took ~0.7 s of a 1,000-node bundle's 18 M rows, one that took ~0.1 s)
+    ref = pl.concat(dated, rechunk=True).cast(pl.Int64).median()
     if ref is None:
         return tables, []
     notes: list[str] = []

@@ -1443,7 +1443,7 @@ def _py_fast_iso(hit: pl.DataFrame) -> pl.DataFrame | None:
 
 
 def _constant(name: str, value: object, n: int, dtype: pl.DataType) -> pl.Series:
-    """A column of `n` times `value` (from a Python list when short, else `repeat`)."""
+    """A column of `n` times `value` (from a Python list when short, else `repeated`)."""
     if n <= kev.SMALL_ROWS:
         return pl.Series(name, [value] * n, dtype=dtype)
     return repeated(value, n, dtype).alias(name)

@@ -2252,9 +2252,15 @@ def _init_bus_ids(bus: pl.Series) -> pl.Series:
         ids = u.select("bus", _g=_BUS_ID)
     got = bus.to_frame("bus").join(ids, on="bus", how="left", maintain_order="left")
     return got.get_column("_g").alias("gpu_bus_id")
+_INIT_FN = r"ncclComm[A-Za-z]* "
+_INIT_CORE = r"comm 0x[0-9a-fA-F]+ rank [0-9]+ nranks [0-9]+ cudaDev [0-9]+"
+_INIT_NVML = r" nvmlDev [0-9]+"
+_INIT_BUS = r" busId [0-9a-fA-F]+"
+_INIT_COMMID = r" commId 0x[0-9a-fA-F]+"
+_INIT_END = r" - Init (?:START|COMPLETE)$"
+"""The pieces of an Init line (`_INIT_FULL` with each optional one optional, `_init_form` with or without it)."""
 _INIT_FULL = (
-    r"^(?:ncclComm[A-Za-z]* )?comm 0x[0-9a-fA-F]+ rank [0-9]+ nranks [0-9]+ cudaDev [0-9]+(?: nvmlDev [0-9]+)? "
-    r"busId [0-9a-fA-F]+(?: commId 0x[0-9a-fA-F]+)? - Init (?:START|COMPLETE)$"
+    f"^(?:{_INIT_FN})?{_INIT_CORE}(?:{_INIT_NVML})?{_INIT_BUS}(?:{_INIT_COMMID})?{_INIT_END}"
 )
 """An Init line whole, in each of its usual forms: 2.18+ (`nvmlDev`, `commId`), before 2.18 (neither), with one
 of them only, after a function name or not. Each is a run of `key value` tokens in INIT_RE's order, so INIT_RE's
@@ -2281,13 +2287,8 @@ def _init_form(fn: int, nvml: int, commid: int) -> str:
     """The `_INIT_FULL` lines of one form: after a function name when `fn`, with `nvmlDev` and `commId` when
     `nvml`, `commid`."""
     return (
-        "^"
-        + (r"ncclComm[A-Za-z]* " if fn else "")
-        + r"comm 0x[0-9a-fA-F]+ rank [0-9]+ nranks [0-9]+ cudaDev [0-9]+"
-        + (r" nvmlDev [0-9]+" if nvml else "")
-        + r" busId [0-9a-fA-F]+"
-        + (r" commId 0x[0-9a-fA-F]+" if commid else "")
-        + r" - Init (?:START|COMPLETE)$"
+        "^" + (_INIT_FN if fn else "") + _INIT_CORE + (_INIT_NVML if nvml else "") + _INIT_BUS
+        + (_INIT_COMMID if commid else "") + _INIT_END
     )
 
 
