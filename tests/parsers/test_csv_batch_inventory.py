@@ -54,7 +54,8 @@ def test_parse_many_of_long_loops_same_as_each_alone(tmp_path: Path, seed: int) 
     for k in range(8):
         lines = _varied(_loop(tmp_path, seed * 10 + k), rnd)
         lines = lines[: rnd.randint(len(lines) // 2, len(lines))]
-        ctx = FileContext(path=f"n{k}/nvidia-smi-query.csv", node=f"n{k % 4}", first_line=rnd.choice([1, 1, 501]))
+        first = rnd.choice([1, 1, 501])
+        ctx = FileContext(path=f"n{k}/nvidia-smi-query.csv", node=f"n{k % 4}", first_line=first)
         items.append((pl.Series("line", lines, dtype=pl.String), ctx))
     assert sum(len(s) for s, _ in items) >= nvidia_smi_csv._MANY  # (the batch's long path)
     many = nvidia_smi_csv.parse_many(items)
