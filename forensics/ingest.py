@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from multiprocessing import get_context
 from pathlib import Path
+from types import ModuleType
 from typing import Any, NamedTuple
 
 import polars as pl
@@ -1531,7 +1533,7 @@ def _new_pool(jobs: int) -> ProcessPoolExecutor:
     `submit` starts one. The workers are born ignoring SIGINT (`_children_ignore_sigint`): the early pool
     (`_EarlyPool`) starts them during the walk, and a Ctrl-C while one still imports printed its traceback.
     """
-    with _workers_environment(), _children_ignore_sigint():
+    with _workers_environment(), _children_ignore_sigint(), _main_not_imported():
         pool = ProcessPoolExecutor(
             max_workers=jobs, mp_context=get_context("spawn"), initializer=_worker_init
         )
@@ -1804,6 +1806,28 @@ def _run_dask(
         client.cancel(futures)
         raise
     return outcomes
+
+
+@contextmanager
+def _main_not_imported() -> Iterator[None]:
+    """Workers spawned inside do not import this process's `__main__`.
+
+    A spawned process runs the parent's main script again (as `__mp_main__`) before its first task, for the
+    functions defined there; a worker's tasks are functions of modules it imports by name. The `forensics`
+    console script imports the CLI (typer, rich: ~0.16 s of each worker's CPU), and a script without an
+    `if __name__ == "__main__"` guard ran its ingest again in each worker, which then failed to start (the
+    files were parsed in this process, one core idle). While workers start, `__main__` is a module with
+    neither `__spec__` nor `__file__`, which `multiprocessing.spawn` leaves alone."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
 
 
 @contextmanager
