@@ -1826,7 +1826,9 @@ def _main_not_imported() -> Iterator[None]:
     try:
         yield
     finally:
-        if main is not None:
+        if main is None:
+            del sys.modules["__main__"]
+        else:
             sys.modules["__main__"] = main
 
 

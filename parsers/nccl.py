@@ -2252,13 +2252,16 @@ def _init_bus_ids(bus: pl.Series) -> pl.Series:
         ids = u.select("bus", _g=_BUS_ID)
     got = bus.to_frame("bus").join(ids, on="bus", how="left", maintain_order="left")
     return got.get_column("_g").alias("gpu_bus_id")
+
+
 _INIT_FN = r"ncclComm[A-Za-z]* "
 _INIT_CORE = r"comm 0x[0-9a-fA-F]+ rank [0-9]+ nranks [0-9]+ cudaDev [0-9]+"
 _INIT_NVML = r" nvmlDev [0-9]+"
 _INIT_BUS = r" busId [0-9a-fA-F]+"
 _INIT_COMMID = r" commId 0x[0-9a-fA-F]+"
 _INIT_END = r" - Init (?:START|COMPLETE)$"
-"""The pieces of an Init line (`_INIT_FULL` with each optional one optional, `_init_form` with or without it)."""
+"""The pieces of an Init line: `_INIT_FULL` makes the function name, `nvmlDev` and `commId` optional, `_init_form`
+puts each in or leaves it out."""
 _INIT_FULL = (
     f"^(?:{_INIT_FN})?{_INIT_CORE}(?:{_INIT_NVML})?{_INIT_BUS}(?:{_INIT_COMMID})?{_INIT_END}"
 )

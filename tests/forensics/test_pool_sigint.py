@@ -57,6 +57,7 @@ def test_a_script_without_a_main_guard_still_ingests_in_parallel(tmp_path: Path)
     """A script that calls `ingest` at its top level (no `if __name__ == "__main__"`) gets working workers:
     spawn no longer runs it again in each of them."""
     import json
+    import os
     import subprocess
     import sys
 
@@ -78,7 +79,7 @@ def test_a_script_without_a_main_guard_still_ingests_in_parallel(tmp_path: Path)
     root = Path(__file__).resolve().parents[2]
     got = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=600, cwd=root,
-        env={**__import__("os").environ, "PYTHONPATH": str(root)},
+        env={**os.environ, "PYTHONPATH": str(root)},
     )
     assert got.returncode == 0, got.stderr[-2000:]
     assert got.stdout.strip().splitlines()[-1] == "1"
