@@ -4621,7 +4621,8 @@ def _one_stream_units(
 
     The stream: the iteration lines `ci`, the headers `ch` of rank `mh` r, the entries `ce` of rank `e_rank`
     r, the other lines `others` of stream rank `o_rank` r. The shape, from its first iteration line on:
-    each iteration line's next line in the stream is a header at most `ATTACH_GAP` lines below it, or none;
+    each iteration line's next line in the stream is a header at most `ATTACH_GAP` lines below it, an
+    iteration line, or none;
     each header's previous one an iteration line at most `ATTACH_GAP` lines above it; each other line's next
     one an iteration line, another such line, or none. Then every iteration line makes a unit, every header
     is valid, an entry past the first iteration line follows a header with entries only between them, and
@@ -4651,7 +4652,7 @@ def _one_stream_units(
     )
     nt, pt, gap_n, gap_p = t.shift(-1), t.shift(1), pos.shift(-1) - pos, pos - pos.shift(1)
     ok = f.select(
-        ((t != 1) | ((nt == 2) & (gap_n <= ATTACH_GAP)) | nt.is_null()).fill_null(False).all()
+        ((t != 1) | ((nt == 2) & (gap_n <= ATTACH_GAP)) | (nt == 1) | nt.is_null()).fill_null(False).all()
         & ((t != 2) | ((pt == 1) & (gap_p <= ATTACH_GAP))).fill_null(False).all()
         & ((t != 4) | (nt == 1) | (nt == 4) | nt.is_null()).fill_null(False).all()
     ).item()
@@ -4676,16 +4677,17 @@ def _one_stream_units(
 def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | None = None) -> ParseResult | None:
     """`_parse(lines, ctx)` of a Megatron log, under `srun -l` or without it, whose iteration lines are each
     followed in their stream (srun rank; without envelope `_NO_SRUN`) by a `(min, max) time across ranks`
-    block (`_MEG_I`, `_MEG_H`, `_MEG_E`; at least `_MEG_MIN` such units); None otherwise (the caller reads the
-    whole by `_parse`).
+    block or by the next iteration line (`_MEG_I`, `_MEG_H`, `_MEG_E`; at least `_MEG_MIN` such units); None
+    otherwise (the caller reads the whole by `_parse`).
 
     A unit is an iteration line, the next lane-shaped line of its stream a header at most `ATTACH_GAP` lines
-    below it, and the run of entry lines of the stream after that (or an iteration line that ends its
-    stream): what the general reading makes one row of (the iteration fragment the anchor, the block attached
-    to it). A line's stream is the rank of its innermost envelope (`_strip_passes` on the lines with one
-    inside the srun one; one with a host is another stream; one the triage of `_prepare` leaves out is in the
-    stream without envelope, whose key it takes). The values come from `_megatron_frag` (the general code) on
-    the iteration lines, the timers from the entries' groups, and `_finish` does the rest.
+    below it, and the run of entry lines of the stream after that (or an iteration line that the next
+    iteration line of its stream follows, or that ends its stream: a unit without timers, as Megatron prints
+    where no timer is logged): what the general reading makes one row of (the iteration fragment the anchor,
+    the block attached to it). A line's stream is the rank of its innermost envelope (`_strip_passes` on the
+    lines with one inside the srun one; one with a host is another stream; one the triage of `_prepare` leaves
+    out is in the stream without envelope, whose key it takes). The values come from `_megatron_frag` (the
+    general code) on the iteration lines, the timers from the entries' groups, and `_finish` does the rest.
 
     The other lines are read by `_parse` with their own line numbers (as `_titan_lane`); the whole goes back
     to the general reading when they hold a row, a carriage return, an ANSI code or a Composer banner, when
@@ -4695,7 +4697,7 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
     `meg_entry_lines(lines)` when the caller made it.
     """
     text = lines.cast(pl.String)
-    if not text.gather_every(31).str.contains(_MEG_H_LIT, literal=True).any():
+    if not text.gather_every(31).str.contains_any([_MEG_H_LIT, _MEG_I_LIT]).any():
         return None
     n = text.len()
     ce, me = entries[:2] if entries is not None else _lane_entries(text)[:2]
@@ -4789,9 +4791,10 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
             pt=ov(lt.shift(1).forward_fill()),
             ppos=ov(lp.shift(1).forward_fill()),
         )
-        # (an iteration line that is the last lane-shaped line of its stream is a unit too: a row without
-        # timers)
-        vi = (t == 1) & (((pl.col("nt") == 2) & ((pl.col("npos") - pos) <= ATTACH_GAP)) | pl.col("nt").is_null())
+        # (an iteration line that the next one of its stream follows, or that is the last lane-shaped line of
+        # its stream, is a unit too: a row without timers)
+        head_near = (pl.col("nt") == 2) & ((pl.col("npos") - pos) <= ATTACH_GAP)
+        vi = (t == 1) & (head_near | (pl.col("nt") == 1) | pl.col("nt").is_null())
         vh = (t == 2) & (pl.col("pt") == 1) & ((pos - pl.col("ppos")) <= ATTACH_GAP)
         s = s.with_columns(vi=vi.fill_null(False), vh=vh.fill_null(False))
         head_h = ov(pl.when(t != 3).then(pl.col("vh")).forward_fill())
@@ -4889,7 +4892,10 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
         outside = (typ.clone().scatter(lane_pos, 0) != 0).arg_true().cast(pl.Int64, strict=False)
         rest_pos = pl.concat([rest_pos, outside]).sort()
     rest = None
-    if rest_pos.len():
+    # (empty lines alone, the NCCL lines `_mixed` blanked: the general reading makes nothing of them, neither
+    # parsed nor unrecognized; ~8 ms of fixed stages spared)
+    only_empty = others.len() + lane_pos.len() == n and bool((o_text.str.len_bytes() == 0).all())
+    if rest_pos.len() and not only_empty:
         rest = _parse(text.gather(rest_pos), ctx, numbers=rest_pos + ctx.first_line)
         if rest.tables["steps"].height:
             return None

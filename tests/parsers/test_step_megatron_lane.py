@@ -50,6 +50,7 @@ def _log(
     extra_at: int = 7,
     k: int | None = None,
     srun: bool = True,
+    blocks: float = 1.0,
 ) -> list[str]:
     """A Megatron log under `srun -l` (the last of 16 ranks prints the iterations and timer blocks; the
     others chatter, sometimes between an iteration line and its block), with memory reports, validation
@@ -57,7 +58,9 @@ def _log(
     line (with `{r}` for the iteration rank) put after the `extra_at`-th line of some unit; `k`: the number
     of timers (else random: with few, the validation line lies close enough to its iteration line for a
     breakdown there to attach to it, and the lane hands back). `srun` False: the same log without `srun -l`
-    (the envelopes cut off every line, `extra` too: the memory reports then lie in the unit stream)."""
+    (the envelopes cut off every line, `extra` too: the memory reports then lie in the unit stream). `blocks`:
+    the share of iteration lines followed by their timer block (Megatron prints one only where timers are
+    logged; 0: iteration lines alone)."""
     rnd = random.Random(seed)
     last = 15
     t = datetime(2025, 5, 1, 7, 0, 0)
@@ -80,10 +83,12 @@ def _log(
         if rnd.random() < 0.03:  # memory reports of other ranks between the iteration line and its block
             mem = "(after {it} iterations) memory (MB) | allocated: 41234.5"
             unit += [f"{r:2}: [Rank {r}] {mem.format(it=it)}" for r in (0, 8)]
-        unit.append(f"{last:2}: (min, max) time across ranks (ms):")
-        for name in names:
-            lo = rnd.uniform(10, dt)
-            unit.append(f"{last:2}:     {name} {'.' * max(3, 40 - len(name))}: ({lo:.2f}, {lo * 1.01:.2f})")
+        if blocks >= 1 or rnd.random() < blocks:
+            unit.append(f"{last:2}: (min, max) time across ranks (ms):")
+            for name in names:
+                lo = rnd.uniform(10, dt)
+                dots = "." * max(3, 40 - len(name))
+                unit.append(f"{last:2}:     {name} {dots}: ({lo:.2f}, {lo * 1.01:.2f})")
         if extra is not None and it == put:
             unit.insert(min(extra_at, len(unit)), extra.format(r=last))
         out += unit
@@ -223,7 +228,66 @@ def test_lane_hands_back_or_reads_the_same(extra: str, at: int, srun: bool) -> N
 
 @pytest.mark.parametrize("srun", [True, False])
 def test_lane_hands_back_rows_elsewhere(srun: bool) -> None:
-    _same(_log(5, extra=_ROW, extra_at=99, k=len(_TIMERS), srun=srun), taken=False)
+    """A row the lane does not read (a Hugging Face dict line) after a block: the general reading reads it
+    all."""
+    hf = "{r}: {{'loss': 1.0, 'learning_rate': 1e-05, 'epoch': 0.1}}"
+    _same(_log(5, extra=hf, extra_at=99, k=len(_TIMERS), srun=srun), taken=False)
+
+
+@pytest.mark.parametrize("srun", [True, False])
+def test_lane_takes_another_iteration_line_after_a_block(srun: bool) -> None:
+    """An iteration line of the stream after a block, before the next unit: a unit of its own, without
+    timers."""
+    _same(_log(5, extra=_ROW, extra_at=99, k=len(_TIMERS), srun=srun), taken=True)
+
+
+def _without_validation(lines: list[str]) -> list[str]:
+    """`lines` without the validation reports (and the rule above each)."""
+    drop = [i for i, x in enumerate(lines) if "validation loss" in x]
+    gone = set(drop) | {i - 1 for i in drop}
+    return [x for i, x in enumerate(lines) if i not in gone]
+
+
+@pytest.mark.parametrize("srun", [True, False])
+@pytest.mark.parametrize("validation", [True, False])
+@pytest.mark.parametrize(("seed", "blocks"), [(21, 0.0), (22, 0.5), (23, 0.97)])
+def test_lane_iteration_lines_without_blocks(seed: int, blocks: float, validation: bool, srun: bool) -> None:
+    """Iteration lines without a timer block after them (none, or some): each is a unit without timers. The
+    lane hands back where a validation report lies within `ATTACH_GAP` lines of an iteration line, no longer
+    kept apart by a block (a breakdown could attach), or, without `srun -l`, a save-checkpoint block does."""
+    lines = _log(seed, k=len(_TIMERS), srun=srun, blocks=blocks)
+    if not validation:
+        lines = _without_validation(lines)
+    _same(lines, taken=True if srun and not validation else None)
+    if blocks == 0.0:
+        steps = S.parse(pl.Series(lines), _ctx()).tables["steps"]
+        assert steps.height == 4300 and steps.get_column("step_time_s").null_count() == 0
+
+
+def test_lane_iteration_lines_between_blanked_lines() -> None:
+    """A training log whose NCCL lines `_mixed` blanked (empty lines between the iteration lines, no
+    envelope, no timer block): the lane takes it, and the empty lines count as neither parsed nor not."""
+    rnd = random.Random(24)
+    lines = []
+    for x in _log(24, k=len(_TIMERS), srun=False, blocks=0.0):
+        if "] iteration " in x:
+            lines.append(x)
+        lines += [""] * rnd.randint(0, 3)
+    _same(lines, taken=True)
+    got = S.parse(pl.Series(lines), _ctx())
+    assert got.parsed == 4300 and got.unrecognized == 0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_lane_random_lines_anywhere_without_blocks(seed: int) -> None:
+    """Lines of many kinds at random places in a log the lane takes without them (`srun -l`, some iteration
+    lines without a block, no validation report): `parse` is `_parse`."""
+    rnd = random.Random(seed)
+    lines = _without_validation(_log(30 + seed, k=len(_TIMERS), blocks=0.3))
+    _same(lines, taken=True)
+    for _ in range(rnd.choice([1, 3, 30])):
+        lines.insert(rnd.randrange(len(lines)), rnd.choice(_POOL).format(r=15, o=rnd.randrange(15)))
+    _same(lines, taken=None)
 
 
 @pytest.mark.parametrize("srun", [True, False])
