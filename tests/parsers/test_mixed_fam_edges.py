@@ -82,3 +82,34 @@ def test_family_pass_equals_the_whole_chunk_at_the_edges(seed: int) -> None:
     lines = pl.Series("line", body, dtype=pl.String)
     ctx = FileContext(path="train.log", node="node-001", first_line=1 + seed, year_hint=2025)
     assert_family_as_whole(lines, ctx)
+
+
+CHANNEL = "node-001:5776:5902 [{g}] NCCL INFO Channel {c:02d}/0 : {g} -> {h} via P2P/IPC/read"
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_family_pass_on_mostly_family_lines_in_runs(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Family lines over `SUBSET_SHARE` of the chunk, in runs between runs of step lines (with a blank line
+    for each run of others, under `SUBSET_ROWS`): the grammar reads the candidates, not every line (unless a
+    piece read across lines asks for the whole), with the result of the whole."""
+    rng = random.Random(100 + seed)
+    body: list[str] = []
+    pieces = 0
+    for i in range(rng.randint(3, 8)):
+        body += [CHANNEL.format(g=k % 8, c=k // 8, h=(k + 1) % 8) for k in range(rng.randint(40, 70))]
+        if seed % 2 and rng.random() < 0.6:
+            body += rng.choice(PIECES)(rng)
+            pieces += 1
+        body += [step(100 * i + j) for j in range(rng.randint(10, 25))]
+    lines = pl.Series("line", body, dtype=pl.String)
+    ctx = FileContext(path="train.log", node="node-001", first_line=1 + seed, year_hint=2025)
+    share = sum(" NCCL " in x for x in body) / len(body)
+    assert share > _mixed.SUBSET_SHARE
+    read_whole: list[int] = []
+    whole = _mixed._whole
+    monkeypatch.setattr(_mixed, "_whole", lambda *a: read_whole.append(1) or whole(*a))
+    _mixed._family(lines, ctx)
+    monkeypatch.undo()
+    if not pieces:
+        assert not read_whole
+    assert_family_as_whole(lines, ctx)
