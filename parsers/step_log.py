@@ -4622,7 +4622,7 @@ def _one_stream_units(
     The stream: the iteration lines `ci`, the headers `ch` of rank `mh` r, the entries `ce` of rank `e_rank`
     r, the other lines `others` of stream rank `o_rank` r. The shape, from its first iteration line on:
     each iteration line's next line in the stream is a header at most `ATTACH_GAP` lines below it, an
-    iteration line, or none;
+    iteration line, another line, or none (not a header: a unit without timers);
     each header's previous one an iteration line at most `ATTACH_GAP` lines above it; each other line's next
     one an iteration line, another such line, or none. Then every iteration line makes a unit, every header
     is valid, an entry past the first iteration line follows a header with entries only between them, and
@@ -4652,7 +4652,9 @@ def _one_stream_units(
     )
     nt, pt, gap_n, gap_p = t.shift(-1), t.shift(1), pos.shift(-1) - pos, pos - pos.shift(1)
     ok = f.select(
-        ((t != 1) | ((nt == 2) & (gap_n <= ATTACH_GAP)) | (nt == 1) | nt.is_null()).fill_null(False).all()
+        ((t != 1) | ((nt == 2) & (gap_n <= ATTACH_GAP)) | (nt == 1) | (nt == 4) | nt.is_null())
+        .fill_null(False)
+        .all()
         & ((t != 2) | ((pt == 1) & (gap_p <= ATTACH_GAP))).fill_null(False).all()
         & ((t != 4) | (nt == 1) | (nt == 4) | nt.is_null()).fill_null(False).all()
     ).item()

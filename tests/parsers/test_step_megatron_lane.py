@@ -264,16 +264,20 @@ def test_lane_iteration_lines_without_blocks(seed: int, blocks: float, validatio
         assert steps.height == 4300 and steps.get_column("step_time_s").null_count() == 0
 
 
-def test_lane_iteration_lines_between_blanked_lines() -> None:
+def test_lane_iteration_lines_between_blanked_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     """A training log whose NCCL lines `_mixed` blanked (empty lines between the iteration lines, no
-    envelope, no timer block): the lane takes it, and the empty lines count as neither parsed nor not."""
+    envelope, no timer block): the lane takes it, framed by `_one_stream_units` (the empty lines are the
+    stream's other lines, after units without timers), and the empty lines count as neither parsed nor not."""
     rnd = random.Random(24)
     lines = []
     for x in _log(24, k=len(_TIMERS), srun=False, blocks=0.0):
         if "] iteration " in x:
             lines.append(x)
         lines += [""] * rnd.randint(0, 3)
+    one, framed = S._one_stream_units, []
+    monkeypatch.setattr(S, "_one_stream_units", lambda *a: framed.append(one(*a)) or framed[-1])
     _same(lines, taken=True)
+    assert framed and all(f is not None for f in framed)
     got = S.parse(pl.Series(lines), _ctx())
     assert got.parsed == 4300 and got.unrecognized == 0
 
