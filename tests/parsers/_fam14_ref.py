@@ -27,6 +27,7 @@ from parsers._mixed import (
     FAMILY_LITERALS,
     FAMILY_MARKS,
     SMALL_LINES,
+    SUBSET_ROWS,
     SUBSET_SHARE,
     WRAP_HEAD,
     WRAP_REACH,
@@ -462,7 +463,10 @@ def _family(
     if n_cand == 0:  # no line the grammar reads
         return nccl.FamilyRows(tables={}, understood=c.alias("c"), notes=[], hosts=[]), 0
     if n_cand > SUBSET_SHARE * n:
-        return _whole(lines, ctx)
+        # (the choice of the path, a cost rule, follows the parser's: `SUBSET_ROWS`, added since)
+        runs = int((~c & c.shift(1, fill_value=True)).sum())
+        if n_cand + runs > SUBSET_ROWS * n:
+            return _whole(lines, ctx)
     at = c.arg_true().cast(pl.Int64)
     kinds = (
         lines.gather(at)
