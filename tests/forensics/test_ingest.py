@@ -8,6 +8,7 @@ import json
 import os
 import random
 import stat
+import time
 import types
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -2103,3 +2104,66 @@ def test_samples_out_of_order_are_sorted_by_the_worker_and_kept(
     assert len(kept) == 2 and len(parts) == 3  # (two batches of three loops; the dumps' samples written here)
     for p in parts:
         assert ingest_mod.in_sort_order(pl.read_parquet(p), "gpu_samples")
+
+
+def test_cpu_lists_and_one_hardware_thread_per_core_first() -> None:
+    assert ingest_mod.parse_cpu_list("0-3,8,10-11\n") == [0, 1, 2, 3, 8, 10, 11]
+    assert ingest_mod.parse_cpu_list("5") == [5]
+    # siblings adjacent (0,1 one core) or split (0,4 one core): the first thread of each core comes first
+    adjacent = {c: [c - c % 2, c - c % 2 + 1] for c in range(8)}
+    assert ingest_mod.spread_cpus(list(range(8)), adjacent) == [0, 2, 4, 6, 1, 3, 5, 7]
+    split = {c: [c % 4, c % 4 + 4] for c in range(8)}
+    assert ingest_mod.spread_cpus(list(range(8)), split) == list(range(8))
+    # a CPU whose siblings are unknown (or not readable) counts as a core of its own
+    assert ingest_mod.spread_cpus([3, 1, 2], {}) == [1, 2, 3]
+    assert ingest_mod.spread_cpus([0, 1, 2], {0: [0, 1], 1: [0, 1]}) == [0, 2, 1]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="CPU affinity is Linux's")
+def test_workers_are_pinned_one_cpu_each_when_there_are_enough(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each worker's threads (its main thread and polars' pool thread, which it hands every operation to)
+    share one CPU, and no two workers share one; not pinned when the CPUs are fewer than the workers, or when
+    FORENSICS_PIN_WORKERS=0."""
+    allowed = sorted(os.sched_getaffinity(0))
+    assert ingest_mod.worker_cpus(len(allowed) + 1) == []
+    assert ingest_mod.worker_cpus(1) == []
+    monkeypatch.setenv(ingest_mod.PIN_ENV, "0")
+    assert ingest_mod.worker_cpus(2) == []
+    monkeypatch.delenv(ingest_mod.PIN_ENV)
+    if len(allowed) < 2:
+        pytest.skip("one CPU: workers are not pinned")
+    cpus = ingest_mod.worker_cpus(2)
+    assert len(set(cpus)) == 2 and set(cpus) <= set(allowed)
+    pool = ingest_mod._new_pool(2)
+    try:
+        seen: dict[int, dict[int, list[int]]] = {}
+        for _ in range(200):
+            # (a task that takes a moment, so that both workers take some)
+            seen.update(pool.map(_thread_affinities, [0.05, 0.05]))
+            if len(seen) == 2:
+                break
+        assert len(seen) == 2
+        per_worker = []
+        for threads in seen.values():
+            assert len(threads) >= 2  # (the main thread and polars' pool thread at least)
+            got = {tuple(a) for a in threads.values()}
+            assert len(got) == 1 and len(next(iter(got))) == 1, threads
+            per_worker.append(next(iter(got))[0])
+        assert sorted(per_worker) == sorted(cpus)
+    finally:
+        pool.shutdown()
+
+
+def _thread_affinities(wait: float) -> tuple[int, dict[int, list[int]]]:
+    """(this process's id, each of its threads' CPUs), after a polars operation and `wait` seconds."""
+    pl.Series([1, 2]).sum()
+    time.sleep(wait)
+    tids = map(int, os.listdir("/proc/self/task"))
+    return os.getpid(), {t: cpus for t in tids if (cpus := _affinity(t)) is not None}
+
+
+def _affinity(tid: int) -> list[int] | None:
+    try:
+        return sorted(os.sched_getaffinity(tid))
+    except OSError:  # (a thread that ended since)
+        return None
