@@ -5,7 +5,9 @@ or `--year`). File mtimes lie (copied bundles, simulators, restored backups), so
 file's `year_inferred` rows are compared with the rows of the whole bundle that carry their own year
 (ISO/offset times, `dmesg -T`, nvidia-smi timestamps): when shifting the file by whole years brings its
 median time closer to the dated rows' median by more than half a year, the file is shifted. The
-shift is per file, so a December→January roll inside a file is kept.
+shift is per file, so a December→January roll inside a file is kept. The dated rows' median is bounded to
+its middle hours in one scan, and read exactly (a second scan) only for a file so near where a shift takes
+over that those hours do not decide.
 """
 
 from __future__ import annotations
@@ -48,19 +50,25 @@ def reconcile(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFrame],
         .select(t=pl.col("ts").cast(pl.Int64))
         for t in per_file
     ]
-    ref = median_of(dated)
-    if ref is None:
+    counts = _bucket_counts(dated)
+    bounds = _median_bounds(counts)
+    if bounds is None:
         return tables, []
+    # (the median is needed only where a file's shift is not the same for every value it may take within the
+    # bounds that one scan gives: its one or two middle hours)
+    ref: float | None = None
     notes: list[str] = []
     out = dict(tables)
     for t, files in per_file.items():
         shifts = {}
         for file, med in files.iter_rows():
-            best_k, best_d = 0, abs(med - ref)
-            for k in (-2, -1, 1, 2):
-                d = abs(med + k * 365.25 * 86400 * 1e6 - ref)
-                if d < best_d - HALF_YEAR_US:
-                    best_k, best_d = k, d
+            if _same_shift(med, *bounds):
+                best_k = _shift(med, bounds[0])
+            else:
+                if ref is None:
+                    ref = median_of(dated, counts)
+                    assert ref is not None  # (the bounds came from the same counts)
+                best_k = _shift(med, ref)
             if best_k:
                 shifts[file] = best_k
         if not shifts:
@@ -78,32 +86,90 @@ BUCKET = 3600 * 1_000_000
 """`median_of`'s buckets of values (an hour of microseconds)."""
 
 
-def median_of(columns: list[pl.LazyFrame]) -> float | None:
-    """The median of the Int64 column `t` of all `columns` together (`pl.Series.median` of their
-    concatenation; None when they hold no value), without holding them all: the values are counted by bucket
-    (`t // BUCKET`) in one scan, and the one or two buckets holding the middle ranks read in a second.
+YEAR_US = 365.25 * 86400 * 1e6
+SHIFTS = (0, -2, -1, 1, 2)
+"""The whole years a file may move by (0 first: kept unless a shift is closer by more than half a year)."""
 
-    The dated rows of a 1,000-node bundle are 18 M times: held, concatenated and their median taken, that
-    was ~1.2 s of the parent's time after the workers had finished, most of it page faults (~110k) for
-    three fresh copies of 146 MB."""
+
+def _shift(med: float, ref: float) -> int:
+    """How many years to move a file whose year-inferred times have median `med`, the dated rows' being
+    `ref`: the shift that brings it closest, if closer by more than half a year than the one before it."""
+    best_k, best_d = 0, abs(med - ref)
+    for k in SHIFTS[1:]:
+        d = abs(med + k * YEAR_US - ref)
+        if d < best_d - HALF_YEAR_US:
+            best_k, best_d = k, d
+    return best_k
+
+
+def _same_shift(med: float, lo: float, hi: float) -> bool:
+    """Whether `_shift(med, ref)` is the same for every `ref` in [lo, hi]: `_shift` decides by comparisons
+    `d_k < d_j - HALF_YEAR_US` (d_k = |med + k years - ref|) alone, and each `d_j - d_k` is monotone in `ref`
+    (the difference of two distances to fixed points), so each comparison holds throughout the interval or
+    nowhere in it when it holds at both ends or at neither."""
+    for j in SHIFTS:
+        for k in SHIFTS:
+            if j != k and _closer(med, k, j, lo) != _closer(med, k, j, hi):
+                return False
+    return True
+
+
+def _closer(med: float, k: int, j: int, ref: float) -> bool:
+    return abs(med + k * YEAR_US - ref) < abs(med + j * YEAR_US - ref) - HALF_YEAR_US
+
+
+def _bucket_counts(columns: list[pl.LazyFrame]) -> pl.DataFrame:
+    """The values of the Int64 column `t` of all `columns` counted by bucket (`b` = t // BUCKET, `n`), sorted:
+    one scan."""
     bucket = pl.col("t") // BUCKET
-    counts = (
+    return (
         pl.concat([c.group_by(b=bucket).agg(n=pl.len()) for c in columns])
         .group_by("b")
         .agg(pl.col("n").sum())
         .sort("b")
         .collect()
     )
+
+
+def _middle(counts: pl.DataFrame) -> tuple[int, int, int, int, int] | None:
+    """The median's middle ranks (0-based; the same when the values are odd in number), the buckets holding
+    them and the values below the first of those buckets; None when there is no value."""
     total = int(counts.get_column("n").sum())
     if total == 0:
         return None
-    lo, hi = (total - 1) // 2, total // 2  # (the middle ranks, 0-based: one rank when `total` is odd)
+    lo, hi = (total - 1) // 2, total // 2
     ends = counts.get_column("n").cum_sum()
     i, j = int(ends.search_sorted(lo, "right")), int(ends.search_sorted(hi, "right"))
     b = counts.get_column("b")
-    below = int(ends[i - 1]) if i else 0
+    return lo, hi, int(b[i]), int(b[j]), int(ends[i - 1]) if i else 0
+
+
+def _median_bounds(counts: pl.DataFrame) -> tuple[float, float] | None:
+    """[lo, hi] holding the median of the counted values, from their buckets alone (`_bucket_counts`)."""
+    mid = _middle(counts)
+    if mid is None:
+        return None
+    _, _, bi, bj, _ = mid
+    return (bi + bj) * BUCKET / 2, ((bi + 1) * BUCKET - 1 + (bj + 1) * BUCKET - 1) / 2
+
+
+def median_of(columns: list[pl.LazyFrame], counts: pl.DataFrame | None = None) -> float | None:
+    """The median of the Int64 column `t` of all `columns` together (`pl.Series.median` of their
+    concatenation; None when they hold no value), without holding them all: the values are counted by bucket
+    (`t // BUCKET`) in one scan (or `counts`, `_bucket_counts` of the same columns), and the one or two
+    buckets holding the middle ranks read in a second.
+
+    The dated rows of a 1,000-node bundle are 18 M times: held, concatenated and their median taken, that
+    was ~1.2 s of the parent's time after the workers had finished, most of it page faults (~110k) for
+    three fresh copies of 146 MB. The second scan (~0.3 s there) is skipped by `reconcile` where the bounds
+    of the first decide every file (`_same_shift`)."""
+    mid = _middle(_bucket_counts(columns) if counts is None else counts)
+    if mid is None:
+        return None
+    lo, hi, bi, bj, below = mid
+    bucket = pl.col("t") // BUCKET
     held = (
-        pl.concat([c.filter(bucket.is_in([b[i], b[j]])).select("t") for c in columns])
+        pl.concat([c.filter(bucket.is_in([bi, bj])).select("t") for c in columns])
         .collect()
         .get_column("t")
         .sort()
