@@ -842,7 +842,7 @@ def _completed(df: pl.DataFrame, p: Part, table: str) -> pl.DataFrame:
     return _fill_node(df, p.node) if p.node else df
 
 
-def _worker_init(cpus: Sequence[int] = (), slots: Any = None) -> None:
+def _worker_init(cpus: Sequence[Sequence[int]] = (), slots: Any = None) -> None:
     if cpus and slots is not None:
         with slots.get_lock():
             k = slots.value
@@ -1559,8 +1559,8 @@ PIN_ENV = "FORENSICS_PIN_WORKERS"
 """Set to 0 to leave the workers unpinned (`worker_cpus`)."""
 
 
-def worker_cpus(jobs: int) -> list[int]:
-    """The CPU each worker of a pool of `jobs` is pinned to, one each (empty: not pinned).
+def worker_cpus(jobs: int) -> list[list[int]]:
+    """The CPUs each worker of a pool of `jobs` is pinned to, a group of its own each (empty: not pinned).
 
     A worker is one process on one core: its main thread hands each polars operation to polars' one pool
     thread and waits for it, thousands of times a file. Left to the scheduler, those two threads land on
@@ -1570,9 +1570,11 @@ def worker_cpus(jobs: int) -> list[int]:
     25.7-26.3 s, the 4 GB Megatron mix 20.2-21.9 -> 19.7-20.8 s (alternated runs), a 16 MB Megatron range
     parsed alone 217-225 -> 183-205 ms of CPU.
 
-    Only when each worker can have a CPU of its own (`jobs` no more than the CPUs this process may run on),
-    on systems that have `os.sched_setaffinity`, and unless `FORENSICS_PIN_WORKERS=0`; the CPUs one per
-    physical core first (`spread_cpus`)."""
+    The CPUs this process may run on are shared out whole among the workers (`group_cpus`: one each when
+    they are as many, a physical core's hardware threads together where there are more): the workers of
+    another ingest on the same machine, pinned the same way, share every CPU with these as they would
+    unpinned, not the first few. Not pinned when the workers outnumber the CPUs, on systems without
+    `os.sched_setaffinity`, or with `FORENSICS_PIN_WORKERS=0`."""
     if jobs < 2 or not hasattr(os, "sched_setaffinity") or os.environ.get(PIN_ENV, "").strip() == "0":
         return []
     try:
@@ -1581,17 +1583,19 @@ def worker_cpus(jobs: int) -> list[int]:
         return []
     if jobs > len(allowed):
         return []
-    return spread_cpus(allowed, _sibling_lists(allowed))[:jobs]
+    return group_cpus(allowed, _sibling_lists(allowed), jobs)
 
 
-def spread_cpus(cpus: Sequence[int], siblings: dict[int, list[int]]) -> list[int]:
-    """`cpus` ordered so that each physical core's first hardware thread comes before any core's second:
-    `siblings[c]` lists the hardware threads of `c`'s core (`c` alone where unknown)."""
-    def rank(c: int) -> tuple[int, int]:
-        sib = sorted(siblings.get(c) or [c])
-        return (sib.index(c) if c in sib else 0, c)
+def group_cpus(cpus: Sequence[int], siblings: dict[int, list[int]], groups: int) -> list[list[int]]:
+    """`cpus` cut into `groups` groups of `len(cpus) // groups` (the CPUs left over are in none), a physical
+    core's hardware threads side by side (`siblings[c]`: those of `c`'s core; `c` alone where unknown)."""
+    def core(c: int) -> tuple[int, int]:
+        sib = siblings.get(c) or [c]
+        return (min(sib), c)
 
-    return sorted(cpus, key=rank)
+    order = sorted(cpus, key=core)
+    size = len(order) // groups
+    return [order[i * size : (i + 1) * size] for i in range(groups)]
 
 
 def _sibling_lists(cpus: Sequence[int]) -> dict[int, list[int]]:
@@ -1618,15 +1622,15 @@ def parse_cpu_list(text: str) -> list[int]:
     return cpus
 
 
-def _pin_process(cpu: int) -> None:
-    """Pin every thread of this process (and the threads it starts later, which inherit it) to `cpu`."""
+def _pin_process(cpus: Sequence[int]) -> None:
+    """Pin every thread of this process (and the threads it starts later, which inherit it) to `cpus`."""
     try:
         tids = [int(t) for t in os.listdir("/proc/self/task")]
     except OSError:
         tids = [0]
     for tid in tids:
         with suppress(OSError):  # (a thread that has ended since)
-            os.sched_setaffinity(tid, {cpu})
+            os.sched_setaffinity(tid, cpus)
 
 
 WORKER_ENV = {

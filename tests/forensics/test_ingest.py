@@ -2106,24 +2106,26 @@ def test_samples_out_of_order_are_sorted_by_the_worker_and_kept(
         assert ingest_mod.in_sort_order(pl.read_parquet(p), "gpu_samples")
 
 
-def test_cpu_lists_and_one_hardware_thread_per_core_first() -> None:
+def test_cpu_lists_and_the_cpus_shared_out_among_the_workers_core_by_core() -> None:
     assert ingest_mod.parse_cpu_list("0-3,8,10-11\n") == [0, 1, 2, 3, 8, 10, 11]
     assert ingest_mod.parse_cpu_list("5") == [5]
-    # siblings adjacent (0,1 one core) or split (0,4 one core): the first thread of each core comes first
+    # a core's hardware threads side by side, whether numbered next to each other (0,1) or apart (0,4)
     adjacent = {c: [c - c % 2, c - c % 2 + 1] for c in range(8)}
-    assert ingest_mod.spread_cpus(list(range(8)), adjacent) == [0, 2, 4, 6, 1, 3, 5, 7]
     split = {c: [c % 4, c % 4 + 4] for c in range(8)}
-    assert ingest_mod.spread_cpus(list(range(8)), split) == list(range(8))
-    # a CPU whose siblings are unknown (or not readable) counts as a core of its own
-    assert ingest_mod.spread_cpus([3, 1, 2], {}) == [1, 2, 3]
-    assert ingest_mod.spread_cpus([0, 1, 2], {0: [0, 1], 1: [0, 1]}) == [0, 2, 1]
+    assert ingest_mod.group_cpus(list(range(8)), adjacent, 4) == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert ingest_mod.group_cpus(list(range(8)), split, 4) == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    # as many workers as CPUs: one each; more CPUs than a whole share: the rest in no group (the parent's)
+    assert ingest_mod.group_cpus(list(range(8)), split, 8) == [[0], [4], [1], [5], [2], [6], [3], [7]]
+    assert ingest_mod.group_cpus([0, 1, 2], {}, 2) == [[0], [1]]
+    fives = [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11, 12, 13, 14]]
+    assert ingest_mod.group_cpus(list(range(16)), {}, 3) == fives
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="CPU affinity is Linux's")
 def test_workers_are_pinned_one_cpu_each_when_there_are_enough(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each worker's threads (its main thread and polars' pool thread, which it hands every operation to)
-    share one CPU, and no two workers share one; not pinned when the CPUs are fewer than the workers, or when
-    FORENSICS_PIN_WORKERS=0."""
+    share its CPUs, and no two workers share one; not pinned when the CPUs are fewer than the workers, or
+    when FORENSICS_PIN_WORKERS=0."""
     allowed = sorted(os.sched_getaffinity(0))
     assert ingest_mod.worker_cpus(len(allowed) + 1) == []
     assert ingest_mod.worker_cpus(1) == []
@@ -2133,7 +2135,8 @@ def test_workers_are_pinned_one_cpu_each_when_there_are_enough(monkeypatch: pyte
     if len(allowed) < 2:
         pytest.skip("one CPU: workers are not pinned")
     cpus = ingest_mod.worker_cpus(2)
-    assert len(set(cpus)) == 2 and set(cpus) <= set(allowed)
+    assert len(cpus) == 2 and not set(cpus[0]) & set(cpus[1]) and set(cpus[0] + cpus[1]) <= set(allowed)
+    assert len(cpus[0]) == len(cpus[1]) == len(allowed) // 2
     pool = ingest_mod._new_pool(2)
     try:
         seen: dict[int, dict[int, list[int]]] = {}
@@ -2147,8 +2150,8 @@ def test_workers_are_pinned_one_cpu_each_when_there_are_enough(monkeypatch: pyte
         for threads in seen.values():
             assert len(threads) >= 2  # (the main thread and polars' pool thread at least)
             got = {tuple(a) for a in threads.values()}
-            assert len(got) == 1 and len(next(iter(got))) == 1, threads
-            per_worker.append(next(iter(got))[0])
+            assert len(got) == 1, threads
+            per_worker.append(list(next(iter(got))))
         assert sorted(per_worker) == sorted(cpus)
     finally:
         pool.shutdown()
