@@ -94,11 +94,10 @@ SHIFTS = (0, -2, -1, 1, 2)
 def _shift(med: float, ref: float) -> int:
     """How many years to move a file whose year-inferred times have median `med`, the dated rows' being
     `ref`: the shift that brings it closest, if closer by more than half a year than the one before it."""
-    best_k, best_d = 0, abs(med - ref)
+    best_k = 0
     for k in SHIFTS[1:]:
-        d = abs(med + k * YEAR_US - ref)
-        if d < best_d - HALF_YEAR_US:
-            best_k, best_d = k, d
+        if _closer(med, k, best_k, ref):
+            best_k = k
     return best_k
 
 
@@ -115,6 +114,8 @@ def _same_shift(med: float, lo: float, hi: float) -> bool:
 
 
 def _closer(med: float, k: int, j: int, ref: float) -> bool:
+    """Whether moving by `k` years brings `med` closer to `ref` than moving by `j` by more than half a year
+    (the one comparison `_shift` decides by)."""
     return abs(med + k * YEAR_US - ref) < abs(med + j * YEAR_US - ref) - HALF_YEAR_US
 
 

@@ -2122,7 +2122,9 @@ def test_cpu_lists_and_the_cpus_shared_out_among_the_workers_core_by_core() -> N
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="CPU affinity is Linux's")
-def test_workers_are_pinned_one_cpu_each_when_there_are_enough(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_workers_are_pinned_to_cpus_of_their_own_when_there_are_enough(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Each worker's threads (its main thread and polars' pool thread, which it hands every operation to)
     share its CPUs, and no two workers share one; not pinned when the CPUs are fewer than the workers, or
     when FORENSICS_PIN_WORKERS=0."""
