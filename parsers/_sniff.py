@@ -24,9 +24,69 @@ except ImportError:  # pragma: no cover - other Pythons: no shortcut, same resul
 
 
 @lru_cache(maxsize=4)
-def head_text(head: bytes) -> str:
-    """`head` decoded as UTF-8 with invalid bytes replaced (what every sniffer used to do itself), cached."""
+def _decoded(head: bytes) -> str:
     return head.decode("utf-8", "replace")
+
+
+def head_text(head: bytes) -> str:
+    """`head` decoded as UTF-8 with invalid bytes replaced (what every sniffer used to do itself), cached; the
+    text of the head last decoded is known to `has`, which scans the head's bytes for it."""
+    global _LAST
+    text = _decoded(head)
+    if type(head) is bytes:
+        _LAST = (text, head)
+    return text
+
+
+def _libc_memmem() -> Callable[[bytes, int, bytes, int], int | None] | None:
+    """The C library's `memmem` (glibc, musl, the BSDs and macOS have one), or None where there is none."""
+    try:
+        import ctypes
+        import ctypes.util
+
+        name = ctypes.util.find_library("c")
+        if name is None:
+            return None
+        fn = ctypes.CDLL(name).memmem
+    except (OSError, AttributeError, ImportError):
+        return None
+    fn.restype = ctypes.c_void_p
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
+    return fn  # type: ignore[no-any-return]
+
+
+_MEMMEM = _libc_memmem()
+_LAST: tuple[str | None, bytes] = (None, b"")
+"""(text, head) of the last `head_text`: one tuple, read once by `has`, so the two always belong together."""
+_ASCII: dict[str, bytes | None] = {}
+"""A literal's bytes where it is ASCII (None otherwise), for `has`."""
+
+
+def has_bytes(head: bytes, lit: bytes) -> bool:
+    """`lit in head`, by the C library's `memmem` where there is one and `lit` has two bytes or more (see
+    `has`)."""
+    if _MEMMEM is not None and len(lit) > 1 and type(head) is bytes:
+        return _MEMMEM(head, len(head), lit, len(lit)) is not None
+    return lit in head
+
+
+def has(text: str, lit: str) -> bool:
+    """`lit in text`. Where `text` is the head `head_text` decoded last and `lit` is ASCII of two characters or
+    more, the C library's `memmem` scans the head's bytes instead: 2-5x faster than `in` over a 64 KB head
+    that lacks the literal (the scans of absent literals are most of what sniffing a large head costs).
+
+    The same answer: decoding with replacement never takes an ASCII byte into a replaced sequence, and a
+    valid multi-byte character holds none, so an ASCII string occurs in the text exactly where its bytes
+    occur in the head."""
+    last = _LAST
+    if last[0] is text and _MEMMEM is not None and len(lit) > 1:
+        b = _ASCII.get(lit, b"")
+        if b == b"":
+            b = _ASCII[lit] = lit.encode() if lit.isascii() else None
+        if b is not None:
+            head = last[1]
+            return _MEMMEM(head, len(head), b, len(b)) is not None
+    return lit in text
 
 
 def required_literals(pattern: re.Pattern[str] | str, flags: int = 0) -> tuple[str, ...] | None:
@@ -289,7 +349,7 @@ def holds(reqs: Requirements, text: str) -> bool:
     guard characters looked for first, a memchr each, then its probe)."""
     for req in reqs:
         for g, g2, x, p in req:
-            if g in text and g2 in text and (not p or p in text) and (len(x) == 1 or x in text):
+            if g in text and g2 in text and (not p or has(text, p)) and (len(x) == 1 or has(text, x)):
                 break
         else:
             return False
@@ -299,7 +359,7 @@ def holds(reqs: Requirements, text: str) -> bool:
 def contains(text: str, lit: tuple[str, str, str]) -> bool:
     """`lit[2] in text` for a `guarded` string, its two guard characters looked for first (a memchr each)."""
     g, g2, x = lit
-    return g in text and g2 in text and x in text
+    return g in text and g2 in text and has(text, x)
 
 
 def opens_with_digit(pattern: str) -> bool:
@@ -366,10 +426,10 @@ def holds_shared(reqs: Requirements, text: str, seen: dict[str, bool]) -> bool:
                 if a:
                     got = seen.get(a)
                     if got is None:
-                        got = seen[a] = a in text
+                        got = seen[a] = has(text, a)
                     if not got:
                         continue
-                if len(x) == 1 or x in text:
+                if len(x) == 1 or has(text, x):
                     break
         else:
             return False
@@ -377,9 +437,23 @@ def holds_shared(reqs: Requirements, text: str, seen: dict[str, bool]) -> bool:
 
 
 def _finder(lit: str) -> Callable[[str], object]:
-    """A function giving None exactly when `lit` is not in its argument: a one-literal regex's `search` (it
-    scans a 16 KiB head for a short literal 1.5-2.5 times faster than `in` does, CPython 3.11)."""
-    return re.compile(re.escape(lit)).search
+    """A function giving None exactly when `lit` is not in its argument: `has` on a head's text (`memmem`),
+    else a one-literal regex's `search` (it scans a 16 KiB head for a short literal 1.5-2.5 times faster than
+    `in` does, CPython 3.11)."""
+    search = re.compile(re.escape(lit)).search
+    if _MEMMEM is None or len(lit) < 2 or not lit.isascii():
+        return search
+    b = lit.encode()
+    memmem = _MEMMEM
+
+    def find(text: str) -> object:
+        last = _LAST
+        if last[0] is text:
+            head = last[1]
+            return memmem(head, len(head), b, len(b))
+        return search(text)
+
+    return find
 
 
 def _anchor_key(s: str, cover: dict[str, int]) -> tuple[float, int, str]:

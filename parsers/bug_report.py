@@ -23,7 +23,7 @@ from typing import Any
 
 import polars as pl
 
-from parsers._sniff import head_text
+from parsers._sniff import has, head_text
 from parsers.base import FileContext, ParseResult
 
 NAME = "bug-report"
@@ -49,7 +49,7 @@ def sniff(head: bytes, name: str) -> float:
     text = head_text(head)  # (the decoding every sniffer shares)
     # both prologue literals hold "report": one search of it (no blank: a needle with blanks is slow over the
     # aligned text of tool output) rules both out on other files' heads
-    if "report" in text and (
+    if has(text, "report") and (
         "Start of NVIDIA bug report log file" in text or "nvidia-bug-report.sh Version" in text
     ):
         return 1.0

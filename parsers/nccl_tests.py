@@ -43,7 +43,7 @@ from parsers._common import _ANY_ENVELOPE, ENVELOPES, normalize_bus_id, split_en
 from parsers._common import json_detail as _json_detail
 from parsers._small import FallbackError, account_texts, attempt, json_object, small_texts
 from parsers._small import parse_many as small_parse_many
-from parsers._sniff import cheap_requirements, head_text, holds, required_literals
+from parsers._sniff import cheap_requirements, has, head_text, holds, required_literals
 from parsers.base import FileContext, ParseResult, account, numbered
 
 NAME = "nccl-tests"
@@ -184,7 +184,7 @@ def sniff(head: bytes, name: str) -> float:
         devices = _two(_SNIFF_DEVICE, text) if holds(_SNIFF_DEVICE_REQS, text) else 0
         if devices < 2:
             hinted = any(
-                (lit is None or lit in text) and h.search(text)
+                (lit is None or has(text, lit)) and h.search(text)
                 for h, lit in zip(_SNIFF_ROW_HINTS, _SNIFF_ROW_HINT_LITS, strict=True)
             )
             rows = _two(_SNIFF_ROW, text) if hinted else 0

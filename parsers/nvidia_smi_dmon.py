@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 from parsers import _nvsmi_fields as F
 from parsers._common import repeated
+from parsers._sniff import has_bytes
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult
 
 NAME = "nvidia-smi-dmon"
@@ -56,7 +57,7 @@ _MAP = {
 
 def sniff(head: bytes, name: str) -> float:
     """0.95 for a dmon names line followed by its units line."""
-    if b"Idx" not in head or b"gpu" not in head:  # (literals of the units and names lines: no decode)
+    if not has_bytes(head, b"Idx") or not has_bytes(head, b"gpu"):  # (literals of the units and names lines: no decode)
         return 0.0
     text = head.decode("utf-8", "replace")
     if re.search(HEADER_RE, text, re.M) and re.search(UNITS_RE, text, re.M):

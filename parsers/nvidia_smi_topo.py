@@ -23,7 +23,7 @@ from typing import Any
 import polars as pl
 
 from parsers import _nvsmi_fields as F
-from parsers._sniff import head_text
+from parsers._sniff import has_bytes, head_text
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, Tally
 
 NAME = "nvidia-smi-topo"
@@ -50,7 +50,7 @@ def sniff(head: bytes, name: str) -> float:
     """0.95 for a topo matrix header + GPU0 row, or an nvlink GPU line + Link line."""
     # Both matrix patterns need 'GPU0', both nvlink ones '(UUID: GPU-': a head with neither (and no escape
     # code, whose removal could join them) scores 0 without a decode or regex (most heads of a bundle).
-    if b"GPU0" not in head and b"(UUID: GPU-" not in head and b"\x1b" not in head:
+    if not has_bytes(head, b"GPU0") and not has_bytes(head, b"(UUID: GPU-") and b"\x1b" not in head:
         return 0.0
     text = head_text(head)
     if "\x1b" in text:

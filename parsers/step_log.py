@@ -43,6 +43,7 @@ from parsers._sniff import (
     cheap_requirements,
     gate,
     gate_plan,
+    has,
     head_text,
     holds_shared,
     opens_with_digit,
@@ -268,7 +269,7 @@ def _in_finder(lit: str) -> Callable[[str], object]:
     """A function giving None exactly when `lit` is not in its argument (True where it is), by `in`."""
 
     def find(text: str) -> object:
-        return True if lit in text else None
+        return True if has(text, lit) else None
 
     return find
 

@@ -153,6 +153,57 @@ def test_head_text_is_the_plain_decode() -> None:
     assert head_text(raw) is head_text(raw)
 
 
+_PIECES = st.sampled_from(
+    ["ab", "b", "a", "\n", " ", "é", "€", "\x00", "NCCL", "GPU0", "x\u00e9y", "\ufffd"]
+)
+_RAW = st.sampled_from([b"\xff", b"\xe2\x82", b"\xc3", b"\xed\xa0\x80", b"\x80", b"\xf0\x9f\x98"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.one_of(_PIECES.map(str.encode), _RAW), max_size=40),
+    st.lists(st.one_of(_PIECES, st.text(max_size=4)), min_size=1, max_size=4).map("".join),
+)
+def test_has_answers_as_in_on_the_head_text(parts: list[bytes], lit: str) -> None:
+    """`has` on a head's text scans the head's bytes (`memmem`) for an ASCII literal: the same answer as `in`
+    on the text, whatever invalid UTF-8 (replaced in the text) lies next to the literal's bytes."""
+    from parsers import _sniff
+
+    head = b"".join(parts)
+    text = head_text(head)
+    assert _sniff.has(text, lit) == (lit in text)
+    other = (" " + text)[1:]  # (an equal text, another object: `in` itself)
+    assert _sniff.has(other, lit) == (lit in other)
+    found = _sniff._finder(lit)
+    assert (found(text) is not None) == (lit in text)
+    b = lit.encode()
+    assert _sniff.has_bytes(head, b) == (b in head)
+
+
+def test_has_scans_the_bytes_of_the_head_with_memmem(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast path is taken (where the C library has `memmem`) for ASCII literals of two characters or more
+    on the text of the head decoded last, and not for other texts or literals."""
+    from parsers import _sniff
+
+    if _sniff._MEMMEM is None:
+        pytest.skip("no memmem in this C library")
+    calls: list[bytes] = []
+    real = _sniff._MEMMEM
+
+    def counting(h: bytes, n: int, lit: bytes, m: int) -> int | None:
+        calls.append(lit)
+        return real(h, n, lit, m)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(_sniff, "_MEMMEM", counting)
+    head = b"NCCL INFO \xff ring 00 : 0 -> 1\n" * 100 + b"tail"
+    text = head_text(head)
+    assert _sniff.has(text, "ring 00") and not _sniff.has(text, "ring 01") and _sniff.has(text, "tail")
+    assert calls == [b"ring 00", b"ring 01", b"tail"]
+    assert _sniff.has(text, "é") is False and _sniff.has(text, "\ufffd") and _sniff.has(text, "N")
+    assert _sniff.has("ring 00 elsewhere", "ring 00")
+    assert len(calls) == 3  # (non-ASCII, single characters and other texts: `in`)
+
+
 def test_kernel_log_joined_prefix_regexes_match_like_the_lists() -> None:
     from parsers import kernel_log
     from parsers._sniff import _AnyOf, alternation, any_of
