@@ -2405,12 +2405,20 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path, as_is: dict[int,
         size += n
     close_run()
 
+    # (`by_part`'s rows of each part kept as it is, taken apart once: a filter of the whole of it a piece was
+    # ~0.3 ms, 0.13 s of the parent's time after the workers for the 6-hour bundle's 400 parts)
+    of_part = (
+        by_part.filter(pl.col(PART_COLUMN).is_in(list(as_is))).partition_by(PART_COLUMN, as_dict=True)
+        if as_is
+        else {}
+    )
+
     def kept(k: int) -> tuple[Path, int] | None:
         """The file of the one part that piece `k` is, whole, when it is in `as_is`, and its rows."""
         _, held, within = pieces[k]
         if len(held) != 1 or held[0] not in as_is:
             return None
-        rows = by_part.filter(pl.col(PART_COLUMN) == held[0])
+        rows = of_part.get((held[0],), by_part.clear())
         whole = rows.filter(within.fill_null(False)).height == rows.height
         return (as_is[held[0]], int(rows.get_column("n").sum())) if whole else None
 
