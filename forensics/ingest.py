@@ -106,6 +106,51 @@ SPLIT_MIN_BYTES = 2 * CHUNK_BYTES
 workers parse side by side (one large log then uses every core); smaller files are one task each."""
 
 
+class PartStats(NamedTuple):
+    """What the parent needs to know of a part of a large table, counted by whoever wrote the part (~1.5 ms of
+    a worker's CPU a part), so that it reads none of its parts for it: each (node, file) pair's rows and line
+    range (`_write_in_parts`' plan of the parts to write) and the hours of its times (`years.reconcile`). The
+    1,000-node bundle's 400 parts were read for them twice after the workers had finished: ~0.8 s."""
+
+    ranges: tuple[tuple[str | None, str | None, int, int | None, int | None, int], ...]
+    """(node, file, rows, first line, last line, rows without a line) of each (node, file) pair"""
+    inferred: bool
+    """whether some row has a year-inferred time"""
+    dated: tuple[tuple[int, int], ...]
+    """(hour, rows) of the rows with a time of its own year: `years.Known.dated`"""
+
+
+_RANGE_AGGS = (
+    pl.len().alias("n"),
+    pl.col("line").min().alias("lo"),
+    pl.col("line").max().alias("hi"),
+    pl.col("line").null_count().alias("nulls"),
+)
+"""A (node, file) pair's rows, first and last line, and rows without a line."""
+
+
+def part_stats(df: pl.DataFrame) -> PartStats:
+    """`PartStats` of the rows of `df` (a large table's rows, conformed or not: a column of nulls may be
+    typeless)."""
+    cols = df.lazy().select(
+        pl.col("node").cast(pl.String),
+        pl.col("file").cast(pl.String),
+        pl.col("line").cast(pl.Int64),
+        pl.col("ts").cast(pl.Datetime("us", "UTC")),
+        pl.col("ts_quality").cast(pl.String),
+    )
+    ranges, dated, inferred = pl.collect_all(
+        [
+            cols.group_by("node", "file").agg(_RANGE_AGGS),
+            years.dated_counts(cols),
+            cols.select(((pl.col("ts_quality") == "year_inferred") & pl.col("ts").is_not_null()).any()),
+        ]
+    )
+    return PartStats(
+        tuple(ranges.iter_rows()), bool(inferred.item()), tuple(dated.iter_rows())  # type: ignore[arg-type]
+    )
+
+
 class Part(NamedTuple):
     """A table spilled to Parquet by a worker, and what the parent must still do to its rows."""
 
@@ -122,6 +167,8 @@ class Part(NamedTuple):
     parent takes the file as it is (`_write_in_parts`)."""
     rows: int | None = None
     """Its rows, when the writer knew them (else read from the footer: `Outcomes.part_rows`)."""
+    stats: PartStats | None = None
+    """What the parent needs to know of its rows, counted by its writer (None: the parent reads the part)."""
 
     @property
     def as_is(self) -> bool:
@@ -712,7 +759,9 @@ class _Accumulator:
                 # ~15 ms more than the spill below for a 16 MB range; the parent's read, sort check and
                 # write of the same rows cost ~60 ms.
                 write_table_file(_sorted(df, t), t, target)
-                self.parts.setdefault(t, []).append(Part(str(target), final=True, rows=df.height))
+                self.parts.setdefault(t, []).append(
+                    Part(str(target), final=True, rows=df.height, stats=part_stats(df))
+                )
                 continue
             self.parts.setdefault(t, []).append(_spill_part(df, target))
         self.frames = held
@@ -742,8 +791,10 @@ class _Accumulator:
         return tables, self.parts
 
 
-def _spill_part(df: pl.DataFrame, target: Path) -> Part:
-    """`df` written to `target` as a spilled part (not as the table's own parts are: see `Part`)."""
+def _spill_part(df: pl.DataFrame, target: Path, large: bool = False) -> Part:
+    """`df` written to `target` as a spilled part (not as the table's own parts are: see `Part`); `large`: a
+    part of one of `LARGE_TABLES`, with its `PartStats`."""
+    stats = part_stats(df) if large else None
     # A part keeps only the columns that hold a value (a dmon range fills 15 of gpu_samples' 44): the
     # readers put the others back as nulls. No statistics: a scan picks parts by their `__part` folder.
     # A 16 MB dmon range's spill: 40 -> ~28 ms.
@@ -754,7 +805,7 @@ def _spill_part(df: pl.DataFrame, target: Path) -> Part:
     if len(filled) < df.width or consts:
         df = df.select(c.name for c in filled if c.name not in dict(consts))
     df.write_parquet(target, compression="lz4", statistics=False)
-    return Part(str(target), consts=consts, rows=df.height)
+    return Part(str(target), consts=consts, rows=df.height, stats=stats)
 
 
 def _gathered(parser: Any, table: str) -> bool:
@@ -1385,9 +1436,9 @@ def _handed(
                     # (a pooled frame's columns of nulls are typeless: `_nulls_typeless`)
                     df = conform(df, t)
                     write_table_file(_sorted(df, t), t, target)
-                    part = Part(str(target), final=True, rows=df.height)
+                    part = Part(str(target), final=True, rows=df.height, stats=part_stats(df))
                 else:
-                    part = _spill_part(df, target)
+                    part = _spill_part(df, target, large=True)
             except Exception:  # noqa: BLE001 - a full disk or a bad path: the rows go through the pipe
                 with suppress(OSError):
                     target.unlink(missing_ok=True)
@@ -2026,7 +2077,12 @@ def _ingest_bundle(
         notes.extend(o.notes)
     merged = time.monotonic()
     tables = _bundle_stage("clock anchoring", timebase.anchor, tables, notes)
-    tables = _bundle_stage("year reconciliation", years.reconcile, tables, notes)
+
+    def reconcile_years(tb: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        # (what the parts' writers counted holds for a large table no stage before has changed)
+        return years.reconcile(tb, {t: k.years for t, k in outcomes.known.items() if tb.get(t) is lazy[t]})
+
+    tables = _bundle_stage("year reconciliation", reconcile_years, tables, notes)
     tables = _bundle_stage("GPU identity resolution", identity.resolve, tables, notes)
     files_df = (
         conform(pl.DataFrame([o.row for o in outcomes], infer_schema_length=None), "files")
@@ -2050,8 +2106,10 @@ def _ingest_bundle(
         list(threads.map(write_held, list(held)))
     for t in list(tables):
         # a stage that changed a large table's rows gave a new LazyFrame: then no part is kept as it is
-        as_is = outcomes.as_is.get(t, {}) if tables[t] is lazy.get(t) else {}
-        rows[t] = _write_in_parts(tables.pop(t), t, tmp_tables, as_is)
+        unchanged = tables[t] is lazy.get(t)
+        as_is = outcomes.as_is.get(t, {}) if unchanged else {}
+        known = outcomes.known.get(t) if unchanged else None
+        rows[t] = _write_in_parts(tables.pop(t), t, tmp_tables, as_is, known.by_part if known else None)
     rows = {t: rows[t] for t in order}
     final = out / "tables"
     old = work / "replaced-tables"
@@ -2132,6 +2190,58 @@ PART_COLUMN = "__part"
 """The column `Outcomes.lazy` adds to a large table: which spilled part a row comes from (-1: held in memory)."""
 
 
+class _Known(NamedTuple):
+    """What `Outcomes.lazy` knows of a large table's rows from its parts' `PartStats`, not reading them."""
+
+    by_part: pl.DataFrame
+    """Rows, first and last line, rows without a line of each (node, file, part): `_write_in_parts`' plan."""
+    years: years.Known
+    """For `years.reconcile`."""
+
+
+_BY_PART_SCHEMA = {
+    "node": pl.String,
+    "file": pl.String,
+    PART_COLUMN: pl.Int32,
+    "n": pl.UInt32,
+    "lo": pl.Int64,
+    "hi": pl.Int64,
+    "nulls": pl.UInt32,
+}
+"""`_Known.by_part`: as `_write_in_parts` scans it."""
+
+
+def _known(parts: list[Part], held: pl.DataFrame | None) -> _Known:
+    """`_Known` of a large table from its parts (K: their place in `parts`), each with its `PartStats`, read
+    back as `Outcomes.lazy` reads them (a part's line offset added, its node given to rows of node 'unknown'),
+    and from its rows held in memory (`held`, part -1)."""
+    rows: list[tuple[Any, ...]] = []
+    inferred: list[int] = []
+    dated: list[tuple[int, int]] = []
+    stats = [(k, p.stats, p.line_offset, p.node) for k, p in enumerate(parts)]
+    if held is not None:
+        stats.append((-1, part_stats(held), 0, None))
+    for k, st, offset, fill in stats:
+        assert st is not None
+        for node, file, n, lo, hi, nulls in st.ranges:
+            if fill and node == "unknown":
+                node = fill
+            if offset:
+                lo = None if lo is None else lo + offset
+                hi = None if hi is None else hi + offset
+            rows.append((node, file, k, n, lo, hi, nulls))
+        if st.inferred:
+            inferred.append(k)
+        dated.extend(st.dated)
+    return _Known(
+        pl.DataFrame(rows, schema=_BY_PART_SCHEMA, orient="row"),
+        years.Known(
+            pl.col(PART_COLUMN).is_in(pl.Series(inferred, dtype=pl.Int32).implode()) if inferred else None,
+            pl.DataFrame(dated, schema={"b": pl.Int64, "n": pl.Int64}, orient="row"),
+        ),
+    )
+
+
 class Outcomes(list):  # type: ignore[type-arg]
     """The files' outcomes as they arrive; their tables are taken out and merged (or spilled) as they come."""
 
@@ -2147,6 +2257,8 @@ class Outcomes(list):  # type: ignore[type-arg]
         self.as_is: dict[str, dict[int, Path]] = {}
         """table -> {K: file} of the parts `lazy` moved to `__part=K` that hold their rows as the table will
         (`Part.as_is`): `_write_in_parts` may take such a file as it is"""
+        self.known: dict[str, _Known] = {}
+        """table -> what `lazy` knows of its rows from the parts' `PartStats` (when every part has them)"""
 
     def append(self, o: FileOutcome) -> None:  # type: ignore[override]
         for t, df in o.tables.items():
@@ -2176,7 +2288,8 @@ class Outcomes(list):  # type: ignore[type-arg]
                 # and reading back ~400 MB of frames 0.64 -> 0.48 s of CPU)
                 df = _joined(frames)
                 df.write_parquet(target, compression="lz4", statistics=False)
-                self.parts.setdefault(t, []).append(Part(str(target), rows=df.height))
+                stats = part_stats(df) if t in LARGE_TABLES else None
+                self.parts.setdefault(t, []).append(Part(str(target), rows=df.height, stats=stats))
         self.n_spills += 1
         self.frames = {}
         self.merged = {}
@@ -2254,9 +2367,12 @@ class Outcomes(list):  # type: ignore[type-arg]
                 unknown = (pl.col("node") == "unknown") & fill.is_not_null()
                 lf = lf.with_columns(node=pl.when(unknown).then(fill).otherwise(pl.col("node")))
             scans.append(lf.select(columns))
+        held = None
         if frames or not scans:
             held = conform(_joined(frames), table) if frames else empty(table)
             scans.append(held.lazy().with_columns(pl.lit(-1, pl.Int32).alias(PART_COLUMN)).select(columns))
+        if table in LARGE_TABLES and all(p.stats is not None for p in parts):
+            self.known[table] = _known(parts, held)
         return pl.concat(scans, how="vertical") if len(scans) > 1 else scans[0]
 
     def table(self, table: str) -> pl.DataFrame:
@@ -2316,7 +2432,13 @@ _SORT_KEYS = {
 }
 
 
-def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path, as_is: dict[int, Path] | None = None) -> int:
+def _write_in_parts(
+    lf: pl.LazyFrame,
+    table: str,
+    folder: Path,
+    as_is: dict[int, Path] | None = None,
+    by_part: pl.DataFrame | None = None,
+) -> int:
     """Write a table too large to hold as sorted parts of at most `PART_ROWS` rows; return its rows.
 
     A spilled part in `as_is` (K -> its file, which holds its rows as the table will, `Outcomes.as_is`) that
@@ -2334,11 +2456,8 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path, as_is: dict[int,
     needs one order across parts sorts (`read_table` concatenates them in part order).
     """
     as_is = as_is or {}
-    by_part = (
-        lf.group_by("node", "file", PART_COLUMN)
-        .agg(n=pl.len(), lo=pl.col("line").min(), hi=pl.col("line").max(), nulls=pl.col("line").null_count())
-        .collect()
-    )
+    if by_part is None:  # (else what the parts' writers counted: `_Known.by_part`)
+        by_part = _scan_by_part(lf)
     counts = (
         by_part.group_by("node", "file")
         .agg(pl.col("n").sum(), pl.col("lo").min(), pl.col("hi").max())
@@ -2441,6 +2560,12 @@ def _write_in_parts(lf: pl.LazyFrame, table: str, folder: Path, as_is: dict[int,
     if total == 0:
         write_table(empty(table), table, folder)
     return total
+
+
+def _scan_by_part(lf: pl.LazyFrame) -> pl.DataFrame:
+    """Rows, first and last line and rows without a line of each (node, file, part) of a large table (`lf`, as
+    `Outcomes.lazy` gives it), read from its parts."""
+    return lf.group_by("node", "file", PART_COLUMN).agg(_RANGE_AGGS).collect()
 
 
 def _part_blocks(

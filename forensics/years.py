@@ -12,6 +12,9 @@ over that those hours do not decide.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import NamedTuple
+
 import polars as pl
 
 DATED = ("exact", "local_assumed_utc", "zone_inferred", "boot_anchored")
@@ -25,24 +28,46 @@ def _empty(df: pl.DataFrame | pl.LazyFrame | None) -> bool:
     return df is None or (isinstance(df, pl.DataFrame) and df.height == 0) or "ts_quality" not in df.collect_schema()
 
 
-def reconcile(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFrame], list[str]]:
+class Known(NamedTuple):
+    """What is known of a table's rows without reading them (a large table's parts, from what their writers
+    counted: `forensics.ingest.PartStats`), so that `reconcile` scans less of them."""
+
+    inferred: pl.Expr | None
+    """A filter that keeps every row with a year-inferred time (it may keep others); None: no row has one."""
+    dated: pl.DataFrame
+    """The rows with a time of its own year (`DATED`) counted by hour: `b` (t // BUCKET) and `n`, Int64."""
+
+
+def reconcile(
+    tables: dict[str, pl.DataFrame], known: Mapping[str, Known] | None = None
+) -> tuple[dict[str, pl.DataFrame], list[str]]:
     """Shift year-inferred files by whole years towards the bundle's dated rows; return notes.
 
     A table may be a LazyFrame (the ingest's tables too large to hold): it is scanned for the small aggregates
     and returned lazy, with the shift as an expression. Nothing is scanned for the dated rows when no row is
-    year-inferred.
+    year-inferred. `known`: what is known of some tables' rows (`Known`); their scans for the year-inferred
+    rows keep only the rows that may be, and their dated rows are counted already (the 6-hour bundle's 18 M
+    rows in 400 parts: two scans, ~0.45 s of the parent's time after the workers).
     """
+    known = known or {}
     inferred = pl.col("ts_quality") == "year_inferred"
-    per_file = {
-        t: tables[t]
-        .lazy()
-        .filter(inferred & pl.col("ts").is_not_null())
-        .group_by("file")
-        .agg(med=pl.col("ts").cast(pl.Int64).median())
-        .collect()
-        for t in TABLES
-        if not _empty(tables.get(t))
-    }
+    per_file = {}
+    for t in TABLES:
+        if _empty(tables.get(t)):
+            continue
+        lf = tables[t].lazy()
+        k = known.get(t)
+        if k is not None and k.inferred is None:
+            per_file[t] = pl.DataFrame(schema={"file": pl.String, "med": pl.Float64})
+            continue
+        if k is not None:
+            lf = lf.filter(k.inferred)
+        per_file[t] = (
+            lf.filter(inferred & pl.col("ts").is_not_null())
+            .group_by("file")
+            .agg(med=pl.col("ts").cast(pl.Int64).median())
+            .collect()
+        )
     if not any(df.height for df in per_file.values()):
         return tables, []
     dated = [
@@ -50,7 +75,10 @@ def reconcile(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFrame],
         .select(t=pl.col("ts").cast(pl.Int64))
         for t in per_file
     ]
-    counts = _bucket_counts(dated)
+    counts = _bucket_counts(
+        [d for t, d in zip(per_file, dated, strict=True) if t not in known],
+        [known[t].dated for t in per_file if t in known],
+    )
     bounds = _median_bounds(counts)
     if bounds is None:
         return tables, []
@@ -119,16 +147,24 @@ def _closer(med: float, k: int, j: int, ref: float) -> bool:
     return abs(med + k * YEAR_US - ref) < abs(med + j * YEAR_US - ref) - HALF_YEAR_US
 
 
-def _bucket_counts(columns: list[pl.LazyFrame]) -> pl.DataFrame:
+def _bucket_counts(columns: list[pl.LazyFrame], counted: list[pl.DataFrame] | tuple[()] = ()) -> pl.DataFrame:
     """The values of the Int64 column `t` of all `columns` counted by bucket (`b` = t // BUCKET, `n`), sorted:
-    one scan."""
+    one scan; with the counts `counted` (of other values, the same shape) added."""
     bucket = pl.col("t") // BUCKET
+    parts = [c.group_by(b=bucket).agg(n=pl.len().cast(pl.Int64)) for c in columns]
+    parts += [c.lazy().select(pl.col("b").cast(pl.Int64), pl.col("n").cast(pl.Int64)) for c in counted]
+    if not parts:
+        return pl.DataFrame(schema={"b": pl.Int64, "n": pl.Int64})
+    return pl.concat(parts).group_by("b").agg(pl.col("n").sum()).sort("b").collect()
+
+
+def dated_counts(df: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
+    """`Known.dated` of the rows of `df` (its `ts` and `ts_quality`), as a query."""
     return (
-        pl.concat([c.group_by(b=bucket).agg(n=pl.len()) for c in columns])
-        .group_by("b")
-        .agg(pl.col("n").sum())
-        .sort("b")
-        .collect()
+        df.lazy()
+        .filter(pl.col("ts_quality").is_in(DATED) & pl.col("ts").is_not_null())
+        .group_by(b=pl.col("ts").cast(pl.Int64) // BUCKET)
+        .agg(n=pl.len().cast(pl.Int64))
     )
 
 

@@ -31,6 +31,47 @@ from parsers import registry
 from parsers.base import FileContext, ParseResult, account, numbered
 from tests.conftest import FIXTURES, make_bundle
 
+PART = ingest_mod.PART_COLUMN
+
+
+@pytest.fixture(autouse=True)
+def stats_checked(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """In every test here: the plan `_write_in_parts` is given from the parts' `PartStats` is the one it reads
+    from the parts, and the year reconciliation told what they know gives what it gives reading them (the
+    tables and the notes). Counts how often each was checked."""
+    from forensics import years
+
+    seen = {"by_part": 0, "years": 0, "inferred": 0}
+    write = ingest_mod._write_in_parts
+
+    def checked_write(
+        lf: pl.LazyFrame, table: str, folder: Path, as_is: Any = None, by_part: Any = None
+    ) -> int:
+        if by_part is not None:
+            key = ["node", "file", PART]
+            scanned = ingest_mod._scan_by_part(lf)
+            assert by_part.sort(key, nulls_last=True).equals(scanned.sort(key, nulls_last=True)), table
+            seen["by_part"] += 1
+        return write(lf, table, folder, as_is, by_part)
+
+    reconcile = years.reconcile
+
+    def checked_reconcile(tables: dict[str, Any], known: Any = None) -> tuple[dict[str, Any], list[str]]:
+        got, notes = reconcile(tables, known)
+        if known:
+            plain, plain_notes = reconcile(tables)
+            assert notes == plain_notes
+            for t, df in got.items():
+                a, b = df.lazy().collect(), plain[t].lazy().collect()
+                assert a.equals(b, null_equal=True), t
+            seen["years"] += 1
+            seen["inferred"] += sum(k.inferred is not None for k in known.values())
+        return got, notes
+
+    monkeypatch.setattr(ingest_mod, "_write_in_parts", checked_write)
+    monkeypatch.setattr(years, "reconcile", checked_reconcile)
+    return seen
+
 REAL = Path("/work/shared/real-logs/hw")
 
 
@@ -1020,7 +1061,9 @@ def test_a_bug_report_read_in_chunks_or_ranges_gives_what_reading_it_whole_does(
     assert events.filter(xid13).height == 42
 
 
-def test_tables_too_large_to_hold_are_written_in_sorted_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tables_too_large_to_hold_are_written_in_sorted_parts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stats_checked: dict[str, int]
+) -> None:
     """Past HOLD_ROWS, steps and gpu_samples stay in Parquet parts: the year and identity stages run lazily and
     the table is written in sorted parts of PART_ROWS rows; the rows are the same as when held in memory."""
     from forensics.simulate import simulate
@@ -1032,6 +1075,7 @@ def test_tables_too_large_to_hold_are_written_in_sorted_parts(tmp_path: Path, mo
     monkeypatch.setattr(ingest_mod, "PART_ROWS", 40)
     monkeypatch.setattr(ingest_mod, "HOLD_BYTES", 20_000)
     m = ingest(src, tmp_path / "parts", jobs=1)
+    assert stats_checked["by_part"] == 2 and stats_checked["years"] == 1  # (what the parts' writers counted)
     for t in ("steps", "gpu_samples"):
         held, parts = read_table(tmp_path / "held", t), read_table(tmp_path / "parts", t)
         files = sorted((tmp_path / "parts" / "tables" / t).glob("*.parquet"))
@@ -2172,3 +2216,87 @@ def _affinity(tid: int) -> list[int] | None:
         return sorted(os.sched_getaffinity(tid))
     except OSError:  # (a thread that ended since)
         return None
+
+
+def test_part_stats_count_what_the_parent_would_read_from_the_part() -> None:
+    """`part_stats` of a frame (typeless columns of nulls too, as a pooled frame has them): each (node, file)
+    pair's rows and line range, whether a time is year-inferred, the dated times by hour; `_known` reads them
+    back as `Outcomes.lazy` reads the parts (a line offset added, rows of node 'unknown' given the node)."""
+    hour = 3600 * 1_000_000
+    df = pl.DataFrame(
+        {
+            "node": ["a", "a", "unknown", "unknown", "b"],
+            "file": ["f", "f", "g", "g", "h"],
+            "line": [3, 9, None, 4, None],
+            "ts": pl.Series([0, hour + 5, 2 * hour, None, 7], dtype=pl.Int64).cast(pl.Datetime("us", "UTC")),
+            "ts_quality": ["exact", "local_assumed_utc", "year_inferred", "year_inferred", "none"],
+            "rank": [None] * 5,
+        }
+    )
+    st = ingest_mod.part_stats(df)
+    assert sorted(st.ranges, key=str) == sorted(
+        [("a", "f", 2, 3, 9, 0), ("unknown", "g", 2, 4, 4, 1), ("b", "h", 1, None, None, 1)], key=str
+    )
+    assert st.inferred and sorted(st.dated) == [(0, 1), (1, 1)]
+    assert not ingest_mod.part_stats(df.filter(pl.col("file") == "f")).inferred
+    typeless = df.with_columns(pl.lit(None).alias("ts"), pl.lit(None).alias("ts_quality"))
+    assert ingest_mod.part_stats(typeless).dated == () and not ingest_mod.part_stats(typeless).inferred
+    parts = [
+        ingest_mod.Part("p0", line_offset=10, node="n7", stats=st),
+        ingest_mod.Part("p1", stats=ingest_mod.part_stats(df.head(1))),
+    ]
+    known = ingest_mod._known(parts, df.tail(1))
+    rows = sorted(known.by_part.rows(), key=str)
+    assert rows == sorted(
+        [
+            ("a", "f", 0, 2, 13, 19, 0),
+            ("n7", "g", 0, 2, 14, 14, 1),
+            ("b", "h", 0, 1, None, None, 1),
+            ("a", "f", 1, 1, 3, 3, 0),
+            ("b", "h", -1, 1, None, None, 1),
+        ],
+        key=str,
+    )
+    assert known.by_part.schema == ingest_mod._BY_PART_SCHEMA
+    assert known.years.inferred is not None
+    which = pl.DataFrame({PART: [0, 1, -1]}, schema={PART: pl.Int32}).filter(known.years.inferred)
+    assert which[PART].to_list() == [0]
+    assert sorted(known.years.dated.rows()) == [(0, 1), (0, 1), (1, 1)]
+
+
+def _absl_log(steps: int, start_day: int = 12) -> str:
+    """`steps` MaxText (absl) step lines: month and day without a year, a second apart."""
+    return "".join(
+        f"I05{start_day:02d} 10:{i // 60 % 60:02d}:{i % 60:02d}.123456 140234 train.py:540] "
+        f"completed step: {i}, "
+        f"seconds: 1.341, TFLOP/s/device: 257.929, Tokens/s/device: 36653.244, total_weights: 196608, "
+        f"loss: {10 - i / 1000:.3f}\n"
+        for i in range(steps)
+    )
+
+
+def test_a_large_tables_year_inferred_rows_are_moved_as_when_its_parts_are_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stats_checked: dict[str, int]
+) -> None:
+    """Year-less step times in the parts of a large table, moved by the year reconciliation from what the
+    parts' writers counted, as reading the parts and as holding the table move them."""
+    src = tmp_path / "bundle"
+    for n in range(6):
+        (src / f"node{n}").mkdir(parents=True)
+        (src / f"node{n}" / "train.log").write_text(_absl_log(700) if n % 2 else _titan_log(0, 700))
+    held = ingest(src, tmp_path / "held", jobs=1, year=2026)
+    moved = [n for n in held["notes"] if "year-less times moved" in n]
+    assert len(moved) == 3  # (absl's May 2026 moved to May 2025, where the torchtitan lines are)
+    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_FILES", 0)
+    monkeypatch.setattr(ingest_mod, "BATCH_FILES", 2)
+    monkeypatch.setattr(ingest_mod, "HANDED_BYTES", 1)
+    monkeypatch.setattr(ingest_mod, "HOLD_ROWS", 100)
+    monkeypatch.setattr(ingest_mod, "PART_ROWS", 600)
+    parts = ingest(src, tmp_path / "parts", jobs=2, year=2026)
+    assert stats_checked["years"] == 1 and stats_checked["inferred"] == 1
+    assert stats_checked["by_part"] == 0  # (the stage changed the table: its parts are read for the plan)
+    assert [n for n in parts["notes"] if "year-less times moved" in n] == moved
+    cols = get_schema("steps")
+    a, b = read_table(tmp_path / "held", "steps"), read_table(tmp_path / "parts", "steps")
+    assert a.sort(list(cols), nulls_last=True).equals(b.sort(list(cols), nulls_last=True), null_equal=True)
