@@ -907,7 +907,7 @@ def _worker_init(cpus: Sequence[Sequence[int]] = (), slots: Any = None) -> None:
     # The modules are loaded: the collector need not walk them again, and parsers that build many small
     # Python objects (small files, -q walks) pay fewer collections (~3-6 % of a small file's CPU).
     gc.freeze()
-    gc.set_threshold(50_000, 20, 20)
+    gc.set_threshold(*GC_THRESHOLD)
     # Ctrl-C is the parent's to handle: workers stop quietly when it shuts the pool down.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
@@ -988,9 +988,10 @@ def ingest(
     jobs = jobs or min(os.cpu_count() or 1, 8)
     early = _EarlyPool(jobs) if client is None and jobs > 1 else None
     try:
-        bundle = open_bundle(bundle_path, staging, limits, early.walked if early else None)
-        _invalidate(out)
-        manifest = _ingest_bundle(bundle, out, work, limits, jobs, year, progress, client, early)
+        with _fewer_collections():
+            bundle = open_bundle(bundle_path, staging, limits, early.walked if early else None)
+            _invalidate(out)
+            manifest = _ingest_bundle(bundle, out, work, limits, jobs, year, progress, client, early)
     finally:
         if early is not None:
             early.close()
@@ -998,6 +999,24 @@ def ingest(
         if client is not None:
             client.close()
     return manifest
+
+
+GC_THRESHOLD = (50_000, 20, 20)
+"""The collector's thresholds while this process ingests, and in the workers (`_worker_init`)."""
+
+
+@contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """The cyclic garbage collector run less often (`GC_THRESHOLD`), then as before: the ingest makes many
+    small objects that live on (a file's row, its outcome, the walk's entries), each young collection walks
+    them again, and little of it is cyclic garbage. The 6-hour bundle's parent: ~9 % of its main thread's CPU
+    in the collector, ~0.12 s less while the workers run (one of the two cores they share)."""
+    before = gc.get_threshold()
+    gc.set_threshold(*GC_THRESHOLD)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
 
 
 class _EarlyPool:

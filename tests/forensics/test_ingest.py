@@ -2300,3 +2300,28 @@ def test_a_large_tables_year_inferred_rows_are_moved_as_when_its_parts_are_read(
     cols = get_schema("steps")
     a, b = read_table(tmp_path / "held", "steps"), read_table(tmp_path / "parts", "steps")
     assert a.sort(list(cols), nulls_last=True).equals(b.sort(list(cols), nulls_last=True), null_equal=True)
+
+
+def test_the_collector_runs_less_often_while_ingesting_and_as_before_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ingest runs with the collector's thresholds raised, and gives them back, also when it fails."""
+    import gc
+
+    seen: list[tuple[int, int, int]] = []
+    real = ingest_mod._ingest_bundle
+
+    def spy(*a: Any, **k: Any) -> Any:
+        seen.append(gc.get_threshold())
+        return real(*a, **k)
+
+    monkeypatch.setattr(ingest_mod, "_ingest_bundle", spy)
+    before = gc.get_threshold()
+    xid = "[    1.000000] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n"
+    make_bundle(tmp_path / "b", {"node-1/dmesg.log": xid})
+    ingest(tmp_path / "b", tmp_path / "out", jobs=1)
+    assert seen == [ingest_mod.GC_THRESHOLD] and gc.get_threshold() == before
+    monkeypatch.setattr(ingest_mod, "_ingest_bundle", lambda *a, **k: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        ingest(tmp_path / "b", tmp_path / "out2", jobs=1)
+    assert gc.get_threshold() == before
