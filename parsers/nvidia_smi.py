@@ -293,7 +293,8 @@ def _classify(raw: str) -> tuple:  # type: ignore[type-arg]
 
 def sniff(head: bytes, name: str) -> float:
     """1.0 on the NVSMI LOG banner near the top; 0.9 when it (or driver + GPU block lines) is in the head."""
-    if not has_bytes(head, b"==NVSMI LOG==") and not has_bytes(head, b"Driver Version"):  # (no decode for most heads)
+    # (no decode for most heads)
+    if not has_bytes(head, b"==NVSMI LOG==") and not has_bytes(head, b"Driver Version"):
         return 0.0
     text = head.decode("utf-8", "replace")
     first = "\n".join(ln for ln in text.splitlines()[:12] if not ln.startswith("#"))

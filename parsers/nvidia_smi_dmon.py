@@ -57,7 +57,8 @@ _MAP = {
 
 def sniff(head: bytes, name: str) -> float:
     """0.95 for a dmon names line followed by its units line."""
-    if not has_bytes(head, b"Idx") or not has_bytes(head, b"gpu"):  # (literals of the units and names lines: no decode)
+    # (literals of the units and names lines: no decode)
+    if not has_bytes(head, b"Idx") or not has_bytes(head, b"gpu"):
         return 0.0
     text = head.decode("utf-8", "replace")
     if re.search(HEADER_RE, text, re.M) and re.search(UNITS_RE, text, re.M):

@@ -266,7 +266,8 @@ mispredicts)."""
 
 
 def _in_finder(lit: str) -> Callable[[str], object]:
-    """A function giving None exactly when `lit` is not in its argument (True where it is), by `in`."""
+    """A function giving None exactly when `lit` is not in its argument (True where it is), by `in` (`has`:
+    `memmem` on a head's text, as `_finder` does there; the two ways differ only on other texts)."""
 
     def find(text: str) -> object:
         return True if has(text, lit) else None
