@@ -41,9 +41,11 @@ def _tree(spec: str, head: Path, scratch: Path) -> tuple[Path, bool]:
     if p.is_dir():
         return p.resolve(), False
     dest = scratch / "base-tree"
-    subprocess.run(
-        ["git", "-C", str(head), "worktree", "add", "--detach", "-q", str(dest), spec], check=True
-    )
+    add = ["git", "-C", str(head), "worktree", "add", "--detach", "-q", str(dest), spec]
+    got = subprocess.run(add, capture_output=True, text=True)
+    if got.returncode:
+        why = got.stderr.strip()
+        raise SystemExit(f"--base {spec}: no such folder, nor a revision git can check out in {head} ({why})")
     return dest, True
 
 
@@ -84,7 +86,7 @@ def _run(tree: Path, bundle: Path, out: Path, cwd: Path, jobs: int) -> dict[str,
     proc = subprocess.run(cmd, env=_env(tree), cwd=cwd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode not in (0, 1):  # (1: the ingest ran, some file failed)
+    if proc.returncode:
         sys.stderr.write(proc.stderr[-3000:])
         raise SystemExit(f"ingest failed ({proc.returncode}) with the tree {tree}")
     cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
