@@ -74,5 +74,5 @@ def test_a_tree_the_runs_would_not_import_from_is_refused(tmp_path: Path) -> Non
 
 @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="not a git checkout")
 def test_a_base_that_is_neither_a_folder_nor_a_revision_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(SystemExit, match="--base no-such-rev: no such folder, nor a revision git can check out"):
+    with pytest.raises(SystemExit, match="--base no-such-rev: no such folder, nor a revision git can check"):
         _ab()._tree("no-such-rev", ROOT, tmp_path)
