@@ -71,9 +71,12 @@ def _warm(bundle: Path) -> int:
     n = 0
     for dirpath, _dirs, files in os.walk(bundle):
         for name in files:
-            with open(os.path.join(dirpath, name), "rb") as fh:
-                while chunk := fh.read(1 << 22):
-                    n += len(chunk)
+            try:
+                with open(os.path.join(dirpath, name), "rb") as fh:
+                    while chunk := fh.read(1 << 22):
+                        n += len(chunk)
+            except OSError:  # (a broken link, an unreadable file: the ingest says what it is)
+                continue
     return n
 
 
