@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run import bundle_stats  # noqa: E402 - the benchmark's own reading of a bundle (bench/run.py)
 
 
 def _tree(spec: str, head: Path, scratch: Path) -> tuple[Path, bool]:
@@ -64,20 +66,6 @@ def _imports_from(tree: Path, cwd: Path) -> None:
     for f in out:
         if not Path(f).resolve().is_relative_to(tree):
             raise SystemExit(f"a run meant for {tree} imports {f}: its tree is not the one measured")
-
-
-def _warm(bundle: Path) -> int:
-    """Read every file of the bundle once (so that the first run does not pay the disk); its bytes."""
-    n = 0
-    for dirpath, _dirs, files in os.walk(bundle):
-        for name in files:
-            try:
-                with open(os.path.join(dirpath, name), "rb") as fh:
-                    while chunk := fh.read(1 << 22):
-                        n += len(chunk)
-            except OSError:  # (a broken link, an unreadable file: the ingest says what it is)
-                continue
-    return n
 
 
 def _run(tree: Path, bundle: Path, out: Path, cwd: Path, jobs: int) -> dict[str, float]:
@@ -147,8 +135,8 @@ def main() -> None:
         trees = {"base": base, "head": head}
         for tree in trees.values():
             _imports_from(tree, cwd)
-        warm = _warm(a.bundle)
-        print(f"base {base}\nhead {head}\nbundle {a.bundle}: {warm / 1e6:.0f} MB read once", flush=True)
+        nfiles, nbytes, _lines = bundle_stats(a.bundle)  # (read once: the first run does not pay the disk)
+        print(f"base {base}\nhead {head}\nbundle {a.bundle}: {nfiles} files, {nbytes / 1e6:.0f} MB read once")
         for _ in range(a.warmup):  # (the trees' sources and the interpreter's files read, as in later runs)
             for name, tree in trees.items():
                 _run(tree, a.bundle, scratch / f"out-{name}", cwd, a.jobs)
