@@ -53,6 +53,11 @@ from parsers._sniff import (
 )
 from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
 
+try:
+    from parsers import _fastscan  # the compiled scanners (`parsers/_fastscan.c`), where the install built them
+except ImportError:  # pragma: no cover - not built (no C compiler): the regexes read those lines
+    _fastscan = None
+
 NAME = "step-log"
 DESCRIPTION = (
     "Training step logs: Megatron-LM/Core/NeMo, DeepSpeed, HF Trainer/accelerate (dicts, tqdm), torchtitan, "
@@ -4101,28 +4106,33 @@ def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
         return None
     at = cand.arg_true()
     cand_text = text if at.len() == text.len() else text.gather(at)  # (every line a candidate: no gather)
-    m = cand_text.str.extract_groups(_rx(_TITAN_LINE))
-    miss = m.struct.field("2").is_null()
-    if miss.any():  # (lines without an envelope; those with one fail that regex at their second character)
-        bare = cand_text.str.extract_groups(_rx(_TITAN_BARE))
-        m = pl.select(pl.when(miss).then(pl.lit(bare)).otherwise(pl.lit(m))).to_series()
+    numbers = lambda at: pl.lit(at).cast(pl.Int64, strict=False) + ctx.first_line  # noqa: E731
+    got = _titan_scanned(cand_text, numbers(at), None)  # (every candidate of the shape: their values)
+    if got is None:
+        m = cand_text.str.extract_groups(_rx(_TITAN_LINE))
         miss = m.struct.field("2").is_null()
-    n_miss = int(miss.sum())
-    if at.len() - n_miss < _LANE_MIN:
-        return None
-    if n_miss:  # (candidates of another shape: other lines)
-        cand = cand.scatter(at.filter(miss), False)
-        at, m = at.filter(~miss), m.filter(~miss)
+        if miss.any():  # (no envelope: lines with one fail that regex at their second character)
+            bare = cand_text.str.extract_groups(_rx(_TITAN_BARE))
+            m = pl.select(pl.when(miss).then(pl.lit(bare)).otherwise(pl.lit(m))).to_series()
+            miss = m.struct.field("2").is_null()
+        n_miss = int(miss.sum())
+        if at.len() - n_miss < _LANE_MIN:
+            return None
+        if n_miss:  # (candidates of another shape: other lines)
+            cand = cand.scatter(at.filter(miss), False)
+            at, m = at.filter(~miss), m.filter(~miss)
     others = (~cand).arg_true()
     if others.len():
         rest_text = text.gather(others)
         bad = rest_text.str.contains_any([*_GATES, "\x1b"]) | rest_text.str.contains(_rx(g.ANSI_PASTED_RE))
         if bad.any():
             return None
-    got = _titan_steps(m, pl.lit(at).cast(pl.Int64, strict=False) + ctx.first_line, None, ctx.path, ctx.node)
     if got is None:
-        return None
-    steps, bare = got
+        got = _titan_groups(m, numbers(at), None)
+        if got is None:
+            return None
+    v, one, bare = got
+    steps = _titan_steps(v, one, None, ctx.path, ctx.node)
     if bare and others.len() and rest_text.str.contains("global rank", literal=True).any():
         return None  # (a line without an envelope takes the rank of a Composer banner above it)
     rest = None
@@ -4142,15 +4152,15 @@ def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     )
 
 
-def _titan_steps(
-    m: pl.Series, line: pl.Expr, fi: pl.Series | None, path: str | pl.Series, node: str | None | pl.Series
-) -> tuple[pl.DataFrame, bool] | None:
-    """The `steps` rows (conformed) of torchtitan step lines from their `_TITAN_LINE` groups `m` (the lines'
-    numbers `line`), and whether some line has no envelope; None where a date does not parse, a rank or step
-    is out of range or a number reads infinite. `fi`: for lines of several files, each line's file index
-    (`path`, `node`: per file then), the streams being the ranks of each file."""
+_TitanValues = tuple[pl.DataFrame, bool, bool]
+
+
+def _titan_groups(m: pl.Series, line: pl.Expr, fi: pl.Series | None) -> _TitanValues | None:
+    """The values of torchtitan step lines from their `_TITAN_LINE` groups `m` (the lines' numbers `line`):
+    a frame of `_TITAN_COLUMNS` (and `_fi`, the file index `fi` of each line, for the lines of several files),
+    whether the ranks are one a file (`_one_value`) and whether some line has no envelope; None where a date
+    does not parse, a rank or step is out of range or a number reads infinite."""
     f = pl.col("_m").struct.field
-    floats = ("loss", "grad_norm", "memory_gib", "throughput", "tflops", "mfu_pct")
     frame = pl.DataFrame({"_m": m}) if fi is None else pl.DataFrame({"_m": m, "_fi": fi})
     # (one rank text, or none, in each file: one stream a file, whose step times are nearly all distinct:
     # converted without polars' cache of converted strings, whose hashing and upkeep cost ~40 % of the
@@ -4174,12 +4184,60 @@ def _titan_steps(
     )
     ok = v.select(
         pl.all_horizontal(pl.col("_n", "step").null_count() == 0)
-        & pl.all_horizontal(pl.col(*floats).is_infinite().any().not_())
+        & pl.all_horizontal(pl.col(*_TITAN_FLOATS).is_infinite().any().not_())
         & (pl.col("rank").null_count() == pl.lit(m.struct.field("1").null_count(), dtype=pl.UInt32)),
         bare=pl.col("rank").is_null().any(),
     ).row(0)
     if not ok[0]:
         return None
+    return v, one, bool(ok[1])
+
+
+_TITAN_FLOATS = ("loss", "grad_norm", "memory_gib", "throughput", "tflops", "mfu_pct")
+_TITAN_COLUMNS = ("line", "rank", "_n", "step", *_TITAN_FLOATS)
+
+
+def _titan_scanned(text: pl.Series, line: pl.Expr, fi: pl.Series | None) -> _TitanValues | None:
+    """`_titan_groups` of `text`, lines each of the shape `_TITAN_LINE` or `_TITAN_BARE`, read by the
+    compiled scanner (`parsers._fastscan.titan`: the regexes' language, the casts' values; the tests hold
+    it to `_titan_groups`); None where it is not built, or stops at a line: one of another shape, or whose
+    value it does not convert (a date that does not exist, a number beyond its exact range), for the regex
+    path to decide."""
+    n = text.len()
+    if _fastscan is None or n == 0 or text.null_count():
+        return None
+    import numpy as np  # (here: a worker that reads no torchtitan log never imports it)
+
+    ints, floats = np.empty(3 * n, dtype=np.int64), np.empty(6 * n, dtype=np.float64)
+    if _fastscan.titan(text.__arrow_c_stream__(), n, ints, floats) != n:
+        return None
+    cols = {"_ts": ints[:n], "step": ints[n : 2 * n], "_rank": ints[2 * n :]}
+    cols |= {name: floats[k * n : (k + 1) * n] for k, name in enumerate(_TITAN_FLOATS)}
+    frame = pl.DataFrame(cols) if fi is None else pl.DataFrame(cols).with_columns(_fi=fi)
+    v = frame.select(
+        *([] if fi is None else ["_fi"]),
+        line=line,
+        rank=pl.when(pl.col("_rank") >= 0).then(pl.col("_rank").cast(pl.Int32)),
+        _n=pl.col("_ts").cast(pl.Datetime("us")),
+        step=pl.col("step"),
+        loss=pl.col("loss"),
+        grad_norm=pl.col("grad_norm").fill_nan(None),  # (NaN: no `grad_norm:`; the scanner reads no `nan`)
+        memory_gib=pl.col("memory_gib"),
+        throughput=pl.col("throughput"),
+        tflops=pl.col("tflops"),
+        mfu_pct=pl.col("mfu_pct"),
+    )
+    rank = v.get_column("rank")
+    one = _one_value(rank) if fi is None else _one_value_a_file(rank, fi)
+    return v, one, rank.null_count() > 0
+
+
+def _titan_steps(
+    v: pl.DataFrame, one: bool, fi: pl.Series | None, path: str | pl.Series, node: str | None | pl.Series
+) -> pl.DataFrame:
+    """The `steps` rows (conformed) of torchtitan step lines from their values `v` (`_titan_groups`: `one`,
+    whether the ranks are one a file). `fi`: for lines of several files, each line's file index (`path`,
+    `node`: per file then), the streams being the ranks of each file."""
     # step times: timestamp deltas between a rank's consecutive rows (in line order within each rank)
     d_ts = (pl.col("ts") - pl.col("ts").shift(1)).dt.total_microseconds() / 1e6
     d_step = pl.col("step") - pl.col("step").shift(1)
@@ -4226,7 +4284,7 @@ def _titan_steps(
         file=file_e,
         line=pl.col("line"),
     )
-    return conform(steps, "steps"), bool(ok[1])
+    return conform(steps, "steps")
 
 
 def _one_value(col: pl.Series) -> bool:
@@ -4255,13 +4313,6 @@ def _titan_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseRes
     if not all(sizes):
         return None
     text = pl.concat([lines.cast(pl.String) for lines, _ in items], rechunk=True)
-    m = text.str.extract_groups(_rx(_TITAN_LINE))
-    miss = m.struct.field("2").is_null()
-    if miss.any():  # (lines without an envelope; those with one fail that regex at their second character)
-        bare = text.str.extract_groups(_rx(_TITAN_BARE))
-        m = pl.select(pl.when(miss).then(pl.lit(bare)).otherwise(pl.lit(m))).to_series()
-        if m.struct.field("2").null_count():
-            return None
     k = len(items)
     spans = pl.DataFrame(
         {"s": [ctx.first_line for _, ctx in items], "n": sizes, "fi": range(k)},
@@ -4270,16 +4321,27 @@ def _titan_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseRes
         line=pl.int_ranges("s", pl.col("s") + pl.col("n"), dtype=pl.Int64),
         fi=pl.col("fi").repeat_by("n"),
     )
-    got = _titan_steps(
-        m,
-        pl.lit(spans.get_column("line").explode()),
-        spans.get_column("fi").explode(),
+    line, fi = pl.lit(spans.get_column("line").explode()), spans.get_column("fi").explode()
+    got = _titan_scanned(text, line, fi)
+    if got is None:
+        m = text.str.extract_groups(_rx(_TITAN_LINE))
+        miss = m.struct.field("2").is_null()
+        if miss.any():  # (no envelope: lines with one fail that regex at their second character)
+            bare = text.str.extract_groups(_rx(_TITAN_BARE))
+            m = pl.select(pl.when(miss).then(pl.lit(bare)).otherwise(pl.lit(m))).to_series()
+            if m.struct.field("2").null_count():
+                return None
+        got = _titan_groups(m, line, fi)
+        if got is None:
+            return None
+    v, one, _ = got
+    steps = _titan_steps(
+        v,
+        one,
+        fi,
         pl.Series([ctx.path for _, ctx in items], dtype=pl.String),
         pl.Series([ctx.node for _, ctx in items], dtype=pl.String),
     )
-    if got is None:
-        return None
-    steps = got[0]
     ends = list(itertools.accumulate(sizes))
     lasts = text.gather([e - 1 for e in ends]).to_list()
     return [

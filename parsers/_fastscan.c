@@ -1,0 +1,388 @@
+/* parsers._fastscan: compiled scanners for line shapes read at a cost polars' regex engine cannot reach.
+ *
+ * Each scanner recognises exactly the lines of one regex of the pure-polars path (or a strict subset of
+ * them), and converts its groups as that path's polars casts do. It stops at the first line it does not
+ * accept, or whose value it cannot convert exactly (a date that does not exist, a number out of the fast
+ * path's exact range): the caller then takes the polars path for the whole input, which decides what such
+ * a line is. So the scanner never decides anything the polars path would decide otherwise; the tests check
+ * it against that path (tests/test_fastscan.py).
+ *
+ * Input is an Arrow stream of strings (the PyCapsule interface: `Series.__arrow_c_stream__()`, read in place),
+ * output caller-made buffers (the buffer protocol): the module needs neither numpy's nor Arrow's headers.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* 10^k, exact as doubles for k <= 22 */
+static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+#define IS_DIGIT(c) ((unsigned)((c) - '0') < 10u)
+
+typedef struct {
+    const uint8_t *p;
+    const uint8_t *e;
+} cursor;
+
+static int lit(cursor *c, const char *s, size_t n) {
+    if ((size_t)(c->e - c->p) < n || memcmp(c->p, s, n) != 0)
+        return 0;
+    c->p += n;
+    return 1;
+}
+#define LIT(c, s) lit((c), (s), sizeof(s) - 1)
+
+/* ` +`: one space or more */
+static int spaces(cursor *c) {
+    if (c->p >= c->e || *c->p != ' ')
+        return 0;
+    while (c->p < c->e && *c->p == ' ')
+        c->p++;
+    return 1;
+}
+
+/* `[0-9]{n}` as a number */
+static int fixed(cursor *c, int n, int *out) {
+    int v = 0;
+    if (c->e - c->p < n)
+        return 0;
+    for (int i = 0; i < n; i++) {
+        uint8_t d = c->p[i];
+        if (!IS_DIGIT(d))
+            return 0;
+        v = v * 10 + (d - '0');
+    }
+    c->p += n;
+    *out = v;
+    return 1;
+}
+
+/* `[0-9]+` as an integer of at most 18 digits (longer: not converted here) */
+static int integer(cursor *c, int64_t *out) {
+    const uint8_t *s = c->p;
+    int64_t v = 0;
+    while (c->p < c->e && IS_DIGIT(*c->p)) {
+        v = v * 10 + (*c->p - '0');
+        c->p++;
+        if (c->p - s > 18)
+            return 0;
+    }
+    if (c->p == s)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+/* Digits into a mantissa (commas skipped where `commas`), counting those after the point. The value is
+ * m / 10^k, a correctly rounded quotient of two exact doubles, so the nearest double to the decimal, as any
+ * correct conversion (polars' included) gives, when m <= 2^53 and k <= 22; otherwise 0 (not converted). */
+static int decimal(cursor *c, int commas, double *out) {
+    uint64_t m = 0;
+    int k = 0, n = 0;
+    if (c->p >= c->e || !IS_DIGIT(*c->p))
+        return 0;
+    while (c->p < c->e && (IS_DIGIT(*c->p) || (commas && *c->p == ','))) {
+        if (*c->p != ',') {
+            if (m > (UINT64_C(1) << 53) / 10 + 1)
+                return 0;
+            m = m * 10 + (uint64_t)(*c->p - '0');
+            n++;
+        }
+        c->p++;
+    }
+    if (c->p < c->e && *c->p == '.') {
+        /* `(?:\.[0-9]+)?`: a point without a digit after it ends the number before the point, where no
+         * token of the shapes here can follow (so the line is not of the shape) */
+        c->p++;
+        if (c->p >= c->e || !IS_DIGIT(*c->p))
+            return 0;
+        while (c->p < c->e && IS_DIGIT(*c->p)) {
+            if (m > (UINT64_C(1) << 53) / 10 + 1)
+                return 0;
+            m = m * 10 + (uint64_t)(*c->p - '0');
+            k++;
+            c->p++;
+        }
+    }
+    (void)n;
+    if (m > (UINT64_C(1) << 53) || k > 22)
+        return 0;
+    *out = (double)m / POW10[k];
+    return 1;
+}
+
+static int64_t days_from_civil(int64_t y, unsigned m, unsigned d) {
+    /* days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm) */
+    y -= m <= 2;
+    const int64_t era = (y >= 0 ? y : y - 399) / 400;
+    const unsigned yoe = (unsigned)(y - era * 400);
+    const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + (int64_t)doe - 719468;
+}
+
+static int days_in_month(int y, int m) {
+    static const int dim[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (m == 2 && ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0))
+        return 29;
+    return dim[m - 1];
+}
+
+/* `YYYY-MM-DD HH:MM:SS,mmm` (seconds `[0-5][0-9]`) as microseconds since the epoch, the wall time taken as
+ * UTC; a date or time that does not exist is not converted */
+static int datetime_ms(cursor *c, int64_t *out) {
+    int y, mo, d, h, mi, s, ms;
+    if (!fixed(c, 4, &y) || !LIT(c, "-") || !fixed(c, 2, &mo) || !LIT(c, "-") || !fixed(c, 2, &d) ||
+        !LIT(c, " ") || !fixed(c, 2, &h) || !LIT(c, ":") || !fixed(c, 2, &mi) || !LIT(c, ":"))
+        return 0;
+    if (c->p >= c->e || *c->p < '0' || *c->p > '5')
+        return 0;
+    if (!fixed(c, 2, &s) || !LIT(c, ",") || !fixed(c, 3, &ms))
+        return 0;
+    if (y < 1 || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59)
+        return 0;
+    int64_t days = days_from_civil(y, (unsigned)mo, (unsigned)d);
+    *out = ((days * 86400 + h * 3600 + mi * 60 + s) * 1000 + ms) * 1000;
+    return 1;
+}
+
+/* One torchtitan step line (`parsers.step_log._TITAN_LINE`, or `_TITAN_BARE` without the envelope):
+ *   [rankR]:[titan] YYYY-MM-DD HH:MM:SS,mmm - root - INFO - step: +S +loss: +D +(grad_norm: +D +)?
+ *   memory: +DGiB\([0-9.]+%\) +(tps|wps): +T +tflops: +D +mfu: +D%
+ * i64: timestamp (us), step, rank (-1: no envelope); f64: loss, grad_norm (NaN: absent), memory,
+ * throughput, tflops, mfu */
+static int titan_line(const uint8_t *p, const uint8_t *e, int64_t *i64, double *f64) {
+    cursor c = {p, e};
+    int64_t rank = -1;
+    if (LIT(&c, "[rank")) {
+        if (!integer(&c, &rank) || rank > INT32_MAX || !LIT(&c, "]:"))
+            return 0;
+    }
+    if (!LIT(&c, "[titan] ") || !datetime_ms(&c, &i64[0]))
+        return 0;
+    if (!LIT(&c, " - root - INFO - step:") || !spaces(&c) || !integer(&c, &i64[1]))
+        return 0;
+    i64[2] = rank;
+    if (!spaces(&c) || !LIT(&c, "loss:") || !spaces(&c) || !decimal(&c, 0, &f64[0]) || !spaces(&c))
+        return 0;
+    f64[1] = Py_NAN;
+    if (LIT(&c, "grad_norm:")) {
+        if (!spaces(&c) || !decimal(&c, 0, &f64[1]) || !spaces(&c))
+            return 0;
+    }
+    if (!LIT(&c, "memory:") || !spaces(&c) || !decimal(&c, 0, &f64[2]) || !LIT(&c, "GiB("))
+        return 0;
+    const uint8_t *pct = c.p;
+    while (c.p < c.e && (IS_DIGIT(*c.p) || *c.p == '.'))
+        c.p++;
+    if (c.p == pct || !LIT(&c, "%)") || !spaces(&c))
+        return 0;
+    if (!LIT(&c, "tps:") && !LIT(&c, "wps:"))
+        return 0;
+    if (!spaces(&c) || !decimal(&c, 1, &f64[3]) || !spaces(&c))
+        return 0;
+    if (!LIT(&c, "tflops:") || !spaces(&c) || !decimal(&c, 0, &f64[4]) || !spaces(&c))
+        return 0;
+    if (!LIT(&c, "mfu:") || !spaces(&c) || !decimal(&c, 0, &f64[5]) || !LIT(&c, "%"))
+        return 0;
+    return c.p == c.e;
+}
+
+/* ---- the Arrow C data and stream interfaces (https://arrow.apache.org/docs/format/CDataInterface.html) */
+struct ArrowSchema {
+    const char *format;
+    const char *name;
+    const char *metadata;
+    int64_t flags;
+    int64_t n_children;
+    struct ArrowSchema **children;
+    struct ArrowSchema *dictionary;
+    void (*release)(struct ArrowSchema *);
+    void *private_data;
+};
+
+struct ArrowArray {
+    int64_t length;
+    int64_t null_count;
+    int64_t offset;
+    int64_t n_buffers;
+    int64_t n_children;
+    const void **buffers;
+    struct ArrowArray **children;
+    struct ArrowArray *dictionary;
+    void (*release)(struct ArrowArray *);
+    void *private_data;
+};
+
+struct ArrowArrayStream {
+    int (*get_schema)(struct ArrowArrayStream *, struct ArrowSchema *out);
+    int (*get_next)(struct ArrowArrayStream *, struct ArrowArray *out);
+    const char *(*get_last_error)(struct ArrowArrayStream *);
+    void (*release)(struct ArrowArrayStream *);
+    void *private_data;
+};
+
+enum { FMT_UTF8, FMT_LARGE_UTF8, FMT_UTF8_VIEW };
+
+/* The bytes of string i of one chunk (`fmt` its layout), or 0 where they are not there as expected */
+static int string_at(const struct ArrowArray *a, int fmt, int64_t i, const uint8_t **s, int64_t *len) {
+    int64_t j = a->offset + i;
+    if (fmt == FMT_UTF8_VIEW) {
+        /* a view: int32 length, then the 12 bytes inline, or a 4-byte prefix, int32 buffer index, int32
+         * offset in that buffer (the data buffers are buffers[2 .. n_buffers-2]) */
+        const uint8_t *v = (const uint8_t *)a->buffers[1] + 16 * j;
+        int32_t n;
+        memcpy(&n, v, 4);
+        if (n < 0)
+            return 0;
+        if (n <= 12) {
+            *s = v + 4;
+        } else {
+            int32_t b, o;
+            memcpy(&b, v + 8, 4);
+            memcpy(&o, v + 12, 4);
+            if (b < 0 || o < 0 || 2 + (int64_t)b >= a->n_buffers - 1 || a->buffers[2 + b] == NULL)
+                return 0;
+            *s = (const uint8_t *)a->buffers[2 + b] + o;
+        }
+        *len = n;
+        return 1;
+    }
+    int64_t start, end;
+    if (fmt == FMT_LARGE_UTF8) {
+        const int64_t *off = (const int64_t *)a->buffers[1];
+        start = off[j];
+        end = off[j + 1];
+    } else {
+        const int32_t *off = (const int32_t *)a->buffers[1];
+        start = off[j];
+        end = off[j + 1];
+    }
+    if (start < 0 || end < start)
+        return 0;
+    *s = a->buffers[2] ? (const uint8_t *)a->buffers[2] + start : (const uint8_t *)"";
+    *len = end - start;
+    return 1;
+}
+
+typedef int (*line_scanner)(const uint8_t *p, const uint8_t *e, int64_t *i64, double *f64);
+
+/* Scan the strings of an Arrow stream (a PyCapsule "arrow_array_stream" of strings: utf8, large utf8 or
+ * utf8 view, no null) with `scan`, writing line i's k-th integer to i64[k*n + i] and k-th float to
+ * f64[k*n + i]; how many lines from the first it read (n: all), or -1 with an exception set. */
+static Py_ssize_t scan_stream(PyObject *capsule, Py_ssize_t n, line_scanner scan, int n_i64, int n_f64,
+                              int64_t *o64, double *of) {
+    struct ArrowArrayStream *stream =
+        (struct ArrowArrayStream *)PyCapsule_GetPointer(capsule, "arrow_array_stream");
+    if (stream == NULL)
+        return -1;
+    if (stream->release == NULL) {
+        PyErr_SetString(PyExc_ValueError, "the Arrow stream was already consumed");
+        return -1;
+    }
+    struct ArrowSchema schema;
+    if (stream->get_schema(stream, &schema) != 0) {
+        PyErr_SetString(PyExc_ValueError, "the Arrow stream gave no schema");
+        return -1;
+    }
+    int fmt;
+    if (strcmp(schema.format, "u") == 0)
+        fmt = FMT_UTF8;
+    else if (strcmp(schema.format, "U") == 0)
+        fmt = FMT_LARGE_UTF8;
+    else if (strcmp(schema.format, "vu") == 0)
+        fmt = FMT_UTF8_VIEW;
+    else
+        fmt = -1;
+    if (schema.release)
+        schema.release(&schema);
+    if (fmt < 0) {
+        PyErr_SetString(PyExc_TypeError, "the Arrow stream does not hold strings");
+        return -1;
+    }
+    Py_ssize_t done = 0;
+    int stop = 0, bad = 0;
+    while (!stop) {
+        struct ArrowArray a;
+        if (stream->get_next(stream, &a) != 0) {
+            bad = 1;
+            break;
+        }
+        if (a.release == NULL)  /* the end of the stream */
+            break;
+        if (a.null_count != 0 || a.length > n - done || a.n_buffers < 3) {
+            stop = 1;  /* a null line, or more lines than said: not read here */
+        } else {
+            Py_BEGIN_ALLOW_THREADS;
+            for (int64_t i = 0; i < a.length; i++, done++) {
+                const uint8_t *s;
+                int64_t len;
+                int64_t iv[8];
+                double fv[8];
+                if (!string_at(&a, fmt, i, &s, &len) || !scan(s, s + len, iv, fv)) {
+                    stop = 1;
+                    break;
+                }
+                for (int k = 0; k < n_i64; k++)
+                    o64[k * n + done] = iv[k];
+                for (int k = 0; k < n_f64; k++)
+                    of[k * n + done] = fv[k];
+            }
+            Py_END_ALLOW_THREADS;
+        }
+        a.release(&a);
+    }
+    stream->release(stream);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "the Arrow stream failed");
+        return -1;
+    }
+    return done;
+}
+
+PyDoc_STRVAR(titan_doc,
+             "titan(stream, n, i64, f64) -> int\n\n"
+             "Scan the n strings of an Arrow stream (`Series.__arrow_c_stream__()`) as torchtitan step\n"
+             "lines, writing each line's timestamp (us), step and rank (-1: none) to i64[i], i64[n + i],\n"
+             "i64[2n + i] and its loss, grad_norm (NaN: none), memory, throughput, tflops and mfu to\n"
+             "f64[k*n + i] (writable buffers of int64 and float64). Returns how many lines from the first\n"
+             "it read: n when all.");
+
+static PyObject *titan(PyObject *self, PyObject *args) {
+    PyObject *capsule, *i64_o, *f64_o;
+    Py_ssize_t n;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OnOO", &capsule, &n, &i64_o, &f64_o))
+        return NULL;
+    Py_buffer i64b, f64b;
+    if (PyObject_GetBuffer(i64_o, &i64b, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(f64_o, &f64b, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&i64b);
+        return NULL;
+    }
+    Py_ssize_t done = -1;
+    if (n < 0 || i64b.len < 3 * n * (Py_ssize_t)sizeof(int64_t) || f64b.len < 6 * n * (Py_ssize_t)sizeof(double))
+        PyErr_SetString(PyExc_ValueError, "titan: output buffers too short for n lines");
+    else
+        done = scan_stream(capsule, n, titan_line, 3, 6, (int64_t *)i64b.buf, (double *)f64b.buf);
+    PyBuffer_Release(&i64b);
+    PyBuffer_Release(&f64b);
+    if (done < 0)
+        return NULL;
+    return PyLong_FromSsize_t(done);
+}
+
+static PyMethodDef methods[] = {
+    {"titan", titan, METH_VARARGS, titan_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_fastscan", "Compiled scanners for line shapes of the parsers' fast lanes.", -1,
+    methods,
+};
+
+PyMODINIT_FUNC PyInit__fastscan(void) { return PyModule_Create(&module); }

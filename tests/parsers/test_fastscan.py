@@ -1,0 +1,181 @@
+"""The compiled scanner of torchtitan step lines (`parsers._fastscan.titan`, `step_log._titan_scanned`) held
+to the regex path it stands in for (`_TITAN_LINE` / `_TITAN_BARE` groups, `step_log._titan_groups`): a line
+it reads is one those regexes match, with the same values to the bit; it reads the usual lines; where it
+stops, the regex path decides, and the lanes' output is the same with the scanner and without it."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
+
+from parsers import step_log as S  # noqa: N812
+from tests.parsers.test_step_titan_many import _file, _items, _step_line
+
+
+def test_scanner_is_built() -> None:
+    # The install compiles it wherever there is a C compiler (CI has one): a missing scanner would leave the
+    # torchtitan lanes on their regex path, correct but several times slower, without a word.
+    assert S._fastscan is not None, "parsers._fastscan was not built: `pip install -e .` with a C compiler"
+
+
+def _regex_values(text: pl.Series) -> tuple[pl.DataFrame, bool, bool] | None:
+    """The regex path of `_titan_many` on `text` (None: some line of neither shape, or a value it refuses)."""
+    m = text.str.extract_groups(S._rx(S._TITAN_LINE))
+    miss = m.struct.field("2").is_null()
+    if miss.any():
+        bare = text.str.extract_groups(S._rx(S._TITAN_BARE))
+        m = pl.select(pl.when(miss).then(pl.lit(bare)).otherwise(pl.lit(m))).to_series()
+        if m.struct.field("2").null_count():
+            return None
+    return S._titan_groups(m, pl.int_range(pl.len(), dtype=pl.Int64), None)
+
+
+def _scanned(text: pl.Series) -> tuple[pl.DataFrame, bool, bool] | None:
+    return S._titan_scanned(text, pl.int_range(pl.len(), dtype=pl.Int64), None)
+
+
+def _same(got: tuple[pl.DataFrame, bool, bool], want: tuple[pl.DataFrame, bool, bool]) -> None:
+    assert_frame_equal(got[0], want[0], check_exact=True)
+    assert got[1:] == want[1:]
+
+
+_DIGITS = st.text("0123456789", min_size=1, max_size=24)
+_ODD_NUMBER = st.one_of(
+    st.builds(lambda a, b: f"{a}.{b}", _DIGITS, _DIGITS),
+    _DIGITS,
+    st.sampled_from(["0", "0.0", "00012.5000", "1.", ".5", "1e5", "inf", "9" * 400, "1" + "0" * 30 + ".5"]),
+)
+_USUAL_NUMBER = st.builds(
+    lambda v, k: f"{v:.{k}f}", st.floats(0, 1e6, allow_nan=False, allow_infinity=False), st.integers(0, 6)
+)
+
+
+def _mostly(draw: st.DrawFn, usual: st.SearchStrategy[str], odd: st.SearchStrategy[str]) -> str:
+    """A usual value nine times in ten, else an odd one: most lines stay of the shape, each part varies."""
+    return draw(odd) if draw(st.integers(0, 9)) == 0 else draw(usual)
+
+
+@st.composite
+def _line(draw: st.DrawFn) -> str:
+    """A line of about the torchtitan shape: usual values, odd ones (long, cut, exponent), other spacing,
+    dates that do not exist, either envelope or none; then perhaps a character changed, put in or cut."""
+    num = lambda: _mostly(draw, _USUAL_NUMBER, _ODD_NUMBER)  # noqa: E731
+    sp = lambda: _mostly(draw, st.sampled_from([" ", "  ", "   "]), st.text(" \t", max_size=3))  # noqa: E731
+    env = _mostly(
+        draw,
+        st.sampled_from(["", "[rank0]:", "[rank17]:", "[rank4095]:"]),
+        st.sampled_from(["[rank99999999999]:", "[rank2147483648]:", "[rank]:", "[rank3]", "[rank0]: "]),
+    )
+    y, mo, d = draw(st.integers(1, 9999)), draw(st.integers(1, 12)), draw(st.integers(1, 28))
+    h, mi, s = draw(st.integers(0, 23)), draw(st.integers(0, 59)), draw(st.integers(0, 59))
+    ms = draw(st.integers(0, 999))
+    if draw(st.integers(0, 9)) == 0:  # (a date or time that does not exist, or the year 0)
+        y, d = draw(st.sampled_from([0, 1900, 2000, 2023, 2024])), draw(st.integers(28, 32))
+        mo, h, mi = draw(st.integers(0, 13)), draw(st.integers(0, 25)), draw(st.integers(0, 61))
+        s = draw(st.integers(0, 69))
+    when = f"{y:04d}-{mo:02d}-{d:02d} {h:02d}:{mi:02d}:{s:02d},{ms:03d}"
+    step = _mostly(draw, st.integers(0, 10**7).map(str), _DIGITS)
+    tps = _mostly(
+        draw,
+        st.one_of(_USUAL_NUMBER, st.integers(0, 10**7).map(lambda v: f"{v:,}")),
+        st.sampled_from(["1,,4", ",5", "1,467.", "12,3", "2,011,345.5", "9" * 30]),
+    )
+    grad = f"grad_norm:{sp()}{num()}{sp()}" if draw(st.booleans()) else ""
+    pct = _mostly(draw, st.sampled_from(["77.64", "5", "100.00"]), st.sampled_from(["1.2.3", "", "x", "."]))
+    unit = _mostly(draw, st.sampled_from(["tps", "wps"]), st.sampled_from(["tpx", "TPS", "tps "]))
+    end = _mostly(draw, st.just(""), st.sampled_from([" ", "\r", "%", "\n"]))
+    line = (
+        f"{env}[titan] {when} - root - INFO - step:{sp()}{step}{sp()}loss:{sp()}{num()}{sp()}"
+        f"{grad}memory:{sp()}{num()}GiB({pct}%){sp()}{unit}:{sp()}{tps}{sp()}tflops:{sp()}{num()}{sp()}"
+        f"mfu:{sp()}{num()}%{end}"
+    )
+    if draw(st.integers(0, 3)) == 0:
+        at = draw(st.integers(0, len(line) - 1))
+        c = draw(st.sampled_from(["", " ", "0", "9", ".", ",", ":", "%", "é", "\x00", "[", "]"]))
+        line = line[:at] + c + line[at + draw(st.integers(0, 1)) :]
+    return line
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_line())
+@example(
+    "[rank0]:[titan] 2025-04-08 12:52:54,036 - root - INFO - step: 1  loss: 10.6690  grad_norm: 1.0068  "
+    "memory: 61.42GiB(77.64%)  tps: 1,467  tflops: 39.61  mfu: 12.70%"
+)
+@example(
+    "[titan] 2024-02-29 23:59:59,999 - root - INFO - step:  2  loss:  7.1  memory: 1GiB(1.%)  wps: 1,,4  "
+    "tflops: 0  mfu: 0.0%"
+)
+@example(
+    "[titan] 2023-02-29 10:00:00,000 - root - INFO - step: 2  loss: 7  memory: 1GiB(1%)  tps: 4  "
+    "tflops: 0  mfu: 0%"
+)
+@example(
+    "[titan] 2025-04-08 24:00:00,000 - root - INFO - step: 2  loss: 7  memory: 1GiB(1%)  tps: 4  "
+    "tflops: 0  mfu: 0%"
+)
+@example(
+    "[titan] 2025-04-08 12:00:00,000 - root - INFO - step: 2  loss: 0.30000000000000004  memory: 1GiB(1%)"
+    "  tps: 9007199254740993  tflops: 1e5  mfu: 0%"
+)
+def test_a_line_read_is_the_regexes_line(line: str) -> None:
+    text = pl.Series("line", [line], dtype=pl.String)
+    got, want = _scanned(text), _regex_values(text)
+    if got is not None:
+        assert want is not None, f"scanner read a line the regex path refuses: {line!r}"
+        _same(got, want)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_usual_lines_are_read_and_equal(seed: int) -> None:
+    # the shapes of real rank logs (test_step_titan_many's generator): every line read, values identical
+    rnd = random.Random(seed)
+    lines = [ln for _ in range(8) for ln in _file(rnd, rnd.choice([1, 30, 200]))]
+    text = pl.Series("line", lines, dtype=pl.String)
+    got = _scanned(text)
+    assert got is not None
+    want = _regex_values(text)
+    assert want is not None
+    _same(got, want)
+
+
+def test_stops_at_a_line_not_of_the_shape() -> None:
+    t = datetime(2025, 3, 3, 8)
+    rnd = random.Random(1)
+    lines = [_step_line(rnd, 0, t + timedelta(seconds=i), i) for i in range(50)]
+    text = pl.Series("line", lines, dtype=pl.String)
+    assert _scanned(text) is not None
+    odd = (lines[3] + " ", lines[3].replace("mfu:", "MFU:"), lines[3].replace(",", ";", 1))
+    for bad in ("plain chatter", *odd):
+        assert _scanned(text.clone().scatter(20, bad)) is None
+    assert _scanned(text.clone().scatter(20, None)) is None  # (a null line: the regex path's)
+    # a chunked column reads the same as one chunk
+    two = pl.concat([text.slice(0, 17), text.slice(17)], rechunk=False)
+    assert two.n_chunks() == 2
+    _same(_scanned(two), _scanned(text))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_lanes_same_with_and_without_scanner(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rnd = random.Random(100 + seed)
+    files = [_file(rnd, rnd.choice([1, 3, 30, 160])) for _ in range(rnd.choice([2, 5, 12]))]
+    items = _items(files, seed)
+    whole = (pl.concat([lines for lines, _ in items]), items[0][1])
+    with_scanner = (S._titan_many(items), S._titan_lane(*whole))
+    monkeypatch.setattr(S, "_fastscan", None)
+    without = (S._titan_many(items), S._titan_lane(*whole))
+    assert with_scanner[0] is not None and without[0] is not None
+    for g, w in zip(with_scanner[0], without[0], strict=True):
+        assert g.parsed == w.parsed and g.partial == w.partial
+        assert_frame_equal(g.tables["steps"], w.tables["steps"], check_exact=True)
+    g, w = with_scanner[1], without[1]
+    assert (g is None) == (w is None)
+    if g is not None and w is not None:
+        assert g.parsed == w.parsed and g.unrecognized == w.unrecognized
+        assert_frame_equal(g.tables["steps"], w.tables["steps"], check_exact=True)
