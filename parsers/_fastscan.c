@@ -190,6 +190,56 @@ static int titan_line(const uint8_t *p, const uint8_t *e, int64_t *i64, double *
     return c.p == c.e;
 }
 
+/* One Megatron `(min, max)` timer entry line (`parsers.step_log._MEG_E`, cut at its first `: (` as
+ * `_meg_entries_heads` cuts it): i64 the byte offset of that first `: (` and whether the part after it is
+ * `_MEG_E_TAIL` (`^D, D\)$`, D `[0-9]+(?:\.[0-9]+)?`: 1, else 0); f64 its two numbers (NaN where it is not).
+ * A line without `: (`, or whose numbers the fast path does not convert exactly, is not read. */
+static int meg_entry_line(const uint8_t *p, const uint8_t *e, int64_t *i64, double *f64) {
+    const uint8_t *s = p;
+    for (;;) {
+        s = memchr(s, ':', (size_t)(e - s));
+        if (s == NULL || e - s < 3)
+            return 0;
+        if (s[1] == ' ' && s[2] == '(')
+            break;
+        s++;
+    }
+    i64[0] = s - p;
+    i64[1] = 0;
+    f64[0] = f64[1] = Py_NAN;
+    cursor c = {s + 3, e};
+    /* the tail's shape first (a line that is no entry is read, as not one); then its values */
+    const uint8_t *t = c.p;
+    int parts = 0;
+    while (parts < 2) {
+        const uint8_t *d = t;
+        while (t < e && IS_DIGIT(*t))
+            t++;
+        if (t == d)
+            return 1;
+        if (t < e && *t == '.') {
+            t++;
+            d = t;
+            while (t < e && IS_DIGIT(*t))
+                t++;
+            if (t == d)
+                return 1;
+        }
+        parts++;
+        if (parts == 1) {
+            if (e - t < 2 || t[0] != ',' || t[1] != ' ')
+                return 1;
+            t += 2;
+        }
+    }
+    if (e - t != 1 || *t != ')')
+        return 1;
+    if (!decimal(&c, 0, &f64[0]) || !LIT(&c, ", ") || !decimal(&c, 0, &f64[1]))
+        return 0; /* of the shape, a number beyond the fast path: not read */
+    i64[1] = 1;
+    return 1;
+}
+
 /* ---- the Arrow C data and stream interfaces (https://arrow.apache.org/docs/format/CDataInterface.html) */
 struct ArrowSchema {
     const char *format;
@@ -375,8 +425,41 @@ static PyObject *titan(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(done);
 }
 
+PyDoc_STRVAR(meg_entries_doc,
+             "meg_entries(stream, n, i64, f64) -> int\n\n"
+             "Cut the n strings of an Arrow stream at their first ': (' as Megatron (min, max) timer entries:\n"
+             "i64[i] the byte offset of that ': (', i64[n + i] 1 where the rest is `D, D)` (else 0),\n"
+             "f64[i], f64[n + i] its two numbers (NaN: not of that shape). Returns how many lines from the\n"
+             "first it read: n when all (a line without ': (' or with a number it does not convert stops it).");
+
+static PyObject *meg_entries(PyObject *self, PyObject *args) {
+    PyObject *capsule, *i64_o, *f64_o;
+    Py_ssize_t n;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OnOO", &capsule, &n, &i64_o, &f64_o))
+        return NULL;
+    Py_buffer i64b, f64b;
+    if (PyObject_GetBuffer(i64_o, &i64b, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(f64_o, &f64b, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&i64b);
+        return NULL;
+    }
+    Py_ssize_t done = -1;
+    if (n < 0 || i64b.len < 2 * n * (Py_ssize_t)sizeof(int64_t) || f64b.len < 2 * n * (Py_ssize_t)sizeof(double))
+        PyErr_SetString(PyExc_ValueError, "meg_entries: output buffers too short for n lines");
+    else
+        done = scan_stream(capsule, n, meg_entry_line, 2, 2, (int64_t *)i64b.buf, (double *)f64b.buf);
+    PyBuffer_Release(&i64b);
+    PyBuffer_Release(&f64b);
+    if (done < 0)
+        return NULL;
+    return PyLong_FromSsize_t(done);
+}
+
 static PyMethodDef methods[] = {
     {"titan", titan, METH_VARARGS, titan_doc},
+    {"meg_entries", meg_entries, METH_VARARGS, meg_entries_doc},
     {NULL, NULL, 0, NULL},
 };
 

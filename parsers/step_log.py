@@ -4482,17 +4482,21 @@ _MEG_E_TAIL = rf"^({_D}), ({_D})\)$"
 """`_MEG_E` cut at its first `: (`: the part before (srun rank, name) and the part after (min, max)."""
 
 
-def _meg_cut(text: pl.Series) -> tuple[pl.Series, pl.Series]:
+def _meg_cut(
+    text: pl.Series, at: pl.Series | None = None, with_tail: bool = True
+) -> tuple[pl.Series, pl.Series | None]:
     """`text.str.splitn(": (", 2)`'s two fields (the text before the first `: (`, the text after it; null
     after where there is none). On ASCII lines (`_ascii`) with `: (` in each, by its byte offset (then its
     character offset): one slice each side at the usual offset (Megatron pads the names with dots to one
     width), each other line by its own (a split builds both parts as new strings: ~4x the cost; slices at
-    offsets of a column ~3x)."""
+    offsets of a column ~3x). `at`: those offsets where the caller has them (`_meg_scanned`: ASCII lines);
+    `with_tail` False: the part before only (the second None)."""
     if _ascii and text.len():
-        at = text.str.find(": (", literal=True)
+        if at is None:
+            at = text.str.find(": (", literal=True)
         if not at.null_count():
             p = int(at.gather_every(64).mode()[0])
-            head, tail = text.str.head(p), text.str.slice(p + 3)
+            head, tail = text.str.head(p), text.str.slice(p + 3) if with_tail else None
             other = (at != p).arg_true()
             if other.len() * 16 <= text.len():
                 if other.len():
@@ -4500,10 +4504,28 @@ def _meg_cut(text: pl.Series) -> tuple[pl.Series, pl.Series]:
                         h=pl.col("t").str.head(pl.col("a")), r=pl.col("t").str.slice(pl.col("a") + 3)
                     )
                     head = head.scatter(other, f.get_column("h"))
-                    tail = tail.scatter(other, f.get_column("r"))
+                    if tail is not None:
+                        tail = tail.scatter(other, f.get_column("r"))
                 return head, tail
     cut = pl.DataFrame({"_p": text.str.splitn(": (", 2)}).unnest("_p")
-    return cut.get_column("field_0"), cut.get_column("field_1")
+    return cut.get_column("field_0"), cut.get_column("field_1") if with_tail else None
+
+
+def _meg_scanned(text: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series, pl.Series] | None:
+    """For ASCII lines (`_ascii`) each holding `: (`, read by the compiled scanner (`parsers._fastscan.
+    meg_entries`): the offset of each line's first `: (`, whether the part after it is `_MEG_E_TAIL`, and its
+    groups as Float64 (NaN where it is not); None where the scanner is not built or stops at a line (one
+    without `: (`, or a number beyond its exact range: `_meg_entries_heads`' regex path decides)."""
+    n = text.len()
+    if _fastscan is None or not _ascii or n == 0 or text.null_count():
+        return None
+    import numpy as np  # (here: a worker that reads no Megatron log never imports it)
+
+    ints, floats = np.empty(2 * n, dtype=np.int64), np.empty(2 * n, dtype=np.float64)
+    if _fastscan.meg_entries(text.__arrow_c_stream__(), n, ints, floats) != n:
+        return None
+    at = pl.Series("at", ints[:n]).cast(pl.UInt32)
+    return at, pl.Series("ok", ints[n:]).cast(pl.Boolean), pl.Series(floats[:n]), pl.Series(floats[n:])
 
 
 def _meg_entries(text: pl.Series) -> pl.DataFrame:
@@ -4524,7 +4546,8 @@ def _meg_entries_heads(text: pl.Series) -> tuple[pl.DataFrame, pl.Series]:
     parts after are short. Second: the distinct parts before `: (` that `_MEG_E_HEAD` matches (those of
     the lines `_MEG_E` matches and maybe more).
     """
-    head, tail = _meg_cut(text)
+    scan = _meg_scanned(text)
+    head, tail = _meg_cut(text, None if scan is None else scan[0], with_tail=scan is None)
     uniq = head.unique()
     heads = pl.DataFrame({"h": uniq}).with_columns(m=pl.col("h").str.extract_groups(_rx(_MEG_E_HEAD)))
     # (a line without srun envelope: rank `_NO_SRUN`, so that a rank is there where the line matches)
@@ -4540,22 +4563,22 @@ def _meg_entries_heads(text: pl.Series) -> tuple[pl.DataFrame, pl.Series]:
     else:
         code = head.cast(pl.Enum(uniq)).to_physical()
         hv = heads.select("rank", "name")[code]
-    tv = tail.str.extract_groups(_rx(_MEG_E_TAIL))
-    ok = hv.get_column("rank").is_not_null() & tv.struct.field("1").is_not_null()
-    out = pl.DataFrame({"rank": hv.get_column("rank"), "name": hv.get_column("name"), "tv": tv, "ok": ok})
+    if scan is None:
+        tv = tail.str.extract_groups(_rx(_MEG_E_TAIL))  # type: ignore[union-attr]
+        hit = tv.struct.field("1").is_not_null()
+        mn, mx = tv.struct.field("1").cast(pl.Float64), tv.struct.field("2").cast(pl.Float64)
+    else:
+        _at, hit, mn, mx = scan
+    ok = hv.get_column("rank").is_not_null() & hit
+    out = pl.DataFrame({"rank": hv.get_column("rank"), "name": hv.get_column("name"), "mn": mn, "mx": mx})
     matched = heads.filter(pl.col("rank").is_not_null()).get_column("h")
     if ok.all():  # (the usual case: no value to blank)
-        return out.select(
-            "rank",
-            "name",
-            min_ms=pl.col("tv").struct.field("1").cast(pl.Float64),
-            max_ms=pl.col("tv").struct.field("2").cast(pl.Float64),
-        ), matched
-    return out.select(
+        return out.select("rank", "name", min_ms="mn", max_ms="mx"), matched
+    return out.with_columns(ok=ok).select(
         pl.when("ok").then("rank").alias("rank"),
         pl.when("ok").then("name").alias("name"),
-        pl.when("ok").then(pl.col("tv").struct.field("1").cast(pl.Float64)).alias("min_ms"),
-        pl.when("ok").then(pl.col("tv").struct.field("2").cast(pl.Float64)).alias("max_ms"),
+        pl.when("ok").then("mn").alias("min_ms"),
+        pl.when("ok").then("mx").alias("max_ms"),
     ), matched
 
 

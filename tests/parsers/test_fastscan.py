@@ -179,3 +179,67 @@ def test_lanes_same_with_and_without_scanner(seed: int, monkeypatch: pytest.Monk
     if g is not None and w is not None:
         assert g.parsed == w.parsed and g.unrecognized == w.unrecognized
         assert_frame_equal(g.tables["steps"], w.tables["steps"], check_exact=True)
+
+
+# ----------------------------------------------------------------------------- Megatron (min, max) entries
+
+_TIMER_NAMES = ["forward-backward", "optimizer", "params-all-gather", "batch-generator", "all-grads-sync"]
+
+
+@st.composite
+def _entry(draw: st.DrawFn) -> str:
+    """A line of about the Megatron timer entry shape (`_MEG_E`): usual or odd srun prefix, name, dots and
+    numbers, sometimes a second `: (`; then perhaps a character changed, put in or cut."""
+    srun = _mostly(
+        draw,
+        st.sampled_from(["", "31: ", "0: ", " 7: "]),
+        st.sampled_from(["x: ", "1234567890: "]),
+    )
+    name = _mostly(draw, st.sampled_from(_TIMER_NAMES), st.sampled_from(["a b", "", "-x", "ok/a_b", "n.m"]))
+    dots = "." * _mostly(draw, st.integers(2, 40), st.integers(0, 2))
+    num = lambda: _mostly(draw, _USUAL_NUMBER, _ODD_NUMBER)  # noqa: E731
+    sep = _mostly(draw, st.just(", "), st.sampled_from([",", ",  ", " , "]))
+    end = _mostly(draw, st.just(")"), st.sampled_from([") ", "", "))", ")\r", ") x: (1, 2)"]))
+    lead = _mostly(draw, st.just("    "), st.sampled_from(["", " ", "\t"]))
+    line = f"{srun}{lead}{name} {dots}: ({num()}{sep}{num()}{end}"
+    if draw(st.integers(0, 3)) == 0:
+        at = draw(st.integers(0, len(line) - 1))
+        c = draw(st.sampled_from(["", " ", "0", ".", ",", ":", "(", ")", ": (", "é"]))
+        line = line[:at] + c + line[at + draw(st.integers(0, 1)) :]
+    return line
+
+
+def _entries(text: pl.Series, scanner: bool, mp: pytest.MonkeyPatch) -> tuple[pl.DataFrame, pl.Series]:
+    with mp.context() as m:
+        if not scanner:
+            m.setattr(S, "_fastscan", None)
+        with S.ascii_scope(all(ln.isascii() for ln in text.to_list())):
+            return S._meg_entries_heads(text)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(_entry(), min_size=1, max_size=6))
+@example(["31:     forward-backward ................................: (3618.65, 3635.72)"])
+@example(["0:     optimizer ....: (1., 2.5)", "0:     optimizer ....: (1, 2.5)"])
+@example(["  a: (b ..: (5, 6)", "    x ..: (0.30000000000000004, 9007199254740993)"])
+def test_entries_same_with_and_without_scanner(lines: list[str]) -> None:
+    text = pl.Series("line", lines, dtype=pl.String)
+    with pytest.MonkeyPatch.context() as mp:
+        got, want = _entries(text, True, mp), _entries(text, False, mp)
+    assert_frame_equal(got[0], want[0], check_exact=True)
+    assert got[1].sort().to_list() == want[1].sort().to_list()
+
+
+def test_entries_scanner_reads_usual_lines() -> None:
+    rnd = random.Random(3)
+    lines = [
+        f"{rnd.randrange(64)}:     {name} {'.' * (40 - len(name))}: ({rnd.uniform(1, 5000):.2f}, "
+        f"{rnd.uniform(1, 5000):.2f})"
+        for _ in range(300)
+        for name in _TIMER_NAMES
+    ]
+    text = pl.Series("line", lines, dtype=pl.String)
+    with S.ascii_scope(True):
+        got = S._meg_scanned(text)
+    assert got is not None and bool(got[1].all())
+    assert got[2].to_list() == [float(ln.split("(")[1].split(",")[0]) for ln in lines]
