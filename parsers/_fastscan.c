@@ -20,6 +20,7 @@ static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7, 
                                  1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
 #define IS_DIGIT(c) ((unsigned)((c) - '0') < 10u)
+#define MAX_FIELDS 64 /* the most float outputs a line of any scanner here */
 
 typedef struct {
     const uint8_t *p;
@@ -240,6 +241,177 @@ static int meg_entry_line(const uint8_t *p, const uint8_t *e, int64_t *i64, doub
     return 1;
 }
 
+/* `-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?`, the value m * 10^(e - k) exact where m <= 2^53 and
+ * |e - k| <= 22 (one correctly rounded product or quotient of exact doubles); 1 read, 0 not of the form
+ * (the cursor then anywhere), -1 of the form but not converted here */
+static int sci_number(cursor *c, double *out) {
+    int neg = 0, k = 0, big = 0;
+    uint64_t m = 0;
+    if (c->p < c->e && *c->p == '-') {
+        neg = 1;
+        c->p++;
+    }
+    const uint8_t *d = c->p;
+    while (c->p < c->e && IS_DIGIT(*c->p)) {
+        if (m > (UINT64_C(1) << 53) / 10 + 1)
+            big = 1;
+        else
+            m = m * 10 + (uint64_t)(*c->p - '0');
+        c->p++;
+    }
+    if (c->p == d)
+        return 0;
+    if (c->p < c->e && *c->p == '.') {
+        c->p++;
+        d = c->p;
+        while (c->p < c->e && IS_DIGIT(*c->p)) {
+            if (m > (UINT64_C(1) << 53) / 10 + 1)
+                big = 1;
+            else
+                m = m * 10 + (uint64_t)(*c->p - '0');
+            k++;
+            c->p++;
+        }
+        if (c->p == d)
+            return 0;
+    }
+    long e = 0;
+    if (c->p < c->e && (*c->p == 'e' || *c->p == 'E')) {
+        int eneg = 0;
+        c->p++;
+        if (c->p < c->e && (*c->p == '-' || *c->p == '+')) {
+            eneg = *c->p == '-';
+            c->p++;
+        }
+        d = c->p;
+        while (c->p < c->e && IS_DIGIT(*c->p)) {
+            if (e < 100000)
+                e = e * 10 + (*c->p - '0');
+            c->p++;
+        }
+        if (c->p == d)
+            return 0;
+        if (eneg)
+            e = -e;
+    }
+    long x = e - k;
+    if (big || m > (UINT64_C(1) << 53) || x > 22 || x < -22)
+        return -1;
+    double v = x >= 0 ? (double)m * POW10[x] : (double)m / POW10[-x];
+    *out = neg ? -v : v;
+    return 1;
+}
+
+/* ` *`: any spaces */
+static void blanks(cursor *c) {
+    while (c->p < c->e && *c->p == ' ')
+        c->p++;
+}
+
+typedef struct {
+    Py_ssize_t count;
+    const char **name;
+    Py_ssize_t *len;
+} meg_names;
+
+/* One Megatron iteration line laid out as `parsers.step_log._megatron_fast`'s regex for the field names
+ * `names` has it:
+ *   ^ *(?:\[[0-9-]+ [0-9:]+\] +)?iteration +[0-9]+ *[/] *[0-9]+ *\|( *NAME: *V *\|)... *$
+ * (V `[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?`): i64 1 where it is (0 where not), f64 the
+ * fields' values (NaN where not). A line of the layout whose value is not `sci_number`'s, or is beyond
+ * its exact range, is not read (the regex path decides). */
+static int meg_iter_line(const uint8_t *p, const uint8_t *e, const meg_names *names, int64_t *ok, double *f64) {
+    cursor c = {p, e};
+    *ok = 0;
+    for (Py_ssize_t j = 0; j < names->count; j++)
+        f64[j] = Py_NAN;
+    blanks(&c);
+    if (c.p < c.e && *c.p == '[') {
+        c.p++;
+        const uint8_t *d = c.p;
+        while (c.p < c.e && (IS_DIGIT(*c.p) || *c.p == '-'))
+            c.p++;
+        if (c.p == d || !LIT(&c, " "))
+            return 1;
+        d = c.p;
+        while (c.p < c.e && (IS_DIGIT(*c.p) || *c.p == ':'))
+            c.p++;
+        if (c.p == d || !LIT(&c, "]") || !spaces(&c))
+            return 1;
+    }
+    if (!LIT(&c, "iteration") || !spaces(&c))
+        return 1;
+    const uint8_t *d = c.p;
+    while (c.p < c.e && IS_DIGIT(*c.p))
+        c.p++;
+    if (c.p == d)
+        return 1;
+    blanks(&c);
+    if (!LIT(&c, "/"))
+        return 1;
+    blanks(&c);
+    d = c.p;
+    while (c.p < c.e && IS_DIGIT(*c.p))
+        c.p++;
+    if (c.p == d)
+        return 1;
+    blanks(&c);
+    if (!LIT(&c, "|"))
+        return 1;
+    int convert = 1;
+    for (Py_ssize_t j = 0; j < names->count; j++) {
+        blanks(&c);
+        if (!lit(&c, names->name[j], (size_t)names->len[j]) || !LIT(&c, ":"))
+            return 1;
+        blanks(&c);
+        /* V's full form first (what the regex takes), then whether sci_number converts it */
+        const uint8_t *v = c.p;
+        if (c.p < c.e && (*c.p == '-' || *c.p == '+'))
+            c.p++;
+        const uint8_t *m = c.p;
+        while (c.p < c.e && IS_DIGIT(*c.p))
+            c.p++;
+        int int_digits = c.p > m;
+        if (c.p < c.e && *c.p == '.') {
+            c.p++;
+            const uint8_t *f = c.p;
+            while (c.p < c.e && IS_DIGIT(*c.p))
+                c.p++;
+            if (!int_digits && c.p == f)
+                return 1;
+        } else if (!int_digits) {
+            return 1;
+        }
+        if (c.p < c.e && (*c.p == 'e' || *c.p == 'E')) {
+            /* an exponent without digits is no part of V, whose end then meets `e`: not the layout */
+            const uint8_t *x = c.p + 1;
+            if (x < c.e && (*x == '-' || *x == '+'))
+                x++;
+            if (x >= c.e || !IS_DIGIT(*x))
+                return 1;
+            while (x < c.e && IS_DIGIT(*x))
+                x++;
+            c.p = x;
+        }
+        const uint8_t *v_end = c.p;
+        blanks(&c);
+        if (!LIT(&c, "|"))
+            return 1;
+        if (convert) {
+            cursor vc = {v, v_end};
+            if (sci_number(&vc, &f64[j]) != 1 || vc.p != v_end)
+                convert = 0;
+        }
+    }
+    blanks(&c);
+    if (c.p != c.e)
+        return 1;
+    if (!convert)
+        return 0; /* of the layout, a value not converted here */
+    *ok = 1;
+    return 1;
+}
+
 /* ---- the Arrow C data and stream interfaces (https://arrow.apache.org/docs/format/CDataInterface.html) */
 struct ArrowSchema {
     const char *format;
@@ -317,13 +489,13 @@ static int string_at(const struct ArrowArray *a, int fmt, int64_t i, const uint8
     return 1;
 }
 
-typedef int (*line_scanner)(const uint8_t *p, const uint8_t *e, int64_t *i64, double *f64);
+typedef int (*line_scanner)(const uint8_t *p, const uint8_t *e, const void *ctx, int64_t *i64, double *f64);
 
 /* Scan the strings of an Arrow stream (a PyCapsule "arrow_array_stream" of strings: utf8, large utf8 or
  * utf8 view, no null) with `scan`, writing line i's k-th integer to i64[k*n + i] and k-th float to
  * f64[k*n + i]; how many lines from the first it read (n: all), or -1 with an exception set. */
-static Py_ssize_t scan_stream(PyObject *capsule, Py_ssize_t n, line_scanner scan, int n_i64, int n_f64,
-                              int64_t *o64, double *of) {
+static Py_ssize_t scan_stream(PyObject *capsule, Py_ssize_t n, line_scanner scan, const void *ctx, int n_i64,
+                              int n_f64, int64_t *o64, double *of) {
     struct ArrowArrayStream *stream =
         (struct ArrowArrayStream *)PyCapsule_GetPointer(capsule, "arrow_array_stream");
     if (stream == NULL)
@@ -370,8 +542,8 @@ static Py_ssize_t scan_stream(PyObject *capsule, Py_ssize_t n, line_scanner scan
                 const uint8_t *s;
                 int64_t len;
                 int64_t iv[8];
-                double fv[8];
-                if (!string_at(&a, fmt, i, &s, &len) || !scan(s, s + len, iv, fv)) {
+                double fv[MAX_FIELDS];
+                if (!string_at(&a, fmt, i, &s, &len) || !scan(s, s + len, ctx, iv, fv)) {
                     stop = 1;
                     break;
                 }
@@ -390,6 +562,20 @@ static Py_ssize_t scan_stream(PyObject *capsule, Py_ssize_t n, line_scanner scan
         return -1;
     }
     return done;
+}
+
+static int titan_scan(const uint8_t *p, const uint8_t *e, const void *ctx, int64_t *i64, double *f64) {
+    (void)ctx;
+    return titan_line(p, e, i64, f64);
+}
+
+static int meg_entry_scan(const uint8_t *p, const uint8_t *e, const void *ctx, int64_t *i64, double *f64) {
+    (void)ctx;
+    return meg_entry_line(p, e, i64, f64);
+}
+
+static int meg_iter_scan(const uint8_t *p, const uint8_t *e, const void *ctx, int64_t *i64, double *f64) {
+    return meg_iter_line(p, e, (const meg_names *)ctx, i64, f64);
 }
 
 PyDoc_STRVAR(titan_doc,
@@ -417,7 +603,7 @@ static PyObject *titan(PyObject *self, PyObject *args) {
     if (n < 0 || i64b.len < 3 * n * (Py_ssize_t)sizeof(int64_t) || f64b.len < 6 * n * (Py_ssize_t)sizeof(double))
         PyErr_SetString(PyExc_ValueError, "titan: output buffers too short for n lines");
     else
-        done = scan_stream(capsule, n, titan_line, 3, 6, (int64_t *)i64b.buf, (double *)f64b.buf);
+        done = scan_stream(capsule, n, titan_scan, NULL, 3, 6, (int64_t *)i64b.buf, (double *)f64b.buf);
     PyBuffer_Release(&i64b);
     PyBuffer_Release(&f64b);
     if (done < 0)
@@ -449,7 +635,56 @@ static PyObject *meg_entries(PyObject *self, PyObject *args) {
     if (n < 0 || i64b.len < 2 * n * (Py_ssize_t)sizeof(int64_t) || f64b.len < 2 * n * (Py_ssize_t)sizeof(double))
         PyErr_SetString(PyExc_ValueError, "meg_entries: output buffers too short for n lines");
     else
-        done = scan_stream(capsule, n, meg_entry_line, 2, 2, (int64_t *)i64b.buf, (double *)f64b.buf);
+        done = scan_stream(capsule, n, meg_entry_scan, NULL, 2, 2, (int64_t *)i64b.buf, (double *)f64b.buf);
+    PyBuffer_Release(&i64b);
+    PyBuffer_Release(&f64b);
+    if (done < 0)
+        return NULL;
+    return PyLong_FromSsize_t(done);
+}
+
+PyDoc_STRVAR(meg_iterations_doc,
+             "meg_iterations(stream, n, names, i64, f64) -> int\n\n"
+             "Read the n strings of an Arrow stream as Megatron iteration lines laid out with the fields\n"
+             "`names` (a list of bytes, in order: `| name: value |`): i64[i] 1 where a line is (else 0),\n"
+             "f64[j*n + i] its field j's value (NaN where it is not). Returns how many lines from the first it\n"
+             "read: n when all (a line of the layout with a value it does not convert stops it).");
+
+static PyObject *meg_iterations(PyObject *self, PyObject *args) {
+    PyObject *capsule, *names_o, *i64_o, *f64_o;
+    Py_ssize_t n;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OnO!OO", &capsule, &n, &PyList_Type, &names_o, &i64_o, &f64_o))
+        return NULL;
+    Py_ssize_t k = PyList_GET_SIZE(names_o);
+    if (k < 1 || k > MAX_FIELDS) {
+        PyErr_SetString(PyExc_ValueError, "meg_iterations: 1 to 64 field names");
+        return NULL;
+    }
+    const char *name[MAX_FIELDS];
+    Py_ssize_t len[MAX_FIELDS];
+    for (Py_ssize_t j = 0; j < k; j++) {
+        PyObject *b = PyList_GET_ITEM(names_o, j);
+        if (!PyBytes_Check(b)) {
+            PyErr_SetString(PyExc_TypeError, "meg_iterations: names must be bytes");
+            return NULL;
+        }
+        name[j] = PyBytes_AS_STRING(b);
+        len[j] = PyBytes_GET_SIZE(b);
+    }
+    meg_names names = {k, name, len};
+    Py_buffer i64b, f64b;
+    if (PyObject_GetBuffer(i64_o, &i64b, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(f64_o, &f64b, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&i64b);
+        return NULL;
+    }
+    Py_ssize_t done = -1;
+    if (n < 0 || i64b.len < n * (Py_ssize_t)sizeof(int64_t) || f64b.len < k * n * (Py_ssize_t)sizeof(double))
+        PyErr_SetString(PyExc_ValueError, "meg_iterations: output buffers too short for n lines");
+    else
+        done = scan_stream(capsule, n, meg_iter_scan, &names, 1, (int)k, (int64_t *)i64b.buf, (double *)f64b.buf);
     PyBuffer_Release(&i64b);
     PyBuffer_Release(&f64b);
     if (done < 0)
@@ -460,12 +695,13 @@ static PyObject *meg_entries(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"titan", titan, METH_VARARGS, titan_doc},
     {"meg_entries", meg_entries, METH_VARARGS, meg_entries_doc},
+    {"meg_iterations", meg_iterations, METH_VARARGS, meg_iterations_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_fastscan", "Compiled scanners for line shapes of the parsers' fast lanes.", -1,
-    methods,
+    methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__fastscan(void) { return PyModule_Create(&module); }

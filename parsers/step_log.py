@@ -1464,12 +1464,18 @@ def _megatron_fast(text: pl.Series) -> tuple[pl.Series, dict[str, pl.Series]] | 
     # (a test without groups, the values then cut at the `|` and `:` of the lines it takes: a capture of
     # the groups costs three times more)
     rx = "^" + head + r"\|" + "".join(rf" *{re.escape(nm)}: *{_MEG_V} *\|" for nm in names) + " *$"
-    ok = text.str.contains(_rx(rx)).fill_null(False)
     mapping = _megatron_name_keys(sorted(set(names)))
-    fields = text.str.splitn("|", len(names) + 2).struct.unnest()
-    every = bool(ok.all())
     ats = {k: next((i for i, nm in enumerate(names) if k in mapping[nm]), None) for k in g.MEGATRON_KEYS}
-    vals = _megatron_fast_values(fields, ok, {k: (at, names[at]) for k, at in ats.items() if at is not None})
+    scanned = _meg_iterations_scanned(text, names)
+    if scanned is not None:
+        ok, values = scanned
+        vals = pl.DataFrame([values[at].alias(k) for k, at in ats.items() if at is not None])
+    else:
+        ok = text.str.contains(_rx(rx)).fill_null(False)
+        fields = text.str.splitn("|", len(names) + 2).struct.unnest()
+        at_names = {k: (at, names[at]) for k, at in ats.items() if at is not None}
+        vals = _megatron_fast_values(fields, ok, at_names)
+    every = bool(ok.all())
     cols = {}
     for k in g.MEGATRON_KEYS:
         at = ats[k]
@@ -1483,6 +1489,24 @@ def _megatron_fast(text: pl.Series) -> tuple[pl.Series, dict[str, pl.Series]] | 
                 kept = pl.select(pl.when(pl.lit(ok)).then(pl.lit(val))).to_series()
                 cols[f"_k_{k}"] = kept.alias(f"_k_{k}")
     return ok, cols
+
+
+def _meg_iterations_scanned(text: pl.Series, names: list[str]) -> tuple[pl.Series, list[pl.Series]] | None:
+    """`_megatron_fast`'s reading of `text` with the field names `names` by the compiled scanner
+    (`parsers._fastscan.meg_iterations`: the regex's language; each field's value as its Float64 cast):
+    which lines are laid out so, and each field's values (NaN elsewhere); None where the scanner is not built
+    or stops at a line (of the layout, with a value beyond its exact range or not of its plain form)."""
+    n = text.len()
+    scan = getattr(_fastscan, "meg_iterations", None)
+    if scan is None or n == 0 or text.null_count() or len(names) > 64:
+        return None
+    import numpy as np  # (here: a worker that reads no Megatron log never imports it)
+
+    ok, floats = np.empty(n, dtype=np.int64), np.empty(len(names) * n, dtype=np.float64)
+    if scan(text.__arrow_c_stream__(), n, [nm.encode() for nm in names], ok, floats) != n:
+        return None
+    values = [pl.Series(floats[j * n : (j + 1) * n]) for j in range(len(names))]
+    return pl.Series("ok", ok).cast(pl.Boolean), values
 
 
 def _megatron_fast_values(

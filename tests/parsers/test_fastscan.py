@@ -243,3 +243,74 @@ def test_entries_scanner_reads_usual_lines() -> None:
         got = S._meg_scanned(text)
     assert got is not None and bool(got[1].all())
     assert got[2].to_list() == [float(ln.split("(")[1].split(",")[0]) for ln in lines]
+
+
+# ----------------------------------------------------------------------------- Megatron iteration lines
+
+_MEG_NAMES = ("consumed samples", "elapsed time per iteration (ms)", "learning rate", "lm loss", "grad norm")
+_MEG_USUAL = st.one_of(
+    _USUAL_NUMBER,
+    st.builds(lambda v, k: f"{v:.{k}E}", st.floats(0, 1e6, allow_nan=False), st.integers(0, 8)),
+    st.integers(-5, 10**9).map(str),
+)
+_MEG_ODD = st.sampled_from([".5", "5.", "+2", "1e999", "nan", "1e", "-", "1_0", "", "3.0E-04x", "1" * 30])
+
+
+@st.composite
+def _iteration_lines(draw: st.DrawFn) -> list[str]:
+    """Iteration lines mostly laid out as the first (`_megatron_fast`'s one layout), usual numbers mostly:
+    odd values, other names, another head, trailing text, a changed character now and then."""
+    names = draw(st.lists(st.sampled_from(_MEG_NAMES), min_size=1, max_size=5))
+    rows = []
+    for _ in range(draw(st.integers(1, 8))):
+        nm = (
+            list(names)
+            if draw(st.integers(0, 5))
+            else draw(st.lists(st.sampled_from(_MEG_NAMES), max_size=5))
+        )
+        head = _mostly(
+            draw,
+            st.sampled_from(
+                [" [2025-03-01 12:34:42] iteration     59/  500000 ", "iteration 1/2", "  iteration 7 / 9"]
+            ),
+            st.sampled_from(
+                ["[2025-03-01] iteration 1/2 ", " [x 1] iteration 1/2", "iteration1/2", "iter 1/2"]
+            ),
+        )
+        parts = [
+            f"{' ' * draw(st.integers(0, 2))}{n}:{' ' * draw(st.integers(0, 3))}"
+            f"{_mostly(draw, _MEG_USUAL, _MEG_ODD)}{' ' * draw(st.integers(0, 2))}"
+            for n in nm
+        ]
+        line = (
+            head
+            + "|"
+            + "|".join(parts)
+            + "|"
+            + _mostly(draw, st.sampled_from(["", " "]), st.sampled_from(["x", "|"]))
+        )
+        if draw(st.integers(0, 5)) == 0:
+            at = draw(st.integers(0, len(line) - 1))
+            line = line[:at] + draw(st.sampled_from(["", " ", "|", ":", "0", "e"])) + line[at + 1 :]
+        rows.append(line)
+    return rows
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_iteration_lines())
+@example(
+    [" [2025-03-01 12:34:42] iteration 601/ 500000 | learning rate: 9.015000E-05 | lm loss: 4.724400E+00 |"]
+)
+@example(["iteration 1/2 | lm loss: -0 | grad norm: 0.30000000000000004 |"])
+def test_iterations_same_with_and_without_scanner(rows: list[str]) -> None:
+    text = pl.Series("text", rows, dtype=pl.String)
+    got = S._megatron_fast(text)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(S, "_fastscan", None)
+        want = S._megatron_fast(text)
+    assert (got is None) == (want is None)
+    if got is not None and want is not None:
+        assert got[0].equals(want[0])
+        assert list(got[1]) == list(want[1])
+        for k in want[1]:
+            assert_frame_equal(got[1][k].to_frame(), want[1][k].to_frame(), check_exact=True)
