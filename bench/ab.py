@@ -15,7 +15,7 @@ before the first). Pairs run in ABBA order. For each run: wall time, CPU time of
 (they are its children, waited for), and the manifest's own timings; then the medians and the paired
 differences (head - base), after an untimed run of each (`--warmup`). `--check-tables` also compares the two
 last outputs: every table's rows and the manifest's totals, notes and files' statuses. Each tree's compiled
-modules are built in place first (`build_ext --inplace`, as `pip install -e` does).
+modules (setup.py) are built in place first, as `pip install -e` does.
 """
 
 from __future__ import annotations
@@ -53,24 +53,24 @@ def _tree(spec: str, head: Path, scratch: Path) -> tuple[Path, bool]:
 
 
 _BUILD = """
-import tomllib
-from setuptools import Distribution, Extension
-exts = tomllib.load(open("pyproject.toml", "rb"))["tool"]["setuptools"]["ext-modules"]
-dist = Distribution({"ext_modules": [
-    Extension(e["name"], e["sources"], extra_compile_args=e.get("extra-compile-args", [])) for e in exts
-]})
+import runpy
+import setuptools
+from setuptools import Distribution
+got = {}
+setuptools.setup = lambda **kw: got.update(kw)  # (the tree's setup.py read for its modules alone)
+runpy.run_path("setup.py")
+dist = Distribution({"ext_modules": got.get("ext_modules", [])})
 dist.get_command_obj("build_ext").inplace = True
 dist.run_command("build_ext")
 """
 
 
 def _build(tree: Path) -> None:
-    """Build `tree`'s compiled modules in place (`ext-modules` in its pyproject.toml: `parsers/_fastscan.c`),
-    as `pip install -e` does for a checkout: a worktree of a revision has only their sources, and its runs
-    would take the parsers' slower pure-polars paths. Up-to-date modules are left as they are. (Only the
-    modules are read off the project file: this interpreter's setuptools may be older than its build's.)"""
-    project = tree / "pyproject.toml"
-    if not project.is_file() or "ext-modules" not in project.read_text():
+    """Build `tree`'s compiled modules in place (those of its setup.py: `parsers/_fastscan.c`), as `pip
+    install -e` does for a checkout: a worktree of a revision has only their sources, and its runs would take
+    the parsers' slower pure-polars paths. Up-to-date modules are left as they are. (Only the modules are read
+    off setup.py: this interpreter's setuptools may be older than the one the project's build asks for.)"""
+    if not (tree / "setup.py").is_file():
         return
     got = subprocess.run([sys.executable, "-c", _BUILD], cwd=tree, capture_output=True, text=True)
     if got.returncode:

@@ -81,7 +81,7 @@ static int integer(cursor *c, int64_t *out) {
  * correct conversion (polars' included) gives, when m <= 2^53 and k <= 22; otherwise 0 (not converted). */
 static int decimal(cursor *c, int commas, double *out) {
     uint64_t m = 0;
-    int k = 0, n = 0;
+    int k = 0;
     if (c->p >= c->e || !IS_DIGIT(*c->p))
         return 0;
     while (c->p < c->e && (IS_DIGIT(*c->p) || (commas && *c->p == ','))) {
@@ -89,7 +89,6 @@ static int decimal(cursor *c, int commas, double *out) {
             if (m > (UINT64_C(1) << 53) / 10 + 1)
                 return 0;
             m = m * 10 + (uint64_t)(*c->p - '0');
-            n++;
         }
         c->p++;
     }
@@ -107,7 +106,6 @@ static int decimal(cursor *c, int commas, double *out) {
             c->p++;
         }
     }
-    (void)n;
     if (m > (UINT64_C(1) << 53) || k > 22)
         return 0;
     *out = (double)m / POW10[k];

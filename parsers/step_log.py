@@ -4181,7 +4181,8 @@ _TitanValues = tuple[pl.DataFrame, bool, bool]
 
 def _titan_groups(m: pl.Series, line: pl.Expr, fi: pl.Series | None) -> _TitanValues | None:
     """The values of torchtitan step lines from their `_TITAN_LINE` groups `m` (the lines' numbers `line`):
-    a frame of `_TITAN_COLUMNS` (and `_fi`, the file index `fi` of each line, for the lines of several files),
+    a frame of `line`, `rank`, `_n` (the naive time), `step` and `_TITAN_FLOATS` (and `_fi` first, the file
+    index `fi` of each line, for the lines of several files),
     whether the ranks are one a file (`_one_value`) and whether some line has no envelope; None where a date
     does not parse, a rank or step is out of range or a number reads infinite."""
     f = pl.col("_m").struct.field
@@ -4218,7 +4219,6 @@ def _titan_groups(m: pl.Series, line: pl.Expr, fi: pl.Series | None) -> _TitanVa
 
 
 _TITAN_FLOATS = ("loss", "grad_norm", "memory_gib", "throughput", "tflops", "mfu_pct")
-_TITAN_COLUMNS = ("line", "rank", "_n", "step", *_TITAN_FLOATS)
 
 
 def _titan_scanned(text: pl.Series, line: pl.Expr, fi: pl.Series | None) -> _TitanValues | None:
@@ -4331,8 +4331,8 @@ def _one_value_a_file(col: pl.Series, fi: pl.Series) -> bool:
 def _titan_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult] | None:
     """`[parse(lines, ctx) for lines, ctx in items]` when every line of every file is a torchtitan step line
     of the shape `_TITAN_LINE` (`_titan_lane` of each file, which there has no other line: one row a line,
-    read off one regex capture over all the files' lines); None otherwise (or where `_titan_steps` hands a
-    line back)."""
+    read off one pass of the compiled scanner, or one regex capture, over all the files' lines); None
+    otherwise (or where `_titan_groups` hands a line back)."""
     sizes = [len(lines) for lines, _ in items]
     if not all(sizes):
         return None
