@@ -576,6 +576,30 @@ static int meg_iter_scan(const uint8_t *p, const uint8_t *e, const void *ctx, in
     return meg_iter_line(p, e, (const meg_names *)ctx, i64, f64);
 }
 
+/* `scan_stream` into the caller's writable buffers `i64_o` (n_i64 * n int64) and `f64_o` (n_f64 * n float64),
+ * checked first: how many lines it read, as a Python int, or NULL with an exception set */
+static PyObject *scan_into(PyObject *capsule, Py_ssize_t n, PyObject *i64_o, PyObject *f64_o, line_scanner scan,
+                           const void *ctx, int n_i64, int n_f64, const char *what) {
+    Py_buffer i64b, f64b;
+    if (PyObject_GetBuffer(i64_o, &i64b, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(f64_o, &f64b, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&i64b);
+        return NULL;
+    }
+    Py_ssize_t done = -1;
+    if (n < 0 || i64b.len < n_i64 * n * (Py_ssize_t)sizeof(int64_t) ||
+        f64b.len < n_f64 * n * (Py_ssize_t)sizeof(double))
+        PyErr_Format(PyExc_ValueError, "%s: output buffers too short for n lines", what);
+    else
+        done = scan_stream(capsule, n, scan, ctx, n_i64, n_f64, (int64_t *)i64b.buf, (double *)f64b.buf);
+    PyBuffer_Release(&i64b);
+    PyBuffer_Release(&f64b);
+    if (done < 0)
+        return NULL;
+    return PyLong_FromSsize_t(done);
+}
+
 PyDoc_STRVAR(titan_doc,
              "titan(stream, n, i64, f64) -> int\n\n"
              "Scan the n strings of an Arrow stream (`Series.__arrow_c_stream__()`) as torchtitan step\n"
@@ -590,23 +614,7 @@ static PyObject *titan(PyObject *self, PyObject *args) {
     (void)self;
     if (!PyArg_ParseTuple(args, "OnOO", &capsule, &n, &i64_o, &f64_o))
         return NULL;
-    Py_buffer i64b, f64b;
-    if (PyObject_GetBuffer(i64_o, &i64b, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
-        return NULL;
-    if (PyObject_GetBuffer(f64_o, &f64b, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&i64b);
-        return NULL;
-    }
-    Py_ssize_t done = -1;
-    if (n < 0 || i64b.len < 3 * n * (Py_ssize_t)sizeof(int64_t) || f64b.len < 6 * n * (Py_ssize_t)sizeof(double))
-        PyErr_SetString(PyExc_ValueError, "titan: output buffers too short for n lines");
-    else
-        done = scan_stream(capsule, n, titan_scan, NULL, 3, 6, (int64_t *)i64b.buf, (double *)f64b.buf);
-    PyBuffer_Release(&i64b);
-    PyBuffer_Release(&f64b);
-    if (done < 0)
-        return NULL;
-    return PyLong_FromSsize_t(done);
+    return scan_into(capsule, n, i64_o, f64_o, titan_scan, NULL, 3, 6, "titan");
 }
 
 PyDoc_STRVAR(meg_entries_doc,
@@ -622,23 +630,7 @@ static PyObject *meg_entries(PyObject *self, PyObject *args) {
     (void)self;
     if (!PyArg_ParseTuple(args, "OnOO", &capsule, &n, &i64_o, &f64_o))
         return NULL;
-    Py_buffer i64b, f64b;
-    if (PyObject_GetBuffer(i64_o, &i64b, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
-        return NULL;
-    if (PyObject_GetBuffer(f64_o, &f64b, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&i64b);
-        return NULL;
-    }
-    Py_ssize_t done = -1;
-    if (n < 0 || i64b.len < 2 * n * (Py_ssize_t)sizeof(int64_t) || f64b.len < 2 * n * (Py_ssize_t)sizeof(double))
-        PyErr_SetString(PyExc_ValueError, "meg_entries: output buffers too short for n lines");
-    else
-        done = scan_stream(capsule, n, meg_entry_scan, NULL, 2, 2, (int64_t *)i64b.buf, (double *)f64b.buf);
-    PyBuffer_Release(&i64b);
-    PyBuffer_Release(&f64b);
-    if (done < 0)
-        return NULL;
-    return PyLong_FromSsize_t(done);
+    return scan_into(capsule, n, i64_o, f64_o, meg_entry_scan, NULL, 2, 2, "meg_entries");
 }
 
 PyDoc_STRVAR(meg_iterations_doc,
@@ -671,23 +663,7 @@ static PyObject *meg_iterations(PyObject *self, PyObject *args) {
         len[j] = PyBytes_GET_SIZE(b);
     }
     meg_names names = {k, name, len};
-    Py_buffer i64b, f64b;
-    if (PyObject_GetBuffer(i64_o, &i64b, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
-        return NULL;
-    if (PyObject_GetBuffer(f64_o, &f64b, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&i64b);
-        return NULL;
-    }
-    Py_ssize_t done = -1;
-    if (n < 0 || i64b.len < n * (Py_ssize_t)sizeof(int64_t) || f64b.len < k * n * (Py_ssize_t)sizeof(double))
-        PyErr_SetString(PyExc_ValueError, "meg_iterations: output buffers too short for n lines");
-    else
-        done = scan_stream(capsule, n, meg_iter_scan, &names, 1, (int)k, (int64_t *)i64b.buf, (double *)f64b.buf);
-    PyBuffer_Release(&i64b);
-    PyBuffer_Release(&f64b);
-    if (done < 0)
-        return NULL;
-    return PyLong_FromSsize_t(done);
+    return scan_into(capsule, n, i64_o, f64_o, meg_iter_scan, &names, 1, (int)k, "meg_iterations");
 }
 
 static PyMethodDef methods[] = {

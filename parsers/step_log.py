@@ -4133,12 +4133,7 @@ def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
     numbers = lambda at: pl.lit(at).cast(pl.Int64, strict=False) + ctx.first_line  # noqa: E731
     got = _titan_scanned(cand_text, numbers(at), None)  # (every candidate of the shape: their values)
     if got is None:
-        m = cand_text.str.extract_groups(_rx(_TITAN_LINE))
-        miss = m.struct.field("2").is_null()
-        if miss.any():  # (no envelope: lines with one fail that regex at their second character)
-            bare = cand_text.str.extract_groups(_rx(_TITAN_BARE))
-            m = pl.select(pl.when(miss).then(pl.lit(bare)).otherwise(pl.lit(m))).to_series()
-            miss = m.struct.field("2").is_null()
+        m, miss = _titan_matches(cand_text)
         n_miss = int(miss.sum())
         if at.len() - n_miss < _LANE_MIN:
             return None
@@ -4174,6 +4169,18 @@ def _titan_lane(lines: pl.Series, ctx: FileContext) -> ParseResult | None:
         partial=_cut_last_line(pl.DataFrame({"text": text})),
         node=rest.node if rest else None,
     )
+
+
+def _titan_matches(text: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """The `_TITAN_LINE` groups of each line of `text` (`_TITAN_BARE`'s where it has no envelope), and which
+    lines neither matches (their groups null)."""
+    m = text.str.extract_groups(_rx(_TITAN_LINE))
+    miss = m.struct.field("2").is_null()
+    if miss.any():  # (no envelope: lines with one fail that regex at their second character)
+        bare = text.str.extract_groups(_rx(_TITAN_BARE))
+        m = pl.select(pl.when(miss).then(pl.lit(bare)).otherwise(pl.lit(m))).to_series()
+        miss = m.struct.field("2").is_null()
+    return m, miss
 
 
 _TitanValues = tuple[pl.DataFrame, bool, bool]
@@ -4348,13 +4355,9 @@ def _titan_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseRes
     line, fi = pl.lit(spans.get_column("line").explode()), spans.get_column("fi").explode()
     got = _titan_scanned(text, line, fi)
     if got is None:
-        m = text.str.extract_groups(_rx(_TITAN_LINE))
-        miss = m.struct.field("2").is_null()
-        if miss.any():  # (no envelope: lines with one fail that regex at their second character)
-            bare = text.str.extract_groups(_rx(_TITAN_BARE))
-            m = pl.select(pl.when(miss).then(pl.lit(bare)).otherwise(pl.lit(m))).to_series()
-            if m.struct.field("2").null_count():
-                return None
+        m, miss = _titan_matches(text)
+        if miss.any():
+            return None
         got = _titan_groups(m, line, fi)
         if got is None:
             return None

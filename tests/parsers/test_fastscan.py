@@ -26,13 +26,9 @@ def test_scanner_is_built() -> None:
 
 def _regex_values(text: pl.Series) -> tuple[pl.DataFrame, bool, bool] | None:
     """The regex path of `_titan_many` on `text` (None: some line of neither shape, or a value it refuses)."""
-    m = text.str.extract_groups(S._rx(S._TITAN_LINE))
-    miss = m.struct.field("2").is_null()
+    m, miss = S._titan_matches(text)
     if miss.any():
-        bare = text.str.extract_groups(S._rx(S._TITAN_BARE))
-        m = pl.select(pl.when(miss).then(pl.lit(bare)).otherwise(pl.lit(m))).to_series()
-        if m.struct.field("2").null_count():
-            return None
+        return None
     return S._titan_groups(m, pl.int_range(pl.len(), dtype=pl.Int64), None)
 
 
