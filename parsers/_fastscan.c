@@ -152,8 +152,9 @@ static int datetime_ms(cursor *c, int64_t *out) {
  *   memory: +DGiB\([0-9.]+%\) +(tps|wps): +T +tflops: +D +mfu: +D%
  * i64: timestamp (us), step, rank (-1: no envelope); f64: loss, grad_norm (NaN: absent), memory,
  * throughput, tflops, mfu */
-static int titan_line(const uint8_t *p, const uint8_t *e, int64_t *i64, double *f64) {
+static int titan_line(const uint8_t *p, const uint8_t *e, const void *ctx, int64_t *i64, double *f64) {
     cursor c = {p, e};
+    (void)ctx;
     int64_t rank = -1;
     if (LIT(&c, "[rank")) {
         if (!integer(&c, &rank) || rank > INT32_MAX || !LIT(&c, "]:"))
@@ -193,8 +194,9 @@ static int titan_line(const uint8_t *p, const uint8_t *e, int64_t *i64, double *
  * `_meg_entries_heads` cuts it): i64 the byte offset of that first `: (` and whether the part after it is
  * `_MEG_E_TAIL` (`^D, D\)$`, D `[0-9]+(?:\.[0-9]+)?`: 1, else 0); f64 its two numbers (NaN where it is not).
  * A line without `: (`, or whose numbers the fast path does not convert exactly, is not read. */
-static int meg_entry_line(const uint8_t *p, const uint8_t *e, int64_t *i64, double *f64) {
+static int meg_entry_line(const uint8_t *p, const uint8_t *e, const void *ctx, int64_t *i64, double *f64) {
     const uint8_t *s = p;
+    (void)ctx;
     for (;;) {
         s = memchr(s, ':', (size_t)(e - s));
         if (s == NULL || e - s < 3)
@@ -318,7 +320,8 @@ typedef struct {
  * (V `[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?`): i64 1 where it is (0 where not), f64 the
  * fields' values (NaN where not). A line of the layout whose value is not `sci_number`'s, or is beyond
  * its exact range, is not read (the regex path decides). */
-static int meg_iter_line(const uint8_t *p, const uint8_t *e, const meg_names *names, int64_t *ok, double *f64) {
+static int meg_iter_line(const uint8_t *p, const uint8_t *e, const void *ctx, int64_t *ok, double *f64) {
+    const meg_names *names = (const meg_names *)ctx;
     cursor c = {p, e};
     *ok = 0;
     for (Py_ssize_t j = 0; j < names->count; j++)
@@ -562,20 +565,6 @@ static Py_ssize_t scan_stream(PyObject *capsule, Py_ssize_t n, line_scanner scan
     return done;
 }
 
-static int titan_scan(const uint8_t *p, const uint8_t *e, const void *ctx, int64_t *i64, double *f64) {
-    (void)ctx;
-    return titan_line(p, e, i64, f64);
-}
-
-static int meg_entry_scan(const uint8_t *p, const uint8_t *e, const void *ctx, int64_t *i64, double *f64) {
-    (void)ctx;
-    return meg_entry_line(p, e, i64, f64);
-}
-
-static int meg_iter_scan(const uint8_t *p, const uint8_t *e, const void *ctx, int64_t *i64, double *f64) {
-    return meg_iter_line(p, e, (const meg_names *)ctx, i64, f64);
-}
-
 /* `scan_stream` into the caller's writable buffers `i64_o` (n_i64 * n int64) and `f64_o` (n_f64 * n float64),
  * checked first: how many lines it read, as a Python int, or NULL with an exception set */
 static PyObject *scan_into(PyObject *capsule, Py_ssize_t n, PyObject *i64_o, PyObject *f64_o, line_scanner scan,
@@ -614,7 +603,7 @@ static PyObject *titan(PyObject *self, PyObject *args) {
     (void)self;
     if (!PyArg_ParseTuple(args, "OnOO", &capsule, &n, &i64_o, &f64_o))
         return NULL;
-    return scan_into(capsule, n, i64_o, f64_o, titan_scan, NULL, 3, 6, "titan");
+    return scan_into(capsule, n, i64_o, f64_o, titan_line, NULL, 3, 6, "titan");
 }
 
 PyDoc_STRVAR(meg_entries_doc,
@@ -630,7 +619,7 @@ static PyObject *meg_entries(PyObject *self, PyObject *args) {
     (void)self;
     if (!PyArg_ParseTuple(args, "OnOO", &capsule, &n, &i64_o, &f64_o))
         return NULL;
-    return scan_into(capsule, n, i64_o, f64_o, meg_entry_scan, NULL, 2, 2, "meg_entries");
+    return scan_into(capsule, n, i64_o, f64_o, meg_entry_line, NULL, 2, 2, "meg_entries");
 }
 
 PyDoc_STRVAR(meg_iterations_doc,
@@ -663,7 +652,7 @@ static PyObject *meg_iterations(PyObject *self, PyObject *args) {
         len[j] = PyBytes_GET_SIZE(b);
     }
     meg_names names = {k, name, len};
-    return scan_into(capsule, n, i64_o, f64_o, meg_iter_scan, &names, 1, (int)k, "meg_iterations");
+    return scan_into(capsule, n, i64_o, f64_o, meg_iter_line, &names, 1, (int)k, "meg_iterations");
 }
 
 static PyMethodDef methods[] = {

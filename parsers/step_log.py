@@ -28,7 +28,7 @@ import contextlib
 import itertools
 import re
 from collections.abc import Callable, Iterator, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import polars as pl
 
@@ -1459,18 +1459,18 @@ def _megatron_fast(text: pl.Series) -> tuple[pl.Series, dict[str, pl.Series]] | 
         if len(kv) < 2 or not name or "=" in name or name != kv[0].strip(" "):
             return None
         names.append(name)
-    # (the head with ASCII blanks and digits, a part of `_MEGATRON_HEAD`'s lines: half the time of the regex)
-    head = r" *(?:\[[0-9-]+ [0-9:]+\] +)?iteration +[0-9]+ */ *[0-9]+ *"
-    # (a test without groups, the values then cut at the `|` and `:` of the lines it takes: a capture of
-    # the groups costs three times more)
-    rx = "^" + head + r"\|" + "".join(rf" *{re.escape(nm)}: *{_MEG_V} *\|" for nm in names) + " *$"
     mapping = _megatron_name_keys(sorted(set(names)))
     ats = {k: next((i for i, nm in enumerate(names) if k in mapping[nm]), None) for k in g.MEGATRON_KEYS}
-    scanned = _meg_iterations_scanned(text, names)
+    scanned = _meg_iterations_scanned(text, names)  # (the compiled scanner of the regex below, where built)
     if scanned is not None:
         ok, values = scanned
         vals = pl.DataFrame([values[at].alias(k) for k, at in ats.items() if at is not None])
     else:
+        # (the head with ASCII blanks and digits, a part of `_MEGATRON_HEAD`'s lines: half the time of the
+        # regex; a test without groups, the values then cut at the `|` and `:` of the lines it takes: a
+        # capture of the groups costs three times more)
+        head = r" *(?:\[[0-9-]+ [0-9:]+\] +)?iteration +[0-9]+ */ *[0-9]+ *"
+        rx = "^" + head + r"\|" + "".join(rf" *{re.escape(nm)}: *{_MEG_V} *\|" for nm in names) + " *$"
         ok = text.str.contains(_rx(rx)).fill_null(False)
         fields = text.str.splitn("|", len(names) + 2).struct.unnest()
         at_names = {k: (at, names[at]) for k, at in ats.items() if at is not None}
@@ -1496,17 +1496,32 @@ def _meg_iterations_scanned(text: pl.Series, names: list[str]) -> tuple[pl.Serie
     (`parsers._fastscan.meg_iterations`: the regex's language; each field's value as its Float64 cast):
     which lines are laid out so, and each field's values (NaN elsewhere); None where the scanner is not built
     or stops at a line (of the layout, with a value beyond its exact range or not of its plain form)."""
+    if len(names) > 64:  # (the scanner's most fields)
+        return None
+    got = _scan("meg_iterations", text, 1, len(names), [nm.encode() for nm in names])
+    if got is None:
+        return None
+    ok, floats = got
     n = text.len()
-    scan = getattr(_fastscan, "meg_iterations", None)
-    if scan is None or n == 0 or text.null_count() or len(names) > 64:
-        return None
-    import numpy as np  # (here: a worker that reads no Megatron log never imports it)
-
-    ok, floats = np.empty(n, dtype=np.int64), np.empty(len(names) * n, dtype=np.float64)
-    if scan(text.__arrow_c_stream__(), n, [nm.encode() for nm in names], ok, floats) != n:
-        return None
     values = [pl.Series(floats[j * n : (j + 1) * n]) for j in range(len(names))]
     return pl.Series("ok", ok).cast(pl.Boolean), values
+
+
+def _scan(name: str, text: pl.Series, n_ints: int, n_floats: int, *args: object) -> tuple[Any, Any] | None:
+    """The compiled scanner `parsers._fastscan.<name>` run over the lines `text` (`args`: its own arguments
+    before the outputs): its integer and float outputs, numpy arrays holding output k of line i at k * n + i;
+    None where it is not built (nor this scanner in an older build), there is no line or a null one, or it
+    stopped at a line (the regex path then decides)."""
+    scan = getattr(_fastscan, name, None)
+    n = text.len()
+    if scan is None or n == 0 or text.null_count():
+        return None
+    import numpy as np  # (here: a worker that reads no line of these shapes never imports it)
+
+    ints, floats = np.empty(n_ints * n, dtype=np.int64), np.empty(n_floats * n, dtype=np.float64)
+    if scan(text.__arrow_c_stream__(), n, *args, ints, floats) != n:
+        return None
+    return ints, floats
 
 
 def _megatron_fast_values(
@@ -4234,14 +4249,11 @@ def _titan_scanned(text: pl.Series, line: pl.Expr, fi: pl.Series | None) -> _Tit
     it to `_titan_groups`); None where it is not built, or stops at a line: one of another shape, or whose
     value it does not convert (a date that does not exist, a number beyond its exact range), for the regex
     path to decide."""
+    got = _scan("titan", text, 3, len(_TITAN_FLOATS))
+    if got is None:
+        return None
+    ints, floats = got
     n = text.len()
-    if _fastscan is None or n == 0 or text.null_count():
-        return None
-    import numpy as np  # (here: a worker that reads no torchtitan log never imports it)
-
-    ints, floats = np.empty(3 * n, dtype=np.int64), np.empty(6 * n, dtype=np.float64)
-    if _fastscan.titan(text.__arrow_c_stream__(), n, ints, floats) != n:
-        return None
     cols = {"_ts": ints[:n], "step": ints[n : 2 * n], "_rank": ints[2 * n :]}
     cols |= {name: floats[k * n : (k + 1) * n] for k, name in enumerate(_TITAN_FLOATS)}
     frame = pl.DataFrame(cols) if fi is None else pl.DataFrame(cols).with_columns(_fi=fi)
@@ -4543,14 +4555,11 @@ def _meg_scanned(text: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series, pl.S
     meg_entries`): the offset of each line's first `: (`, whether the part after it is `_MEG_E_TAIL`, and its
     groups as Float64 (NaN where it is not); None where the scanner is not built or stops at a line (one
     without `: (`, or a number beyond its exact range: `_meg_entries_heads`' regex path decides)."""
+    got = _scan("meg_entries", text, 2, 2) if _ascii else None
+    if got is None:
+        return None
+    ints, floats = got
     n = text.len()
-    if _fastscan is None or not _ascii or n == 0 or text.null_count():
-        return None
-    import numpy as np  # (here: a worker that reads no Megatron log never imports it)
-
-    ints, floats = np.empty(2 * n, dtype=np.int64), np.empty(2 * n, dtype=np.float64)
-    if _fastscan.meg_entries(text.__arrow_c_stream__(), n, ints, floats) != n:
-        return None
     at = pl.Series("at", ints[:n]).cast(pl.UInt32)
     return at, pl.Series("ok", ints[n:]).cast(pl.Boolean), pl.Series(floats[:n]), pl.Series(floats[n:])
 
