@@ -490,21 +490,8 @@ static int string_at(const struct ArrowArray *a, int fmt, int64_t i, const uint8
     return 1;
 }
 
-typedef int (*line_scanner)(const uint8_t *p, const uint8_t *e, const void *ctx, int64_t *i64, double *f64);
-
-/* Scan the strings of an Arrow stream (a PyCapsule "arrow_array_stream" of strings: utf8, large utf8 or
- * utf8 view, no null) with `scan`, writing line i's k-th integer to i64[k*n + i] and k-th float to
- * f64[k*n + i]; how many lines from the first it read (n: all), or -1 with an exception set. */
-static Py_ssize_t scan_stream(PyObject *capsule, Py_ssize_t n, line_scanner scan, const void *ctx, int n_i64,
-                              int n_f64, int64_t *o64, double *of) {
-    struct ArrowArrayStream *stream =
-        (struct ArrowArrayStream *)PyCapsule_GetPointer(capsule, "arrow_array_stream");
-    if (stream == NULL)
-        return -1;
-    if (stream->release == NULL) {
-        PyErr_SetString(PyExc_ValueError, "the Arrow stream was already consumed");
-        return -1;
-    }
+/* The layout of an Arrow stream's strings (FMT_*), or -1 with an exception set (the stream left as it is) */
+static int stream_format(struct ArrowArrayStream *stream) {
     struct ArrowSchema schema;
     if (stream->get_schema(stream, &schema) != 0) {
         PyErr_SetString(PyExc_ValueError, "the Arrow stream gave no schema");
@@ -521,8 +508,29 @@ static Py_ssize_t scan_stream(PyObject *capsule, Py_ssize_t n, line_scanner scan
         fmt = -1;
     if (schema.release)
         schema.release(&schema);
-    if (fmt < 0) {
+    if (fmt < 0)
         PyErr_SetString(PyExc_TypeError, "the Arrow stream does not hold strings");
+    return fmt;
+}
+
+typedef int (*line_scanner)(const uint8_t *p, const uint8_t *e, const void *ctx, int64_t *i64, double *f64);
+
+/* Scan the strings of an Arrow stream (a PyCapsule "arrow_array_stream" of strings: utf8, large utf8 or
+ * utf8 view, no null) with `scan`, writing line i's k-th integer to i64[k*n + i] and k-th float to
+ * f64[k*n + i]; how many lines from the first it read (n: all), or -1 with an exception set. */
+static Py_ssize_t scan_stream(PyObject *capsule, Py_ssize_t n, line_scanner scan, const void *ctx, int n_i64,
+                              int n_f64, int64_t *o64, double *of) {
+    struct ArrowArrayStream *stream =
+        (struct ArrowArrayStream *)PyCapsule_GetPointer(capsule, "arrow_array_stream");
+    if (stream == NULL)
+        return -1;
+    if (stream->release == NULL) {
+        PyErr_SetString(PyExc_ValueError, "the Arrow stream was already consumed");
+        return -1;
+    }
+    int fmt = stream_format(stream);
+    if (fmt < 0) {
+        stream->release(stream);
         return -1;
     }
     Py_ssize_t done = 0;
@@ -655,10 +663,317 @@ static PyObject *meg_iterations(PyObject *self, PyObject *args) {
     return scan_into(capsule, n, i64_o, f64_o, meg_iter_line, &names, 1, (int)k, "meg_iterations");
 }
 
+/* ---- csv_cells: the cells of `--query-gpu` CSV rows, numbered per column in order of appearance */
+
+typedef struct {
+    const uint8_t *s; /* the cell's bytes (in a chunk held until the end) */
+    int64_t len;
+    uint64_t hash;
+} cell_ref;
+
+typedef struct {
+    uint32_t *slot;  /* code + 1 of the cell in each slot, 0: empty */
+    uint64_t mask;   /* slots - 1 (a power of two) */
+    cell_ref *uniq;  /* the distinct cells, in order of appearance */
+    int64_t n_uniq, cap_uniq;
+    int64_t last;    /* the code of the column's previous cell (-1: none) */
+} cell_table;
+
+#define ONES UINT64_C(0x0101010101010101)
+#define HIGHS UINT64_C(0x8080808080808080)
+
+static inline uint64_t mix(uint64_t h, uint64_t w) {
+    h = (h ^ w) * UINT64_C(0xBF58476D1CE4E5B9);
+    return h ^ (h >> 31);
+}
+
+/* The end of the cell that starts at p (the next comma, or e) and its bytes' hash: taken 8 bytes at a time
+ * from the cell's start (its last bytes as a word of zeros above them), then its length. Words are read
+ * only within the line; the lowest byte flagged by the zero-byte test of `w ^ ',,,,,,,,'` is the first
+ * comma (a false flag only ever lies above a true one). */
+static inline const uint8_t *cell_end(const uint8_t *p, const uint8_t *e, uint64_t *hash) {
+    const uint8_t *s = p;
+    uint64_t h = UINT64_C(0x9E3779B97F4A7C15);
+    while (e - p >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        uint64_t x = w ^ (ONES * ','), m = (x - ONES) & ~x & HIGHS;
+        if (m) {
+            int nb = __builtin_ctzll(m) >> 3;
+            if (nb)
+                h = mix(h, w & ((UINT64_C(1) << (8 * nb)) - 1));
+            p += nb;
+            *hash = mix(h, (uint64_t)(p - s));
+            return p;
+        }
+        h = mix(h, w);
+        p += 8;
+    }
+    uint64_t w = 0;
+    int nb = 0;
+    while (p < e && *p != ',') {
+        w |= (uint64_t)*p << (8 * nb++);
+        p++;
+    }
+    if (nb)
+        h = mix(h, w);
+    *hash = mix(h, (uint64_t)(p - s));
+    return p;
+}
+
+static inline int same_bytes(const uint8_t *a, const uint8_t *b, int64_t len) {
+    while (len >= 8) {
+        uint64_t x, y;
+        memcpy(&x, a, 8);
+        memcpy(&y, b, 8);
+        if (x != y)
+            return 0;
+        a += 8;
+        b += 8;
+        len -= 8;
+    }
+    while (len-- > 0)
+        if (*a++ != *b++)
+            return 0;
+    return 1;
+}
+
+static int table_grow(cell_table *t) {
+    uint64_t slots = (t->mask + 1) * 2;
+    uint32_t *slot = calloc(slots, sizeof(uint32_t));
+    if (slot == NULL)
+        return 0;
+    for (int64_t k = 0; k < t->n_uniq; k++) {
+        uint64_t at = t->uniq[k].hash & (slots - 1);
+        while (slot[at])
+            at = (at + 1) & (slots - 1);
+        slot[at] = (uint32_t)k + 1;
+    }
+    free(t->slot);
+    t->slot = slot;
+    t->mask = slots - 1;
+    return 1;
+}
+
+/* The code of a cell (its bytes' hash h: `cell_end`) in its column's table (added when new), or -1 where
+ * memory runs out */
+static inline int64_t cell_code(cell_table *t, const uint8_t *s, int64_t len, uint64_t h) {
+    if (t->last >= 0) {
+        const cell_ref *r = &t->uniq[t->last];
+        if (r->hash == h && r->len == len && same_bytes(r->s, s, len))
+            return t->last;
+    }
+    uint64_t at = h & t->mask;
+    while (t->slot[at]) {
+        const cell_ref *r = &t->uniq[t->slot[at] - 1];
+        if (r->hash == h && r->len == len && same_bytes(r->s, s, len))
+            return t->last = t->slot[at] - 1;
+        at = (at + 1) & t->mask;
+    }
+    if (t->n_uniq == t->cap_uniq) {
+        int64_t cap = t->cap_uniq * 2;
+        cell_ref *u = realloc(t->uniq, (size_t)cap * sizeof(cell_ref));
+        if (u == NULL)
+            return -1;
+        t->uniq = u;
+        t->cap_uniq = cap;
+    }
+    int64_t code = t->n_uniq++;
+    t->uniq[code] = (cell_ref){s, len, h};
+    t->slot[at] = (uint32_t)code + 1;
+    if ((uint64_t)t->n_uniq * 2 > t->mask + 1 && !table_grow(t))
+        return -1;
+    return t->last = code;
+}
+
+PyDoc_STRVAR(csv_cells_doc,
+             "csv_cells(stream, n, fields, codes, ok) -> list[list[str]]\n\n"
+             "Cut the n strings of an Arrow stream (`Series.__arrow_c_stream__()`, no null) at every comma, as\n"
+             "`str.split_exact(',', fields)` does. A line of exactly `fields` cells gets ok[i] = 1 (a writable\n"
+             "buffer of n uint8; else 0) and its cell k the code codes[k*n + i] (a writable buffer of fields * n\n"
+             "uint32; 0 on a line not ok): the cell's place among the distinct cells of column k in order of\n"
+             "appearance, which the list returned holds per column (the cells of the lines ok only).");
+
+static PyObject *csv_cells(PyObject *self, PyObject *args) {
+    PyObject *capsule, *codes_o, *ok_o;
+    Py_ssize_t n, fields;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OnnOO", &capsule, &n, &fields, &codes_o, &ok_o))
+        return NULL;
+    if (n < 0 || fields < 1 || fields > 4096 || n > (Py_ssize_t)UINT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "csv_cells: 1 to 4096 fields, at most 2^32 - 1 lines");
+        return NULL;
+    }
+    struct ArrowArrayStream *stream =
+        (struct ArrowArrayStream *)PyCapsule_GetPointer(capsule, "arrow_array_stream");
+    if (stream == NULL)
+        return NULL;
+    if (stream->release == NULL) {
+        PyErr_SetString(PyExc_ValueError, "the Arrow stream was already consumed");
+        return NULL;
+    }
+    int fmt = stream_format(stream);
+    if (fmt < 0) {
+        stream->release(stream);
+        return NULL;
+    }
+    Py_buffer codes_b, ok_b;
+    if (PyObject_GetBuffer(codes_o, &codes_b, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        stream->release(stream);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(ok_o, &ok_b, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&codes_b);
+        stream->release(stream);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    struct ArrowArray *chunks = NULL;
+    int64_t n_chunks = 0, cap_chunks = 0;
+    cell_table *tables = calloc((size_t)fields, sizeof(cell_table));
+    /* each cell's start, length and hash (one more than the fields: a comma too many) */
+    const uint8_t **cut = malloc((size_t)(fields + 1) * sizeof(uint8_t *));
+    int64_t *cut_len = malloc((size_t)(fields + 1) * sizeof(int64_t));
+    uint64_t *hash = malloc((size_t)(fields + 1) * sizeof(uint64_t));
+    const char *failed = NULL;
+    if (codes_b.len < (Py_ssize_t)(fields * n * sizeof(uint32_t)) || ok_b.len < n) {
+        failed = "csv_cells: output buffers too short";
+        goto done;
+    }
+    if (tables == NULL || cut == NULL || cut_len == NULL || hash == NULL) {
+        failed = "";
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < fields; k++) {
+        tables[k].slot = calloc(1024, sizeof(uint32_t));
+        tables[k].mask = 1023;
+        tables[k].uniq = malloc(256 * sizeof(cell_ref));
+        tables[k].cap_uniq = 256;
+        tables[k].last = -1;
+        if (tables[k].slot == NULL || tables[k].uniq == NULL) {
+            failed = "";
+            goto done;
+        }
+    }
+    uint32_t *codes = (uint32_t *)codes_b.buf;
+    uint8_t *ok = (uint8_t *)ok_b.buf;
+    int64_t row = 0;
+    for (;;) {
+        if (n_chunks == cap_chunks) {
+            cap_chunks = cap_chunks ? cap_chunks * 2 : 8;
+            struct ArrowArray *c = realloc(chunks, (size_t)cap_chunks * sizeof(struct ArrowArray));
+            if (c == NULL) {
+                failed = "";
+                goto done;
+            }
+            chunks = c;
+        }
+        struct ArrowArray *a = &chunks[n_chunks];
+        if (stream->get_next(stream, a) != 0) {
+            failed = "the Arrow stream failed";
+            goto done;
+        }
+        if (a->release == NULL)
+            break;
+        n_chunks++;
+        if (a->null_count != 0 || a->length > n - row || a->n_buffers < 3) {
+            failed = "csv_cells: a null line, or more lines than said";
+            goto done;
+        }
+        int oom = 0;
+        Py_BEGIN_ALLOW_THREADS;
+        for (int64_t i = 0; i < a->length && !oom; i++, row++) {
+            const uint8_t *s;
+            int64_t len;
+            ok[row] = 0;
+            if (!string_at(a, fmt, i, &s, &len))
+                continue;
+            const uint8_t *e = s + len, *p = s;
+            Py_ssize_t k = 0;
+            for (;;) { /* the line's cells, up to one more than its fields */
+                const uint8_t *c = cell_end(p, e, &hash[k]);
+                cut[k] = p;
+                cut_len[k++] = c - p;
+                if (c == e || k > fields)
+                    break;
+                p = c + 1;
+            }
+            if (k != fields) /* fewer cells, or more (a comma after the last field's) */
+                continue;
+            for (k = 0; k < fields; k++) {
+                int64_t code = cell_code(&tables[k], cut[k], cut_len[k], hash[k]);
+                if (code < 0) {
+                    oom = 1;
+                    break;
+                }
+                codes[k * n + row] = (uint32_t)code;
+            }
+            ok[row] = 1;
+        }
+        Py_END_ALLOW_THREADS;
+        if (oom) {
+            failed = "";
+            goto done;
+        }
+    }
+    if (row != n) {
+        failed = "csv_cells: fewer lines than said";
+        goto done;
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (!ok[i])
+            for (Py_ssize_t k = 0; k < fields; k++)
+                codes[k * n + i] = 0;
+    result = PyList_New(fields);
+    if (result == NULL)
+        goto done;
+    for (Py_ssize_t k = 0; k < fields; k++) {
+        PyObject *col = PyList_New(tables[k].n_uniq);
+        if (col == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, k, col);
+        for (int64_t j = 0; j < tables[k].n_uniq; j++) {
+            const cell_ref *r = &tables[k].uniq[j];
+            PyObject *u = PyUnicode_DecodeUTF8((const char *)r->s, r->len, "strict");
+            if (u == NULL) {
+                Py_CLEAR(result);
+                goto done;
+            }
+            PyList_SET_ITEM(col, j, u);
+        }
+    }
+done:
+    if (failed != NULL && !PyErr_Occurred()) {
+        if (*failed)
+            PyErr_SetString(PyExc_ValueError, failed);
+        else
+            PyErr_NoMemory();
+    }
+    if (tables != NULL)
+        for (Py_ssize_t k = 0; k < fields; k++) {
+            free(tables[k].slot);
+            free(tables[k].uniq);
+        }
+    free(tables);
+    free(cut);
+    free(cut_len);
+    free(hash);
+    for (int64_t c = 0; c < n_chunks; c++)
+        chunks[c].release(&chunks[c]);
+    free(chunks);
+    stream->release(stream);
+    PyBuffer_Release(&codes_b);
+    PyBuffer_Release(&ok_b);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"titan", titan, METH_VARARGS, titan_doc},
     {"meg_entries", meg_entries, METH_VARARGS, meg_entries_doc},
     {"meg_iterations", meg_iterations, METH_VARARGS, meg_iterations_doc},
+    {"csv_cells", csv_cells, METH_VARARGS, csv_cells_doc},
     {NULL, NULL, 0, NULL},
 };
 

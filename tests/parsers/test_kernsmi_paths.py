@@ -384,10 +384,11 @@ def _csv_lines(rng, n: int, odd: float, odd_tail: float | None = None) -> list[s
 @pytest.mark.parametrize(
     ("odd", "odd_tail"), [(0.0, None), (0.001, None), (0.05, None), (0.3, None), (0.0, 0.03)]
 )
-def test_data_rows_by_tail_equal_split(odd: float, odd_tail: float | None) -> None:
+def test_data_rows_by_tail_equal_split(csv_cells_path: str, odd: float, odd_tail: float | None) -> None:
     """Loops whose lines end in a few tails (with odd tails: a cell too many or too few, empty cells, cut
-    lines, other field lists): `_data_rows` (the tail path for a long group) gives the rows and cells of
-    splitting every line whole."""
+    lines, other field lists): `_data_rows` (for a long group the compiled scanner's numbered cells, or the
+    tail path) gives the rows and cells of splitting every line whole; numbered, each cell is its column's
+    distinct cell of its number, the distinct cells those of the column in order of appearance."""
     import random
 
     rng = random.Random(int(odd * 1000))
@@ -395,18 +396,34 @@ def test_data_rows_by_tail_equal_split(odd: float, odd_tail: float | None) -> No
     new_groups, new_found = csv_parser._data_rows(frame, sigs, "line")
     old_groups, old_found = _old_data_rows(frame, sigs, "line")
     assert len(new_groups) == len(old_groups) and len(new_found) == len(old_found)
-    for (fa, a), (fb, b) in zip(new_groups, old_groups, strict=True):
+    coded = 0
+    for (fa, a, uniq), (fb, b) in zip(new_groups, old_groups, strict=True):
         assert fa == fb
-        # (each row's tail, when read by tails)
-        a = a.drop(c for c in a.columns if c.startswith(csv_parser._TAIL))
+        codes = [c for c in a.columns if c.startswith(csv_parser._CODE)]
+        if uniq:
+            coded += 1
+            assert list(uniq) == [f"_c{i}" for i in range(len(fa))] and len(codes) == len(fa)
+            for c, u in uniq.items():
+                assert u.equals(b.get_column(c).unique(maintain_order=True), check_names=False)
+            # (the cells, by their numbers)
+            a = a.hstack([u.gather(a.get_column(f"{csv_parser._CODE}{c[2:]}")) for c, u in uniq.items()])
+        else:
+            assert not codes
+        # (each row's tail, when read by tails; each cell's number, when numbered)
+        a = a.drop(c for c in a.columns if c.startswith((csv_parser._TAIL, csv_parser._CODE)))
         assert a.schema == b.schema and a.equals(b, null_equal=True)
     for a, b in zip(new_found, old_found, strict=True):
         assert a.equals(b)
+    # (the field lists of _MANY candidate lines or more numbered by the compiled scanner)
+    cand = frame.filter(pl.col("sig").is_not_null() & ~pl.col("is_header")).get_column("sig").value_counts()
+    long = cand.filter(pl.col("count") >= csv_parser._MANY).height
+    assert coded == (long if csv_cells_path == "compiled" else 0) and (long or odd > 0.01)
 
 
-def test_data_rows_tail_path_taken() -> None:
+def test_data_rows_tail_path_taken(monkeypatch: pytest.MonkeyPatch) -> None:
     import random
 
+    monkeypatch.setattr(csv_parser, "_fastscan", None)
     seen = []
     real = csv_parser._rows_by_tail
     try:
@@ -424,7 +441,7 @@ _TAIL_ODD = [
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_csv_tail_conversions_equal_per_cell(seed: int) -> None:
+def test_csv_tail_conversions_equal_per_cell(csv_cells_path: str, seed: int) -> None:
     """A loop read by tails (`_rows_by_tail`, its cells converted once per tail in `_distinct_values`), odd
     cells (states, error markers, empty, other numbers) in its tails: the whole parse equals the per-cell
     parse (the long-group paths off)."""
@@ -451,7 +468,7 @@ def test_csv_tail_conversions_equal_per_cell(seed: int) -> None:
     finally:
         csv_parser._rows_by_tail = real
         csv_parser._MANY = many
-    assert seen == [True]
+    assert seen == ([True] if csv_cells_path == "polars" else [])  # (numbered by the compiled scanner)
     assert (fast.parsed, fast.unrecognized, fast.unrecognized_examples, fast.notes, fast.node) == (
         per_cell.parsed, per_cell.unrecognized, per_cell.unrecognized_examples, per_cell.notes, per_cell.node
     )

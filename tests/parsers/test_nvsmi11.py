@@ -27,6 +27,7 @@ from parsers import nvidia_smi_csv, nvidia_smi_dmon
 from parsers.base import FileContext, ParseResult, lines_from_bytes
 from tests.conftest import fixture_lines, mutated
 from tests.parsers import _nvsmi11_ref as R  # noqa: N812
+from tests.parsers.conftest import uncoded
 from tests.parsers.test_smi9 import _loop as _smi9_loop
 
 
@@ -48,7 +49,8 @@ def _both(module, lines: list[str], monkeypatch: pytest.MonkeyPatch, first_line:
     with monkeypatch.context() as m:
         m.setattr(F, "_transitions", R._transitions)
         m.setattr(F, "transition_events", R.transition_events)
-        m.setattr(nvidia_smi_csv, "_distinct_values", R._distinct_values)
+        m.setattr(nvidia_smi_csv, "_distinct_values", uncoded(R._distinct_values))
+        m.setattr(nvidia_smi_csv, "_fastscan", None)
         old = module.parse(ser, ctx)
     _same(old, new)
 
@@ -186,7 +188,8 @@ def test_parse_many_same_as_reference(tmp_path: Path, monkeypatch: pytest.Monkey
     with monkeypatch.context() as m:
         m.setattr(F, "_transitions", R._transitions)
         m.setattr(F, "transition_events", R.transition_events)
-        m.setattr(nvidia_smi_csv, "_distinct_values", R._distinct_values)
+        m.setattr(nvidia_smi_csv, "_distinct_values", uncoded(R._distinct_values))
+        m.setattr(nvidia_smi_csv, "_fastscan", None)
         old = module.parse_many(items)
     for a, b in zip(old, new, strict=True):
         _same(a, b)
