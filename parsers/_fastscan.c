@@ -668,6 +668,7 @@ static PyObject *meg_iterations(PyObject *self, PyObject *args) {
 typedef struct {
     const uint8_t *s; /* the cell's bytes (in a chunk held until the end) */
     int64_t len;
+    uint64_t first; /* its first 8 bytes (`cell_end`) */
     uint64_t hash;
 } cell_ref;
 
@@ -682,31 +683,30 @@ typedef struct {
 #define ONES UINT64_C(0x0101010101010101)
 #define HIGHS UINT64_C(0x8080808080808080)
 
-static inline uint64_t mix(uint64_t h, uint64_t w) {
-    h = (h ^ w) * UINT64_C(0xBF58476D1CE4E5B9);
-    return h ^ (h >> 31);
-}
+#define HASH_K UINT64_C(0x9E3779B97F4A7C15)
 
-/* The end of the cell that starts at p (the next comma, or e) and its bytes' hash: taken 8 bytes at a time
- * from the cell's start (its last bytes as a word of zeros above them), then its length. Words are read
- * only within the line; the lowest byte flagged by the zero-byte test of `w ^ ',,,,,,,,'` is the first
- * comma (a false flag only ever lies above a true one). */
-static inline const uint8_t *cell_end(const uint8_t *p, const uint8_t *e, uint64_t *hash) {
-    const uint8_t *s = p;
-    uint64_t h = UINT64_C(0x9E3779B97F4A7C15);
+/* The end of the cell that starts at p (the next comma, or e), its first 8 bytes as a word (zeros above a
+ * shorter cell's bytes) and its bytes' hash: (h ^ w) * K over its words, 8 bytes at a time from its start
+ * (the last as a word of zeros above its bytes). Words are read only within the line; the lowest byte
+ * flagged by the zero-byte test of `w ^ ',,,,,,,,'` is the first comma (a false flag only ever lies above a
+ * true one). The table's slot is taken from the hash's high bits (`cell_code`). */
+static inline const uint8_t *cell_end(const uint8_t *p, const uint8_t *e, uint64_t *first, uint64_t *hash) {
+    uint64_t h = 0, w0 = 0;
+    int words = 0;
     while (e - p >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
         uint64_t x = w ^ (ONES * ','), m = (x - ONES) & ~x & HIGHS;
         if (m) {
             int nb = __builtin_ctzll(m) >> 3;
-            if (nb)
-                h = mix(h, w & ((UINT64_C(1) << (8 * nb)) - 1));
-            p += nb;
-            *hash = mix(h, (uint64_t)(p - s));
-            return p;
+            w &= nb ? (UINT64_C(1) << (8 * nb)) - 1 : 0;
+            *first = words ? w0 : w;
+            *hash = (h ^ w) * HASH_K;
+            return p + nb;
         }
-        h = mix(h, w);
+        if (!words++)
+            w0 = w;
+        h = (h ^ w) * HASH_K;
         p += 8;
     }
     uint64_t w = 0;
@@ -715,9 +715,8 @@ static inline const uint8_t *cell_end(const uint8_t *p, const uint8_t *e, uint64
         w |= (uint64_t)*p << (8 * nb++);
         p++;
     }
-    if (nb)
-        h = mix(h, w);
-    *hash = mix(h, (uint64_t)(p - s));
+    *first = words ? w0 : w;
+    *hash = (h ^ w) * HASH_K;
     return p;
 }
 
@@ -738,13 +737,16 @@ static inline int same_bytes(const uint8_t *a, const uint8_t *b, int64_t len) {
     return 1;
 }
 
+/* A hash's first slot in a table of mask + 1 slots (its high bits folded in: a multiplication mixes up) */
+static inline uint64_t slot_of(uint64_t hash, uint64_t mask) { return (hash >> 32 ^ hash) & mask; }
+
 static int table_grow(cell_table *t) {
     uint64_t slots = (t->mask + 1) * 2;
     uint32_t *slot = calloc(slots, sizeof(uint32_t));
     if (slot == NULL)
         return 0;
     for (int64_t k = 0; k < t->n_uniq; k++) {
-        uint64_t at = t->uniq[k].hash & (slots - 1);
+        uint64_t at = slot_of(t->uniq[k].hash, slots - 1);
         while (slot[at])
             at = (at + 1) & (slots - 1);
         slot[at] = (uint32_t)k + 1;
@@ -755,18 +757,20 @@ static int table_grow(cell_table *t) {
     return 1;
 }
 
-/* The code of a cell (its bytes' hash h: `cell_end`) in its column's table (added when new), or -1 where
- * memory runs out */
-static inline int64_t cell_code(cell_table *t, const uint8_t *s, int64_t len, uint64_t h) {
-    if (t->last >= 0) {
-        const cell_ref *r = &t->uniq[t->last];
-        if (r->hash == h && r->len == len && same_bytes(r->s, s, len))
-            return t->last;
-    }
-    uint64_t at = h & t->mask;
+/* A cell is the distinct cell r: the same length and bytes (the first 8 as a word, `cell_end`) */
+static inline int same_cell(const cell_ref *r, const uint8_t *s, int64_t len, uint64_t first) {
+    return r->len == len && r->first == first && (len <= 8 || same_bytes(r->s + 8, s + 8, len - 8));
+}
+
+/* The code of a cell (its first word and hash: `cell_end`) in its column's table (added when new), or -1
+ * where memory runs out */
+static inline int64_t cell_code(cell_table *t, const uint8_t *s, int64_t len, uint64_t first, uint64_t h) {
+    if (t->last >= 0 && same_cell(&t->uniq[t->last], s, len, first))
+        return t->last;
+    uint64_t at = slot_of(h, t->mask);
     while (t->slot[at]) {
         const cell_ref *r = &t->uniq[t->slot[at] - 1];
-        if (r->hash == h && r->len == len && same_bytes(r->s, s, len))
+        if (r->hash == h && same_cell(r, s, len, first))
             return t->last = t->slot[at] - 1;
         at = (at + 1) & t->mask;
     }
@@ -779,7 +783,7 @@ static inline int64_t cell_code(cell_table *t, const uint8_t *s, int64_t len, ui
         t->cap_uniq = cap;
     }
     int64_t code = t->n_uniq++;
-    t->uniq[code] = (cell_ref){s, len, h};
+    t->uniq[code] = (cell_ref){s, len, first, h};
     t->slot[at] = (uint32_t)code + 1;
     if ((uint64_t)t->n_uniq * 2 > t->mask + 1 && !table_grow(t))
         return -1;
@@ -835,12 +839,13 @@ static PyObject *csv_cells(PyObject *self, PyObject *args) {
     const uint8_t **cut = malloc((size_t)(fields + 1) * sizeof(uint8_t *));
     int64_t *cut_len = malloc((size_t)(fields + 1) * sizeof(int64_t));
     uint64_t *hash = malloc((size_t)(fields + 1) * sizeof(uint64_t));
+    uint64_t *first = malloc((size_t)(fields + 1) * sizeof(uint64_t));
     const char *failed = NULL;
     if (codes_b.len < (Py_ssize_t)(fields * n * sizeof(uint32_t)) || ok_b.len < n) {
         failed = "csv_cells: output buffers too short";
         goto done;
     }
-    if (tables == NULL || cut == NULL || cut_len == NULL || hash == NULL) {
+    if (tables == NULL || cut == NULL || cut_len == NULL || hash == NULL || first == NULL) {
         failed = "";
         goto done;
     }
@@ -891,7 +896,7 @@ static PyObject *csv_cells(PyObject *self, PyObject *args) {
             const uint8_t *e = s + len, *p = s;
             Py_ssize_t k = 0;
             for (;;) { /* the line's cells, up to one more than its fields */
-                const uint8_t *c = cell_end(p, e, &hash[k]);
+                const uint8_t *c = cell_end(p, e, &first[k], &hash[k]);
                 cut[k] = p;
                 cut_len[k++] = c - p;
                 if (c == e || k > fields)
@@ -901,7 +906,7 @@ static PyObject *csv_cells(PyObject *self, PyObject *args) {
             if (k != fields) /* fewer cells, or more (a comma after the last field's) */
                 continue;
             for (k = 0; k < fields; k++) {
-                int64_t code = cell_code(&tables[k], cut[k], cut_len[k], hash[k]);
+                int64_t code = cell_code(&tables[k], cut[k], cut_len[k], first[k], hash[k]);
                 if (code < 0) {
                     oom = 1;
                     break;
@@ -960,6 +965,7 @@ done:
     free(cut);
     free(cut_len);
     free(hash);
+    free(first);
     for (int64_t c = 0; c < n_chunks; c++)
         chunks[c].release(&chunks[c]);
     free(chunks);
