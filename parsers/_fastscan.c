@@ -791,22 +791,58 @@ static inline int64_t cell_code(cell_table *t, const uint8_t *s, int64_t len, ui
 }
 
 PyDoc_STRVAR(csv_cells_doc,
-             "csv_cells(stream, n, fields, codes, ok) -> list[list[str]]\n\n"
+             "csv_cells(stream, n, fields, codes, ok, raw=None, lens=None) -> list[list[str]]\n\n"
              "Cut the n strings of an Arrow stream (`Series.__arrow_c_stream__()`, no null) at every comma, as\n"
              "`str.split_exact(',', fields)` does. A line of exactly `fields` cells gets ok[i] = 1 (a writable\n"
              "buffer of n uint8; else 0) and its cell k the code codes[k*n + i] (a writable buffer of fields * n\n"
              "uint32; 0 on a line not ok): the cell's place among the distinct cells of column k in order of\n"
-             "appearance, which the list returned holds per column (the cells of the lines ok only).");
+             "appearance, which the list returned holds per column (the cells of the lines ok only). The columns\n"
+             "k with raw[k] != 0 (`raw`: bytes of `fields` flags) are not numbered: codes[k*n + i] is the offset\n"
+             "of the cell in its line and lens[k*n + i] its length (`lens`: as `codes`), both in characters (as\n"
+             "`str.slice` takes them), and their lists are empty.");
+
+/* The characters (UTF-8: the bytes that do not continue one) of s[0:len] */
+static uint32_t chars_in(const uint8_t *s, int64_t len) {
+    uint32_t c = 0;
+    for (int64_t i = 0; i < len; i++)
+        c += (s[i] & 0xC0) != 0x80;
+    return c;
+}
+
+/* Whether s[0:len] holds a byte of 0x80 or more */
+static int non_ascii(const uint8_t *s, int64_t len) {
+    uint64_t acc = 0;
+    int64_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        acc |= w;
+    }
+    for (; i < len; i++)
+        acc |= s[i];
+    return (acc & HIGHS) != 0;
+}
 
 static PyObject *csv_cells(PyObject *self, PyObject *args) {
-    PyObject *capsule, *codes_o, *ok_o;
+    PyObject *capsule, *codes_o, *ok_o, *raw_o = Py_None, *lens_o = Py_None;
     Py_ssize_t n, fields;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OnnOO", &capsule, &n, &fields, &codes_o, &ok_o))
+    if (!PyArg_ParseTuple(args, "OnnOO|OO", &capsule, &n, &fields, &codes_o, &ok_o, &raw_o, &lens_o))
         return NULL;
     if (n < 0 || fields < 1 || fields > 4096 || n > (Py_ssize_t)UINT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "csv_cells: 1 to 4096 fields, at most 2^32 - 1 lines");
         return NULL;
+    }
+    const char *raw = NULL;
+    int any_raw = 0;
+    if (raw_o != Py_None) {
+        if (!PyBytes_Check(raw_o) || PyBytes_GET_SIZE(raw_o) != fields || lens_o == Py_None) {
+            PyErr_SetString(PyExc_ValueError, "csv_cells: raw must be bytes of one flag a field, with lens");
+            return NULL;
+        }
+        raw = PyBytes_AS_STRING(raw_o);
+        for (Py_ssize_t k = 0; k < fields; k++)
+            any_raw |= raw[k] != 0;
     }
     struct ArrowArrayStream *stream =
         (struct ArrowArrayStream *)PyCapsule_GetPointer(capsule, "arrow_array_stream");
@@ -821,13 +857,19 @@ static PyObject *csv_cells(PyObject *self, PyObject *args) {
         stream->release(stream);
         return NULL;
     }
-    Py_buffer codes_b, ok_b;
+    Py_buffer codes_b, ok_b, lens_b = {0};
     if (PyObject_GetBuffer(codes_o, &codes_b, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
         stream->release(stream);
         return NULL;
     }
     if (PyObject_GetBuffer(ok_o, &ok_b, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
         PyBuffer_Release(&codes_b);
+        stream->release(stream);
+        return NULL;
+    }
+    if (any_raw && PyObject_GetBuffer(lens_o, &lens_b, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&codes_b);
+        PyBuffer_Release(&ok_b);
         stream->release(stream);
         return NULL;
     }
@@ -841,7 +883,8 @@ static PyObject *csv_cells(PyObject *self, PyObject *args) {
     uint64_t *hash = malloc((size_t)(fields + 1) * sizeof(uint64_t));
     uint64_t *first = malloc((size_t)(fields + 1) * sizeof(uint64_t));
     const char *failed = NULL;
-    if (codes_b.len < (Py_ssize_t)(fields * n * sizeof(uint32_t)) || ok_b.len < n) {
+    if (codes_b.len < (Py_ssize_t)(fields * n * sizeof(uint32_t)) || ok_b.len < n ||
+        (any_raw && lens_b.len < (Py_ssize_t)(fields * n * sizeof(uint32_t)))) {
         failed = "csv_cells: output buffers too short";
         goto done;
     }
@@ -860,7 +903,7 @@ static PyObject *csv_cells(PyObject *self, PyObject *args) {
             goto done;
         }
     }
-    uint32_t *codes = (uint32_t *)codes_b.buf;
+    uint32_t *codes = (uint32_t *)codes_b.buf, *lens = any_raw ? (uint32_t *)lens_b.buf : NULL;
     uint8_t *ok = (uint8_t *)ok_b.buf;
     int64_t row = 0;
     for (;;) {
@@ -905,7 +948,13 @@ static PyObject *csv_cells(PyObject *self, PyObject *args) {
             }
             if (k != fields) /* fewer cells, or more (a comma after the last field's) */
                 continue;
+            int wide = any_raw && non_ascii(s, len); /* (offsets in characters then, not bytes) */
             for (k = 0; k < fields; k++) {
+                if (any_raw && raw[k]) {
+                    codes[k * n + row] = wide ? chars_in(s, cut[k] - s) : (uint32_t)(cut[k] - s);
+                    lens[k * n + row] = wide ? chars_in(cut[k], cut_len[k]) : (uint32_t)cut_len[k];
+                    continue;
+                }
                 int64_t code = cell_code(&tables[k], cut[k], cut_len[k], first[k], hash[k]);
                 if (code < 0) {
                     oom = 1;
@@ -927,8 +976,11 @@ static PyObject *csv_cells(PyObject *self, PyObject *args) {
     }
     for (int64_t i = 0; i < n; i++)
         if (!ok[i])
-            for (Py_ssize_t k = 0; k < fields; k++)
+            for (Py_ssize_t k = 0; k < fields; k++) {
                 codes[k * n + i] = 0;
+                if (any_raw && raw[k])
+                    lens[k * n + i] = 0;
+            }
     result = PyList_New(fields);
     if (result == NULL)
         goto done;
@@ -972,6 +1024,8 @@ done:
     stream->release(stream);
     PyBuffer_Release(&codes_b);
     PyBuffer_Release(&ok_b);
+    if (any_raw)
+        PyBuffer_Release(&lens_b);
     return result;
 }
 

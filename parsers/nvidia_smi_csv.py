@@ -356,7 +356,10 @@ def _distinct_values(
     if uniq:
         cols = _head_values(data, list(plan.distinct), uniq) if plan.distinct else {}
         for name, cell in plan.stamps:
-            cols[name] = _stamps(uniq[cell]).gather(data.get_column(_CODE + cell[2:]))
+            if cell in uniq:
+                cols[name] = _stamps(uniq[cell]).gather(data.get_column(_CODE + cell[2:]))
+            else:
+                cols[name] = _stamps(data.get_column(cell))
         names = [c for c, *_ in plan.distinct] + [c for c, _ in plan.stamps]
         return data.with_columns(**{c: cols[c] for c in names})
     j = _tail_of(data)
@@ -546,14 +549,13 @@ def _group_plan(
     many: frozenset[str],
     runs: frozenset[str] = frozenset(),
     long: bool = False,
-    coded: bool = False,
+    coded: frozenset[int] = frozenset(),
 ) -> _Plan:
     """The plan of a field list (built once: a loop's files repeat their header); `many`: the fields whose
-    cells are converted once per distinct cell; `runs`: once per run of equal cells; `coded`: rows of
-    numbered cells (`_rows_coded`: `_k<i>`, the same where the cells are, no cells), all converted per
-    distinct cell."""
+    cells are converted once per distinct cell; `runs`: once per run of equal cells; `coded`: the cells
+    numbered (`_rows_coded`: `_k<i>`, equal where the cells are, no cells), which are among `many`."""
     canon = _canon_list(fields)
-    cell = {c: pl.col(f"{_CODE if coded else '_c'}{i}") for i, c in enumerate(canon)}
+    cell = {c: pl.col(f"{_CODE if i in coded else '_c'}{i}") for i, c in enumerate(canon)}
     at = {c: i for i, c in enumerate(canon)}
     distinct: dict[str, tuple[str, str, Callable[[pl.Expr], pl.Expr], pl.DataType]] = {}
 
@@ -646,16 +648,24 @@ def _group_plan(
     return _Plan(mask, part, first, wide, key_order, tuple(distinct.values()), tuple(stamps.values()))
 
 
+def _coded(data: pl.DataFrame, n: int) -> frozenset[int]:
+    """The cells of `data` (rows of a field list of `n` fields) that `_rows_coded` numbered (`_k<i>`)."""
+    return frozenset(i for i in range(n) if f"{_CODE}{i}" in data.columns)
+
+
 def _repetitive(data: pl.DataFrame, canon: list[str]) -> tuple[frozenset[str], frozenset[str]]:
     """The fields (canonical names) of a long group whose cells repeat in its first _PROBE rows (converted
     once per distinct cell), and those whose cells seldom change from one row to the next (few runs of
     equal cells: converted once per run). The fields of the rows' tail (`_tail_fields`) are converted once
     per tail, so among the first and not the second whatever their cells: their cells are not probed (nor
     those of a head cell of the same field)."""
-    if f"{_CODE}0" in data.columns:
+    coded = _coded(data, len(canon))
+    if coded:
         # Numbered cells (`_rows_coded`) are converted once per distinct cell whatever their number (the
-        # conversions of the distinct cells, a gather by number), the timestamps too (`_distinct_values`).
-        return frozenset(canon) - {"timestamp"}, frozenset()
+        # conversions of the distinct cells, a gather by number), the timestamps too (`_distinct_values`);
+        # the others (mostly distinct) once per cell.
+        at = {c: i for i, c in enumerate(canon)}  # (a field twice: its last cell, as `_group_plan` reads)
+        return frozenset(c for c, i in at.items() if i in coded) - {"timestamp"}, frozenset()
     tail = _tail_fields(data, canon)
     probed = [i for i, c in enumerate(canon) if c not in tail]
     k = len(probed)
@@ -777,7 +787,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
         long = data.height >= _MANY // _ALONE or bool(uniq)
         if long:
             many, runs = _repetitive(data, canon)
-        plan = _group_plan(tuple(fields), many, runs, long, bool(uniq))
+        plan = _group_plan(tuple(fields), many, runs, long, _coded(data, len(fields)))
         data = _distinct_values(data, plan, uniq)
         q = data.lazy()
         if plan.mask is not None:
@@ -1023,7 +1033,7 @@ def _parse_batch(items: Sequence[tuple[pl.Series, FileContext]], text: pl.Series
         long = data.height >= _MANY or bool(uniq)
         if long:
             many, runs = _repetitive(data, _canon_list(tuple(fields)))
-        plan = _group_plan(tuple(fields), many, runs, long, bool(uniq))
+        plan = _group_plan(tuple(fields), many, runs, long, _coded(data, len(fields)))
         data = _distinct_values(data, plan, uniq)
         q = data.lazy()
         if plan.mask is not None:
@@ -1198,12 +1208,15 @@ cells (in order of appearance), by which `_repetitive` and `_distinct_values` re
 def _rows_coded(sub: pl.DataFrame, n: int) -> tuple[pl.DataFrame, dict[str, pl.Series]] | None:
     """`_data_rows`' rows of one field list of `n` fields (`sub`: its candidate lines) cut by the compiled
     scanner (`parsers._fastscan.csv_cells`: each line cut at every comma, as `str.split_exact` cuts it, its
-    cells numbered per column): the rows with their cells' numbers (`_k<i>`, no cells), and each cell
-    column's distinct cells (`_c<i>`: its cells in order of appearance, cell `_c<i>` of a row that of its
-    number). None where the scanner is not built. The same rows as splitting each line, whose cells the
-    numbers give; every column is then converted once per distinct cell (`_repetitive`, `_distinct_values`)
-    and nothing reads the cells themselves. A batch of seven 6-hour loops (40k rows of 22 cells): the cut
-    and numbers ~10 ms, against ~20 for `_rows_by_tail`; the whole parse ~8 -> ~6 ms a file."""
+    cells numbered per column): the rows with their cells' numbers (`_k<i>`), and each numbered column's
+    distinct cells (`_c<i>`: its cells in order of appearance, cell `_c<i>` of a row that of its number).
+    A column whose first _RAW_PROBE rows hold more distinct cells than half their number (milliseconds,
+    power draw: a number would be one more lookup a row in a table out of cache) comes as its cells
+    (`_c<i>`, each a slice of its line). None where the scanner is not built. The same rows as splitting
+    each line, whose cells the numbers give; the numbered columns are then converted once per distinct
+    cell (`_repetitive`, `_distinct_values`) and nothing reads their cells. A batch of seven 6-hour loops
+    (40k rows of 22 cells): the cut and numbers ~10 ms, against ~20 for `_rows_by_tail`; the whole parse
+    ~8 -> ~6 ms a file."""
     scan = getattr(_fastscan, "csv_cells", None)
     text = sub.get_column("text")
     if scan is None or text.null_count():
@@ -1211,15 +1224,38 @@ def _rows_coded(sub: pl.DataFrame, n: int) -> tuple[pl.DataFrame, dict[str, pl.S
     import numpy as np  # (here: a worker that reads no long CSV loop never imports it)
 
     m = text.len()
+    raw = None
+    if m > _RAW_PROBE:
+        codes, ok = np.empty(n * _RAW_PROBE, dtype=np.uint32), np.empty(_RAW_PROBE, dtype=np.uint8)
+        distinct = scan(text.head(_RAW_PROBE).__arrow_c_stream__(), _RAW_PROBE, n, codes, ok)
+        rows_ok = int(ok.sum())
+        raw = bytes(len(d) * 2 > rows_ok for d in distinct) if rows_ok else None
     codes, ok = np.empty(n * m, dtype=np.uint32), np.empty(m, dtype=np.uint8)
-    distinct = scan(text.__arrow_c_stream__(), m, n, codes, ok)
+    lens = np.empty(n * m, dtype=np.uint32) if raw and any(raw) else None
+    distinct = scan(text.__arrow_c_stream__(), m, n, codes, ok, *((raw, lens) if lens is not None else ()))
     keep = pl.Series(ok).cast(pl.Boolean)
     rows = sub if keep.all() else sub.filter(keep)
-    uniq = {f"_c{i}": pl.Series(f"_c{i}", distinct[i], dtype=pl.String) for i in range(n)}
-    code = [pl.Series(f"{_CODE}{i}", codes[i * m : (i + 1) * m]) for i in range(n)]
+    is_raw = [lens is not None and bool(raw[i]) for i in range(n)]  # type: ignore[index]
+    uniq = {f"_c{i}": pl.Series(f"_c{i}", distinct[i], dtype=pl.String) for i in range(n) if not is_raw[i]}
+    cols = [pl.Series(f"{_CODE}{i}", codes[i * m : (i + 1) * m]) for i in range(n)]
     if rows.height < m:
-        code = [c.filter(keep) for c in code]
-    return rows.hstack(code), uniq
+        cols = [c.filter(keep) for c in cols]
+    if lens is not None:
+        length = [pl.Series(lens[i * m : (i + 1) * m]) for i in range(n) if is_raw[i]]
+        if rows.height < m:
+            length = [c.filter(keep) for c in length]
+        at = iter(zip([c for c, r in zip(cols, is_raw, strict=True) if r], length, strict=True))
+        cells = rows.select(
+            pl.col("text").str.slice(pl.lit(start), pl.lit(size)).alias(f"_c{i}")
+            for i, (start, size) in ((i, next(at)) for i in range(n) if is_raw[i])
+        )
+        cols = [cells.get_column(f"_c{i}") if is_raw[i] else c for i, c in enumerate(cols)]
+    return rows.hstack(cols), uniq
+
+
+_RAW_PROBE = 4096
+"""Rows whose distinct cells `_rows_coded` counts first, to leave unnumbered the columns of mostly distinct
+cells."""
 
 
 _TAIL_PROBE = 1024

@@ -310,3 +310,73 @@ def test_iterations_same_with_and_without_scanner(rows: list[str]) -> None:
         assert list(got[1]) == list(want[1])
         for k in want[1]:
             assert_frame_equal(got[1][k].to_frame(), want[1][k].to_frame(), check_exact=True)
+
+
+# ----------------------------------------------------------------------------- --query-gpu CSV cells
+
+_CELL = st.one_of(
+    st.sampled_from([" 0", " 1", " Not Active", " Active", " [N/A]", "", " 1980 MHz", " 0x0000000000000001"]),
+    st.text(" 0123456789.,:/%éab\t€", max_size=30),
+    st.text(max_size=12).filter(lambda t: "\n" not in t),
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.integers(1, 9),
+    st.lists(st.lists(_CELL, min_size=1, max_size=11), min_size=1, max_size=40),
+    st.lists(st.booleans(), min_size=9, max_size=9),
+    st.booleans(),
+)
+@example(3, [["a", " b", " c"], ["é, x", "", "€" * 9], ["1,2,3,"]], [False, True, True] + [False] * 6, True)
+def test_csv_cells_as_split(fields: int, rows: list[list[str]], raw: list[bool], chunked: bool) -> None:
+    """`_fastscan.csv_cells` against `str.split_exact(',', fields)`: the same lines have `fields` cells (a
+    row's cells joined by commas: cells holding commas make more); a numbered cell is its column's distinct
+    cell of its number, the distinct cells those of the rows kept in order of appearance; an unnumbered cell
+    (`raw`) is the slice of its line at the offset and length given, in characters (non-ASCII lines too)."""
+    import numpy as np
+
+    from parsers import nvidia_smi_csv as C  # noqa: N812
+
+    lines = [",".join(r) for r in rows]
+    text = pl.Series("text", lines, dtype=pl.String)
+    if chunked and len(lines) > 1:  # (a column of two chunks, as a concatenation leaves it)
+        text = pl.concat([text.head(len(lines) // 2), text.tail(len(lines) - len(lines) // 2)], rechunk=False)
+    n = len(lines)
+    flags = bytes(raw[:fields])
+    codes, ok = np.empty(fields * n, dtype=np.uint32), np.empty(n, dtype=np.uint8)
+    lens = np.empty(fields * n, dtype=np.uint32)
+    distinct = C._fastscan.csv_cells(text.__arrow_c_stream__(), n, fields, codes, ok, flags, lens)
+    cells = text.to_frame().select(pl.col("text").str.split_exact(",", fields).struct.unnest())
+    want_ok = cells.get_column(f"field_{fields - 1}").is_not_null() & cells.get_column(f"field_{fields}").is_null()
+    assert ok.astype(bool).tolist() == want_ok.to_list()
+    kept = cells.filter(want_ok)
+    at = np.flatnonzero(ok)
+    for k in range(fields):
+        want = kept.get_column(f"field_{k}")
+        if flags[k]:
+            assert distinct[k] == []
+            got = pl.select(
+                pl.lit(text.gather(at)).str.slice(pl.lit(codes[k * n + at]), pl.lit(lens[k * n + at]))
+            ).to_series()
+            assert got.to_list() == want.to_list()
+        else:
+            assert distinct[k] == want.unique(maintain_order=True).to_list()
+            assert [distinct[k][c] for c in codes[k * n + at]] == want.to_list()
+
+
+def test_csv_cells_refuses_nulls_and_short_buffers() -> None:
+    import numpy as np
+
+    from parsers import nvidia_smi_csv as C  # noqa: N812
+
+    scan = C._fastscan.csv_cells
+    text = pl.Series(["a,b", None, "c,d"], dtype=pl.String)
+    with pytest.raises(ValueError, match="null"):
+        scan(text.__arrow_c_stream__(), 3, 2, np.empty(6, np.uint32), np.empty(3, np.uint8))
+    text = pl.Series(["a,b", "c,d"], dtype=pl.String)
+    with pytest.raises(ValueError, match="too short"):
+        scan(text.__arrow_c_stream__(), 2, 2, np.empty(3, np.uint32), np.empty(2, np.uint8))
+    with pytest.raises(ValueError, match="fewer lines"):
+        scan(text.__arrow_c_stream__(), 3, 2, np.empty(6, np.uint32), np.empty(3, np.uint8))
+    assert C._rows_coded(pl.DataFrame({"text": ["a,b", None]}), 2) is None  # (the polars path then)
