@@ -25,6 +25,8 @@ static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7, 
 typedef struct {
     const uint8_t *p;
     const uint8_t *e;
+    uint64_t m; /* the digits and scale of the last number `decimal` read: m / 10^k */
+    int k;
 } cursor;
 
 static int lit(cursor *c, const char *s, size_t n) {
@@ -109,6 +111,8 @@ static int decimal(cursor *c, int commas, double *out) {
     if (m > (UINT64_C(1) << 53) || k > 22)
         return 0;
     *out = (double)m / POW10[k];
+    c->m = m;
+    c->k = k;
     return 1;
 }
 
@@ -147,13 +151,17 @@ static int datetime_ms(cursor *c, int64_t *out) {
     return 1;
 }
 
+/* The digits and scale of the number a cursor read last, packed: m * 32 + k (m <= 2^53, k <= 22) */
+#define DIGITS(c) ((int64_t)((c).m << 5 | (uint64_t)(c).k))
+
 /* One torchtitan step line (`parsers.step_log._TITAN_LINE`, or `_TITAN_BARE` without the envelope):
  *   [rankR]:[titan] YYYY-MM-DD HH:MM:SS,mmm - root - INFO - step: +S +loss: +D +(grad_norm: +D +)?
  *   memory: +DGiB\([0-9.]+%\) +(tps|wps): +T +tflops: +D +mfu: +D%
- * i64: timestamp (us), step, rank (-1: no envelope); f64: loss, grad_norm (NaN: absent), memory,
- * throughput, tflops, mfu */
+ * i64: timestamp (us), step, rank (-1: no envelope), then the digits of grad_norm (-1: absent), mfu and
+ * memory (`DIGITS`: for `json_objects`); f64: loss, grad_norm (NaN: absent), memory, throughput, tflops, mfu */
+
 static int titan_line(const uint8_t *p, const uint8_t *e, const void *ctx, int64_t *i64, double *f64) {
-    cursor c = {p, e};
+    cursor c = {p, e, 0, 0};
     (void)ctx;
     int64_t rank = -1;
     if (LIT(&c, "[rank")) {
@@ -168,12 +176,15 @@ static int titan_line(const uint8_t *p, const uint8_t *e, const void *ctx, int64
     if (!spaces(&c) || !LIT(&c, "loss:") || !spaces(&c) || !decimal(&c, 0, &f64[0]) || !spaces(&c))
         return 0;
     f64[1] = Py_NAN;
+    i64[3] = -1;
     if (LIT(&c, "grad_norm:")) {
         if (!spaces(&c) || !decimal(&c, 0, &f64[1]) || !spaces(&c))
             return 0;
+        i64[3] = DIGITS(c);
     }
     if (!LIT(&c, "memory:") || !spaces(&c) || !decimal(&c, 0, &f64[2]) || !LIT(&c, "GiB("))
         return 0;
+    i64[5] = DIGITS(c);
     const uint8_t *pct = c.p;
     while (c.p < c.e && (IS_DIGIT(*c.p) || *c.p == '.'))
         c.p++;
@@ -187,6 +198,7 @@ static int titan_line(const uint8_t *p, const uint8_t *e, const void *ctx, int64
         return 0;
     if (!LIT(&c, "mfu:") || !spaces(&c) || !decimal(&c, 0, &f64[5]) || !LIT(&c, "%"))
         return 0;
+    i64[4] = DIGITS(c);
     return c.p == c.e;
 }
 
@@ -208,7 +220,7 @@ static int meg_entry_line(const uint8_t *p, const uint8_t *e, const void *ctx, i
     i64[0] = s - p;
     i64[1] = 0;
     f64[0] = f64[1] = Py_NAN;
-    cursor c = {s + 3, e};
+    cursor c = {s + 3, e, 0, 0};
     /* the tail's shape first (a line that is no entry is read, as not one); then its values */
     const uint8_t *t = c.p;
     int parts = 0;
@@ -322,7 +334,7 @@ typedef struct {
  * its exact range, is not read (the regex path decides). */
 static int meg_iter_line(const uint8_t *p, const uint8_t *e, const void *ctx, int64_t *ok, double *f64) {
     const meg_names *names = (const meg_names *)ctx;
-    cursor c = {p, e};
+    cursor c = {p, e, 0, 0};
     *ok = 0;
     for (Py_ssize_t j = 0; j < names->count; j++)
         f64[j] = Py_NAN;
@@ -399,7 +411,7 @@ static int meg_iter_line(const uint8_t *p, const uint8_t *e, const void *ctx, in
         if (!LIT(&c, "|"))
             return 1;
         if (convert) {
-            cursor vc = {v, v_end};
+            cursor vc = {v, v_end, 0, 0};
             if (sci_number(&vc, &f64[j]) != 1 || vc.p != v_end)
                 convert = 0;
         }
@@ -446,6 +458,98 @@ struct ArrowArrayStream {
     void (*release)(struct ArrowArrayStream *);
     void *private_data;
 };
+
+/* ---- strings out: an Arrow string-view array over buffers this module allocated, for polars to import
+ * (`pl.Series` of an object whose `__arrow_c_array__` gives the two capsules). Its release only frees
+ * memory (no Python object behind it), so it may run on any thread, without the interpreter's lock. */
+
+typedef struct {
+    uint8_t *data;          /* the strings' bytes (those of more than 12 bytes are read from here) */
+    uint8_t *views;         /* 16 bytes a string */
+    int64_t sizes[1];       /* the data buffer's length (the variadic buffer sizes) */
+    const void *buffers[4]; /* validity (none), views, data, sizes */
+} view_array;
+
+static void release_view_array(struct ArrowArray *a) {
+    view_array *v = a->private_data;
+    free(v->data);
+    free(v->views);
+    free(v);
+    a->release = NULL;
+}
+
+static void release_static_schema(struct ArrowSchema *s) { s->release = NULL; }
+
+static void schema_capsule_free(PyObject *capsule) {
+    struct ArrowSchema *s = PyCapsule_GetPointer(capsule, "arrow_schema");
+    if (s == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    if (s->release)
+        s->release(s);
+    free(s);
+}
+
+static void array_capsule_free(PyObject *capsule) {
+    struct ArrowArray *a = PyCapsule_GetPointer(capsule, "arrow_array");
+    if (a == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    if (a->release)
+        a->release(a);
+    free(a);
+}
+
+/* A view for string i: bytes data[start:start + len] (len < 2^31, start < 2^31) */
+static void put_view(uint8_t *views, int64_t i, const uint8_t *data, int64_t start, int64_t len) {
+    uint8_t *v = views + 16 * i;
+    int32_t n = (int32_t)len;
+    memset(v, 0, 16);
+    memcpy(v, &n, 4);
+    if (len <= 12) {
+        memcpy(v + 4, data + start, (size_t)len);
+    } else {
+        int32_t b = 0, o = (int32_t)start;
+        memcpy(v + 4, data + start, 4);
+        memcpy(v + 8, &b, 4);
+        memcpy(v + 12, &o, 4);
+    }
+}
+
+/* The (schema, array) capsules of a string-view array of n strings whose views and data (`len` bytes) the
+ * caller malloc'ed and hands over (freed here on failure); NULL with an exception set on failure */
+static PyObject *view_capsules(uint8_t *data, int64_t len, uint8_t *views, int64_t n) {
+    view_array *v = malloc(sizeof(view_array));
+    struct ArrowSchema *s = malloc(sizeof(struct ArrowSchema));
+    struct ArrowArray *a = malloc(sizeof(struct ArrowArray));
+    if (v == NULL || s == NULL || a == NULL) {
+        free(v), free(s), free(a), free(data), free(views);
+        return PyErr_NoMemory();
+    }
+    *v = (view_array){data, views, {len}, {NULL, views, data, NULL}};
+    v->buffers[3] = v->sizes;
+    *s = (struct ArrowSchema){"vu", "", NULL, 2 /* nullable */, 0, NULL, NULL, release_static_schema, NULL};
+    *a = (struct ArrowArray){n, 0, 0, 4, 0, v->buffers, NULL, NULL, release_view_array, v};
+    PyObject *sc = PyCapsule_New(s, "arrow_schema", schema_capsule_free);
+    if (sc == NULL) {
+        release_view_array(a);
+        free(a), free(s);
+        return NULL;
+    }
+    PyObject *ac = PyCapsule_New(a, "arrow_array", array_capsule_free);
+    if (ac == NULL) {
+        Py_DECREF(sc);
+        release_view_array(a);
+        free(a);
+        return NULL;
+    }
+    PyObject *out = PyTuple_Pack(2, sc, ac);
+    Py_DECREF(sc);
+    Py_DECREF(ac);
+    return out;
+}
 
 enum { FMT_UTF8, FMT_LARGE_UTF8, FMT_UTF8_VIEW };
 
@@ -601,7 +705,9 @@ PyDoc_STRVAR(titan_doc,
              "titan(stream, n, i64, f64) -> int\n\n"
              "Scan the n strings of an Arrow stream (`Series.__arrow_c_stream__()`) as torchtitan step\n"
              "lines, writing each line's timestamp (us), step and rank (-1: none) to i64[i], i64[n + i],\n"
-             "i64[2n + i] and its loss, grad_norm (NaN: none), memory, throughput, tflops and mfu to\n"
+             "i64[2n + i], the digits of its grad_norm (-1: none), mfu and memory (m * 32 + k: the number\n"
+             "m / 10^k, for `json_objects`) to i64[3n + i] ... i64[5n + i], and its loss, grad_norm (NaN:\n"
+             "none), memory, throughput, tflops and mfu to\n"
              "f64[k*n + i] (writable buffers of int64 and float64). Returns how many lines from the first\n"
              "it read: n when all.");
 
@@ -611,7 +717,7 @@ static PyObject *titan(PyObject *self, PyObject *args) {
     (void)self;
     if (!PyArg_ParseTuple(args, "OnOO", &capsule, &n, &i64_o, &f64_o))
         return NULL;
-    return scan_into(capsule, n, i64_o, f64_o, titan_line, NULL, 3, 6, "titan");
+    return scan_into(capsule, n, i64_o, f64_o, titan_line, NULL, 6, 6, "titan");
 }
 
 PyDoc_STRVAR(meg_entries_doc,
@@ -1029,11 +1135,168 @@ done:
     return result;
 }
 
+/* ---- json_objects: numbers read from decimals, written as polars' `struct.json_encode` writes them */
+
+/* The shortest decimal of the double nearest to m / 10^k (`DIGITS`) as `struct.json_encode` writes it
+ * (Ryu's shortest digits; plain notation for 1e-5 <= v < 1e16, `.0` after an integer), at out; its length,
+ * or 0 where that is not certain here: more than 15 significant digits (a decimal of 15 or fewer is the
+ * shortest one of its double: two such decimals never round to the same double), or outside plain notation. */
+static int json_number(int64_t packed, char *out) {
+    if (packed < 0)
+        return 0;
+    uint64_t m = (uint64_t)packed >> 5;
+    int k = (int)(packed & 31);
+    if (m == 0) {
+        memcpy(out, "0.0", 3);
+        return 3;
+    }
+    int e = -k; /* the value: m * 10^e, m without trailing zeros */
+    while (m % 10 == 0) {
+        m /= 10;
+        e++;
+    }
+    if (m >= UINT64_C(1000000000000000))
+        return 0;
+    static const char PAIRS[201] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                   "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                   "8081828384858687888990919293949596979899";
+    char digits[16]; /* m's digits, right-aligned in digits[16 - len:] */
+    int at = 16;
+    while (m >= 100) {
+        at -= 2;
+        memcpy(digits + at, PAIRS + 2 * (m % 100), 2);
+        m /= 100;
+    }
+    if (m >= 10) {
+        at -= 2;
+        memcpy(digits + at, PAIRS + 2 * m, 2);
+    } else {
+        digits[--at] = (char)('0' + m);
+    }
+    int len = 16 - at;
+    int point = len + e; /* digits before the point (<= 0: zeros after it first) */
+    if (point <= -5 || point > 16)
+        return 0;
+    int w = 0;
+    if (point <= 0) {
+        out[w++] = '0';
+        out[w++] = '.';
+        for (int z = 0; z < -point; z++)
+            out[w++] = '0';
+        memcpy(out + w, digits + at, (size_t)len);
+        w += len;
+    } else if (e >= 0) {
+        memcpy(out, digits + at, (size_t)len);
+        w = len;
+        for (int z = 0; z < e; z++)
+            out[w++] = '0';
+        out[w++] = '.';
+        out[w++] = '0';
+    } else {
+        memcpy(out, digits + at, (size_t)point);
+        w = point;
+        out[w++] = '.';
+        memcpy(out + w, digits + at + point, (size_t)(len - point));
+        w += len - point;
+    }
+    return w;
+}
+
+PyDoc_STRVAR(json_objects_doc,
+             "json_objects(names, digits, n) -> (schema, array) | None\n\n"
+             "The JSON objects {names[0]: v0, ...} of n rows as the Arrow C capsules of a string-view array\n"
+             "(`__arrow_c_array__`'s pair, for `pl.Series`), where row i's value j is the\n"
+             "number whose digits are digits[j*n + i] (a buffer of int64, `DIGITS` as `titan` writes them),\n"
+             "written as polars' `struct.json_encode` writes the Float64 nearest to it; None where a value is\n"
+             "absent (-1) or one this does not write (see json_number). `names`: a list of bytes, plain keys.");
+
+static PyObject *json_objects(PyObject *self, PyObject *args) {
+    PyObject *names_o, *digits_o;
+    Py_ssize_t n;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!On", &PyList_Type, &names_o, &digits_o, &n))
+        return NULL;
+    Py_ssize_t k = PyList_GET_SIZE(names_o), keys = 0;
+    if (k < 1 || k > MAX_FIELDS || n < 0) {
+        PyErr_SetString(PyExc_ValueError, "json_objects: 1 to 64 names");
+        return NULL;
+    }
+    for (Py_ssize_t j = 0; j < k; j++) {
+        PyObject *b = PyList_GET_ITEM(names_o, j);
+        if (!PyBytes_Check(b)) {
+            PyErr_SetString(PyExc_TypeError, "json_objects: names must be bytes");
+            return NULL;
+        }
+        keys += PyBytes_GET_SIZE(b);
+    }
+    Py_buffer db;
+    if (PyObject_GetBuffer(digits_o, &db, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (db.len < (Py_ssize_t)(k * n * sizeof(int64_t))) {
+        PyBuffer_Release(&db);
+        PyErr_SetString(PyExc_ValueError, "json_objects: digits buffer too short");
+        return NULL;
+    }
+    /* a row: braces, a quoted key, colon and comma each, numbers of at most 24 characters */
+    size_t row = 2 + (size_t)keys + (size_t)k * (4 + 24);
+    if (row * (size_t)n >= INT32_MAX) {
+        PyBuffer_Release(&db);
+        Py_RETURN_NONE; /* (offsets of a view are 32-bit) */
+    }
+    uint8_t *buf = malloc(row * (size_t)(n ? n : 1)), *views = malloc(16 * (size_t)(n ? n : 1));
+    char *prefix = malloc((size_t)(keys + 4 * k));
+    if (buf == NULL || views == NULL || prefix == NULL) {
+        free(buf), free(views), free(prefix);
+        PyBuffer_Release(&db);
+        return PyErr_NoMemory();
+    }
+    const int64_t *digits = (const int64_t *)db.buf;
+    /* each value's prefix: `{"name":` for the first, `,"name":` after */
+    size_t pre_at[MAX_FIELDS], pre_len[MAX_FIELDS], p = 0;
+    for (Py_ssize_t j = 0; j < k; j++) {
+        PyObject *b = PyList_GET_ITEM(names_o, j);
+        pre_at[j] = p;
+        prefix[p++] = j ? ',' : '{';
+        prefix[p++] = '"';
+        memcpy(prefix + p, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
+        p += (size_t)PyBytes_GET_SIZE(b);
+        prefix[p++] = '"';
+        prefix[p++] = ':';
+        pre_len[j] = p - pre_at[j];
+    }
+    size_t w = 0;
+    int ok = 1;
+    for (Py_ssize_t i = 0; i < n && ok; i++) {
+        size_t start = w;
+        for (Py_ssize_t j = 0; j < k; j++) {
+            memcpy(buf + w, prefix + pre_at[j], pre_len[j]);
+            w += pre_len[j];
+            int len = json_number(digits[j * n + i], (char *)buf + w);
+            if (len == 0) {
+                ok = 0;
+                break;
+            }
+            w += (size_t)len;
+        }
+        buf[w++] = '}';
+        put_view(views, i, buf, (int64_t)start, (int64_t)(w - start));
+    }
+    free(prefix);
+    PyBuffer_Release(&db);
+    if (!ok) {
+        free(buf), free(views);
+        Py_RETURN_NONE;
+    }
+    uint8_t *fit = realloc(buf, w ? w : 1); /* (the rows' bound was twice their usual size; views hold offsets) */
+    return view_capsules(fit ? fit : buf, (int64_t)w, views, n);
+}
+
 static PyMethodDef methods[] = {
     {"titan", titan, METH_VARARGS, titan_doc},
     {"meg_entries", meg_entries, METH_VARARGS, meg_entries_doc},
     {"meg_iterations", meg_iterations, METH_VARARGS, meg_iterations_doc},
     {"csv_cells", csv_cells, METH_VARARGS, csv_cells_doc},
+    {"json_objects", json_objects, METH_VARARGS, json_objects_doc},
     {NULL, NULL, 0, NULL},
 };
 
