@@ -1291,12 +1291,123 @@ static PyObject *json_objects(PyObject *self, PyObject *args) {
     return view_capsules(fit ? fit : buf, (int64_t)w, views, n);
 }
 
+/* ---- lines: a file's bytes cut into lines, as `parsers.base.lines_from_bytes` cuts valid UTF-8 */
+
+/* Whether s[0:len] is UTF-8 as Python's strict decoder takes it (Unicode 15, table 3-7: no overlong form, no
+ * surrogate, nothing above U+10FFFF) */
+static int valid_utf8(const uint8_t *s, int64_t len) {
+    int64_t i = 0;
+    while (i < len) {
+        if (len - i >= 8) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if ((w & HIGHS) == 0) {
+                i += 8;
+                continue;
+            }
+        }
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int more;
+        uint8_t lo = 0x80, hi = 0xBF; /* the range of the byte after the first */
+        if (c >= 0xC2 && c <= 0xDF) {
+            more = 1;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            more = 2;
+            if (c == 0xE0)
+                lo = 0xA0;
+            else if (c == 0xED)
+                hi = 0x9F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            more = 3;
+            if (c == 0xF0)
+                lo = 0x90;
+            else if (c == 0xF4)
+                hi = 0x8F;
+        } else {
+            return 0;
+        }
+        if (len - i <= more || s[i + 1] < lo || s[i + 1] > hi)
+            return 0;
+        for (int j = 2; j <= more; j++)
+            if ((s[i + j] & 0xC0) != 0x80)
+                return 0;
+        i += more + 1;
+    }
+    return 1;
+}
+
+PyDoc_STRVAR(lines_doc,
+             "lines(data) -> (schema, array) | None\n\n"
+             "The lines of a file's bytes (a buffer) as the Arrow C capsules of a string-view array over a copy\n"
+             "the module owns: cut at `\\n`, one `\\r` before it dropped, no line after a final `\\n` (and\n"
+             "none of `\\n` alone), as `parsers.base.lines_from_bytes` cuts them. None where the bytes are not\n"
+             "valid UTF-8 or hold `\\r` but no `\\n` (that function decides then), or 2 GiB or more.");
+
+static PyObject *lines(PyObject *self, PyObject *args) {
+    PyObject *data_o;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O", &data_o))
+        return NULL;
+    Py_buffer db;
+    if (PyObject_GetBuffer(data_o, &db, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    const uint8_t *s = db.buf;
+    int64_t len = db.len;
+    int lf = len > 0 && memchr(s, '\n', (size_t)len) != NULL;
+    if (len >= INT32_MAX || (!lf && len > 0 && memchr(s, '\r', (size_t)len) != NULL)) {
+        PyBuffer_Release(&db);
+        Py_RETURN_NONE;
+    }
+    int ok;
+    Py_BEGIN_ALLOW_THREADS;
+    ok = valid_utf8(s, len);
+    Py_END_ALLOW_THREADS;
+    if (!ok) {
+        PyBuffer_Release(&db);
+        Py_RETURN_NONE;
+    }
+    int64_t end = len;
+    if (end > 0 && s[end - 1] == '\n')
+        end--; /* (a final line end makes no line) */
+    int64_t n = 0;
+    if (len > 0 && !(len == 1 && s[0] == '\n')) {
+        n = 1;
+        for (const uint8_t *p = s; (p = memchr(p, '\n', (size_t)(s + end - p))) != NULL; p++)
+            n++;
+    }
+    uint8_t *copy = malloc(len > 0 ? (size_t)len : 1), *views = malloc(16 * (size_t)(n ? n : 1));
+    if (copy == NULL || views == NULL) {
+        free(copy), free(views);
+        PyBuffer_Release(&db);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS;
+    memcpy(copy, s, (size_t)len);
+    int64_t at = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *nl = memchr(copy + at, '\n', (size_t)(end - at));
+        int64_t stop = nl ? nl - copy : end, cut = stop;
+        if (cut > at && copy[cut - 1] == '\r')
+            cut--;
+        put_view(views, i, copy, at, cut - at);
+        at = stop + 1;
+    }
+    Py_END_ALLOW_THREADS;
+    PyBuffer_Release(&db);
+    return view_capsules(copy, len, views, n);
+}
+
 static PyMethodDef methods[] = {
     {"titan", titan, METH_VARARGS, titan_doc},
     {"meg_entries", meg_entries, METH_VARARGS, meg_entries_doc},
     {"meg_iterations", meg_iterations, METH_VARARGS, meg_iterations_doc},
     {"csv_cells", csv_cells, METH_VARARGS, csv_cells_doc},
     {"json_objects", json_objects, METH_VARARGS, json_objects_doc},
+    {"lines", lines, METH_VARARGS, lines_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -452,3 +452,81 @@ def test_json_objects_as_polars_writes_them(rows: list[tuple[str, str]]) -> None
     else:
         assert pl.Series(S.ArrowCapsules(got)).to_list() == want.to_list()
         assert all(plain(t) for r in rows for t in r)
+
+
+# ----------------------------------------------------------------------------- lines
+
+_PIECES = [
+    b"a",
+    b"x" * 13,
+    b"\n",
+    b"\r",
+    b"\r\n",
+    b"\xc3\xa9",
+    b"\xef\xbb\xbf",
+    b"\xf0\x9d\x84\x9e",
+    b"\xe2\x82\xac",
+]
+_BAD = [
+    b"\xff",
+    b"\xc3",
+    b"\xed\xa0\x80",
+    b"\xf4\x90\x80\x80",
+    b"\xe0\x80\x80",
+    b"\xc0\xaf",
+    b"\x80",
+    b"\xf0\x9d\x84",
+]
+
+
+@settings(max_examples=800, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.lists(st.one_of(st.sampled_from(_PIECES), st.sampled_from(_BAD), st.binary(max_size=6)), max_size=40)
+)
+@example([b"\n"])
+@example([b""])
+@example([b"a\rb"])
+@example([b"\xef\xbb\xbf", b"a", b"\r\r\n"])
+def test_lines_cut_as_in_python(pieces: list[bytes]) -> None:
+    """`base._compiled_lines` (the compiled module's cut) gives the lines `lines_from_bytes` gives without it,
+    and declines (None) exactly where the bytes are not valid UTF-8 (Python's strict decoder the judge) or
+    hold `\\r` but no `\\n`."""
+    from parsers import base
+
+    data = b"".join(pieces)
+    got = base._compiled_lines(data)
+    try:
+        data.decode("utf-8")
+        valid = True
+    except UnicodeDecodeError:
+        valid = False
+    assert (got is None) == (not valid or (b"\r" in data and b"\n" not in data))
+    if got is not None:
+        mp = pytest.MonkeyPatch()
+        with mp.context() as m:
+            m.setattr(base, "_fastscan", None)
+            want = base.lines_from_bytes(data)
+        assert got.dtype == pl.String and got.name == "line"
+        assert got.to_list() == want.to_list()
+
+
+def test_lines_of_many_as_alone() -> None:
+    """`lines_of_many`: each file's lines those it has alone, whichever way each was cut."""
+    from parsers import base
+
+    datas = [
+        b"a\nb\n",
+        b"",
+        b"\n",
+        b"\xff\nx",
+        b"c\r\nd",
+        b"e\rf",
+        "é\n€\n".encode(),
+        b"y" * 40 + b"\n" + b"z",
+    ]
+    many = base.lines_of_many(datas)
+    mp = pytest.MonkeyPatch()
+    with mp.context() as m:
+        m.setattr(base, "_fastscan", None)
+        alone = [base.lines_from_bytes(d) for d in datas]
+    assert [s.to_list() for s in many] == [s.to_list() for s in alone]
