@@ -19,6 +19,8 @@
 static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                  1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
+/* the small readers are inlined where they are used (constant literals compare in place) */
+#define INLINE static inline __attribute__((always_inline))
 #define IS_DIGIT(c) ((unsigned)((c) - '0') < 10u)
 #define MAX_FIELDS 64 /* the most float outputs a line of any scanner here */
 
@@ -29,7 +31,7 @@ typedef struct {
     int k;
 } cursor;
 
-static int lit(cursor *c, const char *s, size_t n) {
+INLINE int lit(cursor *c, const char *s, size_t n) {
     if ((size_t)(c->e - c->p) < n || memcmp(c->p, s, n) != 0)
         return 0;
     c->p += n;
@@ -38,7 +40,7 @@ static int lit(cursor *c, const char *s, size_t n) {
 #define LIT(c, s) lit((c), (s), sizeof(s) - 1)
 
 /* ` +`: one space or more */
-static int spaces(cursor *c) {
+INLINE int spaces(cursor *c) {
     if (c->p >= c->e || *c->p != ' ')
         return 0;
     while (c->p < c->e && *c->p == ' ')
@@ -47,7 +49,7 @@ static int spaces(cursor *c) {
 }
 
 /* `[0-9]{n}` as a number */
-static int fixed(cursor *c, int n, int *out) {
+INLINE int fixed(cursor *c, int n, int *out) {
     int v = 0;
     if (c->e - c->p < n)
         return 0;
@@ -63,7 +65,7 @@ static int fixed(cursor *c, int n, int *out) {
 }
 
 /* `[0-9]+` as an integer of at most 18 digits (longer: not converted here) */
-static int integer(cursor *c, int64_t *out) {
+INLINE int integer(cursor *c, int64_t *out) {
     const uint8_t *s = c->p;
     int64_t v = 0;
     while (c->p < c->e && IS_DIGIT(*c->p)) {
@@ -81,7 +83,7 @@ static int integer(cursor *c, int64_t *out) {
 /* Digits into a mantissa (commas skipped where `commas`), counting those after the point. The value is
  * m / 10^k, a correctly rounded quotient of two exact doubles, so the nearest double to the decimal, as any
  * correct conversion (polars' included) gives, when m <= 2^53 and k <= 22; otherwise 0 (not converted). */
-static int decimal(cursor *c, int commas, double *out) {
+INLINE int decimal(cursor *c, int commas, double *out) {
     uint64_t m = 0;
     int k = 0;
     if (c->p >= c->e || !IS_DIGIT(*c->p))
@@ -554,7 +556,7 @@ static PyObject *view_capsules(uint8_t *data, int64_t len, uint8_t *views, int64
 enum { FMT_UTF8, FMT_LARGE_UTF8, FMT_UTF8_VIEW };
 
 /* The bytes of string i of one chunk (`fmt` its layout), or 0 where they are not there as expected */
-static int string_at(const struct ArrowArray *a, int fmt, int64_t i, const uint8_t **s, int64_t *len) {
+INLINE int string_at(const struct ArrowArray *a, int fmt, int64_t i, const uint8_t **s, int64_t *len) {
     int64_t j = a->offset + i;
     if (fmt == FMT_UTF8_VIEW) {
         /* a view: int32 length, then the 12 bytes inline, or a 4-byte prefix, int32 buffer index, int32
