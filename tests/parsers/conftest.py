@@ -14,6 +14,8 @@ def csv_cells_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
     did not), and by polars alone (the module's `_fastscan` taken away: `_rows_by_tail` and the splits)."""
     if request.param == "polars":
         monkeypatch.setattr(nvidia_smi_csv, "_fastscan", None)
+    elif getattr(nvidia_smi_csv._fastscan, "csv_cells", None) is None:
+        pytest.skip("parsers._fastscan not built (test_fastscan.py::test_scanner_is_built says so)")
     return request.param
 
 
