@@ -243,15 +243,3 @@ def json_detail(**fields: pl.Expr) -> pl.Expr:
     """Build a JSON object string column from named expressions (nulls dropped by json_encode)."""
     return pl.struct(**fields).struct.json_encode()
 
-
-class ArrowCapsules:
-    """An Arrow array as the (schema, array) PyCapsules of the C data interface, for `pl.Series` to import
-    (`__arrow_c_array__`): what the compiled module (`parsers/_fastscan.c`) makes of buffers it allocated."""
-
-    __slots__ = ("_pair",)
-
-    def __init__(self, pair: tuple[object, object]) -> None:
-        self._pair = pair
-
-    def __arrow_c_array__(self, requested_schema: object = None) -> tuple[object, object]:
-        return self._pair

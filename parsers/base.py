@@ -28,16 +28,13 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import polars as pl
 
-from parsers._common import ArrowCapsules
-
-try:  # the compiled scanners (`parsers/_fastscan.c`), where the install built them
-    from parsers import _fastscan
-except ImportError:  # (no C compiler at install: the polars paths, the same results)
-    _fastscan = None
+_fastscan: Any = ...
+"""The compiled module (`parsers/_fastscan.c`), imported at the first cut (`_compiled_lines`): the parent of
+an ingest imports this module, not the parsers; None where the install did not build it (no C compiler)."""
 
 MAX_EXAMPLES = 20
 
@@ -226,6 +223,13 @@ def _compiled_lines(data: bytes) -> pl.Series | None:
     """`lines_from_bytes(data)` cut by the compiled module (`parsers._fastscan.lines`: the same lines, in
     a string-view column over the module's own copy of the bytes, which polars takes as it is); None where
     it is not built, or the bytes are not valid UTF-8 or hold `\\r` but no `\\n` (decoded in Python then)."""
+    global _fastscan
+    if _fastscan is ...:
+        try:
+            from parsers import _fastscan as module
+        except ImportError:  # (no C compiler at install: the Python and polars paths, the same lines)
+            module = None
+        _fastscan = module
     cut = getattr(_fastscan, "lines", None)
     got = None if cut is None else cut(data)
     return None if got is None else pl.Series(ArrowCapsules(got)).alias("line")
@@ -273,3 +277,16 @@ def lines_of_many(datas: Sequence[bytes]) -> list[pl.Series]:
             out[i] = lines.slice(offset, n).alias("line")
             offset += n
     return [lines_from_bytes(d) if s is None else s for d, s in zip(datas, out, strict=True)]
+
+
+class ArrowCapsules:
+    """An Arrow array as the (schema, array) PyCapsules of the C data interface, for `pl.Series` to import
+    (`__arrow_c_array__`): what the compiled module (`parsers/_fastscan.c`) makes of buffers it allocated."""
+
+    __slots__ = ("_pair",)
+
+    def __init__(self, pair: tuple[object, object]) -> None:
+        self._pair = pair
+
+    def __arrow_c_array__(self, requested_schema: object = None) -> tuple[object, object]:
+        return self._pair

@@ -34,7 +34,7 @@ import polars as pl
 
 from forensics.schema import UTC_US, conform
 from parsers import _step_grammars as g
-from parsers._common import ENVELOPES, ArrowCapsules, is_ascii, repeated
+from parsers._common import ENVELOPES, is_ascii, repeated
 from parsers._nccl_merge import merge_chunks, shift_lines  # noqa: F401 - the ingest's hooks (its NCCL lines' rows)
 from parsers._sniff import (
     GatePlan,
@@ -51,7 +51,7 @@ from parsers._sniff import (
     share_anchors,
     top_branches,
 )
-from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
+from parsers.base import MAX_EXAMPLES, ArrowCapsules, FileContext, ParseResult, account, numbered
 
 try:
     from parsers import _fastscan  # the compiled scanners (`parsers/_fastscan.c`), where the install built them
