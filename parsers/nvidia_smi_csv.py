@@ -553,7 +553,8 @@ def _group_plan(
 ) -> _Plan:
     """The plan of a field list (built once: a loop's files repeat their header); `many`: the fields whose
     cells are converted once per distinct cell; `runs`: once per run of equal cells; `coded`: the cells
-    numbered (`_rows_coded`: `_k<i>`, equal where the cells are, no cells), which are among `many`."""
+    numbered (`_rows_coded`: `_k<i>`, equal where the cells are, no cells), which are among `many` (a
+    timestamp: among the stamps, converted on its distinct cells too)."""
     canon = _canon_list(fields)
     cell = {c: pl.col(f"{_CODE if i in coded else '_c'}{i}") for i, c in enumerate(canon)}
     at = {c: i for i, c in enumerate(canon)}
