@@ -619,6 +619,25 @@ static int stream_format(struct ArrowArrayStream *stream) {
     return fmt;
 }
 
+/* The Arrow stream of strings in a PyCapsule "arrow_array_stream" and its layout (*fmt), for the caller to
+ * read and release; NULL with an exception set (a stream already consumed, or of no strings: released) */
+static struct ArrowArrayStream *open_stream(PyObject *capsule, int *fmt) {
+    struct ArrowArrayStream *stream =
+        (struct ArrowArrayStream *)PyCapsule_GetPointer(capsule, "arrow_array_stream");
+    if (stream == NULL)
+        return NULL;
+    if (stream->release == NULL) {
+        PyErr_SetString(PyExc_ValueError, "the Arrow stream was already consumed");
+        return NULL;
+    }
+    *fmt = stream_format(stream);
+    if (*fmt < 0) {
+        stream->release(stream);
+        return NULL;
+    }
+    return stream;
+}
+
 typedef int (*line_scanner)(const uint8_t *p, const uint8_t *e, const void *ctx, int64_t *i64, double *f64);
 
 /* Scan the strings of an Arrow stream (a PyCapsule "arrow_array_stream" of strings: utf8, large utf8 or
@@ -626,19 +645,10 @@ typedef int (*line_scanner)(const uint8_t *p, const uint8_t *e, const void *ctx,
  * f64[k*n + i]; how many lines from the first it read (n: all), or -1 with an exception set. */
 static Py_ssize_t scan_stream(PyObject *capsule, Py_ssize_t n, line_scanner scan, const void *ctx, int n_i64,
                               int n_f64, int64_t *o64, double *of) {
-    struct ArrowArrayStream *stream =
-        (struct ArrowArrayStream *)PyCapsule_GetPointer(capsule, "arrow_array_stream");
+    int fmt;
+    struct ArrowArrayStream *stream = open_stream(capsule, &fmt);
     if (stream == NULL)
         return -1;
-    if (stream->release == NULL) {
-        PyErr_SetString(PyExc_ValueError, "the Arrow stream was already consumed");
-        return -1;
-    }
-    int fmt = stream_format(stream);
-    if (fmt < 0) {
-        stream->release(stream);
-        return -1;
-    }
     Py_ssize_t done = 0;
     int stop = 0, bad = 0;
     while (!stop) {
@@ -952,19 +962,10 @@ static PyObject *csv_cells(PyObject *self, PyObject *args) {
         for (Py_ssize_t k = 0; k < fields; k++)
             any_raw |= raw[k] != 0;
     }
-    struct ArrowArrayStream *stream =
-        (struct ArrowArrayStream *)PyCapsule_GetPointer(capsule, "arrow_array_stream");
+    int fmt;
+    struct ArrowArrayStream *stream = open_stream(capsule, &fmt);
     if (stream == NULL)
         return NULL;
-    if (stream->release == NULL) {
-        PyErr_SetString(PyExc_ValueError, "the Arrow stream was already consumed");
-        return NULL;
-    }
-    int fmt = stream_format(stream);
-    if (fmt < 0) {
-        stream->release(stream);
-        return NULL;
-    }
     Py_buffer codes_b, ok_b, lens_b = {0};
     if (PyObject_GetBuffer(codes_o, &codes_b, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
         stream->release(stream);
