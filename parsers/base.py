@@ -33,8 +33,8 @@ from typing import Any, Protocol
 import polars as pl
 
 _fastscan: Any = ...
-"""The compiled module (`parsers/_fastscan.c`), imported at the first cut (`_compiled_lines`): the parent of
-an ingest imports this module, not the parsers; None where the install did not build it (no C compiler)."""
+"""The compiled module (`parsers/_fastscan.c`), imported at the first `compiled` call (the parent of an
+ingest imports this module, not the parsers); None where the install did not build it (no C compiler)."""
 
 MAX_EXAMPLES = 20
 
@@ -213,6 +213,20 @@ def lines_from_bytes(data: bytes) -> pl.Series:
     return s.str.strip_suffix("\r").alias("line") if "\r" in text else s.alias("line")
 
 
+def compiled(name: str) -> Any:
+    """`parsers._fastscan.<name>`, a function of the compiled module (`parsers/_fastscan.c`), the module
+    imported at the first call; None where the install did not build it (no C compiler: the parsers take
+    their polars paths, with the same results) or built it without this function (an older build)."""
+    global _fastscan
+    if _fastscan is ...:
+        try:
+            from parsers import _fastscan as module
+        except ImportError:
+            module = None
+        _fastscan = module
+    return getattr(_fastscan, name, None)
+
+
 COMPILED_SPLIT_MAX = 8 << 20
 """Bytes below which `lines_from_bytes` lets the compiled module cut the lines (`_compiled_lines`): a 1-2 MB
 log ~2-3x faster than polars' reader, a few-KB file ~10x faster than a decode and split; a 16 MB range no
@@ -223,14 +237,7 @@ def _compiled_lines(data: bytes) -> pl.Series | None:
     """`lines_from_bytes(data)` cut by the compiled module (`parsers._fastscan.lines`: the same lines, in
     a string-view column over the module's own copy of the bytes, which polars takes as it is); None where
     it is not built, or the bytes are not valid UTF-8 or hold `\\r` but no `\\n` (decoded in Python then)."""
-    global _fastscan
-    if _fastscan is ...:
-        try:
-            from parsers import _fastscan as module
-        except ImportError:  # (no C compiler at install: the Python and polars paths, the same lines)
-            module = None
-        _fastscan = module
-    cut = getattr(_fastscan, "lines", None)
+    cut = compiled("lines")
     got = None if cut is None else cut(data)
     return None if got is None else pl.Series(ArrowCapsules(got)).alias("line")
 

@@ -30,12 +30,7 @@ import polars as pl
 from parsers import _nvsmi_fields as F
 from parsers._common import repeated
 from parsers._sniff import head_text
-from parsers.base import MAX_EXAMPLES, FileContext, ParseResult
-
-try:  # the compiled scanners (`parsers/_fastscan.c`), where the install built them
-    from parsers import _fastscan
-except ImportError:  # (no C compiler at install: the polars paths, the same results)
-    _fastscan = None
+from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, compiled
 
 NAME = "nvidia-smi-csv"
 DESCRIPTION = "nvidia-smi --query-gpu CSV (any fields, units or not, looping, repeated headers)"
@@ -1218,7 +1213,7 @@ def _rows_coded(sub: pl.DataFrame, n: int) -> tuple[pl.DataFrame, dict[str, pl.S
     cell (`_repetitive`, `_distinct_values`) and nothing reads their cells. A batch of seven 6-hour loops
     (40k rows of 22 cells): the cut and numbers ~10 ms, against ~20 for `_rows_by_tail`; the whole parse
     ~8 -> ~6 ms a file."""
-    scan = getattr(_fastscan, "csv_cells", None)
+    scan = compiled("csv_cells")
     text = sub.get_column("text")
     if scan is None or text.null_count():
         return None

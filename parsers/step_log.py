@@ -51,12 +51,8 @@ from parsers._sniff import (
     share_anchors,
     top_branches,
 )
-from parsers.base import MAX_EXAMPLES, ArrowCapsules, FileContext, ParseResult, account, numbered
+from parsers.base import MAX_EXAMPLES, ArrowCapsules, FileContext, ParseResult, account, compiled, numbered
 
-try:
-    from parsers import _fastscan  # the compiled scanners (`parsers/_fastscan.c`), where the install built them
-except ImportError:  # pragma: no cover - not built (no C compiler): the regexes read those lines
-    _fastscan = None
 
 NAME = "step-log"
 DESCRIPTION = (
@@ -1512,7 +1508,7 @@ def _scan(name: str, text: pl.Series, n_ints: int, n_floats: int, *args: object)
     before the outputs): its integer and float outputs, numpy arrays holding output k of line i at k * n + i;
     None where it is not built (nor this scanner in an older build), there is no line or a null one, or it
     stopped at a line (the regex path then decides)."""
-    scan = getattr(_fastscan, name, None)
+    scan = compiled(name)
     n = text.len()
     if scan is None or n == 0 or text.null_count():
         return None
@@ -4290,7 +4286,7 @@ def _titan_detail_scanned(digits: Any, n: int) -> pl.Series | None:
     `m * 32 + k` for m / 10^k, in `_DETAIL_FIELDS` order) into a string column polars takes as it is,
     ~1.7 -> ~0.5 ms a rank log of 12k steps. None where a step has no grad_norm or a value has more than 15 significant
     digits or needs an exponent (`parsers._fastscan.json_objects`: then polars encodes them)."""
-    write = getattr(_fastscan, "json_objects", None)
+    write = compiled("json_objects")
     if write is None:
         return None
     got = write([f.encode() for f in _DETAIL_FIELDS], digits, n)

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from parsers import nvidia_smi_csv
+from parsers import base
 
 
 @pytest.fixture(params=["compiled", "polars"])
 def csv_cells_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """A test run twice: `--query-gpu` CSV rows cut and numbered by the compiled scanner
     (`nvidia_smi_csv._rows_coded`, where the install built it: `tests/parsers/test_fastscan.py` fails where it
-    did not), and by polars alone (the module's `_fastscan` taken away: `_rows_by_tail` and the splits)."""
+    did not), and by polars alone (the compiled module taken away: `_rows_by_tail` and the splits)."""
     if request.param == "polars":
-        monkeypatch.setattr(nvidia_smi_csv, "_fastscan", None)
-    elif getattr(nvidia_smi_csv._fastscan, "csv_cells", None) is None:
+        monkeypatch.setattr(base, "_fastscan", None)
+    elif base.compiled("csv_cells") is None:
         pytest.skip("parsers._fastscan not built (test_fastscan.py::test_scanner_is_built says so)")
     return request.param
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from parsers import nvidia_smi_csv
+from parsers import base, nvidia_smi_csv
 from parsers.base import FileContext
 from tests.conftest import assert_same_result, fixture_lines, mutated
 from tests.parsers import _csv15_ref as R  # noqa: N812
@@ -138,7 +138,7 @@ def test_many_distinct_cells_and_a_field_twice() -> None:
     finally:
         nvidia_smi_csv._rows_by_tail = real
     # (5,000 rows: read by tails, where the compiled scanner does not number the cells)
-    assert seen == ([True] if nvidia_smi_csv._fastscan is None else [])
+    assert seen == ([True] if base.compiled("csv_cells") is None else [])
 
 
 def test_tails_too_many_and_several_field_lists() -> None:

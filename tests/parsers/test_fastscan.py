@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
+from parsers import base
 from parsers import step_log as S  # noqa: N812
 from tests.parsers.test_step_titan_many import _file, _items, _step_line
 
@@ -21,7 +22,9 @@ from tests.parsers.test_step_titan_many import _file, _items, _step_line
 def test_scanner_is_built() -> None:
     # The install compiles it wherever there is a C compiler (CI has one): a missing scanner would leave the
     # torchtitan lanes on their regex path, correct but several times slower, without a word.
-    assert S._fastscan is not None, "parsers._fastscan was not built: `pip install -e .` with a C compiler"
+    assert base.compiled("titan") is not None, (
+        "parsers._fastscan was not built: `pip install -e .` with a C compiler"
+    )
 
 
 def _regex_values(text: pl.Series) -> tuple[pl.DataFrame, bool, bool] | None:
@@ -170,7 +173,7 @@ def test_lanes_same_with_and_without_scanner(seed: int, monkeypatch: pytest.Monk
     items = _items(files, seed)
     whole = (pl.concat([lines for lines, _ in items]), items[0][1])
     with_scanner = (S._titan_many(items), S._titan_lane(*whole))
-    monkeypatch.setattr(S, "_fastscan", None)
+    monkeypatch.setattr(base, "_fastscan", None)
     without = (S._titan_many(items), S._titan_lane(*whole))
     assert with_scanner[0] is not None and without[0] is not None
     for g, w in zip(with_scanner[0], without[0], strict=True):
@@ -214,7 +217,7 @@ def _entry(draw: st.DrawFn) -> str:
 def _entries(text: pl.Series, scanner: bool, mp: pytest.MonkeyPatch) -> tuple[pl.DataFrame, pl.Series]:
     with mp.context() as m:
         if not scanner:
-            m.setattr(S, "_fastscan", None)
+            m.setattr(base, "_fastscan", None)
         with S.ascii_scope(all(ln.isascii() for ln in text.to_list())):
             return S._meg_entries_heads(text)
 
@@ -308,7 +311,7 @@ def test_iterations_same_with_and_without_scanner(rows: list[str]) -> None:
     text = pl.Series("text", rows, dtype=pl.String)
     got = S._megatron_fast(text)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(S, "_fastscan", None)
+        mp.setattr(base, "_fastscan", None)
         want = S._megatron_fast(text)
     assert (got is None) == (want is None)
     if got is not None and want is not None:
@@ -342,8 +345,6 @@ def test_csv_cells_as_split(fields: int, rows: list[list[str]], raw: list[bool],
     (`raw`) is the slice of its line at the offset and length given, in characters (non-ASCII lines too)."""
     import numpy as np
 
-    from parsers import nvidia_smi_csv as C  # noqa: N812
-
     lines = [",".join(r) for r in rows]
     text = pl.Series("text", lines, dtype=pl.String)
     if chunked and len(lines) > 1:  # (a column of two chunks, as a concatenation leaves it)
@@ -352,7 +353,7 @@ def test_csv_cells_as_split(fields: int, rows: list[list[str]], raw: list[bool],
     flags = bytes(raw[:fields])
     codes, ok = np.empty(fields * n, dtype=np.uint32), np.empty(n, dtype=np.uint8)
     lens = np.empty(fields * n, dtype=np.uint32)
-    distinct = C._fastscan.csv_cells(text.__arrow_c_stream__(), n, fields, codes, ok, flags, lens)
+    distinct = base.compiled("csv_cells")(text.__arrow_c_stream__(), n, fields, codes, ok, flags, lens)
     cells = text.to_frame().select(pl.col("text").str.split_exact(",", fields).struct.unnest())
     want_ok = (
         cells.get_column(f"field_{fields - 1}").is_not_null() & cells.get_column(f"field_{fields}").is_null()
@@ -378,7 +379,7 @@ def test_csv_cells_refuses_nulls_and_short_buffers() -> None:
 
     from parsers import nvidia_smi_csv as C  # noqa: N812
 
-    scan = C._fastscan.csv_cells
+    scan = base.compiled("csv_cells")
     text = pl.Series(["a,b", None, "c,d"], dtype=pl.String)
     with pytest.raises(ValueError, match="null"):
         scan(text.__arrow_c_stream__(), 3, 2, np.empty(6, np.uint32), np.empty(3, np.uint8))
@@ -436,7 +437,7 @@ def test_json_objects_as_polars_writes_them(rows: list[tuple[str, str]]) -> None
 
     n = len(rows)
     packed = np.array([digits(r[j]) for j in range(2) for r in rows], dtype=np.int64)
-    got = S._fastscan.json_objects([b"a", b"bc"], packed, n)
+    got = base.compiled("json_objects")([b"a", b"bc"], packed, n)
     values = pl.DataFrame({"a": [r[0] for r in rows], "bc": [r[1] for r in rows]}).select(
         pl.all().cast(pl.Float64)
     )
@@ -491,8 +492,6 @@ def test_lines_cut_as_in_python(pieces: list[bytes]) -> None:
     """`base._compiled_lines` (the compiled module's cut) gives the lines `lines_from_bytes` gives without it,
     and declines (None) exactly where the bytes are not valid UTF-8 (Python's strict decoder the judge) or
     hold `\\r` but no `\\n`."""
-    from parsers import base
-
     data = b"".join(pieces)
     got = base._compiled_lines(data)
     try:
@@ -512,8 +511,6 @@ def test_lines_cut_as_in_python(pieces: list[bytes]) -> None:
 
 def test_lines_of_many_as_alone() -> None:
     """`lines_of_many`: each file's lines those it has alone, whichever way each was cut."""
-    from parsers import base
-
     datas = [
         b"a\nb\n",
         b"",

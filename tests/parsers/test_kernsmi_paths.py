@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parsers import _nvsmi_fields as fields
+from parsers import base
 from parsers import nvidia_smi_csv as csv_parser
 from parsers.nvidia_smi_csv import _DAYS_IN, _DIGIT_AT, _timestamp
 
@@ -430,7 +431,7 @@ def test_data_rows_by_tail_equal_split(csv_cells_path: str, odd: float, odd_tail
 def test_data_rows_tail_path_taken(monkeypatch: pytest.MonkeyPatch) -> None:
     import random
 
-    monkeypatch.setattr(csv_parser, "_fastscan", None)
+    monkeypatch.setattr(base, "_fastscan", None)
     seen = []
     real = csv_parser._rows_by_tail
     try:

@@ -23,6 +23,7 @@ import pytest
 
 from bench import big_nvsmi
 from parsers import _nvsmi_fields as F  # noqa: N812
+from parsers import base
 from parsers import nvidia_smi_csv, nvidia_smi_dmon
 from parsers.base import FileContext, ParseResult, lines_from_bytes
 from tests.conftest import fixture_lines, mutated
@@ -50,7 +51,7 @@ def _both(module, lines: list[str], monkeypatch: pytest.MonkeyPatch, first_line:
         m.setattr(F, "_transitions", R._transitions)
         m.setattr(F, "transition_events", R.transition_events)
         m.setattr(nvidia_smi_csv, "_distinct_values", uncoded(R._distinct_values))
-        m.setattr(nvidia_smi_csv, "_fastscan", None)
+        m.setattr(base, "_fastscan", None)
         old = module.parse(ser, ctx)
     _same(old, new)
 
@@ -189,7 +190,7 @@ def test_parse_many_same_as_reference(tmp_path: Path, monkeypatch: pytest.Monkey
         m.setattr(F, "_transitions", R._transitions)
         m.setattr(F, "transition_events", R.transition_events)
         m.setattr(nvidia_smi_csv, "_distinct_values", uncoded(R._distinct_values))
-        m.setattr(nvidia_smi_csv, "_fastscan", None)
+        m.setattr(base, "_fastscan", None)
         old = module.parse_many(items)
     for a, b in zip(old, new, strict=True):
         _same(a, b)

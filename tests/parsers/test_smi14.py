@@ -23,6 +23,7 @@ import polars as pl
 import pytest
 
 from parsers import _nvsmi_fields as F  # noqa: N812
+from parsers import base
 from parsers import nvidia_smi_csv, nvidia_smi_dmon
 from parsers.base import FileContext
 from tests.conftest import assert_same_result, fixture_lines, mutated
@@ -41,16 +42,16 @@ _REFERENCES = [
 def _reference(fn, *args):  # noqa: ANN001, ANN202
     """`fn(*args)` with the references in (`_smi14_ref`: the events, the CSV conversions per distinct cell)."""
     real = [(m, name, getattr(m, name)) for m, name in _REFERENCES]
-    scanner = nvidia_smi_csv._fastscan
+    scanner = base._fastscan
     for m, name in _REFERENCES:
         setattr(m, name, uncoded(R._distinct_values) if name == "_distinct_values" else getattr(R, name))
-    nvidia_smi_csv._fastscan = None  # (the references read the rows as polars cuts them)
+    base._fastscan = None  # (the references read the rows as polars cuts them)
     try:
         return fn(*args)
     finally:
         for m, name, f in real:
             setattr(m, name, f)
-        nvidia_smi_csv._fastscan = scanner
+        base._fastscan = scanner
 
 
 def _both_dmon(lines: list[str], first_line: int = 1) -> None:
