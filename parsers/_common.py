@@ -242,4 +242,3 @@ _JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
 def json_detail(**fields: pl.Expr) -> pl.Expr:
     """Build a JSON object string column from named expressions (nulls dropped by json_encode)."""
     return pl.struct(**fields).struct.json_encode()
-

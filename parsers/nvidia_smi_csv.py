@@ -1231,21 +1231,22 @@ def _rows_coded(sub: pl.DataFrame, n: int) -> tuple[pl.DataFrame, dict[str, pl.S
     distinct = scan(text.__arrow_c_stream__(), m, n, codes, ok, *((raw, lens) if lens is not None else ()))
     keep = pl.Series(ok).cast(pl.Boolean)
     rows = sub if keep.all() else sub.filter(keep)
-    is_raw = [lens is not None and bool(raw[i]) for i in range(n)]  # type: ignore[index]
-    uniq = {f"_c{i}": pl.Series(f"_c{i}", distinct[i], dtype=pl.String) for i in range(n) if not is_raw[i]}
+    unnumbered = [i for i in range(n) if raw[i]] if lens is not None else []  # type: ignore[index]
+    uniq = {
+        f"_c{i}": pl.Series(f"_c{i}", distinct[i], dtype=pl.String) for i in range(n) if i not in unnumbered
+    }
+    # (a numbered column's codes; an unnumbered one's offsets in the lines, and their lengths)
     cols = [pl.Series(f"{_CODE}{i}", codes[i * m : (i + 1) * m]) for i in range(n)]
+    sizes = [pl.Series(lens[i * m : (i + 1) * m]) for i in unnumbered]  # type: ignore[index]
     if rows.height < m:
-        cols = [c.filter(keep) for c in cols]
-    if lens is not None:
-        length = [pl.Series(lens[i * m : (i + 1) * m]) for i in range(n) if is_raw[i]]
-        if rows.height < m:
-            length = [c.filter(keep) for c in length]
-        at = iter(zip([c for c, r in zip(cols, is_raw, strict=True) if r], length, strict=True))
+        cols, sizes = [c.filter(keep) for c in cols], [c.filter(keep) for c in sizes]
+    if unnumbered:
         cells = rows.select(
-            pl.col("text").str.slice(pl.lit(start), pl.lit(size)).alias(f"_c{i}")
-            for i, (start, size) in ((i, next(at)) for i in range(n) if is_raw[i])
+            pl.col("text").str.slice(pl.lit(cols[i]), pl.lit(size)).alias(f"_c{i}")
+            for i, size in zip(unnumbered, sizes, strict=True)
         )
-        cols = [cells.get_column(f"_c{i}") if is_raw[i] else c for i, c in enumerate(cols)]
+        for i in unnumbered:
+            cols[i] = cells.get_column(f"_c{i}")
     return rows.hstack(cols), uniq
 
 

@@ -4277,15 +4277,16 @@ def _titan_scanned(text: pl.Series, line: pl.Expr, fi: pl.Series | None) -> _Tit
 _DETAIL_FIELDS = ("grad_norm", "mfu_pct", "memory_gib")
 """The fields of a torchtitan step's `detail` object, in its order."""
 _DETAIL = "_detail"
-"""The column of `_titan_scanned`'s values holding each step's `detail`, where the compiled module wrote it."""
+"""The column of `_titan_scanned`'s values holding each step's `detail`, where the compiled module wrote
+it."""
 
 
 def _titan_detail_scanned(digits: Any, n: int) -> pl.Series | None:
     """The `detail` objects of n torchtitan steps (`_titan_steps`: `struct.json_encode` of grad_norm, mfu_pct
     and memory_gib) written by the compiled module from the digits the scanner read (`digits`: each field's
     `m * 32 + k` for m / 10^k, in `_DETAIL_FIELDS` order) into a string column polars takes as it is,
-    ~1.7 -> ~0.5 ms a rank log of 12k steps. None where a step has no grad_norm or a value has more than 15 significant
-    digits or needs an exponent (`parsers._fastscan.json_objects`: then polars encodes them)."""
+    ~1.7 -> ~0.6 ms a rank log of 12k steps. None where a step has no grad_norm or a value has more than 15
+    significant digits or needs an exponent (`parsers._fastscan.json_objects`: then polars encodes them)."""
     write = compiled("json_objects")
     if write is None:
         return None
