@@ -520,7 +520,8 @@ class ChunkReader:
     `record_of(head)`: how a line opening a record of the file's format is found (`Record`: its parser's
     `RECORD_START` literal, e.g. an `nvidia-smi -q` dump's banner, or its `record_start` finder), asked once,
     from the first bytes, when a first cut is due: chunks then end before the last such line within
-    `RECORD_PROBE` bytes of their end (`_line_cut`), so that no record is cut in two.
+    `RECORD_PROBE` bytes of their end (`_line_cut`), so that no record is cut in two. `chunk_of(head)`: the
+    chunk size of the file's format (at least `chunk_bytes`), asked then too (`ingest.chunk_factor`).
     """
 
     def __init__(
@@ -530,6 +531,7 @@ class ChunkReader:
         chunk_bytes: int = CHUNK_BYTES,
         span: tuple[int, int] | None = None,
         record_of: Callable[[bytes], Record | None] | None = None,
+        chunk_of: Callable[[bytes], int] | None = None,
     ) -> None:
         assert f.source is not None
         assert span is None or f.compression is None, "byte ranges of compressed files cannot be read"
@@ -538,6 +540,7 @@ class ChunkReader:
         """(start, end): read only these bytes of an uncompressed file (`sha256` is then not set)."""
         self.record_of = record_of
         self._record: Record | None | bool = False  # (False: not asked yet)
+        self.chunk_of = chunk_of
         self.cap = limits.max_file_bytes
         self.chunk_bytes = max(1, chunk_bytes)
         self.truncated = False
@@ -617,6 +620,11 @@ class ChunkReader:
                             buf += held
                             held = b""
                             buf += block
+                            if self.chunk_of is not None and len(buf) >= self.chunk_bytes:
+                                # (the first cut is due: the format's own chunk size, from the head)
+                                size = self.chunk_of(bytes(buf[:HEAD_BYTES]))
+                                self.chunk_bytes = max(self.chunk_bytes, size)
+                                self.chunk_of = None
                             while len(buf) >= self.chunk_bytes:
                                 cut = _line_cut(buf, self.chunk_bytes, self._record_start(buf))
                                 yield bytes(buf[:cut])

@@ -328,8 +328,9 @@ def _ingest_file(
     carried: Sequence[str] | None = (),
 ) -> FileOutcome:
     if span is not None and parser_name is not None:
-        reader = ChunkReader(f, limits, chunk_bytes, span)
         parser = registry.get_parser(parser_name)
+        # (a range of `line_spans` is one chunk: planned no longer than its format's chunks, `chunk_factor`)
+        reader = ChunkReader(f, limits, max(chunk_bytes, span[1] - span[0]), span)
         if carried is None:
             # reading the file through would have failed it: `carry` raised, or the file could not be read
             row.update(format=parser.NAME, parser=parser.__name__)
@@ -380,7 +381,18 @@ def _open_file(f: BundleFile, row: dict[str, Any], limits: Limits, chunk_bytes: 
     if f.compression is None and f.size > limits.max_file_bytes:
         row["status"] = f"skipped: {size_limit_reason(limits.max_file_bytes)}"
         return FileOutcome(row)
-    reader = ChunkReader(f, limits, chunk_bytes, record_of=lambda head: _record_start(head, f))
+    known: dict[str, Any] = {}
+
+    def parser_of(head: bytes) -> Any:  # (the head's parser, detected once for both questions)
+        if "parser" not in known:
+            known["parser"] = registry.detect(_sniff_head(head), logical_name(f.path)).parser
+        return known["parser"]
+
+    reader = ChunkReader(
+        f, limits, chunk_bytes,
+        record_of=lambda head: _record_of(parser_of(head)),
+        chunk_of=lambda head: chunk_bytes * chunk_factor(parser_of(head), _sniff_head(head)),
+    )
     opened = _open_chunks(reader, row)
     if opened is None:
         return FileOutcome(row)
@@ -497,10 +509,12 @@ def _failed(f: BundleFile, row: dict[str, Any], exc: Exception) -> FileOutcome:
     return FileOutcome(row, notes=[f"{f.path}: {traceback.format_exc(limit=-3)}"])
 
 
-def _record_start(head: bytes, f: BundleFile) -> Record | None:
-    """How the parser that reads a file of this head finds a line opening a record, if it can (a chunk is
-    then cut before a record, not inside one: `ChunkReader`)."""
-    return _record_of(registry.detect(_sniff_head(head), logical_name(f.path)).parser)
+def chunk_factor(parser: Any, head: bytes) -> int:
+    """How many `CHUNK_BYTES` a chunk or byte range of a large file of `parser`'s format whose head (as the
+    sniffers see it: `_sniff_head`) is `head` holds: its parser's `chunk_factor(head)` (1 for a parser without
+    one), for content whose cost per chunk is mostly fixed."""
+    of = getattr(parser, "chunk_factor", None)
+    return 1 if of is None else max(1, int(of(head)))
 
 
 def _record_of(parser: Any) -> Record | None:
@@ -1177,7 +1191,7 @@ def _plan_split(f: BundleFile, limits: Limits, counter: ThreadPoolExecutor | Non
             # a parser with `carry` reads a chunk by lines of an earlier one (a CSV header): without the
             # parent's count to work them out (`_LineCount`), chunks in order
             return None
-        spans = line_spans(f, CHUNK_BYTES, record=_record_of(det.parser))
+        spans = line_spans(f, CHUNK_BYTES * chunk_factor(det.parser, head), record=_record_of(det.parser))
     except OSError:
         return None
     if len(spans) < 2:

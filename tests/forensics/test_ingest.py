@@ -27,7 +27,7 @@ from forensics.errors import BundleError, OutputError
 from forensics.ingest import ingest, ingest_file
 from forensics.outputs import FILE_MODE, footer_metadata, read_table, read_tables, require_ingested
 from forensics.schema import conform, conform_all, conforms_later, get_schema
-from parsers import registry
+from parsers import registry, step_log
 from parsers.base import FileContext, ParseResult, account, numbered
 from tests.conftest import FIXTURES, make_bundle
 
@@ -821,6 +821,7 @@ def test_a_worker_that_dies_on_a_byte_range_loses_only_that_file(tmp_path: Path)
     probe=st.integers(1, 64),
     record=st.sampled_from([None, b"==R", b"R"]),
     record_probe=st.integers(1, 500),
+    factor=st.integers(1, 3),
 )
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_line_spans_are_the_chunks_the_reader_yields(
@@ -831,9 +832,12 @@ def test_line_spans_are_the_chunks_the_reader_yields(
     probe: int,
     record: bytes | None,
     record_probe: int,
+    factor: int,
 ) -> None:
     """The byte ranges planned for a file are the chunks reading it through makes, with a record start
-    (`RECORD_START`: chunks end before a line opening a record) or without."""
+    (`RECORD_START`: chunks end before a line opening a record) or without, and with the chunk size of the
+    format the head shows (`chunk_of`: the reader starts at `span // factor` bytes and learns it at its first
+    cut)."""
     from forensics import bundle as bundle_mod
     from forensics.bundle import ChunkReader, line_spans
 
@@ -842,7 +846,11 @@ def test_line_spans_are_the_chunks_the_reader_yields(
     p = tmp_path / "f.log"
     p.write_bytes(body)
     f = BundleFile("f.log", p, len(body), "n", "path")
-    chunks = list(ChunkReader(f, Limits(), span, record_of=lambda head: record))
+    reader = ChunkReader(
+        f, Limits(), max(1, span // factor), record_of=lambda head: record,
+        chunk_of=(lambda head: span) if factor > 1 else None,
+    )
+    chunks = list(reader)
     assert [body[a:b] for a, b in line_spans(f, span, probe, record)] == chunks
     assert b"".join(chunks) == body
     if record:  # a chunk with a record's line (or a prefixed one) in its last RECORD_PROBE ends before one
@@ -1207,7 +1215,8 @@ def test_a_large_table_from_byte_ranges_written_in_parts_keeps_every_row(
     src = make_bundle(tmp_path, {"node-001/train.log": "\n".join(lines) + "\n", "node-002/train.log": lines[0] + "\n"})
     whole = ingest(src, tmp_path / "whole", jobs=1)
     _cut_in_ranges_and_parts(monkeypatch)
-    assert len(ingest_mod._plan_split(_bundle_files(src, tmp_path)["node-001/train.log"], Limits()).spans) > 5
+    spans = ingest_mod._plan_split(_bundle_files(src, tmp_path)["node-001/train.log"], Limits()).spans
+    assert len(spans) > 5
     kept = _spy_on_kept_parts(monkeypatch)
     split = ingest(src, tmp_path / "split", jobs=2)
     assert split["totals"] == whole["totals"] and whole["totals"]["rows"]["steps"] == 3001
@@ -1216,9 +1225,9 @@ def test_a_large_table_from_byte_ranges_written_in_parts_keeps_every_row(
     assert b.sort(a.columns, nulls_last=True).equals(a.sort(a.columns, nulls_last=True))
     files = sorted((tmp_path / "split" / "tables" / "steps").glob("*.parquet"))
     assert len(files) >= 3001 // 700
-    # the parent counted the lines before each range, so the workers' parts (ranges of ~200 steps) were
-    # written numbered as in the file and are taken as they are; each is a sorted part of the table
-    assert len(kept) >= 3001 // 200 - 2 and {k.name for k in kept} <= {f.name for f in files}
+    # the parent counted the lines before each range, so the workers' parts (a range's steps) were written
+    # numbered as in the file and are taken as they are; each is a sorted part of the table
+    assert len(kept) >= len(spans) - 2 and {k.name for k in kept} <= {f.name for f in files}
     # kept or written by the parent, every part is as readable as a file the user writes
     assert {stat.S_IMODE(f.stat().st_mode) for f in files} == {FILE_MODE}
     for part in (f for f in files if f.name in {k.name for k in kept}):
@@ -1264,6 +1273,45 @@ def test_parts_of_a_file_named_by_its_content_get_the_node_and_are_not_kept(
     assert set(b.get_column("node")) == {"gpu-node-9"}
 
 
+def test_a_megatron_log_is_read_in_chunks_of_its_chunk_factor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Megatron log's byte ranges, and the chunks of the same log read through (compressed: never split), are
+    its `chunk_factor` times `CHUNK_BYTES`; a kernel log's are `CHUNK_BYTES`. Read either way, the log gives the
+    same rows."""
+    import gzip
+
+    lines = _megatron_iterations(3000)
+    text = "\n".join(lines) + "\n"
+    src = make_bundle(tmp_path, {"node-001/train.log": text, "node-002/dmesg.log": xid_lines(2000)})
+    (src / "node-003").mkdir()
+    (src / "node-003" / "train.log.gz").write_bytes(gzip.compress(text.encode()))
+    _cut_in_ranges_and_parts(monkeypatch)
+    factor = ingest_mod.chunk_factor(step_log, text.encode()[:4096])
+    assert factor > 1
+    files = _bundle_files(src, tmp_path)
+    for path, size in (("node-001/train.log", factor * 30_000), ("node-002/dmesg.log", 30_000)):
+        spans = ingest_mod._plan_split(files[path], Limits()).spans
+        assert max(b - a for a, b in spans) <= size < 2 * min(b - a for a, b in spans[:-1]), path
+    chunks: list[int] = []
+    parse = ingest_mod._mixed.parse
+
+    def counted(parser: Any, lines: pl.Series, ctx: FileContext) -> ParseResult:
+        chunks.append(len(lines))
+        return parse(parser, lines, ctx)
+
+    monkeypatch.setattr(ingest_mod._mixed, "parse", counted)
+    ingest_file(files["node-003/train.log.gz"], Limits(), None, None, chunk_bytes=ingest_mod.CHUNK_BYTES)
+    assert len(chunks) == len(ingest_mod._plan_split(files["node-001/train.log"], Limits()).spans)
+    split = ingest(src, tmp_path / "out", jobs=2)
+    steps = read_table(tmp_path / "out", "steps")
+    a, b = (
+        steps.filter(pl.col("node") == n).drop("node", "file").sort("line") for n in ("node-001", "node-003")
+    )
+    assert a.height == 3000 and a.equals(b)
+    assert {f["path"]: f["status"] for f in split["files"]} == dict.fromkeys(files, "ok")
+
+
 def test_small_ranges_written_together_are_read_not_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1274,7 +1322,8 @@ def test_small_ranges_written_together_are_read_not_kept(
     src = make_bundle(tmp_path, {"node-001/train.log": text, "node-002/x.log": lines[0] + "\n"})
     whole = ingest(src, tmp_path / "whole", jobs=1)
     _cut_in_ranges_and_parts(monkeypatch)
-    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 4_000)
+    # (ranges of 4 kB: a training log's are `CHUNK_FACTOR` chunks)
+    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 4_000 // ingest_mod.chunk_factor(step_log, text.encode()))
     monkeypatch.setattr(ingest_mod, "SPLIT_MIN_BYTES", 8_000)
     monkeypatch.setattr(ingest_mod, "SOLO_SHARE", 16)  # (a range's ~13 steps: fewer than 700 // 16)
     kept = _spy_on_kept_parts(monkeypatch)

@@ -305,3 +305,36 @@ def test_timer_block_after_eight_memory_reports_still_attaches() -> None:
     )
     (row,) = steps(text)
     assert row["forward_s"] == 0.42 and abs(row["phase_spread_s"] - 0.12) < 1e-9
+
+
+def test_a_megatron_log_is_read_in_larger_chunks_than_the_others() -> None:
+    """`chunk_factor` of the real logs' heads: 2 for Megatron-LM and its forks (iteration lines, or the preamble
+    Megatron prints before any: its arguments banner, its world size line in either spelling), 1 for the other
+    frameworks (the ALCF Megatron-DeepSpeed log of key-value timers has no iteration line of Megatron's shape)."""
+    from tests.conftest import FIXTURES
+
+    megatron = {  # (NeMo 2 and Megatron-DeepSpeed print Megatron's iteration line)
+        "gpt_neox_llama_bf16_first_iterations.log",
+        "megatron_2022_bert_timers_and_iteration_sop_loss.log",
+        "megatron_bridge_nemo2509_8gpu_eval.log",
+        "megatron_iteration_mixtral_moe_timestamped.log",
+        "megatron_llm_epfl_iteration_slow.log",
+        "megatron_lm_2023_gpt345m_dp4_tp2pp2.log",
+        "synthetic_k8s_collector_clock_megatron_deepspeed_tgs.log",
+        "synthetic_megatron_crlf_truncated.log",
+        "synthetic_megatron_srun_minmax_timers_straggler_detector.log",
+        "synthetic_megatron_times_across_ranks_per_rank.log",
+        "synthetic_nemo2_nanochat_modded_litgpt_torchtune.log",
+    }
+    paths = sorted((FIXTURES / "step-log").glob("*.log"))
+    assert megatron <= {p.name for p in paths} and len(paths) > len(megatron) + 10
+    for path in paths:
+        want = 2 if path.name in megatron else 1
+        assert step_log.chunk_factor(path.read_bytes()[:16384]) == want, path.name
+    for preamble in (
+        b"------------------------ arguments ------------------------\n  fp16 ......... False\n",
+        b"using world size: 8, data-parallel size: 2, context-parallel size: 1, tensor-model-parallel size\n",
+        b"using world size: 1, data-parallel-size: 1, tensor-model-parallel size: 1, pipeline-model\n",
+    ):
+        assert step_log.chunk_factor(b"[INFO] starting\n" + preamble) == 2
+    assert step_log.chunk_factor(b"{'loss': 2.1, 'learning_rate': 5e-05, 'epoch': 0.01}\n") == 1
