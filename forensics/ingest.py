@@ -2700,11 +2700,11 @@ def _pair_range(first: tuple[str, str], last: tuple[str, str]) -> pl.Expr:
     return after_first & before_last
 
 
-NATIVE_SORT_ROWS = 100_000
+NATIVE_SORT_ROWS = 40_000
 """`_sorted` leaves a frame of fewer rows to polars' own multi-column sort: `sort_order`'s packed keys cost
-~10 ms of calls whatever the rows (a worker's batch of four `--query-gpu` loops, 23k rows of 44 columns: ~22
-against ~9 ms, one thread); at ~185k rows the two cost the same, and the packed keys win from there (the
-parent's pieces of a million rows)."""
+a few ms of calls whatever the rows. gpu_samples of a `--query-gpu` range (44 columns, GPUs interleaved),
+polars against packed keys, one thread: 23k rows 4.5 / 5.7 ms, 30k 6.0 / 8.9, 40k 13.4 / 11.1, 75k (a 16 MB
+range) 18.8 / 11.7, a dmon range's 206k 87 / 24; the parent's pieces of a million rows gain the most."""
 
 
 def _sorted(df: pl.DataFrame, table: str) -> pl.DataFrame:
