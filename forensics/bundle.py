@@ -754,8 +754,8 @@ def hash_file(f: BundleFile) -> str | None:
     a file whose byte ranges were parsed apart."""
     assert f.source is not None
     h = hashlib.sha256()
-    # (read into one buffer that stays in the cache, not a fresh 4 MB block each time: a 1.2 GB log's hash ~0.9
-    # -> ~0.8 s of CPU)
+    # (read into one buffer that stays in the cache, not a fresh 4 MB block each time: a 1.2 GB log's hash
+    # ~0.9 -> ~0.8 s of CPU)
     buf = memoryview(bytearray(_HASH_BLOCK))
     try:
         with open(f.source, "rb", buffering=0) as fh:

@@ -380,8 +380,8 @@ def test_path_parts_and_suffix_as_pathlib_gives_them(path: str) -> None:
 
 @pytest.mark.parametrize("size", [0, 1, (1 << 20) - 1, 1 << 20, (2 << 20) + 7])
 def test_a_files_checksum_is_its_bytes_sha256(tmp_path: Path, size: int) -> None:
-    """`hash_file` (the checksum of a file parsed in byte ranges) is the sha256 of the file's bytes, whatever its
-    size against the block it reads at a time (`_HASH_BLOCK`, 1 MB); None for a file that cannot be read."""
+    """`hash_file` (the checksum of a file parsed in byte ranges) is the sha256 of the file's bytes, whatever
+    its size against the block it reads at a time (`_HASH_BLOCK`, 1 MB); None for a file that cannot be read."""
     import hashlib
 
     p = tmp_path / "f.log"
