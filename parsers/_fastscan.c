@@ -1404,6 +1404,248 @@ static PyObject *lines(PyObject *self, PyObject *args) {
     return view_capsules(copy, len, views, n);
 }
 
+/* ---- coll_groups: NCCL COLL lines grouped by what surrounds their opCount and buffers */
+
+/* The first `needle` (nlen bytes, 2 to 8) in [s, e), or NULL: its first 2 bytes looked for in words of 8
+ * (the zero-byte test of each byte pair against them: a false flag only above a true one, so the lowest flag
+ * is a match of the pair), then the rest compared */
+static const uint8_t *find_bytes(const uint8_t *s, const uint8_t *e, const char *needle, size_t nlen) {
+    const uint64_t b0 = ONES * (uint8_t)needle[0], b1 = ONES * (uint8_t)needle[1];
+    const uint8_t *p = s;
+    for (; e - p >= 9; p += 8) {
+        uint64_t w, w1;
+        memcpy(&w, p, 8);
+        memcpy(&w1, p + 1, 8);
+        uint64_t x = w ^ b0, y = w1 ^ b1;
+        uint64_t m = ((x - ONES) & ~x & HIGHS) & ((y - ONES) & ~y & HIGHS);
+        while (m) {
+            const uint8_t *q = p + (__builtin_ctzll(m) >> 3);
+            if (e - q >= (int64_t)nlen && memcmp(q, needle, nlen) == 0)
+                return q;
+            m &= m - 1;
+        }
+    }
+    for (; e - p >= (int64_t)nlen; p++)
+        if (p[0] == (uint8_t)needle[0] && memcmp(p, needle, nlen) == 0)
+            return p;
+    return NULL;
+}
+
+static const uint8_t HEX[256] = {
+    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1,
+    ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1,
+    ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1,
+};
+
+INLINE int is_hex(uint8_t c) { return HEX[c]; }
+
+/* p past `0x<hex>` or `(nil)` at p (NULL: neither) */
+INLINE const uint8_t *coll_buffer(const uint8_t *p, const uint8_t *e) {
+    if (e - p >= 5 && memcmp(p, "(nil)", 5) == 0)
+        return p + 5;
+    if (e - p < 3 || p[0] != '0' || p[1] != 'x' || !is_hex(p[2]))
+        return NULL;
+    p += 3;
+    while (p < e && is_hex(*p))
+        p++;
+    return p;
+}
+
+/* Whether [p, e) is all of `_COLL_MID`: `<hex> sendbuff <buffer> recvbuff <buffer>` */
+static int coll_mid(const uint8_t *p, const uint8_t *e) {
+    if (p >= e || !is_hex(*p))
+        return 0;
+    while (p < e && is_hex(*p))
+        p++;
+    if (e - p < 10 || memcmp(p, " sendbuff ", 10) != 0)
+        return 0;
+    p = coll_buffer(p + 10, e);
+    if (p == NULL || e - p < 10 || memcmp(p, " recvbuff ", 10) != 0)
+        return 0;
+    p = coll_buffer(p + 10, e);
+    return p == e;
+}
+
+typedef struct {
+    uint8_t *key;      /* the head (o bytes) then the tail (t bytes), copied */
+    int64_t o, t, d;   /* the head's length, the tail's, the first line's ` count ` offset */
+    uint64_t hash;
+    int ok;
+    int64_t calls, first, last;
+} coll_group;
+
+/* A hash of n bytes at p after h: two multiply chains over alternate words (half the latency of one), the
+ * last word's bytes below n */
+INLINE uint64_t coll_hash(const uint8_t *p, int64_t n, uint64_t h) {
+    uint64_t h2 = h ^ (uint64_t)n;
+    for (; n >= 16; p += 16, n -= 16) {
+        uint64_t w, w2;
+        memcpy(&w, p, 8);
+        memcpy(&w2, p + 8, 8);
+        h = (h ^ w) * HASH_K;
+        h2 = (h2 ^ w2) * HASH_K;
+    }
+    uint8_t last[16] = {0};
+    memcpy(last, p, (size_t)n);
+    uint64_t w, w2;
+    memcpy(&w, last, 8);
+    memcpy(&w2, last + 8, 8);
+    h = (h ^ w) * HASH_K;
+    h2 = (h2 ^ w2) * HASH_K;
+    return (h ^ (h2 >> 29) ^ (h2 << 35)) * HASH_K;
+}
+
+PyDoc_STRVAR(coll_groups_doc,
+             "coll_groups(stream, n, codes) -> (int, list) | None\n\n"
+             "Group the n strings of an Arrow stream that hold `: opCount ` and, 10 or more bytes after its\n"
+             "start, their first ` count `, by the bytes before the first (head and op), those after the\n"
+             "second (tail) and whether the bytes between are `_COLL_MID` (opCount, buffers). Writes each\n"
+             "line's group number to codes[i] (a writable int32 buffer of n; -1: in no group). Returns how many\n"
+             "lines hold `: opCount ` and the groups in order of appearance, each (o, d, ok, calls, first,\n"
+             "last): its first line's offsets of `: opCount ` and ` count `, 1 where the middle is\n"
+             "`_COLL_MID`, its lines, the positions of its first and last line. None where the stream holds a\n"
+             "null or more than n strings (`nccl._coll_groups` groups them with polars then).");
+
+static PyObject *coll_groups(PyObject *self, PyObject *args) {
+    PyObject *capsule, *codes_o;
+    Py_ssize_t n;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OnO", &capsule, &n, &codes_o))
+        return NULL;
+    Py_buffer cb;
+    if (PyObject_GetBuffer(codes_o, &cb, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (n < 0 || n > INT32_MAX || cb.len < n * (Py_ssize_t)sizeof(int32_t)) {
+        PyBuffer_Release(&cb);
+        PyErr_SetString(PyExc_ValueError, "coll_groups: codes must hold n int32, n < 2^31");
+        return NULL;
+    }
+    int fmt;
+    struct ArrowArrayStream *stream = open_stream(capsule, &fmt);
+    if (stream == NULL) {
+        PyBuffer_Release(&cb);
+        return NULL;
+    }
+    int32_t *codes = (int32_t *)cb.buf;
+    coll_group *g = NULL;
+    int64_t ng = 0, capg = 0, n_oc = 0, done = 0;
+    uint32_t *slot = calloc(1024, sizeof(uint32_t)); /* group + 1, 0: empty */
+    uint64_t mask = 1023;
+    int stop = slot == NULL, bad = 0, nomem = slot == NULL;
+    while (!stop) {
+        struct ArrowArray a;
+        if (stream->get_next(stream, &a) != 0) {
+            bad = 1;
+            break;
+        }
+        if (a.release == NULL)
+            break;
+        if (a.null_count != 0 || a.length > n - done || a.n_buffers < 3) {
+            stop = 1;
+        } else {
+            Py_BEGIN_ALLOW_THREADS;
+            for (int64_t i = 0; i < a.length; i++, done++) {
+                const uint8_t *s;
+                int64_t len;
+                if (!string_at(&a, fmt, i, &s, &len)) {
+                    stop = 1;
+                    break;
+                }
+                codes[done] = -1;
+                const uint8_t *e = s + len, *oc = find_bytes(s, e, ": opCount ", 10);
+                if (oc == NULL)
+                    continue;
+                n_oc++;
+                const uint8_t *ct = find_bytes(s, e, " count ", 7);
+                if (ct == NULL || ct - oc < 10)
+                    continue;
+                int64_t o = oc - s, d = ct - s, t = len - d - 1;
+                int ok = coll_mid(oc + 10, ct);
+                uint64_t h = coll_hash(ct + 1, t, coll_hash(s, o, (uint64_t)ok + 1));
+                uint64_t k = (h >> 32) & mask;
+                int64_t at = -1;
+                for (; slot[k]; k = (k + 1) & mask) {
+                    coll_group *c = &g[slot[k] - 1];
+                    if (c->hash == h && c->o == o && c->t == t && c->ok == ok && memcmp(c->key, s, (size_t)o) == 0 &&
+                        memcmp(c->key + o, ct + 1, (size_t)t) == 0) {
+                        at = slot[k] - 1;
+                        break;
+                    }
+                }
+                if (at < 0) {
+                    if (ng == capg) {
+                        capg = capg ? capg * 2 : 64;
+                        coll_group *more = realloc(g, (size_t)capg * sizeof(coll_group));
+                        if (more == NULL) {
+                            nomem = stop = 1;
+                            break;
+                        }
+                        g = more;
+                    }
+                    uint8_t *key = malloc((size_t)(o + t > 0 ? o + t : 1));
+                    if (key == NULL) {
+                        nomem = stop = 1;
+                        break;
+                    }
+                    memcpy(key, s, (size_t)o);
+                    memcpy(key + o, ct + 1, (size_t)t);
+                    g[ng] = (coll_group){key, o, t, d, h, ok, 0, done, done};
+                    at = ng++;
+                    slot[k] = (uint32_t)at + 1;
+                    if ((uint64_t)ng * 2 > mask) { /* grow: rehash every group */
+                        uint64_t m2 = mask * 2 + 1;
+                        uint32_t *s2 = calloc((size_t)m2 + 1, sizeof(uint32_t));
+                        if (s2 == NULL) {
+                            nomem = stop = 1;
+                            break;
+                        }
+                        for (int64_t j = 0; j < ng; j++) {
+                            uint64_t q = (g[j].hash >> 32) & m2;
+                            while (s2[q])
+                                q = (q + 1) & m2;
+                            s2[q] = (uint32_t)j + 1;
+                        }
+                        free(slot);
+                        slot = s2, mask = m2;
+                    }
+                }
+                g[at].calls++;
+                g[at].last = done;
+                codes[done] = (int32_t)at;
+            }
+            Py_END_ALLOW_THREADS;
+        }
+        a.release(&a);
+    }
+    stream->release(stream);
+    PyBuffer_Release(&cb);
+    PyObject *result = NULL;
+    if (nomem)
+        PyErr_NoMemory();
+    else if (bad)
+        PyErr_SetString(PyExc_ValueError, "the Arrow stream failed");
+    else if (stop || done != n)
+        result = Py_NewRef(Py_None);
+    else {
+        PyObject *list = PyList_New(ng);
+        for (int64_t j = 0; list != NULL && j < ng; j++) {
+            PyObject *t = Py_BuildValue("(LLiLLL)", (long long)g[j].o, (long long)g[j].d, g[j].ok,
+                                        (long long)g[j].calls, (long long)g[j].first, (long long)g[j].last);
+            if (t == NULL)
+                Py_CLEAR(list);
+            else
+                PyList_SET_ITEM(list, j, t);
+        }
+        if (list != NULL)
+            result = Py_BuildValue("(LN)", (long long)n_oc, list);
+    }
+    for (int64_t j = 0; j < ng; j++)
+        free(g[j].key);
+    free(g);
+    free(slot);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"titan", titan, METH_VARARGS, titan_doc},
     {"meg_entries", meg_entries, METH_VARARGS, meg_entries_doc},
@@ -1411,6 +1653,7 @@ static PyMethodDef methods[] = {
     {"csv_cells", csv_cells, METH_VARARGS, csv_cells_doc},
     {"json_objects", json_objects, METH_VARARGS, json_objects_doc},
     {"lines", lines, METH_VARARGS, lines_doc},
+    {"coll_groups", coll_groups, METH_VARARGS, coll_groups_doc},
     {NULL, NULL, 0, NULL},
 };
 

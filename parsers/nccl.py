@@ -65,7 +65,7 @@ from parsers._common import (
 )
 from parsers._nccl_merge import merge_chunks, shift_lines  # noqa: F401 - the ingest's hooks for a file read in pieces
 from parsers._sniff import contains, guarded, head_text, may_match, required_literals
-from parsers.base import FileContext, ParseResult, account, numbered
+from parsers.base import FileContext, ParseResult, account, compiled, numbered
 
 NAME = "nccl"
 DESCRIPTION = "NCCL debug output (NCCL_DEBUG=INFO/WARN/TRACE 2.7+), aws-ofi-nccl, ncclras status; torch lines too"
@@ -1988,14 +1988,85 @@ class _CollCands:
 
     cand: pl.Series
     """Boolean per line of the chunk: read through the groups (its group has a key)."""
-    lines: pl.DataFrame
-    """Per line holding `: opCount ` (and ` count ` 10+ bytes after it): _i (position), ho, tail, ok."""
+    lines: pl.DataFrame | None
+    """Per line holding `: opCount ` (and ` count ` 10+ bytes after it): _i (position), ho, tail, ok (None
+    where the compiled module grouped them: `codes` says the same)."""
     groups: pl.DataFrame
     """Per (ho, tail, ok): calls, first_line, line, _if, _il (first/last position), _k (the lines' fast-lane
-    key, when every line of the group has this one)."""
+    key, when every line of the group has this one); where the compiled module grouped them, _g (the group's
+    number in `codes`) too."""
+    codes: pl.Series | None = None
+    """Per line of the chunk: its group's `_g` (null: in no group); None where polars grouped them."""
+
+    def positions(self, groups: pl.DataFrame) -> pl.Series:
+        """The positions (`_i`) of the lines of `groups` (some of `self.groups`' rows)."""
+        if self.codes is not None:
+            return self.codes.is_in(groups.get_column("_g").implode()).fill_null(False).arg_true()
+        assert self.lines is not None
+        lines = self.lines.join(groups.select("ho", "tail", "ok"), on=["ho", "tail", "ok"], how="semi")
+        return lines.get_column("_i")
 
 
 def _coll_groups(base: pl.DataFrame) -> _CollCands | None:
+    """`_polars_coll_groups(base)`, by the compiled module where it is built (`_compiled_coll_groups`: the
+    same groups, with the lines' group numbers instead of their pieces)."""
+    got = _compiled_coll_groups(base)
+    return _polars_coll_groups(base) if got is ... else got
+
+
+def _compiled_coll_groups(base: pl.DataFrame) -> _CollCands | None | EllipsisType:
+    """`_coll_groups(base)` grouped by `parsers._fastscan.coll_groups` (a hash table over each line's head and
+    tail bytes: a 16 MB NCCL debug log range's 80k COLL lines ~27 -> ~8 ms); `...` where it is not built or
+    does not take the lines (a null), for `_polars_coll_groups`. Groups come in order of appearance."""
+    scan = compiled("coll_groups")
+    texts = base.get_column("text")
+    if scan is None or texts.dtype != pl.String:
+        return ...
+    import numpy as np  # (here: only a COLL-heavy chunk's worker gets here with the module built)
+
+    n = len(texts)
+    codes = np.empty(n, dtype=np.int32)
+    got = scan(texts.__arrow_c_stream__(), n, codes)
+    if got is None:
+        return ...
+    n_oc, found = got
+    calls = sum(g[3] for g in found)
+    if n_oc < _COLL_GROUPS_MIN or calls < _COLL_GROUPS_MIN:
+        return None
+    g = pl.DataFrame(
+        found,
+        schema={"o": pl.Int64, "d": pl.Int64, "ok": pl.Boolean, "calls": pl.UInt32}
+        | {"_if": pl.UInt32, "_il": pl.UInt32},
+        orient="row",
+    )
+    first = texts.gather(g.get_column("_if")).cast(pl.Binary)
+    line = base.get_column("line")
+    ho = pl.col("ho").cast(pl.String)
+    groups = g.select(
+        ho=first.bin.slice(0, g.get_column("o")),
+        tail=first.bin.slice(g.get_column("d") + 1),
+        ok="ok",
+        calls="calls",
+        first_line=line.gather(g.get_column("_if")),
+        line=line.gather(g.get_column("_il")),
+        _if="_if",
+        _il="_il",
+        _g=pl.int_range(pl.len(), dtype=pl.Int32),
+    ).with_columns(
+        _k=pl.when(ho.str.len_bytes() == ho.str.len_chars()).then(
+            (ho + pl.lit(": opCount ")).str.head(ho.str.find(" NCCL ", literal=True) + _FAST_KEY_CHARS)
+        )
+    )
+    code = pl.Series("_g", codes).replace(-1, None)
+    keyed = groups.get_column("_k").is_not_null()
+    if keyed.all() and calls == n_oc:
+        cand = code.is_not_null()
+    else:
+        cand = code.is_in(groups.get_column("_g").filter(keyed).implode()).fill_null(False)
+    return _CollCands(cand=cand.alias("cand"), lines=None, groups=groups, codes=code)
+
+
+def _polars_coll_groups(base: pl.DataFrame) -> _CollCands | None:
     """The lines of `base` (line, text) that hold `: opCount ` and ` count ` 10+ bytes after it, grouped by
     what is before the first (`ho`: the head and the op for a COLL record), what is after the first ` count `
     (`tail`) and whether what lies between is `_COLL_MID` (`ok`); None when they are fewer than
@@ -2083,9 +2154,8 @@ def _coll_read(cg: _CollCands, base: pl.DataFrame, u: pl.DataFrame) -> tuple[pl.
     ok = gr.filter(pl.col("good"))
     taken = None
     if ok.height < gr.height:
-        lines = cg.lines.join(ok.select("ho", "tail", "ok"), on=["ho", "tail", "ok"], how="semi")
         taken = repeated(False, base.height, pl.Boolean)
-        taken = taken.scatter(lines.get_column("_i"), True)
+        taken = taken.scatter(cg.positions(ok), True)
     texts = base.get_column("text")
     coll = ok.select(
         "hc",

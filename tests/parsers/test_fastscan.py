@@ -527,3 +527,82 @@ def test_lines_of_many_as_alone() -> None:
         m.setattr(base, "_fastscan", None)
         alone = [base.lines_from_bytes(d) for d in datas]
     assert [s.to_list() for s in many] == [s.to_list() for s in alone]
+
+
+_COLL_HEADS = st.sampled_from(
+    [
+        "gpu-a03:2253733:2253733 [0] NCCL INFO AllReduce",
+        "gpu-a03:2253733:2253733 [1] NCCL INFO Send",
+        " 3: node-b:1:2 [3] NCCL INFO ReduceScatter",
+        "nœud-é:7:7 [0] NCCL INFO AllGather",  # (non-ASCII: no fast-lane key)
+        "plain text without the marker: Broadcast",
+        "x count 5 then",  # (` count ` before `: opCount `: no group)
+        "",
+    ]
+)
+_HEX = st.text("0123456789abcdefABCDEF", min_size=0, max_size=14)
+_BUF = st.one_of(st.builds(lambda h: "0x" + h, _HEX), st.sampled_from(["(nil)", "(nil", "0x", "0xg1", "nil"]))
+_COLL_MIDS = st.builds(
+    lambda oc, sb, a, rb, b, junk: f"{oc}{sb}{a}{rb}{b}{junk}",
+    _HEX,
+    st.sampled_from([" sendbuff ", " sendbuf ", " sendbuff  "]),
+    _BUF,
+    st.sampled_from([" recvbuff ", " recvbuff", "recvbuff "]),
+    _BUF,
+    st.sampled_from(["", "", "", " ", "x", "é"]),
+)
+_COLL_TAILS = st.sampled_from(
+    [
+        "count 1048576 datatype 7 op 0 root 0 comm 0x55d1367fec79 [nranks=8] stream 0x7f1c",
+        "count 262144 datatype 7 op 0 root 0 comm 0x55d1367fec79 [nranks=8] stream 0x7f1c",
+        "count 262144 datatype 7 op 0 root -1 comm 0x55d1013f4a19 [nranks=8]",
+        "count 1 datatype 7 op 0 root 0 comm 0x1 [nranks=2] stream (nil) count 2",
+        "count é",
+        "",
+    ]
+)
+_COLL_LINE = st.one_of(
+    st.builds(lambda h, m, t: f"{h}: opCount {m} {t}", _COLL_HEADS, _COLL_MIDS, _COLL_TAILS),
+    st.builds(lambda h, m: f"{h}: opCount {m}", _COLL_HEADS, _COLL_MIDS),  # (no ` count `)
+    st.sampled_from(["", "NCCL INFO Channel 00/02 : 0 1", ": opCount", ": opCount  count ", "a: opCount x"]),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    pool=st.lists(_COLL_LINE, min_size=1, max_size=12),
+    picks=st.lists(st.integers(0, 11), min_size=1, max_size=120),
+)
+def test_coll_groups_as_polars_groups_them(
+    pool: list[str], picks: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`nccl._compiled_coll_groups` (`_fastscan.coll_groups`) against `_polars_coll_groups`: the same groups
+    (head, tail, whether the middle is `_COLL_MID`; their lines, first and last), the same candidate lines,
+    and the same lines for any set of groups (`_CollCands.positions`), on lines drawn with and without each
+    piece, ASCII or not."""
+    from parsers import nccl
+
+    monkeypatch.setattr(nccl, "_COLL_GROUPS_MIN", 1)
+    texts = [pool[i % len(pool)] for i in picks]
+    base_ = pl.DataFrame({"line": pl.int_range(7, 7 + len(texts), eager=True), "text": texts})
+    want = nccl._polars_coll_groups(base_)
+    got = nccl._compiled_coll_groups(base_)
+    if want is None:
+        assert got is None
+        return
+    assert got is not None and got is not ...
+    assert_frame_equal(got.groups.drop("_g").sort("_if"), want.groups.sort("_if"), check_exact=True)
+    assert got.cand.to_list() == want.cand.to_list()
+    some = got.groups.filter(pl.col("calls") % 2 == 1)
+    pick = want.groups.join(some.select("_if"), on="_if", how="semi")
+    assert got.positions(some).to_list() == want.positions(pick).sort().to_list()
+
+
+def test_coll_groups_refuses_nulls_and_short_buffers() -> None:
+    import numpy as np
+
+    scan = base.compiled("coll_groups")
+    text = pl.Series("text", ["a: opCount 1 sendbuff (nil) recvbuff (nil) count 1", None], dtype=pl.String)
+    assert scan(text.__arrow_c_stream__(), 2, np.empty(2, dtype=np.int32)) is None
+    with pytest.raises(ValueError, match="codes"):
+        scan(text.__arrow_c_stream__(), 2, np.empty(1, dtype=np.int32))
