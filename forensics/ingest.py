@@ -2700,11 +2700,16 @@ def _pair_range(first: tuple[str, str], last: tuple[str, str]) -> pl.Expr:
     return after_first & before_last
 
 
-NATIVE_SORT_ROWS = 40_000
-"""`_sorted` leaves a frame of fewer rows to polars' own multi-column sort: `sort_order`'s packed keys cost
-a few ms of calls whatever the rows. gpu_samples of a `--query-gpu` range (44 columns, GPUs interleaved),
-polars against packed keys, one thread: 23k rows 4.5 / 5.7 ms, 30k 6.0 / 8.9, 40k 13.4 / 11.1, 75k (a 16 MB
-range) 18.8 / 11.7, a dmon range's 206k 87 / 24; the parent's pieces of a million rows gain the most."""
+NATIVE_SORT_ROWS = 100_000
+"""`_sorted` leaves a frame of fewer rows to polars' own multi-column sort (`NATIVE_SORT_ROWS_OF` for some
+tables): `sort_order`'s packed keys cost a few ms of calls whatever the rows, and a frame in order or nearly
+(a batch of rank logs' steps, an inventory) sorts faster in polars. Measured in the workers of the 6-hour
+bundle's first 100 nodes, frames of 40-100k rows, polars against packed keys: steps (25 frames) 59 / 109 ms,
+inventory 77 / 107; the parent's pieces of a million rows gain from packed keys."""
+NATIVE_SORT_ROWS_OF = {"gpu_samples": 40_000}
+"""Tables whose frames sort by packed keys from fewer rows: GPUs interleaved row by row, polars against packed
+keys, one thread: a 16 MB `--query-gpu` range's 75k rows 18.8 / 11.7 ms (23k rows 4.5 / 5.7, 40k 13.4 / 11.1);
+the 6-hour bundle's worker batches of 40-100k rows (14 frames) 204 / 179 ms."""
 
 
 def _sorted(df: pl.DataFrame, table: str) -> pl.DataFrame:
@@ -2712,7 +2717,7 @@ def _sorted(df: pl.DataFrame, table: str) -> pl.DataFrame:
     keys = [k for k in _SORT_KEYS.get(table, ()) if k in df.columns]
     if not keys or df.height < 2:
         return df
-    order = sort_order(df, keys) if df.height >= NATIVE_SORT_ROWS else None
+    order = sort_order(df, keys) if df.height >= NATIVE_SORT_ROWS_OF.get(table, NATIVE_SORT_ROWS) else None
     if order is None:
         # (rows in order already, as a batch of rank logs or a range of one log gives them, are not sorted
         # again: telling costs ~1 ms for 50k rows, ~0.5 ms where the first rows are out of order)
