@@ -2014,6 +2014,12 @@ def _coll_groups(base: pl.DataFrame) -> _CollCands | None:
     return _polars_coll_groups(base) if got is ... else got
 
 
+def _group_key(ho: pl.Expr) -> pl.Expr:
+    """A COLL group's fast-lane key, that of each of its lines (`_fast_key`: its first ` NCCL ` lies in `ho`,
+    the bytes before `: opCount `, or nowhere), where `ho` is ASCII (null otherwise: no key)."""
+    return pl.when(ho.str.len_bytes() == ho.str.len_chars()).then(_fast_key(ho + pl.lit(": opCount ")))
+
+
 def _compiled_coll_groups(base: pl.DataFrame) -> _CollCands | None | EllipsisType:
     """`_coll_groups(base)` grouped by `parsers._fastscan.coll_groups` (a hash table over each line's head and
     tail bytes: a 16 MB NCCL debug log range's 80k COLL lines ~27 -> ~8 ms); `...` where it is not built or
@@ -2052,11 +2058,7 @@ def _compiled_coll_groups(base: pl.DataFrame) -> _CollCands | None | EllipsisTyp
         _if="_if",
         _il="_il",
         _g=pl.int_range(pl.len(), dtype=pl.Int32),
-    ).with_columns(
-        _k=pl.when(ho.str.len_bytes() == ho.str.len_chars()).then(
-            (ho + pl.lit(": opCount ")).str.head(ho.str.find(" NCCL ", literal=True) + _FAST_KEY_CHARS)
-        )
-    )
+    ).with_columns(_k=_group_key(ho))
     code = pl.Series("_g", codes).replace(-1, None)
     keyed = groups.get_column("_k").is_not_null()
     if keyed.all() and calls == n_oc:
@@ -2097,8 +2099,6 @@ def _polars_coll_groups(base: pl.DataFrame) -> _CollCands | None:
         tail=b.bin.slice(d + 1),
         ok=b.bin.slice(o + 10, d - o - 10).cast(pl.String).str.contains(arx(_COLL_MID)),
     )
-    ho = pl.col("ho").cast(pl.String)
-    at = ho.str.find(" NCCL ", literal=True)
     groups = (
         cf.group_by("ho", "tail", "ok")
         .agg(
@@ -2108,11 +2108,7 @@ def _polars_coll_groups(base: pl.DataFrame) -> _CollCands | None:
             _if=pl.col("_i").first(),
             _il=pl.col("_i").last(),
         )
-        .with_columns(
-            _k=pl.when(ho.str.len_bytes() == ho.str.len_chars()).then(
-                (ho + pl.lit(": opCount ")).str.head(at + _FAST_KEY_CHARS)
-            )
-        )
+        .with_columns(_k=_group_key(pl.col("ho").cast(pl.String)))
     )
     keyless = groups.get_column("_k").null_count()
     if keyless == 0 and cf.height == oc.len() - oc.null_count():
