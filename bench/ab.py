@@ -34,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import bundle_stats  # noqa: E402 - the benchmark's own reading of a bundle (bench/run.py)
+from run import bundle_stats, compile_tree  # noqa: E402 - the benchmark's own reading of a bundle, its bytecode
 
 
 def _tree(spec: str, head: Path, scratch: Path) -> tuple[Path, bool]:
@@ -75,22 +75,6 @@ def _build(tree: Path) -> None:
     got = subprocess.run([sys.executable, "-c", _BUILD], cwd=tree, capture_output=True, text=True)
     if got.returncode:
         raise SystemExit(f"{tree}: its compiled modules did not build ({got.stderr.strip()[-500:]})")
-
-
-PACKAGES = ("forensics", "parsers", "reports")
-"""The tool's packages in a tree, compiled to bytecode before it is measured (`_compile`)."""
-
-
-def _compile(tree: Path) -> None:
-    """Write the bytecode of `tree`'s packages (`compileall`, whatever PYTHONDONTWRITEBYTECODE says), as an
-    install does: a fresh worktree has none, and where the environment forbids writing it (this project's
-    machines set PYTHONDONTWRITEBYTECODE=1) every process of its runs compiled every module again, ~0.25 s of
-    CPU each (a run of the parent and two workers ~0.75 s: 12 % of a 100-node bundle's ingest, measured as
-    the same revision against itself). Bytecode already up to date is left as it is."""
-    dirs = [str(tree / d) for d in PACKAGES if (tree / d).is_dir()]
-    got = subprocess.run([sys.executable, "-m", "compileall", "-q", *dirs], capture_output=True, text=True)
-    if got.returncode:
-        raise SystemExit(f"{tree}: its modules did not compile ({got.stderr.strip()[-500:]})")
 
 
 def _env(tree: Path) -> dict[str, str]:
@@ -177,7 +161,7 @@ def main() -> None:
         trees = {"base": base, "head": head}
         for tree in trees.values():
             _build(tree)
-            _compile(tree)
+            compile_tree(tree)
             _imports_from(tree, cwd)
         nfiles, nbytes, _lines = bundle_stats(a.bundle)  # (read once: the first run does not pay the disk)
         print(f"base {base}\nhead {head}\nbundle {a.bundle}: {nfiles} files, {nbytes / 1e6:.0f} MB read once")
