@@ -22,6 +22,8 @@ static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7, 
 /* the small readers are inlined where they are used (constant literals compare in place) */
 #define INLINE static inline __attribute__((always_inline))
 #define IS_DIGIT(c) ((unsigned)((c) - '0') < 10u)
+#define ONES UINT64_C(0x0101010101010101)
+#define HIGHS UINT64_C(0x8080808080808080)
 #define MAX_FIELDS 64 /* the most float outputs a line of any scanner here */
 
 typedef struct {
@@ -204,21 +206,40 @@ static int titan_line(const uint8_t *p, const uint8_t *e, const void *ctx, int64
     return c.p == c.e;
 }
 
+/* The first `needle` (nlen bytes, 2 or more) in [s, e), or NULL: its first 2 bytes looked for in words of 8
+ * (the zero-byte test of each byte pair against them: a false flag only above a true one, so the lowest flag
+ * is a match of the pair), then the rest compared */
+static const uint8_t *find_bytes(const uint8_t *s, const uint8_t *e, const char *needle, size_t nlen) {
+    const uint64_t b0 = ONES * (uint8_t)needle[0], b1 = ONES * (uint8_t)needle[1];
+    const uint8_t *p = s;
+    for (; e - p >= 9; p += 8) {
+        uint64_t w, w1;
+        memcpy(&w, p, 8);
+        memcpy(&w1, p + 1, 8);
+        uint64_t x = w ^ b0, y = w1 ^ b1;
+        uint64_t m = ((x - ONES) & ~x & HIGHS) & ((y - ONES) & ~y & HIGHS);
+        while (m) {
+            const uint8_t *q = p + (__builtin_ctzll(m) >> 3);
+            if (e - q >= (int64_t)nlen && memcmp(q, needle, nlen) == 0)
+                return q;
+            m &= m - 1;
+        }
+    }
+    for (; e - p >= (int64_t)nlen; p++)
+        if (p[0] == (uint8_t)needle[0] && memcmp(p, needle, nlen) == 0)
+            return p;
+    return NULL;
+}
+
 /* One Megatron `(min, max)` timer entry line (`parsers.step_log._MEG_E`, cut at its first `: (` as
  * `_meg_entries_heads` cuts it): i64 the byte offset of that first `: (` and whether the part after it is
  * `_MEG_E_TAIL` (`^D, D\)$`, D `[0-9]+(?:\.[0-9]+)?`: 1, else 0); f64 its two numbers (NaN where it is not).
  * A line without `: (`, or whose numbers the fast path does not convert exactly, is not read. */
 static int meg_entry_line(const uint8_t *p, const uint8_t *e, const void *ctx, int64_t *i64, double *f64) {
-    const uint8_t *s = p;
     (void)ctx;
-    for (;;) {
-        s = memchr(s, ':', (size_t)(e - s));
-        if (s == NULL || e - s < 3)
-            return 0;
-        if (s[1] == ' ' && s[2] == '(')
-            break;
-        s++;
-    }
+    const uint8_t *s = find_bytes(p, e, ": (", 3);
+    if (s == NULL)
+        return 0;
     i64[0] = s - p;
     i64[1] = 0;
     f64[0] = f64[1] = Py_NAN;
@@ -798,8 +819,6 @@ typedef struct {
     int64_t last;    /* the code of the column's previous cell (-1: none) */
 } cell_table;
 
-#define ONES UINT64_C(0x0101010101010101)
-#define HIGHS UINT64_C(0x8080808080808080)
 
 #define HASH_K UINT64_C(0x9E3779B97F4A7C15)
 
@@ -858,17 +877,29 @@ static inline int same_bytes(const uint8_t *a, const uint8_t *b, int64_t len) {
 /* A hash's first slot in a table of mask + 1 slots (its high bits folded in: a multiplication mixes up) */
 static inline uint64_t slot_of(uint64_t hash, uint64_t mask) { return (hash >> 32 ^ hash) & mask; }
 
-static int table_grow(cell_table *t) {
-    uint64_t slots = (t->mask + 1) * 2;
+/* A table of `slots` slots (a power of two) for n items whose hashes lie `stride` bytes apart from `hash0`
+ * (a field of an array of structs): item k + 1 in the first free slot from its hash's `slot_of`; NULL when out
+ * of memory */
+static uint32_t *reslot(const uint64_t *hash0, size_t stride, int64_t n, uint64_t slots) {
     uint32_t *slot = calloc(slots, sizeof(uint32_t));
     if (slot == NULL)
-        return 0;
-    for (int64_t k = 0; k < t->n_uniq; k++) {
-        uint64_t at = slot_of(t->uniq[k].hash, slots - 1);
+        return NULL;
+    for (int64_t k = 0; k < n; k++) {
+        uint64_t h;
+        memcpy(&h, (const char *)hash0 + (size_t)k * stride, sizeof h);
+        uint64_t at = slot_of(h, slots - 1);
         while (slot[at])
             at = (at + 1) & (slots - 1);
         slot[at] = (uint32_t)k + 1;
     }
+    return slot;
+}
+
+static int table_grow(cell_table *t) {
+    uint64_t slots = (t->mask + 1) * 2;
+    uint32_t *slot = reslot(&t->uniq[0].hash, sizeof(cell_ref), t->n_uniq, slots);
+    if (slot == NULL)
+        return 0;
     free(t->slot);
     t->slot = slot;
     t->mask = slots - 1;
@@ -1406,31 +1437,6 @@ static PyObject *lines(PyObject *self, PyObject *args) {
 
 /* ---- coll_groups: NCCL COLL lines grouped by what surrounds their opCount and buffers */
 
-/* The first `needle` (nlen bytes, 2 to 8) in [s, e), or NULL: its first 2 bytes looked for in words of 8
- * (the zero-byte test of each byte pair against them: a false flag only above a true one, so the lowest flag
- * is a match of the pair), then the rest compared */
-static const uint8_t *find_bytes(const uint8_t *s, const uint8_t *e, const char *needle, size_t nlen) {
-    const uint64_t b0 = ONES * (uint8_t)needle[0], b1 = ONES * (uint8_t)needle[1];
-    const uint8_t *p = s;
-    for (; e - p >= 9; p += 8) {
-        uint64_t w, w1;
-        memcpy(&w, p, 8);
-        memcpy(&w1, p + 1, 8);
-        uint64_t x = w ^ b0, y = w1 ^ b1;
-        uint64_t m = ((x - ONES) & ~x & HIGHS) & ((y - ONES) & ~y & HIGHS);
-        while (m) {
-            const uint8_t *q = p + (__builtin_ctzll(m) >> 3);
-            if (e - q >= (int64_t)nlen && memcmp(q, needle, nlen) == 0)
-                return q;
-            m &= m - 1;
-        }
-    }
-    for (; e - p >= (int64_t)nlen; p++)
-        if (p[0] == (uint8_t)needle[0] && memcmp(p, needle, nlen) == 0)
-            return p;
-    return NULL;
-}
-
 static const uint8_t HEX[256] = {
     ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1,
     ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1,
@@ -1562,7 +1568,7 @@ static PyObject *coll_groups(PyObject *self, PyObject *args) {
                 int64_t o = oc - s, d = ct - s, t = len - d - 1;
                 int ok = coll_mid(oc + 10, ct);
                 uint64_t h = coll_hash(ct + 1, t, coll_hash(s, o, (uint64_t)ok + 1));
-                uint64_t k = (h >> 32) & mask;
+                uint64_t k = slot_of(h, mask);
                 int64_t at = -1;
                 for (; slot[k]; k = (k + 1) & mask) {
                     coll_group *c = &g[slot[k] - 1];
@@ -1592,21 +1598,14 @@ static PyObject *coll_groups(PyObject *self, PyObject *args) {
                     g[ng] = (coll_group){key, o, t, d, h, ok, 0, done, done};
                     at = ng++;
                     slot[k] = (uint32_t)at + 1;
-                    if ((uint64_t)ng * 2 > mask) { /* grow: rehash every group */
-                        uint64_t m2 = mask * 2 + 1;
-                        uint32_t *s2 = calloc((size_t)m2 + 1, sizeof(uint32_t));
+                    if ((uint64_t)ng * 2 > mask) { /* grow: every group placed again */
+                        uint32_t *s2 = reslot(&g[0].hash, sizeof(coll_group), ng, (mask + 1) * 2);
                         if (s2 == NULL) {
                             nomem = stop = 1;
                             break;
                         }
-                        for (int64_t j = 0; j < ng; j++) {
-                            uint64_t q = (g[j].hash >> 32) & m2;
-                            while (s2[q])
-                                q = (q + 1) & m2;
-                            s2[q] = (uint32_t)j + 1;
-                        }
                         free(slot);
-                        slot = s2, mask = m2;
+                        slot = s2, mask = mask * 2 + 1;
                     }
                 }
                 g[at].calls++;
