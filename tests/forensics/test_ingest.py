@@ -13,6 +13,7 @@ import types
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from forensics import identity
 from forensics import ingest as ingest_mod
 from forensics.bundle import BundleFile, Limits
 from forensics.errors import BundleError, OutputError
@@ -45,14 +47,14 @@ def stats_checked(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     write = ingest_mod._write_in_parts
 
     def checked_write(
-        lf: pl.LazyFrame, table: str, folder: Path, as_is: Any = None, by_part: Any = None
+        lf: pl.LazyFrame, table: str, folder: Path, as_is: Any = None, by_part: Any = None, rowwise: Any = None
     ) -> int:
         if by_part is not None:
             key = ["node", "file", PART]
             scanned = ingest_mod._scan_by_part(lf)
             assert by_part.sort(key, nulls_last=True).equals(scanned.sort(key, nulls_last=True)), table
             seen["by_part"] += 1
-        return write(lf, table, folder, as_is, by_part)
+        return write(lf, table, folder, as_is, by_part, rowwise)
 
     reconcile = years.reconcile
 
@@ -1364,12 +1366,13 @@ def test_rows_without_a_line_in_a_later_part_are_written_once(tmp_path: Path, ke
 
 
 @pytest.mark.parametrize("inventory", [True, False])
-def test_a_bundle_stage_that_changes_a_large_table_has_every_part_written_again(
+def test_a_large_tables_parts_filled_by_the_identity_stage_are_filled_as_they_are(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inventory: bool
 ) -> None:
     """dmon samples name a GPU by index only. With the node's `--query-gpu` CSV (index and bus id), identity
-    resolution fills the bus id of every sample, so no part the file was spilled in is taken as it is; without
-    it, nothing changes the samples and every part that is a written part of its own is taken as it is."""
+    resolution fills the bus id of every sample: each part the file was spilled in that is a written part of
+    its own is read, filled and written again (`rowwise`), none taken as it is; without it, nothing changes
+    the samples and every such part is taken as it is. Either way, the rows of a whole-file ingest."""
     head = (
         "#Date       Time        gpu    pwr  gtemp  mtemp     sm    mem\n"
         "#YYYYMMDD   HH:MM:SS    Idx      W      C      C      %      %\n"
@@ -1391,6 +1394,14 @@ def test_a_bundle_stage_that_changes_a_large_table_has_every_part_written_again(
     monkeypatch.setattr(ingest_mod, "HOLD_ROWS", 100)
     monkeypatch.setattr(ingest_mod, "PART_ROWS", 700)
     kept = _spy_on_kept_parts(monkeypatch)
+    filled: list[int] = []
+    resolve_rowwise = identity.resolve_rowwise
+
+    def spied(tables: dict[str, Any]) -> Any:
+        out, notes, fill = resolve_rowwise(tables)
+        return out, notes, fill and (lambda df: filled.append(df.height) or fill(df))
+
+    monkeypatch.setattr(identity, "resolve_rowwise", spied)
     chunked = ingest(src, tmp_path / "chunked", jobs=1)
     assert chunked["totals"] == whole["totals"]
     a, b = read_table(tmp_path / "whole", "gpu_samples"), read_table(tmp_path / "chunked", "gpu_samples")
@@ -1399,9 +1410,66 @@ def test_a_bundle_stage_that_changes_a_large_table_has_every_part_written_again(
     dmon_rows = b.filter(pl.col("file").str.ends_with("dmon.log"))
     assert dmon_rows.height == 3000
     if inventory:
-        assert kept == [] and dmon_rows.get_column("gpu_bus_id").null_count() == 0
+        assert kept == [] and len(filled) >= 3 and dmon_rows.get_column("gpu_bus_id").null_count() == 0
     else:
-        assert len(kept) >= 3 and dmon_rows.get_column("gpu_bus_id").null_count() == 3000
+        assert len(kept) >= 3 and filled == [] and dmon_rows.get_column("gpu_bus_id").null_count() == 3000
+
+
+def test_a_kept_part_whose_indexes_the_identity_stage_fills_is_sorted_again(tmp_path: Path) -> None:
+    """A written part of samples named by bus id only, in time order: identity resolution gives them their GPU
+    index, a sort key, so the part filled as it is (`rowwise`) is sorted again; a part of samples named by
+    index only gets bus ids and keeps its order. The table holds the rows, and each part the order, of writing
+    every row again from the stage's LazyFrame (what was done before `rowwise`)."""
+    from forensics.outputs import write_table_file
+
+    bus = [f"0000:{0x18 + g:02x}:00.0" for g in range(4)]
+    inv = conform(
+        pl.DataFrame(
+            {"node": ["n1"] * 4, "component": ["gpu"] * 4, "gpu_index": list(range(4)), "gpu_bus_id": bus}
+        ).with_columns(pl.lit("x").alias(c) for c in ("source", "file", "device", "attribute", "value")),
+        "inventory",
+    )
+    t0 = datetime(2024, 1, 1, tzinfo=UTC)
+    outcomes = ingest_mod.Outcomes(tmp_path / "spill")
+    for i, by_index in enumerate((False, True)):
+        n = 400
+        cols = {
+            "node": ["n1"] * n,
+            "source": ["dmon"] * n,
+            "file": [f"f{i}.log"] * n,
+            "ts": [t0 + timedelta(seconds=k // 4) for k in range(n)],
+            "gpu_index": [3 - k % 4 if by_index else None for k in range(n)],
+            "gpu_bus_id": [None if by_index else bus[3 - k % 4] for k in range(n)],
+            "line": list(range(1, n + 1)),
+        }
+        df = conform(pl.DataFrame(cols), "gpu_samples")
+        part = tmp_path / f"p{i}.parquet"
+        write_table_file(ingest_mod._sorted(df, "gpu_samples"), "gpu_samples", part)
+        stats = ingest_mod.part_stats(df)
+        outcomes.parts.setdefault("gpu_samples", []).append(
+            ingest_mod.Part(str(part), final=True, rows=n, stats=stats)
+        )
+    lf = outcomes.lazy("gpu_samples", tmp_path / "hive")
+    by_part = outcomes.known["gpu_samples"].by_part
+    tables, _notes, fill = identity.resolve_rowwise({"inventory": inv, "gpu_samples": lf})
+    assert fill is not None and tables["gpu_samples"] is not lf
+    saved = ingest_mod.PART_ROWS, ingest_mod.SOLO_SHARE
+    ingest_mod.PART_ROWS, ingest_mod.SOLO_SHARE = 1000, 4
+    try:
+        args = (tables["gpu_samples"], "gpu_samples")
+        as_is = outcomes.as_is["gpu_samples"]
+        assert ingest_mod._write_in_parts(*args, tmp_path / "filled", as_is, by_part, fill) == 800
+        assert ingest_mod._write_in_parts(*args, tmp_path / "again", {}, by_part) == 800
+    finally:
+        ingest_mod.PART_ROWS, ingest_mod.SOLO_SHARE = saved
+    parts = {k: sorted((tmp_path / k / "gpu_samples").glob("*.parquet")) for k in ("filled", "again")}
+    assert len(parts["filled"]) == 2
+    for ps in parts.values():
+        for p in ps:
+            assert ingest_mod.in_sort_order(pl.read_parquet(p), "gpu_samples")
+    a, b = (pl.read_parquet(parts[k]) for k in ("filled", "again"))
+    assert a.get_column("gpu_index").null_count() == 0 and a.get_column("gpu_bus_id").null_count() == 0
+    assert a.sort(a.columns, nulls_last=True).equals(b.sort(b.columns, nulls_last=True))
 
 
 @given(
