@@ -1645,6 +1645,201 @@ static PyObject *coll_groups(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* ---- ds_timers: DeepSpeed `log_dist` timer lines, numbered by the text they hold besides their numbers */
+
+#define DS_SHAPES 256 /* the most distinct shapes `ds_timers` numbers (more: the caller's regex decides) */
+#define DS_SHAPE_BYTES 1024 /* the longest shape it keeps */
+
+/* `[0-9]+` (any length), skipped */
+INLINE int some_digits(cursor *c) {
+    const uint8_t *s = c->p;
+    while (c->p < c->e && IS_DIGIT(*c->p))
+        c->p++;
+    return c->p > s;
+}
+
+/* `[0-9]{n}`, skipped */
+INLINE int n_digits(cursor *c, int n) {
+    if (c->e - c->p < n)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (!IS_DIGIT(c->p[i]))
+            return 0;
+    c->p += n;
+    return 1;
+}
+
+/* A line of `parsers.step_log._DS_TIMER_LINE`:
+ *   ^\[YYYY-MM-DD HH:MM:SS,mmm\] \[INFO\] \[logging\.py:N:log_dist\] \[Rank N\] time \(ms\) \| NAME: D
+ *   (?: \| NAME: D)*$          (NAME `[a-z_]+`, D `[0-9]+(?:\.[0-9]+)?`, every digit `[0-9]`)
+ * 1 where it is one, its shape written to `shape` (at most DS_SHAPE_BYTES, *len its length): the part after
+ * `time (ms) | ` with each run of digits as one `0`; else 0 (-1: of the form, a shape too long to keep).
+ * Each run of digits before that part is one `0` of the same text for every such line, so the shape and
+ * that text hold every character of the line that is not a digit, in order, a digit run apart. */
+static int ds_timer_line(const uint8_t *p, const uint8_t *e, uint8_t *shape, int64_t *len) {
+    cursor c = {p, e, 0, 0};
+    if (!LIT(&c, "[") || !n_digits(&c, 4) || !LIT(&c, "-") || !n_digits(&c, 2) || !LIT(&c, "-") ||
+        !n_digits(&c, 2) || !LIT(&c, " ") || !n_digits(&c, 2) || !LIT(&c, ":") || !n_digits(&c, 2) ||
+        !LIT(&c, ":") || !n_digits(&c, 2) || !LIT(&c, ",") || !n_digits(&c, 3))
+        return 0;
+    if (!LIT(&c, "] [INFO] [logging.py:") || !some_digits(&c) || !LIT(&c, ":log_dist] [Rank ") ||
+        !some_digits(&c) || !LIT(&c, "] time (ms) | "))
+        return 0;
+    int64_t n = 0;
+    int room = 1;
+    for (;;) {
+        const uint8_t *name = c.p;
+        while (c.p < c.e && ((*c.p >= 'a' && *c.p <= 'z') || *c.p == '_'))
+            c.p++;
+        int64_t nl = c.p - name;
+        if (nl == 0 || !LIT(&c, ": ") || !some_digits(&c))
+            return 0;
+        int frac = 0;
+        if (c.p < c.e && *c.p == '.') {
+            c.p++;
+            if (!some_digits(&c))
+                return 0;
+            frac = 1;
+        }
+        int last = c.p == c.e;
+        if (!last && !LIT(&c, " | "))
+            return 0;
+        /* NAME `: 0`, `.0` after a fraction, ` | ` before the next */
+        int64_t add = nl + 3 + 2 * frac + (last ? 0 : 3);
+        if (room && n + add <= DS_SHAPE_BYTES) {
+            memcpy(shape + n, name, (size_t)nl);
+            memcpy(shape + n + nl, frac ? ": 0.0 | " : ": 0 | ", (size_t)(add - nl));
+            n += add;
+        } else {
+            room = 0;
+        }
+        if (last)
+            break;
+    }
+    *len = n;
+    return room ? 1 : -1;
+}
+
+typedef struct {
+    uint8_t bytes[DS_SHAPE_BYTES];
+    int64_t len;
+    uint64_t hash;
+} ds_shape;
+
+PyDoc_STRVAR(ds_timers_doc,
+             "ds_timers(stream, n, shapes) -> list[bytes] | None\n\n"
+             "Read the n strings of an Arrow stream as DeepSpeed `log_dist` timer lines (`step_log.\n"
+             "_DS_TIMER_LINE`): shapes[i] (a writable buffer of n uint32) 0 where line i is not one, else k + 1\n"
+             "for its shape k: the part after `time (ms) | ` with each run of digits as one `0`. Returns the\n"
+             "shapes in order of appearance; None where a line is null, there are more than 256 shapes or\n"
+             "one longer than 1024 bytes (the regex then decides).");
+
+static PyObject *ds_timers(PyObject *self, PyObject *args) {
+    PyObject *capsule, *shapes_o;
+    Py_ssize_t n;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OnO", &capsule, &n, &shapes_o))
+        return NULL;
+    Py_buffer sb;
+    if (PyObject_GetBuffer(shapes_o, &sb, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (n < 0 || sb.len < n * (Py_ssize_t)sizeof(uint32_t)) {
+        PyBuffer_Release(&sb);
+        PyErr_SetString(PyExc_ValueError, "ds_timers: shapes must hold n uint32");
+        return NULL;
+    }
+    int fmt;
+    struct ArrowArrayStream *stream = open_stream(capsule, &fmt);
+    if (stream == NULL) {
+        PyBuffer_Release(&sb);
+        return NULL;
+    }
+    uint32_t *out = (uint32_t *)sb.buf;
+    ds_shape *shapes = malloc(DS_SHAPES * sizeof(ds_shape));
+    uint32_t slot[4 * DS_SHAPES] = {0}; /* shape + 1, 0: empty (a quarter full at most) */
+    const uint64_t mask = 4 * DS_SHAPES - 1;
+    int64_t ns = 0, done = 0;
+    uint32_t last = 0; /* the shape + 1 of the last line of the form (0: none yet) */
+    int stop = shapes == NULL, bad = 0, nomem = shapes == NULL;
+    while (!stop) {
+        struct ArrowArray a;
+        if (stream->get_next(stream, &a) != 0) {
+            bad = 1;
+            break;
+        }
+        if (a.release == NULL)
+            break;
+        if (a.null_count != 0 || a.length > n - done || a.n_buffers < 3) {
+            stop = 1;
+        } else {
+            Py_BEGIN_ALLOW_THREADS;
+            uint8_t shape[DS_SHAPE_BYTES];
+            for (int64_t i = 0; i < a.length; i++, done++) {
+                const uint8_t *s;
+                int64_t len, sl;
+                if (!string_at(&a, fmt, i, &s, &len)) {
+                    stop = 1;
+                    break;
+                }
+                int got = ds_timer_line(s, s + len, shape, &sl);
+                if (got == 0) {
+                    out[done] = 0;
+                    continue;
+                }
+                if (got < 0) {
+                    stop = 1;
+                    break;
+                }
+                if (last && shapes[last - 1].len == sl && memcmp(shapes[last - 1].bytes, shape, (size_t)sl) == 0) {
+                    out[done] = last; /* (the shape of the line before: a rank's lines mostly share one) */
+                    continue;
+                }
+                uint64_t h = HASH_K;
+                for (int64_t j = 0; j < sl; j++)
+                    h = (h ^ shape[j]) * HASH_K;
+                uint64_t k = slot_of(h, mask);
+                while (slot[k] && !(shapes[slot[k] - 1].hash == h && shapes[slot[k] - 1].len == sl &&
+                                    memcmp(shapes[slot[k] - 1].bytes, shape, (size_t)sl) == 0))
+                    k = (k + 1) & mask;
+                if (!slot[k]) {
+                    if (ns == DS_SHAPES) {
+                        stop = 1;
+                        break;
+                    }
+                    memcpy(shapes[ns].bytes, shape, (size_t)sl);
+                    shapes[ns].len = sl;
+                    shapes[ns].hash = h;
+                    slot[k] = (uint32_t)++ns;
+                }
+                out[done] = last = slot[k];
+            }
+            Py_END_ALLOW_THREADS;
+        }
+        a.release(&a);
+    }
+    stream->release(stream);
+    PyBuffer_Release(&sb);
+    PyObject *result = NULL;
+    if (nomem)
+        PyErr_NoMemory();
+    else if (bad)
+        PyErr_SetString(PyExc_ValueError, "the Arrow stream failed");
+    else if (stop || done != n)
+        result = Py_NewRef(Py_None);
+    else {
+        result = PyList_New(ns);
+        for (int64_t j = 0; result != NULL && j < ns; j++) {
+            PyObject *b = PyBytes_FromStringAndSize((const char *)shapes[j].bytes, shapes[j].len);
+            if (b == NULL)
+                Py_CLEAR(result);
+            else
+                PyList_SET_ITEM(result, j, b);
+        }
+    }
+    free(shapes);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"titan", titan, METH_VARARGS, titan_doc},
     {"meg_entries", meg_entries, METH_VARARGS, meg_entries_doc},
@@ -1653,6 +1848,7 @@ static PyMethodDef methods[] = {
     {"json_objects", json_objects, METH_VARARGS, json_objects_doc},
     {"lines", lines, METH_VARARGS, lines_doc},
     {"coll_groups", coll_groups, METH_VARARGS, coll_groups_doc},
+    {"ds_timers", ds_timers, METH_VARARGS, ds_timers_doc},
     {NULL, NULL, 0, NULL},
 };
 

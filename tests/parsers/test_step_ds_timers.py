@@ -14,6 +14,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from parsers import step_log as S  # noqa: N812
 from parsers.base import FileContext
@@ -128,3 +130,70 @@ def test_batches_with_timer_only_logs_equal_parse_file_by_file(seed: int) -> Non
     # and the general batch reading of the same files gives them too (notes included)
     for (_, ctx), g, w in zip(items, S._parse_batch(items), want, strict=True):
         _assert_same(g, w, ctx.path)
+
+
+def _polars_timer_only_lines(text: pl.Series) -> pl.Series:
+    """`_timer_only_lines` as the regex and the gates' search give it (the path the scanner stands in for)."""
+    ok = text.str.contains(S._rx(S._DS_TIMER_LINE)).fill_null(False)
+    return ok & ~text.str.contains_any(S._DS_OTHER_GATES).fill_null(True)
+
+
+_PIECES = [
+    "fwd", "bwd_inner", "step", "loss", "train_time", "iteration", "performance", "fwd_dt", "iter", "x",
+    "1.00", "17", "0.5", "1.", ".5", "-2", "1e3", "123456789012345678901234567890", "",
+    " | ", ": ", "|", ":", " ", "  ", "\r", "é", "{", "=", "%|", "Step ", "across ranks", "0",
+    ".", "-", "_", ",", "(", ")", "[", "]", "A", "z", "\t",
+]
+
+
+@st.composite
+def _timer_lines(draw: st.DrawFn) -> str:
+    """A line about `_DS_TIMER_LINE`'s shape: timers of usual and gate-like names and odd numbers, or such a
+    line with a piece cut out, doubled or put in somewhere (a prefix, a timestamp digit, a name's case)."""
+    n = draw(st.integers(1, 4))
+    # (mostly names and numbers of the grammar; else near misses, or anything)
+    good = st.sampled_from(_PIECES[:10])
+    name = st.one_of(good, good, good, good, st.text("az_.-A0", min_size=1, max_size=4), st.text("az_.-A0: |é\r", max_size=5))
+    good = st.sampled_from(["1.00", "17", "0.5", "5172.40", "99999999999999999999.1"])
+    value = st.one_of(good, good, good, good, st.text("019.", min_size=1, max_size=5), st.text("019.-e |:", max_size=5))
+    names = draw(st.lists(name, min_size=n, max_size=n))
+    values = draw(st.lists(value, min_size=n, max_size=n))
+    rank = draw(st.sampled_from(["0", "6264", "1234567890123"]))
+    line = f"{HEAD[:-8]}[Rank {rank}] time (ms) | " + " | ".join(f"{a}: {b}" for a, b in zip(names, values, strict=True))
+    for _ in range(draw(st.integers(0, 2))):
+        # (mostly among the timers: where the shapes differ)
+        at = draw(st.integers(len(line) - 40, len(line)) | st.integers(0, len(line)))
+        cut, piece = draw(st.integers(0, 3)), draw(st.sampled_from(_PIECES))
+        line = line[: max(0, at)] + piece + line[max(0, at) + cut :]
+    return line
+
+
+@given(lines=st.lists(_timer_lines(), min_size=1, max_size=30))
+@settings(max_examples=400, deadline=None)
+def test_the_compiled_timer_lines_are_those_of_the_regex_and_gates(lines: list[str]) -> None:
+    """The scanner (`parsers._fastscan.ds_timers`, `_timer_only_scanned`) takes exactly the lines the regex and
+    the gates' search take: on timer lines with gate-like names, odd numbers, pieces cut out or put in."""
+    text = pl.Series("line", lines, dtype=pl.String)
+    got = S._timer_only_scanned(text)
+    assert got is not None
+    assert got.to_list() == _polars_timer_only_lines(text).to_list()
+
+
+def test_the_timer_scanner_leaves_to_the_regex_what_it_does_not_number() -> None:
+    """A null line, more shapes than it numbers (257 distinct name lists), a shape over 1024 bytes, or a gate
+    with a digit in it: None, and `_timer_only_lines` gives what the regex path gives."""
+    rnd = random.Random(1)
+    base = _file(rnd, 5)
+    many = [_line(rnd, 0, datetime(2025, 5, 1), [f"t{'_' * (i % 9)}{chr(97 + i % 26)}{chr(97 + i // 26)}"]) for i in range(257)]
+    long = _line(rnd, 0, datetime(2025, 5, 1), ["x" * 1100])
+    for lines in ([*base, None], many, [*base, long]):
+        text = pl.Series("line", lines, dtype=pl.String)
+        assert S._timer_only_scanned(text) is None
+        assert S._timer_only_lines(text).to_list() == _polars_timer_only_lines(text).to_list()
+    assert S._timer_only_scanned(pl.Series("line", many[:256], dtype=pl.String)) is not None
+    gates = S._DS_OTHER_GATES
+    try:
+        S._DS_OTHER_GATES = [*gates, "fwd: 1"]
+        assert S._timer_only_scanned(pl.Series("line", base, dtype=pl.String)) is None
+    finally:
+        S._DS_OTHER_GATES = gates
