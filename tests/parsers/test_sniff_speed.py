@@ -171,30 +171,52 @@ def test_has_answers_as_in_on_the_head_text(parts: list[bytes], lit: str) -> Non
 
     head = b"".join(parts)
     text = head_text(head)
-    assert _sniff.has(text, lit) == (lit in text)
-    other = (" " + text)[1:]  # (an equal text, another object: `in` itself)
-    assert _sniff.has(other, lit) == (lit in other)
-    found = _sniff._finder(lit)
-    assert (found(text) is not None) == (lit in text)
-    b = lit.encode()
-    assert _sniff.has_bytes(head, b) == (b in head)
+    compiled = _sniff._CONTAINS
+    try:
+        # (through the compiled module's `contains`, then through ctypes' `memmem`)
+        for contains in (compiled, None):
+            _sniff._CONTAINS = contains
+            assert _sniff.has(text, lit) == (lit in text)
+            other = (" " + text)[1:]  # (an equal text, another object: `in` itself)
+            assert _sniff.has(other, lit) == (lit in other)
+            found = _sniff._finder(lit)
+            assert (found(text) is not None) == (lit in text)
+            b = lit.encode()
+            assert _sniff.has_bytes(head, b) == (b in head)
+            assert _sniff.has_bytes(head, b[:1]) == (b[:1] in head)
+    finally:
+        _sniff._CONTAINS = compiled
 
 
-def test_has_scans_the_bytes_of_the_head_with_memmem(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fast path is taken (where the C library has `memmem`) for ASCII literals of two characters or more
-    on the text of the head decoded last, and not for other texts or literals."""
+@pytest.mark.parametrize("through", ["compiled", "ctypes"])
+def test_has_scans_the_bytes_of_the_head_with_memmem(monkeypatch: pytest.MonkeyPatch, through: str) -> None:
+    """The fast path is taken (where the compiled module is built, or the C library has `memmem`) for ASCII
+    literals of two characters or more on the text of the head decoded last, and not for other texts or
+    literals."""
     from parsers import _sniff
 
-    if _sniff._MEMMEM is None:
-        pytest.skip("no memmem in this C library")
     calls: list[bytes] = []
-    real = _sniff._MEMMEM
+    if through == "compiled":
+        real_contains = _sniff._CONTAINS
+        if real_contains is None:
+            pytest.skip("parsers._fastscan not built")
 
-    def counting(h: bytes, n: int, lit: bytes, m: int) -> int | None:
-        calls.append(lit)
-        return real(h, n, lit, m)  # type: ignore[no-any-return]
+        def contains(h: bytes, lit: bytes) -> bool:
+            calls.append(lit)
+            return real_contains(h, lit)
 
-    monkeypatch.setattr(_sniff, "_MEMMEM", counting)
+        monkeypatch.setattr(_sniff, "_CONTAINS", contains)
+    else:
+        if _sniff._MEMMEM is None:
+            pytest.skip("no memmem in this C library")
+        real = _sniff._MEMMEM
+
+        def counting(h: bytes, n: int, lit: bytes, m: int) -> int | None:
+            calls.append(lit)
+            return real(h, n, lit, m)  # type: ignore[no-any-return]
+
+        monkeypatch.setattr(_sniff, "_CONTAINS", None)
+        monkeypatch.setattr(_sniff, "_MEMMEM", counting)
     head = b"NCCL INFO \xff ring 00 : 0 -> 1\n" * 100 + b"tail"
     text = head_text(head)
     assert _sniff.has(text, "ring 00") and not _sniff.has(text, "ring 01") and _sniff.has(text, "tail")
