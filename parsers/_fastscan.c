@@ -1726,10 +1726,57 @@ typedef struct {
     uint64_t hash;
 } ds_shape;
 
+typedef struct {
+    ds_shape *shapes; /* DS_SHAPES of them, in order of appearance */
+    int64_t n;
+    uint32_t slot[4 * DS_SHAPES]; /* shape + 1, 0: empty (a quarter full at most) */
+    uint32_t last;                 /* the shape + 1 of the last line of the form (0: none yet) */
+} ds_table;
+
+/* `scan_stream`'s scanner of `ds_timers` (ctx its `ds_table`): i64[0] 0 where the line is not a timer line,
+ * else its shape + 1; 0 (stop) at a shape too long or one more than the table holds */
+static int ds_timer_scan(const uint8_t *p, const uint8_t *e, const void *ctx, int64_t *i64, double *f64) {
+    ds_table *t = (ds_table *)ctx;
+    uint8_t shape[DS_SHAPE_BYTES];
+    int64_t sl;
+    (void)f64;
+    int got = ds_timer_line(p, e, shape, &sl);
+    if (got <= 0) {
+        i64[0] = 0;
+        return got == 0;
+    }
+    ds_shape *last = t->last ? &t->shapes[t->last - 1] : NULL;
+    if (last && last->len == sl && memcmp(last->bytes, shape, (size_t)sl) == 0) {
+        i64[0] = t->last; /* (the shape of the line before: a rank's lines mostly share one) */
+        return 1;
+    }
+    uint64_t h = HASH_K;
+    for (int64_t j = 0; j < sl; j++)
+        h = (h ^ shape[j]) * HASH_K;
+    const uint64_t mask = 4 * DS_SHAPES - 1;
+    uint64_t k = slot_of(h, mask);
+    for (; t->slot[k]; k = (k + 1) & mask) {
+        ds_shape *c = &t->shapes[t->slot[k] - 1];
+        if (c->hash == h && c->len == sl && memcmp(c->bytes, shape, (size_t)sl) == 0)
+            break;
+    }
+    if (!t->slot[k]) {
+        if (t->n == DS_SHAPES)
+            return 0;
+        ds_shape *c = &t->shapes[t->n];
+        memcpy(c->bytes, shape, (size_t)sl);
+        c->len = sl;
+        c->hash = h;
+        t->slot[k] = (uint32_t)++t->n;
+    }
+    i64[0] = t->last = t->slot[k];
+    return 1;
+}
+
 PyDoc_STRVAR(ds_timers_doc,
              "ds_timers(stream, n, shapes) -> list[bytes] | None\n\n"
              "Read the n strings of an Arrow stream as DeepSpeed `log_dist` timer lines (`step_log.\n"
-             "_DS_TIMER_LINE`): shapes[i] (a writable buffer of n uint32) 0 where line i is not one, else k + 1\n"
+             "_DS_TIMER_LINE`): shapes[i] (a writable buffer of n int64) 0 where line i is not one, else k + 1\n"
              "for its shape k: the part after `time (ms) | ` with each run of digits as one `0`. Returns the\n"
              "shapes in order of appearance; None where a line is null, there are more than 256 shapes or\n"
              "one longer than 1024 bytes (the regex then decides).");
@@ -1740,95 +1787,22 @@ static PyObject *ds_timers(PyObject *self, PyObject *args) {
     (void)self;
     if (!PyArg_ParseTuple(args, "OnO", &capsule, &n, &shapes_o))
         return NULL;
-    Py_buffer sb;
-    if (PyObject_GetBuffer(shapes_o, &sb, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
-        return NULL;
-    if (n < 0 || sb.len < n * (Py_ssize_t)sizeof(uint32_t)) {
-        PyBuffer_Release(&sb);
-        PyErr_SetString(PyExc_ValueError, "ds_timers: shapes must hold n uint32");
-        return NULL;
-    }
-    int fmt;
-    struct ArrowArrayStream *stream = open_stream(capsule, &fmt);
-    if (stream == NULL) {
-        PyBuffer_Release(&sb);
-        return NULL;
-    }
-    uint32_t *out = (uint32_t *)sb.buf;
+    ds_table *t = calloc(1, sizeof(ds_table));
     ds_shape *shapes = malloc(DS_SHAPES * sizeof(ds_shape));
-    uint32_t slot[4 * DS_SHAPES] = {0}; /* shape + 1, 0: empty (a quarter full at most) */
-    const uint64_t mask = 4 * DS_SHAPES - 1;
-    int64_t ns = 0, done = 0;
-    uint32_t last = 0; /* the shape + 1 of the last line of the form (0: none yet) */
-    int stop = shapes == NULL, bad = 0, nomem = shapes == NULL;
-    while (!stop) {
-        struct ArrowArray a;
-        if (stream->get_next(stream, &a) != 0) {
-            bad = 1;
-            break;
-        }
-        if (a.release == NULL)
-            break;
-        if (a.null_count != 0 || a.length > n - done || a.n_buffers < 3) {
-            stop = 1;
-        } else {
-            Py_BEGIN_ALLOW_THREADS;
-            uint8_t shape[DS_SHAPE_BYTES];
-            for (int64_t i = 0; i < a.length; i++, done++) {
-                const uint8_t *s;
-                int64_t len, sl;
-                if (!string_at(&a, fmt, i, &s, &len)) {
-                    stop = 1;
-                    break;
-                }
-                int got = ds_timer_line(s, s + len, shape, &sl);
-                if (got == 0) {
-                    out[done] = 0;
-                    continue;
-                }
-                if (got < 0) {
-                    stop = 1;
-                    break;
-                }
-                if (last && shapes[last - 1].len == sl && memcmp(shapes[last - 1].bytes, shape, (size_t)sl) == 0) {
-                    out[done] = last; /* (the shape of the line before: a rank's lines mostly share one) */
-                    continue;
-                }
-                uint64_t h = HASH_K;
-                for (int64_t j = 0; j < sl; j++)
-                    h = (h ^ shape[j]) * HASH_K;
-                uint64_t k = slot_of(h, mask);
-                while (slot[k] && !(shapes[slot[k] - 1].hash == h && shapes[slot[k] - 1].len == sl &&
-                                    memcmp(shapes[slot[k] - 1].bytes, shape, (size_t)sl) == 0))
-                    k = (k + 1) & mask;
-                if (!slot[k]) {
-                    if (ns == DS_SHAPES) {
-                        stop = 1;
-                        break;
-                    }
-                    memcpy(shapes[ns].bytes, shape, (size_t)sl);
-                    shapes[ns].len = sl;
-                    shapes[ns].hash = h;
-                    slot[k] = (uint32_t)++ns;
-                }
-                out[done] = last = slot[k];
-            }
-            Py_END_ALLOW_THREADS;
-        }
-        a.release(&a);
+    if (t == NULL || shapes == NULL) {
+        free(t);
+        free(shapes);
+        return PyErr_NoMemory();
     }
-    stream->release(stream);
-    PyBuffer_Release(&sb);
+    t->shapes = shapes;
+    /* (no float output: the shapes' buffer stands for it, of no length needed) */
+    PyObject *done = scan_into(capsule, n, shapes_o, shapes_o, ds_timer_scan, t, 1, 0, "ds_timers");
     PyObject *result = NULL;
-    if (nomem)
-        PyErr_NoMemory();
-    else if (bad)
-        PyErr_SetString(PyExc_ValueError, "the Arrow stream failed");
-    else if (stop || done != n)
+    if (done != NULL && PyLong_AsSsize_t(done) != n)
         result = Py_NewRef(Py_None);
-    else {
-        result = PyList_New(ns);
-        for (int64_t j = 0; result != NULL && j < ns; j++) {
+    else if (done != NULL) {
+        result = PyList_New(t->n);
+        for (int64_t j = 0; result != NULL && j < t->n; j++) {
             PyObject *b = PyBytes_FromStringAndSize((const char *)shapes[j].bytes, shapes[j].len);
             if (b == NULL)
                 Py_CLEAR(result);
@@ -1836,7 +1810,9 @@ static PyObject *ds_timers(PyObject *self, PyObject *args) {
                 PyList_SET_ITEM(result, j, b);
         }
     }
+    Py_XDECREF(done);
     free(shapes);
+    free(t);
     return result;
 }
 

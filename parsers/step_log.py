@@ -4491,7 +4491,7 @@ def _timer_only_scanned(text: pl.Series) -> pl.Series | None:
         return None
     import numpy as np  # (here: a worker that reads no timer-only log never imports it)
 
-    at = np.empty(n, dtype=np.uint32)
+    at = np.empty(n, dtype=np.int64)
     shapes = scan(text.__arrow_c_stream__(), n, at)
     if shapes is None:
         return None
