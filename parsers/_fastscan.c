@@ -1658,17 +1658,6 @@ INLINE int some_digits(cursor *c) {
     return c->p > s;
 }
 
-/* `[0-9]{n}`, skipped */
-INLINE int n_digits(cursor *c, int n) {
-    if (c->e - c->p < n)
-        return 0;
-    for (int i = 0; i < n; i++)
-        if (!IS_DIGIT(c->p[i]))
-            return 0;
-    c->p += n;
-    return 1;
-}
-
 /* A line of `parsers.step_log._DS_TIMER_LINE`:
  *   ^\[YYYY-MM-DD HH:MM:SS,mmm\] \[INFO\] \[logging\.py:N:log_dist\] \[Rank N\] time \(ms\) \| NAME: D
  *   (?: \| NAME: D)*$          (NAME `[a-z_]+`, D `[0-9]+(?:\.[0-9]+)?`, every digit `[0-9]`)
@@ -1678,9 +1667,10 @@ INLINE int n_digits(cursor *c, int n) {
  * that text hold every character of the line that is not a digit, in order, a digit run apart. */
 static int ds_timer_line(const uint8_t *p, const uint8_t *e, uint8_t *shape, int64_t *len) {
     cursor c = {p, e, 0, 0};
-    if (!LIT(&c, "[") || !n_digits(&c, 4) || !LIT(&c, "-") || !n_digits(&c, 2) || !LIT(&c, "-") ||
-        !n_digits(&c, 2) || !LIT(&c, " ") || !n_digits(&c, 2) || !LIT(&c, ":") || !n_digits(&c, 2) ||
-        !LIT(&c, ":") || !n_digits(&c, 2) || !LIT(&c, ",") || !n_digits(&c, 3))
+    int v; /* (the stamp's digits only: any date the regex takes) */
+    if (!LIT(&c, "[") || !fixed(&c, 4, &v) || !LIT(&c, "-") || !fixed(&c, 2, &v) || !LIT(&c, "-") ||
+        !fixed(&c, 2, &v) || !LIT(&c, " ") || !fixed(&c, 2, &v) || !LIT(&c, ":") || !fixed(&c, 2, &v) ||
+        !LIT(&c, ":") || !fixed(&c, 2, &v) || !LIT(&c, ",") || !fixed(&c, 3, &v))
         return 0;
     if (!LIT(&c, "] [INFO] [logging.py:") || !some_digits(&c) || !LIT(&c, ":log_dist] [Rank ") ||
         !some_digits(&c) || !LIT(&c, "] time (ms) | "))

@@ -4495,7 +4495,8 @@ def _timer_only_scanned(text: pl.Series) -> pl.Series | None:
     shapes = scan(text.__arrow_c_stream__(), n, at)
     if shapes is None:
         return None
-    free = [False] + [not any(g in _DS_TIMER_HEAD + s.decode() for g in _DS_OTHER_GATES) for s in shapes]
+    texts = [_DS_TIMER_HEAD + s.decode() for s in shapes]
+    free = [False] + [not any(g in t for g in _DS_OTHER_GATES) for t in texts]
     return pl.Series(np.array(free, dtype=bool)[at])
 
 
