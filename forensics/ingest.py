@@ -169,11 +169,22 @@ class Part(NamedTuple):
     """Its rows, when the writer knew them (else read from the footer: `Outcomes.part_rows`)."""
     stats: PartStats | None = None
     """What the parent needs to know of its rows, counted by its writer (None: the parent reads the part)."""
+    whole: bool = False
+    """The part holds the rows a written part would (`final`), sorted, but is written as a spilled part (its
+    columns of values, its constant strings in `consts`): rows the identity stage will likely fill
+    (`_fill_likely`), which the parent reads, fills and writes once (`_write_in_parts`), where a written part
+    would be written twice (dmon samples: a worker's sort and zstd write ~45 ms a 77k-row part, this ~17)."""
 
     @property
     def as_is(self) -> bool:
         """Whether the file holds the part's rows exactly as the table will (nothing left to apply)."""
         return self.final and not self.line_offset and not self.node and not self.consts
+
+    @property
+    def kept_whole(self) -> bool:
+        """Whether the part holds the rows of a part of the table, read and written once by the parent
+        (`whole`), with no line offset or node to apply."""
+        return self.whole and not self.line_offset and not self.node
 
 
 @dataclass
@@ -772,10 +783,7 @@ class _Accumulator:
                 # (`_write_in_parts`).
                 # ~15 ms more than the spill below for a 16 MB range; the parent's read, sort check and
                 # write of the same rows cost ~60 ms.
-                write_table_file(_sorted(df, t), t, target)
-                self.parts.setdefault(t, []).append(
-                    Part(str(target), final=True, rows=df.height, stats=part_stats(df))
-                )
+                self.parts.setdefault(t, []).append(_table_part(df, t, target))
                 continue
             self.parts.setdefault(t, []).append(_spill_part(df, target))
         self.frames = held
@@ -820,6 +828,29 @@ def _spill_part(df: pl.DataFrame, target: Path, large: bool = False) -> Part:
         df = df.select(c.name for c in filled if c.name not in dict(consts))
     df.write_parquet(target, compression="lz4", statistics=False)
     return Part(str(target), consts=consts, rows=df.height, stats=stats)
+
+
+def _table_part(df: pl.DataFrame, table: str, target: Path) -> Part:
+    """`df` (rows of one of `LARGE_TABLES`, conformed) sorted and written to `target` as a part of the table:
+    as the table's parts are (`Part.final`: the parent takes the file as it is), or, where the identity stage
+    will likely fill its rows (`_fill_likely`), as a spilled part that the parent reads, fills and writes
+    once (`Part.whole`; without a fill, it reads and writes it: as much CPU as the worker's write, after the
+    workers)."""
+    df = _sorted(df, table)
+    if _fill_likely(df):
+        return _spill_part(df, target, large=True)._replace(whole=True)
+    write_table_file(df, table, target)
+    return Part(str(target), final=True, rows=df.height, stats=part_stats(df))
+
+
+def _fill_likely(df: pl.DataFrame) -> bool:
+    """Whether a row of `df` names its GPU by index only or by bus id only, on a known node: the identity stage
+    fills the other where the node's inventory maps its GPUs (`identity.resolve_rowwise`), which most bundles
+    hold (dmon samples, by index only, beside the node's `nvidia-smi -q`)."""
+    if "gpu_index" not in df.columns or "gpu_bus_id" not in df.columns or df.height == 0:
+        return False
+    one = (pl.col("gpu_index").is_null() != pl.col("gpu_bus_id").is_null()) & (pl.col("node") != "unknown")
+    return bool(df.select(one.any()).item())
 
 
 def _gathered(parser: Any, table: str) -> bool:
@@ -1467,9 +1498,7 @@ def _handed(
                 target.parent.mkdir(parents=True, exist_ok=True)
                 if df.height >= final_rows:
                     # (a pooled frame's columns of nulls are typeless: `_nulls_typeless`)
-                    df = conform(df, t)
-                    write_table_file(_sorted(df, t), t, target)
-                    part = Part(str(target), final=True, rows=df.height, stats=part_stats(df))
+                    part = _table_part(conform(df, t), t, target)
                 else:
                     part = _spill_part(df, target, large=True)
             except Exception:  # noqa: BLE001 - a full disk or a bad path: the rows go through the pipe
@@ -2157,7 +2186,8 @@ def _ingest_bundle(
         as_is = outcomes.as_is.get(t, {}) if unchanged else {}
         known = outcomes.known.get(t) if unchanged else None
         rows[t] = _write_in_parts(
-            tables.pop(t), t, tmp_tables, as_is, known.by_part if known else None, rowwise.get(t)
+            tables.pop(t), t, tmp_tables, as_is, known.by_part if known else None, rowwise.get(t),
+            outcomes.whole.get(t),
         )
     rows = {t: rows[t] for t in order}
     final = out / "tables"
@@ -2305,7 +2335,10 @@ class Outcomes(list):  # type: ignore[type-arg]
         self.n_spills = 0
         self.as_is: dict[str, dict[int, Path]] = {}
         """table -> {K: file} of the parts `lazy` moved to `__part=K` that hold their rows as the table will
-        (`Part.as_is`): `_write_in_parts` may take such a file as it is"""
+        (`Part.as_is`): `_write_in_parts` may take such a file as it is; and those of the parts that hold them
+        as a spilled part (`Part.kept_whole`), which it reads and writes once"""
+        self.whole: dict[str, dict[int, Part]] = {}
+        """table -> {K: part} of the latter (the part at its place in `__part=K`)"""
         self.known: dict[str, _Known] = {}
         """table -> what `lazy` knows of its rows from the parts' `PartStats` (when every part has them)"""
 
@@ -2387,8 +2420,10 @@ class Outcomes(list):  # type: ignore[type-arg]
                 home.mkdir(parents=True, exist_ok=True)
                 paths.append(home / "part.parquet")
                 os.replace(p.path, paths[-1])
-                if p.as_is:
+                if p.as_is or p.kept_whole:
                     self.as_is.setdefault(table, {})[k] = paths[-1]
+                if p.kept_whole:
+                    self.whole.setdefault(table, {})[k] = p._replace(path=str(paths[-1]))
                 if p.line_offset:
                     offsets[k] = p.line_offset
                 if p.node:
@@ -2488,6 +2523,7 @@ def _write_in_parts(
     as_is: dict[int, Path] | None = None,
     by_part: pl.DataFrame | None = None,
     rowwise: identity.Fill | None = None,
+    whole: dict[int, Part] | None = None,
 ) -> int:
     """Write a table too large to hold as sorted parts of at most `PART_ROWS` rows; return its rows.
 
@@ -2497,7 +2533,9 @@ def _write_in_parts(
     wrote it so (4 GB mix: the parent's ~7 s of CPU reading, checking and writing 11.5 M rows again; 1,000
     nodes' `--query-gpu` loops, 5.8 M samples: ~11 s, of which the workers' sort and write take ~5 back).
     With `rowwise` (a stage's fill of the rows, `identity.resolve_rowwise`, which `lf` holds applied), such a
-    part is read, filled, sorted where the fill moved a row, and written: its rows as `lf` has them.
+    part is read, filled, sorted where the fill moved a row, and written: its rows as `lf` has them. A part of
+    `as_is` in `whole` (K -> its `Part`, `Part.kept_whole`: the rows of a written part, as a spilled part) is
+    read with its columns restored (`_completed`), filled with `rowwise` where given, and written so too.
     The other rows are cut by (node, file) in sorted order, a (node, file) with more rows than a part by line
     ranges; each part is collected, sorted by the table's keys and written (`write_table`), so memory holds
     `WRITE_THREADS` parts at a time.
@@ -2584,29 +2622,44 @@ def _write_in_parts(
         else {}
     )
 
-    def kept(k: int) -> tuple[Path, int] | None:
-        """The file of the one part that piece `k` is, whole, when it is in `as_is`, and its rows."""
+    def kept(k: int) -> tuple[int, int] | None:
+        """The part (K in `as_is`) that piece `k` is, whole, and its rows."""
         _, held, within = pieces[k]
         if len(held) != 1 or held[0] not in as_is:
             return None
         rows = of_part.get((held[0],))
         if rows is None:
-            return (as_is[held[0]], 0)  # (no row of it in the plan: whole, of no row)
-        whole = rows.filter(within.fill_null(False)).height == rows.height
-        return (as_is[held[0]], int(rows.get_column("n").sum())) if whole else None
+            return (held[0], 0)  # (no row of it in the plan: whole, of no row)
+        all_rows = rows.filter(within.fill_null(False)).height == rows.height
+        return (held[0], int(rows.get_column("n").sum())) if all_rows else None
 
     keep = {k: part for k in range(len(pieces)) if (part := kept(k)) is not None}
+    whole = whole or {}
 
     def write(k: int) -> int:
         name = f"part-{k:05d}.parquet"
         if k in keep:
-            path, n = keep[k]
-            if rowwise is None:
+            at, n = keep[k]
+            path = as_is[at]
+            if rowwise is None and at not in whole:
                 _keep_part(path, folder / table / name)
                 return n
             # (filled row for row: its rows in their order, sorted again where an index was filled, a sort
-            # key; a dmon part of 77k samples ~55 ms of CPU, against ~140 through a piece's scan and sort)
-            df = rowwise(pl.read_parquet(path, hive_partitioning=False))
+            # key; a dmon part of 77k samples ~40 ms of CPU, against ~140 through a piece's scan and sort)
+            df = pl.read_parquet(path, hive_partitioning=False)
+            if at in whole:
+                df = _completed(df, whole[at], table)
+            if rowwise is not None:
+                missing = df.get_column("gpu_index").null_count() if "gpu_index" in df.columns else 0
+                df = rowwise(df)
+                # (its writer sorted it: a fill that gave no index, the one sort key it fills, moved no row,
+                # and the part is written without the sort's check, ~15 ms of a dmon part's ~55)
+                if "gpu_index" not in df.columns or df.get_column("gpu_index").null_count() == missing:
+                    write_table(df, table, folder, name=name)
+                    return df.height
+            else:  # (read as its writer sorted it)
+                write_table(df, table, folder, name=name)
+                return df.height
         else:
             df = lf.filter(pl.col(PART_COLUMN).is_in(pieces[k][1]) & pieces[k][0]).collect().drop(PART_COLUMN)
         write_table(_sorted(df, table), table, folder, name=name)

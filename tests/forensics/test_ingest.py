@@ -47,14 +47,20 @@ def stats_checked(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     write = ingest_mod._write_in_parts
 
     def checked_write(
-        lf: pl.LazyFrame, table: str, folder: Path, as_is: Any = None, by_part: Any = None, rowwise: Any = None
+        lf: pl.LazyFrame,
+        table: str,
+        folder: Path,
+        as_is: Any = None,
+        by_part: Any = None,
+        rowwise: Any = None,
+        whole: Any = None,
     ) -> int:
         if by_part is not None:
             key = ["node", "file", PART]
             scanned = ingest_mod._scan_by_part(lf)
             assert by_part.sort(key, nulls_last=True).equals(scanned.sort(key, nulls_last=True)), table
             seen["by_part"] += 1
-        return write(lf, table, folder, as_is, by_part, rowwise)
+        return write(lf, table, folder, as_is, by_part, rowwise, whole)
 
     reconcile = years.reconcile
 
@@ -1369,10 +1375,11 @@ def test_rows_without_a_line_in_a_later_part_are_written_once(tmp_path: Path, ke
 def test_a_large_tables_parts_filled_by_the_identity_stage_are_filled_as_they_are(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inventory: bool
 ) -> None:
-    """dmon samples name a GPU by index only. With the node's `--query-gpu` CSV (index and bus id), identity
-    resolution fills the bus id of every sample: each part the file was spilled in that is a written part of
-    its own is read, filled and written again (`rowwise`), none taken as it is; without it, nothing changes
-    the samples and every such part is taken as it is. Either way, the rows of a whole-file ingest."""
+    """dmon samples name a GPU by index only, so the worker spills each part of them that holds the rows of a
+    written part as such a part's rows (`Part.whole`: sorted, not written as the table's parts are). With the
+    node's `--query-gpu` CSV (index and bus id), identity resolution fills the bus id of every sample: each
+    such part is read, filled and written (`rowwise`); without it, nothing changes the samples and each is
+    read and written as it is. Either way, none is taken as a file, and the rows are a whole-file ingest's."""
     head = (
         "#Date       Time        gpu    pwr  gtemp  mtemp     sm    mem\n"
         "#YYYYMMDD   HH:MM:SS    Idx      W      C      C      %      %\n"
@@ -1402,6 +1409,15 @@ def test_a_large_tables_parts_filled_by_the_identity_stage_are_filled_as_they_ar
         return out, notes, fill and (lambda df: filled.append(df.height) or fill(df))
 
     monkeypatch.setattr(identity, "resolve_rowwise", spied)
+    whole_read: list[int] = []
+    completed = ingest_mod._completed
+
+    def spied_completed(df: pl.DataFrame, p: Any, table: str) -> pl.DataFrame:
+        if p.whole:
+            whole_read.append(df.height)
+        return completed(df, p, table)
+
+    monkeypatch.setattr(ingest_mod, "_completed", spied_completed)
     chunked = ingest(src, tmp_path / "chunked", jobs=1)
     assert chunked["totals"] == whole["totals"]
     a, b = read_table(tmp_path / "whole", "gpu_samples"), read_table(tmp_path / "chunked", "gpu_samples")
@@ -1409,10 +1425,11 @@ def test_a_large_tables_parts_filled_by_the_identity_stage_are_filled_as_they_ar
     assert len(list((tmp_path / "chunked" / "tables" / "gpu_samples").glob("*.parquet"))) > 3
     dmon_rows = b.filter(pl.col("file").str.ends_with("dmon.log"))
     assert dmon_rows.height == 3000
+    assert kept == [] and len(whole_read) >= 3
     if inventory:
-        assert kept == [] and len(filled) >= 3 and dmon_rows.get_column("gpu_bus_id").null_count() == 0
+        assert len(filled) >= 3 and dmon_rows.get_column("gpu_bus_id").null_count() == 0
     else:
-        assert len(kept) >= 3 and filled == [] and dmon_rows.get_column("gpu_bus_id").null_count() == 3000
+        assert filled == [] and dmon_rows.get_column("gpu_bus_id").null_count() == 3000
 
 
 def test_a_kept_part_whose_indexes_the_identity_stage_fills_is_sorted_again(tmp_path: Path) -> None:
