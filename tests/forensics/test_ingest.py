@@ -2091,6 +2091,45 @@ def _steps_frame(n: int, node: str = "n1", path: str = "n1/train.log") -> pl.Dat
     return conform(df, "steps")
 
 
+@pytest.mark.parametrize(
+    ("named_by", "node", "whole"),
+    [("index", "n1", True), ("bus", "n1", True), ("both", "n1", False), ("index", "unknown", False)],
+)
+def test_samples_the_identity_stage_will_fill_are_handed_as_a_whole_spilled_part(
+    tmp_path: Path, named_by: str, node: str, whole: bool
+) -> None:
+    """A large part of samples that name their GPU by index only (dmon) or bus id only, on a known node, is
+    spilled sorted with its columns of values (`Part.whole`: the parent reads, fills and writes it once); one
+    naming both, or of no known node (nothing to fill it from), is written as the table's parts are (`final`).
+    Either reads back as the rows sorted."""
+    n = 20_000
+    t0 = datetime(2024, 1, 1, tzinfo=UTC)
+    df = conform(
+        pl.DataFrame(
+            {
+                "node": [node] * n,
+                "source": ["nvidia-smi-dmon"] * n,
+                "file": ["n1/dmon.log"] * n,
+                "ts": [t0 + timedelta(seconds=k // 8) for k in range(n)],
+                "gpu_index": [k % 8 if named_by != "bus" else None for k in range(n)],
+                "gpu_bus_id": [f"0000:{0x18 + k % 8:02x}:00.0" if named_by != "index" else None for k in range(n)],
+                "power_w": [float(k % 300) for k in range(n)],
+                "line": list(range(1, n + 1)),
+            }
+        ),
+        "gpu_samples",
+    )
+    o = ingest_mod.FileOutcome(row={}, tables={"gpu_samples": df})
+    ingest_mod._handed([o], [tmp_path / "a"])
+    (part,) = o.parts["gpu_samples"]
+    assert part.whole == whole and part.final != whole and part.rows == n
+    assert part.kept_whole == whole and part.as_is != whole
+    assert part.stats == ingest_mod.part_stats(df)
+    back = ingest_mod._read_part(part, "gpu_samples")
+    assert ingest_mod.in_sort_order(back, "gpu_samples")
+    assert back.equals(ingest_mod._sorted(df, "gpu_samples"), null_equal=True)
+
+
 @pytest.mark.parametrize("final", [True, False])
 def test_a_worker_hands_a_large_table_over_as_a_part_that_reads_back_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, final: bool
