@@ -40,6 +40,29 @@ def test_lines_follow_the_rules(parts: list[bytes]) -> None:
     assert lines_from_bytes(data).to_list() == _reference(data)
 
 
+@given(
+    st.lists(
+        st.sampled_from([b"\n", b"\r\n", b"\r", b"abcdefghijklmno", b"x" * 31, "é".encode(), b"\xff", b"\t"]),
+        max_size=300,
+    )
+)
+def test_long_inputs_follow_the_rules(parts: list[bytes]) -> None:
+    """Inputs of many 16-byte blocks (the compiled cut reads 16 bytes at a time, the tail byte by byte): line
+    ends at every place in a block, non-ASCII bytes in a block or in the tail."""
+    data = b"".join(parts)
+    assert lines_from_bytes(data).to_list() == _reference(data)
+
+
+def test_the_compiled_cut_of_many_short_lines() -> None:
+    """Many more lines than the compiled cut first makes room for (one per 64 bytes): the same lines; ASCII
+    and UTF-8 ones, one cut short at the end."""
+    for data in (b"\n" * 100_000 + b"a\r\n" * 5_000 + b"tail", ("é\n" * 50_001).encode() + b"z" * 17):
+        got = base._compiled_lines(data)
+        if base.compiled("lines") is not None:
+            assert got is not None
+        assert lines_from_bytes(data).to_list() == _reference(data)
+
+
 def test_edge_cases() -> None:
     assert lines_from_bytes(b"").to_list() == []
     assert lines_from_bytes(b"\n").to_list() == []
