@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -783,7 +784,7 @@ class _Accumulator:
                 # (`_write_in_parts`).
                 # ~15 ms more than the spill below for a 16 MB range; the parent's read, sort check and
                 # write of the same rows cost ~60 ms.
-                self.parts.setdefault(t, []).append(_table_part(df, t, target))
+                self.parts.setdefault(t, []).append(_table_part(df, t, target))  # (never `Part.whole`)
                 continue
             self.parts.setdefault(t, []).append(_spill_part(df, target))
         self.frames = held
@@ -830,26 +831,31 @@ def _spill_part(df: pl.DataFrame, target: Path, large: bool = False) -> Part:
     return Part(str(target), consts=consts, rows=df.height, stats=stats)
 
 
-def _table_part(df: pl.DataFrame, table: str, target: Path) -> Part:
+def _table_part(df: pl.DataFrame, table: str, target: Path, alone: frozenset[str] | None = None) -> Part:
     """`df` (rows of one of `LARGE_TABLES`, conformed) sorted and written to `target` as a part of the table:
-    as the table's parts are (`Part.final`: the parent takes the file as it is), or, where the identity stage
-    will likely fill its rows (`_fill_likely`), as a spilled part that the parent reads, fills and writes
-    once (`Part.whole`; without a fill, it reads and writes it: as much CPU as the worker's write, after the
-    workers)."""
+    as the table's parts are (`Part.final`: the parent takes the file as it is), or, given the nodes that have
+    no other file (`alone`: a whole file's or batch's task, `_handing`) and where the identity stage will
+    likely fill its rows (`_fill_likely`), as a spilled part that the parent reads, fills and writes once
+    (`Part.whole`). Without a fill the parent reads and writes it anyway: as much CPU as the worker's write,
+    but after the workers (a byte range of a large file is never handed so: a bundle's large dmon loop, alone
+    on its node, had its ~1 s of writes moved there)."""
     df = _sorted(df, table)
-    if _fill_likely(df):
+    if alone is not None and _fill_likely(df, alone):
         return _spill_part(df, target, large=True)._replace(whole=True)
     write_table_file(df, table, target)
     return Part(str(target), final=True, rows=df.height, stats=part_stats(df))
 
 
-def _fill_likely(df: pl.DataFrame) -> bool:
-    """Whether a row of `df` names its GPU by index only or by bus id only, on a known node: the identity stage
-    fills the other where the node's inventory maps its GPUs (`identity.resolve_rowwise`), which most bundles
-    hold (dmon samples, by index only, beside the node's `nvidia-smi -q`)."""
+def _fill_likely(df: pl.DataFrame, alone: frozenset[str] = frozenset()) -> bool:
+    """Whether a row of `df` names its GPU by index only or by bus id only, on a known node with other files
+    than those of the task (not in `alone`): the identity stage fills the other where the node's inventory
+    maps its GPUs (`identity.resolve_rowwise`), which most bundles hold (dmon samples, by index only, beside
+    the node's `nvidia-smi -q`)."""
     if "gpu_index" not in df.columns or "gpu_bus_id" not in df.columns or df.height == 0:
         return False
     one = (pl.col("gpu_index").is_null() != pl.col("gpu_bus_id").is_null()) & (pl.col("node") != "unknown")
+    if alone:
+        one = one & ~pl.col("node").is_in(pl.Series(sorted(alone), dtype=pl.String).implode())
     return bool(df.select(one.any()).item())
 
 
@@ -1434,7 +1440,7 @@ def _ingest_batch(
     limits: Limits,
     year_hint: int | None,
     collected: datetime | None,
-    handing: tuple[int, int] | None = None,
+    handing: Handing | None = None,
 ) -> list[FileOutcome]:
     """`task` for each of `files` in turn, in one worker call (`ingest_files` for the ingest itself: the files
     of a format with `parse_many` are parsed together); `handing`: the parent's `_handing()`."""
@@ -1451,7 +1457,7 @@ def _ingest_whole(
     year_hint: int | None,
     collected: datetime | None,
     spill: Path,
-    handing: tuple[int, int] | None = None,
+    handing: Handing | None = None,
 ) -> FileOutcome:
     """`task` for one whole file in a worker, its large tables handed over as parts (`_handed`)."""
     return _handed([task(f, limits, year_hint, collected, spill=spill)], (spill,), handing)[0]
@@ -1466,14 +1472,26 @@ back (400k step rows: 247 ms to pickle, 142 to read back, 91 MB through the pipe
 the parent, which reads the pipe and unpickles, competes with the workers for the cores."""
 
 
-def _handing() -> tuple[int, int]:
+Handing = tuple[int, int, frozenset[str]]
+"""How a worker hands a task's large tables over (`_handing`)."""
+
+
+def _handing(alone: frozenset[str] = frozenset()) -> Handing:
     """How workers hand large tables over (`_handed`), as this process's settings say (a worker's own are the
-    defaults): from how many bytes as a part, from how many rows as a part of the table's own."""
-    return HANDED_BYTES, PART_ROWS // SOLO_SHARE
+    defaults): from how many bytes as a part, from how many rows as a part of the table's own, and the nodes
+    of the task's files that have no other file in the bundle (`_alone`), whose rows the identity stage has
+    nothing to fill from."""
+    return HANDED_BYTES, PART_ROWS // SOLO_SHARE, alone
+
+
+def _alone(group: Sequence[BundleFile], per_node: Counter[str]) -> frozenset[str]:
+    """The nodes of `group` (a task's files) all of whose files (`per_node`: files per node) are in it."""
+    inside = Counter(g.node for g in group)
+    return frozenset(n for n, c in inside.items() if per_node[n] == c)
 
 
 def _handed(
-    outcomes: list[FileOutcome], spills: Sequence[Path | None], handing: tuple[int, int] | None = None
+    outcomes: list[FileOutcome], spills: Sequence[Path | None], handing: Handing | None = None
 ) -> list[FileOutcome]:
     """`outcomes` (of a worker's task: one per file, with `spills` their spill folders) with their tables of
     `LARGE_TABLES` of `HANDED_BYTES` or more written as parts in the outcome's folder (`handing`: the parent's
@@ -1485,7 +1503,7 @@ def _handed(
     torchtitan job, 12.4 M step rows from batches of 3-4 rank logs, in order already: the worker's write
     ~+0.3 s of CPU a million rows, the parent's read, sort and write again ~1.9 s. Their `--query-gpu` CSV
     loops' 5.8 M samples, sorted here: ~+0.9 s a million rows in the workers, against the parent's ~1.9.)"""
-    handed_bytes, final_rows = handing or _handing()
+    handed_bytes, final_rows, alone = handing or _handing()
     for o, spill in zip(outcomes, spills, strict=True):
         if spill is None or not isinstance(o, FileOutcome):
             continue
@@ -1498,7 +1516,7 @@ def _handed(
                 target.parent.mkdir(parents=True, exist_ok=True)
                 if df.height >= final_rows:
                     # (a pooled frame's columns of nulls are typeless: `_nulls_typeless`)
-                    part = _table_part(conform(df, t), t, target)
+                    part = _table_part(conform(df, t), t, target, alone)
                 else:
                     part = _spill_part(df, target, large=True)
             except Exception:  # noqa: BLE001 - a full disk or a bad path: the rows go through the pipe
@@ -1838,19 +1856,21 @@ def _pool_pass(
             if f.path in splits:
                 results[f.path] = {}
         tasks = _batched(_tasks(files, splits), batch)
-        handing = _handing()
+        per_node = Counter(f.node for f in files)
         with _children_ignore_sigint():
             for j, (f, k) in enumerate(tasks):
                 try:
                     if k == BATCH:
                         spills = tuple(work / "parts" / str(index[id(g)]) for g in f)
                         fut = pool.submit(
-                            _ingest_batch, task, f, spills, limits, year_hint, collected, handing
+                            _ingest_batch, task, f, spills, limits, year_hint, collected,
+                            _handing(_alone(f, per_node)),
                         )
                     elif k == -1:
                         spill = work / "parts" / str(index[id(f)])
                         fut = pool.submit(
-                            _ingest_whole, task, f, limits, year_hint, collected, spill, handing
+                            _ingest_whole, task, f, limits, year_hint, collected, spill,
+                            _handing(_alone((f,), per_node)),
                         )
                     elif k == -2:
                         fut = pool.submit(hash_file, f)
@@ -2649,15 +2669,18 @@ def _write_in_parts(
             df = pl.read_parquet(path, hive_partitioning=False)
             if at in whole:
                 df = _completed(df, whole[at], table)
+            moved = False
             if rowwise is not None:
                 missing = df.get_column("gpu_index").null_count() if "gpu_index" in df.columns else 0
-                df = rowwise(df)
-                # (its writer sorted it: a fill that gave no index, the one sort key it fills, moved no row,
-                # and the part is written without the sort's check, ~15 ms of a dmon part's ~55)
-                if "gpu_index" not in df.columns or df.get_column("gpu_index").null_count() == missing:
-                    write_table(df, table, folder, name=name)
-                    return df.height
-            else:  # (read as its writer sorted it)
+                filled = rowwise(df)
+                if filled is df and at not in whole:  # (nothing in it to fill: the file as it is)
+                    _keep_part(path, folder / table / name)
+                    return n
+                df = filled
+                moved = "gpu_index" in df.columns and df.get_column("gpu_index").null_count() != missing
+            if not moved:
+                # (its writer sorted it, and a fill that gave no index, the one sort key it fills, moved no
+                # row: written without the sort's check, ~15 ms of a dmon part's ~55)
                 write_table(df, table, folder, name=name)
                 return df.height
         else:

@@ -1375,11 +1375,10 @@ def test_rows_without_a_line_in_a_later_part_are_written_once(tmp_path: Path, ke
 def test_a_large_tables_parts_filled_by_the_identity_stage_are_filled_as_they_are(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inventory: bool
 ) -> None:
-    """dmon samples name a GPU by index only, so the worker spills each part of them that holds the rows of a
-    written part as such a part's rows (`Part.whole`: sorted, not written as the table's parts are). With the
-    node's `--query-gpu` CSV (index and bus id), identity resolution fills the bus id of every sample: each
-    such part is read, filled and written (`rowwise`); without it, nothing changes the samples and each is
-    read and written as it is. Either way, none is taken as a file, and the rows are a whole-file ingest's."""
+    """dmon samples name a GPU by index only. With the node's `--query-gpu` CSV (index and bus id), identity
+    resolution fills the bus id of every sample: each part the file was read in (in chunks, each a written part
+    of its own) is read, filled and written again (`rowwise`), none taken as it is; without it, nothing changes
+    the samples and every such part is taken as it is. Either way, the rows of a whole-file ingest."""
     head = (
         "#Date       Time        gpu    pwr  gtemp  mtemp     sm    mem\n"
         "#YYYYMMDD   HH:MM:SS    Idx      W      C      C      %      %\n"
@@ -1409,15 +1408,6 @@ def test_a_large_tables_parts_filled_by_the_identity_stage_are_filled_as_they_ar
         return out, notes, fill and (lambda df: filled.append(df.height) or fill(df))
 
     monkeypatch.setattr(identity, "resolve_rowwise", spied)
-    whole_read: list[int] = []
-    completed = ingest_mod._completed
-
-    def spied_completed(df: pl.DataFrame, p: Any, table: str) -> pl.DataFrame:
-        if p.whole:
-            whole_read.append(df.height)
-        return completed(df, p, table)
-
-    monkeypatch.setattr(ingest_mod, "_completed", spied_completed)
     chunked = ingest(src, tmp_path / "chunked", jobs=1)
     assert chunked["totals"] == whole["totals"]
     a, b = read_table(tmp_path / "whole", "gpu_samples"), read_table(tmp_path / "chunked", "gpu_samples")
@@ -1425,11 +1415,61 @@ def test_a_large_tables_parts_filled_by_the_identity_stage_are_filled_as_they_ar
     assert len(list((tmp_path / "chunked" / "tables" / "gpu_samples").glob("*.parquet"))) > 3
     dmon_rows = b.filter(pl.col("file").str.ends_with("dmon.log"))
     assert dmon_rows.height == 3000
-    assert kept == [] and len(whole_read) >= 3
     if inventory:
-        assert len(filled) >= 3 and dmon_rows.get_column("gpu_bus_id").null_count() == 0
+        assert kept == [] and len(filled) >= 3 and dmon_rows.get_column("gpu_bus_id").null_count() == 0
     else:
-        assert filled == [] and dmon_rows.get_column("gpu_bus_id").null_count() == 3000
+        assert len(kept) >= 3 and filled == [] and dmon_rows.get_column("gpu_bus_id").null_count() == 3000
+
+
+def test_workers_hand_dmon_samples_a_node_inventory_will_fill_as_whole_parts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In the pool, a batch of dmon loops whose nodes have other files (a `--query-gpu` CSV: the inventory)
+    comes back as a whole spilled part (`Part.whole`), which the parent reads, fills and writes once; a batch
+    whose nodes have no other file, as a written part the parent takes as it is. The tables are those of an
+    ingest in this process (written parts, filled by the parent)."""
+    head = (
+        "#Date       Time        gpu    pwr  gtemp  mtemp     sm    mem\n"
+        "#YYYYMMDD   HH:MM:SS    Idx      W      C      C      %      %\n"
+    )
+    dmon = head + "".join(
+        f" 20231114   13:{i // 60 % 60:02d}:{i % 60:02d}      {g}    612     63     70     98     41\n"
+        for i in range(1500) for g in range(2)
+    )
+    csv = (
+        "timestamp, index, pci.bus_id, uuid, temperature.gpu\n"
+        "2023/11/14 13:34:16.123, 0, 00000000:18:00.0, GPU-0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9, 63\n"
+        "2023/11/14 13:34:16.123, 1, 00000000:2A:00.0, GPU-1a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9, 64\n"
+    )
+    whole = {f"node-00{k}/nvidia-smi-dmon.log": dmon for k in range(1, 4)}
+    whole |= {f"node-00{k}/gpu-query.csv": csv for k in range(1, 4)}
+    lone = {f"other-00{k}/nvidia-smi-dmon.log": dmon for k in range(1, 4)}
+    src = make_bundle(tmp_path, whole | lone)
+    here = ingest(src, tmp_path / "here", jobs=1)
+    monkeypatch.setattr(ingest_mod, "_small", lambda files, size: False)
+    monkeypatch.setattr(ingest_mod, "HOLD_ROWS", 100)
+    monkeypatch.setattr(ingest_mod, "HANDED_BYTES", 1)
+    monkeypatch.setattr(ingest_mod, "PART_ROWS", 12_000)
+    monkeypatch.setattr(ingest_mod, "SOLO_SHARE", 4)
+    monkeypatch.setattr(ingest_mod, "BATCH_FILES", 3)  # (a batch of each node's three loops, the other's)
+    kept = _spy_on_kept_parts(monkeypatch)
+    read_whole: list[str] = []
+    completed = ingest_mod._completed
+
+    def spied(df: pl.DataFrame, p: Any, table: str) -> pl.DataFrame:
+        if p.whole:
+            read_whole.append(table)
+        return completed(df, p, table)
+
+    monkeypatch.setattr(ingest_mod, "_completed", spied)
+    pooled = ingest(src, tmp_path / "pooled", jobs=2)
+    assert pooled["totals"] == here["totals"]
+    a, b = read_table(tmp_path / "here", "gpu_samples"), read_table(tmp_path / "pooled", "gpu_samples")
+    assert b.sort(a.columns, nulls_last=True).equals(a.sort(a.columns, nulls_last=True))
+    assert read_whole == ["gpu_samples"] and len(kept) == 1
+    filled = b.filter(pl.col("node").str.starts_with("node-") & pl.col("file").str.ends_with("dmon.log"))
+    assert filled.height == 9000 and filled.get_column("gpu_bus_id").null_count() == 0
+    assert b.filter(pl.col("node").str.starts_with("other-")).get_column("gpu_bus_id").null_count() == 9000
 
 
 def test_a_kept_part_whose_indexes_the_identity_stage_fills_is_sorted_again(tmp_path: Path) -> None:
@@ -2092,16 +2132,23 @@ def _steps_frame(n: int, node: str = "n1", path: str = "n1/train.log") -> pl.Dat
 
 
 @pytest.mark.parametrize(
-    ("named_by", "node", "whole"),
-    [("index", "n1", True), ("bus", "n1", True), ("both", "n1", False), ("index", "unknown", False)],
+    ("named_by", "node", "alone", "whole"),
+    [
+        ("index", "n1", False, True),
+        ("bus", "n1", False, True),
+        ("both", "n1", False, False),
+        ("index", "unknown", False, False),
+        ("index", "n1", True, False),
+    ],
 )
 def test_samples_the_identity_stage_will_fill_are_handed_as_a_whole_spilled_part(
-    tmp_path: Path, named_by: str, node: str, whole: bool
+    tmp_path: Path, named_by: str, node: str, alone: bool, whole: bool
 ) -> None:
-    """A large part of samples that name their GPU by index only (dmon) or bus id only, on a known node, is
-    spilled sorted with its columns of values (`Part.whole`: the parent reads, fills and writes it once); one
-    naming both, or of no known node (nothing to fill it from), is written as the table's parts are (`final`).
-    Either reads back as the rows sorted."""
+    """A large part of samples that name their GPU by index only (dmon) or bus id only, on a known node with
+    other files than the task's, is spilled sorted with its columns of values (`Part.whole`: the parent reads,
+    fills and writes it once); one naming both, of no known node, or of a node whose files are all the task's
+    (nothing to fill it from), is written as the table's parts are (`final`). Either reads back as the rows
+    sorted."""
     n = 20_000
     t0 = datetime(2024, 1, 1, tzinfo=UTC)
     df = conform(
@@ -2120,7 +2167,7 @@ def test_samples_the_identity_stage_will_fill_are_handed_as_a_whole_spilled_part
         "gpu_samples",
     )
     o = ingest_mod.FileOutcome(row={}, tables={"gpu_samples": df})
-    ingest_mod._handed([o], [tmp_path / "a"])
+    ingest_mod._handed([o], [tmp_path / "a"], ingest_mod._handing(frozenset({"n1"} if alone else ())))
     (part,) = o.parts["gpu_samples"]
     assert part.whole == whole and part.final != whole and part.rows == n
     assert part.kept_whole == whole and part.as_is != whole
