@@ -1384,6 +1384,18 @@ PyDoc_STRVAR(lines_doc,
              "none of `\\n` alone), as `parsers.base.lines_from_bytes` cuts them. None where the bytes are not\n"
              "valid UTF-8 or hold `\\r` but no `\\n` (that function decides then), or 2 GiB or more.");
 
+/* Room in *at (of *cap) for `need` positions, grown where short; 0 when it cannot grow */
+static int room_for(int32_t **at, int64_t *cap, int64_t need) {
+    if (need <= *cap)
+        return 1;
+    int64_t want = *cap * 2 + 16;
+    int32_t *grown = realloc(*at, (size_t)want * sizeof(int32_t));
+    if (grown == NULL)
+        return 0;
+    *at = grown, *cap = want;
+    return 1;
+}
+
 /* The positions of the '\n's of s[0:len] appended to *at (growing it, *cap its room; *n its count), and
  * whether every byte is ASCII; 0 when the room cannot grow. One pass, 16 bytes at a time where SSE2 is there
  * (x86-64 always): a 1.2 MB log's lines were four passes (the UTF-8 check, a memchr a line to count them,
@@ -1400,13 +1412,8 @@ static int newlines(const uint8_t *s, int64_t len, int32_t **at, int64_t *cap, i
         unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, nl));
         if (m == 0)
             continue;
-        if (k + 16 > *cap) {
-            int64_t want = *cap * 2 + 16;
-            int32_t *grown = realloc(*at, (size_t)want * sizeof(int32_t));
-            if (grown == NULL)
-                return 0;
-            *at = grown, *cap = want;
-        }
+        if (!room_for(at, cap, k + 16))
+            return 0;
         do {
             (*at)[k++] = (int32_t)(i + __builtin_ctz(m));
             m &= m - 1;
@@ -1418,13 +1425,8 @@ static int newlines(const uint8_t *s, int64_t len, int32_t **at, int64_t *cap, i
         high |= s[i] >> 7;
         if (s[i] != '\n')
             continue;
-        if (k + 1 > *cap) {
-            int64_t want = *cap * 2 + 16;
-            int32_t *grown = realloc(*at, (size_t)want * sizeof(int32_t));
-            if (grown == NULL)
-                return 0;
-            *at = grown, *cap = want;
-        }
+        if (!room_for(at, cap, k + 1))
+            return 0;
         (*at)[k++] = (int32_t)i;
     }
     *n = k;

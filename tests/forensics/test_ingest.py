@@ -1371,6 +1371,22 @@ def test_rows_without_a_line_in_a_later_part_are_written_once(tmp_path: Path, ke
     assert got.get_column("line").drop_nulls().n_unique() == 2990
 
 
+_DMON_LOOP = (
+    "#Date       Time        gpu    pwr  gtemp  mtemp     sm    mem\n"
+    "#YYYYMMDD   HH:MM:SS    Idx      W      C      C      %      %\n"
+) + "".join(
+    f" 20231114   13:{i // 60 % 60:02d}:{i % 60:02d}      {g}    612     63     70     98     41\n"
+    for i in range(1500) for g in range(2)
+)
+"""A dmon loop of two GPUs named by index only: 3,000 samples."""
+_GPU_QUERY_CSV = (
+    "timestamp, index, pci.bus_id, uuid, temperature.gpu\n"
+    "2023/11/14 13:34:16.123, 0, 00000000:18:00.0, GPU-0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9, 63\n"
+    "2023/11/14 13:34:16.123, 1, 00000000:2A:00.0, GPU-1a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9, 64\n"
+)
+"""A `--query-gpu` CSV naming the same two GPUs by index and bus id: the node's inventory."""
+
+
 @pytest.mark.parametrize("inventory", [True, False])
 def test_a_large_tables_parts_filled_by_the_identity_stage_are_filled_as_they_are(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inventory: bool
@@ -1379,19 +1395,7 @@ def test_a_large_tables_parts_filled_by_the_identity_stage_are_filled_as_they_ar
     resolution fills the bus id of every sample: each part the file was read in (in chunks, each a written part
     of its own) is read, filled and written again (`rowwise`), none taken as it is; without it, nothing changes
     the samples and every such part is taken as it is. Either way, the rows of a whole-file ingest."""
-    head = (
-        "#Date       Time        gpu    pwr  gtemp  mtemp     sm    mem\n"
-        "#YYYYMMDD   HH:MM:SS    Idx      W      C      C      %      %\n"
-    )
-    dmon = head + "".join(
-        f" 20231114   13:{i // 60 % 60:02d}:{i % 60:02d}      {g}    612     63     70     98     41\n"
-        for i in range(1500) for g in range(2)
-    )
-    csv = (
-        "timestamp, index, pci.bus_id, uuid, temperature.gpu\n"
-        "2023/11/14 13:34:16.123, 0, 00000000:18:00.0, GPU-0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9, 63\n"
-        "2023/11/14 13:34:16.123, 1, 00000000:2A:00.0, GPU-1a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9, 64\n"
-    )
+    dmon, csv = _DMON_LOOP, _GPU_QUERY_CSV
     files = {"node-001/nvidia-smi-dmon.log": dmon} | ({"node-001/gpu-query.csv": csv} if inventory else {})
     src = make_bundle(tmp_path, files)
     whole = ingest(src, tmp_path / "whole", jobs=1)
@@ -1428,19 +1432,7 @@ def test_workers_hand_dmon_samples_a_node_inventory_will_fill_as_whole_parts(
     comes back as a whole spilled part (`Part.whole`), which the parent reads, fills and writes once; a batch
     whose nodes have no other file, as a written part the parent takes as it is. The tables are those of an
     ingest in this process (written parts, filled by the parent)."""
-    head = (
-        "#Date       Time        gpu    pwr  gtemp  mtemp     sm    mem\n"
-        "#YYYYMMDD   HH:MM:SS    Idx      W      C      C      %      %\n"
-    )
-    dmon = head + "".join(
-        f" 20231114   13:{i // 60 % 60:02d}:{i % 60:02d}      {g}    612     63     70     98     41\n"
-        for i in range(1500) for g in range(2)
-    )
-    csv = (
-        "timestamp, index, pci.bus_id, uuid, temperature.gpu\n"
-        "2023/11/14 13:34:16.123, 0, 00000000:18:00.0, GPU-0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9, 63\n"
-        "2023/11/14 13:34:16.123, 1, 00000000:2A:00.0, GPU-1a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9, 64\n"
-    )
+    dmon, csv = _DMON_LOOP, _GPU_QUERY_CSV
     whole = {f"node-00{k}/nvidia-smi-dmon.log": dmon for k in range(1, 4)}
     whole |= {f"node-00{k}/gpu-query.csv": csv for k in range(1, 4)}
     lone = {f"other-00{k}/nvidia-smi-dmon.log": dmon for k in range(1, 4)}
