@@ -4,9 +4,9 @@ batches (same-shape files, `ingest_files`), in this process, best of `--reps`; t
 
     python bench/per_format.py BUNDLE [--reps 3]
 
-It runs under the workers' environment (`forensics.ingest.WORKER_ENV`: one polars thread, allocators that keep
-freed memory), starting itself again once with it: without it, a 1.2 MB log's line cut took
-~1 ms of page faults on fresh memory instead of ~0.4 (or ~0.1 since the one-pass cut).
+It runs under the workers' environment (`forensics.ingest.WORKER_ENV`: one polars thread, allocators that
+keep freed memory), starting itself again once with it: without it, a 1.2 MB log's line cut took ~1 ms of
+page faults on fresh memory instead of ~0.4 (or ~0.1 since the one-pass cut).
 
 Compare trees by running it alternately from each checkout (timings on a shared machine drift by 10-20 %
 within an hour: only same-time comparisons mean much).
