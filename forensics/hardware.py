@@ -185,22 +185,23 @@ def candidates_from_events(events: pl.DataFrame, nodes: list[str]) -> list[Candi
     keyed = ev.with_columns(
         gkey=pl.coalesce(pl.col("gpu_bus_id"), pl.col("gpu_index").cast(pl.String), pl.lit("-")),
     )
+    # (a group may hold hundreds of thousands of events, an Xid flood: every test below runs on the group's
+    # distinct values or as one expression, never row by row in Python)
+    consequence = is_xid & pl.col("code").str.contains(r"^[0-9]+$") & code_int.is_in(list(CONSEQUENCE_XIDS))
     for (node, gkey, category), rows in keyed.group_by(["node", "gkey", "category"], maintain_order=True):
         codes = rows.filter(is_xid).get_column("code").unique().to_list()
-        only_consequence = rows.height > 0 and all(
-            k == "xid" and str(c).isdigit() and int(c) in CONSEQUENCE_XIDS
-            for k, c in rows.select("kind", "code").iter_rows()
-        )
-        worst = min((Severity(s) for s in rows.get_column("sev").drop_nulls()), key=lambda s: s.rank)
+        only_consequence = rows.height > 0 and bool(rows.select(consequence.fill_null(False).all()).item())
+        worst = min((Severity(s) for s in rows.get_column("sev").drop_nulls().unique()), key=lambda s: s.rank)
+        kinds_seen = set(rows.get_column("kind").unique().to_list())
         if only_consequence:
             worst = Severity.INFO
-        elif codes and all(int(c) in APP_XIDS | CONSEQUENCE_XIDS for c in codes) and set(rows["kind"]) == {"xid"}:
+        elif codes and all(int(c) in APP_XIDS | CONSEQUENCE_XIDS for c in codes) and kinds_seen == {"xid"}:
             # application XIDs on one GPU: usually the job's own bug; analysis raises it when the job died with it
             worst = Severity.LOW
         downs = rows.filter(pl.col("kind") == "nic_link").filter(
             pl.col("message").str.contains(r"(?i)\b(down|DOWN)\b|carrier lost|unplugged")
         ).height
-        if set(rows["kind"]) <= {"nic_link", "nic_module", "ib_carrier"}:
+        if kinds_seen <= {"nic_link", "nic_module", "ib_carrier"}:
             # one link down may be maintenance or a reboot; more than one in the window is a flapping link
             worst = Severity.HIGH if downs >= 2 else min(worst, Severity.MEDIUM, key=lambda v: -v.rank)
         gpu_index = rows.get_column("gpu_index").drop_nulls()
@@ -213,7 +214,8 @@ def candidates_from_events(events: pl.DataFrame, nodes: list[str]) -> list[Candi
         node_label = node if node != "unknown" else f"an unnamed node ({rows['file'][0]})"
         where = f"{node_label}" + (f" GPU {gpu_index[0]}" if len(gpu_index) else "") + (f" ({bus[0]})" if len(bus) else "")
         kinds = {f"{k}:{c}" if c is not None else k for k, c in rows.select("kind", "code").unique().iter_rows()}
-        others = sorted({_label(r) for r in rows.iter_rows(named=True)} - {label})
+        labelled = rows.select("kind", "code", "code_name").unique()
+        others = sorted({_label(r) for r in labelled.iter_rows(named=True)} - {label})
         summary = f"{label} on {where}: {rows.height} event(s)" + (
             f", together with {', '.join(others[:5])}" if others else ""
         )

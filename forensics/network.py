@@ -11,9 +11,6 @@
 
 from __future__ import annotations
 
-import json
-import re
-
 import polars as pl
 
 from forensics.findings import Category, Evidence, Severity, iso
@@ -128,25 +125,28 @@ def peer_candidates(events: pl.DataFrame, inventory: pl.DataFrame) -> list[Candi
     e = events.filter(pl.col("kind") == "nccl_ib_error")
     if e.height == 0:
         return []
-    ip_map = {
-        v: n
-        for n, v in inventory.filter((pl.col("attribute") == "ip") & pl.col("value").is_not_null()).select("node", "value").iter_rows()
-    }
-    peers = []
-    for r in e.iter_rows(named=True):
-        try:
-            d = json.loads(r["detail"] or "{}")
-        except ValueError:
-            d = {}
-        peer = d.get("peer") or d.get("peer_ip")
-        if peer is None:
-            m = re.search(r"peer (\d+\.\d+\.\d+\.\d+)", r["message"])
-            peer = m.group(1) if m else None
-        if peer:
-            peers.append({**r, "peer": str(peer).split("<")[0], "peer_node": ip_map.get(str(peer).split("<")[0])})
-    if not peers:
+    ip_map = dict(
+        inventory.filter((pl.col("attribute") == "ip") & pl.col("value").is_not_null())
+        .unique(subset="value", keep="last", maintain_order=True)
+        .select("value", "node")
+        .iter_rows()
+    )
+    # the peer each error names: the detail's `peer` (or, empty, its `peer_ip`), else an IPv4 after `peer ` in
+    # the message; its `<port>` cut off (one expression over every error: a flood holds hundreds of thousands)
+    detail = pl.col("detail").fill_null("{}")
+    first = detail.str.json_path_match("$.peer")
+    named = pl.when(first.is_not_null() & (first != "")).then(first)
+    named = named.otherwise(detail.str.json_path_match("$.peer_ip"))
+    raw = pl.coalesce(named, pl.col("message").str.extract(r"peer (\d+\.\d+\.\d+\.\d+)", 1))
+    df = (
+        e.with_columns(_raw=raw)
+        .filter(pl.col("_raw").is_not_null() & (pl.col("_raw") != ""))
+        .with_columns(peer=pl.col("_raw").str.split("<").list.first())
+        .with_columns(peer_node=pl.col("peer").replace_strict(ip_map, default=None, return_dtype=pl.String))
+        .drop("_raw")
+    )
+    if df.height == 0:
         return []
-    df = pl.DataFrame(peers, infer_schema_length=None)
     out = []
     for (peer,), rows in df.group_by("peer", maintain_order=True):
         reporters = rows["node"].n_unique()

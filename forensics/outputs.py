@@ -230,13 +230,7 @@ def read_analysis_tables(out: Path, limit: int | None = None) -> tuple[dict[str,
         k = -(-rows // cap)
         lf = pl.scan_parquet(parts, glob=False)
         if t == "steps":
-            # every k-th of the step numbers the logs hold (not of all integers: logs print every N steps),
-            # and the last ones whole
-            numbers = lf.select(pl.col("step").drop_nulls().unique().sort()).collect().get_column("step")
-            tail = k * THIN_TAIL_STEPS
-            kept = pl.concat([numbers.gather_every(k), numbers.tail(tail)]).unique()
-            keep = pl.col("step").is_null() | pl.col("step").is_in(kept.implode())
-            what = f"one logged step number in {k} on every rank, and the last {tail} whole"
+            keep, what = _thin_steps(lf, k, cap)
         else:
             # only the sources that sample in a loop (dmon, --query-gpu -l, DCGM) are thinned: snapshots
             # (-q, XML) are few, and keeping them for some nodes only would make the nodes look different
@@ -257,6 +251,61 @@ def read_analysis_tables(out: Path, limit: int | None = None) -> tuple[dict[str,
             "the tables keep every row"
         )
     return tables, notes
+
+
+def _thin_steps(lf: pl.LazyFrame, k: int, cap: int) -> tuple[pl.Expr, str]:
+    """Which step rows the analysis keeps (about `cap` of them at most) and what the note says of it.
+
+    Every k-th of the step numbers the logs hold (not of all integers: logs print every N steps) and the last
+    k x `THIN_TAIL_STEPS` ones whole, on every rank, with the rows without a step. Those may hold far more
+    rows than `cap`:
+    - step numbers that repeat within a rank's log (a job restarted from its checkpoints again and again, a
+      log printed twice): every number is kept, and about one block of 64 lines in k3 of every file
+      (dropping numbers would leave the timeline a few points, and its baseline theirs);
+    - many ranks (the last k x 20 numbers hold k x 20 x ranks rows): the last numbers are kept as far as half
+      of `cap` allows, and one in k2 of the others as far as the rest does, k2 as small as that allows (and
+      blocks of lines as well where a few numbers alone hold more)."""
+    counts = lf.group_by("step").len().collect()
+    no_step = int(counts.filter(pl.col("step").is_null()).get_column("len").sum())
+    counts = counts.filter(pl.col("step").is_not_null()).sort("step")
+    numbers, sizes = counts.get_column("step"), counts.get_column("len")
+    tail = k * THIN_TAIL_STEPS
+    kept = pl.concat([numbers.gather_every(k), numbers.tail(tail)]).unique()
+    rows = no_step + int(sizes.filter(numbers.is_in(kept.implode())).sum())
+    what = f"one logged step number in {k} on every rank, and the last {tail} whole"
+    if rows > cap:
+        logs = int(lf.select(pl.struct("file", "rank").n_unique()).collect().item())
+        if int(sizes.max() or 0) > 1.5 * logs:
+            kept, rows = numbers, no_step + int(sizes.sum())
+            what = f"every step number ({len(numbers):,} in {rows:,} rows of {logs:,} logs: they repeat)"
+        else:
+            # the tail: the last numbers whose rows fit in half of `cap` (at most `tail` of them)
+            after = sizes.reverse().cum_sum().reverse()
+            n_tail = min(tail, int((after <= cap // 2).sum()))
+            head, head_sizes = numbers.head(len(numbers) - n_tail), sizes.head(len(numbers) - n_tail)
+            room = max(1, cap - no_step - (int(sizes.tail(n_tail).sum()) if n_tail else 0))
+            k2 = max(k, -(-int(head_sizes.sum()) // room))
+            while k2 < len(head) and int(head_sizes.gather_every(k2).sum()) > room:
+                k2 += max(1, k2 // 4)
+            kept = pl.concat([head.gather_every(k2), numbers.tail(n_tail)]).unique()
+            what = (
+                f"one logged step number in {k2} on every rank, and the last {n_tail} whole (one in {k} and "
+                f"the last {tail} would keep {rows:,} rows)"
+            )
+            rows = no_step + int(sizes.filter(numbers.is_in(kept.implode())).sum())
+    keep = pl.col("step").is_null() | pl.col("step").is_in(kept.implode())
+    if rows > cap:
+        # blocks picked by a hash of (file, block), not every k3-th: a log that repeats itself (a restarted
+        # job's, a file printed again) would keep the same part of every repetition
+        k3 = -(-rows // cap)
+        block = pl.struct(pl.col("file"), pl.col("line") // 64).hash(seed=BLOCK_SEED) % k3 == 0
+        keep = keep & block
+        what += f"; of those, about one block of 64 lines in {k3} of every file"
+    return keep, what
+
+
+BLOCK_SEED = 20261205
+"""The seed of the hash that picks blocks of step lines (`_thin_steps`): the same rows on every run."""
 
 
 def _sampling_period_s(part: Path) -> int:

@@ -129,6 +129,67 @@ def test_single_gpu_xid79_is_critical_and_history_is_info() -> None:
     assert by_node["node-02"].severity == Severity.INFO
 
 
+def test_a_gpu_with_only_consequence_xids_is_info_and_app_xids_on_one_gpu_are_low() -> None:
+    ev = xid_events(
+        [("node-01", "0000:3b:00.0", "45", T0 + timedelta(seconds=i)) for i in range(3)]
+        + [("node-02", "0000:3b:00.0", c, T0 + timedelta(seconds=i)) for i in range(40) for c in ("13", "43", "45")]
+        + [("node-03", "0000:3b:00.0", c, T0) for c in ("45", "79")]
+    )
+    by_node = {c.node: c for c in candidates_from_events(ev, [f"node-{i:02d}" for i in range(10)])}
+    assert by_node["node-01"].severity == Severity.INFO
+    assert by_node["node-02"].severity == Severity.LOW
+    assert by_node["node-02"].summary.startswith("XID 13 ") and "120 event(s)" in by_node["node-02"].summary
+    assert "together with XID 43" in by_node["node-02"].summary and "XID 45" in by_node["node-02"].summary
+    assert by_node["node-03"].severity == Severity.CRITICAL and "xid:79" in by_node["node-03"].kinds
+
+
+def ib_error_events(rows: list[tuple[str, str | None, str]]) -> pl.DataFrame:
+    """nccl_ib_error events: (reporting node, detail JSON or None, message)."""
+    return conform(
+        pl.DataFrame(
+            [
+                {"ts": T0 + timedelta(seconds=i), "node": node, "source": "nccl", "kind": "nccl_ib_error",
+                 "severity": "high", "message": msg, "detail": detail, "file": f"{node}/nccl.log", "line": i + 1}
+                for i, (node, detail, msg) in enumerate(rows)
+            ]
+        ),
+        "events",
+    )
+
+
+def test_ib_errors_naming_one_peer_from_several_nodes_name_that_peer() -> None:
+    """The peer comes from the detail's `peer` (its `<port>` cut off), else its `peer_ip`, else the message;
+    a peer named from one node only is no finding; a peer's address resolves to the node the inventory
+    gives it (the last row naming it)."""
+    msg = "NET/IB : Got completion from peer {} with error 12"
+    ev = ib_error_events(
+        [
+            ("node-01", '{"peer": "10.0.0.7<46532>"}', msg.format("10.0.0.7<46532>")),
+            ("node-02", '{"peer": "", "peer_ip": "10.0.0.7"}', "NET/IB : completion error"),
+            ("node-03", None, msg.format("10.0.0.7<1>")),
+            ("node-03", "not json", msg.format("10.0.0.7<2>")),
+            ("node-04", '{"peer": "10.0.0.9<1>"}', msg.format("10.0.0.9<1>")),  # one reporter only
+            ("node-05", '{"status": 12}', "NET/IB : no peer here"),  # names no peer
+        ]
+        + [(f"node-{i:02d}", '{"peer_ip": "10.0.0.8"}', "x") for i in (6, 7) for _ in range(500)]
+    )
+    inv = pl.DataFrame(
+        {"node": ["node-99", "node-07", "node-01"], "attribute": ["ip", "ip", "hostname"],
+         "value": ["10.0.0.7", "10.0.0.7", "10.0.0.8"]}
+    )
+    cands = {c.title: c for c in network.peer_candidates(ev, inv)}
+    assert set(cands) == {
+        "NCCL InfiniBand errors from 3 nodes all name peer node-07",
+        "NCCL InfiniBand errors from 2 nodes all name peer 10.0.0.8",
+    }
+    seven = cands["NCCL InfiniBand errors from 3 nodes all name peer node-07"]
+    assert seven.node == "node-07" and seven.summary.startswith("4 NCCL transport error(s) on 3 node(s)")
+    assert [e.line for e in seven.evidence] == [1, 2, 3] and seven.confidence == 0.7
+    eight = cands["NCCL InfiniBand errors from 2 nodes all name peer 10.0.0.8"]
+    assert eight.node is None and "1000 NCCL transport error(s)" in eight.summary and eight.confidence == 0.5
+    assert network.peer_candidates(ib_error_events([("node-05", None, "no address")]), inv) == []
+
+
 def test_hang_is_attributed_to_the_fatal_event_and_slowdown_to_the_straggler() -> None:
     rng = np.random.default_rng(3)
     times = list(2.0 + rng.normal(0, 0.02, 100))

@@ -147,10 +147,73 @@ def test_analysis_reads_very_large_tables_thinned(tmp_path: Path) -> None:
     per_step = s.group_by("step").len().join(whole["steps"].group_by("step").len(), on="step", suffix="_all")
     assert per_step.filter(pl.col("len") != pl.col("len_all")).height == 0
     numbers = whole["steps"]["step"].drop_nulls().unique().sort()
-    assert set(s["step"].drop_nulls().unique()) == set(numbers.gather_every(k)) | set(numbers.tail(k * 20))
+    # every 4th number and the last 80 would hold 85 of the 91 rows: the last numbers are kept within half
+    # the limit, one in k2 of the others within the rest
+    assert s.height <= limit and set(numbers.tail(limit // 2)) <= set(s["step"])
+    assert any("would keep" in n for n in notes if n.startswith("steps:"))
+    # where every k-th number and the last k x 20 fit in the limit, those are what is kept
+    roomy, notes = read_analysis_tables(tmp_path / "out", limit=90)
+    k = -(-whole["steps"].height // 90)
+    assert k == 2 and roomy["steps"].height < whole["steps"].height
+    assert set(roomy["steps"]["step"]) == set(numbers.gather_every(k)) | set(numbers.tail(k * 20))
     g = thin["gpu_samples"].filter(pl.col("ts").is_not_null())
     kg = -(-whole["gpu_samples"].height // limit)
     assert g.height > 0
+
+
+def _repeated_steps(nodes: int, numbers: int, repeats: int) -> pl.DataFrame:
+    """A steps table whose step numbers repeat: each rank logs steps 0..numbers-1 `repeats` times (a job
+    restarted from its first checkpoint again and again), one row a line of its rank's log."""
+    from datetime import UTC, datetime, timedelta
+
+    from forensics.schema import conform
+
+    n = numbers * repeats
+    rows = [
+        {
+            "ts": datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=10 * i),
+            "ts_quality": "exact",
+            "node": f"node-{r:02d}",
+            "rank": r,
+            "framework": "megatron",
+            "step": i % numbers,
+            "step_time_s": 1.0,
+            "file": f"node-{r:02d}/train.log",
+            "line": i + 1,
+        }
+        for r in range(nodes)
+        for i in range(n)
+    ]
+    return conform(pl.DataFrame(rows), "steps")
+
+
+def test_analysis_thins_steps_whose_numbers_repeat(tmp_path: Path) -> None:
+    """Where step numbers repeat within each rank's log, every-k-th number and the last ones hold every row:
+    the thinning keeps every number and blocks of lines of every file instead, and stays near the limit."""
+    from forensics.outputs import read_analysis_tables, write_table
+
+    out = tmp_path / "out"
+    whole = _repeated_steps(nodes=4, numbers=30, repeats=200)  # 24,000 rows, 800 a step number
+    write_table(whole, "steps", out / "tables")
+    limit = 4_000
+    thin, notes = read_analysis_tables(out, limit=limit)
+    s = thin["steps"]
+    assert 0.5 * limit <= s.height <= 1.5 * limit  # (blocks picked by a hash: about one in 6)
+    assert any("every step number (30 in 24,000 rows of 4 logs: they repeat)" in n for n in notes)
+    assert any("about one block of 64 lines in 6 of every file" in n for n in notes)
+    assert s.join(whole, on=list(whole.columns), how="anti", nulls_equal=True).height == 0  # real rows only
+    # every rank keeps every step number, each about as often
+    per_rank = s.group_by("node").agg(pl.col("step").unique().sort()).get_column("step").to_list()
+    assert len(per_rank) == 4 and all(x == list(range(30)) for x in per_rank)
+    per_step = s.group_by("step").len().get_column("len")
+    assert per_step.max() <= 1.5 * per_step.min()
+    # the same rows on every reading
+    assert read_analysis_tables(out, limit=limit)[0]["steps"].equals(s)
+    # numbers that do not repeat, with room for every 2nd and the last 40: thinned as before
+    once = _repeated_steps(nodes=4, numbers=1_500, repeats=1)
+    write_table(once, "steps", out / "tables")
+    thin, notes = read_analysis_tables(out, limit=4_000)
+    assert not any("would keep" in n or "repeat" in n for n in notes) and thin["steps"].height == 4 * (750 + 20)
 
 
 def test_write_json_writes_long_record_lists_a_record_a_line(tmp_path: Path) -> None:
