@@ -103,10 +103,17 @@ def classify(events: pl.DataFrame) -> pl.DataFrame:
     by_code = rules.filter(pl.col("code").is_not_null())
     by_kind = rules.filter(pl.col("code").is_null()).drop("code")
     valid = list(Severity._value2member_map_)
-    out = (
-        events.join(by_code, on=["kind", "code"], how="left")
+    # the rules are worked out on the distinct (kind, code, severity) of the events, then taken to every row
+    # by a join of those three columns alone: a join of the whole table would copy every column of millions
+    # of rows (an Xid flood: ~750 MB)
+    keys = ["kind", "code", "severity"]
+    combos = (
+        events.select(keys)
+        .unique()
+        .join(by_code, on=["kind", "code"], how="left", nulls_equal=False)
         .join(by_kind, on="kind", how="left", suffix="_k")
-        .with_columns(
+        .select(
+            *keys,
             category=pl.coalesce(
                 "category",
                 "category_k",
@@ -124,18 +131,28 @@ def classify(events: pl.DataFrame) -> pl.DataFrame:
                     pl.lit("Look the code up in NVIDIA's XID documentation; run DCGM diagnostics")
                 ),
             ),
-            code_name=pl.coalesce("code_name", pl.when(pl.col("kind").is_in(["xid", "sxid"])).then(pl.lit("uncatalogued"))),
+            code_name=pl.coalesce(
+                "code_name", pl.when(pl.col("kind").is_in(["xid", "sxid"])).then(pl.lit("uncatalogued"))
+            ),
         )
-        .drop("category_k", "sev_k", "action_k", "code_name_k")
     )
-    return out
+    added = events.select(keys).join(combos, on=keys, how="left", nulls_equal=True, maintain_order="left")
+    return events.hstack(added.drop(keys))
 
 
 def _evidence(rows: pl.DataFrame) -> list[Evidence]:
     """Pick up to MAX_EVIDENCE lines: the first of each distinct code, then the last line."""
-    rows = rows.sort("ts", "file", "line", nulls_last=True)
-    firsts = rows.unique(subset=["kind", "code"], keep="first", maintain_order=True)
-    picked = pl.concat([firsts, rows.tail(1)]).unique(subset=["file", "line"], maintain_order=True)
+    # (the order found as positions, and only the rows picked gathered: sorting a copy of a flood's rows
+    # cost as much memory as the rows)
+    order = rows.select(pl.arg_sort_by("ts", "file", "line", nulls_last=True, maintain_order=True)).to_series()
+    firsts = (
+        rows.select("kind", "code")[order]
+        .with_row_index("_i")
+        .unique(subset=["kind", "code"], keep="first", maintain_order=True)
+        .get_column("_i")
+    )
+    at = pl.concat([order.gather(firsts), order.tail(1)])
+    picked = rows[at].unique(subset=["file", "line"], maintain_order=True)
     return [Evidence.from_event(r) for r in picked.head(MAX_EVIDENCE).iter_rows(named=True)]
 
 
@@ -206,9 +223,14 @@ def candidates_from_events(events: pl.DataFrame, nodes: list[str]) -> list[Candi
             worst = Severity.HIGH if downs >= 2 else min(worst, Severity.MEDIUM, key=lambda v: -v.rank)
         gpu_index = rows.get_column("gpu_index").drop_nulls()
         bus = rows.get_column("gpu_bus_id").drop_nulls()
-        main = rows.sort(
-            pl.col("sev").replace_strict({s.value: s.rank for s in Severity}, default=9), "ts", nulls_last=True
-        ).row(0, named=True)
+        # the worst, earliest row (its position found without sorting a copy of the group)
+        first = pl.arg_sort_by(
+            pl.col("sev").replace_strict({s.value: s.rank for s in Severity}, default=9),
+            "ts",
+            nulls_last=True,
+            maintain_order=True,
+        ).first()
+        main = rows.row(int(rows.select(first).item()), named=True)
         label = _label(main)
         # a file the bundle does not attribute to a host is named instead of an anonymous "unknown"
         node_label = node if node != "unknown" else f"an unnamed node ({rows['file'][0]})"

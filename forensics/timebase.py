@@ -252,12 +252,23 @@ def _recorded_zone_fix(ev: pl.DataFrame, inventory: pl.DataFrame | None, done: l
 
 def _pair_zone_fix(ev: pl.DataFrame, local: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
     """Zone offset of a local-clock file from lines also logged with an offset (voted in 15-minute bins)."""
-    exact = ev.filter((pl.col("ts_quality") == "exact") & pl.col("ts").is_not_null()).select(
-        "node", "kind", "code", "gpu_bus_id", e_ts="ts", e_file="file", _body=_body(pl.col("message"))
+    keys = ["node", "kind", "code", "gpu_bus_id", "_body"]
+    # only rows whose node, kind, code and GPU the other side has too can pair: the others are left out before
+    # any message body is made (an Xid flood logged with offsets has millions of rows, a local-clock file
+    # often none of its kinds)
+    exact = (
+        ev.lazy()
+        .filter((pl.col("ts_quality") == "exact") & pl.col("ts").is_not_null())
+        .select(*keys[:-1], "ts", "file", "message")
+        .join(local.select(keys[:-1]).unique().lazy(), on=keys[:-1], how="semi", nulls_equal=True)
+        .collect()
     )
     if exact.height == 0:
         return ev, []
-    keys = ["node", "kind", "code", "gpu_bus_id", "_body"]
+    local = local.join(exact.select(keys[:-1]).unique(), on=keys[:-1], how="semi", nulls_equal=True)
+    exact = exact.select(
+        "node", "kind", "code", "gpu_bus_id", e_ts="ts", e_file="file", _body=_body(pl.col("message"))
+    )
     pairs = (
         _capped(local.select(*keys[:-1], "file", "ts", _body=_body(pl.col("message"))), [*keys, "file"])
         .join(_capped(exact, [*keys, "e_file"]), on=keys, how="inner", nulls_equal=True)
