@@ -92,7 +92,9 @@ class Bundle:
 
 _HOST_TOKEN = re.compile(r"^(?=.*[a-z])(?=.*\d)[a-z0-9][a-z0-9-]*[a-z0-9]$")
 _NOT_HOST = re.compile(
-    r"^(?:(?:rank|gpu|dev|device|cuda|local|proc|pid|run|job|step|iter|part|shard|worker|log|out|err|"
+    # a GPU's folder is gpu0..gpu99 (gpu_3, gpu-12); gpu01, gpu017, gpu0042, gpu-123 are hosts' names
+    r"^(?:gpu[-_]?(?:\d|[1-9]\d)|"
+    r"(?:rank|dev|device|cuda|local|proc|pid|run|job|step|iter|part|shard|worker|log|out|err|"
     r"attempt|try|seq|chunk|slurm|core|lsf|pbs|mlx\d*|ib|eth|en\w*|sd[a-z]|nvme|hca|port|default|test|sample|v|r)[-_]?\d+"
     r"|\d+(?:[-_.]\d+)*|v?\d+(?:\.\d+)+|[a-z]\d{2,3}|\d{4}-?\d\d-?\d\d\w*|x86[-_]64|utf-?8|nccl\d*|"
     r"py\d+|cu\d+|sm\d+|\d+[a-z]+"

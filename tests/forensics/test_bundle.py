@@ -101,6 +101,11 @@ def test_corrupt_nested_archive_is_recorded_not_fatal(tmp_path: Path) -> None:
         ("ip-10-0-1-23.txt", "ip-10-0-1-23"),
         ("rank-3/train.log", None),  # ranks, GPUs, dates and versions are not hosts
         ("gpu0/nvsmi.txt", None),
+        ("gpu_12/nvsmi.txt", None),
+        ("gpu0000/dmesg.log", "gpu0000"),  # hosts named gpu + a zero-padded or 3-digit number
+        ("gpu017/nccl.log", "gpu017"),
+        ("gpu-042/kern.log", "gpu-042"),
+        ("gpu01/train.log", "gpu01"),
         ("2026-11-29/dmesg.log", None),
         ("nccl_2.18.5.log", None),
         ("dmesg.log", None),
