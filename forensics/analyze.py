@@ -562,6 +562,67 @@ def attribute_stragglers(
     return cands
 
 
+FLEET_SHARE = 0.5
+"""Share of the bundle's nodes on which one finding must stand to be folded into one fleet-wide finding."""
+FLEET_MIN_NODES = 4
+"""... and the fewest nodes (a 2-node bundle's two findings stay two)."""
+FLEET_NAMED = 20
+"""Nodes a fleet-wide finding names in its summary (all are counted)."""
+
+
+def fold_fleet(cands: list[Candidate], nodes: list[str]) -> list[Candidate]:
+    """The same finding on most nodes is one fleet-wide finding, not one per node.
+
+    Candidates of one category, severity and event kinds standing on at least `FLEET_SHARE` of the bundle's
+    nodes (and `FLEET_MIN_NODES`) point to what the nodes share (the fabric, the cooling, the software, the
+    way the logs were made: DESIGN.md's analysis principles), not to each node's hardware: a report of a
+    thousand identical findings hides the one that differs. Candidates a slowdown, hang or consequence was put
+    on keep their own finding."""
+    known = sorted({n for n in nodes if n and n != "unknown"})
+    if len(known) < FLEET_MIN_NODES:
+        return cands
+    groups: dict[tuple, list[int]] = {}
+    for i, c in enumerate(cands):
+        if c.node is None or c.impact or c.consequences:
+            continue
+        groups.setdefault((c.category, c.severity, frozenset(c.kinds)), []).append(i)
+    folded: dict[int, Candidate] = {}
+    drop: set[int] = set()
+    for at in groups.values():
+        group = [cands[i] for i in at]
+        on = sorted({c.node for c in group if c.node})
+        if len(on) < max(FLEET_MIN_NODES, FLEET_SHARE * len(known)):
+            continue
+        group.sort(key=lambda c: (c.first_seen is None, c.first_seen or datetime.min.replace(tzinfo=UTC), c.node))
+        rep = group[0]
+        assert rep.node is not None
+        what = rep.title.replace(f" on {rep.node}", "").replace(rep.node, "a node")
+        evidence = [e for c in group[:8] for e in c.evidence[:1]]
+        firsts = [c.first_seen for c in group if c.first_seen]
+        lasts = [c.last_seen for c in group if c.last_seen]
+        named = ", ".join(on[:FLEET_NAMED]) + (f" and {len(on) - FLEET_NAMED} more" if len(on) > FLEET_NAMED else "")
+        folded[at[0]] = replace(
+            rep,
+            node=None,
+            gpu_index=None,
+            gpu_bus_id=None,
+            title=f"{what}: on {len(on)} of {len(known)} nodes",
+            summary=(
+                f"The same finding stands on {len(on)} of the bundle's {len(known)} nodes ({named}); on the "
+                f"first of them: {rep.summary} On most of the fleet at once it points to what the nodes share "
+                "(the fabric, the cooling, the software or how the logs were collected), not to each node's "
+                "hardware."
+            ),
+            first_seen=min(firsts) if firsts else None,
+            last_seen=max(lasts) if lasts else None,
+            evidence=evidence,
+            action=f"Look for the cause the nodes share first. On one node: {rep.action}",
+            kinds=set().union(*(c.kinds for c in group)),
+        )
+        drop.update(at[1:])
+    return [folded.get(i, c) for i, c in enumerate(cands) if i not in drop]
+
+
 def rank_candidates(cands: list[Candidate]) -> list[Candidate]:
     """Order by severity × confidence, then earliest first (a cause precedes its consequences)."""
     far = datetime.max.replace(tzinfo=UTC)
@@ -657,7 +718,7 @@ def analyze(out: Path) -> dict[str, Any]:
         )
     anomalies_df = pl.concat([a for a in anomalies if a.height], how="vertical") if any(a.height for a in anomalies) else empty("anomalies")
 
-    ranked = rank_candidates(cands)
+    ranked = rank_candidates(fold_fleet(cands, job["node_names"]))
     findings = []
     for i, c in enumerate(ranked, start=1):
         ident = gpu_identity(inv, c.node, c.gpu_index, c.gpu_bus_id)

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import polars as pl
 
 from forensics import drift, network, stragglers, telemetry, timing
-from forensics.analyze import attribute_hang, attribute_slowdowns, demote_history, merge, rank_candidates
-from forensics.findings import Category, Severity
+from forensics.analyze import (
+    attribute_hang,
+    attribute_slowdowns,
+    demote_history,
+    fold_fleet,
+    merge,
+    rank_candidates,
+)
+from forensics.findings import Category, Evidence, Severity
 from forensics.hardware import Candidate, candidates_from_events
 from forensics.schema import conform
 
@@ -188,6 +196,44 @@ def test_ib_errors_naming_one_peer_from_several_nodes_name_that_peer() -> None:
     eight = cands["NCCL InfiniBand errors from 2 nodes all name peer 10.0.0.8"]
     assert eight.node is None and "1000 NCCL transport error(s)" in eight.summary and eight.confidence == 0.5
     assert network.peer_candidates(ib_error_events([("node-05", None, "no address")]), inv) == []
+
+
+def _flap(node: str, minute: int, severity: Severity = Severity.HIGH) -> Candidate:
+    return Candidate(
+        category=Category.NETWORK,
+        severity=severity,
+        node=node,
+        gpu_index=None,
+        gpu_bus_id=None,
+        title=f"ib0 link went down 3 time(s) on {node}",
+        summary=f"NIC link state changes on {node} (ib0): 6 event(s)",
+        first_seen=T0 + timedelta(minutes=minute),
+        last_seen=T0 + timedelta(minutes=minute + 5),
+        evidence=[Evidence(source="kernel", file=f"{node}/dmesg.log", line=7, ts=None, text="ib0: link down")],
+        action="Reseat the cable.",
+        confidence=0.9,
+        kinds={"nic_link"},
+    )
+
+
+def test_the_same_finding_on_most_nodes_is_one_fleet_wide_finding() -> None:
+    nodes = [f"node-{i:02d}" for i in range(10)]
+    xid = candidates_from_events(xid_events([("node-09", "0000:3b:00.0", "79", T0)]), nodes)
+    flaps = [_flap(n, 10 - i) for i, n in enumerate(nodes[:6])]
+    slow = replace(_flap("node-06", 30), impact={"step_time_slowdown_pct": 12.0})  # a slowdown put on it
+    low = _flap("node-07", 31, Severity.MEDIUM)  # another severity: its own group
+    out = fold_fleet([*flaps, *xid, slow, low], nodes)
+    fleet = [c for c in out if c.node is None]
+    assert len(fleet) == 1 and len(out) == 4
+    f = fleet[0]
+    assert f.title == "ib0 link went down 3 time(s): on 6 of 10 nodes" and f.severity == Severity.HIGH
+    assert f.first_seen == T0 + timedelta(minutes=5) and f.last_seen == T0 + timedelta(minutes=15)
+    assert "node-00, node-01, node-02, node-03, node-04, node-05" in f.summary
+    assert [e.file for e in f.evidence] == [f"node-0{i}/dmesg.log" for i in (5, 4, 3, 2, 1, 0)]
+    assert {c.node for c in out if c.node} == {"node-09", "node-06", "node-07"}
+    # fewer than half the nodes, or a bundle of few nodes: one finding a node
+    assert fold_fleet(flaps[:4], nodes) == flaps[:4]
+    assert fold_fleet(flaps[:3], nodes[:3]) == flaps[:3]
 
 
 def test_hang_is_attributed_to_the_fatal_event_and_slowdown_to_the_straggler() -> None:
