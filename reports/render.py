@@ -261,6 +261,36 @@ def _event_row(r: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+TICKET_FIRST = 40
+TICKET_LAST = 10
+"""Events a ticket lists of one kind: the first and the last (a flood of thousands of Xid lines would bury the
+ticket; each distinct code's first line is listed as well, and every line stays in OUT/tables/events)."""
+
+
+def _ticket_rows(ev: pl.DataFrame, what: str) -> list[dict[str, Any]]:
+    """The rows of `ev` (in time order) a ticket lists: all, or the first `TICKET_FIRST`, each distinct
+    (kind, code)'s first, a row saying how many are left out, and the last `TICKET_LAST`."""
+    if ev.height <= TICKET_FIRST + TICKET_LAST:
+        return [_event_row(r) for r in ev.iter_rows(named=True)]
+    at = pl.col("_i")
+    rows = ev.with_row_index("_i").filter(
+        (at < TICKET_FIRST) | (at >= pl.len() - TICKET_LAST) | (at == at.min().over("kind", "code"))
+    )
+    out: list[dict[str, Any]] = []
+    last = -1
+    for r in rows.iter_rows(named=True):
+        if r["_i"] > last + 1:
+            gap = r["_i"] - last - 1
+            out.append(
+                {"ts": "", "kind": "…", "code": "", "source": "", "file": "", "line": "",
+                 "message": f"{gap} more {what} event(s) here, left out of the ticket (all are in "
+                 "OUT/tables/events and the report's timeline)"}
+            )
+        out.append(_event_row(r))
+        last = r["_i"]
+    return out
+
+
 def _below(cur: Any, mx: Any) -> bool:
     """True when both are integers and cur < mx (inventory values may be 'N/A')."""
     try:
@@ -428,12 +458,12 @@ def _suspects(doc: dict[str, Any], tables: dict[str, pl.DataFrame]) -> list[Susp
         ev = ev.sort("ts", "file", "line", nulls_last=True)
         is_xid = pl.col("kind").is_in(["xid", "sxid"])
         is_dcgm = pl.col("source") == "dcgm"
-        xids = [_event_row(r) for r in ev.filter(is_xid).head(500).iter_rows(named=True)]
+        xids = _ticket_rows(ev.filter(is_xid), "XID/SXid")
         dcgm = [_event_row(r) for r in events.filter((pl.col("node") == node) & is_dcgm).sort("ts", "line", nulls_last=True).head(200).iter_rows(named=True)]
         other = ev.filter(
             ~is_xid & ~is_dcgm & ~pl.col("kind").is_in(list(charts.CONSEQUENCE_KINDS) + list(NOISE_KINDS))
         )
-        other_rows = [_event_row(r) for r in other.head(200).iter_rows(named=True)]
+        other_rows = _ticket_rows(other, "hardware")
         fl = [
             {"path": r["path"], "sha256": r["sha256"] or "", "bytes": r["bytes"], "status": r["status"]}
             for r in files.filter(pl.col("node") == node).sort("path").iter_rows(named=True)

@@ -268,3 +268,33 @@ def test_a_message_noted_of_many_files_is_one_line_of_the_report() -> None:
     ]
     one = f"node-0001/train_rank1.log: {msg}"
     assert _grouped_notes([one], files) == [one]
+
+
+def test_a_ticket_lists_a_flood_first_and_last_with_each_code_and_counts_the_rest() -> None:
+    """5,000 Xid 13 lines and one Xid 79 among them: the ticket lists the first 40, the Xid 79, the last 10,
+    and says how many it left out between them; a short list is listed whole."""
+    from datetime import UTC, datetime, timedelta
+
+    from reports.render import TICKET_FIRST, TICKET_LAST, _ticket_rows
+
+    t0 = datetime(2026, 11, 29, tzinfo=UTC)
+    codes = ["13"] * 5000
+    codes[3000] = "79"
+    ev = pl.DataFrame(
+        {
+            "ts": [t0 + timedelta(seconds=i) for i in range(5000)],
+            "kind": ["xid"] * 5000,
+            "code": codes,
+            "source": ["kernel"] * 5000,
+            "file": ["n1/dmesg.log"] * 5000,
+            "line": list(range(1, 5001)),
+            "message": [f"NVRM: Xid (PCI:0000:3b:00): {c}, line {i + 1}" for i, c in enumerate(codes)],
+        }
+    )
+    rows = _ticket_rows(ev, "XID/SXid")
+    listed = [r["line"] for r in rows if r["kind"] != "…"]
+    assert listed == [*range(1, TICKET_FIRST + 1), 3001, *range(5001 - TICKET_LAST, 5001)]
+    gaps = [r["message"] for r in rows if r["kind"] == "…"]
+    assert gaps[0].startswith(f"{3000 - TICKET_FIRST} more XID/SXid event(s)")
+    assert gaps[1].startswith(f"{5000 - TICKET_LAST - 3001} more XID/SXid event(s)") and len(gaps) == 2
+    assert [r["line"] for r in _ticket_rows(ev.head(50), "XID/SXid")] == list(range(1, 51))
