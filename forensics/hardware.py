@@ -156,6 +156,40 @@ def _evidence(rows: pl.DataFrame) -> list[Evidence]:
     return [Evidence.from_event(r) for r in picked.head(MAX_EVIDENCE).iter_rows(named=True)]
 
 
+_DOWN = r"(?i)\b(down|DOWN)\b|carrier lost|unplugged"
+"""A NIC link line saying the link went down."""
+_DEV = r"\b(mlx\d+_\d+|ib\d+|ibp\w+|en\w+\d)\b"
+"""A NIC's device name in a line."""
+
+
+def _group_evidence(keyed: pl.DataFrame, groups: pl.DataFrame) -> dict[int, list[Evidence]]:
+    """`_evidence` of every group at once: {group's position in `groups`: its evidence}; `groups` the distinct
+    (node, gkey, category) of `keyed` (each group's rows: those of its key, in table order)."""
+    keys = list(groups.columns)
+    gid = (
+        keyed.select(keys)
+        .join(groups.with_row_index("_g"), on=keys, how="left", nulls_equal=True, maintain_order="left")
+        .get_column("_g")
+    )
+    small = pl.DataFrame([gid, keyed.get_column("ts"), keyed.get_column("file"), keyed.get_column("line")])
+    by = pl.arg_sort_by("_g", "ts", "file", "line", nulls_last=True, maintain_order=True)
+    order = small.select(by).to_series()
+    srt = pl.DataFrame([gid, keyed.get_column("kind"), keyed.get_column("code"), keyed.get_column("file"),
+                        keyed.get_column("line")])[order].with_columns(_pos=order)
+    g = pl.col("_g")
+    # each code's first line in time order and the group's last, each line once, at most MAX_EVIDENCE
+    picked = (
+        srt.filter(pl.struct("_g", "kind", "code").is_first_distinct() | (g != g.shift(-1)).fill_null(True))
+        .unique(subset=["_g", "file", "line"], keep="first", maintain_order=True)
+        .filter(pl.int_range(pl.len()).over("_g") < MAX_EVIDENCE)
+    )
+    rows = keyed[picked.get_column("_pos")].with_columns(_g=picked.get_column("_g"))
+    out: dict[int, list[Evidence]] = {}
+    for r in rows.iter_rows(named=True):
+        out.setdefault(r["_g"], []).append(Evidence.from_event(r))
+    return out
+
+
 def candidates_from_events(events: pl.DataFrame, nodes: list[str]) -> list[Candidate]:
     """Group classified hardware/software events into candidates (see module docstring)."""
     if events.height == 0:
@@ -202,71 +236,93 @@ def candidates_from_events(events: pl.DataFrame, nodes: list[str]) -> list[Candi
     keyed = ev.with_columns(
         gkey=pl.coalesce(pl.col("gpu_bus_id"), pl.col("gpu_index").cast(pl.String), pl.lit("-")),
     )
-    # (a group may hold hundreds of thousands of events, an Xid flood: every test below runs on the group's
-    # distinct values or as one expression, never row by row in Python)
+    # every group's figures in one aggregation and its evidence in one sort: a bundle may hold thousands of
+    # groups (a node's every NIC) and a group hundreds of thousands of events (an Xid flood)
     consequence = is_xid & pl.col("code").str.contains(r"^[0-9]+$") & code_int.is_in(list(CONSEQUENCE_XIDS))
-    for (node, gkey, category), rows in keyed.group_by(["node", "gkey", "category"], maintain_order=True):
-        codes = rows.filter(is_xid).get_column("code").unique().to_list()
-        only_consequence = rows.height > 0 and bool(rows.select(consequence.fill_null(False).all()).item())
-        worst = min((Severity(s) for s in rows.get_column("sev").drop_nulls().unique()), key=lambda s: s.rank)
-        kinds_seen = set(rows.get_column("kind").unique().to_list())
-        if only_consequence:
+    rank = pl.col("sev").replace_strict({s.value: s.rank for s in Severity}, default=9)
+    keys = ["node", "gkey", "category"]
+    nic_link = pl.col("kind") == "nic_link"
+
+    def main(col: str) -> pl.Expr:
+        """`col` of the group's worst, earliest row."""
+        return pl.col(col).sort_by(rank, "ts", nulls_last=True, maintain_order=True).first()
+
+    groups = keyed.group_by(keys, maintain_order=True).agg(
+        n=pl.len(),
+        codes=pl.col("code").filter(is_xid).unique(),
+        only_consequence=consequence.fill_null(False).all(),
+        sevs=pl.col("sev").drop_nulls().unique(),
+        kinds_seen=pl.col("kind").unique(),
+        downs=pl.col("message").filter(nic_link).str.contains(_DOWN).sum(),
+        gpu_index=pl.col("gpu_index").drop_nulls().first(),
+        bus=pl.col("gpu_bus_id").drop_nulls().first(),
+        file=pl.col("file").first(),
+        first_seen=pl.col("ts").min(),
+        last_seen=pl.col("ts").max(),
+        kinds=pl.struct("kind", "code").unique(),
+        labels=pl.struct("kind", "code", "code_name").unique(),
+        devs=pl.col("message")
+        .filter(pl.col("category") == Category.NETWORK.value)
+        .str.extract(_DEV, 1)
+        .drop_nulls()
+        .unique(),
+        m_kind=main("kind"),
+        m_code=main("code"),
+        m_code_name=main("code_name"),
+        m_action=main("action"),
+    )
+    evidence = _group_evidence(keyed, groups.select(keys))
+    for g, r in enumerate(groups.iter_rows(named=True)):
+        node, category = r["node"], r["category"]
+        codes = r["codes"]
+        worst = min((Severity(s) for s in r["sevs"]), key=lambda s: s.rank)
+        kinds_seen = set(r["kinds_seen"])
+        if r["only_consequence"]:
             worst = Severity.INFO
         elif codes and all(int(c) in APP_XIDS | CONSEQUENCE_XIDS for c in codes) and kinds_seen == {"xid"}:
             # application XIDs on one GPU: usually the job's own bug; analysis raises it when the job died with it
             worst = Severity.LOW
-        downs = rows.filter(pl.col("kind") == "nic_link").filter(
-            pl.col("message").str.contains(r"(?i)\b(down|DOWN)\b|carrier lost|unplugged")
-        ).height
+        downs = r["downs"] or 0
         if kinds_seen <= {"nic_link", "nic_module", "ib_carrier"}:
             # one link down may be maintenance or a reboot; more than one in the window is a flapping link
             worst = Severity.HIGH if downs >= 2 else min(worst, Severity.MEDIUM, key=lambda v: -v.rank)
-        gpu_index = rows.get_column("gpu_index").drop_nulls()
-        bus = rows.get_column("gpu_bus_id").drop_nulls()
-        # the worst, earliest row (its position found without sorting a copy of the group)
-        first = pl.arg_sort_by(
-            pl.col("sev").replace_strict({s.value: s.rank for s in Severity}, default=9),
-            "ts",
-            nulls_last=True,
-            maintain_order=True,
-        ).first()
-        main = rows.row(int(rows.select(first).item()), named=True)
-        label = _label(main)
+        gpu_index, bus = r["gpu_index"], r["bus"]
+        label = _label({"kind": r["m_kind"], "code": r["m_code"], "code_name": r["m_code_name"]})
         # a file the bundle does not attribute to a host is named instead of an anonymous "unknown"
-        node_label = node if node != "unknown" else f"an unnamed node ({rows['file'][0]})"
-        where = f"{node_label}" + (f" GPU {gpu_index[0]}" if len(gpu_index) else "") + (f" ({bus[0]})" if len(bus) else "")
-        kinds = {f"{k}:{c}" if c is not None else k for k, c in rows.select("kind", "code").unique().iter_rows()}
-        labelled = rows.select("kind", "code", "code_name").unique()
-        others = sorted({_label(r) for r in labelled.iter_rows(named=True)} - {label})
-        summary = f"{label} on {where}: {rows.height} event(s)" + (
-            f", together with {', '.join(others[:5])}" if others else ""
+        node_label = node if node != "unknown" else f"an unnamed node ({r['file']})"
+        where = (
+            node_label
+            + (f" GPU {gpu_index}" if gpu_index is not None else "")
+            + (f" ({bus})" if bus is not None else "")
         )
+        kinds = {f"{x['kind']}:{x['code']}" if x["code"] is not None else x["kind"] for x in r["kinds"]}
+        others = sorted({_label(x) for x in r["labels"]} - {label})
+        together = f", together with {', '.join(others[:5])}" if others else ""
+        summary = f"{label} on {where}: {r['n']} event(s)" + together
         title = f"{label} on {where}"
         if category == Category.NETWORK.value:
             # a NIC's PCI address is not a GPU's: name the device instead
-            devs = sorted(set(rows["message"].str.extract(r"\b(mlx\d+_\d+|ib\d+|ibp\w+|en\w+\d)\b", 1).drop_nulls().to_list()))
-            dev_txt = ", ".join(devs) if devs else (f"NIC at {bus[0]}" if len(bus) else "a NIC")
+            devs = sorted(set(r["devs"]))
+            dev_txt = ", ".join(devs) if devs else (f"NIC at {bus}" if bus is not None else "a NIC")
             title = (
                 f"{dev_txt} link went down {downs} time(s) on {node_label}" if downs else f"{label} on {dev_txt} of {node_label}"
             )
             where = f"{node_label} ({dev_txt})"
-            summary = f"{label} on {where}: {rows.height} event(s)" + (
-                f", together with {', '.join(others[:5])}" if others else ""
-            )
-            gpu_index, bus = gpu_index.head(0), bus.head(0)
+            summary = f"{label} on {where}: {r['n']} event(s)" + together
+            gpu_index, bus = None, None
         out.append(
             Candidate(
                 category=Category(category),
                 severity=worst,
                 node=None if node == "unknown" else node,
-                gpu_index=int(gpu_index[0]) if len(gpu_index) else None,
-                gpu_bus_id=bus[0] if len(bus) else None,
+                gpu_index=int(gpu_index) if gpu_index is not None else None,
+                gpu_bus_id=bus,
                 title=title,
                 summary=summary + ".",
-                first_seen=rows.get_column("ts").min(),  # type: ignore[arg-type]
-                last_seen=rows.get_column("ts").max(),  # type: ignore[arg-type]
-                evidence=_evidence(rows),
-                action=main["action"] or _default_action(Category(category)),
+                first_seen=r["first_seen"],
+                last_seen=r["last_seen"],
+                evidence=evidence.get(g, []),
+                action=r["m_action"] or _default_action(Category(category)),
                 confidence=0.9 if not codes or any(int(c) not in APP_XIDS for c in codes) else 0.6,
                 kinds=kinds,
             )
