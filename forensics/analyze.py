@@ -70,7 +70,7 @@ def job_summary(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:
     """Nodes, GPUs, time span and step-time baseline of the job, from whatever tables have them."""
     names: set[str] = set()
     for t in ("files", "events", "inventory", "steps", "gpu_samples"):
-        names |= set(tables[t].get_column("node").drop_nulls().to_list())
+        names |= set(tables[t].get_column("node").drop_nulls().unique().to_list())
     nodes = sorted(names - {"unknown"})
     inv = tables["inventory"]
     gpus = inv.filter(pl.col("component") == "gpu").select("node", "gpu_index").unique().drop_nulls().height

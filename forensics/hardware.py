@@ -162,15 +162,25 @@ _DEV = r"\b(mlx\d+_\d+|ib\d+|ibp\w+|en\w+\d)\b"
 """A NIC's device name in a line."""
 
 
-def _group_evidence(keyed: pl.DataFrame, groups: pl.DataFrame) -> dict[int, list[Evidence]]:
-    """`_evidence` of every group at once: {group's position in `groups`: its evidence}; `groups` the distinct
-    (node, gkey, category) of `keyed` (each group's rows: those of its key, in table order)."""
+_EVENT_COLUMNS = [
+    "ts", "node", "gpu_index", "gpu_bus_id", "source", "kind", "code", "severity", "message", "file", "line"
+]
+"""The events' columns candidates are made of."""
+
+
+def _group_ids(keyed: pl.DataFrame, groups: pl.DataFrame) -> pl.Series:
+    """Per row of `keyed`: the position (`_g`) of its group among `groups` (the distinct keys, in order)."""
     keys = list(groups.columns)
-    gid = (
+    return (
         keyed.select(keys)
         .join(groups.with_row_index("_g"), on=keys, how="left", nulls_equal=True, maintain_order="left")
         .get_column("_g")
     )
+
+
+def _group_evidence(keyed: pl.DataFrame, gid: pl.Series) -> dict[int, list[Evidence]]:
+    """`_evidence` of every group at once: {group's position: its evidence}; `gid` each row's group's position
+    (`_group_ids`; a group's rows: those of its id, in table order)."""
     small = pl.DataFrame([gid, keyed.get_column("ts"), keyed.get_column("file"), keyed.get_column("line")])
     by = pl.arg_sort_by("_g", "ts", "file", "line", nulls_last=True, maintain_order=True)
     order = small.select(by).to_series()
@@ -195,10 +205,16 @@ def candidates_from_events(events: pl.DataFrame, nodes: list[str]) -> list[Candi
     if events.height == 0:
         return []
     # Events a parser itself calls `info` (a link coming up at boot, a state report) are context for
-    # the timeline, not evidence of a fault: they form no candidate of their own.
-    ev = classify(events).filter(
-        pl.col("category").is_not_null() & ~((pl.col("severity") == "info") & ~pl.col("kind").is_in(["xid", "sxid"]))
+    # the timeline, not evidence of a fault: they form no candidate of their own; nor do kinds no rule
+    # classifies (an XID/SXid always is). Both left out before `classify`, and the columns not read here:
+    # every filter of millions of events copies each column it keeps.
+    xid_like = pl.col("kind").is_in(["xid", "sxid"])
+    ev = events.select(_EVENT_COLUMNS).filter(
+        (pl.col("kind").is_in(list(KIND_RULES)) | xid_like) & ~((pl.col("severity") == "info") & ~xid_like)
     )
+    if ev.height == 0:
+        return []
+    ev = classify(ev)
     if ev.height == 0:
         return []
     is_xid = pl.col("kind") == "xid"
@@ -243,9 +259,6 @@ def candidates_from_events(events: pl.DataFrame, nodes: list[str]) -> list[Candi
     keys = ["node", "gkey", "category"]
     nic_link = pl.col("kind") == "nic_link"
 
-    def main(col: str) -> pl.Expr:
-        """`col` of the group's worst, earliest row."""
-        return pl.col(col).sort_by(rank, "ts", nulls_last=True, maintain_order=True).first()
 
     groups = keyed.group_by(keys, maintain_order=True).agg(
         n=pl.len(),
@@ -266,12 +279,16 @@ def candidates_from_events(events: pl.DataFrame, nodes: list[str]) -> list[Candi
         .str.extract(_DEV, 1)
         .drop_nulls()
         .unique(),
-        m_kind=main("kind"),
-        m_code=main("code"),
-        m_code_name=main("code_name"),
-        m_action=main("action"),
     )
-    evidence = _group_evidence(keyed, groups.select(keys))
+    gid = _group_ids(keyed, groups.select(keys))
+    evidence = _group_evidence(keyed, gid)
+    # each group's worst, earliest row: the first of its rows ordered by severity, then time
+    order = pl.DataFrame([gid, keyed.select(_r=rank).to_series(), keyed.get_column("ts")]).select(
+        pl.arg_sort_by("_g", "_r", "ts", nulls_last=True, maintain_order=True)
+    ).to_series()
+    heads = order.filter(gid.gather(order).is_first_distinct())
+    mains = keyed.select("kind", "code", "code_name", "action")[heads].rename(lambda c: f"m_{c}")
+    groups = groups.hstack(mains)
     for g, r in enumerate(groups.iter_rows(named=True)):
         node, category = r["node"], r["category"]
         codes = r["codes"]
