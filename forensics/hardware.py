@@ -202,8 +202,12 @@ def _group_evidence(keyed: pl.DataFrame, gid: pl.Series) -> dict[int, list[Evide
 
 def candidates_from_events(events: pl.DataFrame, nodes: list[str]) -> list[Candidate]:
     """Group classified hardware/software events into candidates (see module docstring)."""
-    if events.height == 0:
-        return []
+    out, keyed = _fleet_wide(events, nodes)
+    return out + _group_candidates(keyed) if keyed is not None else out
+
+
+def classified(events: pl.DataFrame) -> pl.DataFrame:
+    """The events that may make a candidate, `classify`d (only the columns candidates are made of)."""
     # Events a parser itself calls `info` (a link coming up at boot, a state report) are context for
     # the timeline, not evidence of a fault: they form no candidate of their own; nor do kinds no rule
     # classifies (an XID/SXid always is). Both left out before `classify`, and the columns not read here:
@@ -212,11 +216,17 @@ def candidates_from_events(events: pl.DataFrame, nodes: list[str]) -> list[Candi
     ev = events.select(_EVENT_COLUMNS).filter(
         (pl.col("kind").is_in(list(KIND_RULES)) | xid_like) & ~((pl.col("severity") == "info") & ~xid_like)
     )
+    return classify(ev)
+
+
+def _fleet_wide(events: pl.DataFrame, nodes: list[str]) -> tuple[list[Candidate], pl.DataFrame | None]:
+    """The fleet-wide application-fault candidate (when there is one) and the other classified events, keyed
+    by their group's GPU (`gkey`); None for no such event."""
+    if events.height == 0:
+        return [], None
+    ev = classified(events)
     if ev.height == 0:
-        return []
-    ev = classify(ev)
-    if ev.height == 0:
-        return []
+        return [], None
     is_xid = pl.col("kind") == "xid"
     code_int = pl.col("code").cast(pl.Int64, strict=False)
     app = _burst(ev.filter(is_xid & code_int.is_in(list(APP_XIDS))))
@@ -252,6 +262,16 @@ def candidates_from_events(events: pl.DataFrame, nodes: list[str]) -> list[Candi
     keyed = ev.with_columns(
         gkey=pl.coalesce(pl.col("gpu_bus_id"), pl.col("gpu_index").cast(pl.String), pl.lit("-")),
     )
+    return out, keyed
+
+
+def _group_candidates(keyed: pl.DataFrame) -> list[Candidate]:
+    """A candidate per (node, GPU, category) of the classified events `keyed` (see `_fleet_wide`)."""
+    out: list[Candidate] = []
+    if keyed.height == 0:
+        return out
+    is_xid = pl.col("kind") == "xid"
+    code_int = pl.col("code").cast(pl.Int64, strict=False)
     # every group's figures in one aggregation and its evidence in one sort: a bundle may hold thousands of
     # groups (a node's every NIC) and a group hundreds of thousands of events (an Xid flood)
     consequence = is_xid & pl.col("code").str.contains(r"^[0-9]+$") & code_int.is_in(list(CONSEQUENCE_XIDS))

@@ -1,88 +1,20 @@
 """The group loop of `forensics.hardware.candidates_from_events` as it was before its groups were read in one
-aggregation (thirty-fifth round), kept verbatim to test that the new reading gives the same candidates."""
+aggregation (thirty-fifth round), kept verbatim to test that `hardware._group_candidates` gives the same
+candidates."""
 
 from __future__ import annotations
 
 import polars as pl
 
-from forensics.findings import Category, Evidence, Severity
-from forensics.hardware import (
-    APP_XIDS,
-    CONSEQUENCE_XIDS,
-    FLEET_SHARE,
-    MAX_EVIDENCE,
-    Candidate,
-    _burst,
-    _default_action,
-    _label,
-    classify,
-)
+from forensics.findings import Category, Severity
+from forensics.hardware import APP_XIDS, CONSEQUENCE_XIDS, Candidate, _default_action, _evidence, _label
 
 
-def _evidence(rows: pl.DataFrame) -> list[Evidence]:
-    """Pick up to MAX_EVIDENCE lines: the first of each distinct code, then the last line."""
-    # (the order found as positions, and only the rows picked gathered: sorting a copy of a flood's rows
-    # cost as much memory as the rows)
-    order = rows.select(pl.arg_sort_by("ts", "file", "line", nulls_last=True, maintain_order=True)).to_series()
-    firsts = (
-        rows.select("kind", "code")[order]
-        .with_row_index("_i")
-        .unique(subset=["kind", "code"], keep="first", maintain_order=True)
-        .get_column("_i")
-    )
-    at = pl.concat([order.gather(firsts), order.tail(1)])
-    picked = rows[at].unique(subset=["file", "line"], maintain_order=True)
-    return [Evidence.from_event(r) for r in picked.head(MAX_EVIDENCE).iter_rows(named=True)]
-
-
-def candidates_from_events_ref(events: pl.DataFrame, nodes: list[str]) -> list[Candidate]:
-    """Group classified hardware/software events into candidates (see module docstring)."""
-    if events.height == 0:
-        return []
-    # Events a parser itself calls `info` (a link coming up at boot, a state report) are context for
-    # the timeline, not evidence of a fault: they form no candidate of their own.
-    ev = classify(events).filter(
-        pl.col("category").is_not_null() & ~((pl.col("severity") == "info") & ~pl.col("kind").is_in(["xid", "sxid"]))
-    )
-    if ev.height == 0:
-        return []
+def group_candidates_ref(keyed: pl.DataFrame) -> list[Candidate]:
+    """A candidate per (node, GPU, category) of `keyed` (`hardware._fleet_wide`'s), one group at a time."""
+    out: list[Candidate] = []
     is_xid = pl.col("kind") == "xid"
     code_int = pl.col("code").cast(pl.Int64, strict=False)
-    app = _burst(ev.filter(is_xid & code_int.is_in(list(APP_XIDS))))
-    out: list[Candidate] = []
-    known = [n for n in nodes if n != "unknown"]
-    n_nodes = len(known) or ev.filter(pl.col("node") != "unknown").get_column("node").n_unique()
-    app_nodes = app.filter(pl.col("node") != "unknown").get_column("node").n_unique()
-    fleet_app = app_nodes >= 2 and app_nodes >= FLEET_SHARE * n_nodes
-    if fleet_app:
-        codes = sorted(app.get_column("code").unique().to_list(), key=int)
-        out.append(
-            Candidate(
-                category=Category.SOFTWARE,
-                severity=Severity.HIGH,
-                node=None,
-                gpu_index=None,
-                gpu_bus_id=None,
-                title=f"Application fault on every node: XID {', '.join(codes)} on {app_nodes} of {n_nodes} nodes",
-                summary=(
-                    f"XID {', '.join(codes)} (application-side GPU exceptions) appeared on {app_nodes} of "
-                    f"{n_nodes} nodes at about the same time: a software bug or bad input, not one faulty GPU."
-                ),
-                first_seen=app.get_column("ts").min(),  # type: ignore[arg-type]
-                last_seen=app.get_column("ts").max(),  # type: ignore[arg-type]
-                evidence=_evidence(app),
-                action="Check the application (kernel bug, bad data, out-of-range access); no hardware action.",
-                confidence=0.85,
-                kinds={f"xid:{c}" for c in codes},
-            )
-        )
-        ev = ev.join(app.select("file", "line"), on=["file", "line"], how="anti")
-
-    keyed = ev.with_columns(
-        gkey=pl.coalesce(pl.col("gpu_bus_id"), pl.col("gpu_index").cast(pl.String), pl.lit("-")),
-    )
-    # (a group may hold hundreds of thousands of events, an Xid flood: every test below runs on the group's
-    # distinct values or as one expression, never row by row in Python)
     consequence = is_xid & pl.col("code").str.contains(r"^[0-9]+$") & code_int.is_in(list(CONSEQUENCE_XIDS))
     for (node, gkey, category), rows in keyed.group_by(["node", "gkey", "category"], maintain_order=True):
         codes = rows.filter(is_xid).get_column("code").unique().to_list()

@@ -1,5 +1,6 @@
 """`hardware.candidates_from_events` reads its groups in one aggregation and their evidence in one sort: the
-candidates are those of the loop it replaced (`_hardware_ref`), on events drawn at random and on floods."""
+candidates are those of the loop it replaced (`_hardware_ref`), on events drawn at random and on floods; and it
+leaves out the events no rule classifies before `classify`, as the filter after it did."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from forensics.hardware import candidates_from_events
+from forensics.hardware import _fleet_wide, _group_candidates, classified, classify
 from forensics.schema import conform
-from tests.forensics._hardware_ref import candidates_from_events_ref
+from tests.forensics._hardware_ref import group_candidates_ref
 
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 KINDS = [
@@ -66,7 +67,11 @@ def test_grouped_candidates_are_those_of_the_loop(seed: int) -> None:
     nodes = int(rng.integers(1, 12))
     ev = _events(rng, int(rng.integers(1, 600)), nodes)
     names = [f"node-{i:02d}" for i in range(nodes)]
-    assert candidates_from_events(ev, names) == candidates_from_events_ref(ev, names)
+    _, keyed = _fleet_wide(ev, names)
+    assert keyed is not None and _group_candidates(keyed) == group_candidates_ref(keyed)
+    xid_like = pl.col("kind").is_in(["xid", "sxid"])
+    before = classify(ev).filter(pl.col("category").is_not_null() & ~((pl.col("severity") == "info") & ~xid_like))
+    assert classified(ev).equals(before.select(classified(ev).columns))
 
 
 def test_grouped_candidates_of_a_flood_are_those_of_the_loop() -> None:
@@ -87,6 +92,8 @@ def test_grouped_candidates_of_a_flood_are_those_of_the_loop() -> None:
                  "severity": "unknown", "message": "NVRM: Xid (PCI:0000:3b:00): 79", "file": "node-03/dmesg.log", "line": 9})
     ev = conform(pl.DataFrame(rows, infer_schema_length=None), "events")
     names = ["node-01", "node-02", "node-03", "node-04"]
-    got = candidates_from_events(ev, names)
-    assert got == candidates_from_events_ref(ev, names)
+    _, keyed = _fleet_wide(ev, names)
+    assert keyed is not None
+    got = _group_candidates(keyed)
+    assert got == group_candidates_ref(keyed)
     assert len(got) == 1 + 12 + 1 and len(got[0].evidence) == 3  # 13's first, 43's first, the last
