@@ -1,6 +1,6 @@
 """`hardware.candidates_from_events` reads its groups in one aggregation and their evidence in one sort: the
-candidates are those of the loop it replaced (`_hardware_ref`), on events drawn at random and on floods; and it
-leaves out the events no rule classifies before `classify`, as the filter after it did."""
+candidates are those of the loop it replaced (`_hardware_ref`), on events drawn at random and on floods;
+and it leaves out the events no rule classifies before `classify`, as the filter after it did."""
 
 from __future__ import annotations
 
@@ -70,7 +70,8 @@ def test_grouped_candidates_are_those_of_the_loop(seed: int) -> None:
     _, keyed = _fleet_wide(ev, names)
     assert keyed is not None and _group_candidates(keyed) == group_candidates_ref(keyed)
     xid_like = pl.col("kind").is_in(["xid", "sxid"])
-    before = classify(ev).filter(pl.col("category").is_not_null() & ~((pl.col("severity") == "info") & ~xid_like))
+    kept = pl.col("category").is_not_null() & ~((pl.col("severity") == "info") & ~xid_like)
+    before = classify(ev).filter(kept)
     assert classified(ev).equals(before.select(classified(ev).columns))
 
 
