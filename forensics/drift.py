@@ -50,35 +50,85 @@ def drift_table(inventory: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
 
 
+GROUP_MIN = 3
+"""Nodes that differ from the fleet in the same way (the same values) from which they are one finding."""
+NAMED = 20
+"""Nodes a finding of a group names in its summary (all are counted)."""
+
+
 def candidates(inventory: pl.DataFrame) -> list[Candidate]:
-    """One config_drift candidate per drifted node, listing every attribute that differs."""
+    """A config_drift candidate per drifted node, listing every attribute that differs; nodes that differ in
+    the same way (the same attributes with the same values, `GROUP_MIN` or more: a rolling upgrade left
+    half-done, an image of their own) are one candidate, in the order of their first node."""
     d = drift_table(inventory)
     if d.height == 0:
         return []
+    per_node = [(node, g) for (node,), g in d.group_by("node", maintain_order=True)]
+    alike: dict[tuple, list[tuple[str, pl.DataFrame]]] = {}
+    for node, g in per_node:
+        alike.setdefault(tuple(sorted(g.select("attribute", "value").iter_rows())), []).append((node, g))
     out = []
-    for (node,), g in d.group_by("node", maintain_order=True):
-        diffs = [
-            f"{DRIFT_ATTRIBUTES[r['attribute']]} {r['value']} (fleet: {r['majority']} on {r['majority_nodes']} of {r['nodes']} nodes)"
-            for r in g.iter_rows(named=True)
-        ]
-        out.append(
-            Candidate(
-                category=Category.CONFIG_DRIFT,
-                severity=Severity.MEDIUM,
-                node=node,
-                gpu_index=None,
-                gpu_bus_id=None,
-                title=f"{node} runs a different {', '.join(sorted({DRIFT_ATTRIBUTES[a] for a in g['attribute']}))} than the fleet",
-                summary=f"{node} differs from the rest of the fleet: " + "; ".join(diffs) + ".",
-                first_seen=None,
-                last_seen=None,
-                evidence=[
-                    Evidence(source="inventory", file=r["file"], line=r["line"], ts=None, text=f"{r['attribute']}: {r['value']}")
-                    for r in g.iter_rows(named=True)
-                ],
-                action="Align the node's driver, firmware and library versions with the fleet (or drain it until then).",
-                confidence=0.7,
-                kinds={f"drift:{a}" for a in g["attribute"]},
-            )
+    for members in alike.values():
+        if len(members) < GROUP_MIN:
+            out += [(node, _candidate(node, g)) for node, g in members]
+            continue
+        members.sort(key=lambda m: m[0])
+        nodes = [node for node, _ in members]
+        first, g = members[0]
+        c = _candidate(first, g)
+        named = ", ".join(nodes[:NAMED]) + (f" and {len(nodes) - NAMED} more" if len(nodes) > NAMED else "")
+        c.node = None
+        c.title = f"{len(nodes)} nodes run a different {_what(g)} than the fleet"
+        c.summary = f"{len(nodes)} nodes ({named}) differ from the rest of the fleet in the same way: " + (
+            "; ".join(_diffs(g)) + "."
         )
-    return out
+        c.evidence = [e for node, m in members[:8] for e in _candidate(node, m).evidence[:1]]
+        c.action = (
+            "Align these nodes' driver, firmware and library versions with the fleet "
+            "(or drain them until then)."
+        )
+        out.append((first, c))
+    order = {node: i for i, (node, _) in enumerate(per_node)}
+    return [c for _, c in sorted(out, key=lambda x: order[x[0]])]
+
+
+def _candidate(node: str, g: pl.DataFrame) -> Candidate:
+    """The candidate of one drifted node (`g`: its rows of `drift_table`)."""
+    return Candidate(
+        category=Category.CONFIG_DRIFT,
+        severity=Severity.MEDIUM,
+        node=node,
+        gpu_index=None,
+        gpu_bus_id=None,
+        title=f"{node} runs a different {_what(g)} than the fleet",
+        summary=f"{node} differs from the rest of the fleet: " + "; ".join(_diffs(g)) + ".",
+        first_seen=None,
+        last_seen=None,
+        evidence=[
+            Evidence(
+                source="inventory",
+                file=r["file"],
+                line=r["line"],
+                ts=None,
+                text=f"{r['attribute']}: {r['value']}",
+            )
+            for r in g.iter_rows(named=True)
+        ],
+        action="Align the node's driver, firmware and library versions with the fleet (or drain it until then).",
+        confidence=0.7,
+        kinds={f"drift:{a}" for a in g["attribute"]},
+    )
+
+
+def _diffs(g: pl.DataFrame) -> list[str]:
+    """How a drifted node differs (`g`: its rows of `drift_table`), an attribute a phrase."""
+    return [
+        f"{DRIFT_ATTRIBUTES[r['attribute']]} {r['value']} "
+        f"(fleet: {r['majority']} on {r['majority_nodes']} of {r['nodes']} nodes)"
+        for r in g.iter_rows(named=True)
+    ]
+
+
+def _what(g: pl.DataFrame) -> str:
+    """What a drifted node's rows of `drift_table` (`g`) differ in: 'NVIDIA driver, NIC firmware'."""
+    return ", ".join(sorted({DRIFT_ATTRIBUTES[a] for a in g["attribute"]}))

@@ -137,6 +137,25 @@ def test_single_gpu_xid79_is_critical_and_history_is_info() -> None:
     assert by_node["node-02"].severity == Severity.INFO
 
 
+def test_nodes_that_drift_alike_are_one_finding() -> None:
+    """Five nodes left on the old driver (a rolling upgrade half-done) are one finding naming them; a node that
+    differs in its own way, and two that differ alike, keep a finding each."""
+    values = {3: "535.183.01", 5: "535.183.01", 7: "535.183.01", 11: "535.183.01", 13: "535.183.01", 2: "550.90.07",
+              4: "470.1", 6: "470.1"}
+    rows = [
+        {"node": f"node-{i:02d}", "component": "node", "attribute": "driver_version", "value": values.get(i, "550.54.15"),
+         "source": "nvidia-smi", "file": f"node-{i:02d}/smi.txt", "line": 5}
+        for i in range(40)
+    ]
+    c = drift.candidates(conform(pl.DataFrame(rows), "inventory"))
+    assert sorted(x.node or "" for x in c) == ["", "node-02", "node-04", "node-06"]
+    group = next(x for x in c if x.node is None)
+    assert group.title == "5 nodes run a different NVIDIA driver than the fleet"
+    assert group.summary.startswith("5 nodes (node-03, node-05, node-07, node-11, node-13) differ from the rest")
+    assert "NVIDIA driver 535.183.01 (fleet: 550.54.15 on 32 of 40 nodes)" in group.summary
+    assert [e.file for e in group.evidence] == [f"node-{i:02d}/smi.txt" for i in (3, 5, 7, 11, 13)]
+
+
 def test_a_gpu_with_only_consequence_xids_is_info_and_app_xids_on_one_gpu_are_low() -> None:
     ev = xid_events(
         [("node-01", "0000:3b:00.0", "45", T0 + timedelta(seconds=i)) for i in range(3)]
