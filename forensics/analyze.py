@@ -31,9 +31,10 @@ from forensics.findings import (
     Impact,
     Severity,
     iso,
+    name_nodes,
     write_findings,
 )
-from forensics.hardware import Candidate, candidates_from_events
+from forensics.hardware import FLEET_SHARE, Candidate, candidates_from_events
 from forensics.outputs import read_analysis_tables, require_ingested, write_table
 from forensics.schema import conform, empty
 
@@ -562,12 +563,9 @@ def attribute_stragglers(
     return cands
 
 
-FLEET_SHARE = 0.5
-"""Share of the bundle's nodes on which one finding must stand to be folded into one fleet-wide finding."""
 FLEET_MIN_NODES = 4
-"""... and the fewest nodes (a 2-node bundle's two findings stay two)."""
-FLEET_NAMED = 20
-"""Nodes a fleet-wide finding names in its summary (all are counted)."""
+"""The fewest nodes one finding must stand on to be folded into a fleet-wide one (with `FLEET_SHARE` of them:
+a 2-node bundle's two findings stay two)."""
 
 
 def fold_fleet(cands: list[Candidate], nodes: list[str]) -> list[Candidate]:
@@ -600,7 +598,6 @@ def fold_fleet(cands: list[Candidate], nodes: list[str]) -> list[Candidate]:
         evidence = [e for c in group[:8] for e in c.evidence[:1]]
         firsts = [c.first_seen for c in group if c.first_seen]
         lasts = [c.last_seen for c in group if c.last_seen]
-        named = ", ".join(on[:FLEET_NAMED]) + (f" and {len(on) - FLEET_NAMED} more" if len(on) > FLEET_NAMED else "")
         folded[at[0]] = replace(
             rep,
             node=None,
@@ -608,10 +605,10 @@ def fold_fleet(cands: list[Candidate], nodes: list[str]) -> list[Candidate]:
             gpu_bus_id=None,
             title=f"{what}: on {len(on)} of {len(known)} nodes",
             summary=(
-                f"The same finding stands on {len(on)} of the bundle's {len(known)} nodes ({named}); on the "
-                f"first of them: {rep.summary} On most of the fleet at once it points to what the nodes share "
-                "(the fabric, the cooling, the software or how the logs were collected), not to each node's "
-                "hardware."
+                f"The same finding stands on {len(on)} of the bundle's {len(known)} nodes "
+                f"({name_nodes(on)}); on the first of them: {rep.summary} On most of the fleet at once it "
+                "points to what the nodes share (the fabric, the cooling, the software or how the logs were "
+                "collected), not to each node's hardware."
             ),
             first_seen=min(firsts) if firsts else None,
             last_seen=max(lasts) if lasts else None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from forensics.findings import Category, Evidence, Severity
+from forensics.findings import Category, Evidence, Severity, name_nodes
 from forensics.hardware import Candidate
 
 DRIFT_ATTRIBUTES = {
@@ -52,8 +52,6 @@ def drift_table(inventory: pl.DataFrame) -> pl.DataFrame:
 
 GROUP_MIN = 3
 """Nodes that differ from the fleet in the same way (the same values) from which they are one finding."""
-NAMED = 20
-"""Nodes a finding of a group names in its summary (all are counted)."""
 
 
 def candidates(inventory: pl.DataFrame) -> list[Candidate]:
@@ -76,13 +74,14 @@ def candidates(inventory: pl.DataFrame) -> list[Candidate]:
         nodes = [node for node, _ in members]
         first, g = members[0]
         c = _candidate(first, g)
-        named = ", ".join(nodes[:NAMED]) + (f" and {len(nodes) - NAMED} more" if len(nodes) > NAMED else "")
         c.node = None
         c.title = f"{len(nodes)} nodes run a different {_what(g)} than the fleet"
-        c.summary = f"{len(nodes)} nodes ({named}) differ from the rest of the fleet in the same way: " + (
-            "; ".join(_diffs(g)) + "."
+        c.summary = (
+            f"{len(nodes)} nodes ({name_nodes(nodes)}) differ from the rest of the fleet in the same way: "
+            + "; ".join(_diffs(g))
+            + "."
         )
-        c.evidence = [e for node, m in members[:8] for e in _candidate(node, m).evidence[:1]]
+        c.evidence = [_evidence(m)[0] for _, m in members[:8]]
         c.action = (
             "Align these nodes' driver, firmware and library versions with the fleet "
             "(or drain them until then)."
@@ -104,16 +103,7 @@ def _candidate(node: str, g: pl.DataFrame) -> Candidate:
         summary=f"{node} differs from the rest of the fleet: " + "; ".join(_diffs(g)) + ".",
         first_seen=None,
         last_seen=None,
-        evidence=[
-            Evidence(
-                source="inventory",
-                file=r["file"],
-                line=r["line"],
-                ts=None,
-                text=f"{r['attribute']}: {r['value']}",
-            )
-            for r in g.iter_rows(named=True)
-        ],
+        evidence=_evidence(g),
         action="Align the node's driver, firmware and library versions with the fleet (or drain it until then).",
         confidence=0.7,
         kinds={f"drift:{a}" for a in g["attribute"]},
@@ -132,3 +122,13 @@ def _diffs(g: pl.DataFrame) -> list[str]:
 def _what(g: pl.DataFrame) -> str:
     """What a drifted node's rows of `drift_table` (`g`) differ in: 'NVIDIA driver, NIC firmware'."""
     return ", ".join(sorted({DRIFT_ATTRIBUTES[a] for a in g["attribute"]}))
+
+
+def _evidence(g: pl.DataFrame) -> list[Evidence]:
+    """The inventory lines that show how a drifted node differs (`g`: its rows of `drift_table`)."""
+    return [
+        Evidence(
+            source="inventory", file=r["file"], line=r["line"], ts=None, text=f"{r['attribute']}: {r['value']}"
+        )
+        for r in g.iter_rows(named=True)
+    ]

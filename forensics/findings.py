@@ -145,6 +145,16 @@ def iso(ts: datetime | None) -> str | None:
     return ts.isoformat().replace("+00:00", "Z") if ts is not None else None
 
 
+NAMED_NODES = 20
+"""Nodes a finding on many nodes names in its summary (all are counted)."""
+
+
+def name_nodes(nodes: list[str]) -> str:
+    """'a, b, c' or, past `NAMED_NODES`, the first of them 'and N more'."""
+    more = len(nodes) - NAMED_NODES
+    return ", ".join(nodes[:NAMED_NODES]) + (f" and {more} more" if more > 0 else "")
+
+
 def write_findings(out: Path, doc: dict[str, Any]) -> Path:
     """Write findings.json atomically."""
     target = out / "findings.json"

@@ -47,7 +47,8 @@ KIND_RULES: dict[str, tuple[Category, Severity]] = {
 APP_XIDS = {13, 31, 43}
 CONSEQUENCE_XIDS = {45}
 FLEET_SHARE = 0.5
-"""Share of nodes an application XID must hit to be called fleet-wide (software), not one GPU's fault."""
+"""Share of nodes an application XID must hit to be called fleet-wide (software), not one GPU's fault; and
+one finding to be folded into a fleet-wide one (`analyze.fold_fleet`)."""
 
 MAX_EVIDENCE = 8
 
@@ -142,18 +143,7 @@ def classify(events: pl.DataFrame) -> pl.DataFrame:
 
 def _evidence(rows: pl.DataFrame) -> list[Evidence]:
     """Pick up to MAX_EVIDENCE lines: the first of each distinct code, then the last line."""
-    # (the order found as positions, and only the rows picked gathered: sorting a copy of a flood's rows
-    # cost as much memory as the rows)
-    order = rows.select(pl.arg_sort_by("ts", "file", "line", nulls_last=True, maintain_order=True)).to_series()
-    firsts = (
-        rows.select("kind", "code")[order]
-        .with_row_index("_i")
-        .unique(subset=["kind", "code"], keep="first", maintain_order=True)
-        .get_column("_i")
-    )
-    at = pl.concat([order.gather(firsts), order.tail(1)])
-    picked = rows[at].unique(subset=["file", "line"], maintain_order=True)
-    return [Evidence.from_event(r) for r in picked.head(MAX_EVIDENCE).iter_rows(named=True)]
+    return _group_evidence(rows, pl.zeros(rows.height, pl.UInt32, eager=True).alias("_g")).get(0, [])
 
 
 _DOWN = r"(?i)\b(down|DOWN)\b|carrier lost|unplugged"
@@ -278,8 +268,6 @@ def _group_candidates(keyed: pl.DataFrame) -> list[Candidate]:
     rank = pl.col("sev").replace_strict({s.value: s.rank for s in Severity}, default=9)
     keys = ["node", "gkey", "category"]
     nic_link = pl.col("kind") == "nic_link"
-
-
     groups = keyed.group_by(keys, maintain_order=True).agg(
         n=pl.len(),
         codes=pl.col("code").filter(is_xid).unique(),

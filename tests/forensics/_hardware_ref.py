@@ -1,13 +1,21 @@
 """The group loop of `forensics.hardware.candidates_from_events` as it was before its groups were read in one
-aggregation (thirty-fifth round), kept verbatim to test that `hardware._group_candidates` gives the same
-candidates."""
+aggregation (thirty-fifth round), and `_evidence` as it was before it went through `_group_evidence`, kept
+verbatim to test that `hardware._group_candidates` and `hardware._evidence` give the same candidates."""
 
 from __future__ import annotations
 
 import polars as pl
 
-from forensics.findings import Category, Severity
-from forensics.hardware import APP_XIDS, CONSEQUENCE_XIDS, Candidate, _default_action, _evidence, _label
+from forensics.findings import Category, Evidence, Severity
+from forensics.hardware import APP_XIDS, CONSEQUENCE_XIDS, MAX_EVIDENCE, Candidate, _default_action, _label
+
+
+def _evidence(rows: pl.DataFrame) -> list[Evidence]:
+    """Pick up to MAX_EVIDENCE lines: the first of each distinct code, then the last line (as it was)."""
+    rows = rows.sort("ts", "file", "line", nulls_last=True)
+    firsts = rows.unique(subset=["kind", "code"], keep="first", maintain_order=True)
+    picked = pl.concat([firsts, rows.tail(1)]).unique(subset=["file", "line"], maintain_order=True)
+    return [Evidence.from_event(r) for r in picked.head(MAX_EVIDENCE).iter_rows(named=True)]
 
 
 def group_candidates_ref(keyed: pl.DataFrame) -> list[Candidate]:

@@ -10,8 +10,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from forensics.hardware import _fleet_wide, _group_candidates, classified, classify
+from forensics.hardware import _evidence, _fleet_wide, _group_candidates, classified, classify
 from forensics.schema import conform
+from tests.forensics._hardware_ref import _evidence as evidence_ref
 from tests.forensics._hardware_ref import group_candidates_ref
 
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
@@ -69,6 +70,7 @@ def test_grouped_candidates_are_those_of_the_loop(seed: int) -> None:
     names = [f"node-{i:02d}" for i in range(nodes)]
     _, keyed = _fleet_wide(ev, names)
     assert keyed is not None and _group_candidates(keyed) == group_candidates_ref(keyed)
+    assert _evidence(keyed) == evidence_ref(keyed)  # (all the events as one group: the fleet-wide fault's)
     xid_like = pl.col("kind").is_in(["xid", "sxid"])
     kept = pl.col("category").is_not_null() & ~((pl.col("severity") == "info") & ~xid_like)
     before = classify(ev).filter(kept)
