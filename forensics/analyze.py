@@ -36,7 +36,7 @@ from forensics.findings import (
 )
 from forensics.hardware import FLEET_SHARE, Candidate, candidates_from_events
 from forensics.outputs import read_analysis_tables, require_ingested, write_table
-from forensics.schema import conform, empty
+from forensics.schema import WEIGHT, conform, empty, with_weight
 
 CONSEQUENCE_KINDS = (
     "nccl_warn",
@@ -212,17 +212,18 @@ def demote_history(cands: list[Candidate], job_start: datetime | None) -> list[C
 def _consequences_after(first: datetime | None, events: pl.DataFrame, exclude_node: str | None) -> list[str]:
     if first is None or events.height == 0:
         return []
+    events = with_weight(events)
     after = events.filter(pl.col("kind").is_in(CONSEQUENCE_KINDS) & (pl.col("ts") >= first))
     if exclude_node:
         after = after.filter(pl.col("node") != exclude_node)
     out = []
     for (kind,), rows in after.group_by("kind", maintain_order=True):
         out.append(
-            f"{rows.height} {kind.replace('_', ' ')} event(s) on {rows['node'].n_unique()} other node(s) after {iso(first)}"
+            f"{rows[WEIGHT].sum()} {kind.replace('_', ' ')} event(s) on {rows['node'].n_unique()} other node(s) after {iso(first)}"
         )
     xid45 = events.filter((pl.col("kind") == "xid") & (pl.col("code") == "45") & (pl.col("ts") >= first))
     if xid45.height:
-        out.append(f"{xid45.height} XID 45 clean-up(s) on {xid45['node'].n_unique()} node(s) after it")
+        out.append(f"{xid45[WEIGHT].sum()} XID 45 clean-up(s) on {xid45['node'].n_unique()} node(s) after it")
     return out
 
 

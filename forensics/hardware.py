@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 import polars as pl
 
 from forensics.findings import Category, Evidence, Severity
+from forensics.schema import WEIGHT, with_weight
 
 # kind → (category, default severity) for events that are not XID/SXid.
 KIND_RULES: dict[str, tuple[Category, Severity]] = {
@@ -153,9 +154,9 @@ _DEV = r"\b(mlx\d+_\d+|ib\d+|ibp\w+|en\w+\d)\b"
 
 
 _EVENT_COLUMNS = [
-    "ts", "node", "gpu_index", "gpu_bus_id", "source", "kind", "code", "severity", "message", "file", "line"
+    "ts", "node", "gpu_index", "gpu_bus_id", "source", "kind", "code", "severity", "message", "file", "line", WEIGHT
 ]
-"""The events' columns candidates are made of."""
+"""The events' columns candidates are made of (`WEIGHT`: the rows a row stands for, where a flood was thinned)."""
 
 
 def _group_ids(keyed: pl.DataFrame, groups: pl.DataFrame) -> pl.Series:
@@ -203,7 +204,7 @@ def classified(events: pl.DataFrame) -> pl.DataFrame:
     # classifies (an XID/SXid always is). Both left out before `classify`, and the columns not read here:
     # every filter of millions of events copies each column it keeps.
     xid_like = pl.col("kind").is_in(["xid", "sxid"])
-    ev = events.select(_EVENT_COLUMNS).filter(
+    ev = with_weight(events).select(_EVENT_COLUMNS).filter(
         (pl.col("kind").is_in(list(KIND_RULES)) | xid_like) & ~((pl.col("severity") == "info") & ~xid_like)
     )
     return classify(ev)
@@ -269,12 +270,14 @@ def _group_candidates(keyed: pl.DataFrame) -> list[Candidate]:
     keys = ["node", "gkey", "category"]
     nic_link = pl.col("kind") == "nic_link"
     groups = keyed.group_by(keys, maintain_order=True).agg(
-        n=pl.len(),
+        n=pl.col(WEIGHT).sum(),
         codes=pl.col("code").filter(is_xid).unique(),
         only_consequence=consequence.fill_null(False).all(),
         sevs=pl.col("sev").drop_nulls().unique(),
         kinds_seen=pl.col("kind").unique(),
-        downs=pl.col("message").filter(nic_link).str.contains(_DOWN).sum(),
+        downs=pl.col(WEIGHT).filter(nic_link & pl.col("message").str.contains(_DOWN)).sum(),
+        # (rows of a thinned flood stand for rows left out: what their messages say is counted about)
+        thinned=(pl.col(WEIGHT) > 1).any(),
         gpu_index=pl.col("gpu_index").drop_nulls().first(),
         bus=pl.col("gpu_bus_id").drop_nulls().first(),
         file=pl.col("file").first(),
@@ -323,17 +326,20 @@ def _group_candidates(keyed: pl.DataFrame) -> list[Candidate]:
         kinds = {f"{x['kind']}:{x['code']}" if x["code"] is not None else x["kind"] for x in r["kinds"]}
         others = sorted({_label(x) for x in r["labels"]} - {label})
         together = f", together with {', '.join(others[:5])}" if others else ""
-        summary = f"{label} on {where}: {r['n']} event(s)" + together
+        # (a thinned flood's row stands for the rows of its run after it: where a time window cut a run, as the
+        # fleet-wide fault's burst does, the count is off by the rows of the cut)
+        count = f"{'about ' if r['thinned'] else ''}{r['n']} event(s)"
+        summary = f"{label} on {where}: {count}" + together
         title = f"{label} on {where}"
         if category == Category.NETWORK.value:
             # a NIC's PCI address is not a GPU's: name the device instead
             devs = sorted(set(r["devs"]))
             dev_txt = ", ".join(devs) if devs else (f"NIC at {bus}" if bus is not None else "a NIC")
             title = (
-                f"{dev_txt} link went down {downs} time(s) on {node_label}" if downs else f"{label} on {dev_txt} of {node_label}"
+                f"{dev_txt} link went down {'about ' if r['thinned'] else ''}{downs} time(s) on {node_label}" if downs else f"{label} on {dev_txt} of {node_label}"
             )
             where = f"{node_label} ({dev_txt})"
-            summary = f"{label} on {where}: {r['n']} event(s)" + together
+            summary = f"{label} on {where}: {count}" + together
             gpu_index, bus = None, None
         out.append(
             Candidate(

@@ -15,6 +15,8 @@ import polars as pl
 
 from forensics.findings import Category, Evidence, Severity, iso
 from forensics.hardware import Candidate
+from forensics.outputs import RUN_KEYS
+from forensics.schema import WEIGHT, with_weight
 
 ERROR_COUNTERS = {
     "symbolerrorcounter": "symbol errors",
@@ -122,7 +124,7 @@ def counter_candidates(growth: pl.DataFrame) -> list[Candidate]:
 
 def peer_candidates(events: pl.DataFrame, inventory: pl.DataFrame) -> list[Candidate]:
     """NCCL IB errors grouped by the peer they name; a peer named by ≥ 2 reporters is a network suspect."""
-    e = events.filter(pl.col("kind") == "nccl_ib_error")
+    e = with_weight(events.filter(pl.col("kind") == "nccl_ib_error"))
     if e.height == 0:
         return []
     ip_map = dict(
@@ -144,6 +146,9 @@ def peer_candidates(events: pl.DataFrame, inventory: pl.DataFrame) -> list[Candi
         .with_columns(peer=pl.col("_raw").str.split("<").list.first())
         .with_columns(peer_node=pl.col("peer").replace_strict(ip_map, default=None, return_dtype=pl.String))
         .drop("_raw")
+        # a thinned flood's row stands for rows of its run left out, which may name another peer of the run's
+        # (`forensics.outputs.RUN_KEYS`): counts by peer are then estimates
+        .with_columns(_about=(pl.col(WEIGHT) > 1) & (pl.col("peer").n_unique().over(list(RUN_KEYS)) > 1))
     )
     if df.height == 0:
         return []
@@ -164,7 +169,7 @@ def peer_candidates(events: pl.DataFrame, inventory: pl.DataFrame) -> list[Candi
                 gpu_bus_id=None,
                 title=f"NCCL InfiniBand errors from {reporters} nodes all name peer {name}",
                 summary=(
-                    f"{rows.height} NCCL transport error(s) on {reporters} node(s) name the same peer {peer}"
+                    f"{'about ' if rows['_about'].any() else ''}{rows[WEIGHT].sum()} NCCL transport error(s) on {reporters} node(s) name the same peer {peer}"
                     + (f" ({node})" if node else " (not resolved to a node in this bundle)")
                     + ": the reporters are witnesses, the named peer's NIC, cable or host is the suspect."
                 ),

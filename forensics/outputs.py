@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from forensics.errors import OutputError, SchemaError
-from forensics.schema import SCHEMA_VERSION, TABLES, empty, get_schema, validate
+from forensics.schema import SCHEMA_VERSION, TABLES, WEIGHT, empty, get_schema, validate
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -220,13 +220,23 @@ def read_analysis_tables(out: Path, limit: int | None = None) -> tuple[dict[str,
         # as the workers wrote them come in the order of their first files)
         largest = parts[sizes.index(max(sizes))] if parts else None
         cap = limit
-        if t in ("steps", "gpu_samples") and rows > 10_000:
+        if t in THINNED and rows > 10_000:
             sample = pl.scan_parquet(largest, glob=False).head(10_000).collect()
             cap = min(limit, int(ANALYSIS_BYTES // max(1.0, sample.estimated_size() / max(1, sample.height))))
-        if t not in ("steps", "gpu_samples") or rows <= cap:
+        if t not in THINNED or rows <= cap:
             tables[t] = read_table(out, t)
+            if t == "events":
+                tables[t] = tables[t].with_columns(pl.lit(1, pl.UInt32).alias(WEIGHT))
             continue
         read_table_check(parts, t)
+        if t == "events":
+            tables[t], what = _thin_events(parts, cap)
+            if what:
+                notes.append(
+                    f"events: {rows:,} rows thinned to {tables[t].height:,} for the analysis and the report ({what}); "
+                    "the tables keep every row"
+                )
+            continue
         k = -(-rows // cap)
         lf = pl.scan_parquet(parts, glob=False)
         if t == "steps":
@@ -251,6 +261,66 @@ def read_analysis_tables(out: Path, limit: int | None = None) -> tuple[dict[str,
             "the tables keep every row"
         )
     return tables, notes
+
+
+THINNED = ("events", "steps", "gpu_samples")
+"""The tables `read_analysis_tables` thins when they are larger than the analysis may hold."""
+RUN_KEYS = ("node", "file", "source", "kind", "code", "severity", "gpu_index", "gpu_bus_id", "rank")
+"""Events alike: a run of them is what a flood repeats (one Xid line of one GPU, one transport error of a rank)."""
+RUN_HEAD = 50
+RUN_TAIL = 50
+"""Events of a run the thinning keeps whole: its first and its last ones (`_thin_events`)."""
+
+
+def _thin_events(parts: list[Path], cap: int) -> tuple[pl.DataFrame, str | None]:
+    """The events of `parts` thinned to about `cap` rows, with `WEIGHT`; and what the note says of it (None:
+    no run long enough to thin, every row read).
+
+    Of each run of events alike (`RUN_KEYS`, in table order: a run's rows lie in time order), the first
+    `RUN_HEAD` and the last `RUN_TAIL` are kept, and one in k of the rest, k as small as `cap` allows; a kept
+    row's weight counts the rows of its run it stands for (itself and those left out up to the next kept
+    one), so counts stay exact, and every run keeps its first and last time and verbatim lines. A run of
+    millions of identical Xid lines adds no evidence past its first and last ones.
+
+    Read a row group at a time (the parts are written in groups of `ROW_GROUP_ROWS`): memory holds a 64-bit
+    hash of the run a row belongs to, then the rows kept, never the table (7.4 M events of a fleet-wide flood:
+    ~4 GB whole, their messages and JSON details most of it).
+    """
+    keys = list(RUN_KEYS)
+    runs = pl.concat([g.select(run=pl.struct(keys).hash(seed=BLOCK_SEED)) for g in _row_groups(parts, keys)])
+    runs = runs.with_columns(at=pl.int_range(pl.len()).over("run"), n=pl.len().over("run"))
+    at, n = pl.col("at"), pl.col("n")
+    whole = runs.select((at < RUN_HEAD) | (at >= n - RUN_TAIL)).to_series()
+    fixed = int(whole.sum())
+    k = max(1, -(-(runs.height - fixed) // max(1, cap - fixed)))
+    keep = whole | runs.select((at - RUN_HEAD) % k == 0).to_series()
+    weight = (
+        runs.filter(keep)
+        .select((at.shift(-1).over("run") - at).fill_null(n - at).cast(pl.UInt32).alias(WEIGHT))
+        .to_series()
+    )
+    del runs, whole
+    frames = []
+    start = 0
+    for g in _row_groups(parts):
+        frames.append(g.filter(keep.slice(start, g.height)))
+        start += g.height
+    df = validate(pl.concat(frames) if len(frames) > 1 else frames[0], "events").with_columns(weight)
+    if weight.len() == keep.len():
+        return df, None
+    return df, f"each run of one node, file, kind, code and GPU: its first {RUN_HEAD} and last {RUN_TAIL} rows and one in {k} of the rest, each counting for the rows it stands for"
+
+
+def _row_groups(parts: list[Path], columns: list[str] | None = None) -> Iterator[pl.DataFrame]:
+    """The rows of `parts` one Parquet row group at a time, in order (only `columns`, where given)."""
+    for part in parts:
+        md = _footer(part)
+        start = 0
+        for rg in range(md.num_row_groups):
+            n = md.row_group(rg).num_rows
+            lf = pl.scan_parquet(part, glob=False)
+            yield (lf.select(columns) if columns else lf).slice(start, n).collect()
+            start += n
 
 
 def _thin_steps(lf: pl.LazyFrame, k: int, cap: int) -> tuple[pl.Expr, str]:

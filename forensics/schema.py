@@ -333,6 +333,17 @@ def conforming(table: str, have: tuple[tuple[str, pl.DataType], ...]) -> list[pl
     return exprs
 
 
+WEIGHT = "weight"
+"""A column of the events the analysis reads (`forensics.outputs.read_analysis_tables`), not of the table: how
+many of the table's rows a row stands for (1; more where a flood was thinned: the row and the rows of its run
+left out after it). Counts of events are sums of it."""
+
+
+def with_weight(events: pl.DataFrame) -> pl.DataFrame:
+    """`events` with `WEIGHT` (1 a row where it has none: events read whole, or made by a test)."""
+    return events if WEIGHT in events.columns else events.with_columns(pl.lit(1, pl.UInt32).alias(WEIGHT))
+
+
 def validate(df: pl.DataFrame, table: str, have: dict[str, pl.DataType] | None = None) -> pl.DataFrame:
     """Check `df` against `table`; return it with the table's column order.
 

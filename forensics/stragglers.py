@@ -20,6 +20,7 @@ from datetime import datetime
 import polars as pl
 
 from forensics.robust import robust_z
+from forensics.schema import WEIGHT, with_weight
 
 LATE_Z = 4.0
 """A node whose ranks sit ≥ 4 robust z above the per-step median in most steps is a straggler."""
@@ -67,13 +68,14 @@ def rank_lateness(steps: pl.DataFrame) -> pl.DataFrame:
 
 def detector_votes(events: pl.DataFrame) -> pl.DataFrame:
     """Per node: how many straggler-detector reports named it slowest (kind 'straggler_report')."""
-    rep = events.filter((pl.col("kind") == "straggler_report") & (pl.col("node") != "unknown"))
+    rep = with_weight(events.filter((pl.col("kind") == "straggler_report") & (pl.col("node") != "unknown")))
     if rep.height == 0:
         return pl.DataFrame()
-    total = rep.select(pl.struct("file", "line").n_unique()).item()
+    # (reports, a report counted once whatever nodes it names; `WEIGHT`: those a thinned flood's row stands for)
+    total = rep.unique(subset=["file", "line"], keep="first").get_column(WEIGHT).sum()
     return (
         rep.group_by("node")
-        .agg(votes=pl.len(), first_ts=pl.col("ts").min(), last_ts=pl.col("ts").max(), file=pl.col("file").first(), line=pl.col("line").first(), message=pl.col("message").first())
+        .agg(votes=pl.col(WEIGHT).sum(), first_ts=pl.col("ts").min(), last_ts=pl.col("ts").max(), file=pl.col("file").first(), line=pl.col("line").first(), message=pl.col("message").first())
         .with_columns(share=pl.col("votes") / total)
         .sort("votes", descending=True)
     )

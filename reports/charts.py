@@ -19,6 +19,8 @@ from typing import Any
 
 import polars as pl
 
+from forensics.schema import WEIGHT, with_weight
+
 MAX_POINTS = 400
 TOP_N = 20
 MAX_ROWS = 14
@@ -430,7 +432,9 @@ CONSEQUENCE_KINDS = {"nccl_warn", "nccl_ib_error", "nccl_timeout", "watchdog_tim
 
 def timeline(events: pl.DataFrame, findings: list[dict[str, Any]], window: timedelta = timedelta(hours=1)) -> dict[str, Any] | None:
     """Events per node around the top finding (±window), cause marked, lines to each node's first consequence."""
-    ev = events.filter(pl.col("ts").is_not_null() & ~pl.col("kind").is_in(["nccl_info"]) & (pl.col("node") != "unknown"))
+    ev = with_weight(events).filter(
+        pl.col("ts").is_not_null() & ~pl.col("kind").is_in(["nccl_info"]) & (pl.col("node") != "unknown")
+    )
     if ev.height == 0:
         return None
     top = next((f for f in findings if f.get("first_seen")), None)
@@ -458,7 +462,7 @@ def timeline(events: pl.DataFrame, findings: list[dict[str, Any]], window: timed
     }
     order = list(dict.fromkeys(finding_nodes))
     busiest = (
-        win.group_by("node").agg(n=pl.len(), first=pl.col("ts").min()).sort("first", "n", descending=[False, True])
+        win.group_by("node").agg(n=pl.col(WEIGHT).sum(), first=pl.col("ts").min()).sort("first", "n", descending=[False, True])
     )
     for n in busiest.get_column("node"):
         if n not in order:
@@ -486,7 +490,7 @@ def timeline(events: pl.DataFrame, findings: list[dict[str, Any]], window: timed
         )
         .sort("ts", "file", "line")
     )
-    counts = w.group_by("node", "x", "role").agg(n=pl.len())
+    counts = w.group_by("node", "x", "role").agg(n=pl.col(WEIGHT).sum())
     firsts = w.unique(subset=["node", "x", "role"], keep="first", maintain_order=True).join(
         counts, on=["node", "x", "role"]
     )
@@ -520,7 +524,7 @@ def timeline(events: pl.DataFrame, findings: list[dict[str, Any]], window: timed
         "cause": cause,
         "links": links,
         "hidden": hidden,
-        "outside": ev.height - win.height,
+        "outside": ev.get_column(WEIGHT).sum() - win.get_column(WEIGHT).sum(),
         "xticks": _time_ticks(t0, t1, sx),  # type: ignore[arg-type]
         "t0": t0.isoformat().replace("+00:00", "Z"),  # type: ignore[union-attr]
         "t1": t1.isoformat().replace("+00:00", "Z"),  # type: ignore[union-attr]

@@ -21,6 +21,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from forensics import __version__
 from forensics.findings import read_findings
 from forensics.outputs import read_analysis_tables, require_ingested, write_text
+from forensics.schema import WEIGHT, with_weight
 from reports import charts
 
 SERIOUS = ("critical", "high", "medium")
@@ -269,25 +270,35 @@ ticket; each distinct code's first line is listed as well, and every line stays 
 
 def _ticket_rows(ev: pl.DataFrame, what: str) -> list[dict[str, Any]]:
     """The rows of `ev` (in time order) a ticket lists: all, or the first `TICKET_FIRST`, each distinct
-    (kind, code)'s first, a row saying how many are left out, and the last `TICKET_LAST`."""
-    if ev.height <= TICKET_FIRST + TICKET_LAST:
+    (kind, code)'s first, a row saying how many are left out, and the last `TICKET_LAST`.
+
+    Positions count the rows a row of thinned events stands for (`WEIGHT`): the rows left out of a flood
+    before the analysis read it are counted with those the ticket leaves out."""
+    ev = with_weight(ev)
+    if ev.height <= TICKET_FIRST + TICKET_LAST and ev.get_column(WEIGHT).sum() == ev.height:
         return [_event_row(r) for r in ev.iter_rows(named=True)]
     at = pl.col("_i")
-    rows = ev.with_row_index("_i").filter(
-        (at < TICKET_FIRST) | (at >= pl.len() - TICKET_LAST) | (at == at.min().over("kind", "code"))
+    total = ev.get_column(WEIGHT).sum()
+    rows = ev.with_columns(_i=pl.col(WEIGHT).cum_sum() - pl.col(WEIGHT)).filter(
+        (at < TICKET_FIRST) | (at >= total - TICKET_LAST) | (at == at.min().over("kind", "code"))
     )
     out: list[dict[str, Any]] = []
     last = -1
+
+    def left_out(gap: int) -> None:
+        out.append(
+            {"ts": "", "kind": "…", "code": "", "source": "", "file": "", "line": "",
+             "message": f"{gap} more {what} event(s) here, left out of the ticket (all are in "
+             "OUT/tables/events and the report's timeline)"}
+        )
+
     for r in rows.iter_rows(named=True):
         if r["_i"] > last + 1:
-            gap = r["_i"] - last - 1
-            out.append(
-                {"ts": "", "kind": "…", "code": "", "source": "", "file": "", "line": "",
-                 "message": f"{gap} more {what} event(s) here, left out of the ticket (all are in "
-                 "OUT/tables/events and the report's timeline)"}
-            )
+            left_out(r["_i"] - last - 1)
         out.append(_event_row(r))
         last = r["_i"]
+    if total > last + 1:  # (a thinned row last: the rows it stands for)
+        left_out(total - last - 1)
     return out
 
 
@@ -652,7 +663,8 @@ def _ts_quality(tables: dict[str, pl.DataFrame]) -> dict[str, list[tuple[str, in
     for t in ("events", "steps", "gpu_samples"):
         df = tables[t]
         if df.height:
-            c = df.group_by(pl.col("ts_quality").fill_null("(not set)")).agg(n=pl.len()).sort("n", descending=True)
+            n = pl.col(WEIGHT).sum() if WEIGHT in df.columns else pl.len()  # (events: the rows a thinned row stands for)
+            c = df.group_by(pl.col("ts_quality").fill_null("(not set)")).agg(n=n).sort("n", descending=True)
             out[t] = [(q, int(n)) for q, n in c.iter_rows()]
     return out
 

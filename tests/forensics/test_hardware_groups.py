@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from forensics.hardware import _evidence, _fleet_wide, _group_candidates, classified, classify
-from forensics.schema import conform
+from forensics.schema import conform, with_weight
 from tests.forensics._hardware_ref import _evidence as evidence_ref
 from tests.forensics._hardware_ref import group_candidates_ref
 
@@ -73,7 +73,7 @@ def test_grouped_candidates_are_those_of_the_loop(seed: int) -> None:
     assert _evidence(keyed) == evidence_ref(keyed)  # (all the events as one group: the fleet-wide fault's)
     xid_like = pl.col("kind").is_in(["xid", "sxid"])
     kept = pl.col("category").is_not_null() & ~((pl.col("severity") == "info") & ~xid_like)
-    before = classify(ev).filter(kept)
+    before = classify(with_weight(ev)).filter(kept)  # (classified carries the rows' weights)
     assert classified(ev).equals(before.select(classified(ev).columns))
 
 

@@ -134,10 +134,12 @@ def test_analysis_reads_very_large_tables_thinned(tmp_path: Path) -> None:
     ingest(src, tmp_path / "out", jobs=1)
     whole = {t: read_table(tmp_path / "out", t) for t in ("steps", "gpu_samples", "events")}
     same, notes = read_analysis_tables(tmp_path / "out")
-    assert notes == [] and all(same[t].equals(whole[t]) for t in whole)
+    assert notes == [] and all(same[t].drop("weight", strict=False).equals(whole[t]) for t in whole)
+    assert same["events"]["weight"].eq(1).all()  # (every event a row of its own)
     limit = 30
     thin, notes = read_analysis_tables(tmp_path / "out", limit=limit)
-    assert thin["events"].equals(whole["events"])
+    # (no run of events alike longer than the first and last ones kept whole: every row, each of weight 1)
+    assert thin["events"].drop("weight").equals(whole["events"]) and thin["events"]["weight"].eq(1).all()
     for t in ("steps", "gpu_samples"):
         k = -(-whole[t].height // limit)
         assert thin[t].height < whole[t].height and any(n.startswith(f"{t}: {whole[t].height:,} rows thinned") for n in notes)
@@ -255,3 +257,81 @@ def test_output_file_mode_is_the_mode_open_gives_and_learning_it_leaves_the_umas
         assert outputs._file_mode() == expected and os.umask(umask) == umask
     finally:
         os.umask(old)
+
+
+def _flood_events() -> pl.DataFrame:
+    """Events of a flood and a few others, in table order (node, GPU, time): node-01's GPU 0 logs Xid 13
+    5,000 times with an Xid 43 every 7th line, node-02's and node-04's rank 3 an NCCL IB error 1,500 times each
+    naming one of two peers, node-03 one Xid 79."""
+    from datetime import UTC, datetime, timedelta
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    rows = [
+        {"ts": t0 + timedelta(milliseconds=10 * i), "ts_quality": "exact", "node": "node-01", "gpu_index": 0,
+         "gpu_bus_id": "0000:38:00.0", "source": "kernel", "kind": "xid", "code": "43" if i % 7 == 0 else "13",
+         "severity": "unknown", "message": f"NVRM: Xid (PCI:0000:38:00): {43 if i % 7 == 0 else 13}, pid={i}",
+         "file": "node-01/dmesg.log", "line": i + 1}
+        for i in range(5000)
+    ]
+    rows += [
+        {"ts": t0 + timedelta(milliseconds=20 * i), "ts_quality": "exact", "node": f"node-0{2 + 2 * (i >= 1500)}", "rank": 3,
+         "source": "nccl", "kind": "nccl_ib_error", "code": "12", "severity": "high",
+         "message": f"node-02:1:2 [3] NCCL WARN NET/IB : Got completion from peer 10.0.0.{1 + i % 2}<4242> with status=12",
+         "detail": f'{{"peer": "10.0.0.{1 + i % 2}<4242>"}}', "file": "node-02/nccl.log", "line": i + 1}
+        for i in range(3000)
+    ]
+    rows.append({"ts": t0, "ts_quality": "exact", "node": "node-03", "gpu_index": 5, "gpu_bus_id": "0000:ab:00.0",
+                 "source": "kernel", "kind": "xid", "code": "79", "severity": "unknown",
+                 "message": "NVRM: Xid (PCI:0000:ab:00): 79, GPU has fallen off the bus.", "file": "node-03/dmesg.log",
+                 "line": 9})
+    return conform(pl.DataFrame(rows, infer_schema_length=None), "events")
+
+
+def test_analysis_reads_an_event_flood_thinned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the limit, each run of events alike keeps its first and last rows and one in k of the rest, each
+    row weighing the rows it stands for: counts, first and last times and the candidates stay those of every
+    row; read a row group at a time, in two parts."""
+    from forensics import outputs
+    from forensics.hardware import candidates_from_events
+    from forensics.network import peer_candidates
+    from forensics.outputs import RUN_HEAD, RUN_TAIL, read_analysis_tables, write_table
+
+    monkeypatch.setattr(outputs, "ROW_GROUP_ROWS", 500)
+    whole = _flood_events()
+    out = tmp_path / "out"
+    write_table(whole.head(4000), "events", out / "tables", name="part-0.parquet")
+    write_table(whole.slice(4000), "events", out / "tables", name="part-1.parquet")
+    limit = 1_000
+    thin, notes = read_analysis_tables(out, limit=limit)
+    ev = thin["events"]
+    assert any(n.startswith("events: 8,001 rows thinned to ") and "the tables keep every row" in n for n in notes)
+    assert ev.height <= limit + (RUN_HEAD + RUN_TAIL) * 3 and ev.height < whole.height
+    # real rows only, each once, in table order
+    assert ev.drop("weight").join(whole, on=list(whole.columns), how="anti", nulls_equal=True).height == 0
+    assert ev.select("file", "line").is_unique().all() and ev.drop("weight").equals(
+        whole.join(ev.select("file", "line"), on=["file", "line"], how="semi", maintain_order="left")
+    )
+    runs = ["node", "kind", "code", "rank", "gpu_index"]
+    per = lambda df, n: df.group_by(runs).agg(n=n, first=pl.col("ts").min(), last=pl.col("ts").max(),  # noqa: E731
+                                              lo=pl.col("line").min(), hi=pl.col("line").max()).sort(runs)
+    assert per(ev, pl.col("weight").sum()).equals(per(whole, pl.len()))  # counts, first and last: exact
+    for key, rows in whole.group_by(runs):
+        kept = set(ev.join(rows.select("file", "line"), on=["file", "line"], how="semi")["line"])
+        lines = rows["line"].to_list()
+        assert set(lines[:RUN_HEAD]) | set(lines[-RUN_TAIL:]) <= kept, key  # a run's first and last rows whole
+    assert ev.filter(pl.col("code") == "79")["weight"].to_list() == [1]
+    again, _ = read_analysis_tables(out, limit=limit)
+    assert again["events"].equals(ev)
+    # what the analysis makes of them: the same candidates (their counts, times and evidence lines)
+    from dataclasses import replace
+
+    got, want = (candidates_from_events(df, ["node-01", "node-02", "node-03"]) for df in (ev, whole))
+    # (counts of a thinned group say "about": a time window may cut its runs; none does here)
+    assert [replace(c, summary=c.summary.replace(": about ", ": ")) for c in got] == want
+    assert [": about " in c.summary for c in got] == [c.node in ("node-01", "node-02", "node-04") for c in got]
+    nodes = pl.DataFrame({"node": ["node-09"], "attribute": ["ip"], "value": ["10.0.0.1"]})
+    peers, thinned = peer_candidates(whole, nodes), peer_candidates(ev, nodes)
+    assert len(peers) == 2 and [c.title for c in thinned] == [c.title for c in peers]
+    # errors of one run name either peer: each peer's count is an estimate from the rows kept, and says so
+    assert [c.summary.startswith("about ") for c in thinned] == [True, True]
+    assert sum(int(c.summary.split()[1]) for c in thinned) == 3000

@@ -298,3 +298,38 @@ def test_a_ticket_lists_a_flood_first_and_last_with_each_code_and_counts_the_res
     assert gaps[0].startswith(f"{3000 - TICKET_FIRST} more XID/SXid event(s)")
     assert gaps[1].startswith(f"{5000 - TICKET_LAST - 3001} more XID/SXid event(s)") and len(gaps) == 2
     assert [r["line"] for r in _ticket_rows(ev.head(50), "XID/SXid")] == list(range(1, 51))
+
+
+def test_a_ticket_counts_the_rows_a_thinned_flood_left_out() -> None:
+    """Events the analysis read thinned (`weight`: the rows a row stands for): the ticket's positions and
+    its counts of left-out events are those of every row, and a short but thinned list says what it lacks."""
+    from datetime import UTC, datetime, timedelta
+
+    from reports.render import TICKET_FIRST, TICKET_LAST, _ticket_rows
+
+    t0 = datetime(2026, 11, 29, tzinfo=UTC)
+    # 50 first rows, then one row in 100 of 9,900 rows, then the last 50: 10,000 Xid 13 lines in 199 rows
+    lines = [*range(1, 51), *range(51, 9951, 100), *range(9951, 10001)]
+    weight = [1] * 50 + [100] * 99 + [1] * 50
+    ev = pl.DataFrame(
+        {
+            "ts": [t0 + timedelta(seconds=x) for x in lines],
+            "kind": ["xid"] * len(lines),
+            "code": ["13"] * len(lines),
+            "source": ["kernel"] * len(lines),
+            "file": ["n1/dmesg.log"] * len(lines),
+            "line": lines,
+            "message": [f"NVRM: Xid (PCI:0000:3b:00): 13, line {x}" for x in lines],
+            "weight": pl.Series(weight, dtype=pl.UInt32),
+        }
+    )
+    rows = _ticket_rows(ev, "XID/SXid")
+    listed = [r["line"] for r in rows if r["kind"] != "…"]
+    assert listed == [*range(1, TICKET_FIRST + 1), *range(10001 - TICKET_LAST, 10001)]
+    gaps = [r["message"] for r in rows if r["kind"] == "…"]
+    assert gaps == [f"{10000 - TICKET_FIRST - TICKET_LAST} more XID/SXid event(s) here, left out of the ticket "
+                    "(all are in OUT/tables/events and the report's timeline)"]
+    # 3 rows standing for 201 events: positions 0, 1 and 101 of 201, the last within the middle left out; the
+    # count at the end is of the 199 events after the second
+    rows = _ticket_rows(ev.slice(49, 3), "XID/SXid")
+    assert [r["line"] for r in rows] == [50, 51, ""] and rows[2]["message"].startswith("199 more XID/SXid")
