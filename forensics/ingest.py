@@ -2151,7 +2151,7 @@ def _ingest_bundle(
         if t in ("files", "anomalies"):
             continue
         # a table too large to hold stays in its Parquet parts, a LazyFrame through the stages and the write
-        big = t in LARGE_TABLES and (outcomes.rows(t) > HOLD_ROWS or outcomes.size_estimate(t) > HOLD_TABLE_BYTES)
+        big = t in PARENT_LAZY and (outcomes.rows(t) > HOLD_ROWS or outcomes.size_estimate(t) > HOLD_TABLE_BYTES)
         tables[t] = outcomes.lazy(t, work / "hive" / t) if big else outcomes.table(t)
     lazy = {t: lf for t, lf in tables.items() if isinstance(lf, pl.LazyFrame)}
     notes = list(bundle.notes)
@@ -2277,8 +2277,15 @@ over its parts and is written in sorted parts of at most `PART_ROWS` rows (`_wri
 HOLD_TABLE_BYTES = 512 * 1024**2
 """... or, whatever its rows, that would take more memory than this."""
 LARGE_TABLES = ("steps", "gpu_samples")
-"""The tables whose size follows the logs' volume (a step line per rank, a sample per GPU per second);
-events, inventory and comms stay in memory (the clock anchoring and identity resolution read them whole)."""
+"""The tables whose size follows the logs' volume (a step line per rank, a sample per GPU per second): workers
+write them as sorted parts with their `PartStats`."""
+PARENT_LAZY = (*LARGE_TABLES, "events")
+"""The tables the parent takes through the whole-bundle stages as a LazyFrame over their parts when larger than
+`HOLD_ROWS` or `HOLD_TABLE_BYTES`, and writes in sorted parts (`_write_in_parts`): `LARGE_TABLES`, and the
+events, whose size follows the logs' volume where a flood repeats a line on every node (every GPU of 1,000 nodes
+logging Xid 13 and every rank an NCCL IB error: 7.4 M events, ~3 GB held, their messages and details most of
+it). The stages read of the events only the rows of local and monotonic clocks and those that may pair with
+them (`forensics.timebase`); inventory and comms stay in memory."""
 PART_ROWS = 1_000_000
 WRITE_THREADS = 2
 """Pieces of a large table collected, sorted and written at once (`_write_in_parts`)."""

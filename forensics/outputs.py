@@ -277,7 +277,8 @@ def _thin_events(parts: list[Path], cap: int) -> tuple[pl.DataFrame, str | None]
     no run long enough to thin, every row read).
 
     Of each run of events alike (`RUN_KEYS`, in table order: a run's rows lie in time order), the first
-    `RUN_HEAD` and the last `RUN_TAIL` are kept, and one in k of the rest, k as small as `cap` allows; a kept
+    `RUN_HEAD` and the last `RUN_TAIL` are kept, its earliest and latest (where its times are not in the order
+    of its rows), and one in k of the rest, k as small as `cap` allows; a kept
     row's weight counts the rows of its run it stands for (itself and those left out up to the next kept
     one), so counts stay exact, and every run keeps its first and last time and verbatim lines. A run of
     millions of identical Xid lines adds no evidence past its first and last ones.
@@ -287,10 +288,14 @@ def _thin_events(parts: list[Path], cap: int) -> tuple[pl.DataFrame, str | None]
     ~4 GB whole, their messages and JSON details most of it).
     """
     keys = list(RUN_KEYS)
-    runs = pl.concat([g.select(run=pl.struct(keys).hash(seed=BLOCK_SEED)) for g in _row_groups(parts, keys)])
+    runs = pl.concat(
+        [g.select("ts", run=pl.struct(keys).hash(seed=BLOCK_SEED)) for g in _row_groups(parts, [*keys, "ts"])]
+    )
     runs = runs.with_columns(at=pl.int_range(pl.len()).over("run"), n=pl.len().over("run"))
     at, n = pl.col("at"), pl.col("n")
-    whole = runs.select((at < RUN_HEAD) | (at >= n - RUN_TAIL)).to_series()
+    # (and its earliest and latest row: a log whose times go back and forth, a file cut into parts by lines)
+    ends = (at == pl.col("ts").arg_min().over("run")) | (at == pl.col("ts").arg_max().over("run"))
+    whole = runs.select((at < RUN_HEAD) | (at >= n - RUN_TAIL) | ends.fill_null(False)).to_series()
     fixed = int(whole.sum())
     k = max(1, -(-(runs.height - fixed) // max(1, cap - fixed)))
     keep = whole | runs.select((at - RUN_HEAD) % k == 0).to_series()

@@ -29,6 +29,9 @@ Nothing is invented: rows with no estimate keep `ts` null and `unanchored`, and 
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 import polars as pl
 
 ANCHORABLE_FROM = ("exact", "zone_inferred", "local_assumed_utc", "year_inferred", "inherited")
@@ -55,10 +58,29 @@ def _body(message: pl.Expr) -> pl.Expr:
     return pl.when(message.str.starts_with("{")).then(message.str.json_path_match("$.MESSAGE")).otherwise(plain)
 
 
-def anchor(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFrame], list[str]]:
-    """Fill `ts` from `uptime_s` + each node's boot time where the bundle gives one; return notes."""
+Frame = pl.DataFrame | pl.LazyFrame
+"""The events: a DataFrame, or a LazyFrame over the ingest's parts where the table is too large to hold (a
+fleet-wide Xid flood: `forensics.ingest.PARENT_LAZY`). What the stages need of it is collected (the rows of
+local or monotonic clocks, the rows that may pair with them); the fix is applied as joins on small frames and
+expressions, so a LazyFrame stays lazy, and a DataFrame keeps its rows in their order."""
+
+_RAW_COLUMNS = ("node", "file", "line", "kind", "code", "gpu_bus_id", "uptime_s", "message", "detail")
+"""What the boot anchoring reads of the monotonic rows."""
+
+
+def _like(df: pl.DataFrame, ev: Frame) -> Frame:
+    """`df` as the same kind of frame as `ev` (to join with it)."""
+    return df.lazy() if isinstance(ev, pl.LazyFrame) else df
+
+
+def anchor(tables: dict[str, Frame]) -> tuple[dict[str, Frame], list[str]]:
+    """Fill `ts` from `uptime_s` + each node's boot time where the bundle gives one; return notes.
+
+    The events may be a LazyFrame (`Frame`): returned lazy, with the fills joined."""
     events = tables.get("events")
-    if events is None or events.height == 0 or "uptime_s" not in events.columns:
+    if events is None or "uptime_s" not in events.collect_schema().names():
+        return tables, []
+    if isinstance(events, pl.DataFrame) and events.height == 0:
         return tables, []
     notes: list[str] = []
     events, znotes = _zone_fix(events, tables.get("inventory"))
@@ -66,35 +88,49 @@ def anchor(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFrame], li
     if znotes:
         tables = {**tables, "events": events}
     mono = pl.col("ts").is_null() & pl.col("uptime_s").is_not_null()
-    if events.filter(mono).height == 0:
+    # (in table order: a file's rows in its lines' order, as `_segments` needs them)
+    raw = events.lazy().filter(mono).select(_RAW_COLUMNS).collect()
+    if raw.height == 0:
         return tables, notes
-    ev = events.with_row_index("_rid")
-    raw = _segments(ev.filter(mono))
-    estimates = _pair_estimates(raw, ev)
+    raw = _segments(raw)
+    estimates = _pair_estimates(raw, events)
     estimates = _recorded_boot(raw, tables.get("inventory"), estimates)
+    ev = events
+    keys = ["node", "file", "_seg"]
+    # (a row without a line number cannot be told apart from the others of its file: left unanchored)
+    keyed = raw.filter(pl.col("line").is_not_null()).join(estimates, on=keys, how="inner")
     if estimates.height:
-        keyed = raw.join(estimates, on=["node", "file", "_seg"], how="inner")
+        # the fill of a monotonic row is a function of its node, file and line (a line's events share its time)
         filled = keyed.select(
-            "_rid",
+            "node", "file", "line",
             _ts=pl.col("_boot") + pl.duration(microseconds=(pl.col("uptime_s") * 1e6).round(0).cast(pl.Int64)),
+        ).unique(subset=["node", "file", "line"], keep="first", maintain_order=True)
+        ev = (
+            ev.join(_like(filled, ev), on=["node", "file", "line"], how="left", maintain_order="left")
+            .with_columns(
+                ts_quality=pl.when(pl.col("ts").is_null() & pl.col("_ts").is_not_null())
+                .then(pl.lit("boot_anchored"))
+                .otherwise(pl.col("ts_quality")),
+                ts=pl.coalesce(pl.col("ts"), pl.col("_ts")),
+            )
+            .drop("_ts")
         )
-        ev = ev.join(filled, on="_rid", how="left").with_columns(
-            ts=pl.coalesce(pl.col("ts"), pl.col("_ts")),
-            ts_quality=pl.when(pl.col("_ts").is_not_null()).then(pl.lit("boot_anchored")).otherwise(pl.col("ts_quality")),
-        )
-        for node, file, seg, boot, how, n in estimates.sort("node", "file", "_seg").iter_rows():
-            count = keyed.filter((pl.col("node") == node) & (pl.col("file") == file) & (pl.col("_seg") == seg)).height
+        counts = dict(((n, f, g), c) for n, f, g, c in keyed.group_by(keys).len().iter_rows())
+        for node, file, seg, boot, how, n in estimates.sort(keys).iter_rows():
             notes.append(
-                f"{file}: {count} kernel row(s) of node {node} anchored to boot time {boot.isoformat()} ({how}, {n} evidence)"
+                f"{file}: {counts.get((node, file, seg), 0)} kernel row(s) of node {node} anchored to boot time "
+                f"{boot.isoformat()} ({how}, {n} evidence)"
                 + (f", boot segment {seg} counted from the end" if seg else "")
             )
-        ev = ev.drop("_ts")
-    left = ev.filter(pl.col("ts").is_null() & pl.col("uptime_s").is_not_null())
+    left = pl.concat([
+        raw.join(estimates.select(keys), on=keys, how="anti"),
+        raw.filter(pl.col("line").is_null()).join(estimates.select(keys), on=keys, how="semi"),
+    ])
     if left.height:
         for node, file, n in left.group_by("node", "file").len().sort("node", "file").iter_rows():
             notes.append(f"{file}: {n} kernel row(s) of node {node} left unanchored (monotonic time only; no boot time in the bundle)")
     tables = dict(tables)
-    tables["events"] = ev.sort("_rid").drop("_rid")
+    tables["events"] = ev
     return tables, notes
 
 
@@ -102,7 +138,7 @@ def _segments(raw: pl.DataFrame) -> pl.DataFrame:
     """Number the boots of each (node, file) among its monotonic rows: 0 = the last boot."""
     seg_hint = pl.col("detail").str.json_path_match("$.boot_seg").cast(pl.Int64, strict=False)
     crash = pl.col("detail").str.json_path_match("$.crash_record").fill_null("false") == "true"
-    raw = raw.sort("_rid").with_columns(_hint=seg_hint, _crash=crash)
+    raw = raw.with_columns(_hint=seg_hint, _crash=crash)
     prev_up = pl.col("uptime_s").shift(1).over("node", "file")
     prev_hint = pl.col("_hint").shift(1).over("node", "file")
     new = ((pl.col("uptime_s") < prev_up - 5.0) | (pl.col("_hint") != prev_hint)).fill_null(False)
@@ -133,18 +169,24 @@ def _empty_estimates() -> pl.DataFrame:
     )
 
 
-def _pair_estimates(raw: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
+def _pair_estimates(raw: pl.DataFrame, ev: Frame) -> pl.DataFrame:
     """Boot time per (node, file, segment) from messages seen both with a monotonic and a wall clock."""
-    walls = ev.filter(pl.col("ts").is_not_null() & pl.col("ts_quality").is_in(ANCHORABLE_FROM)).select(
-        "node",
-        "kind",
-        "code",
-        "gpu_bus_id",
-        w_ts="ts",
-        w_file="file",
-        _body=_body(pl.col("message")),
-        # NOTE: a year-inferred wall clock may still be moved by `forensics.years`: use it only when nothing better
-        _prio=(pl.col("ts_quality") == "year_inferred").cast(pl.Int8),
+    # only wall-clock rows whose node, kind, code and GPU a monotonic row has too can pair: the others are left
+    # out before any message body is made (an Xid flood logged with times: millions of rows)
+    same = ["node", "kind", "code", "gpu_bus_id"]
+    walls = (
+        ev.lazy()
+        .filter(pl.col("ts").is_not_null() & pl.col("ts_quality").is_in(ANCHORABLE_FROM))
+        .join(raw.select(same).unique().lazy(), on=same, how="semi", nulls_equal=True)
+        .select(
+            *same,
+            w_ts="ts",
+            w_file="file",
+            _body=_body(pl.col("message")),
+            # NOTE: a year-inferred wall clock may still be moved by `forensics.years`: use it only when nothing better
+            _prio=(pl.col("ts_quality") == "year_inferred").cast(pl.Int8),
+        )
+        .collect()
     )
     if walls.height == 0:
         return _empty_estimates()
@@ -199,10 +241,15 @@ ZONE_BIN_US = 900 * 1_000_000
 LOCAL = ("local_assumed_utc", "year_inferred")
 
 
-def _zone_fix(ev: pl.DataFrame, inventory: pl.DataFrame | None = None) -> tuple[pl.DataFrame, list[str]]:
+def _zone_fix(ev: Frame, inventory: pl.DataFrame | None = None) -> tuple[Frame, list[str]]:
     """Shift local-clock files by the zone offset seen on offset-bearing copies of the same lines, else by
     the node's recorded zone (inventory `timezone`, e.g. from `timedatectl`)."""
-    local = ev.filter(pl.col("ts_quality").is_in(LOCAL) & pl.col("ts").is_not_null())
+    local = (
+        ev.lazy()
+        .filter(pl.col("ts_quality").is_in(LOCAL) & pl.col("ts").is_not_null())
+        .select("node", "kind", "code", "gpu_bus_id", "file", "ts", "message")
+        .collect()
+    )
     if local.height == 0:
         return ev, []
     ev, notes = _pair_zone_fix(ev, local)
@@ -210,47 +257,51 @@ def _zone_fix(ev: pl.DataFrame, inventory: pl.DataFrame | None = None) -> tuple[
     return ev, notes + more
 
 
-def _recorded_zone_fix(ev: pl.DataFrame, inventory: pl.DataFrame | None, done: list[str]) -> tuple[pl.DataFrame, list[str]]:
+def _recorded_zone_fix(ev: Frame, inventory: pl.DataFrame | None, done: list[str]) -> tuple[Frame, list[str]]:
     """Local-clock rows of nodes whose zone the bundle records, not already fixed by line pairs."""
     if inventory is None or inventory.height == 0 or "attribute" not in inventory.columns:
         return ev, []
-    zones = (
+    zones = dict(
         inventory.filter((pl.col("component") == "node") & (pl.col("attribute") == "timezone") & pl.col("value").is_not_null())
         .group_by("node")
         .agg(pl.col("value").first())
+        .iter_rows()
     )
+    if not zones:
+        return ev, []
+    node, ts, quality = pl.col("node"), pl.col("ts"), pl.col("ts_quality")
+    rows = (
+        node.is_in(list(zones)) & quality.is_in(LOCAL) & ts.is_not_null()
+        & ~pl.col("file").is_in([d.split(": ", 1)[0] for d in done])
+    )
+    files = ev.lazy().filter(rows).select("node", "file").unique().collect().sort("node", "file")
     notes: list[str] = []
-    out = ev.with_row_index("_zid")
-    parts = []
-    for node, zone in zones.iter_rows():
-        rows = out.filter(
-            (pl.col("node") == node) & pl.col("ts_quality").is_in(LOCAL) & pl.col("ts").is_not_null()
-            & ~pl.col("file").is_in([d.split(": ", 1)[0] for d in done])
-        )
-        if rows.height == 0:
+    by_zone: dict[str, list[str]] = {}
+    for n in files.get_column("node").unique(maintain_order=True):
+        zone = zones[n]
+        try:  # (an unknown zone name leaves the rows as they are)
+            pl.Series([datetime(2020, 1, 1)]).dt.replace_time_zone(zone)
+        except Exception:  # noqa: BLE001
+            notes.append(f"node {n}: zone '{zone}' not understood; local times left as UTC")
             continue
-        try:
-            local = pl.col("ts").dt.replace_time_zone(None).dt.replace_time_zone(zone, ambiguous="earliest", non_existent="null")
-            fixed = rows.select("_zid", _fix=pl.coalesce(local.dt.convert_time_zone("UTC"), pl.col("ts")))
-        except Exception:  # noqa: BLE001 - an unknown zone name leaves the rows as they are
-            notes.append(f"node {node}: zone '{zone}' not understood; local times left as UTC")
-            continue
-        parts.append(fixed)
-        for file in rows.get_column("file").unique().sort().to_list():
-            notes.append(f"{file}: local times of node {node} converted from zone {zone} (recorded in the bundle)")
-    if not parts:
+        by_zone.setdefault(zone, []).append(n)
+        for file in files.filter(node == n).get_column("file"):
+            notes.append(f"{file}: local times of node {n} converted from zone {zone} (recorded in the bundle)")
+    if not by_zone:
         return ev, notes
-    fix = pl.concat(parts)
-    out = out.join(fix, on="_zid", how="left").with_columns(
-        ts=pl.coalesce(pl.col("_fix"), pl.col("ts")),
-        ts_quality=pl.when(pl.col("_fix").is_not_null() & (pl.col("ts_quality") == "local_assumed_utc"))
-        .then(pl.lit("zone_inferred"))
-        .otherwise(pl.col("ts_quality")),
+    chain: Any = pl
+    for zone, nodes in by_zone.items():
+        local = ts.dt.replace_time_zone(None).dt.replace_time_zone(zone, ambiguous="earliest", non_existent="null")
+        chain = chain.when(node.is_in(nodes)).then(pl.coalesce(local.dt.convert_time_zone("UTC"), ts))
+    fixed = rows & node.is_in([n for nodes in by_zone.values() for n in nodes])
+    out = ev.with_columns(
+        ts=pl.when(fixed).then(chain.otherwise(ts)).otherwise(ts),
+        ts_quality=pl.when(fixed & (quality == "local_assumed_utc")).then(pl.lit("zone_inferred")).otherwise(quality),
     )
-    return out.sort("_zid").drop("_zid", "_fix"), notes
+    return out, notes
 
 
-def _pair_zone_fix(ev: pl.DataFrame, local: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+def _pair_zone_fix(ev: Frame, local: pl.DataFrame) -> tuple[Frame, list[str]]:
     """Zone offset of a local-clock file from lines also logged with an offset (voted in 15-minute bins)."""
     keys = ["node", "kind", "code", "gpu_bus_id", "_body"]
     # only rows whose node, kind, code and GPU the other side has too can pair: the others are left out before
@@ -292,16 +343,14 @@ def _pair_zone_fix(ev: pl.DataFrame, local: pl.DataFrame) -> tuple[pl.DataFrame,
     shift = pl.duration(microseconds=pl.col("_bin") * ZONE_BIN_US)
     is_local = pl.col("ts_quality").is_in(LOCAL) & pl.col("_bin").is_not_null()
     out = (
-        ev.with_row_index("_zid")
-        .join(best.select("node", "file", "_bin"), on=["node", "file"], how="left")
+        ev.join(_like(best.select("node", "file", "_bin"), ev), on=["node", "file"], how="left", maintain_order="left")
         .with_columns(
             ts=pl.when(is_local).then(pl.col("ts") + shift).otherwise(pl.col("ts")),
             ts_quality=pl.when(is_local & (pl.col("ts_quality") == "local_assumed_utc"))
             .then(pl.lit("zone_inferred"))
             .otherwise(pl.col("ts_quality")),
         )
-        .sort("_zid")
-        .drop("_zid", "_bin")
+        .drop("_bin")
     )
     notes = [
         f"{file}: local times of node {node} shifted by {b * 15:+d} min (UTC offset measured on {n} line(s) also logged with an offset)"

@@ -1080,19 +1080,31 @@ def test_a_bug_report_read_in_chunks_or_ranges_gives_what_reading_it_whole_does(
 def test_tables_too_large_to_hold_are_written_in_sorted_parts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stats_checked: dict[str, int]
 ) -> None:
-    """Past HOLD_ROWS, steps and gpu_samples stay in Parquet parts: the year and identity stages run lazily and
-    the table is written in sorted parts of PART_ROWS rows; the rows are the same as when held in memory."""
+    """Past HOLD_ROWS, steps, gpu_samples and events stay in Parquet parts: the clock, year and identity stages
+    run lazily and the table is written in sorted parts of PART_ROWS rows; the rows and the notes are the same
+    as when held in memory."""
     from forensics.simulate import simulate
 
     src = tmp_path / "bundle"
     simulate(src, nodes=4, gpus_per_node=4, hours=0.5, faults=[], seed=3)
-    ingest(src, tmp_path / "held", jobs=1)
+    # a raw dmesg whose times the journal's copies of its lines anchor, and a dmesg -T whose zone they tell
+    xid = "NVRM: Xid (PCI:0000:18:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+    (src / "logs" / "hgx-h100-0003_dmesg.raw.log").write_text(
+        "".join(f"[ {5000 + i}.000000] {xid}\n" for i in range(60)) + "[   10.000000] Linux version 6.8.0\n"
+    )
+    (src / "logs" / "hgx-h100-0003_dmesg.T.log").write_text(f"[Mon Jun  2 12:00:03 2025] {xid}\n")
+    (src / "logs" / "hgx-h100-0003_journal.log").write_text(
+        "".join(f"2025-06-02T12:{i // 60:02d}:{i % 60:02d}.000000+02:00 hgx-h100-0003 kernel: {xid}\n" for i in range(3))
+    )
+    held_m = ingest(src, tmp_path / "held", jobs=1)
     monkeypatch.setattr(ingest_mod, "HOLD_ROWS", 50)
     monkeypatch.setattr(ingest_mod, "PART_ROWS", 40)
     monkeypatch.setattr(ingest_mod, "HOLD_BYTES", 20_000)
     m = ingest(src, tmp_path / "parts", jobs=1)
     assert stats_checked["by_part"] == 2 and stats_checked["years"] == 1  # (what the parts' writers counted)
-    for t in ("steps", "gpu_samples"):
+    assert m["notes"] == held_m["notes"]
+    assert any("anchored to boot time" in n for n in m["notes"]) and any("shifted by -120 min" in n for n in m["notes"])
+    for t in ("steps", "gpu_samples", "events"):
         held, parts = read_table(tmp_path / "held", t), read_table(tmp_path / "parts", t)
         files = sorted((tmp_path / "parts" / "tables" / t).glob("*.parquet"))
         assert held.height > 80 and len(files) >= held.height // 40, t

@@ -335,3 +335,26 @@ def test_analysis_reads_an_event_flood_thinned(tmp_path: Path, monkeypatch: pyte
     # errors of one run name either peer: each peer's count is an estimate from the rows kept, and says so
     assert [c.summary.startswith("about ") for c in thinned] == [True, True]
     assert sum(int(c.summary.split()[1]) for c in thinned) == 3000
+
+
+def test_a_thinned_run_keeps_its_earliest_and_latest_time(tmp_path: Path) -> None:
+    """A flood whose times do not follow its rows (a log written again and again, each copy with its times):
+    the run's earliest and latest rows are kept wherever they lie, so its first and last times stay exact."""
+    from datetime import UTC, datetime, timedelta
+
+    from forensics.outputs import read_analysis_tables, write_table
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    secs = list(range(1000))
+    secs[502], secs[503] = -86_400, 86_400  # rows 503 and 504: a day before and after the others, mid-run
+    whole = conform(pl.DataFrame({
+        "ts": [t0 + timedelta(seconds=s) for s in secs], "ts_quality": ["exact"] * 1000, "node": ["n1"] * 1000,
+        "source": ["kernel"] * 1000, "kind": ["xid"] * 1000, "code": ["13"] * 1000, "severity": ["unknown"] * 1000,
+        "message": [f"NVRM: Xid (PCI:0000:38:00): 13, second {s}" for s in secs], "file": ["n1/dmesg"] * 1000,
+        "line": list(range(1, 1001)),
+    }), "events")
+    write_table(whole, "events", tmp_path / "out" / "tables")
+    ev, notes = read_analysis_tables(tmp_path / "out", limit=200)
+    assert "one in 10 of the rest" in notes[0] or "one in 9 of" in notes[0]  # (neither keeps rows 503, 504)
+    assert ev["events"].height < 300 and ev["events"]["weight"].sum() == 1000
+    assert (ev["events"]["ts"].min(), ev["events"]["ts"].max()) == (t0 - timedelta(days=1), t0 + timedelta(days=1))

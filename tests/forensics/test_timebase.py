@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import polars as pl
+import pytest
 
 from forensics import timebase
 from forensics.schema import conform
@@ -132,3 +133,51 @@ def test_recorded_timezone_converts_local_clock_files_with_dst() -> None:
     ]
     assert rows(out, "n5/kern.log") == [(1, datetime(2025, 6, 2, 10, 0, 0, tzinfo=UTC), "year_inferred")]
     assert any("converted from zone Europe/Berlin" in n for n in notes)
+
+
+def _zone_rows(node: str, zone: str) -> pl.DataFrame:
+    tz = {"node": [node], "component": ["node"], "attribute": ["timezone"], "value": [zone], "source": ["timedatectl"],
+          "file": [f"{node}/timedatectl"], "line": [4]}
+    return conform(pl.DataFrame(tz), "inventory")
+
+
+def _scenarios() -> list[dict[str, pl.DataFrame]]:
+    """Every fix of `anchor` at once: line pairs across a reboot, a recorded boot time and a crash record, a
+    syslog's boot time, a zone offset seen on copies of lines, recorded zones (one not a zone), nothing to do."""
+    raw = f"[ 5000.000000] {XID79}\n[ 5001.500000] {LINK}\n[   10.000000] Linux version 6.8.0\n[   20.000000] {LINK}\n"
+    pstore = "dmesg-erst-1:\nPanic#1 Part1\n<0>[ 30.0] Kernel panic - not syncing: x\n"
+    everything = tables(
+        ("n1/dmesg", "n1", raw),
+        ("n1/journal", "n1", f"2025-06-02T10:00:00.000000+00:00 n1 kernel: {XID79}\n"),
+        ("n2/dmesg", "n2", f"[ 100.0] {LINK}\n"),
+        ("n2/pstore", "n2", pstore),
+        ("n3/kern.log", "n3", "Mar  3 10:00:00 n3 kernel: [ 1000.000000] usb 1-1: reset\n"),
+        ("n3/dmesg", "n3", f"[ 1500.0] {LINK}\n"),
+        ("n4/dmesg-T", "n4", f"[Mon Jun  2 12:00:03 2025] {XID79}\n[Mon Jun  2 12:05:00 2025] {LINK}\n"),
+        ("n4/journal", "n4", f"2025-06-02T12:00:00.000000+02:00 n4 kernel: {XID79}\n"),
+        ("n5/dmesg-T", "n5", f"[Mon Jan  6 12:00:00 2025] {XID79}\n[Mon Jun  2 12:00:00 2025] {LINK}\n"),
+        ("n5/kern.log", "n5", f"Jun  2 12:00:00 n5 kernel: {LINK}\n"),
+        ("n6/dmesg-T", "n6", f"[Mon Jun  2 12:00:03 2025] {XID79}\n"),
+        boot_rows=[("n2", "2025-06-01T00:00:00Z")],
+    )
+    everything["inventory"] = pl.concat(
+        [everything["inventory"], _zone_rows("n5", "Europe/Berlin"), _zone_rows("n6", "Mars/Olympus_Mons")]
+    )
+    return [everything, tables(("n1/dmesg-T", "n1", f"[Mon Jun  2 12:00:03 2025] {XID79}\n"))]
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_events_too_large_to_hold_are_fixed_lazily_as_held(which: int) -> None:
+    """The ingest's parent hands `anchor` the events as a LazyFrame when they are too large to hold: the fixes
+    are the same, row for row and note for note, and the result stays lazy."""
+    held = _scenarios()[which]
+    want, want_notes = timebase.anchor(held)
+    got, notes = timebase.anchor({**held, "events": held["events"].lazy()})
+    assert isinstance(got["events"], pl.LazyFrame)
+    assert got["events"].collect().equals(want["events"]) and notes == want_notes
+    if which == 0:
+        q = dict(want["events"].group_by("ts_quality").len().iter_rows())
+        assert q["boot_anchored"] >= 4 and q["zone_inferred"] == 4 and q["unanchored"] == 2 and q["local_assumed_utc"] == 1
+        assert any("zone 'Mars/Olympus_Mons' not understood" in n for n in notes)
+    else:
+        assert notes == [] and want["events"].equals(held["events"])
