@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 import polars as pl
 
 from forensics.findings import Category, Evidence, Severity
+from forensics.outputs import RUN_KEYS
 from forensics.schema import WEIGHT, with_weight
 
 # kind → (category, default severity) for events that are not XID/SXid.
@@ -154,7 +155,8 @@ _DEV = r"\b(mlx\d+_\d+|ib\d+|ibp\w+|en\w+\d)\b"
 
 
 _EVENT_COLUMNS = [
-    "ts", "node", "gpu_index", "gpu_bus_id", "source", "kind", "code", "severity", "message", "file", "line", WEIGHT
+    "ts", "node", "gpu_index", "gpu_bus_id", "rank", "source", "kind", "code", "severity", "message", "file", "line",
+    WEIGHT,
 ]
 """The events' columns candidates are made of (`WEIGHT`: the rows a row stands for, where a flood was thinned)."""
 
@@ -249,11 +251,21 @@ def _fleet_wide(events: pl.DataFrame, nodes: list[str]) -> tuple[list[Candidate]
             )
         )
         ev = ev.join(app.select("file", "line"), on=["file", "line"], how="anti")
+        if (ev.get_column(WEIGHT) > 1).any():
+            # a thinned row of a run the burst's window cut stands for rows on both sides of the cut (`_CUT`)
+            runs = list(RUN_KEYS)
+            cut = app.select(runs).unique().with_columns(pl.lit(True).alias(_CUT))
+            ev = ev.join(cut, on=runs, how="left", nulls_equal=True, maintain_order="left")
 
     keyed = ev.with_columns(
         gkey=pl.coalesce(pl.col("gpu_bus_id"), pl.col("gpu_index").cast(pl.String), pl.lit("-")),
     )
     return out, keyed
+
+
+_CUT = "_cut"
+"""A column of the classified events where the fleet-wide fault's burst took rows of their run (`RUN_KEYS`): a
+thinned row's weight there counts rows of either side, so the group's count is an estimate."""
 
 
 def _group_candidates(keyed: pl.DataFrame) -> list[Candidate]:
@@ -276,8 +288,10 @@ def _group_candidates(keyed: pl.DataFrame) -> list[Candidate]:
         sevs=pl.col("sev").drop_nulls().unique(),
         kinds_seen=pl.col("kind").unique(),
         downs=pl.col(WEIGHT).filter(nic_link & pl.col("message").str.contains(_DOWN)).sum(),
-        # (rows of a thinned flood stand for rows left out: what their messages say is counted about)
+        # (rows of a thinned flood stand for rows left out: what their messages say is counted about, and the
+        # events too where a run was cut)
         thinned=(pl.col(WEIGHT) > 1).any(),
+        cut=((pl.col(WEIGHT) > 1) & pl.col(_CUT)).any() if _CUT in keyed.columns else pl.lit(False),
         gpu_index=pl.col("gpu_index").drop_nulls().first(),
         bus=pl.col("gpu_bus_id").drop_nulls().first(),
         file=pl.col("file").first(),
@@ -328,7 +342,7 @@ def _group_candidates(keyed: pl.DataFrame) -> list[Candidate]:
         together = f", together with {', '.join(others[:5])}" if others else ""
         # (a thinned flood's row stands for the rows of its run after it: where a time window cut a run, as the
         # fleet-wide fault's burst does, the count is off by the rows of the cut)
-        count = f"{'about ' if r['thinned'] else ''}{r['n']} event(s)"
+        count = f"{'about ' if r['cut'] else ''}{r['n']} event(s)"
         summary = f"{label} on {where}: {count}" + together
         title = f"{label} on {where}"
         if category == Category.NETWORK.value:
