@@ -283,35 +283,70 @@ def _thin_events(parts: list[Path], cap: int) -> tuple[pl.DataFrame, str | None]
     one), so counts stay exact, and every run keeps its first and last time and verbatim lines. A run of
     millions of identical Xid lines adds no evidence past its first and last ones.
 
-    Read a row group at a time (the parts are written in groups of `ROW_GROUP_ROWS`): memory holds a 64-bit
-    hash of the run a row belongs to, then the rows kept, never the table (7.4 M events of a fleet-wide flood:
-    ~4 GB whole, their messages and JSON details most of it).
+    Read a row group at a time (the parts are written in groups of `ROW_GROUP_ROWS`), twice: first what each
+    run holds (its rows, where its earliest and latest are), then the rows kept. Memory holds a row group, a row
+    a run and the rows kept, never the table nor a column of it (a fleet-wide flood's 7.4 M events: ~4 GB
+    whole, their messages and JSON details most of it; a 5 GB dmesg of Xid lines: 26 M).
     """
     keys = list(RUN_KEYS)
-    runs = pl.concat(
-        [g.select("ts", run=pl.struct(keys).hash(seed=BLOCK_SEED)) for g in _row_groups(parts, [*keys, "ts"])]
-    )
-    runs = runs.with_columns(at=pl.int_range(pl.len()).over("run"), n=pl.len().over("run"))
+    run = pl.struct(keys).hash(seed=BLOCK_SEED).alias("run")
     at, n = pl.col("at"), pl.col("n")
-    # (and its earliest and latest row: a log whose times go back and forth, a file cut into parts by lines)
-    ends = (at == pl.col("ts").arg_min().over("run")) | (at == pl.col("ts").arg_max().over("run"))
-    whole = runs.select((at < RUN_HEAD) | (at >= n - RUN_TAIL) | ends.fill_null(False)).to_series()
-    fixed = int(whole.sum())
-    k = max(1, -(-(runs.height - fixed) // max(1, cap - fixed)))
-    keep = whole | runs.select((at - RUN_HEAD) % k == 0).to_series()
-    weight = (
-        runs.filter(keep)
-        .select((at.shift(-1).over("run") - at).fill_null(n - at).cast(pl.UInt32).alias(WEIGHT))
-        .to_series()
+    # what each run holds: its rows (n) and the positions in it of its earliest and latest rows (the first of
+    # equal ones), gathered over the row groups in order
+    runs: pl.DataFrame | None = None
+    for g in _row_groups(parts, [*keys, "ts"]):
+        local = g.select(run, "ts").with_columns(at=pl.int_range(pl.len(), dtype=pl.Int64).over("run"))
+        part = local.group_by("run").agg(
+            m=pl.len().cast(pl.Int64),
+            lo_ts=pl.col("ts").min(), lo_at=at.get(pl.col("ts").arg_min()),
+            hi_ts=pl.col("ts").max(), hi_at=at.get(pl.col("ts").arg_max()),
+        )
+        if runs is None:
+            runs = part.rename({"m": "n"})
+            continue
+        both = runs.join(part, on="run", how="full", coalesce=True, suffix="_g")
+        later = pl.col("n").fill_null(0)  # (a row group's positions come after the run's rows before it)
+        take_lo = pl.col("lo_ts").is_null() | (pl.col("lo_ts_g") < pl.col("lo_ts")).fill_null(False)
+        take_hi = pl.col("hi_ts").is_null() | (pl.col("hi_ts_g") > pl.col("hi_ts")).fill_null(False)
+        runs = both.select(
+            "run",
+            n=later + pl.col("m").fill_null(0),
+            lo_ts=pl.when(take_lo).then("lo_ts_g").otherwise("lo_ts"),
+            lo_at=pl.when(take_lo).then(later + pl.col("lo_at_g")).otherwise("lo_at"),
+            hi_ts=pl.when(take_hi).then("hi_ts_g").otherwise("hi_ts"),
+            hi_at=pl.when(take_hi).then(later + pl.col("hi_at_g")).otherwise("hi_at"),
+        )
+    assert runs is not None  # (the caller thins a table of rows)
+    runs = runs.select("run", "n", "lo_at", "hi_at")
+    middle = lambda c: pl.col(c).is_not_null() & (pl.col(c) >= RUN_HEAD) & (pl.col(c) < n - RUN_TAIL)  # noqa: E731
+    fixed, rows = runs.select(
+        (pl.min_horizontal(n, RUN_HEAD + RUN_TAIL) + middle("lo_at").cast(pl.Int64)
+         + (middle("hi_at") & (pl.col("hi_at") != pl.col("lo_at"))).cast(pl.Int64)).sum().alias("fixed"),
+        n.sum().alias("rows"),
+    ).row(0)
+    k = max(1, -(-(rows - fixed) // max(1, cap - fixed)))
+    keep = (
+        (at < RUN_HEAD) | (at >= n - RUN_TAIL) | (at == pl.col("lo_at")).fill_null(False)
+        | (at == pl.col("hi_at")).fill_null(False) | ((at - RUN_HEAD) % k == 0)
     )
-    del runs, whole
+    # the rows kept, a row group at a time, each with its run and position in it (for the weights)
+    before = runs.select("run", seen=pl.lit(0, pl.Int64))
     frames = []
-    start = 0
     for g in _row_groups(parts):
-        frames.append(g.filter(keep.slice(start, g.height)))
-        start += g.height
-    df = validate(pl.concat(frames) if len(frames) > 1 else frames[0], "events").with_columns(weight)
-    if weight.len() == keep.len():
+        g = g.with_columns(run).with_columns(at=pl.int_range(pl.len(), dtype=pl.Int64).over("run"))
+        placed = g.join(before, on="run", how="left", maintain_order="left").join(
+            runs, on="run", how="left", maintain_order="left"
+        )
+        placed = placed.with_columns(at=at + pl.col("seen"))
+        frames.append(placed.filter(keep).drop("seen", "lo_at", "hi_at"))
+        counts = g.group_by("run").agg(m=pl.len().cast(pl.Int64))
+        before = before.join(counts, on="run", how="left").select("run", seen=pl.col("seen") + pl.col("m").fill_null(0))
+    kept = pl.concat(frames) if len(frames) > 1 else frames[0]
+    weight = (at.shift(-1).over("run") - at).fill_null(n - at).cast(pl.UInt32).alias(WEIGHT)
+    df = validate(kept.with_columns(weight).drop("run", "at", "n", WEIGHT), "events").with_columns(
+        kept.select(weight).to_series()
+    )
+    if df.height == rows:
         return df, None
     return df, f"each run of one node, file, kind, code and GPU: its first {RUN_HEAD} and last {RUN_TAIL} rows and one in {k} of the rest, each counting for the rows it stands for"
 
