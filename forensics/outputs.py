@@ -342,10 +342,8 @@ def _thin_events(parts: list[Path], cap: int) -> tuple[pl.DataFrame, str | None]
         counts = g.group_by("run").agg(m=pl.len().cast(pl.Int64))
         before = before.join(counts, on="run", how="left").select("run", seen=pl.col("seen") + pl.col("m").fill_null(0))
     kept = pl.concat(frames) if len(frames) > 1 else frames[0]
-    weight = (at.shift(-1).over("run") - at).fill_null(n - at).cast(pl.UInt32).alias(WEIGHT)
-    df = validate(kept.with_columns(weight).drop("run", "at", "n", WEIGHT), "events").with_columns(
-        kept.select(weight).to_series()
-    )
+    weight = kept.select((at.shift(-1).over("run") - at).fill_null(n - at).cast(pl.UInt32).alias(WEIGHT))
+    df = validate(kept.drop("run", "at", "n"), "events").hstack(weight)
     if df.height == rows:
         return df, None
     return df, f"each run of one node, file, kind, code and GPU: its first {RUN_HEAD} and last {RUN_TAIL} rows and one in {k} of the rest, each counting for the rows it stands for"
