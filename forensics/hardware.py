@@ -281,16 +281,23 @@ def _group_candidates(keyed: pl.DataFrame) -> list[Candidate]:
     rank = pl.col("sev").replace_strict({s.value: s.rank for s in Severity}, default=9)
     keys = ["node", "gkey", "category"]
     nic_link = pl.col("kind") == "nic_link"
+    down = nic_link & pl.col("message").str.contains(_DOWN)
+    # a thinned row of a NIC's run of ups and downs stands for rows of either: its group's downs are counted about
+    about = pl.lit(False)
+    if (keyed.get_column(WEIGHT) > 1).any():
+        keyed = keyed.with_columns(
+            ((pl.col(WEIGHT) > 1) & down.n_unique().over(list(RUN_KEYS)).gt(1)).alias("_downs_about")
+        )
+        about = pl.col("_downs_about").any()
     groups = keyed.group_by(keys, maintain_order=True).agg(
         n=pl.col(WEIGHT).sum(),
         codes=pl.col("code").filter(is_xid).unique(),
         only_consequence=consequence.fill_null(False).all(),
         sevs=pl.col("sev").drop_nulls().unique(),
         kinds_seen=pl.col("kind").unique(),
-        downs=pl.col(WEIGHT).filter(nic_link & pl.col("message").str.contains(_DOWN)).sum(),
-        # (rows of a thinned flood stand for rows left out: what their messages say is counted about, and the
-        # events too where a run was cut)
-        thinned=(pl.col(WEIGHT) > 1).any(),
+        downs=pl.col(WEIGHT).filter(down).sum(),
+        downs_about=about,
+        # (and the events' count, where the fleet-wide fault's burst cut a run)
         cut=((pl.col(WEIGHT) > 1) & pl.col(_CUT)).any() if _CUT in keyed.columns else pl.lit(False),
         gpu_index=pl.col("gpu_index").drop_nulls().first(),
         bus=pl.col("gpu_bus_id").drop_nulls().first(),
@@ -350,7 +357,7 @@ def _group_candidates(keyed: pl.DataFrame) -> list[Candidate]:
             devs = sorted(set(r["devs"]))
             dev_txt = ", ".join(devs) if devs else (f"NIC at {bus}" if bus is not None else "a NIC")
             title = (
-                f"{dev_txt} link went down {'about ' if r['thinned'] else ''}{downs} time(s) on {node_label}" if downs else f"{label} on {dev_txt} of {node_label}"
+                f"{dev_txt} link went down {'about ' if r['downs_about'] else ''}{downs} time(s) on {node_label}" if downs else f"{label} on {dev_txt} of {node_label}"
             )
             where = f"{node_label} ({dev_txt})"
             summary = f"{label} on {where}: {count}" + together

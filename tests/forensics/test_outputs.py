@@ -384,3 +384,31 @@ def test_a_count_the_fleet_wide_burst_cuts_from_a_thinned_run_says_about(tmp_pat
     assert got[None].title == want[None].title and want[None].title.startswith("Application fault on every node")
     assert want["node-01"].summary.endswith(": 300 event(s).")
     assert ": about " in got["node-01"].summary
+
+
+def test_thinned_link_downs_say_about_only_where_a_run_mixes_ups_and_downs(tmp_path: Path) -> None:
+    """A NIC flapping 2,000 times (up and down lines in one run) and another NIC down 2,000 times: thinned, the
+    first's downs are an estimate and say so, the second's stay exact; read whole, both are exact."""
+    from datetime import UTC, datetime, timedelta
+
+    from forensics.hardware import candidates_from_events
+    from forensics.outputs import read_analysis_tables, write_table
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    rows = [
+        {"ts": t0 + timedelta(seconds=i), "ts_quality": "exact", "node": "node-01", "gpu_bus_id": bus,
+         "source": "kernel", "kind": "nic_link", "severity": "medium", "file": "node-01/dmesg.log", "line": 2 * i + j,
+         "message": f"mlx5_core {bus} {dev}: Link {'up' if dev == 'mlx5_0' and i % 3 == 0 else 'down'}"}
+        for i in range(2000)
+        for j, (bus, dev) in enumerate((("0000:1a:00.0", "mlx5_0"), ("0000:2a:00.0", "mlx5_1")))
+    ]
+    whole = conform(pl.DataFrame(rows), "events")
+    write_table(whole, "events", tmp_path / "out" / "tables")
+    ev = read_analysis_tables(tmp_path / "out", limit=600)[0]["events"]
+    assert ev.height < whole.height
+    titles = {c.gpu_bus_id or c.title.split()[0]: c.title for c in candidates_from_events(ev, ["node-01"])}
+    exact = {c.gpu_bus_id or c.title.split()[0]: c.title for c in candidates_from_events(whole, ["node-01"])}
+    assert exact == {"mlx5_0": "mlx5_0 link went down 1333 time(s) on node-01",
+                     "mlx5_1": "mlx5_1 link went down 2000 time(s) on node-01"}
+    assert titles["mlx5_1"] == exact["mlx5_1"]
+    assert titles["mlx5_0"].startswith("mlx5_0 link went down about ")
