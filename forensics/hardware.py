@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 import polars as pl
 
 from forensics.findings import Category, Evidence, Severity
-from forensics.outputs import RUN_KEYS
+from forensics.outputs import RUN_KEYS, in_mixed_run
 from forensics.schema import WEIGHT, with_weight
 
 # kind → (category, default severity) for events that are not XID/SXid.
@@ -285,9 +285,7 @@ def _group_candidates(keyed: pl.DataFrame) -> list[Candidate]:
     # a thinned row of a NIC's run of ups and downs stands for rows of either: its group's downs are counted about
     about = pl.lit(False)
     if (keyed.get_column(WEIGHT) > 1).any():
-        keyed = keyed.with_columns(
-            ((pl.col(WEIGHT) > 1) & down.n_unique().over(list(RUN_KEYS)).gt(1)).alias("_downs_about")
-        )
+        keyed = keyed.with_columns(in_mixed_run(down).alias("_downs_about"))
         about = pl.col("_downs_about").any()
     groups = keyed.group_by(keys, maintain_order=True).agg(
         n=pl.col(WEIGHT).sum(),

@@ -15,7 +15,7 @@ import polars as pl
 
 from forensics.findings import Category, Evidence, Severity, iso
 from forensics.hardware import Candidate
-from forensics.outputs import RUN_KEYS
+from forensics.outputs import in_mixed_run
 from forensics.schema import WEIGHT, with_weight
 
 ERROR_COUNTERS = {
@@ -146,10 +146,11 @@ def peer_candidates(events: pl.DataFrame, inventory: pl.DataFrame) -> list[Candi
         .with_columns(peer=pl.col("_raw").str.split("<").list.first())
         .with_columns(peer_node=pl.col("peer").replace_strict(ip_map, default=None, return_dtype=pl.String))
         .drop("_raw")
-        # a thinned flood's row stands for rows of its run left out, which may name another peer of the run's
-        # (`forensics.outputs.RUN_KEYS`): counts by peer are then estimates
-        .with_columns(_about=(pl.col(WEIGHT) > 1) & (pl.col("peer").n_unique().over(list(RUN_KEYS)) > 1))
     )
+    # a thinned flood's row stands for rows of its run left out, which may name another peer: counts by peer
+    # are then estimates
+    thinned = (df.get_column(WEIGHT) > 1).any()
+    df = df.with_columns(_about=in_mixed_run(pl.col("peer")) if thinned else pl.lit(False))
     if df.height == 0:
         return []
     out = []

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from forensics.errors import OutputError, SchemaError
-from forensics.schema import SCHEMA_VERSION, TABLES, WEIGHT, empty, get_schema, validate
+from forensics.schema import SCHEMA_VERSION, TABLES, WEIGHT, empty, get_schema, validate, with_weight
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -224,9 +224,7 @@ def read_analysis_tables(out: Path, limit: int | None = None) -> tuple[dict[str,
             sample = pl.scan_parquet(largest, glob=False).head(10_000).collect()
             cap = min(limit, int(ANALYSIS_BYTES // max(1.0, sample.estimated_size() / max(1, sample.height))))
         if t not in THINNED or rows <= cap:
-            tables[t] = read_table(out, t)
-            if t == "events":
-                tables[t] = tables[t].with_columns(pl.lit(1, pl.UInt32).alias(WEIGHT))
+            tables[t] = with_weight(read_table(out, t)) if t == "events" else read_table(out, t)
             continue
         read_table_check(parts, t)
         if t == "events":
@@ -270,6 +268,13 @@ RUN_KEYS = ("node", "file", "source", "kind", "code", "severity", "gpu_index", "
 RUN_HEAD = 50
 RUN_TAIL = 50
 """Events of a run the thinning keeps whole: its first and its last ones (`_thin_events`)."""
+
+
+def in_mixed_run(value: pl.Expr) -> pl.Expr:
+    """Whether a row of thinned events stands for rows left out (`WEIGHT` > 1) of a run whose rows differ in
+    `value` (a link up or down, the peer an error names): those rows may hold either, so what is counted by
+    `value` is an estimate. (The caller has the events' `RUN_KEYS` columns.)"""
+    return (pl.col(WEIGHT) > 1) & (value.n_unique().over(list(RUN_KEYS)) > 1)
 
 
 def _thin_events(parts: list[Path], cap: int) -> tuple[pl.DataFrame, str | None]:
@@ -413,7 +418,8 @@ def _thin_steps(lf: pl.LazyFrame, k: int, cap: int) -> tuple[pl.Expr, str]:
 
 
 BLOCK_SEED = 20261205
-"""The seed of the hash that picks blocks of step lines (`_thin_steps`): the same rows on every run."""
+"""The seed of the hashes that pick blocks of step lines (`_thin_steps`) and tell runs of events apart
+(`_thin_events`): the same rows on every run."""
 
 
 def _sampling_period_s(part: Path) -> int:

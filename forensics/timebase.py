@@ -68,6 +68,17 @@ _RAW_COLUMNS = ("node", "file", "line", "kind", "code", "gpu_bus_id", "uptime_s"
 """What the boot anchoring reads of the monotonic rows."""
 
 
+_SAME = ["node", "kind", "code", "gpu_bus_id"]
+"""What two copies of one kernel line share besides their message: a pair is looked for among rows alike so."""
+
+
+def _pairable(ev: Frame, where: pl.Expr, other: pl.DataFrame) -> pl.LazyFrame:
+    """The rows of `ev` that `where` selects and whose node, kind, code and GPU (`_SAME`) `other` has too: only
+    those can pair with `other`'s rows, so the others are left out before any message body is made (an Xid
+    flood logged with times: millions of rows)."""
+    return ev.lazy().filter(where).join(other.select(_SAME).unique().lazy(), on=_SAME, how="semi", nulls_equal=True)
+
+
 def _like(df: pl.DataFrame, ev: Frame) -> Frame:
     """`df` as the same kind of frame as `ev` (to join with it)."""
     return df.lazy() if isinstance(ev, pl.LazyFrame) else df
@@ -171,15 +182,10 @@ def _empty_estimates() -> pl.DataFrame:
 
 def _pair_estimates(raw: pl.DataFrame, ev: Frame) -> pl.DataFrame:
     """Boot time per (node, file, segment) from messages seen both with a monotonic and a wall clock."""
-    # only wall-clock rows whose node, kind, code and GPU a monotonic row has too can pair: the others are left
-    # out before any message body is made (an Xid flood logged with times: millions of rows)
-    same = ["node", "kind", "code", "gpu_bus_id"]
     walls = (
-        ev.lazy()
-        .filter(pl.col("ts").is_not_null() & pl.col("ts_quality").is_in(ANCHORABLE_FROM))
-        .join(raw.select(same).unique().lazy(), on=same, how="semi", nulls_equal=True)
+        _pairable(ev, pl.col("ts").is_not_null() & pl.col("ts_quality").is_in(ANCHORABLE_FROM), raw)
         .select(
-            *same,
+            *_SAME,
             w_ts="ts",
             w_file="file",
             _body=_body(pl.col("message")),
@@ -190,7 +196,7 @@ def _pair_estimates(raw: pl.DataFrame, ev: Frame) -> pl.DataFrame:
     )
     if walls.height == 0:
         return _empty_estimates()
-    keys = ["node", "kind", "code", "gpu_bus_id", "_body"]
+    keys = [*_SAME, "_body"]
     pairs = (
         _capped(raw.select(*keys, "file", "_seg", "uptime_s"), [*keys, "file"])
         .join(_capped(walls, [*keys, "w_file"]), on=keys, how="inner", nulls_equal=True)
@@ -247,7 +253,7 @@ def _zone_fix(ev: Frame, inventory: pl.DataFrame | None = None) -> tuple[Frame, 
     local = (
         ev.lazy()
         .filter(pl.col("ts_quality").is_in(LOCAL) & pl.col("ts").is_not_null())
-        .select("node", "kind", "code", "gpu_bus_id", "file", "ts", "message")
+        .select(*_SAME, "file", "ts", "message")
         .collect()
     )
     if local.height == 0:
@@ -303,25 +309,20 @@ def _recorded_zone_fix(ev: Frame, inventory: pl.DataFrame | None, done: list[str
 
 def _pair_zone_fix(ev: Frame, local: pl.DataFrame) -> tuple[Frame, list[str]]:
     """Zone offset of a local-clock file from lines also logged with an offset (voted in 15-minute bins)."""
-    keys = ["node", "kind", "code", "gpu_bus_id", "_body"]
-    # only rows whose node, kind, code and GPU the other side has too can pair: the others are left out before
-    # any message body is made (an Xid flood logged with offsets has millions of rows, a local-clock file
-    # often none of its kinds)
+    keys = [*_SAME, "_body"]
     exact = (
-        ev.lazy()
-        .filter((pl.col("ts_quality") == "exact") & pl.col("ts").is_not_null())
-        .select(*keys[:-1], "ts", "file", "message")
-        .join(local.select(keys[:-1]).unique().lazy(), on=keys[:-1], how="semi", nulls_equal=True)
+        _pairable(ev, (pl.col("ts_quality") == "exact") & pl.col("ts").is_not_null(), local)
+        .select(*_SAME, "ts", "file", "message")
         .collect()
     )
     if exact.height == 0:
         return ev, []
-    local = local.join(exact.select(keys[:-1]).unique(), on=keys[:-1], how="semi", nulls_equal=True)
+    local = local.join(exact.select(_SAME).unique(), on=_SAME, how="semi", nulls_equal=True)
     exact = exact.select(
-        "node", "kind", "code", "gpu_bus_id", e_ts="ts", e_file="file", _body=_body(pl.col("message"))
+        *_SAME, e_ts="ts", e_file="file", _body=_body(pl.col("message"))
     )
     pairs = (
-        _capped(local.select(*keys[:-1], "file", "ts", _body=_body(pl.col("message"))), [*keys, "file"])
+        _capped(local.select(*_SAME, "file", "ts", _body=_body(pl.col("message"))), [*keys, "file"])
         .join(_capped(exact, [*keys, "e_file"]), on=keys, how="inner", nulls_equal=True)
         .filter((pl.col("e_file") != pl.col("file")) & (pl.col("_body") != ""))
         .with_columns(_off=(pl.col("e_ts").dt.epoch("us") - pl.col("ts").dt.epoch("us")))
