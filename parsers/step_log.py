@@ -1756,11 +1756,17 @@ def _titan_values(text: pl.Series, canon_frame: pl.DataFrame | None = None) -> p
     return pl.DataFrame(out)
 
 
+_MEG_VALUES_MIN = 128
+"""From this many iteration lines on, `_megatron_frag` reads their values by `_megatron_values` (a compiled
+scan, or a split, of the lines laid out alike: ~1 ms for 1,700 lines) rather than by one regex per key (~12 ms
+there); below it the regexes cost less than its set-up. Either way the values are the same."""
+
+
 def _megatron_frag(m: pl.DataFrame) -> pl.DataFrame:
     """The `megatron_iteration` fragments of the `MEGATRON_ITER_RE` matches `m` (base columns, `text`, the
     groups in `m`; at least one row)."""
     txt = pl.col("text")
-    if m.height >= _LANE_MIN:
+    if m.height >= _MEG_VALUES_MIN:
         m = m.with_columns(_megatron_values(m.get_column("text")))
         k = {name: pl.col(f"_k_{name}") for name in g.MEGATRON_KEYS}
     else:
@@ -3982,6 +3988,15 @@ def parse(lines: pl.Series, ctx: FileContext, entries: MegEntries | None = None)
 
 def _parse(lines: pl.Series, ctx: FileContext, numbers: pl.Series | None = None) -> ParseResult:
     """`parse` by the general reading (`numbers`: see `_prepare`)."""
+    return _parse_stamped(lines, ctx, numbers)[0]
+
+
+def _parse_stamped(
+    lines: pl.Series, ctx: FileContext, numbers: pl.Series | None = None
+) -> tuple[ParseResult, pl.DataFrame]:
+    """`_parse` and the lines of its reading that hold their own time (`key`, `line`, `ts`; in line order),
+    which rows without one may inherit (`_times`): what `_megatron_lane` needs of the lines it leaves to the
+    general reading."""
     frame, seg = _prepare(lines, ctx, numbers=numbers)
     node = pl.coalesce(pl.col("host"), pl.lit(ctx.node))
     steps, events, understood = _read(seg, node, pl.lit(ctx.path))
@@ -3995,7 +4010,7 @@ def _parse(lines: pl.Series, ctx: FileContext, numbers: pl.Series | None = None)
         timers = frame.filter(pl.col("line").is_in(understood.implode())).get_column("text")
         if timers.str.contains("time (ms)", literal=True).any():
             notes.append(ORPHAN_TIMERS_NOTE)
-    return ParseResult(
+    result = ParseResult(
         tables=tables,
         parsed=parsed,
         unrecognized=unrecognized,
@@ -4004,6 +4019,7 @@ def _parse(lines: pl.Series, ctx: FileContext, numbers: pl.Series | None = None)
         partial=_cut_last_line(frame),
         node=hosts[0] if len(hosts) == 1 else None,
     )
+    return result, seg.filter(pl.col("ts").is_not_null()).select("key", "line", "ts")
 
 
 _EMPTY_STEPS = {"line": pl.Int64}
@@ -4541,19 +4557,20 @@ _NO_SRUN = -1
 -l`: its last rank prints the iteration lines and timer blocks, unprefixed); its rows get rank null and key
 `|`."""
 _MEG_I = (
-    rf"^{_SRUN_OPT}( *\[([0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}} [0-9]{{2}}:[0-9]{{2}}:[0-5][0-9])\] "
+    rf"^{_SRUN_OPT}( *(?:\[([0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}} [0-9]{{2}}:[0-9]{{2}}:[0-5][0-9])\] )?"
     r"iteration +([0-9]{1,18})/ *([0-9]{1,18}) \|[^\r\x1b\[]*)$"
 )
 """A Megatron iteration line with or without `srun -l` of the shape the lane takes: srun rank (null without
-the envelope), the text after the envelope, date-time, step, total (the values: `_megatron_frag` on that
-text, as the general reading)."""
-_MEG_I_LIT = "] iteration "
+the envelope), the text after the envelope, date-time (null on the lines of Megatron before mid-2023, which
+print none: such a row takes the time of a dated line right above it, as `_times` says, or none), step,
+total (the values: `_megatron_frag` on that text, as the general reading)."""
+_MEG_I_LIT = "iteration "
 _MEG_I_HEAD = (
-    rf"^({_SRUN_OPT}) *\[([0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}} [0-9]{{2}}:[0-9]{{2}}:[0-5][0-9])\] "
+    rf"^({_SRUN_OPT}) *(?:\[([0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}} [0-9]{{2}}:[0-9]{{2}}:[0-5][0-9])\] )?"
     r"iteration +([0-9]{1,18})/ *([0-9]{1,18}) $"
 )
-"""`_MEG_I` before the first `|` of the line (the envelope, empty without one, then srun rank, date-time,
-step, total)."""
+"""`_MEG_I` before the first `|` of the line (the envelope, empty without one, then srun rank, date-time or
+null, step, total)."""
 _MEG_H_LIT = "(min, max) time across ranks (ms):"
 _MEG_H = rf"^({_SRUN_OPT})\(min, max\) time across ranks \(ms\):$"
 """A timer block's header: the envelope (empty without one), the srun rank."""
@@ -4572,11 +4589,35 @@ _MEG_MEMORY = (
 allocated: Y | reserved: Z | max reserved: W`), printed by a rank of each pipeline stage after the first
 iterations: without srun envelope it lands in the unit stream, between an iteration line and its block. It
 holds a gate literal (`iteration`) but makes no fragment, so it may lie near an iteration line."""
+_MEG_QUIET = "|".join(
+    f"(?:{p})"
+    for p in (
+        _MEG_MEMORY,
+        # the validation (or test) report, between two rules of dashes: ` validation loss at iteration 1000 |
+        # lm loss value: 6.439325E+00 | lm loss PPL: 6.259840E+02 | ` (from 2023 on: `... at iteration 100 on
+        # validation set | ...`)
+        rf"^{_SRUN_OPT} *(?:validation|test) loss at iteration [0-9]{{1,18}}(?: on [a-z]+ set)? \|"
+        rf"(?: [A-Za-z][A-Za-z0-9_ -]{{0,39}} (?:value|PPL): {_D}(?:E[+-][0-9]{{1,3}})? \|)+ ?$",
+        # `save_checkpoint`'s line (a path without blank or `|`; since 2024 with its format)
+        rf"^{_SRUN_OPT} *(?:saving|successfully saved) checkpoint (?:at|from) iteration +[0-9]{{1,18}} to [^\s|]+"
+        r"(?: in [a-z_]+ format)?(?: \[ t [0-9]+/[0-9]+, p [0-9]+/[0-9]+ \])? *$",
+    )
+)
+"""Lines of a Megatron log that hold the gate literal `iteration` and make no fragment in the general reading
+(the Megatron iteration grammar wants `iteration N/ M |`; the other grammars a gate of their own): the memory
+report (`_MEG_MEMORY`), the validation report and the save-checkpoint line, which Megatron prints within
+`ATTACH_GAP` lines of an iteration line where no timer block keeps them apart. The lane takes them near a
+unit when they hold `iteration` once and no other gate (`_quiet`)."""
+_GATES_BUT_ITERATION = [x for x in _GATES if x != "iteration"]
 _PYLOG_ANYWHERE = g.PYLOG_PREFIX_RE.removeprefix("^")
 """`g.PYLOG_PREFIX_RE` anywhere in a line (after its envelopes too): the lines to look at more closely."""
 _MEG_MIN = 4096
-"""The fewest units `_megatron_lane` takes (its own bound, not `_LANE_MIN`, which tests set to 0: the lane
-works on the big frames the general reading computes with its split lanes)."""
+"""The fewest lines of a chunk whose timer entries `meg_entry_lines` reads for the lane (its own bound, not
+`_LANE_MIN`, which tests set to 0: the lane works on the big frames the general reading computes with its
+split lanes)."""
+_MEG_UNITS = 256
+"""The fewest units `_megatron_lane` takes: a 1 MB log of Megatron before mid-2023 (no date on its iteration
+lines, `--log-interval 100`) holds ~1,300. Below it the general reading costs little more than the lane."""
 _BLOCK_ENTRY = "|".join(
     "(?:" + re.sub(r"\(\?P<\w+>", "(?:", p) + ")"
     for p in (g.TIMER_MINMAX_RE, g.COMPOSER_ENTRY_RE, g.NVRX_SUB_RE, g.NVRX_RANK_RE)
@@ -4868,6 +4909,15 @@ def _one_stream_units(
     )
 
 
+def _quiet(text: pl.Series) -> pl.Series:
+    """Whether each line is one of `_MEG_QUIET`'s, with `iteration` once and no other gate (`_GATES`)."""
+    return (
+        text.str.contains(_rx(_MEG_QUIET))
+        & (text.str.count_matches("iteration", literal=True) == 1)
+        & ~text.str.contains_any(_GATES_BUT_ITERATION)
+    )
+
+
 def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | None = None) -> ParseResult | None:
     """`_parse(lines, ctx)` of a Megatron log, under `srun -l` or without it, whose iteration lines are each
     followed in their stream (srun rank; without envelope `_NO_SRUN`) by a `(min, max) time across ranks`
@@ -4902,14 +4952,21 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
     ci = r_text.str.contains(_MEG_I_LIT, literal=True).arg_true()
     if rest is not None:
         ci = rest.gather(ci)
-    if ci.len() < _MEG_MIN:
+    if ci.len() < _MEG_UNITS:
+        return None
+    # (the lane reads the other lines by the general reading, at its cost a line, and its units by captures at
+    # far less, but for fixed costs: where the other lines that are not empty outnumber the lines of the units
+    # (the entries, the iteration lines and headers, fewer than the lines holding their literals), reading the
+    # whole generally costs less, as on a 1 MB log of iteration lines alone among setup and validation chatter)
+    n_other = r_text.len() - ci.len() - int((r_text.str.len_bytes() == 0).sum())
+    if ce.len() + ci.len() < n_other:
         return None
     ti = text.gather(ci)
     mi = _meg_iterations(ti)
-    ok_i = mi.struct.field("3").is_not_null() & ~ti.str.contains("global rank", literal=True)
+    ok_i = mi.struct.field("4").is_not_null() & ~ti.str.contains("global rank", literal=True)
     ci, mi = ci.filter(ok_i), mi.filter(ok_i)
     i_rank = mi.struct.field("1").cast(pl.Int32, strict=False).fill_null(_NO_SRUN)
-    if ci.len() < _MEG_MIN:
+    if ci.len() < _MEG_UNITS:
         return None
     ch = r_text.str.ends_with(_MEG_H_LIT).arg_true()
     if rest is not None:
@@ -4986,9 +5043,10 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
             ppos=ov(lp.shift(1).forward_fill()),
         )
         # (an iteration line that the next one of its stream follows, or that is the last lane-shaped line of
-        # its stream, is a unit too: a row without timers)
+        # its stream, or whose next one is a header farther than `ATTACH_GAP` lines, whose block attaches to
+        # no row, is a unit too: a row without timers)
         head_near = (pl.col("nt") == 2) & ((pl.col("npos") - pos) <= ATTACH_GAP)
-        vi = (t == 1) & (head_near | (pl.col("nt") == 1) | pl.col("nt").is_null())
+        vi = (t == 1) & ((pl.col("nt") != 3) | pl.col("nt").is_null())
         vh = (t == 2) & (pl.col("pt") == 1) & ((pos - pl.col("ppos")) <= ATTACH_GAP)
         s = s.with_columns(vi=vi.fill_null(False), vh=vh.fill_null(False))
         head_h = ov(pl.when(t != 3).then(pl.col("vh")).forward_fill())
@@ -5002,7 +5060,7 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
             k=ov(pl.col("_u").forward_fill()),
         )
         n_units = int(s.get_column("vi").sum())
-        if n_units < _MEG_MIN:
+        if n_units < _MEG_UNITS:
             return None
         # the other lines of the unit streams: near an iteration line (could attach) or right after a unit
         near = s.filter(~pl.col("inu") & ((pos - pl.col("last_i")) <= ATTACH_GAP)).get_column("pos")
@@ -5012,7 +5070,7 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
     if near.len():
         nt_ = text.gather(near)
         gated = nt_.str.contains_any(list(_GATES))
-        if gated.any() and not nt_.filter(gated).str.contains(_rx(_MEG_MEMORY)).all():
+        if gated.any() and not _quiet(nt_.filter(gated)).all():
             return None
     if after.len():
         c = text.gather(after).str.replace(_rx(_ENV_STACK), "")
@@ -5023,12 +5081,16 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
     em = me.drop("rank")
     if ent.height < ce.len():  # (else the entries are all the lane-shaped ones, in the same order)
         em = em.filter(e_in) if e_in is not None else _unit_entries(em, ce, ent.get_column("pos"), n)
-    if em.get_column("name").is_in(list(g.NON_STEP_TIMERS)).any():
-        return None
     tm = em.select(
         k=ent.get_column("k"),
         _t=_timer(name=pl.col("name"), min_ms=pl.col("min_ms"), max_ms=pl.col("max_ms")),
     )
+    # (the general reading drops the entries of timers that time no step, `g.NON_STEP_TIMERS`, from their
+    # block: a block of those alone, as the load-checkpoint one of a job started again right after a unit,
+    # attaches nothing)
+    step_timer = ~em.get_column("name").is_in(list(g.NON_STEP_TIMERS))
+    if not step_timer.all():
+        tm = tm.filter(step_timer)
     tl = _timer_lists(tm)
     # the iteration fragments, by the general code
     im = mi if i_pos.len() == ci.len() else mi.gather(ci.search_sorted(i_pos))
@@ -5042,12 +5104,19 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
         rank=pl.col("m").struct.field("1").cast(pl.Int32, strict=False),
         ts=pl.col("m").struct.field("3").str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
         .dt.replace_time_zone("UTC"),
-        ts_quality=pl.lit("local_assumed_utc"),
+        ts_quality=pl.when(pl.col("m").struct.field("3").is_not_null()).then(pl.lit("local_assumed_utc")),
         text=pl.col("m").struct.field("2"),
         m=pl.struct(step=pl.col("m").struct.field("4"), total=pl.col("m").struct.field("5")),
     )
-    if base.get_column("ts").null_count():
+    undated = int(im.struct.field("3").null_count())
+    if base.get_column("ts").null_count() > undated:  # (a date that is none, as 2023-02-30)
         return None
+    if undated:
+        # (an iteration line without a date of its own: the general reading finds none elsewhere in it only
+        # where it holds no date at all (`_prepare`'s `need`) nor an MLPerf record)
+        u = base.filter(pl.col("ts").is_null()).get_column("text")
+        if u.str.contains(_rx(g.TRIAGE_DATE_RE)).any() or u.str.contains(":::MLLOG", literal=True).any():
+            return None
     fr = _megatron_frag(base)
     if fr.select(pl.col("step_time_s").null_count() + pl.col("step").null_count()).item():
         return None
@@ -5089,10 +5158,13 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
     # (empty lines alone, the NCCL lines `_mixed` blanked: the general reading makes nothing of them, neither
     # parsed nor unrecognized; ~8 ms of fixed stages spared)
     only_empty = others.len() + lane_pos.len() == n and bool((o_text.str.len_bytes() == 0).all())
+    stamped = None
     if rest_pos.len() and not only_empty:
-        rest = _parse(text.gather(rest_pos), ctx, numbers=rest_pos + ctx.first_line)
+        rest, stamped = _parse_stamped(text.gather(rest_pos), ctx, numbers=rest_pos + ctx.first_line)
         if rest.tables["steps"].height:
             return None
+    if undated:
+        rows = _inherited(rows, stamped)
     stub = pl.DataFrame(schema={"key": pl.String, "line": pl.Int64, "ts": UTC_US})
     steps = _finish(rows, stub, pl.coalesce(pl.col("host"), pl.lit(ctx.node)), pl.lit(ctx.path), times=False)
     tables = {"steps": conform(steps, "steps")}
@@ -5107,6 +5179,40 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
         partial=_cut_last_line(pl.DataFrame({"text": text})),
         node=rest.node if rest else None,
     )
+
+
+def _inherited(rows: pl.DataFrame, stamped: pl.DataFrame | None) -> pl.DataFrame:
+    """The lane's `rows` (one stream after the other, each in line order) with the times `_times` gives rows
+    without their own: the time of the nearest line above in the row's stream that holds one (the rows' own,
+    `stamped`: the other lines', as `_parse_stamped` gives them), at most `INHERIT_GAP` lines above and below
+    the stream's previous row; `ts_quality` then `inherited`, or `none` where no such line is."""
+    own = rows.filter(pl.col("ts").is_not_null()).select("key", "line", "ts")
+    src = own if stamped is None or not stamped.height else pl.concat([own, stamped])
+    src = src.select("key", src_line=pl.col("line"), src_ts=pl.col("ts")).sort("src_line")
+    line = pl.col("line")
+    prev = line.shift(1) if rows.get_column("key").n_unique() == 1 else line.shift(1).over("key")
+    narrow = rows.select("key", "line", "ts", "ts_quality", _i=pl.int_range(rows.height), _prev=prev)
+    j = narrow.sort("line").join_asof(
+        src,
+        left_on="line",
+        right_on="src_line",
+        by="key",
+        strategy="backward",
+        allow_exact_matches=False,
+        check_sortedness=False,
+    )
+    ok = (
+        pl.col("ts").is_null()
+        & pl.col("src_ts").is_not_null()
+        & ((line - pl.col("src_line")) <= INHERIT_GAP)
+        & (pl.col("_prev").is_null() | (pl.col("src_line") > pl.col("_prev")))
+    )
+    j = j.select(
+        "_i",
+        ts=pl.when(ok).then(pl.col("src_ts")).otherwise(pl.col("ts")),
+        ts_quality=pl.when(ok).then(pl.lit("inherited")).otherwise(pl.col("ts_quality")).fill_null("none"),
+    ).sort("_i")
+    return rows.with_columns(j.get_column("ts"), j.get_column("ts_quality"))
 
 
 _FILE_GAP = 64

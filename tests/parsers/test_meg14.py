@@ -26,8 +26,8 @@ from tests.parsers import _meg14_ref as R  # noqa: N812
 from tests.parsers.test_steplog_s8 import _files, _grown
 
 _MIN = 48
-"""The lane's fewest units in these tests (`_MEG_MIN`, and `_LANE_MIN` at most, patched on both sides: small
-chunks take the lane)."""
+"""The lane's fewest units in these tests (`_MEG_MIN`, `_MEG_UNITS`, and `_LANE_MIN` at most, patched on both
+sides: small chunks take the lane)."""
 
 
 def _ctx(first: int = 1) -> FileContext:
@@ -49,6 +49,7 @@ def _same(lines: list[str | None], first: int = 1, small: bool = True) -> tuple[
     with pytest.MonkeyPatch.context() as m:
         if small:
             m.setattr(S, "_MEG_MIN", _MIN)
+            m.setattr(S, "_MEG_UNITS", _MIN)
             m.setattr(R, "_MEG_MIN", _MIN)
             m.setattr(S, "_LANE_MIN", min(S._LANE_MIN, _MIN))
         with m.context() as old:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import polars as pl
+import pytest
 
 from parsers import _step_grammars as g
 from parsers import step_log as S  # noqa: N812
@@ -57,8 +58,11 @@ def test_minmax_pre_is_the_regex() -> None:
         assert groups.struct.field(f).to_list() == ref.struct.field(f).to_list()
 
 
-def test_megatron_values_are_the_key_regexes() -> None:
-    rnd = random.Random(3)
+@pytest.mark.parametrize(("n", "seed"), [(S._MEG_VALUES_MIN, 4), (300, 5), (S._LANE_MIN + 200, 3)])
+def test_megatron_values_are_the_key_regexes(n: int, seed: int) -> None:
+    """`_megatron_values`, which `_megatron_frag` runs from `_MEG_VALUES_MIN` lines on, is the key regexes,
+    with and without the line's date (Megatron before mid-2023 printed none)."""
+    rnd = random.Random(seed)
     fields = [
         "consumed samples:     19213312", "elapsed time per iteration (ms): 3928.4",
         "throughput per GPU (TFLOP/s/GPU): 409.3", "learning rate: 3.000000E-04", "global batch size:  1024",
@@ -66,12 +70,14 @@ def test_megatron_values_are_the_key_regexes() -> None:
         "samples per second: 12.5", "tokens per gpu per second (tgs): 1000", "a=b: 1", "x: y", "lm loss: nan",
     ]
     lines = []
-    for i in range(S._LANE_MIN + 200):
-        fs = rnd.sample(fields, rnd.randint(1, 8))
-        if rnd.random() < 0.5:
+    first = rnd.sample(fields, 8)  # (most lines laid out as the first, as in a log: `_megatron_fast`)
+    for i in range(n):
+        fs = first if rnd.random() < 0.7 else rnd.sample(fields, rnd.randint(1, 8))
+        if rnd.random() < 0.3:
             fs = fs + fs[:2]  # a key twice: the first one counts
-        tail = rnd.choice([" |", " |  ", " | x", ""])
-        lines.append(f" [2025-03-02 02:59:14] iteration {i:8d}/  500000 | " + " | ".join(fs) + tail)
+        tail = rnd.choice([" |", " |", " |  ", " | x", ""])
+        date = "[2025-03-02 02:59:14] " if seed % 2 else ""
+        lines.append(f" {date}iteration {i:8d}/  500000 | " + " | ".join(fs) + tail)
     text = pl.Series("text", lines, dtype=pl.String)
     got = S._megatron_values(text)
     for k, p in g.MEGATRON_KEYS.items():

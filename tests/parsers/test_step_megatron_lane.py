@@ -51,6 +51,7 @@ def _log(
     k: int | None = None,
     srun: bool = True,
     blocks: float = 1.0,
+    dated: bool = True,
 ) -> list[str]:
     """A Megatron log under `srun -l` (the last of 16 ranks prints the iterations and timer blocks; the
     others chatter, sometimes between an iteration line and its block), with memory reports, validation
@@ -60,7 +61,9 @@ def _log(
     breakdown there to attach to it, and the lane hands back). `srun` False: the same log without `srun -l`
     (the envelopes cut off every line, `extra` too: the memory reports then lie in the unit stream). `blocks`:
     the share of iteration lines followed by their timer block (Megatron prints one only where timers are
-    logged; 0: iteration lines alone)."""
+    logged; 0: iteration lines alone). `dated` False: iteration lines without their date, as Megatron printed
+    them before mid-2023 (the straggler reports keep theirs: without `srun -l` they are in the unit stream,
+    where the next iteration line may take its time from one)."""
     rnd = random.Random(seed)
     last = 15
     t = datetime(2025, 5, 1, 7, 0, 0)
@@ -72,8 +75,9 @@ def _log(
     for it in range(1, n_iter + 1):
         t += timedelta(seconds=rnd.uniform(0.5, 5))
         dt = rnd.uniform(500, 5000)
+        date = f"[{t:%Y-%m-%d %H:%M:%S}] " if dated else ""
         unit = [
-            f"{last:2}:  [{t:%Y-%m-%d %H:%M:%S}] iteration {it:>8}/{total:>8} | "
+            f"{last:2}:  {date}iteration {it:>8}/{total:>8} | "
             f"consumed samples: {it * 512:>12} | elapsed time per iteration (ms): {dt:.1f} | "
             f"throughput per GPU (TFLOP/s/GPU): {rnd.uniform(100, 500):.1f} | "
             f"learning rate: {3e-4 * min(1.0, it / 2000):.6E} | global batch size:   512 | "
@@ -375,3 +379,210 @@ def test_lane_takes_the_benchmark_log_without_srun(tmp_path: Path) -> None:
     lines = path.read_text().splitlines()
     assert not any(_SRUN_ENV.match(x) for x in lines[:1000])
     _same(lines, taken=True)
+
+
+# ----------------------------------------------------------------------------- iteration lines without a date
+
+
+def _ts_quality(lines: list[str]) -> dict[str, int]:
+    steps = S.parse(pl.Series(lines), _ctx()).tables["steps"]
+    return dict(steps.get_column("ts_quality").value_counts().rows())
+
+
+@pytest.mark.parametrize("srun", [True, False])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_lane_takes_iteration_lines_without_a_date(seed: int, srun: bool) -> None:
+    """Megatron before mid-2023 printed no date on its iteration lines: the lane takes them, each row without a
+    time, or, without `srun -l`, with the time of the straggler report right above it (`inherited`)."""
+    lines = _log(seed, k=len(_TIMERS), srun=srun, dated=False)
+    assert not any("] iteration " in x for x in lines)
+    _same(lines, taken=True)
+    got = _ts_quality(lines)
+    assert got.get("none", 0) > 4000
+    assert (got.get("inherited", 0) > 0) == (not srun)
+
+
+@pytest.mark.parametrize("srun", [True, False])
+def test_lane_undated_rows_inherit_as_the_general_reading(srun: bool) -> None:
+    """Dated lines 1, 2 and 3 lines above undated iteration lines, in their stream and in another, one below
+    the previous row only or above it too: the lane gives the times `_times` gives."""
+    rnd = random.Random(40)
+    lines = _log(40, k=len(_TIMERS), srun=srun, dated=False)
+    at = [i for i, x in enumerate(lines) if " iteration " in x and "validation" not in x]
+    env = "15: " if srun else ""
+    for i in sorted(rnd.sample(at[1:], 300), reverse=True):
+        stamp = f"[2025-05-0{rnd.randint(1, 9)} 07:00:{rnd.randint(10, 59)}] chatter"
+        mine = env + stamp if rnd.random() < 0.7 else f" 3: {stamp}" if srun else f"[rank3]: {stamp}"
+        filler = [env + "filler"] * rnd.choice([0, 0, 1, 2])
+        lines[i:i] = [mine, *filler]
+    _same(lines, taken=True)
+    got = _ts_quality(lines)
+    assert got.get("inherited", 0) > 100 and got.get("none", 0) > 100
+
+
+@pytest.mark.parametrize("srun", [True, False])
+@pytest.mark.parametrize("seed", range(4))
+def test_lane_random_lines_anywhere_without_dates(seed: int, srun: bool) -> None:
+    """`test_lane_random_lines_anywhere` on iteration lines without a date, the pool's dated lines too."""
+    rnd = random.Random(50 + seed)
+    lines = _log(50 + seed, k=len(_TIMERS), srun=srun, dated=False)
+    pool = (*_POOL, "{r}: [2025-05-01 08:00:00] a dated line", "{o}: 2025-05-01 08:00:00 another")
+    for _ in range(rnd.choice([1, 3, 30])):
+        extra = rnd.choice(pool).format(r=15, o=rnd.randrange(15))
+        if not srun and rnd.random() < 0.7:
+            extra = _SRUN_ENV.sub("", extra, count=1)
+        lines.insert(rnd.randrange(len(lines)), extra)
+    _same(lines, taken=None)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        # a date in an undated iteration line (the general reading reads it as the line's own time)
+        "{r}:  iteration {it}/ 10 | 2025-05-01 08:00:00 | elapsed time per iteration (ms): 1.0 |",
+        "{r}:  iteration {it}/ 10 | elapsed time per iteration (ms): 1.0 | at 2025-05-01 |",
+        "{r}:  iteration {it}/ 10 | elapsed time per iteration (ms): 1.0 | :::MLLOG {{}} |",
+        "{r}:  [2023-02-30 08:00:00] iteration {it}/ 10 | elapsed time per iteration (ms): 1.0 |",  # no such day
+    ],
+)
+def test_lane_undated_lines_it_hands_back(extra: str) -> None:
+    lines = _log(41, k=len(_TIMERS), dated=False)
+    at = [i for i, x in enumerate(lines) if " iteration " in x][500]
+    _same([*lines[:at], extra.format(r=15, it=7), *lines[at:]], taken=None)
+
+
+@pytest.mark.parametrize("srun", [True, False])
+def test_lane_undated_rows_inherit_below_the_previous_row_only(srun: bool) -> None:
+    """Iteration lines without blocks, one line apart, some dated: an undated row takes the time of a dated line
+    1 or 2 lines above it only where that line lies below the previous row of its stream (a dated iteration
+    line right above is that row)."""
+    rnd = random.Random(43)
+    lines = _without_validation(_log(43, k=len(_TIMERS), srun=srun, blocks=0.0, dated=False))
+    env = "15: " if srun else ""
+    at = [i for i, x in enumerate(lines) if " iteration " in x]
+    for i in sorted(rnd.sample(at[1:-1], 400), reverse=True):
+        if rnd.random() < 0.5:  # a dated line right above this row (which the next row must not take)
+            lines.insert(i, env + "[2025-05-02 09:00:00] chatter")
+        else:  # this row dated
+            lines[i] = lines[i].replace(" iteration ", " [2025-05-02 09:00:00] iteration ", 1)
+    _same(lines, taken=True if srun else None)
+    got = _ts_quality(lines)
+    assert got.get("inherited", 0) > 100 and got.get("local_assumed_utc", 0) > 100
+
+
+# ----------------------------------------------------------------------------- lines near a unit
+
+
+def _units_then(extra: list[str], srun: bool, dated: bool, every: int = 37, seed: int = 42) -> list[str]:
+    """A log of iteration lines without blocks, `extra` (lines, `{r}` the rank, `{it}` the step) right after
+    every `every`-th iteration line."""
+    out = []
+    for x in _without_validation(_log(seed, k=len(_TIMERS), srun=srun, blocks=0.0, dated=dated)):
+        out.append(x)
+        m = re.search(r"iteration +([0-9]+)/", x)
+        if m and "validation" not in x and int(m.group(1)) % every == 0:
+            env = "15: " if srun else ""
+            out += [env + e.format(it=m.group(1)) for e in extra]
+    return out
+
+
+_QUIET = [
+    "-" * 100,
+    " validation loss at iteration {it} | lm loss value: 6.439325E+00 | lm loss PPL: 6.259840E+02 | ",
+    " validation loss at iteration {it} on validation set | lm loss value: 1.0E+01 | lm loss PPL: 2.4E+04 |",
+    "-" * 100,
+    "saving checkpoint at iteration    {it} to /workspace/model/megatron-models/345m-init-mp",
+    " successfully saved checkpoint from iteration {it} to /ckpt [ t 1/2, p 1/1 ]",
+    "...",
+]
+
+
+@pytest.mark.parametrize("dated", [True, False])
+@pytest.mark.parametrize("srun", [True, False])
+def test_lane_takes_validation_and_checkpoint_lines_near_units(srun: bool, dated: bool) -> None:
+    """Megatron's validation report and save-checkpoint line within `ATTACH_GAP` lines of an iteration line
+    (where no timer block keeps them apart) hold `iteration` and make no fragment: the lane takes them (under
+    `srun -l`: without it, the straggler reports of rank 0 lie near iteration lines too, and it hands back)."""
+    _same(_units_then(_QUIET, srun, dated), taken=True if srun else None)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        " validation loss at iteration {it} | lm loss value: 1.0 | step: 3 value: 2.0 |",  # another gate
+        " validation loss at iteration {it} | iteration 5/ 9 | lm loss value: 1.0 |",
+        " validation loss at iteration {it} | iteration loss value: 1.0 |",
+        " validation loss at iteration {it} | lm loss value: nan |",
+        "saving checkpoint at iteration {it} to /ckpt | iteration 3/ 4 |",
+        "saving checkpoint at iteration {it} to /ckpt/step=3",
+        " validation loss at iteration {it} | time (ms) | forward: 1.0 |",
+    ],
+)
+@pytest.mark.parametrize("dated", [True, False])
+def test_lane_near_lines_of_other_shapes(line: str, dated: bool) -> None:
+    _same(_units_then([line], True, dated), taken=None)
+    _same(_units_then([line], False, dated), taken=None)
+
+
+@pytest.mark.parametrize("gap", [3, 12, 13, 14])
+@pytest.mark.parametrize("dated", [True, False])
+@pytest.mark.parametrize("srun", [True, False])
+def test_lane_blocks_of_non_step_timers_after_units(gap: int, srun: bool, dated: bool) -> None:
+    """A job started again: its set-up blocks (`load-checkpoint`, `model-and-optimizer-setup`: timers that
+    time no step, which the general reading drops) `gap` lines after an iteration line, in its stream; and a
+    block mixing them with step timers. Near (`ATTACH_GAP` lines) or not, the lane gives what the general
+    reading gives."""
+    hdr = "(min, max) time across ranks (ms):"
+    setup = [
+        *["> some set-up chatter"] * (gap - 1),
+        hdr,
+        "    load-checkpoint ................................: (1.15, 1.15)",
+        "    model-and-optimizer-setup ......................: (222.27, 225.22)",
+    ]
+    mixed = [
+        *["> some set-up chatter"] * (gap - 1),
+        hdr,
+        "    load-checkpoint ................................: (1.15, 1.15)",
+        "    forward-compute ................................: (10.15, 11.15)",
+    ]
+    # (under `srun -l` the lane takes them all; without it the straggler reports of rank 0 lie near units)
+    _same(_units_then(setup, srun, dated), taken=True if srun else None)
+    _same(_units_then(mixed, srun, dated, every=53), taken=True if srun else None)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "megatron_lm_2023_gpt345m_dp4_tp2pp2.log",
+        "megatron_2022_bert_timers_and_iteration_sop_loss.log",
+        "megatron_llm_epfl_iteration_slow.log",
+        "gpt_neox_llama_bf16_first_iterations.log",
+        "synthetic_megatron_crlf_truncated.log",
+        "synthetic_megatron_srun_minmax_timers_straggler_detector.log",
+    ],
+)
+@pytest.mark.parametrize("units", [300, 5000])
+def test_real_megatron_logs_grown(name: str, units: int) -> None:
+    """The fixtures' real Megatron logs (without dates before mid-2023, with them since), repeated to `units`
+    iteration lines: the lane (where it takes them) reads what the general reading does."""
+    lines = (Path(__file__).parents[1] / "fixtures" / "step-log" / name).read_text().splitlines()
+    n_iter = sum(" iteration " in x for x in lines)
+    _same(lines * (units // max(1, n_iter) + 1), taken=None)
+
+
+def test_real_2023_megatron_log_with_timer_blocks_taken() -> None:
+    """The 2023 real log with a `(min, max)` timer block after each iteration line (as `--timing-log-level 1`
+    prints): units most of its lines, the lane takes it; its rows have no time."""
+    path = Path(__file__).parents[1] / "fixtures" / "step-log" / "megatron_lm_2023_gpt345m_dp4_tp2pp2.log"
+    block = [
+        "(min, max) time across ranks (ms):",
+        *(f"    {t} {'.' * (40 - len(t))}: (1{i}.00, 2{i}.50)" for i, t in enumerate(_TIMERS[:8])),
+    ]
+    lines = []
+    for x in path.read_text().splitlines():
+        lines.append(x)
+        if x.startswith(" iteration "):
+            lines += block
+    lines = lines * 40
+    _same(lines, taken=True)
+    assert _ts_quality(lines) == {"none": 640}

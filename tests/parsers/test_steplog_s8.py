@@ -286,7 +286,11 @@ def _ctx(name: str = "train.log") -> FileContext:
 
 
 def _parse(lines: list[str]) -> None:
-    S.parse(pl.Series("line", lines, dtype=pl.String), _ctx())
+    """`parse` (which a lane may take) and the general reading `_parse`, whose steps are the ones shadowed
+    (a log the Megatron lane takes, from `_MEG_UNITS` units on, would leave them out)."""
+    s = pl.Series("line", lines, dtype=pl.String)
+    S.parse(s, _ctx())
+    S._parse(s, _ctx())
 
 
 def _files() -> list[Path]:
