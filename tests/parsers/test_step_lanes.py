@@ -19,6 +19,8 @@ def _both_lanes(monkeypatch: pytest.MonkeyPatch, lines: list[str], name: str = "
     got = {}
     for lane_min in (0, 10**12):
         monkeypatch.setattr(step_log, "_LANE_MIN", lane_min)
+        monkeypatch.setattr(step_log, "_ROWS_MIN", lane_min)
+        monkeypatch.setattr(step_log, "_MEG_VALUES_MIN", lane_min)
         got[lane_min] = step_log.parse(s, FileContext(path=name, node="n1", year_hint=2025))
     a, b = got[0], got[10**12]
     assert (a.parsed, a.unrecognized, a.unrecognized_examples, a.partial, a.node) == (

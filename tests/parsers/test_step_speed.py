@@ -185,6 +185,8 @@ def test_split_lanes_give_the_rows_of_the_regex_paths(tmp_path: Path, monkeypatc
         got = {}
         for lane_min in (0, 10**12):
             monkeypatch.setattr(step_log, "_LANE_MIN", lane_min)
+            monkeypatch.setattr(step_log, "_ROWS_MIN", lane_min)
+            monkeypatch.setattr(step_log, "_MEG_VALUES_MIN", lane_min)
             r = step_log.parse(lines, ctx)
             got[lane_min] = r
         a, b = got[0], got[10**12]
