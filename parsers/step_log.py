@@ -3542,27 +3542,8 @@ def _times(rows: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
         # (the seg frame is in line order and a line has one key: `stamped` is sorted by `src_line` as it is)
         narrow = narrow.with_columns(prev_row_line=pl.col("line").shift(1).over("key"))
     if stamped.height:
-        j = narrow.sort("line").join_asof(
-            stamped,
-            left_on="line",
-            right_on="src_line",
-            by="key",
-            strategy="backward",
-            allow_exact_matches=False,
-            check_sortedness=False,
-        )
-        ok = (
-            pl.col("ts").is_null()
-            & ~pl.col("kind").is_in(["tqdm", "rich_bar"])  # a bar is redrawn long after the line above it
-            & pl.col("src_ts").is_not_null()
-            & ((pl.col("line") - pl.col("src_line")) <= INHERIT_GAP)
-            & (pl.col("prev_row_line").is_null() | (pl.col("src_line") > pl.col("prev_row_line")))
-        )
-        j = j.select(
-            "_i",
-            ts=pl.when(ok).then(pl.col("src_ts")).otherwise(pl.col("ts")),
-            ts_quality=pl.when(ok).then(pl.lit("inherited")).otherwise(pl.col("ts_quality")),
-        ).sort("_i")
+        # (a bar is redrawn long after the line above it)
+        j = _inherit_asof(narrow, stamped, ~pl.col("kind").is_in(["tqdm", "rich_bar"]))
         narrow = narrow.with_columns(j.get_column("ts"), j.get_column("ts_quality"))
     narrow = narrow.with_columns(pl.col("ts_quality").fill_null("none"))
     # (rows in (key, line) order, pairs unique: with one framework in all they are in this order already)
@@ -3607,26 +3588,12 @@ def _times_general(rows: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
     else:
         rows = rows.with_columns(prev_row_line=pl.col("line").shift(1).over("key")).sort("line")
     if stamped.height and rows.height:
-        j = rows.sort("line").join_asof(
-            stamped.sort("src_line"),
-            left_on="line",
-            right_on="src_line",
-            by="key",
-            strategy="backward",
-            allow_exact_matches=False,
-            check_sortedness=False,
+        narrow = rows.select(
+            "key", "line", "ts", "ts_quality", "kind", "prev_row_line", _i=pl.int_range(rows.height)
         )
-        ok = (
-            pl.col("ts").is_null()
-            & ~pl.col("kind").is_in(["tqdm", "rich_bar"])  # a bar is redrawn long after the line above it
-            & pl.col("src_ts").is_not_null()
-            & ((pl.col("line") - pl.col("src_line")) <= INHERIT_GAP)
-            & (pl.col("prev_row_line").is_null() | (pl.col("src_line") > pl.col("prev_row_line")))
-        )
-        rows = j.with_columns(
-            ts=pl.when(ok).then(pl.col("src_ts")).otherwise(pl.col("ts")),
-            ts_quality=pl.when(ok).then(pl.lit("inherited")).otherwise(pl.col("ts_quality")),
-        ).drop("src_line", "src_ts")
+        # (a bar is redrawn long after the line above it)
+        j = _inherit_asof(narrow, stamped.sort("src_line"), ~pl.col("kind").is_in(["tqdm", "rich_bar"]))
+        rows = rows.with_columns(j.get_column("ts"), j.get_column("ts_quality"))
     rows = rows.with_columns(ts_quality=pl.col("ts_quality").fill_null("none"))
     rows = _sort_stable(rows, ("key", "framework", "line"))
 
@@ -5198,9 +5165,19 @@ def _inherited(rows: pl.DataFrame, stamped: pl.DataFrame | None) -> pl.DataFrame
     src = src.select("key", src_line=pl.col("line"), src_ts=pl.col("ts")).sort("src_line")
     line = pl.col("line")
     prev = line.shift(1) if rows.get_column("key").n_unique() == 1 else line.shift(1).over("key")
-    narrow = rows.select("key", "line", "ts", "ts_quality", _i=pl.int_range(rows.height), _prev=prev)
+    narrow = rows.select("key", "line", "ts", "ts_quality", _i=pl.int_range(rows.height), prev_row_line=prev)
+    j = _inherit_asof(narrow, src)
+    return rows.with_columns(j.get_column("ts"), j.get_column("ts_quality").fill_null("none"))
+
+
+def _inherit_asof(narrow: pl.DataFrame, stamped: pl.DataFrame, ok: pl.Expr | None = None) -> pl.DataFrame:
+    """`_times`' inheritance: for each row of `narrow` (`key`, `line`, `ts`, `ts_quality`, `_i` its position,
+    `prev_row_line` the line of its stream's previous row) its `ts` and `ts_quality` (in `_i` order), those of
+    the nearest line of `stamped` (`key`, `src_line`, `src_ts`; sorted by `src_line`) strictly above it in its
+    stream, at most `INHERIT_GAP` lines above and below its previous row, where it has none (`ok`: a further
+    condition on the row), `ts_quality` `inherited` then."""
     j = narrow.sort("line").join_asof(
-        src,
+        stamped,
         left_on="line",
         right_on="src_line",
         by="key",
@@ -5208,18 +5185,19 @@ def _inherited(rows: pl.DataFrame, stamped: pl.DataFrame | None) -> pl.DataFrame
         allow_exact_matches=False,
         check_sortedness=False,
     )
-    ok = (
+    take = (
         pl.col("ts").is_null()
         & pl.col("src_ts").is_not_null()
-        & ((line - pl.col("src_line")) <= INHERIT_GAP)
-        & (pl.col("_prev").is_null() | (pl.col("src_line") > pl.col("_prev")))
+        & ((pl.col("line") - pl.col("src_line")) <= INHERIT_GAP)
+        & (pl.col("prev_row_line").is_null() | (pl.col("src_line") > pl.col("prev_row_line")))
     )
-    j = j.select(
+    if ok is not None:
+        take = take & ok
+    return j.select(
         "_i",
-        ts=pl.when(ok).then(pl.col("src_ts")).otherwise(pl.col("ts")),
-        ts_quality=pl.when(ok).then(pl.lit("inherited")).otherwise(pl.col("ts_quality")).fill_null("none"),
+        ts=pl.when(take).then(pl.col("src_ts")).otherwise(pl.col("ts")),
+        ts_quality=pl.when(take).then(pl.lit("inherited")).otherwise(pl.col("ts_quality")),
     ).sort("_i")
-    return rows.with_columns(j.get_column("ts"), j.get_column("ts_quality"))
 
 
 _FILE_GAP = 64
