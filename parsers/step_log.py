@@ -3542,8 +3542,7 @@ def _times(rows: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
         # (the seg frame is in line order and a line has one key: `stamped` is sorted by `src_line` as it is)
         narrow = narrow.with_columns(prev_row_line=pl.col("line").shift(1).over("key"))
     if stamped.height:
-        # (a bar is redrawn long after the line above it)
-        j = _inherit_asof(narrow, stamped, ~pl.col("kind").is_in(["tqdm", "rich_bar"]))
+        j = _inherit_asof(narrow, stamped, bars=True)
         narrow = narrow.with_columns(j.get_column("ts"), j.get_column("ts_quality"))
     narrow = narrow.with_columns(pl.col("ts_quality").fill_null("none"))
     # (rows in (key, line) order, pairs unique: with one framework in all they are in this order already)
@@ -3591,8 +3590,7 @@ def _times_general(rows: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
         narrow = rows.select(
             "key", "line", "ts", "ts_quality", "kind", "prev_row_line", _i=pl.int_range(rows.height)
         )
-        # (a bar is redrawn long after the line above it)
-        j = _inherit_asof(narrow, stamped.sort("src_line"), ~pl.col("kind").is_in(["tqdm", "rich_bar"]))
+        j = _inherit_asof(narrow, stamped.sort("src_line"), bars=True)
         rows = rows.with_columns(j.get_column("ts"), j.get_column("ts_quality"))
     rows = rows.with_columns(ts_quality=pl.col("ts_quality").fill_null("none"))
     rows = _sort_stable(rows, ("key", "framework", "line"))
@@ -3962,15 +3960,15 @@ def parse(lines: pl.Series, ctx: FileContext, entries: MegEntries | None = None)
 
 def _parse(lines: pl.Series, ctx: FileContext, numbers: pl.Series | None = None) -> ParseResult:
     """`parse` by the general reading (`numbers`: see `_prepare`)."""
-    return _parse_stamped(lines, ctx, numbers)[0]
+    return _parse_seg(lines, ctx, numbers)[0]
 
 
-def _parse_stamped(
+def _parse_seg(
     lines: pl.Series, ctx: FileContext, numbers: pl.Series | None = None
 ) -> tuple[ParseResult, pl.DataFrame]:
-    """`_parse` and the lines of its reading that hold their own time (`key`, `line`, `ts`; in line order),
-    which rows without one may inherit (`_times`): what `_megatron_lane` needs of the lines it leaves to the
-    general reading."""
+    """`_parse` and the prepared lines of its reading (`_prepare`'s segment frame: stream `key`, `line`, own
+    time `ts`...), whose timed lines rows without a time may inherit (`_times`): what `_megatron_lane` needs
+    of the lines it leaves to the general reading."""
     frame, seg = _prepare(lines, ctx, numbers=numbers)
     node = pl.coalesce(pl.col("host"), pl.lit(ctx.node))
     steps, events, understood = _read(seg, node, pl.lit(ctx.path))
@@ -3993,7 +3991,7 @@ def _parse_stamped(
         partial=_cut_last_line(frame),
         node=hosts[0] if len(hosts) == 1 else None,
     )
-    return result, seg.filter(pl.col("ts").is_not_null()).select("key", "line", "ts")
+    return result, seg
 
 
 _EMPTY_STEPS = {"line": pl.Int64}
@@ -5019,7 +5017,6 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
         # (an iteration line that the next one of its stream follows, or that is the last lane-shaped line of
         # its stream, or whose next one is a header farther than `ATTACH_GAP` lines, whose block attaches to
         # no row, is a unit too: a row without timers)
-        head_near = (pl.col("nt") == 2) & ((pl.col("npos") - pos) <= ATTACH_GAP)
         vi = (t == 1) & ((pl.col("nt") != 3) | pl.col("nt").is_null())
         vh = (t == 2) & (pl.col("pt") == 1) & ((pos - pl.col("ppos")) <= ATTACH_GAP)
         s = s.with_columns(vi=vi.fill_null(False), vh=vh.fill_null(False))
@@ -5132,13 +5129,13 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
     # (empty lines alone, the NCCL lines `_mixed` blanked: the general reading makes nothing of them, neither
     # parsed nor unrecognized; ~8 ms of fixed stages spared)
     only_empty = others.len() + lane_pos.len() == n and bool((o_text.str.len_bytes() == 0).all())
-    stamped = None
+    rest_seg = None
     if rest_pos.len() and not only_empty:
-        rest, stamped = _parse_stamped(text.gather(rest_pos), ctx, numbers=rest_pos + ctx.first_line)
+        rest, rest_seg = _parse_seg(text.gather(rest_pos), ctx, numbers=rest_pos + ctx.first_line)
         if rest.tables["steps"].height:
             return None
     if undated:
-        rows = _inherited(rows, stamped)
+        rows = _inherited(rows, rest_seg)
     stub = pl.DataFrame(schema={"key": pl.String, "line": pl.Int64, "ts": UTC_US})
     steps = _finish(rows, stub, pl.coalesce(pl.col("host"), pl.lit(ctx.node)), pl.lit(ctx.path), times=False)
     tables = {"steps": conform(steps, "steps")}
@@ -5155,13 +5152,14 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
     )
 
 
-def _inherited(rows: pl.DataFrame, stamped: pl.DataFrame | None) -> pl.DataFrame:
+def _inherited(rows: pl.DataFrame, rest_seg: pl.DataFrame | None) -> pl.DataFrame:
     """The lane's `rows` (one stream after the other, each in line order) with the times `_times` gives rows
     without their own: the time of the nearest line above in the row's stream that holds one (the rows' own,
-    `stamped`: the other lines', as `_parse_stamped` gives them), at most `INHERIT_GAP` lines above and below
-    the stream's previous row; `ts_quality` then `inherited`, or `none` where no such line is."""
-    own = rows.filter(pl.col("ts").is_not_null()).select("key", "line", "ts")
-    src = own if stamped is None or not stamped.height else pl.concat([own, stamped])
+    or one of the other lines, `rest_seg`: their reading's `_parse_seg`), at most `INHERIT_GAP` lines above
+    and below the stream's previous row; `ts_quality` then `inherited`, or `none` where no such line is."""
+    src = rows.filter(pl.col("ts").is_not_null()).select("key", "line", "ts")
+    if rest_seg is not None:
+        src = pl.concat([src, rest_seg.filter(pl.col("ts").is_not_null()).select("key", "line", "ts")])
     src = src.select("key", src_line=pl.col("line"), src_ts=pl.col("ts")).sort("src_line")
     line = pl.col("line")
     prev = line.shift(1) if rows.get_column("key").n_unique() == 1 else line.shift(1).over("key")
@@ -5170,12 +5168,13 @@ def _inherited(rows: pl.DataFrame, stamped: pl.DataFrame | None) -> pl.DataFrame
     return rows.with_columns(j.get_column("ts"), j.get_column("ts_quality").fill_null("none"))
 
 
-def _inherit_asof(narrow: pl.DataFrame, stamped: pl.DataFrame, ok: pl.Expr | None = None) -> pl.DataFrame:
+def _inherit_asof(narrow: pl.DataFrame, stamped: pl.DataFrame, bars: bool = False) -> pl.DataFrame:
     """`_times`' inheritance: for each row of `narrow` (`key`, `line`, `ts`, `ts_quality`, `_i` its position,
     `prev_row_line` the line of its stream's previous row) its `ts` and `ts_quality` (in `_i` order), those of
     the nearest line of `stamped` (`key`, `src_line`, `src_ts`; sorted by `src_line`) strictly above it in its
-    stream, at most `INHERIT_GAP` lines above and below its previous row, where it has none (`ok`: a further
-    condition on the row), `ts_quality` `inherited` then."""
+    stream, at most `INHERIT_GAP` lines above and below its previous row, where it has none, `ts_quality`
+    `inherited` then. `bars`: the rows may be progress bars (a `kind` column), which inherit nothing: a bar is
+    redrawn long after the line above it."""
     j = narrow.sort("line").join_asof(
         stamped,
         left_on="line",
@@ -5191,8 +5190,8 @@ def _inherit_asof(narrow: pl.DataFrame, stamped: pl.DataFrame, ok: pl.Expr | Non
         & ((pl.col("line") - pl.col("src_line")) <= INHERIT_GAP)
         & (pl.col("prev_row_line").is_null() | (pl.col("src_line") > pl.col("prev_row_line")))
     )
-    if ok is not None:
-        take = take & ok
+    if bars:
+        take = take & ~pl.col("kind").is_in(["tqdm", "rich_bar"])
     return j.select(
         "_i",
         ts=pl.when(take).then(pl.col("src_ts")).otherwise(pl.col("ts")),
