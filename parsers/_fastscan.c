@@ -1830,6 +1830,124 @@ static int ds_timer_scan(const uint8_t *p, const uint8_t *e, const void *ctx, in
     return 1;
 }
 
+/* One line of `dmesg --time-format iso`, with or without `--decode`'s `fac :lvl : ` (`parsers.kernel_log` style
+ * `dmesg_iso`: its regex, `_fast_iso`'s split and `_iso_fast_then_full`'s value):
+ *   ([a-z]+ *: *[a-z]+ *: )?YYYY-MM-DDTHH:MM:SS,ffffff(Z|[+-]HH:?MM)( msg)?
+ * the message after the first blank, less a printk caller id `[T123]`/`[C1]` (blanks after `[`) and one
+ * blank after it. i64: the line's class (0: the style's regex does not match it; 1: it does, and the stamp
+ * is of the plain shape `_ISO_SHAPE` and exists; 2: not decided here, the regex path reads it), then for
+ * class 1 the stamp in microseconds since the epoch (UTC) and the byte offset of the message. Where the
+ * regex's `\s` or `\d` could take a byte this reads otherwise (a tab, a non-ASCII byte), the class is 2. */
+INLINE int ascii_space(uint8_t c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+static int dmesg_iso_line(const uint8_t *p, const uint8_t *e, const void *ctx, int64_t *i64, double *f64) {
+    (void)ctx;
+    (void)f64;
+    i64[0] = 2;
+    i64[1] = 0;
+    i64[2] = 0;
+    if (p >= e) {
+        i64[0] = 0; /* the regex needs a letter or a digit first */
+        return 1;
+    }
+    uint8_t c0 = *p;
+    int letter = c0 >= 'a' && c0 <= 'z';
+    if (!letter && !IS_DIGIT(c0)) {
+        if (c0 < 0x80)
+            i64[0] = 0; /* (a non-ASCII byte may start a Unicode digit) */
+        return 1;
+    }
+    cursor c = {p, e, 0, 0};
+    if (letter) { /* `[a-z]+\s*:\s*[a-z]+\s*: `, the blanks spaces only here */
+        while (c.p < e && *c.p >= 'a' && *c.p <= 'z')
+            c.p++;
+        while (c.p < e && *c.p == ' ')
+            c.p++;
+        if (!LIT(&c, ":"))
+            return 1;
+        while (c.p < e && *c.p == ' ')
+            c.p++;
+        if (c.p >= e || *c.p < 'a' || *c.p > 'z')
+            return 1;
+        while (c.p < e && *c.p >= 'a' && *c.p <= 'z')
+            c.p++;
+        while (c.p < e && *c.p == ' ')
+            c.p++;
+        if (!LIT(&c, ": "))
+            return 1;
+    }
+    int y, mo, d, h, mi, s, f, oh = 0, om = 0, sign = 1;
+    if (!fixed(&c, 4, &y) || !LIT(&c, "-") || !fixed(&c, 2, &mo) || !LIT(&c, "-") || !fixed(&c, 2, &d) ||
+        !LIT(&c, "T") || !fixed(&c, 2, &h) || !LIT(&c, ":") || !fixed(&c, 2, &mi) || !LIT(&c, ":") ||
+        !fixed(&c, 2, &s) || !LIT(&c, ",") || !fixed(&c, 6, &f))
+        return 1;
+    if (c.p < e && *c.p >= 0x80)
+        return 1;
+    if (LIT(&c, "Z")) {
+    } else if (c.p < e && (*c.p == '+' || *c.p == '-')) {
+        sign = *c.p == '-' ? -1 : 1;
+        c.p++;
+        if (!fixed(&c, 2, &oh))
+            return 1;
+        LIT(&c, ":");
+        if (!fixed(&c, 2, &om))
+            return 1;
+    } else
+        return 1; /* (more fraction digits, or another offset: not the plain shape) */
+    if (y < 1 || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || s > 59 ||
+        oh > 23 || om > 59)
+        return 1;
+    /* `_fast_iso` takes the stamp up to the first blank: it must end there, or the line */
+    if (c.p < e && *c.p != ' ')
+        return 1;
+    if (c.p < e)
+        c.p++;
+    if (c.p < e && *c.p == '[') { /* a caller id `^\[\s*[TC]\d+\]\s?` */
+        const uint8_t *q = c.p + 1;
+        while (q < e && *q == ' ')
+            q++;
+        if (q < e && (*q >= 0x80 || ascii_space(*q)))
+            return 1;
+        if (q < e && (*q == 'T' || *q == 'C')) {
+            const uint8_t *digits = ++q;
+            while (q < e && IS_DIGIT(*q))
+                q++;
+            if (q < e && *q >= 0x80)
+                return 1;
+            if (q > digits && q < e && *q == ']') {
+                q++;
+                if (q < e && *q >= 0x80)
+                    return 1;
+                if (q < e && ascii_space(*q))
+                    q++;
+                c.p = q;
+            }
+        }
+    }
+    int64_t days = days_from_civil(y, (unsigned)mo, (unsigned)d);
+    int64_t secs = days * 86400 + h * 3600 + mi * 60 + s - sign * (oh * 3600 + om * 60);
+    i64[0] = 1;
+    i64[1] = secs * 1000000 + f;
+    i64[2] = c.p - p;
+    return 1;
+}
+
+PyDoc_STRVAR(dmesg_iso_doc,
+             "dmesg_iso(stream, n, i64, f64) -> int\n\n"
+             "Read the n strings of an Arrow stream as `dmesg --time-format iso` lines: i64[i] the class of\n"
+             "line i (0: not of the style, 1: of it, 2: not decided here), for class 1 i64[n + i] its stamp\n"
+             "(us since the epoch, UTC) and i64[2n + i] the byte offset of its message (f64: unused).\n"
+             "Returns n, or less where a line is null.");
+
+static PyObject *dmesg_iso(PyObject *self, PyObject *args) {
+    PyObject *capsule, *i64_o, *f64_o;
+    Py_ssize_t n;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OnOO", &capsule, &n, &i64_o, &f64_o))
+        return NULL;
+    return scan_into(capsule, n, i64_o, f64_o, dmesg_iso_line, NULL, 3, 0, "dmesg_iso");
+}
+
 PyDoc_STRVAR(ds_timers_doc,
              "ds_timers(stream, n, shapes) -> list[bytes] | None\n\n"
              "Read the n strings of an Arrow stream as DeepSpeed `log_dist` timer lines (`step_log.\n"
@@ -1914,6 +2032,7 @@ static PyMethodDef methods[] = {
     {"lines", lines, METH_VARARGS, lines_doc},
     {"coll_groups", coll_groups, METH_VARARGS, coll_groups_doc},
     {"ds_timers", ds_timers, METH_VARARGS, ds_timers_doc},
+    {"dmesg_iso", dmesg_iso, METH_VARARGS, dmesg_iso_doc},
     {"contains", (PyCFunction)(void (*)(void))contains, METH_FASTCALL, contains_doc},
     {NULL, NULL, 0, NULL},
 };

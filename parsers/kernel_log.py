@@ -36,7 +36,7 @@ import polars as pl
 from parsers import _kernel_events as kev
 from parsers._common import repeated
 from parsers._sniff import any_of, contains, guarded, head_text, required_literals
-from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, numbered
+from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, account, compiled, numbered
 
 NAME = "kernel-log"
 DESCRIPTION = (
@@ -1206,6 +1206,65 @@ def _py_style_rows(sub: pl.DataFrame, style: str, pattern: str) -> pl.DataFrame 
 
 def _style_rows(sub: pl.DataFrame, style: str, pattern: str) -> pl.DataFrame:
     """Rows of `sub` (line, body) matching one style, with the style's time columns."""
+    if style == "dmesg_iso" and COMPILED_ISO and sub.height > kev.SMALL_ROWS:
+        got = _iso_compiled(sub, pattern)
+        if got is not None:
+            return got
+    return _style_rows_rx(sub, style, pattern)
+
+
+COMPILED_ISO = True
+"""`_style_rows` reads the `dmesg_iso` lines of a long frame by the compiled scanner (`_iso_compiled`; off:
+by the style's regex and `_fast_iso`; the tests compare both)."""
+
+
+def _iso_compiled(sub: pl.DataFrame, pattern: str) -> pl.DataFrame | None:
+    """`_style_rows(sub, "dmesg_iso", pattern)` by the compiled scanner (`parsers._fastscan.dmesg_iso`): the
+    lines of the plain shape (`--decode` prefix or none, `_ISO_SHAPE` stamp that exists, a blank or the end
+    after it) split and their stamps worked out in one pass, ~5x faster than the regex, `_fast_iso`'s split
+    and `_iso_arith`; the lines it leaves undecided (a tab or a non-ASCII byte where the regex's `\\s` or `\\d`
+    may take it, another fraction or offset, a date that does not exist) read by the regex path, the lines
+    it rules out read by none. None where the module is not built (nor this scanner in an older build) or a
+    line is null."""
+    scan = compiled("dmesg_iso")
+    body = sub.get_column("body")
+    n = sub.height
+    if scan is None or body.null_count():
+        return None
+    import numpy as np  # (here: only where a long ISO dmesg is read)
+
+    ints = np.empty(3 * n, dtype=np.int64)
+    if scan(body.__arrow_c_stream__(), n, ints, np.empty(0, dtype=np.float64)) != n:
+        return None
+    cls = pl.Series("_c", ints[:n])
+    fast = sub.with_columns(cls, _us=pl.Series(ints[n : 2 * n]), _off=pl.Series(ints[2 * n :])).filter(
+        pl.col("_c") == 1
+    )
+    rows = fast.select(
+        "line",
+        style=pl.lit("dmesg_iso"),
+        ts=pl.col("_us").cast(UTC_US),
+        ts_quality=pl.lit("exact"),
+        uptime_s=pl.lit(None, dtype=pl.Float64),
+        host=pl.lit(None, dtype=pl.String),
+        tag=pl.lit(None, dtype=pl.String),
+        msg=pl.col("body").str.slice(pl.col("_off")),
+        seq=pl.lit(None, dtype=pl.Int64),
+        mon_raw=pl.lit(None, dtype=pl.String),
+        day=pl.lit(None, dtype=pl.Int32),
+        hms=pl.lit(None, dtype=pl.String),
+    )
+    undecided = (cls == 2).arg_true()
+    if len(undecided) == 0:
+        return rows
+    slow = _style_rows_rx(sub[undecided], "dmesg_iso", pattern)
+    if slow.height == 0:
+        return rows
+    return pl.concat([rows, slow]).sort("line") if rows.height else slow
+
+
+def _style_rows_rx(sub: pl.DataFrame, style: str, pattern: str) -> pl.DataFrame:
+    """`_style_rows` by the style's regex (and the polars or Python splits of its matches)."""
     index = re.compile(pattern).groupindex
     names = set(NEEDED[style])
     if style in STRICT or style not in ("dmesg_raw", "kmsg", "dmesg_iso", "journal_json"):
