@@ -1840,6 +1840,57 @@ static int ds_timer_scan(const uint8_t *p, const uint8_t *e, const void *ctx, in
  * regex's `\s` or `\d` could take a byte this reads otherwise (a tab, a non-ASCII byte), the class is 2. */
 INLINE int ascii_space(uint8_t c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
+/* `dmesg --decode`'s `[a-z]+\s*:\s*[a-z]+\s*: ` at a letter, the blanks spaces only: 1 (the cursor past it),
+ * or 0 (not read here: the regex decides) */
+INLINE int decode_prefix(cursor *c) {
+    const uint8_t *e = c->e;
+    while (c->p < e && *c->p >= 'a' && *c->p <= 'z')
+        c->p++;
+    while (c->p < e && *c->p == ' ')
+        c->p++;
+    if (!LIT(c, ":"))
+        return 0;
+    while (c->p < e && *c->p == ' ')
+        c->p++;
+    if (c->p >= e || *c->p < 'a' || *c->p > 'z')
+        return 0;
+    while (c->p < e && *c->p >= 'a' && *c->p <= 'z')
+        c->p++;
+    while (c->p < e && *c->p == ' ')
+        c->p++;
+    return LIT(c, ": ");
+}
+
+/* At a message: a printk caller id `^\[\s*[TC]\d+\]\s?` removed as the kernel parser's splits remove it (the
+ * cursor past it and one blank after it, or where it was if there is none): 1, or 0 where a tab or a
+ * non-ASCII byte could be the regex's `\s` or `\d` (not decided here) */
+INLINE int caller_id(cursor *c) {
+    const uint8_t *e = c->e;
+    if (c->p >= e || *c->p != '[')
+        return 1;
+    const uint8_t *q = c->p + 1;
+    while (q < e && *q == ' ')
+        q++;
+    if (q < e && (*q >= 0x80 || ascii_space(*q)))
+        return 0;
+    if (q < e && (*q == 'T' || *q == 'C')) {
+        const uint8_t *digits = ++q;
+        while (q < e && IS_DIGIT(*q))
+            q++;
+        if (q < e && *q >= 0x80)
+            return 0;
+        if (q > digits && q < e && *q == ']') {
+            q++;
+            if (q < e && *q >= 0x80)
+                return 0;
+            if (q < e && ascii_space(*q))
+                q++;
+            c->p = q;
+        }
+    }
+    return 1;
+}
+
 static int dmesg_iso_line(const uint8_t *p, const uint8_t *e, const void *ctx, int64_t *i64, double *f64) {
     (void)ctx;
     (void)f64;
@@ -1858,24 +1909,8 @@ static int dmesg_iso_line(const uint8_t *p, const uint8_t *e, const void *ctx, i
         return 1;
     }
     cursor c = {p, e, 0, 0};
-    if (letter) { /* `[a-z]+\s*:\s*[a-z]+\s*: `, the blanks spaces only here */
-        while (c.p < e && *c.p >= 'a' && *c.p <= 'z')
-            c.p++;
-        while (c.p < e && *c.p == ' ')
-            c.p++;
-        if (!LIT(&c, ":"))
-            return 1;
-        while (c.p < e && *c.p == ' ')
-            c.p++;
-        if (c.p >= e || *c.p < 'a' || *c.p > 'z')
-            return 1;
-        while (c.p < e && *c.p >= 'a' && *c.p <= 'z')
-            c.p++;
-        while (c.p < e && *c.p == ' ')
-            c.p++;
-        if (!LIT(&c, ": "))
-            return 1;
-    }
+    if (letter && !decode_prefix(&c))
+        return 1;
     int y, mo, d, h, mi, s, f, oh = 0, om = 0, sign = 1;
     if (!fixed(&c, 4, &y) || !LIT(&c, "-") || !fixed(&c, 2, &mo) || !LIT(&c, "-") || !fixed(&c, 2, &d) ||
         !LIT(&c, "T") || !fixed(&c, 2, &h) || !LIT(&c, ":") || !fixed(&c, 2, &mi) || !LIT(&c, ":") ||
@@ -1902,28 +1937,8 @@ static int dmesg_iso_line(const uint8_t *p, const uint8_t *e, const void *ctx, i
         return 1;
     if (c.p < e)
         c.p++;
-    if (c.p < e && *c.p == '[') { /* a caller id `^\[\s*[TC]\d+\]\s?` */
-        const uint8_t *q = c.p + 1;
-        while (q < e && *q == ' ')
-            q++;
-        if (q < e && (*q >= 0x80 || ascii_space(*q)))
-            return 1;
-        if (q < e && (*q == 'T' || *q == 'C')) {
-            const uint8_t *digits = ++q;
-            while (q < e && IS_DIGIT(*q))
-                q++;
-            if (q < e && *q >= 0x80)
-                return 1;
-            if (q > digits && q < e && *q == ']') {
-                q++;
-                if (q < e && *q >= 0x80)
-                    return 1;
-                if (q < e && ascii_space(*q))
-                    q++;
-                c.p = q;
-            }
-        }
-    }
+    if (!caller_id(&c))
+        return 1;
     int64_t days = days_from_civil(y, (unsigned)mo, (unsigned)d);
     int64_t secs = days * 86400 + h * 3600 + mi * 60 + s - sign * (oh * 3600 + om * 60);
     i64[0] = 1;
@@ -1946,6 +1961,67 @@ static PyObject *dmesg_iso(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OnOO", &capsule, &n, &i64_o, &f64_o))
         return NULL;
     return scan_into(capsule, n, i64_o, f64_o, dmesg_iso_line, NULL, 3, 0, "dmesg_iso");
+}
+
+/* One line of plain `dmesg` (`parsers.kernel_log` style `dmesg_raw`: its regex, `_fast_monotonic`'s split and
+ * the Float64 cast of the uptime), with or without `--decode`'s prefix and a `<prio>`:
+ *   ([a-z]+ *: *[a-z]+ *: )?(<D{1,3}>)?\[ *D+\.D+\]( ?msg)?
+ * the message after the `]` less one blank and a printk caller id (`caller_id`). i64: the class as
+ * `dmesg_iso_line`'s (1: the uptime exact as a double, `decimal`), the byte offset of the message; f64: the
+ * uptime in seconds. */
+static int dmesg_raw_line(const uint8_t *p, const uint8_t *e, const void *ctx, int64_t *i64, double *f64) {
+    (void)ctx;
+    i64[0] = 2;
+    i64[1] = 0;
+    f64[0] = 0;
+    /* (every line the regex matches opens with a letter, `<` or `[`: ASCII bytes) */
+    int letter = p < e && *p >= 'a' && *p <= 'z';
+    if (p >= e || (!letter && *p != '<' && *p != '[')) {
+        i64[0] = 0;
+        return 1;
+    }
+    cursor c = {p, e, 0, 0};
+    if (letter && !decode_prefix(&c))
+        return 1;
+    if (LIT(&c, "<")) {
+        const uint8_t *d = c.p;
+        while (c.p < e && IS_DIGIT(*c.p))
+            c.p++;
+        if (c.p == d || c.p - d > 3 || !LIT(&c, ">"))
+            return 1;
+    }
+    if (!LIT(&c, "["))
+        return 1;
+    while (c.p < e && *c.p == ' ')
+        c.p++;
+    double up;
+    const uint8_t *num = c.p;
+    if (!decimal(&c, 0, &up) || c.k == 0 || c.p == num)
+        return 1;
+    if (!LIT(&c, "]"))
+        return 1; /* (another digit, a ` <delta>`, a tab: the regex decides) */
+    LIT(&c, " ");
+    if (!caller_id(&c))
+        return 1;
+    i64[0] = 1;
+    i64[1] = c.p - p;
+    f64[0] = up;
+    return 1;
+}
+
+PyDoc_STRVAR(dmesg_raw_doc,
+             "dmesg_raw(stream, n, i64, f64) -> int\n\n"
+             "Read the n strings of an Arrow stream as plain `dmesg` lines: i64[i] the class of line i (0: not\n"
+             "of the style, 1: of it, 2: not decided here), for class 1 i64[n + i] the byte offset of its\n"
+             "message and f64[i] its uptime (s). Returns n, or less where a line is null.");
+
+static PyObject *dmesg_raw(PyObject *self, PyObject *args) {
+    PyObject *capsule, *i64_o, *f64_o;
+    Py_ssize_t n;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OnOO", &capsule, &n, &i64_o, &f64_o))
+        return NULL;
+    return scan_into(capsule, n, i64_o, f64_o, dmesg_raw_line, NULL, 2, 1, "dmesg_raw");
 }
 
 PyDoc_STRVAR(ds_timers_doc,
@@ -2033,6 +2109,7 @@ static PyMethodDef methods[] = {
     {"coll_groups", coll_groups, METH_VARARGS, coll_groups_doc},
     {"ds_timers", ds_timers, METH_VARARGS, ds_timers_doc},
     {"dmesg_iso", dmesg_iso, METH_VARARGS, dmesg_iso_doc},
+    {"dmesg_raw", dmesg_raw, METH_VARARGS, dmesg_raw_doc},
     {"contains", (PyCFunction)(void (*)(void))contains, METH_FASTCALL, contains_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -1206,58 +1206,69 @@ def _py_style_rows(sub: pl.DataFrame, style: str, pattern: str) -> pl.DataFrame 
 
 def _style_rows(sub: pl.DataFrame, style: str, pattern: str) -> pl.DataFrame:
     """Rows of `sub` (line, body) matching one style, with the style's time columns."""
-    if style == "dmesg_iso" and COMPILED_ISO and sub.height > kev.SMALL_ROWS:
-        got = _iso_compiled(sub, pattern)
+    if style in _COMPILED_STYLES and COMPILED_STAMPS and sub.height > kev.SMALL_ROWS:
+        got = _compiled_rows(sub, style, pattern)
         if got is not None:
             return got
     return _style_rows_rx(sub, style, pattern)
 
 
-COMPILED_ISO = True
-"""`_style_rows` reads the `dmesg_iso` lines of a long frame by the compiled scanner (`_iso_compiled`; off:
-by the style's regex and `_fast_iso`; the tests compare both)."""
+COMPILED_STAMPS = True
+"""`_style_rows` reads the `dmesg_iso` and `dmesg_raw` lines of a long frame by the compiled scanners
+(`_compiled_rows`; off: by the style's regex and `_fast_iso` / `_fast_monotonic`; the tests compare both)."""
+_COMPILED_STYLES = {"dmesg_iso": (3, 0), "dmesg_raw": (2, 1)}
+"""The styles `parsers._fastscan` reads, with the integer and float outputs of a line of its scanner."""
 
 
-def _iso_compiled(sub: pl.DataFrame, pattern: str) -> pl.DataFrame | None:
-    """`_style_rows(sub, "dmesg_iso", pattern)` by the compiled scanner (`parsers._fastscan.dmesg_iso`): the
-    lines of the plain shape (`--decode` prefix or none, `_ISO_SHAPE` stamp that exists, a blank or the end
-    after it) split and their stamps worked out in one pass, ~5x faster than the regex, `_fast_iso`'s split
-    and `_iso_arith`; the lines it leaves undecided (a tab or a non-ASCII byte where the regex's `\\s` or `\\d`
-    may take it, another fraction or offset, a date that does not exist) read by the regex path, the lines
-    it rules out read by none. None where the module is not built (nor this scanner in an older build) or a
-    line is null."""
-    scan = compiled("dmesg_iso")
+def _compiled_rows(sub: pl.DataFrame, style: str, pattern: str) -> pl.DataFrame | None:
+    """`_style_rows(sub, style, pattern)` by the compiled scanner of the style (`parsers._fastscan.dmesg_iso`,
+    `dmesg_raw`): the lines of the plain shapes (a `--decode` prefix or none; an `_ISO_SHAPE` stamp that exists
+    and a blank or the end after it; a `<prio>` or none and an uptime `[ *D+.D+]` that converts exactly) split
+    and their times worked out in one pass, ~5x faster than the regex, the split (`_fast_iso`,
+    `_fast_monotonic`) and the conversion; the lines it leaves undecided (a tab or a non-ASCII byte where the
+    regex's `\\s` or `\\d` may take it, another fraction, offset or stamp, a date that does not exist) read by
+    the regex path, the lines it rules out by none. None where the module is not built (nor this scanner in an
+    older build) or a line is null."""
+    scan = compiled(style)
     body = sub.get_column("body")
     n = sub.height
     if scan is None or body.null_count():
         return None
-    import numpy as np  # (here: only where a long ISO dmesg is read)
+    import numpy as np  # (here: only where a long dmesg is read)
 
-    ints = np.empty(3 * n, dtype=np.int64)
-    if scan(body.__arrow_c_stream__(), n, ints, np.empty(0, dtype=np.float64)) != n:
+    n_int, n_float = _COMPILED_STYLES[style]
+    ints, floats = np.empty(n_int * n, dtype=np.int64), np.empty(n_float * n, dtype=np.float64)
+    if scan(body.__arrow_c_stream__(), n, ints, floats) != n:
         return None
     cls = pl.Series("_c", ints[:n])
-    fast = sub.with_columns(cls, _us=pl.Series(ints[n : 2 * n]), _off=pl.Series(ints[2 * n :])).filter(
-        pl.col("_c") == 1
-    )
-    rows = fast.select(
-        "line",
-        style=pl.lit("dmesg_iso"),
-        ts=pl.col("_us").cast(UTC_US),
-        ts_quality=pl.lit("exact"),
-        uptime_s=pl.lit(None, dtype=pl.Float64),
-        host=pl.lit(None, dtype=pl.String),
-        tag=pl.lit(None, dtype=pl.String),
-        msg=pl.col("body").str.slice(pl.col("_off")),
-        seq=pl.lit(None, dtype=pl.Int64),
-        mon_raw=pl.lit(None, dtype=pl.String),
-        day=pl.lit(None, dtype=pl.Int32),
-        hms=pl.lit(None, dtype=pl.String),
+    if style == "dmesg_iso":
+        cols = [pl.Series("_us", ints[n : 2 * n]), pl.Series("_off", ints[2 * n :])]
+        ts, quality, uptime = pl.col("_us").cast(UTC_US), "exact", pl.lit(None, dtype=pl.Float64)
+    else:
+        cols = [pl.Series("_off", ints[n:]), pl.Series("_up", floats)]
+        ts, quality, uptime = pl.lit(None, dtype=UTC_US), "unanchored", pl.col("_up")
+    rows = (
+        sub.with_columns(cls, *cols)
+        .filter(pl.col("_c") == 1)
+        .select(
+            "line",
+            style=pl.lit(style),
+            ts=ts,
+            ts_quality=pl.lit(quality),
+            uptime_s=uptime,
+            host=pl.lit(None, dtype=pl.String),
+            tag=pl.lit(None, dtype=pl.String),
+            msg=pl.col("body").str.slice(pl.col("_off")),
+            seq=pl.lit(None, dtype=pl.Int64),
+            mon_raw=pl.lit(None, dtype=pl.String),
+            day=pl.lit(None, dtype=pl.Int32),
+            hms=pl.lit(None, dtype=pl.String),
+        )
     )
     undecided = (cls == 2).arg_true()
     if len(undecided) == 0:
         return rows
-    slow = _style_rows_rx(sub[undecided], "dmesg_iso", pattern)
+    slow = _style_rows_rx(sub[undecided], style, pattern)
     if slow.height == 0:
         return rows
     return pl.concat([rows, slow]).sort("line") if rows.height else slow

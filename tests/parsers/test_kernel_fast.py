@@ -79,7 +79,7 @@ def _slow_parse(monkeypatch: pytest.MonkeyPatch, lines: pl.Series, ctx: FileCont
     """The parse with the shortcuts replaced by the general paths they stand for."""
     with monkeypatch.context() as mp:
         mp.setattr(kernel_log, "STRICT", {})
-        mp.setattr(kernel_log, "COMPILED_ISO", False)
+        mp.setattr(kernel_log, "COMPILED_STAMPS", False)
         mp.setattr(kernel_log, "_iso_fast_then_full", kernel_log._iso_rowwise)
         mp.setattr(
             kernel_log,
