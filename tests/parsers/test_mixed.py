@@ -230,18 +230,54 @@ def _same(a: ParseResult, b: ParseResult) -> None:
     assert ta.keys() == tb.keys() and all(ta[t].equals(tb[t], null_equal=True) for t in ta)
 
 
-@given(st.lists(st.lists(KINDS, max_size=30), min_size=2, max_size=6), st.sampled_from(["nccl", "step-log"]))
-@settings(max_examples=25, deadline=None)
-def test_parse_many_equals_parse_per_file(files: list[list[str]], winner: str) -> None:
-    """Files that mix both grammars take `_both`, the others the parser's `parse_many`, with the results of
-    `parse` for each file (the marks of the small step logs looked for in one pass over all their lines)."""
+@given(
+    st.lists(st.lists(KINDS, max_size=30), min_size=2, max_size=6),
+    st.sampled_from(["nccl", "step-log"]),
+    st.booleans(),
+)
+@settings(max_examples=40, deadline=None)
+def test_parse_many_equals_parse_per_file(files: list[list[str]], winner: str, staged: bool) -> None:
+    """Files that mix both grammars take `_both` (in two rounds, `STAGED`, or file by file), the others the
+    parser's `parse_many`, with the results of `parse` for each file (the marks of the small step logs looked
+    for in one pass over all their lines)."""
     parser = step_log if winner == "step-log" else nccl
     items = [
         (series([TEXT[k](i) for i, k in enumerate(kinds)]), FileContext(path=f"n{j}/train.log", node=f"n{j}"))
         for j, kinds in enumerate(files)
     ]
-    for (lines, ctx), got in zip(items, _mixed.parse_many(parser, items), strict=True):
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(_mixed, "STAGED", staged)
+        many = _mixed.parse_many(parser, items)
+    for (lines, ctx), got in zip(items, many, strict=True):
         _same(got, _mixed.parse(parser, lines, ctx))
+
+
+def test_parse_many_of_big_mixed_logs_in_two_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the real Megatron log of 2023 (NCCL warnings, validation rules) repeated past the lane's size, with NCCL
+    # init lines, next to plain step logs and an NCCL log with step lines: the two rounds give, file by file,
+    # what `parse` gives (and the batch file by file, `STAGED` off)
+    real = [
+        x
+        for x in (Path(__file__).parent.parent / "fixtures" / "step-log" / "megatron_lm_2023_gpt345m_dp4_tp2pp2.log")
+        .read_text()
+        .splitlines()
+        if not x.startswith("#SOURCE")
+    ]
+    texts = [
+        real * 60,
+        nccl_init("node-002") + real * 55 + [WATCHDOG],
+        [step(i) for i in range(300)],
+        real * 3,
+        [step(i) for i in range(50)] + nccl_init("node-005"),
+    ]
+    items = [(series(t), FileContext(path=f"n{j}/train.log", node=f"n{j}")) for j, t in enumerate(texts)]
+    staged = _mixed.parse_many(step_log, items)
+    monkeypatch.setattr(_mixed, "STAGED", False)
+    apart = _mixed.parse_many(step_log, items)
+    for (lines, ctx), a, b in zip(items, staged, apart, strict=True):
+        _same(a, b)
+        _same(a, _mixed.parse(step_log, lines, ctx))
+    assert sum(r.tables["steps"].height for r in staged if "steps" in r.tables) > 1000
 
 
 def test_marked_finds_the_files_holding_a_family_mark() -> None:
