@@ -4729,9 +4729,10 @@ def meg_entry_lines(lines: pl.Series) -> MegEntries | None:
     return _lane_entries(text)
 
 
-def _lane_entries(text: pl.Series) -> MegEntries:
-    """`meg_entry_lines` of the String lines `text`, without the test."""
-    ce = text.str.contains(_MEG_E_LIT, literal=True).arg_true()
+def _lane_entries(text: pl.Series, hit: pl.Series | None = None) -> MegEntries:
+    """`meg_entry_lines` of the String lines `text`, without the test (`hit`: which lines hold `_MEG_E_LIT`,
+    when the caller found them)."""
+    ce = (text.str.contains(_MEG_E_LIT, literal=True) if hit is None else hit).arg_true()
     me, heads = _meg_entries_heads(text.gather(ce))
     ok_e = me.get_column("rank").is_not_null()
     if not ok_e.null_count() and ok_e.all():  # (every line holding the literal an entry: nothing to leave out)
@@ -4916,12 +4917,27 @@ def _megatron_lane(lines: pl.Series, ctx: FileContext, entries: MegEntries | Non
     if not text.gather_every(31).str.contains_any([_MEG_H_LIT, _MEG_I_LIT]).any():
         return None
     n = text.len()
-    ce, me = entries[:2] if entries is not None else _lane_entries(text)[:2]
+    i_hit = None
+    if entries is None:
+        # (the share rule below, first on bounds: the lines holding the entries' and the iteration lines'
+        # literals hold the entries and the iteration lines among the others, and the blank lines the others'
+        # blank ones; where even those are outnumbered, the entries are not worth reading)
+        e_hit = text.str.contains(_MEG_E_LIT, literal=True)
+        i_hit = text.str.contains(_MEG_I_LIT, literal=True)
+        n_i = int(i_hit.sum())
+        if n_i < _MEG_UNITS or 2 * (int(e_hit.sum()) + n_i) + int((text.str.len_bytes() == 0).sum()) < n:
+            return None
+        ce, me = _lane_entries(text, e_hit)[:2]
+    else:
+        ce, me = entries[:2]
     # (the iteration lines and headers looked for among the other lines: an entry line holds no `]` and ends
     # with `)`; most lines are entries)
     rest = other_lines(n, ce) if ce.len() else None
     r_text = text.gather(rest) if rest is not None else text
-    ci = r_text.str.contains(_MEG_I_LIT, literal=True).arg_true()
+    if i_hit is None:
+        ci = r_text.str.contains(_MEG_I_LIT, literal=True).arg_true()
+    else:
+        ci = (i_hit.gather(rest) if rest is not None else i_hit).arg_true()
     if rest is not None:
         ci = rest.gather(ci)
     if ci.len() < _MEG_UNITS:
