@@ -586,3 +586,34 @@ def test_real_2023_megatron_log_with_timer_blocks_taken() -> None:
     lines = lines * 40
     _same(lines, taken=True)
     assert _ts_quality(lines) == {"none": 640}
+
+
+
+@pytest.mark.parametrize("noise", [["plain chatter"], ["validation at iteration 7 went fine", "x ....: (1.0, 2.0) then"]])
+@pytest.mark.parametrize("blank", [0, 2])
+def test_share_rule_on_bounds_decides_as_the_rule(noise: list[str], blank: int) -> None:
+    """Without the caller's entries the lane tries its share rule first on bounds (the lines holding the
+    literals, all blank lines): it hands back exactly where the rule on the entries and iteration lines would,
+    from logs the lane takes to logs mostly chatter, with chatter lines that hold an iteration line's or an
+    entry's literal without being one among them, and blank lines."""
+    path = Path(__file__).parents[1] / "fixtures" / "step-log" / "megatron_lm_2023_gpt345m_dp4_tp2pp2.log"
+    block = [
+        "(min, max) time across ranks (ms):",
+        *(f"    {t} {'.' * (40 - len(t))}: (1{i}.00, 2{i}.50)" for i, t in enumerate(_TIMERS[:8])),
+    ]
+    taken = []
+    for chatter in (0, 1, 2, 3, 4, 6, 9):
+        lines = []
+        for x in path.read_text().splitlines():
+            lines.append(x)
+            if x.startswith(" iteration "):
+                lines += block + [noise[k % len(noise)] for k in range(chatter)] + [""] * blank
+        s = pl.Series("literal", lines * 30, dtype=pl.String)
+        with S.ascii_scope(True):
+            bounded = S._megatron_lane(s, _ctx())
+            exact = S._megatron_lane(s, _ctx(), S._lane_entries(s))
+        assert (bounded is None) == (exact is None), chatter
+        taken.append(bounded is not None)
+        if chatter in (0, 9):
+            _same(lines * 30, taken=chatter == 0)
+    assert taken[0] and not taken[-1]
