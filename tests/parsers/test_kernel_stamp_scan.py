@@ -53,33 +53,32 @@ def test_scanners_are_built() -> None:
         assert base.compiled(style) is not None, "parsers._fastscan was not built: `pip install -e .`"
 
 
-_PREFIX = st.sampled_from(
-    ["", "", "kern  :info  : ", "kern  :err   : ", "daemon:warn  : ", "kern:info: ", "kern :info : ",
-     "kern\t:info  : ", "kern  :info  :", "kern  :info  :  ", "kérn  :info  : ", "kern  :info\u00a0 : ",
-     "Kern  :info  : ", "kern  ::info : ", "x", "1", "\u0661", " "]
-)
-_MSG = st.sampled_from(
-    ["NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off the bus.", "", " ", "[T123] x", "[ T12] x", "[  C3]\tx",
-     "[T1]", "[T1]\u00a0x", "[T]x", "[Tx] x", "[\tT1] x", "[drm] init", "[ 12.5] x", "[T1\u0661] x", "[T12]x",
-     "[C0] [T1] x", "ünïcode ✓", "a\tb", "[", "[T12", " [T1] x", "host kernel: x"]
-)
-_SEP = st.sampled_from([" ", "", "  ", "\t", "\u00a0", " [T123] ", "[T1] ", "\u3000"])
-_DATE = st.sampled_from(
-    ["2025-01-17", "2024-02-29", "2025-02-29", "2100-02-29", "2000-02-29", "0000-01-01", "0001-01-01", "9999-12-31",
-     "2025-13-01", "2025-00-10", "2025-04-31", "2025-1-17", "2025-01-1\u0661"]
-)
-_TIME = st.sampled_from(["15:36:15", "00:00:00", "23:59:59", "24:00:00", "23:60:00", "23:59:60", "9:36:15"])
-_FRAC = st.sampled_from([",345059", ",000000", ",999999", ",34505", ",3450591", ",", ".345059", ""])
-_OFF = st.sampled_from(
-    ["+00:00", "Z", "+0000", "-05:30", "+05:45", "-0800", "+23:59", "+24:00", "+05:60", "+05", "z", "", "+00:00x"]
-)
+_PREFIXES = ["", "", "kern  :info  : ", "kern  :err   : ", "daemon:warn  : ", "kern:info: ", "kern :info : ",
+    "kern\t:info  : ", "kern  :info  :", "kern  :info  :  ", "kérn  :info  : ", "kern  :info\u00a0 : ",
+    "Kern  :info  : ", "kern  ::info : ", "x", "1", "\u0661", " "]
+_MSGS = ["NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off the bus.", "", " ", "[T123] x", "[ T12] x", "[  C3]\tx",
+    "[T1]", "[T1]\u00a0x", "[T]x", "[Tx] x", "[\tT1] x", "[drm] init", "[ 12.5] x", "[T1\u0661] x", "[T12]x",
+    "[C0] [T1] x", "ünïcode ✓", "a\tb", "[", "[T12", " [T1] x", "host kernel: x"]
+_SEPS = [" ", "", "  ", "\t", "\u00a0", " [T123] ", "[T1] ", "\u3000"]
+_DATES = ["2025-01-17", "2024-02-29", "2025-02-29", "2100-02-29", "2000-02-29", "0000-01-01", "0001-01-01", "9999-12-31",
+    "2025-13-01", "2025-00-10", "2025-04-31", "2025-1-17", "2025-01-1\u0661"]
+_TIMES = ["15:36:15", "00:00:00", "23:59:59", "24:00:00", "23:60:00", "23:59:60", "9:36:15"]
+_FRACS = [",345059", ",000000", ",999999", ",34505", ",3450591", ",", ".345059", ""]
+_OFFS = ["+00:00", "Z", "+0000", "-05:30", "+05:45", "-0800", "+23:59", "+24:00", "+05:60", "+05", "z", "", "+00:00x"]
+_PRIOS = ["", "", "<4>", "<12>", "<123>", "<1234>", "<>", "<\u0661>", "4>"]
+_UPS = ["[ 1478.475357]", "[    0.000000]", "[12345678.123456]", "[0.5]", "[ \t12.5]", "[\t12.5]", "[ 12]", "[ 12.]",
+    "[ .5]", "[ 12.5 <  0.001>]", "[ 12.5\u0661]", "[\u300012.5]", "[ 9007199254740993.5]", "[ 1.00000000000000000000001]",
+    "[ 00012.500]", "[+0.000015]", "[ 12.5", "12.5]"]
+_PREFIX = st.sampled_from(_PREFIXES)
+_MSG = st.sampled_from(_MSGS)
+_SEP = st.sampled_from(_SEPS)
+_DATE = st.sampled_from(_DATES)
+_TIME = st.sampled_from(_TIMES)
+_FRAC = st.sampled_from(_FRACS)
+_OFF = st.sampled_from(_OFFS)
+_PRIO = st.sampled_from(_PRIOS)
+_UP = st.sampled_from(_UPS)
 _ISO = st.builds(lambda *p: "".join(p), _PREFIX, _DATE, st.just("T"), _TIME, _FRAC, _OFF, _SEP, _MSG)
-_PRIO = st.sampled_from(["", "", "<4>", "<12>", "<123>", "<1234>", "<>", "<\u0661>", "4>"])
-_UP = st.sampled_from(
-    ["[ 1478.475357]", "[    0.000000]", "[12345678.123456]", "[0.5]", "[ \t12.5]", "[\t12.5]", "[ 12]", "[ 12.]",
-     "[ .5]", "[ 12.5 <  0.001>]", "[ 12.5\u0661]", "[\u300012.5]", "[ 9007199254740993.5]", "[ 1.00000000000000000000001]",
-     "[ 00012.500]", "[+0.000015]", "[ 12.5", "12.5]"]
-)
 _RAW = st.builds(lambda *p: "".join(p), _PREFIX, _PRIO, _UP, _SEP, _MSG)
 
 
@@ -103,19 +102,15 @@ def test_raw_rows_are_the_regex_paths(lines: list[str]) -> None:
     assert_frame_equal(got, want, check_exact=True)
 
 
-def _values(strategy: st.SearchStrategy[str]) -> list[str]:
-    return list(strategy.wrapped_strategy.elements if hasattr(strategy, "wrapped_strategy") else strategy.elements)
-
-
 @pytest.mark.parametrize("style", ["dmesg_iso", "dmesg_raw"])
 def test_every_stamp_piece_crossed(style: str) -> None:
     # each stamp's pieces crossed (every date, time, fraction and offset; every prio and uptime), the prefix,
     # the separator and the message turned round with them: hypothesis draws, this covers
-    pre, sep, msg = _values(_PREFIX), _values(_SEP), _values(_MSG)
+    pre, sep, msg = _PREFIXES, _SEPS, _MSGS
     if style == "dmesg_iso":
-        stamps = [d + "T" + t + f + o for d in _values(_DATE) for t in _values(_TIME) for f in _values(_FRAC) for o in _values(_OFF)]
+        stamps = [d + "T" + t + f + o for d in _DATES for t in _TIMES for f in _FRACS for o in _OFFS]
     else:
-        stamps = [p + u for p in _values(_PRIO) for u in _values(_UP)]
+        stamps = [p + u for p in _PRIOS for u in _UPS]
     lines = [pre[i % len(pre)] + x + sep[i % len(sep)] + msg[(i // 3) % len(msg)] for i, x in enumerate(stamps)]
     got, want = _both(style, lines)
     assert_frame_equal(got, want, check_exact=True)
