@@ -23,6 +23,7 @@ import bisect
 import itertools
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from types import ModuleType
 
@@ -52,7 +53,8 @@ then the other lines of each (`_both_rest`), not file by file (off: `_both` file
 both). polars keeps 32 compiled regexes (per thread, the least recently used out first): file by file, the
 ~50 of the two grammars on a Megatron log with NCCL warnings and validation reports (~27 in the first round,
 ~22 in the second) were each compiled again for every file, ~8 ms of a 1 MB log's ~70 ms; round by round,
-once for the files of a batch."""
+once for the files of a batch. The second round is one `step_log.parse_each` call: the files no step-log lane
+takes share one general reading (~45 ms of such a log alone, ~20 in a batch of 8)."""
 SAMPLE_LINES = 2000
 SMALL_LINES = 4000
 """Chunks of up to this many lines are checked for `FAMILY_MARKS` in Python first."""
@@ -132,18 +134,24 @@ def parse_many(parser: ModuleType, items: Sequence[tuple[pl.Series, FileContext]
     out: list[ParseResult | None] = [None] * len(items)
     alone: list[int] = []
     marked = _marked(parser, items)
-    staged: list[tuple[int, bool, tuple[nccl.FamilyRows, int]]] = []
+    staged: list[tuple[int, pl.Series | None, bool]] = []
     for i, (lines, ctx) in enumerate(items):
         both, lit = _mixes(parser, lines) if marked[i] else (False, None)
         if both and STAGED:
-            ascii = step_log.is_ascii(lines)
-            staged.append((i, ascii, _family(lines, ctx, lit, ascii)))
+            staged.append((i, lit, step_log.is_ascii(lines)))
         elif both:
             out[i] = _both(lines, ctx, lit)
         else:
             alone.append(i)
-    for i, ascii, fam in staged:  # (the second round: see `STAGED`)
-        out[i] = _both_rest(*items[i], fam, ascii, None)
+    # the two rounds (see `STAGED`): the family's lines of every file (`_family_many`), then the other lines
+    # of every file, in one `parse_each`
+    fams = _family_many([(*items[i], lit, ascii) for i, lit, ascii in staged])
+    rests = [
+        (_rest_lines(items[i][0], fam), items[i][1], None, ascii)
+        for (i, _, ascii), fam in zip(staged, fams, strict=True)
+    ]
+    for (i, _, _), fam, rest in zip(staged, fams, step_log.parse_each(rests), strict=True):
+        out[i] = _joined(fam, rest)
     if len(alone) == 1:
         out[alone[0]] = parser.parse(*items[alone[0]])
     elif alone:
@@ -477,6 +485,42 @@ def _family(
     the lines around them only (`_sparse_reach`), not over the whole chunk. `skip`: lines that are no
     candidate (`_entry_lines`), left out of the scans.
     """
+    got = _family_base(lines, ctx, lit, ascii, skip)
+    if not isinstance(got, _Base):
+        return got
+    return _family_end(got, nccl.family_rows_frame(got.base, ctx, wrap_width=got.wrap_width))
+
+
+@dataclass(frozen=True)
+class _Base:
+    """What `_family` hands the family grammar of a chunk (`base`: the lines it reads, a frame of `line`,
+    `text`) and what it reads the grammar's answer with (`rows`: the positions in `lines` of `base`'s rows;
+    `wrap_cut`, `block_cut`: see `_sparse_reach`)."""
+
+    lines: pl.Series
+    ctx: FileContext
+    ascii: bool
+    base: pl.DataFrame
+    rows: pl.Series
+    wrap_cut: pl.Series
+    block_cut: pl.Series
+    plain: bool
+    """No candidate line is of a kind the grammar reads with the lines after it but a wrap head (a traceback
+    line, a `Last error:` quote, a block head): what `_family_many` reads with other chunks' lines (where a
+    wrap may be joined, it reads each chunk alone)."""
+
+    def wrap_width(self) -> int | None:
+        return nccl._wrap_width(self.lines, self.ascii)
+
+
+def _family_base(
+    lines: pl.Series,
+    ctx: FileContext,
+    lit: pl.Series | None,
+    ascii: bool,
+    skip: pl.Series | _Skipped | None,
+) -> _Base | tuple[nccl.FamilyRows, int]:
+    """`_family` up to the grammar: what it reads, or the answer when no line is read or all are."""
     text = pl.col("text")
     n = len(lines)
     rx = g.ascii_classes if ascii else str  # (`ascii`: the lines hold no non-ASCII character)
@@ -551,7 +595,100 @@ def _family(
     )
     if base.select(text.str.contains("Not all ranks joining collective", literal=True).any()).item():
         return _whole(lines, ctx)
-    fam = nccl.family_rows_frame(base, ctx, wrap_width=lambda: nccl._wrap_width(lines, ascii))
+    plain = not (has["tb"] or has["le"] or has["bh"])
+    return _Base(lines, ctx, ascii, base, rows, wrap_cut, block_cut, plain)
+
+
+FAMILY_TOGETHER = True
+"""`parse_many`'s first round reads the plain chunks (`_Base.plain`) of a batch with one run of the family
+grammar (`_family_many`; off: one run a chunk; the tests compare both)."""
+_FILE_SPAN = 1 << 40
+"""`_family_many` numbers chunk k's lines up by k times this (no chunk has as many lines)."""
+
+
+class _NotTogether(Exception):
+    """The family grammar would read the chunks `_family_many` put together across their lines."""
+
+
+def _family_many(
+    chunks: Sequence[tuple[pl.Series, FileContext, pl.Series | None, bool]],
+) -> list[tuple[nccl.FamilyRows, int]]:
+    """`[_family(lines, ctx, lit, ascii) for lines, ctx, lit, ascii in chunks]`, the plain chunks of one year
+    (`_Base.plain`, the same `year_hint` and `collected_at`) read by one run of the grammar when it finds
+    nothing in them but lines it understands: no row, note or host, no ncclras report, no wrapped record.
+
+    The grammar's cost is mostly per line (~5 us: ~18 ms for the ~3,700 lines it reads of a 1 MB Megatron
+    log whose candidates are 216 c10 warnings and 1,296 rule lines), and about half of it goes when 8 such
+    chunks are read at once. Each chunk's lines are numbered up by its index times `_FILE_SPAN`, after one
+    blank line (the grammar sees a blank line, which starts no wrap and is no traceback line, as it sees the
+    start of a chunk: as the runs of lines `_family` leaves out). Plain chunks hold no traceback, quote or
+    block the grammar reads across lines, and a wrap it may join (`nccl._may_wrap`: a line it does not know
+    after one of 80 characters or more, in a run from a warning or error record) in one chunk it may join in
+    the run over all of them: then each is read alone; a line it understands without a row, note or host is
+    one it understands whatever the lines around it. Where the grammar finds more (its rows carry the chunk's
+    node and path, which differ) or fails, each chunk is read alone."""
+    out: list[tuple[nccl.FamilyRows, int] | None] = [None] * len(chunks)
+    bases: dict[int, _Base] = {}
+    for k, (lines, ctx, lit, ascii) in enumerate(chunks):
+        got = _family_base(lines, ctx, lit, ascii, None)
+        if isinstance(got, _Base):
+            bases[k] = got
+        else:
+            out[k] = got
+    groups: dict[tuple[object, ...], list[int]] = {}
+    for k, b in bases.items():
+        if b.plain and FAMILY_TOGETHER:
+            groups.setdefault((b.ctx.year_hint, b.ctx.collected_at), []).append(k)
+    for ks in groups.values():
+        if len(ks) < 2:
+            continue
+        got = _read_together([bases[k] for k in ks])
+        if got is not None:
+            for k, fam in zip(ks, got, strict=True):
+                out[k] = _family_end(bases[k], fam)
+    for k, b in bases.items():
+        if out[k] is None:
+            out[k] = _family_end(b, nccl.family_rows_frame(b.base, b.ctx, wrap_width=b.wrap_width))
+    return out  # type: ignore[return-value]
+
+
+def _read_together(bases: list[_Base]) -> list[nccl.FamilyRows] | None:
+    """The family grammar's answer for each of `bases` (see `_family_many`), from one run over all their
+    lines, or None where that run finds more than lines understood (or fails)."""
+    parts, starts, at = [], [], 0
+    gap = {"line": pl.Int64, "text": pl.String}
+    for k, b in enumerate(bases):
+        line = pl.col("line") + k * _FILE_SPAN
+        if k:
+            first = b.base.get_column("line").min() if b.base.height else b.ctx.first_line
+            blank = {"line": [int(first) - 1 + k * _FILE_SPAN], "text": [""]}  # type: ignore[arg-type]
+            parts.append(pl.DataFrame(blank, schema=gap))
+            at += 1
+        parts.append(b.base.select(line, pl.col("text")))
+        starts.append(at)
+        at += b.base.height
+
+    def no_wrap() -> int | None:
+        raise _NotTogether
+
+    try:
+        fam = nccl.family_rows_frame(pl.concat(parts), bases[0].ctx, wrap_width=no_wrap)
+    except Exception:  # noqa: BLE001 - (`_NotTogether`, or a chunk that fails, and fails again alone)
+        return None
+    if fam.tables or fam.notes or fam.hosts or fam.whole or fam.continued is not None:
+        return None
+    understood = fam.understood
+    return [
+        nccl.FamilyRows(tables={}, understood=understood.slice(s, b.base.height), notes=[], hosts=[])
+        for s, b in zip(starts, bases, strict=True)
+    ]
+
+
+def _family_end(b: _Base, fam: nccl.FamilyRows) -> tuple[nccl.FamilyRows, int]:
+    """`_family` of the chunk of `b` once the grammar has read `b.base` (`fam`)."""
+    lines, ctx, base, rows, wrap_cut, block_cut = b.lines, b.ctx, b.base, b.rows, b.wrap_cut, b.block_cut
+    text = pl.col("text")
+    n = len(lines)
     if fam.whole:
         return _whole(lines, ctx)
     if fam.continued is not None and len(fam.continued) and len(wrap_cut):
@@ -606,13 +743,29 @@ def _both_rest(
     """`_both` once the family grammar has read its lines (`fam`: `_family`'s result): the step-log grammar on
     the others, and the two results joined."""
     family, n_family = fam
+    if entries is not None and n_family:
+        entries = entries.without(family.understood.fill_null(False))
     with step_log.ascii_scope(ascii):
-        if n_family == 0:
-            return step_log.parse(lines, ctx, entries)
-        # the family's lines blanked (written in place in a copy: a select over every line costs ~8x more)
-        known = family.understood.fill_null(False)
-        blanked = lines.clone().scatter(known.arg_true(), "").alias("literal")
-        rest = step_log.parse(blanked, ctx, entries.without(known) if entries is not None else None)
+        rest = step_log.parse(_rest_lines(lines, fam), ctx, entries)
+    return _joined(fam, rest)
+
+
+def _rest_lines(lines: pl.Series, fam: tuple[nccl.FamilyRows, int]) -> pl.Series:
+    """The lines the step-log grammar reads once the family grammar has read its lines (`fam`): all of them
+    when the family took none, else every line with the family's blanked (written in place in a copy: a
+    select over every line costs ~8x more)."""
+    family, n_family = fam
+    if n_family == 0:
+        return lines
+    return lines.clone().scatter(family.understood.fill_null(False).arg_true(), "").alias("literal")
+
+
+def _joined(fam: tuple[nccl.FamilyRows, int], rest: ParseResult) -> ParseResult:
+    """A file's result of both grammars: the family's (`fam`) and the step-log grammar's of the other lines
+    (`rest`, of `_rest_lines`); `rest` itself when the family took no line."""
+    family, n_family = fam
+    if n_family == 0:
+        return rest
     tables = dict(family.tables)
     for name, df in rest.tables.items():
         if df.height:

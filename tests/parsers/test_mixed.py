@@ -271,7 +271,11 @@ def test_parse_many_of_big_mixed_logs_in_two_rounds(monkeypatch: pytest.MonkeyPa
         [step(i) for i in range(50)] + nccl_init("node-005"),
     ]
     items = [(series(t), FileContext(path=f"n{j}/train.log", node=f"n{j}")) for j, t in enumerate(texts)]
+    each = step_log.parse_each
+    rounds: list[int] = []
+    monkeypatch.setattr(step_log, "parse_each", lambda rests: rounds.append(len(rests)) or each(rests))
     staged = _mixed.parse_many(step_log, items)
+    assert rounds == [4]  # (the other lines of the four mixed logs read in one call)
     monkeypatch.setattr(_mixed, "STAGED", False)
     apart = _mixed.parse_many(step_log, items)
     for (lines, ctx), a, b in zip(items, staged, apart, strict=True):
