@@ -1406,6 +1406,26 @@ def warn_events(warns: pl.DataFrame, ctx: FileContext, rank_map: pl.DataFrame | 
         py = _py_warn_events(warns, ctx, rank_map, source)
         if py is not None:
             return py
+    if DISTINCT_WARNS and warns.height > _PY_WARN_ROWS:
+        distinct = warns.select(_WARN_KEY).unique(maintain_order=True)
+        if 2 * distinct.height <= warns.height:
+            fields = _warn_fields(distinct)
+            w = warns.join(fields, on=list(_WARN_KEY), how="left", nulls_equal=True, maintain_order="left")
+            return _warn_rows(w, ctx, rank_map, source)
+    return _warn_rows(_warn_fields(warns), ctx, rank_map, source)
+
+
+DISTINCT_WARNS = True
+"""`warn_events` of many rows reads each distinct (message, pid, tid, device, source line, function) once
+when they are at most half the rows (a WARN flood: the real IB completion-error log repeats 2 messages 2,316
+times; ~22 ms of its file's ~50); off: every row (the tests compare both)."""
+_WARN_KEY = ("msg", "pid", "tid", "dev", "src", "srcline", "func")
+"""What an event's kind, code, severity and detail are read from (`_warn_fields`)."""
+
+
+def _warn_fields(warns: pl.DataFrame) -> pl.DataFrame:
+    """`warns` with each row's `kind`, `code`, `severity` and `detail`, read from its `_WARN_KEY` columns."""
+    columns = warns.columns
     msg = pl.col("msg")
     rx = _Guarded(warns.get_column("msg"))
     kind = pl.lit("nccl_warn")
@@ -1429,37 +1449,17 @@ def warn_events(warns: pl.DataFrame, ctx: FileContext, rank_map: pl.DataFrame | 
         .when(pl.col("kind") == "nccl_cuda_error").then(pl.col("cu").struct.field("err"))
         .when(pl.col("kind") == "nccl_ib_async_event").then(pl.col("asy").struct.field("event")),
     )
-    if rank_map is not None and rank_map.height:
-        # the rank of (node, pid, cudaDev) in its largest communicator, when unique
-        rm = (
-            rank_map.filter(pl.col("nranks") == pl.col("nranks").max().over("node", "pid", "cuda_dev"))
-            .group_by("node", "pid", "cuda_dev")
-            .agg(nccl_rank=pl.col("rank").first(), n=pl.col("rank").n_unique(), bus=pl.col("gpu_bus_id").first())
-            .filter(pl.col("n") == 1)
-            .select("node", "pid", pl.col("cuda_dev").alias("dev"), "nccl_rank", "bus")
-        )
-        w = w.join(rm, on=["node", "pid", "dev"], how="left", maintain_order="left")
-    else:
-        w = w.with_columns(nccl_rank=pl.lit(None, dtype=pl.Int32), bus=pl.lit(None, dtype=pl.String))
-    w = w.drop([f"_wk{i}" for i in range(len(WARN_KINDS))]).with_columns(
+    w = w.with_columns(
         **{f"_ib_{k}": rx.extract(f_rx, 1) for k, f_rx in IB_FIELDS.items() if k != "direction"},
         _ib_direction=pl.coalesce(rx.extract(IB_FIELDS["direction"], 1), rx.extract(IB_FIELDS["direction"], 2)),
     )
     ib_detail = {k: pl.col(f"_ib_{k}") for k in IB_FIELDS}
     is_ib = pl.col("kind") == "nccl_ib_error"
     return w.select(
-        ts="ts",
-        ts_quality="ts_quality",
-        node="node",
-        rank=pl.coalesce(
-            pl.col("nccl_rank").cast(pl.Int32, strict=False), pl.col("env_global_rank"), pl.col("env_rank")
-        ),
-        gpu_bus_id="bus",
-        source=pl.lit(source),
-        kind="kind",
-        code="code",
-        severity="severity",
-        message="text",
+        *columns,
+        "kind",
+        "code",
+        "severity",
         detail=json_detail(
             pid=pl.col("pid"),
             tid=pl.col("tid"),
@@ -1490,6 +1490,37 @@ def warn_events(warns: pl.DataFrame, ctx: FileContext, rank_map: pl.DataFrame | 
             retcode=rx.extract(r"retcode (\d+)", 1).cast(pl.Int64, strict=False),
             local_rank=rx.extract(r"by localRank (\d+)", 1).cast(pl.Int64, strict=False),
         ),
+    )
+
+
+def _warn_rows(w: pl.DataFrame, ctx: FileContext, rank_map: pl.DataFrame | None, source: str) -> pl.DataFrame:
+    """The events of `warn_events` from its rows with their `_warn_fields`."""
+    if rank_map is not None and rank_map.height:
+        # the rank of (node, pid, cudaDev) in its largest communicator, when unique
+        rm = (
+            rank_map.filter(pl.col("nranks") == pl.col("nranks").max().over("node", "pid", "cuda_dev"))
+            .group_by("node", "pid", "cuda_dev")
+            .agg(nccl_rank=pl.col("rank").first(), n=pl.col("rank").n_unique(), bus=pl.col("gpu_bus_id").first())
+            .filter(pl.col("n") == 1)
+            .select("node", "pid", pl.col("cuda_dev").alias("dev"), "nccl_rank", "bus")
+        )
+        w = w.join(rm, on=["node", "pid", "dev"], how="left", maintain_order="left")
+    else:
+        w = w.with_columns(nccl_rank=pl.lit(None, dtype=pl.Int32), bus=pl.lit(None, dtype=pl.String))
+    return w.select(
+        ts="ts",
+        ts_quality="ts_quality",
+        node="node",
+        rank=pl.coalesce(
+            pl.col("nccl_rank").cast(pl.Int32, strict=False), pl.col("env_global_rank"), pl.col("env_rank")
+        ),
+        gpu_bus_id="bus",
+        source=pl.lit(source),
+        kind="kind",
+        code="code",
+        severity="severity",
+        message="text",
+        detail="detail",
         file=pl.lit(ctx.path),
         line="line",
     )
