@@ -144,3 +144,17 @@ def test_a_batch_that_fails_is_read_file_by_file(monkeypatch: pytest.MonkeyPatch
 
 def test_an_empty_list() -> None:
     assert step_log.parse_each([]) == []
+
+
+def test_parse_many_gives_each_log_to_its_lane(monkeypatch: pytest.MonkeyPatch) -> None:
+    # two Megatron logs the lane takes (a batch's general reading costs them twice the lane), two fixtures
+    # no lane takes: those two read together
+    megs = [pl.Series("literal", megatron_log(s, k=len(_TIMERS)), dtype=pl.String) for s in (1, 2)]
+    small = [lines_from_bytes(p.read_bytes()) for p in STEP_FIXTURES[:2]]
+    items = [(megs[0], _ctx(0)), (small[0], _ctx(1)), (megs[1], _ctx(2)), (small[1], _ctx(3))]
+    want = [step_log.parse(lines, ctx) for lines, ctx in items]
+    calls = _Calls(monkeypatch)
+    got = step_log.parse_many(items)
+    assert calls.batches == [2] and calls.alone == 0
+    for g, w in zip(got, want, strict=True):
+        assert_same_result(g, w)
