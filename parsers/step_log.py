@@ -3964,18 +3964,31 @@ def _lanes(lines: pl.Series, ctx: FileContext, entries: MegEntries | None) -> Pa
 
 def parse_each(items: Sequence[tuple[pl.Series, FileContext, MegEntries | None, bool]]) -> list[ParseResult]:
     """`[parse(lines, ctx, entries) for lines, ctx, entries, ascii in items]`, each in `ascii_scope(ascii)`
-    (what `_mixed` reads of files that hold both grammars: each file's other lines, the family's blanked),
-    where the files that no lane takes are read by one general reading (`_parse_batch`) when they are two or
-    more of one year: they share its fixed cost, ~300 polars calls (a 1 MB Megatron log with NCCL lines, of
-    chatter the lane leaves: ~45 ms alone, ~20 in a batch of 8). A batch of non-ASCII lines runs the regexes
-    with Unicode classes (the same matches on ASCII lines)."""
+    (a batch of whole files: `parse_many`, and what `_mixed` reads of files that hold both grammars, each
+    file's other lines), where the files no lane takes are read by one general reading (`_parse_batch`) when
+    they are two or more of one year: they share its fixed cost, ~300 polars calls (a 1 MB Megatron log with
+    NCCL lines, of chatter the lane leaves: ~45 ms alone, ~20 in a batch of 8). Files of fewer than
+    `BATCH_LANE_LINES` lines go to that reading without trying the lanes, where two or more do. A batch of
+    non-ASCII lines runs the regexes with Unicode classes (the same matches on ASCII lines)."""
     out: list[ParseResult | None] = [None] * len(items)
     general: list[tuple[int, bool]] = []
+    untried: list[tuple[int, bool]] = []
     for i, (lines, ctx, entries, ascii) in enumerate(items):
         with ascii_scope(ascii), ascii_scope(_ascii or is_ascii(lines)):
+            if len(lines) < BATCH_LANE_LINES:
+                untried.append((i, bool(_ascii)))
+                continue
             out[i] = _lanes(lines, ctx, entries)
             if out[i] is None:
                 general.append((i, bool(_ascii)))
+    if len(general) + len(untried) < 2:
+        for i, ascii in untried:  # (alone: the lanes first, as `parse`)
+            with ascii_scope(ascii):
+                out[i] = _lanes(*items[i][:3])
+            if out[i] is None:
+                general.append((i, ascii))
+    else:
+        general = sorted(general + untried)
     if len(general) >= 2 and len({_year(items[i][1]) for i, _ in general}) == 1:
         try:
             with ascii_scope(all(a for _, a in general)):
@@ -3990,6 +4003,13 @@ def parse_each(items: Sequence[tuple[pl.Series, FileContext, MegEntries | None, 
         with ascii_scope(ascii):
             out[i] = _parse(*items[i][:2])
     return out  # type: ignore[return-value]
+
+
+BATCH_LANE_LINES = 24_000
+"""`parse_each` reads the files of fewer lines of a batch by the general reading without trying the lanes:
+it costs them less there, with the lane's fixed costs (~40 ms: its reading of the other lines, `_finish`)
+its own (Megatron logs by the lane alone, and by one general reading: 8 of 0.96 MB 44 and 32 ms a file; 6 of
+1.4 MB 54 and 40; 3 of 2.7 MB (32,000 lines) 65 and 79; 2 of 4.1 MB 83 and 148)."""
 
 
 def _parse(lines: pl.Series, ctx: FileContext, numbers: pl.Series | None = None) -> ParseResult:

@@ -96,6 +96,8 @@ def test_every_fixture_with_and_without_entries() -> None:
 
 
 def test_lanes_take_their_files_and_the_others_share_one_reading(monkeypatch: pytest.MonkeyPatch) -> None:
+    # (every file past the lanes' own size tries them here: the torchtitan log too)
+    monkeypatch.setattr(step_log, "BATCH_LANE_LINES", step_log._LANE_MIN)
     big_meg = pl.Series("literal", megatron_log(1, k=len(_TIMERS)), dtype=pl.String)
     big_titan = pl.Series("literal", titan_log(2), dtype=pl.String)
     chatter = _real_megatron(60)
@@ -158,3 +160,25 @@ def test_parse_many_gives_each_log_to_its_lane(monkeypatch: pytest.MonkeyPatch) 
     assert calls.batches == [2] and calls.alone == 0
     for g, w in zip(got, want, strict=True):
         assert_same_result(g, w)
+
+
+def test_small_files_of_a_batch_skip_the_lanes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a Megatron log the lane would take, of fewer than `BATCH_LANE_LINES` lines, read with the others by the
+    # general reading (cheaper there); alone, by the lane
+    meg = pl.Series("literal", megatron_log(3, n_iter=600, k=len(_TIMERS)), dtype=pl.String)
+    assert step_log._LANE_MIN <= len(meg) < step_log.BATCH_LANE_LINES
+    with step_log.ascii_scope(True):
+        assert step_log._megatron_lane(meg, _ctx(0)) is not None
+    small = lines_from_bytes(STEP_FIXTURES[0].read_bytes())
+    items = [_item(meg, _ctx(0)), _item(small, _ctx(1))]
+    want = _one_by_one(items)
+    lanes: list[int] = []
+    real = step_log._lanes
+    monkeypatch.setattr(step_log, "_lanes", lambda lines, *a: lanes.append(len(lines)) or real(lines, *a))
+    calls = _Calls(monkeypatch)
+    for g, w in zip(step_log.parse_each(items), want, strict=True):
+        assert_same_result(g, w)
+    assert lanes == [] and calls.batches == [2]
+    got = step_log.parse_each(items[:1])
+    assert lanes == [len(meg)] and calls.batches == [2] and calls.alone == 0
+    assert_same_result(got[0], want[0])
