@@ -506,8 +506,10 @@ class _Base:
     block_cut: pl.Series
     plain: bool
     """No candidate line is of a kind the grammar reads with the lines after it but a wrap head (a traceback
-    line, a `Last error:` quote, a block head): what `_family_many` reads with other chunks' lines (where a
-    wrap may be joined, it reads each chunk alone)."""
+    line, a `Last error:` quote, a block head), nor an NCCL record (` NCCL `): what `_family_many` reads with
+    other chunks' lines (where a wrap may be joined, it reads each chunk alone). NCCL records mostly give
+    rows (inventory, comms, events) or notes, which send the run's chunks to be read alone again: an NCCL log
+    with step lines read twice (+13 % on the synthetic bundle's NCCL logs before this test)."""
 
     def wrap_width(self) -> int | None:
         return nccl._wrap_width(self.lines, self.ascii)
@@ -552,6 +554,8 @@ def _family_base(
             tb=text.str.contains('File "', literal=True).fill_null(False),
             le=text.str.contains(td.LAST_ERROR_TEXT, literal=True).fill_null(False),
             bh=text.str.contains(rx(BLOCK_HEAD)).fill_null(False),
+            # (an NCCL record: most give rows, which the run of `_family_many` cannot part; see `_Base.plain`)
+            nccl=text.str.contains(" NCCL ", literal=True).fill_null(False),
         )
     )
     # (a kind no candidate line is reaches no line: its closure is empty, not worked out)
@@ -595,7 +599,7 @@ def _family_base(
     )
     if base.select(text.str.contains("Not all ranks joining collective", literal=True).any()).item():
         return _whole(lines, ctx)
-    plain = not (has["tb"] or has["le"] or has["bh"])
+    plain = not (has["tb"] or has["le"] or has["bh"] or has["nccl"])
     return _Base(lines, ctx, ascii, base, rows, wrap_cut, block_cut, plain)
 
 

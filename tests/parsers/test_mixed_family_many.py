@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from parsers import _mixed, nccl, step_log
 from parsers.base import FileContext
-from tests.parsers.test_mixed import FAMILY_FILES, FILLER, series, step
+from tests.parsers.test_mixed import FAMILY_FILES, FILLER, WATCHDOG, nccl_init, series, step
 
 C10_WARN = (
     "[W ProcessGroupNCCL.cpp:1692] Warning: 0NCCL_AVOID_RECORD_STREAMS=1 has no effect for point-to-point "
@@ -146,12 +146,9 @@ def test_a_wrap_in_one_chunk_sends_every_chunk_alone(monkeypatch: pytest.MonkeyP
 
 
 def test_rows_found_in_one_chunk_send_every_chunk_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    ib_warn = (
-        "node-001:5776:5902 [0] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion from peer "
-        "10.2.0.5<33092> with error 12, opcode 0, len 0, vendor err 129 (Recv)"
-    )
+    # a watchdog timeout (a PyTorch line, no NCCL record) gives an event: the run over all finds it
     texts = [_megatron_like(k) for k in range(3)]
-    texts[2].insert(7, ib_warn)
+    texts[2].insert(7, WATCHDOG)
     items = _items(texts)
     want = _alone(items)
     runs = _Runs(monkeypatch)
@@ -181,3 +178,18 @@ def test_off_reads_each_chunk_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     runs = _Runs(monkeypatch)
     _mixed._family_many(items)
     assert len(runs.rows) == 3
+
+
+def test_chunks_holding_nccl_records_are_read_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    # NCCL records mostly give rows, which the run over all cannot part: no such run is tried (it would be
+    # thrown away, and the chunks read twice)
+    texts = [_megatron_like(k) for k in range(3)]
+    texts[0] += nccl_init("n0")[:3]
+    texts[2] += nccl_init("n2")[:3]
+    items = _items(texts)
+    want = _alone(items)
+    runs = _Runs(monkeypatch)
+    got = _mixed._family_many(items)
+    assert len(runs.rows) == 3
+    for g, w in zip(got, want, strict=True):
+        _same(g, w)
