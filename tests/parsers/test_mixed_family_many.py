@@ -105,6 +105,16 @@ class _Runs:
         monkeypatch.setattr(nccl, "family_rows_frame", counted)
 
 
+def _read(items: list[tuple], monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list]:
+    """`_family_many(items)`, checked against each chunk alone, and the rows of each run of the grammar."""
+    want = _alone(items)
+    runs = _Runs(monkeypatch)
+    got = _mixed._family_many(items)
+    for g, w in zip(got, want, strict=True):
+        _same(g, w)
+    return runs.rows, got
+
+
 def _megatron_like(k: int) -> list[str]:
     """Iteration lines, chatter, validation lines between rule lines, c10 warnings: the family's lines (the
     rules and warnings) under `SUBSET_SHARE` of the chunk (a chunk of more is read whole: `_whole`)."""
@@ -120,26 +130,16 @@ def _megatron_like(k: int) -> list[str]:
 
 def test_plain_chunks_are_read_by_one_run(monkeypatch: pytest.MonkeyPatch) -> None:
     items = _items([_megatron_like(k) for k in range(4)])
-    want = _alone(items)
-    runs = _Runs(monkeypatch)
-    got = _mixed._family_many(items)
-    assert len(runs.rows) == 1 and runs.rows[0] > sum(w[1] for w in want)
-    for g, w in zip(got, want, strict=True):
-        _same(g, w)
+    rows, got = _read(items, monkeypatch)
+    assert len(rows) == 1 and rows[0] > sum(n for _, n in got)
     assert all(n > 0 for _, n in got)
 
 
 def test_a_wrap_in_one_chunk_sends_every_chunk_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     texts = [_megatron_like(k) for k in range(3)]
     texts[1] += [C10_WARN, WRAPPED_TAIL]
-    items = _items(texts)
-    want = _alone(items)
-    assert sum(w[0].understood.sum() for w in want) > 0
-    runs = _Runs(monkeypatch)
-    got = _mixed._family_many(items)
-    assert len(runs.rows) == 1 + 3  # (the run over all, which finds the wrap, then each chunk alone)
-    for g, w in zip(got, want, strict=True):
-        _same(g, w)
+    rows, got = _read(_items(texts), monkeypatch)
+    assert len(rows) == 1 + 3  # (the run over all, which finds the wrap, then each chunk alone)
     # the wrapped tail is understood (joined onto its warning) in the chunk that holds it
     at = len(texts[1]) - 1
     assert got[1][0].understood[at]
@@ -150,12 +150,8 @@ def test_rows_found_in_one_chunk_send_every_chunk_alone(monkeypatch: pytest.Monk
     texts = [_megatron_like(k) for k in range(3)]
     texts[2].insert(7, WATCHDOG)
     items = _items(texts)
-    want = _alone(items)
-    runs = _Runs(monkeypatch)
-    got = _mixed._family_many(items)
-    assert len(runs.rows) == 1 + 3
-    for g, w in zip(got, want, strict=True):
-        _same(g, w)
+    rows, got = _read(items, monkeypatch)
+    assert len(rows) == 1 + 3
     assert "events" in got[2][0].tables and not got[0][0].tables
 
 
@@ -163,21 +159,16 @@ def test_chunks_of_other_years_are_read_apart(monkeypatch: pytest.MonkeyPatch) -
     items = _items([_megatron_like(k) for k in range(4)], [2024, 2025, 2024, 2025])
     items[3] = (items[3][0], FileContext(path="n3/train.log", node="n3", year_hint=2025,
                                          collected_at=datetime(2025, 3, 1, tzinfo=timezone.utc)), None, True)
-    want = _alone(items)
-    runs = _Runs(monkeypatch)
-    got = _mixed._family_many(items)
+    rows, got = _read(items, monkeypatch)
     # (2024: files 0 and 2 together; 2025: 1 alone, 3 alone, as its collection differs)
-    assert len(runs.rows) == 3
-    for g, w in zip(got, want, strict=True):
-        _same(g, w)
+    assert len(rows) == 3
 
 
 def test_off_reads_each_chunk_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     items = _items([_megatron_like(k) for k in range(3)])
     monkeypatch.setattr(_mixed, "FAMILY_TOGETHER", False)
-    runs = _Runs(monkeypatch)
-    _mixed._family_many(items)
-    assert len(runs.rows) == 3
+    rows, _ = _read(items, monkeypatch)
+    assert len(rows) == 3
 
 
 def test_chunks_holding_nccl_records_are_read_alone(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -187,9 +178,5 @@ def test_chunks_holding_nccl_records_are_read_alone(monkeypatch: pytest.MonkeyPa
     texts[0] += nccl_init("n0")[:3]
     texts[2] += nccl_init("n2")[:3]
     items = _items(texts)
-    want = _alone(items)
-    runs = _Runs(monkeypatch)
-    got = _mixed._family_many(items)
-    assert len(runs.rows) == 3
-    for g, w in zip(got, want, strict=True):
-        _same(g, w)
+    rows, got = _read(items, monkeypatch)
+    assert len(rows) == 3
