@@ -5343,9 +5343,9 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
     are cut per file: rows in line order are contiguous per file, the events are put in file order (stable);
     lines are renumbered, the accounting, `partial` and `node` worked out per file in one pass each. Files
     whose reading divides on a one-row frame (`_Batch.alone`) and batches whose files need another year
-    (or that fail) are read by `parse`. A file a lane takes (a Megatron log of the lane's shape) is read by
-    the lane, the others together (`parse_each`); torchtitan logs and DeepSpeed timer logs by their own
-    batched lanes.
+    (or that fail) are read file by file. A file a lane takes (a Megatron log of the lane's shape, of
+    `BATCH_LANE_LINES` lines or more) is read by the lane, the others together (`parse_each`); torchtitan
+    logs and DeepSpeed timer logs by their own batched lanes.
     """
     items = list(items)
     if any(len(lines) and _DS_TIMER_LIT in (lines[0] or "") for lines, _ in items):
