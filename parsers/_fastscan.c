@@ -737,6 +737,16 @@ static PyObject *scan_into(PyObject *capsule, Py_ssize_t n, PyObject *i64_o, PyO
     return PyLong_FromSsize_t(done);
 }
 
+/* A scanner's Python entry `name(stream, n, i64, f64)`: its arguments parsed, then `scan_into` without a
+ * context */
+static PyObject *scan_args(PyObject *args, line_scanner scan, int n_i64, int n_f64, const char *what) {
+    PyObject *capsule, *i64_o, *f64_o;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "OnOO", &capsule, &n, &i64_o, &f64_o))
+        return NULL;
+    return scan_into(capsule, n, i64_o, f64_o, scan, NULL, n_i64, n_f64, what);
+}
+
 PyDoc_STRVAR(titan_doc,
              "titan(stream, n, i64, f64) -> int\n\n"
              "Scan the n strings of an Arrow stream (`Series.__arrow_c_stream__()`) as torchtitan step\n"
@@ -748,12 +758,8 @@ PyDoc_STRVAR(titan_doc,
              "it read: n when all.");
 
 static PyObject *titan(PyObject *self, PyObject *args) {
-    PyObject *capsule, *i64_o, *f64_o;
-    Py_ssize_t n;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OnOO", &capsule, &n, &i64_o, &f64_o))
-        return NULL;
-    return scan_into(capsule, n, i64_o, f64_o, titan_line, NULL, 6, 6, "titan");
+    return scan_args(args, titan_line, 6, 6, "titan");
 }
 
 PyDoc_STRVAR(meg_entries_doc,
@@ -764,12 +770,8 @@ PyDoc_STRVAR(meg_entries_doc,
              "first it read: n when all (a line without ': (' or with a number it does not convert stops it).");
 
 static PyObject *meg_entries(PyObject *self, PyObject *args) {
-    PyObject *capsule, *i64_o, *f64_o;
-    Py_ssize_t n;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OnOO", &capsule, &n, &i64_o, &f64_o))
-        return NULL;
-    return scan_into(capsule, n, i64_o, f64_o, meg_entry_line, NULL, 2, 2, "meg_entries");
+    return scan_args(args, meg_entry_line, 2, 2, "meg_entries");
 }
 
 PyDoc_STRVAR(meg_iterations_doc,
@@ -1955,12 +1957,8 @@ PyDoc_STRVAR(dmesg_iso_doc,
              "Returns n, or less where a line is null.");
 
 static PyObject *dmesg_iso(PyObject *self, PyObject *args) {
-    PyObject *capsule, *i64_o, *f64_o;
-    Py_ssize_t n;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OnOO", &capsule, &n, &i64_o, &f64_o))
-        return NULL;
-    return scan_into(capsule, n, i64_o, f64_o, dmesg_iso_line, NULL, 3, 0, "dmesg_iso");
+    return scan_args(args, dmesg_iso_line, 3, 0, "dmesg_iso");
 }
 
 /* One line of plain `dmesg` (`parsers.kernel_log` style `dmesg_raw`: its regex, `_fast_monotonic`'s split and
@@ -2016,12 +2014,8 @@ PyDoc_STRVAR(dmesg_raw_doc,
              "message and f64[i] its uptime (s). Returns n, or less where a line is null.");
 
 static PyObject *dmesg_raw(PyObject *self, PyObject *args) {
-    PyObject *capsule, *i64_o, *f64_o;
-    Py_ssize_t n;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OnOO", &capsule, &n, &i64_o, &f64_o))
-        return NULL;
-    return scan_into(capsule, n, i64_o, f64_o, dmesg_raw_line, NULL, 2, 1, "dmesg_raw");
+    return scan_args(args, dmesg_raw_line, 2, 1, "dmesg_raw");
 }
 
 PyDoc_STRVAR(ds_timers_doc,
