@@ -663,8 +663,8 @@ def _read_together(bases: list[_Base]) -> list[nccl.FamilyRows] | None:
     gap = {"line": pl.Int64, "text": pl.String}
     for k, b in enumerate(bases):
         line = pl.col("line") + k * _FILE_SPAN
-        if k:
-            first = b.base.get_column("line").min() if b.base.height else b.ctx.first_line
+        if k:  # (a base holds a row: `_family_base` hands over none without a candidate line)
+            first = b.base.get_column("line").min()
             blank = {"line": [int(first) - 1 + k * _FILE_SPAN], "text": [""]}  # type: ignore[arg-type]
             parts.append(pl.DataFrame(blank, schema=gap))
             at += 1
