@@ -665,8 +665,9 @@ def analyze(out: Path) -> dict[str, Any]:
 
     lateness = stragglers.rank_lateness(steps)
     votes = stragglers.detector_votes(events)
-    # telemetry while the job was slow, and over the whole job (a node slow from the start has no regime)
-    windows = [(r.ts_start, r.ts_end) for r in tl.slow] + [(start, end)]
+    # telemetry while the job was slow, and over the whole job (a node slow from the start has no regime):
+    # while it made progress, not the idle time around it nor a hang (everyone waits then)
+    windows = [(r.ts_start, r.ts_end) for r in tl.slow] + [timing.progress_span(tl)]
     tele_parts = [stragglers.telemetry_lateness(samples, a, b) for a, b in windows]
     tele_parts = [t for t in tele_parts if t.height]
     tele = pl.concat(tele_parts, how="diagonal_relaxed") if tele_parts else pl.DataFrame()

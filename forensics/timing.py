@@ -256,6 +256,17 @@ def to_anomalies(tl: Timeline) -> pl.DataFrame:
     return conform(pl.DataFrame(rows, infer_schema_length=None), "anomalies")
 
 
+def progress_span(tl: Timeline) -> tuple[datetime | None, datetime | None]:
+    """From the first to the last logged step: while the job was making progress (no padding, no hang).
+
+    Telemetry compared across nodes to find the one the job waits for must come from these times only:
+    before the job and after its teardown every GPU idles, and a node whose sampler started or stopped
+    a minute apart from the others' would stand apart from the fleet for no other reason.
+    """
+    ts = tl.series["ts"].drop_nulls()
+    return (None, None) if len(ts) == 0 else (ts.min(), ts.max())  # type: ignore[return-value]
+
+
 def window(tl: Timeline, pad: timedelta = timedelta(minutes=10)) -> tuple[datetime | None, datetime | None]:
     """The job's time window from its steps (padded), or (None, None) without timestamps."""
     ts = tl.series["ts"].drop_nulls()

@@ -53,3 +53,18 @@ def test_diagnosis_holds_when_steps_and_samples_are_thinned(
     titles = [f"[{f['severity']}] {f['title']}" for f in doc["findings"][:5]]
     assert s.misses == [] and s.false == [], (s.misses, s.false, titles)
     assert s.top1_right if faults else s.healthy_ok, titles
+
+
+def test_idle_gpus_after_a_crash_make_no_stragglers(tmp_path: Path) -> None:
+    """A crash early in a one-hour window: the job is torn down and every GPU idles for the rest of it,
+    while the nodes' samplers keep writing (started a few samples apart). Telemetry compared
+    across nodes to find the one the job waits for comes from while the job made progress only; over
+    the whole window a node's medians tip between busy and idle and healthy nodes were named stragglers."""
+    bundle = tmp_path / "bundle"
+    truth = simulate(bundle, nodes=12, gpus_per_node=8, hours=1.0, faults=[parse_fault("ecc_dbe@5:3")], seed=5)
+    ingest(bundle, tmp_path / "out", jobs=1)
+    doc = analyze(tmp_path / "out")
+    s = score(doc, truth)
+    titles = [f"[{f['severity']}] {f['title']}" for f in doc["findings"][:5]]
+    assert s.misses == [] and s.false == [] and s.top1_right, (s.misses, s.false, titles)
+    assert not [f for f in doc["findings"] if f["category"] == "straggler"], titles
