@@ -209,10 +209,16 @@ def demote_history(cands: list[Candidate], job_start: datetime | None) -> list[C
     return out
 
 
-def _consequences_after(first: datetime | None, events: pl.DataFrame, exclude_node: str | None) -> list[str]:
+def _consequences_after(
+    first: datetime | None, events: pl.DataFrame, exclude_node: str | None, until: datetime | None = None
+) -> list[str]:
+    """The consequence events (and XID 45 clean-ups) from `first` on, on nodes other than `exclude_node`; only
+    those before `until` when given (where a hang's consequences belong to another finding)."""
     if first is None or events.height == 0:
         return []
     events = with_weight(events)
+    if until is not None:
+        events = events.filter(pl.col("ts") < until)
     after = events.filter(pl.col("kind").is_in(CONSEQUENCE_KINDS) & (pl.col("ts") >= first))
     if exclude_node:
         after = after.filter(pl.col("node") != exclude_node)
@@ -327,6 +333,7 @@ def attribute_hang(
         confidence=0.7 if where else 0.5,
         kinds={"hang"},
         impact={"lost_gpu_hours": lost},
+        consequences=_consequences_after(stop, events, where),
     )
     cands.append(c)
     return cands, info
@@ -718,6 +725,9 @@ def analyze(out: Path) -> dict[str, Any]:
     anomalies_df = pl.concat([a for a in anomalies if a.height], how="vertical") if any(a.height for a in anomalies) else empty("anomalies")
 
     ranked = rank_candidates(fold_fleet(cands, job["node_names"]))
+    # where the job hung, what followed the stop (watchdog timeouts, clean-ups) is the hang's: listed under
+    # the finding it was attributed to (or the hang's own), not under every finding that began before it
+    hang_stop = _hang["stop"] if _hang else None
     findings = []
     for i, c in enumerate(ranked, start=1):
         ident = gpu_identity(inv, c.node, c.gpu_index, c.gpu_bus_id)
@@ -743,7 +753,7 @@ def analyze(out: Path) -> dict[str, Any]:
                     lost_gpu_hours=round(imp["lost_gpu_hours"], 2) if imp.get("lost_gpu_hours") is not None else None,
                 ),
                 evidence=tuple(c.evidence),
-                consequences=tuple(c.consequences or _consequences_after(c.first_seen, events, c.node) if c.severity != Severity.INFO else c.consequences),
+                consequences=tuple(c.consequences or _consequences_after(c.first_seen, events, c.node, hang_stop) if c.severity != Severity.INFO else c.consequences),
                 recommended_action=c.action,
                 alternatives=tuple(c.alternatives) + tuple(
                     f"{o.title} — ranked lower ({o.severity.value}, confidence {o.confidence:.0%})"
