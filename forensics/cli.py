@@ -374,6 +374,9 @@ def simulate_cmd(
     specs = [sim.parse_fault(f) for f in (fault or []) if f != "none"]
     truth = sim.simulate(out, nodes=nodes, gpus_per_node=gpus_per_node, hours=hours, faults=specs, seed=seed)
     typer.echo(f"Wrote {out} ({nodes} nodes, {len(truth.get('faults', []))} fault(s)); truth in {out / 'truth.json'}")
+    for f in truth.get("faults", []):
+        if f.get("observable") is False:
+            typer.echo(f"Note: {f['kind']} on {f['node']} left no trace: it {f['why']}.", err=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

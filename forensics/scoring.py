@@ -5,7 +5,8 @@ and node (null for a fleet-wide fault) and, where the fault names a GPU and the 
 the same GPU. A finding of medium or worse is *real* when it matches an injected fault (strict), or
 points at a node where a fault was injected (lenient: a second symptom of a real problem). The rank-1
 finding is *right* when it matches an injected fault. A healthy bundle passes when it yields no critical
-or high finding.
+or high finding. A fault `truth.json` marks `"observable": false` (it left no trace) is not counted as
+missed; a bundle whose faults are all such is judged as a healthy one.
 """
 
 from __future__ import annotations
@@ -45,9 +46,12 @@ def _matches(f: dict[str, Any], fault: dict[str, Any]) -> bool:
 def score(findings: dict[str, Any], truth: dict[str, Any]) -> Score:
     """Score one bundle's findings against its truth (see module docstring)."""
     faults = [f for f in truth.get("faults", []) if f.get("kind") != "none"]
+    # (a fault that left no trace, e.g. a thermal one begun after the job was gone, is not expected to be
+    # found; a finding that matches it is still real)
+    seen = [f for f in faults if f.get("observable", True)]
     serious = [f for f in findings["findings"] if f["severity"] in SERIOUS]
-    s = Score(faults=len(faults), serious=len(serious))
-    for fault in faults:
+    s = Score(faults=len(seen), serious=len(serious))
+    for fault in seen:
         if any(_matches(f, fault) for f in serious):
             s.found += 1
         else:
@@ -60,7 +64,7 @@ def score(findings: dict[str, Any], truth: dict[str, Any]) -> Score:
         s.real_lenient += lenient
         if not lenient:
             s.false.append(f"[{f['severity']}] {f['title']}")
-    if faults:
+    if seen:
         top = findings["findings"][0] if findings["findings"] else None
         s.top1_right = bool(top and top["severity"] in SERIOUS and any(_matches(top, fault) for fault in faults))
     else:

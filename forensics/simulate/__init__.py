@@ -6,7 +6,8 @@ after the incident: kernel logs, nvidia-smi snapshots and telemetry loops, NCCL/
 every node, the framework's step log, InfiniBand state and counters, nccl-tests run before the job.
 Faults change what they change in reality (step time, the culprit GPU's clocks/temperature/
 counters, kernel log, NCCL warnings on peers, watchdog timeouts after a hang) and `truth.json`
-records where and when they were injected.
+records where and when they were injected (and, as `"observable": false` with the reason, a fault that
+left no trace: one seen only under load, begun after the job was gone).
 
 Public API (used by `forensics/cli.py`):
 

@@ -36,6 +36,9 @@ SLOWDOWN_RANGE = {  # multiplier on the compute part of a step for the node (or 
 }
 COMM_RANGE = {"ib_flap": (1.5, 1.9), "drift_nic_fw": (1.25, 1.4), "drift_nccl": (1.2, 1.35)}
 TERMINAL = {"gpu_lost": "hang", "ecc_dbe": "crash", "nvlink": "crash", "app_bug": "app_exit"}
+LOAD_BOUND = ("thermal", "power_brake", "slow_node")
+"""Faults seen only while the job runs on the GPUs (clocks and throttling under load, step times): one that
+begins after its node's training processes are gone leaves no trace (`truth.json` says so)."""
 DRIFT = ("drift_driver", "drift_vbios", "drift_nic_fw", "drift_nccl")
 
 
@@ -395,9 +398,33 @@ def truth_of(sim: Sim) -> dict:
                 "category": f.category,
                 "start": iso(f.t),
                 "description": f.description,
+                **_unobservable(sim, f),
             }
             for f in sim.faults
         ],
+    }
+
+
+def procs_end(sim: Sim, node: int | None) -> float:
+    """When the training processes of `node` (None: of the job) were gone: the job's end, earlier on a node
+    whose GPU crashed them, or when an application error ended the job."""
+    ef = sim.end_fault
+    if ef is not None and sim.end_kind == "crash" and node is not None and ef.node == node:
+        return min(sim.job_end, ef.t + 2.0)
+    if ef is not None and sim.end_kind == "app_exit":
+        return min(sim.job_end, ef.t + 3.0)
+    return sim.job_end
+
+
+def _unobservable(sim: Sim, f: Fault) -> dict:
+    """`{"observable": False, "why": ...}` for a fault that left no trace in the bundle (`LOAD_BOUND`, begun
+    after its node's processes were gone), else nothing: scoring does not count such a fault as missed."""
+    if f.kind not in LOAD_BOUND or f.t < procs_end(sim, f.node):
+        return {}
+    return {
+        "observable": False,
+        "why": f"begins at {iso(f.t)}, after the training processes were gone ({iso(procs_end(sim, f.node))}): "
+        "it shows only under load",
     }
 
 

@@ -9,7 +9,7 @@ import random
 from dataclasses import dataclass
 
 from forensics.simulate.fleet import rng_for
-from forensics.simulate.job import Sim
+from forensics.simulate.job import Sim, procs_end
 
 IDLE, SW_POWER_CAP, HW_SLOWDOWN, SW_THERMAL, HW_THERMAL, HW_POWER_BRAKE = 0x1, 0x4, 0x8, 0x20, 0x40, 0x80
 
@@ -57,10 +57,8 @@ class NodeState:
         self.mem_used = [int(self.plat["mem_total"] * r.uniform(0.82, 0.9)) for _ in range(g)]
         self.replays = [r.choice([0, 0, 0, 2, 7, 120]) for _ in range(g)]
         self.faults = [f for f in sim.faults if f.node == node or f.node is None]
-        self.proc_end = sim.job_end
+        self.proc_end = procs_end(sim, node)
         ef = sim.end_fault
-        if ef is not None and sim.end_kind == "crash" and ef.node == node:
-            self.proc_end = ef.t + 2.0
         self.noise = random.Random(f"{sim.seed}|noise|{node}")
         self.skew = sim.skew(node)
 

@@ -68,3 +68,32 @@ def test_idle_gpus_after_a_crash_make_no_stragglers(tmp_path: Path) -> None:
     titles = [f"[{f['severity']}] {f['title']}" for f in doc["findings"][:5]]
     assert s.misses == [] and s.false == [] and s.top1_right, (s.misses, s.false, titles)
     assert not [f for f in doc["findings"] if f["category"] == "straggler"], titles
+
+
+def test_what_follows_a_hang_is_listed_under_its_cause_only(tmp_path: Path) -> None:
+    """An ECC crash hangs the job; a GPU of another node throttles on heat while the others wait. The watchdog
+    timeouts and clean-ups that follow are the crash's consequences, not the thermal finding's (it began
+    after the job had stopped), though both are found."""
+    bundle = tmp_path / "bundle"
+    faults = [parse_fault("ecc_dbe@5:3+0.3"), parse_fault("thermal@2:7+0.4")]
+    truth = simulate(bundle, nodes=8, gpus_per_node=8, hours=1.0, faults=faults, seed=3)
+    ingest(bundle, tmp_path / "out", jobs=1)
+    doc = analyze(tmp_path / "out")
+    s = score(doc, truth)
+    assert s.misses == [] and s.false == [] and s.top1_right, (s.misses, s.false)
+    ecc, thermal = (next(f for f in doc["findings"] if f["category"] == c) for c in ("gpu_memory", "thermal_power"))
+    assert any("watchdog timeout" in c for c in ecc["consequences"]), ecc["consequences"]
+    assert not any("watchdog" in c or "XID 45" in c for c in thermal["consequences"]), thermal["consequences"]
+
+
+def test_a_fault_that_left_no_trace_is_not_counted_missed() -> None:
+    seen = {"kind": "ecc_dbe", "node": "n1", "gpu_index": 3, "category": "gpu_memory"}
+    gone = {"kind": "thermal", "node": "n2", "gpu_index": 6, "category": "thermal_power", "observable": False}
+    ecc = {"severity": "critical", "category": "gpu_memory", "node": "n1", "gpu_index": 3, "title": "XID 48"}
+    hot = {"severity": "high", "category": "thermal_power", "node": "n2", "gpu_index": 6, "title": "thermal"}
+    s = score({"findings": [ecc]}, {"faults": [seen, gone]})
+    assert (s.faults, s.found, s.misses, s.top1_right) == (1, 1, [], True)
+    s = score({"findings": [ecc, hot]}, {"faults": [seen, gone]})
+    assert (s.real_strict, s.false) == (2, [])  # a finding of it is still real
+    s = score({"findings": [hot]}, {"faults": [gone]})  # nothing to find: judged as a healthy bundle
+    assert (s.faults, s.misses, s.top1_right, s.healthy_ok) == (0, [], None, False)

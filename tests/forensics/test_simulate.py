@@ -223,6 +223,23 @@ def test_thermal_shows_in_telemetry_and_snapshot(tmp_path: Path) -> None:
         assert "0x0000000000000048" in tel
 
 
+def test_a_load_bound_fault_after_the_job_left_no_trace_and_says_so(tmp_path: Path) -> None:
+    """A thermal fault begun after an ECC crash ended the job shows on idle GPUs nowhere: truth.json marks it
+    unobservable with the reason (scoring does not count it missed); faults during the job are not marked."""
+    faults = [parse_fault("ecc_dbe@0:1+0.2"), parse_fault("thermal@1:6+0.9"), parse_fault("power_brake@1:2+0.1")]
+    truth = simulate(tmp_path, nodes=2, hours=0.5, faults=faults, seed=12)
+    by_kind = {f["kind"]: f for f in truth["faults"]}
+    assert by_kind["thermal"]["observable"] is False
+    assert "after the training processes were gone" in by_kind["thermal"]["why"]
+    assert by_kind["thermal"]["start"] > truth["job_end"]
+    assert "observable" not in by_kind["ecc_dbe"] and "observable" not in by_kind["power_brake"]
+    sim = build_sim(12, 2, 8, 0.5, faults)
+    n = sim.node(1)
+    tel = (tmp_path / n.paths["telemetry"]).read_text().splitlines()
+    late = [ln for ln in tel if n.gpus[6].smi_bus.lower() in ln.lower() and ln[:19].replace("/", "-") > truth["job_end"][:19].replace("T", " ")]
+    assert late and not any("0x0000000000000048" in ln or "0x0000000000000040" in ln for ln in late)
+
+
 def test_drift_shows_the_other_version(tmp_path: Path) -> None:
     faults = [parse_fault("drift_nccl@1")]
     truth = simulate(tmp_path, nodes=3, hours=0.2, faults=faults, seed=6)
