@@ -101,6 +101,9 @@ TELEMETRY_Z = 4.0
 TELEMETRY_REL = 0.05
 TELEMETRY_UTIL_POINTS = 3.0
 TELEMETRY_METRICS = ("power_w", "utilization_pct", "sm_clock_mhz")
+TELEMETRY_BUCKET = "5m"
+"""The stretch of time within which `telemetry_lateness` compares a node's readings with the fleet's (a few
+samples of a GPU at the usual 30-60 s period; many at dmon's 1 s)."""
 
 
 def telemetry_lateness(samples: pl.DataFrame, start: datetime | None, end: datetime | None) -> pl.DataFrame:
@@ -111,17 +114,30 @@ def telemetry_lateness(samples: pl.DataFrame, start: datetime | None, end: datet
     draws less, one doing more work draws more. A node is singled out only when *every* GPU of it
     deviates the same way (one odd GPU is a GPU finding, not a node's), by ≥ TELEMETRY_Z robust z and
     ≥ TELEMETRY_REL of the fleet median.
+
+    Each reading is compared with the fleet's in its own TELEMETRY_BUCKET (a GPU's level is the fleet's
+    overall level plus its median distance from the fleet bucket by bucket), not a GPU's median over the
+    window with the fleet's: where the whole fleet changed level within the window (the job slowed, or
+    stopped), a GPU's median over the window sits at the edge between the two levels, and a node whose
+    sampler ran a sample or two apart from the others' tipped to the other level and stood apart.
     """
     if samples.height == 0 or start is None or end is None:
         return pl.DataFrame()
     s = samples.filter(pl.col("ts").is_between(start, end) & pl.col("gpu_index").is_not_null())
     if s.height == 0 or s["node"].n_unique() < MIN_RANKS:
         return pl.DataFrame()
+    s = s.with_columns(_bucket=pl.col("ts").dt.truncate(TELEMETRY_BUCKET))
     rows = []
     for m in TELEMETRY_METRICS:
         if s[m].null_count() == s.height:
             continue
-        per_gpu = s.group_by("node", "gpu_index").agg(v=pl.col(m).median()).drop_nulls("v")
+        x = s.drop_nulls(m).select("node", "gpu_index", "_bucket", m)
+        level = x.group_by("_bucket").agg(pl.col(m).median()).get_column(m).median()
+        per_gpu = (
+            x.with_columns(_d=pl.col(m) - pl.col(m).median().over("_bucket"))
+            .group_by("node", "gpu_index")
+            .agg(v=level + pl.col("_d").median())
+        )
         per_gpu = per_gpu.with_columns(fleet=pl.col("v").median(), z=robust_z("v"))
         per_node = per_gpu.group_by("node").agg(
             z_min=pl.col("z").min(), z_max=pl.col("z").max(), v=pl.col("v").median(), fleet=pl.col("fleet").first(),

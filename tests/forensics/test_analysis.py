@@ -312,6 +312,35 @@ def test_throttled_gpu_is_thermal_candidate() -> None:
     assert set(out["node"].to_list()) == {"node-02"}
 
 
+def _fleet_readings(phase: dict[int, int], busy: dict[int, float], shift_at: int = 30) -> pl.DataFrame:
+    """12 nodes × 8 GPUs read every minute for an hour; the fleet drops from 520 W and 100 % to 355 W and 86 %
+    at minute `shift_at` (the job slowed: everyone waits on one node). `phase`: nodes whose sampler started
+    that many samples late; `busy`: nodes drawing that much more than the fleet throughout."""
+    rng = np.random.default_rng(9)
+    rows = []
+    for n in range(12):
+        for g in range(8):
+            for k in range(phase.get(n, 0), 60):
+                hi = k < shift_at
+                f = busy.get(n, 1.0)
+                rows.append({"ts": T0 + timedelta(minutes=k, seconds=7 * n), "node": f"node-{n:02d}", "gpu_index": g,
+                             "power_w": (520.0 if hi else 355.0) * f + rng.normal(0, 6),
+                             "utilization_pct": min(100.0, (100.0 if hi else 86.0) * f + rng.normal(0, 0.8)),
+                             "sm_clock_mhz": 1980.0, "source": "nvidia-smi-csv", "file": f"node-{n:02d}/smi.csv", "line": k * 8 + g + 2})
+    return conform(pl.DataFrame(rows), "gpu_samples")
+
+
+def test_a_fleet_level_change_makes_no_straggler_of_a_sampler_started_late() -> None:
+    """Half the window at one level, half at another: a node whose sampler missed the first minute has its
+    GPUs' medians over the window at the lower level, the fleet's between the two. Compared bucket by bucket
+    it is where the fleet is; a node drawing 14 % more all along stands apart either way."""
+    samples = _fleet_readings(phase={3: 1}, busy={7: 1.14})
+    got = stragglers.telemetry_lateness(samples, T0, T0 + timedelta(hours=1))
+    assert got["node"].to_list() == ["node-07"], got
+    assert 0.05 < got["rel"][0] < 0.2
+    assert stragglers.telemetry_lateness(_fleet_readings(phase={3: 1, 5: 2}, busy={}), T0, T0 + timedelta(hours=1)).height == 0
+
+
 def test_merge_pools_evidence_of_one_gpu() -> None:
     a = Candidate(Category.GPU_MEMORY, Severity.CRITICAL, "n1", 3, None, "XID 48", "s", T0, T0, [], "act", 0.9)
     b = Candidate(Category.GPU_MEMORY, Severity.HIGH, "n1", 3, "0000:3b:00.0", "remap pending", "s", T0 - timedelta(minutes=1), T0, [], "act", 0.8)
