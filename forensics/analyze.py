@@ -506,10 +506,16 @@ def fold_witnessed(cands: list[Candidate]) -> list[Candidate]:
     return result
 
 
+ONSET_SLACK = timedelta(minutes=10)
+"""A straggler first seen within this of the job's first step was slow from the start (telemetry buckets are 5
+minutes; the whole job's window starts at its first step)."""
+
+
 def attribute_stragglers(
     cands: list[Candidate], slow_nodes: pl.DataFrame, tl: timing.Timeline, gpus: int
 ) -> list[Candidate]:
-    """Slow nodes that no slowdown regime covered (slow from the job's start): attach to their cause or report.
+    """Slow nodes that no slowdown regime covered (slow from the job's start, or turned slow when the job's step
+    time hardly changed): attach to their cause or report.
 
     A node slow for the whole job leaves no change point: the job's "baseline" is already the slow
     speed. Its cost is estimated from how much longer it computes than the fleet (per-rank timings),
@@ -518,6 +524,7 @@ def attribute_stragglers(
     if slow_nodes.height == 0:
         return cands
     covered = {c.node for c in cands if c.impact} | {c.node for c in cands if c.category == Category.STRAGGLER}
+    job_start = tl.series["ts"].drop_nulls().min() if tl.series.height else None
     for r in slow_nodes.iter_rows(named=True):
         node = r["node"]
         if node in covered:
@@ -530,6 +537,8 @@ def attribute_stragglers(
             steps = tl.series.height
             lost = steps * tl.baseline_s * (pct / 100) / (1 + pct / 100) * gpus / 3600
         cons = f"{node} measured slower than the fleet ({r['method']})"
+        # (from the start: no later than a telemetry bucket after the first step)
+        since_start = r.get("first_ts") is None or job_start is None or r["first_ts"] <= job_start + ONSET_SLACK
         own = [c for c in cands if c.node == node and c.category in CAUSE_CATEGORIES and c.severity != Severity.INFO]
         if own:
             c = min(own, key=lambda c: (c.severity.rank, -c.confidence))
@@ -553,7 +562,12 @@ def attribute_stragglers(
                 summary=(
                     f"{node} is the slowest node of the job ({r['method']}"
                     + (f", median robust z {r['z']:.1f}" if r.get("z") is not None else "")
-                    + "). It was slow from the start, so the step times show no change point; no hardware event explains it."
+                    + (
+                        "). It was slow from the start, so the step times show no change point"
+                        if since_start
+                        else f"). It turned slow at {iso(r['first_ts'])}, and the step times changed too little to show it"
+                    )
+                    + "; no hardware event explains it."
                 ),
                 first_seen=r.get("first_ts") or (tl.series["ts"].drop_nulls().min() if tl.series.height else None),
                 last_seen=r.get("last_ts"),
@@ -675,6 +689,8 @@ def analyze(out: Path) -> dict[str, Any]:
     # telemetry while the job was slow, and over the whole job (a node slow from the start has no regime):
     # while it made progress, not the idle time around it nor a hang (everyone waits then)
     windows = [(r.ts_start, r.ts_end) for r in tl.slow] + [timing.progress_span(tl)]
+    # ... and where a node stood apart for a while only (it turned slow when the step times hardly showed it)
+    windows += [w for w in stragglers.telemetry_onsets(samples, *timing.progress_span(tl)) if w not in windows]
     tele_parts = [stragglers.telemetry_lateness(samples, a, b) for a, b in windows]
     tele_parts = [t for t in tele_parts if t.height]
     tele = pl.concat(tele_parts, how="diagonal_relaxed") if tele_parts else pl.DataFrame()

@@ -171,6 +171,78 @@ def telemetry_lateness(samples: pl.DataFrame, start: datetime | None, end: datet
     )
 
 
+ONSET_BUCKETS = 3
+"""Consecutive TELEMETRY_BUCKETs in which a node's every GPU stands apart from the fleet that make a stretch
+`telemetry_onsets` hands to `telemetry_lateness` (15 minutes: longer than a hang's teardown or a sampler
+started late)."""
+
+
+def telemetry_onsets(samples: pl.DataFrame, start: datetime | None, end: datetime | None) -> list[tuple[datetime, datetime]]:
+    """Stretches of [start, end] in which some node's every GPU stood apart from the fleet's, the same way in
+    two metrics or more, in each of ≥ ONSET_BUCKETS consecutive buckets (as `telemetry_lateness` judges a
+    node, bucket by bucket): (first bucket's start, last bucket's end), one per such run.
+
+    A node that turns slow part-way through a job whose step time hardly shows it (another node already
+    held the job back, or the job's step time changed less than a regression) leaves no slow regime, and
+    over the whole job its readings stand apart too seldom to move its median: these stretches are
+    where to look at it.
+    """
+    if samples.height == 0 or start is None or end is None:
+        return []
+    s = samples.filter(pl.col("ts").is_between(start, end) & pl.col("gpu_index").is_not_null())
+    if s.height == 0 or s["node"].n_unique() < MIN_RANKS:
+        return []
+    s = s.with_columns(_bucket=pl.col("ts").dt.truncate(TELEMETRY_BUCKET))
+    marks = []
+    for m in TELEMETRY_METRICS:
+        if s[m].null_count() == s.height:
+            continue
+        per = (
+            s.drop_nulls(m)
+            .group_by("node", "gpu_index", "_bucket")
+            .agg(v=pl.col(m).median())
+            .with_columns(fleet=pl.col("v").median().over("_bucket"), z=robust_z("v", over="_bucket"))
+        )
+        far = (
+            (pl.col("v") - pl.col("fleet")).abs() >= TELEMETRY_UTIL_POINTS
+            if m == "utilization_pct"
+            else (pl.col("v") - pl.col("fleet")).abs() >= TELEMETRY_REL * pl.col("fleet").abs()
+        )
+        marks.append(
+            per.group_by("node", "_bucket")
+            .agg(
+                up=((pl.col("z") >= TELEMETRY_Z) & far).all(),
+                down=((pl.col("z") <= -TELEMETRY_Z) & far).all(),
+            )
+            .filter(pl.col("up") | pl.col("down"))
+            .select("node", "_bucket", sign=pl.when("up").then(1).otherwise(-1))
+        )
+    if not marks:
+        return []
+    step = pl.duration(minutes=int(TELEMETRY_BUCKET.rstrip("m")))
+    flagged = (
+        pl.concat(marks)
+        .group_by("node", "_bucket", "sign")
+        .len()
+        .filter(pl.col("len") >= 2)  # (two metrics or more, as in `telemetry_lateness`)
+        .sort("node", "_bucket")
+        .with_columns(
+            _new=(
+                (pl.col("_bucket") - pl.col("_bucket").shift(1).over("node") != step)
+                | (pl.col("sign") != pl.col("sign").shift(1).over("node"))
+            ).fill_null(True)
+        )
+        .with_columns(_run=pl.col("_new").cum_sum())
+    )
+    runs = (
+        flagged.group_by("_run")
+        .agg(first=pl.col("_bucket").min(), last=pl.col("_bucket").max() + step, n=pl.len())
+        .filter(pl.col("n") >= ONSET_BUCKETS)
+        .sort("first", "last")
+    )
+    return sorted({(max(r["first"], start), min(r["last"], end)) for r in runs.iter_rows(named=True)})
+
+
 def slow_gpus(samples: pl.DataFrame, start: datetime | None, end: datetime | None) -> pl.DataFrame:
     """GPUs whose SM clock sits far below the fleet's while the job was slow: the GPU holding everyone back.
 

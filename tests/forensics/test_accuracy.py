@@ -4,6 +4,7 @@ first, healthy jobs quiet, two simultaneous faults both found. A small, fast sli
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,24 @@ def test_a_fault_that_left_no_trace_is_not_counted_missed() -> None:
     assert (s.real_strict, s.false) == (2, [])  # a finding of it is still real
     s = score({"findings": [hot]}, {"faults": [gone]})  # nothing to find: judged as a healthy bundle
     assert (s.faults, s.misses, s.top1_right, s.healthy_ok) == (0, [], None, False)
+
+
+def test_a_node_turned_slow_when_the_job_was_already_held_back_is_found(tmp_path: Path) -> None:
+    """node-002's older driver holds the job back by ~8 % from the start; at 80 % of the run node-011 turns
+    14 % slower, which moves the job's step time by only ~6 % (no slow regime), and the bundle has one rank's
+    step log only: node-011 is found from its GPUs' telemetry over the stretch it stood apart, with when."""
+    bundle = tmp_path / "bundle"
+    faults = [parse_fault("drift_driver@1+0.6"), parse_fault("slow_node@10+0.8")]
+    truth = simulate(bundle, nodes=12, gpus_per_node=8, hours=1.5, faults=faults, seed=448, mixed_logs=True)
+    ingest(bundle, tmp_path / "out", jobs=1)
+    doc = analyze(tmp_path / "out")
+    s = score(doc, truth)
+    assert s.misses == [] and s.false == [], (s.misses, s.false)
+    slow = next(f for f in doc["findings"] if f["category"] == "straggler")
+    onset = next(f["start"] for f in truth["faults"] if f["kind"] == "slow_node")
+    assert slow["node"] == "node-011" and "turned slow at" in slow["summary"], slow["summary"]
+    assert abs((_ts(slow["first_seen"]) - _ts(onset)).total_seconds()) <= 300, (slow["first_seen"], onset)
+
+
+def _ts(iso: str) -> datetime:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00"))

@@ -312,17 +312,20 @@ def test_throttled_gpu_is_thermal_candidate() -> None:
     assert set(out["node"].to_list()) == {"node-02"}
 
 
-def _fleet_readings(phase: dict[int, int], busy: dict[int, float], shift_at: int = 30) -> pl.DataFrame:
+def _fleet_readings(
+    phase: dict[int, int], busy: dict[int, float], shift_at: int = 30, busy_from: int = 0, busy_until: int = 60
+) -> pl.DataFrame:
     """12 nodes × 8 GPUs read every minute for an hour; the fleet drops from 520 W and 100 % to 355 W and 86 %
     at minute `shift_at` (the job slowed: everyone waits on one node). `phase`: nodes whose sampler started
-    that many samples late; `busy`: nodes drawing that much more than the fleet throughout."""
+    that many samples late; `busy`: nodes drawing that much more than the fleet from minute `busy_from` to
+    `busy_until`."""
     rng = np.random.default_rng(9)
     rows = []
     for n in range(12):
         for g in range(8):
             for k in range(phase.get(n, 0), 60):
                 hi = k < shift_at
-                f = busy.get(n, 1.0)
+                f = busy.get(n, 1.0) if busy_from <= k < busy_until else 1.0
                 rows.append({"ts": T0 + timedelta(minutes=k, seconds=7 * n), "node": f"node-{n:02d}", "gpu_index": g,
                              "power_w": (520.0 if hi else 355.0) * f + rng.normal(0, 6),
                              "utilization_pct": min(100.0, (100.0 if hi else 86.0) * f + rng.normal(0, 0.8)),
@@ -339,6 +342,21 @@ def test_a_fleet_level_change_makes_no_straggler_of_a_sampler_started_late() -> 
     assert got["node"].to_list() == ["node-07"], got
     assert 0.05 < got["rel"][0] < 0.2
     assert stragglers.telemetry_lateness(_fleet_readings(phase={3: 1, 5: 2}, busy={}), T0, T0 + timedelta(hours=1)).height == 0
+
+
+def test_a_node_turned_slow_part_way_is_found_where_it_stood_apart() -> None:
+    """node-05 draws 12 % more from minute 35 on (it turned slow; the job's step time hardly showed it): over
+    the whole hour it stands apart too seldom, over the stretch `telemetry_onsets` finds it does. Ten minutes
+    apart, or a sampler started late across a fleet level change, make no stretch."""
+    hour = (T0, T0 + timedelta(hours=1))
+    late = _fleet_readings(phase={3: 1}, busy={5: 1.12}, shift_at=20, busy_from=35)
+    whole = stragglers.telemetry_lateness(late, *hour)
+    assert whole.height == 0 or "node-05" not in whole["node"].to_list()
+    onsets = stragglers.telemetry_onsets(late, *hour)
+    assert len(onsets) == 1 and onsets[0][0] == T0 + timedelta(minutes=35) and onsets[0][1] == hour[1], onsets
+    assert stragglers.telemetry_lateness(late, *onsets[0])["node"].to_list() == ["node-05"]
+    assert stragglers.telemetry_onsets(_fleet_readings(phase={3: 1}, busy={5: 1.12}, busy_from=35, busy_until=45), *hour) == []
+    assert stragglers.telemetry_onsets(_fleet_readings(phase={3: 1, 6: 2}, busy={}), *hour) == []
 
 
 def test_merge_pools_evidence_of_one_gpu() -> None:
