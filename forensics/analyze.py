@@ -507,8 +507,8 @@ def fold_witnessed(cands: list[Candidate]) -> list[Candidate]:
 
 
 ONSET_SLACK = timedelta(minutes=10)
-"""A straggler first seen within this of the job's first step was slow from the start (telemetry buckets are 5
-minutes; the whole job's window starts at its first step)."""
+"""A straggler first seen within this of the job's first step was slow from the start (telemetry buckets are up
+to 5 minutes; the whole job's window starts at its first step)."""
 
 
 def attribute_stragglers(

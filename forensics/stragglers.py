@@ -15,7 +15,8 @@ What it cannot see: a node that is slow in a phase that ends in a collective loo
 
 from __future__ import annotations
 
-from datetime import datetime
+import math
+from datetime import datetime, timedelta
 
 import polars as pl
 
@@ -101,9 +102,19 @@ TELEMETRY_Z = 4.0
 TELEMETRY_REL = 0.05
 TELEMETRY_UTIL_POINTS = 3.0
 TELEMETRY_METRICS = ("power_w", "utilization_pct", "sm_clock_mhz")
-TELEMETRY_BUCKET = "5m"
-"""The stretch of time within which `telemetry_lateness` compares a node's readings with the fleet's (a few
-samples of a GPU at the usual 30-60 s period; many at dmon's 1 s)."""
+BUCKET_SAMPLES = 3
+"""`telemetry_lateness` compares a node's readings with the fleet's within buckets of about this many of a
+GPU's sampling periods (`_bucket`), from 1 to 5 minutes: a few readings of each GPU, and short enough that a
+change of the fleet's level falls in few of them."""
+
+
+def _bucket(s: pl.DataFrame) -> str:
+    """The bucket width for the readings `s` (a duration string): BUCKET_SAMPLES times the median time between
+    two readings of a GPU, within [60 s, 300 s]."""
+    gaps = s.group_by("node", "gpu_index").agg(g=pl.col("ts").sort().diff().median()).get_column("g").drop_nulls()
+    period = gaps.median() if len(gaps) else None
+    secs = period.total_seconds() if period is not None else 300.0  # type: ignore[union-attr]
+    return f"{int(min(300, max(60, math.ceil(BUCKET_SAMPLES * secs))))}s"
 
 
 def telemetry_lateness(samples: pl.DataFrame, start: datetime | None, end: datetime | None) -> pl.DataFrame:
@@ -115,7 +126,7 @@ def telemetry_lateness(samples: pl.DataFrame, start: datetime | None, end: datet
     deviates the same way (one odd GPU is a GPU finding, not a node's), by ≥ TELEMETRY_Z robust z and
     ≥ TELEMETRY_REL of the fleet median.
 
-    Each reading is compared with the fleet's in its own TELEMETRY_BUCKET (a GPU's level is the fleet's
+    Each reading is compared with the fleet's in its own bucket (`_bucket`; a GPU's level is the fleet's
     overall level plus its median distance from the fleet bucket by bucket), not a GPU's median over the
     window with the fleet's: where the whole fleet changed level within the window (the job slowed, or
     stopped), a GPU's median over the window sits at the edge between the two levels, and a node whose
@@ -126,7 +137,7 @@ def telemetry_lateness(samples: pl.DataFrame, start: datetime | None, end: datet
     s = samples.filter(pl.col("ts").is_between(start, end) & pl.col("gpu_index").is_not_null())
     if s.height == 0 or s["node"].n_unique() < MIN_RANKS:
         return pl.DataFrame()
-    s = s.with_columns(_bucket=pl.col("ts").dt.truncate(TELEMETRY_BUCKET))
+    s = s.with_columns(_bucket=pl.col("ts").dt.truncate(_bucket(s)))
     rows = []
     for m in TELEMETRY_METRICS:
         if s[m].null_count() == s.height:
@@ -171,16 +182,20 @@ def telemetry_lateness(samples: pl.DataFrame, start: datetime | None, end: datet
     )
 
 
-ONSET_BUCKETS = 3
-"""Consecutive TELEMETRY_BUCKETs in which a node's every GPU stands apart from the fleet that make a stretch
-`telemetry_onsets` hands to `telemetry_lateness` (15 minutes: longer than a hang's teardown or a sampler
-started late)."""
+ONSET_Z = 2.0
+"""The robust z a node's GPUs must reach (by their median) in a bucket for `telemetry_onsets`: a lenient test,
+for where to look (each stretch is judged by `telemetry_lateness`'s strict one)."""
+ONSET_MIN = timedelta(minutes=15)
+"""The shortest run of consecutive buckets in which a node's every GPU stands apart from the fleet that
+`telemetry_onsets` hands to `telemetry_lateness` (longer than a checkpoint's stall, a hang's teardown or a
+sampler started late)."""
 
 
 def telemetry_onsets(samples: pl.DataFrame, start: datetime | None, end: datetime | None) -> list[tuple[datetime, datetime]]:
-    """Stretches of [start, end] in which some node's every GPU stood apart from the fleet's, the same way in
-    two metrics or more, in each of ≥ ONSET_BUCKETS consecutive buckets (as `telemetry_lateness` judges a
-    node, bucket by bucket): (first bucket's start, last bucket's end), one per such run.
+    """Stretches of [start, end] in which some node's GPUs stood apart from the fleet's (by their median), the
+    same way in two metrics or more, in each of consecutive buckets spanning ≥ ONSET_MIN (as
+    `telemetry_lateness` judges a node, bucket by bucket): (first bucket's start, last bucket's end), one per
+    such run.
 
     A node that turns slow part-way through a job whose step time hardly shows it (another node already
     held the job back, or the job's step time changed less than a regression) leaves no slow regime, and
@@ -192,34 +207,39 @@ def telemetry_onsets(samples: pl.DataFrame, start: datetime | None, end: datetim
     s = samples.filter(pl.col("ts").is_between(start, end) & pl.col("gpu_index").is_not_null())
     if s.height == 0 or s["node"].n_unique() < MIN_RANKS:
         return []
-    s = s.with_columns(_bucket=pl.col("ts").dt.truncate(TELEMETRY_BUCKET))
+    metrics = [m for m in TELEMETRY_METRICS if s[m].null_count() < s.height]
+    if not metrics:
+        return []
+    # each GPU's median of each metric per bucket, in one pass over the readings
+    width = _bucket(s)
+    per_bucket = s.group_by("node", "gpu_index", pl.col("ts").dt.truncate(width).alias("_bucket")).agg(
+        pl.col(m).median() for m in metrics
+    )
     marks = []
-    for m in TELEMETRY_METRICS:
-        if s[m].null_count() == s.height:
-            continue
+    for m in metrics:
         per = (
-            s.drop_nulls(m)
-            .group_by("node", "gpu_index", "_bucket")
-            .agg(v=pl.col(m).median())
+            per_bucket.select("node", "gpu_index", "_bucket", v=pl.col(m))
+            .drop_nulls("v")
             .with_columns(fleet=pl.col("v").median().over("_bucket"), z=robust_z("v", over="_bucket"))
         )
         far = (
-            (pl.col("v") - pl.col("fleet")).abs() >= TELEMETRY_UTIL_POINTS
+            pl.col("d").abs() >= TELEMETRY_UTIL_POINTS
             if m == "utilization_pct"
-            else (pl.col("v") - pl.col("fleet")).abs() >= TELEMETRY_REL * pl.col("fleet").abs()
+            else pl.col("d").abs() >= TELEMETRY_REL * pl.col("fleet").abs()
         )
+        # (a node's GPUs judged together, by their medians, and at ONSET_Z: a few readings of a GPU in a bucket,
+        # of whole percents for the utilisation, put a GPU's z on either side of TELEMETRY_Z from bucket to
+        # bucket; `telemetry_lateness` then holds the stretch to every GPU at TELEMETRY_Z)
         marks.append(
             per.group_by("node", "_bucket")
-            .agg(
-                up=((pl.col("z") >= TELEMETRY_Z) & far).all(),
-                down=((pl.col("z") <= -TELEMETRY_Z) & far).all(),
-            )
+            .agg(z=pl.col("z").median(), d=(pl.col("v") - pl.col("fleet")).median(), fleet=pl.col("fleet").first())
+            .with_columns(up=(pl.col("z") >= ONSET_Z) & far, down=(pl.col("z") <= -ONSET_Z) & far)
             .filter(pl.col("up") | pl.col("down"))
             .select("node", "_bucket", sign=pl.when("up").then(1).otherwise(-1))
         )
     if not marks:
         return []
-    step = pl.duration(minutes=int(TELEMETRY_BUCKET.rstrip("m")))
+    step = timedelta(seconds=int(width.rstrip("s")))
     flagged = (
         pl.concat(marks)
         .group_by("node", "_bucket", "sign")
@@ -236,8 +256,8 @@ def telemetry_onsets(samples: pl.DataFrame, start: datetime | None, end: datetim
     )
     runs = (
         flagged.group_by("_run")
-        .agg(first=pl.col("_bucket").min(), last=pl.col("_bucket").max() + step, n=pl.len())
-        .filter(pl.col("n") >= ONSET_BUCKETS)
+        .agg(first=pl.col("_bucket").min(), last=pl.col("_bucket").max() + step)
+        .filter(pl.col("last") - pl.col("first") >= ONSET_MIN)
         .sort("first", "last")
     )
     return sorted({(max(r["first"], start), min(r["last"], end)) for r in runs.iter_rows(named=True)})
