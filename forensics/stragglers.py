@@ -9,6 +9,9 @@ Metric first, decision second (STYLE P14):
 - `detector_votes(events)`: how often a straggler detector (Megatron, NVRx) named each node slowest.
 - `nccl_test_lateness(comms)`: per node, the median bus bandwidth of the nccl-tests runs it took part in,
   against the fleet's runs of the same test.
+- `telemetry_lateness(samples, start, end)`: per node, how far its GPUs' power, utilisation and clocks sit
+  from the fleet's within [start, end], each reading against the fleet's of its time bucket;
+  `telemetry_onsets` finds the stretches where one node stood apart for a while (it turned slow part-way).
 - `flag_stragglers(...)`: the decision, with named thresholds.
 What it cannot see: a node that is slow in a phase that ends in a collective looks like everyone else.
 """
@@ -186,7 +189,7 @@ ONSET_Z = 2.0
 """The robust z a node's GPUs must reach (by their median) in a bucket for `telemetry_onsets`: a lenient test,
 for where to look (each stretch is judged by `telemetry_lateness`'s strict one)."""
 ONSET_MIN = timedelta(minutes=15)
-"""The shortest run of consecutive buckets in which a node's every GPU stands apart from the fleet that
+"""The shortest run of consecutive buckets in which a node's GPUs stand apart from the fleet that
 `telemetry_onsets` hands to `telemetry_lateness` (longer than a checkpoint's stall, a hang's teardown or a
 sampler started late)."""
 
