@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import compileall
 import gzip
+import importlib.util
 import io
 import os
 import random
@@ -11,6 +12,7 @@ import sys
 import tarfile
 import zipfile
 from pathlib import Path
+from types import ModuleType
 
 import polars as pl
 import pytest
@@ -70,6 +72,20 @@ def dask_scheduler():  # type: ignore[no-untyped-def]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             cluster.close()
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def load_script(relpath: str) -> ModuleType:
+    """A script of the repository (`bench/ab.py`, `scripts/sweep_analysis.py`) imported by its path: `bench` and
+    `scripts` are no packages, and the test run need not have the repository root on sys.path."""
+    path = REPO / relpath
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None, path
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def make_bundle(root: Path, files: dict[str, str | bytes], archive: str | None = None) -> Path:

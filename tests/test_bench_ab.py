@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ import polars as pl
 import pytest
 
 from forensics.ingest import ingest
-from tests.conftest import make_bundle
+from tests.conftest import load_script, make_bundle
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,11 +20,7 @@ XID = "[{t:>6}.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid={t}, GPU has fallen o
 
 
 def _ab() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_ab", ROOT / "bench" / "ab.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench/ab.py")
 
 
 def _bundle(tmp_path: Path) -> Path:

@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 from forensics.simulate import FAULT_KINDS, parse_fault
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("sweep_analysis", ROOT / "scripts" / "sweep_analysis.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from tests.conftest import load_script
 
 
 def test_the_draw_is_fixed_by_its_seed_and_covers_every_kind_early_midway_and_late() -> None:
-    sweep = _script()
+    sweep = load_script("scripts/sweep_analysis.py")
     cases = sweep.draw(40, large=False)
     assert cases == sweep.draw(40, large=False) and cases != sweep.draw(41, large=False)
     singles = [faults[0] for faults, *_ in cases if len(faults) == 1]

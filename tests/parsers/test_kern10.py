@@ -407,15 +407,10 @@ def test_shared_literal_mask_equals_reference(
     style: str,
     share: float,
 ) -> None:
-    import importlib.util
-    from pathlib import Path
-
     from parsers.base import lines_from_bytes
+    from tests.conftest import load_script
 
-    root = Path(__file__).resolve().parents[2]
-    spec = importlib.util.spec_from_file_location("big_kernel", root / "bench" / "big_kernel.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    mod = load_script("bench/big_kernel.py")
     path = tmp_path / "k.log"
     mod.write(path, 0.6, 3, style)
     rng = random.Random(hash((style, share)) & 0xFFFF)

@@ -8,7 +8,6 @@ lines and on the realistic generated logs of `bench/big_kernel.py`.
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import re
 from datetime import UTC, datetime
@@ -20,7 +19,7 @@ import pytest
 from parsers import _kernel_events as kev
 from parsers import kernel_log
 from parsers.base import FileContext, ParseResult, check_accounting, lines_from_bytes
-from tests.conftest import assert_same_result
+from tests.conftest import assert_same_result, load_script
 
 ROOT = Path(__file__).parent.parent.parent
 CTX = FileContext(
@@ -122,10 +121,7 @@ def test_tricky_lines_fast_equals_general(monkeypatch: pytest.MonkeyPatch, repea
 
 
 def _big_kernel():
-    spec = importlib.util.spec_from_file_location("big_kernel", ROOT / "bench" / "big_kernel.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod
+    return load_script("bench/big_kernel.py")
 
 
 @pytest.mark.parametrize(

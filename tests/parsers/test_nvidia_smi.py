@@ -383,13 +383,9 @@ def test_carry_lets_a_later_chunk_read_its_rows(module, rel: str) -> None:
 
 
 def _loop_lines(tmp_path: Path, kind: str, mb: float, seed: int) -> pl.Series:
-    import importlib.util
+    from tests.conftest import load_script
 
-    # (by path: `bench` is no package and the test run need not have the repository root on sys.path)
-    spec = importlib.util.spec_from_file_location("big_nvsmi", FIX.parent.parent / "bench" / "big_nvsmi.py")
-    assert spec is not None and spec.loader is not None
-    big_nvsmi = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(big_nvsmi)
+    big_nvsmi = load_script("bench/big_nvsmi.py")
     path = tmp_path / f"{kind}.txt"
     big_nvsmi.write(path, mb, seed, kind)
     return lines_from_bytes(path.read_bytes())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import polars as pl
@@ -12,6 +11,7 @@ from hypothesis import strategies as st
 from parsers import _step_grammars as g
 from parsers import registry, step_log
 from parsers.base import FileContext, check_accounting, lines_from_bytes
+from tests.conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -102,11 +102,7 @@ def test_every_gated_grammar_needs_its_gate() -> None:
 
 
 def _big_steps():
-    spec = importlib.util.spec_from_file_location("big_steps", ROOT / "bench" / "big_steps.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench/big_steps.py")
 
 
 def test_big_steps_generator_is_deterministic_sized_and_parsed(tmp_path: Path) -> None:
