@@ -341,6 +341,9 @@ def attribute_hang(
 
 ONSET_LEAD = timedelta(minutes=30)
 """A cause may show up to this long before the steps slow down (telemetry sampled every minute or so)."""
+ONSET_LAG = timedelta(minutes=5)
+"""...and, on a node other than the one found slow, at most this long after the slowdown's start (as the
+change point of the step times and sampled telemetry place it)."""
 
 
 SNAPSHOT_SLACK = timedelta(minutes=15)
@@ -354,7 +357,8 @@ def _best_explanation(
 
     Preference: on a node localised as slow; then whose first sign is closest to the regime's start
     (from ONSET_LEAD before it to its end); then not yet used for another regime; then severity and
-    confidence. Candidates without a time (drift, a link width) explain a regime only as a fallback.
+    confidence. Candidates without a time (drift, a link width) explain a regime only as a fallback. Where
+    a node was localised as slow, a candidate on another node must begin by ONSET_LAG after the start.
     """
     start, end = regime.ts_start, regime.ts_end
 
@@ -370,9 +374,15 @@ def _best_explanation(
         gap = abs((c.first_seen - start).total_seconds()) if timed(c) else float("inf")  # type: ignore[operator]
         return (c.node not in slow_set, not timed(c), id(c) in used, gap, c.severity.rank, -c.confidence)
 
+    def near_start(c: Candidate) -> bool:
+        return timed(c) and c.first_seen <= start + ONSET_LAG  # type: ignore[operator]
+
     eligible = [c for c in pool if timed(c) or c.first_seen is None or start is None or c.node in slow_set]
     if slow_set:
-        eligible = [c for c in eligible if c.node in slow_set or timed(c)]
+        # a node was found slow: a candidate elsewhere explains the regime only when it began with it (a crash
+        # at the end of a slowdown stopped the job, it did not slow it; the late snapshot's allowance is for
+        # the slow node's own state)
+        eligible = [c for c in eligible if c.node in slow_set or near_start(c)]
     return min(eligible, key=key) if eligible else None
 
 
@@ -677,6 +687,13 @@ def analyze(out: Path) -> dict[str, Any]:
     windowed = telemetry.in_window(samples, start, end)
     profile = telemetry.gpu_profile(windowed)
     cands += telemetry.candidates(windowed, profile)
+    # clocks down on a hot GPU, where the telemetry names no throttle reason: while the job was slow or ran
+    # (a GPU once, from the first window that shows it)
+    hot: dict[tuple, Candidate] = {}
+    for a, b in [(r.ts_start, r.ts_end) for r in tl.slow] + [timing.progress_span(tl)]:
+        for c in telemetry.hot_clock_candidates(samples, a, b):
+            hot.setdefault((c.node, c.gpu_index), c)
+    cands += hot.values()
     cands += network.counter_candidates(network.counter_growth(comms))
     cands += network.peer_candidates(events, inv)
     cands += drift.candidates(inv)

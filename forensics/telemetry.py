@@ -102,6 +102,71 @@ def _sample_evidence(samples: pl.DataFrame, node: str, gpu: int, col: str, limit
     return out
 
 
+HOT_MIN_C = 80.0
+"""A GPU whose clocks sit far below the fleet's while its temperature sits far above it, at this or more, is
+taken for a thermal slowdown where the telemetry has no throttle reasons (`dmon`)."""
+
+
+def hot_clock_candidates(samples: pl.DataFrame, start: datetime | None, end: datetime | None) -> list[Candidate]:
+    """Thermal slowdowns the telemetry shows without naming them: within [start, end] (a stretch of one level
+    of the job, e.g. a slow regime), GPUs whose SM clock is a low outlier (`outliers`) while their temperature
+    is a high one at HOT_MIN_C or more. `nvidia-smi dmon` reports clocks and temperatures but no throttle
+    reasons; the GPU's own slowdown (HW slowdown at its thermal limit) is what lowers the clock of a hot GPU.
+    Medium: the slowdown it explains raises it (analyze.attribute_slowdowns)."""
+    if samples.height == 0 or start is None or end is None:
+        return []
+    window = samples.filter(pl.col("ts").is_between(start, end) & pl.col("gpu_index").is_not_null())
+    out = outliers(gpu_profile(window))
+    if out.height == 0:
+        return []
+    low = out.filter((pl.col("metric") == "sm_clock_mhz") & (pl.col("z") < 0))
+    hot = out.filter((pl.col("metric") == "temperature_c") & (pl.col("z") > 0) & (pl.col("value") >= HOT_MIN_C))
+    both = low.join(hot, on=["node", "gpu_index"], suffix="_t")
+    cands = []
+    for r in both.iter_rows(named=True):
+        node, gpu = r["node"], int(r["gpu_index"])
+        rows = window.filter((pl.col("node") == node) & (pl.col("gpu_index") == gpu)).sort("ts")
+        # from the first reading both down and hot (halfway from the fleet's to the GPU's median) to the last
+        mid_clock, mid_temp = (r["value"] + r["baseline"]) / 2, (r["value_t"] + r["baseline_t"]) / 2
+        down = rows.filter((pl.col("sm_clock_mhz") <= mid_clock) & (pl.col("temperature_c") >= mid_temp))
+        if down.height == 0:
+            continue
+        picked = pl.concat([down.head(2), down.tail(1)]).unique(subset=["file", "line"], maintain_order=True)
+        where = f"{node} GPU {gpu}"
+        cands.append(
+            Candidate(
+                category=Category.THERMAL_POWER,
+                severity=Severity.MEDIUM,
+                node=node,
+                gpu_index=gpu,
+                gpu_bus_id=down["gpu_bus_id"].drop_nulls().first() if "gpu_bus_id" in down.columns else None,
+                title=f"Thermal slowdown on {where}: SM clock down at {r['value_t']:.0f} °C",
+                summary=(
+                    f"{where} ran at a median SM clock of {r['value']:.0f} MHz against the fleet's {r['baseline']:.0f} "
+                    f"MHz, at {r['value_t']:.0f} °C against the fleet's {r['baseline_t']:.0f} °C, in {down.height} "
+                    f"readings from {iso(down['ts'].min())} to {iso(down['ts'].max())}. The telemetry names no throttle "
+                    "reason (nvidia-smi dmon has none): a GPU this hot with its clocks down is in thermal slowdown."
+                ),
+                first_seen=down["ts"].min(),  # type: ignore[arg-type]
+                last_seen=down["ts"].max(),  # type: ignore[arg-type]
+                evidence=[
+                    Evidence(source=x["source"], file=x["file"], line=x["line"], ts=iso(x["ts"]),
+                             text=f"GPU {gpu} SM clock {x['sm_clock_mhz']:.0f} MHz at {x['temperature_c']:.0f} °C "
+                                  f"(fleet median {r['baseline']:.0f} MHz, {r['baseline_t']:.0f} °C)")
+                    for x in picked.iter_rows(named=True)
+                ],
+                action=(
+                    "Check the node's cooling (fans, airflow, inlet temperature, heatsink contact); run `nvidia-smi -q -d "
+                    "PERFORMANCE` on the GPU to see its clocks event reasons; reset it; if it recurs under normal inlet "
+                    "temperature, RMA."
+                ),
+                confidence=0.75,
+                kinds={"telemetry:hot_clock_down"},
+            )
+        )
+    return cands
+
+
 def candidates(samples: pl.DataFrame, profile: pl.DataFrame) -> list[Candidate]:
     """Throttling and PCIe candidates from the telemetry (see module docstring)."""
     if profile.height == 0:

@@ -119,3 +119,40 @@ def test_a_node_turned_slow_when_the_job_was_already_held_back_is_found(tmp_path
 
 def _ts(iso: str) -> datetime:
     return datetime.fromisoformat(iso.replace("Z", "+00:00"))
+
+
+def test_a_gpu_hot_with_its_clocks_down_is_a_thermal_slowdown_where_dmon_names_no_reason(tmp_path: Path) -> None:
+    """A GPU of node 2 throttles on heat at 30 % of the run and a GPU of node 6 falls off the bus at 70 %: the end
+    snapshot sees an idle GPU, and the telemetry is `nvidia-smi dmon` (clocks and temperatures, no throttle
+    reasons). The hot GPU with its clocks down is found as a thermal slowdown and explains the slowdown; the
+    XID 79 at its end stopped the job, it did not slow it."""
+    bundle = tmp_path / "bundle"
+    faults = [parse_fault("thermal@2:5+0.3"), parse_fault("gpu_lost@6+0.7")]
+    truth = simulate(bundle, nodes=8, gpus_per_node=8, hours=1.0, faults=faults, seed=1)
+    assert any(p.name.endswith("dmon.log") for p in bundle.rglob("*"))
+    ingest(bundle, tmp_path / "out", jobs=1)
+    doc = analyze(tmp_path / "out")
+    s = score(doc, truth)
+    assert s.misses == [] and s.false == [] and s.top1_right, (s.misses, s.false)
+    hot = next(f for f in doc["findings"] if f["category"] == "thermal_power")
+    assert hot["gpu_index"] == 5 and "SM clock down at" in hot["title"], hot["title"]
+    assert (hot["impact"]["step_time_slowdown_pct"] or 0) > 10, hot["impact"]
+    xid = next(f for f in doc["findings"] if f["category"] == "gpu_hardware")
+    assert xid["impact"]["step_time_slowdown_pct"] is None, xid["impact"]
+
+
+def test_a_crash_at_the_end_of_a_straggler_s_slowdown_does_not_take_it(tmp_path: Path) -> None:
+    """Node 3 turns 19 % slower at 30 % of the run (no hardware trace); a GPU of node 6 falls off the bus at 70 %,
+    within the slowdown's half-hour reach. The slowdown is the straggler's, with its cost; the XID 79 is the
+    hang's cause only."""
+    bundle = tmp_path / "bundle"
+    faults = [parse_fault("slow_node@3+0.3"), parse_fault("gpu_lost@6+0.7")]
+    truth = simulate(bundle, nodes=8, gpus_per_node=8, hours=1.0, faults=faults, seed=3)
+    ingest(bundle, tmp_path / "out", jobs=1)
+    doc = analyze(tmp_path / "out")
+    s = score(doc, truth)
+    assert s.misses == [] and s.false == [], (s.misses, s.false)
+    slow = next(f for f in doc["findings"] if f["category"] == "straggler")
+    xid = next(f for f in doc["findings"] if f["category"] == "gpu_hardware")
+    assert slow["node"] == truth["faults"][0]["node"] and (slow["impact"]["step_time_slowdown_pct"] or 0) > 10, slow
+    assert xid["impact"]["step_time_slowdown_pct"] is None, xid["impact"]
