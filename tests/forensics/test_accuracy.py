@@ -11,19 +11,24 @@ import pytest
 
 from forensics.analyze import analyze
 from forensics.ingest import ingest
-from forensics.scoring import score
+from forensics.scoring import Score, score
 from forensics.simulate import FAULT_KINDS, parse_fault, simulate
 
 CASES = [[k] for k in FAULT_KINDS if k != "none"] + [[], ["gpu_lost@1", "thermal@4"], ["ib_flap@2", "drift_driver@5"]]
 
 
-@pytest.mark.parametrize("faults", CASES, ids=["+".join(c) or "healthy" for c in CASES])
-def test_simulated_incident_is_diagnosed(faults: list[str], tmp_path: Path) -> None:
+
+def _diagnose(tmp_path: Path, faults: list[str], nodes: int, hours: float, seed: int, **kw: bool) -> tuple[dict, dict, Score]:
+    """Simulate `faults`, ingest and analyze the bundle: (findings.json's document, the truth, its score)."""
     bundle = tmp_path / "bundle"
-    truth = simulate(bundle, nodes=8, gpus_per_node=8, hours=0.3, faults=[parse_fault(f) for f in faults], seed=11)
+    truth = simulate(bundle, nodes=nodes, gpus_per_node=8, hours=hours, faults=[parse_fault(f) for f in faults], seed=seed, **kw)
     ingest(bundle, tmp_path / "out", jobs=1)
     doc = analyze(tmp_path / "out")
-    s = score(doc, truth)
+    return doc, truth, score(doc, truth)
+
+@pytest.mark.parametrize("faults", CASES, ids=["+".join(c) or "healthy" for c in CASES])
+def test_simulated_incident_is_diagnosed(faults: list[str], tmp_path: Path) -> None:
+    doc, _, s = _diagnose(tmp_path, faults, nodes=8, hours=0.3, seed=11)
     titles = [f"[{f['severity']}] {f['title']}" for f in doc["findings"][:5]]
     assert s.misses == [], (s.misses, titles)
     assert s.false == [], (s.false, titles)
@@ -61,11 +66,7 @@ def test_idle_gpus_after_a_crash_make_no_stragglers(tmp_path: Path) -> None:
     while the nodes' samplers keep writing (started a few samples apart). Telemetry compared
     across nodes to find the one the job waits for comes from while the job made progress only; over
     the whole window a node's medians tip between busy and idle and healthy nodes were named stragglers."""
-    bundle = tmp_path / "bundle"
-    truth = simulate(bundle, nodes=12, gpus_per_node=8, hours=1.0, faults=[parse_fault("ecc_dbe@5:3")], seed=5)
-    ingest(bundle, tmp_path / "out", jobs=1)
-    doc = analyze(tmp_path / "out")
-    s = score(doc, truth)
+    doc, _, s = _diagnose(tmp_path, ["ecc_dbe@5:3"], nodes=12, hours=1.0, seed=5)
     titles = [f"[{f['severity']}] {f['title']}" for f in doc["findings"][:5]]
     assert s.misses == [] and s.false == [] and s.top1_right, (s.misses, s.false, titles)
     assert not [f for f in doc["findings"] if f["category"] == "straggler"], titles
@@ -75,12 +76,7 @@ def test_what_follows_a_hang_is_listed_under_its_cause_only(tmp_path: Path) -> N
     """An ECC crash hangs the job; a GPU of another node throttles on heat while the others wait. The watchdog
     timeouts and clean-ups that follow are the crash's consequences, not the thermal finding's (it began
     after the job had stopped), though both are found."""
-    bundle = tmp_path / "bundle"
-    faults = [parse_fault("ecc_dbe@5:3+0.3"), parse_fault("thermal@2:7+0.4")]
-    truth = simulate(bundle, nodes=8, gpus_per_node=8, hours=1.0, faults=faults, seed=3)
-    ingest(bundle, tmp_path / "out", jobs=1)
-    doc = analyze(tmp_path / "out")
-    s = score(doc, truth)
+    doc, _, s = _diagnose(tmp_path, ["ecc_dbe@5:3+0.3", "thermal@2:7+0.4"], nodes=8, hours=1.0, seed=3)
     assert s.misses == [] and s.false == [] and s.top1_right, (s.misses, s.false)
     ecc, thermal = (next(f for f in doc["findings"] if f["category"] == c) for c in ("gpu_memory", "thermal_power"))
     assert any("watchdog timeout" in c for c in ecc["consequences"]), ecc["consequences"]
@@ -104,12 +100,7 @@ def test_a_node_turned_slow_when_the_job_was_already_held_back_is_found(tmp_path
     """node-002's older driver holds the job back by ~8 % from the start; at 80 % of the run node-011 turns
     14 % slower, which moves the job's step time by only ~6 % (no slow regime), and the bundle has one rank's
     step log only: node-011 is found from its GPUs' telemetry over the stretch it stood apart, with when."""
-    bundle = tmp_path / "bundle"
-    faults = [parse_fault("drift_driver@1+0.6"), parse_fault("slow_node@10+0.8")]
-    truth = simulate(bundle, nodes=12, gpus_per_node=8, hours=1.5, faults=faults, seed=448, mixed_logs=True)
-    ingest(bundle, tmp_path / "out", jobs=1)
-    doc = analyze(tmp_path / "out")
-    s = score(doc, truth)
+    doc, truth, s = _diagnose(tmp_path, ["drift_driver@1+0.6", "slow_node@10+0.8"], nodes=12, hours=1.5, seed=448, mixed_logs=True)
     assert s.misses == [] and s.false == [], (s.misses, s.false)
     slow = next(f for f in doc["findings"] if f["category"] == "straggler")
     onset = next(f["start"] for f in truth["faults"] if f["kind"] == "slow_node")
@@ -126,13 +117,8 @@ def test_a_gpu_hot_with_its_clocks_down_is_a_thermal_slowdown_where_dmon_names_n
     snapshot sees an idle GPU, and the telemetry is `nvidia-smi dmon` (clocks and temperatures, no throttle
     reasons). The hot GPU with its clocks down is found as a thermal slowdown and explains the slowdown; the
     XID 79 at its end stopped the job, it did not slow it."""
-    bundle = tmp_path / "bundle"
-    faults = [parse_fault("thermal@2:5+0.3"), parse_fault("gpu_lost@6+0.7")]
-    truth = simulate(bundle, nodes=8, gpus_per_node=8, hours=1.0, faults=faults, seed=1)
-    assert any(p.name.endswith("dmon.log") for p in bundle.rglob("*"))
-    ingest(bundle, tmp_path / "out", jobs=1)
-    doc = analyze(tmp_path / "out")
-    s = score(doc, truth)
+    doc, _, s = _diagnose(tmp_path, ["thermal@2:5+0.3", "gpu_lost@6+0.7"], nodes=8, hours=1.0, seed=1)
+    assert any(p.name.endswith("dmon.log") for p in (tmp_path / "bundle").rglob("*"))
     assert s.misses == [] and s.false == [] and s.top1_right, (s.misses, s.false)
     hot = next(f for f in doc["findings"] if f["category"] == "thermal_power")
     assert hot["gpu_index"] == 5 and "SM clock down at" in hot["title"], hot["title"]
@@ -145,12 +131,7 @@ def test_a_crash_at_the_end_of_a_straggler_s_slowdown_does_not_take_it(tmp_path:
     """Node 3 turns 19 % slower at 30 % of the run (no hardware trace); a GPU of node 6 falls off the bus at 70 %,
     within the slowdown's half-hour reach. The slowdown is the straggler's, with its cost; the XID 79 is the
     hang's cause only."""
-    bundle = tmp_path / "bundle"
-    faults = [parse_fault("slow_node@3+0.3"), parse_fault("gpu_lost@6+0.7")]
-    truth = simulate(bundle, nodes=8, gpus_per_node=8, hours=1.0, faults=faults, seed=3)
-    ingest(bundle, tmp_path / "out", jobs=1)
-    doc = analyze(tmp_path / "out")
-    s = score(doc, truth)
+    doc, truth, s = _diagnose(tmp_path, ["slow_node@3+0.3", "gpu_lost@6+0.7"], nodes=8, hours=1.0, seed=3)
     assert s.misses == [] and s.false == [], (s.misses, s.false)
     slow = next(f for f in doc["findings"] if f["category"] == "straggler")
     xid = next(f for f in doc["findings"] if f["category"] == "gpu_hardware")
