@@ -269,7 +269,8 @@ def attribute_hang(
         stop = tl.hang["last_ts"]
     else:
         stop = wd["ts"].min()
-    lost = timing.hang_gpu_hours(tl, gpus)
+    # (the last timeout ended the processes: what came after it is no longer the job's cost)
+    lost = timing.hang_gpu_hours(tl, gpus, teardown=wd["ts"].max() if wd.height else None)  # type: ignore[arg-type]
     reporters = set(wd["node"].drop_nulls().to_list())
     culprits = hang_culprits(events, comms) if comms is not None else pl.DataFrame()
     named = sorted(set(culprits["node"].drop_nulls().to_list()) - {"unknown"}) if culprits.height else []

@@ -185,11 +185,16 @@ def lost_gpu_hours(tl: Timeline, gpus: int, regime: Regime | None = None) -> flo
     return extra * gpus / 3600.0
 
 
-def hang_gpu_hours(tl: Timeline, gpus: int) -> float | None:
-    """GPU-hours lost while the job made no progress."""
+def hang_gpu_hours(tl: Timeline, gpus: int, teardown: datetime | None = None) -> float | None:
+    """GPU-hours lost while the job made no progress: from its last step to its `teardown` (when the
+    watchdogs' timeouts ended its processes) where known, else to the end of the evidence (telemetry often
+    runs on for hours after the job is gone, until the bundle is collected)."""
     if tl.hang is None or gpus <= 0:
         return None
-    return float(tl.hang["silence_s"]) * gpus / 3600.0
+    secs = float(tl.hang["silence_s"])
+    if teardown is not None and tl.hang.get("last_ts") is not None:
+        secs = min(secs, max(0.0, (teardown - tl.hang["last_ts"]).total_seconds()))
+    return secs * gpus / 3600.0
 
 
 def to_anomalies(tl: Timeline) -> pl.DataFrame:

@@ -61,15 +61,22 @@ def test_diagnosis_holds_when_steps_and_samples_are_thinned(
     assert s.top1_right if faults else s.healthy_ok, titles
 
 
-def test_idle_gpus_after_a_crash_make_no_stragglers(tmp_path: Path) -> None:
+def test_idle_gpus_after_a_crash_make_no_stragglers_nor_cost(tmp_path: Path) -> None:
     """A crash early in a one-hour window: the job is torn down and every GPU idles for the rest of it,
     while the nodes' samplers keep writing (started a few samples apart). Telemetry compared
     across nodes to find the one the job waits for comes from while the job made progress only; over
-    the whole window a node's medians tip between busy and idle and healthy nodes were named stragglers."""
-    doc, _, s = _diagnose(tmp_path, ["ecc_dbe@5:3"], nodes=12, hours=1.0, seed=5)
+    the whole window a node's medians tip between busy and idle and healthy nodes were named stragglers.
+    Nor does the hang's cost run on through that idle time (it was ~50 min of 96 GPUs, not the ~10 until the
+    watchdogs tore the job down)."""
+    doc, truth, s = _diagnose(tmp_path, ["ecc_dbe@5:3"], nodes=12, hours=1.0, seed=5)
     titles = [f"[{f['severity']}] {f['title']}" for f in doc["findings"][:5]]
     assert s.misses == [] and s.false == [] and s.top1_right, (s.misses, s.false, titles)
     assert not [f for f in doc["findings"] if f["category"] == "straggler"], titles
+    # the hang's cost runs to the watchdogs' teardown, not on through the idle telemetry to the collection
+    crash, teardown, end = (_ts(truth["faults"][0]["start"]), _ts(truth["job_end"]), _ts(truth["end"]))
+    lost = doc["findings"][0]["impact"]["lost_gpu_hours"]
+    assert (end - teardown).total_seconds() > 1200, (teardown, end)
+    assert 0 < lost <= (teardown - crash).total_seconds() * 96 / 3600 * 1.1, lost
 
 
 def test_what_follows_a_hang_is_listed_under_its_cause_only(tmp_path: Path) -> None:
