@@ -419,12 +419,12 @@ def procs_end(sim: Sim, node: int | None) -> float:
 def _unobservable(sim: Sim, f: Fault) -> dict:
     """`{"observable": False, "why": ...}` for a fault that left no trace in the bundle (`LOAD_BOUND`, begun
     after its node's processes were gone), else nothing: scoring does not count such a fault as missed."""
-    if f.kind not in LOAD_BOUND or f.t < procs_end(sim, f.node):
+    gone = procs_end(sim, f.node)
+    if f.kind not in LOAD_BOUND or f.t < gone:
         return {}
     return {
         "observable": False,
-        "why": f"begins at {iso(f.t)}, after the training processes were gone ({iso(procs_end(sim, f.node))}): "
-        "it shows only under load",
+        "why": f"begins at {iso(f.t)}, after the training processes were gone ({iso(gone)}): it shows only under load",
     }
 
 

@@ -58,7 +58,6 @@ class NodeState:
         self.replays = [r.choice([0, 0, 0, 2, 7, 120]) for _ in range(g)]
         self.faults = [f for f in sim.faults if f.node == node or f.node is None]
         self.proc_end = procs_end(sim, node)
-        ef = sim.end_fault
         self.noise = random.Random(f"{sim.seed}|noise|{node}")
         self.skew = sim.skew(node)
 
@@ -92,9 +91,8 @@ class NodeState:
         sim, plat, nz = self.sim, self.plat, self.noise
         lost = self._fault("gpu_lost", gpu, t) is not None
         dbe = self._fault("ecc_dbe", gpu, t)
+        # (`proc_end`: the job's end, or the crash or application error that ended this node's processes)
         running = sim.train_start - 40 <= t < self.proc_end and not lost and not (dbe and t > dbe.t + 2)
-        if sim.end_kind == "app_exit" and sim.end_fault and t >= sim.end_fault.t + 3:
-            running = False
         tdp, idle = plat["tdp"], plat["idle_power"]
         reasons = 0
         if running:
