@@ -580,7 +580,7 @@ def attribute_stragglers(
                     )
                     + "; no hardware event explains it."
                 ),
-                first_seen=r.get("first_ts") or (tl.series["ts"].drop_nulls().min() if tl.series.height else None),
+                first_seen=r.get("first_ts") or job_start,
                 last_seen=r.get("last_ts"),
                 evidence=[
                     Evidence(source="telemetry" if str(r["method"]).startswith("GPU telemetry") else "steps", file=r.get("file"), line=r.get("line"),
@@ -682,6 +682,7 @@ def analyze(out: Path) -> dict[str, Any]:
     end_of_evidence = max((e for e in ends if e is not None), default=None)
     tl = timing.timeline(steps, end_of_evidence=end_of_evidence)  # type: ignore[arg-type]
     start, end = timing.window(tl)
+    span = timing.progress_span(tl)
 
     cands: list[Candidate] = []
     cands += candidates_from_events(events, job["node_names"])
@@ -691,7 +692,7 @@ def analyze(out: Path) -> dict[str, Any]:
     # clocks down on a hot GPU, where the telemetry names no throttle reason: while the job was slow or ran
     # (a GPU once, from the first window that shows it)
     hot: dict[tuple, Candidate] = {}
-    for a, b in [(r.ts_start, r.ts_end) for r in tl.slow] + [timing.progress_span(tl)]:
+    for a, b in [(r.ts_start, r.ts_end) for r in tl.slow] + [span]:
         for c in telemetry.hot_clock_candidates(samples, a, b):
             hot.setdefault((c.node, c.gpu_index), c)
     cands += hot.values()
@@ -699,16 +700,15 @@ def analyze(out: Path) -> dict[str, Any]:
     cands += network.peer_candidates(events, inv)
     cands += drift.candidates(inv)
     cands = fold_witnessed(merge(cands))
-    first_step_ts = tl.series["ts"].drop_nulls().min() if tl.series.height else None
-    cands = demote_history(cands, first_step_ts)  # type: ignore[arg-type]
+    cands = demote_history(cands, span[0])
 
     lateness = stragglers.rank_lateness(steps)
     votes = stragglers.detector_votes(events)
     # telemetry while the job was slow, and over the whole job (a node slow from the start has no regime):
     # while it made progress, not the idle time around it nor a hang (everyone waits then)
-    windows = [(r.ts_start, r.ts_end) for r in tl.slow] + [timing.progress_span(tl)]
+    windows = [(r.ts_start, r.ts_end) for r in tl.slow] + [span]
     # ... and where a node stood apart for a while only (it turned slow when the step times hardly showed it)
-    windows += [w for w in stragglers.telemetry_onsets(samples, *timing.progress_span(tl)) if w not in windows]
+    windows += [w for w in stragglers.telemetry_onsets(samples, *span) if w not in windows]
     tele_parts = [stragglers.telemetry_lateness(samples, a, b) for a, b in windows]
     tele_parts = [t for t in tele_parts if t.height]
     tele = pl.concat(tele_parts, how="diagonal_relaxed") if tele_parts else pl.DataFrame()

@@ -120,6 +120,22 @@ def _bucket(s: pl.DataFrame) -> str:
     return f"{int(min(300, max(60, math.ceil(BUCKET_SAMPLES * secs))))}s"
 
 
+def _readings(samples: pl.DataFrame, start: datetime | None, end: datetime | None) -> pl.DataFrame | None:
+    """The GPU readings within [start, end], or None where there are none or fewer than MIN_RANKS nodes'."""
+    if samples.height == 0 or start is None or end is None:
+        return None
+    s = samples.filter(pl.col("ts").is_between(start, end) & pl.col("gpu_index").is_not_null())
+    return s if s.height and s["node"].n_unique() >= MIN_RANKS else None
+
+
+def _far(metric: str, diff: pl.Expr, fleet: pl.Expr) -> pl.Expr:
+    """Whether a reading `diff` away from the fleet's `fleet` is far: utilisation, a percentage already near its
+    ceiling, by TELEMETRY_UTIL_POINTS; the rest by TELEMETRY_REL of the fleet's."""
+    if metric == "utilization_pct":
+        return diff.abs() >= TELEMETRY_UTIL_POINTS
+    return (diff / fleet.abs()).abs() >= TELEMETRY_REL
+
+
 def telemetry_lateness(samples: pl.DataFrame, start: datetime | None, end: datetime | None) -> pl.DataFrame:
     """Per node, within [start, end]: how far its GPUs' power/utilisation/clocks sit from the fleet's.
 
@@ -135,10 +151,8 @@ def telemetry_lateness(samples: pl.DataFrame, start: datetime | None, end: datet
     stopped), a GPU's median over the window sits at the edge between the two levels, and a node whose
     sampler ran a sample or two apart from the others' tipped to the other level and stood apart.
     """
-    if samples.height == 0 or start is None or end is None:
-        return pl.DataFrame()
-    s = samples.filter(pl.col("ts").is_between(start, end) & pl.col("gpu_index").is_not_null())
-    if s.height == 0 or s["node"].n_unique() < MIN_RANKS:
+    s = _readings(samples, start, end)
+    if s is None:
         return pl.DataFrame()
     s = s.with_columns(_bucket=pl.col("ts").dt.truncate(_bucket(s)))
     rows = []
@@ -157,12 +171,7 @@ def telemetry_lateness(samples: pl.DataFrame, start: datetime | None, end: datet
             z_min=pl.col("z").min(), z_max=pl.col("z").max(), v=pl.col("v").median(), fleet=pl.col("fleet").first(),
             gpus=pl.len(),
         )
-        # utilisation is a percentage already near its ceiling: judged in points, the rest relatively
-        far = (
-            (pl.col("v") - pl.col("fleet")).abs() >= TELEMETRY_UTIL_POINTS
-            if m == "utilization_pct"
-            else pl.col("rel").abs() >= TELEMETRY_REL
-        )
+        far = _far(m, pl.col("v") - pl.col("fleet"), pl.col("fleet"))
         per_node = per_node.with_columns(
             z=pl.when(pl.col("z_min") >= TELEMETRY_Z).then("z_min").when(pl.col("z_max") <= -TELEMETRY_Z).then("z_max").otherwise(None),
             rel=(pl.col("v") - pl.col("fleet")) / pl.col("fleet").abs(),
@@ -205,10 +214,8 @@ def telemetry_onsets(samples: pl.DataFrame, start: datetime | None, end: datetim
     over the whole job its readings stand apart too seldom to move its median: these stretches are
     where to look at it.
     """
-    if samples.height == 0 or start is None or end is None:
-        return []
-    s = samples.filter(pl.col("ts").is_between(start, end) & pl.col("gpu_index").is_not_null())
-    if s.height == 0 or s["node"].n_unique() < MIN_RANKS:
+    s = _readings(samples, start, end)
+    if s is None:
         return []
     metrics = [m for m in TELEMETRY_METRICS if s[m].null_count() < s.height]
     if not metrics:
@@ -225,11 +232,7 @@ def telemetry_onsets(samples: pl.DataFrame, start: datetime | None, end: datetim
             .drop_nulls("v")
             .with_columns(fleet=pl.col("v").median().over("_bucket"), z=robust_z("v", over="_bucket"))
         )
-        far = (
-            pl.col("d").abs() >= TELEMETRY_UTIL_POINTS
-            if m == "utilization_pct"
-            else pl.col("d").abs() >= TELEMETRY_REL * pl.col("fleet").abs()
-        )
+        far = _far(m, pl.col("d"), pl.col("fleet"))
         # (a node's GPUs judged together, by their medians, and at ONSET_Z: a few readings of a GPU in a bucket,
         # of whole percents for the utilisation, put a GPU's z on either side of TELEMETRY_Z from bucket to
         # bucket; `telemetry_lateness` then holds the stretch to every GPU at TELEMETRY_Z)
