@@ -513,7 +513,15 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
     plans: dict[int, _Plan] = {}
     groups: dict[tuple[object, ...], list[list[tuple[int, list[str], _Plan]]]] = {}
     found = [(i, got) for i, (lines, _ctx) in enumerate(items) if (got := _groupable(lines)) is not None]
-    counts = _head_counts([(i, texts) for i, (texts, ascii_only) in found if ascii_only])
+    grouped = {i for i, _got in found}
+    # the others' plans too (long files, read alone), their heads counted in the same query
+    heads = [(i, lines.head(300).to_list()) for i, (lines, _ctx) in enumerate(items) if i not in grouped]
+    counts = _head_counts(
+        [(i, texts) for i, (texts, ascii_only) in found if ascii_only]
+        + [(i, head) for i, head in heads if _plain_ascii(head)]
+    )
+    for i, head in heads:
+        plans[i] = _plan(head, counts.get(i))
     for i, (texts, ascii_only) in found:
         plan = plans[i] = _plan(texts[:300], counts.get(i))
         if plan[0] or plan[1] or plan[4]:
@@ -563,6 +571,21 @@ def _head_counts(files: list[tuple[int, list[str]]]) -> dict[int, dict[str, int]
 
 
 _PRINTABLE = bytes(range(0x20, 0x7F)) + b"\t" + bytes(range(0x80, 0x100))
+
+
+def _plain_ascii(texts: list[str | None]) -> bool:
+    """Whether lines are printable ASCII without control characters (tabs allowed) and none is null: where
+    `_head_counts` counts as `_plan` does."""
+    if any(t is None for t in texts):
+        return False
+    joined = "\t".join(texts)  # type: ignore[arg-type]
+    return joined.isascii() and not joined.encode().translate(None, _PRINTABLE)
+
+
+def _head_plan(first: list[str | None]) -> _Plan:
+    """`_plan(first)`, its head counted by one polars query where the lines are plain ASCII (a long file's
+    300 lines against ~16 patterns: ~4,700 calls of Python's `re` otherwise, ~2.5 ms)."""
+    return _plan(first, _head_counts([(0, first)]).get(0) if _plain_ascii(first) else None)  # type: ignore[list-item]
 
 
 def _groupable(lines: pl.Series) -> tuple[list[str], bool] | None:
@@ -1820,7 +1843,7 @@ def _stamp(
     notes: list[str] = []
     texts = frame.get_column("text")
     if plan is None:
-        plan = _plan(texts.head(300).to_list())
+        plan = _head_plan(texts.head(300).to_list())
     use_pdsh, color, order, counts, is_pstore = plan
     body: pl.Expr | pl.Series = texts.alias("body")
     if color:

@@ -182,6 +182,35 @@ def test_head_counts_are_what_plan_counts(simulated: list[bytes]) -> None:
         assert kernel_log._plan(t[:300], counts.get(k)) == kernel_log._plan(t[:300])
 
 
+def test_head_plan_is_plan(simulated: list[bytes]) -> None:
+    """`_head_plan` (the head counted by polars where it is plain ASCII) is `_plan` for every head, the long
+    files' (read alone) and those with control characters, colour codes, pdsh prefixes or nulls among them;
+    and `parse_many` hands a long file the plan `_stamp` would make."""
+    pdsh = [f"node-{i}: [ {i}.5] NVRM: Xid (PCI:0000:3b:00): 79" for i in range(9)]
+    colour = ["\x1b[32m[    1.000000] \x1b[0mhello", "[    2.000000] x"] * 3
+    odd = [pdsh, colour, ["[ 1.0] a\rb", "[ 2.0] c"], ["[ 1.0] a", None, "<6>[ 2.0] b"], ["", " "], []]
+    heads = [harness_blanked(b).head(300).to_list() for b in simulated]
+    heads += [harness_blanked(p.read_bytes()).head(300).to_list() for p in FIXTURES]
+    heads += odd
+    assert sum(kernel_log._plain_ascii(h) for h in heads) > 30
+    assert not any(kernel_log._plain_ascii(h) for h in odd[1:4])
+    for head in heads:
+        assert kernel_log._head_plan(head) == kernel_log._plan(head)
+    assert kernel_log._head_plan(pdsh)[0] and kernel_log._head_plan(colour)[1]
+    seen: list[object] = []
+    real = kernel_log._parse
+
+    def spy(lines: pl.Series, ctx: FileContext, plan: object = None) -> object:
+        seen.append(plan)
+        return real(lines, ctx, plan)  # type: ignore[arg-type]
+
+    long = pl.Series("line", [f"[{i:6d}.000000] line {i}" for i in range(kernel_log.FILE_ROWS + 1)])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernel_log, "_parse", spy)
+        kernel_log.parse_many([(long, _ctx(0)), (long.head(10), _ctx(1))])
+    assert seen == [kernel_log._plan(long.head(300).to_list()), kernel_log._plan(long.head(10).to_list())]
+
+
 @pytest.mark.parametrize(
     "style", ["dmesg_raw", "dmesg_iso", "journal_iso", "rfc5424", "dmesg_ctime", "syslog", "journal_precise"]
 )
