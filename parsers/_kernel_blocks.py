@@ -104,10 +104,16 @@ def _events(
     """Shape rows of the stamped frame (plus extracted columns) as `events` rows."""
     detail_e = {**detail, **_clock_detail()}
     if df.height > _DEDUP_ROWS:
-        # the null-stripping regex of `_json` runs once per distinct encoding (XID storms repeat one detail)
-        df = df.with_columns(_enc=pl.struct(**detail_e).struct.json_encode())
-        enc = df.select("_enc").unique()
-        df = df.join(enc.with_columns(_detail=_strip_nulls(pl.col("_enc"))), on="_enc", how="left", nulls_equal=True, maintain_order="left")
+        # each distinct detail encoded once (XID storms repeat a few): by the struct of its fields where
+        # equal structs encode alike, else by its encoding, the null-stripping regex once per distinct one
+        st = df.select(_st=pl.struct(**detail_e)).to_series()
+        if DEDUP_STRUCTS and _exact_keys(st.dtype):
+            enc = st.unique().to_frame().with_columns(_detail=_strip_nulls(pl.col("_st").struct.json_encode()))
+            df = df.with_columns(st).join(enc, on="_st", how="left", nulls_equal=True, maintain_order="left")
+        else:
+            df = df.with_columns(_enc=st.struct.json_encode())
+            enc = df.select("_enc").unique().with_columns(_detail=_strip_nulls(pl.col("_enc")))
+            df = df.join(enc, on="_enc", how="left", nulls_equal=True, maintain_order="left")
         detail_col = pl.col("_detail")
     else:
         detail_col = _json(detail_e)
@@ -130,7 +136,18 @@ def _events(
 
 
 _DEDUP_ROWS = 4096
-"""Above this many rows, `_events` strips the nulls of each distinct detail encoding once (XID storms)."""
+"""Above this many rows, `_events` encodes each distinct detail once (XID storms)."""
+DEDUP_STRUCTS = True
+"""`_events` finds the distinct details by their fields' values before encoding them (else by encoding every
+row's detail first: ~0.7 us a row, most of a storm's event building)."""
+_EXACT = (pl.String, pl.Boolean, pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32, pl.UInt64, pl.Null)
+
+
+def _exact_keys(dtype: pl.DataType) -> bool:
+    """Whether two structs of `dtype` that a join or `unique` takes as equal encode alike: fields of strings,
+    integers, booleans (not floats: -0.0 and 0.0, NaNs, may be taken as equal and encode apart; nothing
+    nested)."""
+    return isinstance(dtype, pl.Struct) and all(f.dtype in _EXACT for f in dtype.fields)
 
 _BUS_CACHE: dict[str, str | None] = {}
 

@@ -867,10 +867,13 @@ def _xids(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame
     py = _py_xids(cand, m, ctx)
     if py is not None:
         return py
-    hit = _hit(cand, ("NVRM: Xid",), XID_RE)
+    hit = _distinct_xids(cand) if DISTINCT_XIDS else None
+    if hit is None:
+        hit = _hit(cand, ("NVRM: Xid",), XID_RE)
+        if hit.height:
+            hit = hit.with_columns(xtext=pl.col("msg").str.replace("^.*?" + XID_RE, ""))
     if hit.height == 0:
         return _events(hit, ctx, "xid", pl.lit(None), pl.lit("info"), pl.lit(None), {})
-    hit = hit.with_columns(xtext=pl.col("msg").str.replace("^.*?" + XID_RE, ""))
     # next line's message, for the XID 154 recovery action printed on a continuation line
     nxt = m.filter(pl.col("line").is_in((hit.get_column("line") + 1).to_list())).select(
         line=pl.col("line") - 1, next_msg=pl.col("msg")
@@ -914,6 +917,24 @@ def _xids(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame
         pl.when(to.str.contains("reboot")).then(pl.lit("critical")).when(to.str.contains("reset|drain")).then(pl.lit("high")).otherwise(severity)
     )
     return _events(hit, ctx, "xid", code, severity, g.struct.field("bus"), detail)
+
+
+DISTINCT_XIDS = True
+"""`_xids` reads each distinct message of an Xid storm once (`_distinct_xids`)."""
+
+
+def _distinct_xids(cand: pl.DataFrame) -> pl.DataFrame | None:
+    """`_hit(cand, ("NVRM: Xid",), XID_RE)` with `xtext` (the message after its Xid head), each distinct
+    message matched and cut once and joined back to its rows (a storm repeats a few hundred messages
+    thousands of times); None where the messages are not that repetitive (at most one distinct in two)."""
+    if cand.height <= SMALL_ROWS:
+        return None
+    msgs = cand.get_column("msg").drop_nulls().unique()
+    if 2 * len(msgs) > cand.height:
+        return None
+    u = _hit(msgs.to_frame(), ("NVRM: Xid",), XID_RE)
+    u = u.with_columns(xtext=pl.col("msg").str.replace("^.*?" + XID_RE, ""))
+    return cand.join(u, on="msg", how="inner", maintain_order="left")
 
 
 def _py_sxids(m: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataFrame] | None:
