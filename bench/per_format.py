@@ -44,6 +44,8 @@ def _as_a_worker() -> None:
 
 def main() -> None:
     _as_a_worker()
+    if ingest.SEQUENTIAL_FRAMES:
+        ingest.sequential_frames()  # (as `ingest._worker_init` does)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("bundle", type=Path)
     ap.add_argument("--reps", type=int, default=3)
