@@ -972,7 +972,8 @@ SEQUENTIAL_FRAMES = True
 
 def sequential_frames() -> None:
     """Make `polars.DataFrame.select` and `with_columns` their sequential forms (`select_seq`,
-    `with_columns_seq`: the same results, the expressions evaluated one after the other) in this process.
+    `with_columns_seq`: the same results, the expressions evaluated one after the other) in this process, and
+    `filter` of one predicate a filter of each column (`_filter_by_columns`).
 
     For a worker: its polars runs one thread (`_worker_env`), yet a select of two or more expressions hands
     them to that thread's pool and waits, ~120 us a call on this kind of machine whatever the rows (10 rows:
@@ -982,6 +983,27 @@ def sequential_frames() -> None:
     identical. `bench/per_format.py` calls it too, to run the parsers as workers run them."""
     pl.DataFrame.select = pl.DataFrame.select_seq  # type: ignore[method-assign]
     pl.DataFrame.with_columns = pl.DataFrame.with_columns_seq  # type: ignore[method-assign]
+    if pl.DataFrame.filter is not _filter_by_columns:
+        _FILTER[0] = pl.DataFrame.filter
+        pl.DataFrame.filter = _filter_by_columns  # type: ignore[method-assign]
+
+
+_FILTER: list[Any] = [pl.DataFrame.filter]
+"""polars' own `DataFrame.filter` (what `_filter_by_columns` hands what it does not read itself)."""
+
+
+def _filter_by_columns(self: pl.DataFrame, *predicates: Any, **constraints: Any) -> pl.DataFrame:
+    """`DataFrame.filter` of one boolean predicate (an expression or a Series of the frame's height): the mask
+    worked out by `select_seq`, then each column filtered as a Series (polars filters a frame's columns on its
+    thread pool: ~150 us more a call, 10 rows or 15,000); anything else by polars' own `filter`."""
+    if len(predicates) == 1 and not constraints and self.width:
+        p = predicates[0]
+        mask = self.select_seq(p) if isinstance(p, pl.Expr) else p
+        if isinstance(mask, pl.DataFrame):
+            mask = mask.to_series() if mask.width == 1 else None  # (an expression of several columns: polars')
+        if isinstance(mask, pl.Series) and mask.dtype == pl.Boolean and len(mask) == self.height:
+            return pl.DataFrame([s.filter(mask) for s in self.iter_columns()])
+    return _FILTER[0](self, *predicates, **constraints)
 
 
 def prepare_out(out: Path, force: bool) -> None:

@@ -60,3 +60,31 @@ def test_workers_use_sequential_frames() -> None:
     with ProcessPoolExecutor(1, mp_context=get_context("spawn"), initializer=ingest._worker_init) as pool:
         assert pool.submit(_select_is_sequential).result(timeout=120)
     assert not _select_is_sequential()  # (this process: as it was)
+
+
+def test_filter_by_columns_is_polars_filter() -> None:
+    df = pl.DataFrame(
+        {"a": [1, 2, 3, 4], "b": ["x", None, "z", "é"], "c": pl.Series([[1], [], None, [2, 3]]), "d": [0.5, None, 2.0, -0.0]},
+        schema_overrides={"b": pl.Categorical},
+    )
+    cases: list[tuple[tuple, dict]] = [
+        ((pl.col("b").is_not_null(),), {}),
+        ((pl.Series([True, None, False, True]),), {}),
+        ((pl.col("d") > 0,), {}),  # (nulls in the mask)
+        ((pl.lit(True),), {}),  # (a scalar: polars' own)
+        ((pl.col("a") > 1, pl.col("a") < 4), {}),  # (several predicates: polars' own)
+        ((), {"a": 1}),  # (constraints: polars' own)
+        ((pl.col("a", "d").is_not_null(),), {}),  # (several columns: polars' own)
+        ((pl.col("a") > 9,), {}),
+    ]
+    for preds, cons in cases:
+        try:
+            want = ingest._FILTER[0](df, *preds, **cons)
+        except pl.exceptions.PolarsError as e:  # (several columns: ambiguous, polars says)
+            with pytest.raises(type(e)):
+                ingest._filter_by_columns(df, *preds, **cons)
+            continue
+        assert_frame_equal(ingest._filter_by_columns(df, *preds, **cons), want)
+    assert ingest._filter_by_columns(pl.DataFrame(), pl.lit(True)).shape == (0, 0)
+    with pytest.raises(pl.exceptions.PolarsError):
+        ingest._filter_by_columns(df, pl.col("a"))  # (not a boolean: polars' own error)
