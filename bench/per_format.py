@@ -7,6 +7,9 @@ batches (same-shape files, `ingest_files`), in this process, best of `--reps`; t
 It runs under the workers' environment (`forensics.ingest.WORKER_ENV`: one polars thread, allocators that
 keep freed memory), starting itself again once with it: without it, a 1.2 MB log's line cut took ~1 ms of
 page faults on fresh memory instead of ~0.4 (or ~0.1 since the one-pass cut).
+It also pins itself to one CPU (`ingest.worker_cpus(2)[0]`) and makes its selects sequential
+(`ingest.sequential_frames`), as a worker of a 2-worker ingest runs: unpinned, each hand-off to polars' pool
+thread could cross CPUs, which the workers do not pay (earlier rounds' figures from it are ~10 % high for it).
 
 Compare trees by running it alternately from each checkout (timings on a shared machine drift by 10-20 %
 within an hour: only same-time comparisons mean much).
@@ -46,6 +49,11 @@ def main() -> None:
     _as_a_worker()
     if ingest.SEQUENTIAL_FRAMES:
         ingest.sequential_frames()  # (as `ingest._worker_init` does)
+    cpus = ingest.worker_cpus(2)
+    if cpus:
+        # on one CPU, as a worker of a 2-worker ingest is: unpinned, each hand-off to polars' pool thread may
+        # cross CPUs and cost more than the workers pay
+        ingest._pin_process(cpus[0])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("bundle", type=Path)
     ap.add_argument("--reps", type=int, default=3)

@@ -979,9 +979,12 @@ def sequential_frames() -> None:
     them to that thread's pool and waits, ~120 us a call on this kind of machine whatever the rows (10 rows:
     159 us for two expressions, 23 us for one, 39 us for two by `select_seq`); the parsers make a few hundred
     such calls a file, on columns small enough that polars' own advice holds ("use this when the work per
-    expression is cheap"). The parsers of 40 nodes of `bench/real_bundle.py` in one process, alternated:
-    ~-13 % CPU; the whole 2-worker ingest of its 1,000 nodes: -7.7 % wall (median of 2 pairs on a loaded
-    host); tables identical. `bench/per_format.py` calls it too, to run the parsers as workers run them."""
+    expression is cheap"). Pinned to one CPU, as workers are (`worker_cpus`), a hand-off is a switch on that
+    CPU: the parsers of 40 nodes of `bench/real_bundle.py` in one process so pinned, alternated, ~-4 % CPU;
+    unpinned (workers that are not pinned, the parsers run in this process) ~-13 %, the hand-offs crossing
+    CPUs; the whole 2-worker ingest of its 1,000 nodes within the noise of a loaded host (-7.7 % and +6.3 %
+    in two ABBA runs). Tables identical. `bench/per_format.py` calls it too, to run the parsers as workers
+    run them."""
     pl.DataFrame.select = pl.DataFrame.select_seq  # type: ignore[method-assign]
     pl.DataFrame.with_columns = pl.DataFrame.with_columns_seq  # type: ignore[method-assign]
     if pl.DataFrame.filter is not _filter_by_columns:
