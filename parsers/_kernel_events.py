@@ -916,7 +916,8 @@ def _xids(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame
     severity = (
         pl.when(to.str.contains("reboot")).then(pl.lit("critical")).when(to.str.contains("reset|drain")).then(pl.lit("high")).otherwise(severity)
     )
-    return _events(hit, ctx, "xid", code, severity, g.struct.field("bus"), detail)
+    # (the detail follows from the message and `_src`, the text its extras are read from)
+    return _events(hit, ctx, "xid", code, severity, g.struct.field("bus"), detail, key=("msg", "_src"))
 
 
 DISTINCT_XIDS = True

@@ -1,6 +1,7 @@
 """Xid storms read by distinct message: `_kernel_events._distinct_xids` matches and cuts each distinct
-message once, `_kernel_blocks._events` encodes each distinct detail once (`DEDUP_STRUCTS`); the events are the
-ones of the row-by-row reading (`DISTINCT_XIDS`, `DEDUP_STRUCTS` off).
+message once, `_kernel_blocks._events` encodes each distinct detail once (`DEDUP_STRUCTS`: by the message and
+the text its extras come from, with each row's clock fields); the events are the ones of the row-by-row
+reading (`DISTINCT_XIDS`, `DEDUP_STRUCTS` off).
 
 Storms are the real fixtures' Xid lines (the 2025 decoded-ISO flood, the driver variants with caller ids,
 uptimes only, a recovery action continued on the next line, a 2014 fallen-off-the-bus log) repeated past the
@@ -128,3 +129,39 @@ def test_float_details_are_encoded_by_row() -> None:
     ctx = FileContext(path="x", node="h")
     got = kb._events(df, ctx, "xid", pl.lit("79"), pl.lit("high"), pl.lit(None), {"v": pl.col("v")})
     assert got.get_column("detail").str.contains('"v":-0.0', literal=True).sum() == (n + 1) // 2
+
+
+def test_events_by_key_by_struct_and_by_row_agree() -> None:
+    """`_events` of a big frame: by distinct key (the clock fields of each row added to it), by distinct
+    detail struct, by each row's encoding: one result (uptime-only rows, boot segments and crash records
+    varying under one key)."""
+    n = kb._DEDUP_ROWS + 300
+    rng = random.Random(7)
+    msgs = [f"m{rng.randrange(5)}" for _ in range(n)]
+    df = pl.DataFrame(
+        {
+            "ts": pl.Series([None if i % 3 else 1_700_000_000_000_000 + i for i in range(n)], dtype=pl.Int64).cast(
+                pl.Datetime("us", "UTC")
+            ),
+            "ts_quality": ["none" if i % 3 else "exact" for i in range(n)],
+            "uptime_s": [float(i) if i % 5 else None for i in range(n)],
+            "boot_seg": [i % 4 for i in range(n)],
+            "crash_record": [i % 7 == 0 for i in range(n)],
+            "host": [None if i % 2 else "h1" for i in range(n)],
+            "text": [f"line {i}" for i in range(n)],
+            "line": list(range(n)),
+            "msg": msgs,
+            "k": [len(m) for m in msgs],
+        }
+    )
+    ctx = FileContext(path="x", node="n0")
+    detail = {"m": pl.col("msg"), "len": pl.col("k"), "tail": pl.col("msg").str.slice(1)}
+    args = (df, ctx, "xid", pl.lit("79"), pl.lit("high"), pl.lit(None))
+    by_key = kb._events(*args, detail, key=("msg",))
+    by_struct = kb._events(*args, detail)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kb, "DEDUP_STRUCTS", False)
+        by_row = kb._events(*args, detail, key=("msg",))
+    assert_frame_equal(by_key, by_struct)
+    assert_frame_equal(by_key, by_row)
+    assert by_key.get_column("detail").n_unique() > 10
