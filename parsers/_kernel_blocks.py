@@ -105,14 +105,15 @@ def _events(
     """Shape rows of the stamped frame (plus extracted columns) as `events` rows. `key`: columns of `df` whose
     values (with the row's clock fields) decide its `detail` (the caller vouches): a big frame's details are
     then made once per distinct key."""
-    detail_e = {**detail, **_clock_detail()}
+    clock_e = _clock_detail()
+    detail_e = {**detail, **clock_e}
     if key and DEDUP_STRUCTS and df.height > _DEDUP_ROWS:
-        clock = {f"_c_{k}": v for k, v in _clock_detail().items()}
-        df = df.with_columns(**clock)
-        cols = [*key, *clock]
+        # (each row's clock fields worked out once, as columns: part of the key, then the detail's own)
+        clock = {k: f"_c_{k}" for k in clock_e}
+        df = df.with_columns(**{c: clock_e[k] for k, c in clock.items()})
+        cols = [*key, *clock.values()]
         first = df.unique(subset=cols, keep="first")
-        fields = {**detail, **{k: pl.col(f"_c_{k}") for k in _clock_detail()}}
-        enc = first.select(*cols, _detail=_json(fields))
+        enc = first.select(*cols, _detail=_json({**detail, **{k: pl.col(c) for k, c in clock.items()}}))
         df = df.join(enc, on=cols, how="left", nulls_equal=True, maintain_order="left")
         detail_col = pl.col("_detail")
     elif df.height > _DEDUP_ROWS:

@@ -869,9 +869,7 @@ def _xids(cand: pl.DataFrame, m: pl.DataFrame, ctx: FileContext) -> pl.DataFrame
         return py
     hit = _distinct_xids(cand) if DISTINCT_XIDS else None
     if hit is None:
-        hit = _hit(cand, ("NVRM: Xid",), XID_RE)
-        if hit.height:
-            hit = hit.with_columns(xtext=pl.col("msg").str.replace("^.*?" + XID_RE, ""))
+        hit = _xid_hits(cand)
     if hit.height == 0:
         return _events(hit, ctx, "xid", pl.lit(None), pl.lit("info"), pl.lit(None), {})
     # next line's message, for the XID 154 recovery action printed on a continuation line
@@ -925,17 +923,19 @@ DISTINCT_XIDS = True
 
 
 def _distinct_xids(cand: pl.DataFrame) -> pl.DataFrame | None:
-    """`_hit(cand, ("NVRM: Xid",), XID_RE)` with `xtext` (the message after its Xid head), each distinct
-    message matched and cut once and joined back to its rows (a storm repeats a few hundred messages
+    """`_xid_hits(cand)`, each distinct message matched and cut once and joined back to its rows (a storm repeats a few hundred messages
     thousands of times); None where the messages are not that repetitive (at most one distinct in two)."""
     if cand.height <= SMALL_ROWS:
         return None
     msgs = cand.get_column("msg").drop_nulls().unique()
     if 2 * len(msgs) > cand.height:
         return None
-    u = _hit(msgs.to_frame(), ("NVRM: Xid",), XID_RE)
-    u = u.with_columns(xtext=pl.col("msg").str.replace("^.*?" + XID_RE, ""))
-    return cand.join(u, on="msg", how="inner", maintain_order="left")
+    return cand.join(_xid_hits(msgs.to_frame()), on="msg", how="inner", maintain_order="left")
+
+
+def _xid_hits(df: pl.DataFrame) -> pl.DataFrame:
+    """The rows of `df` whose message is an Xid line (`_hit`), with `xtext`: the message after its Xid head."""
+    return _hit(df, ("NVRM: Xid",), XID_RE).with_columns(xtext=pl.col("msg").str.replace("^.*?" + XID_RE, ""))
 
 
 def _py_sxids(m: pl.DataFrame, ctx: FileContext) -> tuple[pl.DataFrame, pl.DataFrame] | None:
