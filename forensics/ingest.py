@@ -987,12 +987,10 @@ def sequential_frames() -> None:
     run them."""
     pl.DataFrame.select = pl.DataFrame.select_seq  # type: ignore[method-assign]
     pl.DataFrame.with_columns = pl.DataFrame.with_columns_seq  # type: ignore[method-assign]
-    if pl.DataFrame.filter is not _filter_by_columns:
-        _FILTER[0] = pl.DataFrame.filter
-        pl.DataFrame.filter = _filter_by_columns  # type: ignore[method-assign]
+    pl.DataFrame.filter = _filter_by_columns  # type: ignore[method-assign]
 
 
-_FILTER: list[Any] = [pl.DataFrame.filter]
+_POLARS_FILTER = pl.DataFrame.filter
 """polars' own `DataFrame.filter` (what `_filter_by_columns` hands what it does not read itself)."""
 
 
@@ -1007,7 +1005,7 @@ def _filter_by_columns(self: pl.DataFrame, *predicates: Any, **constraints: Any)
             mask = mask.to_series() if mask.width == 1 else None  # (an expression of several columns: polars')
         if isinstance(mask, pl.Series) and mask.dtype == pl.Boolean and len(mask) == self.height:
             return pl.DataFrame([s.filter(mask) for s in self.iter_columns()])
-    return _FILTER[0](self, *predicates, **constraints)
+    return _POLARS_FILTER(self, *predicates, **constraints)
 
 
 def prepare_out(out: Path, force: bool) -> None:

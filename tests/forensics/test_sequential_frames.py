@@ -41,10 +41,13 @@ def test_same_tables_with_sequential_frames(tmp_path: Path) -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(pl.DataFrame, "select", pl.DataFrame.select)
         mp.setattr(pl.DataFrame, "with_columns", pl.DataFrame.with_columns)
+        mp.setattr(pl.DataFrame, "filter", pl.DataFrame.filter)
         ingest.sequential_frames()
         assert pl.DataFrame.select is pl.DataFrame.select_seq
+        assert pl.DataFrame.filter is ingest._filter_by_columns
         seq = _ingested(bundle, tmp_path / "seq")
     assert pl.DataFrame.select is not pl.DataFrame.select_seq  # (restored)
+    assert pl.DataFrame.filter is ingest._POLARS_FILTER
     assert plain[0].keys() == seq[0].keys()
     assert sum(t.height for t in plain[0].values()) > 1000
     for name in plain[0]:
@@ -53,7 +56,11 @@ def test_same_tables_with_sequential_frames(tmp_path: Path) -> None:
 
 
 def _select_is_sequential() -> bool:
-    return pl.DataFrame.select is pl.DataFrame.select_seq and pl.DataFrame.with_columns is pl.DataFrame.with_columns_seq
+    return (
+        pl.DataFrame.select is pl.DataFrame.select_seq
+        and pl.DataFrame.with_columns is pl.DataFrame.with_columns_seq
+        and pl.DataFrame.filter is ingest._filter_by_columns
+    )
 
 
 def test_workers_use_sequential_frames() -> None:
@@ -79,7 +86,7 @@ def test_filter_by_columns_is_polars_filter() -> None:
     ]
     for preds, cons in cases:
         try:
-            want = ingest._FILTER[0](df, *preds, **cons)
+            want = ingest._POLARS_FILTER(df, *preds, **cons)
         except pl.exceptions.PolarsError as e:  # (several columns: ambiguous, polars says)
             with pytest.raises(type(e)):
                 ingest._filter_by_columns(df, *preds, **cons)
