@@ -25,6 +25,7 @@ import polars as pl
 
 from forensics.robust import robust_z
 from forensics.schema import WEIGHT, with_weight
+from forensics.telemetry import gpu_readings
 
 LATE_Z = 4.0
 """A node whose ranks sit ≥ 4 robust z above the per-step median in most steps is a straggler."""
@@ -122,9 +123,7 @@ def _bucket(s: pl.DataFrame) -> str:
 
 def _readings(samples: pl.DataFrame, start: datetime | None, end: datetime | None) -> pl.DataFrame | None:
     """The GPU readings within [start, end], or None where there are none or fewer than MIN_RANKS nodes'."""
-    if samples.height == 0 or start is None or end is None:
-        return None
-    s = samples.filter(pl.col("ts").is_between(start, end) & pl.col("gpu_index").is_not_null())
+    s = gpu_readings(samples, start, end)
     return s if s.height and s["node"].n_unique() >= MIN_RANKS else None
 
 

@@ -39,6 +39,14 @@ def in_window(samples: pl.DataFrame, start: datetime | None, end: datetime | Non
     return samples.filter(pl.col("ts").is_null() | pl.col("ts").is_between(start, end))
 
 
+def gpu_readings(samples: pl.DataFrame, start: datetime | None, end: datetime | None) -> pl.DataFrame:
+    """The per-GPU readings timed inside [start, end] (none without a window; unlike `in_window`, rows without
+    time or GPU are left out)."""
+    if samples.height == 0 or start is None or end is None:
+        return samples.clear()
+    return samples.filter(pl.col("ts").is_between(start, end) & pl.col("gpu_index").is_not_null())
+
+
 def gpu_profile(samples: pl.DataFrame) -> pl.DataFrame:
     """Per (node, gpu_index): medians of METRICS, throttle shares, PCIe and ECC extremes, first/last time."""
     if samples.height == 0:
@@ -113,9 +121,9 @@ def hot_clock_candidates(samples: pl.DataFrame, start: datetime | None, end: dat
     is a high one at HOT_MIN_C or more. `nvidia-smi dmon` reports clocks and temperatures but no throttle
     reasons; the GPU's own slowdown (HW slowdown at its thermal limit) is what lowers the clock of a hot GPU.
     Medium: the slowdown it explains raises it (analyze.attribute_slowdowns)."""
-    if samples.height == 0 or start is None or end is None:
+    window = gpu_readings(samples, start, end)
+    if window.height == 0:
         return []
-    window = samples.filter(pl.col("ts").is_between(start, end) & pl.col("gpu_index").is_not_null())
     out = outliers(gpu_profile(window))
     if out.height == 0:
         return []
