@@ -82,6 +82,13 @@ TERMINATED_RE = r"(?:NCCL|Process group) watchdog thread terminated with excepti
 HEARTBEAT_RE = r"Heartbeat monitor timed out!.*?workMetaList_\.size\(\)\s*=\s*(?P<work>\d+)"
 STUCK_RE = r"watchdog got stuck for (?P<secs>\d+) seconds"
 ABORT_TEXT = "taking the entire process down"
+TERMINATE_TEXT = "terminate called "
+TERMINATE_RE = (
+    r"^terminate called (?:after throwing an instance of '[^']*'|without an active exception|recursively)\s*$"
+)
+"""libstdc++'s head of the abort text of an uncaught C++ exception (`what():` and the exception's message follow
+it): the process dies by SIGABRT; the line names the exception's type only (`c10::DistBackendError`), so it is
+no NCCL error of its own (the `what():` line under it carries the message)."""
 COMM_ABORTED_RE = r"NCCL communicator was aborted on rank (?P<rank>\d+)"
 DESYNC_RANKS_RE = (
     r"(?:ranks \[(?P<never>[\d, ]+)\] are the lagging ranks that caused this timeout|"
@@ -245,6 +252,7 @@ def _torch_line_starts() -> str:
         r"^\s*-?\s*(?:To our best knowledge|\[[\d, ]+\] (?:joined|finished)|Snapshot of ranks)",
         # libstdc++'s abort text of an uncaught C++ exception, and the hints PyTorch prints under CUDA errors
         r"^\s*what\(\):\s",
+        TERMINATE_RE,
         r"^(?:CUDA kernel errors might be asynchronously reported|For debugging consider passing CUDA_LAUNCH_BLOCKING=1"
         r"|Compile with `TORCH_USE_CUDA_DSA`)",
     ]
@@ -442,7 +450,8 @@ def _line_events(cand: pl.DataFrame, ctx: FileContext, year: int | None) -> list
         _h_ab=body.str.contains(ABORT_TEXT, literal=True),
         _h_dr=may.contains(DESYNC_RANKS_RE),
         _h_ne=may.gated(base, ("NCCL error in: ", "nccl"), NCCL_ERROR_RE),
-        _h_db=may.gated(base, ("DistBackendError", "DistError"), DIST_BACKEND_RE),
+        _h_db=may.gated(base, ("DistBackendError", "DistError"), DIST_BACKEND_RE)
+        & ~body.str.starts_with(TERMINATE_TEXT),
         _h_so=may.gated(base, ("DistStoreError", "DistNetworkError"), STORE_RE),
         _h_fa=may.contains(FAILED_RE),
         _h_sg=may.contains(SIGNAL_RE),

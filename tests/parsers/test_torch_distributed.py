@@ -232,3 +232,41 @@ def test_store_errors_and_nccl_errors_raised_to_python() -> None:
     assert (stores[1]["store_host"], stores[1]["store_port"]) == ("10.0.0.5", 29500)
     nerr = ev.filter(pl.col("kind") == "nccl_error")
     assert json.loads(nerr.get_column("detail")[0])["nccl_version"] == "2.10.3"
+
+
+def test_uncaught_cpp_exception_head_is_understood_and_no_error_of_its_own() -> None:
+    """libstdc++'s `terminate called after throwing an instance of '<type>'` (the shape of the reports in
+    NVIDIA/Megatron-LM#935 and instructlab/training#520) heads the `what():` text of the exception that killed
+    the process: understood, with or without a launcher prefix, and no `nccl_error` of its own (it names the
+    type only; its `what():` line carries the message). Two processes' heads written into each other stay
+    not understood."""
+    what = (
+        "  what():  [PG ID 0 PG GUID 0(default_pg) Rank 5] Process group watchdog thread terminated with exception: "
+        "[Rank 5] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=8, "
+        "NumelOut=8, Timeout(ms)=600000) ran for 600042 milliseconds before timing out."
+    )
+    lines = pl.Series(
+        [
+            "terminate called after throwing an instance of 'c10::DistBackendError'",
+            what,
+            "Exception raised from checkTimeout at /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:632 "
+            "(most recent call first):",
+            "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f1 in /x/libc10.so)",
+            "",
+            "[rank2]:terminate called after throwing an instance of 'std::runtime_error'",
+            "[rank2]:  what():  NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, unhandled system "
+            "error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5",
+            "terminate called without an active exception",
+            "terminate called recursively",
+            "terminate called after throwing an instance of 'c10::DistBackendErrorterminate called after throwing an "
+            "instance of ''",
+        ]
+    )
+    result = td.parse(lines, FileContext(path="x", node="n", year_hint=2025))
+    assert check_accounting(result, lines)
+    assert result.unrecognized == 1
+    assert [x[1] for x in result.unrecognized_examples] == [lines[9]]
+    ev = result.tables["events"]
+    # the watchdog's timeout is read off the `what():` line (its rule comes first), the NCCL error too
+    assert sorted(ev.select("line", "kind").rows()) == [(2, "watchdog_timeout"), (7, "nccl_error")]
+    assert ev.filter(pl.col("kind") == "nccl_error").get_column("rank").to_list() == [2]
