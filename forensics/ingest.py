@@ -51,7 +51,7 @@ from forensics.bundle import (
     size_limit_reason,
     span_first_lines,
 )
-from forensics.errors import BundleError, OutputError, UsageError
+from forensics.errors import CONTAINED, BundleError, OutputError, UsageError
 from forensics.outputs import atomic_path, parquet_rows, write_json, write_table, write_table_file
 from forensics.schema import (
     SCHEMA_VERSION,
@@ -301,7 +301,7 @@ def ingest_file(
             f, row, limits, year_hint, collected_at, chunk_bytes, spill, span, parser_name, first_line,
             carried,
         )
-    except Exception as exc:  # noqa: BLE001 - a bug in the ingest itself still loses one file only
+    except CONTAINED as exc:  # noqa: BLE001 - a bug in the ingest itself still loses one file only
         return _failed(f, row, exc)
 
 
@@ -487,7 +487,7 @@ def ingest_files(
             out[i] = opened if isinstance(opened, FileOutcome) else _parse_opened(
                 f, row, opened, year_hint, collected_at, spill, defer=True
             )
-        except Exception as exc:  # noqa: BLE001 - as in `ingest_file`
+        except CONTAINED as exc:  # noqa: BLE001 - as in `ingest_file`
             out[i] = _failed(f, row, exc)
     for group in waiting.values():
         results: list[tuple[ParseResult, int]] | None = None
@@ -501,7 +501,7 @@ def ingest_files(
             try:
                 got = _mixed.parse_many(group[0][2].parser, items)
                 results = [(r, len(lines)) for r, (lines, _) in zip(got, items, strict=True)]
-            except Exception:  # noqa: BLE001 - each file is parsed alone below
+            except CONTAINED:  # noqa: BLE001 - each file is parsed alone below
                 results = None
             del items
         for j, (i, row, o) in enumerate(group):
@@ -509,7 +509,7 @@ def ingest_files(
             try:
                 done = results[j] if results else None
                 out[i] = _parse_opened(f, row, o, year_hint, collected_at, spills[i], done, defer=True)
-            except Exception as exc:  # noqa: BLE001 - as in `ingest_file`
+            except CONTAINED as exc:  # noqa: BLE001 - as in `ingest_file`
                 out[i] = _failed(f, row, exc)
     return _pooled(out)  # type: ignore[arg-type]
 
@@ -635,7 +635,7 @@ def _parse_chunks(
             first_line += nlines
             if reader.too_large:
                 break
-    except Exception as exc:  # noqa: BLE001 - a parser bug is contained to its file
+    except CONTAINED as exc:  # noqa: BLE001 - a parser bug is contained to its file
         tb = traceback.format_exc(limit=-3)
         acc.discard()
         finish_reading()
@@ -883,7 +883,7 @@ def _made_whole(
         small = {t: df for t, df in tables.items() if t not in LARGE_TABLES}
         try:
             got = merge(small) if small else {}
-        except Exception as exc:  # noqa: BLE001 - a bug in a parser's merge: the pieces' rows, with a note
+        except CONTAINED as exc:  # noqa: BLE001 - a bug in a parser's merge: the pieces' rows, with a note
             why = f"{type(exc).__name__}: {str(exc)[:300]}"
             notes.append(f"{prefix}merging its {pieces[0]} failed ({why}): the rows are each {pieces[1]}'s")
         else:
@@ -1941,7 +1941,7 @@ def _pool_pass(
             except BrokenProcessPool:
                 lost.append(fut)
                 continue
-            except Exception as exc:  # noqa: BLE001 - a failed task loses its files, not the run
+            except CONTAINED as exc:  # noqa: BLE001 - a failed task loses its files, not the run
                 why = f"worker failed: {type(exc).__name__}: {exc}"
                 if k == BATCH:
                     got = [_crashed(g, why) for g in f]
@@ -2054,7 +2054,7 @@ def _run_dask(
             if k == BATCH:
                 try:
                     got = fut.result()
-                except Exception as exc:  # noqa: BLE001 - a lost task loses its files, not the run
+                except CONTAINED as exc:  # noqa: BLE001 - a lost task loses its files, not the run
                     got = [_crashed(g, f"dask task failed: {type(exc).__name__}: {exc}") for g in f]
                 _arrived(f, k, got, results, splits, outcomes, tick)
                 continue
@@ -2062,7 +2062,7 @@ def _run_dask(
                 continue  # a range of a file already failed
             try:
                 got = fut.result()
-            except Exception as exc:  # noqa: BLE001 - a lost task loses one file, not the run
+            except CONTAINED as exc:  # noqa: BLE001 - a lost task loses one file, not the run
                 results.pop(f.path, None)
                 outcomes.append(_crashed(f, f"dask task failed: {type(exc).__name__}: {exc}"))
                 tick(f)
@@ -2299,7 +2299,7 @@ def _bundle_stage(
     """Run a whole-bundle stage; a bug in it keeps the tables as they were and is noted, not fatal."""
     try:
         new, stage_notes = stage(tables)
-    except Exception as exc:  # noqa: BLE001 - the parsed tables are still worth writing
+    except CONTAINED as exc:  # noqa: BLE001 - the parsed tables are still worth writing
         notes.append(f"{what} failed and was skipped: {type(exc).__name__}: {str(exc)[:300]}")
         notes.append(traceback.format_exc(limit=-3))
         return tables

@@ -102,8 +102,11 @@ def reconcile(
         if not shifts:
             continue
         k_col = pl.col("file").replace_strict(shifts, default=0, return_dtype=pl.Int32)
+        # (`concat_str`, not `pl.format`: polars 2.1's panics on a column holding an empty chunk; see
+        # `parsers._common.format_str`, which this module does not import: the parent of an ingest does not)
+        years = pl.concat_str([k_col, pl.lit("y")])
         out[t] = tables[t].with_columns(
-            ts=pl.when(inferred & (k_col != 0)).then(pl.col("ts").dt.offset_by(pl.format("{}y", k_col))).otherwise(pl.col("ts"))
+            ts=pl.when(inferred & (k_col != 0)).then(pl.col("ts").dt.offset_by(years)).otherwise(pl.col("ts"))
         )
         for file, k in sorted(shifts.items()):
             notes.append(f"{file}: year-less times moved {k:+d} year(s) to match the bundle's dated lines ({t})")

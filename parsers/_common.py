@@ -26,6 +26,24 @@ def arx(pattern: Any) -> Any:
     return ascii_classes(pattern) if _ascii and isinstance(pattern, str) else pattern
 
 
+def format_str(template: str, *args: pl.Expr) -> pl.Expr:
+    """`pl.format(template, *args)` (`{}` placeholders only) as a `concat_str`: null where an argument is
+    null, numbers written as their cast to String, as `format`. polars 2.1's `format` panics on a column holding an
+    empty chunk (`assertion failed: i < self.len()`, pola-rs/polars#25187), which the frames of several
+    files read together hold once filtered; `concat_str` does not."""
+    parts = template.split("{}")
+    if len(parts) != len(args) + 1 or any("{" in x or "}" in x for x in parts):
+        need = f"{len(parts) - 1} argument(s) and no other brace"
+        raise ValueError(f"format_str: {template!r} needs {need}, got {len(args)}")
+    exprs: list[pl.Expr] = []
+    for k, text in enumerate(parts):
+        if text:
+            exprs.append(pl.lit(text))
+        if k < len(args):
+            exprs.append(args[k])
+    return pl.concat_str(exprs)
+
+
 def is_ascii(text: pl.Series) -> bool:
     """True when no string of `text` holds a non-ASCII character (as many characters as bytes)."""
     text = text.cast(pl.String)
@@ -61,7 +79,7 @@ def normalize_bus_id(expr: pl.Expr) -> pl.Expr:
     bus = parts.struct.field("2").str.to_integer(base=16, strict=False)
     dev = parts.struct.field("3").str.to_integer(base=16, strict=False)
     fn = parts.struct.field("4").fill_null("0")
-    return pl.format(
+    return format_str(
         "{}:{}:{}.{}",
         _hex(domain & 0xFFFF, 4),
         _hex(bus, 2),
@@ -73,7 +91,7 @@ def normalize_bus_id(expr: pl.Expr) -> pl.Expr:
 def nccl_bus_id(expr: pl.Expr) -> pl.Expr:
     """Normalise NCCL's `busId 6b000` (hex of dddd:bb:dd.f with leading zeros dropped)."""
     v = expr.cast(pl.String).str.strip_chars().str.to_integer(base=16, strict=False)
-    return pl.format(
+    return format_str(
         "{}:{}:{}.{}",
         _hex((v // 0x100000) & 0xFFFF, 4),
         _hex((v // 0x1000) & 0xFF, 2),

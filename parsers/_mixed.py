@@ -29,6 +29,7 @@ from types import ModuleType
 
 import polars as pl
 
+from forensics.errors import CONTAINED
 from parsers import _step_grammars as g
 from parsers import nccl, step_log
 from parsers import torch_distributed as td
@@ -679,7 +680,7 @@ def _read_together(bases: list[_Base]) -> list[nccl.FamilyRows] | None:
 
     try:
         fam = nccl.family_rows_frame(pl.concat(parts), bases[0].ctx, wrap_width=no_wrap)
-    except Exception:  # noqa: BLE001 - (`_NotTogether`, or a chunk that fails, and fails again alone)
+    except CONTAINED:  # noqa: BLE001 - (`_NotTogether`, or a chunk that fails, and fails again alone)
         return None
     if fam.tables or fam.notes or fam.hosts or fam.whole or fam.continued is not None:
         return None

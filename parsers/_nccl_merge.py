@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from parsers._common import format_str
 from parsers.base import FileContext
 
 # (`parsers.nccl` is imported where used: nccl.py and step_log.py may import `merge_chunks` at their top)
@@ -99,7 +100,7 @@ def shift_detail_lines(comms: pl.DataFrame, shift: int) -> pl.DataFrame:
     coll = (pl.col("record") == "coll") & first.is_not_null()
     return comms.with_columns(
         detail=pl.when(coll)
-        .then(pl.col("detail").str.replace(r'"first_line":\d+', pl.format('"first_line":{}', first + shift)))
+        .then(pl.col("detail").str.replace(r'"first_line":\d+', format_str('"first_line":{}', first + shift)))
         .otherwise(pl.col("detail"))
     )
 

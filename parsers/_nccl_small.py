@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 import polars as pl
 
+from forensics.errors import CONTAINED
 from forensics.schema import columns
 from parsers.base import FileContext, ParseResult
 
@@ -225,7 +226,7 @@ def parse_many(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResult |
             done.append((i, _rows(*got, ctx, memo)))
     try:
         got = results([r for _i, r in done])
-    except Exception:  # noqa: BLE001 - each file's frames on their own: `parse` of the file that fails fails
+    except CONTAINED:  # noqa: BLE001 - each file's frames on their own: `parse` of the file that fails fails
         got = [results([r])[0] for _i, r in done]
     for (i, _r), result in zip(done, got, strict=True):
         out[i] = result

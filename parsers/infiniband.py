@@ -33,7 +33,7 @@ from functools import lru_cache
 import polars as pl
 
 from forensics.schema import columns
-from parsers._common import _ANY_ENVELOPE, repeated, split_envelopes
+from parsers._common import _ANY_ENVELOPE, format_str, repeated, split_envelopes
 from parsers._common import json_detail as _json_detail
 from parsers._small import MAX_BYTES, FallbackError, json_object, small_texts
 from parsers._small import UNSAFE as _UNSAFE
@@ -459,12 +459,12 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
                 k_headval=folded.shift(1).fill_null(False),
                 evmsg=pl.when(folded)
                 .then(
-                    pl.format(
+                    format_str(
                         "{} {}", pl.col("text").str.strip_chars(), pl.col("text").shift(-1).str.strip_chars()
                     )
                 )
                 .otherwise(pl.col("text").str.strip_chars()),
-                b=pl.when(folded).then(pl.format("{} {}", hdr, nxt.str.strip_chars())).otherwise(pl.col("b")),
+                b=pl.when(folded).then(format_str("{} {}", hdr, nxt.str.strip_chars())).otherwise(pl.col("b")),
             )
             gate.text_of(f.get_column("b"))  # folded lines join a path and a value: gate on the new text
         else:  # no `==> path <==` / `cat path` line: nothing folds
@@ -892,7 +892,7 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
             "line",
             "host",
             "ts",
-            dev=pl.coalesce(pl.col("dev"), pl.format("lid:{}", pl.col("pq_lid")))
+            dev=pl.coalesce(pl.col("dev"), format_str("lid:{}", pl.col("pq_lid")))
             if pqc.get_column("dev").has_nulls()
             else pl.col("dev"),
             port=pl.col("pq_port"),

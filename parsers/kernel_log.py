@@ -33,6 +33,7 @@ from datetime import date
 
 import polars as pl
 
+from forensics.errors import CONTAINED
 from parsers import _kernel_events as kev
 from parsers._common import repeated
 from parsers._sniff import any_of, contains, guarded, head_text, required_literals
@@ -538,7 +539,7 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
             while len(chunk) >= 2:
                 try:
                     got = _parse_group([(items[i][1], texts) for i, texts, _p in chunk], chunk[0][2])
-                except Exception:  # noqa: BLE001 - what the group could not read, each file's parse reads (or raises on)
+                except CONTAINED:  # noqa: BLE001 - what the group could not read, each file's parse reads (or raises on)
                     got = set(range(len(chunk)))
                 if isinstance(got, set):  # (files to read alone: the group again without them)
                     chunk = [c for k, c in enumerate(chunk) if k not in got] if got else []

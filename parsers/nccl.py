@@ -60,6 +60,7 @@ from parsers._common import (
     ENVELOPES,
     arx,
     envelope_struct,
+    format_str,
     nccl_bus_id,
     repeated,
 )
@@ -970,7 +971,7 @@ def _nccl_rows(
             v=msg.str.extract(arx(CUDA_DRIVER_RE), 1).cast(pl.Int64, strict=False)
         )
         cd = cd.filter(pl.col("v").is_not_null())  # (a version no Int64 holds, a corrupt line: no fact)
-        inventory(cd, "software", "cuda_driver_version", pl.format("{}.{}", pl.col("v") // 1000, (pl.col("v") % 1000) // 10))
+        inventory(cd, "software", "cuda_driver_version", format_str("{}.{}", pl.col("v") // 1000, (pl.col("v") % 1000) // 10))
     env = pick(pre, "NCCL_", ENV_RE)
     if env.height:
         env = attach(env, "node").with_columns(e=msg.str.extract_groups(arx(ENV_RE)))
@@ -1464,7 +1465,7 @@ def _warn_fields(warns: pl.DataFrame) -> pl.DataFrame:
             pid=pl.col("pid"),
             tid=pl.col("tid"),
             cuda_dev=pl.col("dev"),
-            src=pl.when(pl.col("src").is_not_null()).then(pl.format("{}:{}", pl.col("src"), pl.col("srcline"))),
+            src=pl.when(pl.col("src").is_not_null()).then(format_str("{}:{}", pl.col("src"), pl.col("srcline"))),
             func=pl.col("func"),
             text=msg,
             peer=pl.coalesce(ibf("peer"), pl.col("peer").struct.field("peer")),
@@ -1718,7 +1719,7 @@ def _ras_events(frame: pl.DataFrame, ctx: FileContext) -> pl.DataFrame | None:
         comm_hash=pl.when(hf("status").is_not_null()).then(pl.coalesce(hf("hash"), pl.lit(""))).forward_fill(),
         group=pl.when(hf("status").is_not_null()).then(pl.coalesce(hf("grp"), pl.lit(""))).forward_fill(),
         launched=pl.when(sf("opn").is_not_null()).then(
-            pl.format("{} ranks at operation {}", sf("nranks"), sf("opn"))
+            format_str("{} ranks at operation {}", sf("nranks"), sf("opn"))
         ),
     ).with_columns(
         # the last "N ranks have launched up to operation M" line before a Rank list = the minority

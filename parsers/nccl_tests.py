@@ -39,7 +39,7 @@ from typing import Any
 import polars as pl
 
 from forensics.schema import columns
-from parsers._common import _ANY_ENVELOPE, ENVELOPES, normalize_bus_id, split_envelopes
+from parsers._common import _ANY_ENVELOPE, ENVELOPES, format_str, normalize_bus_id, split_envelopes
 from parsers._common import json_detail as _json_detail
 from parsers._small import FallbackError, account_texts, attempt, json_object, small_texts
 from parsers._small import parse_many as small_parse_many
@@ -272,8 +272,8 @@ def _layouts(keys: list[str]) -> pl.DataFrame:
 def _nccl_code_version(code: pl.Expr) -> pl.Expr:
     """NCCL_VERSION_CODE (22203 -> 2.22.3; pre-2.9 codes 2708 -> 2.7.8) as a dotted string."""
     c = code.cast(pl.Int64, strict=False)
-    new = pl.format("{}.{}.{}", c // 10000, (c // 100) % 100, c % 100)
-    old = pl.format("{}.{}.{}", c // 1000, (c // 100) % 10, c % 100)
+    new = format_str("{}.{}.{}", c // 10000, (c // 100) % 100, c % 100)
+    old = format_str("{}.{}.{}", c // 1000, (c // 100) % 10, c % 100)
     return pl.when(c >= 10000).then(new).when(c.is_not_null()).then(old)
 
 
@@ -366,7 +366,7 @@ def _parse_frames(lines: pl.Series, ctx: FileContext) -> ParseResult:
         pl.when(bus_raw.str.contains(r"(?i)^0x0*$"))
         .then(pl.lit(None, dtype=pl.String))
         .when(bus_raw.str.contains(r"(?i)^0x[0-9a-f]{1,2}$"))
-        .then(normalize_bus_id(pl.format("{}:00", bus_raw.str.slice(2))))
+        .then(normalize_bus_id(format_str("{}:00", bus_raw.str.slice(2))))
         .otherwise(normalize_bus_id(bus_raw))
     )
     dev = dev.join(runs, on="run", how="left").with_columns(bus_id=bus_norm)
@@ -828,7 +828,7 @@ def _json_file(frame: pl.DataFrame, ctx: FileContext) -> ParseResult | None:
         gpu_bus_id=pl.when(bus.str.contains(r"(?i)^0x0*$"))
         .then(pl.lit(None, dtype=pl.String))
         .when(bus.str.contains(r"(?i)^0x[0-9a-f]{1,2}$"))
-        .then(normalize_bus_id(pl.format("{}:00", bus.str.slice(2))))
+        .then(normalize_bus_id(format_str("{}:00", bus.str.slice(2))))
         .otherwise(normalize_bus_id(bus))
     ).drop("bus_raw")
     cmd = before.get_column("text").str.contains(CMD_RE) | before.get_column("text").str.contains(

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 
+from forensics.errors import CONTAINED
 from parsers import (
     bug_report,
     dcgm,
@@ -72,7 +73,7 @@ class Detection:
 def _safe_sniff(parser: ModuleType, head: bytes, name: str) -> float:
     try:
         score = float(parser.sniff(head, name))
-    except Exception:  # noqa: BLE001 - a sniffer bug must not stop ingestion
+    except CONTAINED:  # noqa: BLE001 - a sniffer bug must not stop ingestion
         return 0.0
     if score != score:  # NaN
         return 0.0

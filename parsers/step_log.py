@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 import polars as pl
 
+from forensics.errors import CONTAINED
 from forensics.schema import UTC_US, conform
 from parsers import _step_grammars as g
 from parsers._common import ENVELOPES, is_ascii, repeated
@@ -3993,7 +3994,7 @@ def parse_each(items: Sequence[tuple[pl.Series, FileContext, MegEntries | None, 
         try:
             with ascii_scope(all(a for _, a in general)):
                 got = _parse_batch([items[i][:2] for i, _ in general])
-        except Exception:  # noqa: BLE001 - (the file that fails raises again, alone, as `parse` of it does)
+        except CONTAINED:  # noqa: BLE001 - (the file that fails raises again, alone, as `parse` of it does)
             got = None
         if got is not None:
             for (i, _), result in zip(general, got, strict=True):
@@ -5358,7 +5359,7 @@ def _parse_many(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResult]
     if len(items) >= 2 and _TITAN_LINE_LIT in (items[0][0][0] if len(items[0][0]) else ""):
         try:
             got = _titan_many(items)
-        except Exception:  # noqa: BLE001 - (the general reading raises, or not, as `parse` does)
+        except CONTAINED:  # noqa: BLE001 - (the general reading raises, or not, as `parse` does)
             got = None
         if got is not None:
             return got

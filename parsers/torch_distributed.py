@@ -39,7 +39,7 @@ from typing import Any
 
 import polars as pl
 
-from parsers._common import arx, to_json
+from parsers._common import arx, format_str, to_json
 from parsers._sniff import cheap_requirements, head_text, holds, probed, required_literals
 from parsers.base import FileContext, ParseResult
 
@@ -212,7 +212,7 @@ def _mmdd_time(mmdd: pl.Expr, hms: pl.Expr, year: int | None) -> pl.Expr:
         return pl.lit(None, dtype=pl.Datetime("us", "UTC"))
     frac = hms.str.extract(arx(r"\.(\d+)$"), 1).fill_null("0").str.slice(0, 6).str.pad_end(6, "0")
     hms_whole = hms.str.extract(arx(r"^(\d\d:\d\d:\d\d)"), 1)
-    s = pl.format("{}{} {}.{}", pl.lit(str(year)), mmdd.str.pad_start(4, "0"), hms_whole, frac)
+    s = format_str("{}{} {}.{}", pl.lit(str(year)), mmdd.str.pad_start(4, "0"), hms_whole, frac)
     return s.str.strptime(pl.Datetime("us"), "%Y%m%d %H:%M:%S%.f", strict=False).dt.replace_time_zone("UTC")
 
 

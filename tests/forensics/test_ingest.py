@@ -225,6 +225,34 @@ def test_a_parser_bug_is_contained_to_its_file(tmp_path: Path, monkeypatch: pyte
     assert read_table(tmp_path / "out", "events").height == 2
 
 
+def test_a_polars_panic_is_contained_to_its_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyo3's PanicException is no Exception (polars 2.1's `pl.format` raised one on a column holding an empty
+    chunk): a parser that raises it loses its file, and a batch that raises it is read file by file."""
+    from polars.exceptions import PanicException
+
+    mod = _fake_parser(boom=False)
+    plain = mod.parse
+
+    def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
+        if any("PANIC" in x for x in lines.to_list()):
+            raise PanicException("assertion failed: i < self.len()")
+        return plain(lines, ctx)
+
+    def parse_many(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
+        raise PanicException("the batch")
+
+    mod.parse, mod.parse_many = parse, parse_many
+    monkeypatch.setattr(registry, "PARSERS", (mod, *registry.PARSERS))
+    files = {f"node-{k:03d}/a.log": "FAKEFORMAT\nFAKE fine\n" for k in range(4)}
+    src = make_bundle(tmp_path, {**files, "node-009/a.log": "FAKEFORMAT\nFAKE PANIC\n", "node-001/dmesg.log": xid_lines(2)})
+    m = ingest(src, tmp_path / "out", jobs=1)
+    got = {f["path"]: f for f in m["files"]}
+    assert got["node-009/a.log"]["status"] == "error: parser fake failed: PanicException: assertion failed: i < self.len()"
+    assert all(got[p]["status"] == "ok" and got[p]["parsed"] == 2 for p in files)
+    assert got["node-001/dmesg.log"]["status"] == "ok"
+    assert read_table(tmp_path / "out", "events").height == 2
+
+
 def test_a_parser_bug_in_a_later_chunk_drops_the_file_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(registry, "PARSERS", (_fake_parser(boom=True), *registry.PARSERS))
     p = tmp_path / "a.log"
