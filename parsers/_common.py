@@ -28,9 +28,9 @@ def arx(pattern: Any) -> Any:
 
 def format_str(template: str, *args: pl.Expr) -> pl.Expr:
     """`pl.format(template, *args)` (`{}` placeholders only) as a `concat_str`: null where an argument is
-    null, numbers written as their cast to String, as `format`. polars 2.1's `format` panics on a column holding an
-    empty chunk (`assertion failed: i < self.len()`, pola-rs/polars#25187), which the frames of several
-    files read together hold once filtered; `concat_str` does not."""
+    null, numbers written as their cast to String, as `format`. polars 2.1's `format` panics on a column
+    holding an empty chunk (`assertion failed: i < self.len()`, pola-rs/polars#25187), which the frames of
+    several files read together hold once filtered; `concat_str` does not."""
     parts = template.split("{}")
     if len(parts) != len(args) + 1 or any("{" in x or "}" in x for x in parts):
         need = f"{len(parts) - 1} argument(s) and no other brace"

@@ -43,7 +43,7 @@ FAMILY_MARKS = [
     "Traceback (most recent call last)",
     "c10d",
     "what():",
-    "terminate called ",
+    td.TERMINATE_TEXT,
     "ChildFailedError",
 ]
 """A step log needs the NCCL/PyTorch grammar only when one of these occurs (an NCCL record has `NCCL `; a
@@ -323,7 +323,7 @@ FAMILY_LITERALS = (
     "] finished",
     "Snapshot of ranks",
     "what():",
-    "terminate called ",
+    td.TERMINATE_TEXT,
     "CUDA kernel errors might be asynchronously reported",
     "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
     "Compile with `TORCH_USE_CUDA_DSA`",

@@ -1,5 +1,5 @@
-"""`parsers._common.format_str`: `pl.format` as a `concat_str`, which polars 2.1's `format` is not on a column holding
-an empty chunk (pola-rs/polars#25187: `assertion failed: i < self.len()`, a PanicException)."""
+"""`parsers._common.format_str`: `pl.format` as a `concat_str`, which polars 2.1's `format` is not on a column
+holding an empty chunk (pola-rs/polars#25187: `assertion failed: i < self.len()`, a PanicException)."""
 
 from __future__ import annotations
 
