@@ -34,7 +34,7 @@ from parsers import _step_grammars as g
 from parsers import nccl, step_log
 from parsers import torch_distributed as td
 from parsers._common import _ANY_ENVELOPE, repeated
-from parsers.base import FileContext, ParseResult
+from parsers.base import FILE_SPAN, FileContext, NotTogether, ParseResult
 
 FAMILY_MARKS = [
     "NCCL ",
@@ -609,12 +609,6 @@ def _family_base(
 FAMILY_TOGETHER = True
 """`parse_many`'s first round reads the plain chunks (`_Base.plain`) of a batch with one run of the family
 grammar (`_family_many`; off: one run a chunk; the tests compare both)."""
-_FILE_SPAN = 1 << 40
-"""`_family_many` numbers chunk k's lines up by k times this (no chunk has as many lines)."""
-
-
-class _NotTogether(Exception):
-    """The family grammar would read the chunks `_family_many` put together across their lines."""
 
 
 def _family_many(
@@ -626,7 +620,7 @@ def _family_many(
 
     The grammar's cost is mostly per line (~5 us: ~18 ms for the ~3,700 lines it reads of a 1 MB Megatron
     log whose candidates are 216 c10 warnings and 1,296 rule lines), and about half of it goes when 8 such
-    chunks are read at once. Each chunk's lines are numbered up by its index times `_FILE_SPAN`, after one
+    chunks are read at once. Each chunk's lines are numbered up by its index times `FILE_SPAN`, after one
     blank line (the grammar sees a blank line, which starts no wrap and is no traceback line, as it sees the
     start of a chunk: as the runs of lines `_family` leaves out). Plain chunks hold no traceback, quote or
     block the grammar reads across lines, and a wrap it may join (`nccl._may_wrap`: a line it does not know
@@ -665,10 +659,10 @@ def _read_together(bases: list[_Base]) -> list[nccl.FamilyRows] | None:
     parts, starts, at = [], [], 0
     gap = {"line": pl.Int64, "text": pl.String}
     for k, b in enumerate(bases):
-        line = pl.col("line") + k * _FILE_SPAN
+        line = pl.col("line") + k * FILE_SPAN
         if k:  # (a base holds a row: `_family_base` hands over none without a candidate line)
             first = b.base.get_column("line").min()
-            blank = {"line": [int(first) - 1 + k * _FILE_SPAN], "text": [""]}  # type: ignore[arg-type]
+            blank = {"line": [int(first) - 1 + k * FILE_SPAN], "text": [""]}  # type: ignore[arg-type]
             parts.append(pl.DataFrame(blank, schema=gap))
             at += 1
         parts.append(b.base.select(line, pl.col("text")))
@@ -676,11 +670,11 @@ def _read_together(bases: list[_Base]) -> list[nccl.FamilyRows] | None:
         at += b.base.height
 
     def no_wrap() -> int | None:
-        raise _NotTogether
+        raise NotTogether
 
     try:
         fam = nccl.family_rows_frame(pl.concat(parts), bases[0].ctx, wrap_width=no_wrap)
-    except CONTAINED:  # noqa: BLE001 - (`_NotTogether`, or a chunk that fails, and fails again alone)
+    except CONTAINED:  # noqa: BLE001 - (`NotTogether`, or a chunk that fails, and fails again alone)
         return None
     if fam.tables or fam.notes or fam.hosts or fam.whole or fam.continued is not None:
         return None

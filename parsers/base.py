@@ -55,6 +55,23 @@ class FileContext:
     """When the bundle was collected, if known (UTC); bounds year inference."""
 
 
+FILE_SPAN = 1 << 40
+"""Files read as one frame number the lines of the k-th from k * FILE_SPAN up (`BatchContext`); `line //
+FILE_SPAN` is a line's file."""
+
+
+@dataclass(frozen=True)
+class BatchContext(FileContext):
+    """The context of several files of one year read as one frame by a grammar built for one file
+    (`parsers.nccl.parse_many`): the k-th file's lines are numbered from k * `FILE_SPAN` up, after a blank
+    line. `path` and `node` are placeholders that no file has; the reader puts each file's own in its rows.
+    A grammar step that would look across files, and that cannot keep them apart, raises `NotTogether`."""
+
+
+class NotTogether(Exception):
+    """The files of a `BatchContext` cannot be read as one frame: each is read alone."""
+
+
 @dataclass(frozen=True)
 class ParseResult:
     """Tables produced from one file plus the accounting of its lines."""

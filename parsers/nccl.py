@@ -52,6 +52,7 @@ from functools import cache, cached_property
 
 import polars as pl
 
+from forensics.errors import CONTAINED
 from parsers import _common, _nccl_small
 from parsers import torch_distributed as td
 from parsers._common import (
@@ -66,7 +67,7 @@ from parsers._common import (
 )
 from parsers._nccl_merge import merge_chunks, shift_lines  # noqa: F401 - the ingest's hooks for a file read in pieces
 from parsers._sniff import contains, guarded, head_text, may_match, required_literals
-from parsers.base import FileContext, ParseResult, account, compiled, numbered
+from parsers.base import FILE_SPAN, BatchContext, FileContext, NotTogether, ParseResult, account, compiled, numbered
 
 NAME = "nccl"
 DESCRIPTION = "NCCL debug output (NCCL_DEBUG=INFO/WARN/TRACE 2.7+), aws-ofi-nccl, ncclras status; torch lines too"
@@ -849,9 +850,10 @@ _N_SCHEMA = {"line": pl.Int64, "text": pl.String, "hc": pl.UInt32, "level": pl.S
 
 def _nccl_rows(
     slow: pl.DataFrame, fast: FastLane, ctx: FileContext, ras: bool = True
-) -> tuple[dict[str, list[pl.DataFrame]], list[str], list[str], pl.Series]:
+) -> tuple[dict[str, list[pl.DataFrame]], list[str], list[str], pl.Series, _Keyed | None]:
     """Build NCCL events/comms/inventory parts; also return notes, the hosts seen and the numbers of the
-    slow lines read as NCCL records.
+    slow lines read as NCCL records; for a batch (`BatchContext`), each file's notes and hosts by its key
+    (`line // FILE_SPAN`).
 
     `slow` is the prepared (and wrap-joined) frame of the lines the fast lane did not take; `fast` holds the
     NCCL records the fast lane read (rows `line, text, hc, level, msg`, heads by code `hc`). Every NCCL
@@ -859,6 +861,8 @@ def _nccl_rows(
     COLL lines of the fast lane are aggregated on their own (`_coll_partials`) and never enter `n`."""
     out: dict[str, list[pl.DataFrame]] = {"events": [], "comms": [], "inventory": []}
     notes: list[str] = []
+    together = isinstance(ctx, BatchContext)
+    keyed: _Keyed | None = {} if together else None
     body = pl.col("body")
     # (every regex step below is skipped when a literal check says it has nothing to read: polars compiles a
     # pattern on each use once more than ~32 are in use, ~0.3 ms each, the bulk of a small file's cost)
@@ -874,7 +878,7 @@ def _nccl_rows(
     ns = ns.select("line", "text", hc=pl.int_range(base, base + pl.len(), dtype=pl.UInt32), level="level", msg="msg")
     if not (fast.n or ns.height or ras) and not _headless(slow):
         # no NCCL record, no ncclras report, no bare version or aws-ofi-nccl line: nothing below reads a row
-        return out, notes, [], ns.get_column("line")
+        return out, notes, [], ns.get_column("line"), keyed
     # `n` is the fast lane's rows and the slow NCCL rows in line order; each filter below runs on both pieces
     # and merges what it keeps (merging all of `n` first would copy every row)
     pieces = [d for d in (fast.rest, ns) if d.height] or [fast.rest]
@@ -929,7 +933,9 @@ def _nccl_rows(
         at = every.get_column("line").search_sorted(bare.get_column("line"), side="left").cast(pl.Int64) - 1
         if every.height:
             h = heads.get_column("node").gather(every.get_column("hc").gather(at.clip(0, None)))
-            bare = bare.with_columns(h=pl.when(at >= 0).then(h))
+            # (the record before must be in the same file: a batch's files follow one another)
+            same = every.get_column("line").gather(at.clip(0, None)) // FILE_SPAN == bare.get_column("line") // FILE_SPAN
+            bare = bare.with_columns(h=pl.when((at >= 0) & same).then(h))
         else:
             bare = bare.with_columns(h=pl.lit(None, dtype=pl.String))
         bare = (
@@ -1104,8 +1110,11 @@ def _nccl_rows(
             )
         )
     rank_map = None
+    allr = None
     if rank_parts:
         allr = pl.concat(rank_parts, how="diagonal_relaxed")
+        if together:
+            _apart(allr, pv)
         # commId (when some line printed it) wins for every row of the same process-local comm pointer
         cid = allr.filter(pl.col("comm_id") != pl.col("comm")).group_by("node", "pid", "comm").agg(cid=pl.col("comm_id").first())
         allr = allr.join(cid, on=["node", "pid", "comm"], how="left").with_columns(comm_id=pl.coalesce("cid", "comm_id"))
@@ -1127,12 +1136,23 @@ def _nccl_rows(
             )
         )
         # version per process where it printed one, else the file's single version
-        file_ver = versions.get_column("ver").unique()
-        one_ver = file_ver[0] if len(file_ver) == 1 else None
         pver = pv.group_by("node", "pid").agg(nccl_version=pl.col("ver").first())
-        merged = merged.join(pver, on=["node", "pid"], how="left").with_columns(
-            nccl_version=pl.coalesce(pl.col("nccl_version"), pl.lit(one_ver, dtype=pl.String))
-        )
+        merged = merged.join(pver, on=["node", "pid"], how="left")
+        if together:
+            one = pl.when(pl.col("ver").n_unique() == 1).then(pl.col("ver").first())
+            ones = versions.group_by(_f=pl.col("line") // FILE_SPAN).agg(_one=one)
+            merged = (
+                merged.with_columns(_f=pl.col("line") // FILE_SPAN)
+                .join(ones, on="_f", how="left", maintain_order="left")
+                .with_columns(nccl_version=pl.coalesce(pl.col("nccl_version"), pl.col("_one")))
+                .drop("_f", "_one")
+            )
+        else:
+            file_ver = versions.get_column("ver").unique()
+            one_ver = file_ver[0] if len(file_ver) == 1 else None
+            merged = merged.with_columns(
+                nccl_version=pl.coalesce(pl.col("nccl_version"), pl.lit(one_ver, dtype=pl.String))
+            )
         out["comms"].append(
             merged.select(
                 record=pl.lit("rank"),
@@ -1163,6 +1183,8 @@ def _nccl_rows(
     if coll.height:
         coll = coll_fields(attach(coll, "node", "pid", "dev")).filter(pl.col("c").struct.field("op").is_not_null())
     n_coll = coll.height + _coll_lines(fast)
+    if n_coll and together:
+        raise NotTogether  # (a COLL row's detail quotes its first line)
     if n_coll:
         cf = pl.col("c").struct.field
         c2 = None if coll.height == 0 else coll.select(
@@ -1233,7 +1255,11 @@ def _nccl_rows(
     got = [d.select(conn=conn_p.any(), warn=warn_p.any()).row(0, named=True) for d in pieces]
     flags = {k: any(g[k] for g in got) for k in ("conn", "warn")}
     conn_rx = arx(CONN_RE)
-    conn = sum(int(d.select((conn_p & msg.str.contains(conn_rx)).sum()).item()) for d in pieces) if flags["conn"] else 0
+    if together and flags["conn"] and keyed is not None:
+        conns = pl.concat([d.filter(conn_p & msg.str.contains(conn_rx)).select("line") for d in pieces])
+        for f, n in conns.group_by(_f=pl.col("line") // FILE_SPAN).len().iter_rows():
+            keyed.setdefault(f, ([], []))[0].append(f"{n} ring/tree/channel lines")
+    conn = sum(int(d.select((conn_p & msg.str.contains(conn_rx)).sum()).item()) for d in pieces) if flags["conn"] and not together else 0
     if conn:
         notes.append(f"{conn} ring/tree/channel lines")
 
@@ -1280,6 +1306,8 @@ def _nccl_rows(
     if legacy.height:
         wparts.append(legacy)
     warns = pl.concat(wparts, how="vertical_relaxed") if (nw.height or legacy.height) else nw
+    if together and warns.height and allr is not None:
+        _apart(allr, warns)
     if warns.height:
         ev = warn_events(warns, ctx, rank_map)
         out["events"].append(ev)
@@ -1305,12 +1333,39 @@ def _nccl_rows(
     ras_ev = _ras_events(slow, ctx) if ras else None
     if ras_ev is not None:
         out["events"].append(ras_ev)
-    if fast.n or ns.height:
+    if together and keyed is not None and (fast.n or ns.height):
+        used = pl.concat([fast.rows.select("line", "hc"), ns.select("line", "hc")])
+        used = used.select(_f=pl.col("line") // FILE_SPAN, hc=pl.col("hc")).unique()
+        named = used.with_columns(
+            node=heads.get_column("node").gather(used.get_column("hc")),
+            host=heads.get_column("host").gather(used.get_column("hc")),
+        )
+        by_file = named.filter(pl.col("host").is_not_null()).group_by("_f").agg(pl.col("node").unique().sort())
+        for f, nodes in by_file.iter_rows():
+            keyed.setdefault(f, ([], []))[1].extend(nodes)
+        hosts = []
+    elif fast.n or ns.height:
         used = pl.concat([fast.used_heads(), ns.get_column("hc")]).unique()
         hosts = heads[used].filter(pl.col("host").is_not_null()).get_column("node").unique().sort().to_list()
     else:
         hosts = []
-    return out, notes, hosts, ns.get_column("line")
+    return out, notes, hosts, ns.get_column("line"), keyed
+
+
+_Keyed = dict[int, tuple[list[str], list[str]]]
+"""A batch's notes and hosts by file (`line // FILE_SPAN`): files with none are left out."""
+
+
+def _apart(ranks: pl.DataFrame, other: pl.DataFrame) -> None:
+    """Raise `NotTogether` where one process (node, pid) has rows in two files of a batch: the grammar merges
+    a process's Init and topology rows, takes its version, and joins its warnings to its ranks, by (node, pid)
+    (the same process's log twice, rotated or copied, or heads without a host)."""
+    keys = pl.concat(
+        [d.select("node", "pid", _f=pl.col("line") // FILE_SPAN) for d in (ranks, other) if d.height],
+        how="vertical_relaxed",
+    ).filter(pl.col("pid").is_not_null())
+    if keys.height and keys.select(pl.col("_f").n_unique().over("node", "pid").max()).item() > 1:
+        raise NotTogether
 
 
 def _headless(slow: pl.DataFrame) -> bool:
@@ -2553,6 +2608,11 @@ class FamilyRows:
     lines only must read the whole file instead)."""
     continued: pl.Series | None = None
     """Numbers of the lines joined onto the record before them (hard-wrapped tails), when any may be."""
+    files: _Keyed | None = None
+    """For a batch (`BatchContext`): each file's notes and hosts by its key, in place of `notes` and `hosts`."""
+    parts: dict[str, list[pl.DataFrame]] | None = None
+    """For a batch: the parts of each table, rows of all files, in place of `tables` (`_tables` of a file's
+    rows of each part is its tables: a table's columns are those of the parts a file has rows in)."""
 
 
 def family_rows(lines: pl.Series, ctx: FileContext) -> FamilyRows:
@@ -2677,7 +2737,8 @@ def _family_rows_frame(
         slow = full.filter(~fast.mask) if nfast else full
     if not last_err:
         slow = slow.with_columns(_last_err=pl.lit(False))
-    parts, notes, hosts, nccl_lines = _nccl_rows(slow, fast, ctx, ras)
+    together = isinstance(ctx, BatchContext)
+    parts, notes, hosts, nccl_lines, keyed = _nccl_rows(slow, fast, ctx, ras)
     if _torch_may_hold(td_frame, blocks):
         torch_ev, torch_ok = td.torch_events(td_frame, ctx)
         if torch_ev.height:
@@ -2709,6 +2770,21 @@ def _family_rows_frame(
         understood = understood.scatter((~fast.mask).arg_true(), slow_ok) if len(slow_ok) else understood
     else:
         understood = slow_ok
+    return FamilyRows(
+        tables={} if together else _tables(parts),
+        understood=understood.fill_null(False).alias("known"),
+        notes=notes,
+        hosts=hosts,
+        fast=fast.mask if fast.n else None,
+        whole=ras,
+        continued=continued,
+        files=keyed,
+        parts=parts if together else None,
+    )
+
+
+def _tables(parts: dict[str, list[pl.DataFrame]]) -> dict[str, pl.DataFrame]:
+    """The tables of a file from the grammar's parts of each (a part's columns are those it gives)."""
     tables: dict[str, pl.DataFrame] = {}
     for name, dfs in parts.items():
         dfs = [d for d in dfs if d.height]
@@ -2722,15 +2798,7 @@ def _family_rows_frame(
                 maintain_order=True,
             )
         tables[name] = df
-    return FamilyRows(
-        tables=tables,
-        understood=understood.fill_null(False).alias("known"),
-        notes=notes,
-        hosts=hosts,
-        fast=fast.mask if fast.n else None,
-        whole=ras,
-        continued=continued,
-    )
+    return tables
 
 
 def _block_heads(text: pl.Expr) -> pl.Expr:
@@ -2933,7 +3001,11 @@ def _may_wrap(slow: pl.DataFrame, fast: FastLane) -> bool:
 
 def parse_family(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse NCCL and PyTorch-distributed lines of one file into a ParseResult (both parsers' `parse`)."""
-    rows = family_rows(lines, ctx)
+    return _family_result(lines, ctx, family_rows(lines, ctx))
+
+
+def _family_result(lines: pl.Series, ctx: FileContext, rows: FamilyRows) -> ParseResult:
+    """`parse_family`'s result once the grammar has read `lines` (`rows`)."""
     frame = numbered(lines, ctx).with_columns(ok=rows.understood)
     n_fast = 0
     if rows.fast is not None:
@@ -2963,14 +3035,117 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
 
 def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
     """`[parse(lines, ctx) for lines, ctx in items]`: the small chunks of plain INFO records read together
-    (`parsers._nccl_small.parse_many`: each table built once for them all), the others one by one."""
+    (`parsers._nccl_small.parse_many`: each table built once for them all), the others of one year by one run
+    of the grammar over all their lines where it keeps them apart (`_read_together`), else one by one."""
     items = list(items)
     out: list[ParseResult | None] = [None] * len(items)
     if SMALL_PATH and FAST_LANE:
         small = [i for i, (lines, _ctx) in enumerate(items) if len(lines) <= _nccl_small.MAX_LINES]
         for i, result in zip(small, _nccl_small.parse_many([items[i] for i in small]), strict=True):
             out[i] = result
+    rest = [i for i, r in enumerate(out) if r is None]
+    for i, result in zip(rest, family_many([items[i] for i in rest]), strict=True):
+        out[i] = result
+    return out  # type: ignore[return-value]
+
+
+def family_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
+    """`[parse_family(lines, ctx) for lines, ctx in items]`: the files of one year read by one run of the
+    grammar where it keeps them apart (`_read_together`), else one by one."""
+    items = list(items)
+    out: list[ParseResult | None] = [None] * len(items)
+    if TOGETHER:
+        groups: dict[tuple[object, ...], list[int]] = {}
+        for i, (lines, ctx) in enumerate(items):
+            # (COLL lines send a batch to be read file by file: such a file is not tried)
+            if not lines.str.contains(" opCount ", literal=True).any():
+                groups.setdefault((ctx.year_hint, ctx.collected_at), []).append(i)
+        for ks in groups.values():
+            got = _read_together([items[i] for i in ks]) if len(ks) > 1 else None
+            for i, result in zip(ks, got or (), strict=False):
+                out[i] = result
     return [r if r is not None else parse_family(*items[i]) for i, r in enumerate(out)]
+
+
+TOGETHER = True
+"""`parse_many` reads the NCCL logs of a batch by one run of the grammar where it can (tests compare both)."""
+_NO_PATH = "\x00batch"
+_NO_NODE = "\x00batch"
+"""The `BatchContext`'s path and node: no file's (a file's own go in its rows after the run)."""
+
+
+def _read_together(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResult] | None:
+    """`[parse_family(lines, ctx) for lines, ctx in items]` (files of one year) from one run of the grammar
+    over all their lines, or None where the run cannot keep the files apart (`NotTogether`) or fails.
+
+    The grammar's cost is mostly its hundreds of polars calls, whatever a file's size (~35 ms for a 286-line
+    rank log of a hang: NCCL records, watchdog timeouts, a C++ abort and torchrun's failure block), and one
+    run pays them once for the batch. Each file's lines are numbered from k * `FILE_SPAN` up, after one blank
+    line (which the grammar sees as the start of a file: it starts no wrap, block or traceback). The steps
+    that look across lines or rows keep the files apart by `line // FILE_SPAN`: the inventory's distinct
+    facts, each file's single NCCL version, its ring/tree count and hosts, the host of a bare version line,
+    a failure block's root-cause state. What cannot be kept apart sends every file to be read alone: one
+    process (host, pid) in two files, COLL lines, an ncclras report, a torchfrtrace report, a wrap joined or
+    whose width is needed (each file has its own)."""
+    parts: list[pl.DataFrame] = []
+    starts: list[int] = []
+    at = 0
+    gap = {"line": pl.Int64, "text": pl.String}
+    for k, (lines, ctx) in enumerate(items):
+        if k:
+            parts.append(pl.DataFrame({"line": [k * FILE_SPAN + ctx.first_line - 1], "text": [""]}, schema=gap))
+            at += 1
+        base = numbered(lines, ctx)
+        parts.append(base.with_columns(line=pl.col("line") + k * FILE_SPAN) if k else base)
+        starts.append(at)
+        at += len(lines)
+    first = items[0][1]
+    ctx = BatchContext(
+        path=_NO_PATH,
+        node=_NO_NODE,
+        first_line=first.first_line,
+        year_hint=first.year_hint,
+        collected_at=first.collected_at,
+    )
+
+    def no_wrap() -> int | None:
+        raise NotTogether
+
+    try:
+        fam = family_rows_frame(pl.concat(parts), ctx, wrap_width=no_wrap)
+    except CONTAINED:  # noqa: BLE001 - (`NotTogether`, or a file that fails, and fails again alone)
+        return None
+    if fam.whole or (fam.continued is not None and len(fam.continued)) or fam.files is None or fam.parts is None:
+        return None
+    cut: dict[str, list[dict[int, pl.DataFrame]]] = {name: [] for name in fam.parts}
+    for name, dfs in fam.parts.items():
+        for df in dfs:
+            if df.height:
+                by = df.with_columns(_f=pl.col("line") // FILE_SPAN).partition_by("_f", as_dict=True, include_key=False)
+                cut[name].append({int(key[0]): part for key, part in by.items()})  # type: ignore[call-overload]
+    out = []
+    for k, ((lines, ctx_k), s) in enumerate(zip(items, starts, strict=True)):
+        own = {name: [_own(p[k], k, ctx_k) for p in by_part if k in p] for name, by_part in cut.items()}
+        notes, hosts = fam.files.get(k, ([], []))
+        rows = FamilyRows(
+            tables=_tables(own),
+            understood=fam.understood.slice(s, len(lines)),
+            notes=notes,
+            hosts=hosts,
+            fast=fam.fast.slice(s, len(lines)) if fam.fast is not None else None,
+        )
+        out.append(_family_result(lines, ctx_k, rows))
+    return out
+
+
+def _own(df: pl.DataFrame, k: int, ctx: FileContext) -> pl.DataFrame:
+    """The rows of the k-th file of a batch (`_read_together`) with its own line numbers, path and node."""
+    fixes = [pl.col("line") - k * FILE_SPAN] if k else []
+    if "file" in df.columns:
+        fixes.append(pl.lit(ctx.path, dtype=df.schema["file"]).alias("file"))
+    if "node" in df.columns:
+        fixes.append(pl.col("node").replace(_NO_NODE, ctx.node))
+    return df.with_columns(fixes) if fixes else df
 
 
 SMALL_PATH = True

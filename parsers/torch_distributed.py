@@ -34,6 +34,7 @@ import io
 import json
 import pickle
 import re
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
@@ -41,7 +42,7 @@ import polars as pl
 
 from parsers._common import arx, format_str, to_json
 from parsers._sniff import cheap_requirements, head_text, holds, probed, required_literals
-from parsers.base import FileContext, ParseResult
+from parsers.base import FILE_SPAN, BatchContext, FileContext, NotTogether, ParseResult
 
 NAME = "torch-distributed"
 DESCRIPTION = "PyTorch distributed: ProcessGroupNCCL watchdog, torchrun/elastic agent, Flight Recorder dumps"
@@ -682,6 +683,7 @@ def mark_blocks(frame: pl.DataFrame) -> pl.DataFrame:
             .when(body.str.starts_with("Failures:") | body.str.contains(arx(r"^=+\s*$")))
             .then(False)
             .forward_fill()
+            .over(pl.col("line") // FILE_SPAN)  # (within a file: a batch reads several as one frame)
             .fill_null(False),
         )
         .drop("_head", "_kv", "_run", "_bid")
@@ -795,6 +797,8 @@ def _frtrace_events(frame: pl.DataFrame, ctx: FileContext) -> list[pl.DataFrame]
     body = pl.col("body")
     if not frame.select(body.str.contains(arx(FRTRACE_RE)).any()).item():
         return []  # no report head in any line (continuation lines included: a superset)
+    if isinstance(ctx, BatchContext):
+        raise NotTogether  # (a report's key/value lines are read after its head, whatever file they are in)
     f = frame.filter(~pl.col("cont")).with_columns(
         head=body.str.contains(arx(FRTRACE_RE)),
         kv=body.str.extract_groups(arx(FRTRACE_KV_RE)),
@@ -1078,6 +1082,20 @@ def _dump_span(lines: pl.Series) -> tuple[int, int] | None:
     if not _SNIFF_FR.search("\n".join(s or "" for s in lines.slice(start, min(end - start + 1, 400)).to_list())):
         return None
     return start, end
+
+
+def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResult]:
+    """`[parse(lines, ctx) for lines, ctx in items]`: the files without a Flight Recorder dump read by the
+    shared grammar together (`nccl.family_many`: one run for a batch where it keeps the files apart), the
+    others one by one."""
+    from parsers import nccl  # NOTE: nccl imports this module at import time; import lazily here
+
+    items = list(items)
+    plain = [i for i, (lines, _ctx) in enumerate(items) if _dump_span(lines) is None]
+    out: list[ParseResult | None] = [None] * len(items)
+    for i, result in zip(plain, nccl.family_many([items[i] for i in plain]), strict=True):
+        out[i] = result
+    return [r if r is not None else parse(*items[i]) for i, r in enumerate(out)]
 
 
 def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:

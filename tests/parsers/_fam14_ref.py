@@ -205,7 +205,7 @@ def _family_rows_frame(
         slow = full.filter(~fast.mask) if nfast else full
     if not last_err:
         slow = slow.with_columns(_last_err=pl.lit(False))
-    parts, notes, hosts, nccl_lines = _nccl_rows(slow, fast, ctx, ras)
+    parts, notes, hosts, nccl_lines, _keyed = _nccl_rows(slow, fast, ctx, ras)
     if _torch_may_hold(td_frame, blocks):
         torch_ev, torch_ok = td.torch_events(td_frame, ctx)
         if torch_ev.height:
