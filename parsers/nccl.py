@@ -67,7 +67,16 @@ from parsers._common import (
 )
 from parsers._nccl_merge import merge_chunks, shift_lines  # noqa: F401 - the ingest's hooks for a file read in pieces
 from parsers._sniff import contains, guarded, head_text, may_match, required_literals
-from parsers.base import FILE_SPAN, BatchContext, FileContext, NotTogether, ParseResult, account, compiled, numbered
+from parsers.base import (
+    FILE_SPAN,
+    BatchContext,
+    FileContext,
+    NotTogether,
+    ParseResult,
+    account,
+    compiled,
+    numbered,
+)
 
 NAME = "nccl"
 DESCRIPTION = "NCCL debug output (NCCL_DEBUG=INFO/WARN/TRACE 2.7+), aws-ofi-nccl, ncclras status; torch lines too"
@@ -934,7 +943,8 @@ def _nccl_rows(
         if every.height:
             h = heads.get_column("node").gather(every.get_column("hc").gather(at.clip(0, None)))
             # (the record before must be in the same file: a batch's files follow one another)
-            same = every.get_column("line").gather(at.clip(0, None)) // FILE_SPAN == bare.get_column("line") // FILE_SPAN
+            before = every.get_column("line").gather(at.clip(0, None))
+            same = before // FILE_SPAN == bare.get_column("line") // FILE_SPAN
             bare = bare.with_columns(h=pl.when((at >= 0) & same).then(h))
         else:
             bare = bare.with_columns(h=pl.lit(None, dtype=pl.String))
@@ -1259,7 +1269,9 @@ def _nccl_rows(
         conns = pl.concat([d.filter(conn_p & msg.str.contains(conn_rx)).select("line") for d in pieces])
         for f, n in conns.group_by(_f=pl.col("line") // FILE_SPAN).len().iter_rows():
             keyed.setdefault(f, ([], []))[0].append(f"{n} ring/tree/channel lines")
-    conn = sum(int(d.select((conn_p & msg.str.contains(conn_rx)).sum()).item()) for d in pieces) if flags["conn"] and not together else 0
+    conn = 0
+    if flags["conn"] and not together:
+        conn = sum(int(d.select((conn_p & msg.str.contains(conn_rx)).sum()).item()) for d in pieces)
     if conn:
         notes.append(f"{conn} ring/tree/channel lines")
 
@@ -1340,7 +1352,9 @@ def _nccl_rows(
             node=heads.get_column("node").gather(used.get_column("hc")),
             host=heads.get_column("host").gather(used.get_column("hc")),
         )
-        by_file = named.filter(pl.col("host").is_not_null()).group_by("_f").agg(pl.col("node").unique().sort())
+        by_file = (
+            named.filter(pl.col("host").is_not_null()).group_by("_f").agg(pl.col("node").unique().sort())
+        )
         for f, nodes in by_file.iter_rows():
             keyed.setdefault(f, ([], []))[1].extend(nodes)
         hosts = []
@@ -2609,7 +2623,8 @@ class FamilyRows:
     continued: pl.Series | None = None
     """Numbers of the lines joined onto the record before them (hard-wrapped tails), when any may be."""
     files: _Keyed | None = None
-    """For a batch (`BatchContext`): each file's notes and hosts by its key, in place of `notes` and `hosts`."""
+    """For a batch (`BatchContext`): each file's notes and hosts by its key, in place of `notes` and
+    `hosts`."""
     parts: dict[str, list[pl.DataFrame]] | None = None
     """For a batch: the parts of each table, rows of all files, in place of `tables` (`_tables` of a file's
     rows of each part is its tables: a table's columns are those of the parts a file has rows in)."""
@@ -3093,7 +3108,8 @@ def _read_together(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResu
     gap = {"line": pl.Int64, "text": pl.String}
     for k, (lines, ctx) in enumerate(items):
         if k:
-            parts.append(pl.DataFrame({"line": [k * FILE_SPAN + ctx.first_line - 1], "text": [""]}, schema=gap))
+            blank = {"line": [k * FILE_SPAN + ctx.first_line - 1], "text": [""]}
+            parts.append(pl.DataFrame(blank, schema=gap))
             at += 1
         base = numbered(lines, ctx)
         parts.append(base.with_columns(line=pl.col("line") + k * FILE_SPAN) if k else base)
@@ -3115,13 +3131,16 @@ def _read_together(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResu
         fam = family_rows_frame(pl.concat(parts), ctx, wrap_width=no_wrap)
     except CONTAINED:  # noqa: BLE001 - (`NotTogether`, or a file that fails, and fails again alone)
         return None
-    if fam.whole or (fam.continued is not None and len(fam.continued)) or fam.files is None or fam.parts is None:
+    if fam.whole or (fam.continued is not None and len(fam.continued)):
+        return None
+    if fam.files is None or fam.parts is None:
         return None
     cut: dict[str, list[dict[int, pl.DataFrame]]] = {name: [] for name in fam.parts}
     for name, dfs in fam.parts.items():
         for df in dfs:
             if df.height:
-                by = df.with_columns(_f=pl.col("line") // FILE_SPAN).partition_by("_f", as_dict=True, include_key=False)
+                keyed = df.with_columns(_f=pl.col("line") // FILE_SPAN)
+                by = keyed.partition_by("_f", as_dict=True, include_key=False)
                 cut[name].append({int(key[0]): part for key, part in by.items()})  # type: ignore[call-overload]
     out = []
     for k, ((lines, ctx_k), s) in enumerate(zip(items, starts, strict=True)):
