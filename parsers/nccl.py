@@ -69,6 +69,7 @@ from parsers._nccl_merge import merge_chunks, shift_lines  # noqa: F401 - the in
 from parsers._sniff import contains, guarded, head_text, may_match, required_literals
 from parsers.base import (
     FILE_SPAN,
+    MAX_EXAMPLES,
     BatchContext,
     FileContext,
     NotTogether,
@@ -3103,18 +3104,13 @@ def _read_together(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResu
     process (host, pid) in two files, COLL lines, an ncclras report, a torchfrtrace report, a wrap joined or
     whose width is needed (each file has its own)."""
     parts: list[pl.DataFrame] = []
-    starts: list[int] = []
-    at = 0
     gap = {"line": pl.Int64, "text": pl.String}
     for k, (lines, ctx) in enumerate(items):
         if k:
             blank = {"line": [k * FILE_SPAN + ctx.first_line - 1], "text": [""]}
             parts.append(pl.DataFrame(blank, schema=gap))
-            at += 1
         base = numbered(lines, ctx)
         parts.append(base.with_columns(line=pl.col("line") + k * FILE_SPAN) if k else base)
-        starts.append(at)
-        at += len(lines)
     first = items[0][1]
     ctx = BatchContext(
         path=_NO_PATH,
@@ -3127,44 +3123,98 @@ def _read_together(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResu
     def no_wrap() -> int | None:
         raise NotTogether
 
+    batch = pl.concat(parts)
     try:
-        fam = family_rows_frame(pl.concat(parts), ctx, wrap_width=no_wrap)
+        fam = family_rows_frame(batch, ctx, wrap_width=no_wrap)
+        if fam.whole or (fam.continued is not None and len(fam.continued)):
+            return None
+        if fam.files is None or fam.parts is None:
+            return None
+        tables = _cut_tables(fam.parts, [c for _l, c in items])
+        counts = _accounts(batch, fam.understood, fam.fast, len(items))
     except CONTAINED:  # noqa: BLE001 - (`NotTogether`, or a file that fails, and fails again alone)
         return None
-    if fam.whole or (fam.continued is not None and len(fam.continued)):
-        return None
-    if fam.files is None or fam.parts is None:
-        return None
-    cut: dict[str, list[dict[int, pl.DataFrame]]] = {name: [] for name in fam.parts}
-    for name, dfs in fam.parts.items():
-        for df in dfs:
-            if df.height:
-                keyed = df.with_columns(_f=pl.col("line") // FILE_SPAN)
-                by = keyed.partition_by("_f", as_dict=True, include_key=False)
-                cut[name].append({int(key[0]): part for key, part in by.items()})  # type: ignore[call-overload]
     out = []
-    for k, ((lines, ctx_k), s) in enumerate(zip(items, starts, strict=True)):
-        own = {name: [_own(p[k], k, ctx_k) for p in by_part if k in p] for name, by_part in cut.items()}
+    for k, (own, (parsed, unrecognized, examples)) in enumerate(zip(tables, counts, strict=True)):
         notes, hosts = fam.files.get(k, ([], []))
-        rows = FamilyRows(
-            tables=_tables(own),
-            understood=fam.understood.slice(s, len(lines)),
-            notes=notes,
-            hosts=hosts,
-            fast=fam.fast.slice(s, len(lines)) if fam.fast is not None else None,
+        out.append(
+            ParseResult(
+                tables=own,
+                parsed=parsed,
+                unrecognized=unrecognized,
+                unrecognized_examples=examples,
+                notes=notes,
+                node=hosts[0] if len(hosts) == 1 else None,
+            )
         )
-        out.append(_family_result(lines, ctx_k, rows))
     return out
 
 
-def _own(df: pl.DataFrame, k: int, ctx: FileContext) -> pl.DataFrame:
-    """The rows of the k-th file of a batch (`_read_together`) with its own line numbers, path and node."""
-    fixes = [pl.col("line") - k * FILE_SPAN] if k else []
-    if "file" in df.columns:
-        fixes.append(pl.lit(ctx.path, dtype=df.schema["file"]).alias("file"))
-    if "node" in df.columns:
-        fixes.append(pl.col("node").replace(_NO_NODE, ctx.node))
-    return df.with_columns(fixes) if fixes else df
+def _cut_tables(parts: dict[str, list[pl.DataFrame]], ctxs: list[FileContext]) -> list[dict[str, pl.DataFrame]]:
+    """Each file's tables (`_tables` of its rows of each part) from a batch's parts (`_read_together`), with
+    the file's own line numbers, path and node.
+
+    A file's table has the columns of the parts it has rows in, so the files are cut in groups of the same
+    parts: a group's rows of those parts concatenated (each file's rows in part order, as alone), its
+    distinct inventory facts kept per file, and the rows partitioned by file."""
+    out: list[dict[str, pl.DataFrame]] = [{} for _ in ctxs]
+    ks = list(range(len(ctxs)))
+    for name, dfs in parts.items():
+        keyed = [d.with_columns(_f=pl.col("line") // FILE_SPAN) for d in dfs if d.height]
+        present = [set(d.get_column("_f").unique().to_list()) for d in keyed]
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for k in ks:
+            has = tuple(i for i, p in enumerate(present) if k in p)
+            if has:
+                groups.setdefault(has, []).append(k)
+        for has, files in groups.items():
+            pieces = [keyed[i] for i in has]
+            if len(groups) > 1:
+                pieces = [d.filter(pl.col("_f").is_in(files)) for d in pieces]
+            df = pl.concat(pieces, how="diagonal_relaxed")
+            if name == "inventory":  # (`_tables`' distinct facts, of each file)
+                subset = ["node", "component", "device", "attribute", "value", "_f"]
+                df = df.unique(subset=subset, keep="first", maintain_order=True)
+            f = pl.col("_f")
+            fixes = [pl.col("line") - f * FILE_SPAN]
+            if "file" in df.columns:
+                paths = [ctxs[k].path for k in files]
+                fixes.append(f.replace_strict(files, paths, return_dtype=df.schema["file"]).alias("file"))
+            if "node" in df.columns:
+                nodes = f.replace_strict(files, [ctxs[k].node for k in files], return_dtype=pl.String)
+                node = pl.when(pl.col("node") == _NO_NODE).then(nodes).otherwise(pl.col("node"))
+                fixes.append(node.cast(df.schema["node"]).alias("node"))
+            df = df.with_columns(fixes)
+            for key, own in df.partition_by("_f", as_dict=True, include_key=False).items():
+                out[int(key[0])][name] = own  # type: ignore[call-overload]
+    return out
+
+
+def _accounts(
+    batch: pl.DataFrame, understood: pl.Series, fast: pl.Series | None, n: int
+) -> list[tuple[int, int, list[tuple[int, str]]]]:
+    """`account` of each file of a batch read as one frame (`batch`: line, text; the separating blank lines
+    count nowhere), as `_family_result` counts a file: its fast-lane lines parsed without a look."""
+    fl = pl.lit(False) if fast is None else pl.lit(fast)
+    flagged = batch.select(
+        _f=pl.col("line") // FILE_SPAN,
+        line=pl.col("line") % FILE_SPAN,
+        text=pl.col("text"),
+        blank=~pl.col("text").str.contains(r"\S"),
+        ok=pl.lit(understood).fill_null(False),
+        fast=fl,
+    )
+    looked = ~pl.col("fast") & ~pl.col("blank")
+    per = flagged.group_by("_f").agg(
+        parsed=(pl.col("ok") & looked).sum() + pl.col("fast").sum(),
+        unrecognized=(~pl.col("ok") & looked).sum(),
+    )
+    got = {int(f): (int(p), int(u)) for f, p, u in per.iter_rows()}
+    bad = flagged.filter(~pl.col("ok") & looked).group_by("_f", maintain_order=True).head(MAX_EXAMPLES)
+    examples: dict[int, list[tuple[int, str]]] = {}
+    for f, line, text in bad.select("_f", "line", "text").iter_rows():
+        examples.setdefault(int(f), []).append((int(line), str(text)[:500]))
+    return [(*got.get(k, (0, 0)), examples.get(k, [])) for k in range(n)]
 
 
 SMALL_PATH = True
