@@ -220,7 +220,10 @@ def parse_many(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResult |
     memo: dict[Any, Any] = {}
     out: list[ParseResult | None] = [None] * len(items)
     done: list[tuple[int, _Rows]] = []
+    others = _others(items)
     for i, (lines, ctx) in enumerate(items):
+        if i in others:
+            continue
         got = records(lines, ctx.first_line, heads)
         if got is not None:
             done.append((i, _rows(*got, ctx, memo)))
@@ -231,6 +234,21 @@ def parse_many(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResult |
     for (i, _r), result in zip(done, got, strict=True):
         out[i] = result
     return out
+
+
+def _others(items: list[tuple[pl.Series, FileContext]]) -> set[int]:
+    """The items holding a line that is not blank (spaces and tabs) and has no `NCCL `: `records` of such an
+    item is None (every line it reads but a blank one is a record or a bare version line, which have one).
+    Looked for in one query over the batch: `records` finds such a line in Python, line by line, and a rank
+    log of a hang has its watchdog lines at its end."""
+    if len(items) < 2:
+        return set()
+    sizes = pl.Series([len(lines) for lines, _ctx in items], dtype=pl.Int64)
+    text = pl.concat([lines.cast(pl.String) for lines, _ctx in items]).alias("text")
+    key = pl.select(pl.int_range(len(items), dtype=pl.Int64).repeat_by(sizes).explode()).to_series()
+    other = ~text.str.contains("NCCL ", literal=True) & text.str.contains(r"[^ \t]")
+    hit = key.filter(other.fill_null(False)).unique()
+    return set(hit.to_list())
 
 
 _Rec = tuple[int, dict[str, Any], str]

@@ -224,3 +224,17 @@ def test_off_switch_reads_file_by_file(monkeypatch: pytest.MonkeyPatch, runs: li
     monkeypatch.setattr(nccl, "TOGETHER", False)
     check(_items(_rank("gpu-a", 100, 0), _rank("gpu-b", 200, 1)))
     assert runs == []
+
+
+def test_the_small_path_skips_the_files_it_would_refuse() -> None:
+    """`_nccl_small._others` (one query over a batch) names files with a line neither blank nor an NCCL record:
+    `records` refuses each of them, and it names no file of plain INFO records."""
+    from parsers import _nccl_small
+
+    items = [(harness_blanked(p.read_bytes()), _ctx(i)) for i, p in enumerate(FIXTURES)]
+    items += _items(_rank("gpu-a", 100, 0), "\n \t\n" + _rank("gpu-b", 200, 1) + "\n\n", _BLOCK_ENTRY)
+    others = _nccl_small._others(items)
+    assert len(items) - 1 in others and not {len(items) - 3, len(items) - 2} & others
+    assert len(others) >= len(FIXTURES) // 2
+    for i in others:
+        assert _nccl_small.records(items[i][0], 1, {}) is None, i
