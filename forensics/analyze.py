@@ -14,14 +14,17 @@ network.py, drift.py, stragglers.py, timing.py, hangs.py); this module correlate
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import polars as pl
 
 from forensics import __version__, clocks, drift, hangs, network, stragglers, telemetry, timing
+from forensics.errors import CONTAINED
 from forensics.findings import (
     FINDINGS_SCHEMA_VERSION,
     SEVERITY_WEIGHT,
@@ -653,55 +656,10 @@ def fold_fleet(cands: list[Candidate], nodes: list[str]) -> list[Candidate]:
     return [folded.get(i, c) for i, c in enumerate(cands) if i not in drop]
 
 
-def rank_candidates(cands: list[Candidate]) -> list[Candidate]:
-    """Order by severity × confidence, then earliest first (a cause precedes its consequences)."""
-    far = datetime.max.replace(tzinfo=UTC)
-    return sorted(
-        cands,
-        key=lambda c: (-SEVERITY_WEIGHT[c.severity] * c.confidence, c.first_seen or far, c.node or ""),
-    )
-
-
-# ----------------------------------------------------------------------------- entry point
-
-
-def analyze(out: Path) -> dict[str, Any]:
-    """Run every analysis over OUT's tables; write findings.json and the anomalies table; return the doc."""
-    manifest = require_ingested(out)
-    tables, thinned = read_analysis_tables(out)
-    job = job_summary(tables)
-    events, steps, samples, comms, inv = (tables[t] for t in ("events", "steps", "gpu_samples", "comms", "inventory"))
-    events, steps = resolve_rank_nodes(events, comms), resolve_rank_nodes(steps, comms)
-    offsets = clocks.estimate_offsets(events, comms)
-    events = clocks.correct(events, offsets)
-    # The end of the evidence (how long a hang lasted) comes from what was still logging: telemetry,
-    # steps and communication errors. Kernel lines are left out: a year-less syslog time inferred
-    # wrongly must not stretch a hang over a year.
-    live = events.filter(pl.col("kind").is_in(CONSEQUENCE_KINDS))
-    ends = [df["ts"].max() for df in (live, samples, steps) if df.height]
-    end_of_evidence = max((e for e in ends if e is not None), default=None)
-    tl = timing.timeline(steps, end_of_evidence=end_of_evidence)  # type: ignore[arg-type]
-    start, end = timing.window(tl)
-    span = timing.progress_span(tl)
-
-    cands: list[Candidate] = []
-    cands += candidates_from_events(events, job["node_names"])
-    windowed = telemetry.in_window(samples, start, end)
-    profile = telemetry.gpu_profile(windowed)
-    cands += telemetry.candidates(windowed, profile)
-    # clocks down on a hot GPU, where the telemetry names no throttle reason: while the job was slow or ran
-    # (a GPU once, from the first window that shows it)
-    hot: dict[tuple, Candidate] = {}
-    for a, b in [(r.ts_start, r.ts_end) for r in tl.slow] + [span]:
-        for c in telemetry.hot_clock_candidates(samples, a, b):
-            hot.setdefault((c.node, c.gpu_index), c)
-    cands += hot.values()
-    cands += network.counter_candidates(network.counter_growth(comms))
-    cands += network.peer_candidates(events, inv)
-    cands += drift.candidates(inv)
-    cands = fold_witnessed(merge(cands))
-    cands = demote_history(cands, span[0])
-
+def _slow_nodes(
+    steps: pl.DataFrame, events: pl.DataFrame, samples: pl.DataFrame, tl: timing.Timeline, span: tuple
+) -> pl.DataFrame:
+    """The nodes (or GPUs) slower than the rest: by rank lateness, detector votes and telemetry."""
     lateness = stragglers.rank_lateness(steps)
     votes = stragglers.detector_votes(events)
     # telemetry while the job was slow, and over the whole job (a node slow from the start has no regime):
@@ -718,13 +676,107 @@ def analyze(out: Path) -> dict[str, Any]:
         known = set(slow_nodes["node"].to_list()) if slow_nodes.height else set()
         extra = pl.concat(gpu_parts, how="diagonal_relaxed").unique(subset="node", keep="first").filter(~pl.col("node").is_in(list(known)))
         slow_nodes = pl.concat([slow_nodes, extra], how="diagonal_relaxed") if slow_nodes.height else extra
+    return slow_nodes
+
+
+def rank_candidates(cands: list[Candidate]) -> list[Candidate]:
+    """Order by severity × confidence, then earliest first (a cause precedes its consequences)."""
+    far = datetime.max.replace(tzinfo=UTC)
+    return sorted(
+        cands,
+        key=lambda c: (-SEVERITY_WEIGHT[c.severity] * c.confidence, c.first_seen or far, c.node or ""),
+    )
+
+
+# ----------------------------------------------------------------------------- entry point
+
+
+_NO_OFFSETS = pl.DataFrame(schema={"node": pl.String, "offset_s": pl.Float64, "anchors": pl.UInt32})
+"""`clocks.estimate_offsets` of a bundle without anchors."""
+STRICT_ENV = "FORENSICS_STRICT"
+"""Set (to anything but empty), a failing analysis step fails the analysis (the tests set it)."""
+_T = TypeVar("_T")
+
+
+class _Guard:
+    """Runs the analysis' steps: a step that fails (an exception, or a panic inside polars) costs its own
+    evidence, not the analysis. Its default stands in for its result, and the failure is named in
+    `coverage.analysis_errors` (the report and the CLI say the analysis is incomplete)."""
+
+    def __init__(self) -> None:
+        self.errors: list[dict[str, str]] = []
+
+    def run(self, step: str, default: Callable[[], _T], fn: Callable[..., _T], *args: Any) -> _T:
+        try:
+            return fn(*args)
+        except CONTAINED as exc:  # noqa: BLE001 - one step's failure is recorded, the others' evidence kept
+            if os.environ.get(STRICT_ENV):
+                raise
+            self.errors.append({"step": step, "error": f"{type(exc).__name__}: {exc}"[:500]})
+            return default()
+
+
+def analyze(out: Path) -> dict[str, Any]:
+    """Run every analysis over OUT's tables; write findings.json and the anomalies table; return the doc.
+
+    Each step runs under a `_Guard`: where one fails, the findings of the others are still written, with the
+    failed steps in `coverage.analysis_errors`."""
+    manifest = require_ingested(out)
+    tables, thinned = read_analysis_tables(out)
+    guard = _Guard()
+    job = job_summary(tables)
+    events, steps, samples, comms, inv = (tables[t] for t in ("events", "steps", "gpu_samples", "comms", "inventory"))
+    events = guard.run("ranks to nodes (events)", lambda: events, resolve_rank_nodes, events, comms)
+    steps = guard.run("ranks to nodes (steps)", lambda: steps, resolve_rank_nodes, steps, comms)
+    offsets = guard.run("clock offsets", lambda: _NO_OFFSETS, clocks.estimate_offsets, events, comms)
+    events = guard.run("clock correction", lambda: events, clocks.correct, events, offsets)
+    # The end of the evidence (how long a hang lasted) comes from what was still logging: telemetry,
+    # steps and communication errors. Kernel lines are left out: a year-less syslog time inferred
+    # wrongly must not stretch a hang over a year.
+    live = events.filter(pl.col("kind").is_in(CONSEQUENCE_KINDS))
+    ends = [df["ts"].max() for df in (live, samples, steps) if df.height]
+    end_of_evidence = max((e for e in ends if e is not None), default=None)
+    tl = guard.run(
+        "step timeline",
+        timing.no_timeline,
+        lambda: timing.timeline(steps, end_of_evidence=end_of_evidence),  # type: ignore[arg-type]
+    )
+    start, end = timing.window(tl)
+    span = timing.progress_span(tl)
+
+    def tele() -> tuple[pl.DataFrame, list[Candidate]]:
+        windowed = telemetry.in_window(samples, start, end)
+        profile = telemetry.gpu_profile(windowed)
+        return profile, telemetry.candidates(windowed, profile)
+
+    def hot_clocks() -> list[Candidate]:
+        # clocks down on a hot GPU, where the telemetry names no throttle reason: while the job was slow or
+        # ran (a GPU once, from the first window that shows it)
+        hot: dict[tuple, Candidate] = {}
+        for a, b in [(r.ts_start, r.ts_end) for r in tl.slow] + [span]:
+            for c in telemetry.hot_clock_candidates(samples, a, b):
+                hot.setdefault((c.node, c.gpu_index), c)
+        return list(hot.values())
+
+    cands: list[Candidate] = []
+    cands += guard.run("hardware and software events", list, candidates_from_events, events, job["node_names"])
+    profile, tele_cands = guard.run("telemetry", lambda: (None, []), tele)
+    cands += tele_cands
+    cands += guard.run("hot GPU clocks", list, hot_clocks)
+    cands += guard.run("network counters", list, lambda: network.counter_candidates(network.counter_growth(comms)))
+    cands += guard.run("network peers", list, network.peer_candidates, events, inv)
+    cands += guard.run("configuration drift", list, drift.candidates, inv)
+    cands = guard.run("merging evidence", lambda: cands, lambda: demote_history(fold_witnessed(merge(cands)), span[0]))
+    slow_nodes = guard.run("stragglers", pl.DataFrame, _slow_nodes, steps, events, samples, tl, span)
     gpus = job["gpus"] or 0
-    cands, _hang = attribute_hang(cands, tl, events, gpus, job["node_names"], comms)
-    cands = attribute_slowdowns(cands, tl, slow_nodes, gpus)
-    cands = attribute_stragglers(cands, slow_nodes, tl, gpus)
+    cands, _hang = guard.run(
+        "hang attribution", lambda: (cands, None), attribute_hang, cands, tl, events, gpus, job["node_names"], comms
+    )
+    cands = guard.run("slowdown attribution", lambda: cands, attribute_slowdowns, cands, tl, slow_nodes, gpus)
+    cands = guard.run("straggler attribution", lambda: cands, attribute_stragglers, cands, slow_nodes, tl, gpus)
 
     anomalies = [timing.to_anomalies(tl)]
-    outl = telemetry.outliers(profile)
+    outl = guard.run("telemetry outliers", pl.DataFrame, telemetry.outliers, profile) if profile is not None else pl.DataFrame()
     if outl.height:
         anomalies.append(
             conform(
@@ -758,13 +810,13 @@ def analyze(out: Path) -> dict[str, Any]:
         )
     anomalies_df = pl.concat([a for a in anomalies if a.height], how="vertical") if any(a.height for a in anomalies) else empty("anomalies")
 
-    ranked = rank_candidates(fold_fleet(cands, job["node_names"]))
+    ranked = guard.run("ranking", lambda: cands, lambda: rank_candidates(fold_fleet(cands, job["node_names"])))
     # where the job hung, what followed the stop (watchdog timeouts, clean-ups) is the hang's: listed under
     # the finding it was attributed to (or the hang's own), not under every finding that began before it
     hang_stop = _hang["stop"] if _hang else None
     findings = []
     for i, c in enumerate(ranked, start=1):
-        ident = gpu_identity(inv, c.node, c.gpu_index, c.gpu_bus_id)
+        ident = guard.run("GPU identity", dict, gpu_identity, inv, c.node, c.gpu_index, c.gpu_bus_id)
         imp = c.impact
         findings.append(
             Finding(
@@ -826,6 +878,7 @@ def analyze(out: Path) -> dict[str, Any]:
                 r["format"]: {k: v for k, v in r.items() if k != "format"} for r in by_format.iter_rows(named=True)
             },
             "thinned": thinned,
+            "analysis_errors": guard.errors,
         },
     }
     write_table(anomalies_df, "anomalies", out / "tables")

@@ -249,9 +249,15 @@ def _check_fail_on(doc: dict[str, Any], fail_on: FailOn | None) -> None:
 
 def _findings_summary(doc: dict[str, Any], limit: int = 5) -> str:
     found = [f for f in doc["findings"] if f["severity"] != "info"]
+    failed = (doc.get("coverage") or {}).get("analysis_errors") or []
+    lines = []
+    if failed:
+        lines.append(f"Warning: the analysis is incomplete: {len(failed)} step(s) failed, their evidence is missing:")
+        lines += [f"  {e['step']}: {e['error']}" for e in failed]
     if not found:
-        return "No problem found (no finding above 'info')."
-    lines = [f"{len(found)} finding(s):"]
+        lines.append("No problem found (no finding above 'info')" + (" by the steps that ran." if failed else "."))
+        return "\n".join(lines)
+    lines.append(f"{len(found)} finding(s):")
     for f in found[:limit]:
         lines.append(f"  {f['id']} [{f['severity']}] {f['title']}")
     if len(found) > limit:

@@ -62,6 +62,12 @@ class Timeline:
     """{'last_step', 'last_ts', 'silence_s', 'until'} when the job stopped progressing before the end."""
 
 
+def no_timeline() -> Timeline:
+    """The timeline of a bundle without step times."""
+    series = pl.DataFrame(schema={"step": pl.Int64, "ts": pl.Datetime("us", "UTC"), "step_time_s": pl.Float64, "ranks": pl.UInt32})
+    return Timeline(series, None, [], [], series, None, None)
+
+
 def fleet_series(steps: pl.DataFrame) -> pl.DataFrame:
     """Per step: median step time over the ranks that logged it, earliest timestamp, rank count."""
     if steps.height == 0:

@@ -178,7 +178,23 @@ def _verdict(doc: dict[str, Any], steps: pl.DataFrame) -> dict[str, Any]:
     job = doc["job"]
     size = f"{job.get('nodes') or 0} nodes / {job.get('gpus') or 0} GPUs"
     top = [f for f in doc["findings"] if f["severity"] in SERIOUS]
+    failed = [e for e in doc["coverage"].get("analysis_errors") or [] if isinstance(e, dict)]
+    incomplete = (
+        f" The analysis is incomplete: {len(failed)} step(s) failed "
+        f"({', '.join(str(e.get('step')) for e in failed)}), and what they look for is not in this report."
+        if failed
+        else ""
+    )
     if not top:
+        if failed:
+            return {
+                "ok": False,
+                "headline": "No fault found by the analysis steps that ran: the analysis is incomplete.",
+                "text": f"Nothing above 'low' severity was detected in this bundle ({size}).{incomplete}",
+                "cost": "unknown",
+                "action": "Do not read this as a healthy job: see 'Analysis steps that failed' under Coverage.",
+                "estimated": False,
+            }
         return {
             "ok": True,
             "headline": "No fault found.",
@@ -216,6 +232,7 @@ def _verdict(doc: dict[str, Any], steps: pl.DataFrame) -> dict[str, Any]:
         text += f" It explains: {'; '.join(f['consequences'][:3])}."
     if others:
         text += f" {others} other finding(s) of medium or higher severity follow."
+    text += incomplete
     return {
         "ok": False,
         "headline": f"Most likely root cause: {f['title']}",
@@ -540,7 +557,13 @@ def _norm_finding(f: dict[str, Any]) -> dict[str, Any]:
 
 JOB_DEFAULTS: dict[str, Any] = {"nodes": 0, "gpus": 0, "start": None, "end": None, "step_time_baseline_s": None}
 COVERAGE_DEFAULTS: dict[str, Any] = {
-    "files": 0, "parsed_lines": 0, "unrecognized_lines": 0, "skipped_files": 0, "error_files": 0, "by_format": {}
+    "files": 0,
+    "parsed_lines": 0,
+    "unrecognized_lines": 0,
+    "skipped_files": 0,
+    "error_files": 0,
+    "by_format": {},
+    "analysis_errors": [],
 }
 
 

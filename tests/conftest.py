@@ -31,6 +31,10 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+# A failing analysis step fails the tests (`forensics.analyze.STRICT_ENV`), as it would without the guard
+# that keeps a user's analysis going; tests/forensics/test_analyze_guard.py unsets it.
+os.environ["FORENSICS_STRICT"] = "1"
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """The tool's sources compiled to bytecode once, where the environment says not to write it
