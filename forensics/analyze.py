@@ -759,24 +759,30 @@ def analyze(out: Path) -> dict[str, Any]:
         return list(hot.values())
 
     cands: list[Candidate] = []
-    cands += guard.run("hardware and software events", list, candidates_from_events, events, job["node_names"])
+    nodes = job["node_names"]
+    cands += guard.run("hardware and software events", list, candidates_from_events, events, nodes)
     profile, tele_cands = guard.run("telemetry", lambda: (None, []), tele)
     cands += tele_cands
     cands += guard.run("hot GPU clocks", list, hot_clocks)
-    cands += guard.run("network counters", list, lambda: network.counter_candidates(network.counter_growth(comms)))
+    growth = guard.run("network counters", pl.DataFrame, network.counter_growth, comms)
+    cands += guard.run("network counters", list, network.counter_candidates, growth)
     cands += guard.run("network peers", list, network.peer_candidates, events, inv)
     cands += guard.run("configuration drift", list, drift.candidates, inv)
-    cands = guard.run("merging evidence", lambda: cands, lambda: demote_history(fold_witnessed(merge(cands)), span[0]))
+    merged = guard.run("merging evidence", lambda: cands, lambda: fold_witnessed(merge(cands)))
+    cands = guard.run("history", lambda: merged, demote_history, merged, span[0])
     slow_nodes = guard.run("stragglers", pl.DataFrame, _slow_nodes, steps, events, samples, tl, span)
     gpus = job["gpus"] or 0
-    cands, _hang = guard.run(
-        "hang attribution", lambda: (cands, None), attribute_hang, cands, tl, events, gpus, job["node_names"], comms
-    )
-    cands = guard.run("slowdown attribution", lambda: cands, attribute_slowdowns, cands, tl, slow_nodes, gpus)
-    cands = guard.run("straggler attribution", lambda: cands, attribute_stragglers, cands, slow_nodes, tl, gpus)
+    hung = (cands, None)
+    cands, _hang = guard.run("hang attribution", lambda: hung, attribute_hang, cands, tl, events, gpus, nodes, comms)
+    slowed = cands
+    cands = guard.run("slowdown attribution", lambda: slowed, attribute_slowdowns, cands, tl, slow_nodes, gpus)
+    late = cands
+    cands = guard.run("straggler attribution", lambda: late, attribute_stragglers, cands, slow_nodes, tl, gpus)
 
     anomalies = [timing.to_anomalies(tl)]
-    outl = guard.run("telemetry outliers", pl.DataFrame, telemetry.outliers, profile) if profile is not None else pl.DataFrame()
+    outl = pl.DataFrame()
+    if profile is not None:
+        outl = guard.run("telemetry outliers", pl.DataFrame, telemetry.outliers, profile)
     if outl.height:
         anomalies.append(
             conform(
@@ -810,7 +816,7 @@ def analyze(out: Path) -> dict[str, Any]:
         )
     anomalies_df = pl.concat([a for a in anomalies if a.height], how="vertical") if any(a.height for a in anomalies) else empty("anomalies")
 
-    ranked = guard.run("ranking", lambda: cands, lambda: rank_candidates(fold_fleet(cands, job["node_names"])))
+    ranked = guard.run("ranking", lambda: cands, lambda: rank_candidates(fold_fleet(cands, nodes)))
     # where the job hung, what followed the stop (watchdog timeouts, clean-ups) is the hang's: listed under
     # the finding it was attributed to (or the hang's own), not under every finding that began before it
     hang_stop = _hang["stop"] if _hang else None
