@@ -34,7 +34,7 @@ from parsers import _step_grammars as g
 from parsers import nccl, step_log
 from parsers import torch_distributed as td
 from parsers._common import _ANY_ENVELOPE, repeated
-from parsers.base import FILE_SPAN, FileContext, NotTogether, ParseResult
+from parsers.base import FileContext, ParseResult
 
 FAMILY_MARKS = [
     "NCCL ",
@@ -656,24 +656,11 @@ def _family_many(
 def _read_together(bases: list[_Base]) -> list[nccl.FamilyRows] | None:
     """The family grammar's answer for each of `bases` (see `_family_many`), from one run over all their
     lines, or None where that run finds more than lines understood (or fails)."""
-    parts, starts, at = [], [], 0
-    gap = {"line": pl.Int64, "text": pl.String}
-    for k, b in enumerate(bases):
-        line = pl.col("line") + k * FILE_SPAN
-        if k:  # (a base holds a row: `_family_base` hands over none without a candidate line)
-            first = b.base.get_column("line").min()
-            blank = {"line": [int(first) - 1 + k * FILE_SPAN], "text": [""]}  # type: ignore[arg-type]
-            parts.append(pl.DataFrame(blank, schema=gap))
-            at += 1
-        parts.append(b.base.select(line, pl.col("text")))
-        starts.append(at)
-        at += b.base.height
-
-    def no_wrap() -> int | None:
-        raise NotTogether
-
+    # (a base holds a row: `_family_base` hands over none without a candidate line)
+    firsts = [int(b.base.get_column("line").min()) for b in bases]  # type: ignore[arg-type]
+    frame, starts = nccl.batch_frame([b.base for b in bases], firsts)
     try:
-        fam = nccl.family_rows_frame(pl.concat(parts), bases[0].ctx, wrap_width=no_wrap)
+        fam = nccl.family_rows_frame(frame, bases[0].ctx, wrap_width=nccl.no_wrap)
     except CONTAINED:  # noqa: BLE001 - (`NotTogether`, or a chunk that fails, and fails again alone)
         return None
     if fam.tables or fam.notes or fam.hosts or fam.whole or fam.continued is not None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import polars as pl
 
-from parsers.base import MAX_EXAMPLES, FileContext, ParseResult
+from parsers.base import EXAMPLE_CHARS, MAX_EXAMPLES, FileContext, ParseResult
 
 MAX_BYTES = 1 << 18
 """Larger inputs take the vectorised path (where polars' per-call cost no longer dominates)."""
@@ -96,7 +96,7 @@ def account_texts(
             continue
         unrecognized += 1
         if len(examples) < MAX_EXAMPLES:
-            examples.append((first_line + i, text[:500]))
+            examples.append((first_line + i, text[:EXAMPLE_CHARS]))
     return parsed, unrecognized, examples, last
 
 

@@ -37,6 +37,10 @@ _fastscan: Any = ...
 ingest imports this module, not the parsers); None where the install did not build it (no C compiler)."""
 
 MAX_EXAMPLES = 20
+EXAMPLE_CHARS = 500
+"""An example of a line not understood keeps this many characters of it."""
+BLANK = ~pl.col("text").str.contains(r"\S")
+"""A line is blank: nothing but whitespace (= `strip_chars()` is empty, both Unicode, without a copy)."""
 
 
 @dataclass(frozen=True)
@@ -136,7 +140,7 @@ class Tally:
             return
         self.unrecognized += 1
         if len(self.examples) < MAX_EXAMPLES:
-            self.examples.append((line, text[:500]))
+            self.examples.append((line, text[:EXAMPLE_CHARS]))
 
 
 def numbered(lines: pl.Series, ctx: FileContext) -> pl.DataFrame:
@@ -162,7 +166,7 @@ def account(frame: pl.DataFrame, understood: pl.Expr) -> tuple[int, int, list[tu
     flagged = frame.select(
         pl.col("line"),
         pl.col("text"),
-        blank=~pl.col("text").str.contains(r"\S"),  # = strip_chars() is empty (both Unicode), without a copy
+        blank=BLANK,
         ok=understood.fill_null(False),
     )
     counts = flagged.select(
@@ -170,7 +174,7 @@ def account(frame: pl.DataFrame, understood: pl.Expr) -> tuple[int, int, list[tu
         unrecognized=(~pl.col("ok") & ~pl.col("blank")).sum(),
     ).row(0)
     bad = flagged.filter(~pl.col("ok") & ~pl.col("blank")).head(MAX_EXAMPLES)
-    examples = [(int(n), str(t)[:500]) for n, t in bad.select("line", "text").iter_rows()]
+    examples = [(int(n), str(t)[:EXAMPLE_CHARS]) for n, t in bad.select("line", "text").iter_rows()]
     return int(counts[0]), int(counts[1]), examples
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import polars as pl
 
 from parsers._sniff import has, head_text
-from parsers.base import FileContext, ParseResult
+from parsers.base import EXAMPLE_CHARS, FileContext, ParseResult
 
 NAME = "bug-report"
 DESCRIPTION = "nvidia-bug-report.log: sections split and routed to the other parsers, results merged"
@@ -170,7 +170,7 @@ def parse(lines: pl.Series, ctx: FileContext) -> ParseResult:
                 notes.append(f"section '{name[:80]}' (lines {first + body_start}-{first + end - 1}): no parser, {n} line(s) unrecognized")
             for i in range(body_start, end):
                 if not blank[i] and len(examples) < 20:
-                    examples.append((first + i, texts[i][:500]))
+                    examples.append((first + i, texts[i][:EXAMPLE_CHARS]))
                     break
             continue
         sub_ctx = FileContext(path=ctx.path, node=ctx.node, first_line=first + body_start,

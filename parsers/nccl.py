@@ -65,9 +65,12 @@ from parsers._common import (
     nccl_bus_id,
     repeated,
 )
+from parsers._nccl_merge import _INVENTORY_UNIQUE
 from parsers._nccl_merge import merge_chunks, shift_lines  # noqa: F401 - the ingest's hooks for a file read in pieces
 from parsers._sniff import contains, guarded, head_text, may_match, required_literals
 from parsers.base import (
+    BLANK,
+    EXAMPLE_CHARS,
     FILE_SPAN,
     MAX_EXAMPLES,
     BatchContext,
@@ -872,7 +875,7 @@ def _nccl_rows(
     out: dict[str, list[pl.DataFrame]] = {"events": [], "comms": [], "inventory": []}
     notes: list[str] = []
     together = isinstance(ctx, BatchContext)
-    keyed: _Keyed | None = {} if together else None
+    keyed: _Keyed = {}  # (a batch's notes and hosts by file)
     body = pl.col("body")
     # (every regex step below is skipped when a literal check says it has nothing to read: polars compiles a
     # pattern on each use once more than ~32 are in use, ~0.3 ms each, the bulk of a small file's cost)
@@ -888,7 +891,7 @@ def _nccl_rows(
     ns = ns.select("line", "text", hc=pl.int_range(base, base + pl.len(), dtype=pl.UInt32), level="level", msg="msg")
     if not (fast.n or ns.height or ras) and not _headless(slow):
         # no NCCL record, no ncclras report, no bare version or aws-ofi-nccl line: nothing below reads a row
-        return out, notes, [], ns.get_column("line"), keyed
+        return out, notes, [], ns.get_column("line"), keyed if together else None
     # `n` is the fast lane's rows and the slow NCCL rows in line order; each filter below runs on both pieces
     # and merges what it keeps (merging all of `n` first would copy every row)
     pieces = [d for d in (fast.rest, ns) if d.height] or [fast.rest]
@@ -1266,7 +1269,7 @@ def _nccl_rows(
     got = [d.select(conn=conn_p.any(), warn=warn_p.any()).row(0, named=True) for d in pieces]
     flags = {k: any(g[k] for g in got) for k in ("conn", "warn")}
     conn_rx = arx(CONN_RE)
-    if together and flags["conn"] and keyed is not None:
+    if together and flags["conn"]:
         conns = pl.concat([d.filter(conn_p & msg.str.contains(conn_rx)).select("line") for d in pieces])
         for f, n in conns.group_by(_f=pl.col("line") // FILE_SPAN).len().iter_rows():
             keyed.setdefault(f, ([], []))[0].append(f"{n} ring/tree/channel lines")
@@ -1346,7 +1349,7 @@ def _nccl_rows(
     ras_ev = _ras_events(slow, ctx) if ras else None
     if ras_ev is not None:
         out["events"].append(ras_ev)
-    if together and keyed is not None and (fast.n or ns.height):
+    if together and (fast.n or ns.height):
         used = pl.concat([fast.rows.select("line", "hc"), ns.select("line", "hc")])
         used = used.select(_f=pl.col("line") // FILE_SPAN, hc=pl.col("hc")).unique()
         named = used.with_columns(
@@ -1364,7 +1367,7 @@ def _nccl_rows(
         hosts = heads[used].filter(pl.col("host").is_not_null()).get_column("node").unique().sort().to_list()
     else:
         hosts = []
-    return out, notes, hosts, ns.get_column("line"), keyed
+    return out, notes, hosts, ns.get_column("line"), keyed if together else None
 
 
 _Keyed = dict[int, tuple[list[str], list[str]]]
@@ -2808,11 +2811,7 @@ def _tables(parts: dict[str, list[pl.DataFrame]]) -> dict[str, pl.DataFrame]:
             continue
         df = pl.concat(dfs, how="diagonal_relaxed")
         if name == "inventory":
-            df = df.unique(
-                subset=["node", "component", "device", "attribute", "value"],
-                keep="first",
-                maintain_order=True,
-            )
+            df = df.unique(subset=list(_INVENTORY_UNIQUE), keep="first", maintain_order=True)
         tables[name] = df
     return tables
 
@@ -3017,11 +3016,7 @@ def _may_wrap(slow: pl.DataFrame, fast: FastLane) -> bool:
 
 def parse_family(lines: pl.Series, ctx: FileContext) -> ParseResult:
     """Parse NCCL and PyTorch-distributed lines of one file into a ParseResult (both parsers' `parse`)."""
-    return _family_result(lines, ctx, family_rows(lines, ctx))
-
-
-def _family_result(lines: pl.Series, ctx: FileContext, rows: FamilyRows) -> ParseResult:
-    """`parse_family`'s result once the grammar has read `lines` (`rows`)."""
+    rows = family_rows(lines, ctx)
     frame = numbered(lines, ctx).with_columns(ok=rows.understood)
     n_fast = 0
     if rows.fast is not None:
@@ -3103,14 +3098,7 @@ def _read_together(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResu
     a failure block's root-cause state. What cannot be kept apart sends every file to be read alone: one
     process (host, pid) in two files, COLL lines, an ncclras report, a torchfrtrace report, a wrap joined or
     whose width is needed (each file has its own)."""
-    parts: list[pl.DataFrame] = []
-    gap = {"line": pl.Int64, "text": pl.String}
-    for k, (lines, ctx) in enumerate(items):
-        if k:
-            blank = {"line": [k * FILE_SPAN + ctx.first_line - 1], "text": [""]}
-            parts.append(pl.DataFrame(blank, schema=gap))
-        base = numbered(lines, ctx)
-        parts.append(base.with_columns(line=pl.col("line") + k * FILE_SPAN) if k else base)
+    batch, _starts = batch_frame([numbered(lines, ctx) for lines, ctx in items], [c.first_line for _l, c in items])
     first = items[0][1]
     ctx = BatchContext(
         path=_NO_PATH,
@@ -3119,11 +3107,6 @@ def _read_together(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResu
         year_hint=first.year_hint,
         collected_at=first.collected_at,
     )
-
-    def no_wrap() -> int | None:
-        raise NotTogether
-
-    batch = pl.concat(parts)
     try:
         fam = family_rows_frame(batch, ctx, wrap_width=no_wrap)
         if fam.whole or (fam.continued is not None and len(fam.continued)):
@@ -3150,6 +3133,29 @@ def _read_together(items: list[tuple[pl.Series, FileContext]]) -> list[ParseResu
     return out
 
 
+def batch_frame(frames: Sequence[pl.DataFrame], firsts: Sequence[int]) -> tuple[pl.DataFrame, list[int]]:
+    """Frames of line, text (the k-th numbered from `firsts[k]`) as one frame for one run of the grammar: the
+    k-th's lines numbered up by k * `FILE_SPAN`, after one blank line (which the grammar sees as it sees the
+    start of a file); and where each frame starts in it."""
+    gap = {"line": pl.Int64, "text": pl.String}
+    parts: list[pl.DataFrame] = []
+    starts: list[int] = []
+    at = 0
+    for k, (frame, first) in enumerate(zip(frames, firsts, strict=True)):
+        if k:
+            parts.append(pl.DataFrame({"line": [k * FILE_SPAN + first - 1], "text": [""]}, schema=gap))
+            at += 1
+        parts.append(frame.select(pl.col("line") + k * FILE_SPAN, "text"))
+        starts.append(at)
+        at += frame.height
+    return pl.concat(parts), starts
+
+
+def no_wrap() -> int | None:
+    """The wrap width of a batch read as one frame: each file has its own, so the run cannot go on."""
+    raise NotTogether
+
+
 def _cut_tables(parts: dict[str, list[pl.DataFrame]], ctxs: list[FileContext]) -> list[dict[str, pl.DataFrame]]:
     """Each file's tables (`_tables` of its rows of each part) from a batch's parts (`_read_together`), with
     the file's own line numbers, path and node.
@@ -3173,8 +3179,7 @@ def _cut_tables(parts: dict[str, list[pl.DataFrame]], ctxs: list[FileContext]) -
                 pieces = [d.filter(pl.col("_f").is_in(files)) for d in pieces]
             df = pl.concat(pieces, how="diagonal_relaxed")
             if name == "inventory":  # (`_tables`' distinct facts, of each file)
-                subset = ["node", "component", "device", "attribute", "value", "_f"]
-                df = df.unique(subset=subset, keep="first", maintain_order=True)
+                df = df.unique(subset=[*_INVENTORY_UNIQUE, "_f"], keep="first", maintain_order=True)
             f = pl.col("_f")
             fixes = [pl.col("line") - f * FILE_SPAN]
             if "file" in df.columns:
@@ -3194,13 +3199,13 @@ def _accounts(
     batch: pl.DataFrame, understood: pl.Series, fast: pl.Series | None, n: int
 ) -> list[tuple[int, int, list[tuple[int, str]]]]:
     """`account` of each file of a batch read as one frame (`batch`: line, text; the separating blank lines
-    count nowhere), as `_family_result` counts a file: its fast-lane lines parsed without a look."""
+    count nowhere), as `parse_family` counts a file: its fast-lane lines parsed without a look."""
     fl = pl.lit(False) if fast is None else pl.lit(fast)
     flagged = batch.select(
         _f=pl.col("line") // FILE_SPAN,
         line=pl.col("line") % FILE_SPAN,
         text=pl.col("text"),
-        blank=~pl.col("text").str.contains(r"\S"),
+        blank=BLANK,
         ok=pl.lit(understood).fill_null(False),
         fast=fl,
     )
@@ -3213,7 +3218,7 @@ def _accounts(
     bad = flagged.filter(~pl.col("ok") & looked).group_by("_f", maintain_order=True).head(MAX_EXAMPLES)
     examples: dict[int, list[tuple[int, str]]] = {}
     for f, line, text in bad.select("_f", "line", "text").iter_rows():
-        examples.setdefault(int(f), []).append((int(line), str(text)[:500]))
+        examples.setdefault(int(f), []).append((int(line), str(text)[:EXAMPLE_CHARS]))
     return [(*got.get(k, (0, 0)), examples.get(k, [])) for k in range(n)]
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from types import SimpleNamespace
 
 import polars as pl
 import pytest
@@ -20,7 +21,7 @@ import pytest
 from parsers import nccl
 from parsers import torch_distributed as td
 from parsers.base import FileContext, lines_from_bytes
-from tests.conftest import assert_same_result, harness_blanked
+from tests.conftest import check_many, harness_blanked
 
 FIX = Path(__file__).parent.parent / "fixtures"
 FIXTURES = sorted(
@@ -54,13 +55,13 @@ def runs(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     return got
 
 
+_FAMILY = SimpleNamespace(parse_many=nccl.family_many, parse=nccl.parse_family)
+"""The family grammar's batch reading and its reading of one file, as `check_many` compares a parser's."""
+
+
 def check(items: list[tuple[pl.Series, FileContext]]) -> list:
     """`family_many(items)` equals `parse_family` of each item; its results."""
-    many = nccl.family_many(items)
-    assert len(many) == len(items)
-    for (lines, ctx), got in zip(items, many, strict=True):
-        assert_same_result(got, nccl.parse_family(lines, ctx))
-    return many
+    return check_many(_FAMILY, items)
 
 
 def _rank(host: str, pid: int, rank: int, dev: int = 0, ver: str = "2.21.5") -> str:
@@ -215,9 +216,7 @@ def test_fixtures_in_random_batches(runs: list[bool]) -> None:
 def test_torch_distributed_parse_many_is_parse() -> None:
     items = [(harness_blanked(p.read_bytes()), _ctx(i)) for i, p in enumerate(FIXTURES)]
     items += [(lines_from_bytes(_BLOCK_ENTRY.encode()), _ctx(99))]
-    many = td.parse_many(items)
-    for (lines, ctx), got in zip(items, many, strict=True):
-        assert_same_result(got, td.parse(lines, ctx))
+    check_many(td, items)
 
 
 def test_off_switch_reads_file_by_file(monkeypatch: pytest.MonkeyPatch, runs: list[bool]) -> None:
