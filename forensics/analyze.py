@@ -772,12 +772,12 @@ def analyze(out: Path) -> dict[str, Any]:
     cands = guard.run("history", lambda: merged, demote_history, merged, span[0])
     slow_nodes = guard.run("stragglers", pl.DataFrame, _slow_nodes, steps, events, samples, tl, span)
     gpus = job["gpus"] or 0
-    hung = (cands, None)
-    cands, _hang = guard.run("hang attribution", lambda: hung, attribute_hang, cands, tl, events, gpus, nodes, comms)
-    slowed = cands
-    cands = guard.run("slowdown attribution", lambda: slowed, attribute_slowdowns, cands, tl, slow_nodes, gpus)
-    late = cands
-    cands = guard.run("straggler attribution", lambda: late, attribute_stragglers, cands, slow_nodes, tl, gpus)
+    # (a default reads `cands` when its step fails, before the step's result is assigned: the step's input)
+    cands, _hang = guard.run(
+        "hang attribution", lambda: (cands, None), attribute_hang, cands, tl, events, gpus, nodes, comms
+    )
+    cands = guard.run("slowdown attribution", lambda: cands, attribute_slowdowns, cands, tl, slow_nodes, gpus)
+    cands = guard.run("straggler attribution", lambda: cands, attribute_stragglers, cands, slow_nodes, tl, gpus)
 
     anomalies = [timing.to_anomalies(tl)]
     outl = pl.DataFrame()
