@@ -51,58 +51,102 @@ def resolve_rowwise(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataF
     m = gpu_map(inv)
     if m.height == 0:
         return tables, [], None
-    nodes = m.get_column("node").unique()
+    gm = _GpuMap(m)
     out = dict(tables)
     for t in ("events", "gpu_samples"):
         df = tables.get(t)
         if df is None:
             continue
         if isinstance(df, pl.DataFrame):
-            out[t] = _fill_frame(df, m, nodes)
+            out[t] = _fill_frame(df, gm)
             continue
         # (a LazyFrame, a table too large to hold, is joined lazily) a row changes only where one of index and
         # bus id is missing, on a node the inventory maps: when no row is such, the joins are skipped (5.9 M
         # samples of a node without inventory: ~1.3 s of CPU)
         one_missing = pl.col("gpu_index").is_null() != pl.col("gpu_bus_id").is_null()
-        if df.filter(one_missing & pl.col("node").is_in(nodes.implode())).select("node").head(1).collect().height:
-            out[t] = _filled(df, m.lazy(), by_bus=True, by_index=True)
-    return out, [], partial(_fill_frame, m=m, nodes=nodes)
+        if df.filter(one_missing & pl.col("node").is_in(gm.nodes.implode())).select("node").head(1).collect().height:
+            out[t] = _filled(df, gm.lazy(), by_bus=True, by_index=True)
+    return out, [], partial(_fill_frame, gm=gm)
 
 
-def _fill_frame(df: pl.DataFrame, m: pl.DataFrame, nodes: pl.Series) -> pl.DataFrame:
-    """`df` (rows of events or gpu_samples) filled from `m` (`gpu_map`, `nodes` its nodes); `df` itself when no
-    row changes. A join is made only where a row can take something from it: the index from the bus id for a
-    row with a bus id and no index, the bus id from the index for the reverse, on a node `m` maps (a join on a
-    null key matches nothing; a dmon part of 77k samples, all of them by index: ~88 -> ~25 ms, read and
-    filled)."""
+class _GpuMap:
+    """`gpu_map`'s rows as the fills join them: by (node, bus id) to an index (`_idx`), by (node, index) to a
+    bus id (`_bus`; one bus id an index, picked once for every frame the fill is given), and per node."""
+
+    def __init__(self, m: pl.DataFrame) -> None:
+        self.nodes = m.get_column("node").unique()
+        self.by_bus = m.rename({"gpu_index": "_idx"})
+        self.by_index = m.rename({"gpu_bus_id": "_bus"}).unique(subset=["node", "gpu_index"])
+        self._of_node: dict[str, tuple[pl.DataFrame, pl.DataFrame]] = {}
+
+    def lazy(self) -> _GpuMap:
+        lazy = object.__new__(_GpuMap)
+        lazy.nodes, lazy._of_node = self.nodes, {}
+        lazy.by_bus, lazy.by_index = self.by_bus.lazy(), self.by_index.lazy()  # type: ignore[assignment]
+        return lazy
+
+    def of_node(self, node: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """`by_bus` and `by_index` of one node."""
+        got = self._of_node.get(node)
+        if got is None:
+            one = pl.col("node") == node
+            got = self._of_node[node] = (self.by_bus.filter(one), self.by_index.filter(one))
+        return got
+
+
+def _fill_frame(df: pl.DataFrame, gm: _GpuMap) -> pl.DataFrame:
+    """`df` (rows of events or gpu_samples) filled from `gm` (`gpu_map`); `df` itself when no row changes. A
+    join is made only where a row can take something from it: the index from the bus id for a row with a bus
+    id and no index, the bus id from the index for the reverse, on a node `m` maps (a join on a null key
+    matches nothing; a dmon part of 77k samples, all of them by index: ~88 -> ~25 ms, read and filled). Rows of
+    one node (a file's part) take their fills by a lookup of the node's few GPUs instead of a join (a dmon
+    file's 15k samples: ~2.3 -> ~1 ms)."""
     if df.height == 0:
         return df
-    mapped = pl.col("node").is_in(nodes.implode())
+    mapped = pl.col("node").is_in(gm.nodes.implode())
     index, bus = pl.col("gpu_index"), pl.col("gpu_bus_id")
     need = df.select(
         by_bus=(index.is_null() & bus.is_not_null() & mapped).any(),
         by_index=(bus.is_null() & index.is_not_null() & mapped).any(),
-    ).row(0)
-    if not any(need):
+        node=pl.col("node").first(),
+        nodes=pl.col("node").n_unique(),
+    ).row(0, named=True)
+    if not (need["by_bus"] or need["by_index"]):
         return df
-    return _filled(df, m, by_bus=bool(need[0]), by_index=bool(need[1]))
+    if need["nodes"] == 1:
+        return _looked_up(df, gm, need["node"], by_bus=need["by_bus"], by_index=need["by_index"])
+    return _filled(df, gm, by_bus=need["by_bus"], by_index=need["by_index"])
 
 
-def _filled(df: Any, m: Any, by_bus: bool, by_index: bool) -> Any:
-    """`df` (a DataFrame or LazyFrame, with `m` of the same kind) with its index filled from its bus id
-    (`by_bus`) and its bus id from its index (`by_index`), per node, by left joins on `m` (`gpu_map`): the
-    rows in their order (the parts of a large table arrive sorted, and are written so unless a stage moved
-    them)."""
+def _filled(df: Any, gm: _GpuMap, by_bus: bool, by_index: bool) -> Any:
+    """`df` (a DataFrame or LazyFrame, with `gm` of the same kind) with its index filled from its bus id
+    (`by_bus`) and its bus id from its index (`by_index`), per node, by left joins on `gm`: the rows in their
+    order (the parts of a large table arrive sorted, and are written so unless a stage moved them)."""
     fills = {}
     if by_bus:
-        df = df.join(m.rename({"gpu_index": "_idx"}), on=["node", "gpu_bus_id"], how="left", maintain_order="left")
+        df = df.join(gm.by_bus, on=["node", "gpu_bus_id"], how="left", maintain_order="left")
         fills["gpu_index"] = pl.coalesce("gpu_index", "_idx")
     if by_index:
-        df = df.join(
-            m.rename({"gpu_bus_id": "_bus"}).unique(subset=["node", "gpu_index"]),
-            on=["node", "gpu_index"],
-            how="left",
-            maintain_order="left",
-        )
+        df = df.join(gm.by_index, on=["node", "gpu_index"], how="left", maintain_order="left")
         fills["gpu_bus_id"] = pl.coalesce("gpu_bus_id", "_bus")
     return df.with_columns(**fills).drop([c for c, on in (("_idx", by_bus), ("_bus", by_index)) if on])
+
+
+def _looked_up(df: pl.DataFrame, gm: _GpuMap, node: str, by_bus: bool, by_index: bool) -> pl.DataFrame:
+    """`_filled(df, gm, by_bus, by_index)` of rows all of node `node` (no null: a mapped node, as the caller
+    saw), each fill a lookup of the node's GPUs (`replace_strict`, null where the node has no such GPU)."""
+    of_bus, of_index = gm.of_node(node)
+    fills = {}
+    if by_bus:
+        found = pl.col("gpu_bus_id").replace_strict(
+            of_bus.get_column("gpu_bus_id"), of_bus.get_column("_idx"), default=None,
+            return_dtype=of_bus.schema["_idx"],
+        )
+        fills["gpu_index"] = pl.coalesce("gpu_index", found)
+    if by_index:
+        found = pl.col("gpu_index").replace_strict(
+            of_index.get_column("gpu_index"), of_index.get_column("_bus"), default=None,
+            return_dtype=of_index.schema["_bus"],
+        )
+        fills["gpu_bus_id"] = pl.coalesce("gpu_bus_id", found)
+    return df.with_columns(**fills)

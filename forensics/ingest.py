@@ -133,6 +133,14 @@ _RANGE_AGGS = (
 def part_stats(df: pl.DataFrame) -> PartStats:
     """`PartStats` of the rows of `df` (a large table's rows, conformed or not: a column of nulls may be
     typeless)."""
+    one = dict(_constant_strings(df.select(c for c in ("node", "file") if df.schema[c] == pl.String)))
+    if len(one) == 2:
+        return _one_file_stats(df, one["node"], one["file"])
+    return _stats_by_query(df)
+
+
+def _stats_by_query(df: pl.DataFrame) -> PartStats:
+    """`part_stats` of any rows, by one query each of the ranges, the hours and the inferred years."""
     cols = df.lazy().select(
         pl.col("node").cast(pl.String),
         pl.col("file").cast(pl.String),
@@ -150,6 +158,21 @@ def part_stats(df: pl.DataFrame) -> PartStats:
     return PartStats(
         tuple(ranges.iter_rows()), bool(inferred.item()), tuple(dated.iter_rows())  # type: ignore[arg-type]
     )
+
+
+def _one_file_stats(df: pl.DataFrame, node: str, file: str) -> PartStats:
+    """`part_stats` of rows of one node and file (a file's part), column by column: no query, no group-by of
+    the names, and the hours counted by run (a file's samples come GPU by GPU in time order). A dmon file's
+    15k samples in a worker: ~1.3 -> ~0.7 ms."""
+    line = df.get_column("line").cast(pl.Int64)
+    ts = df.get_column("ts").cast(pl.Datetime("us", "UTC"))
+    quality = df.get_column("ts_quality").cast(pl.String)
+    inferred = bool(((quality == "year_inferred") & ts.is_not_null()).any())
+    hours = (ts.filter(quality.is_in(years.DATED) & ts.is_not_null()).cast(pl.Int64) // years.BUCKET).rechunk()
+    runs = hours.rle().struct.unnest()
+    dated = runs.group_by(b="value", maintain_order=True).agg(n=pl.col("len").sum().cast(pl.Int64))
+    ranges = ((node, file, df.height, line.min(), line.max(), line.null_count()),)
+    return PartStats(ranges, inferred, tuple(dated.iter_rows()))  # type: ignore[arg-type]
 
 
 class Part(NamedTuple):
@@ -2873,10 +2896,32 @@ def _sorted(df: pl.DataFrame, table: str) -> pl.DataFrame:
     if order is None:
         # (rows in order already, as a batch of rank logs or a range of one log gives them, are not sorted
         # again: telling costs ~1 ms for 50k rows, ~0.5 ms where the first rows are out of order)
-        return df if in_sort_order(df, table) else df.sort(keys, nulls_last=True, maintain_order=True)
+        return df if in_sort_order(df, table) else _stable_sorted(df, keys)
     # rows already in order (a worker's sorted range, the stages keeping it) are not gathered again: a gather
     # of a million rows of 44 columns is ~0.3 s of CPU
     return df if order.flags["SORTED_ASC"] else _gathered_rows(df, order)
+
+
+def _stable_sorted(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """`df.sort(keys, nulls_last=True, maintain_order=True)` of rows not in that order, sorted by as few keys as
+    give it. A key null or of one value in every row (a file's node and file name) orders nothing. Where the
+    rows are in order by the last keys already (a dmon loop's samples by time and line, its GPUs interleaved
+    row by row), a stable sort by the keys before those gives the order of all: its ties keep the order of the
+    last keys. The columns null or of one value in every row are the same after any sort: kept, not gathered.
+    A dmon file's 15k samples in a worker: ~3.2 -> ~1.8 ms (a sort by several keys compares row by row, by
+    one integer key it sorts by radix)."""
+    n = df.height
+    fixed = {c.name for c in df.get_columns() if c.null_count() == n}
+    fixed.update(c for c, _value in _constant_strings(df))
+    by = [k for k in keys if k not in fixed]
+    if not by:
+        return df
+    # (not in order by all of `by`: the caller saw that)
+    cut = len(by)
+    while cut > 1 and rows_in_order(df, by[cut - 1 :]):
+        cut -= 1
+    order = df.select(pl.arg_sort_by(by[:cut], nulls_last=True, maintain_order=True)).to_series()
+    return pl.DataFrame([c if c.name in fixed else c.gather(order) for c in df.get_columns()])
 
 
 def _gathered_rows(df: pl.DataFrame, order: pl.Series) -> pl.DataFrame:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import polars as pl
+import pytest
 
 from forensics import identity
 from forensics.schema import conform
@@ -63,3 +64,37 @@ def test_a_table_with_nothing_to_fill_is_left_as_it_is() -> None:
     samples = _samples().filter(pl.col("line").is_in([3, 4, 6])).lazy()
     tables, _ = identity.resolve({"inventory": _inventory(), "gpu_samples": samples})
     assert tables["gpu_samples"] is samples
+
+
+def test_rows_of_one_node_are_filled_by_lookup_as_by_the_joins(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file's part (rows of one node) takes its fills by a lookup of the node's GPUs (`_looked_up`), not by
+    the joins: the same rows, values and types, also where the node maps one index to two bus ids (a GPU that
+    fell off the bus and was renumbered: one is picked for every frame) and for rows the node has no GPU for."""
+    inv = pl.concat(
+        [
+            _inventory(),
+            conform(
+                pl.DataFrame(
+                    {"node": ["n1"], "component": ["gpu"], "gpu_index": [2], "gpu_bus_id": ["00000000:2F:00.0"]}
+                ).with_columns(_REQUIRED),
+                "inventory",
+            ),
+        ]
+    )
+    _, _, fill = identity.resolve_rowwise({"inventory": inv, "gpu_samples": _samples()})
+    assert fill is not None
+    gm = fill.keywords["gm"]  # type: ignore[attr-defined]
+    one = _samples().filter(pl.col("node") == "n1")
+    one = pl.concat([one, one.with_columns(gpu_index=pl.Series([2, None, 9, 2], dtype=pl.Int32))])
+    joined = identity._filled
+    joins: list[int] = []
+    monkeypatch.setattr(identity, "_filled", lambda *a, **k: joins.append(1) or joined(*a, **k))
+    for frame in (one, one.reverse(), one.head(1), one.filter(pl.col("gpu_index").is_not_null())):
+        got = fill(frame)
+        want = joined(frame, gm, by_bus=True, by_index=True)
+        assert got.schema == want.schema and got.equals(want, null_equal=True)
+    assert not joins  # (looked up)
+    assert fill(one).get_column("gpu_bus_id").null_count() < one.get_column("gpu_bus_id").null_count()
+    # rows of two nodes are joined
+    two = pl.concat([one, _samples().filter(pl.col("node") == "n2")])
+    assert fill(two).equals(joined(two, gm, by_bus=True, by_index=True), null_equal=True) and joins

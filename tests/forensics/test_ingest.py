@@ -1921,6 +1921,37 @@ def test_packed_sort_order_of_string_runs_is_the_stable_multi_column_sort(runs: 
 
 
 @given(
+    st.lists(st.tuples(_KEY_VALUES["s"], st.one_of(st.none(), st.integers(0, 3)), st.integers(0, 3)), min_size=2,
+             max_size=40),
+    st.sampled_from([None, "x", ""]),
+    st.booleans(),
+)
+@settings(max_examples=200, deadline=None)
+def test_stable_sorted_is_the_stable_multi_column_sort(rows: list[tuple], const: str | None, by_last: bool) -> None:
+    """`_stable_sorted` sorts by fewer keys (none of one value or nulls throughout; a stable sort by the keys
+    before those the rows are in order by already) and gathers fewer columns: the frame of polars' sort."""
+    if by_last:  # (in order by the last keys: a dmon loop's samples by time and line, GPUs interleaved)
+        rows = sorted(rows, key=lambda r: (r[2], r[1] is None, r[1] or 0))
+    n = len(rows)
+    df = pl.DataFrame(
+        [
+            pl.Series("a", [r[0] for r in rows], dtype=pl.String),
+            pl.Series("node", [const] * n, dtype=pl.String),
+            pl.Series("b", [r[1] for r in rows], dtype=pl.Int64),
+            pl.repeat(None, n, dtype=pl.Int32, eager=True).alias("gpu"),
+            pl.Series("c", [r[2] for r in rows], dtype=pl.Int64),
+            pl.int_range(n, eager=True).alias("tag"),
+        ]
+    )
+    for keys in (["node", "a", "b", "c"], ["gpu", "node", "c"], ["a", "gpu", "b", "c"], ["node", "b", "c"], ["node"]):
+        want = df.sort(keys, nulls_last=True, maintain_order=True)
+        if ingest_mod.rows_in_order(df, keys):
+            continue  # (`_sorted` sorts only rows not in order)
+        got = ingest_mod._stable_sorted(df, keys)
+        assert got.schema == want.schema and got.equals(want, null_equal=True)
+
+
+@given(
     st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 5)), st.booleans()), min_size=0, max_size=40),
     st.randoms(use_true_random=False),
 )
@@ -2581,3 +2612,38 @@ def test_the_collector_runs_less_often_while_ingesting_and_as_before_after(
     with pytest.raises(ZeroDivisionError):
         ingest(tmp_path / "b", tmp_path / "out2", jobs=1)
     assert gc.get_threshold() == before
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.integers(0, 10**6)),
+            st.one_of(st.none(), st.integers(0, 3 * 10**10)),
+            st.sampled_from(["exact", "year_inferred", "none", "local_assumed_utc", None]),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    st.booleans(),
+)
+@settings(max_examples=150, deadline=None)
+def test_part_stats_of_one_file_are_those_of_the_queries(rows: list[tuple], runs: bool) -> None:
+    """`part_stats` of one node and file's rows (`_one_file_stats`: column by column, hours counted by run)
+    gives what the queries of any rows give: the range, whether a year was inferred, the rows of each hour."""
+    if runs:  # (a file's samples: GPU by GPU, in time order)
+        rows = sorted(rows, key=lambda r: (r[1] is None, r[1] or 0))
+    df = pl.DataFrame(
+        {
+            "node": ["n1"] * len(rows),
+            "file": ["n1/dmon.log"] * len(rows),
+            "line": [r[0] for r in rows],
+            "ts": [r[1] for r in rows],
+            "ts_quality": [r[2] for r in rows],
+        },
+        schema={"node": pl.String, "file": pl.String, "line": pl.Int64, "ts": pl.Int64, "ts_quality": pl.String},
+    ).with_columns(pl.col("ts").cast(pl.Datetime("us", "UTC")))
+    for frame in (df, pl.concat([df.head(len(rows) // 2), df.tail(len(rows) - len(rows) // 2)], rechunk=False)):
+        got, want = ingest_mod._one_file_stats(frame, "n1", "n1/dmon.log"), ingest_mod._stats_by_query(frame)
+        assert got.ranges == want.ranges and got.inferred == want.inferred
+        assert sorted(got.dated) == sorted(want.dated)
+        assert ingest_mod.part_stats(frame) == got  # (the hours in the order of their first rows)
