@@ -2093,6 +2093,194 @@ static PyObject *contains(PyObject *self, PyObject *const *args, Py_ssize_t narg
     return PyBool_FromLong(found);
 }
 
+/* ---- dmon_rows: `nvidia-smi dmon` data rows, the fields of one header (`nvidia_smi_dmon._fixed_width`) */
+
+#define DMON_EXTRA_BYTES 256 /* the most bytes of a row's `extra` tokens compared with the row before */
+
+typedef struct {
+    const char *kinds;  /* one a field: 'n' a number, 'd' the date, 't' the time of day, 'x' extra, 's' skipped */
+    int nf;
+    int n_num;          /* the 'n' fields */
+    int64_t rows;       /* the rows read so far */
+    uint8_t prev[DMON_EXTRA_BYTES], cur[DMON_EXTRA_BYTES];
+    int prev_len;
+} dmon_layout;
+
+/* One dmon data row: printable ASCII, tokens separated by spaces (leading and trailing ones too: the stripped
+ * row the row regex reads), exactly one a field. A number is 1-8 digits (its value, as the Float64 cast gives
+ * it) or `-` (N/A: NaN); the date `YYYYMMDD` and the time `HH:MM:SS` of a date that exists, a year of
+ * 1970-2200, no leap second (i64[0]: the time in microseconds, as `_stamps` reads them; 0 without both);
+ * i64[1]: 1 where the row's `extra` tokens differ from the row before's (or it is the first), else 0. Any
+ * other row stops the scan: `_fixed_width`'s own reading then decides. */
+#define SPACES UINT64_C(0x2020202020202020)
+
+/* Whether every byte of [p, e) is printable ASCII (32-126), 8 bytes at a time */
+INLINE int printable(const uint8_t *p, const uint8_t *e) {
+    uint64_t bad = 0;
+    for (; e - p >= 8; p += 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        /* a byte below 0x20, or above 0x7e (0x7f and up: its high bit, or set by adding 1) */
+        bad |= ((w - ONES * 0x20) & ~w) | ((w + ONES) | w);
+    }
+    for (; p < e; p++)
+        if (*p < 32 || *p > 126)
+            return 0;
+    return (bad & HIGHS) == 0;
+}
+
+/* The first byte of [p, e) that is not a space (e: none), 8 bytes at a time */
+INLINE const uint8_t *past_spaces(const uint8_t *p, const uint8_t *e) {
+    for (; e - p >= 8; p += 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        w ^= SPACES;
+        if (w)
+            return p + (__builtin_ctzll(w) >> 3);
+    }
+    while (p < e && *p == ' ')
+        p++;
+    return p;
+}
+
+/* The first space of [p, e) (e: none), 8 bytes at a time */
+INLINE const uint8_t *to_space(const uint8_t *p, const uint8_t *e) {
+    for (; e - p >= 8; p += 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        w ^= SPACES;
+        uint64_t z = (w - ONES) & ~w & HIGHS; /* (its lowest bit marks the first zero byte: a space) */
+        if (z)
+            return p + (__builtin_ctzll(z) >> 3);
+    }
+    while (p < e && *p != ' ')
+        p++;
+    return p;
+}
+
+static int dmon_row(const uint8_t *p, const uint8_t *e, const void *ctx, int64_t *i64, double *f64) {
+    dmon_layout *L = (dmon_layout *)ctx; /* (the scan's own state: read and written row after row, in order) */
+    int t = 0, k = 0, cur_len = 0;
+    int date = -1, y = 0, mo = 0, d = 0, hh = 0, mm = 0, ss = 0;
+    if (!printable(p, e))
+        return 0;
+    while (1) {
+        p = past_spaces(p, e);
+        if (p >= e)
+            break;
+        const uint8_t *s = p;
+        p = to_space(p, e);
+        if (t >= L->nf)
+            return 0;
+        int64_t len = p - s;
+        switch (L->kinds[t]) {
+        case 'n':
+            if (len == 1 && *s == '-') {
+                f64[k] = __builtin_nan("");
+            } else {
+                if (len > 8)
+                    return 0;
+                int64_t v = 0;
+                for (int64_t i = 0; i < len; i++) {
+                    if (!IS_DIGIT(s[i]))
+                        return 0;
+                    v = v * 10 + (s[i] - '0');
+                }
+                f64[k] = (double)v;
+            }
+            k++;
+            break;
+        case 'd':
+            if (len != 8)
+                return 0;
+            for (int i = 0; i < 8; i++)
+                if (!IS_DIGIT(s[i]))
+                    return 0;
+            y = (s[0] - '0') * 1000 + (s[1] - '0') * 100 + (s[2] - '0') * 10 + (s[3] - '0');
+            mo = (s[4] - '0') * 10 + (s[5] - '0');
+            d = (s[6] - '0') * 10 + (s[7] - '0');
+            date = 1;
+            break;
+        case 't':
+            if (len != 8 || s[2] != ':' || s[5] != ':')
+                return 0;
+            for (int i = 0; i < 8; i++)
+                if (i != 2 && i != 5 && !IS_DIGIT(s[i]))
+                    return 0;
+            hh = (s[0] - '0') * 10 + (s[1] - '0');
+            mm = (s[3] - '0') * 10 + (s[4] - '0');
+            ss = (s[6] - '0') * 10 + (s[7] - '0');
+            break;
+        case 'x':
+            if (cur_len + len + 1 > DMON_EXTRA_BYTES)
+                return 0;
+            memcpy(L->cur + cur_len, s, (size_t)len);
+            cur_len += (int)len;
+            L->cur[cur_len++] = ' ';
+            break;
+        default:
+            break;
+        }
+        t++;
+    }
+    if (t != L->nf)
+        return 0;
+    i64[0] = 0;
+    if (date == 1) {
+        if (y < 1970 || y > 2200 || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo))
+            return 0;
+        if (hh > 23 || mm > 59 || ss > 59)
+            return 0;
+        i64[0] = (days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + hh * 3600 + mm * 60 + ss) * 1000000;
+    }
+    i64[1] = L->rows == 0 || cur_len != L->prev_len || memcmp(L->cur, L->prev, (size_t)cur_len) != 0;
+    memcpy(L->prev, L->cur, (size_t)cur_len);
+    L->prev_len = cur_len;
+    L->rows++;
+    return 1;
+}
+
+PyDoc_STRVAR(dmon_rows_doc,
+             "dmon_rows(stream, n, kinds, i64, f64) -> int\n\n"
+             "Read the n strings of an Arrow stream as `nvidia-smi dmon` data rows of the fields `kinds` (bytes,\n"
+             "one a field: b'n' a number, b'd' the date, b't' the time of day, b'x' an `extra` field, b's' one\n"
+             "skipped): f64[j*n + i] the j-th number of row i (NaN for `-`), i64[i] its time in microseconds\n"
+             "(0 without a date and a time field), i64[n + i] 1 where its `extra` tokens differ from row i-1's.\n"
+             "Returns how many rows from the first it read: n when all (a row of another shape stops it).");
+
+static PyObject *dmon_rows(PyObject *self, PyObject *args) {
+    PyObject *capsule, *i64_o, *f64_o;
+    Py_ssize_t n;
+    const char *kinds;
+    Py_ssize_t nf;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "Ony#OO", &capsule, &n, &kinds, &nf, &i64_o, &f64_o))
+        return NULL;
+    int n_num = 0, dates = 0, times = 0;
+    for (Py_ssize_t j = 0; j < nf; j++) {
+        if (strchr("ndtxs", kinds[j]) == NULL || kinds[j] == 0) {
+            PyErr_SetString(PyExc_ValueError, "dmon_rows: kinds are b'n', b'd', b't', b'x' or b's'");
+            return NULL;
+        }
+        n_num += kinds[j] == 'n';
+        dates += kinds[j] == 'd';
+        times += kinds[j] == 't';
+    }
+    if (nf < 1 || n_num > MAX_FIELDS || dates != times || dates > 1) {
+        PyErr_SetString(PyExc_ValueError, "dmon_rows: 1 field or more, at most 64 numbers, one date and time or none");
+        return NULL;
+    }
+    dmon_layout *L = (dmon_layout *)calloc(1, sizeof(dmon_layout));
+    if (L == NULL)
+        return PyErr_NoMemory();
+    L->kinds = kinds;
+    L->nf = (int)nf;
+    L->n_num = n_num;
+    PyObject *got = scan_into(capsule, n, i64_o, f64_o, dmon_row, L, 2, n_num, "dmon_rows");
+    free(L);
+    return got;
+}
+
 static PyMethodDef methods[] = {
     {"titan", titan, METH_VARARGS, titan_doc},
     {"meg_entries", meg_entries, METH_VARARGS, meg_entries_doc},
@@ -2104,6 +2292,7 @@ static PyMethodDef methods[] = {
     {"ds_timers", ds_timers, METH_VARARGS, ds_timers_doc},
     {"dmesg_iso", dmesg_iso, METH_VARARGS, dmesg_iso_doc},
     {"dmesg_raw", dmesg_raw, METH_VARARGS, dmesg_raw_doc},
+    {"dmon_rows", dmon_rows, METH_VARARGS, dmon_rows_doc},
     {"contains", (PyCFunction)(void (*)(void))contains, METH_FASTCALL, contains_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 from parsers import _nvsmi_fields as F
 from parsers._common import repeated
 from parsers._sniff import has_bytes
-from parsers.base import MAX_EXAMPLES, FileContext, ParseResult
+from parsers.base import MAX_EXAMPLES, FileContext, ParseResult, compiled
 
 NAME = "nvidia-smi-dmon"
 DESCRIPTION = "nvidia-smi dmon device monitoring rows (any -s selection, -o DT)"
@@ -278,6 +278,9 @@ def _fixed_width(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, p
     nf = len(fields)
     if rows.height < _FAST_MIN or len(set(fields)) != nf:
         return None
+    scanned = _scanned(rows, fields)
+    if scanned is not None:
+        return scanned
     lens = rows.get_column("text").str.len_bytes()
     width = _common_length(lens)
     same = lens == width
@@ -404,6 +407,67 @@ def _fixed_width(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, p
         fast = fast.filter(keep)
         slow = pl.concat([slow, cand.get_column("line").filter(~keep)])
     return fast, slow
+
+
+def _kinds(fields: list[str]) -> bytes:
+    """What `_fastscan.dmon_rows` reads each field as: b'n' a number (a mapped field or `gpu`), b'd' and b't'
+    the date and time of a row's `ts` (with both only), b's' a field `_skip` drops, b'x' one of `extra`."""
+    skip = _skip(fields)
+    dated = "date" in fields and "time" in fields
+    return bytes(
+        ord("n") if f in _MAP or f == "gpu"
+        else ord("d") if dated and f == "date"
+        else ord("t") if dated and f == "time"
+        else ord("s") if f in skip
+        else ord("x")
+        for f in fields
+    )
+
+
+def _scanned(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, pl.Series] | None:
+    """`_fixed_width(rows, fields)` read by the compiled module (`parsers._fastscan.dmon_rows`) where every row
+    is of the fields' shape (printable ASCII, one token a field, numbers of 1-8 digits or `-`, a date and time
+    that exist), whatever their widths: each row's values are those the bytes or the row regex give it, and no
+    row is left to the regex. None where the module is not built or a row is of another shape (then the
+    bytes are read as columns here, and the rest by the regex). A dmon file's 15k rows: ~5 -> ~1.5 ms."""
+    scan = compiled("dmon_rows")
+    text = rows.get_column("text")
+    m = text.len()
+    if scan is None or text.null_count():
+        return None
+    import numpy as np  # (here: a worker that reads no long dmon loop never imports it)
+
+    kinds = _kinds(fields)
+    nums = [f for f in fields if f in _MAP or f == "gpu"]
+    ints, floats = np.empty(2 * m, dtype=np.int64), np.empty(len(nums) * m, dtype=np.float64)
+    if scan(text.__arrow_c_stream__(), m, kinds, ints, floats) != m:
+        return None
+    values = {f: pl.Series(f, floats[k * m : (k + 1) * m], nan_to_null=True) for k, f in enumerate(nums)}
+    cols: dict[str, pl.Series] = {}
+    if b"d" in kinds:
+        cols["ts"] = pl.Series("ts", ints[:m]).cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
+    else:
+        cols["ts"] = repeated(None, m, F.UTC)
+    cols["gpu_index"] = values["gpu"].cast(pl.Int32) if "gpu" in values else repeated(None, m, pl.Int32)
+    rest = [f for f, k in zip(fields, kinds, strict=True) if k == ord("x")]
+    if rest:
+        # (each run of rows with the same `extra` tokens encoded once, from its first row's cells)
+        change = ints[m:]
+        firsts = text.gather(np.flatnonzero(change)).str.strip_chars()
+        cells = firsts.str.extract_groups(_row_regex(fields))
+        at = {f: i for i, f in enumerate(fields)}
+        tok = {f: cells.struct.field(f"f{at[f]}") for f in rest}
+        encoded = pl.struct(**{f: _val(pl.lit(tok[f])) for f in rest}).struct.json_encode()
+        cols["extra"] = pl.select(encoded).to_series().gather(np.cumsum(change, dtype=np.uint32) - np.uint32(1))
+    else:
+        cols["extra"] = repeated(None, m, pl.String)
+    for f, col in _MAP.items():
+        if f in values:
+            cols[col] = values[f].cast(pl.Int64) if col in F.INT_COLUMNS else values[f]
+    fast = pl.DataFrame(
+        [rows.get_column("line"), text, *(v.alias(k) for k, v in cols.items())]
+    )
+    return fast, rows.get_column("line").head(0)
 
 
 _DAYS_IN = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+from datetime import UTC, datetime
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -230,3 +231,112 @@ def test_csv_timestamps_from_bytes_equal_strptime() -> None:
     assert fast.dtype == pl.Datetime("us", "UTC")
     assert fast.equals(pl.select(nvidia_smi_csv._timestamp(pl.lit(cells))).to_series(), check_names=False)
     assert fast.drop_nulls().len() > 1000  # (cells read from their bytes or by strptime: valid ones)
+
+
+# ----------------------------------------------------------------------------- the compiled dmon rows
+
+
+@contextlib.contextmanager
+def uncompiled(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Within the block, the compiled module is not there (dmon's bytes read as numpy columns)."""
+    from parsers import base
+
+    with monkeypatch.context() as mp:
+        mp.setattr(base, "_fastscan", None)
+        yield
+
+
+def _dmon_group(rng: random.Random, names: str, rows: int, widths: bool, extra_runs: float) -> list[str]:
+    """A dmon header and `rows` rows of its fields: numbers of 1-8 digits or `-`, dates and times that exist
+    (a leap day, the end of a year), `extra` cells that change now and then (`extra_runs`), cells as dmon
+    right-aligns them (`widths`: some wider than the column, so rows differ in length)."""
+    fields = names.lstrip("#").lower().split()
+    units = next(u for n, u in HEADERS if n == names) if any(n == names for n, _ in HEADERS) else "# Idx"
+    out = [names, units]
+    day = rng.choice(["20240229", "20261231", "19700101", "22001231", "20261128"])
+    extra = [rng.choice(["0", "-", "12", "100"]) for _ in fields]
+    for r in range(rows):
+        if rng.random() < extra_runs:
+            extra = [rng.choice(["0", "-", "12", "100", "7"]) for _ in fields]
+        cells = []
+        for i, f in enumerate(fields):
+            if f == "date":
+                cells.append(f" {day}")
+            elif f == "time":
+                cells.append(f"   {r // 8 // 3600 % 24:02d}:{r // 8 // 60 % 60:02d}:{r // 8 % 60:02d}")
+            elif f in nvidia_smi_dmon._MAP or f == "gpu":
+                v = rng.choice([str(r % 8), str(rng.randrange(1000)), "-", "0", "007", "9" * rng.randrange(1, 9)])
+                cells.append(" " + f"{v:>{6 if not widths else rng.choice([6, 6, 6, 8])}}")
+            else:
+                cells.append(f" {extra[i]:>6}")
+        out.append(("  " if rng.random() < 0.5 else "") + "".join(cells) + (" " if rng.random() < 0.01 else ""))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_dmon_compiled_rows_equal_the_byte_and_regex_paths(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """`_fastscan.dmon_rows` (`_scanned`: every row of a group of the fields' shape, whatever its width) gives
+    the rows the numpy byte path and the row regex give, value for value: every field list of `HEADERS`,
+    `-`, leading zeros, 8-digit numbers, cells wider than their column, `extra` in runs or changing."""
+    rng = random.Random(seed)
+    lines: list[str] = []
+    for names, _units in HEADERS:
+        lines += _dmon_group(rng, names, rng.randrange(1100, 2500), rng.random() < 0.5, rng.choice([0, 0.01, 0.5]))
+    scanned = [0]
+    real = nvidia_smi_dmon._scanned
+
+    def counting(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, pl.Series] | None:
+        got = real(rows, fields)
+        scanned[0] += got[0].height if got is not None else 0
+        return got
+
+    s = pl.Series("line", lines, dtype=pl.String)
+    with monkeypatch.context() as mp:
+        mp.setattr(nvidia_smi_dmon, "_scanned", counting)
+        fast = nvidia_smi_dmon.parse(s, CTX)
+    # (every group but the one with a repeated field, which no byte path reads, and the lone `gpu`'s)
+    assert scanned[0] > 0.6 * fast.tables["gpu_samples"].height
+    with uncompiled(monkeypatch):
+        numpy_path = nvidia_smi_dmon.parse(s, CTX)
+    with regex_only(monkeypatch):
+        slow = nvidia_smi_dmon.parse(s, CTX)
+    assert_same(fast, numpy_path)
+    assert_same(fast, slow)
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        " 20261128   00:00:01      0    100\t    40",  # a tab
+        " 20261128   00:00:01      0    100     4é",  # not ASCII
+        " 20261128   00:00:01      0    100     40\r",  # a CR
+        " 20261128   00:00:01      0    100",  # a token short
+        " 20261128   00:00:01      0    100     40     1",  # a token more
+        " 20261128   00:00:01      0 123456789     40",  # 9 digits
+        " 20261128   00:00:01      0     -5     40",  # a sign
+        " 20261128   00:00:01      0    1.5     40",  # a point
+        " 20261128   00:00:01      0     --     40",  # not N/A
+        " 20260229   00:00:01      0    100     40",  # no such day
+        " 20261128   24:00:01      0    100     40",  # no such hour
+        " 20261128   00:00:60      0    100     40",  # a leap second
+        " 19691231   23:59:59      0    100     40",  # before 1970
+        " 20261128   0:00:01      0    100     40",  # a short time
+        " 2026-11-28   00:00:01      0    100     40",  # another date
+        "",  # blank
+    ],
+)
+def test_dmon_compiled_rows_stop_at_another_shape(row: str) -> None:
+    """A row of another shape stops the scan (the byte path and the regex then decide for the group)."""
+    import numpy as np
+
+    from parsers import base
+
+    scan = base.compiled("dmon_rows")
+    good = " 20261128   00:00:00      1    200     41"
+    text = pl.Series("t", [good, row, good], dtype=pl.String)
+    ints, floats = np.empty(6, dtype=np.int64), np.empty(9, dtype=np.float64)
+    assert scan(text.__arrow_c_stream__(), 3, b"dtnnn", ints, floats) == 1
+    assert floats[0] == 1 and floats[3] == 200 and floats[6] == 41
+    assert ints[0] == int(datetime(2026, 11, 28, tzinfo=UTC).timestamp() * 1_000_000) and ints[3] == 1
+    rows = pl.DataFrame({"line": [1, 2, 3], "text": text})
+    assert nvidia_smi_dmon._scanned(rows, ["date", "time", "gpu", "pwr", "gtemp"]) is None
