@@ -457,8 +457,11 @@ def _scanned(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, pl.Se
         cells = firsts.str.extract_groups(_row_regex(fields))
         at = {f: i for i, f in enumerate(fields)}
         tok = {f: cells.struct.field(f"f{at[f]}") for f in rest}
-        encoded = pl.struct(**{f: _val(pl.lit(tok[f])) for f in rest}).struct.json_encode()
-        cols["extra"] = pl.select(encoded).to_series().gather(np.cumsum(change, dtype=np.uint32) - np.uint32(1))
+        encoded = pl.select(pl.struct(**{f: _val(pl.lit(tok[f])) for f in rest}).struct.json_encode()).to_series()
+        if len(encoded) == 1:  # (one run: idle encoders all along)
+            cols["extra"] = encoded.new_from_index(0, m)
+        else:
+            cols["extra"] = encoded.gather(np.cumsum(change, dtype=np.uint32) - np.uint32(1))
     else:
         cols["extra"] = repeated(None, m, pl.String)
     for f, col in _MAP.items():
