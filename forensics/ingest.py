@@ -2886,6 +2886,10 @@ tables): `sort_order`'s packed keys cost a few ms of calls whatever the rows, an
 bundle's first 100 nodes, frames of 40-100k rows, polars against packed keys: steps (25 frames) 59 / 109 ms,
 inventory 77 / 107; the parent's pieces of a million rows gain from packed keys."""
 NATIVE_SORT_ROWS_OF = {"gpu_samples": 40_000}
+FEWER_KEYS_ROWS = 8192
+"""Rows from which `_sorted` sorts a frame below the native threshold by fewer keys (`_stable_sorted`), whose
+checks cost ~1 ms whatever the rows: dmon samples, one thread, polars' sort against it: 500 rows 0.16 / 1.1 ms,
+5,000 0.8 / 1.3, 15,000 2.6 / 1.6."""
 """Tables whose frames sort by packed keys from fewer rows: GPUs interleaved row by row, polars against packed
 keys, one thread: a 16 MB `--query-gpu` range's 75k rows 18.8 / 11.7 ms (23k rows 4.5 / 5.7, 40k 13.4 / 11.1);
 the 6-hour bundle's worker batches of 40-100k rows (14 frames) 204 / 179 ms."""
@@ -2900,7 +2904,11 @@ def _sorted(df: pl.DataFrame, table: str) -> pl.DataFrame:
     if order is None:
         # (rows in order already, as a batch of rank logs or a range of one log gives them, are not sorted
         # again: telling costs ~1 ms for 50k rows, ~0.5 ms where the first rows are out of order)
-        return df if in_sort_order(df, table) else _stable_sorted(df, keys)
+        if in_sort_order(df, table):
+            return df
+        if df.height >= FEWER_KEYS_ROWS:
+            return _stable_sorted(df, keys)
+        return df.sort(keys, nulls_last=True, maintain_order=True)
     # rows already in order (a worker's sorted range, the stages keeping it) are not gathered again: a gather
     # of a million rows of 44 columns is ~0.3 s of CPU
     return df if order.flags["SORTED_ASC"] else _gathered_rows(df, order)
