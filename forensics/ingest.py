@@ -1496,14 +1496,17 @@ BATCH_FILES = 128
 their polars calls, are paid once for all: the healthy 1,000-node bundle of `bench/run.py --simulate 1000`
 -9.1 % wall at 64 files against 32 and -3.7 % more at 128, none at 256; its hang -9.9 % at 128; outputs the
 same, the peak too: the bytes below bound a batch)"""
-BATCH_BYTES = 8 * 1024**2
+BATCH_BYTES = CHUNK_BYTES
 """... and of at most this many bytes together; a file of `BATCH_BYTES` or more is a task of its own.
 
 Files of a format with `parse_many` share its fixed costs (polars calls, whose count a file's size hardly
 changes) up to several MB, not only the small ones: a 6-hour `--query-gpu` loop of 1.2 MB (5,800 lines) took
 59 ms of a worker's CPU alone, 35 in fours, 30 in eights, 29 in sixteens; a torchtitan rank log of 2-3.5 MB
 54 ms alone, 44 in fours. At 2 MB neither was ever batched (simulated 1,000 nodes of 6 hours, 3.45 GB: ~38 s of
-~170 s ingest CPU). At 8 MB a worker's peak grows by ~70 MB (16 MB batches: +170 MB for 1 ms a file more)."""
+~170 s ingest CPU). At 8 MB a worker's peak grew by ~70 MB. At 16 MB (a batch no larger than a large file's
+byte range, `CHUNK_BYTES`): 1 MB Megatron logs 26.4 -> 23.8 ms a file (16 a batch against 8), 1 MB NCCL INFO
+logs 8.3 -> 7.9; the 1,000-node real-log bundle -6.3 % wall, its ingest's peak 0.90 -> 1.05 GB; the README's
+24-hour bundle -6.4 % (its 1.65 MB dmon loops ten a batch), peak 1.17 -> 1.14 GB."""
 BATCH = -3
 """The task kind of a batch of whole files (besides -1 a whole file, -2 a checksum, k >= 0 a byte range)."""
 
