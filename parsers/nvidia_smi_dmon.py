@@ -38,6 +38,11 @@ PRIORITY = 15
 _MANY, _PROBE = 8192, 4096
 """Lines of a chunk from which a field list's `extra` fields may be encoded once per distinct value (when the
 first _PROBE rows repeat them)."""
+_BATCH_LINES = 1 << 17
+"""Lines of a file below which `parse_many` reads it with the others of its batch (whose bytes the ingest bounds
+by `BATCH_BYTES`): the README's 24-hour bundle's 15k-line loops, ten a batch, 5.0 -> 3.6 ms a file against
+`parse` of each (their rows read as bytes either way; the regex, for a row of another shape, encodes `extra`
+per row in a batch, per distinct value in a long chunk read alone)."""
 
 HEADER_RE = r"^#\s*(?:Date\s+)?(?:Time\s+)?gpu(?:\s+[A-Za-z][\w]*)*\s*$"
 UNITS_RE = r"^#\s*(?:YYYYMMDD\s+)?(?:HH:MM:SS\s+)?Idx\b"
@@ -681,10 +686,9 @@ def parse_many(items: Sequence[tuple[pl.Series, FileContext]]) -> list[ParseResu
     governed by the last header above it in its own file, the rows of one field list are read in one query
     whatever file they are in (those of dmon's fixed-width layout as columns of bytes: `_fixed_width`), the
     accounting is counted per file from the flags of all lines, and the events are found per GPU of each file
-    (`F.transition_events_many`). Files of `_MANY` lines or more (whose `extra` may be encoded per distinct
-    value) are parsed alone."""
+    (`F.transition_events_many`). Files of `_BATCH_LINES` lines or more are parsed alone."""
     out: list[ParseResult | None] = [None] * len(items)
-    batch = [k for k, (lines, _ctx) in enumerate(items) if len(lines) < _MANY]
+    batch = [k for k, (lines, _ctx) in enumerate(items) if len(lines) < _BATCH_LINES]
     if len(batch) < 2:
         batch = []
     alone = set(range(len(items))).difference(batch)

@@ -77,3 +77,29 @@ def test_batch_of_fixtures_and_small_loops(tmp_path: Path, monkeypatch: pytest.M
             path=f"fx/{k}", node="fx"
         )))
     assert _check(items, monkeypatch)
+
+
+def test_batch_of_long_loops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files of more lines than `parse` reads a chunk's `extra` per distinct value from (`_MANY`) are read in a
+    batch too (below `_BATCH_LINES`): the rows of each file as `parse` of it with the regex only gives them,
+    the mutated rows too."""
+    lines = generated(tmp_path, "dmon", 3.5, 5)
+    rng = random.Random(5)
+    lines = [mutate(x, rng) if rng.random() < 0.001 else x for x in lines]
+    cut = [0, nvidia_smi_dmon._MANY + 17, 2 * nvidia_smi_dmon._MANY + 900, len(lines)]
+    items = []
+    for k, (a, b) in enumerate(zip(cut, cut[1:])):
+        part = nvidia_smi_dmon.carry(pl.Series(lines[:a], dtype=pl.String)) + lines[a:b]
+        ctx = FileContext(path=f"n{k}/dmon.log", node=f"n{k}", first_line=1 + k)
+        items.append((pl.Series("line", part, dtype=pl.String), ctx))
+    assert all(nvidia_smi_dmon._MANY < len(x) < nvidia_smi_dmon._BATCH_LINES for x, _ in items)
+    batched = [0]
+    real = nvidia_smi_dmon._parse_batch
+
+    def counting(its: list) -> list:  # type: ignore[type-arg]
+        batched[0] += len(its)
+        return real(its)
+
+    monkeypatch.setattr(nvidia_smi_dmon, "_parse_batch", counting)
+    assert _check(items, monkeypatch) > 0.9 * sum(len(x) for x, _ in items)
+    assert batched[0] == len(items)
