@@ -372,40 +372,24 @@ def _fixed_width(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, p
         # instructions a row)
         return out, np.cumsum(change, dtype=np.uint32) - np.uint32(1)
 
-    cols: dict[str, pl.Series] = {}
     stamps = None
     if "date" in lo and "time" in lo:
         stamps = _stamps(mat, lo["date"], hi["date"], lo["time"], hi["time"])
     if stamps is not None:
-        cols["ts"] = stamps
+        ts = stamps
     elif "date" in lo and "time" in lo:
         tok, run = tokens(["date", "time"])
         ts = pl.select(
             pl.concat_str([pl.lit(tok["date"]), pl.lit(tok["time"])], separator=" ")
             .str.strptime(pl.Datetime("us"), "%Y%m%d %H:%M:%S", strict=False)
             .dt.replace_time_zone("UTC")
-        ).to_series()
-        cols["ts"] = ts.gather(run)
+        ).to_series().gather(run)
     else:
-        cols["ts"] = repeated(None, m, F.UTC)
-    cols["gpu_index"] = (
-        values["gpu"].cast(pl.Int32) if "gpu" in values else repeated(None, m, pl.Int32)
-    )
+        ts = repeated(None, m, F.UTC)
     skip = _skip(fields)
     rest = [f for f in fields if f not in _MAP and f not in skip]
-    if rest:
-        tok, run = tokens(rest)
-        encoded = pl.struct(**{f: _val(pl.lit(tok[f])) for f in rest}).struct.json_encode()
-        extra = pl.select(encoded).to_series()
-        cols["extra"] = extra.gather(run)
-    else:
-        cols["extra"] = repeated(None, m, pl.String)
-    for f, col in _MAP.items():
-        if f in values:
-            cols[col] = values[f].cast(pl.Int64) if col in F.INT_COLUMNS else values[f]
-    fast = pl.DataFrame(
-        [cand.get_column("line"), cand.get_column("text"), *(v.alias(k) for k, v in cols.items())]
-    )
+    extra = _extra(rest, *tokens(rest), m) if rest else repeated(None, m, pl.String)
+    fast = _frame(cand.get_column("line"), cand.get_column("text"), ts, values, extra, m)
     slow = rows.get_column("line").filter(~same)
     if not ok.all():
         keep = pl.Series("_ok", ok)
@@ -448,13 +432,12 @@ def _scanned(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, pl.Se
     if scan(text.__arrow_c_stream__(), m, kinds, ints, floats) != m:
         return None
     values = {f: pl.Series(f, floats[k * m : (k + 1) * m], nan_to_null=True) for k, f in enumerate(nums)}
-    cols: dict[str, pl.Series] = {}
     if b"d" in kinds:
-        cols["ts"] = pl.Series("ts", ints[:m]).cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
+        ts = pl.Series("ts", ints[:m]).cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
     else:
-        cols["ts"] = repeated(None, m, F.UTC)
-    cols["gpu_index"] = values["gpu"].cast(pl.Int32) if "gpu" in values else repeated(None, m, pl.Int32)
+        ts = repeated(None, m, F.UTC)
     rest = [f for f, k in zip(fields, kinds, strict=True) if k == ord("x")]
+    extra = repeated(None, m, pl.String)
     if rest:
         # (each run of rows with the same `extra` tokens encoded once, from its first row's cells)
         change = ints[m:]
@@ -462,20 +445,32 @@ def _scanned(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, pl.Se
         cells = firsts.str.extract_groups(_row_regex(fields))
         at = {f: i for i, f in enumerate(fields)}
         tok = {f: cells.struct.field(f"f{at[f]}") for f in rest}
-        encoded = pl.select(pl.struct(**{f: _val(pl.lit(tok[f])) for f in rest}).struct.json_encode()).to_series()
-        if len(encoded) == 1:  # (one run: idle encoders all along)
-            cols["extra"] = encoded.new_from_index(0, m)
-        else:
-            cols["extra"] = encoded.gather(np.cumsum(change, dtype=np.uint32) - np.uint32(1))
-    else:
-        cols["extra"] = repeated(None, m, pl.String)
+        extra = _extra(rest, tok, np.cumsum(change, dtype=np.uint32) - np.uint32(1), m)
+    fast = _frame(rows.get_column("line"), text, ts, values, extra, m)
+    return fast, rows.get_column("line").head(0)
+
+
+def _extra(rest: list[str], tok: dict[str, pl.Series], run: np.ndarray, m: int) -> pl.Series:
+    """The `extra` JSON of `m` rows: `tok`, the cells of the `rest` fields once per run of rows with the same
+    cells, encoded once each, and `run`, each row's run (UInt32)."""
+    encoded = pl.select(pl.struct(**{f: _val(pl.lit(tok[f])) for f in rest}).struct.json_encode()).to_series()
+    return encoded.new_from_index(0, m) if len(encoded) == 1 else encoded.gather(run)  # (one run: repeated)
+
+
+def _frame(
+    line: pl.Series, text: pl.Series, ts: pl.Series, values: dict[str, pl.Series], extra: pl.Series, m: int
+) -> pl.DataFrame:
+    """The columns `_group_frame` gives `m` rows, from their numbers (`values`: per `gpu` or mapped field, NaN
+    or null where N/A), times and `extra`."""
+    cols = {
+        "ts": ts,
+        "gpu_index": values["gpu"].cast(pl.Int32) if "gpu" in values else repeated(None, m, pl.Int32),
+        "extra": extra,
+    }
     for f, col in _MAP.items():
         if f in values:
             cols[col] = values[f].cast(pl.Int64) if col in F.INT_COLUMNS else values[f]
-    fast = pl.DataFrame(
-        [rows.get_column("line"), text, *(v.alias(k) for k, v in cols.items())]
-    )
-    return fast, rows.get_column("line").head(0)
+    return pl.DataFrame([line, text, *(v.alias(k) for k, v in cols.items())])
 
 
 _DAYS_IN = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)

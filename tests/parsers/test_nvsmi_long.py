@@ -45,10 +45,11 @@ def generated(tmp_path: Path, kind: str, mb: float, seed: int) -> list[str]:
 
 
 @contextlib.contextmanager
-def bytes_counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """Within the block, dmon's byte path adds the rows it reads to the one-item list yielded."""
+def bytes_counted(monkeypatch: pytest.MonkeyPatch, path: str = "_fixed_width") -> Iterator[list[int]]:
+    """Within the block, dmon's byte path (`path`: `_fixed_width`, or `_scanned`, its compiled reading) adds
+    the rows it reads to the one-item list yielded."""
     seen = [0]
-    real = nvidia_smi_dmon._fixed_width
+    real = getattr(nvidia_smi_dmon, path)
 
     def counting(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, pl.Series] | None:
         got = real(rows, fields)
@@ -56,7 +57,7 @@ def bytes_counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         return got
 
     with monkeypatch.context() as mp:
-        mp.setattr(nvidia_smi_dmon, "_fixed_width", counting)
+        mp.setattr(nvidia_smi_dmon, path, counting)
         yield seen
 
 
@@ -282,17 +283,8 @@ def test_dmon_compiled_rows_equal_the_byte_and_regex_paths(monkeypatch: pytest.M
     lines: list[str] = []
     for names, _units in HEADERS:
         lines += _dmon_group(rng, names, rng.randrange(1100, 2500), rng.random() < 0.5, rng.choice([0, 0.01, 0.5]))
-    scanned = [0]
-    real = nvidia_smi_dmon._scanned
-
-    def counting(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, pl.Series] | None:
-        got = real(rows, fields)
-        scanned[0] += got[0].height if got is not None else 0
-        return got
-
     s = pl.Series("line", lines, dtype=pl.String)
-    with monkeypatch.context() as mp:
-        mp.setattr(nvidia_smi_dmon, "_scanned", counting)
+    with bytes_counted(monkeypatch, "_scanned") as scanned:
         fast = nvidia_smi_dmon.parse(s, CTX)
     # (every group but the one with a repeated field, which no byte path reads, and the lone `gpu`'s)
     assert scanned[0] > 0.6 * fast.tables["gpu_samples"].height
