@@ -64,7 +64,8 @@ def resolve_rowwise(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataF
         # bus id is missing, on a node the inventory maps: when no row is such, the joins are skipped (5.9 M
         # samples of a node without inventory: ~1.3 s of CPU)
         one_missing = pl.col("gpu_index").is_null() != pl.col("gpu_bus_id").is_null()
-        if df.filter(one_missing & pl.col("node").is_in(gm.nodes.implode())).select("node").head(1).collect().height:
+        mapped = pl.col("node").is_in(gm.nodes.implode())
+        if df.filter(one_missing & mapped).select("node").head(1).collect().height:
             out[t] = _filled(df, gm.lazy(), by_bus=True, by_index=True)
     return out, [], partial(_fill_frame, gm=gm)
 
@@ -97,9 +98,9 @@ class _GpuMap:
 def _fill_frame(df: pl.DataFrame, gm: _GpuMap) -> pl.DataFrame:
     """`df` (rows of events or gpu_samples) filled from `gm` (`gpu_map`); `df` itself when no row changes. A
     join is made only where a row can take something from it: the index from the bus id for a row with a bus
-    id and no index, the bus id from the index for the reverse, on a node `m` maps (a join on a null key
-    matches nothing; a dmon part of 77k samples, all of them by index: ~88 -> ~25 ms, read and filled). Rows of
-    one node (a file's part) take their fills by a lookup of the node's few GPUs instead of a join (a dmon
+    id and no index, the bus id from the index for the reverse, on a node `gm` maps (a join on a null key
+    matches nothing; a dmon part of 77k samples, all of them by index: ~88 -> ~25 ms, read and filled).
+    Rows of one node (a file's part) take their fills by a lookup of the node's few GPUs instead of a join (a dmon
     file's 15k samples: ~2.3 -> ~1 ms)."""
     if df.height == 0:
         return df

@@ -168,7 +168,8 @@ def _one_file_stats(df: pl.DataFrame, node: str, file: str) -> PartStats:
     ts = df.get_column("ts").cast(pl.Datetime("us", "UTC"))
     quality = df.get_column("ts_quality").cast(pl.String)
     inferred = bool(((quality == "year_inferred") & ts.is_not_null()).any())
-    hours = (ts.filter(quality.is_in(years.DATED) & ts.is_not_null()).cast(pl.Int64) // years.BUCKET).rechunk()
+    dated_ts = ts.filter(quality.is_in(years.DATED) & ts.is_not_null())
+    hours = (dated_ts.cast(pl.Int64) // years.BUCKET).rechunk()
     runs = hours.rle().struct.unnest()
     dated = runs.group_by(b="value", maintain_order=True).agg(n=pl.col("len").sum().cast(pl.Int64))
     ranges = ((node, file, df.height, line.min(), line.max(), line.null_count()),)
@@ -2892,13 +2893,13 @@ tables): `sort_order`'s packed keys cost a few ms of calls whatever the rows, an
 bundle's first 100 nodes, frames of 40-100k rows, polars against packed keys: steps (25 frames) 59 / 109 ms,
 inventory 77 / 107; the parent's pieces of a million rows gain from packed keys."""
 NATIVE_SORT_ROWS_OF = {"gpu_samples": 40_000}
-FEWER_KEYS_ROWS = 8192
-"""Rows from which `_sorted` sorts a frame below the native threshold by fewer keys (`_stable_sorted`), whose
-checks cost ~1 ms whatever the rows: dmon samples, one thread, polars' sort against it: 500 rows 0.16 / 1.1 ms,
-5,000 0.8 / 1.3, 15,000 2.6 / 1.6."""
 """Tables whose frames sort by packed keys from fewer rows: GPUs interleaved row by row, polars against packed
 keys, one thread: a 16 MB `--query-gpu` range's 75k rows 18.8 / 11.7 ms (23k rows 4.5 / 5.7, 40k 13.4 / 11.1);
 the 6-hour bundle's worker batches of 40-100k rows (14 frames) 204 / 179 ms."""
+FEWER_KEYS_ROWS = 8192
+"""Rows from which `_sorted` sorts a frame below the native threshold by fewer keys (`_stable_sorted`), whose
+checks cost ~1 ms whatever the rows: dmon samples, one thread, polars' sort against it: 500 rows 0.16 / 1.1
+ms, 5,000 0.8 / 1.3, 15,000 2.6 / 1.6."""
 
 
 def _sorted(df: pl.DataFrame, table: str) -> pl.DataFrame:
@@ -2921,12 +2922,12 @@ def _sorted(df: pl.DataFrame, table: str) -> pl.DataFrame:
 
 
 def _stable_sorted(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """`df.sort(keys, nulls_last=True, maintain_order=True)` of rows not in that order, sorted by as few keys as
-    give it. A key null or of one value in every row (a file's node and file name) orders nothing. Where the
+    """`df.sort(keys, nulls_last=True, maintain_order=True)` of rows not in that order, sorted by as few keys
+    as give it. A key null or of one value in every row (a file's node and file name) orders nothing. Where the
     rows are in order by the last keys already (a dmon loop's samples by time and line, its GPUs interleaved
     row by row), a stable sort by the keys before those gives the order of all: its ties keep the order of the
     last keys. The columns null or of one value in every row are the same after any sort: kept, not gathered.
-    A dmon file's 15k samples in a worker: ~3.2 -> ~1.8 ms (a sort by several keys compares row by row, by
+    A dmon file's 15k samples in a worker: ~3.3 -> ~2.2 ms (a sort by several keys compares row by row, by
     one integer key it sorts by radix)."""
     n = df.height
     fixed = {c.name for c in df.get_columns() if c.null_count() == n}

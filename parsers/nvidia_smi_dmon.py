@@ -414,8 +414,8 @@ def _kinds(fields: list[str]) -> bytes:
 
 
 def _scanned(rows: pl.DataFrame, fields: list[str]) -> tuple[pl.DataFrame, pl.Series] | None:
-    """`_fixed_width(rows, fields)` read by the compiled module (`parsers._fastscan.dmon_rows`) where every row
-    is of the fields' shape (printable ASCII, one token a field, numbers of 1-8 digits or `-`, a date and time
+    """`_fixed_width(rows, fields)` read by the compiled module (`parsers._fastscan.dmon_rows`) where every
+    row is of the fields' shape (printable ASCII, one token a field, numbers of 1-8 digits or `-`, a date and time
     that exist), whatever their widths: each row's values are those the bytes or the row regex give it, and no
     row is left to the regex. None where the module is not built or a row is of another shape (then the
     bytes are read as columns here, and the rest by the regex). A dmon file's 15k rows: ~5 -> ~1.5 ms."""

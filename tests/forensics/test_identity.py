@@ -69,13 +69,15 @@ def test_a_table_with_nothing_to_fill_is_left_as_it_is() -> None:
 def test_rows_of_one_node_are_filled_by_lookup_as_by_the_joins(monkeypatch: pytest.MonkeyPatch) -> None:
     """A file's part (rows of one node) takes its fills by a lookup of the node's GPUs (`_looked_up`), not by
     the joins: the same rows, values and types, also where the node maps one index to two bus ids (a GPU that
-    fell off the bus and was renumbered: one is picked for every frame) and for rows the node has no GPU for."""
+    fell off the bus and was renumbered: one is picked for every frame) and for rows the node has no GPU
+    for."""
     inv = pl.concat(
         [
             _inventory(),
             conform(
                 pl.DataFrame(
-                    {"node": ["n1"], "component": ["gpu"], "gpu_index": [2], "gpu_bus_id": ["00000000:2F:00.0"]}
+                    {"node": ["n1"], "component": ["gpu"], "gpu_index": [2],
+                     "gpu_bus_id": ["00000000:2F:00.0"]}
                 ).with_columns(_REQUIRED),
                 "inventory",
             ),

@@ -2640,9 +2640,12 @@ def test_part_stats_of_one_file_are_those_of_the_queries(rows: list[tuple], runs
             "ts": [r[1] for r in rows],
             "ts_quality": [r[2] for r in rows],
         },
-        schema={"node": pl.String, "file": pl.String, "line": pl.Int64, "ts": pl.Int64, "ts_quality": pl.String},
+        schema={
+            "node": pl.String, "file": pl.String, "line": pl.Int64, "ts": pl.Int64, "ts_quality": pl.String
+        },
     ).with_columns(pl.col("ts").cast(pl.Datetime("us", "UTC")))
-    for frame in (df, pl.concat([df.head(len(rows) // 2), df.tail(len(rows) - len(rows) // 2)], rechunk=False)):
+    half = len(rows) // 2
+    for frame in (df, pl.concat([df.head(half), df.tail(len(rows) - half)], rechunk=False)):
         got, want = ingest_mod._one_file_stats(frame, "n1", "n1/dmon.log"), ingest_mod._stats_by_query(frame)
         assert got.ranges == want.ranges and got.inferred == want.inferred
         assert sorted(got.dated) == sorted(want.dated)

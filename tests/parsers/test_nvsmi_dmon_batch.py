@@ -80,8 +80,8 @@ def test_batch_of_fixtures_and_small_loops(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_batch_of_long_loops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Files of more lines than `parse` reads a chunk's `extra` per distinct value from (`_MANY`) are read in a
-    batch too (below `_BATCH_LINES`): the rows of each file as `parse` of it with the regex only gives them,
+    """Files of more lines than `parse` reads a chunk's `extra` per distinct value from (`_MANY`) are read in
+    a batch too (below `_BATCH_LINES`): the rows of each file as `parse` of it with the regex only gives them,
     the mutated rows too."""
     lines = generated(tmp_path, "dmon", 3.5, 5)
     rng = random.Random(5)
