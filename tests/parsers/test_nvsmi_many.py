@@ -203,7 +203,8 @@ def test_csv_random_files(seed: int) -> None:
 
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_common_shapes_take_the_batched_path(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No fixture is parsed alone by parse_many but a pdsh capture (CSV) or a file of _MANY lines or more."""
+    """No fixture is parsed alone by parse_many but a pdsh capture (CSV), a CSV file of `_MANY` lines or more or
+    a dmon file of `_BATCH_LINES` or more (dmon files of `_MANY` lines are read with the batch)."""
     module = MODULES[name]
     alone: list[str] = []
     real = module.parse
@@ -221,8 +222,9 @@ def test_common_shapes_take_the_batched_path(name: str, monkeypatch: pytest.Monk
         pdsh = "csv_pdsh_two_hosts_interleaved.csv"
         assert sorted(alone) == [pdsh, pdsh + ":head"]
     if name == "nvidia-smi-dmon":
-        big = [(pl.Series(tied_dmon(9000)), FileContext(path="big", node="n"))] * 2
-        module.parse_many(big + [(pl.Series(tied_dmon(9)), FileContext(path="small", node="n"))] * 2)
+        big = [(pl.Series(tied_dmon(module._BATCH_LINES)), FileContext(path="big", node="n"))] * 2
+        long = [(pl.Series(tied_dmon(module._MANY + 800)), FileContext(path="long", node="n"))] * 2
+        module.parse_many(big + long + [(pl.Series(tied_dmon(9)), FileContext(path="small", node="n"))] * 2)
         assert alone == ["big", "big"]
 
 
