@@ -7,6 +7,7 @@ joining on (node, normalised bus id) gives every row both, where the bundle has 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -51,7 +52,7 @@ def resolve_rowwise(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataF
     m = gpu_map(inv)
     if m.height == 0:
         return tables, [], None
-    gm = _GpuMap(m)
+    gm = _GpuMap.of(m)
     out = dict(tables)
     for t in ("events", "gpu_samples"):
         df = tables.get(t)
@@ -70,21 +71,25 @@ def resolve_rowwise(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataF
     return out, [], partial(_fill_frame, gm=gm)
 
 
+@dataclass(eq=False)
 class _GpuMap:
     """`gpu_map`'s rows as the fills join them: by (node, bus id) to an index (`_idx`), by (node, index) to a
-    bus id (`_bus`; one bus id an index, picked once for every frame the fill is given), and per node."""
+    bus id (`_bus`; one bus id an index, picked once for every frame the fill is given), and per node. Its
+    frames are DataFrames, or LazyFrames (`lazy`) for a table too large to hold."""
 
-    def __init__(self, m: pl.DataFrame) -> None:
-        self.nodes = m.get_column("node").unique()
-        self.by_bus = m.rename({"gpu_index": "_idx"})
-        self.by_index = m.rename({"gpu_bus_id": "_bus"}).unique(subset=["node", "gpu_index"])
-        self._of_node: dict[str, tuple[pl.DataFrame, pl.DataFrame]] = {}
+    nodes: pl.Series
+    by_bus: Any
+    by_index: Any
+    _of_node: dict[str, tuple[pl.DataFrame, pl.DataFrame]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, m: pl.DataFrame) -> _GpuMap:
+        """The map of `gpu_map`'s rows `m`."""
+        by_index = m.rename({"gpu_bus_id": "_bus"}).unique(subset=["node", "gpu_index"])
+        return cls(m.get_column("node").unique(), m.rename({"gpu_index": "_idx"}), by_index)
 
     def lazy(self) -> _GpuMap:
-        lazy = object.__new__(_GpuMap)
-        lazy.nodes, lazy._of_node = self.nodes, {}
-        lazy.by_bus, lazy.by_index = self.by_bus.lazy(), self.by_index.lazy()  # type: ignore[assignment]
-        return lazy
+        return _GpuMap(self.nodes, self.by_bus.lazy(), self.by_index.lazy())
 
     def of_node(self, node: str) -> tuple[pl.DataFrame, pl.DataFrame]:
         """`by_bus` and `by_index` of one node."""

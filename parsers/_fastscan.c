@@ -2100,7 +2100,6 @@ static PyObject *contains(PyObject *self, PyObject *const *args, Py_ssize_t narg
 typedef struct {
     const char *kinds;  /* one a field: 'n' a number, 'd' the date, 't' the time of day, 'x' extra, 's' skipped */
     int nf;
-    int n_num;          /* the 'n' fields */
     int64_t rows;       /* the rows read so far */
     uint8_t prev[DMON_EXTRA_BYTES], cur[DMON_EXTRA_BYTES];
     int prev_len;
@@ -2275,7 +2274,6 @@ static PyObject *dmon_rows(PyObject *self, PyObject *args) {
         return PyErr_NoMemory();
     L->kinds = kinds;
     L->nf = (int)nf;
-    L->n_num = n_num;
     PyObject *got = scan_into(capsule, n, i64_o, f64_o, dmon_row, L, 2, n_num, "dmon_rows");
     free(L);
     return got;
