@@ -6,7 +6,7 @@ joining on (node, normalised bus id) gives every row both, where the bundle has 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -71,6 +71,35 @@ def resolve_rowwise(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataF
     return out, [], partial(_fill_frame, gm=gm)
 
 
+def map_of(inventory: pl.DataFrame) -> _GpuMap | None:
+    """The map `resolve_rowwise` fills from, of `inventory` (None where it maps no GPU): for `index_rows`."""
+    m = gpu_map(inventory) if inventory.height else None
+    return _GpuMap.of(m) if m is not None and m.height else None
+
+
+def filled_by_index(
+    df: pl.DataFrame, m: pl.DataFrame
+) -> tuple[pl.DataFrame, tuple[tuple[Any, ...], ...]] | None:
+    """`df` (rows of a table with a GPU index and bus id, every one named by index only: dmon samples) with
+    every bus id filled from `m` (`gpu_map` rows: of an inventory not yet whole, as an ingest worker has it),
+    as `resolve_rowwise`'s fill gives them where the whole inventory's map holds the same rows on `df`'s nodes
+    (`_GpuMap.index_rows`, returned with the rows); None where a row cannot be filled so (a row with a bus id
+    or without an index, a node `m` does not map, an index it lacks)."""
+    if df.height == 0 or df.get_column("gpu_bus_id").null_count() != df.height:
+        return None
+    if df.get_column("gpu_index").null_count():
+        return None
+    nodes = df.get_column("node").unique()
+    m = m.filter(pl.col("node").is_in(nodes.implode()))
+    if m.get_column("node").n_unique() != nodes.len():
+        return None
+    gm = _GpuMap.of(m)
+    out = _fill_frame(df, gm)
+    if out.get_column("gpu_bus_id").null_count():
+        return None
+    return out, gm.index_rows(nodes)
+
+
 @dataclass(eq=False)
 class _GpuMap:
     """`gpu_map`'s rows as the fills join them: by (node, bus id) to an index (`_idx`), by (node, index) to a
@@ -90,6 +119,13 @@ class _GpuMap:
 
     def lazy(self) -> _GpuMap:
         return _GpuMap(self.nodes, self.by_bus.lazy(), self.by_index.lazy())
+
+    def index_rows(self, nodes: Iterable[str]) -> tuple[tuple[Any, ...], ...]:
+        """(node, gpu_index, bus id) of the fill by index (`by_index`) on `nodes`, sorted: what a fill of rows
+        named by index only on those nodes takes from this map, and all it takes."""
+        names = pl.Series(sorted(set(nodes)), dtype=pl.String)
+        rows = self.by_index.filter(pl.col("node").is_in(names.implode()))
+        return tuple(sorted(rows.select("node", "gpu_index", "_bus").rows(), key=repr))
 
     def of_node(self, node: str) -> tuple[pl.DataFrame, pl.DataFrame]:
         """`by_bus` and `by_index` of one node."""

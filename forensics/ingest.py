@@ -199,6 +199,10 @@ class Part(NamedTuple):
     columns of values, its constant strings in `consts`): rows the identity stage will likely fill
     (`_fill_likely`), which the parent reads, fills and writes once (`_write_in_parts`), where a written part
     would be written twice (dmon samples: a worker's sort and zstd write ~45 ms a 77k-row part, this ~17)."""
+    filled: tuple[tuple[Any, ...], ...] | None = None
+    """The GPU map rows (node, index, bus id) its writer filled every row's bus id from (`_prefilled`: rows
+    named by index only, the map of the inventory the parent had seen): the parent keeps the part where the
+    whole inventory's map holds the same rows on its nodes (`_misfilled`), and else takes the fill back."""
 
     @property
     def as_is(self) -> bool:
@@ -859,19 +863,52 @@ def _spill_part(df: pl.DataFrame, target: Path, large: bool = False, sort_as: st
     return Part(str(target), consts=consts, rows=df.height, stats=stats)
 
 
-def _table_part(df: pl.DataFrame, table: str, target: Path, alone: frozenset[str] | None = None) -> Part:
+def _table_part(
+    df: pl.DataFrame, table: str, target: Path, alone: frozenset[str] | None = None, gpus: Path | None = None
+) -> Part:
     """`df` (rows of one of `LARGE_TABLES`, conformed) sorted and written to `target` as a part of the table:
     as the table's parts are (`Part.final`: the parent takes the file as it is), or, given the nodes that have
     no other file (`alone`: a whole file's or batch's task, `_handing`) and where the identity stage will
     likely fill its rows (`_fill_likely`), as a spilled part that the parent reads, fills and writes once
     (`Part.whole`). Without a fill the parent reads and writes it anyway: as much CPU as the worker's write,
     but after the workers (a byte range of a large file is never handed so: a bundle's large dmon loop, alone
-    on its node, had its ~1 s of writes moved there)."""
+    on its node, had its ~1 s of writes moved there).
+
+    Rows the fill would give their bus ids are filled here instead, from the GPU map the parent published
+    (`gpus`, `_GpuBoard`), where it maps every row (`_prefilled`): written as a part of the table, which the
+    parent keeps as it is where the whole inventory's map agrees (`Part.filled`)."""
     if alone is not None and _fill_likely(df, alone):
-        return _spill_part(df, target, large=True, sort_as=table)._replace(whole=True)
+        got = _prefilled(df, gpus, table) if gpus is not None else None
+        if got is None:
+            return _spill_part(df, target, large=True, sort_as=table)._replace(whole=True)
+        df, used = got
+        write_table_file(df, table, target)
+        return Part(str(target), final=True, rows=df.height, stats=part_stats(df), filled=used)
     df = _sorted(df, table)
     write_table_file(df, table, target)
     return Part(str(target), final=True, rows=df.height, stats=part_stats(df))
+
+
+def _prefilled(
+    df: pl.DataFrame, gpus: Path, table: str
+) -> tuple[pl.DataFrame, tuple[tuple[Any, ...], ...]] | None:
+    """`df` sorted as `table`'s parts are and filled by `identity.filled_by_index` from the GPU map published
+    at `gpus`, with the map rows it took (None where there is no map yet, or it cannot fill every row). What
+    the parent made of the part `_spill_part` writes: sorted without its columns of nulls or of one string
+    (they order nothing, and are not gathered), filled (a fill by index moves no row), then whole again."""
+    try:
+        m = pl.read_parquet(gpus)
+    except (OSError, pl.exceptions.PolarsError):
+        return None
+    n = df.height
+    keep = ("node", "gpu_index", "gpu_bus_id")  # (what the fill reads and writes)
+    nulls = [c.name for c in df.get_columns() if c.null_count() == n and c.name not in keep]
+    consts = tuple((c, v) for c, v in _constant_strings(df) if c not in keep)
+    fixed = {*nulls, *(c for c, _v in consts)}
+    got = identity.filled_by_index(_sorted(df.drop(fixed), table), m)
+    if got is None:
+        return None
+    return _completed(got[0], Part("", consts=consts), table), got[1]
 
 
 def _fill_likely(df: pl.DataFrame, alone: frozenset[str] = frozenset()) -> bool:
@@ -1459,6 +1496,8 @@ def _run_parallel(
     """
     index = {id(f): i for i, f in enumerate(files)}
     outcomes = Outcomes(work / "parts" / "parent")
+    if PREFILL:
+        outcomes.board = _GpuBoard(work / GPU_BOARD)
     args = (index, work, limits, year_hint, collected, tick, outcomes, task)
     rounds: list[tuple[list[BundleFile], int]] = [(files, BATCH_FILES)]
     alone: list[BundleFile] = []
@@ -1551,16 +1590,16 @@ back (400k step rows: 247 ms to pickle, 142 to read back, 91 MB through the pipe
 the parent, which reads the pipe and unpickles, competes with the workers for the cores."""
 
 
-Handing = tuple[int, int, frozenset[str]]
+Handing = tuple[int, int, frozenset[str], Path | None]
 """How a worker hands a task's large tables over (`_handing`)."""
 
 
-def _handing(alone: frozenset[str] = frozenset()) -> Handing:
+def _handing(alone: frozenset[str] = frozenset(), gpus: Path | None = None) -> Handing:
     """How workers hand large tables over (`_handed`), as this process's settings say (a worker's own are the
-    defaults): from how many bytes as a part, from how many rows as a part of the table's own, and the nodes
-    of the task's files that have no other file in the bundle (`_alone`), whose rows the identity stage has
-    nothing to fill from."""
-    return HANDED_BYTES, PART_ROWS // SOLO_SHARE, alone
+    defaults): from how many bytes as a part, from how many rows as a part of the table's own, the nodes of
+    the task's files that have no other file in the bundle (`_alone`), whose rows the identity stage has
+    nothing to fill from, and where the parent publishes the GPU map of the inventory it has (`_GpuBoard`)."""
+    return HANDED_BYTES, PART_ROWS // SOLO_SHARE, alone, gpus
 
 
 def _alone(group: Sequence[BundleFile], per_node: Counter[str]) -> frozenset[str]:
@@ -1582,7 +1621,7 @@ def _handed(
     torchtitan job, 12.4 M step rows from batches of 3-4 rank logs, in order already: the worker's write
     ~+0.3 s of CPU a million rows, the parent's read, sort and write again ~1.9 s. Their `--query-gpu` CSV
     loops' 5.8 M samples, sorted here: ~+0.9 s a million rows in the workers, against the parent's ~1.9.)"""
-    handed_bytes, final_rows, alone = handing or _handing()
+    handed_bytes, final_rows, alone, gpus = handing or _handing()
     for o, spill in zip(outcomes, spills, strict=True):
         if spill is None or not isinstance(o, FileOutcome):
             continue
@@ -1595,7 +1634,7 @@ def _handed(
                 target.parent.mkdir(parents=True, exist_ok=True)
                 if df.height >= final_rows:
                     # (a pooled frame's columns of nulls are typeless: `_nulls_typeless`)
-                    part = _table_part(conform(df, t), t, target, alone)
+                    part = _table_part(conform(df, t), t, target, alone, gpus)
                 else:
                     part = _spill_part(df, target, large=True)
             except Exception:  # noqa: BLE001 - a full disk or a bad path: the rows go through the pipe
@@ -1890,6 +1929,83 @@ def _workers_environment() -> Iterator[None]:
                 os.environ[k] = v
 
 
+PREFILL = True
+"""Whether a pool run's workers fill dmon samples' bus ids from the GPU map the parent publishes
+(`_GpuBoard`)."""
+GPU_BOARD = "gpu-map.parquet"
+"""Where in the work folder the parent publishes the GPU map of the inventory it has (`_GpuBoard`)."""
+MAP_NAMES = ("smi", "bug-report", ".xml", ".csv", "query")
+"""Words in the names of files that map a node's GPU indexes to bus ids (`nvidia-smi -q`, its XML, the default
+table, `--query-gpu` CSV, a bug report): their batches go to the workers first (`_maps_first`)."""
+NOT_MAP_NAMES = ("dmon", "pmon", "topo", "nvlink")
+"""... unless their names hold one of these (nvidia-smi's other outputs)."""
+
+
+class _GpuBoard:
+    """The GPU map (`identity.gpu_map`) of the inventory rows the parent has taken so far, published at
+    `path` for the workers each time it changes (`publish`, atomically): a worker fills the bus ids of the
+    dmon samples it hands over from it (`_prefilled`), written as parts of the table the parent keeps as they
+    are, instead of handing them to the parent to read, fill and write after the workers (the README's
+    24-hour bundle: 15.4 M samples, ~10.6 s of the parent's CPU, ~5.7 s of wall time after the parse). The
+    parent checks each such part against the whole inventory's map (`_misfilled`), so what the workers saw
+    never changes the tables."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rows: list[pl.DataFrame] = []
+        self.changed = False
+        self.shown: pl.DataFrame | None = None
+
+    def take(self, inventory: pl.DataFrame) -> None:
+        """Note the GPU rows of a task's `inventory` (those `identity.gpu_map` reads)."""
+        if not inventory.height or "component" not in inventory.columns:
+            return
+        gpus = inventory.filter(
+            (pl.col("component") == "gpu")
+            & pl.col("gpu_index").is_not_null()
+            & pl.col("gpu_bus_id").is_not_null()
+        ).select("node", "component", "gpu_bus_id", "gpu_index")
+        if gpus.height:
+            self.rows.append(gpus)
+            self.changed = True
+
+    def publish(self) -> None:
+        """Write the map anew where rows came since it was last written and changed it."""
+        if not self.changed:
+            return
+        self.changed = False
+        m = identity.gpu_map(pl.concat(self.rows, how="vertical_relaxed"))
+        m = m.sort("node", "gpu_bus_id", "gpu_index")
+        if self.shown is not None and m.equals(self.shown):
+            return
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        try:
+            m.write_parquet(tmp)
+            os.replace(tmp, self.path)
+        except OSError:  # (a worker then finds no map, or the last one: the parent fills, as before)
+            return
+        self.shown = m
+
+
+def _maps_first(tasks: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
+    """`tasks` with the batches of files that map GPU indexes to bus ids (`_gives_map` of the batch's first
+    file; a batch holds files of one name shape) first, each part in its order: the workers then read the
+    nodes' inventories before their dmon loops, the largest files, which come first otherwise
+    (`_GpuBoard`)."""
+    first: list[tuple[Any, int]] = []
+    rest: list[tuple[Any, int]] = []
+    for t in tasks:
+        (first if t[1] == BATCH and _gives_map(t[0][0]) else rest).append(t)
+    return first + rest
+
+
+def _gives_map(f: BundleFile) -> bool:
+    """Whether `f`'s name says it likely maps GPU indexes to bus ids (`MAP_NAMES`, `NOT_MAP_NAMES`): a guess
+    that orders the tasks only (the parent of a pool run does not import the parsers to detect formats)."""
+    name = logical_name(f.path).rsplit("/", 1)[-1].lower()
+    return any(w in name for w in MAP_NAMES) and not any(w in name for w in NOT_MAP_NAMES)
+
+
 def _pool_pass(
     files: list[BundleFile],
     jobs: int,
@@ -1935,6 +2051,11 @@ def _pool_pass(
             if f.path in splits:
                 results[f.path] = {}
         tasks = _batched(_tasks(files, splits), batch)
+        board: _GpuBoard | None = getattr(outcomes, "board", None)
+        gpus = None
+        if board is not None:
+            tasks = _maps_first(tasks)
+            gpus = board.path
         per_node = Counter(f.node for f in files)
         with _children_ignore_sigint():
             for j, (f, k) in enumerate(tasks):
@@ -1943,13 +2064,13 @@ def _pool_pass(
                         spills = tuple(work / "parts" / str(index[id(g)]) for g in f)
                         fut = pool.submit(
                             _ingest_batch, task, f, spills, limits, year_hint, collected,
-                            _handing(_alone(f, per_node)),
+                            _handing(_alone(f, per_node), gpus),
                         )
                     elif k == -1:
                         spill = work / "parts" / str(index[id(f)])
                         fut = pool.submit(
                             _ingest_whole, task, f, limits, year_hint, collected, spill,
-                            _handing(_alone((f,), per_node)),
+                            _handing(_alone((f,), per_node), gpus),
                         )
                     elif k == -2:
                         fut = pool.submit(hash_file, f)
@@ -1993,6 +2114,8 @@ def _pool_pass(
                 # merges the last file's ranges, where its own peak usually is (a 5 GB NCCL log: ~0.4 GB)
                 pool.shutdown(wait=True)
             _arrived(f, k, got, results, splits, outcomes, tick)
+            if board is not None:
+                board.publish()
     except BaseException:
         _kill_pool(pool)
         raise
@@ -2230,7 +2353,12 @@ def _ingest_bundle(
         if t in ("files", "anomalies"):
             continue
         # a table too large to hold stays in its Parquet parts, a LazyFrame through the stages and the write
-        big = t in PARENT_LAZY and (outcomes.rows(t) > HOLD_ROWS or outcomes.size_estimate(t) > HOLD_TABLE_BYTES)
+        # (and one with parts its workers filled from a map, which the identity stage may take back by part)
+        big = t in PARENT_LAZY and (
+            outcomes.rows(t) > HOLD_ROWS
+            or outcomes.size_estimate(t) > HOLD_TABLE_BYTES
+            or any(p.filled is not None for p in outcomes.parts.get(t, ()))
+        )
         tables[t] = outcomes.lazy(t, work / "hive" / t) if big else outcomes.table(t)
     lazy = {t: lf for t, lf in tables.items() if isinstance(lf, pl.LazyFrame)}
     notes = list(bundle.notes)
@@ -2247,6 +2375,7 @@ def _ingest_bundle(
     rowwise: dict[str, identity.Fill] = {}
 
     def resolve_identity(tb: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        tb = _misfilled(tb, outcomes)
         new, stage_notes, fill = identity.resolve_rowwise(tb)
         # a large table no stage before has changed, which this one changes row for row: the parts of it
         # that are written parts of their own are filled as they are, not read, sorted and written again with
@@ -2322,6 +2451,28 @@ def _ingest_bundle(
     }
     write_json(out / "manifest.json", manifest)
     return manifest
+
+
+def _misfilled(tables: dict[str, Any], outcomes: Outcomes) -> dict[str, Any]:
+    """`tables` (as the identity stage gets them) with the bus ids that workers filled from a GPU map other
+    than the whole inventory's on the part's nodes (`Part.filled`: the map they saw was not yet whole) taken
+    back, so that the stage fills those rows as any (the parts are then no longer kept as they are). Parts
+    filled from the same map rows keep their fill, the stage's own."""
+    inv = tables.get("inventory")
+    gm = identity.map_of(inv) if isinstance(inv, pl.DataFrame) else None
+    out = dict(tables)
+    for t, filled in outcomes.filled.items():
+        bad = sorted(
+            k for k, used in filled.items() if gm is None or gm.index_rows(r[0] for r in used) != used
+        )
+        lf = out.get(t)
+        if not bad or not isinstance(lf, pl.LazyFrame):
+            continue
+        taken = pl.col(PART_COLUMN).is_in(pl.Series(bad, dtype=pl.Int32).implode())
+        out[t] = lf.with_columns(gpu_bus_id=pl.when(taken).then(None).otherwise(pl.col("gpu_bus_id")))
+        for k in bad:
+            outcomes.as_is.get(t, {}).pop(k, None)
+    return out
 
 
 def _bundle_stage(
@@ -2447,8 +2598,15 @@ class Outcomes(list):  # type: ignore[type-arg]
         """table -> {K: part} of the latter (the part at its place in `__part=K`)"""
         self.known: dict[str, _Known] = {}
         """table -> what `lazy` knows of its rows from the parts' `PartStats` (when every part has them)"""
+        self.filled: dict[str, dict[int, tuple[tuple[Any, ...], ...]]] = {}
+        """table -> {K: the GPU map rows its worker filled it from} of the parts `lazy` moved to `__part=K`
+        that were filled so (`Part.filled`)"""
+        self.board: _GpuBoard | None = None
+        """Where the GPU map of the inventory taken so far is published, in a pool run (`_GpuBoard`)."""
 
     def append(self, o: FileOutcome) -> None:  # type: ignore[override]
+        if self.board is not None and "inventory" in o.tables:
+            self.board.take(o.tables["inventory"])
         for t, df in o.tables.items():
             frames = self.frames.setdefault(t, [])
             frames.append(df)
@@ -2530,6 +2688,8 @@ class Outcomes(list):  # type: ignore[type-arg]
                     self.as_is.setdefault(table, {})[k] = paths[-1]
                 if p.kept_whole:
                     self.whole.setdefault(table, {})[k] = p._replace(path=str(paths[-1]))
+                if p.filled is not None:
+                    self.filled.setdefault(table, {})[k] = p.filled
                 if p.line_offset:
                     offsets[k] = p.line_offset
                 if p.node:

@@ -1482,6 +1482,7 @@ def test_workers_hand_dmon_samples_a_node_inventory_will_fill_as_whole_parts(
     lone = {f"other-00{k}/nvidia-smi-dmon.log": dmon for k in range(1, 4)}
     src = make_bundle(tmp_path, whole | lone)
     here = ingest(src, tmp_path / "here", jobs=1)
+    monkeypatch.setattr(ingest_mod, "PREFILL", False)  # (the workers fill none: `_GpuBoard` below)
     monkeypatch.setattr(ingest_mod, "_small", lambda files, size: False)
     monkeypatch.setattr(ingest_mod, "HOLD_ROWS", 100)
     monkeypatch.setattr(ingest_mod, "HANDED_BYTES", 1)
@@ -1506,6 +1507,116 @@ def test_workers_hand_dmon_samples_a_node_inventory_will_fill_as_whole_parts(
     filled = b.filter(pl.col("node").str.starts_with("node-") & pl.col("file").str.ends_with("dmon.log"))
     assert filled.height == 9000 and filled.get_column("gpu_bus_id").null_count() == 0
     assert b.filter(pl.col("node").str.starts_with("other-")).get_column("gpu_bus_id").null_count() == 9000
+
+
+@pytest.mark.parametrize("seen", ["whole", "other", "none"])
+def test_workers_fill_dmon_samples_from_the_map_the_parent_published(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seen: str
+) -> None:
+    """In the pool, a worker fills the bus ids of the dmon samples it hands over from the GPU map the parent
+    published (`_GpuBoard`) and writes them as a part of the table (`Part.filled`). Where the map it saw
+    holds the whole inventory's rows on its nodes, the parent keeps that part as it is; where it held other
+    rows (the inventory was not yet whole), the fill is taken back and the identity stage fills the rows as
+    any; with no map, the samples come as a whole spilled part, as before. The tables are those of an ingest
+    in this process every time."""
+    dmon, csv = _DMON_LOOP, _GPU_QUERY_CSV
+    whole = {f"node-00{k}/nvidia-smi-dmon.log": dmon for k in range(1, 4)}
+    whole |= {f"node-00{k}/gpu-query.csv": csv for k in range(1, 4)}
+    lone = {f"other-00{k}/nvidia-smi-dmon.log": dmon for k in range(1, 4)}
+    src = make_bundle(tmp_path, whole | lone)
+    here = ingest(src, tmp_path / "here", jobs=1)
+    m = identity.gpu_map(read_table(tmp_path / "here", "inventory"))
+    assert m.height == 3 * 2  # (two GPUs a node)
+    if seen == "other":  # (each node's bus ids a GPU along: what an inventory renumbered later would show)
+        m = m.with_columns(pl.col("gpu_bus_id").shift(1).over("node").fill_null("0000:ff:00.0"))
+    board = ingest_mod._GpuBoard
+
+    class Seen(board):  # (the map the workers see: put up before the first task, never changed)
+        def __init__(self, path: Path) -> None:
+            super().__init__(path)
+            if seen != "none":
+                m.write_parquet(path)
+
+        def publish(self) -> None:
+            pass
+
+    monkeypatch.setattr(ingest_mod, "_GpuBoard", Seen)
+    monkeypatch.setattr(ingest_mod, "_small", lambda files, size: False)
+    monkeypatch.setattr(ingest_mod, "HOLD_ROWS", 100)
+    monkeypatch.setattr(ingest_mod, "HANDED_BYTES", 1)
+    monkeypatch.setattr(ingest_mod, "PART_ROWS", 12_000)
+    monkeypatch.setattr(ingest_mod, "SOLO_SHARE", 4)
+    monkeypatch.setattr(ingest_mod, "BATCH_FILES", 3)
+    kept = _spy_on_kept_parts(monkeypatch)
+    read_whole: list[str] = []
+    completed = ingest_mod._completed
+
+    def spied(df: pl.DataFrame, p: Any, table: str) -> pl.DataFrame:
+        if p.whole:
+            read_whole.append(table)
+        return completed(df, p, table)
+
+    monkeypatch.setattr(ingest_mod, "_completed", spied)
+    pooled = ingest(src, tmp_path / "pooled", jobs=2)
+    assert pooled["totals"] == here["totals"]
+    a, b = read_table(tmp_path / "here", "gpu_samples"), read_table(tmp_path / "pooled", "gpu_samples")
+    assert b.sort(a.columns, nulls_last=True).equals(a.sort(a.columns, nulls_last=True))
+    filled = b.filter(pl.col("node").str.starts_with("node-") & pl.col("file").str.ends_with("dmon.log"))
+    assert filled.height == 9000 and filled.get_column("gpu_bus_id").null_count() == 0
+    # the lone nodes' batch is kept as it is every time; the filled batch where the map was the whole one's
+    assert len(kept) == {"whole": 2, "other": 0, "none": 1}[seen]
+    assert read_whole == (["gpu_samples"] if seen == "none" else [])
+    for part in (tmp_path / "pooled" / "tables" / "gpu_samples").glob("*.parquet"):
+        assert ingest_mod.in_sort_order(pl.read_parquet(part), "gpu_samples")
+
+
+def test_a_worker_fills_only_samples_the_map_names_wholly(tmp_path: Path) -> None:
+    """`_prefilled`: every row named by index only, on nodes the published map names, with indexes it holds,
+    or no fill at all (the part goes to the parent as a whole spilled part); the rows filled are the identity
+    stage's, and the part records the map rows it took."""
+    n = 800
+    t0 = datetime(2024, 1, 1, tzinfo=UTC)
+
+    def samples(node: str = "n1", index: Any = None, bus: Any = None) -> pl.DataFrame:
+        return conform(
+            pl.DataFrame(
+                {
+                    "node": [node] * n,
+                    "source": ["nvidia-smi-dmon"] * n,
+                    "file": [f"{node}/dmon.log"] * n,
+                    "ts": [t0 + timedelta(seconds=k // 4) for k in range(n)],
+                    "gpu_index": [k % 4 if index is None else index for k in range(n)],
+                    "gpu_bus_id": [bus] * n,
+                    "line": list(range(1, n + 1)),
+                }
+            ),
+            "gpu_samples",
+        )
+
+    rows = [("n1", "gpu", f"0000:{0x18 + g:02x}:00.0", g) for g in range(4)]
+    m = pl.DataFrame(rows, schema=["node", "component", "gpu_bus_id", "gpu_index"], orient="row")
+    m = m.with_columns(pl.col("gpu_index").cast(pl.Int64))
+    gpus = tmp_path / "map.parquet"
+    identity.gpu_map(m).write_parquet(gpus)
+    got = ingest_mod._prefilled(samples(), gpus, "gpu_samples")
+    assert got is not None
+    df, used = got
+    named = ("source", "file", "device", "attribute", "value")
+    inv = conform(m.with_columns(pl.lit("x").alias(c) for c in named), "inventory")
+    expected = identity.resolve({"inventory": inv, "gpu_samples": samples()})[0]["gpu_samples"]
+    assert df.equals(ingest_mod._sorted(expected, "gpu_samples"))
+    assert df.get_column("gpu_bus_id").null_count() == 0
+    assert used == tuple((r[0], r[3], r[2]) for r in rows)
+    assert ingest_mod._prefilled(samples("n2"), gpus, "gpu_samples") is None  # (a node the map does not name)
+    assert ingest_mod._prefilled(samples(index=7), gpus, "gpu_samples") is None  # (an index it lacks)
+    by_bus = samples(bus="0000:18:00.0")
+    assert ingest_mod._prefilled(by_bus, gpus, "gpu_samples") is None  # (rows named by bus id)
+    assert ingest_mod._prefilled(samples(), tmp_path / "none.parquet", "gpu_samples") is None  # (no map yet)
+    o = ingest_mod.FileOutcome(row={}, tables={"gpu_samples": samples()})
+    ingest_mod._handed([o], [tmp_path / "a"], (1, 1, frozenset(), gpus))  # (handed as a part, however small)
+    (part,) = o.parts["gpu_samples"]
+    assert part.as_is and part.filled == used and not part.whole
+    assert ingest_mod._read_part(part, "gpu_samples").equals(ingest_mod._sorted(expected, "gpu_samples"))
 
 
 def test_a_kept_part_whose_indexes_the_identity_stage_fills_is_sorted_again(tmp_path: Path) -> None:
