@@ -113,8 +113,14 @@ class _GpuMap:
 
     @classmethod
     def of(cls, m: pl.DataFrame) -> _GpuMap:
-        """The map of `gpu_map`'s rows `m`."""
-        by_index = m.rename({"gpu_bus_id": "_bus"}).unique(subset=["node", "gpu_index"])
+        """The map of `gpu_map`'s rows `m`. Where a node maps an index to two bus ids (a GPU that fell off the
+        bus and was renumbered), the lower bus id is picked, whatever the rows' order: every map of the same rows
+        fills alike (an ingest worker's, `filled_by_index`, and the stage's)."""
+        by_index = (
+            m.rename({"gpu_bus_id": "_bus"})
+            .sort("node", "gpu_index", "_bus", nulls_last=True)
+            .unique(subset=["node", "gpu_index"], keep="first", maintain_order=True)
+        )
         return cls(m.get_column("node").unique(), m.rename({"gpu_index": "_idx"}), by_index)
 
     def lazy(self) -> _GpuMap:

@@ -100,3 +100,31 @@ def test_rows_of_one_node_are_filled_by_lookup_as_by_the_joins(monkeypatch: pyte
     # rows of two nodes are joined
     two = pl.concat([one, _samples().filter(pl.col("node") == "n2")])
     assert fill(two).equals(joined(two, gm, by_bus=True, by_index=True), null_equal=True) and joins
+
+
+def test_an_index_of_two_bus_ids_takes_the_lower_whatever_the_inventorys_order() -> None:
+    """A node whose inventory maps an index to two bus ids (a GPU renumbered after another fell off the bus)
+    fills that index's rows with the lower bus id, however the inventory's rows are ordered: an ingest
+    worker's map and the identity stage's fill alike (`filled_by_index`, `_GpuMap.index_rows`)."""
+    extra = conform(
+        pl.DataFrame(
+            {"node": ["n1"], "component": ["gpu"], "gpu_index": [0], "gpu_bus_id": ["00000000:0A:00.0"]}
+        ).with_columns(_REQUIRED),
+        "inventory",
+    )
+    inv = pl.concat([_inventory(), extra])
+    samples = conform(
+        pl.DataFrame(
+            {"node": ["n1", "n1"], "gpu_index": [0, 1], "gpu_bus_id": [None, None], "line": [1, 2]}
+        ).with_columns(_REQUIRED[:2]),
+        "gpu_samples",
+    )
+    got = set()
+    for seed in range(6):
+        shuffled = inv.sample(fraction=1.0, shuffle=True, seed=seed)
+        filled = identity.resolve({"inventory": shuffled, "gpu_samples": samples})[0]["gpu_samples"]
+        got.add(tuple(filled.filter(pl.col("gpu_index") == 0).get_column("gpu_bus_id").unique().to_list()))
+        gm = identity.map_of(shuffled)
+        assert gm is not None
+        assert ("n1", 0, "00000000:0A:00.0") in gm.index_rows(["n1"])
+    assert got == {("00000000:0A:00.0",)}
