@@ -1469,20 +1469,19 @@ def test_a_large_tables_parts_filled_by_the_identity_stage_are_filled_as_they_ar
         assert len(kept) >= 3 and filled == [] and dmon_rows.get_column("gpu_bus_id").null_count() == 3000
 
 
-def test_workers_hand_dmon_samples_a_node_inventory_will_fill_as_whole_parts(
+def _dmon_pool(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """In the pool, a batch of dmon loops whose nodes have other files (a `--query-gpu` CSV: the inventory)
-    comes back as a whole spilled part (`Part.whole`), which the parent reads, fills and writes once; a batch
-    whose nodes have no other file, as a written part the parent takes as it is. The tables are those of an
-    ingest in this process (written parts, filled by the parent)."""
+) -> tuple[Path, dict[str, Any], list[Path], list[str]]:
+    """A bundle of three nodes' dmon loops beside their `--query-gpu` CSV (the inventory) and three other
+    nodes' loops alone, ingested in this process; then the settings that make a pool ingest of it hand each
+    batch of three loops over as a part. Returned: the bundle, the manifest of the ingest here, the parts the
+    parent will keep as they are (`_spy_on_kept_parts`) and the tables of the whole spilled parts it reads."""
     dmon, csv = _DMON_LOOP, _GPU_QUERY_CSV
     whole = {f"node-00{k}/nvidia-smi-dmon.log": dmon for k in range(1, 4)}
     whole |= {f"node-00{k}/gpu-query.csv": csv for k in range(1, 4)}
     lone = {f"other-00{k}/nvidia-smi-dmon.log": dmon for k in range(1, 4)}
     src = make_bundle(tmp_path, whole | lone)
     here = ingest(src, tmp_path / "here", jobs=1)
-    monkeypatch.setattr(ingest_mod, "PREFILL", False)  # (the workers fill none: `_GpuBoard` below)
     monkeypatch.setattr(ingest_mod, "_small", lambda files, size: False)
     monkeypatch.setattr(ingest_mod, "HOLD_ROWS", 100)
     monkeypatch.setattr(ingest_mod, "HANDED_BYTES", 1)
@@ -1499,14 +1498,34 @@ def test_workers_hand_dmon_samples_a_node_inventory_will_fill_as_whole_parts(
         return completed(df, p, table)
 
     monkeypatch.setattr(ingest_mod, "_completed", spied)
+    return src, here, kept, read_whole
+
+
+def _pooled_as_here(src: Path, tmp_path: Path, here: dict[str, Any]) -> pl.DataFrame:
+    """The samples of a pool ingest of `src`, checked against those of the ingest here (`_dmon_pool`)."""
     pooled = ingest(src, tmp_path / "pooled", jobs=2)
     assert pooled["totals"] == here["totals"]
     a, b = read_table(tmp_path / "here", "gpu_samples"), read_table(tmp_path / "pooled", "gpu_samples")
     assert b.sort(a.columns, nulls_last=True).equals(a.sort(a.columns, nulls_last=True))
-    assert read_whole == ["gpu_samples"] and len(kept) == 1
     filled = b.filter(pl.col("node").str.starts_with("node-") & pl.col("file").str.ends_with("dmon.log"))
     assert filled.height == 9000 and filled.get_column("gpu_bus_id").null_count() == 0
     assert b.filter(pl.col("node").str.starts_with("other-")).get_column("gpu_bus_id").null_count() == 9000
+    for part in (tmp_path / "pooled" / "tables" / "gpu_samples").glob("*.parquet"):
+        assert ingest_mod.in_sort_order(pl.read_parquet(part), "gpu_samples")
+    return b
+
+
+def test_workers_hand_dmon_samples_a_node_inventory_will_fill_as_whole_parts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In the pool, a batch of dmon loops whose nodes have other files (a `--query-gpu` CSV: the inventory)
+    comes back as a whole spilled part (`Part.whole`), which the parent reads, fills and writes once; a batch
+    whose nodes have no other file, as a written part the parent takes as it is. The tables are those of an
+    ingest in this process (written parts, filled by the parent)."""
+    src, here, kept, read_whole = _dmon_pool(tmp_path, monkeypatch)
+    monkeypatch.setattr(ingest_mod, "PREFILL", False)  # (the workers fill none: see the next test)
+    _pooled_as_here(src, tmp_path, here)
+    assert read_whole == ["gpu_samples"] and len(kept) == 1
 
 
 @pytest.mark.parametrize("seen", ["whole", "other", "none"])
@@ -1517,14 +1536,9 @@ def test_workers_fill_dmon_samples_from_the_map_the_parent_published(
     published (`_GpuBoard`) and writes them as a part of the table (`Part.filled`). Where the map it saw
     holds the whole inventory's rows on its nodes, the parent keeps that part as it is; where it held other
     rows (the inventory was not yet whole), the fill is taken back and the identity stage fills the rows as
-    any; with no map, the samples come as a whole spilled part, as before. The tables are those of an ingest
-    in this process every time."""
-    dmon, csv = _DMON_LOOP, _GPU_QUERY_CSV
-    whole = {f"node-00{k}/nvidia-smi-dmon.log": dmon for k in range(1, 4)}
-    whole |= {f"node-00{k}/gpu-query.csv": csv for k in range(1, 4)}
-    lone = {f"other-00{k}/nvidia-smi-dmon.log": dmon for k in range(1, 4)}
-    src = make_bundle(tmp_path, whole | lone)
-    here = ingest(src, tmp_path / "here", jobs=1)
+    any (and the table is written anew, every part); with no map, the samples come as a whole spilled part,
+    as before. The tables are those of an ingest in this process every time."""
+    src, here, kept, read_whole = _dmon_pool(tmp_path, monkeypatch)
     m = identity.gpu_map(read_table(tmp_path / "here", "inventory"))
     assert m.height == 3 * 2  # (two GPUs a node)
     if seen == "other":  # (each node's bus ids a GPU along: what an inventory renumbered later would show)
@@ -1541,33 +1555,11 @@ def test_workers_fill_dmon_samples_from_the_map_the_parent_published(
             pass
 
     monkeypatch.setattr(ingest_mod, "_GpuBoard", Seen)
-    monkeypatch.setattr(ingest_mod, "_small", lambda files, size: False)
-    monkeypatch.setattr(ingest_mod, "HOLD_ROWS", 100)
-    monkeypatch.setattr(ingest_mod, "HANDED_BYTES", 1)
-    monkeypatch.setattr(ingest_mod, "PART_ROWS", 12_000)
-    monkeypatch.setattr(ingest_mod, "SOLO_SHARE", 4)
-    monkeypatch.setattr(ingest_mod, "BATCH_FILES", 3)
-    kept = _spy_on_kept_parts(monkeypatch)
-    read_whole: list[str] = []
-    completed = ingest_mod._completed
-
-    def spied(df: pl.DataFrame, p: Any, table: str) -> pl.DataFrame:
-        if p.whole:
-            read_whole.append(table)
-        return completed(df, p, table)
-
-    monkeypatch.setattr(ingest_mod, "_completed", spied)
-    pooled = ingest(src, tmp_path / "pooled", jobs=2)
-    assert pooled["totals"] == here["totals"]
-    a, b = read_table(tmp_path / "here", "gpu_samples"), read_table(tmp_path / "pooled", "gpu_samples")
-    assert b.sort(a.columns, nulls_last=True).equals(a.sort(a.columns, nulls_last=True))
-    filled = b.filter(pl.col("node").str.starts_with("node-") & pl.col("file").str.ends_with("dmon.log"))
-    assert filled.height == 9000 and filled.get_column("gpu_bus_id").null_count() == 0
-    # the lone nodes' batch is kept as it is every time; the filled batch where the map was the whole one's
+    _pooled_as_here(src, tmp_path, here)
+    # the lone nodes' batch is kept as it is but where the table is written anew; the filled batch where the
+    # map was the whole one's
     assert len(kept) == {"whole": 2, "other": 0, "none": 1}[seen]
     assert read_whole == (["gpu_samples"] if seen == "none" else [])
-    for part in (tmp_path / "pooled" / "tables" / "gpu_samples").glob("*.parquet"):
-        assert ingest_mod.in_sort_order(pl.read_parquet(part), "gpu_samples")
 
 
 def test_a_worker_fills_only_samples_the_map_names_wholly(tmp_path: Path) -> None:
