@@ -1483,6 +1483,7 @@ def _dmon_pool(
     src = make_bundle(tmp_path, whole | lone)
     here = ingest(src, tmp_path / "here", jobs=1)
     monkeypatch.setattr(ingest_mod, "_small", lambda files, size: False)
+    monkeypatch.setattr(ingest_mod, "PREFILL_MIN_BYTES", 0)
     monkeypatch.setattr(ingest_mod, "HOLD_ROWS", 100)
     monkeypatch.setattr(ingest_mod, "HANDED_BYTES", 1)
     monkeypatch.setattr(ingest_mod, "PART_ROWS", 12_000)
@@ -1523,7 +1524,8 @@ def test_workers_hand_dmon_samples_a_node_inventory_will_fill_as_whole_parts(
     whose nodes have no other file, as a written part the parent takes as it is. The tables are those of an
     ingest in this process (written parts, filled by the parent)."""
     src, here, kept, read_whole = _dmon_pool(tmp_path, monkeypatch)
-    monkeypatch.setattr(ingest_mod, "PREFILL", False)  # (the workers fill none: see the next test)
+    # (a bundle under `PREFILL_MIN_BYTES`: the workers fill none, see the next test)
+    monkeypatch.setattr(ingest_mod, "PREFILL_MIN_BYTES", sum(p.stat().st_size for p in src.rglob("*")) + 1)
     _pooled_as_here(src, tmp_path, here)
     assert read_whole == ["gpu_samples"] and len(kept) == 1
 
