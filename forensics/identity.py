@@ -25,8 +25,14 @@ def gpu_map(inventory: pl.DataFrame) -> pl.DataFrame:
             & (pl.col("node") != "unknown")
         )
         .select("node", "gpu_bus_id", "gpu_index")
-        .unique(subset=["node", "gpu_bus_id"], keep="last")
+        .pipe(latest_per_bus)
     )
+
+
+def latest_per_bus(m: pl.DataFrame) -> pl.DataFrame:
+    """`gpu_map` rows (of several inventories' maps, in their order) with one row a (node, bus id): the
+    last."""
+    return m.unique(subset=["node", "gpu_bus_id"], keep="last")
 
 
 Fill = Callable[[pl.DataFrame], pl.DataFrame]
@@ -47,12 +53,9 @@ def resolve_rowwise(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataF
     only: every sample gets its bus id), rather than reading, sorting and writing every row of the table
     again."""
     inv = tables.get("inventory")
-    if inv is None or inv.height == 0:
+    gm = map_of(inv) if inv is not None else None
+    if gm is None:
         return tables, [], None
-    m = gpu_map(inv)
-    if m.height == 0:
-        return tables, [], None
-    gm = _GpuMap.of(m)
     out = dict(tables)
     for t in ("events", "gpu_samples"):
         df = tables.get(t)

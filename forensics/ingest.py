@@ -848,19 +848,26 @@ def _spill_part(df: pl.DataFrame, target: Path, large: bool = False, sort_as: st
     parts, sorted once the columns it leaves out are gone (they are nulls or one value: they order nothing,
     and a sort gathers every column it keeps; a batch of dmon files' 77k samples ~3.0 -> ~2.0 ms a file)."""
     stats = part_stats(df) if large else None
-    # A part keeps only the columns that hold a value (a dmon range fills 15 of gpu_samples' 44): the
-    # readers put the others back as nulls. No statistics: a scan picks parts by their `__part` folder.
-    # A 16 MB dmon range's spill: 40 -> ~28 ms.
-    filled = [c for c in df.get_columns() if c.null_count() < df.height]
-    # So are the string columns of one value in every row (node, file, source of a range): restored
-    # from `Part.consts`. A 16 MB dmon range's spill ~24 -> ~16 ms.
-    consts = _constant_strings(df.select(c.name for c in filled))
-    if len(filled) < df.width or consts:
-        df = df.select(c.name for c in filled if c.name not in dict(consts))
+    # No statistics: a scan picks parts by their `__part` folder.
+    df, consts = _compacted(df)
     if sort_as is not None:
         df = _sorted(df, sort_as)
     df.write_parquet(target, compression="lz4", statistics=False)
     return Part(str(target), consts=consts, rows=df.height, stats=stats)
+
+
+def _compacted(
+    df: pl.DataFrame, keep: tuple[str, ...] = ()
+) -> tuple[pl.DataFrame, tuple[tuple[str, str], ...]]:
+    """`df` without its columns null in every row, nor its string columns of one value in every row (those
+    returned, as `Part.consts`), but those in `keep`: a spilled part's columns (a dmon range fills 15 of
+    gpu_samples' 44; the readers put the others back, `_completed`). A 16 MB dmon range's spill: 40 -> ~28 ms
+    without the nulls, ~24 -> ~16 ms without the strings of one value (node, file, source of a range)."""
+    nulls = {c.name for c in df.get_columns() if c.null_count() == df.height and c.name not in keep}
+    consts = tuple((c, v) for c, v in _constant_strings(df.drop(nulls)) if c not in keep)
+    if nulls or consts:
+        df = df.drop(nulls, *(c for c, _v in consts))
+    return df, consts
 
 
 def _table_part(
@@ -900,12 +907,9 @@ def _prefilled(
         m = pl.read_parquet(gpus)
     except (OSError, pl.exceptions.PolarsError):
         return None
-    n = df.height
-    keep = ("node", "gpu_index", "gpu_bus_id")  # (what the fill reads and writes)
-    nulls = [c.name for c in df.get_columns() if c.null_count() == n and c.name not in keep]
-    consts = tuple((c, v) for c, v in _constant_strings(df) if c not in keep)
-    fixed = {*nulls, *(c for c, _v in consts)}
-    got = identity.filled_by_index(_sorted(df.drop(fixed), table), m)
+    # (the columns the fill reads and writes kept)
+    compact, consts = _compacted(df, keep=("node", "gpu_index", "gpu_bus_id"))
+    got = identity.filled_by_index(_sorted(compact, table), m)
     if got is None:
         return None
     return _completed(got[0], Part("", consts=consts), table), got[1]
@@ -1962,24 +1966,21 @@ class _GpuBoard:
         self.shown: pl.DataFrame | None = None
 
     def take(self, inventory: pl.DataFrame) -> None:
-        """Note the GPU rows of a task's `inventory` (those `identity.gpu_map` reads)."""
-        if not inventory.height or "component" not in inventory.columns:
+        """Note the GPU map of a task's `inventory` (`identity.gpu_map`)."""
+        if not inventory.height:
             return
-        gpus = inventory.filter(
-            (pl.col("component") == "gpu")
-            & pl.col("gpu_index").is_not_null()
-            & pl.col("gpu_bus_id").is_not_null()
-        ).select("node", "component", "gpu_bus_id", "gpu_index")
+        gpus = identity.gpu_map(inventory)
         if gpus.height:
             self.rows.append(gpus)
             self.changed = True
 
     def publish(self) -> None:
-        """Write the map anew where rows came since it was last written and changed it."""
+        """Write the map anew where rows came since it was last written and changed it (the map of all the
+        inventories taken, in their order, as `identity.gpu_map` of them all would give it)."""
         if not self.changed:
             return
         self.changed = False
-        m = identity.gpu_map(pl.concat(self.rows, how="vertical_relaxed"))
+        m = identity.latest_per_bus(pl.concat(self.rows, how="vertical_relaxed"))
         m = m.sort("node", "gpu_bus_id", "gpu_index")
         if self.shown is not None and m.equals(self.shown):
             return
@@ -2463,6 +2464,8 @@ def _misfilled(tables: dict[str, Any], outcomes: Outcomes) -> dict[str, Any]:
     than the whole inventory's on the part's nodes (`Part.filled`: the map they saw was not yet whole) taken
     back, so that the stage fills those rows as any (the parts are then no longer kept as they are). Parts
     filled from the same map rows keep their fill, the stage's own."""
+    if not outcomes.filled:
+        return tables
     inv = tables.get("inventory")
     gm = identity.map_of(inv) if isinstance(inv, pl.DataFrame) else None
     out = dict(tables)
